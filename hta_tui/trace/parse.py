@@ -1,0 +1,452 @@
+"""One Kineto trace file -> typed polars frames.
+
+msgspec decodes straight into small typed structs, skipping every field no analysis uses:
+about 4x faster than `orjson.loads` into dicts on a 35 MB trace and a fraction of its memory.
+Every dialect is normalised here, once (see `schema.KINDS`), so nothing downstream looks at
+raw categories, string tids or fractional microseconds.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import msgspec
+import orjson
+import polars as pl
+
+from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA, KINDS, THREADS_SCHEMA, empty
+
+#: Bumped whenever the frames change shape or meaning; part of the cache key.
+PARSER_VERSION = 1
+
+Num = Union[int, float]
+
+
+class TraceFileError(Exception):
+    """A file that cannot become a rank. `incomplete` files may still be being written."""
+
+    def __init__(self, message: str, *, incomplete: bool = False, not_trace: bool = False):
+        super().__init__(message)
+        self.incomplete = incomplete
+        self.not_trace = not_trace
+
+
+class _Args(msgspec.Struct):
+    external_id: Union[int, None] = msgspec.field(default=None, name="External id")
+    external_id_legacy: Union[int, None] = msgspec.field(default=None, name="external id")
+    correlation: Union[int, None] = None
+    stream: Union[int, str, None] = None
+    device: Union[int, None] = None
+    bytes: Union[int, None] = None
+    bandwidth: Union[Num, None] = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    grid: Union[list[int], str, None] = None  # triton cpu ops write a string here
+    block: Union[list[int], str, None] = None
+    registers: Union[int, None] = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Union[int, None] = msgspec.field(default=None, name="shared memory")
+    occupancy: Union[Num, None] = msgspec.field(default=None, name="est. achieved occupancy %")
+    sync_kind: Union[str, None] = msgspec.field(default=None, name="cuda_sync_kind")
+    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+    seq: Union[int, None] = msgspec.field(default=None, name="Sequence number")
+    # metadata ("M") events carry their value here
+    name: Union[str, int, None] = None
+    labels: Union[str, None] = None
+    sort_index: Union[int, None] = None
+
+
+class _Event(msgspec.Struct):
+    ph: str = ""
+    cat: Union[str, None] = None
+    name: Union[str, int, float, None] = None
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: Union[Num, None] = None
+    dur: Union[Num, None] = None
+    id: Union[int, str, None] = None
+    args: Union[_Args, None] = None
+
+
+class _Trace(msgspec.Struct):
+    traceEvents: Union[list[_Event], None] = None  # noqa: N815 (Kineto's key)
+    distributedInfo: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
+    deviceProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
+    computeProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
+    schemaVersion: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
+    traceName: Union[str, None] = None  # noqa: N815
+    baseTimeNanoseconds: Union[int, None] = None  # noqa: N815
+    displayTimeUnit: Union[str, None] = None  # noqa: N815
+    # PyTorch execution traces (not Kineto) have these instead of traceEvents
+    nodes: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    schema: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+
+
+_DECODER = msgspec.json.Decoder(_Trace)
+
+_CAT_KIND: dict[str, str] = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memset": "memset",
+    "cuda_sync": "sync",
+    "gpu_user_annotation": "gpu_annotation",
+    "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "cuda_driver": "driver",
+    "cpu_op": "cpu_op",
+    "operator": "cpu_op",
+    "user_annotation": "annotation",
+    "python_function": "python",
+    "trace": "trace_span",
+}
+
+
+def kind_of_category(cat: str | None) -> str:
+    """Normalised kind for a category, in any dialect (legacy capitalised, xpu_/mtia_ ...)."""
+    if not cat:
+        return "other"
+    low = cat.lower()
+    kind = _CAT_KIND.get(low)
+    if kind is not None:
+        return kind
+    if low.endswith("_runtime"):
+        return "runtime"
+    if low.endswith("_driver"):
+        return "driver"
+    if low.endswith("_memcpy"):
+        return "memcpy"
+    if low.endswith("_memset"):
+        return "memset"
+    if low.endswith("kernel"):
+        return "kernel"
+    return "other"
+
+
+@dataclass
+class ParsedTrace:
+    """What one file holds: metadata plus the frames of `schema.FRAME_SCHEMAS`."""
+
+    meta: dict[str, Any]
+    frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The file's JSON bytes, gunzipped when compressed (by magic, not by name)."""
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            return _gunzip(data)
+        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
+            raise TraceFileError(
+                f"truncated or corrupt gzip ({exc})", incomplete=isinstance(exc, EOFError)
+            ) from exc
+    return data
+
+
+def _gunzip(data: bytes) -> bytes:
+    try:
+        from isal import igzip  # 2-3x faster than zlib when installed
+
+        return igzip.decompress(data)
+    except ImportError:
+        return gzip.decompress(data)
+
+
+def parse_bytes(buf: bytes, *, path: str = "") -> ParsedTrace:
+    """Decode and normalise; raises TraceFileError with a one-line reason."""
+    head = buf[:4096].lstrip()
+    if not head:
+        raise TraceFileError("empty file", incomplete=True)
+    if head[:1] == b"[":
+        raise TraceFileError("not a Kineto trace: a JSON list (memory timeline?)", not_trace=True)
+    if head[:1] != b"{":
+        raise TraceFileError("not JSON", not_trace=True)
+    try:
+        trace = _DECODER.decode(buf)
+    except msgspec.DecodeError as exc:
+        msg = str(exc)
+        truncated = "truncated" in msg.lower()
+        if not truncated and "Expected `" not in msg:
+            raise TraceFileError(f"invalid JSON ({msg})") from exc
+        if truncated:
+            raise TraceFileError("incomplete JSON (still being written?)", incomplete=True) from exc
+        trace = _lenient_decode(buf)
+    del buf
+    if trace.traceEvents is None:
+        if len(trace.nodes):
+            raise TraceFileError("not a Kineto trace: PyTorch execution trace", not_trace=True)
+        raise TraceFileError("not a Kineto trace: no traceEvents", not_trace=True)
+    meta = _meta(trace)
+    frames = build_frames(trace.traceEvents)
+    meta.update(_frame_facts(frames["events"]))
+    return ParsedTrace(meta=meta, frames=frames)
+
+
+def parse_file(path: str | Path) -> ParsedTrace:
+    parsed = parse_bytes(read_bytes(path), path=str(path))
+    parsed.meta["path"] = str(path)
+    return parsed
+
+
+def _lenient_decode(buf: bytes) -> _Trace:
+    """Slow path for files whose fields have unexpected types: coerce event by event."""
+    try:
+        raw = orjson.loads(buf)
+    except orjson.JSONDecodeError as exc:
+        raise TraceFileError(f"invalid JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise TraceFileError("not a Kineto trace", not_trace=True)
+    events = raw.pop("traceEvents", None)
+    if events is not None and not isinstance(events, list):
+        raise TraceFileError("not a Kineto trace: traceEvents is not a list", not_trace=True)
+    top = {k: msgspec.Raw(orjson.dumps(v)) for k, v in raw.items() if k in _RAW_KEYS}
+    for k in ("traceName", "displayTimeUnit"):
+        if isinstance(raw.get(k), str):
+            top[k] = raw[k]
+    if isinstance(raw.get("baseTimeNanoseconds"), int):
+        top["baseTimeNanoseconds"] = raw["baseTimeNanoseconds"]
+    trace = _Trace(**top)
+    if events is not None:
+        trace.traceEvents = [ev for ev in map(_coerce_event, events) if ev is not None]
+    return trace
+
+
+_RAW_KEYS = {
+    "distributedInfo",
+    "deviceProperties",
+    "computeProperties",
+    "schemaVersion",
+    "nodes",
+    "schema",
+}
+
+
+_ARGS_FIELDS = msgspec.structs.fields(_Args)
+_EVENT_FIELDS = [f for f in msgspec.structs.fields(_Event) if f.name != "args"]
+
+
+def _coerce_event(raw: Any) -> _Event | None:
+    if not isinstance(raw, dict):
+        return None
+    args = raw.get("args")
+    clean_args = None
+    if isinstance(args, dict):
+        clean = {}
+        for f in _ARGS_FIELDS:
+            v = args.get(f.encode_name)
+            if v is None:
+                continue
+            if f.type is msgspec.Raw:
+                clean[f.name] = msgspec.Raw(orjson.dumps(v))
+                continue
+            try:
+                clean[f.name] = msgspec.convert(v, f.type, strict=False)
+            except msgspec.ValidationError:
+                pass
+        clean_args = _Args(**clean)
+    out = {}
+    for f in _EVENT_FIELDS:
+        v = raw.get(f.name)
+        if v is None:
+            continue
+        try:
+            out[f.name] = msgspec.convert(v, f.type, strict=False)
+        except msgspec.ValidationError:
+            out[f.name] = str(v) if f.name in ("name", "cat", "ph") else None
+    return _Event(args=clean_args, **{k: v for k, v in out.items() if v is not None})
+
+
+def _raw_json(raw: msgspec.Raw) -> Any:
+    return orjson.loads(bytes(raw)) if len(raw) else None
+
+
+def _meta(trace: _Trace) -> dict[str, Any]:
+    dist = _raw_json(trace.distributedInfo)
+    props = _raw_json(trace.deviceProperties)
+    if props is None:
+        props = _raw_json(trace.computeProperties)  # ROCm / older profilers
+    rank = dist.get("rank") if isinstance(dist, dict) else None
+    return {
+        "distributed_info": dist if isinstance(dist, dict) else None,
+        "rank_in_file": rank if isinstance(rank, int) else None,
+        "device_properties": props if isinstance(props, list) else [],
+        "schema_version": _raw_json(trace.schemaVersion),
+        "trace_name": trace.traceName,
+        "base_time_ns": trace.baseTimeNanoseconds,
+        "parser_version": PARSER_VERSION,
+    }
+
+
+def _frame_facts(events: pl.DataFrame) -> dict[str, Any]:
+    """Small per-file facts kept in the cache's metadata, so a warm open reads no frames."""
+    if events.is_empty():
+        return {"min_ts": None, "max_end": None, "n_events": 0, "n_kernels": 0}
+    row = events.select(
+        pl.col("ts").min().alias("min_ts"),
+        (pl.col("ts") + pl.col("dur")).max().alias("max_end"),
+        pl.len().alias("n_events"),
+        (pl.col("kind") == "kernel").sum().alias("n_kernels"),
+    ).row(0, named=True)
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# events -> columns
+
+
+def _us_to_ns(values: list[Any]) -> pl.Series:
+    """Microseconds (int or float) -> exact integer ns.
+
+    Multiplying a float like 1.6e15 by 1000 would leave the 2**53 range, so the whole and the
+    fractional parts are converted apart.
+    """
+    s = pl.Series(values, dtype=pl.Float64, strict=False)
+    whole = s.floor()
+    frac_ns = ((s - whole) * 1000.0).round(0)
+    return (whole.cast(pl.Int64) * 1000 + frac_ns.cast(pl.Int64)).rename("ts")
+
+
+def _int_or_none(v: Any) -> int | None:
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        s = v.strip()
+        if s.lstrip("-").isdigit():
+            return int(s)
+    return None
+
+
+def _stream_of(ev: _Event) -> int | None:
+    a = ev.args
+    if a is not None and a.stream is not None:
+        if isinstance(a.stream, int):
+            return a.stream
+        return _parse_stream_label(a.stream)
+    if isinstance(ev.tid, str) and ev.tid.startswith("stream"):
+        return _parse_stream_label(ev.tid)
+    return None
+
+
+def _parse_stream_label(label: str) -> int | None:
+    """'7', 'stream 7', 'stream 0x0' (ROCm) -> int."""
+    s = label.strip()
+    if s.startswith("stream"):
+        s = s[len("stream") :].strip()
+    s = s.split()[0] if s else s
+    try:
+        return int(s, 0)
+    except ValueError:
+        return None
+
+
+def build_frames(events: list[_Event]) -> dict[str, pl.DataFrame]:
+    complete = [e for e in events if e.ph == "X"]
+    flows = [e for e in events if e.ph in ("s", "f", "t")]
+    meta_events = [e for e in events if e.ph == "M"]
+    return {
+        "events": _events_frame(complete),
+        "flows": _flows_frame(flows),
+        "threads": _threads_frame(meta_events),
+    }
+
+
+def _events_frame(evs: list[_Event]) -> pl.DataFrame:
+    if not evs:
+        return empty("events")
+    no_args = _Args()
+    args = [e.args or no_args for e in evs]
+    cats = [e.cat for e in evs]
+    kind_of = {c: kind_of_category(c) for c in set(cats)}
+    cols: dict[str, pl.Series] = {}
+
+    def put(name: str, values: list[Any]) -> None:
+        cols[name] = pl.Series(name, values, dtype=EVENTS_SCHEMA[name], strict=False)
+
+    put("idx", list(range(len(evs))))
+    cols["ts"] = _us_to_ns([e.ts for e in evs]).rename("ts")
+    cols["dur"] = _us_to_ns([e.dur if e.dur is not None else 0 for e in evs]).rename("dur")
+    put("name", [e.name if isinstance(e.name, str) else _str_or_none(e.name) for e in evs])
+    put("cat", cats)
+    put("kind", [kind_of[c] for c in cats])
+    put("pid", [_int_or_none(e.pid) for e in evs])
+    put("tid", [_int_or_none(e.tid) for e in evs])
+    put("stream", [_stream_of(e) for e in evs])
+    put("device", [a.device for a in args])
+    put("correlation", [a.correlation for a in args])
+    put(
+        "external_id",
+        [a.external_id if a.external_id is not None else a.external_id_legacy for a in args],
+    )
+    put("bytes", [a.bytes for a in args])
+    put("bandwidth", [a.bandwidth for a in args])
+    put("grid", [a.grid if isinstance(a.grid, list) else None for a in args])
+    put("block", [a.block if isinstance(a.block, list) else None for a in args])
+    put("registers", [a.registers for a in args])
+    put("shared_memory", [a.shared_memory for a in args])
+    put("occupancy", [a.occupancy for a in args])
+    put("sync_kind", [a.sync_kind for a in args])
+    put("input_dims", [_raw_text(a.input_dims) for a in args])
+    put("input_type", [_raw_text(a.input_type) for a in args])
+    put("seq", [a.seq for a in args])
+    df = pl.DataFrame(cols)
+    # Legacy traces put kernels on a device pid with a "stream N" tid; keep tid numeric there.
+    return df.with_columns(
+        pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
+        .then(pl.col("stream"))
+        .otherwise(pl.col("tid"))
+        .alias("tid")
+    ).select(list(EVENTS_SCHEMA))
+
+
+def _str_or_none(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def _raw_text(raw: msgspec.Raw) -> str | None:
+    return bytes(raw).decode("utf-8", "replace") if len(raw) else None
+
+
+def _flows_frame(evs: list[_Event]) -> pl.DataFrame:
+    if not evs:
+        return empty("flows")
+    df = pl.DataFrame(
+        {
+            "id": pl.Series([_int_or_none(e.id) for e in evs], dtype=pl.Int64),
+            "ph": pl.Series([e.ph for e in evs], dtype=pl.String),
+            "cat": pl.Series([e.cat for e in evs], dtype=pl.String),
+            "ts": _us_to_ns([e.ts for e in evs]),
+            "pid": pl.Series([_int_or_none(e.pid) for e in evs], dtype=pl.Int64),
+            "tid": pl.Series([_int_or_none(e.tid) for e in evs], dtype=pl.Int64),
+        }
+    )
+    return df.select(list(FLOWS_SCHEMA))
+
+
+def _threads_frame(evs: list[_Event]) -> pl.DataFrame:
+    rows = []
+    for e in evs:
+        a = e.args
+        if a is None:
+            continue
+        value = a.name if a.name is not None else a.labels
+        if value is None and a.sort_index is not None:
+            value = a.sort_index
+        rows.append((_int_or_none(e.pid), _int_or_none(e.tid), _str_or_none(e.name), value))
+    if not rows:
+        return empty("threads")
+    pid, tid, key, value = zip(*rows)
+    return pl.DataFrame(
+        {
+            "pid": pl.Series(pid, dtype=pl.Int64),
+            "tid": pl.Series(tid, dtype=pl.Int64),
+            "key": pl.Series(key, dtype=pl.String),
+            "value": pl.Series([_str_or_none(v) for v in value], dtype=pl.String),
+        }
+    ).select(list(THREADS_SCHEMA))
+
+
+assert set(_CAT_KIND.values()) <= set(KINDS)

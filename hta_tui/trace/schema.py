@@ -1,0 +1,87 @@
+"""Column layout of the frames every reader produces and every analysis consumes.
+
+One place names the columns so the parser, the cache and the analyses cannot drift apart.
+Times are integer nanoseconds as written in the file (Kineto writes microseconds, with up to
+three decimals); `TraceSet.origin_ns` aligns ranks. Nanoseconds keep fractional timestamps
+exact, where HTA rounds them to whole microseconds.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+#: Normalised event kinds. Legacy (`Kernel`, `Runtime`, ...) and current (`kernel`,
+#: `cuda_runtime`, ...) categories map onto these, so analyses never look at `cat`.
+KINDS: tuple[str, ...] = (
+    "kernel",  # GPU kernel (CUDA, ROCm, Triton, other accelerators)
+    "memcpy",  # GPU memcpy
+    "memset",  # GPU memset
+    "sync",  # cuda_sync spans on a stream (Stream Sync, Event Sync, ...)
+    "gpu_annotation",  # gpu_user_annotation: ranges on a stream, not work
+    "runtime",  # cuda_runtime / hip runtime calls on the CPU
+    "driver",  # cuda_driver calls (cuLaunchKernel, ...)
+    "cpu_op",  # aten and other operators
+    "annotation",  # user_annotation, record_function, ProfilerStep#N
+    "python",  # python_function
+    "trace_span",  # the profiler's own "Trace" span
+    "other",
+)
+KIND = pl.Enum(KINDS)
+
+#: GPU-side kinds that occupy a stream.
+GPU_WORK_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
+#: Kinds that launch GPU work from the CPU.
+LAUNCH_KINDS: tuple[str, ...] = ("runtime", "driver")
+
+EVENTS_SCHEMA: dict[str, pl.DataType] = {
+    "idx": pl.UInt32(),  # position in traceEvents, stable id within a file
+    "ts": pl.Int64(),  # start, ns, as in the file
+    "dur": pl.Int64(),  # ns
+    "name": pl.String(),
+    "cat": pl.String(),  # the category as written
+    "kind": KIND,
+    "pid": pl.Int64(),  # null when the file names it with a string
+    "tid": pl.Int64(),  # null when not a number (legacy "stream 7" gives stream 7)
+    "stream": pl.Int64(),  # GPU stream; null for CPU-side events
+    "device": pl.Int64(),
+    "correlation": pl.Int64(),  # links a kernel to its launch
+    "external_id": pl.Int64(),  # links a launch to its cpu op
+    "bytes": pl.Int64(),  # memcpy / memset size
+    "bandwidth": pl.Float64(),  # GB/s as written; null when absent
+    "grid": pl.List(pl.Int64()),
+    "block": pl.List(pl.Int64()),
+    "registers": pl.Int64(),
+    "shared_memory": pl.Int64(),
+    "occupancy": pl.Float64(),  # est. achieved occupancy %
+    "sync_kind": pl.String(),  # cuda_sync_kind
+    "input_dims": pl.String(),  # JSON text, for shape-aware matching
+    "input_type": pl.String(),
+    "seq": pl.Int64(),  # autograd sequence number
+}
+
+FLOWS_SCHEMA: dict[str, pl.DataType] = {
+    "id": pl.Int64(),
+    "ph": pl.String(),  # "s" start, "f" finish
+    "cat": pl.String(),  # ac2g, fwdbwd, async_cpu_to_gpu
+    "ts": pl.Int64(),
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+}
+
+THREADS_SCHEMA: dict[str, pl.DataType] = {
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+    "key": pl.String(),  # process_name, thread_name, process_labels, ...
+    "value": pl.String(),
+}
+
+FRAME_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "events": EVENTS_SCHEMA,
+    "flows": FLOWS_SCHEMA,
+    "threads": THREADS_SCHEMA,
+}
+
+
+def empty(frame: str) -> pl.DataFrame:
+    """An empty frame of the named layout, so consumers never special-case missing data."""
+    return pl.DataFrame(schema=FRAME_SCHEMAS[frame])
