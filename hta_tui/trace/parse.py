@@ -372,8 +372,8 @@ def _events_frame(evs: list[_Event]) -> pl.DataFrame:
     put("name", [e.name if isinstance(e.name, str) else _str_or_none(e.name) for e in evs])
     put("cat", cats)
     put("kind", [kind_of[c] for c in cats])
-    put("pid", [_int_or_none(e.pid) for e in evs])
-    put("tid", [_int_or_none(e.tid) for e in evs])
+    put("pid", [e.pid if type(e.pid) is int else _int_or_none(e.pid) for e in evs])
+    put("tid", [e.tid if type(e.tid) is int else _int_or_none(e.tid) for e in evs])
     put("stream", [_stream_of(e) for e in evs])
     put("device", [a.device for a in args])
     put("correlation", [a.correlation for a in args])
@@ -383,14 +383,14 @@ def _events_frame(evs: list[_Event]) -> pl.DataFrame:
     )
     put("bytes", [a.bytes for a in args])
     put("bandwidth", [a.bandwidth for a in args])
-    put("grid", [a.grid if isinstance(a.grid, list) else None for a in args])
-    put("block", [a.block if isinstance(a.block, list) else None for a in args])
+    cols["grid"] = _dim3([a.grid for a in args], "grid")
+    cols["block"] = _dim3([a.block for a in args], "block")
     put("registers", [a.registers for a in args])
     put("shared_memory", [a.shared_memory for a in args])
     put("occupancy", [a.occupancy for a in args])
     put("sync_kind", [a.sync_kind for a in args])
-    put("input_dims", [_raw_text(a.input_dims) for a in args])
-    put("input_type", [_raw_text(a.input_type) for a in args])
+    cols["input_dims"] = _raw_texts([a.input_dims for a in args], "input_dims")
+    cols["input_type"] = _raw_texts([a.input_type for a in args], "input_type")
     put("seq", [a.seq for a in args])
     df = pl.DataFrame(cols)
     # Legacy traces put kernels on a device pid with a "stream N" tid; keep tid numeric there.
@@ -406,8 +406,19 @@ def _str_or_none(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def _raw_text(raw: msgspec.Raw) -> str | None:
-    return bytes(raw).decode("utf-8", "replace") if len(raw) else None
+def _raw_texts(raws: list[msgspec.Raw], name: str) -> pl.Series:
+    """JSON snippets kept as text; decoded only by the analyses that match on shapes."""
+    binary = pl.Series(name, [bytes(r) if len(r) else None for r in raws], dtype=pl.Binary)
+    return binary.cast(pl.String, strict=False)
+
+
+def _dim3(values: list[Any], name: str) -> pl.Series:
+    """[x, y, z] launch dimensions as a fixed-size array (building list Series row by row is
+    the slowest part of parsing otherwise)."""
+    ok = [isinstance(v, list) and len(v) == 3 for v in values]
+    flat = [x for v, good in zip(values, ok) for x in (v if good else (0, 0, 0))]
+    arr = pl.Series(name, flat, dtype=pl.Int64, strict=False).reshape((len(values), 3))
+    return pl.select(pl.when(pl.Series(ok)).then(arr)).to_series().rename(name)
 
 
 def _flows_frame(evs: list[_Event]) -> pl.DataFrame:

@@ -48,8 +48,8 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "external_id": pl.Int64(),  # links a launch to its cpu op
     "bytes": pl.Int64(),  # memcpy / memset size
     "bandwidth": pl.Float64(),  # GB/s as written; null when absent
-    "grid": pl.List(pl.Int64()),
-    "block": pl.List(pl.Int64()),
+    "grid": pl.Array(pl.Int64(), 3),
+    "block": pl.Array(pl.Int64(), 3),
     "registers": pl.Int64(),
     "shared_memory": pl.Int64(),
     "occupancy": pl.Float64(),  # est. achieved occupancy %

@@ -1,0 +1,3 @@
+from hta_tui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""Command line: `hta-tui PATH` opens the app, `hta-tui report PATH` prints the analyses."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+EXIT_OK, EXIT_NO_TRACE, EXIT_USAGE = 0, 1, 2
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", action="store_true", help="parse again; keep nothing afterwards")
+    p.add_argument("--workers", type=int, default=None, help="parser processes (default: cores)")
+
+
+def app_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hta-tui",
+        description="Explore PyTorch profiler (Kineto) traces in the terminal. "
+        "`hta-tui report PATH --json` runs the same analyses headless.",
+    )
+    p.add_argument("path", nargs="?", type=Path, help="trace folder or file")
+    p.add_argument("--demo", action="store_true", help="open a generated 4-rank demo trace")
+    p.add_argument("--poll", action="store_true", help="poll for changes (NFS, Lustre)")
+    p.add_argument("--no-watch", action="store_true", help="do not watch for new files")
+    p.add_argument("--no-mouse", action="store_true", help="leave mouse reporting off")
+    p.add_argument("--theme", default=None, help="colour theme")
+    _common(p)
+    return p
+
+
+def report_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hta-tui report", description="Headless analyses.")
+    p.add_argument("path", type=Path, help="trace folder or file")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    _common(p)
+    return p
+
+
+def demo_dir() -> Path:
+    """A fresh synthetic 4-rank trace folder in the temp dir (never the user's folders)."""
+    from hta_tui.synth import write_trace_dir
+
+    out = Path(tempfile.mkdtemp(prefix="hta-tui-demo-"))
+    write_trace_dir(out, ranks=4, steps=6, seed=0)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        args = report_parser().parse_args(argv[1:])
+        if not args.path.exists():
+            print(f"hta-tui: {args.path}: no such file or folder", file=sys.stderr)
+            return EXIT_USAGE
+        from hta_tui.report import run_report
+
+        return run_report(args.path, as_json=args.json, no_cache=args.no_cache, workers=args.workers)
+    parser = app_parser()
+    args = parser.parse_args(argv)
+    if args.demo:
+        path = demo_dir()
+    elif args.path is None:
+        parser.print_usage(sys.stderr)
+        print("hta-tui: give a trace folder or file, or --demo", file=sys.stderr)
+        return EXIT_USAGE
+    else:
+        path = args.path
+    if not path.exists():
+        print(f"hta-tui: {path}: no such file or folder", file=sys.stderr)
+        return EXIT_USAGE
+    from hta_tui.app.app import run_app
+    from hta_tui.trace.cache import Cache
+
+    return run_app(
+        path,
+        cache=Cache(enabled=not args.no_cache),
+        poll=args.poll,
+        watch=not args.no_watch,
+        mouse=not args.no_mouse,
+        theme=args.theme,
+        workers=args.workers,
+    )

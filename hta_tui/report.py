@@ -1,0 +1,67 @@
+"""The headless front end: the app's analyses as text tables or one JSON object.
+
+Exit status: 0 when at least one trace loaded, 1 when none did (2, usage errors, comes from
+the CLI). Analyses that have nothing to say give empty lists, never errors.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+import polars as pl
+
+from hta_tui.analysis.overview import file_table, temporal_table
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import TraceSet, open_set
+
+FILE_KEYS = ("path", "rank", "span", "status", "error")
+
+
+def build_report(ts: TraceSet) -> dict[str, Any]:
+    """Every section of the report as lists of records (the JSON shape)."""
+    files = file_table(ts)
+    return {
+        "files": files.select(FILE_KEYS).to_dicts(),
+        "temporal_breakdown": temporal_table(ts).to_dicts(),
+    }
+
+
+def _text(ts: TraceSet, out: TextIO) -> None:
+    files = file_table(ts).drop("seconds", "cached", "selected")
+    temporal = temporal_table(ts)
+    with pl.Config(
+        tbl_rows=-1,
+        tbl_cols=-1,
+        tbl_hide_dataframe_shape=True,
+        tbl_hide_column_data_types=True,
+        tbl_formatting="ASCII_MARKDOWN",
+        fmt_str_lengths=80,
+        tbl_width_chars=200,
+    ):
+        print(f"# Files in {ts.root}", file=out)
+        print(files, file=out)
+        print("\n# Temporal breakdown (HTA definitions, microseconds)", file=out)
+        if temporal.is_empty():
+            print("no GPU kernels in the loaded ranks", file=out)
+        else:
+            print(temporal, file=out)
+
+
+def run_report(
+    path: Path,
+    *,
+    as_json: bool = False,
+    no_cache: bool = False,
+    workers: int | None = None,
+    out: TextIO | None = None,
+) -> int:
+    out = out or sys.stdout
+    ts = open_set(path, Cache(enabled=not no_cache), workers=workers)
+    if as_json:
+        out.write(orjson.dumps(build_report(ts), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        _text(ts, out)
+    return 0 if ts.loaded() else 1

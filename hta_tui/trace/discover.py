@@ -1,0 +1,84 @@
+"""Which files in a folder are traces, and which rank and span each one probably is.
+
+Discovery only looks at names and stat(); the rank in `distributedInfo` (known after parsing)
+wins over the name. Nothing here opens a file, so listing 1,000 ranks is instant.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+#: Compressed files of other names are sniffed too, so e.g. a `memory_timeline.raw.gz` is
+#: reported as "not a Kineto trace" instead of silently ignored.
+OTHER_CANDIDATES = (".gz",)
+
+_RANK_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_SPAN_RE = re.compile(r"(\d{10,}(?:_\d+)?|[A-Z][a-z]{2}_\d{1,2}_\d{2}_\d{2}_\d{2}(?:\.\d+)?)")
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """A candidate file with what its name and stat say."""
+
+    path: Path
+    size: int
+    mtime_ns: int
+    rank_hint: int | None  # from the file name
+    span_hint: str  # the part of the name telling spans of one worker apart
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        """Identity of this version of the file: a change gives a new key."""
+        return (str(self.path), self.size, self.mtime_ns)
+
+
+def rank_from_name(name: str) -> int | None:
+    """`rank-3`, `rank_3`, `rank3`, `worker3` anywhere in the name."""
+    m = _RANK_RE.search(name)
+    return int(m.group(1)) if m else None
+
+
+def span_from_name(name: str) -> str:
+    """A profiler-schedule span label: the timestamp-like part of the name, else the name."""
+    m = _SPAN_RE.search(name)
+    return m.group(1) if m else name
+
+
+def is_candidate(path: Path) -> bool:
+    name = path.name.lower()
+    if name.startswith("."):
+        return False  # editors' and rsync's temporary files
+    return name.endswith(TRACE_SUFFIXES) or name.endswith(OTHER_CANDIDATES)
+
+
+def describe(path: Path) -> TraceFile:
+    st = path.stat()
+    return TraceFile(
+        path=path,
+        size=st.st_size,
+        mtime_ns=st.st_mtime_ns,
+        rank_hint=rank_from_name(path.name),
+        span_hint=span_from_name(path.name),
+    )
+
+
+def discover(root: str | Path) -> list[TraceFile]:
+    """Trace candidates under `root` (a folder, searched recursively, or one file), sorted."""
+    root = Path(root)
+    if root.is_file():
+        return [describe(root)]
+    found: list[TraceFile] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in sorted(filenames):
+            p = Path(dirpath) / fn
+            if is_candidate(p):
+                try:
+                    found.append(describe(p))
+                except OSError:
+                    continue  # vanished between listing and stat
+    return found

@@ -1,0 +1,133 @@
+"""Many trace files, in parallel processes, each landing as soon as it is parsed.
+
+Workers parse and write the cache entry themselves, and hand back only a small result; the
+caller reads the Parquet it needs. So the parent never holds JSON, and a warm open never starts
+a process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.discover import TraceFile
+from hta_tui.trace.parse import TraceFileError, parse_file
+
+#: Files smaller than this are parsed in the calling process: a worker start costs more.
+INLINE_BYTES = 2_000_000
+
+
+@dataclass
+class LoadResult:
+    """What became of one file. `status` is loaded, incomplete, not_trace or error."""
+
+    file: TraceFile
+    status: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    entry: Path | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "loaded"
+
+
+def load_one(tf: TraceFile, cache: Cache) -> LoadResult:
+    """Cache hit, else parse and store. Never raises for a bad file: the result says why."""
+    t0 = time.perf_counter()
+    meta = cache.lookup(tf)
+    if meta is not None:
+        return LoadResult(
+            tf, "loaded", meta, cache.entry_dir(tf), seconds=time.perf_counter() - t0, cached=True
+        )
+    try:
+        parsed = parse_file(tf.path)
+        entry = cache.store(tf, parsed)
+    except TraceFileError as exc:
+        status = "incomplete" if exc.incomplete else "not_trace" if exc.not_trace else "error"
+        return LoadResult(tf, status, error=str(exc), seconds=time.perf_counter() - t0)
+    except PermissionError:
+        return LoadResult(tf, "error", error="permission denied", seconds=time.perf_counter() - t0)
+    except FileNotFoundError:
+        return LoadResult(tf, "error", error="file vanished", seconds=time.perf_counter() - t0)
+    except (OSError, MemoryError, ValueError) as exc:
+        return LoadResult(tf, "error", error=_one_line(exc), seconds=time.perf_counter() - t0)
+    return LoadResult(tf, "loaded", parsed.meta, entry, seconds=time.perf_counter() - t0)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
+
+
+def _worker(tf: TraceFile, cache_root: Path, enabled: bool) -> LoadResult:
+    cache = Cache.__new__(Cache)
+    cache.root, cache.enabled = cache_root, enabled
+    return load_one(tf, cache)
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def load_files(
+    files: Iterable[TraceFile],
+    cache: Cache,
+    *,
+    workers: int | None = None,
+    cancelled: Any = None,
+) -> Iterator[LoadResult]:
+    """Yield one result per file as each finishes: cache hits and small files first, in this
+    process; the rest from a pool of `workers` processes (default: the usable cores).
+
+    `cancelled`, when given, is called between results; a true answer stops submitting work.
+    """
+    pending: list[TraceFile] = []
+    for tf in files:
+        if cache.lookup(tf) is not None or tf.size < INLINE_BYTES:
+            yield load_one(tf, cache)
+            if cancelled is not None and cancelled():
+                return
+        else:
+            pending.append(tf)
+    if not pending:
+        return
+    n = min(workers or default_workers(), len(pending))
+    if n <= 1:
+        for tf in pending:
+            yield load_one(tf, cache)
+            if cancelled is not None and cancelled():
+                return
+        return
+    # Largest first keeps both cores busy to the end; forkserver avoids forking a process that
+    # runs polars or Textual threads.
+    pending.sort(key=lambda tf: tf.size, reverse=True)
+    ctx = mp.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        owner: dict[Future[LoadResult], TraceFile] = {
+            pool.submit(_worker, tf, cache.root, cache.enabled): tf for tf in pending
+        }
+        futures = set(owner)
+        while futures:
+            done, futures = wait(futures, return_when=FIRST_COMPLETED)
+            for fut in done:
+                try:
+                    yield fut.result()
+                except Exception as exc:  # a worker died (out of memory, killed)
+                    yield LoadResult(owner[fut], "error", error=_one_line(exc))
+            if cancelled is not None and cancelled():
+                for fut in futures:
+                    fut.cancel()
+                return

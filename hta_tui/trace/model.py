@@ -1,0 +1,201 @@
+"""The loaded trace set: every file's status, the rank and span each one is, and its frames.
+
+One owner of state (the app or a script) applies `LoadResult`s as they land; everything else
+asks it for frames. Frames are read from the cache entry on first use and kept, so screens that
+never look at flows never read them.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from hta_tui.trace.cache import read_frame
+from hta_tui.trace.discover import TraceFile
+from hta_tui.trace.load import LoadResult
+
+STATUSES = ("pending", "loading", "loaded", "incomplete", "not_trace", "error")
+
+
+@dataclass
+class RankData:
+    """Frames of one loaded file, read lazily from its cache entry."""
+
+    entry: Path
+    meta: dict[str, Any]
+    _frames: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def frame(self, name: str = "events") -> pl.DataFrame:
+        with self._lock:
+            df = self._frames.get(name)
+            if df is None:
+                df = self._frames[name] = read_frame(self.entry, name)
+            return df
+
+    @property
+    def events(self) -> pl.DataFrame:
+        return self.frame("events")
+
+
+@dataclass
+class FileEntry:
+    """One file of the set as the user sees it in the overview."""
+
+    file: TraceFile
+    status: str = "pending"
+    error: str | None = None
+    data: RankData | None = None
+    seconds: float = 0.0
+    cached: bool = False
+    rank: int | None = None
+    rank_source: str = ""  # distributedInfo, file name, order
+
+    @property
+    def path(self) -> Path:
+        return self.file.path
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.data.meta if self.data is not None else {}
+
+
+class TraceSet:
+    """Files of one folder (or one file) grouped into ranks and spans.
+
+    Not thread-safe by design: one owner mutates it (the app's main thread, a script); workers
+    get the frames they need and never touch the set.
+    """
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.entries: dict[Path, FileEntry] = {}
+        self._chosen_span: dict[int, Path] = {}
+        self.generation = 0  # bumps on every change; lets consumers drop stale results
+
+    # -- mutation ----------------------------------------------------------------------------
+    def add_pending(self, tf: TraceFile) -> FileEntry:
+        entry = self.entries.get(tf.path)
+        if entry is None or entry.file.key != tf.key:
+            entry = FileEntry(tf)
+            self.entries[tf.path] = entry
+        self._changed()
+        return entry
+
+    def apply(self, result: LoadResult) -> FileEntry:
+        entry = self.entries.get(result.file.path)
+        if entry is None or entry.file.key != result.file.key:
+            entry = FileEntry(result.file)
+            self.entries[result.file.path] = entry
+        entry.status = result.status
+        entry.error = result.error
+        entry.seconds = result.seconds
+        entry.cached = result.cached
+        entry.data = RankData(result.entry, result.meta) if result.ok and result.entry else None
+        self._changed()
+        return entry
+
+    def remove(self, path: Path) -> None:
+        if self.entries.pop(path, None) is not None:
+            self._changed()
+
+    def select_span(self, rank: int, path: Path) -> None:
+        self._chosen_span[rank] = path
+        self._changed()
+
+    def _changed(self) -> None:
+        self.generation += 1
+        self._assign_ranks()
+
+    # -- ranks and spans ---------------------------------------------------------------------
+    def _assign_ranks(self) -> None:
+        """distributedInfo.rank, else the rank in the file name, else the next free number in
+        path order - stable as files come and go."""
+        taken: set[int] = set()
+        unranked: list[FileEntry] = []
+        for entry in sorted(self.entries.values(), key=lambda e: str(e.path)):
+            rank = entry.meta.get("rank_in_file")
+            if rank is not None:
+                entry.rank, entry.rank_source = rank, "distributedInfo"
+            elif entry.file.rank_hint is not None:
+                entry.rank, entry.rank_source = entry.file.rank_hint, "file name"
+            else:
+                entry.rank, entry.rank_source = None, ""
+                unranked.append(entry)
+                continue
+            taken.add(entry.rank)
+        nxt = 0
+        for entry in unranked:
+            if entry.status != "loaded":
+                continue  # a number only once we know it is a trace
+            while nxt in taken:
+                nxt += 1
+            entry.rank, entry.rank_source = nxt, "order"
+            taken.add(nxt)
+
+    def spans(self, rank: int) -> list[FileEntry]:
+        """Files of one rank, newest first (profiler schedules write one per span)."""
+        files = [e for e in self.entries.values() if e.rank == rank]
+        return sorted(files, key=lambda e: (e.file.mtime_ns, str(e.path)), reverse=True)
+
+    def ranks(self) -> list[int]:
+        return sorted({e.rank for e in self.entries.values() if e.rank is not None})
+
+    def selected(self, rank: int) -> FileEntry | None:
+        """The span shown for a rank: the user's choice, else the newest loaded one."""
+        spans = self.spans(rank)
+        chosen = self._chosen_span.get(rank)
+        for e in spans:
+            if e.path == chosen and e.data is not None:
+                return e
+        return next((e for e in spans if e.data is not None), None)
+
+    def loaded(self) -> dict[int, RankData]:
+        """Rank -> frames of the selected span, for every rank with a loaded file."""
+        out: dict[int, RankData] = {}
+        for rank in self.ranks():
+            entry = self.selected(rank)
+            if entry is not None and entry.data is not None:
+                out[rank] = entry.data
+        return out
+
+    def frames(self, name: str = "events") -> dict[int, pl.DataFrame]:
+        return {rank: data.frame(name) for rank, data in self.loaded().items()}
+
+    @property
+    def origin_ns(self) -> int | None:
+        """Common time origin: the earliest event of all selected spans (HTA's alignment)."""
+        starts = [d.meta.get("min_ts") for d in self.loaded().values()]
+        starts = [s for s in starts if s is not None]
+        return min(starts) if starts else None
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        for e in self.entries.values():
+            out[e.status] = out.get(e.status, 0) + 1
+        return out
+
+
+def open_set(
+    root: str | Path,
+    cache: Any = None,
+    *,
+    workers: int | None = None,
+) -> TraceSet:
+    """Discover and load everything under `root`, synchronously (report, scripts, tests)."""
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.discover import discover
+    from hta_tui.trace.load import load_files
+
+    cache = cache if cache is not None else Cache()
+    ts = TraceSet(root)
+    files = discover(root)
+    for tf in files:
+        ts.add_pending(tf)
+    for result in load_files(files, cache, workers=workers):
+        ts.apply(result)
+    return ts

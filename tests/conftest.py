@@ -1,0 +1,39 @@
+"""Shared fixtures. Real traces live in ../shared beside the repo and are never copied here."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("HTA_TUI_SHARED", REPO.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    """../shared (traces/ and oracle/); the test is skipped cleanly when it is absent."""
+    if not (SHARED / "traces").is_dir():
+        pytest.skip(f"shared traces not found at {SHARED}")
+    return SHARED
+
+
+def oracle_frame(path: Path) -> pl.DataFrame | None:
+    """Read one of HTA's reference frames ({"columns", "data", ...}); None when HTA returned None."""
+    doc: Any = json.loads(path.read_text())
+    if doc is None:
+        return None
+    cols = doc["columns"]
+    names = ["/".join(map(str, c)) if isinstance(c, list) else str(c) for c in cols]
+    rows = [dict(zip(names, row)) for row in doc["data"]]
+    index_names = doc.get("index_names") or []
+    if any(n is not None for n in index_names):
+        for row, idx in zip(rows, doc["index"]):
+            idx = idx if isinstance(idx, list) else [idx]
+            for n, v in zip(index_names, idx):
+                row[str(n)] = v
+    return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()

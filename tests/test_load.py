@@ -1,0 +1,186 @@
+"""Discovery, cache, parallel load and the trace set, on generated and bad files."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+
+from hta_tui.trace import load as load_mod
+from hta_tui.trace import parse as parse_mod
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.discover import discover, rank_from_name, span_from_name
+from hta_tui.trace.load import load_files
+from hta_tui.trace.model import TraceSet, open_set
+from tests import dialects
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("rank-3.json", 3),
+        ("rank_12.pt.trace.json.gz", 12),
+        ("rank7.json", 7),
+        ("worker3.1623143089861.pt.trace.json", 3),
+        ("host_worker_5.json", 5),
+        ("trace.json", None),
+        ("frank3.json", None),
+    ],
+)
+def test_rank_from_name(name: str, rank: int | None) -> None:
+    assert rank_from_name(name) == rank
+
+
+def test_span_from_name() -> None:
+    assert span_from_name("worker0.1623143089861.pt.trace.json") == "1623143089861"
+    assert span_from_name("rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz") == "Jul_15_10_52_41.1074"
+
+
+def test_discover_picks_trace_candidates(tmp_path: Path) -> None:
+    for name in ["a.json", "b.json.gz", "c.pt.trace.json", "m.raw.gz", "notes.txt", ".hidden.json"]:
+        (tmp_path / name).write_bytes(b"{}")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "d.json").write_bytes(b"{}")
+    names = [tf.path.relative_to(tmp_path).as_posix() for tf in discover(tmp_path)]
+    assert names == ["a.json", "b.json.gz", "c.pt.trace.json", "m.raw.gz", "sub/d.json"]
+    single = discover(tmp_path / "a.json")
+    assert [tf.path.name for tf in single] == ["a.json"]
+
+
+def test_bad_files_never_stop_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "traces"
+    dialects.write(dialects.current(rank=0), d / "rank-0.json.gz")
+    dialects.write(dialects.current(rank=1), d / "rank-1.json")
+    whole = gzip.compress(orjson_bytes(dialects.current(rank=2)))
+    (d / "rank-2.json.gz").write_bytes(whole[: len(whole) // 2])  # truncated gz
+    (d / "rank-3.json").write_bytes(orjson_bytes(dialects.current(rank=3))[:200])  # half-written
+    (d / "empty.json").write_bytes(b"")
+    (d / "binary.json").write_bytes(os.urandom(64) + b"\x00")
+    (d / "other.json").write_bytes(b'{"config": {"lr": 0.1}}')
+    (d / "et.json").write_bytes(b'{"schema": "1.0.1", "pid": 1, "nodes": [{"id": 1}]}')
+    (d / "locked.json").write_bytes(orjson_bytes(dialects.current(rank=9)))
+    real_read = parse_mod.read_bytes
+
+    def read_bytes(path: str | Path) -> bytes:  # root ignores chmod, so deny it here
+        if Path(path).name == "locked.json":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_read(path)
+
+    monkeypatch.setattr(parse_mod, "read_bytes", read_bytes)
+    before = snapshot(d)
+    ts = open_set(d, Cache(tmp_path / "cache"))
+    status = {e.path.name: (e.status, e.error) for e in ts.entries.values()}
+    assert status["rank-0.json.gz"] == ("loaded", None)
+    assert status["rank-1.json"] == ("loaded", None)
+    assert status["rank-2.json.gz"][0] == "incomplete" and "gzip" in status["rank-2.json.gz"][1]
+    assert status["rank-3.json"][0] == "incomplete"
+    assert status["empty.json"] == ("incomplete", "empty file")
+    assert status["binary.json"][0] == "not_trace"
+    assert status["other.json"] == ("not_trace", "not a Kineto trace: no traceEvents")
+    assert status["et.json"] == ("not_trace", "not a Kineto trace: PyTorch execution trace")
+    assert status["locked.json"] == ("error", "permission denied")
+    assert all(err is None or "\n" not in err for _, err in status.values())
+    assert ts.ranks() == [0, 1, 2, 3]  # broken rank files keep their place, by name
+    assert sorted(ts.loaded()) == [0, 1]
+    assert snapshot(d) == before  # nothing written beside the traces
+
+
+def orjson_bytes(trace: dict) -> bytes:
+    import orjson
+
+    return orjson.dumps(trace)
+
+
+def test_cache_hit_miss_and_invalidation(tmp_path: Path) -> None:
+    d = tmp_path / "traces"
+    path = dialects.write(dialects.current(rank=0), d / "rank-0.json")
+    cache = Cache(tmp_path / "cache")
+    first = list(load_files(discover(d), cache))
+    assert [r.cached for r in first] == [False] and first[0].ok
+    entry = first[0].entry
+    assert entry is not None and entry.is_relative_to(tmp_path / "cache")
+    second = list(load_files(discover(d), cache))
+    assert [r.cached for r in second] == [True]
+    assert second[0].meta["n_events"] == first[0].meta["n_events"]
+    # the file changes: same path, new content and mtime -> miss, new numbers
+    trace = dialects.current(rank=0)
+    trace["traceEvents"] = trace["traceEvents"][:3]
+    dialects.write(trace, path)
+    os.utime(path, ns=(1, 1))
+    third = list(load_files(discover(d), cache))
+    assert [r.cached for r in third] == [False]
+    assert third[0].meta["n_events"] == 3
+    assert [r.cached for r in load_files(discover(d), cache)] == [True]
+
+
+def test_no_cache_leaves_nothing_behind(tmp_path: Path) -> None:
+    d = tmp_path / "traces"
+    dialects.write(dialects.current(rank=0), d / "rank-0.json")
+    cache = Cache(enabled=False)
+    results = list(load_files(discover(d), cache))
+    assert results[0].ok and not results[0].cached
+    again = list(load_files(discover(d), cache))
+    assert not again[0].cached  # never read back
+    assert cache.root.exists() and not str(cache.root).startswith(str(d))
+
+
+def test_process_pool_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = tmp_path / "traces"
+    for r in range(4):
+        dialects.write(dialects.current(rank=r), d / f"rank-{r}.json")
+    (d / "rank-9.json").write_bytes(b"{ not json")
+    monkeypatch.setattr(load_mod, "INLINE_BYTES", 0)  # force the pool even for small files
+    results = list(load_files(discover(d), Cache(tmp_path / "cache"), workers=2))
+    assert sorted((r.file.path.name, r.status) for r in results) == [
+        ("rank-0.json", "loaded"),
+        ("rank-1.json", "loaded"),
+        ("rank-2.json", "loaded"),
+        ("rank-3.json", "loaded"),
+        ("rank-9.json", "error"),
+    ]
+    assert {r.meta["rank_in_file"] for r in results if r.ok} == {0, 1, 2, 3}
+
+
+def test_spans_duplicates_and_unranked_files(tmp_path: Path) -> None:
+    d = tmp_path / "traces"
+    old = dialects.write(dialects.current(rank=0), d / "worker0.1000.pt.trace.json")
+    new = dialects.write(dialects.current(rank=0), d / "worker0.2000.pt.trace.json")
+    os.utime(old, ns=(10**18, 10**18))
+    os.utime(new, ns=(2 * 10**18, 2 * 10**18))
+    dialects.write(dialects.triton_driver(), d / "a_no_rank.json")
+    dialects.write(dialects.cpu_only(rank=1), d / "zz.json")
+    ts = open_set(d, Cache(tmp_path / "cache"))
+    assert ts.ranks() == [0, 1, 2]
+    assert [e.path.name for e in ts.spans(0)] == [new.name, old.name]
+    assert ts.selected(0).path == new  # newest span shown
+    ts.select_span(0, old)
+    assert ts.selected(0).path == old
+    unranked = ts.entries[d / "a_no_rank.json"]
+    assert (unranked.rank, unranked.rank_source) == (2, "order")
+    assert ts.entries[d / "zz.json"].rank_source == "distributedInfo"
+    assert ts.origin_ns is not None
+
+
+def test_trace_set_changes(tmp_path: Path) -> None:
+    d = tmp_path / "traces"
+    path = dialects.write(dialects.current(rank=4), d / "x.json")
+    ts = TraceSet(d)
+    (tf,) = discover(d)
+    ts.add_pending(tf)
+    g = ts.generation
+    assert ts.entries[path].status == "pending" and ts.loaded() == {}
+    (result,) = load_files([tf], Cache(tmp_path / "cache"))
+    ts.apply(result)
+    assert ts.generation > g and list(ts.loaded()) == [4]
+    assert ts.frames()[4].height == result.meta["n_events"]
+    ts.remove(path)
+    assert ts.entries == {} and ts.ranks() == []

@@ -1,0 +1,177 @@
+"""Every dialect becomes the same frames; every bad file becomes a one-line reason."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from hta_tui.trace.parse import TraceFileError, kind_of_category, parse_file
+from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA
+from tests import dialects
+
+
+def events_of(trace: dict, tmp_path: Path, name: str = "t.json") -> pl.DataFrame:
+    parsed = parse_file(dialects.write(trace, tmp_path / name))
+    assert parsed.frames["events"].schema == pl.Schema(EVENTS_SCHEMA)
+    return parsed.frames["events"]
+
+
+def test_current_dialect(tmp_path: Path) -> None:
+    parsed = parse_file(dialects.write(dialects.current(rank=3), tmp_path / "r.json.gz"))
+    ev = parsed.frames["events"]
+    assert parsed.meta["rank_in_file"] == 3
+    assert parsed.meta["device_properties"][0]["name"] == "NVIDIA A100-SXM4-80GB"
+    kinds = dict(zip(ev["name"], ev["kind"]))
+    assert kinds["ampere_sgemm_128x64_tn"] == "kernel"
+    assert kinds["cudaLaunchKernel"] == "runtime"
+    assert kinds["aten::mm"] == "cpu_op"
+    assert kinds["ProfilerStep#1"] == "annotation"
+    assert kinds["Memcpy DtoH (Device -> Pinned)"] == "memcpy"
+    assert kinds["PyTorch Profiler (0)"] == "trace_span"
+    k = ev.filter(pl.col("kind") == "kernel").row(0, named=True)
+    assert (k["stream"], k["device"], k["correlation"], k["external_id"]) == (7, 0, 10, 2)
+    assert k["grid"] == [4, 2, 1] and k["block"] == [128, 1, 1] and k["registers"] == 64
+    assert k["ts"] == 1_700_000_000_000_010_000  # exact ns from a 1.7e15 us float
+    assert k["dur"] == 30_000
+    mm = ev.filter(pl.col("name") == "aten::mm").row(0, named=True)
+    assert mm["input_dims"] == "[[4,8],[8,16]]"
+    assert mm["stream"] is None
+    m = ev.filter(pl.col("kind") == "memcpy").row(0, named=True)
+    assert (m["bytes"], m["bandwidth"]) == (4096, 0.4096)
+    flows = parsed.frames["flows"]
+    assert flows.schema == pl.Schema(FLOWS_SCHEMA)
+    assert sorted(flows["ph"].to_list()) == ["f", "s"] and set(flows["id"]) == {10}
+    threads = parsed.frames["threads"]
+    assert threads.row(0, named=True)["value"] == "python"
+    assert parsed.meta["n_kernels"] == 1 and parsed.meta["n_events"] == ev.height
+
+
+def test_legacy_dialect(tmp_path: Path) -> None:
+    ev = events_of(dialects.legacy(), tmp_path)
+    assert ev["kind"].to_list() == ["cpu_op", "runtime", "kernel", "memcpy", "memset"]
+    kernel = ev.filter(pl.col("kind") == "kernel").row(0, named=True)
+    assert kernel["stream"] == 7 and kernel["tid"] == 7
+    assert kernel["external_id"] == 5  # lower-case "external id"
+    # a memset with no stream arg takes it from the "stream 9" tid
+    assert ev.filter(pl.col("kind") == "memset")["stream"].to_list() == [9]
+    assert ev.filter(pl.col("kind") == "cpu_op")["tid"].to_list() == [12]  # "12" as a string
+
+
+def test_rocm_dialect(tmp_path: Path) -> None:
+    parsed = parse_file(dialects.write(dialects.rocm(), tmp_path / "rocm.json"))
+    ev = parsed.frames["events"]
+    assert parsed.meta["device_properties"][0]["name"] == "AMD Instinct MI250X"
+    assert parsed.meta["rank_in_file"] == 2
+    gpu = ev.filter(pl.col("stream").is_not_null())
+    assert gpu["stream"].to_list() == [0, 1]  # "0x0", "0x1"
+    assert gpu["kind"].to_list() == ["kernel", "memcpy"]
+    assert ev.filter(pl.col("name") == "hipLaunchKernel")["kind"].to_list() == ["runtime"]
+    assert gpu["ts"].to_list() == [20_125, 33_000]
+    assert gpu["bandwidth"].to_list() == [None, None]  # computed later, by the analyses
+
+
+def test_triton_driver_launch_and_string_grid(tmp_path: Path) -> None:
+    ev = events_of(dialects.triton_driver(), tmp_path)
+    assert ev["kind"].to_list() == ["driver", "kernel"]
+    assert ev["correlation"].to_list() == [35, 35]
+    assert ev["grid"].to_list() == [None, None]  # "grid(1,)" is not a launch dimension
+
+
+def test_non_cuda_accelerator(tmp_path: Path) -> None:
+    ev = events_of(dialects.mlu(), tmp_path)
+    assert ev["kind"].to_list() == ["runtime", "kernel"]
+    assert ev.filter(pl.col("kind") == "kernel")["stream"].to_list() == [1]
+
+
+def test_cpu_only_rank(tmp_path: Path) -> None:
+    parsed = parse_file(dialects.write(dialects.cpu_only(rank=5), tmp_path / "c.json"))
+    assert parsed.meta["rank_in_file"] == 5
+    assert parsed.meta["n_kernels"] == 0
+    assert parsed.frames["events"]["stream"].null_count() == 2
+
+
+def test_fractional_timestamps_are_exact(tmp_path: Path) -> None:
+    ev = events_of(dialects.nanoseconds(), tmp_path)
+    assert ev["ts"].to_list() == [4458676983543183, 4458676983584591]
+    assert ev["dur"].to_list() == [41407, 1]
+
+
+def test_missing_distributed_info(tmp_path: Path) -> None:
+    parsed = parse_file(dialects.write(dialects.triton_driver(), tmp_path / "t.json"))
+    assert parsed.meta["rank_in_file"] is None
+    assert parsed.meta["distributed_info"] is None
+
+
+def test_unexpected_types_take_the_lenient_path(tmp_path: Path) -> None:
+    trace = dialects.current()
+    trace["traceEvents"][3]["args"]["correlation"] = "10"  # a string where an int belongs
+    trace["traceEvents"][3]["args"]["stream"] = 7.0
+    trace["traceEvents"].append("not an event")
+    ev = events_of(trace, tmp_path)
+    kernel = ev.filter(pl.col("kind") == "kernel").row(0, named=True)
+    assert kernel["correlation"] == 10 and kernel["stream"] == 7
+
+
+@pytest.mark.parametrize(
+    ("content", "needle", "incomplete", "not_trace"),
+    [
+        (b"", "empty", True, False),
+        (b"   \n", "empty", True, False),
+        (b"\x00\x01\x02binary", "not JSON", False, True),
+        (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1', "incomplete", True, False),
+        (b'{"traceEvents": [}', "invalid JSON", False, False),
+        (b'[{"a": 1}]', "JSON list", False, True),
+        (b'{"schema": "1.0.1", "nodes": []}', "execution trace", False, True),
+        (b'{"hello": "world"}', "no traceEvents", False, True),
+        (b'{"traceEvents": 5}', "not a list", False, True),
+    ],
+)
+def test_bad_inputs(
+    tmp_path: Path, content: bytes, needle: str, incomplete: bool, not_trace: bool
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(TraceFileError) as info:
+        parse_file(path)
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+    assert (info.value.incomplete, info.value.not_trace) == (incomplete, not_trace)
+
+
+def test_truncated_gzip_is_incomplete(tmp_path: Path) -> None:
+    whole = gzip.compress(b'{"traceEvents": []}' * 1000)
+    path = tmp_path / "cut.json.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(TraceFileError) as info:
+        parse_file(path)
+    assert info.value.incomplete and "gzip" in str(info.value)
+
+
+def test_category_kinds() -> None:
+    assert kind_of_category("Kernel") == "kernel"
+    assert kind_of_category("xpu_runtime") == "runtime"
+    assert kind_of_category("privateuse1_driver") == "driver"
+    assert kind_of_category("gpu_user_annotation") == "gpu_annotation"
+    assert kind_of_category("cuda_sync") == "sync"
+    assert kind_of_category("ac2g") == "other"
+    assert kind_of_category(None) == "other"
+
+
+@pytest.mark.shared
+def test_every_shared_case_loads_or_says_why(shared: Path) -> None:
+    files = sorted(p for p in (shared / "traces").rglob("*") if p.is_file() and p.suffix != ".md")
+    assert len(files) >= 15
+    outcomes = {}
+    for f in files:
+        try:
+            parsed = parse_file(f)
+            outcomes[f.relative_to(shared / "traces").as_posix()] = parsed.meta["n_events"]
+        except TraceFileError as exc:
+            outcomes[f.relative_to(shared / "traces").as_posix()] = str(exc)
+    assert "execution trace" in outcomes["execution_trace/benchmark_simple_add_et.json.gz"]
+    assert "JSON list" in outcomes["memory_analysis/memory_timeline.raw.gz"]
+    assert outcomes["trace_diff/control/control.json.gz"] == 74937  # "X" events in the file
+    assert outcomes["call_stack/backward_thread.json"] == 7
