@@ -35,6 +35,11 @@ def report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hta-tui report", description="Headless analyses.")
     p.add_argument("path", type=Path, help="trace folder or file")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument(
+        "--hta-compat",
+        action="store_true",
+        help="round fractional timestamps to whole microseconds as HTA does",
+    )
     _common(p)
     return p
 
@@ -57,7 +62,13 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         from hta_tui.report import run_report
 
-        return run_report(args.path, as_json=args.json, no_cache=args.no_cache, workers=args.workers)
+        return run_report(
+            args.path,
+            as_json=args.json,
+            no_cache=args.no_cache,
+            workers=args.workers,
+            hta_compat=args.hta_compat,
+        )
     parser = app_parser()
     args = parser.parse_args(argv)
     if args.demo:

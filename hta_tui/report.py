@@ -20,18 +20,18 @@ from hta_tui.trace.model import TraceSet, open_set
 FILE_KEYS = ("path", "rank", "span", "status", "error")
 
 
-def build_report(ts: TraceSet) -> dict[str, Any]:
+def build_report(ts: TraceSet, *, hta_compat: bool = False) -> dict[str, Any]:
     """Every section of the report as lists of records (the JSON shape)."""
     files = file_table(ts)
     return {
         "files": files.select(FILE_KEYS).to_dicts(),
-        "temporal_breakdown": temporal_table(ts).to_dicts(),
+        "temporal_breakdown": temporal_table(ts, hta_compat=hta_compat).to_dicts(),
     }
 
 
-def _text(ts: TraceSet, out: TextIO) -> None:
+def _text(ts: TraceSet, out: TextIO, *, hta_compat: bool) -> None:
     files = file_table(ts).drop("seconds", "cached", "selected")
-    temporal = temporal_table(ts)
+    temporal = temporal_table(ts, hta_compat=hta_compat)
     with pl.Config(
         tbl_rows=-1,
         tbl_cols=-1,
@@ -56,12 +56,16 @@ def run_report(
     as_json: bool = False,
     no_cache: bool = False,
     workers: int | None = None,
+    hta_compat: bool = False,
     out: TextIO | None = None,
+    cache: Cache | None = None,
 ) -> int:
     out = out or sys.stdout
-    ts = open_set(path, Cache(enabled=not no_cache), workers=workers)
+    cache = cache if cache is not None else Cache(enabled=not no_cache)
+    ts = open_set(path, cache, workers=workers)
     if as_json:
-        out.write(orjson.dumps(build_report(ts), option=orjson.OPT_INDENT_2).decode() + "\n")
+        doc = build_report(ts, hta_compat=hta_compat)
+        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        _text(ts, out)
+        _text(ts, out, hta_compat=hta_compat)
     return 0 if ts.loaded() else 1

@@ -1,0 +1,147 @@
+"""`hta-tui report`: exit codes, the JSON shape, and HTA's numbers on every shared case."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from hta_tui.cli import main
+from hta_tui.report import run_report
+from hta_tui.trace.cache import Cache
+from tests import dialects
+from tests.conftest import oracle_frame
+
+TEMPORAL_COLUMNS = [
+    "rank",
+    "idle_time(us)",
+    "compute_time(us)",
+    "non_compute_time(us)",
+    "kernel_time(us)",
+    "idle_time_pctg",
+    "compute_time_pctg",
+    "non_compute_time_pctg",
+]
+
+
+def report_json(path: Path, tmp_path: Path, **kw) -> tuple[int, dict]:
+    out = io.StringIO()
+    rc = run_report(path, as_json=True, out=out, cache=Cache(tmp_path / "cache"), **kw)
+    return rc, orjson.loads(out.getvalue())
+
+
+def shared_cases(shared_root: Path) -> list[str]:
+    """Every folder of ../shared/traces that holds files (what a user would point at)."""
+    traces = shared_root / "traces"
+    return sorted(
+        p.relative_to(traces).as_posix()
+        for p in traces.rglob("*")
+        if p.is_dir() and any(c.is_file() for c in p.iterdir())
+    )
+
+
+def test_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good"
+    dialects.write(dialects.current(rank=0), good / "rank-0.json")
+    bad = tmp_path / "bad"
+    (bad).mkdir()
+    (bad / "x.json").write_bytes(b"{ nope")
+    assert main(["report", str(good), "--json"]) == 0
+    assert main(["report", str(bad), "--json"]) == 1
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    with pytest.raises(SystemExit) as info:
+        main(["report", "--bogus"])
+    assert info.value.code == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", str(empty)]) == 1
+    capsys.readouterr()
+
+
+def test_json_shape(tmp_path: Path) -> None:
+    d = tmp_path / "t"
+    dialects.write(dialects.current(rank=0), d / "rank-0.json")
+    dialects.write(dialects.cpu_only(rank=1), d / "rank-1.json")
+    (d / "rank-2.json").write_bytes(b"")
+    rc, doc = report_json(d, tmp_path)
+    assert rc == 0
+    assert [sorted(f) for f in doc["files"]] == [sorted(["path", "rank", "span", "status", "error"])] * 3
+    assert [(f["path"], f["rank"], f["status"]) for f in doc["files"]] == [
+        ("rank-0.json", 0, "loaded"),
+        ("rank-1.json", 1, "loaded"),
+        ("rank-2.json", 2, "incomplete"),
+    ]
+    assert doc["files"][2]["error"] == "empty file"
+    (row,) = doc["temporal_breakdown"]  # the CPU-only rank has no GPU time: no row
+    assert list(row) == TEMPORAL_COLUMNS
+    # one 30 us kernel and a 10 us memcpy with a 10 us gap: idle 10, compute 30, other 10
+    assert (row["rank"], row["kernel_time(us)"], row["idle_time(us)"]) == (0, 50.0, 10.0)
+    assert (row["compute_time(us)"], row["non_compute_time(us)"]) == (30.0, 10.0)
+    assert row["idle_time_pctg"] == 20.0
+
+
+def test_text_report(tmp_path: Path) -> None:
+    d = tmp_path / "t"
+    dialects.write(dialects.current(rank=0), d / "rank-0.json")
+    out = io.StringIO()
+    assert run_report(d, out=out, cache=Cache(tmp_path / "cache")) == 0
+    text = out.getvalue()
+    assert "rank-0.json" in text and "idle_time_pctg" in text and "20.0" in text
+
+
+def test_module_entry_point(tmp_path: Path) -> None:
+    d = tmp_path / "t"
+    dialects.write(dialects.current(rank=0), d / "rank-0.json")
+    proc = subprocess.run(
+        [sys.executable, "-m", "hta_tui", "report", str(d), "--json", "--no-cache"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["files"][0]["rank"] == 0
+
+
+@pytest.mark.shared
+def test_every_shared_case_against_hta(shared: Path, tmp_path: Path) -> None:
+    """HTA-compatible mode equals HTA's file exactly; every case loads or says why."""
+    cases = shared_cases(shared)
+    assert len(cases) >= 14
+    for case in cases:
+        rc, doc = report_json(shared / "traces" / case, tmp_path, hta_compat=True)
+        statuses = {f["status"] for f in doc["files"]}
+        assert statuses <= {"loaded", "not_trace"}, (case, doc["files"])
+        assert all(f["error"] for f in doc["files"] if f["status"] != "loaded"), case
+        assert rc == (0 if "loaded" in statuses else 1), case
+        oracle_path = shared / "oracle" / case / "temporal_breakdown.json"
+        ours = doc["temporal_breakdown"]
+        if not oracle_path.exists():  # HTA raised (no GPU kernels): we answer empty
+            meta = json.loads((shared / "oracle" / case / "meta.json").read_text())
+            if "get_temporal_breakdown" in meta.get("apis", {}):
+                assert meta["apis"]["get_temporal_breakdown"]["result"] == "error", case
+            assert ours == [], case
+            continue
+        expected = oracle_frame(oracle_path)
+        assert [list(r.values()) for r in ours] == [list(r) for r in expected.rows()], case
+
+
+@pytest.mark.shared
+def test_exact_mode_deviates_only_by_rounding(shared: Path, tmp_path: Path) -> None:
+    """Default mode keeps ns timestamps. On traces written in whole microseconds it equals
+    HTA; on fractional ones HTA's rounding (start up, end down, per event) shortens every
+    event by up to 1 us, which on nccl_parser_config moves idle time by 0.7%."""
+    _, exact = report_json(shared / "traces" / "trace_filter", tmp_path)
+    _, compat = report_json(shared / "traces" / "trace_filter", tmp_path, hta_compat=True)
+    assert exact["temporal_breakdown"] == compat["temporal_breakdown"]
+    _, exact = report_json(shared / "traces" / "nccl_parser_config", tmp_path)
+    _, compat = report_json(shared / "traces" / "nccl_parser_config", tmp_path, hta_compat=True)
+    (ours,), (hta,) = exact["temporal_breakdown"], compat["temporal_breakdown"]
+    assert hta["idle_time(us)"] == 338781.0  # HTA's number, from the oracle
+    assert ours["idle_time(us)"] == pytest.approx(336419.714, abs=1e-3)
+    assert ours["kernel_time(us)"] == pytest.approx(hta["kernel_time(us)"], rel=1e-5)
+    assert abs(ours["idle_time(us)"] - hta["idle_time(us)"]) / hta["idle_time(us)"] < 0.01
