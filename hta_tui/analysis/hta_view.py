@@ -1,0 +1,233 @@
+"""HTA's view of a job's events: which rows its analyses see, and with which timestamps.
+
+HTA (0.5) does four things to a trace before any analysis, and every number it reports
+depends on them, so they live here once:
+
+1. Rounding (`trace_parser.round_down_time_stamps`): when a file has fractional-microsecond
+   timestamps, start is rounded up and end down to whole microseconds (a sub-microsecond event
+   can end up with a zero or negative duration). Only with `hta_compat=True`; by default the
+   exact nanoseconds are kept. DEVIATION (default mode): exact timestamps, so durations of
+   ns-resolution traces differ from HTA's by up to 2 us per event.
+2. Dropping rows without a category and the profiler's own "Trace" span (`_compress_df`).
+3. The profiler-step filter (`Trace._filter_irrelevant_gpu_kernels`): when the job has at least
+   two distinct names containing "ProfilerStep", each rank keeps only the CPU events that start
+   before its last ProfilerStep starts, and the GPU events launched by one of those (matched on
+   `correlation`). A rank without any ProfilerStep then keeps nothing, as in HTA.
+   DEVIATION (both modes): HTA inner-joins on correlation, so a GPU event whose correlation
+   matches k kept CPU events would be counted k times; we keep it once (semi join). No
+   reference trace has such duplicates, so the numbers agree.
+4. GPU events (`trace_df["stream"].ne(-1)` in every breakdown): any event with an integer
+   stream, so kernels, memcpy, memset, `cuda_sync` spans and even a CPU op that carries a
+   `stream` arg (Triton launches do). DEVIATION (default mode only): CPU-side kinds (cpu_op,
+   runtime, driver, annotations, python) are not GPU events even with a stream arg; with
+   `hta_compat=True` they count, as in HTA.
+
+Kernel types follow `hta.utils.utils.get_kernel_type`. Times stay integer nanoseconds in
+`start`/`end`/`dur`; analyses convert to float microseconds (`us`) at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+#: HTA's KernelType names, in its enum order.
+KERNEL_TYPES: tuple[str, ...] = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
+KERNEL_TYPE = pl.Enum(KERNEL_TYPES)
+
+#: Categories HTA's idle-time breakdown treats as kernels (it leaves `cuda_sync` out).
+HTA_KERNEL_CATS: tuple[str, ...] = (
+    "kernel",
+    "Kernel",
+    "gpu_memset",
+    "Memset",
+    "gpu_memcpy",
+    "Memcpy",
+    "mtia_ccp_events",
+)
+
+#: Kinds that run on the CPU even when the event carries a `stream` arg.
+CPU_KINDS: tuple[str, ...] = ("runtime", "driver", "cpu_op", "annotation", "python", "trace_span")
+
+#: Device-level syncs HTA's GPUKernelFilter treats as GPU events whatever their stream.
+_DEVICE_SYNC_NAMES = ("Event Sync", "Context Sync")
+
+_NS_PER_US = 1000
+
+
+def us(expr: pl.Expr) -> pl.Expr:
+    """Nanoseconds -> float microseconds, the unit of every HTA output."""
+    return expr.cast(pl.Float64) / _NS_PER_US
+
+
+def kernel_type(name: pl.Expr | None = None) -> pl.Expr:
+    """HTA's `get_kernel_type` as an expression over kernel names.
+
+    COMMUNICATION `^nccl.*Kernel`; MEMORY `^Memcpy|^Memset|^dma`; OTHER when HTA's
+    "not compute" regex `(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)` matches at the start,
+    which with Python's `re.match` means: contains "Memcpy", starts with "Memset", or
+    contains "Sync" (Stream Sync, Event Sync ...); COMPUTATION otherwise.
+    """
+    n = pl.col("name") if name is None else name
+    n = n.fill_null("")
+    # Literal matching is several times faster than the regexes on long C++ kernel names.
+    comm = n.str.starts_with("nccl") & n.str.slice(4).str.contains("Kernel", literal=True)
+    memory = n.str.starts_with("Memcpy") | n.str.starts_with("Memset") | n.str.starts_with("dma")
+    other = n.str.contains("Memcpy", literal=True) | n.str.contains("Sync", literal=True)
+    return (
+        pl.when(comm)
+        .then(pl.lit("COMMUNICATION"))
+        .when(memory)
+        .then(pl.lit("MEMORY"))
+        .when(other)
+        .then(pl.lit("OTHER"))
+        .otherwise(pl.lit("COMPUTATION"))
+        .cast(KERNEL_TYPE)
+    )
+
+
+def _hta_kernel_filter() -> pl.Expr:
+    """HTA's GPUKernelFilter: stream >= 0 and correlation >= 0, or a device-level sync."""
+    return (
+        (pl.col("stream").fill_null(-1) >= 0) & (pl.col("correlation").fill_null(-1) >= 0)
+    ) | pl.col("name").is_in(_DEVICE_SYNC_NAMES)
+
+
+def gpu_mask(*, hta_compat: bool) -> pl.Expr:
+    """Rows HTA's breakdowns count as GPU events (`stream != -1`); see module point 4."""
+    has_stream = pl.col("stream").is_not_null() & (pl.col("stream") != -1)
+    if hta_compat:
+        return has_stream
+    return has_stream & ~pl.col("kind").is_in(CPU_KINDS)
+
+
+def has_fractional_us(events: pl.DataFrame) -> bool:
+    """Whether any timestamp has a sub-microsecond part (HTA's float64 `ts` column)."""
+    if events.is_empty():
+        return False
+    return bool(events.select((pl.col("ts") % _NS_PER_US != 0).any()).item())
+
+
+def with_times(events: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
+    """Add `start`, `end` (int ns) and set `dur = end - start`.
+
+    With `hta_compat` and fractional timestamps in this file, start is rounded up and end down
+    to whole microseconds, like HTA; otherwise they are exact. HTA rounds only when the `ts`
+    column is float, i.e. when some `ts` is fractional: a file with whole `ts` but fractional
+    `dur` keeps its fractional durations there too.
+    """
+    end = pl.col("ts") + pl.col("dur")
+    if hta_compat and has_fractional_us(events):
+        start = -((-pl.col("ts")) // _NS_PER_US) * _NS_PER_US
+        end = (end // _NS_PER_US) * _NS_PER_US
+    else:
+        start = pl.col("ts")
+    return events.with_columns(start.alias("start"), end.alias("end")).with_columns(
+        (pl.col("end") - pl.col("start")).alias("dur")
+    )
+
+
+def profiler_step_names(ranks: Mapping[int, pl.DataFrame]) -> set[str]:
+    """Distinct event names containing "ProfilerStep" over all ranks (HTA's symbol table)."""
+    names: set[str] = set()
+    for events in ranks.values():
+        hit = events.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
+        names.update(hit["name"].unique().drop_nulls().to_list())
+    return names
+
+
+def _filter_profiler_steps(events: pl.DataFrame, step_names: set[str]) -> pl.DataFrame:
+    """Keep CPU events before the last ProfilerStep start and the GPU events they launched."""
+    on_gpu = _hta_kernel_filter()
+    is_step = pl.col("name").is_in(sorted(step_names))
+    last_start = events.select(pl.col("start").filter(~on_gpu & is_step).max()).item()
+    if last_start is None:  # HTA compares with NaN: nothing survives
+        return events.clear()
+    kept_cpu = ~on_gpu & (pl.col("start") < last_start)
+    # HTA merges on correlation with its default -1 for "none"; keep that matching rule.
+    corr = pl.col("correlation").fill_null(-1)
+    launched = events.select(corr.filter(kept_cpu).unique()).to_series()
+    return events.filter(kept_cpu | (on_gpu & corr.is_in(launched.implode())))
+
+
+#: The columns the view itself needs; analyses that need no more pass these as `columns`.
+CORE_COLUMNS: tuple[str, ...] = (
+    "idx",
+    "ts",
+    "dur",
+    "name",
+    "cat",
+    "kind",
+    "stream",
+    "correlation",
+)
+
+
+def rank_view(
+    events: pl.DataFrame,
+    step_names: set[str],
+    *,
+    hta_compat: bool = False,
+    columns: Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """One rank's events as HTA's analyses see them (module points 1-4).
+
+    Adds `start`, `end` (int ns), `gpu` (bool) and `kernel_type` (null off the GPU); `dur`
+    becomes `end - start`. Rows keep file order (`idx`). `columns` keeps only those input
+    columns (plus `CORE_COLUMNS`): copying the wide frame is most of the cost otherwise.
+    """
+    if columns is not None:
+        keep = [*CORE_COLUMNS, *(c for c in columns if c not in CORE_COLUMNS)]
+        events = events.select(keep)
+    ev = events.filter(
+        pl.col("cat").is_not_null() & (pl.col("cat") != "Trace") & pl.col("ts").is_not_null()
+    )
+    ev = with_times(ev, hta_compat=hta_compat)
+    if len(step_names) >= 2:
+        ev = _filter_profiler_steps(ev, step_names)
+    ev = ev.with_columns(gpu_mask(hta_compat=hta_compat).alias("gpu"))
+    # Classify each distinct GPU event name once: names repeat thousands of times.
+    types = (
+        ev.filter(pl.col("gpu"))
+        .select(pl.col("name").unique())
+        .with_columns(kernel_type().alias("kernel_type"), pl.lit(True).alias("gpu"))
+    )
+    return ev.join(types, on=["name", "gpu"], how="left", nulls_equal=True, maintain_order="left")
+
+
+def hta_view(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    hta_compat: bool = False,
+    columns: Sequence[str] | None = None,
+) -> dict[int, pl.DataFrame]:
+    """`rank_view` of every rank; the ProfilerStep rule looks at all ranks at once, as HTA."""
+    steps = profiler_step_names(ranks)
+    return {
+        int(r): rank_view(ev, steps, hta_compat=hta_compat, columns=columns)
+        for r, ev in sorted(ranks.items())
+    }
+
+
+def gpu_events(view: pl.DataFrame) -> pl.DataFrame:
+    """The rows of a rank view that HTA's breakdowns count as GPU events."""
+    return view.filter(pl.col("gpu"))
+
+
+def launch_start(view: pl.DataFrame) -> pl.DataFrame:
+    """Start of the CPU event that launched each row (`launch_start`, null when unknown).
+
+    HTA's `index_correlation`: the GPU-side row (GPUKernelFilter) is matched to the CPU-side
+    rows with the same correlation, and the last one in file order wins. DEVIATION: HTA points
+    an unmatched kernel at event index 0 (`min(correlation, 0)`) and so reads the first
+    event's timestamp; we leave it null. In the reference traces every unmatched kernel is
+    removed by the ProfilerStep filter first, so this never shows in the numbers.
+    """
+    cpu = (
+        view.filter(~_hta_kernel_filter() & pl.col("correlation").is_not_null())
+        .sort("idx")
+        .group_by("correlation")
+        .agg(pl.col("start").last().alias("launch_start"))
+    )
+    return view.join(cpu, on="correlation", how="left", maintain_order="left")

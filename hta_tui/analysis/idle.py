@@ -1,0 +1,172 @@
+"""Idle-time breakdown: why each GPU stream waits between kernels.
+
+HTA's `get_idle_time_breakdown`: on each stream, the gap before a kernel (its start minus the
+previous kernel's end) is
+- host_wait when the kernel's launch (its correlated CPU runtime call) started after the
+  previous kernel ended: the CPU was not enqueuing work fast enough;
+- kernel_wait when it is not host_wait and the gap is under `consecutive_kernel_delay_us`:
+  the usual back-to-back launch overhead;
+- other otherwise, including the first kernel of a stream (no previous kernel, no gap).
+Gaps can be negative where kernels of one stream overlap (HTA's rounding can do that); they
+are summed as they are, like HTA.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis.hta_view import HTA_KERNEL_CATS, hta_view, launch_start, us
+from hta_tui.trace.schema import GPU_WORK_KINDS
+
+IDLE_CATEGORIES: tuple[str, ...] = ("host_wait", "kernel_wait", "other")
+IDLE_CATEGORY = pl.Enum(IDLE_CATEGORIES)
+
+BREAKDOWN_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "stream": pl.Int64(),
+    "idle_category": pl.String(),
+    "idle_time": pl.Float64(),
+    "idle_time_ratio": pl.Float64(),
+}
+
+STATS_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "stream": pl.Int64(),
+    "idle_category": pl.String(),
+    "count": pl.Float64(),
+    "mean": pl.Float64(),
+    "std": pl.Float64(),
+    "min": pl.Float64(),
+    "25%": pl.Float64(),
+    "50%": pl.Float64(),
+    "75%": pl.Float64(),
+    "max": pl.Float64(),
+}
+
+
+def _kernel_rows(*, hta_compat: bool) -> pl.Expr:
+    """Rows HTA's idle breakdown looks at: GPU events of its kernel categories.
+
+    HTA matches raw categories (so `cuda_sync` spans are out). DEVIATION (default mode only):
+    any kernel/memcpy/memset kind counts too, whatever its dialect spells the category.
+    """
+    cats = pl.col("cat").is_in(HTA_KERNEL_CATS)
+    if not hta_compat:
+        cats = cats | pl.col("kind").cast(pl.String).is_in(GPU_WORK_KINDS)
+    return pl.col("gpu") & cats
+
+
+def classified_gaps(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    consecutive_kernel_delay_us: float = 30,
+    hta_compat: bool = False,
+) -> pl.DataFrame:
+    """Every kernel with the gap before it on its stream and that gap's idle category.
+
+    Columns: rank, stream, idx, name, start, end, launch_start (int ns), idle_interval (int
+    ns, null for a stream's first kernel) and idle_category. The per-kernel detail behind
+    `idle_time_breakdown`, kept public so a screen can list the longest gaps.
+    """
+    frames = []
+    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
+        kernels = launch_start(view).filter(_kernel_rows(hta_compat=hta_compat))
+        frames.append(
+            kernels.select(
+                pl.lit(rank, pl.Int64).alias("rank"),
+                "stream",
+                "idx",
+                "name",
+                "start",
+                "end",
+                "launch_start",
+            )
+        )
+    schema = {
+        "rank": pl.Int64,
+        "stream": pl.Int64,
+        "idx": pl.UInt32,
+        "name": pl.String,
+        "start": pl.Int64,
+        "end": pl.Int64,
+        "launch_start": pl.Int64,
+    }
+    df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    prev_end = pl.col("end").shift(1).over(["rank", "stream"])
+    delay_ns = consecutive_kernel_delay_us * 1000
+    host_wait = (pl.col("launch_start") > pl.col("prev_end")).fill_null(False)
+    kernel_wait = ~host_wait & (pl.col("idle_interval") < delay_ns).fill_null(False)
+    return (
+        df.sort(["rank", "stream", "start", "idx"])
+        .with_columns(prev_end.alias("prev_end"))
+        .with_columns((pl.col("start") - pl.col("prev_end")).alias("idle_interval"))
+        .with_columns(
+            pl.when(host_wait)
+            .then(pl.lit("host_wait"))
+            .when(kernel_wait)
+            .then(pl.lit("kernel_wait"))
+            .otherwise(pl.lit("other"))
+            .cast(IDLE_CATEGORY)
+            .alias("idle_category")
+        )
+        .drop("prev_end")
+    )
+
+
+def idle_time_breakdown(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    consecutive_kernel_delay_us: float = 30,
+    hta_compat: bool = False,
+    show_idle_interval_stats: bool = False,
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """HTA's idle-time breakdown per rank, stream and idle category (+ interval statistics).
+
+    Returns (breakdown, stats): breakdown has HTA's columns rank, stream, idle_category,
+    idle_time (us) and idle_time_ratio (share of the stream's idle time, null when the stream
+    has none), rounded to 2 decimals like HTA; only categories that occur on a stream appear.
+    stats (None unless `show_idle_interval_stats`) is HTA's `describe()` of the gaps: count,
+    mean, std, min, 25%, 50%, 75%, max in us, rounded to 2 decimals, with idle_category as a
+    column instead of HTA's index. Rows are sorted by rank, stream, category (HTA keeps the
+    order streams first appear). A job without kernels gives empty tables where HTA raises.
+    """
+    gaps = classified_gaps(
+        ranks, consecutive_kernel_delay_us=consecutive_kernel_delay_us, hta_compat=hta_compat
+    )
+    keys = ["rank", "stream", "idle_category"]
+    interval = pl.col("idle_interval")
+    total = pl.col("idle_time").sum().over(["rank", "stream"])
+    breakdown = (
+        gaps.group_by(keys)
+        .agg(us(interval.sum()).alias("idle_time"))
+        .sort(keys)
+        .with_columns(
+            pl.when(total != 0).then(pl.col("idle_time") / total).alias("idle_time_ratio")
+        )
+        .with_columns(pl.col("idle_time", "idle_time_ratio").round(2))
+        .cast(BREAKDOWN_COLUMNS)
+        .select(list(BREAKDOWN_COLUMNS))
+    )
+    if not show_idle_interval_stats:
+        return breakdown, None
+    v = us(interval)
+    stats = (
+        gaps.group_by(keys)
+        .agg(
+            v.count().cast(pl.Float64).alias("count"),
+            v.mean().alias("mean"),
+            v.std().alias("std"),
+            v.min().alias("min"),
+            v.quantile(0.25, interpolation="linear").alias("25%"),
+            v.quantile(0.5, interpolation="linear").alias("50%"),
+            v.quantile(0.75, interpolation="linear").alias("75%"),
+            v.max().alias("max"),
+        )
+        .sort(keys)
+        .with_columns(pl.exclude(keys).round(2))
+        .cast(STATS_COLUMNS)
+        .select(list(STATS_COLUMNS))
+    )
+    return breakdown, stats

@@ -1,0 +1,295 @@
+"""GPU kernel breakdowns: time per kernel type, per kernel, and duration distributions.
+
+`gpu_kernel_breakdown` is HTA's `get_gpu_kernel_breakdown` with one deliberate fix: every row
+has real statistics. When a kernel type has more than `num_kernels` kernels, HTA folds the tail
+into "others" and then aggregates its per-kernel table a second time, so every kept kernel
+reports max = min = mean = its sum and stddev 0, and "others" reports statistics over per-
+kernel sums. DEVIATION (both modes): here the fold only decides which names are kept; every
+row, "others" included, is aggregated from the events themselves. Names and sums are HTA's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from hta_tui.analysis import intervals
+from hta_tui.analysis.hta_view import gpu_events, hta_view, us
+
+#: Kernel types HTA analyses, in the order its "X overlapping Y" labels name them.
+ANALYSED_TYPES: tuple[str, ...] = ("COMPUTATION", "COMMUNICATION", "MEMORY")
+
+KERNEL_TYPE_COLUMNS: dict[str, pl.DataType] = {
+    "kernel_type": pl.String(),
+    "sum": pl.Float64(),
+    "percentage": pl.Float64(),
+}
+
+KERNEL_COLUMNS: dict[str, pl.DataType] = {
+    "name": pl.String(),
+    "sum (us)": pl.Float64(),
+    "max (us)": pl.Float64(),
+    "min (us)": pl.Float64(),
+    "stddev": pl.Float64(),
+    "mean (us)": pl.Float64(),
+    "kernel_type": pl.String(),
+    "rank": pl.Int64(),
+    "count": pl.Int64(),  # not in HTA: how many events the row aggregates
+}
+
+DURATION_STATS_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "name": pl.String(),
+    "count": pl.Int64(),
+    "sum": pl.Float64(),
+    "mean": pl.Float64(),
+    "std": pl.Float64(),
+    "min": pl.Float64(),
+    "median": pl.Float64(),
+    "max": pl.Float64(),
+    "cat": pl.String(),
+}
+
+_GPU_SCHEMA: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "idx": pl.UInt32(),
+    "name": pl.String(),
+    "cat": pl.String(),
+    "kernel_type": pl.String(),
+    "start": pl.Int64(),
+    "end": pl.Int64(),
+    "dur": pl.Int64(),
+}
+
+
+def gpu_table(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
+    """All ranks' GPU events (HTA's view) in one frame: rank, idx, name, cat, kernel_type,
+    start, end, dur (int ns). The input of every breakdown here."""
+    frames = [
+        gpu_events(view).select(
+            pl.lit(rank, pl.Int64).alias("rank"),
+            "idx",
+            "name",
+            "cat",
+            pl.col("kernel_type").cast(pl.String),
+            "start",
+            "end",
+            "dur",
+        )
+        for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items()
+    ]
+    if not frames:
+        return pl.DataFrame(schema=_GPU_SCHEMA)
+    return pl.concat(frames).cast(_GPU_SCHEMA)
+
+
+def kernel_type_breakdown(gpu: pl.DataFrame, types: Sequence[str]) -> pl.DataFrame:
+    """Time during which each combination of kernel types runs, summed over ranks.
+
+    HTA's `_get_gpu_kernel_type_time`: per rank, each type's intervals are merged and the
+    timeline is attributed to the set of types running ("COMPUTATION overlapping
+    COMMUNICATION"). Zero-length combinations, which HTA can emit depending on how its sort
+    orders equal timestamps, are left out. Sorted by sum, descending; percentage of the
+    total, rounded to 1 decimal like HTA.
+    """
+    parts = []
+    for rank in gpu["rank"].unique().sort().to_list():
+        cov = intervals.coverage_by_label(
+            gpu.filter(pl.col("rank") == rank), "kernel_type", labels=list(types)
+        )
+        parts.append(cov.select(pl.col("labels").list.join(" overlapping "), "length"))
+    if not parts:
+        return pl.DataFrame(schema=KERNEL_TYPE_COLUMNS)
+    total = pl.col("sum").sum()
+    return (
+        pl.concat(parts)
+        .group_by("labels")
+        .agg(us(pl.col("length").sum()).alias("sum"))
+        .rename({"labels": "kernel_type"})
+        .sort(["sum", "kernel_type"], descending=[True, False])
+        .with_columns(
+            pl.when(total != 0).then(100 * pl.col("sum") / total).round(1).alias("percentage")
+        )
+        .cast(KERNEL_TYPE_COLUMNS)
+    )
+
+
+def _folded_names(gpu: pl.DataFrame, *, duration_ratio: float, num_kernels: int) -> pl.DataFrame:
+    """(rank, kernel_type, name) -> shown name: the name, or "others" when HTA folds it.
+
+    HTA's `_aggr_gpu_kernel_time`: when a (rank, type) has more than `num_kernels` kernel
+    names, sort by total time descending; a name folds when the running total exceeds the
+    `duration_ratio` quantile (linear) of the running totals, or from the
+    `num_kernels`-th name on.
+    """
+    keys = ["rank", "kernel_type"]
+    per_name = (
+        gpu.group_by([*keys, "name"])
+        .agg(pl.col("dur").sum().alias("total"))
+        .sort([*keys, "total", "name"], descending=[False, False, True, False])
+    )
+    cum = pl.col("total").cum_sum().over(keys)
+    return (
+        per_name.with_columns(cum.alias("cum"), pl.int_range(pl.len()).over(keys).alias("pos"))
+        .with_columns(
+            (
+                (pl.len().over(keys) > num_kernels)
+                & (
+                    (pl.col("cum") > pl.col("cum").quantile(duration_ratio, "linear").over(keys))
+                    | (pl.col("pos") >= num_kernels)
+                )
+            ).alias("fold")
+        )
+        .select(
+            *keys,
+            "name",
+            pl.when(pl.col("fold")).then(pl.lit("others")).otherwise("name").alias("shown"),
+        )
+    )
+
+
+def _stats(dur_ns: pl.Expr) -> list[pl.Expr]:
+    d = us(dur_ns)
+    return [
+        d.sum().alias("sum (us)"),
+        d.max().alias("max (us)"),
+        d.min().alias("min (us)"),
+        d.std().fill_null(0.0).alias("stddev"),
+        d.mean().alias("mean (us)"),
+        pl.len().alias("count"),
+    ]
+
+
+def gpu_kernel_breakdown(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    duration_ratio: float = 0.8,
+    num_kernels: int = 10,
+    include_memory_kernels: bool = True,
+    hta_compat: bool = False,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """HTA's GPU kernel breakdown: (kernel_type_df, kernel_df).
+
+    kernel_type_df: kernel_type, sum (us), percentage, over all ranks (see
+    `kernel_type_breakdown`). kernel_df: per rank and analysed type (COMPUTATION,
+    COMMUNICATION, and MEMORY when `include_memory_kernels`), the top kernels by total time
+    and an "others" row for the folded tail, with HTA's columns name, sum (us), max (us),
+    min (us), stddev, mean (us), kernel_type, rank, plus count; sorted by kernel_type, name,
+    rank like HTA. Statistics are real for every row (see the module docstring); stddev is
+    the sample standard deviation, 0 for a single event. OTHER kernels (syncs ...) appear in
+    neither table, as in HTA. No GPU events: two empty tables.
+    """
+    types = ANALYSED_TYPES if include_memory_kernels else ANALYSED_TYPES[:2]
+    gpu = gpu_table(ranks, hta_compat=hta_compat)
+    type_df = kernel_type_breakdown(gpu, types)
+    analysed = gpu.filter(pl.col("kernel_type").is_in(types))
+    names = _folded_names(analysed, duration_ratio=duration_ratio, num_kernels=num_kernels)
+    kernel_df = (
+        analysed.join(names, on=["rank", "kernel_type", "name"], how="left")
+        .group_by(["rank", "kernel_type", pl.col("shown").alias("name")])
+        .agg(_stats(pl.col("dur")))
+        .sort(["kernel_type", "name", "rank"])
+        .cast(KERNEL_COLUMNS)
+        .select(list(KERNEL_COLUMNS))
+    )
+    return type_df, kernel_df
+
+
+def kernel_duration_stats(
+    ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False
+) -> pl.DataFrame:
+    """count, sum, mean, std, min, median, max (us) of every GPU event name, per rank.
+
+    Over HTA's GPU events (stream set, so memcpy, memset and sync spans too); `cat` is the
+    category of the name's first event; std is null for a single event. Sorted by rank,
+    then total time descending.
+    """
+    gpu = gpu_table(ranks, hta_compat=hta_compat)
+    d = us(pl.col("dur"))
+    return (
+        gpu.sort("idx")
+        .group_by(["rank", "name"])
+        .agg(
+            pl.len().alias("count"),
+            d.sum().alias("sum"),
+            d.mean().alias("mean"),
+            d.std().alias("std"),
+            d.min().alias("min"),
+            d.median().alias("median"),
+            d.max().alias("max"),
+            pl.col("cat").first().alias("cat"),
+        )
+        .sort(["rank", "sum", "name"], descending=[False, True, False])
+        .cast(DURATION_STATS_COLUMNS)
+        .select(list(DURATION_STATS_COLUMNS))
+    )
+
+
+DISTRIBUTION_PERCENTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99)
+
+
+def kernel_duration_distribution(
+    ranks: Mapping[int, pl.DataFrame],
+    name: str,
+    *,
+    bins: int = 30,
+    hta_compat: bool = False,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """How one kernel's duration spreads, per rank: (summary, histogram).
+
+    summary: rank, count, mean, min, p50, p90, p95, p99, max (us; linear percentiles).
+    histogram: rank, bin, bin_start, bin_end (us), count, over `bins` equal-width bins shared
+    by all ranks (from the overall min to max), so ranks compare bar for bar; every bin is
+    present (count 0 included), the last one closed; a single bin when every run took the same
+    time. Empty frames when no rank ran `name`.
+    Not an HTA analysis (HTA only plots a mean with min/max error bars).
+    """
+    bins = max(int(bins), 1)
+    gpu = gpu_table(ranks, hta_compat=hta_compat).filter(pl.col("name") == name)
+    d = us(pl.col("dur"))
+    pct = [d.quantile(q, "linear").alias(f"p{round(q * 100):d}") for q in DISTRIBUTION_PERCENTILES]
+    summary = (
+        gpu.group_by("rank")
+        .agg(
+            pl.len().alias("count"),
+            d.mean().alias("mean"),
+            d.min().alias("min"),
+            *pct,
+            d.max().alias("max"),
+        )
+        .sort("rank")
+    )
+    hist_schema = {
+        "rank": pl.Int64,
+        "bin": pl.Int64,
+        "bin_start": pl.Float64,
+        "bin_end": pl.Float64,
+        "count": pl.UInt32,
+    }
+    if gpu.is_empty():
+        return summary, pl.DataFrame(schema=hist_schema)
+    lo, hi = gpu.select(pl.col("dur").min().alias("lo"), pl.col("dur").max().alias("hi")).row(0)
+    if hi == lo:  # one duration only: a single bin [lo, hi]
+        bins, width = 1, 0.0
+        bin_of = pl.lit(0, pl.Int64)
+    else:
+        width = (hi - lo) / bins
+        bin_of = ((pl.col("dur") - lo) / width).floor().cast(pl.Int64).clip(0, bins - 1)
+    binned = gpu.select("rank", bin_of.alias("bin"))
+    grid = pl.DataFrame({"rank": summary["rank"]}).join(
+        pl.DataFrame({"bin": pl.int_range(0, bins, eager=True)}), how="cross"
+    )
+    counts = binned.group_by(["rank", "bin"]).agg(pl.len().alias("count"))
+    hist = (
+        grid.join(counts, on=["rank", "bin"], how="left")
+        .with_columns(
+            pl.col("count").fill_null(0),
+            ((lo + pl.col("bin") * width) / 1000).alias("bin_start"),
+            ((lo + (pl.col("bin") + 1) * width) / 1000).alias("bin_end"),
+        )
+        .sort(["rank", "bin"])
+        .cast(hist_schema)
+        .select(list(hist_schema))
+    )
+    return summary, hist
