@@ -83,22 +83,29 @@ def _measure(kind: str, folder: Path, cache_dir: Path | None) -> None:
     wall = time.perf_counter() - t0
     self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"wall_s": wall, "self_mb": self_kb / 1024, "child_mb": child_kb / 1024,
-                      **info}))
+    print(
+        json.dumps({"wall_s": wall, "self_mb": self_kb / 1024, "child_mb": child_kb / 1024, **info})
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # driver
 
 
-def run(kind: str, folder: Path, cache_dir: Path | None = None, python: str = sys.executable,
-        timeout: float = 3600) -> dict:
+def run(
+    kind: str,
+    folder: Path,
+    cache_dir: Path | None = None,
+    python: str = sys.executable,
+    timeout: float = 3600,
+) -> dict:
     cmd = [python, str(Path(__file__).resolve()), "--measure", kind, str(folder)]
     if cache_dir is not None:
         cmd += ["--cache", str(cache_dir)]
     env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                          check=False)
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -192,22 +199,40 @@ def main() -> None:
         lines.append(f"| {name} | {r['wall_s']:.2f} | {ratio} | {rss:.0f} | {target} |")
 
     row("floor: gunzip + orjson.loads, one process", floor, floor.get("self_mb"), "")
-    row(f"hta-tui cold open to full overview ({workers} workers)", cold,
-        peak_open_mb(cold, workers) if "self_mb" in cold else None, "<= 0.5x floor, <= 1 GB")
+    row(
+        f"hta-tui cold open to full overview ({workers} workers)",
+        cold,
+        peak_open_mb(cold, workers) if "self_mb" in cold else None,
+        "<= 0.5x floor, <= 1 GB",
+    )
     row("hta-tui warm open (cache)", warm, warm.get("self_mb"), "<= 1 s")
     if hta is not None:
-        row("HTA 0.5 TraceAnalysis load + temporal breakdown", hta,
-            hta.get("self_mb", 0) + hta.get("child_mb", 0), "")
+        row(
+            "HTA 0.5 TraceAnalysis load + temporal breakdown",
+            hta,
+            hta.get("self_mb", 0) + hta.get("child_mb", 0),
+            "",
+        )
     else:
         lines.append("| HTA 0.5 | not installed | | | |")
     if big is not None:
-        row(f"hta-tui cold open, one {args.big_mb:g} MB rank", big,
-            peak_open_mb(big, 1) if "self_mb" in big else None, "< 3 GB")
+        row(
+            f"hta-tui cold open, one {args.big_mb:g} MB rank",
+            big,
+            peak_open_mb(big, 1) if "self_mb" in big else None,
+            "< 3 GB",
+        )
     if hta is not None and "wall_s" in hta and "wall_s" in cold:
-        lines += ["", f"hta-tui cold open is {hta['wall_s'] / cold['wall_s']:.1f}x faster than "
-                  f"HTA's load; warm open {hta['wall_s'] / warm['wall_s']:.0f}x."]
-    lines += ["", "Peak RSS of a cold open = the parent's peak + workers x the largest worker's "
-              "peak (an upper bound: workers rarely peak together)."]
+        lines += [
+            "",
+            f"hta-tui cold open is {hta['wall_s'] / cold['wall_s']:.1f}x faster than "
+            f"HTA's load; warm open {hta['wall_s'] / warm['wall_s']:.0f}x.",
+        ]
+    lines += [
+        "",
+        "Peak RSS of a cold open = the parent's peak + workers x the largest worker's "
+        "peak (an upper bound: workers rarely peak together).",
+    ]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
-from hta_tui.analysis.overview import file_table, temporal_table
+from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 
@@ -62,7 +62,7 @@ def run_report(
 ) -> int:
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
-    ts = open_set(path, cache, workers=workers)
+    ts = open_set(path, cache, workers=workers, after_parse=precompute)
     if as_json:
         doc = build_report(ts, hta_compat=hta_compat)
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -23,17 +23,17 @@ def shared() -> Path:
 
 
 def oracle_frame(path: Path) -> pl.DataFrame | None:
-    """Read one of HTA's reference frames ({"columns", "data", ...}); None when HTA returned None."""
+    """One of HTA's reference frames ({"columns", "data", ...}); None where HTA gave None."""
     doc: Any = json.loads(path.read_text())
     if doc is None:
         return None
     cols = doc["columns"]
     names = ["/".join(map(str, c)) if isinstance(c, list) else str(c) for c in cols]
-    rows = [dict(zip(names, row)) for row in doc["data"]]
+    rows = [dict(zip(names, row, strict=False)) for row in doc["data"]]
     index_names = doc.get("index_names") or []
     if any(n is not None for n in index_names):
-        for row, idx in zip(rows, doc["index"]):
+        for row, idx in zip(rows, doc["index"], strict=False):
             idx = idx if isinstance(idx, list) else [idx]
-            for n, v in zip(index_names, idx):
+            for n, v in zip(index_names, idx, strict=False):
                 row[str(n)] = v
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()

@@ -36,10 +36,20 @@ def imported_modules(path: Path) -> set[str]:
 def test_layer_order() -> None:
     """trace/ imports no analysis or front end; analysis/ imports no front end."""
     for path in (PKG / "trace").rglob("*.py"):
-        bad = {m for m in imported_modules(path) if m.startswith(("hta_tui.analysis",
-               "hta_tui.app", "hta_tui.report", "hta_tui.cli", "hta_tui.api"))}
+        bad = {
+            m
+            for m in imported_modules(path)
+            if m.startswith(
+                ("hta_tui.analysis", "hta_tui.app", "hta_tui.report", "hta_tui.cli", "hta_tui.api")
+            )
+        }
         assert not bad, (path, bad)
     for path in (PKG / "analysis").rglob("*.py"):
-        bad = {m for m in imported_modules(path) if m.startswith(("hta_tui.app",
-               "hta_tui.report", "hta_tui.cli", "hta_tui.api", "textual", "rich"))}
+        bad = {
+            m
+            for m in imported_modules(path)
+            if m.startswith(
+                ("hta_tui.app", "hta_tui.report", "hta_tui.cli", "hta_tui.api", "textual", "rich")
+            )
+        }
         assert not bad, (path, bad)

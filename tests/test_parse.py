@@ -24,7 +24,7 @@ def test_current_dialect(tmp_path: Path) -> None:
     ev = parsed.frames["events"]
     assert parsed.meta["rank_in_file"] == 3
     assert parsed.meta["device_properties"][0]["name"] == "NVIDIA A100-SXM4-80GB"
-    kinds = dict(zip(ev["name"], ev["kind"]))
+    kinds = dict(zip(ev["name"], ev["kind"], strict=False))
     assert kinds["ampere_sgemm_128x64_tn"] == "kernel"
     assert kinds["cudaLaunchKernel"] == "runtime"
     assert kinds["aten::mm"] == "cpu_op"

@@ -70,7 +70,9 @@ def test_json_shape(tmp_path: Path) -> None:
     (d / "rank-2.json").write_bytes(b"")
     rc, doc = report_json(d, tmp_path)
     assert rc == 0
-    assert [sorted(f) for f in doc["files"]] == [sorted(["path", "rank", "span", "status", "error"])] * 3
+    assert [sorted(f) for f in doc["files"]] == [
+        sorted(["path", "rank", "span", "status", "error"])
+    ] * 3
     assert [(f["path"], f["rank"], f["status"]) for f in doc["files"]] == [
         ("rank-0.json", 0, "loaded"),
         ("rank-1.json", 1, "loaded"),

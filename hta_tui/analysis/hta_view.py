@@ -170,8 +170,12 @@ def rank_view(
     *,
     hta_compat: bool = False,
     columns: Sequence[str] | None = None,
+    step_filter: bool | None = None,
 ) -> pl.DataFrame:
     """One rank's events as HTA's analyses see them (module points 1-4).
+
+    HTA applies its ProfilerStep filter when the whole job has >= 2 step names; `step_filter`
+    says so explicitly when `step_names` holds only this rank's names (per-file summaries).
 
     Adds `start`, `end` (int ns), `gpu` (bool) and `kernel_type` (null off the GPU); `dur`
     becomes `end - start`. Rows keep file order (`idx`). `columns` keeps only those input
@@ -184,7 +188,9 @@ def rank_view(
         pl.col("cat").is_not_null() & (pl.col("cat") != "Trace") & pl.col("ts").is_not_null()
     )
     ev = with_times(ev, hta_compat=hta_compat)
-    if len(step_names) >= 2:
+    if step_filter is None:
+        step_filter = len(step_names) >= 2
+    if step_filter:
         ev = _filter_profiler_steps(ev, step_names)
     ev = ev.with_columns(gpu_mask(hta_compat=hta_compat).alias("gpu"))
     # Classify each distinct GPU event name once: names repeat thousands of times.

@@ -5,11 +5,14 @@ Shared by the overview screen and `report`, so the two always agree.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from hta_tui.analysis import intervals
-from hta_tui.analysis.temporal import temporal_breakdown
-from hta_tui.trace.model import FileEntry, TraceSet
+from hta_tui.analysis.hta_view import gpu_events, profiler_step_names, rank_view
+from hta_tui.analysis.temporal import rank_times, temporal_from_ns
+from hta_tui.trace.model import FileEntry, RankData, TraceSet
 from hta_tui.trace.schema import GPU_WORK_KINDS
 
 FILE_COLUMNS: dict[str, pl.DataType] = {
@@ -36,6 +39,61 @@ def gpu_busy_ns(events: pl.DataFrame) -> int:
     return intervals.union_length(gpu)
 
 
+#: Bump when what `rank_summary` computes changes: old memos are then ignored.
+SUMMARY_VERSION = 1
+_SUMMARY_SCHEMA = {
+    "gpu_busy": pl.Int64(),
+    "has_gpu": pl.Boolean(),
+    "idle": pl.Int64(),
+    "compute": pl.Int64(),
+    "non_compute": pl.Int64(),
+    "kernel": pl.Int64(),
+}
+
+
+def rank_summary(events: pl.DataFrame, *, step_filter: bool, hta_compat: bool) -> pl.DataFrame:
+    """One row of per-rank overview numbers in ns: GPU busy time and HTA's temporal split.
+
+    HTA's step filter depends on other ranks only through "are there >= 2 ProfilerStep names
+    in the whole job" (`step_filter`); everything else is this rank's own events, so the row
+    can be computed, and cached, per file.
+    """
+    names = profiler_step_names({0: events}) if step_filter else set()
+    view = rank_view(events, names, hta_compat=hta_compat, columns=(), step_filter=step_filter)
+    times = rank_times(gpu_events(view))
+    idle, compute, non_compute, kernel = times if times is not None else (None,) * 4
+    row = {
+        "gpu_busy": gpu_busy_ns(events),
+        "has_gpu": times is not None,
+        "idle": idle,
+        "compute": compute,
+        "non_compute": non_compute,
+        "kernel": kernel,
+    }
+    return pl.DataFrame([row], schema=_SUMMARY_SCHEMA)
+
+
+def _memo_key(step_filter: bool, hta_compat: bool) -> str:
+    mode = "compat" if hta_compat else "exact"
+    return f"overview-v{SUMMARY_VERSION}-{mode}-{'steps' if step_filter else 'nosteps'}"
+
+
+def summary(data: RankData, *, step_filter: bool, hta_compat: bool = False) -> dict:
+    row = data.memo(
+        _memo_key(step_filter, hta_compat),
+        lambda: rank_summary(data.events, step_filter=step_filter, hta_compat=hta_compat),
+    )
+    return row.row(0, named=True)
+
+
+def precompute(entry: Path, meta: dict) -> None:
+    """Run in the parser worker right after a file is stored (`load_files(after_parse=...)`):
+    the overview row, assuming this rank's own steps decide HTA's filter - true unless ranks
+    disagree, in which case the app recomputes it."""
+    data = RankData(entry, meta)
+    summary(data, step_filter=len(meta.get("step_names", ())) >= 2)
+
+
 def _relative(ts: TraceSet, entry: FileEntry) -> str:
     root = ts.root if ts.root.is_dir() else ts.root.parent
     try:
@@ -47,9 +105,9 @@ def _relative(ts: TraceSet, entry: FileEntry) -> str:
 def file_row(ts: TraceSet, entry: FileEntry) -> dict[str, object]:
     meta = entry.meta
     data = entry.data
-    busy = gpu_busy_ns(data.events) / 1000 if data is not None and meta.get("n_kernels") else None
-    if data is not None and busy is None:
-        busy = 0.0
+    busy = None
+    if data is not None:
+        busy = summary(data, step_filter=_step_filter(ts))["gpu_busy"] / 1000
     start, end = meta.get("min_ts"), meta.get("max_end")
     selected = entry.rank is not None and (sel := ts.selected(entry.rank)) is not None
     return {
@@ -78,6 +136,22 @@ def file_table(ts: TraceSet) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=FILE_COLUMNS)
 
 
+def _step_filter(ts: TraceSet) -> bool:
+    """HTA filters by ProfilerStep when the job has at least two distinct step names."""
+    names: set[str] = set()
+    for data in ts.loaded().values():
+        names.update(data.meta.get("step_names", ()))
+    return len(names) >= 2
+
+
 def temporal_table(ts: TraceSet, *, hta_compat: bool = False) -> pl.DataFrame:
-    """HTA's temporal breakdown over the selected span of every loaded rank."""
-    return temporal_breakdown(ts.frames(), hta_compat=hta_compat)
+    """HTA's temporal breakdown over the selected span of every loaded rank, from the per-file
+    summaries (computed once, kept in the cache): equal to `temporal_breakdown(ts.frames())`
+    without reading any frame on a warm open."""
+    step_filter = _step_filter(ts)
+    rows = []
+    for rank, data in ts.loaded().items():
+        row = summary(data, step_filter=step_filter, hta_compat=hta_compat)
+        if row["has_gpu"]:
+            rows.append({"rank": rank, **row})
+    return temporal_from_ns(pl.DataFrame(rows, schema={"rank": pl.Int64(), **_SUMMARY_SCHEMA}))

@@ -27,7 +27,7 @@ COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def _rank_times(gpu: pl.DataFrame) -> tuple[int, int, int, int] | None:
+def rank_times(gpu: pl.DataFrame) -> tuple[int, int, int, int] | None:
     """(idle, compute, non_compute, kernel_time) in ns; None without GPU events."""
     first_last = intervals.span(gpu)
     if first_last is None:
@@ -51,7 +51,7 @@ def temporal_breakdown(
     """
     rows = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
-        times = _rank_times(gpu_events(view))
+        times = rank_times(gpu_events(view))
         if times is not None:
             rows.append((rank, *times))
     df = pl.DataFrame(
@@ -59,6 +59,11 @@ def temporal_breakdown(
         schema={k: pl.Int64() for k in ("rank", "idle", "compute", "non_compute", "kernel")},
         orient="row",
     )
+    return temporal_from_ns(df)
+
+
+def temporal_from_ns(df: pl.DataFrame) -> pl.DataFrame:
+    """HTA's columns from per-rank ns totals (rank, idle, compute, non_compute, kernel)."""
     kernel = pl.col("kernel")
 
     def pctg(col: str) -> pl.Expr:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,12 @@ class LoadResult:
         return self.status == "loaded"
 
 
-def load_one(tf: TraceFile, cache: Cache) -> LoadResult:
+#: Called in the worker, right after a file is parsed and stored, with (entry, meta): where a
+#: front end precomputes per-file summaries (into the entry) while the data is at hand.
+AfterParse = Callable[[Path, dict[str, Any]], None]
+
+
+def load_one(tf: TraceFile, cache: Cache, after_parse: AfterParse | None = None) -> LoadResult:
     """Cache hit, else parse and store. Never raises for a bad file: the result says why."""
     t0 = time.perf_counter()
     meta = cache.lookup(tf)
@@ -52,6 +58,10 @@ def load_one(tf: TraceFile, cache: Cache) -> LoadResult:
     try:
         parsed = parse_file(tf.path)
         entry = cache.store(tf, parsed)
+        meta = parsed.meta
+        del parsed  # frames are in the entry now; free them before the summaries run
+        if after_parse is not None:
+            after_parse(entry, meta)
     except TraceFileError as exc:
         status = "incomplete" if exc.incomplete else "not_trace" if exc.not_trace else "error"
         return LoadResult(tf, status, error=str(exc), seconds=time.perf_counter() - t0)
@@ -61,7 +71,7 @@ def load_one(tf: TraceFile, cache: Cache) -> LoadResult:
         return LoadResult(tf, "error", error="file vanished", seconds=time.perf_counter() - t0)
     except (OSError, MemoryError, ValueError) as exc:
         return LoadResult(tf, "error", error=_one_line(exc), seconds=time.perf_counter() - t0)
-    return LoadResult(tf, "loaded", parsed.meta, entry, seconds=time.perf_counter() - t0)
+    return LoadResult(tf, "loaded", meta, entry, seconds=time.perf_counter() - t0)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -69,10 +79,19 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]
 
 
-def _worker(tf: TraceFile, cache_root: Path, enabled: bool) -> LoadResult:
+def _worker(
+    tf: TraceFile, cache_root: Path, enabled: bool, after_parse: AfterParse | None
+) -> LoadResult:
     cache = Cache.__new__(Cache)
     cache.root, cache.enabled = cache_root, enabled
-    return load_one(tf, cache)
+    return load_one(tf, cache, after_parse)
+
+
+def _main_is_importable() -> bool:
+    """Worker processes re-import `__main__` from its file; code fed on stdin (`python -`)
+    has none to re-import, so such callers parse in this process instead."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    return main_file is None or Path(main_file).is_file()
 
 
 def default_workers() -> int:
@@ -88,16 +107,18 @@ def load_files(
     *,
     workers: int | None = None,
     cancelled: Any = None,
+    after_parse: AfterParse | None = None,
 ) -> Iterator[LoadResult]:
     """Yield one result per file as each finishes: cache hits and small files first, in this
     process; the rest from a pool of `workers` processes (default: the usable cores).
 
     `cancelled`, when given, is called between results; a true answer stops submitting work.
+    `after_parse` (a module-level function, so workers can import it) runs after each parse.
     """
     pending: list[TraceFile] = []
     for tf in files:
         if cache.lookup(tf) is not None or tf.size < INLINE_BYTES:
-            yield load_one(tf, cache)
+            yield load_one(tf, cache, after_parse)
             if cancelled is not None and cancelled():
                 return
         else:
@@ -105,9 +126,9 @@ def load_files(
     if not pending:
         return
     n = min(workers or default_workers(), len(pending))
-    if n <= 1:
+    if n <= 1 or not _main_is_importable():
         for tf in pending:
-            yield load_one(tf, cache)
+            yield load_one(tf, cache, after_parse)
             if cancelled is not None and cancelled():
                 return
         return
@@ -117,7 +138,7 @@ def load_files(
     ctx = mp.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         owner: dict[Future[LoadResult], TraceFile] = {
-            pool.submit(_worker, tf, cache.root, cache.enabled): tf for tf in pending
+            pool.submit(_worker, tf, cache.root, cache.enabled, after_parse): tf for tf in pending
         }
         futures = set(owner)
         while futures:

@@ -7,7 +7,9 @@ never look at flows never read them.
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,18 @@ import polars as pl
 from hta_tui.trace.cache import read_frame
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
+
+
+def _write_atomic(df: pl.DataFrame, path: Path) -> None:
+    """Best effort: a read-only or vanished cache only costs a recomputation next time."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        df.write_parquet(tmp)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
 
 STATUSES = ("pending", "loading", "loaded", "incomplete", "not_trace", "error")
 
@@ -28,7 +42,31 @@ class RankData:
     entry: Path
     meta: dict[str, Any]
     _frames: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
+    _memos: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def memo(self, key: str, compute: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+        """A small derived table kept beside the frames in the cache entry, so the next open
+        (or the app, after a worker computed it) reads it instead of recomputing.
+
+        `key` must name everything the result depends on besides this file's content
+        (analysis version, options); the entry itself is already keyed by the file.
+        """
+        path = self.entry / "derived" / f"{key}.parquet"
+        with self._lock:
+            hit = self._memos.get(key)
+            if hit is not None:
+                return hit
+            try:
+                df = pl.read_parquet(path)
+            except (OSError, pl.exceptions.PolarsError):
+                df = None
+        if df is None:
+            df = compute()
+            _write_atomic(df, path)
+        with self._lock:
+            self._memos[key] = df
+        return df
 
     def frame(self, name: str = "events") -> pl.DataFrame:
         with self._lock:
@@ -185,6 +223,7 @@ def open_set(
     cache: Any = None,
     *,
     workers: int | None = None,
+    after_parse: Any = None,
 ) -> TraceSet:
     """Discover and load everything under `root`, synchronously (report, scripts, tests)."""
     from hta_tui.trace.cache import Cache
@@ -196,6 +235,6 @@ def open_set(
     files = discover(root)
     for tf in files:
         ts.add_pending(tf)
-    for result in load_files(files, cache, workers=workers):
+    for result in load_files(files, cache, workers=workers, after_parse=after_parse):
         ts.apply(result)
     return ts

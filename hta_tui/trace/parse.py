@@ -8,11 +8,14 @@ raw categories, string tids or fractional microseconds.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
+import operator
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 import orjson
@@ -21,9 +24,9 @@ import polars as pl
 from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA, KINDS, THREADS_SCHEMA, empty
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 1
+PARSER_VERSION = 2
 
-Num = Union[int, float]
+Num = int | float
 
 
 class TraceFileError(Exception):
@@ -35,56 +38,61 @@ class TraceFileError(Exception):
         self.not_trace = not_trace
 
 
-class _Args(msgspec.Struct):
-    external_id: Union[int, None] = msgspec.field(default=None, name="External id")
-    external_id_legacy: Union[int, None] = msgspec.field(default=None, name="external id")
-    correlation: Union[int, None] = None
-    stream: Union[int, str, None] = None
-    device: Union[int, None] = None
-    bytes: Union[int, None] = None
-    bandwidth: Union[Num, None] = msgspec.field(default=None, name="memory bandwidth (GB/s)")
-    grid: Union[list[int], str, None] = None  # triton cpu ops write a string here
-    block: Union[list[int], str, None] = None
-    registers: Union[int, None] = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Union[int, None] = msgspec.field(default=None, name="shared memory")
-    occupancy: Union[Num, None] = msgspec.field(default=None, name="est. achieved occupancy %")
-    sync_kind: Union[str, None] = msgspec.field(default=None, name="cuda_sync_kind")
+class _Args(msgspec.Struct, gc=False):
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
+    correlation: int | None = None
+    stream: int | str | None = None
+    device: int | None = None
+    bytes: int | None = None
+    bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    # kept as JSON text and decoded by polars: triton cpu ops write a string here
+    grid: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    block: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    registers: int | None = msgspec.field(default=None, name="registers per thread")
+    shared_memory: int | None = msgspec.field(default=None, name="shared memory")
+    occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
     input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
-    seq: Union[int, None] = msgspec.field(default=None, name="Sequence number")
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
     # metadata ("M") events carry their value here
-    name: Union[str, int, None] = None
-    labels: Union[str, None] = None
-    sort_index: Union[int, None] = None
+    name: str | int | None = None
+    labels: str | None = None
+    sort_index: int | None = None
 
 
-class _Event(msgspec.Struct):
+class _Event(msgspec.Struct, gc=False):
     ph: str = ""
-    cat: Union[str, None] = None
-    name: Union[str, int, float, None] = None
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
-    ts: Union[Num, None] = None
-    dur: Union[Num, None] = None
-    id: Union[int, str, None] = None
-    args: Union[_Args, None] = None
+    cat: str | None = None
+    name: str | int | float | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: Num | None = None
+    dur: Num | None = None
+    id: int | str | None = None
+    args: _Args | None = None
 
 
 class _Trace(msgspec.Struct):
-    traceEvents: Union[list[_Event], None] = None  # noqa: N815 (Kineto's key)
-    distributedInfo: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
-    deviceProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
-    computeProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
-    schemaVersion: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
-    traceName: Union[str, None] = None  # noqa: N815
-    baseTimeNanoseconds: Union[int, None] = None  # noqa: N815
-    displayTimeUnit: Union[str, None] = None  # noqa: N815
+    traceEvents: list[_Event] | None = None
+    distributedInfo: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    deviceProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    computeProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    schemaVersion: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    traceName: str | None = None
+    baseTimeNanoseconds: int | None = None
+    displayTimeUnit: str | None = None
     # PyTorch execution traces (not Kineto) have these instead of traceEvents
     nodes: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     schema: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
 
 
 _DECODER = msgspec.json.Decoder(_Trace)
+
+#: Kinds whose launch dimensions are read, and kinds whose input shapes are read.
+GPU_ARG_KINDS = ("kernel",)
+SHAPE_KINDS = ("cpu_op", "annotation", "python", "other")
 
 _CAT_KIND: dict[str, str] = {
     "kernel": "kernel",
@@ -157,7 +165,21 @@ def _gunzip(data: bytes) -> bytes:
 
 
 def parse_bytes(buf: bytes, *, path: str = "") -> ParsedTrace:
-    """Decode and normalise; raises TraceFileError with a one-line reason."""
+    """Decode and normalise; raises TraceFileError with a one-line reason.
+
+    The cyclic GC is paused meanwhile: a million small structs would trigger it hundreds of
+    times for nothing (they hold no cycles), which costs a third of the decode.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse_bytes(buf)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _parse_bytes(buf: bytes) -> ParsedTrace:
     head = buf[:4096].lstrip()
     if not head:
         raise TraceFileError("empty file", incomplete=True)
@@ -243,10 +265,8 @@ def _coerce_event(raw: Any) -> _Event | None:
             if f.type is msgspec.Raw:
                 clean[f.name] = msgspec.Raw(orjson.dumps(v))
                 continue
-            try:
+            with contextlib.suppress(msgspec.ValidationError):
                 clean[f.name] = msgspec.convert(v, f.type, strict=False)
-            except msgspec.ValidationError:
-                pass
         clean_args = _Args(**clean)
     out = {}
     for f in _EVENT_FIELDS:
@@ -284,13 +304,15 @@ def _meta(trace: _Trace) -> dict[str, Any]:
 def _frame_facts(events: pl.DataFrame) -> dict[str, Any]:
     """Small per-file facts kept in the cache's metadata, so a warm open reads no frames."""
     if events.is_empty():
-        return {"min_ts": None, "max_end": None, "n_events": 0, "n_kernels": 0}
+        return {"min_ts": None, "max_end": None, "n_events": 0, "n_kernels": 0, "step_names": []}
+    steps = events.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
     row = events.select(
         pl.col("ts").min().alias("min_ts"),
         (pl.col("ts") + pl.col("dur")).max().alias("max_end"),
         pl.len().alias("n_events"),
         (pl.col("kind") == "kernel").sum().alias("n_kernels"),
     ).row(0, named=True)
+    row["step_names"] = sorted(steps["name"].unique().drop_nulls().to_list())
     return row
 
 
@@ -320,27 +342,36 @@ def _int_or_none(v: Any) -> int | None:
     return None
 
 
-def _stream_of(ev: _Event) -> int | None:
-    a = ev.args
-    if a is not None and a.stream is not None:
-        if isinstance(a.stream, int):
-            return a.stream
-        return _parse_stream_label(a.stream)
-    if isinstance(ev.tid, str) and ev.tid.startswith("stream"):
-        return _parse_stream_label(ev.tid)
-    return None
+def _ints(name: str, values: list[Any]) -> pl.Series:
+    """Ints as they are, digit strings parsed ("12"), any other string null - in Rust."""
+    return pl.Series(name, values, dtype=pl.Int64, strict=False)
 
 
-def _parse_stream_label(label: str) -> int | None:
-    """'7', 'stream 7', 'stream 0x0' (ROCm) -> int."""
-    s = label.strip()
-    if s.startswith("stream"):
-        s = s[len("stream") :].strip()
-    s = s.split()[0] if s else s
-    try:
-        return int(s, 0)
-    except ValueError:
-        return None
+def _label_ints(labels: pl.Series) -> pl.Series:
+    """'7', 'stream 7', '0x1', 'stream 0x1' (ROCm) -> int; anything else null."""
+    body = labels.str.strip_prefix("stream").str.strip_chars()
+    hexa = body.str.to_lowercase().str.strip_prefix("0x")
+    is_hex = body.str.to_lowercase().str.starts_with("0x")
+    return pl.select(
+        pl.when(is_hex)
+        .then(hexa.str.to_integer(base=16, strict=False))
+        .otherwise(body.str.to_integer(base=10, strict=False))
+    ).to_series()
+
+
+def _streams(args: list[_Args], tids: list[Any]) -> pl.Series:
+    """args.stream, else a legacy "stream N" tid; labels parsed only where there are any."""
+    raw = [a.stream for a in args]
+    out = _ints("stream", raw)
+    str_streams = [x if type(x) is str else None for x in raw]
+    if any(x is not None for x in str_streams):
+        out = out.fill_null(_label_ints(pl.Series(str_streams, dtype=pl.String)))
+    stream_tids = [t if type(t) is str and t.startswith("stream") else None for t in tids]
+    if any(t is not None for t in stream_tids):
+        from_tid = _label_ints(pl.Series(stream_tids, dtype=pl.String))
+        out = pl.select(pl.when(pl.Series(raw).is_null()).then(from_tid).otherwise(out))
+        out = out.to_series()
+    return out.rename("stream")
 
 
 def build_frames(events: list[_Event]) -> dict[str, pl.DataFrame]:
@@ -359,22 +390,23 @@ def _events_frame(evs: list[_Event]) -> pl.DataFrame:
         return empty("events")
     no_args = _Args()
     args = [e.args or no_args for e in evs]
-    cats = [e.cat for e in evs]
-    kind_of = {c: kind_of_category(c) for c in set(cats)}
+    cats = pl.Series("cat", [e.cat for e in evs], dtype=pl.String)
+    kinds = {c: kind_of_category(c) for c in cats.unique().to_list()}
+    tids = [e.tid for e in evs]
     cols: dict[str, pl.Series] = {}
 
     def put(name: str, values: list[Any]) -> None:
         cols[name] = pl.Series(name, values, dtype=EVENTS_SCHEMA[name], strict=False)
 
-    put("idx", list(range(len(evs))))
+    cols["idx"] = pl.int_range(0, len(evs), dtype=pl.UInt32, eager=True).rename("idx")
     cols["ts"] = _us_to_ns([e.ts for e in evs]).rename("ts")
     cols["dur"] = _us_to_ns([e.dur if e.dur is not None else 0 for e in evs]).rename("dur")
-    put("name", [e.name if isinstance(e.name, str) else _str_or_none(e.name) for e in evs])
-    put("cat", cats)
-    put("kind", [kind_of[c] for c in cats])
-    put("pid", [e.pid if type(e.pid) is int else _int_or_none(e.pid) for e in evs])
-    put("tid", [e.tid if type(e.tid) is int else _int_or_none(e.tid) for e in evs])
-    put("stream", [_stream_of(e) for e in evs])
+    put("name", [e.name if type(e.name) is str else _str_or_none(e.name) for e in evs])
+    cols["cat"] = cats
+    cols["kind"] = cats.replace_strict(kinds, return_dtype=EVENTS_SCHEMA["kind"]).rename("kind")
+    cols["pid"] = _ints("pid", [e.pid for e in evs])
+    cols["tid"] = _ints("tid", tids)
+    cols["stream"] = _streams(args, tids)
     put("device", [a.device for a in args])
     put("correlation", [a.correlation for a in args])
     put(
@@ -383,14 +415,17 @@ def _events_frame(evs: list[_Event]) -> pl.DataFrame:
     )
     put("bytes", [a.bytes for a in args])
     put("bandwidth", [a.bandwidth for a in args])
-    cols["grid"] = _dim3([a.grid for a in args], "grid")
-    cols["block"] = _dim3([a.block for a in args], "block")
+    # JSON-text args live on few rows (kernels, cpu ops): convert only those.
+    kernel_rows = cols["kind"].is_in(GPU_ARG_KINDS).arg_true().to_list()
+    cpu_rows = cols["kind"].is_in(SHAPE_KINDS).arg_true().to_list()
+    cols["grid"] = _dim3(_raw_texts(args, "grid", kernel_rows, len(evs)))
+    cols["block"] = _dim3(_raw_texts(args, "block", kernel_rows, len(evs)))
     put("registers", [a.registers for a in args])
     put("shared_memory", [a.shared_memory for a in args])
     put("occupancy", [a.occupancy for a in args])
     put("sync_kind", [a.sync_kind for a in args])
-    cols["input_dims"] = _raw_texts([a.input_dims for a in args], "input_dims")
-    cols["input_type"] = _raw_texts([a.input_type for a in args], "input_type")
+    cols["input_dims"] = _raw_texts(args, "input_dims", cpu_rows, len(evs))
+    cols["input_type"] = _raw_texts(args, "input_type", cpu_rows, len(evs))
     put("seq", [a.seq for a in args])
     df = pl.DataFrame(cols)
     # Legacy traces put kernels on a device pid with a "stream N" tid; keep tid numeric there.
@@ -406,19 +441,27 @@ def _str_or_none(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
-def _raw_texts(raws: list[msgspec.Raw], name: str) -> pl.Series:
-    """JSON snippets kept as text; decoded only by the analyses that match on shapes."""
-    binary = pl.Series(name, [bytes(r) if len(r) else None for r in raws], dtype=pl.Binary)
-    return binary.cast(pl.String, strict=False)
+def _raw_texts(args: list[_Args], field: str, rows: list[int], n: int) -> pl.Series:
+    """The JSON text of one Raw arg on the given rows (null elsewhere); decoded later, by
+    polars, only where an analysis needs it."""
+    get = operator.attrgetter(field)
+    values = [bytes(r) if len(r := get(args[i])) else None for i in rows]
+    out = pl.Series(field, [None] * n, dtype=pl.Binary)
+    if rows:
+        out = out.scatter(rows, pl.Series(values, dtype=pl.Binary))
+    return out.cast(pl.String, strict=False)
 
 
-def _dim3(values: list[Any], name: str) -> pl.Series:
-    """[x, y, z] launch dimensions as a fixed-size array (building list Series row by row is
-    the slowest part of parsing otherwise)."""
-    ok = [isinstance(v, list) and len(v) == 3 for v in values]
-    flat = [x for v, good in zip(values, ok) for x in (v if good else (0, 0, 0))]
-    arr = pl.Series(name, flat, dtype=pl.Int64, strict=False).reshape((len(values), 3))
-    return pl.select(pl.when(pl.Series(ok)).then(arr)).to_series().rename(name)
+def _dim3(text: pl.Series) -> pl.Series:
+    """[x, y, z] launch dimensions as a fixed-size array; anything that is not a list of
+    three numbers (triton's "grid(1,)") is null."""
+    lists = pl.select(pl.when(text.str.starts_with("[")).then(text).otherwise(None)).to_series()
+    decoded = lists.str.json_decode(pl.List(pl.Int64))
+    return (
+        pl.select(pl.when(decoded.list.len() == 3).then(decoded.list.to_array(3)).otherwise(None))
+        .to_series()
+        .rename(text.name)
+    )
 
 
 def _flows_frame(evs: list[_Event]) -> pl.DataFrame:
@@ -426,12 +469,12 @@ def _flows_frame(evs: list[_Event]) -> pl.DataFrame:
         return empty("flows")
     df = pl.DataFrame(
         {
-            "id": pl.Series([_int_or_none(e.id) for e in evs], dtype=pl.Int64),
+            "id": _ints("id", [e.id for e in evs]),
             "ph": pl.Series([e.ph for e in evs], dtype=pl.String),
             "cat": pl.Series([e.cat for e in evs], dtype=pl.String),
             "ts": _us_to_ns([e.ts for e in evs]),
-            "pid": pl.Series([_int_or_none(e.pid) for e in evs], dtype=pl.Int64),
-            "tid": pl.Series([_int_or_none(e.tid) for e in evs], dtype=pl.Int64),
+            "pid": _ints("pid", [e.pid for e in evs]),
+            "tid": _ints("tid", [e.tid for e in evs]),
         }
     )
     return df.select(list(FLOWS_SCHEMA))
@@ -449,7 +492,7 @@ def _threads_frame(evs: list[_Event]) -> pl.DataFrame:
         rows.append((_int_or_none(e.pid), _int_or_none(e.tid), _str_or_none(e.name), value))
     if not rows:
         return empty("threads")
-    pid, tid, key, value = zip(*rows)
+    pid, tid, key, value = zip(*rows, strict=False)
     return pl.DataFrame(
         {
             "pid": pl.Series(pid, dtype=pl.Int64),
