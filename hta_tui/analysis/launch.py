@@ -1,0 +1,189 @@
+"""CUDA kernel launch statistics: how long each launch call took and how long its work waited.
+
+HTA's `get_cuda_kernel_launch_stats`: for each launch (a CPU call and the GPU op of the same
+correlation), cpu_duration is the call's duration, gpu_duration the op's and launch_delay the
+op's start minus the call's end, clipped at 0 (us). HTA then plots three subsets, which
+`short_gpu_kernels`, `runtime_outliers` and `launch_delay_outliers` return:
+- short GPU kernels: cpu_duration <= runtime_cutoff and gpu_duration < cpu_duration (the
+  launch costs more than the work);
+- runtime outliers: cpu_duration > runtime_cutoff;
+- launch delay outliers: launch_delay > launch_delay_cutoff.
+
+Which launches:
+- hta_compat=True, as HTA 0.5: correlations of `cudaLaunchKernel`, `cudaLaunchKernelExC` and
+  the MTIA launch (plus `cudaMemcpyAsync`, `cudaMemsetAsync` with include_memory_events); then
+  every CPU-side event (no stream) x every GPU event (HTA's rule: any stream) of such a
+  correlation, one row per pair. `cuLaunchKernel` (Triton), every `hip*` launch and
+  `cudaGraphLaunch` are not launches for HTA 0.5 (its queue-length analysis does know
+  `cuLaunchKernel` and some `hip*` names; this one does not).
+- default: every runtime/driver call (kinds "runtime" and "driver") whose correlation has a
+  kernel (and, with include_memory_events, a memcpy or memset) on the GPU: cudaLaunchKernel,
+  cudaLaunchKernelExC, cuLaunchKernel, cuLaunchKernelEx, hipLaunchKernel,
+  hipExtLaunchKernel, hipModuleLaunchKernel, hipExtModuleLaunchKernel, cudaGraphLaunch,
+  hipGraphLaunch, cudaMemcpyAsync, hipMemcpyWithStream ... DEVIATION: more launches than
+  HTA on traces with those calls; identical rows otherwise. A synchronous copy
+  (`cudaMemcpy`) counts too: its call includes the copy, so its launch_delay clips to 0.
+
+Graph launches (default mode): one call enqueues many ops under one correlation. The row is
+per launch call, not per op: cpu_duration is the call's duration, gpu_duration the sum of
+the durations of all its ops (the GPU work the call paid for), launch_delay the first op's
+start minus the call's end (clipped at 0), and gpu_ops the number of ops. For an ordinary
+launch gpu_ops is 1 and the row is HTA's. (HTA would give one row per op, each with the
+call's duration, so one slow graph launch would count as many runtime outliers.)
+
+Columns: HTA's correlation, cpu_duration, gpu_duration, launch_delay, then `launch` (the
+CPU call's name), `gpu_ops`, and the three subsets above as booleans for the cutoffs given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis.hta_view import hta_view, us
+from hta_tui.trace.schema import LAUNCH_KINDS
+
+#: Launch names of HTA 0.5's `cuda_kernel_launch_stats`.
+HTA_KERNEL_LAUNCH_NAMES: tuple[str, ...] = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "runFunction - job_prep_and_submit_for_execution",
+)
+HTA_MEMORY_LAUNCH_NAMES: tuple[str, ...] = ("cudaMemcpyAsync", "cudaMemsetAsync")
+
+COLUMNS: dict[str, pl.DataType] = {
+    "correlation": pl.Int64(),
+    "cpu_duration": pl.Float64(),
+    "gpu_duration": pl.Float64(),
+    "launch_delay": pl.Float64(),
+    "launch": pl.String(),
+    "gpu_ops": pl.Int64(),
+    "short_gpu_kernel": pl.Boolean(),
+    "runtime_outlier": pl.Boolean(),
+    "launch_delay_outlier": pl.Boolean(),
+}
+
+HTA_COLUMNS: tuple[str, ...] = ("correlation", "cpu_duration", "gpu_duration", "launch_delay")
+
+
+def _pairs_compat(view: pl.DataFrame, *, include_memory_events: bool) -> pl.DataFrame:
+    names = HTA_KERNEL_LAUNCH_NAMES + (HTA_MEMORY_LAUNCH_NAMES if include_memory_events else ())
+    corr = view.filter(pl.col("name").is_in(names))["correlation"].drop_nulls().unique()
+    rows = view.filter(pl.col("correlation").is_in(corr.implode()))
+    cpu = rows.filter(~pl.col("gpu")).select(
+        "correlation",
+        pl.col("idx").alias("cpu_idx"),
+        pl.col("name").alias("launch"),
+        pl.col("start").alias("cpu_start"),
+        pl.col("dur").alias("cpu_dur"),
+    )
+    gpu = rows.filter(pl.col("gpu")).select(
+        "correlation", pl.col("idx").alias("gpu_idx"), "start", "dur"
+    )
+    return (
+        cpu.join(gpu, on="correlation", how="inner")
+        .sort(["cpu_idx", "gpu_idx"])
+        .select(
+            "correlation",
+            "launch",
+            "cpu_dur",
+            pl.col("dur").alias("gpu_dur"),
+            (pl.col("start") - pl.col("cpu_start") - pl.col("cpu_dur")).alias("delay"),
+            pl.lit(1, pl.Int64).alias("gpu_ops"),
+        )
+    )
+
+
+def _pairs_default(view: pl.DataFrame, *, include_memory_events: bool) -> pl.DataFrame:
+    kinds = ("kernel", "memcpy", "memset") if include_memory_events else ("kernel",)
+    ops = view.filter(
+        pl.col("gpu") & pl.col("kind").is_in(kinds) & pl.col("correlation").is_not_null()
+    )
+    launches = view.filter(
+        pl.col("kind").is_in(LAUNCH_KINDS)
+        & pl.col("correlation").is_in(ops["correlation"].unique().implode())
+    ).select(
+        "correlation",
+        pl.col("idx").alias("cpu_idx"),
+        pl.col("name").alias("launch"),
+        pl.col("start").alias("cpu_start"),
+        pl.col("dur").alias("cpu_dur"),
+    )
+    per_corr = ops.group_by("correlation").agg(
+        pl.col("dur").sum().alias("gpu_dur"),
+        pl.col("start").min().alias("first_start"),
+        pl.len().cast(pl.Int64).alias("gpu_ops"),
+    )
+    return (
+        launches.join(per_corr, on="correlation", how="inner")
+        .sort("cpu_idx")
+        .select(
+            "correlation",
+            "launch",
+            "cpu_dur",
+            "gpu_dur",
+            (pl.col("first_start") - pl.col("cpu_start") - pl.col("cpu_dur")).alias("delay"),
+            "gpu_ops",
+        )
+    )
+
+
+def _finish(pairs: pl.DataFrame, runtime_cutoff: float, launch_delay_cutoff: float) -> pl.DataFrame:
+    cpu, gpu, delay = pl.col("cpu_duration"), pl.col("gpu_duration"), pl.col("launch_delay")
+    return (
+        pairs.select(
+            "correlation",
+            us(pl.col("cpu_dur")).alias("cpu_duration"),
+            us(pl.col("gpu_dur")).alias("gpu_duration"),
+            us(pl.col("delay").clip(lower_bound=0)).alias("launch_delay"),
+            "launch",
+            "gpu_ops",
+        )
+        .with_columns(
+            ((cpu <= runtime_cutoff) & (gpu < cpu)).alias("short_gpu_kernel"),
+            (cpu > runtime_cutoff).alias("runtime_outlier"),
+            (delay > launch_delay_cutoff).alias("launch_delay_outlier"),
+        )
+        .cast(COLUMNS)
+        .select(list(COLUMNS))
+    )
+
+
+def cuda_kernel_launch_stats(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    runtime_cutoff: float = 50,
+    launch_delay_cutoff: float = 100,
+    include_memory_events: bool = True,
+    hta_compat: bool = False,
+) -> dict[int, pl.DataFrame]:
+    """Per rank, one row per launch (see the module docstring), in launch order.
+
+    Durations in us. Every rank gets a frame; it is empty (with the columns) when the rank
+    launched nothing, as HTA's is.
+    """
+    out = {}
+    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
+        if hta_compat:
+            pairs = _pairs_compat(view, include_memory_events=include_memory_events)
+        else:
+            pairs = _pairs_default(view, include_memory_events=include_memory_events)
+        out[rank] = _finish(pairs, runtime_cutoff, launch_delay_cutoff)
+    return out
+
+
+def short_gpu_kernels(stats: pl.DataFrame, runtime_cutoff: float = 50) -> pl.DataFrame:
+    """Launches whose GPU work is shorter than the call (call <= runtime_cutoff us)."""
+    cpu = pl.col("cpu_duration")
+    return stats.filter((cpu <= runtime_cutoff) & (pl.col("gpu_duration") < cpu))
+
+
+def runtime_outliers(stats: pl.DataFrame, runtime_cutoff: float = 50) -> pl.DataFrame:
+    """Launch calls longer than runtime_cutoff us."""
+    return stats.filter(pl.col("cpu_duration") > runtime_cutoff)
+
+
+def launch_delay_outliers(stats: pl.DataFrame, launch_delay_cutoff: float = 100) -> pl.DataFrame:
+    """Launches whose GPU work started more than launch_delay_cutoff us after the call ended."""
+    return stats.filter(pl.col("launch_delay") > launch_delay_cutoff)
