@@ -1,0 +1,21 @@
+"""hta-tui: PyTorch profiler (Kineto) traces analysed like Holistic Trace Analysis, in a
+terminal, from the command line (`hta-tui report`) or from Python:
+
+    from hta_tui import TraceAnalysis
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+__all__ = ["TraceAnalysis", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so `import hta_tui.trace...` in a parser worker does not load every analysis.
+    if name == "TraceAnalysis":
+        from hta_tui.api import TraceAnalysis
+
+        return TraceAnalysis
+    raise AttributeError(name)

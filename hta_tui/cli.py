@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 EXIT_OK, EXIT_NO_TRACE, EXIT_USAGE = 0, 1, 2
 
@@ -35,6 +37,13 @@ def report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hta-tui report", description="Headless analyses.")
     p.add_argument("path", type=Path, help="trace folder or file")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--csv", type=Path, metavar="DIR", help="write one CSV per table into DIR")
+    p.add_argument(
+        "--only",
+        metavar="NAME[,NAME]",
+        help="run only these analyses (see --list)",
+    )
+    p.add_argument("--list", action="store_true", help="list the analyses and exit")
     p.add_argument(
         "--hta-compat",
         action="store_true",
@@ -53,22 +62,46 @@ def demo_dir() -> Path:
     return out
 
 
+def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None) -> int:
+    return run_report(
+        args.path,
+        as_json=args.json,
+        csv_dir=args.csv,
+        only=only,
+        no_cache=args.no_cache,
+        workers=args.workers,
+        hta_compat=args.hta_compat,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
-        args = report_parser().parse_args(argv[1:])
+        parser = report_parser()
+        if "--list" in argv[1:]:
+            from hta_tui.analysis.catalog import ANALYSES
+
+            for a in ANALYSES:
+                print(f"{a.name:34} {a.title}{'' if a.default else ' (only when named)'}")
+            return EXIT_OK
+        args = parser.parse_args(argv[1:])
+        only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
+        if only:
+            from hta_tui.analysis.catalog import BY_NAME
+
+            unknown = [n for n in only if n not in BY_NAME]
+            if unknown:
+                parser.error(f"unknown analysis: {', '.join(unknown)} (see --list)")
         if not args.path.exists():
             print(f"hta-tui: {args.path}: no such file or folder", file=sys.stderr)
             return EXIT_USAGE
         from hta_tui.report import run_report
 
-        return run_report(
-            args.path,
-            as_json=args.json,
-            no_cache=args.no_cache,
-            workers=args.workers,
-            hta_compat=args.hta_compat,
-        )
+        try:
+            return _report(run_report, args, only)
+        except BrokenPipeError:  # `| head`: the reader left, which is not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
     parser = app_parser()
     args = parser.parse_args(argv)
     if args.demo:

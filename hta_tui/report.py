@@ -1,7 +1,7 @@
-"""The headless front end: the app's analyses as text tables or one JSON object.
+"""The headless front end: the analyses as text tables, one JSON object, or CSV files.
 
 Exit status: 0 when at least one trace loaded, 1 when none did (2, usage errors, comes from
-the CLI). Analyses that have nothing to say give empty lists, never errors.
+the CLI). Analyses with nothing to say give empty lists, never errors.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
+from hta_tui.analysis import catalog
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
@@ -20,40 +21,77 @@ from hta_tui.trace.model import TraceSet, open_set
 FILE_KEYS = ("path", "rank", "span", "status", "error")
 
 
-def build_report(ts: TraceSet, *, hta_compat: bool = False) -> dict[str, Any]:
-    """Every section of the report as lists of records (the JSON shape)."""
-    files = file_table(ts)
-    return {
-        "files": files.select(FILE_KEYS).to_dicts(),
-        "temporal_breakdown": temporal_table(ts, hta_compat=hta_compat).to_dicts(),
-    }
+def build_tables(
+    ts: TraceSet, *, names: list[str] | None = None, options: catalog.Options | None = None
+) -> dict[str, pl.DataFrame]:
+    """ "files" and every selected analysis's tables, in catalog order.
+
+    The temporal breakdown comes from the per-file summaries (equal to the analysis over the
+    frames, see tests/test_overview.py), so `--only temporal_breakdown` reads no frame when
+    the cache is warm.
+    """
+    options = options or catalog.Options()
+    selected = [a.name for a in catalog.select(names)]
+    tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
+    if "temporal_breakdown" in selected:
+        tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
+    rest = [n for n in selected if n != "temporal_breakdown"]
+    if rest:
+        tables.update(catalog.run(ts.frames(), rest, options))
+    return tables
 
 
-def _text(ts: TraceSet, out: TextIO, *, hta_compat: bool) -> None:
-    files = file_table(ts).drop("seconds", "cached", "selected")
-    temporal = temporal_table(ts, hta_compat=hta_compat)
+def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
+    """The JSON shape: one list of records per table."""
+    return {name: df.to_dicts() for name, df in build_tables(ts, **kw).items()}
+
+
+def _csv_ready(df: pl.DataFrame) -> pl.DataFrame:
+    """CSV has no nested values: lists, arrays and structs become JSON text."""
+    exprs = []
+    for name, dtype in df.schema.items():
+        if isinstance(dtype, pl.Struct):
+            exprs.append(pl.col(name).struct.json_encode())
+        elif isinstance(dtype, (pl.List, pl.Array)):
+            items = pl.col(name).cast(pl.List(pl.String)).list.join(",")
+            exprs.append(pl.format("[{}]", items).alias(name))
+    return df.with_columns(exprs) if exprs else df
+
+
+def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, df in tables.items():
+        path = out_dir / f"{name}.csv"
+        _csv_ready(df).write_csv(path)
+        paths.append(path)
+    return paths
+
+
+def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
     with pl.Config(
-        tbl_rows=-1,
+        tbl_rows=50,
         tbl_cols=-1,
         tbl_hide_dataframe_shape=True,
         tbl_hide_column_data_types=True,
         tbl_formatting="ASCII_MARKDOWN",
-        fmt_str_lengths=80,
+        fmt_str_lengths=60,
         tbl_width_chars=200,
+        float_precision=3,
     ):
-        print(f"# Files in {ts.root}", file=out)
-        print(files, file=out)
-        print("\n# Temporal breakdown (HTA definitions, microseconds)", file=out)
-        if temporal.is_empty():
-            print("no GPU kernels in the loaded ranks", file=out)
-        else:
-            print(temporal, file=out)
+        for name, df in tables.items():
+            title = f"Files in {root}" if name == "files" else name
+            print(f"# {title}", file=out)
+            print(df if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out)
+            print(file=out)
 
 
 def run_report(
     path: Path,
     *,
     as_json: bool = False,
+    csv_dir: Path | None = None,
+    only: list[str] | None = None,
     no_cache: bool = False,
     workers: int | None = None,
     hta_compat: bool = False,
@@ -63,9 +101,12 @@ def run_report(
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
+    tables = build_tables(ts, names=only, options=catalog.Options(hta_compat=hta_compat))
+    if csv_dir is not None:
+        write_csv(tables, csv_dir)
     if as_json:
-        doc = build_report(ts, hta_compat=hta_compat)
+        doc = {name: df.to_dicts() for name, df in tables.items()}
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        _text(ts, out, hta_compat=hta_compat)
+    elif csv_dir is None:
+        _text(tables, ts.root, out)
     return 0 if ts.loaded() else 1

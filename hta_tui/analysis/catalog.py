@@ -1,0 +1,156 @@
+"""Every analysis by its report name, with the options it takes: one list that the report
+command, the Python API and the app all read, so adding an analysis is one entry here.
+
+Each entry turns the loaded ranks into named tables; the names are the report's top-level
+JSON keys and the CSV file names (HTA's method name without `get_`, plus a second name where
+HTA returns two tables).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import polars as pl
+
+from hta_tui.analysis import idle, kernels, launch, memory, overlap, queue, temporal
+
+Ranks = Mapping[int, pl.DataFrame]
+Tables = dict[str, pl.DataFrame]
+
+
+@dataclass(frozen=True)
+class Options:
+    """HTA's parameters, with HTA's defaults."""
+
+    hta_compat: bool = False
+    consecutive_kernel_delay_us: float = 30
+    duration_ratio: float = 0.8
+    num_kernels: int = 10
+    include_memory_kernels: bool = True
+    runtime_cutoff_us: float = 50
+    launch_delay_cutoff_us: float = 100
+    max_queue_length: int = 1024
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    title: str
+    run: Callable[[Ranks, Options], Tables]
+    #: Large per-event outputs (time series) run only when asked for by name.
+    default: bool = True
+
+
+def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """rank -> frame (HTA's dict answers) as one frame with a leading rank column."""
+    frames = [
+        df.select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        for rank, df in sorted(per_rank.items())
+        if not df.is_empty()
+    ]
+    if frames:
+        return pl.concat(frames, how="diagonal_relaxed")
+    first = next(iter(per_rank.values()), pl.DataFrame())
+    return first.select(pl.lit(None, pl.Int64).alias("rank"), pl.all()).clear()
+
+
+def _temporal(r: Ranks, o: Options) -> Tables:
+    return {"temporal_breakdown": temporal.temporal_breakdown(r, hta_compat=o.hta_compat)}
+
+
+def _idle(r: Ranks, o: Options) -> Tables:
+    breakdown, stats = idle.idle_time_breakdown(
+        r,
+        consecutive_kernel_delay_us=o.consecutive_kernel_delay_us,
+        hta_compat=o.hta_compat,
+        show_idle_interval_stats=True,
+    )
+    assert stats is not None
+    return {"idle_time_breakdown": breakdown, "idle_interval_stats": stats}
+
+
+def _kernels(r: Ranks, o: Options) -> Tables:
+    kernel_type, per_kernel = kernels.gpu_kernel_breakdown(
+        r,
+        duration_ratio=o.duration_ratio,
+        num_kernels=o.num_kernels,
+        include_memory_kernels=o.include_memory_kernels,
+        hta_compat=o.hta_compat,
+    )
+    return {"gpu_kernel_breakdown": per_kernel, "gpu_kernel_type_breakdown": kernel_type}
+
+
+def _kernel_stats(r: Ranks, o: Options) -> Tables:
+    return {"kernel_duration_stats": kernels.kernel_duration_stats(r, hta_compat=o.hta_compat)}
+
+
+def _overlap(r: Ranks, o: Options) -> Tables:
+    return {"comm_comp_overlap": overlap.comm_comp_overlap(r, hta_compat=o.hta_compat)}
+
+
+def _queue_summary(r: Ranks, o: Options) -> Tables:
+    series = queue.queue_length_series(r, hta_compat=o.hta_compat)
+    return {
+        "queue_length_summary": queue.queue_length_summary_from_series(series),
+        "time_spent_blocked_on_full_queue": queue.time_blocked_on_full_queue(
+            r, o.max_queue_length, hta_compat=o.hta_compat, series=series
+        ),
+    }
+
+
+def _queue_series(r: Ranks, o: Options) -> Tables:
+    return {"queue_length_time_series": queue.queue_length_series(r, hta_compat=o.hta_compat)}
+
+
+def _memory_summary(r: Ranks, o: Options) -> Tables:
+    return {"memory_bw_summary": memory.memory_bw_summary(r, hta_compat=o.hta_compat)}
+
+
+def _memory_series(r: Ranks, o: Options) -> Tables:
+    return {"memory_bw_time_series": memory.memory_bw_series(r, hta_compat=o.hta_compat)}
+
+
+def _launch(r: Ranks, o: Options) -> Tables:
+    per_rank = launch.cuda_kernel_launch_stats(
+        r,
+        runtime_cutoff=o.runtime_cutoff_us,
+        launch_delay_cutoff=o.launch_delay_cutoff_us,
+        hta_compat=o.hta_compat,
+    )
+    return {"cuda_kernel_launch_stats": with_rank(per_rank)}
+
+
+ANALYSES: tuple[Analysis, ...] = (
+    Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
+    Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
+    Analysis("gpu_kernel_breakdown", "GPU kernel breakdown", _kernels),
+    Analysis("kernel_duration_stats", "Kernel duration statistics", _kernel_stats),
+    Analysis("comm_comp_overlap", "Communication / computation overlap", _overlap),
+    Analysis("queue_length_summary", "Queue length per stream", _queue_summary),
+    Analysis("queue_length_time_series", "Queue length over time", _queue_series, False),
+    Analysis("memory_bw_summary", "Memory bandwidth", _memory_summary),
+    Analysis("memory_bw_time_series", "Memory bandwidth over time", _memory_series, False),
+    Analysis("cuda_kernel_launch_stats", "Kernel launch statistics", _launch),
+)
+
+BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
+
+
+def select(names: list[str] | None) -> list[Analysis]:
+    """The analyses to run: the named ones (KeyError names an unknown one), else defaults."""
+    if not names:
+        return [a for a in ANALYSES if a.default]
+    unknown = [n for n in names if n not in BY_NAME]
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    return [BY_NAME[n] for n in names]
+
+
+def run(ranks: Ranks, names: list[str] | None = None, options: Options | None = None) -> Tables:
+    """Run the selected analyses over the loaded ranks; tables in catalog order."""
+    options = options or Options()
+    out: Tables = {}
+    for analysis in select(names):
+        out.update(analysis.run(ranks, options))
+    return out

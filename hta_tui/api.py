@@ -1,0 +1,208 @@
+"""The Python front end: HTA's `TraceAnalysis` method names and parameters on polars.
+
+    from hta_tui import TraceAnalysis
+    ta = TraceAnalysis("traces/")
+    ta.get_temporal_breakdown()
+
+A notebook written for HTA needs little change: the methods answer polars DataFrames with
+HTA's column names (`.to_pandas()` where pandas is wanted). Differences on purpose: `ranks=None`
+means every rank (HTA's `[0]` fails when rank 0 is absent), `visualize` is accepted and ignored
+(plots live in the terminal app), and nothing raises for ranks without GPU kernels: their
+tables are empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from hta_tui.analysis import (
+    idle,
+    kernels,
+    launch,
+    memory,
+    overlap,
+    queue,
+    temporal,
+)
+from hta_tui.analysis.counters_export import CountersWritten, write_counters_trace
+from hta_tui.analysis.overview import file_table, precompute
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import TraceSet, open_set
+
+
+class TraceAnalysis:
+    """Every loaded rank of a trace folder (or file), analysed like HTA's TraceAnalysis.
+
+    `hta_compat=True` reproduces HTA's rounding of fractional timestamps (see README);
+    `cache=False` parses afresh and keeps nothing.
+    """
+
+    def __init__(
+        self,
+        trace_dir: str | Path,
+        *,
+        hta_compat: bool = False,
+        cache: bool | Cache = True,
+        workers: int | None = None,
+    ) -> None:
+        cache_obj = cache if isinstance(cache, Cache) else Cache(enabled=bool(cache))
+        self.trace_dir = Path(trace_dir)
+        self.hta_compat = hta_compat
+        self.trace_set: TraceSet = open_set(
+            self.trace_dir, cache_obj, workers=workers, after_parse=precompute
+        )
+
+    # -- what was loaded ---------------------------------------------------------------------
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.trace_set.loaded())
+
+    def files(self) -> pl.DataFrame:
+        """Every file with its rank, status and one-line error."""
+        return file_table(self.trace_set)
+
+    def events(self, rank: int) -> pl.DataFrame:
+        """One rank's raw events frame (see hta_tui/trace/schema.py)."""
+        return self.trace_set.loaded()[rank].events
+
+    def _ranks(self, ranks: Iterable[int] | None = None) -> dict[int, pl.DataFrame]:
+        frames = self.trace_set.frames()
+        if ranks is None:
+            return frames
+        return {r: frames[r] for r in ranks if r in frames}
+
+    # -- HTA's methods -----------------------------------------------------------------------
+    def get_temporal_breakdown(self, visualize: bool = True) -> pl.DataFrame:
+        return temporal.temporal_breakdown(self._ranks(), hta_compat=self.hta_compat)
+
+    def get_idle_time_breakdown(
+        self,
+        ranks: list[int] | None = None,
+        streams: list[int] | None = None,
+        visualize: bool = True,
+        visualize_pctg: bool = True,
+        show_idle_interval_stats: bool = False,
+        consecutive_kernel_delay: int = 30,
+    ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+        breakdown, stats = idle.idle_time_breakdown(
+            self._ranks(ranks),
+            consecutive_kernel_delay_us=consecutive_kernel_delay,
+            hta_compat=self.hta_compat,
+            show_idle_interval_stats=show_idle_interval_stats,
+        )
+        if streams is not None:
+            breakdown = breakdown.filter(pl.col("stream").is_in(streams))
+            if stats is not None:
+                stats = stats.filter(pl.col("stream").is_in(streams))
+        return breakdown, stats
+
+    def get_gpu_kernel_breakdown(
+        self,
+        visualize: bool = True,
+        duration_ratio: float = 0.8,
+        num_kernels: int = 10,
+        include_memory_kernels: bool = True,
+        image_renderer: str | None = None,
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        return kernels.gpu_kernel_breakdown(
+            self._ranks(),
+            duration_ratio=duration_ratio,
+            num_kernels=num_kernels,
+            include_memory_kernels=include_memory_kernels,
+            hta_compat=self.hta_compat,
+        )
+
+    def get_kernel_duration_stats(self, ranks: list[int] | None = None) -> pl.DataFrame:
+        """count, sum, mean, std, min, median, max of every GPU event name (beyond HTA)."""
+        return kernels.kernel_duration_stats(self._ranks(ranks), hta_compat=self.hta_compat)
+
+    def get_kernel_duration_distribution(
+        self, name: str, ranks: list[int] | None = None, bins: int = 30
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """One kernel's duration per rank (percentiles) and a shared histogram (beyond HTA)."""
+        return kernels.kernel_duration_distribution(
+            self._ranks(ranks), name, bins=bins, hta_compat=self.hta_compat
+        )
+
+    def get_comm_comp_overlap(self, visualize: bool = True) -> pl.DataFrame:
+        return overlap.comm_comp_overlap(self._ranks(), hta_compat=self.hta_compat)
+
+    def get_queue_length_time_series(self, ranks: list[int] | None = None) -> pl.DataFrame:
+        return queue.queue_length_series(self._ranks(ranks), hta_compat=self.hta_compat)
+
+    def get_queue_length_summary(self, ranks: list[int] | None = None) -> pl.DataFrame:
+        return queue.queue_length_summary(self._ranks(ranks), hta_compat=self.hta_compat)
+
+    def get_time_spent_blocked_on_full_queue(
+        self,
+        queue_length_dict: Mapping[int, pl.DataFrame] | pl.DataFrame | None = None,
+        max_queue_length: int = 1024,
+    ) -> pl.DataFrame:
+        """Per rank and stream (HTA keeps only one stream per rank). `queue_length_dict` may
+        be the frame `get_queue_length_time_series` returned, to reuse it."""
+        series = queue_length_dict
+        if isinstance(series, Mapping):
+            series = pl.concat(list(series.values()), how="diagonal_relaxed") if series else None
+        return queue.time_blocked_on_full_queue(
+            self._ranks(), max_queue_length, hta_compat=self.hta_compat, series=series
+        )
+
+    def get_memory_bw_time_series(self, ranks: list[int] | None = None) -> pl.DataFrame:
+        return memory.memory_bw_series(self._ranks(ranks), hta_compat=self.hta_compat)
+
+    def get_memory_bw_summary(self, ranks: list[int] | None = None) -> pl.DataFrame:
+        return memory.memory_bw_summary(self._ranks(ranks), hta_compat=self.hta_compat)
+
+    def get_cuda_kernel_launch_stats(
+        self,
+        ranks: list[int] | None = None,
+        runtime_cutoff: int = 50,
+        launch_delay_cutoff: int = 100,
+        include_memory_events: bool = True,
+        visualize: bool = True,
+    ) -> dict[int, pl.DataFrame]:
+        return launch.cuda_kernel_launch_stats(
+            self._ranks(ranks),
+            runtime_cutoff=runtime_cutoff,
+            launch_delay_cutoff=launch_delay_cutoff,
+            include_memory_events=include_memory_events,
+            hta_compat=self.hta_compat,
+        )
+
+    def generate_trace_with_counters(
+        self,
+        time_series: Any = None,
+        ranks: list[int] | None = None,
+        output_suffix: str = "_with_counters",
+        output_dir: str | Path | None = None,
+    ) -> list[CountersWritten]:
+        """A copy of each rank's trace with queue-length and bandwidth counter tracks.
+
+        Unlike HTA, never beside the traces unless asked: files go to `output_dir`
+        (default: the current directory), named `<trace name><output_suffix>.json[.gz]`.
+        """
+        out_dir = Path(output_dir) if output_dir is not None else Path.cwd()
+        written = []
+        loaded = self.trace_set.loaded()
+        for rank in ranks if ranks is not None else self.ranks:
+            entry = self.trace_set.selected(rank)
+            if entry is None or rank not in loaded:
+                continue
+            name = entry.path.name
+            stem, dot, ext = name.partition(".json")
+            out = out_dir / f"{stem}{output_suffix}{dot}{ext}"
+            written.append(
+                write_counters_trace(
+                    entry.path,
+                    loaded[rank].events,
+                    out,
+                    rank=rank,
+                    hta_compat=self.hta_compat,
+                    allow_in_trace_dir=output_dir is not None,
+                )
+            )
+        return written

@@ -1,0 +1,142 @@
+"""The HTA-name Python API and the report's analysis keys, on every shared trace."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+
+from hta_tui import TraceAnalysis
+from hta_tui.analysis import catalog
+from hta_tui.cli import main
+from hta_tui.report import run_report
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import Cache
+from tests.test_report import shared_cases
+
+
+@pytest.fixture(scope="module")
+def synth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("synth")
+    write_trace_dir(d, ranks=2, steps=3, seed=3)
+    return d
+
+
+def every_method(ta: TraceAnalysis, out_dir: Path) -> dict[str, object]:
+    """Every HTA-named method with its defaults; none may raise."""
+    return {
+        "temporal": ta.get_temporal_breakdown(),
+        "idle": ta.get_idle_time_breakdown(show_idle_interval_stats=True),
+        "kernels": ta.get_gpu_kernel_breakdown(),
+        "kernel_stats": ta.get_kernel_duration_stats(),
+        "overlap": ta.get_comm_comp_overlap(),
+        "queue_series": ta.get_queue_length_time_series(),
+        "queue": ta.get_queue_length_summary(),
+        "blocked": ta.get_time_spent_blocked_on_full_queue(),
+        "memory_series": ta.get_memory_bw_time_series(),
+        "memory": ta.get_memory_bw_summary(),
+        "launch": ta.get_cuda_kernel_launch_stats(),
+        "counters": ta.generate_trace_with_counters(output_dir=out_dir),
+    }
+
+
+@pytest.mark.shared
+def test_api_answers_on_every_shared_trace(shared: Path, tmp_path: Path) -> None:
+    cache = Cache(tmp_path / "cache")
+    for case in shared_cases(shared):
+        ta = TraceAnalysis(shared / "traces" / case, cache=cache)
+        out = every_method(ta, tmp_path / "out" / case)
+        launch = out["launch"]
+        assert isinstance(launch, dict) and sorted(launch) == ta.ranks, case
+        if not ta.trace_set.loaded():
+            continue
+        has_gpu = any(d.meta.get("n_kernels") for d in ta.trace_set.loaded().values())
+        assert (out["temporal"].height > 0) == has_gpu, case
+        assert len(out["counters"]) == len(ta.ranks), case
+
+
+@pytest.mark.shared
+def test_ranks_other_than_zero_and_cpu_only(shared: Path, tmp_path: Path) -> None:
+    ta = TraceAnalysis(shared / "traces" / "cpu_only", cache=Cache(tmp_path / "c"))
+    assert ta.ranks == [34]
+    assert ta.get_temporal_breakdown().is_empty()
+    assert ta.get_idle_time_breakdown()[0].is_empty()
+    kernel_type, per_kernel = ta.get_gpu_kernel_breakdown()
+    assert kernel_type.is_empty() and per_kernel.is_empty()
+    assert ta.get_cuda_kernel_launch_stats()[34].is_empty()
+    ta = TraceAnalysis(shared / "traces" / "trace_diff" / "control", cache=Cache(tmp_path / "c"))
+    assert ta.ranks == [3]
+    assert ta.get_temporal_breakdown()["rank"].to_list() == [3]
+    assert ta.get_queue_length_summary()["rank"].unique().to_list() == [3]
+
+
+def test_api_options_reach_the_analyses(synth_dir: Path, tmp_path: Path) -> None:
+    ta = TraceAnalysis(synth_dir, cache=Cache(tmp_path / "c"))
+    assert ta.ranks == [0, 1]
+    strict, _ = ta.get_idle_time_breakdown(consecutive_kernel_delay=1)
+    loose, _ = ta.get_idle_time_breakdown(consecutive_kernel_delay=1000)
+
+    def kernel_wait(df: pl.DataFrame) -> float:
+        return df.filter(pl.col("idle_category") == "kernel_wait")["idle_time"].sum()
+
+    assert kernel_wait(loose) > kernel_wait(strict)
+    only7, _ = ta.get_idle_time_breakdown(streams=[7])
+    assert only7["stream"].unique().to_list() == [7]
+    one = ta.get_cuda_kernel_launch_stats(ranks=[1])
+    assert list(one) == [1] and one[1].height > 0
+    _, top3 = ta.get_gpu_kernel_breakdown(num_kernels=3, duration_ratio=1.0)
+    _, all_k = ta.get_gpu_kernel_breakdown(num_kernels=10**6, duration_ratio=1.0)
+    assert top3.height < all_k.height
+
+
+def test_counters_export_never_beside_the_traces(synth_dir: Path, tmp_path: Path) -> None:
+    ta = TraceAnalysis(synth_dir, cache=Cache(tmp_path / "c"))
+    before = sorted(p.name for p in synth_dir.iterdir())
+    written = ta.generate_trace_with_counters(output_dir=tmp_path / "out")
+    assert [w.path.parent for w in written] == [tmp_path / "out"] * 2
+    assert all(w.queue_length > 0 for w in written)
+    assert sorted(p.name for p in synth_dir.iterdir()) == before
+
+
+def test_report_has_one_key_per_analysis(synth_dir: Path, tmp_path: Path) -> None:
+    out = io.StringIO()
+    assert run_report(synth_dir, as_json=True, out=out, cache=Cache(tmp_path / "c")) == 0
+    doc = orjson.loads(out.getvalue())
+    tables = catalog.run(TraceAnalysis(synth_dir, cache=Cache(tmp_path / "c")).trace_set.frames())
+    assert list(doc) == ["files", *tables]
+    for name, df in tables.items():
+        assert len(doc[name]) == df.height, name
+        if df.height:
+            assert list(doc[name][0]) == df.columns, name
+    assert "queue_length_time_series" not in doc  # large series only when named
+
+
+def test_report_only_and_csv(synth_dir: Path, tmp_path: Path) -> None:
+    out = io.StringIO()
+    rc = run_report(
+        synth_dir,
+        as_json=True,
+        only=["comm_comp_overlap", "memory_bw_time_series"],
+        csv_dir=tmp_path / "csv",
+        out=out,
+        cache=Cache(tmp_path / "c"),
+    )
+    assert rc == 0
+    doc = orjson.loads(out.getvalue())
+    assert list(doc) == ["files", "comm_comp_overlap", "memory_bw_time_series"]
+    assert len(doc["memory_bw_time_series"]) > 0
+    files = sorted(p.name for p in (tmp_path / "csv").iterdir())
+    assert files == ["comm_comp_overlap.csv", "files.csv", "memory_bw_time_series.csv"]
+    with (tmp_path / "csv" / "comm_comp_overlap.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["rank"]) for r in rows] == [r["rank"] for r in doc["comm_comp_overlap"]]
+
+
+def test_report_rejects_unknown_analysis(synth_dir: Path) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["report", str(synth_dir), "--only", "temporal_breakdown,nope"])
+    assert info.value.code == 2
