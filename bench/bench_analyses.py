@@ -1,0 +1,177 @@
+"""Analysis benchmark: every analysis on a loaded trace set, hta-tui against HTA 0.5.
+
+    python bench/bench_analyses.py                   # 8 ranks x 100 MB (from bench_open)
+    python bench/bench_analyses.py --ranks 2 --mb 5  # quick
+    python bench/bench_analyses.py --folder /work/shared/traces/trace_diff/control
+
+Both sides are timed on data already loaded (HTA's load is reported apart, and bench_open
+compares opening). Each side runs in its own subprocess; results go to bench/ANALYSES.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+HTA_PYTHON = os.environ.get("HTA_PYTHON", "/work/.htavenv/bin/python")
+
+# (our catalog name, HTA call) - the same work on both sides
+HTA_CALLS: dict[str, str] = {
+    "temporal_breakdown": "ta.get_temporal_breakdown(visualize=False)",
+    "idle_time_breakdown": "ta.get_idle_time_breakdown(ranks=RANKS, visualize=False,"
+    " show_idle_interval_stats=True)",
+    "gpu_kernel_breakdown": "ta.get_gpu_kernel_breakdown(visualize=False)",
+    "kernel_duration_stats": None,
+    "comm_comp_overlap": "ta.get_comm_comp_overlap(visualize=False)",
+    "queue_length_summary": "ta.get_queue_length_summary(ranks=RANKS)",
+    "memory_bw_summary": "ta.get_memory_bw_summary(ranks=RANKS)",
+    "cuda_kernel_launch_stats": "ta.get_cuda_kernel_launch_stats(ranks=RANKS, visualize=False)",
+    "frequent_cuda_kernel_sequences": "ta.get_frequent_cuda_kernel_sequences("
+    "operator_name=OP, output_dir=OUT, rank=RANKS[0])",
+    "aten_op_kernels_and_delay": "ta.get_aten_op_kernels_and_delay(ranks=RANKS)",
+    "profiler_steps": "ta.get_profiler_steps()",
+    "potential_stragglers": "ta.get_potential_stragglers()",
+    "gpu_user_annotation_breakdown": "ta.get_gpu_user_annotation_breakdown(visualize=False)",
+}
+
+
+def _ours(folder: Path, cache: Path) -> dict:
+    from hta_tui.analysis import catalog
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
+
+    t0 = time.perf_counter()
+    ts = open_set(folder, Cache(cache))
+    ranks = ts.frames()
+    load = time.perf_counter() - t0
+    times: dict[str, float] = {}
+    for analysis in catalog.ANALYSES:
+        if not analysis.default:
+            continue
+        t = time.perf_counter()
+        analysis.run(ranks, catalog.Options())
+        times[analysis.name] = time.perf_counter() - t
+    return {"load_s": load, "times": times}
+
+
+def _hta(folder: Path, op: str, out_dir: Path) -> dict:
+    import tempfile  # noqa: F401
+
+    from hta.trace_analysis import TraceAnalysis
+
+    t0 = time.perf_counter()
+    ta = TraceAnalysis(trace_dir=str(folder))
+    load = time.perf_counter() - t0
+    env = {"ta": ta, "RANKS": sorted(ta.t.traces), "OP": op, "OUT": str(out_dir)}
+    times: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    for name, call in HTA_CALLS.items():
+        if call is None:
+            continue
+        t = time.perf_counter()
+        try:
+            eval(call, env)  # noqa: S307 - fixed strings above
+            times[name] = time.perf_counter() - t
+        except Exception as exc:  # HTA fails on some inputs (pandas 3, legacy traces)
+            errors[name] = f"{type(exc).__name__}: {str(exc)[:80]}"
+    return {"load_s": load, "times": times, "errors": errors}
+
+
+def run(args: list[str], python: str = sys.executable) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    proc = subprocess.run(
+        [python, str(Path(__file__).resolve()), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=7200,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--mb", type=float, default=100.0)
+    ap.add_argument("--folder", type=Path, help="a trace folder instead of synthetic data")
+    ap.add_argument("--op", default="aten::linear", help="operator for frequent sequences")
+    ap.add_argument("--no-hta", action="store_true")
+    ap.add_argument("--out", type=Path, default=HERE / "ANALYSES.md")
+    ap.add_argument("--side", help=argparse.SUPPRESS)
+    ap.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.side == "ours":
+        print(json.dumps(_ours(args.folder, args.cache)))
+        return
+    if args.side == "hta":
+        print(json.dumps(_hta(args.folder, args.op, args.cache)))
+        return
+
+    import tempfile
+
+    from bench_open import ensure_traces
+
+    folder = args.folder or HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
+    if args.folder is None:
+        ensure_traces(folder, args.ranks, args.mb)
+    cache = Path(tempfile.mkdtemp(prefix="hta-tui-bench-"))
+    run(["--side", "ours", "--folder", str(folder), "--cache", str(cache)])  # fill the cache
+    ours = run(["--side", "ours", "--folder", str(folder), "--cache", str(cache)])
+    hta = None
+    if not args.no_hta and Path(HTA_PYTHON).exists():
+        hta = run(
+            ["--side", "hta", "--folder", str(folder), "--op", args.op, "--cache", str(cache)],
+            python=HTA_PYTHON,
+        )
+    lines = [
+        "# Benchmark results: analyses on a loaded trace set",
+        "",
+        f"Command: `python bench/bench_analyses.py {' '.join(sys.argv[1:])}`  ",
+        f"Data: `{folder.relative_to(HERE.parent) if folder.is_relative_to(HERE.parent) else folder}`;"
+        f" {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}.",
+        "",
+        "| analysis | hta-tui s | HTA 0.5 s | HTA / hta-tui |",
+        "|---|---:|---:|---:|",
+    ]
+    our_times = ours.get("times", {})
+    hta_times = (hta or {}).get("times", {})
+    hta_errors = (hta or {}).get("errors", {})
+    matched_ours = matched_hta = 0.0
+    for name, t in our_times.items():
+        h = hta_times.get(name)
+        if h is not None:
+            matched_ours += t
+            matched_hta += h
+        cell = f"{h:.2f}" if h is not None else hta_errors.get(name, "no such call")
+        ratio = f"{h / t:.0f}x" if h is not None and t > 0 else ""
+        lines.append(f"| {name} | {t:.3f} | {cell} | {ratio} |")
+    total = sum(our_times.values())
+    lines += ["", f"All analyses together: **{total:.2f} s** (target <= 3 s)."]
+    if matched_ours:
+        lines.append(
+            f"Where both answered: hta-tui {matched_ours:.2f} s, HTA {matched_hta:.1f} s: "
+            f"**{matched_hta / matched_ours:.0f}x** (target >= 20x)."
+        )
+    if hta is not None and "load_s" in hta:
+        lines.append(f"Loading (not in the above): HTA {hta['load_s']:.1f} s, hta-tui warm "
+                     f"{ours.get('load_s', float('nan')):.2f} s.")
+    if hta is None:
+        lines.append("HTA 0.5 not run (set HTA_PYTHON to a python with HTA 0.5 installed).")
+    elif "error" in hta:
+        lines.append(f"HTA failed: {hta['error']}")
+    args.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    main()
