@@ -76,11 +76,16 @@ def _hta(folder: Path, op: str, out_dir: Path) -> dict:
             continue
         t = time.perf_counter()
         try:
-            eval(call, env)  # noqa: S307 - fixed strings above
+            eval(call, env)
             times[name] = time.perf_counter() - t
         except Exception as exc:  # HTA fails on some inputs (pandas 3, legacy traces)
             errors[name] = f"{type(exc).__name__}: {str(exc)[:80]}"
     return {"load_s": load, "times": times, "errors": errors}
+
+
+def _shown(folder: Path) -> Path:
+    root = HERE.parent
+    return folder.relative_to(root) if folder.is_relative_to(root) else folder
 
 
 def run(args: list[str], python: str = sys.executable) -> dict:
@@ -136,7 +141,7 @@ def main() -> None:
         "# Benchmark results: analyses on a loaded trace set",
         "",
         f"Command: `python bench/bench_analyses.py {' '.join(sys.argv[1:])}`  ",
-        f"Data: `{folder.relative_to(HERE.parent) if folder.is_relative_to(HERE.parent) else folder}`;"
+        f"Data: `{_shown(folder)}`;"
         f" {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}.",
         "",
         "| analysis | hta-tui s | HTA 0.5 s | HTA / hta-tui |",
