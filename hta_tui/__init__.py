@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["TraceAnalysis", "__version__"]
+__all__ = ["TraceAnalysis", "TraceDiff", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
     # Lazy, so `import hta_tui.trace...` in a parser worker does not load every analysis.
-    if name == "TraceAnalysis":
-        from hta_tui.api import TraceAnalysis
+    if name in ("TraceAnalysis", "TraceDiff"):
+        from hta_tui import api
 
-        return TraceAnalysis
+        return getattr(api, name)
     raise AttributeError(name)

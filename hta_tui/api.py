@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from hta_tui.analysis import (
+    diff,
     idle,
     kernels,
     launch,
@@ -206,3 +207,95 @@ class TraceAnalysis:
                 )
             )
         return written
+
+
+def _side_events(side: str | Path | TraceAnalysis, rank: int | None) -> pl.DataFrame:
+    """One rank's events of a diff side: the named rank, else the side's smallest rank."""
+    ta = side if isinstance(side, TraceAnalysis) else TraceAnalysis(side)
+    if not ta.ranks:
+        raise ValueError(f"{ta.trace_dir}: no trace loaded")
+    if rank is None:
+        rank = ta.ranks[0]
+    if isinstance(rank, (list, tuple)):
+        raise ValueError("one rank per side: several ranks are not merged (correlation ids clash)")
+    if rank not in ta.ranks:
+        raise ValueError(f"{ta.trace_dir}: no rank {rank} (ranks: {ta.ranks})")
+    return ta.events(rank)
+
+
+class TraceDiff:
+    """HTA's `TraceDiff` on polars: what changed between a control and a test run.
+
+    A side is a trace folder, a file, or a loaded `TraceAnalysis`; its rank defaults to the
+    smallest loaded one, and its iteration to the first complete ProfilerStep, as in HTA.
+    `device_type` is "ALL", "CPU" or "GPU" (HTA's DeviceType names work too).
+    """
+
+    @classmethod
+    def compare_traces(
+        cls,
+        control: str | Path | TraceAnalysis,
+        test: str | Path | TraceAnalysis,
+        control_rank: int | None = None,
+        test_rank: int | None = None,
+        control_iteration: int | list[int] | None = None,
+        test_iteration: int | list[int] | None = None,
+        device_type: str = "ALL",
+        use_short_name: bool = False,
+        *,
+        average_iterations: bool = False,
+        match_shapes: bool = False,
+        hta_compat: bool = False,
+    ) -> pl.DataFrame:
+        return diff.compare_traces(
+            _side_events(control, control_rank),
+            _side_events(test, test_rank),
+            control_iteration=control_iteration,
+            test_iteration=test_iteration,
+            device_type=str(device_type),
+            use_short_name=use_short_name,
+            average_iterations=average_iterations,
+            match_shapes=match_shapes,
+            hta_compat=hta_compat,
+        )
+
+    @classmethod
+    def ops_diff(
+        cls,
+        control: str | Path | TraceAnalysis,
+        test: str | Path | TraceAnalysis,
+        control_rank: int | None = None,
+        test_rank: int | None = None,
+        control_iteration: int | list[int] | None = None,
+        test_iteration: int | list[int] | None = None,
+        device_type: str = "ALL",
+        *,
+        use_short_name: bool = False,
+        hta_compat: bool = False,
+    ) -> dict[str, list[str]]:
+        return diff.ops_diff(
+            _side_events(control, control_rank),
+            _side_events(test, test_rank),
+            control_iteration=control_iteration,
+            test_iteration=test_iteration,
+            device_type=str(device_type),
+            use_short_name=use_short_name,
+            hta_compat=hta_compat,
+        )
+
+    @classmethod
+    def breakdown_diff(
+        cls,
+        control: str | Path | TraceAnalysis,
+        test: str | Path | TraceAnalysis,
+        control_rank: int | None = None,
+        test_rank: int | None = None,
+        *,
+        hta_compat: bool = False,
+    ) -> dict[str, pl.DataFrame]:
+        """Temporal, kernel-type and per-kernel statistics of both sides (beyond HTA)."""
+        return diff.breakdown_diff(
+            _side_events(control, control_rank),
+            _side_events(test, test_rank),
+            hta_compat=hta_compat,
+        )

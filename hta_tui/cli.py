@@ -44,6 +44,12 @@ def report_parser() -> argparse.ArgumentParser:
         help="run only these analyses (see --list)",
     )
     p.add_argument("--list", action="store_true", help="list the analyses and exit")
+    diff = p.add_argument_group("comparing two runs")
+    diff.add_argument("--compare", type=Path, metavar="TEST", help="diff PATH (control) with TEST")
+    diff.add_argument("--rank", type=int, help="control rank (default: its smallest)")
+    diff.add_argument("--test-rank", type=int, help="test rank (default: its smallest)")
+    diff.add_argument("--device", choices=["ALL", "CPU", "GPU"], default="ALL")
+    diff.add_argument("--short-names", action="store_true", help="match on shortened names")
     p.add_argument(
         "--hta-compat",
         action="store_true",
@@ -63,6 +69,20 @@ def demo_dir() -> Path:
 
 
 def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None) -> int:
+    if args.compare is not None:
+        from hta_tui.report import run_compare_report
+
+        return run_compare_report(
+            args.path,
+            args.compare,
+            control_rank=args.rank,
+            test_rank=args.test_rank,
+            device_type=args.device,
+            use_short_name=args.short_names,
+            as_json=args.json,
+            no_cache=args.no_cache,
+            hta_compat=args.hta_compat,
+        )
     return run_report(
         args.path,
         as_json=args.json,
@@ -92,9 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             unknown = [n for n in only if n not in BY_NAME]
             if unknown:
                 parser.error(f"unknown analysis: {', '.join(unknown)} (see --list)")
-        if not args.path.exists():
-            print(f"hta-tui: {args.path}: no such file or folder", file=sys.stderr)
-            return EXIT_USAGE
+        for path in (args.path, args.compare):
+            if path is not None and not path.exists():
+                print(f"hta-tui: {path}: no such file or folder", file=sys.stderr)
+                return EXIT_USAGE
         from hta_tui.report import run_report
 
         try:

@@ -110,3 +110,70 @@ def run_report(
     elif csv_dir is None:
         _text(tables, ts.root, out)
     return 0 if ts.loaded() else 1
+
+
+def build_compare(
+    control: TraceSet,
+    test: TraceSet,
+    *,
+    control_rank: int | None = None,
+    test_rank: int | None = None,
+    device_type: str = "ALL",
+    use_short_name: bool = False,
+    hta_compat: bool = False,
+) -> dict[str, Any]:
+    """The diff report: both sides' files, HTA's compare_traces and ops_diff, and the
+    temporal / kernel-type / per-kernel breakdowns side by side."""
+    from hta_tui.analysis import diff
+
+    doc: dict[str, Any] = {
+        "control_files": file_table(control).select(FILE_KEYS).to_dicts(),
+        "test_files": file_table(test).select(FILE_KEYS).to_dicts(),
+    }
+    c_rank = control_rank if control_rank is not None else min(control.loaded(), default=None)
+    t_rank = test_rank if test_rank is not None else min(test.loaded(), default=None)
+    if c_rank not in control.loaded() or t_rank not in test.loaded():
+        doc["error"] = f"no such rank loaded (control {c_rank}, test {t_rank})"
+        return doc
+    c_events, t_events = control.loaded()[c_rank].events, test.loaded()[t_rank].events
+    doc["control_rank"], doc["test_rank"] = c_rank, t_rank
+    kw = {"device_type": device_type, "use_short_name": use_short_name, "hta_compat": hta_compat}
+    doc["compare_traces"] = diff.compare_traces(c_events, t_events, **kw).to_dicts()
+    doc["ops_diff"] = diff.ops_diff(c_events, t_events, **kw)
+    breakdowns = diff.breakdown_diff(c_events, t_events, hta_compat=hta_compat)
+    for name, df in breakdowns.items():
+        doc[f"{name}_diff"] = df.to_dicts()
+    return doc
+
+
+def run_compare_report(
+    control_path: Path,
+    test_path: Path,
+    *,
+    as_json: bool = False,
+    no_cache: bool = False,
+    out: TextIO | None = None,
+    cache: Cache | None = None,
+    **kw: Any,
+) -> int:
+    out = out or sys.stdout
+    cache = cache if cache is not None else Cache(enabled=not no_cache)
+    control = open_set(control_path, cache, after_parse=precompute)
+    test = open_set(test_path, cache, after_parse=precompute)
+    doc = build_compare(control, test, **kw)
+    if as_json:
+        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        tables = {
+            k: pl.DataFrame(v) for k, v in doc.items() if isinstance(v, list) and k != "ops_diff"
+        }
+        if "compare_traces" in tables:
+            tables["compare_traces"] = tables["compare_traces"].sort(
+                pl.col("diff_duration").abs(), descending=True
+            )
+        _text(tables, control.root, out)
+        for category, names in doc.get("ops_diff", {}).items():
+            print(f"# ops_diff.{category}: {len(names)}", file=out)
+        if "error" in doc:
+            print(f"hta-tui: {doc['error']}", file=sys.stderr)
+    return 0 if "compare_traces" in doc else 1
