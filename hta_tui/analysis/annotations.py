@@ -1,0 +1,81 @@
+"""Time per user annotation (`record_function` ranges), on the CPU or on the GPU.
+
+Like HTA's `get_gpu_user_annotation_breakdown(use_gpu_annotation=...)`, one row per rank and
+annotation name over HTA's view of the rank (so the last, incomplete ProfilerStep is left out
+when there are several). Differences, each on purpose:
+
+* `total (us)` is the union of the name's ranges, not their sum: an annotation nested in one of
+  the same name (recursive `record_function`, or one range per thread at the same time) is not
+  counted twice. HTA sums the durations.
+* ProfilerStep#N ranges are left out: they are the steps, not user annotations (HTA lists
+  them with the others). `step_pctg` is the share of the rank's step time, the summed
+  durations of its ProfilerSteps in the view; null without steps.
+* Nothing is folded into "other" (HTA keeps the names that make `duration_ratio` of the time).
+
+CPU annotations are the `user_annotation` events, GPU ones the `gpu_user_annotation` ranges on
+the streams. Empty (with the columns) when the job has none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis import intervals
+from hta_tui.analysis.hta_view import hta_view, us
+
+COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "name": pl.String(),
+    "count": pl.Int64(),
+    "total (us)": pl.Float64(),
+    "mean (us)": pl.Float64(),
+    "max (us)": pl.Float64(),
+    "min (us)": pl.Float64(),
+    "step_pctg": pl.Float64(),
+}
+
+_STEP = pl.col("name").str.contains(r"^ProfilerStep\s*#\s*\d+")
+
+
+def user_annotation_breakdown(
+    ranks: Mapping[int, pl.DataFrame], *, gpu: bool = False, hta_compat: bool = False
+) -> pl.DataFrame:
+    """Per rank and annotation name: count, total (union), mean / max / min duration (us) and
+    percentage of the rank's step time. Sorted by rank, then total (descending), then name."""
+    kind = "gpu_annotation" if gpu else "annotation"
+    frames = []
+    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
+        steps = view.filter((pl.col("kind") == "annotation") & _STEP)
+        step_time = int(steps["dur"].sum()) if not steps.is_empty() else 0
+        ann = view.filter((pl.col("kind") == kind) & ~_STEP & pl.col("name").is_not_null())
+        if ann.is_empty():
+            continue
+        stats = ann.group_by("name").agg(
+            pl.len().alias("count"),
+            us(pl.col("dur").mean()).alias("mean (us)"),
+            us(pl.col("dur").max()).alias("max (us)"),
+            us(pl.col("dur").min()).alias("min (us)"),
+        )
+        total = intervals.covered_length(ann, by="name")
+        share = (100 * pl.col("covered") / step_time) if step_time > 0 else pl.lit(None, pl.Float64)
+        frames.append(
+            stats.join(total, on="name").select(
+                pl.lit(rank, pl.Int64).alias("rank"),
+                "name",
+                "count",
+                us(pl.col("covered")).alias("total (us)"),
+                "mean (us)",
+                "max (us)",
+                "min (us)",
+                share.alias("step_pctg"),
+            )
+        )
+    if not frames:
+        return pl.DataFrame(schema=COLUMNS)
+    return (
+        pl.concat(frames)
+        .cast(COLUMNS)
+        .sort(["rank", "total (us)", "name"], descending=[False, True, False])
+    )

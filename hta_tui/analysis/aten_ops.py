@@ -1,0 +1,155 @@
+"""ATen ops, the kernels they launch, and the delays before those launches run.
+
+HTA's `get_aten_op_kernels_and_delay(ranks, sort_by)`: every kernel launch (runtime or driver
+call named `cuda*LaunchKernel*`, `cuLaunchKernel*` or `runFunction*`) that lies within an ATen
+op (a name starting with "aten::") is charged to the innermost such op, HTA's "deepest" one: the
+containing op that starts last. Per op instance, the kernel names in launch order make its
+`kernel_sequence` (" -> "); its launch delay is the first launch's start minus the op's start,
+its runtime delay the first kernel's start minus the first launch's start. Per (op name,
+sequence): `occurrence_count`, `avg_aten_op_launch_delay` and `avg_runtime_delay` (us, rounded
+to 3 decimals like HTA), sorted by `sort_by` (descending, like HTA), then op name and sequence.
+
+HTA loops over launches in Python; here the containing ops come from one inequality join and the
+rest is group-bys. Differences, each on purpose:
+
+* DEVIATION (default mode): only ops on the launch's own thread (pid, tid) contain it. HTA
+  searches every thread, so an ATen op that merely overlaps in time on another thread (the
+  backward thread, a data-loader) can take the launch. With `hta_compat=True` any thread counts.
+* DEVIATION (default mode): among containing ops with the same start, HTA takes the first in
+  the file, which in Kineto files is the outer one (`aten::matmul` over its `aten::mm`); we take
+  the shorter, inner one (then the later in the file). `hta_compat=True` takes HTA's.
+* A launch without a kernel in the view is skipped (HTA raises "can only convert an array of
+  size 1"); a launch with several GPU events lists them all, by start.
+* One table for every rank with a `rank` column (HTA returns one per rank, and from the second
+  rank on its tables also hold the launches of the ranks before: its list is never reset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from hta_tui.analysis.hta_view import profiler_step_names, rank_view, us
+from hta_tui.analysis.sequences import kernel_links
+
+COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "aten_op_name": pl.String(),
+    "kernel_sequence": pl.String(),
+    "occurrence_count": pl.Int64(),
+    "avg_aten_op_launch_delay": pl.Float64(),
+    "avg_runtime_delay": pl.Float64(),
+}
+
+#: HTA's KERNEL_LAUNCH_CATEGORY_PATTERN, matched at the start of the name (`str.match`).
+LAUNCH_PATTERN = r"^(cuda.*LaunchKernel|cuLaunchKernel|runFunction)"
+
+
+def _thread_key(view: pl.DataFrame, *, same_thread: bool) -> pl.Expr:
+    """A time offset per (pid, tid) so one inequality join keeps launches and ops of a thread
+    together: times of different threads land in disjoint ranges."""
+    if not same_thread:
+        return pl.lit(0, pl.Int64)
+    lo = view.select(pl.min_horizontal(pl.col("start").min(), pl.col("end").min())).item()
+    hi = view.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
+    span = int(hi - lo) + 1
+    thread = pl.struct(pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1)).rank("dense")
+    return (thread.cast(pl.Int64) * span) - lo
+
+
+def _rank_table(view: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame:
+    """(aten_op_name, kernel_sequence, first_launch_delay, first_runtime_delay) per op instance."""
+    if view.is_empty():
+        return pl.DataFrame()
+    view = view.with_columns(_thread_key(view, same_thread=same_thread).alias("__off"))
+    links = kernel_links(view, min_stream=0)
+    kernels = links.join(
+        view.select("idx", pl.col("name").alias("kernel"), pl.col("start").alias("k_start")),
+        on="idx",
+    )
+    launches = (
+        view.filter(pl.col("name").str.contains(LAUNCH_PATTERN))
+        .select(
+            pl.col("idx").alias("launcher"),
+            pl.col("start").alias("l_start"),
+            (pl.col("start") + pl.col("__off")).alias("l_lo"),
+            (pl.col("end") + pl.col("__off")).alias("l_hi"),
+        )
+        .join(kernels.drop("idx"), on="launcher")
+    )
+    ops = view.filter(pl.col("name").str.starts_with("aten::")).select(
+        pl.col("idx").alias("op"),
+        pl.col("name").alias("aten_op_name"),
+        pl.col("start").alias("o_start"),
+        (pl.col("end") - pl.col("start")).alias("o_dur"),
+        (pl.col("start") + pl.col("__off")).alias("o_lo"),
+        (pl.col("end") + pl.col("__off")).alias("o_hi"),
+    )
+    if launches.is_empty() or ops.is_empty():
+        return pl.DataFrame()
+    # Containing ops of each launch; the innermost is the one starting last.
+    pairs = (
+        launches.select("launcher", "l_lo", "l_hi")
+        .unique()
+        .join_where(ops, pl.col("o_lo") <= pl.col("l_lo"), pl.col("o_hi") >= pl.col("l_hi"))
+    )
+    if same_thread:  # the inner op of equal starts: the shorter, then the later in the file
+        order = (["launcher", "o_start", "o_dur", "op"], [False, True, False, True])
+    else:  # HTA: its sort keeps file order among equal starts, so the first in the file
+        order = (["launcher", "o_start", "op"], [False, True, False])
+    deepest = (
+        pairs.sort(order[0], descending=order[1])
+        .group_by("launcher", maintain_order=True)
+        .first()
+        .select("launcher", "op", "aten_op_name", "o_start")
+    )
+    charged = launches.join(deepest, on="launcher").sort(["op", "launcher", "k_start"])
+    return charged.group_by("op", maintain_order=True).agg(
+        pl.col("aten_op_name").first(),
+        pl.col("kernel").str.join(" -> ").alias("kernel_sequence"),
+        (pl.col("l_start") - pl.col("o_start")).first().alias("first_launch_delay"),
+        (pl.col("k_start") - pl.col("l_start")).first().alias("first_runtime_delay"),
+    )
+
+
+def aten_op_kernels_and_delay(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    rank: int | None = None,
+    sort_by: Sequence[str] = ("occurrence_count",),
+    hta_compat: bool = False,
+) -> pl.DataFrame:
+    """HTA's `get_aten_op_kernels_and_delay` (module doc), for `rank` or every rank (None).
+
+    Columns: rank, aten_op_name, kernel_sequence, occurrence_count, avg_aten_op_launch_delay,
+    avg_runtime_delay (us). Empty, with the columns, without launches inside ATen ops (CPU-only
+    ranks, a rank not in the job).
+    """
+    chosen = sorted(r for r in ranks if rank is None or r == rank)
+    steps = profiler_step_names(ranks)  # HTA's step filter looks at the whole job
+    frames = []
+    for r in chosen:
+        view = rank_view(ranks[r], steps, hta_compat=hta_compat, columns=("pid", "tid"))
+        per_op = _rank_table(view, same_thread=not hta_compat)
+        if per_op.is_empty():
+            continue
+        frames.append(
+            per_op.group_by("aten_op_name", "kernel_sequence")
+            .agg(
+                pl.len().alias("occurrence_count"),
+                us(pl.col("first_launch_delay").mean()).round(3).alias("avg_aten_op_launch_delay"),
+                us(pl.col("first_runtime_delay").mean()).round(3).alias("avg_runtime_delay"),
+            )
+            .with_columns(pl.lit(r, pl.Int64).alias("rank"))
+        )
+    if not frames:
+        return pl.DataFrame(schema=COLUMNS)
+    keys = list(sort_by)
+    ties = [c for c in ("aten_op_name", "kernel_sequence") if c not in keys]
+    return (
+        pl.concat(frames)
+        .select(list(COLUMNS))
+        .cast(COLUMNS)
+        .sort(["rank", *keys, *ties], descending=[False, *[True] * len(keys), *[False] * len(ties)])
+    )

@@ -1,0 +1,240 @@
+"""Profiler steps, per-rank iterations and straggler candidates.
+
+`profiler_steps` is HTA's `get_profiler_steps`: the numbers N of the `ProfilerStep#N` events
+(HTA's regex `ProfilerStep\\s*#\\s*(\\d+)`) that survive HTA's view of the job. With at least two
+distinct step names in the job, the view keeps on each rank only the events that start before
+that rank's last ProfilerStep, so the last step is dropped; a lone step is kept. Names that
+start with "ProfilerStep" without a number count as no step (HTA's -1, left out).
+
+`iterations` is HTA's `extract_iteration_info`: one row per rank and kept step event, `ts`
+relative to the job's first event (HTA aligns ranks on the smallest timestamp of all of them),
+`dur` and `end`, in microseconds.
+
+`straggler_candidates` mirrors the idea of HTA's `get_potential_stragglers` (a rank that starts
+its collectives late makes every other rank wait in them) with per-rank metrics that need no
+choice of a "dominant" kernel, and works with one step or with modern NCCL names; see its doc.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis import intervals
+from hta_tui.analysis.hta_view import hta_view, launch_start, us
+
+_STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
+
+ITERATION_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "iter": pl.Int64(),
+    "ts": pl.Float64(),
+    "dur": pl.Float64(),
+    "end": pl.Float64(),
+}
+
+STRAGGLER_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "steps": pl.Int64(),
+    "step_time (us)": pl.Float64(),
+    "comm_time (us)": pl.Float64(),
+    "compute_time (us)": pl.Float64(),
+    "step_time_z": pl.Float64(),
+    "comm_time_z": pl.Float64(),
+    "compute_time_z": pl.Float64(),
+    "straggler": pl.Boolean(),
+    "reason": pl.String(),
+}
+
+#: Robust z-score beyond which a rank stands out (3 MADs, the usual outlier cut).
+Z_THRESHOLD = 3.0
+#: Scale from the median absolute deviation to a standard deviation for normal data.
+_MAD_TO_SD = 1.4826
+#: Scale from the mean absolute deviation to a standard deviation (sqrt(pi/2)).
+_MEAN_AD_TO_SD = 1.2533
+
+
+def _origin(ranks: Mapping[int, pl.DataFrame]) -> int | None:
+    """HTA's alignment origin: the smallest `ts` of all ranks' events (ns)."""
+    starts = []
+    for ev in ranks.values():
+        ok = pl.col("cat").is_not_null() & (pl.col("cat") != "Trace")
+        v = ev.select(pl.col("ts").filter(ok).min()).item()
+        if v is not None:
+            starts.append(int(v))
+    return min(starts) if starts else None
+
+
+def _step_rows(view: pl.DataFrame) -> pl.DataFrame:
+    """The view's ProfilerStep events with their number (null when the name has none)."""
+    return view.filter(pl.col("name").str.starts_with("ProfilerStep")).with_columns(
+        pl.col("name").str.extract(_STEP_RE, 1).cast(pl.Int64).alias("iter")
+    )
+
+
+def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
+    """HTA's `extract_iteration_info`: rank, iter, ts, dur, end (us, ts from the job's start).
+
+    Sorted by rank, then start. A step name without a number gets iter -1 like HTA's. Empty
+    (with the columns) when no rank has a ProfilerStep in HTA's view.
+    """
+    origin = _origin(ranks)
+    frames = []
+    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
+        steps = _step_rows(view)
+        if steps.is_empty():
+            continue
+        frames.append(
+            steps.sort(["start", "idx"]).select(
+                pl.lit(rank, pl.Int64).alias("rank"),
+                pl.col("iter").fill_null(-1),
+                us(pl.col("start") - origin).alias("ts"),
+                us(pl.col("dur")).alias("dur"),
+                us(pl.col("end") - origin).alias("end"),
+            )
+        )
+    if not frames:
+        return pl.DataFrame(schema=ITERATION_COLUMNS)
+    return pl.concat(frames).cast(ITERATION_COLUMNS)
+
+
+def profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
+    """HTA's `get_profiler_steps`: sorted step numbers over all ranks (see module doc)."""
+    steps: set[int] = set()
+    for view in hta_view(ranks, columns=()).values():
+        steps.update(_step_rows(view)["iter"].drop_nulls().to_list())
+    return sorted(steps)
+
+
+def _robust_z(col: str) -> pl.Expr:
+    """(x - median) / (1.4826 * MAD) over the frame; with MAD 0 (most ranks equal), the mean
+    absolute deviation stands in, so one rank off an otherwise identical job still stands out.
+    Null when every rank has the same value or the metric is missing."""
+    x = pl.col(col)
+    dev = x - x.median()
+    mad = dev.abs().median() * _MAD_TO_SD
+    mean_ad = dev.abs().mean() * _MEAN_AD_TO_SD
+    scale = pl.when(mad > 0).then(mad).when(mean_ad > 0).then(mean_ad).otherwise(None)
+    return dev / scale
+
+
+def _rank_step_metrics(view: pl.DataFrame, rank: int) -> pl.DataFrame:
+    """Per step of one rank: step duration, NCCL kernel busy time and computation busy time (ns).
+
+    A GPU event belongs to the step during which its launch started on the CPU (HTA assigns
+    GPU events to the iteration of their launch the same way). Busy time is the union of the
+    events' intervals, so overlapping NCCL kernels on several streams count once.
+    """
+    steps = (
+        _step_rows(view)
+        .filter(pl.col("iter").is_not_null())
+        .select("iter", pl.col("start").alias("s_start"), pl.col("end").alias("s_end"))
+        .sort("s_start")
+    )
+    if steps.is_empty():
+        return pl.DataFrame()
+    gpu = launch_start(view).filter(pl.col("gpu") & pl.col("launch_start").is_not_null())
+    gpu = (
+        gpu.sort("launch_start")
+        .join_asof(steps, left_on="launch_start", right_on="s_start", strategy="backward")
+        .filter(pl.col("launch_start") < pl.col("s_end"))
+    )
+    comm = gpu.filter(pl.col("kernel_type") == "COMMUNICATION")
+    comp = gpu.filter(pl.col("kernel_type") == "COMPUTATION")
+    out = steps.select(
+        pl.lit(rank, pl.Int64).alias("rank"),
+        "iter",
+        (pl.col("s_end") - pl.col("s_start")).alias("step"),
+    )
+    for name, part in (("comm", comm), ("comp", comp)):
+        cov = intervals.covered_length(part, by="iter").rename({"covered": name})
+        out = out.join(cov, on="iter", how="left").with_columns(pl.col(name).fill_null(0))
+    return out
+
+
+def straggler_candidates(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    steps: list[int] | None = None,
+    threshold: float = Z_THRESHOLD,
+    hta_compat: bool = False,
+) -> pl.DataFrame:
+    """Ranks whose step time, or whose time in collectives, stands out from the other ranks.
+
+    Per rank, over the chosen `steps` (default: every step of `profiler_steps`): the median
+    step duration, the median NCCL time per step (union of COMMUNICATION kernels, `^nccl.*Kernel`,
+    which includes NCCL >= 2.19's `ncclDevKernel_*`) and the median computation time per step,
+    each turned into a robust z-score over ranks ((x - median) / (1.4826 * MAD)).
+
+    A rank is a straggler candidate when its step time is high (z >= threshold), or when its
+    collective time is low (z <= -threshold) or its computation time is high (z >= threshold):
+    in synchronous training every rank waits inside its collectives for the slowest one, so
+    the straggler is the rank that waits least while its peers' NCCL kernels stretch. This is
+    HTA's premise too (it ranks ranks by how late they start the dominant collective) without
+    HTA's choice of one dominant kernel, its 1 % duration cut or its `ncclKernel` prefix (which
+    misses modern `ncclDevKernel_*` names). `reason` names the metrics that stand out.
+
+    One row per rank with at least one step; z-scores are null with fewer than 3 such ranks
+    (no robust reference) or when all ranks agree. Empty for a job without ProfilerSteps.
+    """
+    rows = []
+    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
+        m = _rank_step_metrics(view, rank)
+        if not m.is_empty():
+            rows.append(m)
+    if not rows:
+        return pl.DataFrame(schema=STRAGGLER_COLUMNS)
+    per_step = pl.concat(rows)
+    if steps is not None:
+        per_step = per_step.filter(pl.col("iter").is_in(steps))
+    per_rank = (
+        per_step.group_by("rank")
+        .agg(
+            pl.len().alias("steps"),
+            us(pl.col("step").median()).alias("step_time (us)"),
+            us(pl.col("comm").median()).alias("comm_time (us)"),
+            us(pl.col("comp").median()).alias("compute_time (us)"),
+        )
+        .sort("rank")
+    )
+    enough = per_rank.height >= 3
+    z_cols = {
+        "step_time_z": "step_time (us)",
+        "comm_time_z": "comm_time (us)",
+        "compute_time_z": "compute_time (us)",
+    }
+    per_rank = per_rank.with_columns(
+        (_robust_z(src) if enough else pl.lit(None, pl.Float64)).alias(z)
+        for z, src in z_cols.items()
+    )
+    flags = {
+        "slow steps": pl.col("step_time_z") >= threshold,
+        "short collective waits": pl.col("comm_time_z") <= -threshold,
+        "slow computation": pl.col("compute_time_z") >= threshold,
+    }
+    reason = pl.concat_list(
+        [pl.when(f.fill_null(False)).then(pl.lit(label)) for label, f in flags.items()]
+    ).list.drop_nulls()
+    return (
+        per_rank.with_columns(reason.alias("reasons"))
+        .with_columns(
+            (pl.col("reasons").list.len() > 0).alias("straggler"),
+            pl.col("reasons").list.join(", ").alias("reason"),
+        )
+        .drop("reasons")
+        .select(list(STRAGGLER_COLUMNS))
+        .cast(STRAGGLER_COLUMNS)
+    )
+
+
+def trace_duration(
+    ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False
+) -> dict[int, float]:
+    """Per rank, last event start minus first event start in HTA's view (us); ranks whose view
+    is empty are left out (the oracle's `trace_duration_per_rank`)."""
+    out = {}
+    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
+        if not view.is_empty():
+            out[rank] = float(view.select(us(pl.col("start").max() - pl.col("start").min())).item())
+    return out
