@@ -20,6 +20,8 @@ from typing import Any
 import polars as pl
 
 from hta_tui.analysis import (
+    annotations,
+    aten_ops,
     diff,
     idle,
     kernels,
@@ -27,6 +29,8 @@ from hta_tui.analysis import (
     memory,
     overlap,
     queue,
+    sequences,
+    steps,
     temporal,
 )
 from hta_tui.analysis.counters_export import CountersWritten, write_counters_trace
@@ -172,6 +176,73 @@ class TraceAnalysis:
             launch_delay_cutoff=launch_delay_cutoff,
             include_memory_events=include_memory_events,
             hta_compat=self.hta_compat,
+        )
+
+    def get_frequent_cuda_kernel_sequences(
+        self,
+        operator_name: str,
+        output_dir: str | Path | None = None,
+        min_pattern_len: int = 3,
+        rank: int | None = None,
+        top_k: int = 5,
+        visualize: bool = False,
+        compress_other_kernels: bool = True,
+    ) -> pl.DataFrame:
+        """Every kernel pattern the operator launches (HTA too returns all; `top_k` only
+        limited its trace overlay, which is not written). `rank=None`: the smallest rank."""
+        return sequences.frequent_cuda_kernel_sequences(
+            self._ranks(),
+            operator_name,
+            rank=rank,
+            min_pattern_len=min_pattern_len,
+            top_k=top_k,
+            hta_compat=self.hta_compat,
+        )
+
+    def get_aten_op_kernels_and_delay(
+        self, ranks: list[int] | None = None, sort_by: list[str] | None = None
+    ) -> dict[int, pl.DataFrame]:
+        table = aten_ops.aten_op_kernels_and_delay(
+            self._ranks(ranks),
+            sort_by=tuple(sort_by) if sort_by else ("occurrence_count",),
+            hta_compat=self.hta_compat,
+        )
+        return {
+            int(key[0]): part.drop("rank")
+            for key, part in table.partition_by("rank", as_dict=True, maintain_order=True).items()
+        }
+
+    def get_profiler_steps(self) -> list[int]:
+        return steps.profiler_steps(self._ranks())
+
+    def get_iterations(self) -> pl.DataFrame:
+        """Start, end and duration of every ProfilerStep on every rank."""
+        return steps.iterations(self._ranks(), hta_compat=self.hta_compat)
+
+    def get_potential_stragglers(
+        self,
+        profiler_steps: list[int] | None = None,
+        num_candidates: int = 2,
+        visualize: bool = False,
+    ) -> list[int]:
+        """The ranks most likely to hold the others back, most suspicious first (at most
+        `num_candidates`); `get_straggler_candidates` gives the table behind the answer."""
+        table = self.get_straggler_candidates(profiler_steps)
+        flagged = table.filter(pl.col("straggler"))
+        if "step_z" in flagged.columns:
+            flagged = flagged.sort("step_z", descending=True, nulls_last=True)
+        return flagged["rank"].head(num_candidates).to_list()
+
+    def get_straggler_candidates(self, profiler_steps: list[int] | None = None) -> pl.DataFrame:
+        return steps.straggler_candidates(
+            self._ranks(), steps=profiler_steps, hta_compat=self.hta_compat
+        )
+
+    def get_gpu_user_annotation_breakdown(
+        self, use_gpu_annotation: bool = True, visualize: bool = True, **_: Any
+    ) -> pl.DataFrame:
+        return annotations.user_annotation_breakdown(
+            self._ranks(), gpu=use_gpu_annotation, hta_compat=self.hta_compat
         )
 
     def generate_trace_with_counters(

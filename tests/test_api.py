@@ -40,6 +40,12 @@ def every_method(ta: TraceAnalysis, out_dir: Path) -> dict[str, object]:
         "memory_series": ta.get_memory_bw_time_series(),
         "memory": ta.get_memory_bw_summary(),
         "launch": ta.get_cuda_kernel_launch_stats(),
+        "sequences": ta.get_frequent_cuda_kernel_sequences("ProfilerStep"),
+        "aten": ta.get_aten_op_kernels_and_delay(),
+        "steps": ta.get_profiler_steps(),
+        "iterations": ta.get_iterations(),
+        "stragglers": ta.get_potential_stragglers(),
+        "annotations": ta.get_gpu_user_annotation_breakdown(),
         "counters": ta.generate_trace_with_counters(output_dir=out_dir),
     }
 
@@ -91,6 +97,18 @@ def test_api_options_reach_the_analyses(synth_dir: Path, tmp_path: Path) -> None
     _, top3 = ta.get_gpu_kernel_breakdown(num_kernels=3, duration_ratio=1.0)
     _, all_k = ta.get_gpu_kernel_breakdown(num_kernels=10**6, duration_ratio=1.0)
     assert top3.height < all_k.height
+
+
+def test_stragglers_and_steps(tmp_path: Path) -> None:
+    d = tmp_path / "t"
+    write_trace_dir(d, ranks=4, steps=4, seed=0, slow_rank=2)
+    ta = TraceAnalysis(d, cache=Cache(tmp_path / "c"))
+    assert ta.get_potential_stragglers() == [2]
+    table = ta.get_straggler_candidates()
+    assert table.filter(pl.col("straggler"))["rank"].to_list() == [2]
+    assert ta.get_profiler_steps() == [2, 3, 4]  # the last step is dropped, like HTA
+    assert sorted(ta.get_iterations()["rank"].unique().to_list()) == [0, 1, 2, 3]
+    assert set(ta.get_aten_op_kernels_and_delay()) == {0, 1, 2, 3}
 
 
 def test_counters_export_never_beside_the_traces(synth_dir: Path, tmp_path: Path) -> None:

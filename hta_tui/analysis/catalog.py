@@ -13,7 +13,19 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from hta_tui.analysis import idle, kernels, launch, memory, overlap, queue, temporal
+from hta_tui.analysis import (
+    annotations,
+    aten_ops,
+    idle,
+    kernels,
+    launch,
+    memory,
+    overlap,
+    queue,
+    sequences,
+    steps,
+    temporal,
+)
 
 Ranks = Mapping[int, pl.DataFrame]
 Tables = dict[str, pl.DataFrame]
@@ -31,6 +43,10 @@ class Options:
     runtime_cutoff_us: float = 50
     launch_delay_cutoff_us: float = 100
     max_queue_length: int = 1024
+    #: Frequent kernel sequences need an operator; a ProfilerStep's sequences by default.
+    operator_name: str = "ProfilerStep"
+    min_pattern_len: int = 3
+    top_k: int = 5
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,42 @@ def _launch(r: Ranks, o: Options) -> Tables:
     return {"cuda_kernel_launch_stats": with_rank(per_rank)}
 
 
+def _sequences(r: Ranks, o: Options) -> Tables:
+    table = sequences.frequent_cuda_kernel_sequences(
+        r,
+        o.operator_name,
+        min_pattern_len=o.min_pattern_len,
+        top_k=o.top_k,
+        hta_compat=o.hta_compat,
+    )
+    return {"frequent_cuda_kernel_sequences": table}
+
+
+def _aten(r: Ranks, o: Options) -> Tables:
+    table = aten_ops.aten_op_kernels_and_delay(r, hta_compat=o.hta_compat)
+    return {"aten_op_kernels_and_delay": table}
+
+
+def _steps(r: Ranks, o: Options) -> Tables:
+    numbers = pl.DataFrame({"step": steps.profiler_steps(r)}, schema={"step": pl.Int64()})
+    return {
+        "profiler_steps": numbers,
+        "iterations": steps.iterations(r, hta_compat=o.hta_compat),
+        "potential_stragglers": steps.straggler_candidates(r, hta_compat=o.hta_compat),
+    }
+
+
+def _annotations(r: Ranks, o: Options) -> Tables:
+    return {
+        "user_annotation_breakdown": annotations.user_annotation_breakdown(
+            r, gpu=False, hta_compat=o.hta_compat
+        ),
+        "gpu_user_annotation_breakdown": annotations.user_annotation_breakdown(
+            r, gpu=True, hta_compat=o.hta_compat
+        ),
+    }
+
+
 ANALYSES: tuple[Analysis, ...] = (
     Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
     Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
@@ -132,6 +184,10 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("memory_bw_summary", "Memory bandwidth", _memory_summary),
     Analysis("memory_bw_time_series", "Memory bandwidth over time", _memory_series, False),
     Analysis("cuda_kernel_launch_stats", "Kernel launch statistics", _launch),
+    Analysis("frequent_cuda_kernel_sequences", "Frequent kernel sequences", _sequences),
+    Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten),
+    Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
+    Analysis("user_annotation_breakdown", "User annotations", _annotations),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
