@@ -28,6 +28,8 @@ Kernel types follow `hta.utils.utils.get_kernel_type`. Times stay integer nanose
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 
 import polars as pl
@@ -132,8 +134,13 @@ def profiler_step_names(ranks: Mapping[int, pl.DataFrame]) -> set[str]:
     """Distinct event names containing "ProfilerStep" over all ranks (HTA's symbol table)."""
     names: set[str] = set()
     for events in ranks.values():
-        hit = events.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
-        names.update(hit["name"].unique().drop_nulls().to_list())
+        key = (id(events), "step_names")
+        with _views_lock:
+            hit = _views.get(key)
+        if hit is None:
+            hit = events.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
+            hit = _remember(events, key, hit.select(pl.col("name").unique().drop_nulls()))
+        names.update(hit["name"].to_list())
     return names
 
 
@@ -164,7 +171,67 @@ CORE_COLUMNS: tuple[str, ...] = (
 )
 
 
+#: Input columns the shared, cached views carry: the union of what the analyses ask for.
+CACHED_COLUMNS: tuple[str, ...] = ("pid", "tid", "external_id", "bytes", "bandwidth", "input_dims")
+_ADDED = ("start", "end", "gpu", "kernel_type")
+_views: dict[tuple[object, ...], pl.DataFrame] = {}
+_watched: set[int] = set()
+_views_lock = threading.Lock()
+
+
+def _remember(events: pl.DataFrame, key: tuple[object, ...], value: pl.DataFrame) -> pl.DataFrame:
+    """Keep `value` for as long as `events` lives (keys start with id(events))."""
+    with _views_lock:
+        if id(events) not in _watched:
+            weakref.finalize(events, _forget, id(events))
+            _watched.add(id(events))
+        _views[key] = value
+    return value
+
+
+def _forget(frame_id: int) -> None:
+    with _views_lock:
+        _watched.discard(frame_id)
+        for key in [k for k in _views if k[0] == frame_id]:
+            del _views[key]
+
+
 def rank_view(
+    events: pl.DataFrame,
+    step_names: set[str],
+    *,
+    hta_compat: bool = False,
+    columns: Sequence[str] | None = None,
+    step_filter: bool | None = None,
+) -> pl.DataFrame:
+    """One rank's events as HTA's analyses see them; see `build_rank_view`.
+
+    Every analysis starts from this view, so it is built once per events frame and mode and
+    shared (dropped when the frame is); callers get the columns they asked for.
+    """
+    if step_filter is None:
+        step_filter = len(step_names) >= 2
+    if columns is None or not set(columns) <= set(CACHED_COLUMNS):
+        return build_rank_view(
+            events, step_names, hta_compat=hta_compat, columns=columns, step_filter=step_filter
+        )
+    key = (id(events), hta_compat, step_filter, frozenset(step_names) if step_filter else None)
+    with _views_lock:
+        view = _views.get(key)
+    if view is None:
+        view = build_rank_view(
+            events,
+            step_names,
+            hta_compat=hta_compat,
+            columns=CACHED_COLUMNS,
+            step_filter=step_filter,
+        )
+        view = _remember(events, key, view)
+    keep = {*CORE_COLUMNS, *columns, *_ADDED}
+    return view.select([c for c in view.columns if c in keep])
+
+
+def build_rank_view(
     events: pl.DataFrame,
     step_names: set[str],
     *,
