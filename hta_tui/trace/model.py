@@ -7,6 +7,7 @@ never look at flows never read them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable
@@ -117,12 +118,26 @@ class TraceSet:
 
     # -- mutation ----------------------------------------------------------------------------
     def add_pending(self, tf: TraceFile) -> FileEntry:
-        entry = self.entries.get(tf.path)
-        if entry is None or entry.file.key != tf.key:
-            entry = FileEntry(tf)
-            self.entries[tf.path] = entry
+        self.add_pending_many([tf])
+        return self.entries[tf.path]
+
+    def add_pending_many(self, files: list[TraceFile]) -> None:
+        """Files about to load (new, or a new version of a known one); ranks are reassigned
+        once for the whole batch, so listing 1,000 files stays linear."""
+        for tf in files:
+            entry = self.entries.get(tf.path)
+            if entry is None or entry.file.key != tf.key:
+                self.entries[tf.path] = FileEntry(tf)
         self._changed()
-        return entry
+
+    def snapshot(self) -> TraceSet:
+        """A copy a worker can read while the owner keeps changing this one: entries are
+        copied, the frames (read-only, lock-guarded) are shared."""
+        snap = TraceSet(self.root)
+        snap.entries = {p: dataclasses.replace(e) for p, e in self.entries.items()}
+        snap._chosen_span = dict(self._chosen_span)
+        snap.generation = self.generation
+        return snap
 
     def apply(self, result: LoadResult) -> FileEntry:
         entry = self.entries.get(result.file.path)

@@ -1,0 +1,223 @@
+"""Pure formatting of overview tables into display rows (no Textual, safe in a worker)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+STATUS_LABELS = {
+    "pending": "pending",
+    "loading": "loading",
+    "loaded": "loaded",
+    "incomplete": "incomplete",
+    "not_trace": "not a trace",
+    "error": "error",
+}
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """One row of the files table: `key` is the relative path, `values` the full display
+    strings by column key (the screen elides them to the width it has), `status` the raw
+    status, `reason` the one-line error (empty when none)."""
+
+    key: str
+    values: dict[str, str]
+    status: str
+    rank: int | None
+    reason: str
+
+    def get(self, key: str) -> str:
+        return self.values.get(key, "")
+
+    @property
+    def problem(self) -> bool:
+        """Shown on two lines: the reason under the file name."""
+        return bool(self.reason) or self.status in ("incomplete", "error", "not_trace")
+
+
+def elide_middle(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    keep = width - 1
+    head = keep // 2
+    return text[:head] + "…" + text[len(text) - (keep - head) :]
+
+
+def fmt_us(us: Any) -> str:
+    """Microseconds, to a short human unit."""
+    if us is None:
+        return ""
+    us = float(us)
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.1f} ms"
+    return f"{us:.0f} us"
+
+
+def fmt_count(n: Any) -> str:
+    if n is None:
+        return ""
+    n = int(n)
+    if n < 10_000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1e3:.1f}k"
+    return f"{n / 1e6:.1f}M"
+
+
+def fmt_pct(p: Any) -> str:
+    return "" if p is None else f"{float(p):.1f}%"
+
+
+def status_label(status: str, *, watching: bool) -> str:
+    """The status cell; an incomplete file says it waits for its next write (on two lines:
+    problem rows are two lines high)."""
+    if status == "incomplete":
+        return "incomplete,\nwaiting" if watching else "incomplete"
+    return STATUS_LABELS.get(status, status)
+
+
+def file_columns(df: pl.DataFrame, *, show_timings: bool) -> list[tuple[str, str]]:
+    """(key, header) of the files table. The span column only appears when some rank has more
+    than one file; load times only when `show_timings` (hidden for snapshots)."""
+    cols = [("rank", "rank"), ("file", "file")]
+    if "rank" in df.columns and df.height:
+        ranked = df.filter(pl.col("rank").is_not_null())
+        if ranked.height and ranked.get_column("rank").is_duplicated().any():
+            cols.append(("span", "span"))
+    cols += [
+        ("status", "status"),
+        ("events", "events"),
+        ("kernels", "kernels"),
+        ("busy", "GPU busy"),
+        ("duration", "duration"),
+    ]
+    if show_timings:
+        cols.append(("load", "load"))
+    return cols
+
+
+def _get(row: dict[str, Any], name: str, default: Any = None) -> Any:
+    v = row.get(name, default)
+    return default if v is None else v
+
+
+def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
+    """Display rows of `overview.file_table`'s frame, ranked files first in rank order."""
+    if df.is_empty():
+        return []
+    ordered = df.sort([pl.col("rank").is_null(), pl.col("rank"), pl.col("path")], nulls_last=True)
+    out: list[FileRow] = []
+    for row in ordered.iter_rows(named=True):
+        status = str(_get(row, "status", ""))
+        loaded = status == "loaded"
+        path = str(row["path"])
+        rank = row.get("rank")
+        span = str(_get(row, "span", ""))
+        name = path.rsplit("/", 1)[-1]
+        if span == name:
+            span = ""
+        if row.get("selected") and span:
+            span = "● " + span
+        seconds = row.get("seconds")
+        load = ""
+        if seconds is not None and status not in ("pending", "loading"):
+            load = "cached" if row.get("cached") else f"{float(seconds):.2f}s"
+        values = {
+            "rank": "" if rank is None else str(rank),
+            "file": path,
+            "span": span,
+            "status": status_label(status, watching=watching),
+            "events": fmt_count(row.get("events")) if loaded else "",
+            "kernels": fmt_count(row.get("kernels")) if loaded else "",
+            "busy": fmt_us(row.get("gpu_busy_us")) if loaded else "",
+            "duration": fmt_us(row.get("duration_us")) if loaded else "",
+            "load": load,
+            "reason": str(_get(row, "error", "")),
+        }
+        reason = values.pop("reason")
+        if status == "incomplete" and not reason:
+            reason = "incomplete (still being written?)"
+        out.append(FileRow(key=path, values=values, status=status, rank=rank, reason=reason))
+    return out
+
+
+TEMPORAL_COLUMNS: list[tuple[str, str]] = [
+    ("rank", "rank"),
+    ("compute", "compute"),
+    ("non_compute", "non-comp"),
+    ("idle", "idle"),
+    ("kernel", "time"),  # HTA's kernel_time: first GPU start to last end, what the % are of
+]
+
+
+def temporal_rows(df: pl.DataFrame) -> list[tuple[int, tuple[str, ...], tuple[float, ...]]]:
+    """(rank, display cells, bar values compute / non-compute / idle in us) per rank."""
+    if df.is_empty():
+        return []
+    out = []
+    for row in df.sort("rank").iter_rows(named=True):
+        cells = (
+            str(row["rank"]),
+            fmt_pct(row.get("compute_time_pctg")),
+            fmt_pct(row.get("non_compute_time_pctg")),
+            fmt_pct(row.get("idle_time_pctg")),
+            fmt_us(row.get("kernel_time(us)")),
+        )
+        values = (
+            float(row.get("compute_time(us)") or 0.0),
+            float(row.get("non_compute_time(us)") or 0.0),
+            float(row.get("idle_time(us)") or 0.0),
+        )
+        out.append((int(row["rank"]), cells, values))
+    return out
+
+
+#: Columns given up, in this order, before the file name gets narrower than `MIN_FILE`;
+#: the `SOFT_DROP` ones also go to give a file's reason `COMFORT_FILE` cells.
+DROP_ORDER = ("load", "events", "span", "kernels", "duration")
+SOFT_DROP = ("load", "events")
+MIN_FILE = 20
+COMFORT_FILE = 34
+MAX_FILE = 64
+
+
+def elide_end(text: str, width: int) -> str:
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def column_width(rows: list[FileRow], key: str, header: str) -> int:
+    cells = [line for r in rows for line in r.get(key).split("\n")]
+    return max([len(header), *map(len, cells)])
+
+
+def fit_columns(
+    columns: list[tuple[str, str]], rows: list[FileRow], width: int, *, padding: int = 2
+) -> tuple[list[tuple[str, str]], int]:
+    """The columns that fit in `width` cells and the file column's width. The file column
+    takes what the others leave (between MIN_FILE and MAX_FILE, or what its longest name or
+    reason needs); optional columns go, in DROP_ORDER, before it gets narrower than MIN_FILE."""
+    need = max([4, *(len(r.key) for r in rows), *(len(r.reason) + 2 for r in rows if r.problem)])
+    need = min(need, MAX_FILE)
+    widths = {k: column_width(rows, k, h) + padding for k, h in columns if k != "file"}
+    visible = list(columns)
+
+    def room() -> int:
+        return width - padding - sum(widths[k] for k, _ in visible if k != "file")
+
+    for key in DROP_ORDER:
+        if room() >= min(MIN_FILE, need):
+            break
+        visible = [c for c in visible if c[0] != key]
+    if any(r.problem for r in rows):
+        for key in SOFT_DROP:
+            if room() >= min(COMFORT_FILE, need):
+                break
+            visible = [c for c in visible if c[0] != key]
+    return visible, max(4, min(room(), need))

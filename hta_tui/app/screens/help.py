@@ -1,0 +1,51 @@
+"""`?`: every key of the screen underneath (shown in the footer or not), in one table."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+
+class HelpScreen(ModalScreen[None]):
+    """A modal list of (key, what it does, where) rows. `?`, `escape` or `q` closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close"),
+        Binding("question_mark", "close", "Close", show=False),
+        Binding("q", "close", "Close", show=False),
+    ]
+
+    def __init__(self, rows: list[tuple[str, str, str]], *, title: str = "Keys") -> None:
+        super().__init__()
+        self.rows = rows
+        self.title_text = title
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box") as box:
+            box.border_title = self.title_text
+            box.border_subtitle = "? / esc / q close"
+            yield DataTable(id="help-table", cursor_type="row", zebra_stripes=True)
+            yield Static(
+                "ctrl+p opens the command palette. If the mouse stays captured after a "
+                "dropped SSH session, run `reset`.",
+                id="help-note",
+                markup=False,
+            )
+
+    def on_mount(self) -> None:
+        table = self.query_one("#help-table", DataTable)
+        table.add_column("key", key="key")
+        table.add_column("action", key="action")
+        table.add_column("where", key="where")
+        for key, action, where in self.rows:
+            table.add_row(Text(key, style="bold"), Text(action), Text(where))
+        table.focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

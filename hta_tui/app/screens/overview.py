@@ -1,0 +1,266 @@
+"""The first screen: every file with its rank, span and status, and HTA's temporal breakdown
+(idle / compute / non-compute) per rank as a table and as stacked bars.
+
+The screen only displays: the app computes its tables in a worker and calls `show_overview`
+with the result, so nothing here reads files or runs polars over frames. A file with a
+problem (error, not a trace, incomplete) takes two lines: its reason sits under its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from hta_tui.app.format import (
+    TEMPORAL_COLUMNS,
+    FileRow,
+    column_width,
+    elide_end,
+    elide_middle,
+    fit_columns,
+)
+from hta_tui.app.widgets.bars import BarRow, StackedBars
+from hta_tui.app.widgets.status import StatusBar
+
+#: (column key, header, width) of each column the files table shows
+Layout = tuple[tuple[str, str, int], ...]
+
+#: Changed rows updated cell by cell; more than this and the table is rebuilt.
+IN_PLACE_MAX = 20
+
+RIGHT = frozenset({"rank", "events", "kernels", "busy", "duration", "load"})
+
+
+@dataclass(frozen=True)
+class OverviewData:
+    """Everything the screen shows, prepared off the main thread."""
+
+    columns: list[tuple[str, str]] = field(default_factory=list)
+    rows: list[FileRow] = field(default_factory=list)
+    temporal: list[tuple[int, tuple[str, ...], tuple[float, ...]]] = field(default_factory=list)
+    generation: int = 0
+    loaded_ranks: int = 0  # ranks with a loaded file when the tables were computed
+    loading: bool = False
+    watching: bool = False
+    root: str = ""
+
+
+class FilesTable(DataTable):
+    """The files table; its component classes give each status a theme colour."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
+        "files-table--ok",
+        "files-table--pending",
+        "files-table--warning",
+        "files-table--error",
+        "files-table--muted",
+    }
+
+    STATUS_CLASS: ClassVar[dict[str, str]] = {
+        "loaded": "ok",
+        "pending": "pending",
+        "loading": "pending",
+        "incomplete": "warning",
+        "not_trace": "error",
+        "error": "error",
+    }
+
+    def status_style(self, status: str) -> Style:
+        name = self.STATUS_CLASS.get(status, "muted")
+        return self.get_component_rich_style(f"files-table--{name}", partial=True)
+
+    def room(self) -> int:
+        """Cells available to columns, keeping one for the vertical scrollbar."""
+        return max(self.scrollable_content_region.width, self.content_region.width) - 1
+
+
+class OverviewScreen(Screen):
+    """Files, ranks, spans and the temporal breakdown."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "app.reload", "Reload", tooltip="Discover and load the folder again"),
+    ]
+
+    def __init__(self, *, ascii: bool = False) -> None:
+        super().__init__()
+        self.ascii = ascii
+        self.data = OverviewData(loading=True)
+        # what the files table shows now: visible columns, file column width, rows
+        self._layout: Layout = ()
+        self._rows: list[FileRow] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="overview"):
+            files = FilesTable(id="files", cursor_type="row", zebra_stripes=False)
+            files.border_title = "Files"
+            yield files
+            yield Static(id="file-detail", markup=False)
+            with Vertical(id="temporal-box") as box:
+                box.border_title = "Temporal breakdown"
+                with Horizontal(id="temporal"):
+                    yield DataTable(id="temporal-table", cursor_type="none", zebra_stripes=False)
+                    yield StackedBars(id="temporal-bars", ascii=self.ascii)
+                yield Static(id="temporal-empty", markup=False)
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#files", FilesTable).focus()
+        self.watch(self.app, "theme", self._restyle, init=False)
+        data = getattr(self.app, "overview_data", None)
+        self.show_overview(data if isinstance(data, OverviewData) else self.data)
+
+    def _restyle(self, _theme: str) -> None:
+        self.call_after_refresh(self._rebuild_files)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._relayout)
+
+    def _relayout(self) -> None:
+        table = self.query_one("#files", FilesTable)
+        if self._fit(table) != self._layout:
+            self._rebuild_files()
+
+    # -- updates from the app --------------------------------------------------------------------
+    def show_overview(self, data: OverviewData) -> None:
+        self.data = data
+        self._show_files()
+        self._show_temporal()
+        self._show_detail()
+
+    def _fit(self, table: FilesTable) -> Layout:
+        """(key, header, width) of the columns to show at the table's current width."""
+        rows = self.data.rows
+        visible, file_w = fit_columns(self.data.columns, rows, table.room())
+        return tuple(
+            (k, h, file_w if k == "file" else column_width(rows, k, h)) for k, h in visible
+        )
+
+    def _cells(self, table: FilesTable, row: FileRow) -> list[Text]:
+        style = table.status_style(row.status)
+        cells = []
+        file_w = {k: w for k, _, w in self._layout}.get("file", 0)
+        for key, _, _ in self._layout:
+            value = row.get(key)
+            if key == "file":
+                text = Text(elide_middle(row.key, file_w), no_wrap=True)
+                if row.problem:
+                    text.append("\n")
+                    text.append(elide_end("↳ " + (row.reason or row.status), file_w), style=style)
+                cells.append(text)
+            elif key == "status":
+                cells.append(Text(value, style=style, no_wrap=True))
+            else:
+                cells.append(Text(value, justify="right" if key in RIGHT else "left"))
+        return cells
+
+    def _show_files(self) -> None:
+        data = self.data
+        table = self.query_one("#files", FilesTable)
+        n = len(data.rows)
+        table.border_title = f"Files ({n})" if n else "Files"
+        layout = self._fit(table)
+        same_shape = layout == self._layout and [(r.key, r.problem) for r in data.rows] == [
+            (r.key, r.problem) for r in self._rows
+        ]
+        changed = (
+            [new for old, new in zip(self._rows, data.rows, strict=True) if old != new]
+            if same_shape
+            else []
+        )
+        # update_cell costs ~50x an add_row cell: past a few dozen rows, rebuilding is faster.
+        if not same_shape or len(changed) > IN_PLACE_MAX:
+            self._rebuild_files(layout)
+            return
+        # Same rows, same heights, same columns: update the changed cells in place.
+        for new in changed:
+            for (key, _, _), cell in zip(layout, self._cells(table, new), strict=True):
+                table.update_cell(new.key, key, cell)
+        self._rows = list(data.rows)
+
+    def _rebuild_files(self, layout: Layout | None = None) -> None:
+        data = self.data
+        table = self.query_one("#files", FilesTable)
+        # The cursor follows its file when rows move, unless it sits on the first row: then it
+        # stays at the top (rows reorder as ranks land; the view should not jump about).
+        current = None
+        if table.row_count and 0 < table.cursor_row < len(self._rows):
+            current = self._rows[table.cursor_row].key
+        scroll_y = table.scroll_y
+        table.clear(columns=True)
+        self._layout = layout if layout is not None else self._fit(table)
+        for key, label, width in self._layout:
+            justify = "right" if key in RIGHT else "left"
+            table.add_column(Text(label, justify=justify), key=key, width=width)
+        for row in data.rows:
+            table.add_row(*self._cells(table, row), key=row.key, height=2 if row.problem else 1)
+        self._rows = list(data.rows)
+        keys = [r.key for r in data.rows]
+        if scroll_y:
+            table.call_after_refresh(table.scroll_to, y=scroll_y, animate=False)
+        if current in keys:
+            table.move_cursor(row=keys.index(current), animate=False)
+
+    def _show_temporal(self) -> None:
+        data = self.data
+        table = self.query_one("#temporal-table", DataTable)
+        bars = self.query_one("#temporal-bars", StackedBars)
+        empty = self.query_one("#temporal-empty", Static)
+        has = bool(data.temporal)
+        self.query_one("#temporal").display = has
+        empty.display = not has
+        if has:
+            # Columns too: a DataTable's auto widths only ever grow.
+            table.clear(columns=True)
+            for key, label in TEMPORAL_COLUMNS:
+                justify = "left" if key == "rank" else "right"
+                table.add_column(Text(label, justify=justify), key=key)
+            for rank, cells, _ in data.temporal:
+                table.add_row(
+                    *(Text(c, justify="left" if i == 0 else "right") for i, c in enumerate(cells)),
+                    key=str(rank),
+                )
+            bars.set_rows([BarRow(f"r{rank}", values) for rank, _, values in data.temporal])
+            return
+        root = data.root or "this folder"
+        if not data.rows:
+            if data.loading:
+                msg = "looking for trace files…"
+            elif data.watching:
+                msg = f"no trace files in {root} yet; watching for new ones"
+            else:
+                msg = f"no trace files in {root}"
+        elif data.loaded_ranks == 0:
+            msg = "waiting for the first rank…" if data.loading else "no rank could be loaded"
+        else:
+            msg = "no GPU kernels in the loaded ranks"
+        empty.update(msg)
+
+    @on(DataTable.RowHighlighted, "#files")
+    def _row_highlighted(self) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        detail = self.query_one("#file-detail", Static)
+        table = self.query_one("#files", FilesTable)
+        if not self._rows or not 0 <= table.cursor_row < len(self._rows):
+            detail.update("")
+            return
+        row = self._rows[table.cursor_row]
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append("rank ?" if row.rank is None else f"rank {row.rank}", style="bold")
+        text.append("  ")
+        text.append(row.key)
+        if row.reason:
+            text.append("  ")
+            text.append(row.reason, style=table.status_style(row.status))
+        detail.update(text)

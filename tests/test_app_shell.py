@@ -1,0 +1,482 @@
+"""The app shell, driven headless with Pilot: loading, errors, the watcher, keys, layout."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from textual.notifications import Notify
+from textual.widgets import Footer, ProgressBar, Static
+from textual.widgets._footer import FooterKey
+
+from hta_tui.app import app as app_module
+from hta_tui.app.app import HtaApp, run_app
+from hta_tui.app.format import FileRow, elide_end, elide_middle, fit_columns, status_label
+from hta_tui.app.messages import FileLoaded, FilesFound, OverviewReady
+from hta_tui.app.screens.help import HelpScreen
+from hta_tui.app.screens.overview import FilesTable, OverviewScreen
+from hta_tui.app.widgets.bars import StackedBars, split_cells
+from hta_tui.app.widgets.status import StatusBar
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace import watch as watch_module
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.discover import describe
+from hta_tui.trace.load import LoadResult
+from tests.test_app_support import (
+    listing,
+    settle,
+    trace_bytes,
+    wait_until,
+    write_rank,
+    write_ranks,
+)
+
+SIZE = (80, 24)
+
+
+def make_app(root: Path, tmp_path: Path, **kw) -> HtaApp:
+    kw.setdefault("watch", False)
+    return HtaApp(root, cache=Cache(tmp_path / "cache"), **kw)
+
+
+def table(app: HtaApp) -> FilesTable:
+    return app.screen.query_one("#files", FilesTable)
+
+
+def cells(app: HtaApp, key: str) -> dict[str, str]:
+    """The files table's row for `key` (a path relative to the root), as plain text."""
+    t = table(app)
+    row = t.get_row(key)
+    return {str(col.key.value): str(cell) for col, cell in zip(t.ordered_columns, row, strict=True)}
+
+
+def row_keys(app: HtaApp) -> list[str]:
+    return [str(k.value) for k in table(app).rows]
+
+
+async def test_overview_lists_every_file_with_rank_and_status(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    paths = write_trace_dir(root, ranks=4, steps=2, seed=0)
+    before = listing(root)
+    messages = []
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, OverviewScreen)
+        assert row_keys(app) == [p.name for p in paths]
+        for rank, path in enumerate(paths):
+            row = cells(app, path.name)
+            assert row["rank"] == str(rank)
+            assert row["status"] == "loaded"
+            assert row["kernels"] and int(row["kernels"]) > 0
+            assert row["busy"].endswith("ms")
+        assert [rank for rank, _, _ in app.overview_data.temporal] == [0, 1, 2, 3]
+        bars = app.screen.query_one("#temporal-bars", StackedBars)
+        assert [r.label for r in bars.rows] == ["r0", "r1", "r2", "r3"]
+        info = app.screen.query_one(StatusBar).info
+        assert (info.total, info.done, info.loaded, info.errors) == (4, 4, 4, 0)
+        assert not info.loading
+    # one FileLoaded per file, all of the one scan; overviews come tagged with a generation
+    loaded = [m for m in messages if isinstance(m, FileLoaded)]
+    assert sorted(m.result.file.path.name for m in loaded) == sorted(p.name for p in paths)
+    assert {m.generation for m in loaded} == {1}
+    assert any(isinstance(m, FilesFound) and m.full for m in messages)
+    gens = [m.generation for m in messages if isinstance(m, OverviewReady)]
+    assert gens == sorted(gens)
+    # the trace folder is untouched; parsed frames went to the test's cache only
+    assert listing(root) == before
+    assert list((tmp_path / "cache").rglob("meta.json"))
+
+
+async def test_broken_files_show_their_reason_while_others_load(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    write_ranks(root, 2)
+    (root / "rank-2.trace.json").write_bytes(b'{"traceEvents": [oops')
+    whole = gzip.compress(trace_bytes(3), mtime=0)
+    (root / "rank-3.trace.json.gz").write_bytes(whole[: len(whole) // 2])  # truncated
+    before = listing(root)
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert cells(app, "rank-0.trace.json.gz")["status"] == "loaded"
+        assert cells(app, "rank-1.trace.json.gz")["status"] == "loaded"
+        broken = cells(app, "rank-2.trace.json")
+        assert broken["status"] == "error"
+        assert "invalid JSON" in broken["file"]  # the reason, under the name, in the row
+        cut = cells(app, "rank-3.trace.json.gz")
+        assert cut["status"] == "incomplete"
+        assert "truncated" in cut["file"]
+        assert [rank for rank, _, _ in app.overview_data.temporal] == [0, 1]
+        info = app.status_info
+        assert (info.loaded, info.errors, info.incomplete) == (2, 1, 1)
+        problems = str(app.screen.query_one("#status-problems", Static).render())
+        assert "1 error" in problems and "1 incomplete" in problems
+        # the detail line gives the whole reason of the highlighted file
+        t = table(app)
+        t.move_cursor(row=row_keys(app).index("rank-2.trace.json"))
+        await pilot.pause()
+        detail = str(app.screen.query_one("#file-detail", Static).render())
+        assert "rank 2" in detail and "invalid JSON" in detail
+    assert listing(root) == before
+
+
+@pytest.mark.parametrize("poll", [False, True], ids=["native", "poll"])
+async def test_watch_adds_reloads_and_removes_files(tmp_path: Path, poll: bool) -> None:
+    root = tmp_path / "traces"
+    write_rank(root, 0)
+    staging = tmp_path / "staging"
+    new = write_rank(staging, 1)
+    slow = root / "rank-2.trace.json"
+    body = trace_bytes(2)
+    slow.write_bytes(body[: len(body) // 2])  # still being written
+    app = make_app(root, tmp_path, watch=True, poll=poll)
+    state = "polling" if poll else "watching"
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await wait_until(pilot, lambda: app.watcher_state == state, what="the watcher")
+        assert cells(app, "rank-0.trace.json.gz")["status"] == "loaded"
+        waiting = cells(app, "rank-2.trace.json")["status"]
+        assert "incomplete" in waiting and "waiting" in waiting
+        assert app.status_info.watch == state
+        assert state in str(app.screen.query_one("#status-watch", Static).render())
+
+        shutil.copy(new, root / new.name)
+        await wait_until(
+            pilot,
+            lambda: new.name in row_keys(app) and cells(app, new.name)["status"] == "loaded",
+            timeout=30,
+            what="the copied file to load",
+        )
+        assert cells(app, "rank-0.trace.json.gz")["status"] == "loaded"  # first rank stays
+
+        slow.write_bytes(body)  # the writer finishes: retried on this change
+        await wait_until(
+            pilot,
+            lambda: cells(app, slow.name)["status"] == "loaded",
+            timeout=30,
+            what="the completed file to load",
+        )
+        await settle(pilot)
+        assert [rank for rank, _, _ in app.overview_data.temporal] == [0, 1, 2]
+
+        (root / new.name).unlink()
+        await wait_until(
+            pilot, lambda: new.name not in row_keys(app), timeout=30, what="the deleted file"
+        )
+        await settle(pilot)
+        assert [rank for rank, _, _ in app.overview_data.temporal] == [0, 2]
+        assert app.status_info.total == 2
+
+
+async def test_incomplete_files_are_rechecked_when_the_watcher_misses_a_change(
+    tmp_path: Path, monkeypatch
+) -> None:
+    async def blind_watch(root, *, poll=False, stop_event=None, **kw):
+        await stop_event.wait()  # "watching", but reports nothing (a missed event)
+        return
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(watch_module, "watch", blind_watch)
+    root = tmp_path / "traces"
+    slow = root / "rank-0.trace.json"
+    root.mkdir()
+    body = trace_bytes(0)
+    slow.write_bytes(body[:100])
+    app = make_app(root, tmp_path, watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.trace_set.counts()["incomplete"] == 1)
+        assert app.watcher_state == "watching"
+        slow.write_bytes(body)
+        await wait_until(
+            pilot, lambda: app.trace_set.entries[slow].status == "loaded", what="the recheck"
+        )
+        await settle(pilot)
+        assert [rank for rank, _, _ in app.overview_data.temporal] == [0]
+
+
+async def test_a_failing_watcher_turns_off_and_says_why(tmp_path: Path, monkeypatch) -> None:
+    async def no_watch(root, **kw):
+        raise OSError("OS file watch limit reached")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(watch_module, "watch", no_watch)
+    root = tmp_path / "traces"
+    write_ranks(root, 1)
+    messages = []
+    app = make_app(root, tmp_path, watch=True)
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await settle(pilot)
+        await wait_until(pilot, lambda: any(isinstance(m, Notify) for m in messages))
+        assert app.watcher_state == "off" and app.status_info.watch == "off"
+        assert cells(app, "rank-0.trace.json.gz")["status"] == "loaded"
+    (note,) = [m.notification for m in messages if isinstance(m, Notify)]
+    assert "watch limit" in note.message and "--poll" in note.message
+
+
+async def test_first_rank_shows_before_the_last_lands(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "traces"
+    write_ranks(root, 3)
+    gate = threading.Event()
+    real = app_module.load_files
+
+    def gated(files, cache, **kw):
+        results = real(files, cache, **kw)
+        yield next(results)
+        gate.wait(20)  # the other files "take long"
+        yield from results
+
+    monkeypatch.setattr(app_module, "load_files", gated)
+    app = make_app(root, tmp_path)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(
+                pilot,
+                lambda: app.overview_data is not None and len(app.overview_data.temporal) == 1,
+                what="the first rank's overview",
+            )
+            assert [r.status for r in app.overview_data.rows] == ["loaded", "pending", "pending"]
+            info = app.status_info
+            assert (info.done, info.total, info.loading) == (1, 3, True)
+            await pilot.pause()
+            bar = app.screen.query_one("#status-progress", ProgressBar)
+            assert bar.display and bar.progress == 1 and bar.total == 3
+            assert "loading 1/3" in str(app.screen.query_one("#status-files", Static).render())
+            assert not app.settled
+            gate.set()
+            await settle(pilot)
+            assert [rank for rank, _, _ in app.overview_data.temporal] == [0, 1, 2]
+            assert not app.screen.query_one("#status-progress", ProgressBar).display
+    finally:
+        gate.set()
+
+
+async def test_a_crashed_loader_fails_its_files_not_the_app(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "traces"
+    write_ranks(root, 2)
+
+    def broken(files, cache, **kw):
+        raise RuntimeError("pool exploded")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(app_module, "load_files", broken)
+    app = make_app(root, tmp_path)
+    messages = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await settle(pilot)
+        assert app.is_running
+        rows = app.overview_data.rows
+        assert [r.status for r in rows] == ["error", "error"]
+        assert all("pool exploded" in r.reason for r in rows)
+    notes = [m.notification for m in messages if isinstance(m, Notify)]
+    assert any("pool exploded" in n.message and n.severity == "error" for n in notes)
+
+
+async def test_stale_results_are_dropped(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    (path,) = write_ranks(root, 1)
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        old = describe(path)
+        generation = app.trace_set.generation
+        # a result of an older scan
+        app.post_message(FileLoaded(LoadResult(old, "error", error="old scan"), 0))
+        # a result for a version of the file the set no longer has
+        moved = dataclasses.replace(old, mtime_ns=old.mtime_ns - 1)
+        app.post_message(FileLoaded(LoadResult(moved, "error", error="old version"), 1))
+        await pilot.pause()
+        await pilot.pause()
+        assert app.trace_set.generation == generation
+        assert app.trace_set.entries[path].status == "loaded"
+
+
+async def test_one_file_as_the_root(tmp_path: Path) -> None:
+    (path,) = write_ranks(tmp_path / "traces", 1)
+    app = make_app(path, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert row_keys(app) == [path.name]
+        assert app.status_info.root == path.name
+
+
+async def test_reload_key_rescans_the_folder(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    write_ranks(root, 2)
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert len(row_keys(app)) == 2
+        write_rank(root, 2)  # not watching: only a reload finds it
+        (root / "rank-0.trace.json.gz").unlink()
+        await pilot.press("r")
+        await wait_until(pilot, lambda: app.scan_generation == 2)
+        await settle(pilot)
+        assert row_keys(app) == ["rank-1.trace.json.gz", "rank-2.trace.json.gz"]
+        assert app.status_info.watch == "off"
+
+
+async def test_q_quits(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    write_ranks(root, 1)
+    app = make_app(root, tmp_path, watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, what="the app to exit")
+    assert app.return_code == 0
+
+
+async def test_question_mark_shows_every_binding(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    write_ranks(root, 1)
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        footer = {(k.key, k.description) for k in app.screen.query_one(Footer).query(FooterKey)}
+        assert {("q", "Quit"), ("question_mark", "Help"), ("r", "Reload")} <= footer
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        rows = {desc: keys.split(", ") for keys, desc, _ in app.screen.rows}
+        assert "q" in rows["Quit"] and "?" in rows["Help"] and "r" in rows["Reload"]
+        assert "Cursor down" in rows  # bindings the footer hides are listed too
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        await pilot.press("question_mark")  # ? toggles
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen)
+        assert app.is_running
+
+
+async def test_layout_fits_80x24_and_survives_resizes(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=4, steps=2, seed=0)
+    (root / "rank-9.trace.json").write_bytes(b"not json at all")
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+
+        def fits(width: int, height: int) -> bool:
+            screen = app.screen
+            status = screen.query_one(StatusBar)
+            t = table(app)
+            # every visible column fits inside the table: nothing essential off screen
+            used = sum(c.get_render_width(t) for c in t.ordered_columns)
+            keys = [str(c.key.value) for c in t.ordered_columns]
+            return (
+                app.size == (width, height)
+                and status.region.y == height - 2
+                and status.region.width == width
+                and screen.query_one(Footer).region.y == height - 1
+                and used <= t.scrollable_content_region.width
+                and {"rank", "file", "status"} <= set(keys)
+                and screen.query_one("#temporal-box").region.bottom <= status.region.y
+            )
+
+        assert fits(*SIZE)
+        for size in ((120, 40), (60, 20), (80, 24)):
+            await pilot.resize_terminal(*size)
+            await wait_until(pilot, lambda size=size: fits(*size), what=f"the layout at {size}")
+        await pilot.resize_terminal(140, 30)
+        await wait_until(
+            pilot,
+            lambda: "events" in [str(c.key.value) for c in table(app).ordered_columns],
+            what="the events column at 140 columns",
+        )
+
+
+async def test_no_gpu_kernels_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    write_ranks(root, 2, gpu=False)
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        empty = app.screen.query_one("#temporal-empty", Static)
+        assert empty.display
+        assert "no GPU kernels in the loaded ranks" in str(empty.render())
+        assert not app.screen.query_one("#temporal").display
+
+
+async def test_empty_folder(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "no trace files in traces/" in str(
+            app.screen.query_one("#temporal-empty", Static).render()
+        )
+        assert app.status_info.total == 0
+
+
+@pytest.mark.shared
+async def test_real_two_rank_trace(shared: Path, tmp_path: Path) -> None:
+    root = shared / "traces" / "trace_filter"
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, 30)
+        assert row_keys(app) == ["sampled_rank-0.json.gz", "sampled_rank-1.json.gz"]
+        assert [rank for rank, _, _ in app.overview_data.temporal] == [0, 1]
+
+
+def test_run_app_rejects_an_unknown_theme(tmp_path: Path, capsys) -> None:
+    assert run_app(tmp_path, cache=Cache(tmp_path / "cache"), theme="no-such-theme") == 2
+    assert "unknown theme" in capsys.readouterr().err
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "width"),
+    [((1.0, 1.0, 1.0), 10), ((95.0, 4.0, 1.0), 30), ((0.0, 0.0, 5.0), 7), ((1e-9, 1.0, 0.0), 5)],
+)
+def test_split_cells_fills_the_width(values, width) -> None:
+    cells = split_cells(values, width)
+    assert sum(cells) == width
+    assert all(c > 0 for c, v in zip(cells, values, strict=True) if v > 0)
+
+
+def test_split_cells_without_data() -> None:
+    assert split_cells((0.0, 0.0, 0.0), 10) == [0, 0, 0]
+
+
+def test_fit_columns_drops_optional_columns_first() -> None:
+    cols = [
+        ("rank", "rank"),
+        ("file", "file"),
+        ("status", "status"),
+        ("events", "events"),
+        ("kernels", "kernels"),
+        ("busy", "GPU busy"),
+        ("duration", "duration"),
+        ("load", "load"),
+    ]
+    row = FileRow(
+        key="x" * 40,
+        values={"rank": "0", "status": "loaded", "events": "12.3k", "load": "0.12s"},
+        status="loaded",
+        rank=0,
+        reason="",
+    )
+    wide, file_w = fit_columns(cols, [row], 200)
+    assert [k for k, _ in wide] == [k for k, _ in cols] and file_w == 40
+    narrow, file_w = fit_columns(cols, [row], 77)
+    keys = [k for k, _ in narrow]
+    assert "load" not in keys and {"rank", "file", "status", "busy"} <= set(keys)
+    assert file_w >= 20
+
+
+def test_text_helpers() -> None:
+    assert elide_middle("abcdefghij", 5) == "ab…ij"
+    assert elide_middle("abc", 5) == "abc"
+    assert elide_end("abcdefghij", 5) == "abcd…"
+    assert status_label("incomplete", watching=True).replace("\n", " ") == "incomplete, waiting"
+    assert status_label("not_trace", watching=False) == "not a trace"

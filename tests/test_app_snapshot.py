@@ -1,0 +1,54 @@
+"""SVG snapshots of the screens at 80x24, on fixed data.
+
+Deterministic by construction: the traces come from the tests' own fixed generator (not
+`hta_tui.synth`, so tuning the demo data never moves these pictures), the watcher is off, load
+times are hidden (`timings=False`), paths are shown relative to the trace folder (whose name is
+fixed), and the snapshot is taken once every load and overview computation has finished.
+Update with `pytest tests/test_app_snapshot.py --snapshot-update` and look at the SVGs under
+tests/__snapshots__/ before committing them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hta_tui.app.app import HtaApp
+from hta_tui.trace.cache import Cache
+from tests.test_app_support import settle, write_rank
+
+SIZE = (80, 24)
+
+
+def demo_app(tmp_path: Path, *, ascii: bool = False) -> HtaApp:
+    """Four ranks named as PyTorch names them (long: the names get elided) and a broken file."""
+    root = tmp_path / "traces"
+    for rank in range(4):
+        name = f"gpu-node-{rank // 2}_{1234 + rank}.1719853884000.pt.trace.json.gz"
+        write_rank(root, rank, name=name, world=4)
+    (root / "rank-4.trace.json").write_bytes(b'{"traceEvents": [oops')
+    return HtaApp(root, cache=Cache(tmp_path / "cache"), watch=False, timings=False, ascii=ascii)
+
+
+async def _settled(pilot) -> None:
+    await settle(pilot)
+
+
+def test_overview(snap_compare, tmp_path: Path) -> None:
+    """Four loaded ranks and a broken file: its reason under its name, temporal bars."""
+    assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=_settled)
+
+
+def test_overview_ascii(snap_compare, tmp_path: Path) -> None:
+    """The ASCII fallback of the bar chart (no UTF-8 locale)."""
+    assert snap_compare(demo_app(tmp_path, ascii=True), terminal_size=SIZE, run_before=_settled)
+
+
+def test_help(snap_compare, tmp_path: Path) -> None:
+    """`?` over the overview: every key of the screen."""
+
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=run_before)

@@ -1,0 +1,129 @@
+"""Helpers for the app tests (no tests here): small deterministic traces, and waiting on the app
+by polling a condition (never a fixed sleep)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+T0 = 1_700_000_000_000_000  # us
+
+
+def rank_trace(rank: int, *, steps: int = 3, world: int = 4, gpu: bool = True) -> dict[str, Any]:
+    """A small PyTorch 2.x trace: per step a GEMM, an NCCL all-reduce and a memcpy on stream 7,
+    with idle gaps that grow with the rank (so every rank's bar differs)."""
+    cpu = {"pid": 100, "tid": 100}
+    ev: list[dict[str, Any]] = [
+        {"ph": "M", "name": "thread_name", **cpu, "ts": T0, "args": {"name": "python"}},
+    ]
+    step_len = 1000
+    corr = 1
+    for s in range(steps):
+        t = T0 + s * step_len
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{s + 1}",
+                **cpu,
+                "ts": t,
+                "dur": step_len - 10,
+                "args": {"External id": 1000 + s},
+            }
+        )
+        if not gpu:
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "aten::add",
+                    **cpu,
+                    "ts": t + 5,
+                    "dur": 50,
+                    "args": {"External id": 2000 + s},
+                }
+            )
+            continue
+        gemm = 400 - 60 * rank
+        kernels = [
+            ("ampere_sgemm_128x64_tn", "kernel", 20, gemm),
+            ("ncclKernel_AllReduce_RING_LL_Sum_float", "kernel", 30 + gemm, 200),
+            ("Memcpy DtoH (Device -> Pinned)", "gpu_memcpy", 250 + gemm, 40),
+        ]
+        for i, (name, cat, offset, dur) in enumerate(kernels):
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    **cpu,
+                    "ts": t + 2 + i,
+                    "dur": 1,
+                    "args": {"External id": 2000 + s, "correlation": corr},
+                }
+            )
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": name,
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + offset,
+                    "dur": dur,
+                    "args": {"device": 0, "stream": 7, "correlation": corr},
+                }
+            )
+            corr += 1
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}],
+        "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": world},
+        "traceEvents": ev,
+    }
+
+
+def trace_bytes(rank: int, **kw: Any) -> bytes:
+    return orjson.dumps(rank_trace(rank, **kw))
+
+
+def write_rank(folder: Path, rank: int, *, gz: bool = True, name: str = "", **kw: Any) -> Path:
+    """`rank-N.trace.json[.gz]` (or `name`) in `folder`, byte-identical run to run."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (name or f"rank-{rank}.trace.json{'.gz' if gz else ''}")
+    data = trace_bytes(rank, **kw)
+    # mtime=0 keeps the gzip bytes identical run to run
+    path.write_bytes(gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
+    return path
+
+
+def write_ranks(folder: Path, ranks: int = 3, **kw: Any) -> list[Path]:
+    return [write_rank(folder, r, world=ranks, **kw) for r in range(ranks)]
+
+
+def listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder` with size and mtime: to check the app wrote nothing there."""
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+async def wait_until(pilot: Any, predicate: Any, timeout: float = 15.0, what: str = "") -> None:
+    """Poll `predicate()` between event-loop turns until true; fail after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        await pilot.pause(0.02)
+
+
+async def settle(pilot: Any, timeout: float = 15.0) -> None:
+    """Until the app has loaded everything and shows an up-to-date overview."""
+    await wait_until(pilot, lambda: pilot.app.settled, timeout, "the app to settle")
+    await pilot.pause()
