@@ -15,6 +15,7 @@ import polars as pl
 
 from hta_tui.analysis import catalog
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
+from hta_tui.analysis.tables import csv_ready
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 
@@ -46,24 +47,12 @@ def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
     return {name: df.to_dicts() for name, df in build_tables(ts, **kw).items()}
 
 
-def _csv_ready(df: pl.DataFrame) -> pl.DataFrame:
-    """CSV has no nested values: lists, arrays and structs become JSON text."""
-    exprs = []
-    for name, dtype in df.schema.items():
-        if isinstance(dtype, pl.Struct):
-            exprs.append(pl.col(name).struct.json_encode())
-        elif isinstance(dtype, (pl.List, pl.Array)):
-            items = pl.col(name).cast(pl.List(pl.String)).list.join(",")
-            exprs.append(pl.format("[{}]", items).alias(name))
-    return df.with_columns(exprs) if exprs else df
-
-
 def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, df in tables.items():
         path = out_dir / f"{name}.csv"
-        _csv_ready(df).write_csv(path)
+        csv_ready(df).write_csv(path)
         paths.append(path)
     return paths
 

@@ -39,7 +39,10 @@ from hta_tui.app.messages import (
 )
 from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
+from hta_tui.app.screens.registry import SCREENS
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
+from hta_tui.themes import DEFAULT as DEFAULT_THEME
+from hta_tui.themes import THEMES
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import describe, discover
 from hta_tui.trace.load import LoadResult, load_files
@@ -58,6 +61,18 @@ def unicode_ok() -> bool:
     stream = sys.__stdout__
     enc = getattr(stream, "encoding", None) or locale.getpreferredencoding(False) or ""
     return "utf" in enc.lower()
+
+
+def export_dir(trace_root: Path) -> Path:
+    """Where `e` writes CSV files: $HTA_TUI_EXPORT_DIR, else the current directory - unless
+    that is inside the trace folder, which hta-tui never writes into: then the home folder."""
+    env = os.environ.get("HTA_TUI_EXPORT_DIR")
+    if env:
+        return Path(env)
+    cwd = Path.cwd().resolve()
+    root = trace_root.resolve()
+    root = root if root.is_dir() else root.parent
+    return Path.home() if cwd == root or root in cwd.parents else cwd
 
 
 def one_line(exc: BaseException | None) -> str:
@@ -82,6 +97,10 @@ class HtaApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit hta-tui"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Show every key"),
+        *(
+            Binding(e.key, f"goto('{e.mode}')", e.title, show=False, tooltip=f"{e.title} screen")
+            for e in SCREENS
+        ),
     ]
 
     def __init__(
@@ -97,6 +116,9 @@ class HtaApp(App[int]):
         ascii: bool | None = None,
     ) -> None:
         super().__init__()
+        for t in THEMES:
+            self.register_theme(t)
+        self.theme = DEFAULT_THEME
         self.root = Path(path)
         self.cache = cache
         self.poll = poll
@@ -122,6 +144,13 @@ class HtaApp(App[int]):
         self._worker_paths: dict[Worker, list[Path]] = {}
         self._stop_watch: asyncio.Event | None = None
         self._recheck_worker: Worker | None = None
+        #: the kernel the detail screen shows (set by enter on the kernels screen)
+        self.selected_kernel: str | None = None
+        self._mode_history: list[str] = []
+        self.export_dir = export_dir(self.root)
+        for entry in SCREENS:
+            if entry.mode != "_default":
+                self.add_mode(entry.mode, lambda entry=entry: entry.load()())
 
     # -- lifecycle ------------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -163,6 +192,30 @@ class HtaApp(App[int]):
         self._scan_before = set(self.trace_set.entries)
         self._load_all(self.root, self.scan_generation)
 
+    def action_goto(self, mode: str) -> None:
+        """Show a numbered screen (each keeps its own state: its mode's screen stack)."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss(None)
+        if mode == self.current_mode:
+            return
+        self._mode_history.append(self.current_mode)
+        self.switch_mode(mode)
+
+    def action_go_back(self) -> None:
+        """Back to the screen shown before this one (escape on a numbered screen)."""
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+        elif self._mode_history:
+            self.switch_mode(self._mode_history.pop())
+
+    def show_kernel(self, name: str) -> None:
+        """Drill down: the kernel detail screen for `name`."""
+        self.selected_kernel = name
+        self.action_goto("detail")
+        screen = self.screen
+        if hasattr(screen, "set_params"):
+            screen.set_params(name=name)
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss(None)
@@ -198,6 +251,12 @@ class HtaApp(App[int]):
             "Reload", "Discover and load the trace folder again", self.action_reload
         )
         yield SystemCommand("Help", "Show every key binding", self.action_help)
+        for entry in SCREENS:
+            yield SystemCommand(
+                f"{entry.key} {entry.title}",
+                f"Show the {entry.title.lower()} screen",
+                lambda mode=entry.mode: self.action_goto(mode),
+            )
 
     # -- workers --------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="load", exit_on_error=False, name="load")

@@ -1,0 +1,258 @@
+"""What every analysis screen shares: compute in a worker, show on the main thread, follow the
+trace set as it changes, pick a rank, filter, and keep the user's place.
+
+A screen subclass says what to compute (`compute`, a pure function of the loaded frames and the
+screen's parameters, run in a thread worker: it must not touch widgets) and how to show it
+(`show`, main thread). The base class runs `compute` whenever the trace set or a parameter
+changes, drops results of an older state, and shows a loading state meanwhile.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import polars as pl
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.status import StatusBar
+from hta_tui.trace.model import TraceSet
+
+#: How often a screen looks for a changed trace set (seconds); results arrive when ready.
+POLL = 0.25
+#: While files are still landing, recompute at most this often (seconds).
+MIN_INTERVAL = 1.0
+
+
+@dataclass(frozen=True)
+class Params:
+    """What a screen's numbers depend on besides the data. `rank` None means every rank."""
+
+    rank: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.extra.get(key, default)
+
+
+class Computed(Message):
+    """A screen's worker finished: `result` for the trace set at `generation` with `params`."""
+
+    def __init__(self, result: Any, generation: int, params: Params) -> None:
+        super().__init__()
+        self.result = result
+        self.generation = generation
+        self.params = params
+
+
+class RankPicker(ModalScreen[int | None]):
+    """Pick one rank, or all ranks (returns -1 for all; dismissing returns None)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, ranks: list[int], current: int | None) -> None:
+        super().__init__()
+        self.ranks = ranks
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        options = [Option("all ranks", id="all")] + [
+            Option(f"rank {r}", id=str(r)) for r in self.ranks
+        ]
+        with Vertical(id="rank-picker"):
+            yield Static("Rank", classes="picker-title")
+            yield OptionList(*options, id="rank-options")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        ids = ["all", *map(str, self.ranks)]
+        want = "all" if self.current is None else str(self.current)
+        options.highlighted = ids.index(want) if want in ids else 0
+        options.focus()
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(-1 if event.option.id == "all" else int(event.option.id or 0))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class AnalysisScreen(Screen):
+    """Base of the numbered analysis screens (see the module docstring)."""
+
+    #: Shown in the header line and the command palette.
+    TITLE: ClassVar[str] = ""
+    #: Screens that need every rank at once (e.g. comparing ranks) set this False.
+    PER_RANK: ClassVar[bool] = True
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "pick_rank", "Rank", tooltip="Show one rank or all ranks"),
+        Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter the table"),
+        Binding("escape", "back", "Back", show=False),
+    ]
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.params = Params(extra=dict(self.default_params()))
+        self.result: Any = None
+        self._shown_key: tuple[int, Params] | None = None
+        self._computing: tuple[int, Params] | None = None
+        self._last_compute = -1e9
+
+    # -- subclass API --------------------------------------------------------------------------
+    def default_params(self) -> dict[str, Any]:
+        return {}
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        """Run in a thread worker: the screen's tables from rank -> events frames."""
+        raise NotImplementedError
+
+    def show(self, result: Any) -> None:
+        """Main thread: put `result` into the widgets."""
+        raise NotImplementedError
+
+    def compose_body(self) -> ComposeResult:
+        """The screen's own widgets, between its title line and the footer."""
+        raise NotImplementedError
+
+    # -- layout --------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(self.TITLE, id="screen-title", classes="screen-title")
+        with Vertical(id="body"):
+            yield from self.compose_body()
+        yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.set_interval(POLL, self._maybe_refresh)
+        self._maybe_refresh()
+
+    def on_screen_resume(self) -> None:
+        info = getattr(self.app, "status_info", None)
+        if info is not None:
+            for bar in self.query(StatusBar):
+                bar.show(info)
+        self._maybe_refresh()
+
+    # -- refresh -------------------------------------------------------------------------------
+    @property
+    def trace_set(self) -> TraceSet:
+        return self.app.trace_set  # type: ignore[attr-defined]
+
+    def _title_text(self) -> str:
+        where = "all ranks" if self.params.rank is None else f"rank {self.params.rank}"
+        return f"{self.TITLE}  ·  {where}"
+
+    def set_params(self, **changes: Any) -> None:
+        """Change parameters (rank=..., or screen-specific ones) and recompute."""
+        rank = changes.pop("rank", self.params.rank)
+        self.params = replace(self.params, rank=rank, extra={**self.params.extra, **changes})
+        self._maybe_refresh(force=True)
+
+    def _maybe_refresh(self, force: bool = False) -> None:
+        if not self.is_current and not force:
+            return
+        ts = self.trace_set
+        want = (ts.generation, self.params)
+        if want == self._shown_key or want == self._computing:
+            return
+        if self._computing is not None and not force:
+            return  # the running one finishes first; the next poll starts ours
+        loading = any(e.status in ("pending", "loading") for e in ts.entries.values())
+        now = time.monotonic()
+        if loading and self._shown_key is not None and now - self._last_compute < MIN_INTERVAL:
+            return
+        self._last_compute = now
+        self._computing = want
+        self.query_one("#screen-title", Static).update(self._title_text())
+        body = self.query_one("#body")
+        if self._shown_key is None:
+            body.loading = True
+        self._compute(ts.snapshot(), self.params)
+
+    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
+    def _compute(self, ts: TraceSet, params: Params) -> None:
+        worker = get_current_worker()
+        frames = ts.frames()
+        if params.rank is not None:
+            frames = {r: f for r, f in frames.items() if r == params.rank}
+        if worker.is_cancelled:
+            return
+        result = self.compute(frames, params)
+        if not worker.is_cancelled:
+            self.post_message(Computed(result, ts.generation, params))
+
+    @on(Computed)
+    def _computed(self, msg: Computed) -> None:
+        msg.stop()
+        if self._computing == (msg.generation, msg.params):
+            self._computing = None
+        if msg.params != self.params:
+            self._maybe_refresh()
+            return  # the user changed something meanwhile
+        self.result = msg.result
+        self._shown_key = (msg.generation, msg.params)
+        self.query_one("#body").loading = False
+        self.show(msg.result)
+        self._apply_filter()
+        self._maybe_refresh()
+
+    # -- actions -------------------------------------------------------------------------------
+    def action_pick_rank(self) -> None:
+        ranks = sorted(self.trace_set.loaded())
+
+        def chosen(value: int | None) -> None:
+            if value is not None:
+                self.set_params(rank=None if value == -1 else value)
+
+        self.app.push_screen(RankPicker(ranks, self.params.rank), chosen)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        self._apply_filter()
+        tables = list(self.query(FrameTable))
+        if tables:
+            tables[0].focus()
+        if not event.value:
+            event.input.display = False
+
+    @on(Input.Changed, "#filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        self._apply_filter()
+
+    def _apply_filter(self) -> None:
+        text = self.query_one("#filter", Input).value
+        for table in self.query(FrameTable):
+            if table.filter_text != text.strip():
+                table.set_filter(text)
+
+    def action_back(self) -> None:
+        box = self.query_one("#filter", Input)
+        if box.has_focus:
+            box.value = ""
+            box.display = False
+            self._apply_filter()
+            tables = list(self.query(FrameTable))
+            if tables:
+                tables[0].focus()
+            return
+        self.app.action_go_back()  # type: ignore[attr-defined]

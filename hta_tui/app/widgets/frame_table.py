@@ -1,0 +1,174 @@
+"""A DataTable over a polars frame: filter, sort and export exactly what is shown.
+
+The frame stays the source of truth; the table only draws its first `max_rows` rows, so a
+100k-row kernel list costs what a screenful does (the analyses aggregate first anyway).
+Refreshing with new data keeps the cursor on the same row key and the sort the user chose.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import polars as pl
+from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import DataTable
+
+from hta_tui.analysis.tables import csv_ready
+
+MAX_ROWS = 2000
+
+
+#: Longer texts (C++ kernel names run to 300 characters) are cut in the middle for display;
+#: filters, sorting and exports see the whole text.
+MAX_TEXT = 64
+
+
+def elide(text: str, width: int = MAX_TEXT) -> str:
+    if len(text) <= width:
+        return text
+    half = (width - 1) // 2
+    return f"{text[:half]}…{text[len(text) - (width - 1 - half):]}"
+
+
+def format_value(value: Any, dtype: pl.DataType) -> str:
+    """Numbers right-aligned and readable (1,234.5); nulls as a dash; long texts elided."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if dtype.is_integer():
+        return f"{value:,}"
+    if dtype.is_float():
+        if value != value:  # NaN
+            return "-"
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:,.3g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return elide(str(value))
+
+
+class FrameTable(DataTable):
+    """Shows a polars frame. `s` sorts by the cursor's column (again: reverses), `e` exports
+    the filtered, sorted view to CSV; the screen drives the filter (`set_filter`)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "sort", "Sort", tooltip="Sort by the column under the cursor"),
+        Binding("e", "export", "Export CSV", tooltip="Write the table as shown to a CSV file"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "scroll_top", "Top", show=False),
+        Binding("G", "scroll_bottom", "Bottom", show=False),
+    ]
+
+    class Exported(Message):
+        def __init__(self, table: FrameTable, path: Path, rows: int) -> None:
+            super().__init__()
+            self.table = table
+            self.path = path
+            self.rows = rows
+
+    def __init__(
+        self,
+        *,
+        key_column: str | None = None,
+        export_name: str = "table",
+        max_rows: int = MAX_ROWS,
+        **kw: Any,
+    ) -> None:
+        kw.setdefault("cursor_type", "row")
+        kw.setdefault("zebra_stripes", True)
+        super().__init__(**kw)
+        self.key_column = key_column
+        self.export_name = export_name
+        self.max_rows = max_rows
+        self.frame: pl.DataFrame = pl.DataFrame()
+        self.filter_text = ""
+        self.sort_by: tuple[str, bool] | None = None  # (column, descending)
+
+    # -- data ----------------------------------------------------------------------------------
+    def show_frame(self, df: pl.DataFrame) -> None:
+        self.frame = df
+        self._render_frame()
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text.strip()
+        self._render_frame()
+
+    @property
+    def view_frame(self) -> pl.DataFrame:
+        """The frame as shown: filtered (any text column contains the filter, any case) and
+        sorted; before the `max_rows` cut, so exports are complete."""
+        df = self.frame
+        if self.filter_text and not df.is_empty():
+            text_cols = [c for c, t in df.schema.items() if t == pl.String]
+            if text_cols:
+                needle = self.filter_text.lower()
+                hit = pl.any_horizontal(
+                    pl.col(c).str.to_lowercase().str.contains(needle, literal=True)
+                    for c in text_cols
+                )
+                df = df.filter(hit.fill_null(False))
+        if self.sort_by is not None and self.sort_by[0] in df.columns:
+            col, desc = self.sort_by
+            df = df.sort(col, descending=desc, nulls_last=True, maintain_order=True)
+        return df
+
+    def selected_row(self) -> dict[str, Any] | None:
+        """The row under the cursor, as a dict of the frame's columns."""
+        df = self.view_frame
+        if df.is_empty() or not 0 <= self.cursor_row < min(df.height, self.max_rows):
+            return None
+        return df.row(self.cursor_row, named=True)
+
+    def _render_frame(self) -> None:
+        keep = self.selected_row()
+        df = self.view_frame
+        self.clear(columns=True)
+        numeric = {c for c, t in df.schema.items() if t.is_numeric()}
+        for name in df.columns:
+            arrow = ""
+            if self.sort_by is not None and self.sort_by[0] == name:
+                arrow = " ▼" if self.sort_by[1] else " ▲"
+            label = Text(name + arrow, justify="right" if name in numeric else "left")
+            self.add_column(label, key=name)
+        shown = df.head(self.max_rows)
+        schema = shown.schema
+        for i, row in enumerate(shown.iter_rows()):
+            cells = [
+                Text(format_value(v, schema[c]), justify="right" if c in numeric else "left")
+                for c, v in zip(shown.columns, row, strict=True)
+            ]
+            self.add_row(*cells, key=str(i))
+        if keep is not None and self.key_column and self.key_column in shown.columns:
+            match = shown.with_row_index("__i").filter(
+                pl.col(self.key_column) == keep.get(self.key_column)
+            )
+            if not match.is_empty():
+                self.move_cursor(row=int(match["__i"][0]), animate=False)
+
+    # -- actions -------------------------------------------------------------------------------
+    def action_sort(self) -> None:
+        if not self.columns:
+            return
+        col = str(list(self.columns)[self.cursor_column].value)
+        desc = True
+        if self.sort_by is not None and self.sort_by[0] == col:
+            desc = not self.sort_by[1]
+        self.sort_by = (col, desc)
+        self._render_frame()
+
+    def action_export(self) -> None:
+        export_dir = Path(getattr(self.app, "export_dir", Path.cwd()))
+        export_dir.mkdir(parents=True, exist_ok=True)
+        path = export_dir / f"hta-tui-{self.export_name}.csv"
+        n = 1
+        while path.exists():
+            n += 1
+            path = export_dir / f"hta-tui-{self.export_name}-{n}.csv"
+        df = self.view_frame
+        csv_ready(df).write_csv(path)
+        self.post_message(self.Exported(self, path, df.height))
+        self.notify(f"{df.height} rows written to {path}", title="Exported")
