@@ -245,6 +245,27 @@ class OverviewScreen(Screen):
             msg = "no GPU kernels in the loaded ranks"
         empty.update(msg)
 
+    @on(DataTable.RowSelected, "#files")
+    def _row_selected(self) -> None:
+        self.action_show_span()
+
+    def action_show_span(self) -> None:
+        """Make the highlighted file the span its rank shows (the newest is the default)."""
+        table = self.query_one("#files", FilesTable)
+        if not self._rows or not 0 <= table.cursor_row < len(self._rows):
+            return
+        row = self._rows[table.cursor_row]
+        ts = self.app.trace_set  # type: ignore[attr-defined]
+        root = ts.root if ts.root.is_dir() else ts.root.parent
+        entry = ts.entries.get(root / row.key)
+        if entry is None or entry.rank is None or entry.status != "loaded":
+            self.notify("only a loaded file can be shown", severity="warning")
+            return
+        if len(ts.spans(entry.rank)) < 2:
+            return
+        ts.select_span(entry.rank, entry.path)
+        self.notify(f"rank {entry.rank} now shows {row.key}")
+
     @on(DataTable.RowHighlighted, "#files")
     def _row_highlighted(self) -> None:
         self._show_detail()
