@@ -93,6 +93,7 @@ class HtaApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "hta-tui"
+    DEFAULT_MODE = "overview"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit hta-tui"),
@@ -149,13 +150,12 @@ class HtaApp(App[int]):
         self._mode_history: list[str] = []
         self.export_dir = export_dir(self.root)
         for entry in SCREENS:
-            if entry.mode != "_default":
+            if entry.mode == "overview":
+                self.add_mode("overview", lambda: OverviewScreen(ascii=self.ascii))
+            else:
                 self.add_mode(entry.mode, lambda entry=entry: entry.load()())
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def get_default_screen(self) -> Screen:
-        return OverviewScreen(ascii=self.ascii)
-
     def on_mount(self) -> None:
         self.set_interval(TICK, self._tick)
         self.set_interval(RECHECK, self._recheck_incomplete)

@@ -93,8 +93,6 @@ class AnalysisScreen(Screen):
 
     #: Shown in the header line and the command palette.
     TITLE: ClassVar[str] = ""
-    #: Screens that need every rank at once (e.g. comparing ranks) set this False.
-    PER_RANK: ClassVar[bool] = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Rank", tooltip="Show one rank or all ranks"),
@@ -161,7 +159,8 @@ class AnalysisScreen(Screen):
         """Change parameters (rank=..., or screen-specific ones) and recompute."""
         rank = changes.pop("rank", self.params.rank)
         self.params = replace(self.params, rank=rank, extra={**self.params.extra, **changes})
-        self._maybe_refresh(force=True)
+        if self.is_mounted:  # else on_mount computes with these
+            self._maybe_refresh(force=True)
 
     def _maybe_refresh(self, force: bool = False) -> None:
         if not self.is_current and not force:

@@ -26,7 +26,7 @@ class ScreenEntry:
 
 
 SCREENS: tuple[ScreenEntry, ...] = (
-    ScreenEntry("1", "_default", "Overview", "hta_tui.app.screens.overview:OverviewScreen"),
+    ScreenEntry("1", "overview", "Overview", "hta_tui.app.screens.overview:OverviewScreen"),
     ScreenEntry("2", "idle", "Idle time", "hta_tui.app.screens.idle:IdleScreen"),
     ScreenEntry("3", "kernels", "Kernels", "hta_tui.app.screens.kernels:KernelsScreen"),
     ScreenEntry("4", "detail", "Kernel detail", "hta_tui.app.screens.detail:KernelDetailScreen"),

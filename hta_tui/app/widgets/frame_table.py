@@ -12,9 +12,13 @@ from typing import Any, ClassVar
 
 import polars as pl
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import DataTable
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, OptionList, Static
+from textual.widgets.option_list import Option
 
 from hta_tui.analysis.tables import csv_ready
 
@@ -50,12 +54,41 @@ def format_value(value: Any, dtype: pl.DataType) -> str:
     return elide(str(value))
 
 
+class ColumnPicker(ModalScreen[str | None]):
+    """The columns of a table, to sort by one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, columns: list[str], current: str | None) -> None:
+        super().__init__()
+        self.columns = columns
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="column-picker"):
+            yield Static("Sort by", classes="picker-title")
+            yield OptionList(*(Option(c, id=c) for c in self.columns))
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        if self.current in self.columns:
+            options.highlighted = self.columns.index(self.current)
+        options.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class FrameTable(DataTable):
     """Shows a polars frame. `s` sorts by the cursor's column (again: reverses), `e` exports
     the filtered, sorted view to CSV; the screen drives the filter (`set_filter`)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "sort", "Sort", tooltip="Sort by the column under the cursor"),
+        Binding("s", "sort", "Sort", tooltip="Pick the column to sort by"),
+        Binding("S", "reverse", "Reverse", show=False, tooltip="Reverse the sort order"),
         Binding("e", "export", "Export CSV", tooltip="Write the table as shown to a CSV file"),
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
@@ -151,14 +184,30 @@ class FrameTable(DataTable):
 
     # -- actions -------------------------------------------------------------------------------
     def action_sort(self) -> None:
-        if not self.columns:
+        """Pick a column (rows have no column cursor); picking the sorted one reverses it."""
+        if self.frame.is_empty() and not self.frame.columns:
             return
-        col = str(list(self.columns)[self.cursor_column].value)
-        desc = True
+        current = self.sort_by[0] if self.sort_by else None
+
+        def chosen(col: str | None) -> None:
+            if col is not None:
+                self.sort_on(col)
+
+        self.app.push_screen(ColumnPicker(self.frame.columns, current), chosen)
+
+    def sort_on(self, col: str) -> None:
+        """Sort by `col`: numbers largest first, text A to Z; again on the same column
+        reverses."""
         if self.sort_by is not None and self.sort_by[0] == col:
-            desc = not self.sort_by[1]
-        self.sort_by = (col, desc)
+            self.sort_by = (col, not self.sort_by[1])
+        else:
+            self.sort_by = (col, self.frame.schema[col].is_numeric())
         self._render_frame()
+
+    def action_reverse(self) -> None:
+        if self.sort_by is not None:
+            self.sort_by = (self.sort_by[0], not self.sort_by[1])
+            self._render_frame()
 
     def action_export(self) -> None:
         export_dir = Path(getattr(self.app, "export_dir", Path.cwd()))

@@ -1,0 +1,71 @@
+"""The longest idle gaps on the GPU streams, with the kernels on either side.
+
+`idle.classified_gaps` gives every kernel with the gap before it on its stream; this keeps the
+longest gaps and names the kernel that ended before each one, so a screen can say "rank 3,
+stream 7: 4.2 ms of host_wait between ncclKernel_AllReduce and sgemm".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis import idle
+from hta_tui.analysis.hta_view import us
+
+COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "stream": pl.Int64(),
+    "idle_category": pl.String(),
+    "gap (us)": pl.Float64(),
+    "at (us)": pl.Float64(),
+    "before": pl.String(),
+    "after": pl.String(),
+}
+
+
+def longest_gaps(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    consecutive_kernel_delay_us: float = 30,
+    n: int = 200,
+    hta_compat: bool = False,
+) -> pl.DataFrame:
+    """The `n` longest gaps between consecutive kernels of a stream, longest first.
+
+    Columns: rank, stream, idle_category (as `idle.classified_gaps` classifies the gap with the
+    same threshold), `gap (us)`, `at (us)` (where the gap starts: the end of the kernel before
+    it, relative to the rank's first kernel), `before` (that kernel's name) and `after` (the
+    kernel the gap delays). A stream's first kernel has no gap and is left out. Ties are
+    broken by rank, stream and time, so the order is deterministic.
+    """
+    gaps = idle.classified_gaps(
+        ranks, consecutive_kernel_delay_us=consecutive_kernel_delay_us, hta_compat=hta_compat
+    )
+    if gaps.is_empty():
+        return pl.DataFrame(schema=COLUMNS)
+    prev_end = pl.col("end").shift(1).over(["rank", "stream"])
+    origin = pl.col("start").min().over("rank")
+    return (
+        gaps.with_columns(
+            pl.col("name").shift(1).over(["rank", "stream"]).alias("before"),
+            (prev_end - origin).alias("__at"),
+        )
+        .filter(pl.col("idle_interval").is_not_null())
+        .sort(
+            ["idle_interval", "rank", "stream", "start"],
+            descending=[True, False, False, False],
+        )
+        .head(n)
+        .select(
+            "rank",
+            "stream",
+            pl.col("idle_category").cast(pl.String),
+            us(pl.col("idle_interval")).alias("gap (us)"),
+            us(pl.col("__at")).alias("at (us)"),
+            "before",
+            pl.col("name").alias("after"),
+        )
+        .cast(COLUMNS)
+    )

@@ -1,0 +1,230 @@
+"""Screen 4: one kernel up close - how its duration spreads over ranks and over time, and which
+operators launch it, with what delay, on which streams.
+
+The kernel is `params.extra["name"]` (set by enter on the kernels screen through
+`app.show_kernel`), else `app.selected_kernel`, else the kernel with the largest total time
+(the screen says so). Charts are pre-aggregated in `compute` (30 histogram bins, at most 300
+points over time) and live in tabs so each gets the room an 80x24 terminal has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, ClassVar
+
+import polars as pl
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.color import Color
+from textual.widgets import Static, TabbedContent, TabPane
+from textual_plotext import PlotextPlot
+
+from hta_tui.analysis import kernel_detail, kernels
+from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.widgets.frame_table import FrameTable
+
+BINS = 30
+MAX_POINTS = 300
+TABS = ("tab-ranks", "tab-hist", "tab-time", "tab-launch")
+
+
+class KernelDetailScreen(AnalysisScreen):
+    TITLE = "Kernel detail"
+    CSS_PATH = "detail.tcss"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("right_square_bracket", "next_tab", "Next tab", key_display="]"),
+        Binding("left_square_bracket", "prev_tab", "Prev tab", key_display="[", show=False),
+        Binding("escape", "back", "Back", show=True),
+    ]
+
+    def default_params(self) -> dict[str, Any]:
+        return {"name": None}
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="detail-name")
+        yield Static("", id="detail-summary", classes="summary")
+        with TabbedContent(id="detail-tabs", initial="tab-ranks"):
+            with TabPane("Ranks", id="tab-ranks"):
+                yield PlotextPlot(id="ranks-plot")
+                yield FrameTable(id="rank-table", key_column="rank", export_name="kernel_ranks")
+            with TabPane("Histogram", id="tab-hist"):
+                yield PlotextPlot(id="hist-plot")
+            with TabPane("Over time", id="tab-time"):
+                yield PlotextPlot(id="time-plot")
+            with TabPane("Launched by", id="tab-launch"):
+                yield FrameTable(
+                    id="launchers-table", key_column="operator", export_name="kernel_launchers"
+                )
+                yield Static(
+                    "Delay: kernel start - launch end; op delay: launch start - op start (us)",
+                    classes="detail-note",
+                )
+                yield FrameTable(id="streams-table", export_name="kernel_streams")
+
+    def set_params(self, **changes: Any) -> None:
+        if not self.is_mounted:
+            # The first drill-down calls this before the screen is composed: keep the
+            # parameters; mounting computes with them.
+            rank = changes.pop("rank", self.params.rank)
+            extra = {**self.params.extra, **changes}
+            self.params = replace(self.params, rank=rank, extra=extra)
+            return
+        super().set_params(**changes)
+
+    def on_screen_resume(self) -> None:
+        chosen = getattr(self.app, "selected_kernel", None)
+        if chosen and chosen != self.params.get("name"):
+            self.set_params(name=chosen)
+        super().on_screen_resume()
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        name = params.get("name")
+        auto = False
+        if not name:
+            table = kernel_detail.kernel_table(frames, fold=False)
+            if table.is_empty():
+                return {"name": None, "auto": True}
+            name, auto = str(table["name"][0]), True
+        summary, hist = kernels.kernel_duration_distribution(frames, name, bins=BINS)
+        bins = (
+            hist.group_by("bin")
+            .agg(pl.col("bin_start").first(), pl.col("bin_end").first(), pl.col("count").sum())
+            .sort("bin")
+        )
+        return {
+            "name": name,
+            "auto": auto,
+            "summary": summary,
+            "bins": bins,
+            "occurrences": kernel_detail.kernel_occurrences(frames, name, max_points=MAX_POINTS),
+            "launchers": kernel_detail.kernel_launchers(frames, name),
+            "streams": kernel_detail.kernel_streams(frames, name),
+            "ranks": sorted(frames),
+        }
+
+    # -- showing -----------------------------------------------------------------------------
+    def _colour(self, var: str) -> tuple[int, int, int]:
+        value = self.app.theme_variables.get(var) or self.app.theme_variables["foreground"]
+        return Color.parse(value).rgb
+
+    def show(self, result: dict[str, Any]) -> None:
+        name = result["name"]
+        title = self.query_one("#detail-name", Static)
+        summary_line = self.query_one("#detail-summary", Static)
+        tabs = self.query_one(TabbedContent)
+        if name is None:
+            title.update("No kernel to show")
+            summary_line.update("No GPU kernels in these ranks (a CPU-only trace?).")
+            tabs.display = False
+            return
+        text = Text(no_wrap=False)
+        text.append(name, style="bold")
+        title.update(text)
+        summary: pl.DataFrame = result["summary"]
+        if summary.is_empty():
+            where = "these ranks" if self.params.rank is None else f"rank {self.params.rank}"
+            summary_line.update(f"This kernel did not run on {where} (r: pick another rank).")
+            tabs.display = False
+            return
+        tabs.display = True
+        streams: pl.DataFrame = result["streams"]
+        count = int(summary["count"].sum())
+        total = float(streams["sum us"].sum())
+        stream_ids = ", ".join(str(s) for s in streams["stream"].unique().sort().to_list())
+        plural = "s" if streams["stream"].n_unique() != 1 else ""
+        line = (
+            f"{count:,} runs on {summary.height} rank{'s' if summary.height != 1 else ''}, "
+            f"{total:,.1f} us in all, mean {total / count:,.2f} us; stream{plural} {stream_ids}"
+        )
+        if result["auto"]:
+            line += "  (no kernel picked: the one with the largest total time; 3 to pick)"
+        summary_line.update(line)
+        self.query_one("#rank-table", FrameTable).show_frame(summary)
+        self.query_one("#launchers-table", FrameTable).show_frame(result["launchers"])
+        self.query_one("#streams-table", FrameTable).show_frame(streams)
+        self._draw_ranks(summary)
+        self._draw_hist(result["bins"])
+        self._draw_time(result["occurrences"])
+
+    def _plot(self, widget_id: str):
+        plot = self.query_one(widget_id, PlotextPlot)
+        plt = plot.plt
+        plt.clear_figure()
+        plt.clear_data()
+        return plot, plt
+
+    @property
+    def _ascii(self) -> bool:
+        return bool(getattr(self.app, "ascii", False))
+
+    def _draw_ranks(self, summary: pl.DataFrame) -> None:
+        plot, plt = self._plot("#ranks-plot")
+        ranks = summary["rank"].to_list()
+        x = list(range(len(ranks)))
+        bar, up, down = ("#", "^", "v") if self._ascii else ("sd", "▲", "▼")
+        plt.bar(x, summary["mean"].to_list(), width=0.3, marker=bar, color=self._colour("primary"))
+        plt.scatter(x, summary["max"].to_list(), marker=up, color=self._colour("error"))
+        plt.scatter(x, summary["min"].to_list(), marker=down, color=self._colour("success"))
+        labels = [f"r{r}" for r in ranks]
+        step = max(1, len(x) // 16)
+        plt.xticks(x[::step], labels[::step])
+        plt.xlim(-0.6, len(x) - 0.4)
+        plt.ylim(0, (float(summary["max"].max()) or 1.0) * 1.08)  # type: ignore[arg-type]
+        plt.title(f"us per rank: bar mean, {up} max, {down} min")
+        if self._ascii:
+            plt.frame(False)
+        plot.refresh()
+
+    def _draw_hist(self, bins: pl.DataFrame) -> None:
+        plot, plt = self._plot("#hist-plot")
+        x = bins["bin"].to_list()
+        plt.bar(
+            x,
+            bins["count"].to_list(),
+            marker="#" if self._ascii else "sd",
+            color=self._colour("primary"),
+            width=0.8,
+        )
+        starts = bins["bin_start"].to_list()
+        ticks = x[:: max(1, len(x) // 5)]
+        plt.xticks(ticks, [f"{starts[i]:,.4g}" for i in ticks])
+        plt.xlim(-0.6, len(x) - 0.4)
+        plt.title(f"runs per duration (us) bin: {len(x)} bins, shown ranks together")
+        if self._ascii:
+            plt.frame(False)
+        plot.refresh()
+
+    def _draw_time(self, occ: pl.DataFrame) -> None:
+        plot, plt = self._plot("#time-plot")
+        marker = "*" if self._ascii else "dot"
+        palette = ["primary", "warning", "success", "error", "accent", "secondary"]
+        ranks = occ["rank"].unique().sort().to_list()
+        for i, rank in enumerate(ranks):
+            part = occ.filter(pl.col("rank") == rank)
+            plt.scatter(
+                part["time (ms)"].to_list(),
+                part["dur (us)"].to_list(),
+                marker=marker,
+                color=self._colour(palette[i % len(palette)]),
+            )
+        bucketed = bool(occ.height) and int(occ["n"].max()) > 1  # type: ignore[arg-type]
+        what = "longest run per time bucket" if bucketed else "every run"
+        plt.title(f"duration (us) over time (ms): {what}, colour per rank")
+        if self._ascii:
+            plt.frame(False)
+        plot.refresh()
+
+    # -- tabs ------------------------------------------------------------------------------
+    def _switch(self, delta: int) -> None:
+        tabs = self.query_one(TabbedContent)
+        current = tabs.active if tabs.active in TABS else TABS[0]
+        tabs.active = TABS[(TABS.index(current) + delta) % len(TABS)]
+
+    def action_next_tab(self) -> None:
+        self._switch(1)
+
+    def action_prev_tab(self) -> None:
+        self._switch(-1)

@@ -1,0 +1,188 @@
+"""Screen 3: where GPU time goes - by kernel type (HTA's gpu_kernel_breakdown) and by kernel.
+
+The type breakdown is a compact table with a bar of each type's share; the kernel table has
+real statistics for every row (kernel_detail.kernel_table), HTA's top-k folding (`t` toggles
+between "top kernels + others" and every kernel), and enter drills down to the kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import polars as pl
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widget import Widget
+from textual.widgets import DataTable, Static
+
+from hta_tui.analysis import kernel_detail, kernels
+from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.widgets.frame_table import FrameTable
+
+#: HTA's top-k folding (get_gpu_kernel_breakdown's defaults).
+DURATION_RATIO = 0.8
+NUM_KERNELS = 10
+
+#: kernel type -> (style name, Unicode glyph, ASCII glyph); overlaps share one.
+TYPE_STYLES: dict[str, tuple[str, str, str]] = {
+    "COMPUTATION": ("computation", "█", "#"),
+    "COMMUNICATION": ("communication", "▓", "="),
+    "MEMORY": ("memory", "▒", "+"),
+}
+OVERLAP_STYLE = ("overlap", "░", ".")
+
+SHORT = (("COMPUTATION", "COMP"), ("COMMUNICATION", "COMM"), ("MEMORY", "MEM"))
+
+
+def short_label(label: str) -> str:
+    """ "COMPUTATION overlapping COMMUNICATION" -> "COMP + COMM" (narrow terminals)."""
+    for long, short in SHORT:
+        label = label.replace(long, short)
+    return label.replace(" overlapping ", " + ")
+
+
+class TypeBreakdown(Widget):
+    """One line per kernel type (or overlap of types): label, time (us), share, bar."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "type-breakdown--label",
+        "type-breakdown--computation",
+        "type-breakdown--communication",
+        "type-breakdown--memory",
+        "type-breakdown--overlap",
+    }
+
+    DEFAULT_CSS = """
+    TypeBreakdown { height: auto; }
+    """
+
+    def __init__(self, *, ascii: bool = False, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.ascii = ascii
+        self.rows: list[tuple[str, float, float]] = []
+
+    def set_rows(self, rows: list[tuple[str, float, float]]) -> None:
+        self.rows = list(rows)
+        self.refresh(layout=True)
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+        return max(len(self.rows), 1)
+
+    def _style(self, name: str):
+        return self.get_component_rich_style(f"type-breakdown--{name}", partial=True)
+
+    def render(self) -> Text:
+        if not self.rows:
+            return Text("")
+        width = self.content_size.width or self.size.width
+        labels = [label for label, _, _ in self.rows]
+        if max(map(len, labels)) + 30 > width:
+            labels = [short_label(label) for label in labels]
+        label_w = max(map(len, labels))
+        nums = [f"{total:,.1f}" for _, total, _ in self.rows]
+        num_w = max(map(len, nums))
+        bar_w = max(width - label_w - num_w - 9, 0)
+        lines = []
+        for label, num, (name, _, pct) in zip(labels, nums, self.rows, strict=True):
+            style, glyph, ascii_glyph = TYPE_STYLES.get(name, OVERLAP_STYLE)
+            line = Text(no_wrap=True, overflow="crop")
+            line.append(label.ljust(label_w) + " ", style=self._style("label"))
+            line.append(num.rjust(num_w) + " ")
+            line.append(f"{pct or 0:5.1f}% ")
+            cells = round((pct or 0) / 100 * bar_w)
+            if pct and cells == 0 and bar_w:
+                cells = 1
+            line.append((ascii_glyph if self.ascii else glyph) * cells, style=self._style(style))
+            lines.append(line)
+        return Text("\n", no_wrap=True).join(lines)
+
+
+class KernelsScreen(AnalysisScreen):
+    TITLE = "Kernels"
+    CSS_PATH = "kernels.tcss"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("t", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
+    ]
+
+    def default_params(self) -> dict[str, Any]:
+        return {"fold": True}
+
+    def compose_body(self) -> ComposeResult:
+        ascii = bool(getattr(self.app, "ascii", False))
+        yield Static("GPU time by kernel type (us, all ranks summed)", classes="section-title")
+        yield TypeBreakdown(ascii=ascii, id="kernel-types")
+        yield Static("", id="kernels-summary", classes="summary")
+        yield FrameTable(id="kernel-table", key_column="name", export_name="kernels")
+        yield Static("", id="kernel-name")
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        type_df, _ = kernels.gpu_kernel_breakdown(
+            frames, duration_ratio=DURATION_RATIO, num_kernels=NUM_KERNELS
+        )
+        table = kernel_detail.kernel_table(
+            frames,
+            fold=bool(params.get("fold", True)),
+            duration_ratio=DURATION_RATIO,
+            num_kernels=NUM_KERNELS,
+        )
+        return {"types": type_df, "kernels": table, "ranks": len(frames)}
+
+    def show(self, result: dict[str, Any]) -> None:
+        types: pl.DataFrame = result["types"]
+        table: pl.DataFrame = result["kernels"]
+        self.query_one(TypeBreakdown).set_rows(
+            [(t, s, p) for t, s, p in types.select("kernel_type", "sum", "percentage").iter_rows()]
+        )
+        self.query_one("#kernel-table", FrameTable).show_frame(table)
+        summary = self.query_one("#kernels-summary", Static)
+        if table.is_empty():
+            summary.update(
+                "No GPU kernels in these ranks (a CPU-only trace, or no kernel in the "
+                "profiled steps)."
+            )
+        elif self.params.get("fold", True):
+            summary.update(
+                f"Top kernels/type (HTA: {DURATION_RATIO:.0%} of time, max {NUM_KERNELS}) "
+                "+ others; t: all; enter: detail"
+            )
+        else:
+            summary.update(f"Every kernel ({table.height}); t: top kernels + others; enter: detail")
+        self._show_name()
+
+    # -- interaction -----------------------------------------------------------------------
+    def action_toggle_fold(self) -> None:
+        self.set_params(fold=not self.params.get("fold", True))
+
+    @on(DataTable.RowHighlighted, "#kernel-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_name()
+
+    def _show_name(self) -> None:
+        row = self.query_one("#kernel-table", FrameTable).selected_row()
+        label = self.query_one("#kernel-name", Static)
+        if row is None:
+            label.update("")
+            return
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(str(row["name"]))
+        text.append(f"  ({row['type']})", style="dim")
+        label.update(text)
+
+    @on(DataTable.RowSelected, "#kernel-table")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        row = self.query_one("#kernel-table", FrameTable).selected_row()
+        if row is None:
+            return
+        if row["name"] == "others":
+            self.notify(
+                f"'others' folds the tail of the {row['type']} kernels; press t to list "
+                "every kernel.",
+                timeout=5,
+            )
+            return
+        self.app.show_kernel(row["name"])  # type: ignore[attr-defined]

@@ -1,0 +1,288 @@
+"""Screen 7: CUDA kernel launches (HTA's get_cuda_kernel_launch_stats): how long each launch
+call took on the CPU, how long its work ran on the GPU, and how long the work waited; the
+short kernels, runtime outliers and launch-delay outliers as tables; enter on a row opens the
+kernel it launched.
+
+The cutoffs (`c`) recompute the tables exactly as `launch.short_gpu_kernels`,
+`runtime_outliers` and `launch_delay_outliers` with those values. The chart shows either the
+CPU call against the GPU work (log-log) or the launch delay over time (`p`), thinned to one
+point per cell of the plot (`analysis.downsample.thin_points`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import polars as pl
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Input, Label, Static, TabbedContent, TabPane
+from textual_plotext import PlotextPlot
+
+from hta_tui.analysis import launch
+from hta_tui.analysis.downsample import thin_points
+from hta_tui.analysis.launch_kernels import launch_table
+from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.timelines import line_colours
+from hta_tui.app.widgets.frame_table import FrameTable
+
+RUNTIME_CUTOFF = 50.0  # us, HTA's default
+LAUNCH_DELAY_CUTOFF = 100.0  # us, HTA's default
+#: Plot grid the scatter is thinned to (about the braille resolution of a wide terminal).
+GRID = (240, 80)
+#: Columns the tables show (the frames keep all of launch_table's).
+SHOWN = (
+    "rank",
+    "cpu_duration",
+    "gpu_duration",
+    "launch_delay",
+    "kernel",
+    "launch",
+    "gpu_ops",
+    "correlation",
+)
+TABS = ("short", "runtime", "delay")
+#: Rows each table draws (sorting, filtering and export see them all): outlier lists run to
+#: thousands of rows, and drawing 2,000 rows three times costs a second per recompute.
+MAX_ROWS = 300
+PLOTS = ("scatter", "delay")
+
+
+def parse_cutoff(text: str) -> float | None:
+    """A cutoff in us: a finite number >= 0, else None."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def fmt_us(value: float) -> str:
+    return f"{value:g}"
+
+
+class CutoffsScreen(ModalScreen[tuple[float, float] | None]):
+    """Edit both cutoffs; enter applies, escape cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, runtime_cutoff: float, launch_delay_cutoff: float) -> None:
+        super().__init__()
+        self.values = (runtime_cutoff, launch_delay_cutoff)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="cutoffs-box"):
+            yield Static("Cutoffs (us)", classes="picker-title")
+            yield Label("runtime outlier: launch call longer than")
+            yield Input(fmt_us(self.values[0]), id="runtime-cutoff", type="number")
+            yield Label("launch-delay outlier: work waiting longer than")
+            yield Input(fmt_us(self.values[1]), id="delay-cutoff", type="number")
+            yield Static("enter: apply · tab: next field · escape: cancel", id="cutoffs-note")
+
+    def on_mount(self) -> None:
+        self.query_one("#runtime-cutoff", Input).focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        runtime = parse_cutoff(self.query_one("#runtime-cutoff", Input).value)
+        delay = parse_cutoff(self.query_one("#delay-cutoff", Input).value)
+        if runtime is None or delay is None:
+            self.query_one("#cutoffs-note", Static).update(
+                "Each cutoff must be a number of microseconds >= 0."
+            )
+            return
+        self.dismiss((runtime, delay))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class LaunchScreen(AnalysisScreen):
+    TITLE = "Kernel launches"
+    CSS_PATH = "launch.tcss"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "edit_cutoffs", "Cutoffs", tooltip="Edit the outlier cutoffs (us)"),
+        Binding("v", "next_table", "Table", tooltip="Next table"),
+        Binding("p", "toggle_plot", "Plot", tooltip="CPU vs GPU time, or launch delay over time"),
+        Binding("enter", "drill", "Kernel", tooltip="Open the kernel of the row", show=False),
+    ]
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.plot_kind = "scatter"
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._draw())
+
+    def default_params(self) -> dict[str, Any]:
+        return {"runtime_cutoff": RUNTIME_CUTOFF, "launch_delay_cutoff": LAUNCH_DELAY_CUTOFF}
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="launch-summary", classes="summary")
+        yield PlotextPlot(id="launch-plot")
+        with TabbedContent(id="launch-tabs", initial="short"):
+            with TabPane("Short kernels", id="short"):
+                yield FrameTable(
+                    id="short-table", export_name="short_gpu_kernels", max_rows=MAX_ROWS
+                )
+            with TabPane("Runtime outliers", id="runtime"):
+                yield FrameTable(
+                    id="runtime-table", export_name="runtime_outliers", max_rows=MAX_ROWS
+                )
+            with TabPane("Delay outliers", id="delay"):
+                yield FrameTable(
+                    id="delay-table", export_name="launch_delay_outliers", max_rows=MAX_ROWS
+                )
+
+    # -- computation (worker) ------------------------------------------------------------------
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        rc = float(params.get("runtime_cutoff", RUNTIME_CUTOFF))
+        dc = float(params.get("launch_delay_cutoff", LAUNCH_DELAY_CUTOFF))
+        table = launch_table(frames, runtime_cutoff=rc, launch_delay_cutoff=dc)
+        nx, ny = GRID
+        # each rank on its own clock: time since the rank's first launch
+        timed = table.with_columns(
+            ((pl.col("ts") - pl.col("ts").min().over("rank")) / 1e6).alias("time_ms")
+        )
+        return {
+            "ranks": sorted(frames),
+            "rc": rc,
+            "dc": dc,
+            "launches": table.height,
+            "short": launch.short_gpu_kernels(table, rc),
+            "runtime": launch.runtime_outliers(table, rc),
+            "delay": launch.launch_delay_outliers(table, dc),
+            "scatter": thin_points(
+                table, "cpu_duration", "gpu_duration", nx=nx, ny=ny, log=True
+            ).select("cpu_duration", "gpu_duration"),
+            "delay_points": thin_points(timed, "time_ms", "launch_delay", nx=nx, ny=ny).select(
+                "time_ms", "launch_delay"
+            ),
+        }
+
+    # -- display (main thread) -----------------------------------------------------------------
+    def show(self, result: dict[str, Any]) -> None:
+        rc, dc = result["rc"], result["dc"]
+        counts = {k: result[k].height for k in TABS}
+        for key in TABS:
+            frame: pl.DataFrame = result[key]
+            self.query_one(f"#{key}-table", FrameTable).show_frame(
+                frame.select([c for c in SHOWN if c in frame.columns])
+            )
+        tabs = self.query_one(TabbedContent)
+        tabs.get_tab("short").label = f"Short kernels ({counts['short']:,})"
+        tabs.get_tab("runtime").label = f"Call > {fmt_us(rc)} us ({counts['runtime']:,})"
+        tabs.get_tab("delay").label = f"Delay > {fmt_us(dc)} us ({counts['delay']:,})"
+        summary = self.query_one("#launch-summary", Static)
+        if not result["ranks"]:
+            summary.update("No trace loaded yet.")
+        elif result["launches"] == 0:
+            summary.update(
+                "No kernel launches in "
+                + ("these ranks" if len(result["ranks"]) > 1 else f"rank {result['ranks'][0]}")
+                + " (no GPU work launched from the CPU)."
+            )
+        else:
+            summary.update(
+                f"{result['launches']:,} launches (durations in us) · c: cutoffs · p: plot · "
+                "enter: kernel"
+            )
+        self._draw()
+        if not isinstance(self.focused, FrameTable):
+            self._focus_active_table()
+
+    def _draw(self) -> None:
+        result = self.result
+        if result is None:
+            return
+        plot = self.query_one("#launch-plot", PlotextPlot)
+        plt = plot.plt
+        plt.clear_figure()
+        plot.display = result["launches"] > 0
+        colour = line_colours(self.app)[0]
+        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        if self.plot_kind == "scatter":
+            pts: pl.DataFrame = result["scatter"]
+            if not pts.is_empty():
+                plt.scatter(
+                    pts["cpu_duration"].to_list(),
+                    pts["gpu_duration"].to_list(),
+                    color=colour,
+                    marker=marker,
+                )
+                plt.xscale("log")
+                plt.yscale("log")
+            plt.xlabel("x: launch call on the CPU, y: its GPU work (us, log scales)")
+        else:
+            pts = result["delay_points"]
+            if not pts.is_empty():
+                plt.scatter(
+                    pts["time_ms"].to_list(),
+                    pts["launch_delay"].to_list(),
+                    color=colour,
+                    marker=marker,
+                )
+            plt.xlabel("launch delay (us) over time (ms since the rank's first launch)")
+        plot.refresh()
+
+    def _focus_active_table(self) -> None:
+        pane = self.query_one(TabbedContent).active_pane
+        if pane is not None:
+            for table in pane.query(FrameTable):
+                table.focus()
+                return
+
+    def active_table(self) -> FrameTable | None:
+        pane = self.query_one(TabbedContent).active_pane
+        return next(iter(pane.query(FrameTable)), None) if pane is not None else None
+
+    # -- actions -------------------------------------------------------------------------------
+    def action_next_table(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        i = TABS.index(tabs.active) if tabs.active in TABS else -1
+        tabs.active = TABS[(i + 1) % len(TABS)]
+        self._focus_active_table()
+
+    def action_toggle_plot(self) -> None:
+        self.plot_kind = PLOTS[(PLOTS.index(self.plot_kind) + 1) % len(PLOTS)]
+        self._draw()
+
+    def action_edit_cutoffs(self) -> None:
+        def chosen(value: tuple[float, float] | None) -> None:
+            if value is not None:
+                self.set_params(runtime_cutoff=value[0], launch_delay_cutoff=value[1])
+
+        self.app.push_screen(
+            CutoffsScreen(
+                float(self.params.get("runtime_cutoff", RUNTIME_CUTOFF)),
+                float(self.params.get("launch_delay_cutoff", LAUNCH_DELAY_CUTOFF)),
+            ),
+            chosen,
+        )
+
+    def action_drill(self) -> None:
+        table = self.active_table()
+        if table is not None:
+            self._open_kernel(table)
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if isinstance(event.data_table, FrameTable):
+            event.stop()
+            self._open_kernel(event.data_table)
+
+    def _open_kernel(self, table: FrameTable) -> None:
+        row = table.selected_row()
+        name = row.get("kernel") if row else None
+        if not name:
+            self.notify("No kernel on this row.", severity="warning")
+            return
+        self.app.show_kernel(name)  # type: ignore[attr-defined]

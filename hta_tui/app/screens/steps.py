@@ -1,0 +1,268 @@
+"""Screen 9: profiler steps side by side across ranks, straggler candidates, and where the time
+of a step goes by user annotation.
+
+The per-step table (one row per ProfilerStep: fastest, median and slowest rank) drives the
+chart above it: the durations of the step under the cursor, one bar per rank, the slowest rank
+and the straggler candidates marked. The other tables are HTA's iterations
+(`steps.iterations`), the straggler candidates with their robust z-scores and reasons
+(`steps.straggler_candidates`), and the user annotation breakdown, CPU or GPU (`g`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import polars as pl
+from rich.text import Text
+from textual import on
+from textual.actions import SkipAction
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
+
+from hta_tui.analysis import annotations, step_compare, steps
+from hta_tui.app.format import fmt_us
+from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.widgets.frame_table import FrameTable
+
+#: Tabs of the tables, in the order `v` cycles them.
+TABS: tuple[str, ...] = (
+    "steps-tab-per-step",
+    "steps-tab-iterations",
+    "steps-tab-stragglers",
+    "steps-tab-annotations",
+)
+
+#: The straggler table's columns as shown: the verdict first, the measurements after.
+STRAGGLER_ORDER: tuple[str, ...] = (
+    "rank",
+    "straggler",
+    "reason",
+    "step_time_z",
+    "comm_time_z",
+    "compute_time_z",
+    "steps",
+    "step_time (us)",
+    "comm_time (us)",
+    "compute_time (us)",
+)
+
+#: With more ranks than this (the chart box shows about 6), the slowest come first.
+MANY_BARS = 6
+
+
+@dataclass(frozen=True)
+class RankBar:
+    rank: int
+    dur: float  # us
+    slowest: bool
+    flagged: bool  # a straggler candidate
+
+
+class StepBars(Widget):
+    """One step's duration per rank: bars as long as the duration over the step's slowest
+    duration, the slowest rank and the straggler candidates marked (`!`)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "step-bars--title",
+        "step-bars--label",
+        "step-bars--bar",
+        "step-bars--slowest",
+        "step-bars--flagged",
+    }
+
+    DEFAULT_CSS = """
+    StepBars { height: auto; }
+    """
+
+    def __init__(self, *, ascii: bool = False, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.ascii = ascii
+        self.title = ""
+        self.bars: list[RankBar] = []
+
+    def set_bars(self, title: str, bars: list[RankBar]) -> None:
+        if (title, bars) != (self.title, self.bars):
+            self.title = title
+            self.bars = list(bars)
+            self.refresh(layout=True)
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+        return 1 + len(self.bars)
+
+    def _style(self, name: str):
+        return self.get_component_rich_style(f"step-bars--{name}", partial=True)
+
+    def render(self) -> Text:
+        width = self.content_size.width or self.size.width
+        lines = [Text(self.title, style=self._style("title"), no_wrap=True, overflow="ellipsis")]
+        labels = [f"{'!' if b.flagged else ' '}r{b.rank}" for b in self.bars]
+        values = [fmt_us(b.dur) for b in self.bars]
+        label_w = max(map(len, labels), default=0)
+        value_w = max(map(len, values), default=0)
+        longest = max((b.dur for b in self.bars), default=0.0)
+        bar_w = max(width - label_w - value_w - 12, 0)
+        full, part = ("#", "#") if self.ascii else ("█", "▌")
+        for bar, label, value in zip(self.bars, labels, values, strict=True):
+            line = Text(no_wrap=True, overflow="crop")
+            style = self._style("flagged") if bar.flagged else self._style("label")
+            line.append(label.rjust(label_w) + " ", style=style)
+            cells = bar_w * bar.dur / longest if longest > 0 else 0
+            whole = int(cells)
+            glyphs = full * whole + (part if cells - whole >= 0.5 else "")
+            bar_style = self._style("slowest") if bar.slowest else self._style("bar")
+            line.append(glyphs.ljust(bar_w), style=bar_style)
+            line.append(" " + value.rjust(value_w))
+            if bar.slowest:
+                line.append(" < slowest" if self.ascii else " ◀ slowest", style=bar_style)
+            lines.append(line)
+        return Text("\n", no_wrap=True).join(lines)
+
+
+class StepsScreen(AnalysisScreen):
+    TITLE = "Steps & stragglers"
+    CSS_PATH = "steps.tcss"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "g",
+            "toggle_gpu",
+            "CPU/GPU",
+            priority=True,  # over the tables' `g` (top): the screen's toggle wins
+            tooltip="Annotations on the CPU or on the GPU",
+        ),
+        Binding(
+            "v", "next_table", "Table", tooltip="Per step, iterations, stragglers, annotations"
+        ),
+    ]
+
+    def default_params(self) -> dict[str, Any]:
+        return {"gpu": False}
+
+    @property
+    def gpu(self) -> bool:
+        return bool(self.params.get("gpu", False))
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="steps-summary", classes="summary")
+        with VerticalScroll(id="steps-bars-box", can_focus=False):
+            yield StepBars(ascii=bool(getattr(self.app, "ascii", False)), id="steps-bars")
+        with TabbedContent(id="steps-tabs"):
+            with TabPane("Per step", id=TABS[0]):
+                yield FrameTable(id="steps-per-step", key_column="iter", export_name="step_spread")
+            with TabPane("Iterations", id=TABS[1]):
+                yield FrameTable(id="steps-iterations", export_name="iterations")
+            with TabPane("Stragglers", id=TABS[2]):
+                yield FrameTable(id="steps-stragglers", key_column="rank", export_name="stragglers")
+            with TabPane("Annotations (CPU)", id=TABS[3]):
+                yield FrameTable(id="steps-annotations", export_name="user_annotations")
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        iters = steps.iterations(frames)
+        stragglers = steps.straggler_candidates(frames)
+        return {
+            "iterations": iters,
+            "spread": step_compare.step_spread(iters),
+            # flagged ranks first (light reshaping; the rows are the analysis's)
+            "stragglers": stragglers.sort(["straggler", "rank"], descending=[True, False]).select(
+                STRAGGLER_ORDER
+            ),
+            "annotations": annotations.user_annotation_breakdown(
+                frames, gpu=bool(params.get("gpu", False))
+            ),
+            "gpu": bool(params.get("gpu", False)),
+        }
+
+    def show(self, result: dict[str, Any]) -> None:
+        iters: pl.DataFrame = result["iterations"]
+        self.query_one("#steps-per-step", FrameTable).show_frame(result["spread"])
+        self.query_one("#steps-iterations", FrameTable).show_frame(iters)
+        self.query_one("#steps-stragglers", FrameTable).show_frame(result["stragglers"])
+        self.query_one("#steps-annotations", FrameTable).show_frame(result["annotations"])
+        where = "GPU" if result["gpu"] else "CPU"
+        tabs = self.query_one("#steps-tabs", TabbedContent)
+        tabs.get_tab(TABS[3]).label = f"Annotations ({where})"
+        self.query_one("#steps-summary", Static).update(self._summary(result))
+        self._show_step()
+        if not isinstance(self.focused, FrameTable):
+            self.call_after_refresh(self._focus_table)
+
+    def _flagged(self) -> set[int]:
+        if not isinstance(self.result, dict):
+            return set()
+        s: pl.DataFrame = self.result["stragglers"]
+        return set(s.filter(pl.col("straggler"))["rank"].to_list())
+
+    def _show_step(self) -> None:
+        """The chart: the step under the per-step table's cursor, one bar per rank."""
+        box = self.query_one("#steps-bars-box")
+        if not isinstance(self.result, dict) or self.result["spread"].is_empty():
+            box.display = False
+            return
+        row = self.query_one("#steps-per-step", FrameTable).selected_row()
+        spread: pl.DataFrame = self.result["spread"]
+        if row is None:
+            row = spread.row(0, named=True)
+        step = int(row["iter"])
+        durs = step_compare.step_durations(self.result["iterations"], step)
+        flagged = self._flagged()
+        slowest = row["slowest_rank"]
+        bars = [
+            RankBar(int(r), float(d), r == slowest, int(r) in flagged) for r, d in durs.iter_rows()
+        ]
+        order = "by rank"
+        if len(bars) > MANY_BARS:  # the box shows a few: the slowest ranks first
+            bars.sort(key=lambda b: (-b.dur, b.rank))
+            order = "slowest first"
+        spread_txt = "" if row["spread_pctg"] is None else f", spread {row['spread_pctg']:.1f}%"
+        title = f"Step {step} {order} (slowest rank {slowest}{spread_txt})"
+        box.display = True
+        self.query_one("#steps-bars", StepBars).set_bars(title, bars)
+
+    @staticmethod
+    def _summary(result: dict[str, Any]) -> str:
+        spread: pl.DataFrame = result["spread"]
+        if spread.is_empty():
+            return (
+                "No ProfilerStep events in these traces: no steps to compare. "
+                "(Annotations below, if any.)"
+            )
+        s: pl.DataFrame = result["stragglers"]
+        flagged = s.filter(pl.col("straggler"))
+        n_ranks = result["iterations"]["rank"].n_unique()
+        head = f"{spread.height} steps on {n_ranks} rank{'s' if n_ranks != 1 else ''}. "
+        if flagged.is_empty():
+            if s.height < 3:
+                return head + "Straggler detection needs at least 3 ranks with steps."
+            return head + "No straggler: no rank stands out."
+        names = "; ".join(
+            f"rank {r['rank']} ({r['reason']})" for r in flagged.iter_rows(named=True)
+        )
+        return head + f"Straggler candidate{'s' if flagged.height > 1 else ''}: {names}."
+
+    def _focus_table(self) -> None:
+        tabs = self.query_one("#steps-tabs", TabbedContent)
+        pane = tabs.active or TABS[0]
+        tables = list(self.query_one(f"#{pane}", TabPane).query(FrameTable))
+        if tables:
+            tables[0].focus()
+
+    @on(DataTable.RowHighlighted, "#steps-per-step")
+    def _step_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_step()
+
+    # -- actions -------------------------------------------------------------------------------
+    def action_toggle_gpu(self) -> None:
+        if isinstance(self.focused, Input):
+            raise SkipAction()  # typing a `g` in the filter box
+        self.set_params(gpu=not self.gpu)
+
+    def action_next_table(self) -> None:
+        tabs = self.query_one("#steps-tabs", TabbedContent)
+        current = tabs.active if tabs.active in TABS else TABS[0]
+        tabs.active = TABS[(TABS.index(current) + 1) % len(TABS)]
+        self.call_after_refresh(self._focus_table)

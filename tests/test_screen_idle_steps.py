@@ -1,0 +1,378 @@
+"""Screens 2 (idle time), 5 (comm/comp overlap) and 9 (steps & stragglers), driven with Pilot:
+the numbers they show equal the analyses called on the same data, the threshold edit, rank
+switch, filter / sort / export, the straggler flag, every shared trace, and snapshots."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+from textual.widgets import Input, Static
+
+from hta_tui.analysis import annotations, exposed_comm, gaps, idle, overlap, step_compare, steps
+from hta_tui.app.app import HtaApp
+from hta_tui.app.screens.idle import IdleScreen, ThresholdDialog
+from hta_tui.app.screens.overlap import KERNEL_HEADERS, RANK_HEADERS, OverlapScreen
+from hta_tui.app.screens.steps import StepBars, StepsScreen
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.discover import discover
+from hta_tui.trace.parse import TraceFileError, parse_file
+from tests.test_app_support import T0, rank_trace, settle, wait_until, write_rank
+
+SIZE = (80, 24)
+SCREEN_KEYS = {"2": IdleScreen, "5": OverlapScreen, "9": StepsScreen}
+SUMMARIES = {"2": "#idle-summary", "5": "#overlap-summary", "9": "#steps-summary"}
+
+
+def make_app(root: Path, tmp_path: Path, **kw: Any) -> HtaApp:
+    app = HtaApp(root, cache=Cache(tmp_path / "cache"), watch=False, timings=False, **kw)
+    app.export_dir = tmp_path / "exports"
+    return app
+
+
+@pytest.fixture(scope="module")
+def synth_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """synth's 4 ranks, rank 1 slow (written once; each test has its own cache)."""
+    root = tmp_path_factory.mktemp("synth") / "traces"
+    write_trace_dir(root, ranks=4, steps=4, seed=0, slow_rank=1)
+    return root
+
+
+def base_screen(app: HtaApp) -> Any:
+    """The current mode's screen under any dialog."""
+    return app.screen_stack[0]
+
+
+def screen_ready(app: HtaApp, cls: type) -> bool:
+    s = base_screen(app)
+    return (
+        isinstance(s, cls)
+        and s.result is not None
+        and s._shown_key == (app.trace_set.generation, s.params)
+        and not any(w.group == "screen" and not w.is_finished for w in app.workers)
+    )
+
+
+async def open_screen(pilot: Any, key: str) -> Any:
+    app = pilot.app
+    await pilot.press(key)
+    await wait_until(pilot, lambda: screen_ready(app, SCREEN_KEYS[key]), what=f"screen {key}")
+    await pilot.pause()
+    return base_screen(app)
+
+
+async def wait_screen(pilot: Any, cls: type) -> None:
+    await wait_until(pilot, lambda: screen_ready(pilot.app, cls), what=cls.__name__)
+    await pilot.pause()
+
+
+def table(screen: Any, id: str) -> FrameTable:
+    return screen.query_one(f"#{id}", FrameTable)
+
+
+# -- screen 2: idle time -------------------------------------------------------------------------
+
+
+async def test_idle_numbers_and_threshold(synth_root: Path, tmp_path: Path) -> None:
+    app = make_app(synth_root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = await open_screen(pilot, "2")
+        frames = app.trace_set.frames()
+        want, want_stats = idle.idle_time_breakdown(frames, show_idle_interval_stats=True)
+        assert_frame_equal(table(screen, "idle-breakdown").frame, want)
+        assert_frame_equal(table(screen, "idle-stats").frame, want_stats)
+        assert_frame_equal(table(screen, "idle-gaps").frame, gaps.longest_gaps(frames))
+        title = str(screen.query_one("#screen-title", Static).render())
+        assert "threshold 30 us" in title
+        bars = screen.query_one("#idle-bars").rows
+        assert len(bars) == want.select("rank", "stream").unique().height
+
+        # `t`: a new threshold, the numbers follow exactly
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, ThresholdDialog))
+        box = app.screen.query_one("#threshold-input", Input)
+        assert box.value == "30"
+        await pilot.press("end", *["backspace"] * 4, "2", ".", "5", "enter")
+        await wait_screen(pilot, IdleScreen)
+        assert screen.params.get("threshold") == 2.5
+        got = table(screen, "idle-breakdown").frame
+        new, new_stats = idle.idle_time_breakdown(
+            frames, consecutive_kernel_delay_us=2.5, show_idle_interval_stats=True
+        )
+        assert_frame_equal(got, new)
+        assert_frame_equal(table(screen, "idle-stats").frame, new_stats)
+        assert not got.equals(want)  # the threshold moved gaps between categories
+        assert "threshold 2.5 us" in str(screen.query_one("#screen-title", Static).render())
+        expect = gaps.longest_gaps(frames, consecutive_kernel_delay_us=2.5)
+        assert_frame_equal(table(screen, "idle-gaps").frame, expect)
+
+        # a bad value keeps the dialog open; escape leaves the threshold alone
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, ThresholdDialog))
+        await pilot.press("end", *["backspace"] * 4, "-", "1", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ThresholdDialog)
+        assert "number" in str(app.screen.query_one("#threshold-error", Static).render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert screen.params.get("threshold") == 2.5
+
+
+async def test_idle_rank_switch_filter_sort_export(synth_root: Path, tmp_path: Path) -> None:
+    app = make_app(synth_root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = await open_screen(pilot, "2")
+        frames = app.trace_set.frames()
+        # `r`: rank 2 only
+        await pilot.press("r")
+        await pilot.pause()
+        await pilot.press("down", "down", "down", "enter")  # all, 0, 1, 2
+        await wait_screen(pilot, IdleScreen)
+        assert screen.params.rank == 2
+        want, _ = idle.idle_time_breakdown({2: frames[2]})
+        assert_frame_equal(table(screen, "idle-breakdown").frame, want)
+        assert "rank 2" in str(screen.query_one("#screen-title", Static).render())
+        assert all(r.label.startswith("r2 ") for r in screen.query_one("#idle-bars").rows)
+
+        # `/` filter, `s` sort, `e` export: the CSV is exactly the view
+        await pilot.press("slash", *"kernel_wait", "enter")
+        await pilot.pause()
+        breakdown = table(screen, "idle-breakdown")
+        assert breakdown.has_focus
+        view = breakdown.view_frame
+        assert view.height == want.filter(pl.col("idle_category") == "kernel_wait").height > 0
+        # `s` lists the columns: pick idle_time (a number: largest first)
+        await pilot.press("s")
+        await pilot.pause()
+        await pilot.press("home", *["down"] * breakdown.frame.columns.index("idle_time"), "enter")
+        await pilot.pause()
+        assert breakdown.sort_by == ("idle_time", True)
+        await pilot.press("e")
+        await pilot.pause()
+        files = list((tmp_path / "exports").glob("*.csv"))
+        assert len(files) == 1
+        with files[0].open() as f:
+            rows = list(csv.DictReader(f))
+        expect = want.filter(pl.col("idle_category") == "kernel_wait").sort(
+            "idle_time", descending=True
+        )
+        assert [float(r["idle_time"]) for r in rows] == expect["idle_time"].to_list()
+        assert {r["idle_category"] for r in rows} == {"kernel_wait"}
+        assert not list(synth_root.glob("*.csv"))
+
+        # `v` cycles the tables
+        await pilot.press("v")
+        await pilot.pause()
+        assert screen.query_one("#idle-tabs").active == "idle-tab-stats"
+        assert table(screen, "idle-stats").has_focus
+
+
+# -- screen 9: steps ---------------------------------------------------------------------------
+
+
+async def test_steps_flags_slow_rank(synth_root: Path, tmp_path: Path) -> None:
+    app = make_app(synth_root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = await open_screen(pilot, "9")
+        frames = app.trace_set.frames()
+        iters = steps.iterations(frames)
+        assert_frame_equal(table(screen, "steps-iterations").frame, iters)
+        assert_frame_equal(table(screen, "steps-per-step").frame, step_compare.step_spread(iters))
+        shown = table(screen, "steps-stragglers").frame
+        want = steps.straggler_candidates(frames)
+        assert_frame_equal(shown.sort("rank").select(want.columns), want)
+        assert shown.filter(pl.col("straggler"))["rank"].to_list() == [1]
+        assert shown.row(0, named=True)["rank"] == 1  # flagged first
+        summary = str(screen.query_one("#steps-summary", Static).render())
+        assert "rank 1" in summary and "slow steps" in summary
+        bars = screen.query_one(StepBars).bars
+        assert [b.rank for b in bars if b.flagged] == [1]
+        assert [b.rank for b in bars if b.slowest] == [1]
+        # the chart follows the per-step table's cursor
+        first = screen.query_one(StepBars).title
+        await pilot.press("down")
+        await pilot.pause()
+        second_step = table(screen, "steps-per-step").selected_row()["iter"]
+        assert screen.query_one(StepBars).title != first
+        assert f"Step {second_step} " in screen.query_one(StepBars).title
+
+        assert_frame_equal(
+            table(screen, "steps-annotations").frame,
+            annotations.user_annotation_breakdown(frames),
+        )
+        await pilot.press("g")  # GPU annotations, even with a table focused
+        await wait_screen(pilot, StepsScreen)
+        assert screen.params.get("gpu") is True
+        assert_frame_equal(
+            table(screen, "steps-annotations").frame,
+            annotations.user_annotation_breakdown(frames, gpu=True),
+        )
+        tabs = screen.query_one("#steps-tabs")
+        assert "GPU" in str(tabs.get_tab("steps-tab-annotations").label)
+        # `g` typed into the filter box is text, not the toggle
+        await pilot.press("slash", "g")
+        await pilot.pause()
+        assert screen.query_one("#filter", Input).value == "g"
+        assert screen.params.get("gpu") is True
+
+
+async def test_steps_empty_without_profiler_steps(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    trace = rank_trace(0)
+    trace["traceEvents"] = [
+        e for e in trace["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")
+    ]
+    import orjson
+
+    (root / "rank-0.trace.json").write_bytes(orjson.dumps(trace))
+    app = make_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = await open_screen(pilot, "9")
+        assert "No ProfilerStep" in str(screen.query_one("#steps-summary", Static).render())
+        assert not screen.query_one("#steps-bars-box").display
+        assert table(screen, "steps-iterations").frame.is_empty()
+
+
+# -- screen 5: overlap -------------------------------------------------------------------------
+
+
+async def test_overlap_numbers(synth_root: Path, tmp_path: Path) -> None:
+    app = make_app(synth_root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = await open_screen(pilot, "5")
+        frames = app.trace_set.frames()
+        shown = table(screen, "overlap-table").frame
+        inv = {v: k for k, v in RANK_HEADERS.items()}
+        want = overlap.comm_comp_overlap(frames)
+        assert_frame_equal(shown.rename(inv).select(want.columns), want)
+        exposed = exposed_comm.exposed_comm_per_rank(frames)
+        assert_frame_equal(shown.rename(inv).select(exposed.columns), exposed)
+        kernels = table(screen, "comm-kernels").frame
+        want_k = exposed_comm.comm_kernels_exposed(frames)
+        inv_k = {v: k for k, v in KERNEL_HEADERS.items()}
+        assert_frame_equal(kernels.rename(inv_k).select(want_k.columns), want_k)
+        assert kernels["exposed (us)"].is_sorted(descending=True)
+        worst = exposed.sort("exposed (us)", descending=True)["rank"][0]
+        assert f"rank {worst}" in str(screen.query_one("#overlap-summary", Static).render())
+        assert len(screen.query_one("#overlap-bars").rows) == 4
+
+
+# -- every shared trace --------------------------------------------------------------------------
+
+#: Opened in the full app (loading included); every case also goes through each screen's
+#: compute and show below, in one app (an app per case and screen costs a minute).
+FULL_APP_CASES = ("cpu_only", "trace_filter")
+
+
+def case_frames(folder: Path) -> dict[int, pl.DataFrame]:
+    """rank -> events of every file under `folder` that parses (numbered in file order)."""
+    frames = {}
+    for i, found in enumerate(discover(folder)):
+        try:
+            frames[i] = parse_file(found.path).frames["events"]
+        except TraceFileError:
+            continue
+    return frames
+
+
+@pytest.mark.parametrize("case", FULL_APP_CASES)
+async def test_shared_traces_in_app(shared: Path, case: str, tmp_path: Path) -> None:
+    app = make_app(shared / "traces" / case, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, timeout=60)
+        for key, summary in SUMMARIES.items():
+            screen = await open_screen(pilot, key)
+            text = str(screen.query_one(summary, Static).render())
+            assert text.strip()
+            assert not [w for w in app.workers if w.group == "screen" and w.error is not None]
+            if case == "cpu_only":  # no GPU at all: each screen says so in a sentence
+                want = {"2": "No GPU kernels", "5": "nothing to overlap", "9": "steps on 1 rank"}
+                assert want[key] in text
+
+
+async def test_shared_traces_every_case(shared: Path, tmp_path: Path) -> None:
+    """Each case's frames through each screen's compute and show: a sentence, no exception,
+    ASCII-only charts when the app draws without Unicode."""
+    cases = {p.name: case_frames(p) for p in sorted((shared / "traces").iterdir()) if p.is_dir()}
+    assert len(cases) >= 10
+    root = tmp_path / "traces"
+    write_rank(root, 0, world=1)
+    app = make_app(root, tmp_path, ascii=True)  # and the charts' ASCII fallback
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        for key, summary in SUMMARIES.items():
+            screen = await open_screen(pilot, key)
+            for case, frames in cases.items():  # no pause per case: show() is synchronous
+                result = type(screen).compute(frames, screen.params)
+                screen.result = result
+                screen.show(result)
+                charts = screen.query("StackedBars, StepBars")
+                assert charts
+                for chart in charts:
+                    # what a refresh would draw, without waiting for one
+                    assert chart.render().plain.isascii(), (case, key)
+                text = str(screen.query_one(summary, Static).render()).strip()
+                assert text, (case, key)
+                if key == "2" and not frames:
+                    assert "No GPU kernels" in text
+                if key == "9" and case == "cpu_only":
+                    assert table(screen, "steps-iterations").frame.height > 0
+            await pilot.pause()
+
+
+# -- snapshots -----------------------------------------------------------------------------------
+
+
+def snapshot_root(tmp_path: Path) -> Path:
+    """Four ranks of the tests' fixed generator, the all-reduce moved to a stream of its own
+    where it overlaps the GEMM more with every rank; rank 1 runs everything 30% slower (a
+    straggler). Byte-identical run to run."""
+    import gzip
+
+    import orjson
+
+    root = tmp_path / "traces"
+    root.mkdir(parents=True)
+    for rank in range(4):
+        trace = rank_trace(rank, steps=4, world=4)
+        for e in trace["traceEvents"]:
+            if e.get("pid") == 0 and str(e.get("name")).startswith("nccl"):
+                # on its own stream, overlapping the end of the GEMM: 20% to 80% overlap
+                e["ts"] -= 10 + 40 * (rank + 1)
+                e["tid"] = e["args"]["stream"] = 8
+        if rank == 1:
+            for e in trace["traceEvents"]:
+                if e.get("ph") == "X":
+                    e["ts"] = T0 + (e["ts"] - T0) * 13 // 10
+                    e["dur"] = e["dur"] * 13 // 10
+        data = gzip.compress(orjson.dumps(trace), mtime=0)
+        (root / f"rank-{rank}.trace.json.gz").write_bytes(data)
+    return root
+
+
+def _run_before(key: str):
+    async def run_before(pilot: Any) -> None:
+        await settle(pilot)
+        await open_screen(pilot, key)
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
+@pytest.mark.parametrize("key", ["2", "5", "9"])
+def test_snapshot(snap_compare, tmp_path: Path, key: str, theme: str) -> None:
+    app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(key))
