@@ -23,6 +23,7 @@ from textual_plotext import PlotextPlot
 from hta_tui.analysis import kernel_detail, kernels
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.plot import SafePlot
 
 BINS = 30
 MAX_POINTS = 300
@@ -47,12 +48,12 @@ class KernelDetailScreen(AnalysisScreen):
         yield Static("", id="detail-summary", classes="summary")
         with TabbedContent(id="detail-tabs", initial="tab-ranks"):
             with TabPane("Ranks", id="tab-ranks"):
-                yield PlotextPlot(id="ranks-plot")
+                yield SafePlot(id="ranks-plot")
                 yield FrameTable(id="rank-table", key_column="rank", export_name="kernel_ranks")
             with TabPane("Histogram", id="tab-hist"):
-                yield PlotextPlot(id="hist-plot")
+                yield SafePlot(id="hist-plot")
             with TabPane("Over time", id="tab-time"):
-                yield PlotextPlot(id="time-plot")
+                yield SafePlot(id="time-plot")
             with TabPane("Launched by", id="tab-launch"):
                 yield FrameTable(
                     id="launchers-table", key_column="operator", export_name="kernel_launchers"

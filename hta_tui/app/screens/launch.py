@@ -29,6 +29,7 @@ from hta_tui.analysis.launch_kernels import launch_table
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.plot import SafePlot
 
 RUNTIME_CUTOFF = 50.0  # us, HTA's default
 LAUNCH_DELAY_CUTOFF = 100.0  # us, HTA's default
@@ -126,7 +127,7 @@ class LaunchScreen(AnalysisScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="launch-summary", classes="summary")
-        yield PlotextPlot(id="launch-plot")
+        yield SafePlot(id="launch-plot")
         with TabbedContent(id="launch-tabs", initial="short"):
             with TabPane("Short kernels", id="short"):
                 yield FrameTable(

@@ -26,6 +26,7 @@ from hta_tui.analysis.counters_export import write_counters_trace
 from hta_tui.analysis.downsample import step_bucket_max
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.plot import SafePlot
 
 #: Time buckets per chart: about one per braille pixel column of a wide terminal.
 BUCKETS = 240
@@ -113,7 +114,7 @@ class TimelinesScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         with TabbedContent(id="timeline-tabs", initial="queue-pane"):
             with TabPane("Queue length", id="queue-pane"):
-                yield PlotextPlot(id="queue-plot", classes="timeline-plot")
+                yield SafePlot(id="queue-plot", classes="timeline-plot")
                 yield Static("", id="queue-note", classes="plot-note")
                 yield FrameTable(
                     id="queue-summary", key_column="stream", export_name="queue_length_summary"
@@ -123,7 +124,7 @@ class TimelinesScreen(AnalysisScreen):
                     id="queue-blocked", key_column="stream", export_name="queue_full_time"
                 )
             with TabPane("Memory bandwidth", id="memory-pane"):
-                yield PlotextPlot(id="memory-plot", classes="timeline-plot")
+                yield SafePlot(id="memory-plot", classes="timeline-plot")
                 yield Static("", id="memory-note", classes="plot-note")
                 yield FrameTable(
                     id="memory-summary", key_column="name", export_name="memory_bw_summary"

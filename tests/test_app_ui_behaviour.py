@@ -1,0 +1,95 @@
+"""What users expect across screens: every number key works, resizing never breaks a screen,
+live updates keep the user's place, NO_COLOR stays readable."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hta_tui.app.app import HtaApp
+from hta_tui.app.screens.registry import SCREENS
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import Cache
+
+
+async def wait_until(pilot, predicate, timeout: float = 60.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        await pilot.pause(0.05)
+        if predicate():
+            return
+    raise AssertionError("condition not reached")
+
+
+def screen_ready(app: HtaApp) -> bool:
+    busy = any(w.group in ("screen", "load", "reload") and not w.is_finished for w in app.workers)
+    return app.settled and not busy and getattr(app.screen, "result", True) is not None
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("ui") / "traces"
+    write_trace_dir(d, ranks=3, steps=4, seed=11)
+    return d
+
+
+async def test_every_screen_survives_resizes(traces: Path, tmp_path: Path) -> None:
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        for entry in SCREENS:
+            await pilot.press(entry.key)
+            await wait_until(pilot, lambda: screen_ready(app))
+            assert app.current_mode == entry.mode
+            for size in ((60, 20), (160, 50), (80, 24)):
+                await pilot.resize_terminal(*size)
+                await pilot.pause(0.1)
+                assert app.screen.size.width == size[0]
+            assert app.return_code is None  # no crash
+
+
+async def test_live_update_keeps_screen_and_selection(traces: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "live"
+    shutil.copytree(traces, folder)
+    extra = sorted(folder.glob("rank-2.*"))[0]
+    held = tmp_path / extra.name
+    extra.rename(held)  # rank 2 arrives later
+    app = HtaApp(folder, cache=Cache(tmp_path / "c"), watch=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled and app.watcher_state != "off")
+        await pilot.press("3")
+        await wait_until(pilot, lambda: screen_ready(app))
+        table = app.screen.query(FrameTable).last()
+        table.focus()
+        await pilot.press("j", "j", "j")
+        chosen = table.selected_row()
+        assert chosen is not None
+        generation = app.trace_set.generation
+        shutil.copy(held, folder / extra.name)
+        await wait_until(pilot, lambda: len(app.trace_set.loaded()) == 3)
+        await wait_until(
+            pilot,
+            lambda: app.screen._shown_key is not None
+            and app.screen._shown_key[0] > generation
+            and screen_ready(app),
+        )
+        assert app.current_mode == "kernels"
+        assert table.selected_row()["name"] == chosen["name"]
+
+
+async def test_no_color_is_readable(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "nc"
+    shutil.copytree(traces, folder)
+    (folder / "rank-9.json").write_bytes(b"{ broken")
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = HtaApp(folder, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        assert app.no_color
+        svg = app.export_screenshot()
+        # states are told apart by words, not only colours
+        assert "loaded" in svg and "error" in svg and "invalid&#160;JSON" in svg
