@@ -213,15 +213,16 @@ class LaunchScreen(AnalysisScreen):
         if self.plot_kind == "scatter":
             pts: pl.DataFrame = result["scatter"]
             if not pts.is_empty():
+                # log10 taken here: plotext's own log scale re-applies the log to its stored
+                # data on every redraw (a resize), which ends in a math domain error
+                logs = pts.select(pl.all().cast(pl.Float64).log10())
                 plt.scatter(
-                    pts["cpu_duration"].to_list(),
-                    pts["gpu_duration"].to_list(),
+                    logs["cpu_duration"].to_list(),
+                    logs["gpu_duration"].to_list(),
                     color=colour,
                     marker=marker,
                 )
-                plt.xscale("log")
-                plt.yscale("log")
-            plt.xlabel("x: launch call on the CPU, y: its GPU work (us, log scales)")
+            plt.xlabel("x: launch call on the CPU, y: its GPU work (log10 of us)")
         else:
             pts = result["delay_points"]
             if not pts.is_empty():

@@ -48,7 +48,7 @@ def format_value(value: Any, dtype: pl.DataType) -> str:
     if dtype.is_float():
         if value != value:  # NaN
             return "-"
-        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:,.3g}"
+        return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(str, value)) + "]"
     return elide(str(value))
