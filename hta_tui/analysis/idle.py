@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from hta_tui.analysis.hta_view import HTA_KERNEL_CATS, hta_view, launch_start, us
+from hta_tui.analysis.hta_view import HTA_KERNEL_CATS, gpu_launches, us
 from hta_tui.trace.schema import GPU_WORK_KINDS
 
 IDLE_CATEGORIES: tuple[str, ...] = ("host_wait", "kernel_wait", "other")
@@ -70,36 +70,39 @@ def classified_gaps(
     ns, null for a stream's first kernel) and idle_category. The per-kernel detail behind
     `idle_time_breakdown`, kept public so a screen can list the longest gaps.
     """
-    frames = []
-    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
-        kernels = launch_start(view).filter(_kernel_rows(hta_compat=hta_compat))
-        frames.append(
-            kernels.select(
-                pl.lit(rank, pl.Int64).alias("rank"),
-                "stream",
-                "idx",
-                "name",
-                "start",
-                "end",
-                "launch_start",
-            )
-        )
-    schema = {
-        "rank": pl.Int64,
-        "stream": pl.Int64,
-        "idx": pl.UInt32,
-        "name": pl.String,
-        "start": pl.Int64,
-        "end": pl.Int64,
-        "launch_start": pl.Int64,
+    return _gaps(ranks, consecutive_kernel_delay_us, hta_compat).collect()
+
+
+def _gaps(
+    ranks: Mapping[int, pl.DataFrame], consecutive_kernel_delay_us: float, hta_compat: bool
+) -> pl.LazyFrame:
+    """`classified_gaps` as a lazy query."""
+    schema: dict[str, pl.DataType] = {
+        "rank": pl.Int64(),
+        "stream": pl.Int64(),
+        "idx": pl.UInt32(),
+        "name": pl.String(),
+        "start": pl.Int64(),
+        "end": pl.Int64(),
+        "launch_start": pl.Int64(),
     }
-    df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
-    prev_end = pl.col("end").shift(1).over(["rank", "stream"])
+    gpu = gpu_launches(ranks, hta_compat=hta_compat)
+    if gpu.is_empty():
+        kernels = pl.LazyFrame(schema=schema)
+    else:
+        kernels = gpu.lazy().filter(_kernel_rows(hta_compat=hta_compat)).select(list(schema))
+        kernels = kernels.cast(schema)  # type: ignore[arg-type]
+    # Sorted by stream, the previous row is the previous kernel of the same stream unless the
+    # stream (or rank) changes there: a shift, not a window over groups.
+    same = (pl.col("rank") == pl.col("rank").shift(1)) & (
+        pl.col("stream") == pl.col("stream").shift(1)
+    )
+    prev_end = pl.when(same).then(pl.col("end").shift(1))
     delay_ns = consecutive_kernel_delay_us * 1000
     host_wait = (pl.col("launch_start") > pl.col("prev_end")).fill_null(False)
     kernel_wait = ~host_wait & (pl.col("idle_interval") < delay_ns).fill_null(False)
     return (
-        df.sort(["rank", "stream", "start", "idx"])
+        kernels.sort(["rank", "stream", "start", "idx"])
         .with_columns(prev_end.alias("prev_end"))
         .with_columns((pl.col("start") - pl.col("prev_end")).alias("idle_interval"))
         .with_columns(
@@ -132,10 +135,9 @@ def idle_time_breakdown(
     column instead of HTA's index. Rows are sorted by rank, stream, category (HTA keeps the
     order streams first appear). A job without kernels gives empty tables where HTA raises.
     """
-    gaps = classified_gaps(
-        ranks, consecutive_kernel_delay_us=consecutive_kernel_delay_us, hta_compat=hta_compat
-    )
     keys = ["rank", "stream", "idle_category"]
+    gaps = _gaps(ranks, consecutive_kernel_delay_us, hta_compat).select(*keys, "idle_interval")
+    gaps = gaps.collect()
     interval = pl.col("idle_interval")
     total = pl.col("idle_time").sum().over(["rank", "stream"])
     breakdown = (

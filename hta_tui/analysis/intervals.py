@@ -36,6 +36,13 @@ def merge_intervals(
     (HTA's rounding can make those) survives as a group of negative length rather than
     vanishing: callers that reproduce HTA's numbers need that.
     """
+    return merged(df, start, end, by=by).collect()
+
+
+def merged(
+    df: Frame, start: str = "start", end: str = "end", *, by: str | Sequence[str] | None = None
+) -> pl.LazyFrame:
+    """`merge_intervals` as a lazy query, to combine with others in one `collect_all`."""
     keys = _by(by)
     lf = df.lazy().select(*keys, pl.col(start), pl.col(end))
     lf = lf.drop_nulls([start, end]).sort([*keys, start])
@@ -50,7 +57,6 @@ def merge_intervals(
         .agg(pl.col(start).min(), pl.col(end).max())
         .sort([*keys, start])
         .drop("__grp")
-        .collect()
     )
 
 
@@ -156,21 +162,35 @@ def coverage_by_label(
         return pl.DataFrame(
             schema={"mask": pl.Int64, "labels": pl.List(pl.String), "length": pl.Int64}
         )
+    sweep = label_sweep(df, label, labels, start, end).collect()
     bits = {name: 1 << i for i, name in enumerate(labels)}
-    lf = df.lazy().with_columns(pl.col(label).cast(pl.String).alias("__label"))
-    lf = lf.filter(pl.col("__label").is_in(labels))
-    merged = merge_intervals(lf.collect(), start, end, by="__label")
-    bit = pl.col("__label").replace_strict(bits, return_dtype=pl.Int64)
-    edges = pl.concat(
-        [
-            merged.lazy().select(pl.col(start).alias("t"), bit.alias("delta")),
-            merged.lazy().select(pl.col(end).alias("t"), (-bit).alias("delta")),
-        ]
-    )
-    # Sum the deltas per instant first, so ties cannot create spurious zero-length states.
-    sweep = (
-        edges.group_by("t")
-        .agg(pl.col("delta").sum())
+    names = {m: [n for n in labels if m & bits[n]] for m in sweep["mask"].to_list()}
+    return sweep.with_columns(
+        pl.col("mask")
+        .replace_strict(names, return_dtype=pl.List(pl.String), default=None)
+        .alias("labels")
+    ).select("mask", "labels", "length")
+
+
+def label_sweep(
+    df: Frame, label: str, labels: Sequence[str], start: str = "start", end: str = "end"
+) -> pl.LazyFrame:
+    """`coverage_by_label`'s mask and length columns as a lazy query (bit i = `labels[i]`)."""
+    lf = df.lazy().select(pl.col(label).cast(pl.String).alias("__label"), start, end)
+    # One merge per label: a sort on one integer column is far cheaper than on (label, start).
+    edges = []
+    for i, name in enumerate(labels):
+        merged_label = merged(lf.filter(pl.col("__label") == name), start, end)
+        edges.append(
+            merged_label.select(pl.col(start).alias("t"), pl.lit(1 << i, pl.Int64).alias("delta"))
+        )
+        edges.append(
+            merged_label.select(pl.col(end).alias("t"), pl.lit(-(1 << i), pl.Int64).alias("delta"))
+        )
+    # At an instant with several edges only the last one's state lasts (the others have length
+    # 0 and are dropped), and it has every delta of that instant: ties need no grouping.
+    return (
+        pl.concat(edges)
         .sort("t")
         .with_columns(
             pl.col("delta").cum_sum().alias("mask"),
@@ -180,11 +200,4 @@ def coverage_by_label(
         .group_by("mask")
         .agg(pl.col("length").sum())
         .sort("mask")
-        .collect()
     )
-    names = {m: [n for n in labels if m & bits[n]] for m in sweep["mask"].to_list()}
-    return sweep.with_columns(
-        pl.col("mask")
-        .replace_strict(names, return_dtype=pl.List(pl.String), default=None)
-        .alias("labels")
-    ).select("mask", "labels", "length")

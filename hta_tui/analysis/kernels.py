@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from hta_tui.analysis import intervals
-from hta_tui.analysis.hta_view import gpu_events, hta_view, us
+from hta_tui.analysis.hta_view import KERNEL_TYPE, gpu_events, hta_view, job_cached, us
 
 #: Kernel types HTA analyses, in the order its "X overlapping Y" labels name them.
 ANALYSED_TYPES: tuple[str, ...] = ("COMPUTATION", "COMMUNICATION", "MEMORY")
@@ -66,6 +66,10 @@ _GPU_SCHEMA: dict[str, pl.DataType] = {
 def gpu_table(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
     """All ranks' GPU events (HTA's view) in one frame: rank, idx, name, cat, kernel_type,
     start, end, dur (int ns). The input of every breakdown here."""
+    return job_cached(ranks, "gpu_table", lambda: _gpu_table(ranks, hta_compat), hta_compat)
+
+
+def _gpu_table(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataFrame:
     frames = [
         gpu_events(view).select(
             pl.lit(rank, pl.Int64).alias("rank"),
@@ -93,14 +97,21 @@ def kernel_type_breakdown(gpu: pl.DataFrame, types: Sequence[str]) -> pl.DataFra
     orders equal timestamps, are left out. Sorted by sum, descending; percentage of the
     total, rounded to 1 decimal like HTA.
     """
-    parts = []
-    for rank in gpu["rank"].unique().sort().to_list():
-        cov = intervals.coverage_by_label(
-            gpu.filter(pl.col("rank") == rank), "kernel_type", labels=list(types)
-        )
-        parts.append(cov.select(pl.col("labels").list.join(" overlapping "), "length"))
-    if not parts:
+    types = list(types)
+    ranks = gpu["rank"].unique().sort().to_list()
+    sweeps = [
+        intervals.label_sweep(gpu.filter(pl.col("rank") == rank), "kernel_type", types)
+        for rank in ranks
+    ]
+    if not sweeps:
         return pl.DataFrame(schema=KERNEL_TYPE_COLUMNS)
+    per_mask = pl.concat(pl.collect_all(sweeps)).group_by("mask").agg(pl.col("length").sum())
+    names = {
+        m: " overlapping ".join(t for i, t in enumerate(types) if m & (1 << i))
+        for m in per_mask["mask"].to_list()
+    }
+    labels = pl.col("mask").replace_strict(names, return_dtype=pl.String).alias("labels")
+    parts = [per_mask.select(labels, "length")]
     total = pl.col("sum").sum()
     return (
         pl.concat(parts)
@@ -127,6 +138,7 @@ def _folded_names(gpu: pl.DataFrame, *, duration_ratio: float, num_kernels: int)
     per_name = (
         gpu.group_by([*keys, "name"])
         .agg(pl.col("dur").sum().alias("total"))
+        .with_columns(pl.col("name").cast(pl.String))  # ties break on the text
         .sort([*keys, "total", "name"], descending=[False, False, True, False])
     )
     cum = pl.col("total").cum_sum().over(keys)
@@ -183,14 +195,22 @@ def gpu_kernel_breakdown(
     types = ANALYSED_TYPES if include_memory_kernels else ANALYSED_TYPES[:2]
     gpu = gpu_table(ranks, hta_compat=hta_compat)
     type_df = kernel_type_breakdown(gpu, types)
-    analysed = gpu.filter(pl.col("kernel_type").is_in(types))
-    names = _folded_names(analysed, duration_ratio=duration_ratio, num_kernels=num_kernels)
+    # Categorical names and enum types: the group-bys and the join hash integers, not text.
+    analysed = gpu.filter(pl.col("kernel_type").is_in(types)).select(
+        "rank",
+        pl.col("kernel_type").cast(KERNEL_TYPE),
+        pl.col("name").cast(pl.Categorical),
+        "dur",
+    )
+    names = _folded_names(
+        analysed, duration_ratio=duration_ratio, num_kernels=num_kernels
+    ).with_columns(pl.col("name", "shown").cast(pl.Categorical))
     kernel_df = (
         analysed.join(names, on=["rank", "kernel_type", "name"], how="left")
         .group_by(["rank", "kernel_type", pl.col("shown").alias("name")])
         .agg(_stats(pl.col("dur")))
-        .sort(["kernel_type", "name", "rank"])
         .cast(KERNEL_COLUMNS)
+        .sort(["kernel_type", "name", "rank"])
         .select(list(KERNEL_COLUMNS))
     )
     return type_df, kernel_df
@@ -208,8 +228,7 @@ def kernel_duration_stats(
     gpu = gpu_table(ranks, hta_compat=hta_compat)
     d = us(pl.col("dur"))
     return (
-        gpu.sort("idx")
-        .group_by(["rank", "name"])
+        gpu.group_by(["rank", "name"])
         .agg(
             pl.len().alias("count"),
             d.sum().alias("sum"),
@@ -218,7 +237,8 @@ def kernel_duration_stats(
             d.min().alias("min"),
             d.median().alias("median"),
             d.max().alias("max"),
-            pl.col("cat").first().alias("cat"),
+            # Rows are in file order within a rank already; the first event's category.
+            pl.col("cat").get(pl.col("idx").arg_min()).alias("cat"),
         )
         .sort(["rank", "sum", "name"], descending=[False, True, False])
         .cast(DURATION_STATS_COLUMNS)

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from hta_tui.analysis import intervals
-from hta_tui.analysis.hta_view import gpu_events, hta_view
+from hta_tui.analysis.temporal import gpu_unions
 
 COLUMNS: dict[str, pl.DataType] = {"rank": pl.Int64(), "comp_comm_overlap_pctg": pl.Float64()}
 
@@ -25,13 +24,13 @@ def comm_comp_overlap(
     communication kernels gets a null percentage (HTA's 0/0 NaN), not a missing row.
     """
     rows = []
-    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
-        gpu = gpu_events(view)
-        comm = gpu.filter(pl.col("kernel_type") == "COMMUNICATION")
-        comp = gpu.filter(pl.col("kernel_type") == "COMPUTATION")
-        comm_len = intervals.union_length(comm)
+    for rank, comm, comm_comp, comp in (
+        gpu_unions(ranks, hta_compat=hta_compat)
+        .select("rank", "comm", "comm_comp", "comp")
+        .iter_rows()
+    ):
         pctg = None
-        if comm_len != 0:
-            pctg = round(100 * intervals.intersection_length(comm, comp) / comm_len, 2)
+        if comm != 0:  # |comm ∩ comp| = |comm| + |comp| - |comm ∪ comp|
+            pctg = round(100 * (comm + comp - comm_comp) / comm, 2)
         rows.append((rank, pctg))
     return pl.DataFrame(rows, schema=COLUMNS, orient="row")

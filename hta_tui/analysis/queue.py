@@ -138,7 +138,9 @@ def _rank_series(rank: int, pairs: pl.DataFrame) -> pl.DataFrame:
         changes.sort(["stream", "ts", "order", "pos"])
         .with_columns(
             pl.lit(rank, pl.Int64).alias("rank"),
-            pl.col("delta").cum_sum().over("stream").alias("queue_length"),
+            # Each pair adds +1 and -1 on its op's stream, so every stream's deltas sum to 0
+            # and one running sum over the stream-sorted rows restarts at 0 on each stream.
+            pl.col("delta").cum_sum().alias("queue_length"),
         )
         .select(list(SERIES_COLUMNS))
         .cast(SERIES_COLUMNS)
@@ -251,7 +253,8 @@ def time_blocked_on_full_queue(
     duration_at_max_queue_length (us) and relative_duration_at_max_queue_length (that over
     the rank's trace duration: last event start minus first, as HTA's
     `get_trace_duration`). Only streams that reached the maximum; sorted by rank, stream.
-    `series` reuses a `queue_length_series(ranks, hta_compat=...)` already computed.
+    `series` reuses a `queue_length_series(ranks, hta_compat=...)` already computed (sorted
+    as that returns it).
     DEVIATION: HTA keeps its result in a dict keyed by rank, so it reports only the last
     such stream of each rank; we report every stream.
     """
@@ -266,10 +269,14 @@ def time_blocked_on_full_queue(
         schema={"rank": pl.Int64, "trace_duration": pl.Int64},
         orient="row",
     )
-    held = pl.col("ts").shift(-1).over(["rank", "stream"]) - pl.col("ts")
+    # The series is sorted by rank, stream and ts (as `queue_length_series` returns it), so the
+    # next change of a stream is the next row unless the stream (or rank) changes there.
+    same = (pl.col("rank") == pl.col("rank").shift(-1)) & (
+        pl.col("stream") == pl.col("stream").shift(-1)
+    )
+    held = pl.when(same).then(pl.col("ts").shift(-1) - pl.col("ts"))
     return (
-        series.sort(["rank", "stream", "ts"], maintain_order=True)
-        .with_columns(held.alias("held"))
+        series.with_columns(held.alias("held"))
         .filter(pl.col("queue_length") >= max_queue_length)
         .group_by(["rank", "stream"])
         .agg(pl.col("held").sum())

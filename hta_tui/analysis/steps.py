@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis import intervals
-from hta_tui.analysis.hta_view import hta_view, launch_start, us
+from hta_tui.analysis.hta_view import gpu_launches, hta_view, profiler_step_names, us
 
 _STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
 
@@ -66,10 +66,18 @@ def _origin(ranks: Mapping[int, pl.DataFrame]) -> int | None:
     return min(starts) if starts else None
 
 
-def _step_rows(view: pl.DataFrame) -> pl.DataFrame:
-    """The view's ProfilerStep events with their number (null when the name has none)."""
-    return view.filter(pl.col("name").str.starts_with("ProfilerStep")).with_columns(
-        pl.col("name").str.extract(_STEP_RE, 1).cast(pl.Int64).alias("iter")
+def _step_numbers(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """name -> iter (null without a number) for the job's ProfilerStep names: the regex runs
+    once on these few names instead of being compiled again for every rank's query."""
+    names = pl.DataFrame({"name": sorted(profiler_step_names(ranks))}, schema={"name": pl.String})
+    return names.with_columns(pl.col("name").str.extract(_STEP_RE, 1).cast(pl.Int64).alias("iter"))
+
+
+def _step_rows(view: pl.DataFrame, numbers: pl.DataFrame) -> pl.DataFrame:
+    """The view's ProfilerStep events with their number (null when the name has none);
+    `numbers` is `_step_numbers` of the job (it has every name of the view's steps)."""
+    return view.filter(pl.col("name").str.starts_with("ProfilerStep")).join(
+        numbers, on="name", how="left", maintain_order="left"
     )
 
 
@@ -80,9 +88,10 @@ def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -
     (with the columns) when no rank has a ProfilerStep in HTA's view.
     """
     origin = _origin(ranks)
+    numbers = _step_numbers(ranks)
     frames = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
-        steps = _step_rows(view)
+        steps = _step_rows(view, numbers)
         if steps.is_empty():
             continue
         frames.append(
@@ -102,8 +111,9 @@ def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -
 def profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
     """HTA's `get_profiler_steps`: sorted step numbers over all ranks (see module doc)."""
     steps: set[int] = set()
+    numbers = _step_numbers(ranks)
     for view in hta_view(ranks, columns=()).values():
-        steps.update(_step_rows(view)["iter"].drop_nulls().to_list())
+        steps.update(_step_rows(view, numbers)["iter"].drop_nulls().to_list())
     return sorted(steps)
 
 
@@ -119,37 +129,47 @@ def _robust_z(col: str) -> pl.Expr:
     return dev / scale
 
 
-def _rank_step_metrics(view: pl.DataFrame, rank: int) -> pl.DataFrame:
+def _rank_step_metrics(
+    view: pl.DataFrame, numbers: pl.DataFrame, gpu: pl.DataFrame, rank: int
+) -> pl.LazyFrame | None:
     """Per step of one rank: step duration, NCCL kernel busy time and computation busy time (ns).
 
-    A GPU event belongs to the step during which its launch started on the CPU (HTA assigns
-    GPU events to the iteration of their launch the same way). Busy time is the union of the
-    events' intervals, so overlapping NCCL kernels on several streams count once.
+    `gpu`: the rank's rows of `gpu_launches`. A GPU event belongs to the step during which its
+    launch started on the CPU (HTA assigns GPU events to the iteration of their launch the
+    same way). Busy time is the union of the events' intervals, so overlapping NCCL kernels on
+    several streams count once. None without numbered steps.
     """
     steps = (
-        _step_rows(view)
+        _step_rows(view, numbers)
         .filter(pl.col("iter").is_not_null())
         .select("iter", pl.col("start").alias("s_start"), pl.col("end").alias("s_end"))
         .sort("s_start")
     )
     if steps.is_empty():
-        return pl.DataFrame()
-    gpu = launch_start(view).filter(pl.col("gpu") & pl.col("launch_start").is_not_null())
+        return None
+    # Eager: both unions below start from it (a lazy plan would join twice).
     gpu = (
-        gpu.sort("launch_start")
+        gpu.filter(pl.col("launch_start").is_not_null())
+        .sort("launch_start")
         .join_asof(steps, left_on="launch_start", right_on="s_start", strategy="backward")
         .filter(pl.col("launch_start") < pl.col("s_end"))
+        .lazy()
     )
-    comm = gpu.filter(pl.col("kernel_type") == "COMMUNICATION")
-    comp = gpu.filter(pl.col("kernel_type") == "COMPUTATION")
-    out = steps.select(
+    out = steps.lazy().select(
         pl.lit(rank, pl.Int64).alias("rank"),
         "iter",
         (pl.col("s_end") - pl.col("s_start")).alias("step"),
     )
-    for name, part in (("comm", comm), ("comp", comp)):
-        cov = intervals.covered_length(part, by="iter").rename({"covered": name})
-        out = out.join(cov, on="iter", how="left").with_columns(pl.col(name).fill_null(0))
+    for name, ktype in (("comm", "COMMUNICATION"), ("comp", "COMPUTATION")):
+        part = gpu.filter(pl.col("kernel_type") == ktype)
+        cov = (
+            intervals.merged(part, by="iter")
+            .group_by("iter")
+            .agg((pl.col("end") - pl.col("start")).sum().alias(name))
+        )
+        out = out.join(cov, on="iter", how="left", maintain_order="left").with_columns(
+            pl.col(name).fill_null(0)
+        )
     return out
 
 
@@ -178,11 +198,23 @@ def straggler_candidates(
     One row per rank with at least one step; z-scores are null with fewer than 3 such ranks
     (no robust reference) or when all ranks agree. Empty for a job without ProfilerSteps.
     """
-    rows = []
+    kt = pl.col("kernel_type")
+    launched = gpu_launches(ranks, hta_compat=hta_compat)
+    if launched.width == 0:  # no ranks
+        return pl.DataFrame(schema=STRAGGLER_COLUMNS)
+    launched = (
+        launched.lazy()
+        .filter(kt.is_in(("COMMUNICATION", "COMPUTATION")) & pl.col("launch_start").is_not_null())
+        .select("rank", "launch_start", "start", "end", "kernel_type")
+        .collect()
+    )
+    numbers = _step_numbers(ranks)
+    queries = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
-        m = _rank_step_metrics(view, rank)
-        if not m.is_empty():
-            rows.append(m)
+        m = _rank_step_metrics(view, numbers, launched.filter(pl.col("rank") == rank), rank)
+        if m is not None:
+            queries.append(m)
+    rows = [m for m in pl.collect_all(queries) if not m.is_empty()]
     if not rows:
         return pl.DataFrame(schema=STRAGGLER_COLUMNS)
     per_step = pl.concat(rows)
