@@ -52,3 +52,17 @@ def test_help(snap_compare, tmp_path: Path) -> None:
         await pilot.pause()
 
     assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=run_before)
+
+
+def test_overview_light(snap_compare, tmp_path: Path) -> None:
+    """The light theme."""
+    app = demo_app(tmp_path)
+    app.theme = "hta-light"
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settled)
+
+
+def test_overview_contrast(snap_compare, tmp_path: Path) -> None:
+    """The high-contrast theme."""
+    app = demo_app(tmp_path)
+    app.theme = "hta-contrast"
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settled)

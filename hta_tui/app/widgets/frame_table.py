@@ -37,7 +37,16 @@ def elide(text: str, width: int = MAX_TEXT) -> str:
     return f"{text[:half]}…{text[len(text) - (width - 1 - half):]}"
 
 
-def format_value(value: Any, dtype: pl.DataType) -> str:
+def float_style(col: pl.Series) -> str:
+    """One number format per column, so a column's numbers line up: whole numbers without
+    decimals, one decimal from 10 up, three significant digits for small values."""
+    finite = col.drop_nulls().drop_nans()
+    if finite.is_empty() or (finite == finite.round(0)).all():
+        return "int"
+    return "one" if finite.abs().max() >= 10 else "sig"
+
+
+def format_value(value: Any, dtype: pl.DataType, style: str = "one") -> str:
     """Numbers right-aligned and readable (1,234.5); nulls as a dash; long texts elided."""
     if value is None:
         return "-"
@@ -48,7 +57,11 @@ def format_value(value: Any, dtype: pl.DataType) -> str:
     if dtype.is_float():
         if value != value:  # NaN
             return "-"
-        return f"{value:,.1f}" if abs(value) >= 10 else f"{value:.3g}"
+        if style == "int":
+            return f"{value:,.0f}"
+        if style == "sig" or abs(value) < 0.1:
+            return f"{value:.3g}"
+        return f"{value:,.1f}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(str, value)) + "]"
     return elide(str(value))
@@ -169,9 +182,13 @@ class FrameTable(DataTable):
             self.add_column(label, key=name)
         shown = df.head(self.max_rows)
         schema = shown.schema
+        styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
         for i, row in enumerate(shown.iter_rows()):
             cells = [
-                Text(format_value(v, schema[c]), justify="right" if c in numeric else "left")
+                Text(
+                    format_value(v, schema[c], styles.get(c, "one")),
+                    justify="right" if c in numeric else "left",
+                )
                 for c, v in zip(shown.columns, row, strict=True)
             ]
             self.add_row(*cells, key=str(i))
