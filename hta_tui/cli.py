@@ -29,6 +29,12 @@ def app_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-watch", action="store_true", help="do not watch for new files")
     p.add_argument("--no-mouse", action="store_true", help="leave mouse reporting off")
     p.add_argument("--theme", default=None, help="colour theme")
+    diff = p.add_argument_group("comparing two runs")
+    diff.add_argument(
+        "--compare", type=Path, metavar="TEST", help="open the diff of PATH (control) with TEST"
+    )
+    diff.add_argument("--rank", type=int, help="control rank (default: its smallest)")
+    diff.add_argument("--test-rank", type=int, help="test rank (default: its smallest)")
     _common(p)
     return p
 
@@ -133,9 +139,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     else:
         path = args.path
-    if not path.exists():
-        print(f"hta-tui: {path}: no such file or folder", file=sys.stderr)
-        return EXIT_USAGE
+    for p in (path, args.compare):
+        if p is not None and not p.exists():
+            print(f"hta-tui: {p}: no such file or folder", file=sys.stderr)
+            return EXIT_USAGE
+    if args.compare is None and (args.rank is not None or args.test_rank is not None):
+        parser.error("--rank and --test-rank choose the ranks of a comparison (with --compare)")
     from hta_tui.app.app import run_app
     from hta_tui.trace.cache import Cache
 
@@ -147,4 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         mouse=not args.no_mouse,
         theme=args.theme,
         workers=args.workers,
+        compare=args.compare,
+        control_rank=args.rank,
+        test_rank=args.test_rank,
     )

@@ -9,6 +9,10 @@ Flow:
           running, snapshot the set and start _compute_overview (thread) -> OverviewReady
     _recheck_incomplete (1/s, while watching): stat the incomplete files; reload changed ones
           (a watcher can miss a rewrite: polling compares whole-second mtimes)
+
+Comparing (`compare=TEST`): the test side is a second TraceSet (`compare_set`) loaded and
+watched by the same workers and handlers; every loading message carries the side it belongs to
+(`msg.side`, "main" or "test"), and each side has its own scan generation.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import locale
 import os
 import sys
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,7 +44,7 @@ from hta_tui.app.messages import (
 )
 from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
-from hta_tui.app.screens.registry import SCREENS
+from hta_tui.app.screens.registry import DIFF, SCREENS
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.themes import DEFAULT as DEFAULT_THEME
 from hta_tui.themes import THEMES
@@ -52,6 +57,31 @@ from hta_tui.trace.model import TraceSet
 TICK = 0.1
 #: While watching, incomplete files are stat'ed this often (seconds) in case an event was missed.
 RECHECK = 1.0
+
+#: The two trace sets: the app's own (the control side when comparing) and the test side.
+MAIN, TEST = "main", "test"
+
+
+@dataclass
+class SideState:
+    """Loading state of one trace set: its scan generation, whether a full scan is under way,
+    and the files known when that scan started (those it does not list again are gone)."""
+
+    root: Path
+    trace_set: TraceSet
+    generation: int = 0
+    scanning: bool = False
+    before: set[Path] = field(default_factory=set)
+
+
+def tag(msg: Any, side: str) -> Any:
+    """Mark a loading message with the side (trace set) it belongs to."""
+    msg.side = side
+    return msg
+
+
+def side_of(msg: Any) -> str:
+    return getattr(msg, "side", MAIN)
 
 
 def unicode_ok() -> bool:
@@ -102,6 +132,7 @@ class HtaApp(App[int]):
             Binding(e.key, f"goto('{e.mode}')", e.title, show=False, tooltip=f"{e.title} screen")
             for e in SCREENS
         ),
+        Binding(DIFF.key, f"goto('{DIFF.mode}')", DIFF.title, show=False, tooltip="Diff screen"),
     ]
 
     def __init__(
@@ -115,7 +146,12 @@ class HtaApp(App[int]):
         theme: str | None = None,
         timings: bool = True,
         ascii: bool | None = None,
+        compare: str | Path | None = None,
+        control_rank: int | None = None,
+        test_rank: int | None = None,
     ) -> None:
+        if compare is not None:
+            self.DEFAULT_MODE = DIFF.mode  # the diff is the first screen shown
         super().__init__()
         for t in THEMES:
             self.register_theme(t)
@@ -130,21 +166,26 @@ class HtaApp(App[int]):
         if theme is not None:
             self.theme = theme
         self.trace_set = TraceSet(self.root)
+        #: comparing: the test side (`path` is the control), and each side's chosen rank
+        self.compare_root = Path(compare) if compare is not None else None
+        self.compare_set = TraceSet(self.compare_root) if self.compare_root is not None else None
+        self.control_rank = control_rank
+        self.test_rank = test_rank
+        self._sides: dict[str, SideState] = {MAIN: SideState(self.root, self.trace_set)}
+        if self.compare_set is not None and self.compare_root is not None:
+            self._sides[TEST] = SideState(self.compare_root, self.compare_set)
         # the root's name, never its absolute path (screenshots, shared terminals)
         self._label = (self.root.name or str(self.root)) + ("" if self.root.is_file() else "/")
-        #: bumps on every full scan; results of an older scan are dropped
-        self.scan_generation = 0
         self.watcher_state = "off"
         self.status_info = StatusInfo(root=self._label, scanning=True)
         self.overview_data: OverviewData | None = None
-        self._scanning = False
-        self._scan_before: set[Path] = set()
         self._overview_worker: Worker | None = None
         self._overview_requested: tuple[Any, ...] | None = None
         self._overview_shown = -1
         self._worker_paths: dict[Worker, list[Path]] = {}
+        self._worker_side: dict[Worker, str] = {}
         self._stop_watch: asyncio.Event | None = None
-        self._recheck_worker: Worker | None = None
+        self._recheck_workers: dict[str, Worker] = {}
         #: the kernel the detail screen shows (set by enter on the kernels screen)
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
@@ -154,13 +195,34 @@ class HtaApp(App[int]):
                 self.add_mode("overview", lambda: OverviewScreen(ascii=self.ascii))
             else:
                 self.add_mode(entry.mode, lambda entry=entry: entry.load()())
+        if self.comparing:
+            self.add_mode(DIFF.mode, lambda: DIFF.load()())
+
+    @property
+    def comparing(self) -> bool:
+        return self.compare_set is not None
+
+    def scanning(self, side: str = MAIN) -> bool:
+        """Is a full scan of that side's folder ("main" or "test") still listing files?"""
+        state = self._sides.get(side)
+        return state is not None and state.scanning
+
+    @property
+    def scan_generation(self) -> int:
+        """Bumps on every full scan of the main set; results of an older scan are dropped."""
+        return self._sides[MAIN].generation
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # key 0 does nothing unless comparing
+        return not (action == "goto" and parameters == (DIFF.mode,) and not self.comparing)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self.set_interval(TICK, self._tick)
         self.set_interval(RECHECK, self._recheck_incomplete)
         if self.watch_enabled:
-            self._run_watch()
+            for side in self._sides:
+                self._run_watch(side)
         self.action_reload()
 
     async def action_quit(self) -> None:
@@ -171,26 +233,35 @@ class HtaApp(App[int]):
     @property
     def settled(self) -> bool:
         """Nothing left to do: no file loading, no overview computing or out of date (tests)."""
-        counts = self.trace_set.counts()
         busy = any(
             w.group in ("load", "reload", "overview") and not w.is_finished for w in self.workers
         )
+        sides_done = all(
+            not state.scanning
+            and state.trace_set.counts().get("pending", 0) == 0
+            and state.trace_set.counts().get("loading", 0) == 0
+            for state in self._sides.values()
+        )
         return (
             not busy
-            and not self._scanning
-            and counts.get("pending", 0) == 0
-            and counts.get("loading", 0) == 0
+            and sides_done
             and self._overview_requested == self._overview_key()
             and self._overview_shown == self.trace_set.generation
         )
 
     # -- actions --------------------------------------------------------------------------------
     def action_reload(self) -> None:
-        """Discover the folder again and load everything (cache hits are instant)."""
-        self.scan_generation += 1
-        self._scanning = True
-        self._scan_before = set(self.trace_set.entries)
-        self._load_all(self.root, self.scan_generation)
+        """Discover the folder (both sides' when comparing) again and load everything (cache
+        hits are instant)."""
+        for side, state in self._sides.items():
+            for worker, owner in list(self._worker_side.items()):
+                if owner == side and worker.group == "load" and not worker.is_finished:
+                    worker.cancel()  # an older scan of this side; its messages are dropped
+            state.generation += 1
+            state.scanning = True
+            state.before = set(state.trace_set.entries)
+            worker = self._load_all(state.root, state.generation, side)
+            self._worker_side[worker] = side
 
     def action_goto(self, mode: str) -> None:
         """Show a numbered screen (each keeps its own state: its mode's screen stack)."""
@@ -251,7 +322,8 @@ class HtaApp(App[int]):
             "Reload", "Discover and load the trace folder again", self.action_reload
         )
         yield SystemCommand("Help", "Show every key binding", self.action_help)
-        for entry in SCREENS:
+        entries = (DIFF, *SCREENS) if self.comparing else SCREENS
+        for entry in entries:
             yield SystemCommand(
                 f"{entry.key} {entry.title}",
                 f"Show the {entry.title.lower()} screen",
@@ -259,13 +331,14 @@ class HtaApp(App[int]):
             )
 
     # -- workers --------------------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="load", exit_on_error=False, name="load")
-    def _load_all(self, root: Path, generation: int) -> None:
+    # Not `exclusive`: both sides load at once; action_reload cancels a side's older scan.
+    @work(thread=True, group="load", exit_on_error=False, name="load")
+    def _load_all(self, root: Path, generation: int, side: str = MAIN) -> None:
         worker = get_current_worker()
         files = discover(root)
         if worker.is_cancelled:
             return
-        self.post_message(FilesFound(files, generation, full=True))
+        self.post_message(tag(FilesFound(files, generation, full=True), side))
         results = load_files(
             files,
             self.cache,
@@ -274,7 +347,7 @@ class HtaApp(App[int]):
             after_parse=precompute,
         )
         for result in results:
-            self.post_message(FileLoaded(result, generation))
+            self.post_message(tag(FileLoaded(result, generation), side))
 
     @work(thread=True, group="reload", exit_on_error=False, name="reload")
     def _reload_files(
@@ -282,6 +355,7 @@ class HtaApp(App[int]):
         paths: list[Path],
         generation: int,
         known: dict[Path, tuple[str, int, int]] | None = None,
+        side: str = MAIN,
     ) -> None:
         """Stat and load `paths` again; with `known`, only those whose key changed."""
         worker = get_current_worker()
@@ -290,13 +364,13 @@ class HtaApp(App[int]):
             try:
                 tf = describe(path)
             except OSError:
-                self.post_message(FileGone(path, generation))
+                self.post_message(tag(FileGone(path, generation), side))
                 continue
             if known is None or known.get(path) != tf.key:
                 files.append(tf)
         if not files or worker.is_cancelled:
             return
-        self.post_message(FilesFound(files, generation, full=False))
+        self.post_message(tag(FilesFound(files, generation, full=False), side))
         results = load_files(
             files,
             self.cache,
@@ -305,22 +379,25 @@ class HtaApp(App[int]):
             after_parse=precompute,
         )
         for result in results:
-            self.post_message(FileLoaded(result, generation))
+            self.post_message(tag(FileLoaded(result, generation), side))
 
-    @work(exclusive=True, group="watch", exit_on_error=False, name="watch")
-    async def _run_watch(self) -> None:
+    @work(group="watch", exit_on_error=False, name="watch")
+    async def _run_watch(self, side: str = MAIN) -> None:
         from hta_tui.trace.watch import watch
 
-        self._stop_watch = stop = asyncio.Event()
-        self.post_message(WatchState("polling" if self.poll else "watching"))
+        if self._stop_watch is None:
+            self._stop_watch = asyncio.Event()  # one for both sides: quitting stops both
+        stop = self._stop_watch
+        root = self._sides[side].root
+        self.post_message(tag(WatchState("polling" if self.poll else "watching"), side))
         try:
-            async for changes in watch(self.root, poll=self.poll, stop_event=stop):
+            async for changes in watch(root, poll=self.poll, stop_event=stop):
                 if changes:
-                    self.post_message(FilesChanged(list(changes)))
+                    self.post_message(tag(FilesChanged(list(changes)), side))
         except Exception as exc:  # inotify limits, vanished folder: keep the app, say why
-            self.post_message(WatchState("off", one_line(exc)))
+            self.post_message(tag(WatchState("off", one_line(exc)), side))
             return
-        self.post_message(WatchState("off"))
+        self.post_message(tag(WatchState("off"), side))
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False, name="overview")
     def _compute_overview(self, ts: TraceSet, generation: int, ctx: dict[str, Any]) -> None:
@@ -347,15 +424,23 @@ class HtaApp(App[int]):
         self.post_message(OverviewReady(files, temporal, generation, data))
 
     # -- message handlers (main thread: the only place the TraceSet changes) -------------------
+    def _current(self, msg: Any) -> SideState | None:
+        """The side a loading message belongs to, if the message is of its current scan."""
+        state = self._sides.get(side_of(msg))
+        if state is None or msg.generation != state.generation:
+            return None
+        return state
+
     @on(FilesFound)
     def _files_found(self, msg: FilesFound) -> None:
-        if msg.generation != self.scan_generation:
+        state = self._current(msg)
+        if state is None:
             return
-        ts = self.trace_set
+        ts = state.trace_set
         if msg.full:
-            self._scanning = False
+            state.scanning = False
             listed = {tf.path for tf in msg.files}
-            for path in self._scan_before - listed:
+            for path in state.before - listed:
                 ts.remove(path)
         fresh = []
         for tf in msg.files:
@@ -367,34 +452,42 @@ class HtaApp(App[int]):
 
     @on(FileLoaded)
     def _file_loaded(self, msg: FileLoaded) -> None:
-        if msg.generation != self.scan_generation:
+        state = self._current(msg)
+        if state is None:
             return
         result = msg.result
-        current = self.trace_set.entries.get(result.file.path)
+        current = state.trace_set.entries.get(result.file.path)
         if current is None or current.file.key != result.file.key:
             return  # removed, or changed again since this load started: a newer load follows
-        self.trace_set.apply(result)
+        state.trace_set.apply(result)
 
     @on(FileGone)
     def _file_gone(self, msg: FileGone) -> None:
-        if msg.generation == self.scan_generation:
-            self.trace_set.remove(msg.path)
+        state = self._current(msg)
+        if state is not None:
+            state.trace_set.remove(msg.path)
 
     @on(FilesChanged)
     def _files_changed(self, msg: FilesChanged) -> None:
+        side = side_of(msg)
+        state = self._sides.get(side)
+        if state is None:
+            return
         reload: list[Path] = []
         for change in msg.changes:
             if change.kind == "deleted":
-                self.trace_set.remove(change.path)
+                state.trace_set.remove(change.path)
             else:
                 reload.append(change.path)
         if reload:
-            worker = self._reload_files(reload, self.scan_generation)
+            worker = self._reload_files(reload, state.generation, side=side)
             self._worker_paths[worker] = reload
+            self._worker_side[worker] = side
 
     @on(WatchState)
     def _watch_state(self, msg: WatchState) -> None:
-        self.watcher_state = msg.state
+        if side_of(msg) == MAIN:
+            self.watcher_state = msg.state
         if msg.reason:
             hint = "" if self.poll else " (try --poll)"
             self.notify(f"not watching: {msg.reason}{hint}", severity="warning", timeout=8)
@@ -414,24 +507,28 @@ class HtaApp(App[int]):
         if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             return
         paths = self._worker_paths.pop(worker, None)
+        side = self._worker_side.pop(worker, MAIN)
         if worker is self._overview_worker:
             self._overview_worker = None
-        if worker is self._recheck_worker:
-            self._recheck_worker = None
+        if self._recheck_workers.get(side) is worker:
+            del self._recheck_workers[side]
         if event.state != WorkerState.ERROR:
             return
         reason = one_line(worker.error)
         if worker.group in ("load", "reload"):
+            state = self._sides[side]
             if worker.group == "load":
-                self._scanning = False
-            self._fail_pending(paths, f"loader failed: {reason}")
+                state.scanning = False
+            self._fail_pending(paths, f"loader failed: {reason}", state.trace_set)
             self.notify(f"loading failed: {reason}", severity="error", timeout=10)
         elif worker.group == "overview":
             self.notify(f"overview failed: {reason}", severity="error", timeout=10)
 
-    def _fail_pending(self, paths: list[Path] | None, reason: str) -> None:
+    def _fail_pending(
+        self, paths: list[Path] | None, reason: str, ts: TraceSet | None = None
+    ) -> None:
         """Entries a crashed loader left pending get its error, so nothing waits forever."""
-        ts = self.trace_set
+        ts = self.trace_set if ts is None else ts
         for path, entry in list(ts.entries.items()):
             if entry.status in ("pending", "loading") and (paths is None or path in paths):
                 ts.apply(LoadResult(entry.file, "error", error=reason))
@@ -441,15 +538,21 @@ class HtaApp(App[int]):
         """Files left incomplete wait for their next change; while watching, also look for
         that change here, as a watcher can miss it (a rewrite within the same second in
         polling mode, an event lost on a network file system)."""
-        if self.watcher_state == "off" or self._recheck_worker is not None:
+        if self.watcher_state == "off":
             return
-        known = {
-            p: e.file.key for p, e in self.trace_set.entries.items() if e.status == "incomplete"
-        }
-        if known:
-            worker = self._reload_files(list(known), self.scan_generation, known)
-            self._recheck_worker = worker
-            self._worker_paths[worker] = list(known)
+        for side, state in self._sides.items():
+            if side in self._recheck_workers:
+                continue
+            known = {
+                p: e.file.key
+                for p, e in state.trace_set.entries.items()
+                if e.status == "incomplete"
+            }
+            if known:
+                worker = self._reload_files(list(known), state.generation, known, side=side)
+                self._recheck_workers[side] = worker
+                self._worker_paths[worker] = list(known)
+                self._worker_side[worker] = side
 
     def _overview_key(self) -> tuple[Any, ...]:
         return (self.trace_set.generation, self.watcher_state != "off")
@@ -466,7 +569,7 @@ class HtaApp(App[int]):
             errors=counts.get("error", 0) + counts.get("not_trace", 0),
             incomplete=counts.get("incomplete", 0),
             watch=self.watcher_state,
-            scanning=self._scanning,
+            scanning=self._sides[MAIN].scanning,
         )
         if info != self.status_info:
             self.status_info = info
@@ -494,9 +597,23 @@ def run_app(
     mouse: bool = True,
     theme: str | None = None,
     workers: int | None = None,
+    compare: Path | None = None,
+    control_rank: int | None = None,
+    test_rank: int | None = None,
 ) -> int:
-    """Run the app until the user quits; the exit code (2 for an unknown theme)."""
-    app = HtaApp(path, cache=cache, poll=poll, watch=watch, workers=workers)
+    """Run the app until the user quits; the exit code (2 for an unknown theme).
+    `compare`: a test trace folder or file to diff `path` (the control) with, on the ranks
+    `control_rank` / `test_rank` (default: each side's smallest)."""
+    app = HtaApp(
+        path,
+        cache=cache,
+        poll=poll,
+        watch=watch,
+        workers=workers,
+        compare=compare,
+        control_rank=control_rank,
+        test_rank=test_rank,
+    )
     if theme is not None:
         if theme not in app.available_themes:
             names = ", ".join(sorted(app.available_themes))

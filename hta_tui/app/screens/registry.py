@@ -40,3 +40,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}
+
+#: Screen 0, only when comparing two runs (`hta-tui CONTROL --compare TEST`): the app adds it as
+#: a mode, its first screen, and lists it in the command palette.
+DIFF = ScreenEntry("0", "diff", "Diff", "hta_tui.app.screens.diff:DiffScreen")

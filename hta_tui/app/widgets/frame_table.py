@@ -174,24 +174,27 @@ class FrameTable(DataTable):
         df = self.view_frame
         self.clear(columns=True)
         numeric = {c for c, t in df.schema.items() if t.is_numeric()}
+        shown = df.head(self.max_rows)
+        schema = shown.schema
+        styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
+        texts = {
+            c: [format_value(v, schema[c], styles.get(c, "one")) for v in shown[c].to_list()]
+            for c in shown.columns
+        }
         for name in df.columns:
             arrow = ""
             if self.sort_by is not None and self.sort_by[0] == name:
                 arrow = " ▼" if self.sort_by[1] else " ▲"
-            label = Text(name + arrow, justify="right" if name in numeric else "left")
-            self.add_column(label, key=name)
-        shown = df.head(self.max_rows)
-        schema = shown.schema
-        styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
-        for i, row in enumerate(shown.iter_rows()):
-            cells = [
-                Text(
-                    format_value(v, schema[c], styles.get(c, "one")),
-                    justify="right" if c in numeric else "left",
-                )
-                for c, v in zip(shown.columns, row, strict=True)
-            ]
-            self.add_row(*cells, key=str(i))
+            header = name + arrow
+            if name in numeric:
+                # DataTable sizes a column to its widest cell and ignores justify inside it:
+                # pad numbers to one width so their digits line up on the right.
+                width = max([len(header), *(len(t) for t in texts[name])])
+                texts[name] = [t.rjust(width) for t in texts[name]]
+                header = header.rjust(width)
+            self.add_column(Text(header), key=name)
+        for i in range(shown.height):
+            self.add_row(*(Text(texts[c][i]) for c in shown.columns), key=str(i))
         if keep is not None and self.key_column and self.key_column in shown.columns:
             match = shown.with_row_index("__i").filter(
                 pl.col(self.key_column) == keep.get(self.key_column)

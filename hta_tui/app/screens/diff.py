@@ -1,0 +1,635 @@
+"""Screen 0 (only when comparing, `hta-tui CONTROL --compare TEST`): what changed between two
+runs, op by op and kernel by kernel - HTA's TraceDiff.
+
+On top, both sides' temporal breakdowns (idle / compute / non-compute / kernel time, control,
+test and the change); below, HTA's compare_traces table sorted by the largest duration change,
+each row marked "+" (slower), "-" (faster), "new" (only in test), "gone" (only in control) or
+"=" - in words as well as colours, so NO_COLOR stays readable. `g` cycles CPU / GPU / both,
+`n` short names, `i` picks each side's iteration(s), `r` each side's rank, `/` filters; enter
+opens one op or kernel on both sides (kernel_diff_detail), escape comes back to the same row.
+
+The screen reads two trace sets (the app's `trace_set`, the control, and `compare_set`, the
+test): `compute` gets `{CONTROL_KEY: control events, TEST_KEY: test events}` of the chosen ranks
+(a side that has no loaded rank yet is missing).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import polars as pl
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, OptionList, Static
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from hta_tui.analysis import diff
+from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.status import StatusBar
+from hta_tui.trace.model import TraceSet
+
+CONTROL_KEY, TEST_KEY = 0, 1
+DEVICES = ("ALL", "CPU", "GPU")
+DEVICE_LABEL = {"ALL": "CPU + GPU", "CPU": "CPU ops", "GPU": "GPU kernels"}
+
+#: compare_traces column -> column on screen (narrow: 80 columns show every number).
+DISPLAY: dict[str, str] = {
+    "diff_duration": "diff us",
+    "Control_total_duration": "ctrl us",
+    "Test_total_duration": "test us",
+    "Control_counts": "ctrl n",
+    "Test_counts": "test n",
+    "diff_counts": "diff n",
+    "name": "name",
+}
+#: the change marker -> component class suffix (colour from the theme)
+MARK_STYLE = {"+": "slower", "-": "faster", "new": "new", "gone": "gone", "=": "same"}
+#: temporal_breakdown metric -> (label, percentage metric)
+TEMPORAL = (
+    ("idle_time(us)", "idle", "idle_time_pctg"),
+    ("compute_time(us)", "compute", "compute_time_pctg"),
+    ("non_compute_time(us)", "non-compute", "non_compute_time_pctg"),
+    ("kernel_time(us)", "kernel", None),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# pure helpers (worker side)
+
+
+def side_iterations(events: pl.DataFrame, choice: Any, average: bool) -> Any:
+    """The `*_iteration` argument for one side: `choice` None (HTA's first complete
+    iteration), an iteration number, or "all" (every complete one, averaged)."""
+    if choice == "all":
+        return diff.complete_iterations(events)
+    if choice is None:
+        return diff.complete_iterations(events)[:1] if average else None
+    return [int(choice)] if average else int(choice)
+
+
+def change_marker() -> pl.Expr:
+    c, t, d = pl.col("Control_counts"), pl.col("Test_counts"), pl.col("diff_duration")
+    return (
+        pl.when((c == 0) & (t > 0))
+        .then(pl.lit("new"))
+        .when((t == 0) & (c > 0))
+        .then(pl.lit("gone"))
+        .when(d > 0)
+        .then(pl.lit("+"))
+        .when(d < 0)
+        .then(pl.lit("-"))
+        .otherwise(pl.lit("="))
+    )
+
+
+def display_frame(comp: pl.DataFrame) -> pl.DataFrame:
+    """compare_traces for the table: a change marker, sorted by |diff_duration| (largest
+    first, then by name), narrow column names; the numbers untouched."""
+    return (
+        comp.with_columns(change_marker().alias("chg"))
+        .sort(pl.col("diff_duration").abs(), "name", descending=[True, False], nulls_last=True)
+        .select("chg", *[pl.col(k).alias(v) for k, v in DISPLAY.items()])
+    )
+
+
+def undisplay(df: pl.DataFrame) -> pl.DataFrame:
+    """The table's frame back in compare_traces' column names (tests, exports by name)."""
+    return df.select([pl.col(v).alias(k) for k, v in DISPLAY.items()])
+
+
+# --------------------------------------------------------------------------------------------
+# the two trace sets as one source for AnalysisScreen's refresh loop
+
+
+class PairSources:
+    """Control and test trace sets seen as one: a generation that changes with either, the
+    entries of both (for the "still loading" check), and snapshots of both."""
+
+    def __init__(
+        self,
+        control: TraceSet,
+        test: TraceSet | None,
+        scanning: tuple[bool, bool] = (False, False),
+    ) -> None:
+        self.control = control
+        self.test = test
+        self.scanning = scanning  # is each side's folder still being listed?
+
+    @property
+    def generation(self) -> tuple[int, int]:
+        return (self.control.generation, -1 if self.test is None else self.test.generation)
+
+    @property
+    def entries(self) -> dict[Any, Any]:
+        out: dict[Any, Any] = {("control", p): e for p, e in self.control.entries.items()}
+        if self.test is not None:
+            out |= {("test", p): e for p, e in self.test.entries.items()}
+        return out
+
+    def snapshot(self) -> PairSources:
+        return PairSources(
+            self.control.snapshot(),
+            None if self.test is None else self.test.snapshot(),
+            self.scanning,
+        )
+
+    def loading(self) -> tuple[bool, bool]:
+        def busy(ts: TraceSet | None, scanning: bool) -> bool:
+            if ts is None:
+                return False
+            return scanning or any(e.status in ("pending", "loading") for e in ts.entries.values())
+
+        return busy(self.control, self.scanning[0]), busy(self.test, self.scanning[1])
+
+    def pick(self, params: Params) -> tuple[dict[int, pl.DataFrame], dict[str, Any]]:
+        """Events of each side's chosen rank (default: its smallest loaded one)."""
+        frames: dict[int, pl.DataFrame] = {}
+        info: dict[str, Any] = {}
+        sides = (("control", CONTROL_KEY, self.control), ("test", TEST_KEY, self.test))
+        for side, key, ts in sides:
+            loaded = ts.loaded() if ts is not None else {}
+            want = params.get(f"{side}_rank")
+            rank = want if want is not None else min(loaded, default=None)
+            info[f"{side}_ranks"] = sorted(loaded)
+            info[f"{side}_rank"] = rank
+            if rank is not None and rank in loaded:
+                frames[key] = loaded[rank].events
+        c_busy, t_busy = self.loading()
+        info["control_loading"], info["test_loading"] = c_busy, t_busy
+        info["comparing"] = self.test is not None
+        return frames, info
+
+
+# --------------------------------------------------------------------------------------------
+# widgets
+
+
+class DiffTable(FrameTable):
+    """The compare_traces table: the change marker and the duration change in colour."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        # `g` is "top" in other tables; here it is the device toggle, as on the screen
+        Binding("g", "screen.cycle_device", "CPU/GPU", tooltip="CPU ops, GPU kernels or both"),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "diff-table--slower",
+        "diff-table--faster",
+        "diff-table--new",
+        "diff-table--gone",
+        "diff-table--same",
+    }
+
+    def _render_frame(self) -> None:
+        super()._render_frame()
+        df = self.view_frame.head(self.max_rows)
+        if df.is_empty() or "chg" not in df.columns:
+            return
+        for i, (mark, change) in enumerate(df.select("chg", "diff us").iter_rows()):
+            style = self.get_component_rich_style(
+                f"diff-table--{MARK_STYLE.get(mark, 'same')}", partial=True
+            )
+            self.update_cell(str(i), "chg", Text(mark, style=style), update_width=False)
+            number = "-" if change is None else f"{change:+,.1f}" if change else "0.0"
+            self.update_cell(
+                str(i), "diff us", Text(number, style=style, justify="right"), update_width=False
+            )
+
+
+class SidePicker(ModalScreen[tuple[Any, Any] | None]):
+    """One choice per side (control | test): enter picks in the control list and moves to the
+    test list; enter there closes with both. Escape cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("tab", "focus_next", "Next list", show=False),
+    ]
+
+    def __init__(
+        self,
+        title: str,
+        control: list[tuple[str, Any]],
+        test: list[tuple[str, Any]],
+        current: tuple[Any, Any],
+    ) -> None:
+        super().__init__()
+        self.title_text = title
+        self.choices = {"control": control, "test": test}
+        self.current = list(current)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="side-picker"):
+            yield Static(self.title_text, classes="picker-title")
+            with Horizontal(id="side-picker-lists"):
+                for side in ("control", "test"):
+                    with Vertical(classes="side-picker-side"):
+                        yield Static(side, classes="side-picker-label")
+                        options = [
+                            Option(label, id=str(i))
+                            for i, (label, _) in enumerate(self.choices[side])
+                        ]
+                        yield OptionList(*options, id=f"pick-{side}")
+            yield Static("enter: pick (control, then test) · escape: cancel", classes="hint")
+
+    def on_mount(self) -> None:
+        for n, side in enumerate(("control", "test")):
+            values = [v for _, v in self.choices[side]]
+            lst = self.query_one(f"#pick-{side}", OptionList)
+            if values:
+                lst.highlighted = values.index(self.current[n]) if self.current[n] in values else 0
+        self.query_one("#pick-control", OptionList).focus()
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        side = "control" if event.option_list.id == "pick-control" else "test"
+        value = self.choices[side][int(event.option.id or 0)][1]
+        if side == "control":
+            self.current[0] = value
+            self.query_one("#pick-test", OptionList).focus()
+        else:
+            self.current[1] = value
+            self.dismiss((self.current[0], self.current[1]))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+# --------------------------------------------------------------------------------------------
+# the screen
+
+
+class DiffScreen(AnalysisScreen):
+    TITLE = "Diff"
+    CSS_PATH = "diff.tcss"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "pick_rank", "Ranks", tooltip="The rank compared on each side"),
+        Binding("g", "cycle_device", "CPU/GPU", tooltip="CPU ops, GPU kernels or both"),
+        Binding("i", "pick_iterations", "Iterations", tooltip="The iterations of each side"),
+        Binding("n", "toggle_short", "Short names", tooltip="Match on HTA's shortened names"),
+    ]
+
+    def default_params(self) -> dict[str, Any]:
+        try:
+            app = self.app
+        except Exception:  # built outside an app (tests of the class)
+            app = None
+        return {
+            "control_rank": getattr(app, "control_rank", None),
+            "test_rank": getattr(app, "test_rank", None),
+            "device": "ALL",
+            "short": False,
+            "control_iteration": None,
+            "test_iteration": None,
+        }
+
+    @property
+    def trace_set(self) -> PairSources:  # type: ignore[override]
+        app: Any = self.app
+        scanning = getattr(app, "scanning", None)
+        flags = (scanning("main"), scanning("test")) if scanning else (False, False)
+        return PairSources(app.trace_set, getattr(app, "compare_set", None), flags)
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="diff-sides")
+        yield Static("", id="diff-temporal")
+        yield Static("", id="diff-summary", classes="summary")
+        yield DiffTable(id="diff-table", key_column="name", export_name="diff")
+        yield Static("", id="diff-name")
+
+    def _title_text(self) -> str:
+        p = self.params
+        parts = [self.TITLE, DEVICE_LABEL[p.get("device", "ALL")]]
+        if p.get("short"):
+            parts.append("short names")
+        return "  ·  ".join(parts)
+
+    # -- computing ------------------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
+    def _compute(self, ts: PairSources, params: Params) -> None:  # type: ignore[override]
+        worker = get_current_worker()
+        frames, info = ts.pick(params)
+        if worker.is_cancelled:
+            return
+        result = self.compute(frames, params)
+        result.update(info)
+        if not worker.is_cancelled:
+            self.post_message(Computed(result, ts.generation, params))  # type: ignore[arg-type]
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        control, test = frames.get(CONTROL_KEY), frames.get(TEST_KEY)
+        out: dict[str, Any] = {"control": control, "test": test, "ready": False}
+        if control is None or test is None:
+            return out
+        c_choice, t_choice = params.get("control_iteration"), params.get("test_iteration")
+        average = "all" in (c_choice, t_choice)
+        kw: dict[str, Any] = {
+            "control_iteration": side_iterations(control, c_choice, average),
+            "test_iteration": side_iterations(test, t_choice, average),
+            "device_type": params.get("device", "ALL"),
+            "use_short_name": bool(params.get("short", False)),
+            "average_iterations": average,
+        }
+        comp = diff.compare_traces(control, test, **kw)
+        out.update(
+            ready=True,
+            kw=kw,
+            compare=comp,
+            table=display_frame(comp),
+            ops=diff.ops_diff(control, test, **kw),
+            temporal=diff.breakdown_diff(control, test)["temporal"],
+            control_iterations=diff.complete_iterations(control),
+            test_iterations=diff.complete_iterations(test),
+            control_steps=diff.step_numbers(control),
+            test_steps=diff.step_numbers(test),
+        )
+        return out
+
+    # -- showing --------------------------------------------------------------------------------
+    def _side_label(self, side: str, result: dict[str, Any]) -> str:
+        app = self.app
+        root = app.root if side == "control" else getattr(app, "compare_root", None)  # type: ignore[attr-defined]
+        name = "-" if root is None else (root.name or str(root))
+        rank = result.get(f"{side}_rank")
+        text = f"{side}: {name} rank {rank if rank is not None else '-'}"
+        if result.get("ready"):
+            choice = self.params.get(f"{side}_iteration")
+            iters = result[f"{side}_iterations"]
+            if choice == "all":
+                text += f", avg of {len(iters)} iter"
+            elif choice is not None:
+                text += f", iter {choice}"
+            elif iters:
+                text += f", iter {iters[0]}"
+        return text
+
+    def show(self, result: dict[str, Any]) -> None:
+        sides = self.query_one("#diff-sides", Static)
+        temporal = self.query_one("#diff-temporal", Static)
+        summary = self.query_one("#diff-summary", Static)
+        table = self.query_one("#diff-table", DiffTable)
+        sides.update(
+            f"{self._side_label('control', result)}  |  {self._side_label('test', result)}"
+        )
+        if not result.get("ready"):
+            temporal.display = False
+            table.show_frame(pl.DataFrame())
+            summary.update(self._missing_text(result))
+            self._show_name()
+            return
+        temporal.display = True
+        temporal.update(self._temporal_text(result["temporal"]))
+        table.show_frame(result["table"])
+        summary.update(self._summary_text(result))
+        self._show_name()
+
+    def _missing_text(self, result: dict[str, Any]) -> str:
+        if not result.get("comparing"):
+            return "Not comparing: start hta-tui CONTROL --compare TEST to diff two runs."
+        lines = []
+        for side in ("control", "test"):
+            if result.get(side) is not None:
+                continue
+            rank, ranks = result.get(f"{side}_rank"), result.get(f"{side}_ranks") or []
+            if result.get(f"{side}_loading"):
+                lines.append(f"The {side} side is still loading.")
+            elif not ranks:
+                lines.append(f"The {side} side has no loaded trace (see screen 1 for errors).")
+            else:
+                have = ", ".join(map(str, ranks))
+                lines.append(f"The {side} side has no rank {rank} (ranks {have}; r to pick).")
+        return " ".join(lines)
+
+    def _summary_text(self, result: dict[str, Any]) -> str:
+        notes = []
+        for side in ("control", "test"):
+            if not result[f"{side}_iterations"]:
+                notes.append(f"{side} has no ProfilerStep: none of its ops are compared")
+        if result["compare"].is_empty():
+            notes.append("no ops or kernels on either side in the compared iterations")
+            return "; ".join(notes).capitalize() + "."
+        table: pl.DataFrame = result["table"]
+        counts = table["chg"].value_counts()
+        n = dict(zip(counts["chg"].to_list(), counts["count"].to_list(), strict=True))
+        text = (
+            f"{n.get('+', 0)} slower (+), {n.get('-', 0)} faster (-), "
+            f"{n.get('new', 0)} new, {n.get('gone', 0)} gone, {n.get('=', 0)} same"
+        )
+        if result["kw"]["average_iterations"]:
+            text += "; per iteration"
+        if notes:
+            text += "; " + "; ".join(notes)
+        return text
+
+    @staticmethod
+    def _temporal_text(df: pl.DataFrame) -> Text:
+        values = {m: (c, t, d) for m, c, t, d in df.iter_rows()}
+
+        def num(v: float | None, sign: bool = False) -> str:
+            if v is None:
+                return "-"
+            return f"{v:+,.0f}" if sign else f"{v:,.0f}"
+
+        def pct(v: float | None, sign: bool = False) -> str:
+            if v is None:
+                return ""
+            return f" ({v:+.1f}%)" if sign else f" ({v:.1f}%)"
+
+        rows = [("GPU time (us)", "control", "test", "change")]
+        for metric, label, pmetric in TEMPORAL:
+            c, t, d = values.get(metric, (None, None, None))
+            pc, pt, pd = values.get(pmetric, (None, None, None)) if pmetric else (None,) * 3
+            rows.append((label, num(c) + pct(pc), num(t) + pct(pt), num(d, True) + pct(pd, True)))
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        text = Text(no_wrap=True, overflow="crop")
+        for n, row in enumerate(rows):
+            line = (
+                row[0].ljust(widths[0])
+                + "  "
+                + "  ".join(cell.rjust(widths[i + 1]) for i, cell in enumerate(row[1:]))
+            )
+            text.append(line, style="bold" if n == 0 else "")
+            if n < len(rows) - 1:
+                text.append("\n")
+        return text
+
+    # -- interaction ----------------------------------------------------------------------------
+    @on(DataTable.RowHighlighted, "#diff-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_name()
+
+    def _show_name(self) -> None:
+        row = self.query_one("#diff-table", DiffTable).selected_row()
+        label = self.query_one("#diff-name", Static)
+        label.update(Text(str(row["name"]), no_wrap=True, overflow="ellipsis") if row else "")
+
+    def action_cycle_device(self) -> None:
+        current = self.params.get("device", "ALL")
+        self.set_params(device=DEVICES[(DEVICES.index(current) + 1) % len(DEVICES)])
+
+    def action_toggle_short(self) -> None:
+        self.set_params(short=not self.params.get("short", False))
+
+    def action_pick_rank(self) -> None:
+        result = self.result or {}
+        control = [(f"rank {r}", r) for r in result.get("control_ranks") or []]
+        test = [(f"rank {r}", r) for r in result.get("test_ranks") or []]
+        if not control or not test:
+            self.notify("Ranks can be picked once both sides have loaded.", timeout=4)
+            return
+        current = (result.get("control_rank"), result.get("test_rank"))
+
+        def chosen(value: tuple[Any, Any] | None) -> None:
+            if value is not None:
+                self.set_params(
+                    control_rank=value[0],
+                    test_rank=value[1],
+                    control_iteration=None,
+                    test_iteration=None,
+                )
+
+        self.app.push_screen(SidePicker("Rank compared", control, test, current), chosen)
+
+    def action_pick_iterations(self) -> None:
+        result = self.result or {}
+        if not result.get("ready"):
+            self.notify("Iterations can be picked once both sides have loaded.", timeout=4)
+            return
+
+        def options(iters: list[int], steps: list[int]) -> list[tuple[str, Any]]:
+            first = f"first complete ({iters[0]})" if iters else "first (no ProfilerStep)"
+            out: list[tuple[str, Any]] = [(first, None)]
+            out += [(f"ProfilerStep#{i}" + ("" if i in iters else " (last)"), i) for i in steps]
+            if len(iters) > 1:
+                out.append((f"average all {len(iters)} complete", "all"))
+            return out
+
+        current = (self.params.get("control_iteration"), self.params.get("test_iteration"))
+
+        def chosen(value: tuple[Any, Any] | None) -> None:
+            if value is not None:
+                self.set_params(control_iteration=value[0], test_iteration=value[1])
+
+        picker = SidePicker(
+            "Iterations compared",
+            options(result["control_iterations"], result["control_steps"]),
+            options(result["test_iterations"], result["test_steps"]),
+            current,
+        )
+        self.app.push_screen(picker, chosen)
+
+    @on(DataTable.RowSelected, "#diff-table")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        row = self.query_one("#diff-table", DiffTable).selected_row()
+        result = self.result or {}
+        if row is None or not result.get("ready"):
+            return
+        kw = result["kw"]
+        average = kw["average_iterations"]
+        c_it, t_it = kw["control_iteration"], kw["test_iteration"]
+        self.app.push_screen(
+            DiffDetailScreen(
+                result["control"],
+                result["test"],
+                str(row["name"]),
+                control_iteration=c_it,
+                test_iteration=t_it,
+                all_iterations=False,
+                use_short_name=kw["use_short_name"],
+                per_iteration=average,
+            )
+        )
+
+
+class DiffDetailScreen(Screen):
+    """One op or kernel on both sides (kernel_diff_detail): duration statistics per side and,
+    for a CPU op, the kernels it launches on each side. Escape goes back to the diff."""
+
+    CSS_PATH = "diff.tcss"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(
+        self,
+        control: pl.DataFrame,
+        test: pl.DataFrame,
+        name: str,
+        *,
+        per_iteration: bool = False,
+        **kw: Any,
+    ) -> None:
+        super().__init__()
+        self.control = control
+        self.test = test
+        self.item_name = name
+        self.kw = kw
+        self.per_iteration = per_iteration
+        self.result: dict[str, pl.DataFrame] | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("Diff detail", id="screen-title", classes="screen-title")
+        with Vertical(id="body"):
+            yield Static(Text(self.item_name, style="bold"), id="detail-item")
+            yield Static("Duration (us) on each side", classes="section-title")
+            yield FrameTable(id="diff-stats", key_column="side", export_name="diff_stats")
+            yield Static("", id="diff-kernels-title", classes="section-title")
+            yield FrameTable(id="diff-kernels", key_column="name", export_name="diff_kernels")
+        yield StatusBar()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#body").loading = True
+        info = getattr(self.app, "status_info", None)
+        if info is not None:
+            self.query_one(StatusBar).show(info)
+        self._compute()
+
+    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
+    def _compute(self) -> None:
+        result: dict[str, Any] = dict(
+            diff.kernel_diff_detail(self.control, self.test, self.item_name, **self.kw)
+        )
+        # a CPU-side name (no stream) that launched nothing, or a GPU kernel?
+        result["cpu_side"] = any(
+            (hits := events.filter(pl.col("name") == self.item_name)).height > 0
+            and hits["stream"].is_null().all()
+            for events in (self.control, self.test)
+        )
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._show, result)
+
+    def _show(self, result: dict[str, Any]) -> None:
+        self.result = result
+        self.query_one("#body").loading = False
+        stats_table = self.query_one("#diff-stats", FrameTable)
+        stats_table.show_frame(result["stats"])
+        kernels: pl.DataFrame = result["kernels"]
+        title = self.query_one("#diff-kernels-title", Static)
+        table = self.query_one("#diff-kernels", FrameTable)
+        if kernels.is_empty():
+            table.display = False
+            title.update(
+                "A CPU op that launches no GPU kernels."
+                if result["cpu_side"]
+                else "A GPU kernel (or a name absent from both sides): nothing launched."
+            )
+        else:
+            table.display = True
+            scope = "in all compared iterations" if self.per_iteration else ""
+            title.update(f"Kernels it launches (count, sum us) {scope}".strip())
+            table.show_frame(kernels)
+        stats_table.focus()
+
+    def action_back(self) -> None:
+        self.app.action_go_back()  # type: ignore[attr-defined]
