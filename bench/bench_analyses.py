@@ -37,7 +37,7 @@ HTA_CALLS: dict[str, str] = {
     "aten_op_kernels_and_delay": "ta.get_aten_op_kernels_and_delay(ranks=RANKS)",
     "profiler_steps": "ta.get_profiler_steps()",
     "potential_stragglers": "ta.get_potential_stragglers()",
-    "gpu_user_annotation_breakdown": "ta.get_gpu_user_annotation_breakdown(visualize=False)",
+    "user_annotation_breakdown": "ta.get_gpu_user_annotation_breakdown(visualize=False)",
 }
 
 

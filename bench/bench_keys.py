@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -23,8 +24,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-KEYS = ["2", "3", "j", "j", "k", "s", "s", "4", "escape", "5", "6", "7", "8", "9", "1",
-        "r", "escape", "question_mark", "escape", "3", "slash", "n", "c", "c", "l", "enter"]
+KEYS = ["2", "3", "j", "j", "k", "s", "down", "enter", "S", "enter", "escape", "4", "escape",
+        "5", "6", "7", "8", "9", "1", "2", "r", "escape", "question_mark", "escape", "3",
+        "slash", "n", "c", "c", "l", "enter", "e", "1"]
 
 
 async def measure(folder: Path, cache_dir: Path, size: tuple[int, int]) -> dict:
@@ -33,18 +35,33 @@ async def measure(folder: Path, cache_dir: Path, size: tuple[int, int]) -> dict:
 
     app = HtaApp(folder, cache=Cache(cache_dir), watch=False, timings=False)
     presses: list[tuple[str, float]] = []
+    blocks: list[tuple[str, float]] = []
     ready: dict[str, float] = {}
+    lag = {"max": 0.0}
+
+    async def heartbeat() -> None:
+        """The longest the event loop went without running us: how long a key could wait."""
+        tick = 0.002
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(tick)
+            lag["max"] = max(lag["max"], time.perf_counter() - t - tick)
+
     async with app.run_test(size=size) as pilot:
+        beat = asyncio.ensure_future(heartbeat())
         t0 = time.perf_counter()
         while not app.settled:
             await pilot.pause(0.05)
         open_s = time.perf_counter() - t0
         for key in KEYS:
+            lag["max"] = 0.0
             t = time.perf_counter()
             await pilot.press(key)
             await pilot.pause(0)  # processed and repainted
             presses.append((key, time.perf_counter() - t))
-            if key.isdigit():
+            await pilot.pause(0.3)  # results landing after the key count too
+            blocks.append((key, lag["max"]))
+            if key.isdigit() and key != "1":
                 t = time.perf_counter()
                 deadline = t + 120
                 while time.perf_counter() < deadline:
@@ -53,7 +70,8 @@ async def measure(folder: Path, cache_dir: Path, size: tuple[int, int]) -> dict:
                     if not busy and getattr(app.screen, "result", True) is not None:
                         break
                 ready[f"{key} {type(app.screen).__name__}"] = time.perf_counter() - t
-    return {"open_s": open_s, "presses": presses, "ready": ready}
+        beat.cancel()
+    return {"open_s": open_s, "presses": presses, "blocks": blocks, "ready": ready}
 
 
 def main() -> None:
@@ -68,12 +86,15 @@ def main() -> None:
     folder = HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
     ensure_traces(folder, args.ranks, args.mb)
     cols, rows = (int(v) for v in args.size.split("x"))
+    # `e` exports a CSV: into a temporary folder, not wherever the benchmark was started
+    os.environ["HTA_TUI_EXPORT_DIR"] = tempfile.mkdtemp(prefix="hta-tui-keys-export-")
     with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
         asyncio.run(measure(folder, Path(cache), (cols, rows)))  # cold: fills the cache
         res = asyncio.run(measure(folder, Path(cache), (cols, rows)))
-    times = [t for _, t in res["presses"]]
-    worst_key, worst = max(res["presses"], key=lambda kt: kt[1])
+    times = [t for _, t in res["blocks"]]
+    worst_key, worst = max(res["blocks"], key=lambda kt: kt[1])
     p95 = statistics.quantiles(times, n=20)[-1] if len(times) >= 20 else max(times)
+    pilot_times = [t for _, t in res["presses"]]
     lines = [
         "# Benchmark results: key latency",
         "",
@@ -82,16 +103,20 @@ def main() -> None:
         f"Data: {args.ranks} ranks x {args.mb:g} MB (synthetic), warm cache; app driven by "
         "Textual's Pilot, headless.",
         "",
-        f"- {len(times)} key presses: median **{statistics.median(times) * 1000:.0f} ms**, "
-        f"p95 **{p95 * 1000:.0f} ms**, worst **{worst * 1000:.0f} ms** (`{worst_key}`); "
-        "target: every key < 100 ms.",
+        f"- {len(times)} key presses. Longest the UI thread was busy (could not answer a key) "
+        f"while handling a key and drawing its results: median "
+        f"**{statistics.median(times) * 1000:.0f} ms**, p95 **{p95 * 1000:.0f} ms**, worst "
+        f"**{worst * 1000:.0f} ms** (`{worst_key}`); target: every key < 100 ms.",
+        f"- Pilot's press-to-idle time (includes Pilot's own waiting and screen mounts): median "
+        f"{statistics.median(pilot_times) * 1000:.0f} ms, worst {max(pilot_times) * 1000:.0f} ms.",
         f"- warm open until every file is loaded and the overview drawn: {res['open_s']:.2f} s",
         "",
         "| screen (number key) | numbers shown after (s) |",
         "|---|---:|",
         *(f"| {name} | {t:.2f} |" for name, t in res["ready"].items()),
         "",
-        "Per key (ms): " + ", ".join(f"`{k}` {t * 1000:.0f}" for k, t in res["presses"]),
+        "UI thread busy per key (ms): "
+        + ", ".join(f"`{k}` {t * 1000:.0f}" for k, t in res["blocks"]),
     ]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

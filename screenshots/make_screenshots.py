@@ -57,6 +57,23 @@ async def shoot(trace_dir: Path, out_dir: Path, theme: str, size: tuple[int, int
         path = out_dir / f"help{suffix}.svg"
         app.save_screenshot(str(path))
         written.append(path)
+    # the diff screen: rank 0 against the demo's slow rank 1
+    app = HtaApp(
+        trace_dir,
+        cache=Cache(enabled=False),
+        watch=False,
+        theme=theme,
+        timings=False,
+        ascii=False,
+        compare=trace_dir,
+        control_rank=0,
+        test_rank=1,
+    )
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        path = out_dir / f"0-diff{suffix}.svg"
+        app.save_screenshot(str(path))
+        written.append(path)
     return written
 
 

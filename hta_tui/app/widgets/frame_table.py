@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import polars as pl
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -22,7 +21,9 @@ from textual.widgets.option_list import Option
 
 from hta_tui.analysis.tables import csv_ready
 
-MAX_ROWS = 2000
+#: Rows drawn; sorting, filtering and export always use every row. Drawing is what costs
+#: (a DataTable measures each cell on the UI thread), and nobody scrolls past a few hundred.
+MAX_ROWS = 400
 
 
 #: Longer texts (C++ kernel names run to 300 characters) are cut in the middle for display;
@@ -34,7 +35,7 @@ def elide(text: str, width: int = MAX_TEXT) -> str:
     if len(text) <= width:
         return text
     half = (width - 1) // 2
-    return f"{text[:half]}…{text[len(text) - (width - 1 - half):]}"
+    return f"{text[:half]}…{text[len(text) - (width - 1 - half) :]}"
 
 
 def float_style(col: pl.Series) -> str:
@@ -192,9 +193,11 @@ class FrameTable(DataTable):
                 width = max([len(header), *(len(t) for t in texts[name])])
                 texts[name] = [t.rjust(width) for t in texts[name]]
                 header = header.rjust(width)
-            self.add_column(Text(header), key=name)
+            self.add_column(header, key=name)
+        # plain strings: measuring a Text cell costs several times more. Row keys are the
+        # row positions (subclasses restyle cells by them).
         for i in range(shown.height):
-            self.add_row(*(Text(texts[c][i]) for c in shown.columns), key=str(i))
+            self.add_row(*(texts[c][i] for c in shown.columns), key=str(i))
         if keep is not None and self.key_column and self.key_column in shown.columns:
             match = shown.with_row_index("__i").filter(
                 pl.col(self.key_column) == keep.get(self.key_column)
