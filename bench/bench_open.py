@@ -137,7 +137,7 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0, help="uncompressed JSON per rank")
     ap.add_argument("--big-mb", type=float, default=500.0, help="single-rank size; 0 skips")
     ap.add_argument("--no-hta", action="store_true")
-    ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    ap.add_argument("--out", type=Path, default=HERE / "OPEN.md")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
     ap.add_argument("folder", nargs="?", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--cache", type=Path, help=argparse.SUPPRESS)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Every benchmark in one run, on a quiet machine (~10 minutes with HTA 0.5 installed; set
+# HTA_PYTHON to its python). Each script writes its own file; RESULTS.md collects them.
+set -euo pipefail
+cd "$(dirname "$0")"
+python bench_open.py          # -> OPEN.md      (issue 2: open speed and memory)
+python bench_analyses.py      # -> ANALYSES.md  (issue 3: every analysis, against HTA)
+python bench_keys.py          # -> KEYS.md      (issue 4: key latency with 8 x 100 MB loaded)
+python bench_diff.py          # -> DIFF.md      (issue 5: trace diff)
+{
+  echo "# Benchmark results"
+  echo
+  echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md; do echo; sed 's/^# /## /' "$f"; done
+} > RESULTS.md
