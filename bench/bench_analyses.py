@@ -57,7 +57,14 @@ def _ours(folder: Path, cache: Path) -> dict:
         t = time.perf_counter()
         analysis.run(ranks, catalog.Options())
         times[analysis.name] = time.perf_counter() - t
-    return {"load_s": load, "times": times}
+    # "together": what `report` and the API run, catalog.run, on fresh frames (no shared
+    # views left over from the loop above)
+    ts = open_set(folder, Cache(cache))
+    fresh = ts.frames()
+    t = time.perf_counter()
+    catalog.run(fresh)
+    together = time.perf_counter() - t
+    return {"load_s": load, "times": times, "together_s": together}
 
 
 def _hta(folder: Path, op: str, out_dir: Path) -> dict:
@@ -160,7 +167,12 @@ def main() -> None:
         ratio = f"{h / t:.0f}x" if h is not None and t > 0 else ""
         lines.append(f"| {name} | {t:.3f} | {cell} | {ratio} |")
     total = sum(our_times.values())
-    lines += ["", f"All analyses together: **{total:.2f} s** (target <= 3 s)."]
+    lines += [
+        "",
+        f"All analyses together (`catalog.run`, what `report` and the API run, analyses two at "
+        f"a time after the first): **{ours.get('together_s', float('nan')):.2f} s** "
+        f"(target <= 3 s); one after another, as timed above: {total:.2f} s.",
+    ]
     if matched_ours:
         lines.append(
             f"Where both answered: hta-tui {matched_ours:.2f} s, HTA {matched_hta:.1f} s: "
