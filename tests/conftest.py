@@ -37,3 +37,12 @@ def oracle_frame(path: Path) -> pl.DataFrame | None:
             for n, v in zip(index_names, idx, strict=False):
                 row[str(n)] = v
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test marked `shared` gets the `shared` fixture even when it does not name it (its
+    cases are listed at collection time), so it skips, like every other one, when ../shared
+    is absent."""
+    for item in items:
+        if item.get_closest_marker("shared") is not None and "shared" not in item.fixturenames:
+            item.fixturenames.insert(0, "shared")
