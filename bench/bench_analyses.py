@@ -148,8 +148,7 @@ def main() -> None:
         "# Benchmark results: analyses on a loaded trace set",
         "",
         f"Command: `python bench/bench_analyses.py {' '.join(sys.argv[1:])}`  ",
-        f"Data: `{_shown(folder)}`;"
-        f" {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}.",
+        f"Data: `{_shown(folder)}`; {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}.",
         "",
         "| analysis | hta-tui s | HTA 0.5 s | HTA / hta-tui |",
         "|---|---:|---:|---:|",
@@ -179,8 +178,10 @@ def main() -> None:
             f"**{matched_hta / matched_ours:.0f}x** (target >= 20x)."
         )
     if hta is not None and "load_s" in hta:
-        lines.append(f"Loading (not in the above): HTA {hta['load_s']:.1f} s, hta-tui warm "
-                     f"{ours.get('load_s', float('nan')):.2f} s.")
+        lines.append(
+            f"Loading (not in the above): HTA {hta['load_s']:.1f} s, hta-tui warm "
+            f"{ours.get('load_s', float('nan')):.2f} s."
+        )
     if hta is None:
         lines.append("HTA 0.5 not run (set HTA_PYTHON to a python with HTA 0.5 installed).")
     elif "error" in hta:

@@ -24,9 +24,41 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-KEYS = ["2", "3", "j", "j", "k", "s", "down", "enter", "S", "enter", "escape", "4", "escape",
-        "5", "6", "7", "8", "9", "1", "2", "r", "escape", "question_mark", "escape", "3",
-        "slash", "n", "c", "c", "l", "enter", "e", "1"]
+KEYS = [
+    "2",
+    "3",
+    "j",
+    "j",
+    "k",
+    "s",
+    "down",
+    "enter",
+    "S",
+    "enter",
+    "escape",
+    "4",
+    "escape",
+    "5",
+    "6",
+    "7",
+    "8",
+    "9",
+    "1",
+    "2",
+    "r",
+    "escape",
+    "question_mark",
+    "escape",
+    "3",
+    "slash",
+    "n",
+    "c",
+    "c",
+    "l",
+    "enter",
+    "e",
+    "1",
+]
 
 
 async def measure(folder: Path, cache_dir: Path, size: tuple[int, int]) -> dict:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -148,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     from hta_tui.app.app import run_app
     from hta_tui.trace.cache import Cache
 
+    if args.demo:  # the demo lives in a temporary folder: remove it on the way out
+        atexit.register(shutil.rmtree, path, True)
     return run_app(
         path,
         cache=Cache(enabled=not args.no_cache),

@@ -71,9 +71,11 @@ async def test_live_update_keeps_screen_and_selection(traces: Path, tmp_path: Pa
         await wait_until(pilot, lambda: len(app.trace_set.loaded()) == 3)
         await wait_until(
             pilot,
-            lambda: app.screen._shown_key is not None
-            and app.screen._shown_key[0] > generation
-            and screen_ready(app),
+            lambda: (
+                app.screen._shown_key is not None
+                and app.screen._shown_key[0] > generation
+                and screen_ready(app)
+            ),
         )
         assert app.current_mode == "kernels"
         assert table.selected_row()["name"] == chosen["name"]
