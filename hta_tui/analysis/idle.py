@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from hta_tui.analysis.describe import DESCRIBE_COLUMNS, describe
 from hta_tui.analysis.hta_view import HTA_KERNEL_CATS, gpu_launches, us
 from hta_tui.trace.schema import GPU_WORK_KINDS
 
@@ -35,14 +36,7 @@ STATS_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "stream": pl.Int64(),
     "idle_category": pl.String(),
-    "count": pl.Float64(),
-    "mean": pl.Float64(),
-    "std": pl.Float64(),
-    "min": pl.Float64(),
-    "25%": pl.Float64(),
-    "50%": pl.Float64(),
-    "75%": pl.Float64(),
-    "max": pl.Float64(),
+    **DESCRIBE_COLUMNS,
 }
 
 
@@ -156,16 +150,7 @@ def idle_time_breakdown(
     v = us(interval)
     stats = (
         gaps.group_by(keys)
-        .agg(
-            v.count().cast(pl.Float64).alias("count"),
-            v.mean().alias("mean"),
-            v.std().alias("std"),
-            v.min().alias("min"),
-            v.quantile(0.25, interpolation="linear").alias("25%"),
-            v.quantile(0.5, interpolation="linear").alias("50%"),
-            v.quantile(0.75, interpolation="linear").alias("75%"),
-            v.max().alias("max"),
-        )
+        .agg(describe(v))
         .sort(keys)
         .with_columns(pl.exclude(keys).round(2))
         .cast(STATS_COLUMNS)

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from hta_tui.analysis.describe import DESCRIBE_COLUMNS, describe
 from hta_tui.analysis.hta_view import hta_view
 
 SERIES_COLUMNS: dict[str, pl.DataType] = {
@@ -42,14 +43,7 @@ SERIES_COLUMNS: dict[str, pl.DataType] = {
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "name": pl.String(),
-    "count": pl.Float64(),
-    "mean": pl.Float64(),
-    "std": pl.Float64(),
-    "min": pl.Float64(),
-    "25%": pl.Float64(),
-    "50%": pl.Float64(),
-    "75%": pl.Float64(),
-    "max": pl.Float64(),
+    **DESCRIBE_COLUMNS,
 }
 
 _COLUMNS = ("pid", "tid", "bytes", "bandwidth")
@@ -164,16 +158,7 @@ def memory_bw_summary_from_series(series: pl.DataFrame) -> pl.DataFrame:
     return (
         series.filter(bw > 0)
         .group_by(["rank", "name"])
-        .agg(
-            pl.len().alias("count"),
-            bw.mean().alias("mean"),
-            bw.std().alias("std"),
-            bw.min().alias("min"),
-            bw.quantile(0.25, "linear").alias("25%"),
-            bw.quantile(0.5, "linear").alias("50%"),
-            bw.quantile(0.75, "linear").alias("75%"),
-            bw.max().alias("max"),
-        )
+        .agg(describe(bw))
         .sort(["rank", "name"])
         .cast(SUMMARY_COLUMNS)
         .select(list(SUMMARY_COLUMNS))

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from hta_tui.analysis.describe import DESCRIBE_COLUMNS, describe
 from hta_tui.analysis.hta_view import hta_view, us
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
 
@@ -69,14 +70,7 @@ SERIES_COLUMNS: dict[str, pl.DataType] = {
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "stream": pl.Int64(),
-    "count": pl.Float64(),
-    "mean": pl.Float64(),
-    "std": pl.Float64(),
-    "min": pl.Float64(),
-    "25%": pl.Float64(),
-    "50%": pl.Float64(),
-    "75%": pl.Float64(),
-    "max": pl.Float64(),
+    **DESCRIBE_COLUMNS,
 }
 
 BLOCKED_COLUMNS: dict[str, pl.DataType] = {
@@ -174,16 +168,7 @@ def queue_length_summary_from_series(series: pl.DataFrame) -> pl.DataFrame:
     q = pl.col("queue_length").cast(pl.Float64)
     return (
         series.group_by(["rank", "stream"])
-        .agg(
-            pl.len().alias("count"),
-            q.mean().alias("mean"),
-            q.std().alias("std"),
-            q.min().alias("min"),
-            q.quantile(0.25, "linear").alias("25%"),
-            q.quantile(0.5, "linear").alias("50%"),
-            q.quantile(0.75, "linear").alias("75%"),
-            q.max().alias("max"),
-        )
+        .agg(describe(q))
         .sort(["rank", "stream"])
         .cast(SUMMARY_COLUMNS)
         .select(list(SUMMARY_COLUMNS))
