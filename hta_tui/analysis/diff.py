@@ -57,6 +57,7 @@ from hta_tui.analysis.hta_view import (
 )
 from hta_tui.analysis.kernels import (
     ANALYSED_TYPES,
+    STATS_COLUMNS,
     gpu_table,
     kernel_duration_stats,
     kernel_type_breakdown,
@@ -529,13 +530,7 @@ def breakdown_diff(
 DETAIL_STATS_COLUMNS: dict[str, pl.DataType] = {
     "side": pl.String(),
     "iterations": pl.Int64(),
-    "count": pl.Int64(),
-    "sum": pl.Float64(),
-    "mean": pl.Float64(),
-    "std": pl.Float64(),
-    "min": pl.Float64(),
-    "median": pl.Float64(),
-    "max": pl.Float64(),
+    **STATS_COLUMNS,
 }
 
 

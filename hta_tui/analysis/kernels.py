@@ -38,9 +38,8 @@ KERNEL_COLUMNS: dict[str, pl.DataType] = {
     "count": pl.Int64(),  # not in HTA: how many events the row aggregates
 }
 
-DURATION_STATS_COLUMNS: dict[str, pl.DataType] = {
-    "rank": pl.Int64(),
-    "name": pl.String(),
+#: Duration statistics of a group of events (us), as every per-kernel table reports them.
+STATS_COLUMNS: dict[str, pl.DataType] = {
     "count": pl.Int64(),
     "sum": pl.Float64(),
     "mean": pl.Float64(),
@@ -48,6 +47,12 @@ DURATION_STATS_COLUMNS: dict[str, pl.DataType] = {
     "min": pl.Float64(),
     "median": pl.Float64(),
     "max": pl.Float64(),
+}
+
+DURATION_STATS_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "name": pl.String(),
+    **STATS_COLUMNS,
     "cat": pl.String(),
 }
 

@@ -49,7 +49,7 @@ from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.themes import DEFAULT as DEFAULT_THEME
 from hta_tui.themes import THEMES
 from hta_tui.trace.cache import Cache
-from hta_tui.trace.discover import describe, discover
+from hta_tui.trace.discover import TraceFile, describe, discover
 from hta_tui.trace.load import LoadResult, load_files
 from hta_tui.trace.model import TraceSet
 
@@ -339,15 +339,7 @@ class HtaApp(App[int]):
         if worker.is_cancelled:
             return
         self.post_message(tag(FilesFound(files, generation, full=True), side))
-        results = load_files(
-            files,
-            self.cache,
-            workers=self.load_workers,
-            cancelled=lambda: worker.is_cancelled,
-            after_parse=precompute,
-        )
-        for result in results:
-            self.post_message(tag(FileLoaded(result, generation), side))
+        self._load_and_post(files, generation, side, worker)
 
     @work(thread=True, group="reload", exit_on_error=False, name="reload")
     def _reload_files(
@@ -371,6 +363,12 @@ class HtaApp(App[int]):
         if not files or worker.is_cancelled:
             return
         self.post_message(tag(FilesFound(files, generation, full=False), side))
+        self._load_and_post(files, generation, side, worker)
+
+    def _load_and_post(
+        self, files: list[TraceFile], generation: int, side: str, worker: Worker
+    ) -> None:
+        """In a worker thread: load `files`, one FileLoaded message per file as it lands."""
         results = load_files(
             files,
             self.cache,
