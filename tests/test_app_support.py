@@ -10,6 +10,9 @@ from typing import Any
 
 import orjson
 
+from hta_tui.app.app import HtaApp
+from hta_tui.trace.cache import Cache
+
 T0 = 1_700_000_000_000_000  # us
 
 
@@ -127,3 +130,13 @@ async def settle(pilot: Any, timeout: float = 15.0) -> None:
     """Until the app has loaded everything and shows an up-to-date overview."""
     await wait_until(pilot, lambda: pilot.app.settled, timeout, "the app to settle")
     await pilot.pause()
+
+
+def make_screen_app(root: Path, tmp_path: Path, **kw: Any) -> HtaApp:
+    """The app on `root` for screen tests: its own cache and export folder under `tmp_path`,
+    no watcher and no load times (unless the test asks)."""
+    kw.setdefault("watch", False)
+    kw.setdefault("timings", False)
+    app = HtaApp(root, cache=Cache(tmp_path / "cache"), **kw)
+    app.export_dir = tmp_path / "exports"
+    return app

@@ -20,20 +20,14 @@ from hta_tui.app.screens.overlap import KERNEL_HEADERS, RANK_HEADERS, OverlapScr
 from hta_tui.app.screens.steps import StepBars, StepsScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import discover
 from hta_tui.trace.parse import TraceFileError, parse_file
 from tests.test_app_support import T0, rank_trace, settle, wait_until, write_rank
+from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
 SCREEN_KEYS = {"2": IdleScreen, "5": OverlapScreen, "9": StepsScreen}
 SUMMARIES = {"2": "#idle-summary", "5": "#overlap-summary", "9": "#steps-summary"}
-
-
-def make_app(root: Path, tmp_path: Path, **kw: Any) -> HtaApp:
-    app = HtaApp(root, cache=Cache(tmp_path / "cache"), watch=False, timings=False, **kw)
-    app.export_dir = tmp_path / "exports"
-    return app
 
 
 @pytest.fixture(scope="module")

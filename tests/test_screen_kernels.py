@@ -29,15 +29,10 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from tests.test_app_support import T0, rank_trace, settle, wait_until
+from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
 SCREENS = {"3": KernelsScreen, "4": KernelDetailScreen, "8": SequencesScreen}
-
-
-def make_app(root: Path, tmp_path: Path, **kw: Any) -> HtaApp:
-    app = HtaApp(root, cache=Cache(tmp_path / "cache"), watch=False, timings=False, **kw)
-    app.export_dir = tmp_path / "exports"
-    return app
 
 
 @pytest.fixture(scope="module")

@@ -30,17 +30,13 @@ from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
 from hta_tui.trace.parse import parse_file, read_bytes
 from tests.test_app_support import T0, listing, settle, wait_until
+from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
 HTA = ["correlation", "cpu_duration", "gpu_duration", "launch_delay"]
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def make_app(root: Path, tmp_path: Path, **kw: Any) -> HtaApp:
-    kw.setdefault("watch", False)
-    app = HtaApp(root, cache=Cache(tmp_path / "cache"), **kw)
-    app.export_dir = tmp_path / "exports"
-    return app
 
 
 def synth(tmp_path: Path) -> Path:

@@ -58,6 +58,7 @@ from hta_tui.analysis.hta_view import (
 from hta_tui.analysis.kernels import (
     ANALYSED_TYPES,
     STATS_COLUMNS,
+    duration_stats,
     gpu_table,
     kernel_duration_stats,
     kernel_type_breakdown,
@@ -618,13 +619,7 @@ def kernel_diff_detail(
             hits.select(
                 pl.lit(side).alias("side"),
                 pl.lit(len(iters)).alias("iterations"),
-                pl.len().alias("count"),
-                d.sum().alias("sum"),
-                d.mean().alias("mean"),
-                d.std().alias("std"),
-                d.min().alias("min"),
-                d.median().alias("median"),
-                d.max().alias("max"),
+                *duration_stats(d),
             ).cast(DETAIL_STATS_COLUMNS)
         )
         cpu_ops = hits.filter(~pl.col("gpu"))

@@ -49,6 +49,20 @@ STATS_COLUMNS: dict[str, pl.DataType] = {
     "max": pl.Float64(),
 }
 
+
+def duration_stats(d: pl.Expr) -> list[pl.Expr]:
+    """The aggregations behind `STATS_COLUMNS` for durations `d` (us)."""
+    return [
+        pl.len().alias("count"),
+        d.sum().alias("sum"),
+        d.mean().alias("mean"),
+        d.std().alias("std"),
+        d.min().alias("min"),
+        d.median().alias("median"),
+        d.max().alias("max"),
+    ]
+
+
 DURATION_STATS_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "name": pl.String(),
@@ -235,13 +249,7 @@ def kernel_duration_stats(
     return (
         gpu.group_by(["rank", "name"])
         .agg(
-            pl.len().alias("count"),
-            d.sum().alias("sum"),
-            d.mean().alias("mean"),
-            d.std().alias("std"),
-            d.min().alias("min"),
-            d.median().alias("median"),
-            d.max().alias("max"),
+            *duration_stats(d),
             # Rows are in file order within a rank already; the first event's category.
             pl.col("cat").get(pl.col("idx").arg_min()).alias("cat"),
         )
