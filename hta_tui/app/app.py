@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -34,6 +34,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from hta_tui.analysis.overview import precompute
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
+from hta_tui.app.gc_pacing import GcPacer
 from hta_tui.app.messages import (
     FileGone,
     FileLoaded,
@@ -55,8 +56,23 @@ from hta_tui.trace.model import TraceSet
 
 #: Status bars and the overview are refreshed at most this often (seconds).
 TICK = 0.1
+#: How often the garbage-collection pacer looks for a quiet moment (seconds).
+GC_TICK = 0.1
 #: While watching, incomplete files are stat'ed this often (seconds) in case an event was missed.
 RECHECK = 1.0
+
+#: The screens' style files (hta_tui/app/screens/NAME.tcss), all loaded with the app's.
+SCREEN_STYLES = (
+    "detail",
+    "diff",
+    "idle",
+    "kernels",
+    "launch",
+    "overlap",
+    "sequences",
+    "steps",
+    "timelines",
+)
 
 #: The two trace sets: the app's own (the control side when comparing) and the test side.
 MAIN, TEST = "main", "test"
@@ -121,7 +137,12 @@ class HtaApp(App[int]):
     snapshots); `ascii`: ASCII bars (default: when the terminal encoding is not UTF-8).
     """
 
-    CSS_PATH = "app.tcss"
+    #: Every screen's styles, parsed once at start: a screen's own CSS_PATH makes Textual
+    #: reparse the whole stylesheet on its first visit (about 0.1-0.2 s of a frozen UI).
+    CSS_PATH: ClassVar[list[str]] = [
+        "app.tcss",
+        *(f"screens/{name}.tcss" for name in SCREEN_STYLES),
+    ]
     TITLE = "hta-tui"
     DEFAULT_MODE = "overview"
 
@@ -189,14 +210,39 @@ class HtaApp(App[int]):
         #: the kernel the detail screen shows (set by enter on the kernels screen)
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
+        self.gc_pacer = GcPacer()
         self.export_dir = export_dir(self.root)
         for entry in SCREENS:
             if entry.mode == "overview":
-                self.add_mode("overview", lambda: OverviewScreen(ascii=self.ascii))
+                self.add_mode("overview", lambda: self._styled(OverviewScreen(ascii=self.ascii)))
             else:
-                self.add_mode(entry.mode, lambda entry=entry: entry.load()())
+                self.add_mode(entry.mode, lambda entry=entry: self._styled(entry.load()()))
         if self.comparing:
-            self.add_mode(DIFF.mode, lambda: DIFF.load()())
+            self.add_mode(DIFF.mode, lambda: self._styled(DIFF.load()()))
+
+    def _styled(self, screen: Screen) -> Screen:
+        """Mark a new screen as styled by the current stylesheet. Otherwise Textual restyles
+        the whole app, every screen already shown included, twice on a screen's first visit
+        (30-120 ms of frozen UI each). Every style file is loaded at start (CSS_PATH) and a
+        new screen's widgets get their styles as they mount, so that pass changes nothing; a
+        later theme change still restyles this screen when it is next shown. Uses a private
+        attribute of the pinned Textual (tests/test_app_screens.py snapshot every screen)."""
+        screen._css_update_count = self._css_update_count  # type: ignore[attr-defined]
+        return screen
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(
+            event,
+            (
+                events.Key,
+                events.MouseDown,
+                events.MouseScrollDown,
+                events.MouseScrollUp,
+                events.Resize,
+            ),
+        ):
+            self.gc_pacer.activity()
+        await super().on_event(event)
 
     @property
     def comparing(self) -> bool:
@@ -219,6 +265,7 @@ class HtaApp(App[int]):
     # -- lifecycle ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self.set_interval(TICK, self._tick)
+        self.set_interval(GC_TICK, self.gc_pacer.tick)
         self.set_interval(RECHECK, self._recheck_incomplete)
         if self.watch_enabled:
             for side in self._sides:

@@ -32,7 +32,6 @@ TABS = ("tab-ranks", "tab-hist", "tab-time", "tab-launch")
 
 class KernelDetailScreen(AnalysisScreen):
     TITLE = "Kernel detail"
-    CSS_PATH = "detail.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right_square_bracket", "next_tab", "Next tab", key_display="]"),

@@ -267,7 +267,6 @@ class SidePicker(ModalScreen[tuple[Any, Any] | None]):
 
 class DiffScreen(AnalysisScreen):
     TITLE = "Diff"
-    CSS_PATH = "diff.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Ranks", tooltip="The rank compared on each side"),
@@ -553,8 +552,6 @@ class DiffScreen(AnalysisScreen):
 class DiffDetailScreen(Screen):
     """One op or kernel on both sides (kernel_diff_detail): duration statistics per side and,
     for a CPU op, the kernels it launches on each side. Escape goes back to the diff."""
-
-    CSS_PATH = "diff.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),

@@ -101,7 +101,6 @@ class ThresholdDialog(ModalScreen[float | None]):
 
 class IdleScreen(AnalysisScreen):
     TITLE = "Idle time"
-    CSS_PATH = "idle.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "threshold", "Threshold", tooltip="Edit the kernel-wait threshold (us)"),

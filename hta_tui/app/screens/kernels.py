@@ -101,7 +101,6 @@ class TypeBreakdown(Widget):
 
 class KernelsScreen(AnalysisScreen):
     TITLE = "Kernels"
-    CSS_PATH = "kernels.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),

@@ -105,7 +105,6 @@ class CutoffsScreen(ModalScreen[tuple[float, float] | None]):
 
 class LaunchScreen(AnalysisScreen):
     TITLE = "Kernel launches"
-    CSS_PATH = "launch.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "edit_cutoffs", "Cutoffs", tooltip="Edit the outlier cutoffs (us)"),

@@ -60,7 +60,6 @@ class OverlapBars(StackedBars):
 
 class OverlapScreen(AnalysisScreen):
     TITLE = "Comm/comp overlap"
-    CSS_PATH = "overlap.tcss"
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="overlap-summary", classes="summary")

@@ -28,7 +28,6 @@ TOP_K = 5
 
 class SequencesScreen(AnalysisScreen):
     TITLE = "Kernel sequences"
-    CSS_PATH = "sequences.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "focus_operators", "Operators", tooltip="Back to the operator list"),

@@ -124,7 +124,6 @@ class StepBars(Widget):
 
 class StepsScreen(AnalysisScreen):
     TITLE = "Steps & stragglers"
-    CSS_PATH = "steps.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(

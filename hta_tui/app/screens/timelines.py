@@ -97,7 +97,6 @@ class StreamPicker(ModalScreen[list[int] | None]):
 
 class TimelinesScreen(AnalysisScreen):
     TITLE = "Timelines"
-    CSS_PATH = "timelines.tcss"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "pick_streams", "Streams", tooltip="Pick the streams to draw"),
