@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,3 +186,32 @@ def test_trace_set_changes(tmp_path: Path) -> None:
     assert ts.frames()[4].height == result.meta["n_events"]
     ts.remove(path)
     assert ts.entries == {} and ts.ranks() == []
+
+
+WORKER_THREADS = """
+import multiprocessing as mp, os
+from concurrent.futures import ProcessPoolExecutor
+import polars as pl
+from hta_tui.trace import load
+load._start_forkserver()
+with ProcessPoolExecutor(2, mp_context=mp.get_context("forkserver")) as pool:
+    sizes = {pool.submit(pl.thread_pool_size).result() for _ in range(4)}
+print(sorted(sizes), "POLARS_MAX_THREADS" in os.environ)
+"""
+
+
+def test_parser_workers_run_polars_single_threaded(tmp_path: Path) -> None:
+    """One worker per core already: polars threads in each would fight over the cores. The
+    setting reaches the workers only, not this process's environment (a fresh interpreter:
+    the forkserver starts once per process)."""
+    env = {k: v for k, v in os.environ.items() if k != "POLARS_MAX_THREADS"}
+    out = subprocess.run(
+        [sys.executable, "-c", WORKER_THREADS],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[1]", "False"]

@@ -87,6 +87,24 @@ def _worker(
     return load_one(tf, cache, after_parse)
 
 
+def _start_forkserver() -> None:
+    """Start the process the workers fork from with polars limited to one thread (unless the
+    user chose a number). The pool is one process per core already; polars' default of one
+    thread per core in every worker spent a quarter of the parse CPU on threads waiting for
+    each other. polars reads the setting when it is imported, which the forkserver does once
+    for all workers; this process keeps its own threads for the analyses."""
+    from multiprocessing import forkserver
+
+    if "POLARS_MAX_THREADS" in os.environ:
+        forkserver.ensure_running()
+        return
+    os.environ["POLARS_MAX_THREADS"] = "1"
+    try:
+        forkserver.ensure_running()
+    finally:
+        del os.environ["POLARS_MAX_THREADS"]
+
+
 def _main_is_importable() -> bool:
     """Worker processes re-import `__main__` from its file; code fed on stdin (`python -`)
     has none to re-import, so such callers parse in this process instead."""
@@ -136,6 +154,7 @@ def load_files(
     # runs polars or Textual threads.
     pending.sort(key=lambda tf: tf.size, reverse=True)
     ctx = mp.get_context("forkserver")
+    _start_forkserver()
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         owner: dict[Future[LoadResult], TraceFile] = {
             pool.submit(_worker, tf, cache.root, cache.enabled, after_parse): tf for tf in pending

@@ -24,7 +24,7 @@ import polars as pl
 from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA, KINDS, THREADS_SCHEMA, empty
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 2
+PARSER_VERSION = 3
 
 Num = int | float
 
@@ -354,8 +354,18 @@ def _int_or_none(v: Any) -> int | None:
 
 
 def _ints(name: str, values: list[Any]) -> pl.Series:
-    """Ints as they are, digit strings parsed ("12"), any other string null - in Rust."""
-    return pl.Series(name, values, dtype=pl.Int64, strict=False)
+    """Ints as they are, digit strings parsed ("12"), anything else null (the decoder gives
+    ints and strings only).
+
+    One text among the ints (a "Spans" pid) would send polars down its slow per-value path
+    for the whole column (50 ms on 300k rows): the ints are built alone, the rest only when
+    there is any (an int column has more nulls than the list has Nones only then).
+    """
+    out = pl.Series(name, [v if type(v) is int else None for v in values], dtype=pl.Int64)
+    if out.null_count() > values.count(None):
+        texts = pl.Series(name, [v if type(v) is str else None for v in values], dtype=pl.String)
+        out = out.fill_null(texts.str.strip_chars().str.to_integer(strict=False))
+    return out
 
 
 def _label_ints(labels: pl.Series) -> pl.Series:
@@ -370,18 +380,23 @@ def _label_ints(labels: pl.Series) -> pl.Series:
     ).to_series()
 
 
-def _streams(args: list[_Args], tids: list[Any]) -> pl.Series:
-    """args.stream, else a legacy "stream N" tid; labels parsed only where there are any."""
+def _streams(args: list[_Args], tids: list[Any], tid_col: pl.Series) -> pl.Series:
+    """args.stream, else a legacy "stream N" tid; labels parsed only where there are any.
+
+    Text is spotted by counting: an int column has more nulls than the list has Nones only
+    where some values were not ints, so the common all-int trace costs one pass, not three.
+    """
     raw = [a.stream for a in args]
     out = _ints("stream", raw)
-    str_streams = [x if type(x) is str else None for x in raw]
-    if any(x is not None for x in str_streams):
+    if out.null_count() > raw.count(None):
+        str_streams = [x if type(x) is str else None for x in raw]
         out = out.fill_null(_label_ints(pl.Series(str_streams, dtype=pl.String)))
-    stream_tids = [t if type(t) is str and t.startswith("stream") else None for t in tids]
-    if any(t is not None for t in stream_tids):
-        from_tid = _label_ints(pl.Series(stream_tids, dtype=pl.String))
-        out = pl.select(pl.when(pl.Series(raw).is_null()).then(from_tid).otherwise(out))
-        out = out.to_series()
+    if tid_col.null_count() > tids.count(None):
+        stream_tids = [t if type(t) is str and t.startswith("stream") else None for t in tids]
+        if any(t is not None for t in stream_tids):
+            from_tid = _label_ints(pl.Series(stream_tids, dtype=pl.String))
+            out = pl.select(pl.when(pl.Series(raw).is_null()).then(from_tid).otherwise(out))
+            out = out.to_series()
     return out.rename("stream")
 
 
@@ -411,18 +426,18 @@ def _events_frame(evs: list[_Event]) -> pl.DataFrame:
 
     cols["idx"] = pl.int_range(0, len(evs), dtype=pl.UInt32, eager=True).rename("idx")
     cols["ts"] = _us_to_ns([e.ts for e in evs]).rename("ts")
-    cols["dur"] = _us_to_ns([e.dur if e.dur is not None else 0 for e in evs]).rename("dur")
+    cols["dur"] = _us_to_ns([e.dur if e.dur is not None else 0.0 for e in evs]).rename("dur")
     put("name", [e.name if type(e.name) is str else _str_or_none(e.name) for e in evs])
     cols["cat"] = cats
     cols["kind"] = cats.replace_strict(kinds, return_dtype=EVENTS_SCHEMA["kind"]).rename("kind")
     cols["pid"] = _ints("pid", [e.pid for e in evs])
     cols["tid"] = _ints("tid", tids)
-    cols["stream"] = _streams(args, tids)
+    cols["stream"] = _streams(args, tids, cols["tid"])
     put("correlation", [a.correlation for a in args])
-    put(
-        "external_id",
-        [a.external_id if a.external_id is not None else a.external_id_legacy for a in args],
-    )
+    put("external_id", [a.external_id for a in args])
+    legacy = [a.external_id_legacy for a in args]  # old profilers: "external id"
+    if legacy.count(None) < len(legacy):
+        cols["external_id"] = cols["external_id"].fill_null(_ints("external_id", legacy))
     # Most args live on a few kinds of rows (launch dimensions on kernels, bytes on copies,
     # shapes on cpu ops): read each only where it can be, and leave the rest null.
     n = len(evs)
@@ -435,14 +450,16 @@ def _events_frame(evs: list[_Event]) -> pl.DataFrame:
     cols["device"] = _sparse(args, "device", gpu_rows, n)
     cols["bytes"] = _sparse(args, "bytes", copy_rows, n)
     cols["bandwidth"] = _sparse(args, "bandwidth", copy_rows, n)
-    cols["grid"] = _dim3(_raw_texts(args, "grid"))
-    cols["block"] = _dim3(_raw_texts(args, "block"))
+    kernel_args = [args[i] for i in kernel_rows]
+    cols["grid"] = _dim3(_raw_texts(kernel_args, "grid", kernel_rows, n))
+    cols["block"] = _dim3(_raw_texts(kernel_args, "block", kernel_rows, n))
     cols["registers"] = _sparse(args, "registers", kernel_rows, n)
     cols["shared_memory"] = _sparse(args, "shared_memory", kernel_rows, n)
     cols["occupancy"] = _sparse(args, "occupancy", kernel_rows, n)
     cols["sync_kind"] = _sparse(args, "sync_kind", sync_rows, n)
-    cols["input_dims"] = _raw_texts(args, "input_dims")
-    cols["input_type"] = _raw_texts(args, "input_type")
+    cpu_args = [args[i] for i in cpu_rows]
+    cols["input_dims"] = _raw_texts(cpu_args, "input_dims", cpu_rows, n)
+    cols["input_type"] = _raw_texts(cpu_args, "input_type", cpu_rows, n)
     cols["seq"] = _sparse(args, "seq", cpu_rows, n)
     df = pl.DataFrame(cols)
     # Legacy traces put kernels on a device pid with a "stream N" tid; keep tid numeric there.
@@ -458,25 +475,36 @@ def _str_or_none(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
+def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
+    """n nulls, without a Python list (polars scans a list of Nones for a first value)."""
+    return pl.Series(name, [], dtype=dtype).extend_constant(None, n)
+
+
 def _sparse(args: list[_Args], field: str, rows: list[int], n: int) -> pl.Series:
     """One arg on the given rows (null elsewhere), typed as the schema says."""
     get = operator.attrgetter(field)
     dtype = EVENTS_SCHEMA[field]
-    out = pl.Series(field, [None] * n, dtype=dtype)
+    out = _nulls(field, n, dtype)
     if rows:
         values = pl.Series([get(args[i]) for i in rows], dtype=dtype, strict=False)
         out = out.scatter(rows, values)
     return out
 
 
-def _raw_texts(args: list[_Args], field: str) -> pl.Series:
-    """The JSON text of one Raw arg on every row (null where absent), kept as text and
-    decoded later, by polars, only where an analysis needs it. The raws are joined into one
-    buffer and split by polars: no Python object per row (NUL never occurs in JSON text)."""
+def _raw_texts(sub: list[_Args], field: str, rows: list[int], n: int) -> pl.Series:
+    """The JSON text of one Raw arg on the given rows (`sub` holds their args; null
+    elsewhere), kept as text and decoded later, by polars, only where an analysis needs it.
+    The raws are joined into one buffer and split by polars: no Python object per row (NUL
+    never occurs in JSON text)."""
+    if not rows:
+        return _nulls(field, n, pl.String())
     get = operator.attrgetter(field)
-    joined = b"\x00".join([get(a) for a in args]).decode("utf-8", "replace")
+    joined = b"\x00".join([get(a) for a in sub]).decode("utf-8", "replace")
     parts = pl.Series(field, [joined], dtype=pl.String).str.split("\x00").explode()
-    return pl.select(pl.when(parts != "").then(parts)).to_series().rename(field)
+    values = pl.select(pl.when(parts != "").then(parts)).to_series()
+    if len(rows) == n:
+        return values.rename(field)
+    return _nulls(field, n, pl.String()).scatter(rows, values)
 
 
 def _dim3(text: pl.Series) -> pl.Series:

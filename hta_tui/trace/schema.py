@@ -48,13 +48,13 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "external_id": pl.Int64(),  # links a launch to its cpu op
     "bytes": pl.Int64(),  # memcpy / memset size
     "bandwidth": pl.Float64(),  # GB/s as written; null when absent
-    "grid": pl.Array(pl.Int64(), 3),
+    "grid": pl.Array(pl.Int64(), 3),  # kernels only, like registers .. occupancy
     "block": pl.Array(pl.Int64(), 3),
     "registers": pl.Int64(),
     "shared_memory": pl.Int64(),
     "occupancy": pl.Float64(),  # est. achieved occupancy %
     "sync_kind": pl.String(),  # cuda_sync_kind
-    "input_dims": pl.String(),  # JSON text, for shape-aware matching
+    "input_dims": pl.String(),  # JSON text, for shape-aware matching; CPU-side rows only
     "input_type": pl.String(),
     "seq": pl.Int64(),  # autograd sequence number
 }
