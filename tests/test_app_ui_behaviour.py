@@ -95,3 +95,30 @@ async def test_no_color_is_readable(
         svg = app.export_screenshot()
         # states are told apart by words, not only colours
         assert "loaded" in svg and "error" in svg and "invalid&#160;JSON" in svg
+
+
+async def test_theme_change_restyles_screens_built_before_and_after(
+    traces: Path, tmp_path: Path
+) -> None:
+    """New screens skip Textual's app-wide restyle (app._styled): a theme picked mid-session
+    must still reach a screen built earlier and one built afterwards, tables included."""
+    from textual.color import Color
+
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        await pilot.press("3")
+        await wait_until(pilot, lambda: screen_ready(app))
+        dark_table = app.screen.query(FrameTable).first().styles.background
+        app.theme = "hta-light"
+        await pilot.pause()
+        await pilot.press("2")  # built after the change
+        await wait_until(pilot, lambda: screen_ready(app))
+        light = Color.parse(app.current_theme.background or "")
+        assert app.screen.styles.background == light
+        light_table = app.screen.query(FrameTable).first().styles.background
+        await pilot.press("3")  # built before
+        await pilot.pause()
+        assert app.screen.styles.background == light
+        assert app.screen.query(FrameTable).first().styles.background == light_table
+        assert light_table != dark_table

@@ -78,7 +78,10 @@ class StreamPicker(ModalScreen[list[int] | None]):
         with Vertical(id="stream-picker"):
             yield Static("Streams to draw", classes="picker-title")
             yield SelectionList[int](
-                *[(f"stream {s}  ({n:,} launches)", s, s in self.chosen) for s, n in self.streams],
+                *[
+                    (f"stream {s}  ({n:,} launch{'' if n == 1 else 'es'})", s, s in self.chosen)
+                    for s, n in self.streams
+                ],
                 id="stream-options",
             )
             yield Static("space: toggle · enter: apply · escape: cancel", classes="picker-hint")
