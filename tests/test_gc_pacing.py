@@ -72,6 +72,10 @@ async def test_app_reports_keys_to_the_pacer(tmp_path) -> None:
     write_trace_dir(tmp_path / "traces", ranks=1, steps=1, seed=0)
     app = HtaApp(tmp_path / "traces", cache=Cache(tmp_path / "cache"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
+        for _ in range(600):
+            if app.settled:
+                break
+            await pilot.pause(0.05)
         before = app.gc_pacer.last_input
-        await pilot.press("question_mark")
+        await pilot.press("j")
         assert app.gc_pacer.last_input > before

@@ -215,3 +215,31 @@ def test_parser_workers_run_polars_single_threaded(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[1]", "False"]
+
+
+UNGUARDED_SCRIPT = """
+from hta_tui.trace import load
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import open_set
+load.INLINE_BYTES = 0  # every file through the process pool
+ts = open_set(TRACES, Cache(CACHE), workers=2)
+print("loaded", len(ts.loaded()))
+"""
+
+
+def test_pool_works_from_a_script_without_main_guard(tmp_path: Path) -> None:
+    """Users call the API from two-line scripts with no `if __name__ == "__main__":`; the
+    workers must not run the script again (forkserver children import `__main__`)."""
+    d = tmp_path / "traces"
+    for r in range(2):
+        dialects.write(dialects.current(rank=r), d / f"rank-{r}.json")
+    script = tmp_path / "analyse.py"
+    script.write_text(
+        f"TRACES = {str(d)!r}\nCACHE = {str(tmp_path / 'cache')!r}\n" + UNGUARDED_SCRIPT
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["loaded", "2"]
+    assert "Traceback" not in out.stderr

@@ -7,6 +7,7 @@ a process.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import sys
@@ -105,11 +106,27 @@ def _start_forkserver() -> None:
         del os.environ["POLARS_MAX_THREADS"]
 
 
-def _main_is_importable() -> bool:
-    """Worker processes re-import `__main__` from its file; code fed on stdin (`python -`)
-    has none to re-import, so such callers parse in this process instead."""
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    return main_file is None or Path(main_file).is_file()
+@contextlib.contextmanager
+def _children_skip_main() -> Iterator[None]:
+    """Start processes that do not re-run the caller's `__main__`.
+
+    forkserver and spawn children import the main script again, so a script without an
+    `if __name__ == "__main__":` guard (the usual two lines calling the Python API) would run
+    again in every worker and fail there. The workers need nothing from it: their functions
+    live in this package.
+    """
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__spec__ = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
 
 
 def default_workers() -> int:
@@ -144,7 +161,7 @@ def load_files(
     if not pending:
         return
     n = min(workers or default_workers(), len(pending))
-    if n <= 1 or not _main_is_importable():
+    if n <= 1:
         for tf in pending:
             yield load_one(tf, cache, after_parse)
             if cancelled is not None and cancelled():
@@ -154,11 +171,13 @@ def load_files(
     # runs polars or Textual threads.
     pending.sort(key=lambda tf: tf.size, reverse=True)
     ctx = mp.get_context("forkserver")
-    _start_forkserver()
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        owner: dict[Future[LoadResult], TraceFile] = {
-            pool.submit(_worker, tf, cache.root, cache.enabled, after_parse): tf for tf in pending
-        }
+        with _children_skip_main():  # the pool starts its processes on the first submits
+            _start_forkserver()
+            owner: dict[Future[LoadResult], TraceFile] = {
+                pool.submit(_worker, tf, cache.root, cache.enabled, after_parse): tf
+                for tf in pending
+            }
         futures = set(owner)
         while futures:
             done, futures = wait(futures, return_when=FIRST_COMPLETED)

@@ -354,18 +354,8 @@ def _int_or_none(v: Any) -> int | None:
 
 
 def _ints(name: str, values: list[Any]) -> pl.Series:
-    """Ints as they are, digit strings parsed ("12"), anything else null (the decoder gives
-    ints and strings only).
-
-    One text among the ints (a "Spans" pid) would send polars down its slow per-value path
-    for the whole column (50 ms on 300k rows): the ints are built alone, the rest only when
-    there is any (an int column has more nulls than the list has Nones only then).
-    """
-    out = pl.Series(name, [v if type(v) is int else None for v in values], dtype=pl.Int64)
-    if out.null_count() > values.count(None):
-        texts = pl.Series(name, [v if type(v) is str else None for v in values], dtype=pl.String)
-        out = out.fill_null(texts.str.strip_chars().str.to_integer(strict=False))
-    return out
+    """Ints as they are, digit strings parsed ("12"), any other string null - in Rust."""
+    return pl.Series(name, values, dtype=pl.Int64, strict=False)
 
 
 def _label_ints(labels: pl.Series) -> pl.Series:
@@ -402,8 +392,9 @@ def _streams(args: list[_Args], tids: list[Any], tid_col: pl.Series) -> pl.Serie
 
 def build_frames(events: list[_Event]) -> dict[str, pl.DataFrame]:
     complete = [e for e in events if e.ph == "X"]
-    flows = [e for e in events if e.ph in ("s", "f", "t")]
-    meta_events = [e for e in events if e.ph == "M"]
+    rest = [e for e in events if e.ph != "X"] if len(complete) < len(events) else []
+    flows = [e for e in rest if e.ph in ("s", "f", "t")]
+    meta_events = [e for e in rest if e.ph == "M"]
     return {
         "events": _events_frame(complete),
         "flows": _flows_frame(flows),
@@ -427,7 +418,7 @@ def _events_frame(evs: list[_Event]) -> pl.DataFrame:
     cols["idx"] = pl.int_range(0, len(evs), dtype=pl.UInt32, eager=True).rename("idx")
     cols["ts"] = _us_to_ns([e.ts for e in evs]).rename("ts")
     cols["dur"] = _us_to_ns([e.dur if e.dur is not None else 0.0 for e in evs]).rename("dur")
-    put("name", [e.name if type(e.name) is str else _str_or_none(e.name) for e in evs])
+    put("name", [e.name for e in evs])  # int names become text (strict=False)
     cols["cat"] = cats
     cols["kind"] = cats.replace_strict(kinds, return_dtype=EVENTS_SCHEMA["kind"]).rename("kind")
     cols["pid"] = _ints("pid", [e.pid for e in evs])
@@ -447,20 +438,22 @@ def _events_frame(evs: list[_Event]) -> pl.DataFrame:
     kernel_rows = kind.is_in(KERNEL_KINDS).arg_true().to_list()
     sync_rows = kind.is_in(("sync",)).arg_true().to_list()
     cpu_rows = kind.is_in(SHAPE_KINDS).arg_true().to_list()
-    cols["device"] = _sparse(args, "device", gpu_rows, n)
-    cols["bytes"] = _sparse(args, "bytes", copy_rows, n)
-    cols["bandwidth"] = _sparse(args, "bandwidth", copy_rows, n)
+    gpu_args = [args[i] for i in gpu_rows]
+    copy_args = [args[i] for i in copy_rows]
     kernel_args = [args[i] for i in kernel_rows]
+    cpu_args = [args[i] for i in cpu_rows]
+    cols["device"] = _sparse(gpu_args, "device", gpu_rows, n)
+    cols["bytes"] = _sparse(copy_args, "bytes", copy_rows, n)
+    cols["bandwidth"] = _sparse(copy_args, "bandwidth", copy_rows, n)
     cols["grid"] = _dim3(_raw_texts(kernel_args, "grid", kernel_rows, n))
     cols["block"] = _dim3(_raw_texts(kernel_args, "block", kernel_rows, n))
-    cols["registers"] = _sparse(args, "registers", kernel_rows, n)
-    cols["shared_memory"] = _sparse(args, "shared_memory", kernel_rows, n)
-    cols["occupancy"] = _sparse(args, "occupancy", kernel_rows, n)
-    cols["sync_kind"] = _sparse(args, "sync_kind", sync_rows, n)
-    cpu_args = [args[i] for i in cpu_rows]
+    cols["registers"] = _sparse(kernel_args, "registers", kernel_rows, n)
+    cols["shared_memory"] = _sparse(kernel_args, "shared_memory", kernel_rows, n)
+    cols["occupancy"] = _sparse(kernel_args, "occupancy", kernel_rows, n)
+    cols["sync_kind"] = _sparse([args[i] for i in sync_rows], "sync_kind", sync_rows, n)
     cols["input_dims"] = _raw_texts(cpu_args, "input_dims", cpu_rows, n)
     cols["input_type"] = _raw_texts(cpu_args, "input_type", cpu_rows, n)
-    cols["seq"] = _sparse(args, "seq", cpu_rows, n)
+    cols["seq"] = _sparse(cpu_args, "seq", cpu_rows, n)
     df = pl.DataFrame(cols)
     # Legacy traces put kernels on a device pid with a "stream N" tid; keep tid numeric there.
     return df.with_columns(
@@ -480,13 +473,13 @@ def _nulls(name: str, n: int, dtype: pl.DataType) -> pl.Series:
     return pl.Series(name, [], dtype=dtype).extend_constant(None, n)
 
 
-def _sparse(args: list[_Args], field: str, rows: list[int], n: int) -> pl.Series:
-    """One arg on the given rows (null elsewhere), typed as the schema says."""
-    get = operator.attrgetter(field)
+def _sparse(sub: list[_Args], field: str, rows: list[int], n: int) -> pl.Series:
+    """One arg on the given rows (`sub` holds their args; null elsewhere), typed as the
+    schema says."""
     dtype = EVENTS_SCHEMA[field]
     out = _nulls(field, n, dtype)
     if rows:
-        values = pl.Series([get(args[i]) for i in rows], dtype=dtype, strict=False)
+        values = pl.Series(list(map(operator.attrgetter(field), sub)), dtype=dtype, strict=False)
         out = out.scatter(rows, values)
     return out
 
@@ -499,7 +492,7 @@ def _raw_texts(sub: list[_Args], field: str, rows: list[int], n: int) -> pl.Seri
     if not rows:
         return _nulls(field, n, pl.String())
     get = operator.attrgetter(field)
-    joined = b"\x00".join([get(a) for a in sub]).decode("utf-8", "replace")
+    joined = b"\x00".join(map(get, sub)).decode("utf-8", "replace")
     parts = pl.Series(field, [joined], dtype=pl.String).str.split("\x00").explode()
     values = pl.select(pl.when(parts != "").then(parts)).to_series()
     if len(rows) == n:
