@@ -175,3 +175,18 @@ def test_every_shared_case_loads_or_says_why(shared: Path) -> None:
     assert "JSON list" in outcomes["memory_analysis/memory_timeline.raw.gz"]
     assert outcomes["trace_diff/control/control.json.gz"] == 74937  # "X" events in the file
     assert outcomes["call_stack/backward_thread.json"] == 7
+
+
+def test_odd_launch_dimensions_are_null_not_fatal(tmp_path: Path) -> None:
+    """Only three integers make a grid or a block; anything else (two numbers, text inside
+    the list, a string) leaves it null and the file still loads."""
+    trace = dialects.current()
+    kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    odd = [[1, 2], ["a", 1, 2], "grid(1,)", [1, 2, 3, 4], [-1, 0, 7]]
+    for i, grid in enumerate(odd):
+        extra = {**kernel, "name": f"k{i}", "args": {**kernel["args"], "grid": grid}}
+        trace["traceEvents"].append(extra)
+    ev = events_of(trace, tmp_path)
+    grids = dict(zip(ev["name"], ev["grid"].to_list(), strict=True))
+    assert [grids[f"k{i}"] for i in range(len(odd))] == [None, None, None, None, [-1, 0, 7]]
+    assert grids["ampere_sgemm_128x64_tn"] == [4, 2, 1]

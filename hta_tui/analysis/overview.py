@@ -86,11 +86,11 @@ def summary(data: RankData, *, step_filter: bool, hta_compat: bool = False) -> d
     return row.row(0, named=True)
 
 
-def precompute(entry: Path, meta: dict) -> None:
+def precompute(entry: Path, meta: dict, frames: dict[str, pl.DataFrame] | None = None) -> None:
     """Run in the parser worker right after a file is stored (`load_files(after_parse=...)`):
     the overview row, assuming this rank's own steps decide HTA's filter - true unless ranks
-    disagree, in which case the app recomputes it."""
-    data = RankData(entry, meta)
+    disagree, in which case the app recomputes it. `frames`: the parsed frames, if at hand."""
+    data = RankData(entry, meta, _frames=dict(frames or {}))
     summary(data, step_filter=len(meta.get("step_names", ())) >= 2)
 
 

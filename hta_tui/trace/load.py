@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.parse import TraceFileError, parse_file
@@ -43,9 +45,10 @@ class LoadResult:
         return self.status == "loaded"
 
 
-#: Called in the worker, right after a file is parsed and stored, with (entry, meta): where a
-#: front end precomputes per-file summaries (into the entry) while the data is at hand.
-AfterParse = Callable[[Path, dict[str, Any]], None]
+#: Called in the worker, right after a file is parsed and stored, with (entry, meta, frames):
+#: where a front end precomputes per-file summaries (into the entry) while the frames are in
+#: memory, without reading them back.
+AfterParse = Callable[[Path, dict[str, Any], dict[str, pl.DataFrame]], None]
 
 
 def load_one(tf: TraceFile, cache: Cache, after_parse: AfterParse | None = None) -> LoadResult:
@@ -60,9 +63,8 @@ def load_one(tf: TraceFile, cache: Cache, after_parse: AfterParse | None = None)
         parsed = parse_file(tf.path)
         entry = cache.store(tf, parsed)
         meta = parsed.meta
-        del parsed  # frames are in the entry now; free them before the summaries run
         if after_parse is not None:
-            after_parse(entry, meta)
+            after_parse(entry, meta, parsed.frames)
     except TraceFileError as exc:
         status = "incomplete" if exc.incomplete else "not_trace" if exc.not_trace else "error"
         return LoadResult(tf, status, error=str(exc), seconds=time.perf_counter() - t0)
