@@ -95,7 +95,8 @@ async def measure(
         beat = asyncio.ensure_future(heartbeat())
         t0 = time.perf_counter()
         lag["max"] = 0.0
-        while not app.settled:
+        # `settled` also holds for a moment before the folder is even listed
+        while not (app.settled and app.trace_set.entries):
             await pilot.pause(0.05)
         open_s = time.perf_counter() - t0
         open_lag = lag["max"]
