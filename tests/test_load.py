@@ -243,3 +243,108 @@ def test_pool_works_from_a_script_without_main_guard(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["loaded", "2"]
     assert "Traceback" not in out.stderr
+
+
+def _age(entry: Path, seconds_ago: float) -> None:
+    import time as _time
+
+    t = _time.time() - seconds_ago
+    os.utime(entry / "meta.json", (t, t))
+
+
+def test_cache_prune_keeps_recent_entries_and_drops_the_least_recently_used(
+    tmp_path: Path,
+) -> None:
+    d = tmp_path / "traces"
+    for r in range(3):
+        dialects.write(dialects.current(rank=r), d / f"rank-{r}.json")
+    cache = Cache(tmp_path / "cache")
+    files = sorted(discover(d), key=lambda tf: tf.path.name)
+    assert all(r.ok for r in load_files(files, cache))
+    entries = [cache.entry_dir(tf) for tf in files]
+    _age(entries[0], 3 * 3600)
+    _age(entries[1], 2 * 3600)
+    stale_version = cache.root.parent / "v0" / "ab" / "old"
+    stale_version.mkdir(parents=True)
+    (stale_version / "events.parquet").write_bytes(b"x" * 1000)
+    dead_tmp = entries[0].parent / ".tmp-dead"
+    dead_tmp.mkdir()
+    os.utime(dead_tmp, (0, 0))
+
+    assert cache.prune(max_bytes=10**12) >= 1000  # under the limit: only what is unusable
+    assert not stale_version.exists() and not dead_tmp.exists()
+    assert all(e.exists() for e in entries)
+
+    cache.prune(max_bytes=1)  # over: oldest first, but never what was used in the last hour
+    assert [e.exists() for e in entries] == [False, False, True]
+    assert cache.lookup(files[0]) is None and cache.lookup(files[2]) is not None
+
+
+def test_lookup_marks_an_entry_used(tmp_path: Path) -> None:
+    d = tmp_path / "traces"
+    dialects.write(dialects.current(), d / "rank-0.json")
+    cache = Cache(tmp_path / "cache")
+    (tf,) = discover(d)
+    list(load_files([tf], cache))
+    _age(cache.entry_dir(tf), 3 * 3600)
+    assert cache.lookup(tf) is not None
+    import time as _time
+
+    assert _time.time() - (cache.entry_dir(tf) / "meta.json").stat().st_mtime < 60
+
+
+def test_loading_prunes_to_the_configured_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = tmp_path / "traces"
+    dialects.write(dialects.current(rank=0), d / "rank-0.json")
+    cache = Cache(tmp_path / "cache")
+    (old,) = discover(d)
+    list(load_files([old], cache))
+    _age(cache.entry_dir(old), 5 * 3600)
+    dialects.write(dialects.current(rank=1), d / "rank-1.json")
+    monkeypatch.setenv("HTA_TUI_CACHE_MAX_GB", "0")
+    new = [tf for tf in discover(d) if tf.path.name == "rank-1.json"]
+    assert [r.ok for r in load_files(new, cache)] == [True]
+    assert not cache.entry_dir(old).exists()
+    assert cache.entry_dir(new[0]).exists()
+
+
+APP_POOL_SCRIPT = """
+import asyncio
+from pathlib import Path
+from hta_tui.app.app import HtaApp
+from hta_tui.trace import load
+from hta_tui.trace.cache import Cache
+load.INLINE_BYTES = 0  # big files: through the process pool
+
+async def main():
+    app = HtaApp(Path(TRACES), cache=Cache(Path(CACHE)), watch=False)
+    async with app.run_test() as pilot:
+        for _ in range(1200):
+            await pilot.pause(0.05)
+            if app.settled and app.trace_set.entries:
+                break
+        print(sorted(e.status for e in app.trace_set.entries.values()))
+        print([e.error for e in app.trace_set.entries.values() if e.error])
+
+asyncio.run(main())
+"""
+
+
+def test_the_app_loads_through_the_process_pool(tmp_path: Path) -> None:
+    """A running Textual app replaces sys.stderr with an object whose fileno() is -1, which
+    multiprocessing hands to its helper processes: every file big enough for the pool failed
+    with "bad value(s) in fds_to_keep". A fresh interpreter, so no helper runs yet."""
+    d = tmp_path / "traces"
+    for r in range(2):
+        dialects.write(dialects.current(rank=r), d / f"rank-{r}.json")
+    script = tmp_path / "app_pool.py"
+    script.write_text(
+        f"TRACES = {str(d)!r}\nCACHE = {str(tmp_path / 'cache')!r}\n" + APP_POOL_SCRIPT
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[:2] == ["['loaded', 'loaded']", "[]"]

@@ -51,7 +51,7 @@ from hta_tui.themes import DEFAULT as DEFAULT_THEME
 from hta_tui.themes import THEMES
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import TraceFile, describe, discover
-from hta_tui.trace.load import LoadResult, load_files
+from hta_tui.trace.load import LoadResult, load_files, prepare_pool
 from hta_tui.trace.model import TraceSet
 
 #: Status bars and the overview are refreshed at most this often (seconds).
@@ -211,6 +211,7 @@ class HtaApp(App[int]):
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
         self.gc_pacer = GcPacer()
+        prepare_pool()  # before Textual takes over stderr (see trace.load.prepare_pool)
         self.export_dir = export_dir(self.root)
         for entry in SCREENS:
             if entry.mode == "overview":

@@ -90,6 +90,35 @@ def _worker(
     return load_one(tf, cache, after_parse)
 
 
+@contextlib.contextmanager
+def _usable_stderr() -> Iterator[None]:
+    """multiprocessing hands sys.stderr's file descriptor to the helper processes it starts.
+    Under a running Textual app sys.stderr is a capture object whose fileno() is -1, and the
+    start fails ("bad value(s) in fds_to_keep"): use the real one meanwhile."""
+    try:
+        usable = sys.stderr is not None and sys.stderr.fileno() >= 0
+    except (AttributeError, OSError, ValueError):
+        usable = False
+    if usable or sys.__stderr__ is None:
+        yield
+        return
+    saved, sys.stderr = sys.stderr, sys.__stderr__
+    try:
+        yield
+    finally:
+        sys.stderr = saved
+
+
+def prepare_pool() -> None:
+    """Start multiprocessing's helper processes (resource tracker, forkserver) now. The app
+    calls this before Textual takes over stderr, so no stream is swapped while it runs."""
+    from multiprocessing import resource_tracker
+
+    with _usable_stderr(), _children_skip_main():
+        resource_tracker.ensure_running()
+        _start_forkserver()
+
+
 def _start_forkserver() -> None:
     """Start the process the workers fork from with polars limited to one thread (unless the
     user chose a number). The pool is one process per core already; polars' default of one
@@ -151,7 +180,24 @@ def load_files(
 
     `cancelled`, when given, is called between results; a true answer stops submitting work.
     `after_parse` (a module-level function, so workers can import it) runs after each parse.
+    Once every file is in, the cache is pruned to its size limit if anything was added.
     """
+    stored = False
+    for result in _load(files, cache, workers, cancelled, after_parse):
+        stored = stored or (result.ok and not result.cached)
+        yield result
+    if stored:
+        with contextlib.suppress(OSError):
+            cache.prune()
+
+
+def _load(
+    files: Iterable[TraceFile],
+    cache: Cache,
+    workers: int | None,
+    cancelled: Any,
+    after_parse: AfterParse | None,
+) -> Iterator[LoadResult]:
     pending: list[TraceFile] = []
     for tf in files:
         if cache.lookup(tf) is not None or tf.size < INLINE_BYTES:
@@ -173,9 +219,11 @@ def load_files(
     # runs polars or Textual threads.
     pending.sort(key=lambda tf: tf.size, reverse=True)
     ctx = mp.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        with _children_skip_main():  # the pool starts its processes on the first submits
-            _start_forkserver()
+    prepare_pool()
+    with _usable_stderr():
+        pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+    with pool:
+        with _usable_stderr(), _children_skip_main():  # processes start on the first submits
             owner: dict[Future[LoadResult], TraceFile] = {
                 pool.submit(_worker, tf, cache.root, cache.enabled, after_parse): tf
                 for tf in pending
