@@ -132,7 +132,7 @@ class AnalysisScreen(Screen):
             yield from self.compose_body()
         yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")
         yield StatusBar()
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False

@@ -186,20 +186,19 @@ class DiffTable(FrameTable):
         "diff-table--same",
     }
 
-    def _render_frame(self) -> None:
-        super()._render_frame()
-        df = self.view_frame.head(self.max_rows)
-        if df.is_empty() or "chg" not in df.columns:
-            return
-        for i, (mark, change) in enumerate(df.select("chg", "diff us").iter_rows()):
+    def restyle(self, shown: pl.DataFrame) -> dict[str, list[Any]]:
+        if shown.is_empty() or "chg" not in shown.columns:
+            return {}
+        marks: list[Text] = []
+        numbers: list[Text] = []
+        for mark, change in shown.select("chg", "diff us").iter_rows():
             style = self.get_component_rich_style(
                 f"diff-table--{MARK_STYLE.get(mark, 'same')}", partial=True
             )
-            self.update_cell(str(i), "chg", Text(mark, style=style), update_width=False)
+            marks.append(Text(mark, style=style))
             number = "-" if change is None else f"{change:+,.1f}" if change else "0.0"
-            self.update_cell(
-                str(i), "diff us", Text(number, style=style, justify="right"), update_width=False
-            )
+            numbers.append(Text(number, style=style, justify="right"))
+        return {"chg": marks, "diff us": numbers}
 
 
 class SidePicker(ModalScreen[tuple[Any, Any] | None]):
@@ -583,7 +582,7 @@ class DiffDetailScreen(Screen):
             yield Static("", id="diff-kernels-title", classes="section-title")
             yield FrameTable(id="diff-kernels", key_column="name", export_name="diff_kernels")
         yield StatusBar()
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#body").loading = True

@@ -111,7 +111,7 @@ class OverviewScreen(Screen):
                     yield StackedBars(id="temporal-bars", ascii=self.ascii)
                 yield Static(id="temporal-empty", markup=False)
         yield StatusBar()
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#files", FilesTable).focus()

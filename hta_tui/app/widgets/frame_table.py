@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import polars as pl
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.geometry import Size
 from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, OptionList, Static
@@ -24,6 +26,10 @@ from hta_tui.analysis.tables import csv_ready
 #: Rows drawn; sorting, filtering and export always use every row. Drawing is what costs
 #: (a DataTable measures each cell on the UI thread), and nobody scrolls past a few hundred.
 MAX_ROWS = 400
+#: Rows added at once when a table is drawn (a screenful); the rest follow BATCH at a time,
+#: one batch per turn of the event loop, so drawing 400 rows never holds a key back.
+FIRST_ROWS = 60
+BATCH = 60
 
 
 #: Longer texts (C++ kernel names run to 300 characters) are cut in the middle for display;
@@ -134,6 +140,9 @@ class FrameTable(DataTable):
         self.frame: pl.DataFrame = pl.DataFrame()
         self.filter_text = ""
         self.sort_by: tuple[str, bool] | None = None  # (column, descending)
+        #: each drawn column's widest cell (`_render_frame`), so nothing needs measuring
+        self._text_widths: dict[str, int] = {}
+        self._generation = 0  # bumped by each redraw; stale row batches stop
 
     # -- data ----------------------------------------------------------------------------------
     def show_frame(self, df: pl.DataFrame) -> None:
@@ -170,17 +179,26 @@ class FrameTable(DataTable):
             return None
         return df.row(self.cursor_row, named=True)
 
+    def restyle(self, shown: pl.DataFrame) -> dict[str, list[Any]]:
+        """Subclasses: cells (Rich renderables) to draw instead of the plain texts, by column,
+        for the rows drawn (`shown`). Column widths stay those of the plain texts."""
+        return {}
+
     def _render_frame(self) -> None:
         keep = self.selected_row()
         df = self.view_frame
         self.clear(columns=True)
+        self._generation += 1
         numeric = {c for c, t in df.schema.items() if t.is_numeric()}
         shown = df.head(self.max_rows)
         schema = shown.schema
         styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
-        texts = {
+        texts: dict[str, list[Any]] = {
             c: [format_value(v, schema[c], styles.get(c, "one")) for v in shown[c].to_list()]
             for c in shown.columns
+        }
+        self._text_widths = {
+            name: max(map(cell_len, cells), default=0) for name, cells in texts.items()
         }
         for name in df.columns:
             arrow = ""
@@ -190,20 +208,58 @@ class FrameTable(DataTable):
             if name in numeric:
                 # DataTable sizes a column to its widest cell and ignores justify inside it:
                 # pad numbers to one width so their digits line up on the right.
-                width = max([len(header), *(len(t) for t in texts[name])])
+                width = max(len(header), self._text_widths[name])
                 texts[name] = [t.rjust(width) for t in texts[name]]
                 header = header.rjust(width)
+                self._text_widths[name] = width
             self.add_column(header, key=name)
+        texts.update(self.restyle(shown))
         # plain strings: measuring a Text cell costs several times more. Row keys are the
         # row positions (subclasses restyle cells by them).
-        for i in range(shown.height):
-            self.add_row(*(texts[c][i] for c in shown.columns), key=str(i))
+        rows = list(zip(*(texts[c] for c in shown.columns), strict=True))
+        target = None
         if keep is not None and self.key_column and self.key_column in shown.columns:
             match = shown.with_row_index("__i").filter(
                 pl.col(self.key_column) == keep.get(self.key_column)
             )
             if not match.is_empty():
-                self.move_cursor(row=int(match["__i"][0]), animate=False)
+                target = int(match["__i"][0])
+        self._add_rows(rows, 0, FIRST_ROWS, target, self._generation)
+
+    def _add_rows(
+        self, rows: list[tuple[Any, ...]], start: int, count: int, target: int | None, gen: int
+    ) -> None:
+        """Rows `start` to `start + count`, then the rest BATCH at a time, each batch in its
+        own turn of the event loop: a key pressed meanwhile is answered between batches."""
+        if gen != self._generation or not self.is_attached:
+            return  # the table was redrawn since
+        stop = min(start + count, len(rows))
+        for i in range(start, stop):
+            self.add_row(*rows[i], key=str(i))
+        if target is not None and start <= target < stop:
+            self.move_cursor(row=target, animate=False)
+        if stop < len(rows):
+            self.call_later(self._add_rows, rows, stop, BATCH, target, gen)
+
+    @property
+    def drawing(self) -> bool:
+        """Rows are still being added (tests wait for this)."""
+        return self.row_count < min(self.view_frame.height, self.max_rows)
+
+    def _update_dimensions(self, new_rows: Any) -> None:
+        """Every cell is a one-line plain string (`_render_frame`), so a column is as wide as
+        its widest text, known already: DataTable would render and measure each cell again,
+        80 ms of frozen UI for a 400-row table. (Overrides a private method of the pinned
+        Textual; every snapshot test checks the widths.)"""
+        for column in self.ordered_columns:
+            width = self._text_widths.get(str(column.key.value))
+            if width is not None:
+                column.content_width = max(column.content_width, width)
+        data_width = sum(column.get_render_width(self) for column in self.columns.values())
+        header = self.header_height if self.show_header else 0
+        self.virtual_size = Size(
+            data_width + self._row_label_column_width, self._total_row_height + header
+        )
 
     # -- actions -------------------------------------------------------------------------------
     def action_sort(self) -> None:
