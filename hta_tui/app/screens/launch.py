@@ -33,8 +33,9 @@ from hta_tui.app.widgets.plot import SafePlot
 
 RUNTIME_CUTOFF = 50.0  # us, HTA's default
 LAUNCH_DELAY_CUTOFF = 100.0  # us, HTA's default
-#: Plot grid the scatter is thinned to (about the braille resolution of a wide terminal).
-GRID = (240, 80)
+#: Plot grid the scatter is thinned to: about one point per character cell of the chart
+#: (plotext draws every point given, on the UI thread: 240 x 80 cost 80 ms a draw).
+GRID = (120, 48)
 #: Columns the tables show (the frames keep all of launch_table's).
 SHOWN = (
     "rank",
