@@ -30,6 +30,7 @@ async def settle(app: HtaApp, pilot, timeout: float = 60.0) -> None:
         await pilot.pause(0.1)
         busy = any(not w.is_finished for w in app.workers if w.group in ("screen", "load"))
         screen_ready = getattr(app.screen, "result", True) is not None
+        screen_ready = screen_ready and getattr(app.screen, "charts_pending", 0) == 0
         if app.settled and not busy and screen_ready:
             await pilot.pause(0.2)
             return

@@ -25,7 +25,12 @@ async def wait_until(pilot, predicate, timeout: float = 60.0) -> None:
 
 def screen_ready(app: HtaApp) -> bool:
     busy = any(w.group in ("screen", "load", "reload") and not w.is_finished for w in app.workers)
-    return app.settled and not busy and getattr(app.screen, "result", True) is not None
+    return (
+        app.settled
+        and not busy
+        and getattr(app.screen, "result", True) is not None
+        and getattr(app.screen, "charts_pending", 0) == 0
+    )
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,7 @@ def screen_ready(app: HtaApp, cls: type) -> bool:
         and s.result is not None
         and s._shown_key == (app.trace_set.generation, s.params)
         and not any(w.group == "screen" and not w.is_finished for w in app.workers)
+        and s.charts_pending == 0
     )
 
 

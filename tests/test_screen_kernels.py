@@ -49,6 +49,7 @@ def screen_ready(app: HtaApp, cls: type) -> bool:
         and s.result is not None
         and s._shown_key == (app.trace_set.generation, s.params)
         and not any(w.group == "screen" and not w.is_finished for w in app.workers)
+        and s.charts_pending == 0
     )
 
 
@@ -227,6 +228,7 @@ async def test_detail_without_a_pick_then_sequences(synth_root: Path, tmp_path: 
         # without UTF-8 the charts are plain ASCII
         app.ascii = True
         detail.show(detail.result)
+        await wait_until(pilot, lambda: detail.charts_pending == 0, what="the charts")
         for plot_id in ("#ranks-plot", "#hist-plot", "#time-plot"):
             chart = detail.query_one(plot_id, PlotextPlot).plt.build()
             assert re.sub(r"\x1b\[[0-9;]*m", "", chart).isascii(), plot_id

@@ -50,7 +50,11 @@ def up_to_date(app: HtaApp) -> bool:
     if not hasattr(screen, "params") or getattr(screen, "result", None) is None:
         return False
     busy = any(w.group == "screen" and not w.is_finished for w in app.workers)
-    return not busy and screen._shown_key == (app.trace_set.generation, screen.params)
+    return (
+        not busy
+        and screen._shown_key == (app.trace_set.generation, screen.params)
+        and screen.charts_pending == 0
+    )
 
 
 async def wait_screen(pilot: Any, what: str = "the screen's computation") -> None:
@@ -336,6 +340,7 @@ async def test_shared_cases_show(shared: Path, tmp_path: Path) -> None:
             result = TimelinesScreen.compute(frames, Params())
             timelines.result = result
             timelines.show(result)
+            await wait_until(pilot, lambda: timelines.charts_pending == 0, 10, "the charts")
             note = str(timelines.query_one("#queue-note", Static).render())
             if not frames:
                 assert "No trace loaded" in note, case

@@ -10,6 +10,7 @@ changes, drops results of an older state, and shows a loading state meanwhile.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -25,6 +26,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.plot import CHART_DELAY
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.trace.model import TraceSet
 
@@ -107,6 +109,8 @@ class AnalysisScreen(Screen):
         self._shown_key: tuple[int, Params] | None = None
         self._computing: tuple[int, Params] | None = None
         self._last_compute = -1e9
+        #: charts scheduled by `draw_later` and not drawn yet (tests wait for none)
+        self.charts_pending = 0
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
@@ -120,6 +124,17 @@ class AnalysisScreen(Screen):
     def show(self, result: Any) -> None:
         """Main thread: put `result` into the widgets."""
         raise NotImplementedError
+
+    def draw_later(self, draw: Callable[[], None], order: int = 1) -> None:
+        """Draw a chart `order` frames after the tables: plotext draws on the UI thread
+        (40-60 ms a chart), so the tables show first and a key can get in between."""
+        self.charts_pending += 1
+
+        def run() -> None:
+            self.charts_pending -= 1
+            draw()
+
+        self.set_timer(CHART_DELAY * order, run)
 
     def compose_body(self) -> ComposeResult:
         """The screen's own widgets, between its title line and the footer."""

@@ -10,6 +10,7 @@ points over time) and live in tabs so each gets the room an 80x24 terminal has.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any, ClassVar
 
 import polars as pl
@@ -145,9 +146,9 @@ class KernelDetailScreen(AnalysisScreen):
         self.query_one("#rank-table", FrameTable).show_frame(summary)
         self.query_one("#launchers-table", FrameTable).show_frame(result["launchers"])
         self.query_one("#streams-table", FrameTable).show_frame(streams)
-        self._draw_ranks(summary)
-        self._draw_hist(result["bins"])
-        self._draw_time(result["occurrences"])
+        self.draw_later(partial(self._draw_ranks, summary), order=1)
+        self.draw_later(partial(self._draw_hist, result["bins"]), order=2)
+        self.draw_later(partial(self._draw_time, result["occurrences"]), order=3)
 
     def _plot(self, widget_id: str):
         plot = self.query_one(widget_id, PlotextPlot)

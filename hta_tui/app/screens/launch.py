@@ -196,7 +196,7 @@ class LaunchScreen(AnalysisScreen):
                 f"{result['launches']:,} launches (durations in us) · c: cutoffs · p: plot · "
                 "enter: kernel"
             )
-        self._draw()
+        self.draw_later(self._draw)
         if not isinstance(self.focused, FrameTable):
             self._focus_active_table()
 

@@ -218,7 +218,7 @@ class TimelinesScreen(AnalysisScreen):
         )
         self.query_one("#blocked-note", Static).update(note)
         self.query_one("#memory-summary", FrameTable).show_frame(result["memory_summary"])
-        self._draw()
+        self.draw_later(self._draw)
         if self.focused is None or not isinstance(self.focused, FrameTable):
             self._focus_pane_table()
 

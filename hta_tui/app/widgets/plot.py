@@ -12,6 +12,10 @@ from typing import Any
 from rich.text import Text
 from textual_plotext import PlotextPlot
 
+#: Seconds a screen waits after showing its tables before drawing its charts: plotext draws
+#: on the UI thread (40-60 ms a chart), so the tables get a frame of their own first.
+CHART_DELAY = 1 / 30
+
 
 class SafePlot(PlotextPlot):
     def render(self) -> Any:
