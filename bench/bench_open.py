@@ -71,11 +71,12 @@ def _hta(folder: Path) -> dict:
     return {"temporal_rows": len(df)}
 
 
-def _tree_rss_mb(root: int) -> float:
+def _tree_rss_mb(root: int, cpu: dict[int, float] | None = None) -> float:
     """Memory of a process and all its descendants, from /proc (Linux): proportional set
     size, so libraries the processes share (polars alone maps ~100 MB) count once, not once
-    per process."""
+    per process. `cpu`, when given, gets each process's CPU seconds so far."""
     total, todo, seen = 0.0, [root], set()
+    tick = os.sysconf("SC_CLK_TCK")
     while todo:
         pid = todo.pop()
         if pid in seen:
@@ -84,6 +85,9 @@ def _tree_rss_mb(root: int) -> float:
         try:
             rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
             total += int(rollup.split("\nPss:")[1].split()[0]) / 1024
+            if cpu is not None:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                cpu[pid] = (int(fields[11]) + int(fields[12])) / tick
             for task in Path(f"/proc/{pid}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (OSError, IndexError, ValueError):
@@ -94,12 +98,14 @@ def _tree_rss_mb(root: int) -> float:
 class TreePeak:
     """Samples the memory of this process and every process it started (the parser workers
     are children of multiprocessing's forkserver, so rusage does not see them): the peak of
-    what was resident at once, not a sum of separate peaks."""
+    what was resident at once, not a sum of separate peaks. Also the CPU seconds they used
+    (to within one sample per process): the work done, whatever the cores available."""
 
     def __init__(self, every: float = 0.02) -> None:
         import threading
 
         self.peak = 0.0
+        self.cpu: dict[int, float] = {}
         self._stop = threading.Event()
         self._every = every
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -107,7 +113,7 @@ class TreePeak:
     def _run(self) -> None:
         me = os.getpid()
         while not self._stop.is_set():
-            self.peak = max(self.peak, _tree_rss_mb(me))
+            self.peak = max(self.peak, _tree_rss_mb(me, self.cpu))
             self._stop.wait(self._every)
 
     def __enter__(self) -> TreePeak:
@@ -134,8 +140,20 @@ def _measure(kind: str, folder: Path, cache_dir: Path | None) -> None:
         raise SystemExit(f"unknown measurement {kind}")
     wall = time.perf_counter() - t0
     sampler.__exit__()
-    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"wall_s": wall, "self_mb": self_kb / 1024, "tree_mb": sampler.peak, **info}))
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    sampler.cpu[os.getpid()] = me.ru_utime + me.ru_stime
+    self_kb = me.ru_maxrss
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "self_mb": self_kb / 1024,
+                "tree_mb": sampler.peak,
+                "cpu_s": sum(sampler.cpu.values()),
+                **info,
+            }
+        )
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -315,6 +333,22 @@ def main() -> None:
             f"{c:.2f}/{f:.2f} = {c / f:.2f}"
             for c, f in zip(cold["runs"], floor["runs"], strict=True)
         )
+        cpu_pairs = [
+            c["cpu_s"] / f["cpu_s"]
+            for c, f in zip(colds, floors, strict=True)
+            if c.get("cpu_s") and f.get("cpu_s")
+        ]
+        if cpu_pairs:
+            lines += [
+                "",
+                f"CPU time (all processes) of the cold open over the floor's, median of the "
+                f"pairs: **{statistics.median(cpu_pairs):.2f}** (each: "
+                + ", ".join(f"{r:.2f}" for r in cpu_pairs)
+                + "). As this VM counts it: time the host takes a busy core away counts as "
+                "CPU time too, so when this ratio is well above the quiet-machine value "
+                "(0.7: 1.55 s per 100 MB rank against the floor's 2.2 s), the second core was "
+                "contended and the wall-time ratio above suffers with it.",
+            ]
         lines += [
             "",
             f"Floor and cold open ran {len(colds)} times in pairs, back to back; wall times are "
