@@ -227,20 +227,25 @@ print("loaded", len(ts.loaded()))
 """
 
 
-def test_pool_works_from_a_script_without_main_guard(tmp_path: Path) -> None:
-    """Users call the API from two-line scripts with no `if __name__ == "__main__":`; the
-    workers must not run the script again (forkserver children import `__main__`)."""
+def run_script_on_two_ranks(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
+    """`body` as a script file in a fresh interpreter (so no multiprocessing helper runs yet),
+    with TRACES (a folder of two ranks) and CACHE defined."""
     d = tmp_path / "traces"
     for r in range(2):
         dialects.write(dialects.current(rank=r), d / f"rank-{r}.json")
-    script = tmp_path / "analyse.py"
-    script.write_text(
-        f"TRACES = {str(d)!r}\nCACHE = {str(tmp_path / 'cache')!r}\n" + UNGUARDED_SCRIPT
-    )
+    script = tmp_path / "script.py"
+    script.write_text(f"TRACES = {str(d)!r}\nCACHE = {str(tmp_path / 'cache')!r}\n" + body)
     out = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, check=False, timeout=120
     )
     assert out.returncode == 0, out.stderr
+    return out
+
+
+def test_pool_works_from_a_script_without_main_guard(tmp_path: Path) -> None:
+    """Users call the API from two-line scripts with no `if __name__ == "__main__":`; the
+    workers must not run the script again (forkserver children import `__main__`)."""
+    out = run_script_on_two_ranks(tmp_path, UNGUARDED_SCRIPT)
     assert out.stdout.split() == ["loaded", "2"]
     assert "Traceback" not in out.stderr
 
@@ -335,16 +340,6 @@ asyncio.run(main())
 def test_the_app_loads_through_the_process_pool(tmp_path: Path) -> None:
     """A running Textual app replaces sys.stderr with an object whose fileno() is -1, which
     multiprocessing hands to its helper processes: every file big enough for the pool failed
-    with "bad value(s) in fds_to_keep". A fresh interpreter, so no helper runs yet."""
-    d = tmp_path / "traces"
-    for r in range(2):
-        dialects.write(dialects.current(rank=r), d / f"rank-{r}.json")
-    script = tmp_path / "app_pool.py"
-    script.write_text(
-        f"TRACES = {str(d)!r}\nCACHE = {str(tmp_path / 'cache')!r}\n" + APP_POOL_SCRIPT
-    )
-    out = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, check=False, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
+    with "bad value(s) in fds_to_keep"."""
+    out = run_script_on_two_ranks(tmp_path, APP_POOL_SCRIPT)
     assert out.stdout.splitlines()[:2] == ["['loaded', 'loaded']", "[]"]
