@@ -109,9 +109,16 @@ def _usable_stderr() -> Iterator[None]:
         sys.stderr = saved
 
 
+#: forkserver where the platform has it (Linux, macOS): it never forks a process running
+#: polars or Textual threads. spawn elsewhere (Windows).
+START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+
+
 def prepare_pool() -> None:
     """Start multiprocessing's helper processes (resource tracker, forkserver) now. The app
     calls this before Textual takes over stderr, so no stream is swapped while it runs."""
+    if START_METHOD != "forkserver":
+        return
     from multiprocessing import resource_tracker
 
     with _usable_stderr(), _children_skip_main():
@@ -218,7 +225,7 @@ def _load(
     # Largest first keeps both cores busy to the end; forkserver avoids forking a process that
     # runs polars or Textual threads.
     pending.sort(key=lambda tf: tf.size, reverse=True)
-    ctx = mp.get_context("forkserver")
+    ctx = mp.get_context(START_METHOD)
     prepare_pool()
     with _usable_stderr():
         pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
