@@ -126,6 +126,17 @@ async def wait_until(pilot: Any, predicate: Any, timeout: float = 15.0, what: st
         await pilot.pause(0.02)
 
 
+def screen_shows_current(app: HtaApp, screen: Any) -> bool:
+    """An analysis screen shows the numbers of the current trace set and its parameters, its
+    charts are drawn, and no screen computation is running."""
+    return (
+        getattr(screen, "result", None) is not None
+        and screen._shown_key == (app.trace_set.generation, screen.params)
+        and screen.charts_pending == 0
+        and not any(w.group == "screen" and not w.is_finished for w in app.workers)
+    )
+
+
 async def settle(pilot: Any, timeout: float = 15.0) -> None:
     """Until the app has loaded everything and shows an up-to-date overview."""
     await wait_until(pilot, lambda: pilot.app.settled, timeout, "the app to settle")

@@ -22,7 +22,14 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.discover import discover
 from hta_tui.trace.parse import TraceFileError, parse_file
-from tests.test_app_support import T0, rank_trace, settle, wait_until, write_rank
+from tests.test_app_support import (
+    T0,
+    rank_trace,
+    screen_shows_current,
+    settle,
+    wait_until,
+    write_rank,
+)
 from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
@@ -45,13 +52,7 @@ def base_screen(app: HtaApp) -> Any:
 
 def screen_ready(app: HtaApp, cls: type) -> bool:
     s = base_screen(app)
-    return (
-        isinstance(s, cls)
-        and s.result is not None
-        and s._shown_key == (app.trace_set.generation, s.params)
-        and not any(w.group == "screen" and not w.is_finished for w in app.workers)
-        and s.charts_pending == 0
-    )
+    return isinstance(s, cls) and screen_shows_current(app, s)
 
 
 async def open_screen(pilot: Any, key: str) -> Any:

@@ -28,7 +28,7 @@ from hta_tui.app.screens.sequences import SequencesScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
-from tests.test_app_support import T0, rank_trace, settle, wait_until
+from tests.test_app_support import T0, rank_trace, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
@@ -44,13 +44,7 @@ def synth_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def screen_ready(app: HtaApp, cls: type) -> bool:
     s = app.screen_stack[0]
-    return (
-        isinstance(s, cls)
-        and s.result is not None
-        and s._shown_key == (app.trace_set.generation, s.params)
-        and not any(w.group == "screen" and not w.is_finished for w in app.workers)
-        and s.charts_pending == 0
-    )
+    return isinstance(s, cls) and screen_shows_current(app, s)
 
 
 async def wait_screen(pilot: Any, cls: type) -> Any:

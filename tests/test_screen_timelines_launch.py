@@ -29,7 +29,7 @@ from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
 from hta_tui.trace.parse import parse_file, read_bytes
-from tests.test_app_support import T0, listing, settle, wait_until
+from tests.test_app_support import T0, listing, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
@@ -46,15 +46,7 @@ def synth(tmp_path: Path) -> Path:
 
 
 def up_to_date(app: HtaApp) -> bool:
-    screen = app.screen
-    if not hasattr(screen, "params") or getattr(screen, "result", None) is None:
-        return False
-    busy = any(w.group == "screen" and not w.is_finished for w in app.workers)
-    return (
-        not busy
-        and screen._shown_key == (app.trace_set.generation, screen.params)
-        and screen.charts_pending == 0
-    )
+    return hasattr(app.screen, "params") and screen_shows_current(app, app.screen)
 
 
 async def wait_screen(pilot: Any, what: str = "the screen's computation") -> None:

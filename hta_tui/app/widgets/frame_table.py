@@ -241,11 +241,6 @@ class FrameTable(DataTable):
         if stop < len(rows):
             self.call_later(self._add_rows, rows, stop, BATCH, target, gen)
 
-    @property
-    def drawing(self) -> bool:
-        """Rows are still being added (tests wait for this)."""
-        return self.row_count < min(self.view_frame.height, self.max_rows)
-
     def _update_dimensions(self, new_rows: Any) -> None:
         """Every cell is a one-line plain string (`_render_frame`), so a column is as wide as
         its widest text, known already: DataTable would render and measure each cell again,
