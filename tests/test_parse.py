@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
+import msgspec
+import orjson
 import polars as pl
 import pytest
 
-from hta_tui.trace.parse import TraceFileError, kind_of_category, parse_file
+from hta_tui.trace.columns import kind_of_category
+from hta_tui.trace.parse import TraceFileError, parse_file
 from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA
 from tests import dialects
 
@@ -122,6 +126,7 @@ def test_unexpected_types_take_the_lenient_path(tmp_path: Path) -> None:
         (b"   \n", "empty", True, False),
         (b"\x00\x01\x02binary", "not JSON", False, True),
         (b'{"traceEvents": [{"ph": "X", "name": "a", "ts": 1', "incomplete", True, False),
+        (b'{"traceEvents": [{"ph": "X", "args": {"grid": [1]}}, {"ph', "incomplete", True, False),
         (b'{"traceEvents": [}', "invalid JSON", False, False),
         (b'[{"a": 1}]', "JSON list", False, True),
         (b'{"schema": "1.0.1", "nodes": []}', "execution trace", False, True),
@@ -139,6 +144,34 @@ def test_bad_inputs(
     assert needle in str(info.value)
     assert "\n" not in str(info.value)
     assert (info.value.incomplete, info.value.not_trace) == (incomplete, not_trace)
+
+
+@pytest.mark.parametrize(
+    "layout", ["events_first", "pretty_printed", "bracket_in_a_trailing_string", "trailing_list"]
+)
+def test_any_layout_of_the_document_gives_the_same_trace(tmp_path: Path, layout: str) -> None:
+    """The events array is found without decoding it (the file's last "]" closes it, as
+    Kineto writes it); any other layout must still give the same frames and metadata."""
+    trace = dialects.current(rank=1)
+    expected = parse_file(dialects.write(trace, tmp_path / "plain.json"))
+    events = trace.pop("traceEvents")
+    if layout == "events_first":
+        data = orjson.dumps({"traceEvents": events, **trace})
+    elif layout == "pretty_printed":
+        data = json.dumps({**trace, "traceEvents": events}, indent=2).encode()
+    elif layout == "bracket_in_a_trailing_string":
+        data = orjson.dumps({**trace, "traceEvents": events, "displayTimeUnit": "m]s"})
+    else:
+        data = orjson.dumps({**trace, "traceEvents": events, "extra": [[1], {"a": [2]}]})
+    got = parse_file(dialects.write(data, tmp_path / "t.json"))
+    # arg texts are kept as written: the pretty printer's spacing is theirs, not a difference
+    as_written = pl.col("input_dims", "input_type").str.replace_all(r"\s", "")
+    got.frames["events"] = got.frames["events"].with_columns(as_written)
+    for name, frame in expected.frames.items():
+        assert got.frames[name].equals(frame), name
+    meta = {k: v for k, v in got.meta.items() if k != "path"}
+    assert meta == {k: v for k, v in expected.meta.items() if k != "path"}
+    assert meta["rank_in_file"] == 1
 
 
 def test_truncated_gzip_is_incomplete(tmp_path: Path) -> None:
@@ -198,17 +231,48 @@ def test_odd_launch_dimensions_are_null_not_fatal(tmp_path: Path) -> None:
 def test_chunked_decode_gives_the_same_frames(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make
 ) -> None:
-    """Events are decoded CHUNK at a time to bound memory; chunk edges change nothing (idx
-    runs on across chunks, flows and metadata from every chunk)."""
+    """Events are decoded a chunk at a time to bound memory; chunk edges change nothing (idx
+    runs on across chunks, flows and metadata from every chunk), whether the chunks are cut
+    from the JSON text (CHUNK_BYTES) or counted in events (CHUNK)."""
     from hta_tui.trace import parse as parse_mod
 
     path = dialects.write(make(), tmp_path / "t.json")
     whole = parse_file(path).frames
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 1)  # one event per chunk
+    cut_from_text = parse_file(path).frames
+
+    def edge_in_a_string(text: memoryview):
+        raise msgspec.DecodeError("as if a cut fell inside a string")
+        yield
+
+    monkeypatch.setattr(parse_mod, "_chunks", edge_in_a_string)
     monkeypatch.setattr(parse_mod, "CHUNK", 2)
-    chunked = parse_file(path).frames
-    for name, frame in whole.items():
-        assert chunked[name].equals(frame), name
-    assert chunked["events"]["idx"].to_list() == list(range(whole["events"].height))
+    counted = parse_file(path).frames  # the safe path: one raw per event, 2 at a time
+    for chunked in (cut_from_text, counted):
+        for name, frame in whole.items():
+            assert chunked[name].equals(frame), name
+        assert chunked["events"]["idx"].to_list() == list(range(whole["events"].height))
+
+
+def test_a_chunk_edge_inside_a_string_falls_back_to_the_safe_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chunks are cut at "}, {" found by a regex; one inside a name must not cut the event
+    in two. The cut chunk is invalid JSON, so the file is decoded the safe way, unchanged."""
+    from hta_tui.trace import parse as parse_mod
+
+    trace = dialects.current()
+    odd = "void f<{}, {1}, {2}>(int)"  # "}, {" inside a string
+    trace["traceEvents"][1]["name"] = odd
+    path = dialects.write(trace, tmp_path / "t.json")
+    whole = parse_file(path).frames["events"]
+    assert odd in whole["name"].to_list()
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 1)
+    calls: list[int] = []
+    safe = parse_mod._decoded
+    monkeypatch.setattr(parse_mod, "_decoded", lambda raws: calls.append(1) or safe(raws))
+    assert parse_file(path).frames["events"].equals(whole)
+    assert calls, "the safe path was not taken"
 
 
 def test_a_bad_event_in_a_later_chunk_takes_the_lenient_path(
@@ -216,7 +280,7 @@ def test_a_bad_event_in_a_later_chunk_takes_the_lenient_path(
 ) -> None:
     from hta_tui.trace import parse as parse_mod
 
-    monkeypatch.setattr(parse_mod, "CHUNK", 2)
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 1)
     trace = dialects.current()
     kernel_at = next(i for i, e in enumerate(trace["traceEvents"]) if e.get("cat") == "kernel")
     assert kernel_at >= 2  # not in the first chunk

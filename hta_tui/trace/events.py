@@ -1,0 +1,51 @@
+"""The typed shape msgspec decodes each trace event into.
+
+Only the fields some analysis reads are declared; msgspec skips the rest without building
+them. `gc=False`: a million small structs hold no cycles, and tracking them would make every
+collection walk them.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+Num = int | float
+
+
+class EventArgs(msgspec.Struct, gc=False):
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
+    correlation: int | None = None
+    stream: int | str | None = None
+    device: int | None = None
+    bytes: int | None = None
+    bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    # kept as JSON text and read by polars: triton cpu ops write a string here
+    grid: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    block: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    registers: int | None = msgspec.field(default=None, name="registers per thread")
+    shared_memory: int | None = msgspec.field(default=None, name="shared memory")
+    occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
+    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+    # metadata ("M") events carry their value here
+    name: str | int | None = None
+    labels: str | None = None
+    sort_index: int | None = None
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str | None = None
+    name: str | int | float | None = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: Num | None = None
+    dur: Num | None = None
+    id: int | str | None = None
+    args: EventArgs | None = None
+
+
+NO_ARGS = EventArgs()
