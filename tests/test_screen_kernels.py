@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import re
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 from textual.widgets import OptionList, Static, TabbedContent
-from textual_plotext import PlotextPlot
 
 from hta_tui.analysis import kernel_detail, kernels, sequences
 from hta_tui.app.app import HtaApp
@@ -26,6 +24,7 @@ from hta_tui.app.screens.kernels import KernelsScreen, TypeBreakdown, short_labe
 from hta_tui.app.screens.overview import OverviewScreen
 from hta_tui.app.screens.sequences import SequencesScreen
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from tests.test_app_support import T0, rank_trace, screen_shows_current, settle, wait_until
@@ -223,9 +222,16 @@ async def test_detail_without_a_pick_then_sequences(synth_root: Path, tmp_path: 
         app.ascii = True
         detail.show(detail.result)
         await wait_until(pilot, lambda: detail.charts_pending == 0, what="the charts")
-        for plot_id in ("#ranks-plot", "#hist-plot", "#time-plot"):
-            chart = detail.query_one(plot_id, PlotextPlot).plt.build()
-            assert re.sub(r"\x1b\[[0-9;]*m", "", chart).isascii(), plot_id
+        for tab, plot_id in (
+            ("ranks", "#ranks-plot"),
+            ("hist", "#hist-plot"),
+            ("time", "#time-plot"),
+        ):
+            detail.query_one(TabbedContent).active = f"tab-{tab}"  # a chart is built when shown
+            plot = detail.query_one(plot_id, SafePlot)
+            await wait_until(pilot, lambda: plot.picture.plain.strip() != "", what=plot_id)  # noqa: B023
+            chart = plot.picture.plain
+            assert chart.strip() and chart.isascii(), plot_id
         app.ascii = False
         # then screen 8: sequences for an operator
         screen = await open_screen(pilot, "8")

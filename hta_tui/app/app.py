@@ -267,11 +267,15 @@ class HtaApp(App[int]):
     def on_mount(self) -> None:
         self.set_interval(TICK, self._tick)
         self.set_interval(GC_TICK, self.gc_pacer.tick)
+        self.gc_pacer.start()
         self.set_interval(RECHECK, self._recheck_incomplete)
         if self.watch_enabled:
             for side in self._sides:
                 self._run_watch(side)
         self.action_reload()
+
+    def on_unmount(self) -> None:
+        self.gc_pacer.stop()
 
     async def action_quit(self) -> None:
         if self._stop_watch is not None:

@@ -2,10 +2,16 @@
 
 With every screen built the app holds about 200,000 objects the collector tracks (widgets,
 their styles and render caches). A full collection walks all of them: 60-130 ms of frozen UI
-at a random key (measured by bench/bench_keys.py). Objects that survived until a quiet moment
-are long-lived, so the pacer freezes them (`gc.freeze`, Instagram's remedy for the same cost):
-later collections walk only what is new. Cyclic garbage among frozen objects (a widget removed
-later) is reclaimed by a full sweep, run only after the user has been quiet for a while.
+at a random key (measured by bench/bench_keys.py). So in every quiet moment the pacer freezes
+what exists (`gc.freeze`, Instagram's remedy for the same cost; it costs nothing): later
+collections walk only what is new. Python would still start full collections by itself, when
+a quarter more objects have survived since the last one (a new screen does that), so while
+the pacer runs those are left to it (`start`).
+
+Cyclic garbage that was frozen (a widget removed later) is reclaimed by a full sweep: after
+the user has been quiet for a while, or in any quiet moment once it has been long enough.
+A collection of what is new in a quiet moment was tried too: 10-50 ms, and a key pressed
+just then waited for it.
 """
 
 from __future__ import annotations
@@ -15,14 +21,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-#: Seconds without input after which the pacer collects what is new and freezes the rest.
+#: Seconds without input after which the pacer freezes what is new.
 QUIET = 0.25
 #: While quiet, what is new is frozen at least this often (seconds): loading makes objects too.
 REFREEZE = 5.0
 #: Seconds without input before a full sweep (unfreeze, collect everything, freeze again)...
 LONG_QUIET = 20.0
-#: ...and at most one full sweep this often (seconds).
+#: ...and at most one full sweep this often (seconds)...
 FULL_EVERY = 60.0
+#: ...but at least one this often (seconds), in a short quiet moment if there is no long one.
+FULL_AT_LEAST = 600.0
+#: Younger collections before Python starts a full one itself (its default: 10), while the
+#: pacer runs: in effect never.
+AUTO_FULL_AFTER = 100_000
 
 
 @dataclass
@@ -34,9 +45,25 @@ class GcPacer:
     freeze: Callable[[], None] = gc.freeze
     unfreeze: Callable[[], None] = gc.unfreeze
     last_input: float = field(default=-1e9)
-    last_full: float = field(default=-1e9)
+    last_full: float = field(default=-1e9)  # set to the start time
     last_freeze: float = field(default=-1e9)
     pending: bool = True  # input since the last freeze
+    saved_threshold: tuple[int, int, int] | None = None
+
+    def __post_init__(self) -> None:
+        self.last_full = self.clock()  # the start is as good as a sweep: nothing to free yet
+
+    def start(self) -> None:
+        """Leave full collections to the pacer (until `stop`)."""
+        if self.saved_threshold is None:
+            self.saved_threshold = gc.get_threshold()
+            young, middle, _ = self.saved_threshold
+            gc.set_threshold(young, middle, AUTO_FULL_AFTER)
+
+    def stop(self) -> None:
+        if self.saved_threshold is not None:
+            gc.set_threshold(*self.saved_threshold)
+            self.saved_threshold = None
 
     def activity(self) -> None:
         self.last_input = self.clock()
@@ -44,15 +71,17 @@ class GcPacer:
 
     def tick(self) -> None:
         now = self.clock()
-        quiet = now - self.last_input
-        if quiet < QUIET:
+        if now - self.last_input < QUIET:
             return
-        if quiet >= LONG_QUIET and now - self.last_full >= FULL_EVERY:
+        since_full = now - self.last_full
+        if since_full >= FULL_AT_LEAST or (
+            now - self.last_input >= LONG_QUIET and since_full >= FULL_EVERY
+        ):
             self.unfreeze()
+            self.collect()
             self.last_full = now
         elif not (self.pending or now - self.last_freeze >= REFREEZE):
             return
-        self.collect()  # walks only what is not frozen
         self.freeze()
         self.last_freeze = now
         self.pending = False

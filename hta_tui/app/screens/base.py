@@ -26,7 +26,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from hta_tui.app.widgets.frame_table import FrameTable
-from hta_tui.app.widgets.plot import CHART_DELAY
+from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.trace.model import TraceSet
 
@@ -109,8 +109,7 @@ class AnalysisScreen(Screen):
         self._shown_key: tuple[int, Params] | None = None
         self._computing: tuple[int, Params] | None = None
         self._last_compute = -1e9
-        #: charts scheduled by `draw_later` and not drawn yet (tests wait for none)
-        self.charts_pending = 0
+        self._charts_scheduled = 0  # by `draw_later`, not drawn yet
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
@@ -125,13 +124,18 @@ class AnalysisScreen(Screen):
         """Main thread: put `result` into the widgets."""
         raise NotImplementedError
 
+    @property
+    def charts_pending(self) -> int:
+        """Charts not on the screen yet: scheduled, or being built (tests wait for none)."""
+        return self._charts_scheduled + sum(p.building for p in self.query(SafePlot))
+
     def draw_later(self, draw: Callable[[], None], order: int = 1) -> None:
-        """Draw a chart `order` frames after the tables: plotext draws on the UI thread
-        (40-60 ms a chart), so the tables show first and a key can get in between."""
-        self.charts_pending += 1
+        """Draw a chart `order` frames after the tables, so the tables show first and a key
+        can get in between (`SafePlot` builds the picture in a thread)."""
+        self._charts_scheduled += 1
 
         def run() -> None:
-            self.charts_pending -= 1
+            self._charts_scheduled -= 1
             draw()
 
         self.set_timer(CHART_DELAY * order, run)

@@ -1,4 +1,9 @@
-"""A plotext chart that never takes the app down.
+"""A plotext chart drawn off the UI thread, that never takes the app down.
+
+plotext lays a chart out in pure Python: 40-60 ms for a scatter of a few thousand points,
+every time the chart is shown or resized. Done in `render`, as textual-plotext does, that is
+a frozen UI for as long; here the figure is built in a thread and the widget shows the last
+built picture until the new one lands.
 
 plotext raises from inside its layout code in corner cases (a log axis squeezed to a few
 cells, a one-point range after a resize). A chart is an illustration of numbers the screen
@@ -7,19 +12,88 @@ also shows as a table, so a failed draw becomes a one-line note instead of a cra
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 from rich.text import Text
+from textual import work
 from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
-#: Seconds a screen waits after showing its tables before drawing its charts: plotext draws
-#: on the UI thread (40-60 ms a chart), so the tables get a frame of their own first.
+#: Seconds a screen waits after showing its tables before drawing its charts, so the tables
+#: get a frame of their own first.
 CHART_DELAY = 1 / 30
+
+_BLANK = Text("")
 
 
 class SafePlot(PlotextPlot):
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        #: the figure the UI thread draws on (`plt`); handed to a build when shown
+        self._staged: Plot | None = None
+        #: the figure last handed over: builds (one at a time) read it, nothing writes it
+        self._figure: Plot = self._plot
+        self._version = 0  # bumped whenever `plt` is handed out (the figure may change)
+        self._shown: tuple[Any, ...] | None = None  # what `_text` was built for
+        self._text: Text = _BLANK
+        self._wanted: tuple[Any, ...] | None = None  # what the latest build is for
+        self._build_lock = threading.Lock()
+
+    @property
+    def plt(self) -> Plot:
+        """The figure to draw on, on the UI thread. Each chart is drawn from scratch: the
+        first `plt` after a chart was shown is a new, empty figure."""
+        if self._staged is None:
+            self._staged = Plot()
+        self._version += 1
+        self.refresh()
+        return self._staged
+
+    @property
+    def picture(self) -> Text:
+        """The chart as on the screen now."""
+        return self._text
+
+    @property
+    def building(self) -> bool:
+        """The picture on the screen is not the latest figure yet: being built, or about to
+        be (the figure changed and the chart is on the screen, so it will render; a chart
+        on a screen in the background is built when its screen comes back)."""
+        if self._wanted is not None and self._wanted != self._shown:
+            return True
+        changed = self._shown is None or self._shown[3] != self._version
+        return changed and self.is_attached and self.screen.is_current and self.region.area > 0
+
     def render(self) -> Any:
-        try:
-            return super().render()
-        except (ValueError, ZeroDivisionError, IndexError, OverflowError) as exc:
-            return Text(f"(chart not drawn at this size: {type(exc).__name__})", style="dim")
+        width, height = self.size
+        key = (width, height, self._get_plotext_theme_name(self.app.theme), self._version)
+        if key != self._shown and key != self._wanted and width > 0 and height > 0:
+            if self._staged is not None:
+                self._figure, self._staged = self._staged, None
+            self._wanted = key
+            self._build(self._figure, key)
+        return self._text
+
+    @work(thread=True, group="plot-build", exit_on_error=False)
+    def _build(self, figure: Plot, key: tuple[Any, ...]) -> None:
+        with self._build_lock:
+            if key != self._wanted:
+                return  # a newer size, theme or figure came meanwhile
+            width, height, theme, _ = key
+            try:
+                figure.plotsize(width, height)
+                figure._set_size(width, height)  # as textual-plotext does (its issue 5)
+                figure.theme(theme)
+                text = Text.from_ansi(figure.build())
+            except Exception as exc:  # any plotext failure becomes a note
+                note = f"(chart not drawn at this size: {type(exc).__name__})"
+                text = Text(note, style="dim")
+        with contextlib.suppress(RuntimeError):  # the app is closing
+            self.app.call_from_thread(self._landed, key, text)
+
+    def _landed(self, key: tuple[Any, ...], text: Text) -> None:
+        if key == self._wanted:
+            self._shown, self._text = key, text
+            self.refresh()
