@@ -29,6 +29,7 @@ from hta_tui.app.format import (
     fit_columns,
 )
 from hta_tui.app.widgets.bars import BarRow, StackedBars
+from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.app.widgets.status import StatusBar
 
 #: (column key, header, width) of each column the files table shows
@@ -54,7 +55,7 @@ class OverviewData:
     root: str = ""
 
 
-class FilesTable(DataTable):
+class FilesTable(PlainCells):
     """The files table; its component classes give each status a theme colour."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
@@ -107,7 +108,7 @@ class OverviewScreen(Screen):
             with Vertical(id="temporal-box") as box:
                 box.border_title = "Temporal breakdown"
                 with Horizontal(id="temporal"):
-                    yield DataTable(id="temporal-table", cursor_type="none", zebra_stripes=False)
+                    yield PlainCells(id="temporal-table", cursor_type="none", zebra_stripes=False)
                     yield StackedBars(id="temporal-bars", ascii=self.ascii)
                 yield Static(id="temporal-empty", markup=False)
         yield StatusBar()

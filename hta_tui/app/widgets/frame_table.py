@@ -12,18 +12,17 @@ from typing import Any, ClassVar
 
 import polars as pl
 from rich.cells import cell_len
-from rich.segment import Segment
-from rich.style import Style
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.geometry import Size
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from hta_tui.analysis.tables import csv_ready
+from hta_tui.app.widgets.plain_cells import PlainCells
 
 #: Rows drawn; sorting, filtering and export always use every row. Drawing is what costs
 #: (a DataTable measures each cell on the UI thread), and nobody scrolls past a few hundred.
@@ -104,7 +103,7 @@ class ColumnPicker(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class FrameTable(DataTable):
+class FrameTable(PlainCells):
     """Shows a polars frame. `s` sorts by the cursor's column (again: reverses), `e` exports
     the filtered, sorted view to CSV; the screen drives the filter (`set_filter`)."""
 
@@ -257,71 +256,6 @@ class FrameTable(DataTable):
         self.virtual_size = Size(
             data_width + self._row_label_column_width, self._total_row_height + header
         )
-
-    def _render_cell(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool = False,
-        hover: bool = False,
-    ) -> list[list[Segment]]:
-        """A plain one-line text that fits, drawn as one segment. DataTable hands every cell
-        to Rich's layout engine (markup parsing, padding, line splitting): about 0.1 ms a
-        cell, so 40 ms of frozen UI for a screenful of a wide table, on every first view and
-        every redraw. Anything else (a header, a restyled cell, a text that must be cut) goes
-        the general way. (Overrides a private method of the pinned Textual; the snapshot tests
-        check the cells come out the same.)"""
-        if row_index < 0 or column_index < 0 or self.fixed_rows or self.fixed_columns:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        cache_key = (
-            row_key,
-            column_key,
-            base_style,
-            cursor,
-            hover,
-            self._show_hover_cursor,
-            self._update_count,
-            self._pseudo_class_state,
-        )
-        cached = self._cell_render_cache.get(cache_key)
-        if cached is not None:
-            return cached
-        value = self._data.get(row_key, {}).get(column_key) if row_key is not None else None
-        room = width - 2 * self.cell_padding
-        if (
-            type(value) is not str
-            or "[" in value
-            or "\n" in value
-            or (len(value) > room or cell_len(value) > room)
-            or self.rows[row_key].height != 1
-        ):
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        component_style, post_style = self._get_styles_to_render_cell(
-            False,
-            False,
-            False,
-            hover,
-            cursor,
-            self.show_cursor,
-            self._show_hover_cursor,
-            self.cursor_foreground_priority == "css",
-            self.cursor_background_priority == "css",
-        )
-        style = (
-            base_style
-            + Style.from_meta({"row": row_index, "column": column_index})
-            + component_style
-            + post_style
-        )
-        pad = " " * self.cell_padding
-        text = pad + value + " " * (room - cell_len(value)) + pad
-        lines = [[Segment(text, style)]]
-        self._cell_render_cache[cache_key] = lines
-        return lines
 
     # -- actions -------------------------------------------------------------------------------
     def action_sort(self) -> None:
