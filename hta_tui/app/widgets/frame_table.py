@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 from rich.cells import cell_len
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -214,6 +215,9 @@ class FrameTable(PlainCells):
                 header = header.rjust(width)
                 self._text_widths[name] = width
             self.add_column(header, key=name)
+        for name, dtype in schema.items():
+            if dtype == pl.String:  # data, never markup: "[lambda(int)#1]" must show as written
+                texts[name] = [Text(t) if "[" in t else t for t in texts[name]]
         texts.update(self.restyle(shown))
         # plain strings: measuring a Text cell costs several times more. Row keys are the
         # row positions (subclasses restyle cells by them).
