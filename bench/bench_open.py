@@ -345,8 +345,9 @@ def main() -> None:
                 f"pairs: **{statistics.median(cpu_pairs):.2f}** (each: "
                 + ", ".join(f"{r:.2f}" for r in cpu_pairs)
                 + "). As this VM counts it: time the host takes a busy core away counts as "
-                "CPU time too, so when this ratio is well above the quiet-machine value "
-                "(0.7: 1.55 s per 100 MB rank against the floor's 2.2 s), the second core was "
+                "CPU time too, so when this ratio is well above the one-process value (a "
+                "100 MB rank's parse, cache write and summary take about 0.6 of the CPU time "
+                "of the floor's gunzip and parse of the same file), the second core was "
                 "contended and the wall-time ratio above suffers with it.",
             ]
         lines += [
