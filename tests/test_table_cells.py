@@ -1,5 +1,5 @@
-"""Table cells: data shows as written (never as Rich markup), and cells drawn without Rich's
-layout engine (`PlainCells`) come out as DataTable draws them."""
+"""Tables: data shows as written (never as Rich markup), cells drawn without Rich's layout
+engine (`PlainCells`) come out as DataTable draws them, hidden tables draw when shown."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import polars as pl
 import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.widgets import DataTable
+from textual.widgets import DataTable, TabbedContent, TabPane
 
+from hta_tui.app.widgets import frame_table
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plain_cells import PlainCells
 
@@ -78,3 +79,38 @@ async def test_plain_cells_draw_as_data_table_does(zebra: bool) -> None:
                 drawn.append([(seg.text, seg.style) for seg in strip.simplify()])
             lines.append(drawn)
     assert lines[0] == lines[1]
+
+
+class TabbedTables(App[None]):
+    def compose(self) -> ComposeResult:
+        with TabbedContent(initial="one"):
+            with TabPane("One", id="one"):
+                yield FrameTable(id="shown")
+            with TabPane("Two", id="two"):
+                yield FrameTable(id="hidden")
+
+
+async def test_a_table_in_a_hidden_tab_draws_when_shown_or_a_moment_later() -> None:
+    """A screen's key press draws only the tables on view; one in another tab draws when its
+    tab is shown (or after HIDDEN_DRAW_DELAY), with the data it was last given."""
+    frame = pl.DataFrame({"kernel": NAMES, "count": [1, 2, 3, 4]})
+    app = TabbedTables()
+    async with app.run_test(size=(100, 12)) as pilot:
+        await pilot.pause()
+        shown, hidden = app.query_one("#shown", FrameTable), app.query_one("#hidden", FrameTable)
+        shown.show_frame(frame)
+        hidden.show_frame(frame.head(2))
+        hidden.show_frame(frame)  # the latest data is what gets drawn
+        assert shown.row_count == 4 and hidden.row_count == 0
+        assert hidden.frame.equals(frame)  # sorting, filters and exports see it already
+        app.query_one(TabbedContent).active = "two"
+        await pilot.pause()
+        await pilot.pause()
+        assert hidden.row_count == 4
+        # not shown at all: drawn after the delay anyway
+        app.query_one(TabbedContent).active = "one"
+        await pilot.pause()
+        hidden.show_frame(frame.head(3))
+        assert hidden.row_count == 4
+        await pilot.pause(frame_table.HIDDEN_DRAW_DELAY + 0.2)
+        assert hidden.row_count == 3

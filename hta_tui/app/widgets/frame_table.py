@@ -29,9 +29,12 @@ from hta_tui.app.widgets.plain_cells import PlainCells
 #: (a DataTable measures each cell on the UI thread), and nobody scrolls past a few hundred.
 MAX_ROWS = 400
 #: Rows added at once when a table is drawn (a screenful); the rest follow BATCH at a time,
-#: one batch per turn of the event loop, so drawing 400 rows never holds a key back.
+#: one batch per turn of the event loop, so a key pressed meanwhile is answered first. Each
+#: batch makes DataTable redraw every visible row (15-20 ms), so the rest come in one.
 FIRST_ROWS = 60
-BATCH = 60
+BATCH = MAX_ROWS
+#: Seconds a table hidden in its screen (another tab) waits before drawing new data.
+HIDDEN_DRAW_DELAY = 0.3
 
 
 #: Longer texts (C++ kernel names run to 300 characters) are cut in the middle for display;
@@ -145,11 +148,31 @@ class FrameTable(PlainCells):
         #: each drawn column's widest cell (`_render_frame`), so nothing needs measuring
         self._text_widths: dict[str, int] = {}
         self._generation = 0  # bumped by each redraw; stale row batches stop
+        self._draw_when_shown = False
 
     # -- data ----------------------------------------------------------------------------------
     def show_frame(self, df: pl.DataFrame) -> None:
+        """Show `df`. A table hidden in its screen (in another tab) draws a moment later, or
+        when it is shown if that is sooner: a screen of three tabbed tables drew all three
+        within the key press before."""
         self.frame = df
-        self._render_frame()
+        hidden = self.is_attached and self.screen.is_current and not self._displayed()
+        self._draw_when_shown = hidden
+        if hidden:
+            self.set_timer(HIDDEN_DRAW_DELAY, self._draw_pending)
+        else:
+            self._render_frame()
+
+    def _displayed(self) -> bool:
+        return all(node.display for node in self.ancestors_with_self if node is not self.screen)
+
+    def on_show(self) -> None:
+        self._draw_pending()
+
+    def _draw_pending(self) -> None:
+        if self._draw_when_shown and self.is_attached:
+            self._draw_when_shown = False
+            self._render_frame()
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text.strip()
