@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import os
 import shutil
 import sys
@@ -52,6 +53,14 @@ def report_parser() -> argparse.ArgumentParser:
         help="run only these analyses (see --list)",
     )
     p.add_argument("--list", action="store_true", help="list the analyses and exit")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an analysis parameter, HTA's name (operator_name=aten::linear, top_k=10, "
+        "runtime_cutoff_us=20, ...; --list shows them all); repeatable",
+    )
     diff = p.add_argument_group("comparing two runs")
     diff.add_argument("--compare", type=Path, metavar="TEST", help="diff PATH (control) with TEST")
     diff.add_argument("--rank", type=int, help="control rank (default: its smallest)")
@@ -76,7 +85,7 @@ def demo_dir() -> Path:
     return out
 
 
-def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None) -> int:
+def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None, options: Any) -> int:
     if args.compare is not None:
         from hta_tui.report import run_compare_report
 
@@ -99,6 +108,7 @@ def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None) -
         no_cache=args.no_cache,
         workers=args.workers,
         hta_compat=args.hta_compat,
+        options=options,
     )
 
 
@@ -107,10 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "report":
         parser = report_parser()
         if "--list" in argv[1:]:
-            from hta_tui.analysis.catalog import ANALYSES
+            from hta_tui.analysis.catalog import ANALYSES, Options
 
             for a in ANALYSES:
                 print(f"{a.name:34} {a.title}{'' if a.default else ' (only when named)'}")
+            print("\nparameters (--set NAME=VALUE), with their defaults:")
+            for name, value in dataclasses.asdict(Options()).items():
+                if name != "hta_compat":
+                    print(f"  {name}={value}")
             return EXIT_OK
         args = parser.parse_args(argv[1:])
         only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
@@ -120,6 +134,15 @@ def main(argv: list[str] | None = None) -> int:
             unknown = [n for n in only if n not in BY_NAME]
             if unknown:
                 parser.error(f"unknown analysis: {', '.join(unknown)} (see --list)")
+        from hta_tui.analysis.catalog import options_with
+
+        settings = dict(item.partition("=")[::2] for item in args.set)
+        if any("=" not in item for item in args.set):
+            parser.error("--set wants NAME=VALUE")
+        try:
+            options = options_with(settings)
+        except ValueError as exc:
+            parser.error(f"--set: {exc}")
         for path in (args.path, args.compare):
             if path is not None and not path.exists():
                 print(f"hta-tui: {path}: no such file or folder", file=sys.stderr)
@@ -127,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         from hta_tui.report import run_report
 
         try:
-            return _report(run_report, args, only)
+            return _report(run_report, args, only, options)
         except BrokenPipeError:  # `| head`: the reader left, which is not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK

@@ -6,6 +6,7 @@ the CLI). Analyses with nothing to say give empty lists, never errors.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -86,11 +87,15 @@ def run_report(
     hta_compat: bool = False,
     out: TextIO | None = None,
     cache: Cache | None = None,
+    options: catalog.Options | None = None,
 ) -> int:
+    """`options`: the analyses' parameters (HTA's defaults when None); `hta_compat` is
+    applied on top."""
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
-    tables = build_tables(ts, names=only, options=catalog.Options(hta_compat=hta_compat))
+    options = dataclasses.replace(options or catalog.Options(), hta_compat=hta_compat)
+    tables = build_tables(ts, names=only, options=options)
     if csv_dir is not None:
         write_csv(tables, csv_dir)
     if as_json:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import polars as pl
 import pytest
 
 from hta_tui.cli import main
@@ -147,3 +148,30 @@ def test_exact_mode_deviates_only_by_rounding(shared: Path, tmp_path: Path) -> N
     assert ours["idle_time(us)"] == pytest.approx(336419.714, abs=1e-3)
     assert ours["kernel_time(us)"] == pytest.approx(hta["kernel_time(us)"], rel=1e-5)
     assert abs(ours["idle_time(us)"] - hta["idle_time(us)"]) / hta["idle_time(us)"] < 0.01
+
+
+def test_set_passes_analysis_parameters(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--set NAME=VALUE` gives the analyses HTA's parameters: here frequent kernel sequences
+    of another operator than the default ProfilerStep, as the API computes them."""
+    from hta_tui.analysis import kernel_detail, sequences
+    from hta_tui.synth import write_trace_dir
+    from hta_tui.trace.model import open_set
+
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=1, steps=2, seed=0)
+    frames = open_set(root, Cache(tmp_path / "cache")).frames()
+    ops = kernel_detail.launching_operators(frames)
+    op = ops.filter(~pl.col("operator").str.starts_with("ProfilerStep"))["operator"][0]
+    want = sequences.frequent_cuda_kernel_sequences(frames, op, min_pattern_len=2)
+    assert not want.is_empty()
+    args = ["report", str(root), "--json", "--only", "frequent_cuda_kernel_sequences"]
+    assert main([*args, "--set", f"operator_name={op}", "--set", "min_pattern_len=2"]) == 0
+    got = orjson.loads(capsys.readouterr().out)["frequent_cuda_kernel_sequences"]
+    assert got == want.to_dicts()
+    assert main(args) == 0  # the default operator: another table
+    assert orjson.loads(capsys.readouterr().out)["frequent_cuda_kernel_sequences"] != got
+    for bad in ("top_k=many", "no_such=1", "top_k"):
+        with pytest.raises(SystemExit) as info:
+            main([*args, "--set", bad])
+        assert info.value.code == 2
+        assert "--set" in capsys.readouterr().err

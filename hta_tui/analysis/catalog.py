@@ -8,6 +8,7 @@ HTA returns two tables).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,6 +49,29 @@ class Options:
     operator_name: str = "ProfilerStep"
     min_pattern_len: int = 3
     top_k: int = 5
+
+
+def options_with(settings: Mapping[str, str], base: Options | None = None) -> Options:
+    """`base` with parameters given as text ("top_k" -> "10"), each converted to its field's
+    type; ValueError names an unknown parameter or a value of the wrong type."""
+    fields = {f.name: f for f in dataclasses.fields(Options) if f.name != "hta_compat"}
+    changes: dict[str, object] = {}
+    for name, text in settings.items():
+        field = fields.get(name)
+        if field is None:
+            raise ValueError(f"unknown parameter {name!r} (one of: {', '.join(fields)})")
+        kind = {"bool": bool, "int": int, "float": float}.get(str(field.type), str)
+        try:
+            if kind is bool:
+                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(text)
+                changes[name] = text.lower() in ("true", "1", "yes")
+            else:
+                changes[name] = kind(text)
+        except ValueError:
+            wanted = {int: "an integer", float: "a number", bool: "true or false"}.get(kind, "text")
+            raise ValueError(f"{name} wants {wanted}, not {text!r}") from None
+    return dataclasses.replace(base or Options(), **changes)
 
 
 @dataclass(frozen=True)
