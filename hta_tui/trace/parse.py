@@ -160,16 +160,21 @@ def _parse_bytes(holder: list[bytes]) -> ParsedTrace:
     if text[:1] != b"[":
         raise TraceFileError("not a Kineto trace: traceEvents is not a list", not_trace=True)
     try:
-        try:
-            frames = build_frames(_chunks(text))
-        except msgspec.ValidationError:
-            raise
-        except msgspec.DecodeError:  # a chunk edge fell inside a string after all
-            frames = build_frames(_decoded(_RAWS.decode(text)))
+        frames = _frames_of(text)
     except msgspec.ValidationError:  # an event field of an unexpected type
         del text
         return _parsed(*_lenient(buf))
     return _parsed(trace, frames)
+
+
+def _frames_of(text: memoryview) -> dict[str, pl.DataFrame]:
+    """Chunks cut from the text; where a cut fell inside a string, one raw per event."""
+    try:
+        return build_frames(_chunks(text))
+    except msgspec.ValidationError:
+        raise
+    except msgspec.DecodeError:
+        return build_frames(_decoded(_RAWS.decode(text)))
 
 
 _EVENTS_KEY = b'"traceEvents"'
