@@ -311,6 +311,24 @@ async def test_empty_and_missing_sides(tmp_path: Path, synth_root: Path) -> None
         assert "control side has no rank 7" in text(screen, "#diff-summary")
 
 
+async def test_the_status_bar_counts_both_sides(tmp_path: Path) -> None:
+    """Comparing, a broken file of the test side shows in the status bar too."""
+    control, test = tmp_path / "control", tmp_path / "test"
+    write_rank(control, 0)
+    write_rank(test, 0)
+    (test / "rank-1.json").write_bytes(b"{ not json")
+    app = make_app(control, test, tmp_path / "cache")
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await settle(pilot)
+        await wait_until(pilot, lambda: not app.status_info.loading, what="both sides")
+        info = app.status_info
+        assert (info.total, info.loaded, info.errors) == (3, 2, 1)
+        assert info.root == "control/ vs test/"
+        bar = str(app.screen.query_one("#status-problems", Static).render())
+        assert "1 error" in bar
+
+
 async def test_the_test_side_is_watched_too(tmp_path: Path) -> None:
     """A file landing in the test folder loads into compare_set, and the diff follows."""
     control, test, staging = tmp_path / "control", tmp_path / "test", tmp_path / "staging"

@@ -21,6 +21,7 @@ import asyncio
 import locale
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,11 @@ SCREEN_STYLES = (
 
 #: The two trace sets: the app's own (the control side when comparing) and the test side.
 MAIN, TEST = "main", "test"
+
+
+def _folder_label(path: Path) -> str:
+    """A folder's or file's name, never its absolute path (screenshots, shared terminals)."""
+    return (path.name or str(path)) + ("" if path.is_file() else "/")
 
 
 @dataclass
@@ -195,10 +201,13 @@ class HtaApp(App[int]):
         self._sides: dict[str, SideState] = {MAIN: SideState(self.root, self.trace_set)}
         if self.compare_set is not None and self.compare_root is not None:
             self._sides[TEST] = SideState(self.compare_root, self.compare_set)
-        # the root's name, never its absolute path (screenshots, shared terminals)
-        self._label = (self.root.name or str(self.root)) + ("" if self.root.is_file() else "/")
+        self._label = _folder_label(self.root)
+        #: the status bar's: comparing, both sides'
+        self._status_label = self._label
+        if self.compare_root is not None:
+            self._status_label += " vs " + _folder_label(self.compare_root)
         self.watcher_state = "off"
-        self.status_info = StatusInfo(root=self._label, scanning=True)
+        self.status_info = StatusInfo(root=self._status_label, scanning=True)
         self.overview_data: OverviewData | None = None
         self._overview_worker: Worker | None = None
         self._overview_requested: tuple[Any, ...] | None = None
@@ -609,17 +618,20 @@ class HtaApp(App[int]):
 
     def _tick(self) -> None:
         ts = self.trace_set
-        counts = ts.counts()
-        total = len(ts.entries)
+        # comparing: both sides' files, so a broken file of the test side shows too
+        counts: Counter[str] = Counter()
+        for state in self._sides.values():
+            counts.update(state.trace_set.counts())
+        total = sum(len(state.trace_set.entries) for state in self._sides.values())
         info = StatusInfo(
-            root=self._label,
+            root=self._status_label,
             total=total,
             done=total - counts.get("pending", 0) - counts.get("loading", 0),
             loaded=counts.get("loaded", 0),
             errors=counts.get("error", 0) + counts.get("not_trace", 0),
             incomplete=counts.get("incomplete", 0),
             watch=self.watcher_state,
-            scanning=self._sides[MAIN].scanning,
+            scanning=any(state.scanning for state in self._sides.values()),
         )
         if info != self.status_info:
             self.status_info = info
