@@ -327,6 +327,13 @@ async def test_the_status_bar_counts_both_sides(tmp_path: Path) -> None:
         assert info.root == "control/ vs test/"
         bar = str(app.screen.query_one("#status-problems", Static).render())
         assert "1 error" in bar
+    # two ranks of one folder: its files once
+    app = make_app(control, control, tmp_path / "cache", test_rank=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await start(pilot)
+        await settle(pilot)
+        await wait_until(pilot, lambda: not app.status_info.loading, what="the folder")
+        assert (app.status_info.total, app.status_info.root) == (1, "control/")
 
 
 async def test_the_test_side_is_watched_too(tmp_path: Path) -> None:

@@ -84,6 +84,13 @@ def _folder_label(path: Path) -> str:
     return (path.name or str(path)) + ("" if path.is_file() else "/")
 
 
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return a == b
+
+
 @dataclass
 class SideState:
     """Loading state of one trace set: its scan generation, whether a full scan is under way,
@@ -204,8 +211,10 @@ class HtaApp(App[int]):
         self._label = _folder_label(self.root)
         #: the status bar's: comparing, both sides'
         self._status_label = self._label
-        if self.compare_root is not None:
+        self._status_sides = [self._sides[MAIN]]
+        if self.compare_root is not None and not _same_path(self.compare_root, self.root):
             self._status_label += " vs " + _folder_label(self.compare_root)
+            self._status_sides.append(self._sides[TEST])
         self.watcher_state = "off"
         self.status_info = StatusInfo(root=self._status_label, scanning=True)
         self.overview_data: OverviewData | None = None
@@ -620,9 +629,9 @@ class HtaApp(App[int]):
         ts = self.trace_set
         # comparing: both sides' files, so a broken file of the test side shows too
         counts: Counter[str] = Counter()
-        for state in self._sides.values():
+        for state in self._status_sides:
             counts.update(state.trace_set.counts())
-        total = sum(len(state.trace_set.entries) for state in self._sides.values())
+        total = sum(len(state.trace_set.entries) for state in self._status_sides)
         info = StatusInfo(
             root=self._status_label,
             total=total,
@@ -631,7 +640,7 @@ class HtaApp(App[int]):
             errors=counts.get("error", 0) + counts.get("not_trace", 0),
             incomplete=counts.get("incomplete", 0),
             watch=self.watcher_state,
-            scanning=any(state.scanning for state in self._sides.values()),
+            scanning=any(state.scanning for state in self._status_sides),
         )
         if info != self.status_info:
             self.status_info = info
