@@ -327,6 +327,9 @@ async def test_the_status_bar_counts_both_sides(tmp_path: Path) -> None:
         assert info.root == "control/ vs test/"
         bar = str(app.screen.query_one("#status-problems", Static).render())
         assert "1 error" in bar
+        # the overview lists the control side's files: the test side's error is a notice
+        notes = [str(n.message) for n in app._notifications]
+        assert any(n.startswith("test side: rank-1.json: ") for n in notes), notes
     # two ranks of one folder: its files once
     app = make_app(control, control, tmp_path / "cache", test_rank=0)
     async with app.run_test(size=SIZE) as pilot:

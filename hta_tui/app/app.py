@@ -528,6 +528,10 @@ class HtaApp(App[int]):
         if current is None or current.file.key != result.file.key:
             return  # removed, or changed again since this load started: a newer load follows
         state.trace_set.apply(result)
+        if side_of(msg) == TEST and result.status in ("error", "not_trace"):
+            # the overview lists the control side's files; the test side's problems show here
+            name = result.file.path.name
+            self.notify(f"test side: {name}: {result.error}", severity="warning", timeout=10)
 
     @on(FileGone)
     def _file_gone(self, msg: FileGone) -> None:
