@@ -263,7 +263,7 @@ def _nulls(name: str, n: int, dtype: pl.DataType | None = None) -> pl.Series:
 
 def _spread(values: pl.Series, idx: pl.Series, n: int) -> pl.Series:
     """`values` of rows `idx` into a column of n rows, null elsewhere."""
-    return _nulls(values.name, n).scatter(idx, values)
+    return _nulls(values.name, n, values.dtype).scatter(idx, values)
 
 
 def _texts(field: str, blobs: list[bytes]) -> pl.Series:
@@ -285,12 +285,10 @@ def _dim3(text: pl.Series, idx: pl.Series, n: int) -> pl.Expr:
     valid = text.str.contains(_DIM3)
     split = text.str.strip_chars("[]").str.split_exact(",", 2).struct.unnest()
     parts = [
-        _nulls("", n, pl.Int64()).scatter(
-            idx, split.to_series(i).str.strip_chars().str.to_integer(strict=False)
-        )
+        _spread(split.to_series(i).str.strip_chars().str.to_integer(strict=False), idx, n)
         for i in range(3)
     ]
-    whole = _nulls("", n, pl.Boolean).scatter(idx, valid).fill_null(False)
+    whole = _spread(valid, idx, n).fill_null(False)
     return pl.when(whole).then(pl.concat_arr(parts)).alias(text.name)
 
 

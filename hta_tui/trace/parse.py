@@ -136,11 +136,8 @@ def _parse_bytes(holder: list[bytes]) -> ParsedTrace:
         raise TraceFileError("not JSON", not_trace=True)
     found = _find_events(buf)
     if found is not None:
-        trace, text = found
         try:
-            return _parsed(trace, build_frames(_chunks(text)))
-        except msgspec.ValidationError:  # an event field of an unexpected type
-            return _parsed(*_lenient(buf))
+            return _from_events(*found, buf)
         except msgspec.DecodeError:
             pass  # not laid out as it seemed, or broken: the whole file tells which
     try:
@@ -159,12 +156,16 @@ def _parse_bytes(holder: list[bytes]) -> ParsedTrace:
         raise TraceFileError("not a Kineto trace: no traceEvents", not_trace=True)
     if text[:1] != b"[":
         raise TraceFileError("not a Kineto trace: traceEvents is not a list", not_trace=True)
+    return _from_events(trace, text, buf)
+
+
+def _from_events(trace: _Trace, text: memoryview, buf: bytes) -> ParsedTrace:
+    """The trace from its events array `text`; an event field of an unexpected type sends the
+    whole file the lenient way. DecodeError when `text` is not a valid array."""
     try:
-        frames = _frames_of(text)
-    except msgspec.ValidationError:  # an event field of an unexpected type
-        del text
+        return _parsed(trace, _frames_of(text))
+    except msgspec.ValidationError:
         return _parsed(*_lenient(buf))
-    return _parsed(trace, frames)
 
 
 def _frames_of(text: memoryview) -> dict[str, pl.DataFrame]:
