@@ -53,12 +53,23 @@ AfterParse = Callable[[Path, dict[str, Any], dict[str, pl.DataFrame]], None]
 
 def load_one(tf: TraceFile, cache: Cache, after_parse: AfterParse | None = None) -> LoadResult:
     """Cache hit, else parse and store. Never raises for a bad file: the result says why."""
+    return _cached(tf, cache) or _parse_and_store(tf, cache, after_parse)
+
+
+def _cached(tf: TraceFile, cache: Cache) -> LoadResult | None:
     t0 = time.perf_counter()
     meta = cache.lookup(tf)
-    if meta is not None:
-        return LoadResult(
-            tf, "loaded", meta, cache.entry_dir(tf), seconds=time.perf_counter() - t0, cached=True
-        )
+    if meta is None:
+        return None
+    return LoadResult(
+        tf, "loaded", meta, cache.entry_dir(tf), seconds=time.perf_counter() - t0, cached=True
+    )
+
+
+def _parse_and_store(
+    tf: TraceFile, cache: Cache, after_parse: AfterParse | None = None
+) -> LoadResult:
+    t0 = time.perf_counter()
     try:
         parsed = parse_file(tf.path)
         entry = cache.store(tf, parsed)
@@ -87,7 +98,7 @@ def _worker(
 ) -> LoadResult:
     cache = Cache.__new__(Cache)
     cache.root, cache.enabled = cache_root, enabled
-    return load_one(tf, cache, after_parse)
+    return _parse_and_store(tf, cache, after_parse)  # the caller found no cache entry
 
 
 @contextlib.contextmanager
@@ -207,18 +218,21 @@ def _load(
 ) -> Iterator[LoadResult]:
     pending: list[TraceFile] = []
     for tf in files:
-        if cache.lookup(tf) is not None or tf.size < INLINE_BYTES:
-            yield load_one(tf, cache, after_parse)
-            if cancelled is not None and cancelled():
-                return
-        else:
+        result = _cached(tf, cache)
+        if result is None and tf.size < INLINE_BYTES:
+            result = _parse_and_store(tf, cache, after_parse)
+        if result is None:
             pending.append(tf)
+            continue
+        yield result
+        if cancelled is not None and cancelled():
+            return
     if not pending:
         return
     n = min(workers or default_workers(), len(pending))
     if n <= 1:
         for tf in pending:
-            yield load_one(tf, cache, after_parse)
+            yield _parse_and_store(tf, cache, after_parse)
             if cancelled is not None and cancelled():
                 return
         return
