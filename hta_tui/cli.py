@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import dataclasses
 import os
 import shutil
 import sys
@@ -117,14 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "report":
         parser = report_parser()
         if "--list" in argv[1:]:
-            from hta_tui.analysis.catalog import ANALYSES, Options
+            from hta_tui.analysis.catalog import ANALYSES, parameters
 
             for a in ANALYSES:
                 print(f"{a.name:34} {a.title}{'' if a.default else ' (only when named)'}")
             print("\nparameters (--set NAME=VALUE), with their defaults:")
-            for name, value in dataclasses.asdict(Options()).items():
-                if name != "hta_compat":
-                    print(f"  {name}={value}")
+            for name, value in parameters().items():
+                print(f"  {name}={value}")
             return EXIT_OK
         args = parser.parse_args(argv[1:])
         only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
@@ -136,11 +134,10 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unknown analysis: {', '.join(unknown)} (see --list)")
         from hta_tui.analysis.catalog import options_with
 
-        settings = dict(item.partition("=")[::2] for item in args.set)
         if any("=" not in item for item in args.set):
             parser.error("--set wants NAME=VALUE")
         try:
-            options = options_with(settings)
+            options = options_with(dict(item.partition("=")[::2] for item in args.set))
         except ValueError as exc:
             parser.error(f"--set: {exc}")
         for path in (args.path, args.compare):

@@ -51,10 +51,16 @@ class Options:
     top_k: int = 5
 
 
-def options_with(settings: Mapping[str, str], base: Options | None = None) -> Options:
-    """`base` with parameters given as text ("top_k" -> "10"), each converted to its field's
-    type; ValueError names an unknown parameter or a value of the wrong type."""
-    fields = {f.name: f for f in dataclasses.fields(Options) if f.name != "hta_compat"}
+def parameters() -> dict[str, object]:
+    """The analyses' parameters a user sets by name (`options_with`), with their defaults;
+    `hta_compat` is a mode of its own."""
+    return {k: v for k, v in dataclasses.asdict(Options()).items() if k != "hta_compat"}
+
+
+def options_with(settings: Mapping[str, str]) -> Options:
+    """HTA's defaults with parameters given as text ("top_k" -> "10"), each converted to its
+    field's type; ValueError names an unknown parameter or a value of the wrong type."""
+    fields = {f.name: f for f in dataclasses.fields(Options) if f.name in parameters()}
     changes: dict[str, object] = {}
     for name, text in settings.items():
         field = fields.get(name)
@@ -71,7 +77,7 @@ def options_with(settings: Mapping[str, str], base: Options | None = None) -> Op
         except ValueError:
             wanted = {int: "an integer", float: "a number", bool: "true or false"}.get(kind, "text")
             raise ValueError(f"{name} wants {wanted}, not {text!r}") from None
-    return dataclasses.replace(base or Options(), **changes)
+    return dataclasses.replace(Options(), **changes)
 
 
 @dataclass(frozen=True)
