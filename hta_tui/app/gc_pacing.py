@@ -38,7 +38,8 @@ AUTO_FULL_AFTER = 100_000
 
 @dataclass
 class GcPacer:
-    """Call `activity()` on every input event and `tick()` from a timer (every half second)."""
+    """Call `activity()` on every input event and `tick()` from a timer (the app's: every
+    GC_TICK seconds)."""
 
     clock: Callable[[], float] = time.monotonic
     collect: Callable[[], int] = gc.collect

@@ -242,8 +242,7 @@ class FrameTable(PlainCells):
             if dtype == pl.String:  # data, never markup: "[lambda(int)#1]" must show as written
                 texts[name] = [Text(t) if "[" in t else t for t in texts[name]]
         texts.update(self.restyle(shown))
-        # plain strings: measuring a Text cell costs several times more. Row keys are the
-        # row positions (subclasses restyle cells by them).
+        # Row keys are the row positions (subclasses restyle cells by them).
         rows = list(zip(*(texts[c] for c in shown.columns), strict=True))
         target = None
         if keep is not None and self.key_column and self.key_column in shown.columns:
@@ -270,8 +269,8 @@ class FrameTable(PlainCells):
             self.call_later(self._add_rows, rows, stop, BATCH, target, gen)
 
     def _update_dimensions(self, new_rows: Any) -> None:
-        """Every cell is a one-line plain string (`_render_frame`), so a column is as wide as
-        its widest text, known already: DataTable would render and measure each cell again,
+        """Every cell is one line of text (`_render_frame`), so a column is as wide as its
+        widest text, known already: DataTable would render and measure each cell again,
         80 ms of frozen UI for a 400-row table. (Overrides a private method of the pinned
         Textual; every snapshot test checks the widths.)"""
         for column in self.ordered_columns:
