@@ -17,6 +17,7 @@ import polars as pl
 from hta_tui.analysis import catalog
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_ready
+from hta_tui.report_text import write_text
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 
@@ -40,7 +41,7 @@ def build_tables(
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
         tables.update(catalog.run(ts.frames(), rest, options))
-    return tables
+    return {"files": tables["files"], **catalog.wanted_tables(names, tables)}
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
@@ -58,22 +59,12 @@ def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
     return paths
 
 
-def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
-    with pl.Config(
-        tbl_rows=50,
-        tbl_cols=-1,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_formatting="ASCII_MARKDOWN",
-        fmt_str_lengths=60,
-        tbl_width_chars=200,
-        float_precision=3,
-    ):
-        for name, df in tables.items():
-            title = f"Files in {root}" if name == "files" else name
-            print(f"# {title}", file=out)
-            print(df if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out)
-            print(file=out)
+def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO, **text: Any) -> None:
+    write_text(tables, {"files": f"Files in {root}"}, out, **text)
+
+
+def _shape(width: int | None, rows: int | None) -> dict[str, Any]:
+    return {"width": width, **({} if rows is None else {"rows": rows})}
 
 
 def run_report(
@@ -88,9 +79,11 @@ def run_report(
     out: TextIO | None = None,
     cache: Cache | None = None,
     options: catalog.Options | None = None,
+    width: int | None = None,
+    rows: int | None = None,
 ) -> int:
     """`options`: the analyses' parameters (HTA's defaults when None); `hta_compat` is
-    applied on top."""
+    applied on top. `width` and `rows` shape the text output (terminal width, 50 rows)."""
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
@@ -102,7 +95,7 @@ def run_report(
         doc = {name: df.to_dicts() for name, df in tables.items()}
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif csv_dir is None:
-        _text(tables, ts.root, out)
+        _text(tables, ts.root, out, **_shape(width, rows))
     return 0 if ts.loaded() else 1
 
 
@@ -148,6 +141,8 @@ def run_compare_report(
     no_cache: bool = False,
     out: TextIO | None = None,
     cache: Cache | None = None,
+    width: int | None = None,
+    rows: int | None = None,
     **kw: Any,
 ) -> int:
     out = out or sys.stdout
@@ -165,7 +160,7 @@ def run_compare_report(
             tables["compare_traces"] = tables["compare_traces"].sort(
                 pl.col("diff_duration").abs(), descending=True
             )
-        _text(tables, control.root, out)
+        _text(tables, control.root, out, **_shape(width, rows))
         for category, names in doc.get("ops_diff", {}).items():
             print(f"# ops_diff.{category}: {len(names)}", file=out)
         if "error" in doc:
