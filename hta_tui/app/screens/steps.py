@@ -234,14 +234,31 @@ class StepsScreen(AnalysisScreen):
         flagged = s.filter(pl.col("straggler"))
         n_ranks = result["iterations"]["rank"].n_unique()
         head = f"{spread.height} steps on {n_ranks} rank{'s' if n_ranks != 1 else ''}. "
+        head += StepsScreen._collectives(s)
         if flagged.is_empty():
             if s.height < 3:
                 return head + "Straggler detection needs at least 3 ranks with steps."
-            return head + "No straggler: no rank stands out."
+            noise = s.filter(pl.col("reason") != "")
+            why = "; ".join(f"rank {r['rank']} {r['reason']}" for r in noise.iter_rows(named=True))
+            return head + "No straggler: no rank stands out" + (f" ({why})." if why else ".")
         names = "; ".join(
             f"rank {r['rank']} ({r['reason']})" for r in flagged.iter_rows(named=True)
         )
         return head + f"Straggler candidate{'s' if flagged.height > 1 else ''}: {names}."
+
+    @staticmethod
+    def _collectives(s: pl.DataFrame) -> str:
+        """The spread of time in collectives per step across ranks: in synchronous training
+        the rank that waits least is the one the others wait for."""
+        comm = s.filter(pl.col("comm_time (us)") > 0)
+        if comm.height < 2:
+            return ""
+        low = comm.row(int(comm["comm_time (us)"].arg_min() or 0), named=True)
+        lo, hi = comm["comm_time (us)"].min(), comm["comm_time (us)"].max()
+        return (
+            f"Collectives per step: {fmt_us(lo)} to {fmt_us(hi)} across ranks "
+            f"(least: rank {low['rank']}). "
+        )
 
     def _focus_table(self) -> None:
         tabs = self.query_one("#steps-tabs", TabbedContent)
