@@ -247,8 +247,8 @@ def straggler_candidates(
         (_robust_z(src) if enough else pl.lit(None, pl.Float64)).alias(z)
         for z, src in z_cols.items()
     )
-    return per_rank.pipe(_verdicts, threshold).select(list(STRAGGLER_COLUMNS)).cast(
-        STRAGGLER_COLUMNS
+    return (
+        per_rank.pipe(_verdicts, threshold).select(list(STRAGGLER_COLUMNS)).cast(STRAGGLER_COLUMNS)
     )
 
 

@@ -144,6 +144,8 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self._worker_side: dict[Worker, str] = {}
         self._stop_watch: asyncio.Event | None = None
         self._recheck_workers: dict[str, Worker] = {}
+        #: the rank every screen shows (None: all), chosen with `r` on any screen
+        self.rank_choice: int | None = None
         #: the kernel the detail screen shows (set by enter on the kernels screen)
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []

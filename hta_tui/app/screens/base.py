@@ -21,10 +21,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
@@ -95,6 +96,8 @@ class AnalysisScreen(Screen):
 
     #: Shown in the header line and the command palette.
     TITLE: ClassVar[str] = ""
+    #: Shows the rank chosen with `r` on any screen (the app's `rank_choice`).
+    FOLLOWS_RANK: ClassVar[bool] = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Rank", tooltip="Show one rank or all ranks"),
@@ -151,7 +154,7 @@ class AnalysisScreen(Screen):
             yield from self.compose_body()
         yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -181,9 +184,16 @@ class AnalysisScreen(Screen):
         if self.is_mounted:  # else on_mount computes with these
             self._maybe_refresh(force=True)
 
+    def _follow_rank(self) -> None:
+        """The rank chosen with `r` on any screen holds on every screen."""
+        rank = getattr(self.app, "rank_choice", self.params.rank)
+        if rank != self.params.rank and self.FOLLOWS_RANK:
+            self.params = replace(self.params, rank=rank)
+
     def _maybe_refresh(self, force: bool = False) -> None:
         if not self.is_current and not force:
             return
+        self._follow_rank()
         ts = self.trace_set
         want = (ts.generation, self.params)
         if want == self._shown_key or want == self._computing:
@@ -235,7 +245,9 @@ class AnalysisScreen(Screen):
 
         def chosen(value: int | None) -> None:
             if value is not None:
-                self.set_params(rank=None if value == -1 else value)
+                rank = None if value == -1 else value
+                self.app.rank_choice = rank  # type: ignore[attr-defined]
+                self.set_params(rank=rank)
 
         self.app.push_screen(RankPicker(ranks, self.params.rank), chosen)
 
@@ -264,8 +276,9 @@ class AnalysisScreen(Screen):
                 table.set_filter(text)
 
     def action_back(self) -> None:
+        """Escape: clear a filter first (typed or kept), and only then leave the screen."""
         box = self.query_one("#filter", Input)
-        if box.has_focus:
+        if box.has_focus or box.value:
             box.value = ""
             box.display = False
             self._apply_filter()

@@ -24,12 +24,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, OptionList, Static
+from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
+from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.trace.model import TraceSet
@@ -266,6 +267,7 @@ class SidePicker(ModalScreen[tuple[Any, Any] | None]):
 
 class DiffScreen(AnalysisScreen):
     TITLE = "Diff"
+    FOLLOWS_RANK = False  # each side has its own rank (`r` here picks both)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Ranks", tooltip="The rank compared on each side"),
@@ -582,7 +584,7 @@ class DiffDetailScreen(Screen):
             yield Static("", id="diff-kernels-title", classes="section-title")
             yield FrameTable(id="diff-kernels", key_column="name", export_name="diff_kernels")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#body").loading = True

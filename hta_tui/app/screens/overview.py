@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from hta_tui.app.format import (
     TEMPORAL_COLUMNS,
@@ -29,6 +29,7 @@ from hta_tui.app.format import (
     fit_columns,
 )
 from hta_tui.app.widgets.bars import BarRow, StackedBars
+from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.app.widgets.status import StatusBar
 
@@ -57,6 +58,13 @@ class OverviewData:
 
 class FilesTable(PlainCells):
     """The files table; its component classes give each status a theme colour."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "scroll_top", "Top", show=False),
+        Binding("G", "scroll_bottom", "Bottom", show=False),
+    ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
         "files-table--ok",
@@ -112,7 +120,7 @@ class OverviewScreen(Screen):
                     yield StackedBars(id="temporal-bars", ascii=self.ascii)
                 yield Static(id="temporal-empty", markup=False)
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#files", FilesTable).focus()
