@@ -15,6 +15,9 @@ import polars as pl
 
 _NAMESPACE = re.compile(r"\b(?:[A-Za-z_]\w*|\(anonymous namespace\))::")
 _SPACES = re.compile(r"\s+")
+#: With every template argument folded, a function name shorter than this (`Kernel`) keeps
+#: its first-level arguments: they are what names the kernel.
+GENERIC_NAME = 12
 
 
 def _strip_parameters(name: str) -> str:
@@ -30,9 +33,15 @@ def _strip_parameters(name: str) -> str:
     return name
 
 
-def _fold_templates(name: str) -> str:
-    """Template arguments below the first level become `…`; a first-level argument that is a
-    function or lambda type (`Impl(Iter&, Type)::{lambda()#2}`) becomes `Impl(…)`."""
+def _fold_templates(name: str, keep: int = 1) -> str:
+    """Template arguments below level `keep` become `…` (keep=0: `foo<…>`); a first-level
+    argument that is a function or lambda type (`Impl(Iter&, Type)::{lambda()#2}`) becomes
+    `Impl(…)`."""
+    if keep == 0 and "<" in name:
+        base = name.split("<", 1)[0]
+        if len(base) >= GENERIC_NAME:  # `cutlass::Kernel<Gemm...>`: the argument is the name
+            return base + "<…>"
+        keep = 1
     out: list[str] = []
     depth = 0
     skipping: int | None = None  # brackets open inside a skipped argument
@@ -79,19 +88,20 @@ def _drop_return_type(name: str) -> str:
     return name[cut:]
 
 
-def fold_name(name: str) -> str:
-    """`void at::native::foo<4, at::native::Bar<float>>(int, ...)` -> `foo<4, Bar<…>>`.
+def fold_name(name: str, keep: int = 1) -> str:
+    """`void at::native::foo<4, at::native::Bar<float>>(int, ...)` -> `foo<4, Bar<…>>`
+    (`keep=0`: `foo<…>`, for the narrowest columns).
     Copies and sets (`Memcpy HtoD (Device -> Pageable)`) and plain names (`aten::linear`)
     stay as they are."""
     if name.startswith(("Memcpy", "Memset", "dma")) or not any(c in name for c in "<("):
         return name
     text = _strip_parameters(name.replace("(anonymous namespace)::", "").strip())
     text = _NAMESPACE.sub("", _drop_return_type(text))
-    return _SPACES.sub(" ", _fold_templates(text)).strip() or name
+    return _SPACES.sub(" ", _fold_templates(text, keep)).strip() or name
 
 
-def fold_names(names: pl.Series) -> pl.Series:
+def fold_names(names: pl.Series, keep: int = 1) -> pl.Series:
     """`fold_name` of every value, computed once per distinct name."""
     uniq = names.drop_nulls().unique()
-    folded = [fold_name(n) for n in uniq.to_list()]
+    folded = [fold_name(n, keep) for n in uniq.to_list()]
     return names.replace_strict(uniq, folded, default=names, return_dtype=pl.String)

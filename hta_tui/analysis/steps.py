@@ -25,6 +25,8 @@ from hta_tui.analysis import intervals
 from hta_tui.analysis.hta_view import gpu_launches, hta_view, profiler_step_names, us
 
 _STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
+#: The step number in a ProfilerStep name (group 1).
+STEP_NUMBER = _STEP_RE
 
 ITERATION_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.worker import Worker, get_current_worker
 
+from hta_tui.analysis import scope
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
@@ -81,6 +82,9 @@ class RefreshMixin(_AppBase):
             loading=ctx["loading"],
             watching=ctx["watching"],
             root=ctx["root"],
+            steps=scope.steps_from_names(
+                {n for d in ts.loaded().values() for n in d.meta.get("step_names", ())}
+            ),
         )
         self.post_message(OverviewReady(files, temporal, generation, data))
 

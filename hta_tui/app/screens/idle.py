@@ -122,7 +122,7 @@ class IdleScreen(AnalysisScreen):
         return float(self.params.get("threshold", DEFAULT_THRESHOLD))
 
     def _title_text(self) -> str:
-        return f"{super()._title_text()}  ·  threshold {format_threshold(self.threshold)}"
+        return self._with_scope(f"{self._where()}  ·  threshold {format_threshold(self.threshold)}")
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="idle-summary", classes="summary")

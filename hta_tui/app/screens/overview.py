@@ -54,6 +54,8 @@ class OverviewData:
     loading: bool = False
     watching: bool = False
     root: str = ""
+    #: the steps the temporal breakdown covers (HTA's rule; the file list counts whole files)
+    steps: str = ""
 
 
 class FilesTable(PlainCells):
@@ -111,6 +113,7 @@ class OverviewScreen(Screen):
         with Vertical(id="overview"):
             files = FilesTable(id="files", cursor_type="row", zebra_stripes=False)
             files.border_title = "Files"
+            files.border_subtitle = "counts: whole files"
             yield files
             yield Static(id="file-detail", markup=False)
             with Vertical(id="temporal-box") as box:
@@ -227,6 +230,8 @@ class OverviewScreen(Screen):
         has = bool(data.temporal)
         self.query_one("#temporal").display = has
         empty.display = not has
+        box = self.query_one("#temporal-box")
+        box.border_title = "Temporal breakdown" + (f" · {data.steps}" if data.steps else "")
         if has:
             # Columns too: a DataTable's auto widths only ever grow.
             table.clear(columns=True)

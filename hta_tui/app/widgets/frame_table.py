@@ -49,17 +49,31 @@ def elide(text: str, width: int = MAX_TEXT) -> str:
     return f"{text[:half]}…{text[len(text) - (width - 1 - half) :]}"
 
 
+#: Words in a column name that say what kind of number it holds.
+_SHARE_WORDS = ("%", "pct", "share", "percent")
+_TIME_WORDS = ("us", "time", "dur", "delay", "sum", "mean", "min", "max", "std", "median")
+
+
 def float_style(col: pl.Series) -> str:
-    """One number format per column, so a column's numbers line up: whole numbers without
-    decimals, one decimal from 10 up, three significant digits for small values."""
+    """One number format per column, and one per kind of column, so numbers line up and read
+    alike across tables: whole numbers without decimals; shares and times (us) with one
+    decimal; other small quantities with as many decimals as show three digits of the
+    largest ("d3": 0.089, never 0.0887 beside 30.9)."""
     finite = col.drop_nulls().drop_nans()
     if finite.is_empty() or (finite == finite.round(0)).all():
         return "int"
-    return "one" if finite.abs().max() >= 10 else "sig"
+    name = col.name.lower()
+    if any(w in name for w in (*_SHARE_WORDS, *_TIME_WORDS)):
+        return "d1"
+    top = float(finite.abs().max())  # type: ignore[arg-type]
+    return "d1" if top >= 10 else "d2" if top >= 1 else "d3"
 
 
-def format_value(value: Any, dtype: pl.DataType, style: str = "one") -> str:
-    """Numbers right-aligned and readable (1,234.5); nulls as a dash; long texts elided."""
+def format_value(
+    value: Any, dtype: pl.DataType, style: str = "d1", max_text: int = MAX_TEXT
+) -> str:
+    """Numbers right-aligned and readable (1,234.5), in the column's `float_style`; nulls as
+    a dash; texts longer than `max_text` elided in the middle."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -69,14 +83,11 @@ def format_value(value: Any, dtype: pl.DataType, style: str = "one") -> str:
     if dtype.is_float():
         if value != value:  # NaN
             return "-"
-        if style == "int":
-            return f"{value:,.0f}"
-        if style == "sig" or abs(value) < 0.1:
-            return f"{value:.3g}"
-        return f"{value:,.1f}"
+        decimals = 0 if style == "int" else int(style[1:]) if style[1:].isdigit() else 1
+        return f"{value:,.{decimals}f}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(str, value)) + "]"
-    return elide(str(value))
+    return elide(str(value), max_text)
 
 
 class ColumnPicker(ModalScreen[str | None]):
@@ -143,6 +154,11 @@ class FrameTable(PlainCells):
         self.export_name = export_name
         self.max_rows = max_rows
         self.frame: pl.DataFrame = pl.DataFrame()
+        #: columns kept in the frame (cursor row, filter, export) but not drawn: a kernel's
+        #: full name behind its short one
+        self.hidden_columns: frozenset[str] = frozenset()
+        #: texts longer than this are elided in the middle when drawn
+        self.max_text = MAX_TEXT
         self.filter_text = ""
         self.sort_by: tuple[str, bool] | None = None  # (column, descending)
         #: each drawn column's widest cell (`_render_frame`), so nothing needs measuring
@@ -215,17 +231,21 @@ class FrameTable(PlainCells):
         self.clear(columns=True)
         self._generation += 1
         numeric = {c for c, t in df.schema.items() if t.is_numeric()}
-        shown = df.head(self.max_rows)
+        drawn = [c for c in df.columns if c not in self.hidden_columns]
+        shown = df.head(self.max_rows).select(drawn)
         schema = shown.schema
         styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
         texts: dict[str, list[Any]] = {
-            c: [format_value(v, schema[c], styles.get(c, "one")) for v in shown[c].to_list()]
+            c: [
+                format_value(v, schema[c], styles.get(c, "d1"), self.max_text)
+                for v in shown[c].to_list()
+            ]
             for c in shown.columns
         }
         self._text_widths = {
             name: max(map(cell_len, cells), default=0) for name, cells in texts.items()
         }
-        for name in df.columns:
+        for name in drawn:
             arrow = ""
             if self.sort_by is not None and self.sort_by[0] == name:
                 arrow = " ▼" if self.sort_by[1] else " ▲"
@@ -245,9 +265,11 @@ class FrameTable(PlainCells):
         # Row keys are the row positions (subclasses restyle cells by them).
         rows = list(zip(*(texts[c] for c in shown.columns), strict=True))
         target = None
-        if keep is not None and self.key_column and self.key_column in shown.columns:
-            match = shown.with_row_index("__i").filter(
-                pl.col(self.key_column) == keep.get(self.key_column)
+        if keep is not None and self.key_column and self.key_column in df.columns:
+            match = (
+                df.head(self.max_rows)
+                .with_row_index("__i")
+                .filter(pl.col(self.key_column) == keep.get(self.key_column))
             )
             if not match.is_empty():
                 target = int(match["__i"][0])
