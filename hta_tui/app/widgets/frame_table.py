@@ -261,7 +261,13 @@ class FrameTable(PlainCells):
         for name, dtype in schema.items():
             if dtype == pl.String:  # data, never markup: "[lambda(int)#1]" must show as written
                 texts[name] = [Text(t) if "[" in t else t for t in texts[name]]
-        texts.update(self.restyle(shown))
+        restyled = self.restyle(shown)
+        for name, cells in restyled.items():  # a restyled cell may be wider (a sign added)
+            widest = max(
+                (cell_len(c.plain if isinstance(c, Text) else str(c)) for c in cells), default=0
+            )
+            self._text_widths[name] = max(self._text_widths.get(name, 0), widest)
+        texts.update(restyled)
         # Row keys are the row positions (subclasses restyle cells by them).
         rows = list(zip(*(texts[c] for c in shown.columns), strict=True))
         target = None
