@@ -25,7 +25,7 @@ from hta_tui.app.format import (
     FileRow,
     column_width,
     elide_end,
-    elide_middle,
+    elide_file,
     fit_columns,
 )
 from hta_tui.app.widgets.bars import BarRow, StackedBars
@@ -164,7 +164,9 @@ class OverviewScreen(Screen):
         for key, _, _ in self._layout:
             value = row.get(key)
             if key == "file":
-                text = Text(elide_middle(row.key, file_w), no_wrap=True)
+                shown = row.get("shown")  # "yes" / "no" when the rank has several spans
+                mark = {"yes": "* " if self.ascii else "● ", "no": "  "}.get(shown, "")
+                text = Text(mark + elide_file(row.key, file_w - len(mark)), no_wrap=True)
                 if row.problem:
                     text.append("\n")
                     text.append(elide_end("↳ " + (row.reason or row.status), file_w), style=style)
@@ -295,6 +297,10 @@ class OverviewScreen(Screen):
         text.append("rank ?" if row.rank is None else f"rank {row.rank}", style="bold")
         text.append("  ")
         text.append(row.key)
+        if row.get("shown") == "yes":
+            text.append("  (the span shown)", style="bold")
+        elif row.get("shown") == "no":
+            text.append("  (enter: show this span)")
         if row.reason:
             text.append("  ")
             text.append(row.reason, style=table.status_style(row.status))
