@@ -94,7 +94,14 @@ async def test_drill_down_to_a_kernel_and_back(synth_root: Path, tmp_path: Path)
         detail = await wait_screen(pilot, KernelDetailScreen)
         assert app.selected_kernel == name
         assert detail.result["name"] == name and not detail.result["auto"]
-        assert name in text_of(detail, "#detail-name")
+        # the short name on one line; n: the full name, wrapped over as many lines as it takes
+        assert text_of(detail, "#detail-name") == f"{fold_name(name)}  (n: full name)"
+        await pilot.press("n")
+        await pilot.pause()
+        assert text_of(detail, "#detail-name") == name
+        assert detail.query_one("#detail-name").size.height >= len(name) // SIZE[0]
+        await pilot.press("n")
+        await pilot.pause()
         summary, _ = kernels.kernel_duration_distribution(frames, name)
         assert_frame_equal(table(detail, "rank-table").frame, summary)
         assert_frame_equal(

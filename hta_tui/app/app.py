@@ -74,6 +74,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
     CSS_PATH: ClassVar[list[str]] = [
         "app.tcss",
         *(f"screens/{name}.tcss" for name in SCREEN_STYLES),
+        "ascii.tcss",
     ]
     TITLE = "hta-tui"
     DEFAULT_MODE = "overview"
@@ -188,6 +189,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
 
     # -- lifecycle ------------------------------------------------------------------------------
     def on_mount(self) -> None:
+        self.set_class(self.ascii, "-ascii")  # ascii.tcss: box borders without box glyphs
         self.set_interval(TICK, self._tick)
         self.set_interval(GC_TICK, self.gc_pacer.tick)
         self.gc_pacer.start()
