@@ -89,7 +89,28 @@ async def test_labels_headline_and_sides(runs, tmp_path: Path) -> None:
         assert idle.endswith(f"{d:+,.0f} ({d / a:+.0%}) {share:+.1f} pt")
         # the table's scope
         summary = str(screen.query_one("#diff-summary", Static).render())
-        assert summary.startswith("Per op in the iteration (inclusive of nested ops)")
+        assert summary.startswith("Per op in the iteration (inclusive, t: self)")
         # both sides' labels at 80 columns
         sides = str(screen.query_one("#diff-sides", Static).render())
         assert len(sides) <= 78 and "test:" in sides and sides.rstrip().endswith("iter 2")
+
+
+async def test_t_shows_self_time(runs, tmp_path: Path) -> None:
+    control, test = runs
+    app = make_app(control, test, tmp_path / "cache")
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await start(pilot)
+        incl = screen.result["compare"]
+        await pilot.press("t")
+        screen = await start(pilot)
+        assert screen.params.get("self_time") is True
+        own = screen.result["compare"]
+        want = diff.compare_traces(screen.result["control"], screen.result["test"], self_time=True)
+        assert own.sort("name").equals(want.sort("name"))
+        step = pl.col("name").str.starts_with("ProfilerStep")
+        assert (
+            own.filter(step)["Test_total_duration"][0] < incl.filter(step)["Test_total_duration"][0]
+        )
+        summary = str(screen.query_one("#diff-summary", Static).render())
+        assert "(self time, t: inclusive)" in summary
+        assert "self time" in str(screen.query_one("#screen-title", Static).render())

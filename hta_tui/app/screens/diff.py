@@ -298,6 +298,12 @@ class DiffScreen(AnalysisScreen):
         Binding("g", "cycle_device", "CPU/GPU", tooltip="CPU ops, GPU kernels or both"),
         Binding("i", "pick_iterations", "Iterations", tooltip="The iterations of each side"),
         Binding("n", "toggle_short", "Short names", tooltip="Match on HTA's shortened names"),
+        Binding(
+            "t",
+            "toggle_self",
+            "Self/incl",
+            tooltip="Self time (nested ops subtracted) or HTA's inclusive time",
+        ),
     ]
 
     def default_params(self) -> dict[str, Any]:
@@ -310,6 +316,7 @@ class DiffScreen(AnalysisScreen):
             "test_rank": getattr(app, "test_rank", None),
             "device": "ALL",
             "short": False,
+            "self_time": False,
             "control_iteration": None,
             "test_iteration": None,
         }
@@ -333,6 +340,7 @@ class DiffScreen(AnalysisScreen):
         parts = [self.TITLE, DEVICE_LABEL[p.get("device", "ALL")]]
         if p.get("short"):
             parts.append("short names")
+        parts.append("self time" if p.get("self_time") else "inclusive time")
         return "  ·  ".join(parts)
 
     # -- computing ------------------------------------------------------------------------------
@@ -362,7 +370,9 @@ class DiffScreen(AnalysisScreen):
             "use_short_name": bool(params.get("short", False)),
             "average_iterations": average,
         }
-        comp = diff.compare_traces(control, test, **kw)
+        comp = diff.compare_traces(
+            control, test, **kw, self_time=bool(params.get("self_time", False))
+        )
         out.update(
             ready=True,
             kw=kw,
@@ -451,8 +461,9 @@ class DiffScreen(AnalysisScreen):
         scope = (
             "averaged per iteration" if result["kw"]["average_iterations"] else "in the iteration"
         )
+        how = "self time, t: inclusive" if self.params.get("self_time") else "inclusive, t: self"
         text = (
-            f"Per op {scope} (inclusive of nested ops): "
+            f"Per op {scope} ({how}): "
             f"{n.get('+', 0)} slower, {n.get('-', 0)} faster, "
             f"{n.get('new', 0)} new, {n.get('gone', 0)} gone, {n.get('=', 0)} same"
         )
@@ -512,6 +523,9 @@ class DiffScreen(AnalysisScreen):
     def action_cycle_device(self) -> None:
         current = self.params.get("device", "ALL")
         self.set_params(device=DEVICES[(DEVICES.index(current) + 1) % len(DEVICES)])
+
+    def action_toggle_self(self) -> None:
+        self.set_params(self_time=not self.params.get("self_time", False))
 
     def action_toggle_short(self) -> None:
         self.set_params(short=not self.params.get("short", False))
