@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -23,21 +23,15 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from hta_tui.analysis.overview import precompute
 from hta_tui.app.environment import one_line
 from hta_tui.app.messages import FileGone, FileLoaded, FilesChanged, FilesFound, WatchState
+from hta_tui.app.mixin import AppMixin
 from hta_tui.app.sides import MAIN, TEST, SideState, side_of, tag
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import TraceFile, describe, discover
 from hta_tui.trace.load import LoadResult, load_files
 from hta_tui.trace.model import TraceSet
 
-if TYPE_CHECKING:  # the mixin's `self` is the App
-    from textual.app import App
 
-    _AppBase = App[int]
-else:
-    _AppBase = object
-
-
-class LoadingMixin(_AppBase):
+class LoadingMixin(AppMixin):
     """The loading half of HtaApp; the attributes below are set by HtaApp.__init__."""
 
     cache: Cache

@@ -4,22 +4,17 @@ stack), going back, drilling down to a kernel, help and the command palette's en
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
+from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.screens.registry import DIFF, SCREENS
 from hta_tui.trace.model import TraceSet
 
-if TYPE_CHECKING:  # the mixin's `self` is the App
-    _AppBase = App[int]
-else:
-    _AppBase = object
 
-
-class NavigationMixin(_AppBase):
+class NavigationMixin(AppMixin):
     """The navigating half of HtaApp; the attributes below are set by HtaApp.__init__."""
 
     compare_set: TraceSet | None

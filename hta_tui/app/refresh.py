@@ -5,7 +5,7 @@ it goes to _compute_overview (thread) -> OverviewReady -> the overview screen.""
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual import work
 from textual.worker import Worker, get_current_worker
@@ -13,20 +13,14 @@ from textual.worker import Worker, get_current_worker
 from hta_tui.analysis import scope
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
+from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.sides import SideState
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.trace.model import TraceSet
 
-if TYPE_CHECKING:  # the mixin's `self` is the App
-    from textual.app import App
 
-    _AppBase = App[int]
-else:
-    _AppBase = object
-
-
-class RefreshMixin(_AppBase):
+class RefreshMixin(AppMixin):
     """The refreshing half of HtaApp; the attributes below are set by HtaApp.__init__."""
 
     trace_set: TraceSet
