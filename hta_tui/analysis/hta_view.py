@@ -111,20 +111,33 @@ def has_fractional_us(events: pl.DataFrame) -> bool:
     return bool(events.select((pl.col("ts") % _NS_PER_US != 0).any()).item())
 
 
+def f64_us(ns: pl.Expr) -> pl.Expr:
+    """Integer ns -> the float64 microseconds HTA's JSON parse holds for the same number.
+
+    The whole and fractional microseconds are added in float64: each part is exact or
+    correctly rounded, so the sum is the double nearest to the decimal in the file (at epoch
+    scale, ~1.7e15 us, a float64 resolves only 0.25 us).
+    """
+    return (ns // _NS_PER_US).cast(pl.Float64) + (ns % _NS_PER_US).cast(pl.Float64) / _NS_PER_US
+
+
 def with_times(events: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     """Add `start`, `end` (int ns) and set `dur = end - start`.
 
     With `hta_compat` and fractional timestamps in this file, start is rounded up and end down
     to whole microseconds, like HTA; otherwise they are exact. HTA rounds only when the `ts`
     column is float, i.e. when some `ts` is fractional: a file with whole `ts` but fractional
-    `dur` keeps its fractional durations there too.
+    `dur` keeps its fractional durations there too. HTA's end is `floor(ts + dur)` computed in
+    float64 (`round_down_time_stamps`): at epoch-microsecond scale that sum is already on a
+    0.25 us grid, so the end is floored from the same float64 sum, not from the exact one.
     """
-    end = pl.col("ts") + pl.col("dur")
     if hta_compat and has_fractional_us(events):
-        start = -((-pl.col("ts")) // _NS_PER_US) * _NS_PER_US
-        end = (end // _NS_PER_US) * _NS_PER_US
+        start = f64_us(pl.col("ts")).ceil().cast(pl.Int64) * _NS_PER_US
+        end_us = f64_us(pl.col("ts")) + f64_us(pl.col("dur"))
+        end = end_us.floor().cast(pl.Int64) * _NS_PER_US
     else:
         start = pl.col("ts")
+        end = pl.col("ts") + pl.col("dur")
     return events.with_columns(start.alias("start"), end.alias("end")).with_columns(
         (pl.col("end") - pl.col("start")).alias("dur")
     )
