@@ -120,9 +120,13 @@ def main(trace_dir: str, out_dir: str) -> None:
     attempt("cuda_kernel_launch_stats", launches)
 
     def steps() -> None:
+        from hta.analyzers.straggler import extract_iteration_info
+
+        info = extract_iteration_info(ta.t).reset_index()
         doc = {
-            "profiler_steps": ta.t.get_iterations(),
+            "profiler_steps": ta.get_profiler_steps(),
             "iterations_per_rank": {str(r): ta.t.get_iterations(r) for r in ranks},
+            "iterations": info[["rank", "iter", "ts", "dur", "end"]].to_dict("records"),
         }
         (out / "profiler_steps.json").write_text(json.dumps(_plain_tree(doc)) + "\n")
 

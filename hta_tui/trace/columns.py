@@ -42,8 +42,6 @@ _CAT_KIND: dict[str, str] = {
     "user_annotation": "annotation",
     "python_function": "python",
     "trace": "trace_span",
-    # MTIA's device ops: kernels, and `dma_*` copies (re-kinded by name in `_kind`)
-    "mtia_ccp_events": "kernel",
 }
 assert set(_CAT_KIND.values()) <= set(KINDS)
 
@@ -192,9 +190,18 @@ class _Gathered:
 
 
 def _kind(by_category: pl.Expr) -> pl.Expr:
-    """Kinds that need the name too: MTIA writes copies as `dma_*` device ops."""
-    dma = (pl.col("cat") == "mtia_ccp_events") & pl.col("name").str.starts_with("dma")
-    return pl.when(dma).then(pl.lit("memcpy", KIND)).otherwise(by_category)
+    """Kinds that need the name too: MTIA's device ops (`mtia_ccp_events`) are kernels, or
+    copies when named `dma_*` (HTA's MEMORY). Their args are read as "other" rows' are
+    (every family), since one category holds both."""
+    mtia = pl.col("cat") == "mtia_ccp_events"
+    dma = pl.col("name").str.starts_with("dma")
+    return (
+        pl.when(mtia & dma)
+        .then(pl.lit("memcpy", KIND))
+        .when(mtia)
+        .then(pl.lit("kernel", KIND))
+        .otherwise(by_category)
+    )
 
 
 def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
