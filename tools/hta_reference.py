@@ -82,7 +82,9 @@ def main(trace_dir: str, out_dir: str) -> None:
         write(out, f"gpu_kernel_breakdown{suffix}.kernels.json", per_kernel)
 
     attempt("gpu_kernel_breakdown", lambda: kernels(""))
-    attempt("gpu_kernel_breakdown_all", lambda: kernels("_all", duration_ratio=1.0, num_kernels=10**9))
+    attempt(
+        "gpu_kernel_breakdown_all", lambda: kernels("_all", duration_ratio=1.0, num_kernels=10**9)
+    )
 
     def duration_stats() -> None:
         rows = []
@@ -90,8 +92,8 @@ def main(trace_dir: str, out_dir: str) -> None:
             df = ta.t.get_trace(rank)
             gpu = df[df["stream"].ne(-1)].copy()
             sym = ta.t.symbol_table.sym_table
-            gpu["name"] = gpu["name"].map(lambda i: sym[i])
-            gpu["cat"] = gpu["cat"].map(lambda i: sym[i])
+            gpu["name"] = gpu["name"].map(sym.__getitem__)
+            gpu["cat"] = gpu["cat"].map(sym.__getitem__)
             g = gpu.groupby(["name", "cat"])["dur"]
             stats = g.agg(["count", "sum", "mean", "std", "min", "median", "max"]).reset_index()
             stats.insert(0, "rank", rank)

@@ -127,9 +127,9 @@ def kernel_type_breakdown(
         )
         for rank in ranks
     ]
-    if not sweeps:
-        return pl.DataFrame(schema=KERNEL_TYPE_COLUMNS)
     schema = KERNEL_TYPE_COLUMNS | ({"sum": pl.Int64()} if hta_compat else {})
+    if not sweeps:
+        return pl.DataFrame(schema=schema)
     per_mask = pl.concat(pl.collect_all(sweeps)).group_by("mask").agg(pl.col("length").sum())
     names = {
         m: " overlapping ".join(t for i, t in enumerate(types) if m & (1 << i))

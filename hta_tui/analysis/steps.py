@@ -89,9 +89,7 @@ def _step_rows(view: pl.DataFrame, numbers: pl.DataFrame) -> pl.DataFrame:
     only shows where step N ran on the device; HTA's `extract_iteration_info` lists it as
     another row of step N (two `iter N` rows, and step times mixing CPU and GPU spans)."""
     is_step = pl.col("name").str.starts_with("ProfilerStep") & (pl.col("kind") != "gpu_annotation")
-    return view.filter(is_step).join(
-        numbers, on="name", how="left", maintain_order="left"
-    )
+    return view.filter(is_step).join(numbers, on="name", how="left", maintain_order="left")
 
 
 def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
