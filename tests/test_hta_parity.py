@@ -213,3 +213,64 @@ def test_shared_rocm_trace_breakdowns_equal_hta(analysis: str, compat: bool) -> 
     ref = DATA / MI300 if compat else DATA / MI300 / "exact"
     bad = mismatches(analysis, SHARED / "traces" / MI300, ref, hta_compat=compat)
     assert bad is None or bad.is_empty(), bad
+
+
+# --- smaller deviations, on hand-made events ---------------------------------------------------
+
+
+def test_idle_default_mode_counts_every_spelling_of_a_kernel() -> None:
+    """DEVIATION (default mode): HTA's idle breakdown looks at a fixed list of categories
+    (kernel, gpu_memcpy, gpu_memset, mtia_ccp_events, legacy spellings); the default mode
+    takes any event of kind kernel / memcpy / memset, so an XPU `xpu_kernel` counts there."""
+    from hta_tui.analysis.idle import idle_time_breakdown
+    from tests.test_analysis_oracle import _events
+
+    k = {"cat": "xpu_kernel", "kind": "kernel", "stream": 3, "name": "gemm"}
+    events = _events([k | {"ts": t * 100_000, "dur": 50_000, "correlation": t} for t in range(3)])
+    default, _ = idle_time_breakdown({0: events})
+    compat, _ = idle_time_breakdown({0: events}, hta_compat=True)
+    assert default["idle_time"].sum() == pytest.approx(100.0)  # two 50 us gaps
+    assert compat.is_empty()
+
+
+def test_unlaunched_kernel_has_no_launch_start() -> None:
+    """DEVIATION (both modes): HTA points a kernel without a CPU-side partner at event index 0
+    (`min(correlation, 0)`) and reads that event's timestamp as its launch; we leave it
+    null. The shared traces never show it (the step filter removes such kernels first)."""
+    from tests.test_analysis_oracle import _events
+
+    events = _events(
+        [
+            {"ts": 0, "dur": 5_000, "name": "aten::mm"},
+            {
+                "ts": 10_000,
+                "dur": 3_000,
+                "name": "cudaLaunchKernel",
+                "cat": "cuda_runtime",
+                "kind": "runtime",
+                "correlation": 1,
+            },
+            {
+                "ts": 20_000,
+                "dur": 9_000,
+                "name": "gemm",
+                "cat": "kernel",
+                "kind": "kernel",
+                "stream": 7,
+                "correlation": 1,
+            },
+            {
+                "ts": 40_000,
+                "dur": 9_000,
+                "name": "orphan",
+                "cat": "kernel",
+                "kind": "kernel",
+                "stream": 7,
+                "correlation": 2,
+            },
+        ]
+    )
+    view = hv.hta_view({0: events})[0]
+    launched = hv.gpu_events(hv.launch_start(view))
+    starts = dict(launched.select("name", "launch_start").rows())
+    assert starts == {"gemm": 10_000, "orphan": None}
