@@ -5,14 +5,18 @@ depends on them, so they live here once:
 
 1. Rounding (`trace_parser.round_down_time_stamps`): when a file has fractional-microsecond
    timestamps, start is rounded up and end down to whole microseconds (a sub-microsecond event
-   can end up with a zero or negative duration). Only with `hta_compat=True`; by default the
+   can end up with a zero or negative duration); the end from HTA's float64 `ts + dur`
+   (`with_times`). Only with `hta_compat=True`; by default the
    exact nanoseconds are kept. DEVIATION (default mode): exact timestamps, so durations of
    ns-resolution traces differ from HTA's by up to 2 us per event.
 2. Dropping rows without a category and the profiler's own "Trace" span (`_compress_df`).
 3. The profiler-step filter (`Trace._filter_irrelevant_gpu_kernels`): when the job has at least
    two distinct names containing "ProfilerStep", each rank keeps only the CPU events that start
    before its last ProfilerStep starts, and the GPU events launched by one of those (matched on
-   `correlation`). A rank without any ProfilerStep then keeps nothing, as in HTA.
+   `correlation`). A rank without any ProfilerStep then keeps nothing, as in HTA. A GPU-side
+   `gpu_user_annotation` ProfilerStep has no stream, so it takes part in "last ProfilerStep
+   start" as in HTA (both modes: the ROCm breakdowns then equal HTA's); it is never a step of
+   its own (`steps`).
    DEVIATION (both modes): HTA inner-joins on correlation, so a GPU event whose correlation
    matches k kept CPU events would be counted k times; we keep it once (semi join). No
    reference trace has such duplicates, so the numbers agree.
