@@ -23,6 +23,7 @@ from hta_tui.report import build_tables
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 from tests.conftest import oracle_frame
+from tests.test_analysis_oracle import mismatches as oracle_mismatches
 
 #: HTA rounds percentages to 2 decimals (1 in the kernel-type table) and idle interval
 #: statistics to 2: a value on the other side of a half-unit can round the other way.
@@ -68,20 +69,11 @@ def diff(
     got: pl.DataFrame, want: pl.DataFrame, keys: list[str], cols: dict[str, tuple[float, float]]
 ) -> pl.DataFrame:
     """Rows on one side only, or with a column off by more than (relative, absolute)."""
-    if want.is_empty() and got.is_empty():
-        return got
     if want.is_empty() or got.is_empty():
-        return got if not got.is_empty() else want
-    got = got.select(*keys, *cols).with_columns(pl.lit(True).alias("__ours"))
-    want = want.select(*keys, *cols).with_columns(pl.lit(True).alias("__hta"))
-    want = want.cast({k: got.schema[k] for k in keys})
-    joined = got.join(want, on=keys, how="full", suffix="_hta", coalesce=True, nulls_equal=True)
-    bad = [pl.col("__ours").is_null() | pl.col("__hta").is_null()]
-    for col, (rel, abs_) in cols.items():
-        a, b = pl.col(col).cast(pl.Float64), pl.col(f"{col}_hta").cast(pl.Float64)
-        off = (a - b).abs() > rel * b.abs() + abs_
-        bad.append(off.fill_null(a.is_null() != b.is_null()))
-    return joined.filter(pl.any_horizontal(bad))
+        return got if not got.is_empty() or want.width == 0 else want
+    got = got.select(*keys, *cols)
+    want = want.select(*keys, *cols).cast({k: got.schema[k] for k in keys})
+    return oracle_mismatches(got, want, keys, cols)
 
 
 Check = Callable[[Path, Path, bool], pl.DataFrame | None]
