@@ -251,6 +251,40 @@ def _steps(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
     return pl.DataFrame(bad, schema={"what": pl.String, "ours": pl.String})
 
 
+def _sequences(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
+    """HTA's patterns in HTA's order, for the operator (and parameters) HTA was asked for;
+    HTA's rank is the smallest, the report's default.
+
+    HTA orders a pattern's kernels with an unstable sort on their (rounded) start, so kernels
+    of two streams that start in the same microsecond come in either order there: where the
+    rounded file has such ties, a pattern is compared as its operator and its set of kernels.
+    """
+    params = json.loads((ref / "frequent_cuda_kernel_sequences.params.json").read_text())
+    params = params["params"]
+    ranks = sorted(trace_set(path).frames())
+    assert params["rank"] == ranks[0]
+    settings = {k: str(params[k]) for k in ("operator_name", "min_pattern_len", "top_k")}
+    got = report(path, compat, settings)["frequent_cuda_kernel_sequences"]
+    want = reference(ref, "frequent_cuda_kernel_sequences.json")
+    assert want is not None
+    if want.is_empty():  # no pattern (ROCm's stream-0 kernels are not in HTA's call graph)
+        return got.select("pattern")
+    if got["pattern"].to_list() != want["pattern"].to_list():
+        got, want = _unordered(got), _unordered(want)
+        if got["pattern"].to_list() != want["pattern"].to_list():
+            return got.select("pattern")
+    durations = ["GPU kernel duration (us)", "CPU op duration (us)"]
+    tol = {"count": EXACT} | dict.fromkeys(durations, _t(compat))
+    return diff(got, want, ["pattern"], tol).select("pattern")
+
+
+def _unordered(patterns: pl.DataFrame) -> pl.DataFrame:
+    """Each pattern as its operator and its kernels sorted by name."""
+    parts = pl.col("pattern").str.split("|")
+    kernels = parts.list.slice(1).list.sort().list.join("|")
+    return patterns.with_columns((parts.list.first() + "|" + kernels).alias("pattern"))
+
+
 #: analysis -> (the reference file it needs, the check)
 CHECKS: dict[str, tuple[str, Check]] = {
     "temporal_breakdown": ("meta.json", _temporal),
@@ -263,6 +297,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "memory_bw_summary": ("memory_bw_summary.json", _memory),
     "cuda_kernel_launch_stats": ("meta.json", _launches),
     "profiler_steps": ("profiler_steps.json", _steps),
+    "frequent_cuda_kernel_sequences": ("frequent_cuda_kernel_sequences.json", _sequences),
 }
 
 

@@ -121,6 +121,21 @@ def main(trace_dir: str, out_dir: str) -> None:
 
     attempt("cuda_kernel_launch_stats", launches)
 
+    def sequences() -> None:
+        import tempfile
+
+        params = {"operator_name": "ProfilerStep", "rank": ranks[0], "min_pattern_len": 3}
+        params["top_k"] = 5
+        with tempfile.TemporaryDirectory() as tmp:
+            table = ta.get_frequent_cuda_kernel_sequences(
+                output_dir=tmp, visualize=False, **params
+            )
+        write(out, "frequent_cuda_kernel_sequences.json", table)
+        doc = {"params": params}
+        (out / "frequent_cuda_kernel_sequences.params.json").write_text(json.dumps(doc) + "\n")
+
+    attempt("frequent_cuda_kernel_sequences", sequences)
+
     def steps() -> None:
         from hta.analyzers.straggler import extract_iteration_info
 
