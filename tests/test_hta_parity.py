@@ -201,6 +201,24 @@ def test_gpu_side_profiler_steps_are_not_extra_steps(shapes: Path) -> None:
     assert its["iter"].to_list() == sorted(set(its["iter"].to_list()))
 
 
+def test_rocm_kernel_sequences_in_the_default_mode(shapes: Path) -> None:
+    """DEVIATION (default mode): HTA's call graph links only kernels on streams > 0, so the
+    ROCm shape's kernels (streams 0 and 3) give HTA no ProfilerStep pattern at all (its file
+    is empty; compat agrees, see the parity test). The default mode links every stream: one
+    pattern per step, each holding every kernel the step launched on both streams."""
+    hta = json.loads((DATA / "rocm" / "frequent_cuda_kernel_sequences.json").read_text())
+    assert hta["data"] == []
+    settings = {"operator_name": "ProfilerStep", "min_pattern_len": "3"}
+    got = report(shapes / "rocm", False, settings)["frequent_cuda_kernel_sequences"]
+    events = trace_set(shapes / "rocm").frames()[0]
+    device = events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    first_step = got.filter(pl.col("pattern").str.starts_with("ProfilerStep#1|"))
+    kernels = first_step["pattern"].item().split("|")[1:]
+    assert set(kernels) <= set(device["name"].to_list())
+    assert {0, 3} <= set(device["stream"].to_list())
+    assert len(kernels) == 24  # the shape's ops_per_step: every op launched one
+
+
 # --- the shared ROCm trace (no HTA oracle: HTA's answers kept in tests/data/hta) ---------------
 
 MI300 = "tracelens_mi300_ddp_resnet18"
