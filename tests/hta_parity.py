@@ -25,20 +25,18 @@ from hta_tui.trace.model import TraceSet, open_set
 from tests.conftest import oracle_frame
 from tests.test_analysis_oracle import mismatches as oracle_mismatches
 
-#: HTA rounds percentages to 2 decimals (1 in the kernel-type table) and idle interval
-#: statistics to 2: a value on the other side of a half-unit can round the other way.
+#: Compat mode: equal, cell for cell (floats up to their last bits; HTA's rounded
+#: percentages and idle statistics too).
 EXACT = (1e-9, 1e-9)
-ROUND2 = (1e-9, 0.0051)
-ROUND1 = (1e-9, 0.051)
 DESCRIBE = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 ALL_KERNELS = {"duration_ratio": "1.0", "num_kernels": str(10**9)}
-#: The default mode keeps ns where HTA rounds to us: within 0.1% (issue 17's bar).
-WITHIN = (1e-3, 1e-6)
+#: The default mode keeps ns where HTA rounds to us: within 0.1% (issue 17's bar), and
+#: half a unit of the 2 decimals HTA rounds percentages and idle statistics to.
+WITHIN = (1e-3, 0.0051)
 
 
-def _t(compat: bool, tol: tuple[float, float] = EXACT) -> tuple[float, float]:
-    """`tol` in compat mode; in the default mode 0.1% more."""
-    return tol if compat else (tol[0] + WITHIN[0], tol[1] + WITHIN[1])
+def _t(compat: bool) -> tuple[float, float]:
+    return EXACT if compat else WITHIN
 
 
 @functools.cache
@@ -92,7 +90,7 @@ def _temporal(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
         got,
         want,
         ["rank"],
-        dict.fromkeys(times, _t(compat, EXACT)) | dict.fromkeys(pctg, _t(compat, ROUND2)),
+        dict.fromkeys(times, _t(compat)) | dict.fromkeys(pctg, _t(compat)),
     )
 
 
@@ -109,9 +107,9 @@ def _idle(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
         got["idle_time_breakdown"],
         want,
         keys,
-        {"idle_time": _t(compat, EXACT), "idle_time_ratio": _t(compat, ROUND2)},
+        {"idle_time": _t(compat), "idle_time_ratio": _t(compat)},
     )
-    stat_tol = {"count": _t(compat, EXACT)} | dict.fromkeys(DESCRIBE[1:], _t(compat, ROUND2))
+    stat_tol = {"count": _t(compat)} | dict.fromkeys(DESCRIBE[1:], _t(compat))
     return pl.concat(
         [bad.select(keys), diff(got["idle_interval_stats"], stats, keys, stat_tol).select(keys)]
     )
@@ -133,9 +131,7 @@ def _kernel_types(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
             out.append(got.select("kernel_type"))
             continue
         assert got["kernel_type"].to_list() == want["kernel_type"].to_list()
-        bad = diff(
-            got, want, ["kernel_type"], {"sum": _t(compat, EXACT), "percentage": _t(compat, ROUND1)}
-        )
+        bad = diff(got, want, ["kernel_type"], {"sum": _t(compat), "percentage": _t(compat)})
         out.append(bad.select("kernel_type"))
     return pl.concat(out)
 
@@ -153,7 +149,7 @@ def _kernels(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
         if want is None or not (ref / file).exists():
             out.append(got.select(keys))
             continue
-        out.append(diff(got, want, keys, dict.fromkeys(cols, _t(compat, EXACT))).select(keys))
+        out.append(diff(got, want, keys, dict.fromkeys(cols, _t(compat))).select(keys))
     return pl.concat(out)
 
 
@@ -163,14 +159,14 @@ def _duration_stats(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
     if want is None or want.is_empty():
         return got
     cols = ["count", "sum", "mean", "std", "min", "median", "max"]
-    return diff(got, want, ["rank", "name", "cat"], dict.fromkeys(cols, _t(compat, EXACT)))
+    return diff(got, want, ["rank", "name", "cat"], dict.fromkeys(cols, _t(compat)))
 
 
 def _overlap(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
     want = reference(ref, "comm_comp_overlap.json")
     got = report(path, compat)["comm_comp_overlap"]
     assert want is not None
-    return diff(got, want, ["rank"], {"comp_comm_overlap_pctg": _t(compat, ROUND2)})
+    return diff(got, want, ["rank"], {"comp_comm_overlap_pctg": _t(compat)})
 
 
 def _queue(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
@@ -186,7 +182,7 @@ def _queue(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
         got,
         want,
         keys,
-        {"count": _t(compat, EXACT), "min": _t(compat, EXACT), "max": _t(compat, EXACT)},
+        {"count": _t(compat), "min": _t(compat), "max": _t(compat)},
     )
     ranks = trace_set(path).frames()
     slack = qu.tie_slack(qu.queue_length_series(ranks, hta_compat=compat))
@@ -203,7 +199,7 @@ def _memory(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
     got = report(path, compat)["memory_bw_summary"]
     if want is None:
         return got
-    return diff(got, want, ["rank", "name"], dict.fromkeys(DESCRIBE, _t(compat, EXACT)))
+    return diff(got, want, ["rank", "name"], dict.fromkeys(DESCRIBE, _t(compat)))
 
 
 def _launches(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
@@ -219,7 +215,7 @@ def _launches(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
             out.append(mine.select("correlation"))
             continue
         assert mine["correlation"].to_list() == want["correlation"].to_list(), file.name
-        cols = {c: _t(compat, EXACT) for c in ["cpu_duration", "gpu_duration", "launch_delay"]}
+        cols = {c: _t(compat) for c in ["cpu_duration", "gpu_duration", "launch_delay"]}
         out.append(diff(mine, want, ["correlation"], cols).select("correlation"))
     return pl.concat(out) if out else pl.DataFrame()
 
