@@ -300,3 +300,28 @@ def test_unlaunched_kernel_has_no_launch_start() -> None:
     launched = hv.gpu_events(hv.launch_start(view))
     starts = dict(launched.select("name", "launch_start").rows())
     assert starts == {"gemm": 10_000, "orphan": None}
+
+
+def test_runtime_calls_never_have_a_stream(tmp_path: Path) -> None:
+    """DEVIATION (both modes): a runtime or driver call runs on the CPU whatever its args say.
+    HTA reads ROCm's `"stream": "0x0"` as no stream (-1) but an integer one as a stream, and
+    would count such a call as GPU work; the kernel keeps its stream."""
+    from hta_tui.trace.parse import parse_file
+
+    launch = {"ph": "X", "cat": "cuda_runtime", "pid": 1, "tid": 1, "dur": 5}
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 9}
+    events = [
+        launch | {"name": "cudaLaunchKernel", "ts": 10, "args": {"stream": 7, "correlation": 1}},
+        launch | {"name": "hipLaunchKernel", "ts": 12, "args": {"stream": "0x0", "correlation": 2}},
+        launch | {"name": "cuLaunchKernel", "ts": 14, "cat": "cuda_driver", "args": {"stream": 3}},
+        kernel | {"ts": 20, "args": {"stream": 7, "correlation": 1}},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    got = parse_file(path).frames["events"].select("name", "stream").rows()
+    assert got == [
+        ("cudaLaunchKernel", None),
+        ("hipLaunchKernel", None),
+        ("cuLaunchKernel", None),
+        ("k", 7),
+    ]
