@@ -127,9 +127,7 @@ def main(trace_dir: str, out_dir: str) -> None:
         params = {"operator_name": "ProfilerStep", "rank": ranks[0], "min_pattern_len": 3}
         params["top_k"] = 5
         with tempfile.TemporaryDirectory() as tmp:
-            table = ta.get_frequent_cuda_kernel_sequences(
-                output_dir=tmp, visualize=False, **params
-            )
+            table = ta.get_frequent_cuda_kernel_sequences(output_dir=tmp, visualize=False, **params)
         write(out, "frequent_cuda_kernel_sequences.json", table)
         doc = {"params": params}
         (out / "frequent_cuda_kernel_sequences.params.json").write_text(json.dumps(doc) + "\n")
