@@ -105,9 +105,10 @@ def job_events(dialect: Dialect, shape: JobShape, rank: int) -> list[dict[str, A
         step_name = f"ProfilerStep#{step}"
         cpu_events.append(_x("user_annotation", step_name, cpu, main, step_start, t - step_start))
         if dialect.gpu_steps and first_dev is not None:
-            ann = _x("gpu_user_annotation", step_name, dev, shape.streams[0], first_dev, 0)
-            ann["dur_ns"] = last_dev - first_dev
-            dev_events.append(ann)
+            span = last_dev - first_dev
+            dev_events.append(
+                _x("gpu_user_annotation", step_name, dev, shape.streams[0], first_dev, span)
+            )
     cpu_events.sort(key=lambda e: (e["ts_ns"], -e["dur_ns"]))
     dev_events.sort(key=lambda e: e["ts_ns"])
     return dev_events + cpu_events if dialect.device_first else cpu_events + dev_events
@@ -134,7 +135,9 @@ def _device_op(dialect: Dialect, kind: str, rnd: random.Random) -> tuple[int, st
     return rnd.randrange(400, 25_000), rnd.choice(dialect.kernels), dialect.kernel_cat, {}
 
 
-def _x(cat: str, name: str, pid: int, tid: int, ts: int, dur: int, args: dict | None = None):
+def _x(
+    cat: str, name: str, pid: int, tid: int, ts: int, dur: int, args: dict | None = None
+) -> dict[str, Any]:
     ev: dict[str, Any] = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid}
     ev |= {"ts_ns": ts, "dur_ns": dur}
     if args:
