@@ -325,3 +325,16 @@ def test_runtime_calls_never_have_a_stream(tmp_path: Path) -> None:
         ("cuLaunchKernel", None),
         ("k", 7),
     ]
+
+
+def test_f64_us_is_the_double_a_json_parser_reads() -> None:
+    """Cause 1's building block: integer ns -> the float64 that HTA's JSON parse holds for
+    the decimal microseconds in the file (Python's float() of the same text), at epoch scale
+    (0.25 us resolution, ties included) and at smaller ones."""
+    import random
+
+    rnd = random.Random(7)
+    values = [rnd.randrange(10**18, 2 * 10**18) for _ in range(2000)]
+    values += [1_700_000_000_000_000_125, 1_700_000_000_000_000_375, 999, 0, 1_305_516_305_009_771]
+    got = pl.select(hv.f64_us(pl.Series(values, dtype=pl.Int64))).to_series().to_list()
+    assert got == [float(f"{v // 1000}.{v % 1000:03d}") for v in values]
