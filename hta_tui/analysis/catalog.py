@@ -246,6 +246,7 @@ TABLE_OWNER: dict[str, str] = {
     "time_spent_blocked_on_full_queue": "queue_length_summary",
     "iterations": "profiler_steps",
     "potential_stragglers": "profiler_steps",
+    "straggler_scores": "profiler_steps",
     "gpu_user_annotation_breakdown": "user_annotation_breakdown",
 }
 
