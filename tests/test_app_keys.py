@@ -69,6 +69,9 @@ async def test_the_footer_always_shows_help(traces: Path, tmp_path: Path, width:
         for entry in SCREENS:
             await pilot.press(entry.key)
             await wait_until(pilot, lambda: screen_ready(app))
+            await wait_until(  # the footer recomposes when the screen's bindings change
+                pilot, lambda: any(k.action == "help" for k in app.screen.query(FooterKey))
+            )
             await pilot.pause(0.1)
             keys = {k.action: k for k in app.screen.query(FooterKey)}
             help_key = keys["help"]

@@ -92,7 +92,7 @@ def test_text_report(tmp_path: Path) -> None:
     d = tmp_path / "t"
     dialects.write(dialects.current(rank=0), d / "rank-0.json")
     out = io.StringIO()
-    assert run_report(d, out=out, cache=Cache(tmp_path / "cache")) == 0
+    assert run_report(d, out=out, cache=Cache(tmp_path / "cache"), width=200) == 0
     text = out.getvalue()
     assert "rank-0.json" in text and "idle_time_pctg" in text
     temporal = text.split("# temporal_breakdown\n", 1)[1].splitlines()

@@ -230,8 +230,13 @@ class LaunchScreen(AnalysisScreen):
                     marker=marker,
                 )
                 # round values in us at their log10 positions, not the log10 numbers
+                # as many as the chart has room for: plotext drops labels that collide, and
+                # which ones it drops varies
+                width, height = plot.size
+                room = {"cpu_duration": max(2, width // 10), "gpu_duration": max(2, height // 3)}
                 for axis, column in ((plt.xticks, "cpu_duration"), (plt.yticks, "gpu_duration")):
-                    values = log_ticks(float(pts[column].min()), float(pts[column].max()))
+                    lo, hi = float(pts[column].min()), float(pts[column].max())
+                    values = log_ticks(lo, hi, room[column])
                     axis([math.log10(v) for v in values], [label(v) for v in values])
             plt.xlabel("x: launch call on the CPU (us), y: its GPU work (us); log scales")
         else:

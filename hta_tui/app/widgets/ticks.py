@@ -50,5 +50,7 @@ def log_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
     ]
     inside = [v for v in values if lo <= v <= hi]
     if len(inside) > count:
-        inside = [v for v in inside if math.log10(v) == round(math.log10(v))] or inside[::2]
+        decades = [v for v in inside if math.log10(v) == round(math.log10(v))]
+        keep = 2 <= len(decades) <= count
+        inside = decades if keep else inside[:: math.ceil(len(inside) / max(count, 1))]
     return inside if len(inside) >= 2 else [lo, hi]
