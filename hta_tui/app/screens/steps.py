@@ -233,7 +233,10 @@ class StepsScreen(AnalysisScreen):
         s: pl.DataFrame = result["stragglers"]
         flagged = s.filter(pl.col("straggler"))
         n_ranks = result["iterations"]["rank"].n_unique()
-        head = f"{spread.height} steps on {n_ranks} rank{'s' if n_ranks != 1 else ''}. "
+        head = (
+            f"{spread.height} step{'s' if spread.height != 1 else ''} on {n_ranks} "
+            f"rank{'s' if n_ranks != 1 else ''}. "
+        )
         head += StepsScreen._collectives(s)
         if flagged.is_empty():
             if s.height < 3:

@@ -57,12 +57,14 @@ _TIME_WORDS = ("us", "time", "dur", "delay", "sum", "mean", "min", "max", "std",
 def float_style(col: pl.Series) -> str:
     """One number format per column, and one per kind of column, so numbers line up and read
     alike across tables: whole numbers without decimals; shares and times (us) with one
-    decimal; other small quantities with as many decimals as show three digits of the
-    largest ("d3": 0.089, never 0.0887 beside 30.9)."""
+    decimal; ratios and z-scores with two; other small quantities with as many decimals as
+    show three digits of the largest ("d3": 0.089, never 0.0887 beside 30.9)."""
     finite = col.drop_nulls().drop_nans()
     if finite.is_empty() or (finite == finite.round(0)).all():
         return "int"
     name = col.name.lower()
+    if "ratio" in name or name.endswith("_z"):  # 0.99 of a stream's idle time, z-scores
+        return "d2"
     if any(w in name for w in (*_SHARE_WORDS, *_TIME_WORDS)):
         return "d1"
     top = float(finite.abs().max())  # type: ignore[arg-type]
