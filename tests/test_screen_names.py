@@ -10,7 +10,7 @@ import pytest
 
 from hta_tui.analysis.names import fold_name
 from hta_tui.app.app import HtaApp
-from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.frame_table import FrameTable, elide
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from tests.test_app_ui_behaviour import screen_ready, wait_until
@@ -58,3 +58,21 @@ def test_fold_name_levels() -> None:
     vec = "void at::native::vectorized_elementwise_kernel<4, at::native::Foo<float> >(int)"
     assert fold_name(vec, 0) == "vectorized_elementwise_kernel<…>"
     assert fold_name(vec) == "vectorized_elementwise_kernel<4, Foo<…> >"
+
+
+async def test_wide_terminals_keep_the_first_template_arguments(
+    traces: Path, tmp_path: Path
+) -> None:
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        await pilot.press("3", "t")
+        await wait_until(pilot, lambda: screen_ready(app) and not app.screen.params.get("fold"))
+        table = app.screen.query_one("#kernel-table", FrameTable)
+        room = min(100, 160 - 42)  # the screen's cap on a name's width
+        want = [
+            elide(fold_name(n, 1) if len(fold_name(n, 1)) <= room else fold_name(n, 0), room)
+            for n in table.view_frame["name"].to_list()
+        ]
+        assert _drawn(table, 0) == want
+        assert any("<" in w and "…" not in w.split("<", 1)[1][:1] for w in want)

@@ -26,6 +26,8 @@ from hta_tui.app.widgets.frame_table import FrameTable
 DURATION_RATIO = 0.8
 NUM_KERNELS = 10
 
+#: The short name with its first-level template arguments (shown when it fits).
+WIDER = "kernel (wider)"
 #: Columns kept in view beside a short kernel name: share %, sum, count, mean.
 NUMBERS_WIDTH = 42
 
@@ -141,8 +143,16 @@ class KernelsScreen(AnalysisScreen):
         )
         if not params.get("full_names", False):
             # the short name in the name's place; the full one stays for detail and export
-            table = table.with_columns(fold_names(table["name"], keep=0).alias("kernel")).select(
-                "kernel", pl.exclude("name", "type", "ranks", "kernel"), "type", "ranks", "name"
+            table = table.with_columns(
+                fold_names(table["name"], keep=0).alias("kernel"),
+                fold_names(table["name"], keep=1).alias(WIDER),
+            ).select(
+                "kernel",
+                pl.exclude("name", "type", "ranks", "kernel", WIDER),
+                "type",
+                "ranks",
+                "name",
+                WIDER,
             )
         return {"types": type_df, "kernels": table, "ranks": len(frames)}
 
@@ -153,9 +163,11 @@ class KernelsScreen(AnalysisScreen):
             [(t, s, p) for t, s, p in types.select("kernel_type", "sum", "percentage").iter_rows()]
         )
         kernel_table = self.query_one("#kernel-table", FrameTable)
-        kernel_table.hidden_columns = frozenset({"name"} if "kernel" in table.columns else ())
+        kernel_table.hidden_columns = frozenset(
+            {"name", WIDER} if "kernel" in table.columns else ()
+        )
         kernel_table.max_text = self._name_room()
-        kernel_table.show_frame(table)
+        kernel_table.show_frame(self._fitted(table))
         summary = self.query_one("#kernels-summary", Static)
         if table.is_empty():
             summary.update(
@@ -177,11 +189,20 @@ class KernelsScreen(AnalysisScreen):
             return 400
         return max(24, min(100, self.size.width - NUMBERS_WIDTH))
 
+    def _fitted(self, table: pl.DataFrame) -> pl.DataFrame:
+        """Short names with their first template arguments where the room allows (a wide
+        terminal tells `vectorized_elementwise_kernel<4, FillFunctor<…>>` apart)."""
+        if WIDER not in table.columns:
+            return table
+        wider = pl.col(WIDER)
+        fits = wider.str.len_chars() <= self._name_room()
+        return table.with_columns(pl.when(fits).then(wider).otherwise("kernel").alias("kernel"))
+
     def on_resize(self) -> None:
         table = self.query_one("#kernel-table", FrameTable)
-        if self.result is not None and table.max_text != self._name_room():
+        if isinstance(self.result, dict) and table.max_text != self._name_room():
             table.max_text = self._name_room()
-            table.show_frame(table.frame)
+            table.show_frame(self._fitted(self.result["kernels"]))
 
     # -- interaction -----------------------------------------------------------------------
     def action_toggle_fold(self) -> None:
