@@ -68,7 +68,16 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
     ),
     "sync": (("sync",), ("sync_kind",), ()),
     "shape": (("cpu_op", "annotation", "python", "other"), ("seq",), ("input_dims", "input_type")),
+    "comm": (
+        ("cpu_op", "kernel", "other"),
+        ("coll_name", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "comm_seq"),
+        ("pg_ranks",),
+    ),
 }
+#: Families read only on the rows where one field is present: collective args sit on a few
+#: record_param_comms and NCCL kernel rows among many cpu ops and kernels, so one pass finds
+#: those rows and the other fields are read there alone.
+_ONLY_WITH: dict[str, str] = {"comm": "coll_name"}
 
 
 def build_frames(chunks: Iterable[list[Event]]) -> dict[str, pl.DataFrame]:
@@ -129,6 +138,11 @@ class _Gathered:
             if not rows:
                 continue
             sub = [args[rows[0]]] if len(rows) == 1 else operator.itemgetter(*rows)(args)
+            key = _ONLY_WITH.get(family)
+            if key is not None:
+                rows, sub = _with_field(rows, sub, key)
+                if not rows:
+                    continue
             idx = pl.Series("idx", rows, dtype=pl.UInt32) + first
             self.family[family].append(pl.DataFrame([idx, *(_typed(sub, f) for f in fields)]))
             for field in texts:
@@ -163,18 +177,22 @@ class _Gathered:
                     spread.append(_spread(text, idx, n))
                 else:
                     spread.append(_dim3(text, idx, n))
-        return main.with_columns(
-            pl.int_range(n, dtype=pl.UInt32).alias("idx"),
-            _ns(pl.col("ts")),
-            _ns(pl.col("dur").fill_null(0.0)),
-            pl.col("cat").replace_strict(kinds, return_dtype=KIND).alias("kind"),
-            # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
-            pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
-            .then(pl.col("stream"))
-            .otherwise(pl.col("tid"))
-            .alias("tid"),
-            *spread,
-        ).select(list(EVENTS_SCHEMA))
+        return (
+            main.with_columns(
+                pl.int_range(n, dtype=pl.UInt32).alias("idx"),
+                _ns(pl.col("ts")),
+                _ns(pl.col("dur").fill_null(0.0)),
+                pl.col("cat").replace_strict(kinds, return_dtype=KIND).alias("kind"),
+                # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
+                pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
+                .then(pl.col("stream"))
+                .otherwise(pl.col("tid"))
+                .alias("tid"),
+                *spread,
+            )
+            .select(list(EVENTS_SCHEMA))
+            .with_columns(pl.col("pg_ranks").str.strip_chars('"'))
+        )
 
 
 def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
@@ -184,6 +202,14 @@ def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
     for cat, rows in by_cat.iter_rows():
         out.setdefault(kind_of_category(cat), []).extend(rows)
     return out
+
+
+def _with_field(
+    rows: list[int], sub: list[EventArgs] | tuple[EventArgs, ...], field: str
+) -> tuple[list[int], list[EventArgs]]:
+    """The rows (and their args) whose `field` is present."""
+    present = [i for i, v in enumerate(map(operator.attrgetter(field), sub)) if v is not None]
+    return [rows[i] for i in present], [sub[i] for i in present]
 
 
 # ---------------------------------------------------------------------------------------------

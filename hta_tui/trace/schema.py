@@ -57,6 +57,15 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "input_dims": pl.String(),  # JSON text, for shape-aware matching; CPU-side rows only
     "input_type": pl.String(),
     "seq": pl.Int64(),  # autograd sequence number
+    # collective args (record_param_comms, NCCL kernels of newer PyTorch); null elsewhere
+    "coll_name": pl.String(),  # "allreduce", "_allgather_base", ...
+    "in_nelems": pl.Int64(),
+    "out_nelems": pl.Int64(),
+    "group_size": pl.Int64(),
+    "dtype": pl.String(),  # "Float", "BFloat16", ...
+    "pg_name": pl.String(),  # process group
+    "pg_ranks": pl.String(),  # JSON text of the group's global ranks
+    "comm_seq": pl.Int64(),  # the collective's sequence number in its group, when written
 }
 
 FLOWS_SCHEMA: dict[str, pl.DataType] = {
