@@ -22,6 +22,9 @@ import polars as pl
 from hta_tui.analysis import (
     annotations,
     aten_ops,
+    collectives,
+    comm_plugin,
+    comm_stats,
     diff,
     idle,
     kernels,
@@ -237,6 +240,29 @@ class TraceAnalysis:
         return steps.straggler_candidates(
             self._ranks(), steps=profiler_steps, hta_compat=self.hta_compat
         )
+
+    def get_comm_comp_per_rank(self) -> pl.DataFrame:
+        """Computation / overlapping / communication / other per rank and step (and "all"),
+        the TensorBoard plugin's Distributed view."""
+        return comm_plugin.overlap(self._ranks())
+
+    def get_comm_wait_transfer(self) -> pl.DataFrame:
+        """Data transfer vs synchronizing time per rank and step, the plugin's definition."""
+        return comm_plugin.waittime(self._ranks())
+
+    def get_collectives(self) -> pl.DataFrame:
+        """Every collective call of every rank, matched across ranks by process group and
+        sequence, with each rank's wait and transfer time (ns)."""
+        return collectives.calls(self._ranks())
+
+    def get_comm_ops_stats(self) -> pl.DataFrame:
+        """Calls, bytes, latency, wait, transfer and algorithm / bus bandwidth per rank and
+        collective kind."""
+        return comm_stats.comm_ops_stats(self._ranks())
+
+    def get_collective_stragglers(self) -> pl.DataFrame:
+        """The ranks the others wait for at collectives, costliest first, each with why."""
+        return comm_stats.collective_stragglers(self._ranks())
 
     def get_gpu_user_annotation_breakdown(
         self, use_gpu_annotation: bool = True, visualize: bool = True, **_: Any

@@ -18,6 +18,9 @@ import polars as pl
 from hta_tui.analysis import (
     annotations,
     aten_ops,
+    collectives,
+    comm_plugin,
+    comm_stats,
     idle,
     kernels,
     launch,
@@ -204,6 +207,21 @@ def _annotations(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _distributed(r: Ranks, o: Options) -> Tables:
+    return {
+        "comm_comp_per_rank": comm_plugin.overlap(r),
+        "comm_wait_transfer": comm_plugin.waittime(r),
+        "collectives": collectives.calls(r).select(
+            *(c for c in collectives.MATCHED_COLUMNS if c not in ("wait", "transfer", "on_gpu")),
+            (pl.col("wait") / 1000).alias("wait_us"),
+            (pl.col("transfer") / 1000).alias("transfer_us"),
+        ),
+        "collective_instances": comm_stats.collective_instances(r),
+        "comm_ops_stats": comm_stats.comm_ops_stats(r),
+        "collective_stragglers": comm_stats.collective_stragglers(r),
+    }
+
+
 ANALYSES: tuple[Analysis, ...] = (
     Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
     Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
@@ -219,6 +237,7 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten),
     Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
     Analysis("user_annotation_breakdown", "User annotations", _annotations),
+    Analysis("comm_comp_per_rank", "Distributed: collectives, waits, stragglers", _distributed),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}

@@ -55,9 +55,13 @@ def _spans(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.select(pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end"))
 
 
-def _anchors(ev: pl.DataFrame) -> pl.DataFrame:
-    """The plugin's collectives: name, start, end, bytes, external_id."""
+def _anchors(ev: pl.DataFrame, *, every: bool = False) -> pl.DataFrame:
+    """The plugin's collectives: name, start, end, bytes, external_id. It keeps them in a dict
+    by External id, so the last one wins (a GPU-side `nccl:` annotation replaces the CPU-side
+    one of the same call); its step breakdown sees `every` one."""
     ops = ev.lazy().filter(_cat().is_in(_ANCHOR_CATS) & pl.col("name").is_in(PLUGIN_OPS))
+    if not every:
+        ops = ops.sort("idx").unique("external_id", keep="last", maintain_order=True)
     return (
         op_bytes(ops, PLUGIN_DTYPE_BYTES)
         .select(
@@ -112,7 +116,7 @@ def overlap(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     rows = []
     for rank, ev in sorted(ranks.items()):
         steps = _steps(ev)
-        anchors = _anchors(ev)
+        anchors = _anchors(ev, every=True)
         if steps.is_empty():
             continue
         linked = pl.col("external_id").is_in(anchors["external_id"].implode()).fill_null(False)
