@@ -134,15 +134,14 @@ class _Gathered:
         first, self.n = self.n, self.n + len(evs)
         rows_of = _rows_by_kind(cats)
         for family, (kinds, fields, texts) in _FAMILIES.items():
-            rows = list(chain.from_iterable(rows_of.get(k, ()) for k in kinds))
+            key = _ONLY_WITH.get(family)
+            if key is not None:
+                rows = _rows_with(args, key)
+            else:
+                rows = list(chain.from_iterable(rows_of.get(k, ()) for k in kinds))
             if not rows:
                 continue
             sub = [args[rows[0]]] if len(rows) == 1 else operator.itemgetter(*rows)(args)
-            key = _ONLY_WITH.get(family)
-            if key is not None:
-                rows, sub = _with_field(rows, sub, key)
-                if not rows:
-                    continue
             idx = pl.Series("idx", rows, dtype=pl.UInt32) + first
             self.family[family].append(pl.DataFrame([idx, *(_typed(sub, f) for f in fields)]))
             for field in texts:
@@ -204,12 +203,13 @@ def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
     return out
 
 
-def _with_field(
-    rows: list[int], sub: list[EventArgs] | tuple[EventArgs, ...], field: str
-) -> tuple[list[int], list[EventArgs]]:
-    """The rows (and their args) whose `field` is present."""
-    present = [i for i, v in enumerate(map(operator.attrgetter(field), sub)) if v is not None]
-    return [rows[i] for i in present], [sub[i] for i in present]
+def _rows_with(args: list[EventArgs], field: str) -> list[int]:
+    """The rows whose `field` is present (whatever their kind): one pass and a count in C
+    when, as in most chunks, none has it."""
+    values = list(map(operator.attrgetter(field), args))
+    if values.count(None) == len(values):
+        return []
+    return [i for i, v in enumerate(values) if v is not None]
 
 
 # ---------------------------------------------------------------------------------------------
