@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable
-from itertools import chain
+from itertools import chain, compress
 from typing import Any
 
 import polars as pl
@@ -204,12 +204,10 @@ def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
 
 
 def _rows_with(args: list[EventArgs], field: str) -> list[int]:
-    """The rows whose `field` is present (whatever their kind): one pass and a count in C
-    when, as in most chunks, none has it."""
-    values = list(map(operator.attrgetter(field), args))
-    if values.count(None) == len(values):
-        return []
-    return [i for i, v in enumerate(values) if v is not None]
+    """The rows whose `field` is present and not empty (whatever their kind), found in C:
+    a Python loop over every event's value cost a tenth of the parse."""
+    values = map(operator.attrgetter(field), args)
+    return list(compress(range(len(args)), values))
 
 
 # ---------------------------------------------------------------------------------------------
