@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 from hta_tui.analysis import comm_plugin
+from hta_tui.report import distributed_setup
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 from tests.conftest import SHARED
@@ -119,3 +120,31 @@ def test_comm_ops(case: str) -> None:
             for col, want in zip(cols, values, strict=True):
                 got = row[col].item()
                 assert _close(got, want, rounded=col.startswith("avg")), (case, worker, col)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("case", _cases())
+def test_gpu_info(case: str) -> None:
+    """Node / process / GPU of every rank, as the plugin's `distributed_gpuinfo` names them."""
+    ts, workers, span = _load(case)
+    served = json.loads((span / "distributed_gpuinfo.json").read_text())
+    ours = distributed_setup(ts)["distributed_hierarchy"]
+    if served is None:  # no deviceProperties: we still list the ranks, without GPU names
+        assert ours["gpu_name"].null_count() == ours.height
+        return
+    rows = 0
+    for node, processes in served["data"].items():
+        for process, gpus in processes.items():
+            for gpu, info in gpus.items():
+                row = ours.filter(
+                    (pl.col("node") == node) & (pl.col("gpu") == int(gpu.removeprefix("GPU")))
+                ).row(0, named=True)
+                if node not in workers:
+                    # a worker name without `_<n>` is the node itself, and the plugin numbers
+                    # its processes 0, 1, ...; we give the rank's pid, on purpose
+                    assert row["process"] == process.removeprefix("Process ")
+                assert row["gpu_name"] == info["Name"]
+                assert f"{row['memory_gb']} GB" == info["Memory"]
+                assert row["compute_capability"] == info["Compute Capability"]
+                rows += 1
+    assert rows == ours.height
