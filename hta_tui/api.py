@@ -25,6 +25,7 @@ from hta_tui.analysis import (
     collectives,
     comm_plugin,
     comm_stats,
+    comm_topology,
     diff,
     idle,
     kernels,
@@ -263,6 +264,14 @@ class TraceAnalysis:
     def get_collective_stragglers(self) -> pl.DataFrame:
         """The ranks the others wait for at collectives, costliest first, each with why."""
         return comm_stats.collective_stragglers(self._ranks())
+
+    def get_distributed_hierarchy(self) -> pl.DataFrame:
+        """Node, process and GPU (name, memory, compute capability) of every rank."""
+        return comm_topology.tables(self.trace_set)["distributed_hierarchy"]
+
+    def get_process_groups(self) -> pl.DataFrame:
+        """The job's process groups (distributedInfo.pg_config) and the ranks that list them."""
+        return comm_topology.tables(self.trace_set)["process_groups"]
 
     def get_gpu_user_annotation_breakdown(
         self, use_gpu_annotation: bool = True, visualize: bool = True, **_: Any

@@ -37,23 +37,12 @@ def build_tables(
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
     if "temporal_breakdown" in selected:
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
-    if "comm_comp_per_rank" in selected:
-        tables.update(distributed_setup(ts))
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
         tables.update(catalog.run(ts.frames(), rest, options))
+    if "comm_comp_per_rank" in selected:  # the distributed view's file-metadata tables
+        tables.update(comm_topology.tables(ts))
     return tables
-
-
-def distributed_setup(ts: TraceSet) -> dict[str, pl.DataFrame]:
-    """Where each rank runs and the job's process groups: from each file's metadata, which
-    the catalog's analyses (events only) do not see."""
-    loaded = ts.loaded()
-    files = {r: (str(ts.selected(r).path), d.meta, d.events) for r, d in loaded.items()}
-    return {
-        "distributed_hierarchy": comm_topology.hierarchy(files),
-        "process_groups": comm_topology.process_groups({r: d.meta for r, d in loaded.items()}),
-    }
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:

@@ -10,8 +10,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hta_tui.analysis import comm_plugin
-from hta_tui.report import distributed_setup
+from hta_tui.analysis import comm_plugin, comm_topology
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 from tests.conftest import SHARED
@@ -128,7 +127,7 @@ def test_gpu_info(case: str) -> None:
     """Node / process / GPU of every rank, as the plugin's `distributed_gpuinfo` names them."""
     ts, workers, span = _load(case)
     served = json.loads((span / "distributed_gpuinfo.json").read_text())
-    ours = distributed_setup(ts)["distributed_hierarchy"]
+    ours = comm_topology.tables(ts)["distributed_hierarchy"]
     if served is None:  # no deviceProperties: we still list the ranks, without GPU names
         assert ours["gpu_name"].null_count() == ours.height
         return

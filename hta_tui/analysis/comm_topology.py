@@ -16,6 +16,8 @@ from typing import Any
 
 import polars as pl
 
+from hta_tui.trace.model import TraceSet
+
 #: The plugin's worker name: the file name without `[.<digits>].pt.trace.json[.gz]`.
 _WORKER = re.compile(r"^(.*?)(\.\d+)?(\.pt\.trace)?\.json(\.gz)?$")
 #: The plugin's node / process split of a worker name.
@@ -125,3 +127,17 @@ def process_groups(metas: Mapping[int, dict[str, Any]]) -> pl.DataFrame:
         .agg(pl.col("rank").sort().alias("seen_by"))
         .cast(GROUP_COLUMNS)  # type: ignore[arg-type]
     )
+
+
+def tables(ts: TraceSet) -> dict[str, pl.DataFrame]:
+    """`distributed_hierarchy` and `process_groups` of the loaded ranks: from each file's
+    metadata, which the catalog's analyses (events only) do not see."""
+    loaded = ts.loaded()
+    files = {}
+    for rank, data in loaded.items():
+        entry = ts.selected(rank)
+        files[rank] = (str(entry.path) if entry else "", data.meta, data.events)
+    return {
+        "distributed_hierarchy": hierarchy(files),
+        "process_groups": process_groups({r: d.meta for r, d in loaded.items()}),
+    }
