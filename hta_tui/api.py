@@ -23,6 +23,7 @@ from hta_tui.analysis import (
     annotations,
     aten_ops,
     collectives,
+    comm_overview,
     comm_plugin,
     comm_stats,
     comm_topology,
@@ -242,14 +243,20 @@ class TraceAnalysis:
             self._ranks(), steps=profiler_steps, hta_compat=self.hta_compat
         )
 
-    def get_comm_comp_per_rank(self) -> pl.DataFrame:
-        """Computation / overlapping / communication / other per rank and step (and "all"),
-        the TensorBoard plugin's Distributed view."""
-        return comm_plugin.overlap(self._ranks())
+    def get_comm_comp_per_rank(self, tb_compat: bool = False) -> pl.DataFrame:
+        """Computation / overlapping / communication / other per rank and step (and "all"):
+        the TensorBoard plugin's Distributed view, with every collective recognised, or
+        exactly the plugin's with `tb_compat`."""
+        if tb_compat:
+            return comm_plugin.overlap(self._ranks())
+        return comm_overview.comm_comp_per_rank(self._ranks())
 
-    def get_comm_wait_transfer(self) -> pl.DataFrame:
-        """Data transfer vs synchronizing time per rank and step, the plugin's definition."""
-        return comm_plugin.waittime(self._ranks())
+    def get_comm_wait_transfer(self, tb_compat: bool = False) -> pl.DataFrame:
+        """Transfer vs synchronizing (waiting) time per rank and step; `tb_compat`: the
+        plugin's definition (shortest duration of any rank = transfer)."""
+        if tb_compat:
+            return comm_plugin.waittime(self._ranks())
+        return comm_overview.wait_transfer_per_step(self._ranks())
 
     def get_collectives(self) -> pl.DataFrame:
         """Every collective call of every rank, matched across ranks by process group and

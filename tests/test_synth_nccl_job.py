@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from hta_tui.analysis import collectives, comm_stats
+from hta_tui.analysis import collectives, comm_overview, comm_stats
 from hta_tui.synth.nccl_job import NELEMS, write_nccl_job
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
@@ -51,3 +51,19 @@ def test_bytes_and_bandwidth(job: dict[int, pl.DataFrame]) -> None:
     assert ar["algbw_GBps"] == pytest.approx(algbw)
     assert ar["busbw_GBps"] == pytest.approx(algbw * 2 * (RANKS - 1) / RANKS)
     assert ag["busbw_GBps"] == pytest.approx(algbw * 1 / 2)
+
+
+def test_comm_comp_per_rank(job: dict[int, pl.DataFrame]) -> None:
+    """Per step: the compute kernel, then the rank's collective kernels (waits included)."""
+    table = comm_overview.comm_comp_per_rank(job).filter(pl.col("step") == "0")
+    rows = {r["rank"]: r for r in table.iter_rows(named=True)}
+    assert rows[LATE]["computation"] == pytest.approx(2000 + LATE_US)
+    assert rows[LATE]["communication"] == pytest.approx(2 * TRANSFER_US)  # arrives last: no wait
+    assert rows[0]["computation"] == pytest.approx(2000)
+    assert rows[0]["communication"] == pytest.approx(LATE_US + 2 * TRANSFER_US)
+    assert rows[1]["communication"] == pytest.approx(LATE_US + TRANSFER_US)  # odd: no group 1
+    assert all(r["overlapping"] == 0 for r in rows.values())
+    waits = comm_overview.wait_transfer_per_step(job).filter(pl.col("step") == "0")
+    by_rank = {r["rank"]: (r["transfer"], r["synchronizing"]) for r in waits.iter_rows(named=True)}
+    assert by_rank[LATE] == (pytest.approx(2 * TRANSFER_US), 0)
+    assert by_rank[0] == (pytest.approx(2 * TRANSFER_US), pytest.approx(LATE_US))

@@ -19,6 +19,7 @@ from hta_tui.analysis import (
     annotations,
     aten_ops,
     collectives,
+    comm_overview,
     comm_plugin,
     comm_stats,
     idle,
@@ -52,6 +53,9 @@ class Options:
     operator_name: str = "ProfilerStep"
     min_pattern_len: int = 3
     top_k: int = 5
+    #: The distributed view exactly as the TensorBoard plugin computes it (its five collective
+    #: names, CPU-side timing) instead of with every collective recognised.
+    tb_compat: bool = False
 
 
 def parameters() -> dict[str, object]:
@@ -209,8 +213,12 @@ def _annotations(r: Ranks, o: Options) -> Tables:
 
 def _distributed(r: Ranks, o: Options) -> Tables:
     return {
-        "comm_comp_per_rank": comm_plugin.overlap(r),
-        "comm_wait_transfer": comm_plugin.waittime(r),
+        "comm_comp_per_rank": (
+            comm_plugin.overlap(r) if o.tb_compat else comm_overview.comm_comp_per_rank(r)
+        ),
+        "comm_wait_transfer": (
+            comm_plugin.waittime(r) if o.tb_compat else comm_overview.wait_transfer_per_step(r)
+        ),
         "collectives": collectives.calls(r).select(
             *(c for c in collectives.MATCHED_COLUMNS if c not in ("wait", "transfer", "on_gpu")),
             (pl.col("wait") / 1000).alias("wait_us"),

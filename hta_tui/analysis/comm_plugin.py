@@ -51,7 +51,7 @@ _STEP_CATS = ("cpu_op", "operator", "user_annotation")
 _ANCHOR = ("cpu_op", "operator", "user_annotation", "gpu_user_annotation")
 
 
-def _steps(ev: pl.DataFrame) -> pl.DataFrame:
+def steps_of(ev: pl.DataFrame) -> pl.DataFrame:
     """step (text), start, end: ProfilerStep#N, else one step "0" over the CPU ops."""
     named = (_rows(ev.filter(pl.col("name").str.starts_with("ProfilerStep#")), *_STEP_CATS)).select(
         pl.col("name").str.extract(_STEP_RE, 1).alias("step"),
@@ -68,7 +68,7 @@ def _steps(ev: pl.DataFrame) -> pl.DataFrame:
     ).drop_nulls("start")
 
 
-def _spans(ev: pl.DataFrame) -> pl.DataFrame:
+def spans(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.select(pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end"))
 
 
@@ -108,7 +108,7 @@ def _ranges(ev: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _covered_per_step(spans: pl.LazyFrame, steps: pl.DataFrame) -> pl.LazyFrame:
+def covered_per_step(spans: pl.LazyFrame, steps: pl.DataFrame) -> pl.LazyFrame:
     """step, covered: the length of the union of `spans` inside each step (merged first, so
     the clipped pieces are disjoint and simply add up)."""
     bounds = steps.lazy().select("step", pl.col("start").alias("s0"), pl.col("end").alias("s1"))
@@ -123,30 +123,42 @@ def _covered_per_step(spans: pl.LazyFrame, steps: pl.DataFrame) -> pl.LazyFrame:
 
 
 def _overlap_query(rank: int, ev: pl.DataFrame) -> pl.LazyFrame | None:
-    steps = _steps(ev)
+    """The plugin's spans: communication = its collectives and the kernels of their External
+    ids; computation = every other kernel, or (no kernel) every CPU op."""
+    steps = steps_of(ev)
     if steps.is_empty():
         return None
     anchors = _anchors(ev, every=True)
     linked = pl.col("external_id").is_in(anchors["external_id"].implode()).fill_null(False)
     kernels = _rows(ev, "kernel")
-    comm = pl.concat([anchors.select("start", "end"), _spans(kernels.filter(linked))]).lazy()
+    comm = pl.concat([anchors.select("start", "end"), spans(kernels.filter(linked))])
     compute_kernels = kernels.filter(~linked)
     if compute_kernels.is_empty():
         compute_kernels = _rows(ev, *_CPU).filter(
             ~pl.col("name").str.starts_with("ProfilerStep#")
             & ~pl.col("name").is_in(PLUGIN_OPS)
-            & ~pl.col("name").str.contains(r"^enumerate\(DataLoader\)#.*\.__next__$")
-            & ~pl.col("name").str.starts_with("enumerate(DataPipe)#")
+            & ~pl.col("name").str.contains(DATA_LOADER)
         )
-    comp = _spans(compute_kernels).lazy()
+    return breakdown_query(rank, steps, spans(compute_kernels), comm)
+
+
+#: The plugin's DataLoader ops (its own category, neither computation nor communication).
+DATA_LOADER = r"^enumerate\(DataLoader\)#.*\.__next__$|^enumerate\(DataPipe\)#"
+
+
+def breakdown_query(
+    rank: int, steps: pl.DataFrame, comp: pl.DataFrame, comm: pl.DataFrame
+) -> pl.LazyFrame:
+    """Per step: computation - overlap, overlap, communication - overlap, other (us), from
+    the computation and communication spans (start, end; any overlaps among them)."""
     parts = {
-        "comp": _covered_per_step(comp, steps),
-        "comm": _covered_per_step(comm, steps),
-        "union": _covered_per_step(pl.concat([comp, comm]), steps),
+        "comp": covered_per_step(comp.lazy(), steps),
+        "comm": covered_per_step(comm.lazy(), steps),
+        "union": covered_per_step(pl.concat([comp.lazy(), comm.lazy()]), steps),
     }
     t = steps.lazy().with_columns((pl.col("end") - pl.col("start")).alias("total"))
     for name, part in parts.items():
-        t = t.join(part.rename({"covered": name}), on="step", how="left")
+        t = t.join(part.rename({"covered": name}), on="step", how="left", maintain_order="left")
     ov = pl.col("comp") + pl.col("comm") - pl.col("union")
     return (
         t.fill_null(0)
@@ -168,8 +180,14 @@ def overlap(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """rank, step ("all" = per-step mean, truncated like the plugin), computation, overlapping,
     communication, other (us): the plugin's `distributed_overlap`."""
     queries = [_overlap_query(rank, ev) for rank, ev in sorted(ranks.items())]
+    return with_means(queries)
+
+
+def with_means(queries: list[pl.LazyFrame | None], *, truncate: bool = True) -> pl.DataFrame:
+    """Every rank's per-step rows, each rank followed by its "all" row (truncated to whole
+    microseconds like the plugin's, unless `truncate` is off)."""
     tables = pl.collect_all([q for q in queries if q is not None])
-    rows = [part for t in tables for part in (t, _mean_row(t))]
+    rows = [part for t in tables for part in (t, mean_row(t, truncate=truncate))]
     return pl.concat(rows) if rows else pl.DataFrame(schema=_OVERLAP_SCHEMA)
 
 
@@ -183,12 +201,14 @@ _OVERLAP_SCHEMA = {
 }
 
 
-def _mean_row(per_step: pl.DataFrame) -> pl.DataFrame:
+def mean_row(per_step: pl.DataFrame, *, truncate: bool = True) -> pl.DataFrame:
     """The plugin's "all" row: each column's sum over the steps / steps, truncated."""
     values = [c for c in per_step.columns if c not in ("rank", "step")]
+    mean = [pl.col(c).sum() / pl.len() for c in values]
+    if truncate:
+        mean = [m.cast(pl.Int64).cast(pl.Float64) for m in mean]
     return per_step.group_by("rank").agg(
-        pl.lit("all").alias("step"),
-        *((pl.col(c).sum() / pl.len()).cast(pl.Int64).cast(pl.Float64) for c in values),
+        pl.lit("all").alias("step"), *(m.alias(c) for m, c in zip(mean, values, strict=True))
     )
 
 
@@ -197,7 +217,7 @@ def _nodes(ranks: Mapping[int, pl.DataFrame]) -> dict[int, tuple[pl.DataFrame, p
     out = {}
     for rank, ev in ranks.items():
         anchors = _anchors(ev)
-        steps = _steps(ev)
+        steps = steps_of(ev)
         inside = anchors.join_where(
             steps.rename({"start": "s0", "end": "s1"}),
             pl.col("start") >= pl.col("s0"),
@@ -257,7 +277,7 @@ def waittime(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
             ((pl.col("total") - pl.col("transfer")) / _NS).alias("synchronizing"),
         )
         rows.append(t)
-        rows.append(_mean_row(t))
+        rows.append(mean_row(t))
     return pl.concat(rows).cast(schema)  # type: ignore[arg-type]
 
 

@@ -66,6 +66,7 @@ RECHECK = 1.0
 SCREEN_STYLES = (
     "detail",
     "diff",
+    "distributed",
     "idle",
     "kernels",
     "launch",

@@ -37,6 +37,9 @@ SCREENS: tuple[ScreenEntry, ...] = (
         "8", "sequences", "Kernel sequences", "hta_tui.app.screens.sequences:SequencesScreen"
     ),
     ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
+    ScreenEntry(
+        "d", "distributed", "Distributed", "hta_tui.app.screens.distributed:DistributedScreen"
+    ),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}
