@@ -80,7 +80,8 @@ def collective_stragglers(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Per rank that arrived last anywhere: how often, what it cost the others in total (us
     and % of all waiting), its costliest instance, and one sentence saying so; costliest
     first."""
-    inst = collective_instances(ranks).filter(pl.col("ranks") > 1)  # alone, nobody waits
+    # alone, or all arriving at once, nobody waits: no one to blame
+    inst = collective_instances(ranks).filter((pl.col("ranks") > 1) & (pl.col("cost_us") > 0))
     all_wait = inst["cost_us"].sum() if not inst.is_empty() else 0.0
     worst = pl.col("cost_us").arg_max()
     table = (
