@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from itertools import chain, compress
 from typing import Any
 
+import orjson
 import polars as pl
 
 from hta_tui.trace.events import NO_ARGS, Event, EventArgs
@@ -70,8 +71,17 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
     "shape": (("cpu_op", "annotation", "python", "other"), ("seq",), ("input_dims", "input_type")),
     "comm": (
         ("cpu_op", "kernel", "other"),
-        ("coll_name", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "comm_seq"),
-        ("pg_ranks",),
+        (
+            "coll_name",
+            "in_nelems",
+            "out_nelems",
+            "group_size",
+            "dtype",
+            "pg_name",
+            "pg_ranks",
+            "comm_seq",
+        ),
+        (),
     ),
 }
 #: Families read only on the rows where one field is present: collective args sit on a few
@@ -176,22 +186,18 @@ class _Gathered:
                     spread.append(_spread(text, idx, n))
                 else:
                     spread.append(_dim3(text, idx, n))
-        return (
-            main.with_columns(
-                pl.int_range(n, dtype=pl.UInt32).alias("idx"),
-                _ns(pl.col("ts")),
-                _ns(pl.col("dur").fill_null(0.0)),
-                pl.col("cat").replace_strict(kinds, return_dtype=KIND).alias("kind"),
-                # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
-                pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
-                .then(pl.col("stream"))
-                .otherwise(pl.col("tid"))
-                .alias("tid"),
-                *spread,
-            )
-            .select(list(EVENTS_SCHEMA))
-            .with_columns(pl.col("pg_ranks").str.strip_chars('"'))
-        )
+        return main.with_columns(
+            pl.int_range(n, dtype=pl.UInt32).alias("idx"),
+            _ns(pl.col("ts")),
+            _ns(pl.col("dur").fill_null(0.0)),
+            pl.col("cat").replace_strict(kinds, return_dtype=KIND).alias("kind"),
+            # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
+            pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
+            .then(pl.col("stream"))
+            .otherwise(pl.col("tid"))
+            .alias("tid"),
+            *spread,
+        ).select(list(EVENTS_SCHEMA))
 
 
 def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
@@ -221,7 +227,14 @@ def _ints(name: str, values: list[Any]) -> pl.Series:
 
 def _typed(args: list[EventArgs] | tuple[EventArgs, ...], field: str) -> pl.Series:
     dtype = EVENTS_SCHEMA[field]
-    return pl.Series(field, list(map(operator.attrgetter(field), args)), dtype, strict=False)
+    values = list(map(operator.attrgetter(field), args))
+    if field in _JSON_TEXT:  # a few collective rows: lists back to their JSON text
+        values = [orjson.dumps(v).decode() if isinstance(v, list) else v for v in values]
+    return pl.Series(field, values, dtype, strict=False)
+
+
+#: Typed fields that may hold a JSON list, kept as its text.
+_JSON_TEXT = frozenset({"pg_ranks"})
 
 
 def _external_ids(args: list[EventArgs]) -> pl.Series:
