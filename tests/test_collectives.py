@@ -65,3 +65,35 @@ def test_gloo_ddp_sizes_and_calls(shared: Path) -> None:
         )
     calls = ta.get_collectives()
     assert calls.group_by("pg", "seq").len()["len"].to_list() == [4] * 6
+
+
+def test_tb_compat_switches_to_the_plugins_view(tmp_path: Path) -> None:
+    """`--set tb_compat=true`: the plugin's own numbers in the same report keys."""
+    from hta_tui.analysis import catalog, comm_overview, comm_plugin
+    from hta_tui.synth.nccl_job import write_nccl_job
+
+    write_nccl_job(tmp_path, ranks=4)
+    frames = open_set(tmp_path, Cache(enabled=False)).frames()
+    ours = catalog.run(frames, ["comm_comp_per_rank"])
+    theirs = catalog.run(frames, ["comm_comp_per_rank"], catalog.options_with({"tb_compat": "1"}))
+    assert ours["comm_comp_per_rank"].equals(comm_overview.comm_comp_per_rank(frames))
+    assert theirs["comm_comp_per_rank"].equals(comm_plugin.overlap(frames))
+    assert theirs["comm_wait_transfer"].equals(comm_plugin.waittime(frames))
+    # the plugin times the 5 us CPU-side `nccl:` ops; we time the NCCL kernels
+    comm = pl.col("communication")
+    assert ours["comm_comp_per_rank"].select(comm.max()).item() > 100
+    assert theirs["comm_comp_per_rank"].select(comm.max()).item() < 20
+
+
+@pytest.mark.parametrize(
+    "dialect", ["current", "legacy", "rocm", "triton_driver", "mlu", "cpu_only", "nanoseconds"]
+)
+def test_every_dialect_gives_tables_not_errors(tmp_path: Path, dialect: str) -> None:
+    from hta_tui.analysis import catalog
+    from tests import dialects
+
+    dialects.write(getattr(dialects, dialect)(), tmp_path / "t.json")
+    frames = open_set(tmp_path, Cache(enabled=False)).frames()
+    for tb_compat in (False, True):
+        tables = catalog.run(frames, ["comm_comp_per_rank"], catalog.Options(tb_compat=tb_compat))
+        assert set(tables) >= {"collectives", "comm_ops_stats", "collective_stragglers"}
