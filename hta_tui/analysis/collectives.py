@@ -23,6 +23,7 @@ import polars as pl
 
 from hta_tui.analysis.comm_kinds import COLLECTIVE_OP, NCCL_KERNEL, dtype_bytes, kind_of
 from hta_tui.analysis.hta_view import job_cached
+from hta_tui.trace.schema import COMM_COLUMNS
 
 CALL_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -89,18 +90,7 @@ def rank_calls(rank: int, ev: pl.DataFrame) -> pl.DataFrame:
         .group_by("external_id")
         .agg(
             pl.col("ts").first().alias("cpu_ts"),
-            *(
-                pl.col(c).drop_nulls().first()
-                for c in (
-                    "coll_name",
-                    "in_nelems",
-                    "out_nelems",
-                    "group_size",
-                    "dtype",
-                    "pg_name",
-                    "comm_seq",
-                )
-            ),
+            *(pl.col(c).drop_nulls().first() for c in COMM_COLUMNS if c != "pg_ranks"),
         )
     )
     kernels = ev.lazy().filter(

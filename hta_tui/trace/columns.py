@@ -17,7 +17,15 @@ import orjson
 import polars as pl
 
 from hta_tui.trace.events import NO_ARGS, Event, EventArgs
-from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA, KIND, KINDS, THREADS_SCHEMA, empty
+from hta_tui.trace.schema import (
+    COMM_COLUMNS,
+    EVENTS_SCHEMA,
+    FLOWS_SCHEMA,
+    KIND,
+    KINDS,
+    THREADS_SCHEMA,
+    empty,
+)
 
 _CAT_KIND: dict[str, str] = {
     "kernel": "kernel",
@@ -69,20 +77,7 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
     ),
     "sync": (("sync",), ("sync_kind",), ()),
     "shape": (("cpu_op", "annotation", "python", "other"), ("seq",), ("input_dims", "input_type")),
-    "comm": (
-        ("cpu_op", "kernel", "other"),
-        (
-            "coll_name",
-            "in_nelems",
-            "out_nelems",
-            "group_size",
-            "dtype",
-            "pg_name",
-            "pg_ranks",
-            "comm_seq",
-        ),
-        (),
-    ),
+    "comm": (("cpu_op", "kernel", "other"), COMM_COLUMNS, ()),
 }
 #: Families read only on the rows where one field is present: collective args sit on a few
 #: record_param_comms and NCCL kernel rows among many cpu ops and kernels, so one pass finds

@@ -68,6 +68,18 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "comm_seq": pl.Int64(),  # the collective's sequence number in its group, when written
 }
 
+#: The collective args' columns (see EVENTS_SCHEMA), in one list for the parser and analyses.
+COMM_COLUMNS: tuple[str, ...] = (
+    "coll_name",
+    "in_nelems",
+    "out_nelems",
+    "group_size",
+    "dtype",
+    "pg_name",
+    "pg_ranks",
+    "comm_seq",
+)
+
 FLOWS_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.Int64(),
     "ph": pl.String(),  # "s" start, "f" finish
