@@ -70,7 +70,11 @@ def _load(parsed: dict, case: str, source: str) -> tuple:
 @pytest.mark.shared
 def test_every_memory_case_is_covered() -> None:
     cases = {c for c, _, _ in CASES}
-    assert {"pytorch_cpu_vit_memory", "pytorch_cpu_ddp_gloo_4", "tracelens_h100_bert_memory"} <= cases
+    assert {
+        "pytorch_cpu_vit_memory",
+        "pytorch_cpu_ddp_gloo_4",
+        "tracelens_h100_bert_memory",
+    } <= cases
     assert "tracelens_mi300_ddp_resnet18" in cases
     assert len([c for c in CASES if c[0] == "pytorch_cpu_vit_memory"]) == 2  # both spans
 
@@ -78,7 +82,7 @@ def test_every_memory_case_is_covered() -> None:
 @pytest.mark.shared
 @pytest.mark.parametrize(("case", "source", "folder"), CASES)
 def test_curve_matches_plugin(parsed: dict, case: str, source: str, folder: str) -> None:
-    events, recs, origin = _load(parsed, case, source)
+    _, recs, origin = _load(parsed, case, source)
     doc = json.loads((SHARED / "oracle-tb" / folder / "memory_curve.json").read_text())
     assert doc["metadata"]["first_ts"] * 1000 == pytest.approx(origin, abs=1)
     curve = memory_curve(recs, origin)
@@ -99,7 +103,7 @@ def test_curve_matches_plugin(parsed: dict, case: str, source: str, folder: str)
 @pytest.mark.shared
 @pytest.mark.parametrize(("case", "source", "folder"), CASES)
 def test_events_match_plugin(parsed: dict, case: str, source: str, folder: str) -> None:
-    events, recs, origin = _load(parsed, case, source)
+    _, recs, origin = _load(parsed, case, source)
     doc = json.loads((SHARED / "oracle-tb" / folder / "memory_events.json").read_text())
     table = memory_events(recs, origin)
     assert sorted(table["device"].unique()) == sorted(doc["rows"])
@@ -110,7 +114,8 @@ def test_events_match_plugin(parsed: dict, case: str, source: str, folder: str) 
         for theirs, ours in zip(rows, mine.select(cols).rows(), strict=True):
             assert theirs[0] == ours[0]
             assert all(
-                _close(a, _round(b), rounded=True) for a, b in zip(theirs[1:], ours[1:], strict=True)
+                _close(a, _round(b), rounded=True)
+                for a, b in zip(theirs[1:], ours[1:], strict=True)
             ), (theirs, ours)
         # unmatched rows are kept and marked: no release time <=> not freed in the trace
         assert (mine["release_ms"].is_null() == (mine["status"] == "never freed")).all()
