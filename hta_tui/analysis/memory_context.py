@@ -25,6 +25,8 @@ def python_context(events: pl.DataFrame, recs: pl.DataFrame) -> pl.DataFrame:
         (pl.col("ts") + pl.col("dur")).alias("end"),
         "name",
     )
+    if frames.is_empty():  # recorded without with_stack / with_modules
+        return out.with_columns(pl.lit(None, pl.String).alias(c) for c in ("module", "stack"))
     probes = recs.filter(pl.col("tid").is_not_null()).select(
         pl.col("tid").alias("key"), pl.col("seq").alias("row"), "ts"
     )

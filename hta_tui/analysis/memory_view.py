@@ -28,7 +28,13 @@ class FileMemory:
         )
 
     def table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
-        """The memory-events table (plugin order) with each allocation's module and stack."""
+        """The memory-events table (plugin order) with each allocation's module and stack;
+        the whole file's is kept (the memory screen reads it at every zoom)."""
+        if start_ns is None and end_ns is None:
+            return job_cached({0: self.memory}, "memory_table", self._table)
+        return self._table(start_ns, end_ns)
+
+    def _table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
         ctx = job_cached(
             {0: self.memory}, "memory_context", lambda: python_context(self.events, self.recs)
         )
