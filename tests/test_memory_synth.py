@@ -122,3 +122,46 @@ def test_curve_downsampled_keeps_ends(clean: tuple[dict, TraceAnalysis]) -> None
     # every kept point is a point of the full curve, in order
     assert set(small.rows()) <= set(full.rows())
     assert small["time_ms"].is_sorted()
+
+
+def test_odd_memory_events_never_crash(tmp_path: Path) -> None:
+    """ROCm's Device Type 6, events without an address, totals or thread, a string tid, a float
+    size: every table is built; type 6 is a GPU (the plugin drops or fails on it)."""
+    op = {
+        "ph": "X",
+        "cat": "cpu_op",
+        "pid": 1,
+        "tid": 1,
+        "name": "aten::empty",
+        "ts": 10,
+        "dur": 50,
+    }
+
+    def mem(ts: float, args: dict, tid: object = 1) -> dict:
+        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": tid,
+                "ts": ts, "args": args}  # fmt: skip
+
+    full = {"Total Allocated": 512, "Total Reserved": 2048, "Device Type": 6, "Device Id": 0}
+    events = [
+        op,
+        mem(20, {**full, "Bytes": 512, "Addr": 7}),
+        mem(30, {"Bytes": 256, "Addr": 9}),  # no totals, no device
+        mem(40, {**full, "Bytes": 64.0}),  # no address, float size
+        mem(50, {**full, "Bytes": -512, "Addr": 7}, tid="main"),
+        mem(None, {**full, "Bytes": 1, "Addr": 3}),  # type: ignore[arg-type]
+    ]
+    write_trace({"traceEvents": events}, tmp_path / "rank-0.json")
+    ta = TraceAnalysis(tmp_path, cache=Cache(tmp_path / "cache"))
+    tables = build_tables(
+        ta.trace_set,
+        names=["memory_curve", "memory_events", "memory_stats", "memory_peak", "memory_leaks",
+               "memory_step_peaks"],
+    )  # fmt: skip
+    events_table = tables["memory_events"]
+    pair = events_table.filter(pl.col("status") == "freed").row(0, named=True)
+    # the plugin names a top-level aten::empty after its tree root
+    assert pair["device"] == "GPU0" and pair["operator"] == "CallTreeRoot (aten::empty)"
+    assert pair["size_kb"] == 0.5
+    assert set(tables["memory_curve"]["device"]) == {"GPU0"}
+    stats = tables["memory_stats"].select("device", "operator").rows()
+    assert stats == [("GPU0", "aten::empty"), ("unknown device", "aten::empty")]

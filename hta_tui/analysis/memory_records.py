@@ -63,6 +63,7 @@ def device_name() -> pl.Expr:
         .when(t == 12)
         .then(pl.lit("XPU") + i)
         .otherwise(pl.lit("DEV") + t.cast(pl.String) + pl.lit(":") + i)
+        .fill_null("unknown device")
         .alias("device")
     )
 
@@ -170,10 +171,9 @@ def memory_records(events: pl.DataFrame, memory: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("is_op")).then(pl.col("eff")).alias("node"),
         pl.when(pl.col("is_op")).then(pl.col("op")).alias("op"),
         pl.when(pl.col("is_op")).then(pl.col("parent").fill_null(ROOT)).alias("parent"),
-        pl.col("eff").alias("enclosing"),
     )
     recs = recs.join(found, on="seq", how="left")
-    return _name_frees(recs).select(*RECORD_COLUMNS, "enclosing")
+    return _name_frees(recs).select(RECORD_COLUMNS)
 
 
 def _name_frees(recs: pl.DataFrame) -> pl.DataFrame:
