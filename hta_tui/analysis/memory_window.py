@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from hta_tui.analysis import memory_curve, memory_events, memory_peak, memory_stats
+from hta_tui.analysis.memory_records import device_name, start_ns
 from hta_tui.analysis.memory_view import FileMemory
 
 #: points drawn per curve: a few per braille column of a wide terminal
@@ -23,6 +24,7 @@ class MemoryWindow:
     view: tuple[float, float]  # the window shown
     curve: pl.DataFrame  # time_ms, allocated_mb, reserved_mb (reduced to DRAW_POINTS)
     peak: dict[str, float] | None  # peak_allocated_mb, peak_time_ms, peak_reserved_mb
+    peaks: pl.DataFrame  # the same as memory_curve.memory_peaks gives
     live: pl.DataFrame
     events: pl.DataFrame
     stats: pl.DataFrame
@@ -35,30 +37,28 @@ def default_device(devices: list[str]) -> str | None:
     return gpus[0] if gpus else (devices[0] if devices else None)
 
 
-def memory_window(
-    f: FileMemory, device: str | None = None, view: tuple[float, float] | None = None
+def curve_window(
+    events: pl.DataFrame,
+    memory: pl.DataFrame,
+    device: str | None = None,
+    view: tuple[float, float] | None = None,
 ) -> MemoryWindow:
-    """The window `view` (ms; None: everything) of `device` (None: the default one)."""
-    recs = f.recs
-    points = memory_curve.curve_points(recs, f.origin_ns)
+    """The curve, peak and steps of the window, without the tables: it needs no operator
+    attribution, so a screen can draw it first (a second or more sooner on a million events)."""
+    origin = start_ns(events, memory) or 0
+    recs = memory.with_columns(device_name()).sort("ts", maintain_order=True)
+    points = memory_curve.curve_points(recs, origin)
     devices = sorted(points["device"].unique().to_list())
     device = device if device in devices else default_device(devices)
-    mine = recs.filter(pl.col("device") == device)
     curve = memory_curve.step_plot(points.filter(pl.col("device") == device))
     full = (0.0, float(curve["time_ms"].max() or 0.0)) if not curve.is_empty() else (0.0, 0.0)
     lo, hi = view if view is not None else full
-    lo_ns = f.origin_ns + round(lo * 1e6)
-    hi_ns = f.origin_ns + round(hi * 1e6)
     shown = _clip(curve, lo, hi)
-    inside = memory_events.in_range(mine, lo_ns, hi_ns)
-    peaks = memory_curve.memory_peaks(inside, f.origin_ns)
-    peak = peaks.row(0, named=True) if not peaks.is_empty() else None
-    table = f.table(lo_ns, hi_ns).filter(pl.col("device") == device)
-    every = f.table().filter(pl.col("device") == device)
-    live = memory_peak.live_at_peak(every, peaks, f.origin_ns)
-    stats = memory_stats.memory_stats(f.events, mine, lo_ns, hi_ns)
-    spans = memory_peak.step_spans(f.events).with_columns(
-        ((pl.col("start") - f.origin_ns) / 1e6).alias("start_ms")
+    inside = recs.filter(pl.col("device") == device)
+    inside = memory_events.in_range(inside, *_ns((lo, hi), origin))
+    peaks = memory_curve.memory_peaks(inside, origin)
+    spans = memory_peak.step_spans(events).with_columns(
+        ((pl.col("start") - origin) / 1e6).alias("start_ms")
     )
     steps = [
         (int(s), float(t))
@@ -72,12 +72,31 @@ def memory_window(
         full=full,
         view=(lo, hi),
         curve=memory_curve.lttb(shown, DRAW_POINTS) if not shown.is_empty() else shown,
-        peak=peak,
-        live=live,
-        events=table,
-        stats=stats,
+        peak=peaks.row(0, named=True) if not peaks.is_empty() else None,
+        peaks=peaks,
+        live=pl.DataFrame(),
+        events=pl.DataFrame(),
+        stats=pl.DataFrame(),
         steps=steps,
     )
+
+
+def memory_window(
+    f: FileMemory, device: str | None = None, view: tuple[float, float] | None = None
+) -> MemoryWindow:
+    """The window `view` (ms; None: everything) of `device` (None: the default one)."""
+    w = curve_window(f.events, f.memory, device, view)
+    lo_ns, hi_ns = _ns(w.view, f.origin_ns)
+    mine = f.recs.filter(pl.col("device") == w.device)
+    every = f.table().filter(pl.col("device") == w.device)
+    w.events = f.table(lo_ns, hi_ns).filter(pl.col("device") == w.device)
+    w.live = memory_peak.live_at_peak(every, w.peaks, f.origin_ns)
+    w.stats = memory_stats.memory_stats(f.events, mine, lo_ns, hi_ns)
+    return w
+
+
+def _ns(view: tuple[float, float], origin_ns: int) -> tuple[int, int]:
+    return origin_ns + round(view[0] * 1e6), origin_ns + round(view[1] * 1e6)
 
 
 def _clip(curve: pl.DataFrame, lo: float, hi: float) -> pl.DataFrame:

@@ -15,11 +15,12 @@ import polars as pl
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from hta_tui.analysis.memory_view import files
-from hta_tui.analysis.memory_window import MemoryWindow, memory_window, pan, zoom
+from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -27,6 +28,17 @@ from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.trace.model import TraceSet
 
 ZOOM = 0.5
+
+
+class CurveReady(Message):
+    """The curve of the window, before its tables (see `MemoryScreen._compute`)."""
+
+    def __init__(self, window: MemoryWindow, params: Params) -> None:
+        super().__init__()
+        self.window = window
+        self.params = params
+
+
 TABS = ("memory-peak-pane", "memory-events-pane", "memory-stats-pane")
 
 LIVE_COLUMNS = ("operator", "module", "live_mb", "share_of_peak_pct", "allocations", "stack")
@@ -88,14 +100,29 @@ class MemoryScreen(AnalysisScreen):
 
     @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
     def _compute(self, ts: TraceSet, params: Params) -> None:
-        """As the base's, with the memory frames besides the events."""
+        """As the base's, with the memory frames besides the events, and the curve posted
+        first: it needs no operator attribution, the tables do."""
         worker = get_current_worker()
         events, memory = ts.frames(), ts.frames("memory")
-        if worker.is_cancelled:
-            return
+        have = [r for r in sorted(memory) if r in events and not memory[r].is_empty()]
+        if have:
+            rank = params.rank if params.rank in have else have[0]
+            window = curve_window(
+                events[rank], memory[rank], params.get("device"), params.get("view")
+            )
+            if worker.is_cancelled:
+                return
+            self.post_message(CurveReady(window, params))
         result = self.compute_memory(events, memory, params)
         if not worker.is_cancelled:
             self.post_message(Computed(result, ts.generation, params))
+
+    @on(CurveReady)
+    def _curve_ready(self, msg: CurveReady) -> None:
+        msg.stop()
+        if msg.params == self.params:
+            self.query_one("#memory-summary", Static).update(_summary(msg.window))
+            self._draw_window(msg.window)
 
     # -- display (main thread) -----------------------------------------------------------------
     def _title_text(self) -> str:
@@ -128,10 +155,10 @@ class MemoryScreen(AnalysisScreen):
         self.draw_later(self._draw)
 
     def _draw(self) -> None:
-        result = self.result or {}
-        if not self.is_mounted:
-            return
-        window: MemoryWindow | None = result.get("window")
+        if self.is_mounted:
+            self._draw_window((self.result or {}).get("window"))
+
+    def _draw_window(self, window: MemoryWindow | None) -> None:
         plot = self.query_one("#memory-curve", SafePlot)
         plt = plot.plt
         plt.clear_figure()
