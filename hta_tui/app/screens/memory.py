@@ -121,6 +121,7 @@ class MemoryScreen(AnalysisScreen):
     def _curve_ready(self, msg: CurveReady) -> None:
         msg.stop()
         if msg.params == self.params:
+            self.query_one("#body").loading = False  # the tables fill in when they land
             self.query_one("#memory-summary", Static).update(_summary(msg.window))
             self._draw_window(msg.window)
 
