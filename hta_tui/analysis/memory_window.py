@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from hta_tui.analysis import memory_curve, memory_events, memory_peak, memory_stats
+from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_records import device_name, start_ns
 from hta_tui.analysis.memory_view import FileMemory
 
@@ -89,9 +90,16 @@ def memory_window(
     lo_ns, hi_ns = _ns(w.view, f.origin_ns)
     mine = f.recs.filter(pl.col("device") == w.device)
     every = f.table().filter(pl.col("device") == w.device)
-    w.events = f.table(lo_ns, hi_ns).filter(pl.col("device") == w.device)
+    whole = w.view == w.full  # the whole file's tables are kept; a zoomed view's are not
+    w.events = every if whole else f.table(lo_ns, hi_ns).filter(pl.col("device") == w.device)
     w.live = memory_peak.live_at_peak(every, w.peaks, f.origin_ns)
-    w.stats = memory_stats.memory_stats(f.events, mine, lo_ns, hi_ns)
+    if whole:
+        stats = job_cached(
+            {0: f.memory}, "memory_stats", lambda: memory_stats.memory_stats(f.events, f.recs)
+        )
+        w.stats = stats.filter(pl.col("device") == w.device)
+    else:
+        w.stats = memory_stats.memory_stats(f.events, mine, lo_ns, hi_ns)
     return w
 
 
