@@ -83,10 +83,14 @@ def curve_window(
 
 
 def memory_window(
-    f: FileMemory, device: str | None = None, view: tuple[float, float] | None = None
+    f: FileMemory,
+    device: str | None = None,
+    view: tuple[float, float] | None = None,
+    curve: MemoryWindow | None = None,
 ) -> MemoryWindow:
-    """The window `view` (ms; None: everything) of `device` (None: the default one)."""
-    w = curve_window(f.events, f.memory, device, view)
+    """The window `view` (ms; None: everything) of `device` (None: the default one); `curve`:
+    its `curve_window` when already computed."""
+    w = curve if curve is not None else curve_window(f.events, f.memory, device, view)
     lo_ns, hi_ns = _ns(w.view, f.origin_ns)
     mine = f.recs.filter(pl.col("device") == w.device)
     every = f.table().filter(pl.col("device") == w.device)

@@ -89,13 +89,17 @@ class MemoryScreen(AnalysisScreen):
     # -- computation (worker) ------------------------------------------------------------------
     @staticmethod
     def compute_memory(
-        events: dict[int, pl.DataFrame], memory: dict[int, pl.DataFrame], params: Params
+        events: dict[int, pl.DataFrame],
+        memory: dict[int, pl.DataFrame],
+        params: Params,
+        curve: MemoryWindow | None = None,
     ) -> dict[str, Any]:
+        """The screen's result; `curve`: the chosen rank's `curve_window`, when computed."""
         found = files(events, memory)
         if not found:
             return {"rank": None}
         rank = params.rank if params.rank in found else min(found)
-        window = memory_window(found[rank], params.get("device"), params.get("view"))
+        window = memory_window(found[rank], params.get("device"), params.get("view"), curve)
         return {"rank": rank, "window": window}
 
     @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
@@ -105,6 +109,7 @@ class MemoryScreen(AnalysisScreen):
         worker = get_current_worker()
         events, memory = ts.frames(), ts.frames("memory")
         have = [r for r in sorted(memory) if r in events and not memory[r].is_empty()]
+        window = None
         if have:
             rank = params.rank if params.rank in have else have[0]
             window = curve_window(
@@ -113,7 +118,7 @@ class MemoryScreen(AnalysisScreen):
             if worker.is_cancelled:
                 return
             self.post_message(CurveReady(window, params))
-        result = self.compute_memory(events, memory, params)
+        result = self.compute_memory(events, memory, params, window)
         if not worker.is_cancelled:
             self.post_message(Computed(result, ts.generation, params))
 
