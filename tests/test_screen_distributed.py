@@ -1,4 +1,4 @@
-"""Screen d (distributed), driven with Pilot: it names the rank the others wait for, its tables
+"""Screen w (distributed), driven with Pilot: it names the rank the others wait for, its tables
 equal the analyses on the same data, the tabs cycle, and snapshots at 8 and 64 ranks."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def job(tmp_path: Path, ranks: int, late_rank: int) -> Path:
 async def open_distributed(pilot: Any) -> DistributedScreen:
     app = pilot.app
     await settle(pilot)
-    await pilot.press("d")
+    await pilot.press("w")
     ready = lambda: (  # noqa: E731
         isinstance(app.screen_stack[0], DistributedScreen)
         and screen_shows_current(app, app.screen_stack[0])

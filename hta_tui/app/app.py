@@ -70,6 +70,7 @@ SCREEN_STYLES = (
     "idle",
     "kernels",
     "launch",
+    "memory",
     "overlap",
     "sequences",
     "steps",

@@ -1,4 +1,4 @@
-"""Screen d: the distributed view. Is communication hiding behind compute, and who is
+"""Screen w: the distributed view. Is communication hiding behind compute, and who is
 everyone waiting for?
 
 The summary names the rank the others wait for at collectives (`comm_stats

@@ -37,8 +37,9 @@ SCREENS: tuple[ScreenEntry, ...] = (
         "8", "sequences", "Kernel sequences", "hta_tui.app.screens.sequences:SequencesScreen"
     ),
     ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
+    ScreenEntry("m", "memory", "Memory", "hta_tui.app.screens.memory:MemoryScreen"),
     ScreenEntry(
-        "d", "distributed", "Distributed", "hta_tui.app.screens.distributed:DistributedScreen"
+        "w", "distributed", "Distributed", "hta_tui.app.screens.distributed:DistributedScreen"
     ),
 )
 
