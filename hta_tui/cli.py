@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hta_tui.printable import printable
+
 EXIT_OK, EXIT_NO_TRACE, EXIT_USAGE = 0, 1, 2
 
 
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--set: {exc}")
         for path in (args.path, args.compare):
             if path is not None and not path.exists():
-                print(f"hta-tui: {path}: no such file or folder", file=sys.stderr)
+                print(f"hta-tui: {printable(path)}: no such file or folder", file=sys.stderr)
                 return EXIT_USAGE
         from hta_tui.report import run_report
 
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         path = args.path
     for p in (path, args.compare):
         if p is not None and not p.exists():
-            print(f"hta-tui: {p}: no such file or folder", file=sys.stderr)
+            print(f"hta-tui: {printable(p)}: no such file or folder", file=sys.stderr)
             return EXIT_USAGE
     if args.compare is None and (args.rank is not None or args.test_rank is not None):
         parser.error("--rank and --test-rank choose the ranks of a comparison (with --compare)")

@@ -17,6 +17,7 @@ import polars as pl
 from hta_tui.analysis import catalog
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_ready
+from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 
@@ -70,9 +71,12 @@ def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
         float_precision=3,
     ):
         for name, df in tables.items():
-            title = f"Files in {root}" if name == "files" else name
+            title = f"Files in {printable(root)}" if name == "files" else name
             print(f"# {title}", file=out)
-            print(df if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out)
+            shown = printable_frame(df)  # names from the traces are data, never terminal control
+            print(
+                shown if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out
+            )
             print(file=out)
 
 
@@ -100,7 +104,7 @@ def run_report(
         write_csv(tables, csv_dir)
     if as_json:
         doc = {name: df.to_dicts() for name, df in tables.items()}
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None:
         _text(tables, ts.root, out)
     return 0 if ts.loaded() else 1
@@ -156,7 +160,7 @@ def run_compare_report(
     test = open_set(test_path, cache, after_parse=precompute)
     doc = build_compare(control, test, **kw)
     if as_json:
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     else:
         tables = {
             k: pl.DataFrame(v) for k, v in doc.items() if isinstance(v, list) and k != "ops_diff"

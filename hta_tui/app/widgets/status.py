@@ -9,6 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
 
+from hta_tui.printable import printable
+
 
 @dataclass(frozen=True)
 class StatusInfo:
@@ -56,7 +58,7 @@ class StatusBar(Horizontal):
         self.info = info
         files = Text()
         if info.root:
-            files.append(info.root, style="bold")
+            files.append(printable(info.root), style="bold")
             files.append("  ")
         if info.scanning and info.total == 0:
             files.append("scanning…")
