@@ -18,7 +18,7 @@ from hta_tui.analysis import catalog
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
-from hta_tui.trace.cache import Cache
+from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet, open_set
 
 FILE_KEYS = ("path", "rank", "span", "status", "error")
@@ -80,6 +80,13 @@ def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
             print(file=out)
 
 
+def _print_notices() -> None:
+    """Damaged cache entries found (and parsed again) while reading: on stderr, so stdout
+    stays the report."""
+    for text in take_notices():
+        print(f"hta-tui: note: {printable(text)}", file=sys.stderr)
+
+
 def run_report(
     path: Path,
     *,
@@ -100,6 +107,7 @@ def run_report(
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
     options = dataclasses.replace(options or catalog.Options(), hta_compat=hta_compat)
     tables = build_tables(ts, names=only, options=options)
+    _print_notices()
     if csv_dir is not None:
         write_csv(tables, csv_dir)
     if as_json:
@@ -159,6 +167,7 @@ def run_compare_report(
     control = open_set(control_path, cache, after_parse=precompute)
     test = open_set(test_path, cache, after_parse=precompute)
     doc = build_compare(control, test, **kw)
+    _print_notices()
     if as_json:
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     else:

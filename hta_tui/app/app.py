@@ -53,7 +53,7 @@ from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.printable import printable
 from hta_tui.themes import DEFAULT as DEFAULT_THEME
 from hta_tui.themes import THEMES
-from hta_tui.trace.cache import Cache
+from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.discover import TraceFile, describe, discover
 from hta_tui.trace.load import LoadResult, load_files, prepare_pool
 from hta_tui.trace.model import TraceSet
@@ -643,6 +643,8 @@ class HtaApp(App[int]):
         return (self.trace_set.generation, self.watcher_state != "off")
 
     def _tick(self) -> None:
+        for text in take_notices():  # damaged cache entries, parsed again
+            self.notify(text, title="Cache", severity="warning", timeout=8)
         ts = self.trace_set
         # comparing: both sides' files, so a broken file of the test side shows too
         counts: Counter[str] = Counter()
