@@ -47,7 +47,20 @@ def report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hta-tui report", description="Headless analyses.")
     p.add_argument("path", type=Path, help="trace folder or file")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("--csv", type=Path, metavar="DIR", help="write one CSV per table into DIR")
+    csv = p.add_mutually_exclusive_group()
+    csv.add_argument(
+        "--csv",
+        type=Path,
+        metavar="DIR",
+        help="write one CSV per table into DIR, for spreadsheets: a text cell starting with "
+        "= + - @ tab or CR gets a leading ' so it is never run as a formula",
+    )
+    csv.add_argument(
+        "--csv-raw",
+        type=Path,
+        metavar="DIR",
+        help="as --csv, every value exactly as in the data (for programs, not spreadsheets)",
+    )
     p.add_argument(
         "--only",
         metavar="NAME[,NAME]",
@@ -104,7 +117,8 @@ def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None, o
     return run_report(
         args.path,
         as_json=args.json,
-        csv_dir=args.csv,
+        csv_dir=args.csv or args.csv_raw,
+        csv_raw=args.csv_raw is not None,
         only=only,
         no_cache=args.no_cache,
         workers=args.workers,

@@ -16,7 +16,7 @@ import polars as pl
 
 from hta_tui.analysis import catalog
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
-from hta_tui.analysis.tables import csv_ready
+from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet, open_set
@@ -49,12 +49,14 @@ def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
     return {name: df.to_dicts() for name, df in build_tables(ts, **kw).items()}
 
 
-def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
+def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = False) -> list[Path]:
+    """One CSV per table, formulas neutralised for spreadsheets unless `raw` (programs)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
+    flat = csv_ready if raw else csv_for_people
     for name, df in tables.items():
         path = out_dir / f"{name}.csv"
-        csv_ready(df).write_csv(path)
+        flat(df).write_csv(path)
         paths.append(path)
     return paths
 
@@ -92,6 +94,7 @@ def run_report(
     *,
     as_json: bool = False,
     csv_dir: Path | None = None,
+    csv_raw: bool = False,
     only: list[str] | None = None,
     no_cache: bool = False,
     workers: int | None = None,
@@ -101,7 +104,7 @@ def run_report(
     options: catalog.Options | None = None,
 ) -> int:
     """`options`: the analyses' parameters (HTA's defaults when None); `hta_compat` is
-    applied on top."""
+    applied on top. `csv_raw`: the CSV files keep every value as it is (for programs)."""
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
@@ -109,7 +112,7 @@ def run_report(
     tables = build_tables(ts, names=only, options=options)
     _print_notices()
     if csv_dir is not None:
-        write_csv(tables, csv_dir)
+        write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
         doc = {name: df.to_dicts() for name, df in tables.items()}
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")

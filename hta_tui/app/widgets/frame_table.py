@@ -21,7 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from hta_tui.analysis.tables import csv_ready
+from hta_tui.analysis.tables import csv_for_people
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.printable import printable
@@ -318,6 +318,6 @@ class FrameTable(PlainCells):
             n += 1
             path = export_dir / f"hta-tui-{self.export_name}-{n}.csv"
         df = self.view_frame
-        csv_ready(df).write_csv(path)
+        csv_for_people(df).write_csv(path)  # a person opens it: no cell runs as a formula
         self.post_message(self.Exported(self, path, df.height))
         self.notify(f"{df.height} rows written to {path}", title="Exported")
