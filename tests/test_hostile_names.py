@@ -24,7 +24,7 @@ from textual.widgets import DataTable, TabbedContent
 
 from hta_tui.app.app import HtaApp
 from hta_tui.app.control_filter import ControlFilter
-from hta_tui.app.safe_text import escaped, safe_cell
+from hta_tui.app.safe_text import escaped, safe_cell, safe_label
 from hta_tui.app.screens.registry import DIFF, SCREENS
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.printable import (
@@ -114,12 +114,36 @@ def test_json_printable_is_the_same_json() -> None:
 def test_safe_cell_never_markup() -> None:
     cell = safe_cell(f"{MARKUP}{TITLE}")
     assert isinstance(cell, Text) and cell.plain == printable(f"{MARKUP}{TITLE}")
-    assert isinstance(safe_cell(":fire:"), Text)  # an emoji code, shown as written
+    assert isinstance(safe_label(":fire:"), Text)  # a header: never markup or emoji codes
     assert safe_cell("1,234.5") == "1,234.5"  # plain strings stay (the fast path)
     styled = Text.assemble(("a\x1bb", "bold"), "\nc")
     out = escaped(styled)
     assert out.plain == "a\\x1bb\nc"  # our own line break stays one
     assert out.spans == [Span(0, 6, "bold")]  # "a\\x1bb": six characters
+
+
+async def test_cells_too_long_for_the_fast_path_stay_text() -> None:
+    """A cell cut to its column goes through DataTable's own drawing, which reads strings as
+    markup with emoji codes: PlainCells hands it over as Text."""
+    from textual.app import App, ComposeResult
+
+    from hta_tui.app.widgets.plain_cells import PlainCells
+
+    class One(App):
+        def compose(self) -> ComposeResult:
+            yield PlainCells()
+
+        def on_mount(self) -> None:
+            table = self.query_one(PlainCells)
+            table.add_column(":fire: [b]h[/b]", width=12, key="c")
+            table.add_row(":fire: at::native::k<float>", key="r")
+
+    app = One()
+    async with app.run_test(size=(40, 5)) as pilot:
+        await pilot.pause()
+        shown = screen_text(app)
+    assert ":fire: at::n" in shown and ":fire: [b]h" in shown
+    assert "🔥" not in shown
 
 
 def test_control_filter_drops_what_slipped_through() -> None:

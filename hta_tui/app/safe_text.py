@@ -26,16 +26,22 @@ def as_text(value: object, style: str = "", **kw: Any) -> Text:
 
 
 def safe_cell(value: Any) -> Any:
-    """A DataTable cell or label as it may be handed over: a string that markup or emoji
-    codes could change, or that holds control characters, becomes a Text; a Text holding
-    control characters gets them escaped (its styles kept)."""
+    """A DataTable cell as it may be handed over: a string that markup could change, or that
+    holds control characters, becomes a Text; a Text holding control characters gets them
+    escaped (its styles kept). Other strings stay strings, the fast path of `PlainCells`,
+    which draws them as written (it turns any other string it hands to DataTable into a
+    Text, where emoji codes such as `:fire:` would be replaced)."""
     if isinstance(value, str):
-        if "[" in value or ":" in value or has_unprintable(value):
-            return as_text(value)
-        return value
+        return as_text(value) if "[" in value or has_unprintable(value) else value
     if isinstance(value, Text):
         return escaped(value)
     return value
+
+
+def safe_label(value: Any) -> Any:
+    """A column header or row label: always handed over as Text (DataTable parses a string
+    label as markup)."""
+    return as_text(value) if isinstance(value, str) else safe_cell(value)
 
 
 def escaped(value: Text) -> Text:

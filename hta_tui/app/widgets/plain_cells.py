@@ -24,15 +24,15 @@ from rich.text import Text, TextType
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellType, ColumnKey, RowKey
 
-from hta_tui.app.safe_text import safe_cell
+from hta_tui.app.safe_text import as_text, safe_cell, safe_label
 
 
 class PlainCells(DataTable):
     def add_column(self, label: TextType, **kw: Any) -> ColumnKey:
-        return super().add_column(safe_cell(label), **kw)
+        return super().add_column(safe_label(label), **kw)
 
     def add_row(self, *cells: CellType, label: TextType | None = None, **kw: Any) -> RowKey:
-        return super().add_row(*map(safe_cell, cells), label=safe_cell(label), **kw)
+        return super().add_row(*map(safe_cell, cells), label=safe_label(label), **kw)
 
     def update_cell(
         self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, **kw: Any
@@ -72,6 +72,8 @@ class PlainCells(DataTable):
         value = self._data.get(row_key, {}).get(column_key)
         cell = _plain(value, room) if self.rows[row_key].height == 1 else None
         if cell is None:
+            if isinstance(value, str):  # DataTable would read it as markup, with emoji codes
+                self._data[row_key][column_key] = as_text(value)
             return general(row_index, column_index, base_style, width, cursor, hover)
         text, text_style, justify = cell
         component_style, post_style = self._get_styles_to_render_cell(
