@@ -146,6 +146,25 @@ async def test_cells_too_long_for_the_fast_path_stay_text() -> None:
     assert "🔥" not in shown
 
 
+def test_chart_labels_are_printable() -> None:
+    """plotext's picture is read back as ANSI: a label's escape sequence would become a style
+    or a link. The figure a screen draws on writes labels and titles as printable text."""
+    from textual_plotext.plot import Plot
+
+    from hta_tui.app.widgets.plot import PrintableFigure
+
+    plot = Plot()
+    figure = PrintableFigure(plot)
+    figure.bar([f"k{TITLE}", f"{MARKUP}"], [1, 2])
+    figure.title(f"t{TITLE}\u202e")
+    figure.plotsize(100, 20)
+    picture = Text.from_ansi(plot.build())
+    assert printable(f"k{TITLE}")[:12] in picture.plain
+    assert printable(f"t{TITLE}\u202e") in picture.plain
+    assert not BAD.search(picture.plain.replace("\n", ""))
+    assert not any(span.style and "link" in str(span.style) for span in picture.spans)
+
+
 def test_control_filter_drops_what_slipped_through() -> None:
     from rich.segment import Segment
     from textual.color import Color
@@ -276,6 +295,7 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
     status = printable(FOLDER_PAYLOAD)[:20]
     assert all(status in seen[n] for n in ("overview", "kernels", "steps")), "status bar"
     with_names = [
+        "idle/idle-tab-gaps",
         "kernels",
         "detail",
         "overlap",
