@@ -197,6 +197,22 @@ def test_report_json_keeps_names_exact(hostile_root: Path, tmp_path: Path) -> No
     assert all(f["path"].startswith(BIDI) for f in doc["files"])
 
 
+def test_compare_report_shows_names_as_escapes(hostile_root: Path, tmp_path: Path) -> None:
+    from hta_tui.report import run_compare_report
+
+    shown = {}
+    for as_json in (False, True):
+        out = io.StringIO()
+        code = run_compare_report(
+            hostile_root, hostile_root, as_json=as_json, cache=Cache(tmp_path / "c"), out=out
+        )
+        assert code == 0
+        shown[as_json] = out.getvalue()
+        assert not BAD.search(shown[as_json].replace("\n", ""))
+    assert SHOWN in shown[False]
+    assert PAYLOAD in str(orjson.loads(shown[True])["compare_traces"])  # JSON: names exact
+
+
 # -- the app ------------------------------------------------------------------------------------
 class RecordingDriver(HeadlessDriver):
     """Headless, but Textual renders as for a terminal and every byte is kept."""
