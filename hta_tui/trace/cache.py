@@ -18,10 +18,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
-import io
 import os
 import shutil
-import struct
 import tempfile
 import threading
 import time
@@ -33,6 +31,7 @@ import orjson
 import polars as pl
 from platformdirs import user_cache_dir
 
+from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile, describe
 from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
 from hta_tui.trace.schema import FRAME_SCHEMAS
@@ -40,16 +39,8 @@ from hta_tui.trace.schema import FRAME_SCHEMAS
 META_FILE = "meta.json"
 #: The key of meta.json listing the entry's frame files: {file name: size in bytes}.
 FILES_KEY = "cache_files"
-#: The layout of an entry (its files, their trailer); part of the cache folder's name.
+#: The layout of an entry (its files, checked.py's trailer); part of the cache folder's name.
 CACHE_FORMAT = 2
-#: Ends every Parquet file of an entry: the Parquet bytes' length and CRC-32, and a mark.
-_TRAILER = struct.Struct("<QI4s")
-_MARK = b"HTAc"
-
-try:  # ISA-L's CRC-32 is 3x zlib's: 7 ms for a 100 MB trace's frames instead of 20
-    from isal.isal_zlib import crc32
-except ImportError:  # pragma: no cover - isal is a dependency; zlib where it cannot build
-    from zlib import crc32
 
 #: Size of the cache above which the least recently used entries go (GB); $HTA_TUI_CACHE_MAX_GB.
 DEFAULT_MAX_GB = 10.0
@@ -177,38 +168,6 @@ def _tree_bytes(path: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.stat(os.path.join(dirpath, name)).st_size
     return total
-
-
-class DamagedEntry(Exception):
-    """A file of a cache entry is not what was stored."""
-
-
-def write_checked(df: pl.DataFrame, path: Path) -> int:
-    """`df` as Parquet followed by its length and CRC-32 (`read_checked`); returns the file's
-    size. Written in place: callers write into a private folder or file and rename it."""
-    buf = io.BytesIO()
-    df.write_parquet(buf, compression="lz4", statistics=False)
-    data = buf.getbuffer()
-    with path.open("wb") as f:
-        f.write(data)
-        f.write(_TRAILER.pack(len(data), crc32(data), _MARK))
-    return len(data) + _TRAILER.size
-
-
-def read_checked(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
-    """A file of `write_checked`; DamagedEntry when it is shorter, longer or other than what
-    was written (OSError when it cannot be read at all)."""
-    data = path.read_bytes()
-    if len(data) < _TRAILER.size:
-        raise DamagedEntry(f"{path.name} is {len(data)} bytes")
-    size, crc, mark = _TRAILER.unpack_from(data, len(data) - _TRAILER.size)
-    body = data[: -_TRAILER.size]
-    if mark != _MARK or size != len(body) or crc32(body) != crc:
-        raise DamagedEntry(f"{path.name} does not match its checksum")
-    try:
-        return pl.read_parquet(body, columns=columns)
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise DamagedEntry(f"{path.name} cannot be read ({type(exc).__name__})") from exc
 
 
 def write_entry(final: Path, parsed: ParsedTrace) -> None:

@@ -17,14 +17,8 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import (
-    DamagedEntry,
-    note,
-    read_checked,
-    read_frame,
-    reparse,
-    write_checked,
-)
+from hta_tui.trace.cache import note, read_frame, reparse
+from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
 from hta_tui.trace.parse import TraceFileError
