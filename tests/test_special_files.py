@@ -62,8 +62,9 @@ def test_load_gives_each_special_file_a_reason(special_folder: Path, tmp_path: P
     files = discover(special_folder)
     results = {r.file.path.name: r for r in load_files(files, Cache(tmp_path / "c"), workers=1)}
     assert results["rank-0.trace.json"].status == "loaded"
-    for name, reason in REASONS.items():
-        assert (results[name].status, results[name].error) == ("not_trace", reason)
+    for name in REASONS:  # the kind of file may follow ("(a FIFO)"), see test_not_regular...
+        assert results[name].status == "not_trace"
+        assert results[name].error.startswith("not a regular file")
     assert (results["rank-3.json"].status, results["rank-3.json"].error) == (
         "incomplete",
         "empty file",
@@ -84,8 +85,9 @@ def test_report_returns_with_the_good_rank(special_folder: Path, tmp_path: Path)
     doc = orjson.loads(out.stdout)
     files = {f["path"]: f for f in doc["files"]}
     assert files["rank-0.trace.json"]["status"] == "loaded"
-    for name, reason in REASONS.items():
-        assert files[name]["error"] == reason
+    for name in REASONS:
+        assert files[name]["status"] == "not_trace"
+        assert files[name]["error"].startswith("not a regular file")
     assert files["rank-3.json"]["status"] == "incomplete"
     # the good rank's numbers, from the trace as written: its GPU time (kernels and copies,
     # one after another on one stream) before the last ProfilerStep, which HTA leaves out
@@ -104,8 +106,8 @@ async def test_app_lists_each_special_file(special_folder: Path, tmp_path: Path)
         await settle(pilot)
         entries = {e.path.name: e for e in app.trace_set.entries.values()}
         assert entries["rank-0.trace.json"].status == "loaded"
-        for name, reason in REASONS.items():
-            assert entries[name].error == reason
+        for name in REASONS:
+            assert entries[name].error.startswith("not a regular file")
         table = app.screen.query_one("#files")
         shown = " ".join(str(c) for row in range(table.row_count) for c in table.get_row_at(row))
         assert shown.count("not a regular file") == len(REASONS)
