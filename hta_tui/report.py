@@ -62,6 +62,9 @@ def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = Fal
 
 
 def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
+    # names and paths from the traces are data: shown as written, never terminal control
+    tables = {name: printable_frame(df) for name, df in tables.items()}
+    where = printable(root)
     with pl.Config(
         tbl_rows=50,
         tbl_cols=-1,
@@ -73,12 +76,9 @@ def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
         float_precision=3,
     ):
         for name, df in tables.items():
-            title = f"Files in {printable(root)}" if name == "files" else name
+            title = f"Files in {where}" if name == "files" else name
             print(f"# {title}", file=out)
-            shown = printable_frame(df)  # names from the traces are data, never terminal control
-            print(
-                shown if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out
-            )
+            print(df if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out)
             print(file=out)
 
 
