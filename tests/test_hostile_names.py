@@ -148,6 +148,27 @@ async def test_cells_too_long_for_the_fast_path_stay_text() -> None:
     assert "🔥" not in shown
 
 
+async def test_screen_titles_are_text() -> None:
+    """A title may name spans and files: TextLine shows a string as written."""
+    from textual.app import App, ComposeResult
+
+    from hta_tui.app.widgets.text_line import TextLine
+
+    class One(App):
+        def compose(self) -> ComposeResult:
+            yield TextLine(f"a{MARKUP}", id="t")
+
+    app = One()
+    async with app.run_test(size=(80, 3)) as pilot:
+        await pilot.pause()
+        first = screen_text(app)
+        app.query_one("#t", TextLine).update(f"b{TITLE}{MARKUP}")
+        await pilot.pause()
+        second = screen_text(app)
+    assert f"a{MARKUP}" in first
+    assert f"b{printable(TITLE)}{MARKUP}" in second
+
+
 def test_chart_labels_are_printable() -> None:
     """plotext's picture is read back as ANSI: a label's escape sequence would become a style
     or a link. The figure a screen draws on writes labels and titles as printable text."""
