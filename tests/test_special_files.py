@@ -43,6 +43,7 @@ def special_folder(tmp_path: Path) -> Iterator[Path]:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.bind(str(root / "rank-7.json"))
     (root / "rank-3.json").write_bytes(b"")
+    (root / "rank-4.json").symlink_to(root / "gone.json")  # a link to nothing
     try:
         yield root
     finally:
@@ -68,6 +69,10 @@ def test_load_gives_each_special_file_a_reason(special_folder: Path, tmp_path: P
     assert (results["rank-3.json"].status, results["rank-3.json"].error) == (
         "incomplete",
         "empty file",
+    )
+    assert (results["rank-4.json"].status, results["rank-4.json"].error) == (
+        "not_trace",
+        "a symbolic link to nothing",
     )
 
 

@@ -77,7 +77,12 @@ def not_regular(mode: int) -> str | None:
 
 
 def describe(path: Path) -> TraceFile:
-    st = path.stat()
+    """What stat() says of `path`; a symbolic link to nothing is described by the link itself
+    (so it is listed, and its load says why it is not a trace)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        st = path.lstat()  # raises when the link is gone too
     return TraceFile(
         path=path,
         size=st.st_size,

@@ -80,7 +80,12 @@ def read_regular(path: str | Path) -> bytes:
     one) raises before a byte is read. The check is made on the opened file too (opened
     non-blocking: a FIFO without a writer would block the open), so a file swapped for a FIFO
     after discovery is refused as well."""
-    why = not_regular(os.stat(path).st_mode)
+    try:
+        why = not_regular(os.stat(path).st_mode)
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            raise
+        raise TraceFileError("a symbolic link to nothing", not_trace=True) from None
     if why is None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         with open(fd, "rb", closefd=True) as f:
