@@ -72,6 +72,7 @@ SCREEN_STYLES = (
     "idle",
     "kernels",
     "launch",
+    "memory",
     "overlap",
     "sequences",
     "steps",
