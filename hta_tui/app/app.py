@@ -21,9 +21,11 @@ from typing import Any, ClassVar
 from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.worker import Worker
 
+from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.environment import export_dir, unicode_ok
 from hta_tui.app.gc_pacing import GcPacer
 from hta_tui.app.loading import LoadingMixin
@@ -33,6 +35,7 @@ from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.registry import DIFF, SCREENS
 from hta_tui.app.sides import MAIN, TEST, SideState, folder_label, same_path
 from hta_tui.app.widgets.status import StatusInfo
+from hta_tui.printable import printable
 from hta_tui.themes import DEFAULT as DEFAULT_THEME
 from hta_tui.themes import THEMES
 from hta_tui.trace.cache import Cache
@@ -50,9 +53,11 @@ RECHECK = 1.0
 SCREEN_STYLES = (
     "detail",
     "diff",
+    "distributed",
     "idle",
     "kernels",
     "launch",
+    "memory",
     "overlap",
     "sequences",
     "steps",
@@ -153,6 +158,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
         self.gc_pacer = GcPacer()
+        self._control_filter = ControlFilter()
         prepare_pool()  # before Textual takes over stderr (see trace.load.prepare_pool)
         self.export_dir = export_dir(self.root)
         for entry in SCREENS:
@@ -162,6 +168,15 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
                 self.add_mode(entry.mode, lambda entry=entry: self._styled(entry.load()()))
         if self.comparing:
             self.add_mode(DIFF.mode, lambda: self._styled(DIFF.load()()))
+
+    def get_line_filters(self) -> list[LineFilter]:
+        """Textual's filters, then the guard that keeps control characters off the terminal."""
+        return [*super().get_line_filters(), self._control_filter]
+
+    def notify(self, message: str, *, title: str = "", markup: bool = False, **kw: Any) -> None:
+        """Every notice, from any screen: its text may hold file and kernel names, so it is
+        shown as written (`printable`, never markup)."""
+        super().notify(printable(message), title=printable(title), markup=False, **kw)
 
     def _styled(self, screen: Screen) -> Screen:
         """Mark a new screen as styled by the current stylesheet. Otherwise Textual restyles

@@ -17,6 +17,7 @@ from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.sides import SideState
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
+from hta_tui.trace.cache import take_notices
 from hta_tui.trace.model import TraceSet
 
 
@@ -95,6 +96,8 @@ class RefreshMixin(AppMixin):
         return (self.trace_set.generation, self.watcher_state != "off")
 
     def _tick(self) -> None:
+        for text in take_notices():  # damaged cache entries, parsed again
+            self.notify(text, title="Cache", severity="warning", timeout=8)
         ts = self.trace_set
         # comparing: both sides' files, so a broken file of the test side shows too
         counts: Counter[str] = Counter()

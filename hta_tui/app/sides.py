@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
 #: The two trace sets: the app's own (the control side when comparing) and the test side.
@@ -37,7 +38,7 @@ def side_of(msg: Any) -> str:
 
 def folder_label(path: Path) -> str:
     """A folder's or file's name, never its absolute path (screenshots, shared terminals)."""
-    return (path.name or str(path)) + ("" if path.is_file() else "/")
+    return printable(path.name or str(path)) + ("" if path.is_file() else "/")
 
 
 def same_path(a: Path, b: Path) -> bool:

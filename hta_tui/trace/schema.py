@@ -57,7 +57,28 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "input_dims": pl.String(),  # JSON text, for shape-aware matching; CPU-side rows only
     "input_type": pl.String(),
     "seq": pl.Int64(),  # autograd sequence number
+    # collective args (record_param_comms, NCCL kernels of newer PyTorch); null elsewhere
+    "coll_name": pl.String(),  # "allreduce", "_allgather_base", ...
+    "in_nelems": pl.Int64(),
+    "out_nelems": pl.Int64(),
+    "group_size": pl.Int64(),
+    "dtype": pl.String(),  # "Float", "BFloat16", ...
+    "pg_name": pl.String(),  # process group
+    "pg_ranks": pl.String(),  # JSON text of the group's global ranks
+    "comm_seq": pl.Int64(),  # the collective's sequence number in its group, when written
 }
+
+#: The collective args' columns (see EVENTS_SCHEMA), in one list for the parser and analyses.
+COMM_COLUMNS: tuple[str, ...] = (
+    "coll_name",
+    "in_nelems",
+    "out_nelems",
+    "group_size",
+    "dtype",
+    "pg_name",
+    "pg_ranks",
+    "comm_seq",
+)
 
 FLOWS_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.Int64(),
@@ -75,10 +96,24 @@ THREADS_SCHEMA: dict[str, pl.DataType] = {
     "value": pl.String(),
 }
 
+#: One row per `[memory]` instant event (profile_memory=True), in file order.
+MEMORY_SCHEMA: dict[str, pl.DataType] = {
+    "ts": pl.Int64(),  # ns, as in the file
+    "bytes": pl.Int64(),  # > 0 an allocation, < 0 a free
+    "total_allocated": pl.Float64(),  # bytes after this event; null when absent
+    "total_reserved": pl.Float64(),
+    "addr": pl.Int64(),  # null in traces before PyTorch 1.10
+    "device_type": pl.Int64(),  # 0 CPU, 1 CUDA; ROCm builds write other numbers
+    "device_id": pl.Int64(),  # -1 on the CPU
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+}
+
 FRAME_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "events": EVENTS_SCHEMA,
     "flows": FLOWS_SCHEMA,
     "threads": THREADS_SCHEMA,
+    "memory": MEMORY_SCHEMA,
 }
 
 

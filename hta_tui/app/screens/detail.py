@@ -27,6 +27,7 @@ from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.ticks import label, linear_ticks
+from hta_tui.printable import printable
 
 BINS = 30
 MAX_POINTS = 300
@@ -126,10 +127,10 @@ class KernelDetailScreen(AnalysisScreen):
         full = self.full_name or short == name
         title.styles.max_height = None if full else 1
         if full:
-            title.update(Text(name, style="bold"))
+            title.update(Text(printable(name), style="bold"))
             return
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(short, style="bold")
+        text.append(printable(short), style="bold")
         text.append("  (n: full name)", style="dim")
         title.update(text)
 

@@ -30,10 +30,12 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff, steps
 from hta_tui.app.format import elide_middle, fmt_us
+from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable, float_style, format_value
 from hta_tui.app.widgets.status import StatusBar
+from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
 CONTROL_KEY, TEST_KEY = 0, 1
@@ -392,7 +394,7 @@ class DiffScreen(AnalysisScreen):
     def _side_label(self, side: str, result: dict[str, Any]) -> str:
         app = self.app
         root = app.root if side == "control" else getattr(app, "compare_root", None)  # type: ignore[attr-defined]
-        name = "-" if root is None else (root.name or str(root))
+        name = "-" if root is None else printable(root.name or str(root))
         rank = result.get(f"{side}_rank")
         text = f"{side}: {name} rank {rank if rank is not None else '-'}"
         if result.get("ready"):
@@ -413,8 +415,10 @@ class DiffScreen(AnalysisScreen):
         table = self.query_one("#diff-table", DiffTable)
         half = max(20, (self.size.width - 7) // 2)  # padding 2, separator 5
         sides.update(
-            f"{elide_middle(self._side_label('control', result), half)}  |  "
-            f"{elide_middle(self._side_label('test', result), half)}"
+            Text(
+                f"{elide_middle(self._side_label('control', result), half)}  |  "
+                f"{elide_middle(self._side_label('test', result), half)}"
+            )
         )
         if not result.get("ready"):
             temporal.display = False
@@ -518,7 +522,7 @@ class DiffScreen(AnalysisScreen):
     def _show_name(self) -> None:
         row = self.query_one("#diff-table", DiffTable).selected_row()
         label = self.query_one("#diff-name", Static)
-        label.update(Text(str(row["name"]), no_wrap=True, overflow="ellipsis") if row else "")
+        label.update(as_text(row["name"], no_wrap=True, overflow="ellipsis") if row else "")
 
     def action_cycle_device(self) -> None:
         current = self.params.get("device", "ALL")
@@ -630,7 +634,7 @@ class DiffDetailScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("Diff detail", id="screen-title", classes="screen-title")
         with Vertical(id="body"):
-            yield Static(Text(self.item_name, style="bold"), id="detail-item")
+            yield Static(as_text(self.item_name, style="bold"), id="detail-item")
             yield Static("Duration (us) on each side", classes="section-title")
             yield FrameTable(id="diff-stats", key_column="side", export_name="diff_stats")
             yield Static("", id="diff-kernels-title", classes="section-title")

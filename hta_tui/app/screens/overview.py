@@ -166,7 +166,7 @@ class OverviewScreen(Screen):
             if key == "file":
                 shown = row.get("shown")  # "yes" / "no" when the rank has several spans
                 mark = {"yes": "* " if self.ascii else "● ", "no": "  "}.get(shown, "")
-                text = Text(mark + elide_file(row.key, file_w - len(mark)), no_wrap=True)
+                text = Text(mark + elide_file(row.name, file_w - len(mark)), no_wrap=True)
                 if row.problem:
                     text.append("\n")
                     text.append(elide_end("↳ " + (row.reason or row.status), file_w), style=style)
@@ -296,7 +296,7 @@ class OverviewScreen(Screen):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("rank ?" if row.rank is None else f"rank {row.rank}", style="bold")
         text.append("  ")
-        text.append(row.key)
+        text.append(row.name)
         if row.get("shown") == "yes":
             text.append("  (the span shown)", style="bold")
         elif row.get("shown") == "no":
