@@ -67,6 +67,8 @@ def column_text(s: pl.Series, max_text: int) -> list[str]:
         return ["" if v is None else str(v) for v in s.to_list()]
     if s.dtype == pl.Boolean:
         return ["" if v is None else ("yes" if v else "no") for v in s.to_list()]
+    if s.dtype.is_nested():  # lists of ranks, structs: as Python writes them
+        return ["" if v is None else str(v)[:max_text] for v in s.to_list()]
     out = []
     for v in s.cast(pl.String, strict=False).to_list():
         text = "" if v is None else v.replace("\n", " ")

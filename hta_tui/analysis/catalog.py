@@ -318,6 +318,14 @@ TABLE_OWNER: dict[str, str] = {
     "potential_stragglers": "profiler_steps",
     "straggler_scores": "profiler_steps",
     "gpu_user_annotation_breakdown": "user_annotation_breakdown",
+    "memory_device_peaks": "memory_peak",
+    "comm_wait_transfer": "comm_comp_per_rank",
+    "collectives": "comm_comp_per_rank",
+    "collective_instances": "comm_comp_per_rank",
+    "comm_ops_stats": "comm_comp_per_rank",
+    "collective_stragglers": "comm_comp_per_rank",
+    "distributed_hierarchy": "comm_comp_per_rank",
+    "process_groups": "comm_comp_per_rank",
 }
 
 
