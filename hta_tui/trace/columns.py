@@ -63,11 +63,15 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
     "copy": (("memcpy", "memset", "other"), ("bytes", "bandwidth"), ()),
     "kernel": (
         ("kernel", "other"),
-        ("registers", "shared_memory", "occupancy"),
+        ("registers", "shared_memory", "occupancy", "blocks_per_sm"),
         ("grid", "block"),
     ),
     "sync": (("sync",), ("sync_kind",), ()),
-    "shape": (("cpu_op", "annotation", "python", "other"), ("seq",), ("input_dims", "input_type")),
+    "shape": (
+        ("cpu_op", "annotation", "python", "other"),
+        ("seq", "call_stack"),
+        ("input_dims", "input_type"),
+    ),
 }
 
 

@@ -26,10 +26,12 @@ class EventArgs(msgspec.Struct, gc=False):
     registers: int | None = msgspec.field(default=None, name="registers per thread")
     shared_memory: int | None = msgspec.field(default=None, name="shared memory")
     occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    blocks_per_sm: Num | None = msgspec.field(default=None, name="blocks per SM")
     sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
     input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
     seq: int | None = msgspec.field(default=None, name="Sequence number")
+    call_stack: str | None = msgspec.field(default=None, name="Call stack")
     # metadata ("M") events carry their value here
     name: str | int | None = None
     labels: str | None = None
