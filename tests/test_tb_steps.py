@@ -128,3 +128,24 @@ def test_steps_used_and_dropped_with_reasons() -> None:
     assert "no GPU work" in steps["reason"][1]
     # in compat mode the plugin sees no runtime link (cuda_runtime) and keeps both
     assert profiler_steps(events(profile), tb_compat=True)["used"].all()
+
+
+def test_report_and_api_keys(shared) -> None:  # type: ignore[no-untyped-def]
+    """The report's new keys and the API methods answer for a multi-rank CPU-only job."""
+    from hta_tui import TraceAnalysis
+
+    ta = TraceAnalysis(shared / "traces" / "pytorch_cpu_ddp_gloo_4", cache=False)
+    table = ta.get_step_time_breakdown()
+    assert sorted(table["rank"].unique().to_list()) == [0, 1, 2, 3]
+    want = {
+        (int(p.split("/")[1][-1]), int(s["step"])): s["CPU Exec"]
+        for p in OVERVIEWS
+        if p.startswith("pytorch_cpu_ddp_gloo_4")
+        for s in plugin_steps(p)
+    }
+    for row in table.iter_rows(named=True):
+        assert close(row["CPU Exec (us)"], float(want[(row["rank"], row["step"])]))
+    stats, _ = ta.get_step_time_stats()
+    assert stats["steps"].to_list() == [3, 3, 3, 3]
+    ops = ta.get_operator_stats()
+    assert ops.filter(pl.col("rank") == 0)["calls"].sum() > 0

@@ -22,9 +22,12 @@ from hta_tui.analysis import (
     kernels,
     launch,
     memory,
+    operators,
     overlap,
     queue,
     sequences,
+    step_breakdown,
+    step_time_stats,
     steps,
     temporal,
 )
@@ -49,6 +52,8 @@ class Options:
     operator_name: str = "ProfilerStep"
     min_pattern_len: int = 3
     top_k: int = 5
+    #: The TensorBoard plugin's own rules (its blind spots included) for its views.
+    tb_compat: bool = False
 
 
 def parameters() -> dict[str, object]:
@@ -204,6 +209,26 @@ def _annotations(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _step_time(r: Ranks, o: Options) -> Tables:
+    breakdown = step_breakdown.step_time_breakdown(r, tb_compat=o.tb_compat)
+    return {
+        "step_time_breakdown": breakdown,
+        "step_selection": step_breakdown.step_selection(r, tb_compat=o.tb_compat),
+        "step_time_stats": step_time_stats.step_time_stats(breakdown),
+        "outlier_steps": step_time_stats.outlier_steps(breakdown),
+    }
+
+
+def _operators(r: Ranks, o: Options) -> Tables:
+    return {
+        "operator_stats": operators.operator_stats(r, tb_compat=o.tb_compat),
+        "operator_stats_by_input_shape": operators.operator_stats(
+            r, by_input_shape=True, tb_compat=o.tb_compat
+        ),
+        "operator_call_stacks": operators.operator_stacks(r, tb_compat=o.tb_compat),
+    }
+
+
 ANALYSES: tuple[Analysis, ...] = (
     Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
     Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
@@ -219,6 +244,8 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten),
     Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
     Analysis("user_annotation_breakdown", "User annotations", _annotations),
+    Analysis("step_time_breakdown", "Step time: where it goes (TensorBoard Overview)", _step_time),
+    Analysis("operator_stats", "Operators: host and device time (TensorBoard)", _operators),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
