@@ -140,13 +140,19 @@ def _runtime_work(events: pl.DataFrame, nodes: pl.DataFrame, *, tb_compat: bool)
         .agg(pl.col("pos", "tid", "start", "end").first())
     )
     dur = pl.col("dur")
+    work = events.filter(tb_roles.device_rows(tb_compat=tb_compat))
+    # tensor-core flags per distinct name: a few hundred names, not a million rows
+    names = work.select(pl.col("name").unique()).with_columns(
+        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_m"),
+        tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_p"),
+    )
     device = (
-        events.filter(tb_roles.device_rows(tb_compat=tb_compat))
+        work.join(names, on="name", how="left", nulls_equal=True)
         .group_by("correlation")
         .agg(
             dur.sum().alias("dev"),
-            dur.filter(tensor_cores.uses_tc(pl.col("name"), modern=True)).sum().alias("tc"),
-            dur.filter(tensor_cores.uses_tc(pl.col("name"), modern=False)).sum().alias("tcp"),
+            dur.filter(pl.col("tc_m")).sum().alias("tc"),
+            dur.filter(pl.col("tc_p")).sum().alias("tcp"),
         )
     )
     # one runtime call per correlation gets its GPU work (a driver call may share it)

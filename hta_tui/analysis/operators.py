@@ -139,3 +139,20 @@ def operator_stats(
 
 def operator_stacks(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
     return _per_rank(ranks, rank_operator_stacks, tb_compat=tb_compat)
+
+
+def operator_tables(
+    ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
+) -> dict[str, pl.DataFrame]:
+    """By name, by name + input shape and by call stack, from one walk of each rank's tree."""
+    out: dict[str, list[pl.DataFrame]] = {"name": [], "shape": [], "stack": []}
+    for r, ev in sorted(ranks.items()):
+        calls = _calls(ev, tb_compat=tb_compat)
+        if calls.is_empty():
+            continue
+        rank = pl.lit(r, pl.Int64).alias("rank")
+        out["name"].append(_aggregate(calls, ["name"]).select(rank, pl.all()))
+        out["shape"].append(_aggregate(calls, ["name", "input_shape"]).select(rank, pl.all()))
+        stacks = calls.filter(pl.col("call_stack") != "")
+        out["stack"].append(_aggregate(stacks, ["name", "call_stack"]).select(rank, pl.all()))
+    return {k: pl.concat(v) if v else pl.DataFrame() for k, v in out.items()}
