@@ -23,6 +23,7 @@ from hta_tui.analysis import (
     annotations,
     aten_ops,
     diff,
+    gpu_metrics,
     idle,
     kernels,
     launch,
@@ -242,6 +243,24 @@ class TraceAnalysis:
         """(per-rank mean, p50, p95, max, jitter; outlier steps with their cause)."""
         breakdown = self.get_step_time_breakdown(ranks, tb_compat=tb_compat)
         return step_time_stats.step_time_stats(breakdown), step_time_stats.outlier_steps(breakdown)
+
+    def get_gpu_metrics(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """Per rank and GPU: utilization, est. SM efficiency, est. achieved occupancy and
+        kernel time on tensor cores (modern and plugin lists), over the used steps."""
+        return gpu_metrics.gpu_metrics(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_gpu_utilization_series(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """The plugin's bucketed GPU utilization (0-1) over the whole trace."""
+        return gpu_metrics.utilization_series(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_gpu_devices(self) -> pl.DataFrame:
+        """The GPUs each rank ran kernels on, as its trace describes them (deviceProperties)."""
+        metas = {r: d.meta for r, d in self.trace_set.loaded().items()}
+        return gpu_metrics.device_table(metas, self.get_gpu_metrics())
 
     def get_operator_stats(
         self,

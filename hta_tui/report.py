@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
-from hta_tui.analysis import catalog
+from hta_tui.analysis import catalog, gpu_metrics
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_ready
 from hta_tui.trace.cache import Cache
@@ -40,6 +40,10 @@ def build_tables(
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
         tables.update(catalog.run(ts.frames(), rest, options))
+    if "gpu_metrics" in selected:  # the GPUs' own description lives in the file's metadata
+        metas = {r: d.meta for r, d in ts.loaded().items()}
+        devices = gpu_metrics.device_table(metas, tables.get("gpu_metrics"))
+        tables["gpu_devices"] = devices
     return tables
 
 

@@ -18,6 +18,7 @@ import polars as pl
 from hta_tui.analysis import (
     annotations,
     aten_ops,
+    gpu_metrics,
     idle,
     kernels,
     launch,
@@ -219,6 +220,13 @@ def _step_time(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _gpu_metrics(r: Ranks, o: Options) -> Tables:
+    return {
+        "gpu_metrics": gpu_metrics.gpu_metrics(r, tb_compat=o.tb_compat),
+        "gpu_utilization_series": gpu_metrics.utilization_series(r, tb_compat=o.tb_compat),
+    }
+
+
 def _operators(r: Ranks, o: Options) -> Tables:
     tables = operators.operator_tables(r, tb_compat=o.tb_compat)
     return {
@@ -244,6 +252,9 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
     Analysis("user_annotation_breakdown", "User annotations", _annotations),
     Analysis("step_time_breakdown", "Step time: where it goes (TensorBoard Overview)", _step_time),
+    Analysis(
+        "gpu_metrics", "GPU utilization, SM efficiency, occupancy (TensorBoard)", _gpu_metrics
+    ),
     # ~0.9 s per 100 MB rank: would take "every analysis together" past its 3 s budget
     Analysis("operator_stats", "Operators: host and device time (TensorBoard)", _operators, False),
 )

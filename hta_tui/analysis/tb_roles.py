@@ -167,3 +167,11 @@ def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         )
         .collect()
     )
+
+
+def known_rows() -> pl.Expr:
+    """Events the plugin makes an object of (its global time range is theirs)."""
+    plain = ["trace", "cpu_op", "operator", "runtime", "kernel", "memcpy", "gpu_memcpy"]
+    plain += ["memset", "gpu_memset", "python", "python_function"]
+    kept = _annotation() & (_STEP_NAME | _IS_COMM_NAME)
+    return _LOW.is_in(plain) | kept
