@@ -24,6 +24,7 @@ from hta_tui.analysis import (
     aten_ops,
     diff,
     gpu_metrics,
+    kernel_view,
     idle,
     kernels,
     launch,
@@ -261,6 +262,14 @@ class TraceAnalysis:
         """The GPUs each rank ran kernels on, as its trace describes them (deviceProperties)."""
         metas = {r: d.meta for r, d in self.trace_set.loaded().items()}
         return gpu_metrics.device_table(metas, self.get_gpu_metrics())
+
+    def get_kernel_view(
+        self, ranks: list[int] | None = None, *, by_operator: bool = False, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """The plugin's Kernel view: per kernel (or kernel + launching op + launch properties),
+        tensor cores (both lists), mean blocks per SM, mean est. achieved occupancy."""
+        fn = kernel_view.kernel_op_table if by_operator else kernel_view.kernel_table
+        return fn(self._ranks(ranks), tb_compat=tb_compat)
 
     def get_operator_stats(
         self,

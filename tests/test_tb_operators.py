@@ -22,30 +22,14 @@ COLUMNS = (
     "tc_total_ratio",
 )
 
-#: Profiles whose host self times still differ from the plugin's (a few us on some ops): its
-#: tree is rebuilt around backward roots and same-start events differently. Open follow-up;
-#: strict, so a fix shows up as an unexpected pass.
-NOT_YET = (
-    "critical_path",
-    "distributed_info_unavailable",
-    "negative_queue_length_values_check",
-    "param_dlrm_8rank",
-    "rank_unavailable",
-    "trace_diff",
-    "trace_filter",
-)
+
+def _cases(file: str) -> list[str]:
+    return profiles_with(file)
 
 
-def _cases(file: str) -> list[object]:
-    return [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="host self: tree rebuild"))
-        if p.split("/")[0] in NOT_YET
-        else p
-        for p in profiles_with(file)
-    ]
-
-
-def mismatches(got: pl.DataFrame, want: list[dict[str, object]], keys: list[str]) -> list[str]:
+def mismatches(
+    got: pl.DataFrame, want: list[dict[str, object]], keys: list[str], *, eligible: bool = True
+) -> list[str]:
     ours = {tuple(r[k] for k in keys): r for r in got.iter_rows(named=True)}
     bad = [f"{len(ours)} rows, plugin {len(want)}"] if len(ours) != len(want) else []
     for row in want:
@@ -60,7 +44,7 @@ def mismatches(got: pl.DataFrame, want: list[dict[str, object]], keys: list[str]
                 # the plugin rounds durations to whole us
                 if not close(float(value), float(row[col]), abs_=1.01):  # type: ignore[arg-type]
                     bad.append(f"{key} {col}: {value} vs {row[col]}")
-        if (row["tc_eligible"] == "Yes") != mine["tc_eligible"]:
+        if eligible and (row["tc_eligible"] == "Yes") != mine["tc_eligible"]:
             bad.append(f"{key} tc_eligible")
     return bad
 
@@ -75,6 +59,63 @@ def test_compat_matches_plugin_operator_table(profile: str) -> None:
 def test_compat_matches_plugin_by_input_shape(profile: str) -> None:
     got = rank_operator_stats(events(profile), by_input_shape=True, tb_compat=True)
     assert not mismatches(got, answer(profile, BY_SHAPE)["data"], ["name", "input_shape"])
+
+
+CPU_ONLY = [
+    p
+    for p in profiles_with(BY_NAME)
+    if p.split("/")[0] in ("cpu_only", "pytorch_cpu_ddp_gloo_4", "pytorch_cpu_vit_memory")
+]
+
+
+@pytest.mark.parametrize("profile", CPU_ONLY)
+def test_default_mode_matches_on_cpu_only_traces(profile: str) -> None:
+    """Every figure but eligibility, which the modern list extends (next test)."""
+    got = rank_operator_stats(events(profile))
+    assert "device_self_duration" not in answer(profile, BY_NAME)["data"][0]
+    assert not mismatches(got, answer(profile, BY_NAME)["data"], ["name"], eligible=False)
+
+
+def test_modern_list_marks_pytorch2_backward_ops_eligible() -> None:
+    """PyTorch 2 names backward nodes `...Backward0`; the plugin's list has the old names, so a
+    convolution's backward is not tensor-core eligible there. The modern list knows it."""
+    profile = "pytorch_cpu_vit_memory/worker0/1"
+    plugin = {r["name"]: r["tc_eligible"] for r in answer(profile, BY_NAME)["data"]}
+    ours = dict(rank_operator_stats(events(profile)).select("name", "tc_eligible").iter_rows())
+    assert plugin["ConvolutionBackward0"] == "No"
+    assert ours["ConvolutionBackward0"] is True
+    assert ours["aten::convolution"] is True and plugin["aten::convolution"] == "Yes"
+
+
+def test_deviation_runtime_belongs_to_the_op_around_it() -> None:
+    """DEVIATION: the plugin links runtime calls to ops by External id, which this PyTorch 2
+    trace sets to the call's correlation: every op shows device time 0. Here the innermost op
+    around each cudaLaunchKernel on its thread launched that kernel (found below from the raw
+    events), so it has the kernel's time as device self time."""
+    profile = "execution_trace/benchmark_simple_add_trace/default"
+    ev = events(profile)
+    plugin = answer(profile, BY_NAME)["data"]
+    assert all(row["device_self_duration"] == 0 for row in plugin)
+    ops = ev.filter(pl.col("kind") == "cpu_op").to_dicts()
+    want: dict[str, float] = {}
+    for kernel in ev.filter(pl.col("kind") == "kernel").to_dicts():
+        [launch] = ev.filter(
+            (pl.col("kind") == "runtime") & (pl.col("correlation") == kernel["correlation"])
+        ).to_dicts()
+        around = [
+            o
+            for o in ops
+            if o["tid"] == launch["tid"]
+            and o["ts"] <= launch["ts"]
+            and launch["ts"] + launch["dur"] <= o["ts"] + o["dur"]
+        ]
+        inner = min(around, key=lambda o: o["dur"])
+        want[inner["name"]] = want.get(inner["name"], 0.0) + kernel["dur"] / 1000
+    got = rank_operator_stats(ev)
+    assert want
+    for name, device_us in want.items():
+        row = got.filter(pl.col("name") == name).row(0, named=True)
+        assert close(row["device_self_duration (us)"], device_us)
 
 
 def test_call_stacks_grouped_per_stack() -> None:

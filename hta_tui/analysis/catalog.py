@@ -20,6 +20,7 @@ from hta_tui.analysis import (
     aten_ops,
     gpu_metrics,
     idle,
+    kernel_view,
     kernels,
     launch,
     memory,
@@ -227,6 +228,13 @@ def _gpu_metrics(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _kernel_view(r: Ranks, o: Options) -> Tables:
+    return {
+        "kernel_view": kernel_view.kernel_table(r, tb_compat=o.tb_compat),
+        "kernel_view_by_op": kernel_view.kernel_op_table(r, tb_compat=o.tb_compat),
+    }
+
+
 def _operators(r: Ranks, o: Options) -> Tables:
     tables = operators.operator_tables(r, tb_compat=o.tb_compat)
     return {
@@ -254,6 +262,9 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("step_time_breakdown", "Step time: where it goes (TensorBoard Overview)", _step_time),
     Analysis(
         "gpu_metrics", "GPU utilization, SM efficiency, occupancy (TensorBoard)", _gpu_metrics
+    ),
+    Analysis(
+        "kernel_view", "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)", _kernel_view
     ),
     # ~0.9 s per 100 MB rank: would take "every analysis together" past its 3 s budget
     Analysis("operator_stats", "Operators: host and device time (TensorBoard)", _operators, False),

@@ -70,34 +70,17 @@ def _dims(col: str) -> pl.Expr:
 
 
 def _launchers(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
-    """correlation -> `operator` (its name, or CallTreeRoot for External id 0)."""
-    nodes = op_tree.tree(events, tb_compat=tb_compat)
-    owner = (
-        nodes.drop_nulls("external_id")
-        .sort("start")
-        .group_by("external_id")
-        .agg(pl.col("name", "tid", "start", "end").first())
-    )
+    """correlation -> `operator` (the owning node's name, CallTreeRoot for External id 0 in
+    compat mode or a call outside any node by default; null for a call the plugin's rule
+    attaches nowhere)."""
+    nodes, links = op_tree.build(events, tb_compat=tb_compat)
+    named = links.join(nodes.select("pos", "name"), on="pos").select("correlation", "name")
     runtimes = events.filter(
         tb_roles.runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null()
-    ).select(
-        "correlation",
-        "external_id",
-        pl.col("ts").alias("rt_start"),
-        (pl.col("ts") + pl.col("dur")).alias("rt_end"),
-        pl.col("tid").fill_null(0).alias("rt_tid"),
-    )
-    linked = runtimes.join(owner, on="external_id", how="left")
-    if not tb_compat:
-        inside = (
-            (pl.col("rt_tid") == pl.col("tid"))
-            & (pl.col("rt_start") >= pl.col("start"))
-            & (pl.col("rt_end") <= pl.col("end"))
-        )
-        linked = linked.with_columns(pl.when(inside).then(pl.col("name")).alias("name"))
-    operator = (
-        pl.when(pl.col("external_id").fill_null(0) == 0).then(pl.lit(ROOT)).otherwise("name")
-    )
+    ).select("correlation", "external_id")
+    linked = runtimes.join(named, on="correlation", how="left")
+    outside = pl.col("external_id").fill_null(0) == 0 if tb_compat else pl.col("name").is_null()
+    operator = pl.when(outside).then(pl.lit(ROOT)).otherwise("name")
     return linked.select("correlation", operator.alias("operator")).unique(
         "correlation", keep="first", maintain_order=True
     )

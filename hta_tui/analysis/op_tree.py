@@ -5,9 +5,11 @@ Nodes are the plugin's (`EventParser._parse_node`): operators, `python` events, 
 and the nccl:/gloo: annotations, nested per thread by time (sorted by start, longer first).
 A node's depth is the number of nodes open when it starts (a cumulative sum over start and end
 edges), its parent the last node one level up before it (an as-of join), and a subtree is the
-run of nodes after it in that order that start before it ends. Runtime calls belong to the node
-with their `External id` (in the default mode only when that node encloses the call on its
-thread); their GPU work (kernels, memcpy, memset) by `correlation`.
+run of nodes after it in that order that start before it ends. A runtime call belongs to the
+innermost node around it on its thread (DEVIATION: the plugin uses the `External id`, which
+PyTorch 2.0-2.1 traces set to the call's correlation, so their kernels reach no operator;
+`tb_compat=True` keeps the plugin's rule); its GPU work (kernels, memcpy, memset) by
+`correlation`.
 
 As the plugin (after the old autograd profiler's `_remove_dup_nodes`), an operator whose only
 child is an operator of the same name absorbs it (`fold_same_name`): one call, the child's
@@ -48,23 +50,25 @@ def _is_operator() -> pl.Expr:
 
 
 def _depths(nodes: pl.DataFrame) -> pl.DataFrame:
-    """`depth` of each node: nodes open on its thread when it starts (ends close first)."""
+    """`depth` of each node: nodes open on its thread when it starts. At one instant, ends
+    close first and starts open in pre-order; a zero-length node closes right after it opens,
+    so it has no children (the plugin's `start < parent end` rule)."""
     zero = pl.col("end") == pl.col("start")
-    starts = nodes.select("pos", "tid", pl.col("start").alias("t"), pl.lit(1).alias("o"), "end")
+    starts = nodes.select(
+        "tid", pl.col("start").alias("t"), pl.lit(1).alias("o"), "pos", pl.lit(0).alias("sub")
+    )
     ends = nodes.select(
-        pl.lit(None, pl.UInt32).alias("pos"),
         "tid",
         pl.col("end").alias("t"),
-        pl.when(zero).then(2).otherwise(0).alias("o"),
-        "end",
+        pl.when(zero).then(1).otherwise(0).alias("o"),
+        "pos",
+        pl.lit(1).alias("sub"),
     )
-    edges = pl.concat([starts, ends]).sort(
-        "tid", "t", "o", "end", descending=[False, False, False, True]
-    )
-    delta = pl.when(pl.col("pos").is_null()).then(-1).otherwise(1)
+    edges = pl.concat([starts, ends]).sort("tid", "t", "o", "pos", "sub")
+    delta = pl.when(pl.col("sub") == 0).then(1).otherwise(-1)
     return (
         edges.with_columns((delta.cum_sum().over("tid") - 1).alias("depth"))
-        .drop_nulls("pos")
+        .filter(pl.col("sub") == 0)
         .select("pos", "depth")
     )
 
@@ -74,30 +78,49 @@ def tree(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     `is_op`, shapes and stack, `rt_dur` (its runtime calls), `dev_self`, `tc_self` and
     `tc_self_plugin` (GPU work its runtime calls launched, ns), `last` (pos of its last
     descendant)."""
-    nodes = (
-        events.filter(_node_rows())
+    return build(events, tb_compat=tb_compat)[0]
+
+
+def build(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(`tree`'s nodes, the runtime calls with their owner node: `correlation`,
+    `external_id`, `pos`, `ts`, `dur`)."""
+    wanted = _node_rows()
+    if not tb_compat:
+        wanted = wanted | tb_roles.runtime_rows(tb_compat=False)
+    rows = (
+        events.filter(wanted)
         .select(
             "name",
             pl.col("tid").fill_null(0),
             pl.col("ts").alias("start"),
             (pl.col("ts") + pl.col("dur")).alias("end"),
             "external_id",
+            "correlation",
             "input_dims",
             "call_stack",
             _is_operator().alias("is_op"),
             (_LOW.is_in(["cpu_op", "operator"]) & ~_NAME.str.starts_with("ProfilerStep#")).alias(
                 "op_type"
             ),
+            (~_node_rows()).alias("is_rt"),
         )
-        .sort("tid", "start", "end", descending=[False, False, True], maintain_order=True)
+        # at equal extents a host node encloses a runtime call, never the reverse
+        .sort(
+            "tid",
+            "start",
+            "end",
+            "is_rt",
+            descending=[False, False, True, False],
+            maintain_order=True,
+        )
         .with_row_index("pos")
     )
-    nodes = nodes.join(_depths(nodes), on="pos", how="left")
-    parents = nodes.select(
+    rows = rows.join(_depths(rows), on="pos", how="left")
+    parents = rows.select(
         "pos", "tid", pl.col("depth").alias("pdepth"), pl.col("pos").alias("parent")
     )
-    nodes = (
-        nodes.with_columns((pl.col("depth") - 1).alias("pdepth"))
+    rows = (
+        rows.with_columns((pl.col("depth") - 1).alias("pdepth"))
         .join_asof(
             parents,
             on="pos",
@@ -107,9 +130,46 @@ def tree(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
         )
         .drop("pdepth")
     )
-    nodes = nodes.join(_runtime_work(events, nodes, tb_compat=tb_compat), on="pos", how="left")
+    nodes = rows.filter(~pl.col("is_rt")).rename({"pos": "old"}).with_row_index("pos")
+    renumber = nodes.select(pl.col("old").alias("parent"), pl.col("pos").alias("new"))
+    nodes = (
+        nodes.join(renumber, on="parent", how="left")
+        .with_columns(pl.col("new").alias("parent"))
+        .drop("new", "old", "is_rt", "correlation")
+    )
+    if tb_compat:
+        links = _links_by_external_id(events, nodes)
+    else:  # the innermost node around the call on its thread
+        links = (
+            rows.filter("is_rt")
+            .join(renumber, on="parent", how="inner")
+            .select(
+                "correlation",
+                "external_id",
+                pl.col("new").alias("pos"),
+                pl.col("start").alias("ts"),
+                (pl.col("end") - pl.col("start")).alias("dur"),
+            )
+        )
+    nodes = nodes.join(_runtime_work(events, links, tb_compat=tb_compat), on="pos", how="left")
     fill = ["rt_dur", "dev_self", "tc_self", "tc_self_plugin"]
-    return nodes.with_columns(pl.col(fill).fill_null(0), _last_descendant(nodes))
+    return nodes.with_columns(pl.col(fill).fill_null(0), _last_descendant(nodes)), links
+
+
+def _links_by_external_id(events: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
+    """The plugin's rule: a `Runtime` call belongs to the first node with its External id."""
+    runtimes = events.filter(
+        tb_roles.runtime_rows(tb_compat=True)
+        & pl.col("external_id").is_not_null()
+        & (pl.col("external_id") != 0)
+    ).select("correlation", "external_id", "ts", "dur")
+    owner = (
+        nodes.drop_nulls("external_id")
+        .sort("start")
+        .group_by("external_id")
+        .agg(pl.col("pos").first())
+    )
+    return runtimes.join(owner, on="external_id")
 
 
 def _last_descendant(nodes: pl.DataFrame) -> pl.Series:
@@ -126,19 +186,8 @@ def _last_descendant(nodes: pl.DataFrame) -> pl.Series:
     return pl.concat(out).alias("last")
 
 
-def _runtime_work(events: pl.DataFrame, nodes: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+def _runtime_work(events: pl.DataFrame, links: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     """Per node: its runtime calls' time and the GPU work they launched (ns)."""
-    runtimes = events.filter(
-        tb_roles.runtime_rows(tb_compat=tb_compat)
-        & pl.col("external_id").is_not_null()
-        & (pl.col("external_id") != 0)
-    ).select("external_id", "correlation", "ts", "dur", pl.col("tid").fill_null(0).alias("rt_tid"))
-    owner = (
-        nodes.drop_nulls("external_id")
-        .sort("start")
-        .group_by("external_id")
-        .agg(pl.col("pos", "tid", "start", "end").first())
-    )
     dur = pl.col("dur")
     work = events.filter(tb_roles.device_rows(tb_compat=tb_compat))
     # tensor-core flags per distinct name: a few hundred names, not a million rows
@@ -157,19 +206,10 @@ def _runtime_work(events: pl.DataFrame, nodes: pl.DataFrame, *, tb_compat: bool)
     )
     # one runtime call per correlation gets its GPU work (a driver call may share it)
     first = pl.col("ts").rank("ordinal").over("correlation") == 1
-    runtimes = runtimes.join(device, on="correlation", how="left").with_columns(
+    linked = links.join(device, on="correlation", how="left").with_columns(
         pl.when(first & pl.col("correlation").is_not_null()).then(pl.col(c)).alias(c)
         for c in ("dev", "tc", "tcp")
     )
-    linked = runtimes.join(owner, on="external_id")
-    if not tb_compat:
-        # PyTorch 2 traces can give a runtime call its correlation as External id, which may
-        # equal some unrelated op's: only an op around the call on its thread launched it.
-        linked = linked.filter(
-            (pl.col("rt_tid") == pl.col("tid"))
-            & (pl.col("ts") >= pl.col("start"))
-            & (pl.col("ts") + pl.col("dur") <= pl.col("end"))
-        )
     return linked.group_by("pos").agg(
         dur.sum().alias("rt_dur"),
         pl.col("dev").sum().alias("dev_self"),

@@ -8,8 +8,8 @@ aggregated. CPU-only traces get the host columns with zero device time.
 
 tc_self / tc_total ratios use the modern tensor-core list (analysis/tensor_cores.py); with
 `tb_compat=True` the plugin's list and its runtime rule (no `cuda_runtime` link, so device time 0
-on PyTorch >= 1.10 traces) are reproduced. DEVIATION: an op is tensor-core eligible when any
-call is (the plugin takes its first call's flag), or any op of its subtree is eligible by name.
+on PyTorch >= 1.10 traces) are reproduced. An op is tensor-core eligible as its first call
+(the plugin's rule): by name, by an eligible op below it, or by launching a tensor-core kernel.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         "name",
         _input_shape(),
         pl.col("call_stack").fill_null(""),
+        "start",
         host_total.alias("host_total"),
         (host_total - pl.col("children").fill_null(0) - pl.col("top_rt_dur")).alias("host_self"),
         pl.col("top_dev_self").alias("dev_self"),
@@ -75,7 +76,7 @@ def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .agg(
             pl.len().alias("calls"),
             pl.col("dev_self", "dev_total", "host_self", "host_total", "tc_self", "tc_total").sum(),
-            pl.col("tc_eligible").any(),
+            pl.col("tc_eligible").sort_by("start").first(),
             (pl.col("call_stack") != "").any().alias("has_call_stack"),
         )
         .select(
@@ -109,6 +110,7 @@ def rank_operator_stats(
                 "name": pl.String, "input_shape": pl.String, "call_stack": pl.String,
                 **{c: pl.Int64 for c in ("host_total", "host_self", "dev_self", "dev_total")},
                 "tc_self": pl.Int64, "tc_total": pl.Int64, "tc_eligible": pl.Boolean,
+                "start": pl.Int64,
             }
         )  # fmt: skip
     return _aggregate(calls, keys)
