@@ -71,6 +71,7 @@ SCREEN_STYLES = (
     "launch",
     "overlap",
     "sequences",
+    "step_time",
     "steps",
     "timelines",
 )
