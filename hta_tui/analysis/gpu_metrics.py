@@ -104,13 +104,15 @@ def _tc_shares(events: pl.DataFrame, kernels: pl.DataFrame, *, tb_compat: bool) 
         kernels = kernels.join(linked, on="correlation", how="semi")
     dur = pl.col("end") - pl.col("start")
     total = dur.sum()
-    return kernels.group_by("device").agg(
-        (100 * dur.filter(tensor_cores.uses_tc(pl.col("name"), modern=True)).sum() / total).alias(
-            "tc_kernel_pct"
-        ),
-        (100 * dur.filter(tensor_cores.uses_tc(pl.col("name"), modern=False)).sum() / total).alias(
-            "tc_kernel_pct_plugin_list"
-        ),
+    per_name = kernels.group_by("device", "name").agg(dur.sum().alias("dur"))
+    per_name = per_name.with_columns(
+        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc"),
+        tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tcp"),
+    )
+    total = pl.col("dur").sum()
+    return per_name.group_by("device").agg(
+        (100 * pl.col("dur").filter("tc").sum() / total).alias("tc_kernel_pct"),
+        (100 * pl.col("dur").filter("tcp").sum() / total).alias("tc_kernel_pct_plugin_list"),
     )
 
 
@@ -178,10 +180,7 @@ def bucket_size_us(range_us: float) -> int:
 
 def _trace_span(events: pl.DataFrame) -> tuple[int, int] | None:
     """The 'PyTorch Profiler (0)' span, else the extent of every event the plugin reads."""
-    marker = events.filter(
-        (pl.col("cat").fill_null("").str.to_lowercase() == "trace")
-        & (pl.col("name") == "PyTorch Profiler (0)")
-    )
+    marker = events.filter(tb_roles.cat_in(["trace"]) & (pl.col("name") == "PyTorch Profiler (0)"))
     if not marker.is_empty():
         row = marker.row(-1, named=True)
         return int(row["ts"]), int(row["ts"] + row["dur"])

@@ -22,17 +22,22 @@ from __future__ import annotations
 import polars as pl
 
 from hta_tui.analysis import tb_roles, tensor_cores
+from hta_tui.analysis.hta_view import job_cached
 
-_LOW = pl.col("cat").fill_null("").str.to_lowercase()
 _NAME = pl.col("name").fill_null("")
 _EXCLUDED = ("DataParallel.forward", "DistributedDataParallel.forward")
 
 
 def _node_rows() -> pl.Expr:
-    annotation = _LOW.is_in(["user_annotation", "gpu_user_annotation"]) & (
+    annotation = tb_roles.cat_in(["user_annotation", "gpu_user_annotation"]) & (
         _NAME.str.starts_with("ProfilerStep#") | _NAME.is_in(tb_roles.COMM_OPS)
     )
-    return _LOW.is_in(["cpu_op", "operator", "python"]) | annotation
+    return tb_roles.cat_in(["cpu_op", "operator", "python"]) | annotation
+
+
+def _op_type() -> pl.Expr:
+    """The plugin's `EventTypes.OPERATOR` (a ProfilerStep is a type of its own)."""
+    return tb_roles.cat_in(["cpu_op", "operator"]) & ~_NAME.str.starts_with("ProfilerStep#")
 
 
 def _is_operator() -> pl.Expr:
@@ -41,7 +46,7 @@ def _is_operator() -> pl.Expr:
         _NAME.str.starts_with("enumerate(DataLoader)#") & _NAME.str.ends_with(".__next__")
     ) | _NAME.str.starts_with("enumerate(DataPipe)#")
     return (
-        _LOW.is_in(["cpu_op", "operator"])
+        tb_roles.cat_in(["cpu_op", "operator"])
         & ~_NAME.str.starts_with("ProfilerStep#")
         & ~dataloader
         & ~_NAME.str.starts_with("Optimizer.")
@@ -83,7 +88,18 @@ def tree(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
 
 def build(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(`tree`'s nodes, the runtime calls with their owner node: `correlation`,
-    `external_id`, `pos`, `ts`, `dur`)."""
+    `external_id`, `pos`, `ts`, `dur`). Built once per frame and mode: the operator and the
+    kernel-by-operator views share it."""
+    built = job_cached(
+        {0: events},
+        "tb_op_tree",
+        lambda: _build(events, tb_compat=tb_compat),  # type: ignore[arg-type, return-value]
+        tb_compat,
+    )
+    return built  # type: ignore[return-value]
+
+
+def _build(events: pl.DataFrame, *, tb_compat: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
     wanted = _node_rows()
     if not tb_compat:
         wanted = wanted | tb_roles.runtime_rows(tb_compat=False)
@@ -99,9 +115,7 @@ def build(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[pl.DataFram
             "input_dims",
             "call_stack",
             _is_operator().alias("is_op"),
-            (_LOW.is_in(["cpu_op", "operator"]) & ~_NAME.str.starts_with("ProfilerStep#")).alias(
-                "op_type"
-            ),
+            _op_type().alias("op_type"),
             (~_node_rows()).alias("is_rt"),
         )
         # at equal extents a host node encloses a runtime call, never the reverse
@@ -205,10 +219,14 @@ def _runtime_work(events: pl.DataFrame, links: pl.DataFrame, *, tb_compat: bool)
         )
     )
     # one runtime call per correlation gets its GPU work (a driver call may share it)
-    first = pl.col("ts").rank("ordinal").over("correlation") == 1
-    linked = links.join(device, on="correlation", how="left").with_columns(
-        pl.when(first & pl.col("correlation").is_not_null()).then(pl.col(c)).alias(c)
-        for c in ("dev", "tc", "tcp")
+    first = pl.col("correlation").is_first_distinct()
+    linked = (
+        links.sort("ts")
+        .join(device, on="correlation", how="left")
+        .with_columns(
+            pl.when(first & pl.col("correlation").is_not_null()).then(pl.col(c)).alias(c)
+            for c in ("dev", "tc", "tcp")
+        )
     )
     return linked.group_by("pos").agg(
         dur.sum().alias("rt_dur"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from hta_tui.analysis import tb_roles
+from hta_tui.analysis.hta_view import job_cached
 
 #: The plugin's tail rule: a last step with fewer GPU ops than this share of the one before.
 TAIL_SHARE = 0.8
@@ -53,7 +54,14 @@ def host_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
 
 def profiler_steps(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Every step with its host and device-adjusted extent, its GPU ops and whether the
-    Overview uses it (`reason` says why not). Columns: STEP_COLUMNS."""
+    Overview uses it (`reason` says why not). Columns: STEP_COLUMNS. Built once per frame and
+    mode: the breakdown, the GPU metrics and the step list all start from it."""
+    return job_cached(
+        {0: events}, "tb_steps", lambda: _profiler_steps(events, tb_compat=tb_compat), tb_compat
+    )
+
+
+def _profiler_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     steps = host_steps(events, tb_compat=tb_compat).with_row_index("i")
     if steps.is_empty():
         return pl.DataFrame(schema=STEP_COLUMNS)
