@@ -213,16 +213,31 @@ def rank_utilization_series(events: pl.DataFrame, *, tb_compat: bool = False) ->
     n = int((last - first) / size)
     if n < 1:
         return pl.DataFrame(schema=schema)
-    starts = pl.Series("b", [first + i * size for i in range(n)], dtype=pl.Int64)
-    bucket_ends = starts + size
-    bucket_ends[n - 1] = last  # the last bucket may be longer
-    buckets = pl.DataFrame({"b": starts, "b_end": bucket_ends})
+    buckets = pl.DataFrame({"i": pl.int_range(n, eager=True)}).with_columns(
+        (first + pl.col("i") * size).alias("b"),
+        # the last bucket may be longer
+        pl.when(pl.col("i") == n - 1)
+        .then(last)
+        .otherwise(first + (pl.col("i") + 1) * size)
+        .alias("b_end"),
+    )
     busy = intervals.merge_intervals(kernels, by="device")
-    cut = busy.join_where(buckets, pl.col("start") < pl.col("b_end"), pl.col("end") > pl.col("b"))
+    # each busy interval against the buckets it touches: bucket numbers are arithmetic
+    cut = (
+        busy.filter((pl.col("end") > first) & (pl.col("start") < last))
+        .with_columns(
+            pl.int_ranges(
+                ((pl.col("start") - first) // size).clip(0, n - 1),
+                ((pl.col("end") - 1 - first) // size).clip(0, n - 1) + 1,
+            ).alias("i")
+        )
+        .explode("i")
+        .join(buckets, on="i")
+    )
     lo = pl.max_horizontal("start", "b")
     hi = pl.min_horizontal("end", "b_end")
-    per = cut.group_by("device", "b").agg((hi - lo).sum().alias("busy"))
-    grid = busy.select("device").unique().join(buckets, how="cross")
+    per = cut.group_by("device", "b").agg((hi - lo).clip(lower_bound=0).sum().alias("busy"))
+    grid = busy.select("device").unique().join(buckets.select("b", "b_end"), how="cross")
     return (
         grid.join(per, on=["device", "b"], how="left")
         .select(
