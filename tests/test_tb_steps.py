@@ -149,3 +149,19 @@ def test_report_and_api_keys(shared) -> None:  # type: ignore[no-untyped-def]
     assert stats["steps"].to_list() == [3, 3, 3, 3]
     ops = ta.get_operator_stats()
     assert ops.filter(pl.col("rank") == 0)["calls"].sum() > 0
+
+
+def test_report_tb_compat_parameter(shared, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`--set tb_compat=true` gives the plugin's own answer: its duplicate step 6 (from the
+    GPU-side annotation) is back; without it, one step."""
+    from hta_tui.analysis import catalog
+    from hta_tui.report import build_tables
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
+
+    ts = open_set(shared / "traces" / "tracelens_h100_bert_memory", Cache(tmp_path / "c"))
+    compat = catalog.options_with({"tb_compat": "true"})
+    both = build_tables(ts, names=["step_time_breakdown"], options=compat)
+    assert both["step_time_breakdown"]["step"].to_list() == [6, 6]
+    ours = build_tables(ts, names=["step_time_breakdown"])
+    assert ours["step_time_breakdown"]["step"].to_list() == [6]
