@@ -42,13 +42,10 @@ def _op_type() -> pl.Expr:
 
 def _is_operator() -> pl.Expr:
     """Nodes the Operator view lists (`node.is_operator_node`)."""
-    dataloader = (
-        _NAME.str.starts_with("enumerate(DataLoader)#") & _NAME.str.ends_with(".__next__")
-    ) | _NAME.str.starts_with("enumerate(DataPipe)#")
     return (
         tb_roles.cat_in(["cpu_op", "operator"])
         & ~_NAME.str.starts_with("ProfilerStep#")
-        & ~dataloader
+        & ~tb_roles.DATALOADER
         & ~_NAME.str.starts_with("Optimizer.")
         & ~_NAME.is_in(_EXCLUDED)
     )

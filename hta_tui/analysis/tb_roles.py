@@ -51,7 +51,7 @@ def cat_in(names: list[str]) -> pl.Expr:
 
 _NAME = pl.col("name").fill_null("")
 _STEP_NAME = _NAME.str.starts_with("ProfilerStep#")
-_DATALOADER = (
+DATALOADER = (
     _NAME.str.starts_with("enumerate(DataLoader)#") & _NAME.str.ends_with(".__next__")
 ) | _NAME.str.starts_with("enumerate(DataPipe)#")
 _IS_COMM_NAME = _NAME.is_in(COMM_OPS)
@@ -129,7 +129,7 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         .then(2)
         .when(runtime_rows(tb_compat=tb_compat))
         .then(4)
-        .when(dataloader_kinds & _DATALOADER)
+        .when(dataloader_kinds & DATALOADER)
         .then(5)
         .when(comm_op_rows())
         .then(3)
