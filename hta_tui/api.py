@@ -258,6 +258,12 @@ class TraceAnalysis:
         """The plugin's bucketed GPU utilization (0-1) over the whole trace."""
         return gpu_metrics.utilization_series(self._ranks(ranks), tb_compat=tb_compat)
 
+    def get_gpu_sm_efficiency_series(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """The plugin's est. SM efficiency counter: one row per stretch between kernel edges."""
+        return gpu_metrics.sm_efficiency_series(self._ranks(ranks), tb_compat=tb_compat)
+
     def get_gpu_devices(self) -> pl.DataFrame:
         """The GPUs each rank ran kernels on, as its trace describes them (deviceProperties)."""
         metas = {r: d.meta for r, d in self.trace_set.loaded().items()}

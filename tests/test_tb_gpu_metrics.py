@@ -113,3 +113,17 @@ def test_deviation_tensor_cores_without_runtime_link() -> None:
     assert "tensorop" in name.lower()
     assert row["tc_kernel_pct"] == 100.0
     assert row["tc_kernel_pct_plugin_list"] == 100.0
+
+
+@pytest.mark.parametrize("profile", ["tb_plugin_gpu_metrics/test_gpu_metrics_input/default"])
+def test_sm_efficiency_series_table(profile: str) -> None:
+    """The report's series equals the plugin's counters pair by pair on its own test trace."""
+    from hta_tui.analysis.gpu_metrics import sm_efficiency_series
+
+    counters = answer(profile, "trace_gpu_metrics.json")
+    sm = [e for e in counters if e["name"] == "GPU 0 Est. SM Efficiency"][2:]
+    got = sm_efficiency_series({0: events(profile)}, tb_compat=True)
+    assert got.height == len(sm) // 2
+    for row, a, b in zip(got.iter_rows(named=True), sm[::2], sm[1::2], strict=True):
+        assert close(row["start"], a["ts"], 0, 1e-3) and close(row["end"], b["ts"], 0, 1e-3)
+        assert close(row["value"], a["args"]["Est. SM Efficiency"], 1e-6, 1e-9)

@@ -243,6 +243,10 @@ def _gpu_metrics(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _sm_series(r: Ranks, o: Options) -> Tables:
+    return {"gpu_sm_efficiency_series": gpu_metrics.sm_efficiency_series(r, tb_compat=o.tb_compat)}
+
+
 def _kernel_view(r: Ranks, o: Options) -> Tables:
     return {"kernel_view": kernel_view.kernel_table(r, tb_compat=o.tb_compat)}
 
@@ -282,6 +286,7 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis(
         "kernel_view", "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)", _kernel_view
     ),
+    Analysis("gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False),
     # These two walk every host op (the plugin's operator tree, built once for both): 0.3-0.6 s
     # per 100 MB rank would take "every analysis together" past its 3 s budget: when named.
     Analysis(

@@ -262,6 +262,25 @@ def utilization_series(
     return pl.concat(frames) if frames else pl.DataFrame()
 
 
+def sm_efficiency_series(
+    ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
+) -> pl.DataFrame:
+    """The plugin's est. SM efficiency counter: per rank and device, each stretch of the
+    timeline between kernel edges with min(Σ blocks per SM, 1); `start`/`end` in us as in
+    the file. One row per stretch: large, so only when asked for."""
+    frames = [
+        sm_efficiency_ranges(_kernels(ev, tb_compat=tb_compat)).select(
+            pl.lit(r, pl.Int64).alias("rank"),
+            "device",
+            _exact_us(pl.col("start")).alias("start"),
+            _exact_us(pl.col("end")).alias("end"),
+            "value",
+        )
+        for r, ev in sorted(ranks.items())
+    ]
+    return pl.concat(frames) if frames else pl.DataFrame()
+
+
 def device_table(
     metas: Mapping[int, dict[str, Any]], used: pl.DataFrame | None = None
 ) -> pl.DataFrame:
