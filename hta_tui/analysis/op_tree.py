@@ -24,30 +24,30 @@ import polars as pl
 from hta_tui.analysis import tb_roles, tensor_cores
 from hta_tui.analysis.hta_view import job_cached
 
-_NAME = pl.col("name").fill_null("")
+_NAME = pl.col("name")  # tests on it are filled with False after (see tb_roles)
 _EXCLUDED = ("DataParallel.forward", "DistributedDataParallel.forward")
 
 
 def _node_rows() -> pl.Expr:
     annotation = tb_roles.cat_in(["user_annotation", "gpu_user_annotation"]) & (
-        _NAME.str.starts_with("ProfilerStep#") | _NAME.is_in(tb_roles.COMM_OPS)
+        (_NAME.str.starts_with("ProfilerStep#") | _NAME.is_in(tb_roles.COMM_OPS)).fill_null(False)
     )
     return tb_roles.cat_in(["cpu_op", "operator", "python"]) | annotation
 
 
 def _op_type() -> pl.Expr:
     """The plugin's `EventTypes.OPERATOR` (a ProfilerStep is a type of its own)."""
-    return tb_roles.cat_in(["cpu_op", "operator"]) & ~_NAME.str.starts_with("ProfilerStep#")
+    return tb_roles.cat_in(["cpu_op", "operator"]) & ~tb_roles.STEP_NAME
 
 
 def _is_operator() -> pl.Expr:
     """Nodes the Operator view lists (`node.is_operator_node`)."""
     return (
         tb_roles.cat_in(["cpu_op", "operator"])
-        & ~_NAME.str.starts_with("ProfilerStep#")
+        & ~tb_roles.STEP_NAME
         & ~tb_roles.DATALOADER
-        & ~_NAME.str.starts_with("Optimizer.")
-        & ~_NAME.is_in(_EXCLUDED)
+        & ~_NAME.str.starts_with("Optimizer.").fill_null(False)
+        & ~_NAME.is_in(_EXCLUDED).fill_null(False)
     )
 
 

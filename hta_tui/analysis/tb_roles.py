@@ -49,16 +49,19 @@ def cat_in(names: list[str]) -> pl.Expr:
     return pl.col("cat").is_in(sorted(spelled))
 
 
-_NAME = pl.col("name").fill_null("")
-_STEP_NAME = _NAME.str.starts_with("ProfilerStep#")
+# name tests are null (not false) for a null name: filled after the test, as filling the name
+# column itself copies every string
+_NAME = pl.col("name")
+STEP_NAME = _NAME.str.starts_with("ProfilerStep#").fill_null(False)
 DATALOADER = (
-    _NAME.str.starts_with("enumerate(DataLoader)#") & _NAME.str.ends_with(".__next__")
-) | _NAME.str.starts_with("enumerate(DataPipe)#")
-_IS_COMM_NAME = _NAME.is_in(COMM_OPS)
+    (_NAME.str.starts_with("enumerate(DataLoader)#") & _NAME.str.ends_with(".__next__"))
+    | _NAME.str.starts_with("enumerate(DataPipe)#")
+).fill_null(False)
+_IS_COMM_NAME = _NAME.is_in(COMM_OPS).fill_null(False)
 
 
 def _operator() -> pl.Expr:
-    return cat_in(["cpu_op", "operator"]) & ~_STEP_NAME
+    return cat_in(["cpu_op", "operator"]) & ~STEP_NAME
 
 
 def _python() -> pl.Expr:
@@ -93,7 +96,7 @@ def step_rows(*, tb_compat: bool) -> pl.Expr:
     cats = ["cpu_op", "operator", "user_annotation"]
     if tb_compat:
         cats.append("gpu_user_annotation")
-    return cat_in(cats) & _STEP_NAME
+    return cat_in(cats) & STEP_NAME
 
 
 def host_span_rows() -> pl.Expr:
@@ -118,6 +121,10 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     dataloader_kinds = _operator()
     if not tb_compat:
         dataloader_kinds = dataloader_kinds | _annotation()
+    # name rules decided once per distinct name, then matched by hash (string tests on every
+    # row of a 300k-event rank were most of this function's time)
+    loader_names = events.select(pl.col("name").unique()).filter(DATALOADER)["name"]
+    loader = pl.col("name").is_in(loader_names.implode())
     role = (
         pl.when(kernel & comm_kernel.fill_null(False))
         .then(3)
@@ -129,7 +136,7 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         .then(2)
         .when(runtime_rows(tb_compat=tb_compat))
         .then(4)
-        .when(dataloader_kinds & DATALOADER)
+        .when(dataloader_kinds & loader)
         .then(5)
         .when(comm_op_rows())
         .then(3)
@@ -182,5 +189,5 @@ def known_rows() -> pl.Expr:
     """Events the plugin makes an object of (its global time range is theirs)."""
     plain = ["trace", "cpu_op", "operator", "runtime", "kernel", "memcpy", "gpu_memcpy"]
     plain += ["memset", "gpu_memset", "python", "python_function"]
-    kept = _annotation() & (_STEP_NAME | _IS_COMM_NAME)
+    kept = _annotation() & (STEP_NAME | _IS_COMM_NAME)
     return cat_in(plain) | kept
