@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from hta_tui.analysis import intervals, op_tree, tb_roles, tb_steps, tensor_cores
+from hta_tui.analysis.per_rank import each_rank
 
 _MAX_BUCKETS = 100
 
@@ -161,13 +162,7 @@ def rank_gpu_metrics(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.Dat
 
 
 def gpu_metrics(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
-    frames = [
-        rank_gpu_metrics(ev, tb_compat=tb_compat).select(
-            pl.lit(r, pl.Int64).alias("rank"), pl.all()
-        )
-        for r, ev in sorted(ranks.items())
-    ]
-    return pl.concat(frames) if frames else pl.DataFrame(schema=COLUMNS)
+    return each_rank(ranks, lambda ev: rank_gpu_metrics(ev, tb_compat=tb_compat), COLUMNS)
 
 
 def bucket_size_us(range_us: float) -> int:
@@ -253,13 +248,7 @@ def rank_utilization_series(events: pl.DataFrame, *, tb_compat: bool = False) ->
 def utilization_series(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> pl.DataFrame:
-    frames = [
-        rank_utilization_series(ev, tb_compat=tb_compat).select(
-            pl.lit(r, pl.Int64).alias("rank"), pl.all()
-        )
-        for r, ev in sorted(ranks.items())
-    ]
-    return pl.concat(frames) if frames else pl.DataFrame()
+    return each_rank(ranks, lambda ev: rank_utilization_series(ev, tb_compat=tb_compat))
 
 
 def sm_efficiency_series(
@@ -268,17 +257,15 @@ def sm_efficiency_series(
     """The plugin's est. SM efficiency counter: per rank and device, each stretch of the
     timeline between kernel edges with min(Σ blocks per SM, 1); `start`/`end` in us as in
     the file. One row per stretch: large, so only when asked for."""
-    frames = [
-        sm_efficiency_ranges(_kernels(ev, tb_compat=tb_compat)).select(
-            pl.lit(r, pl.Int64).alias("rank"),
+    return each_rank(
+        ranks,
+        lambda ev: sm_efficiency_ranges(_kernels(ev, tb_compat=tb_compat)).select(
             "device",
             _exact_us(pl.col("start")).alias("start"),
             _exact_us(pl.col("end")).alias("end"),
             "value",
-        )
-        for r, ev in sorted(ranks.items())
-    ]
-    return pl.concat(frames) if frames else pl.DataFrame()
+        ),
+    )
 
 
 def device_table(

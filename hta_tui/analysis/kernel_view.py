@@ -22,6 +22,7 @@ import polars as pl
 
 from hta_tui.analysis import op_tree, tb_roles, tensor_cores
 from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.per_rank import each_rank
 
 ROOT = "CallTreeRoot"
 
@@ -119,17 +120,9 @@ def rank_kernel_op_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl
     return table.with_columns(eligible.alias("op_tc_eligible"))
 
 
-def _per_rank(ranks: Mapping[int, pl.DataFrame], fn, tb_compat: bool) -> pl.DataFrame:  # type: ignore[no-untyped-def]
-    frames = [
-        fn(ev, tb_compat=tb_compat).select(pl.lit(r, pl.Int64).alias("rank"), pl.all())
-        for r, ev in sorted(ranks.items())
-    ]
-    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-
-
 def kernel_table(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
-    return _per_rank(ranks, rank_kernel_table, tb_compat)
+    return each_rank(ranks, lambda ev: rank_kernel_table(ev, tb_compat=tb_compat))
 
 
 def kernel_op_table(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
-    return _per_rank(ranks, rank_kernel_op_table, tb_compat)
+    return each_rank(ranks, lambda ev: rank_kernel_op_table(ev, tb_compat=tb_compat))

@@ -20,6 +20,7 @@ import polars as pl
 
 from hta_tui.analysis import op_tree, tensor_cores
 from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.per_rank import each_rank
 
 
 def _input_shape() -> pl.Expr:
@@ -124,23 +125,17 @@ def rank_operator_stacks(events: pl.DataFrame, *, tb_compat: bool = False) -> pl
     return _aggregate(calls.filter(pl.col("call_stack") != ""), ["name", "call_stack"])
 
 
-def _per_rank(ranks: Mapping[int, pl.DataFrame], fn, **kw) -> pl.DataFrame:  # type: ignore[no-untyped-def]
-    frames = [
-        fn(ev, **kw).select(pl.lit(r, pl.Int64).alias("rank"), pl.all())
-        for r, ev in sorted(ranks.items())
-    ]
-    frames = [f for f in frames if f.width > 1]
-    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
-
-
 def operator_stats(
     ranks: Mapping[int, pl.DataFrame], *, by_input_shape: bool = False, tb_compat: bool = False
 ) -> pl.DataFrame:
-    return _per_rank(ranks, rank_operator_stats, by_input_shape=by_input_shape, tb_compat=tb_compat)
+    return each_rank(
+        ranks,
+        lambda ev: rank_operator_stats(ev, by_input_shape=by_input_shape, tb_compat=tb_compat),
+    )
 
 
 def operator_stacks(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
-    return _per_rank(ranks, rank_operator_stacks, tb_compat=tb_compat)
+    return each_rank(ranks, lambda ev: rank_operator_stacks(ev, tb_compat=tb_compat))
 
 
 def operator_tables(

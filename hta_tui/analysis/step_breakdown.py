@@ -15,6 +15,7 @@ import polars as pl
 
 from hta_tui.analysis import intervals, tb_roles, tb_steps
 from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.per_rank import each_rank
 
 _US = " (us)"
 
@@ -97,18 +98,14 @@ def step_time_breakdown(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> pl.DataFrame:
     """Every rank's used steps, broken down (COLUMNS)."""
-    frames = [
-        rank_breakdown(ev, tb_compat=tb_compat).select(pl.lit(r, pl.Int64).alias("rank"), pl.all())
-        for r, ev in sorted(ranks.items())
-    ]
-    return pl.concat(frames) if frames else pl.DataFrame(schema=COLUMNS)
+    return each_rank(ranks, lambda ev: rank_breakdown(ev, tb_compat=tb_compat), COLUMNS)
 
 
 def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
     """Every rank's steps, used or not and why, times in us relative to the file."""
-    frames = [
-        tb_steps.profiler_steps(ev, tb_compat=tb_compat).select(
-            pl.lit(r, pl.Int64).alias("rank"),
+    return each_rank(
+        ranks,
+        lambda ev: tb_steps.profiler_steps(ev, tb_compat=tb_compat).select(
             "step",
             us(pl.col("end") - pl.col("start")).alias("step_time (us)"),
             us(pl.col("start") - pl.col("host_start")).alias("start_moved (us)"),
@@ -116,7 +113,5 @@ def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
             "gpu_ops",
             "used",
             "reason",
-        )
-        for r, ev in sorted(ranks.items())
-    ]
-    return pl.concat(frames) if frames else pl.DataFrame()
+        ),
+    )
