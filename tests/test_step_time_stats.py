@@ -38,6 +38,9 @@ def test_stats_and_outlier_cause() -> None:
     assert out["step"].to_list() == [5]
     assert out["cause"].to_list() == ["Kernel"]
     assert out["cause_excess (us)"][0] == pytest.approx(400.0)
+    # every category's change: Kernel +400; CPU Exec is 100 us, the median of its CPU Exec
+    assert out["+Kernel (us)"][0] == pytest.approx(400.0)
+    assert out["+CPU Exec (us)"][0] == pytest.approx(100.0 - statistics.median(times))
 
 
 def test_steady_steps_have_no_outlier() -> None:

@@ -38,7 +38,8 @@ def step_time_stats(breakdown: pl.DataFrame) -> pl.DataFrame:
 
 def outlier_steps(breakdown: pl.DataFrame, z_threshold: float = Z_THRESHOLD) -> pl.DataFrame:
     """Steps far slower than their rank's median, with the category that grew the most over
-    the rank's median of that category (`cause`) and by how much."""
+    the rank's median of that category (`cause`) and by how much, and every category's
+    change (`+Kernel (us)` ...: this step minus the rank's median step of that category)."""
     t = pl.col("step_time (us)")
     median = t.median().over("rank")
     mad = (t - median).abs().median().over("rank") * _MAD_TO_SD
@@ -56,6 +57,7 @@ def outlier_steps(breakdown: pl.DataFrame, z_threshold: float = Z_THRESHOLD) -> 
                 "excess (us)": pl.Float64,
                 "cause": pl.String,
                 "cause_excess (us)": pl.Float64,
+                **{f"+{c}": pl.Float64 for c in _CATS},
             }
         )
     top = pl.concat_list(_CATS).list.arg_max()
@@ -68,4 +70,5 @@ def outlier_steps(breakdown: pl.DataFrame, z_threshold: float = Z_THRESHOLD) -> 
         "excess (us)",
         top.replace_strict(names, return_dtype=pl.String).alias("cause"),
         pl.max_horizontal(_CATS).alias("cause_excess (us)"),
+        *(pl.col(c).alias(f"+{c}") for c in _CATS),
     ).sort("rank", "z", descending=[False, True])
