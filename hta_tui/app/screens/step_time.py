@@ -113,7 +113,7 @@ def summary(result: dict[str, Any]) -> str:
     outliers: pl.DataFrame = result["outliers"]
     dropped: pl.DataFrame = result["dropped"]
     if not outliers.is_empty():
-        o = outliers.row(0, named=True)
+        o = outliers.sort("excess (us)", descending=True).row(0, named=True)
         second = (
             f"Slow: rank {o['rank']} step {o['step']} (+{fmt_us(o['excess (us)'])}, "
             f"mostly {o['cause']})"
