@@ -38,6 +38,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
     ),
     ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
     ScreenEntry("b", "step_time", "Step time", "hta_tui.app.screens.step_time:StepTimeScreen"),
+    ScreenEntry("m", "memory", "Memory", "hta_tui.app.screens.memory:MemoryScreen"),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}
