@@ -68,6 +68,7 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
     ),
     "sync": (("sync",), ("sync_kind",), ()),
     "shape": (("cpu_op", "annotation", "python", "other"), ("seq",), ("input_dims", "input_type")),
+    "python": (("python",), ("python_id", "python_parent_id", "python_module_id"), ()),
 }
 
 

@@ -57,6 +57,9 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "input_dims": pl.String(),  # JSON text, for shape-aware matching; CPU-side rows only
     "input_type": pl.String(),
     "seq": pl.Int64(),  # autograd sequence number
+    "python_id": pl.Int64(),  # python_function frames: the frame's id ...
+    "python_parent_id": pl.Int64(),  # ... its caller's, for stacks without time nesting
+    "python_module_id": pl.Int64(),  # set on `nn.Module:` frames (with_modules)
 }
 
 FLOWS_SCHEMA: dict[str, pl.DataType] = {
