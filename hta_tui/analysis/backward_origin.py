@@ -1,0 +1,135 @@
+"""The forward operator behind each backward operator, so backward work gets a module.
+
+The autograd thread runs `...Backward0` ops outside any `record_function` or nn.Module frame
+of the user's. PyTorch links each one to the forward op that created its autograd node in two
+ways, and both are used:
+
+1. a `fwdbwd` flow: its start ("s") sits on the forward op (same pid, tid and ts), its finish
+   ("f") on the backward op;
+2. the autograd `Sequence number`: the forward op and its backward ops carry the same one.
+
+The flow wins; the sequence number fills in when a trace has no flows (older profilers, or
+flows dropped by a converter). Hook markers ("before/after backward of X", user annotations
+some users add with module backward hooks) are not needed; `hook_module` reports the last one
+seen before a backward op, for a check when they are there.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+#: Backward ops: autograd's `evaluate_function:` wrapper and the node itself
+#: (`GatherBackward0`, `BackwardHookFunctionBackward`, `torch::autograd::AccumulateGrad`).
+BACKWARD_RE = r"^autograd::engine::evaluate_function: |Backward\d*$|^torch::autograd::"
+_HOOK_RE = r"^(before|after) backward of (.+?)(:.*)?$"
+
+ORIGIN_COLUMNS: dict[str, pl.DataType] = {
+    "bwd": pl.UInt32(),  # idx of the backward op
+    "fwd": pl.UInt32(),  # idx of the forward op that created it; null when not found
+    "via": pl.String(),  # "flow" or "seq"
+    "hook_module": pl.String(),  # last "before/after backward of X" marker before it, if any
+}
+
+
+def is_backward() -> pl.Expr:
+    return pl.col("name").str.contains(BACKWARD_RE)
+
+
+def backward_origins(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per backward cpu op of the rank (`ORIGIN_COLUMNS`)."""
+    ops = events.lazy().filter(pl.col("kind") == "cpu_op")
+    bwd = ops.filter(is_backward()).select("idx", "pid", "tid", "ts", "seq")
+    fwd = ops.filter(~is_backward())
+    by_flow = _by_flow(ops, fwd, flows)
+    # The sequence number: the latest forward op with it that starts before the backward op.
+    by_seq = (
+        bwd.filter(pl.col("seq").is_not_null())
+        .join(
+            fwd.filter(pl.col("seq").is_not_null()).select(
+                pl.col("idx").alias("fwd"), "seq", pl.col("ts").alias("f_ts")
+            ),
+            on="seq",
+        )
+        .filter(pl.col("f_ts") < pl.col("ts"))
+        .sort("f_ts")
+        .group_by("idx")
+        .agg(pl.col("fwd").last().alias("seq_fwd"))
+    )
+    out = (
+        bwd.join(by_flow, on="idx", how="left")
+        .join(by_seq, on="idx", how="left")
+        .select(
+            pl.col("idx").alias("bwd"),
+            pl.coalesce("flow_fwd", "seq_fwd").alias("fwd"),
+            pl.when(pl.col("flow_fwd").is_not_null())
+            .then(pl.lit("flow"))
+            .when(pl.col("seq_fwd").is_not_null())
+            .then(pl.lit("seq"))
+            .alias("via"),
+            "pid",
+            "tid",
+            "ts",
+        )
+        .collect()
+    )
+    hooks = _hook_markers(events)
+    return out.join(hooks, on="bwd", how="left").cast(ORIGIN_COLUMNS).select(list(ORIGIN_COLUMNS))
+
+
+def _by_flow(ops: pl.LazyFrame, fwd: pl.LazyFrame, flows: pl.DataFrame | None) -> pl.LazyFrame:
+    """idx of a backward op -> idx of the forward op its fwdbwd flow starts on."""
+    empty = pl.LazyFrame(schema={"idx": pl.UInt32(), "flow_fwd": pl.UInt32()})
+    if flows is None or flows.is_empty():
+        return empty
+    fb = flows.lazy().filter(pl.col("cat") == "fwdbwd")
+
+    # An endpoint binds to the op of its thread that starts at its ts (the outermost of
+    # several, which is the one PyTorch records the flow on).
+    def bound(ph: str, side: pl.LazyFrame, col: str) -> pl.LazyFrame:
+        return (
+            fb.filter(pl.col("ph") == ph)
+            .join(side.select("idx", "pid", "tid", "ts", "dur"), on=["pid", "tid", "ts"])
+            .sort("dur", descending=True)
+            .group_by("id")
+            .agg(pl.col("idx").first().alias(col))
+        )
+
+    starts = bound("s", fwd, "flow_fwd")
+    finishes = bound("f", ops.filter(is_backward()), "idx")
+    return finishes.join(starts, on="id").select("idx", "flow_fwd")
+
+
+def _hook_markers(events: pl.DataFrame) -> pl.DataFrame:
+    """For each backward op, the module of the last hook marker on its thread before it."""
+    marks = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(("annotation", "cpu_op")))
+        .filter(pl.col("name").str.contains(_HOOK_RE))
+        .select(
+            "pid",
+            "tid",
+            pl.col("ts").alias("m_ts"),
+            pl.col("name").str.extract(_HOOK_RE, 2).alias("hook_module"),
+        )
+        .drop_nulls(["pid", "tid"])
+        .sort("m_ts")
+        .collect()
+    )
+    bwd = (
+        events.lazy()
+        .filter((pl.col("kind") == "cpu_op") & is_backward())
+        .select(pl.col("idx").alias("bwd"), "pid", "tid", "ts")
+        .drop_nulls(["pid", "tid"])
+        .sort("ts")
+        .collect()
+    )
+    if marks.is_empty() or bwd.is_empty():
+        return pl.DataFrame(schema={"bwd": pl.UInt32(), "hook_module": pl.String()})
+    return bwd.join_asof(
+        marks,
+        left_on="ts",
+        right_on="m_ts",
+        by=["pid", "tid"],
+        strategy="backward",
+        check_sortedness=False,
+    ).select("bwd", "hook_module")
