@@ -17,8 +17,7 @@ Modules are the `nn.Module: Name_k` python_function frames that carry `Python mo
 DEVIATION (GPU traces): the plugin links kernels to operators only through legacy `Runtime`
 events, so on every PyTorch >= 1.10 trace its device times are 0. Here device total = GPU time
 (kernels, memcpy, memset) launched by runtime / driver calls inside the occurrence, device self
-= that of calls whose innermost enclosing tree node is the module or one of its direct
-operators (the plugin: its direct operators' device totals).
+= the device totals of its direct operators (the plugin's definition).
 """
 
 from __future__ import annotations
@@ -281,23 +280,13 @@ def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) 
         .group_by("c_idx")
         .agg(pl.col("gpu_ns").sum().alias("dev_total"))
     )
-    # Self: the launch's innermost enclosing tree node is the module, or a plain operator
-    # whose parent in the tree is the module.
-    in_tree = graph.select(pl.col("idx").alias("c_idx"), "parent")
-    innermost = (
-        around.join(in_tree, on="c_idx")
-        .group_by("q", maintain_order=True)
-        .agg(pl.col("c_idx").last().alias("node"), pl.col("parent").last())
-    )
-    ops = events.filter(_plain_operator()).select(pl.col("idx").alias("node"))
-    owner = innermost.join(
-        ops.with_columns(pl.lit(True).alias("is_op")), on="node", how="left"
-    ).select(
-        "q",
-        pl.when(pl.col("is_op")).then(pl.col("parent")).otherwise(pl.col("node")).alias("owner"),
-    )
+    # Self (the plugin's): the device totals of the module's direct plain operators.
+    in_tree = graph.select(pl.col("idx").alias("c_idx"), pl.col("parent").alias("owner"))
+    ops = events.filter(_plain_operator()).select(pl.col("idx").alias("c_idx"))
     self_ = (
-        owner.join(mod_ids.rename({"c_idx": "owner"}), on="owner", how="semi")
+        around.join(ops, on="c_idx", how="semi")
+        .join(in_tree, on="c_idx")
+        .join(mod_ids.rename({"c_idx": "owner"}), on="owner", how="semi")
         .join(gpu_ns, on="q")
         .group_by("owner")
         .agg(pl.col("gpu_ns").sum().alias("dev_self"))

@@ -77,6 +77,7 @@ SYNC_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "idx": pl.UInt32(),  # the host call's event (the cuda_sync's when it has no host call)
     "call": pl.String(),
+    "correlation": pl.Int64(),  # links it to the trace (and to its cuda_sync event)
     "sync_type": pl.String(),
     "blocks_host": pl.Boolean(),
     "start (us)": pl.Float64(),  # as in the trace
@@ -103,7 +104,7 @@ SYNC_COLUMNS: dict[str, pl.DataType] = {
 
 
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
-    """The rank's sync rows before attribution: idx, call, sync_type, blocks_host, pid, tid,
+    """The rank's sync rows before attribution: idx, call, correlation, sync_type, blocks_host, pid, tid,
     ts, dur, stream, device."""
     lf = events.lazy()
     base = pl.col("name").str.replace(_SUFFIX_RE, "")
@@ -141,6 +142,7 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
     host_rows = calls.select(
         "idx",
         pl.col("name").alias("call"),
+        "correlation",
         pl.coalesce(
             pl.col("g_kind").replace_strict(GPU_SYNC_KINDS, default=None), "sync_type"
         ).alias("sync_type"),
@@ -158,6 +160,7 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         .select(
             pl.col("g_idx").alias("idx"),
             pl.col("g_kind").alias("call"),
+            "correlation",
             pl.col("g_kind").replace_strict(GPU_SYNC_KINDS, default="other").alias("sync_type"),
             pl.lit(None, pl.Int64).alias("pid"),
             pl.lit(None, pl.Int64).alias("tid"),
@@ -236,7 +239,9 @@ def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.Da
             .group_by("q", maintain_order=True)
             .agg(pl.col("c_idx").last().alias("bwd"), pl.col("fwd").last())
         )
-    fwd_ctx = context(events, events.join(bwd.select(pl.col("fwd").alias("idx")), on="idx"))
+    fwd_ctx = context(
+        events, events.join(bwd.select(pl.col("fwd").alias("idx")).unique(), on="idx")
+    )
     names = events.select("idx", "name")
     attributed = (
         own.join(bwd, on="q", how="left")
