@@ -10,6 +10,8 @@ import polars as pl
 import pytest
 
 from hta_tui.analysis.module_view import module_view, rank_module_view
+from hta_tui.synth import make_trace, write_trace
+from hta_tui.synth.sync_story import make_sync_story
 from hta_tui.trace.parse import parse_bytes, read_bytes
 
 TOLERANCE = 1e-3  # 0.1 %
@@ -101,8 +103,6 @@ def test_module_view_matches_the_plugin(shared: Path) -> None:
 
 def test_no_modules_is_an_empty_table(tmp_path: Path) -> None:
     """The default synthetic trace has no nn.Module frames; the story has four modules."""
-    from hta_tui.synth import make_trace, write_trace  # noqa: PLC0415
-    from hta_tui.synth.sync_story import make_sync_story  # noqa: PLC0415
 
     plain = write_trace(make_trace(0, world_size=1, steps=2, seed=0), tmp_path / "a.json")
     assert module_view({0: parse_bytes(read_bytes(plain)).frames["events"]}).is_empty()

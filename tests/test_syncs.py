@@ -15,6 +15,8 @@ from hta_tui.analysis.backward_origin import backward_origins
 from hta_tui.analysis.host_context import context
 from hta_tui.analysis.sync_summary import step_time, sync_summary, sync_verdict
 from hta_tui.analysis.syncs import rank_syncs, syncs
+from hta_tui.synth import sync_story
+from hta_tui.synth.files import write_trace
 from hta_tui.trace.parse import parse_bytes, read_bytes
 
 SYNC_CASES = [
@@ -218,8 +220,6 @@ def test_syncs_of_a_cpu_only_trace_are_empty_not_an_error(shared: Path) -> None:
 def test_the_generated_story_finds_the_module_behind_the_backward_sync(
     tmp_path: Path, hook_markers: bool
 ) -> None:
-    from hta_tui.synth import sync_story  # noqa: PLC0415
-    from hta_tui.synth.files import write_trace  # noqa: PLC0415
 
     steps = 3
     path = write_trace(

@@ -104,8 +104,8 @@ SYNC_COLUMNS: dict[str, pl.DataType] = {
 
 
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
-    """The rank's sync rows before attribution: idx, call, correlation, sync_type, blocks_host, pid, tid,
-    ts, dur, stream, device."""
+    """The rank's sync rows before attribution: idx, call, correlation, sync_type,
+    blocks_host, pid, tid, ts, dur, stream, device."""
     lf = events.lazy()
     base = pl.col("name").str.replace(_SUFFIX_RE, "")
     host = lf.filter(pl.col("kind").is_in(("runtime", "driver"))).with_columns(
