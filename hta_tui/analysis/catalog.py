@@ -22,10 +22,13 @@ from hta_tui.analysis import (
     kernels,
     launch,
     memory,
+    module_view,
     overlap,
     queue,
     sequences,
     steps,
+    sync_summary,
+    syncs,
     temporal,
 )
 
@@ -84,9 +87,11 @@ def options_with(settings: Mapping[str, str]) -> Options:
 class Analysis:
     name: str
     title: str
-    run: Callable[[Ranks, Options], Tables]
+    run: Callable[..., Tables]  # (ranks, options), or (ranks, options, flows) with `flows`
     #: Large per-event outputs (time series) run only when asked for by name.
     default: bool = True
+    #: Takes the ranks' flows frames too (`run(ranks, options, flows)`).
+    flows: bool = False
 
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
@@ -204,6 +209,21 @@ def _annotations(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _syncs(r: Ranks, o: Options, flows: Ranks | None = None) -> Tables:
+    table = syncs.syncs(r, flows)
+    steps_t = sync_summary.step_time(r)
+    summary = sync_summary.sync_summary(table, steps_t)
+    return {
+        "syncs": table,
+        "sync_summary": summary,
+        "sync_verdict": sync_summary.sync_verdict(summary, steps_t),
+    }
+
+
+def _modules(r: Ranks, o: Options) -> Tables:
+    return {"module_stats": module_view.module_view(r)}
+
+
 ANALYSES: tuple[Analysis, ...] = (
     Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
     Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
@@ -219,6 +239,8 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten),
     Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
     Analysis("user_annotation_breakdown", "User annotations", _annotations),
+    Analysis("syncs", "Host-device syncs and who caused them", _syncs, flows=True),
+    Analysis("module_stats", "nn.Module view", _modules),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
@@ -240,8 +262,11 @@ def run(
     options: Options | None = None,
     *,
     threads: int = 2,
+    flows: Ranks | None = None,
 ) -> Tables:
-    """Run the selected analyses over the loaded ranks; tables in catalog order.
+    """Run the selected analyses over the loaded ranks; tables in catalog order. `flows`
+    (the ranks' flows frames) is for the analyses that follow them; without it they fall
+    back on what the events say.
 
     The first analysis runs alone and builds the shared per-rank views (see hta_view); the
     others then run `threads` at a time: most of their queries are small and single-threaded
@@ -251,12 +276,16 @@ def run(
     chosen = select(names)
     if not chosen:
         return {}
-    results: list[Tables] = [chosen[0].run(ranks, options)]
+
+    def one(a: Analysis) -> Tables:
+        return a.run(ranks, options, flows) if a.flows else a.run(ranks, options)
+
+    results: list[Tables] = [one(chosen[0])]
     if threads > 1 and len(chosen) > 2:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="analysis") as pool:
-            results += list(pool.map(lambda a: a.run(ranks, options), chosen[1:]))
+            results += list(pool.map(one, chosen[1:]))
     else:
-        results += [a.run(ranks, options) for a in chosen[1:]]
+        results += [one(a) for a in chosen[1:]]
     out: Tables = {}
     for tables in results:
         out.update(tables)
