@@ -38,6 +38,8 @@ HTA_CALLS: dict[str, str] = {
     "profiler_steps": "ta.get_profiler_steps()",
     "potential_stragglers": "ta.get_potential_stragglers()",
     "user_annotation_breakdown": "ta.get_gpu_user_annotation_breakdown(visualize=False)",
+    "syncs": None,  # HTA has no sync finder
+    "module_stats": None,  # nor a module view (the TensorBoard plugin's)
 }
 
 
@@ -49,20 +51,24 @@ def _ours(folder: Path, cache: Path) -> dict:
     t0 = time.perf_counter()
     ts = open_set(folder, Cache(cache))
     ranks = ts.frames()
+    flows = ts.frames("flows")
     load = time.perf_counter() - t0
     times: dict[str, float] = {}
     for analysis in catalog.ANALYSES:
         if not analysis.default:
             continue
         t = time.perf_counter()
-        analysis.run(ranks, catalog.Options())
+        if analysis.flows:
+            analysis.run(ranks, catalog.Options(), flows)
+        else:
+            analysis.run(ranks, catalog.Options())
         times[analysis.name] = time.perf_counter() - t
     # "together": what `report` and the API run, catalog.run, on fresh frames (no shared
     # views left over from the loop above)
     ts = open_set(folder, Cache(cache))
     fresh = ts.frames()
     t = time.perf_counter()
-    catalog.run(fresh)
+    catalog.run(fresh, flows=ts.frames("flows"))
     together = time.perf_counter() - t
     return {"load_s": load, "times": times, "together_s": together}
 
