@@ -35,12 +35,17 @@ def is_backward() -> pl.Expr:
     return pl.col("name").str.contains(BACKWARD_RE)
 
 
-def backward_origins(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per backward cpu op of the rank (`ORIGIN_COLUMNS`)."""
+def backward_origins(
+    events: pl.DataFrame, flows: pl.DataFrame | None = None, only: pl.Series | None = None
+) -> pl.DataFrame:
+    """One row per backward cpu op of the rank (`ORIGIN_COLUMNS`); `only`: just these idx."""
     ops = events.lazy().filter(pl.col("kind") == "cpu_op")
-    bwd = ops.filter(is_backward()).select("idx", "pid", "tid", "ts", "seq")
+    bwd = ops.filter(is_backward())
+    if only is not None:
+        bwd = bwd.filter(pl.col("idx").is_in(only.implode()))
+    bwd = bwd.select("idx", "pid", "tid", "ts", "dur", "seq")
     fwd = ops.filter(~is_backward())
-    by_flow = _by_flow(ops, fwd, flows)
+    by_flow = _by_flow(bwd, fwd, flows)
     # The sequence number: the latest forward op with it that starts before the backward op.
     by_seq = (
         bwd.filter(pl.col("seq").is_not_null())
@@ -72,11 +77,11 @@ def backward_origins(events: pl.DataFrame, flows: pl.DataFrame | None = None) ->
         )
         .collect()
     )
-    hooks = _hook_markers(events)
+    hooks = _hook_markers(events, only)
     return out.join(hooks, on="bwd", how="left").cast(ORIGIN_COLUMNS).select(list(ORIGIN_COLUMNS))
 
 
-def _by_flow(ops: pl.LazyFrame, fwd: pl.LazyFrame, flows: pl.DataFrame | None) -> pl.LazyFrame:
+def _by_flow(bwd: pl.LazyFrame, fwd: pl.LazyFrame, flows: pl.DataFrame | None) -> pl.LazyFrame:
     """idx of a backward op -> idx of the forward op its fwdbwd flow starts on."""
     empty = pl.LazyFrame(schema={"idx": pl.UInt32(), "flow_fwd": pl.UInt32()})
     if flows is None or flows.is_empty():
@@ -94,12 +99,16 @@ def _by_flow(ops: pl.LazyFrame, fwd: pl.LazyFrame, flows: pl.DataFrame | None) -
             .agg(pl.col("idx").first().alias(col))
         )
 
-    starts = bound("s", fwd, "flow_fwd")
-    finishes = bound("f", ops.filter(is_backward()), "idx")
+    finishes = bound("f", bwd, "idx")
+    starts = bound(
+        "s",
+        fwd.join(fb.select("pid", "tid", "ts").unique(), on=["pid", "tid", "ts"], how="semi"),
+        "flow_fwd",
+    )
     return finishes.join(starts, on="id").select("idx", "flow_fwd")
 
 
-def _hook_markers(events: pl.DataFrame) -> pl.DataFrame:
+def _hook_markers(events: pl.DataFrame, only: pl.Series | None = None) -> pl.DataFrame:
     """For each backward op, the module of the last hook marker on its thread before it."""
     marks = (
         events.lazy()
@@ -115,10 +124,11 @@ def _hook_markers(events: pl.DataFrame) -> pl.DataFrame:
         .sort("m_ts")
         .collect()
     )
+    bwd = events.lazy().filter((pl.col("kind") == "cpu_op") & is_backward())
+    if only is not None:
+        bwd = bwd.filter(pl.col("idx").is_in(only.implode()))
     bwd = (
-        events.lazy()
-        .filter((pl.col("kind") == "cpu_op") & is_backward())
-        .select(pl.col("idx").alias("bwd"), "pid", "tid", "ts")
+        bwd.select(pl.col("idx").alias("bwd"), "pid", "tid", "ts")
         .drop_nulls(["pid", "tid"])
         .sort("ts")
         .collect()

@@ -2,14 +2,16 @@
 user annotations that enclose it on its thread.
 
 A sync, or any CPU event, is "inside" every CPU-side event of its thread that starts no later
-and ends no earlier. Those are found with one inequality join over the whole rank (polars'
-IEJoin: no per-thread cross product), which returns only the few enclosing events of each
-query, so tracing a few thousand events back through a rank of millions stays cheap.
+and ends no earlier. The threads that hold queries are nested once by time and each query's
+ancestors read off that nesting, so tracing a few thousand events back through a rank of
+millions costs a few sorts (an inequality join of queries against every event took seconds).
 """
 
 from __future__ import annotations
 
 import polars as pl
+
+from hta_tui.analysis.sequences import _levels, ancestors_at
 
 #: CPU-side kinds that can enclose an event.
 CONTEXT_KINDS: tuple[str, ...] = ("cpu_op", "annotation", "python")
@@ -65,41 +67,102 @@ def context_events(events: pl.DataFrame) -> pl.LazyFrame:
 
 def enclosing(events: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
     """Every context event enclosing each query (queries: idx, pid, tid, ts, dur), itself
-    excluded; outermost first per query. Columns: q, and the c_* columns of `context_events`."""
+    excluded; outermost first per query. Columns: q, and the c_* columns of `context_events`.
+
+    The events that contain some query are nested (`sequences._levels`), then every query's
+    ancestors at each of its levels are found in one as-of join: a few sorts, whatever the
+    number of queries.
+    """
+    ctx_all = context_events(events)
     if queries.is_empty():
-        return (
-            context_events(events)
-            .clear()
-            .collect()
-            .with_columns(pl.lit(None, pl.UInt32).alias("q"))
+        return ctx_all.clear().collect().with_columns(pl.lit(None, pl.UInt32).alias("q"))
+    threads = (
+        queries.select("pid", "tid")
+        .drop_nulls()
+        .unique()
+        .sort("pid", "tid")
+        .with_row_index("thread")
+    )
+    ctx = ctx_all.join(
+        threads.lazy().select(pl.col("pid").alias("c_pid"), pl.col("tid").alias("c_tid")),
+        on=["c_pid", "c_tid"],
+        how="semi",
+    ).collect()
+    on_thread = ctx.join(
+        threads.select("thread", pl.col("pid").alias("c_pid"), pl.col("tid").alias("c_tid")),
+        on=["c_pid", "c_tid"],
+    )
+    asked = queries.join(threads, on=["pid", "tid"]).select(
+        "thread", "idx", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end")
+    )
+    # Only events that contain some query can enclose one: each event looks at the first
+    # query starting at or after it (queries of a thread do not overlap unless nested), so
+    # the nesting below sorts a query's few ancestors, not the whole thread.
+    first_after = (
+        on_thread.sort("c_ts")
+        .join_asof(
+            asked.sort("start").select("thread", "start", pl.col("end").alias("q_end")),
+            left_on="c_ts",
+            right_on="start",
+            by="thread",
+            strategy="forward",
+            check_sortedness=False,
         )
-    q = queries.lazy().select(
+        .filter(pl.col("q_end") <= pl.col("c_end"))
+    )
+    on_thread = first_after.select(on_thread.columns)
+    nodes = pl.concat(
+        [
+            on_thread.select(
+                "thread",
+                pl.col("c_idx").alias("idx"),
+                pl.col("c_ts").alias("start"),
+                pl.col("c_end").alias("end"),
+            ),
+            asked,
+        ]
+    ).unique("idx")
+    graph = nodes.join(_levels(nodes), on="idx").select("idx", "thread", "pos", "level")
+    wanted = (
+        graph.join(asked.select("idx"), on="idx", how="semi")
+        .filter(pl.col("level") > 0)
+        .select(
+            pl.col("idx").alias("q"),
+            "thread",
+            "pos",
+            pl.int_ranges(0, pl.col("level"), dtype=pl.Int32).alias("level"),
+        )
+        .explode("level")
+    )
+    pairs = wanted.with_columns(ancestors_at(graph, wanted).alias("c_idx")).drop_nulls("c_idx")
+    spans = queries.select(
         pl.col("idx").alias("q"),
-        pl.col("pid").alias("q_pid"),
-        pl.col("tid").alias("q_tid"),
         pl.col("ts").alias("q_ts"),
         (pl.col("ts") + pl.col("dur")).alias("q_end"),
     )
-    threads = queries.select(pl.col("pid").alias("c_pid"), pl.col("tid").alias("c_tid")).unique()
-    ctx = context_events(events).join(threads.lazy(), on=["c_pid", "c_tid"], how="semi")
     return (
-        q.join_where(ctx, pl.col("c_ts") <= pl.col("q_ts"), pl.col("c_end") >= pl.col("q_end"))
+        pairs.select("q", "c_idx")
+        .join(ctx, on="c_idx")
+        .join(spans, on="q")
+        # Nesting by time assumes well-formed threads; keep only true containment.
         .filter(
-            (pl.col("c_pid") == pl.col("q_pid"))
-            & (pl.col("c_tid") == pl.col("q_tid"))
+            (pl.col("c_ts") <= pl.col("q_ts"))
+            & (pl.col("c_end") >= pl.col("q_end"))
             & (pl.col("c_idx") != pl.col("q"))
         )
         .sort(["q", "c_ts", "c_end", "c_idx"], descending=[False, False, True, False])
-        .drop("q_pid", "q_tid", "q_ts", "q_end")
-        .collect()
+        .select("q", *ctx.columns)
     )
 
 
-def context(events: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
+def context(
+    events: pl.DataFrame, queries: pl.DataFrame, around: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """One row per query (in `CONTEXT_COLUMNS`): its operator stack, module, call site, Python
     stack, annotations and step; nulls where the trace does not say (no `with_stack`, no
-    `with_modules`, no enclosing op)."""
-    around = enclosing(events, queries)
+    `with_modules`, no enclosing op). `around`: `enclosing(events, queries)` if known."""
+    if around is None:
+        around = enclosing(events, queries)
     kind, name = pl.col("c_kind"), pl.col("c_name")
     is_module = (kind == "python") & pl.col("c_module_id").is_not_null()
     is_frame = (kind == "python") & ~is_module & name.str.contains(_FRAME_RE)

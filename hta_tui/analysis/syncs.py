@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from hta_tui.analysis.backward_origin import backward_origins
+from hta_tui.analysis.backward_origin import BACKWARD_RE, backward_origins
 from hta_tui.analysis.host_context import CONTEXT_COLUMNS, context, enclosing
 from hta_tui.analysis.hta_view import us
 
@@ -107,10 +107,16 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
     """The rank's sync rows before attribution: idx, call, correlation, sync_type,
     blocks_host, pid, tid, ts, dur, stream, device."""
     lf = events.lazy()
-    base = pl.col("name").str.replace(_SUFFIX_RE, "")
-    host = lf.filter(pl.col("kind").is_in(("runtime", "driver"))).with_columns(
-        base.replace_strict(SYNC_CALLS, default=None).alias("sync_type")
+    launches = lf.filter(pl.col("kind").is_in(("runtime", "driver")))
+    # The suffix regex on the few distinct call names, not on every call.
+    names = launches.select(pl.col("name").unique()).collect().to_series()
+    types = names.to_frame().with_columns(
+        pl.col("name")
+        .str.replace(_SUFFIX_RE, "")
+        .replace_strict(SYNC_CALLS, default=None)
+        .alias("sync_type")
     )
+    host = launches.join(types.lazy(), on="name", how="left")
     gpu_syncs = lf.filter(pl.col("kind") == "sync").select(
         pl.col("idx").alias("g_idx"),
         "correlation",
@@ -227,15 +233,18 @@ def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.Da
     calls = sync_calls(events)
     flight = in_flight(events, calls)
     host = calls.filter(pl.col("pid").is_not_null())
-    own = context(events, host)
+    around = enclosing(events, host)
+    own = context(events, host, around)
     # Backward: the innermost enclosing backward op with a known forward op lends its.
-    origins = backward_origins(events, flows) if not host.is_empty() else None
+    in_bwd = around.filter(
+        (pl.col("c_kind") == "cpu_op") & pl.col("c_name").str.contains(BACKWARD_RE)
+    )["c_idx"].unique()
+    origins = backward_origins(events, flows, only=in_bwd) if in_bwd.len() else None
     bwd = pl.DataFrame(schema={"q": pl.UInt32(), "bwd": pl.UInt32(), "fwd": pl.UInt32()})
     if origins is not None and not origins.is_empty():
         known = origins.filter(pl.col("fwd").is_not_null())
         bwd = (
-            enclosing(events, host)
-            .join(known.select(pl.col("bwd").alias("c_idx"), "fwd"), on="c_idx")
+            around.join(known.select(pl.col("bwd").alias("c_idx"), "fwd"), on="c_idx")
             .group_by("q", maintain_order=True)
             .agg(pl.col("c_idx").last().alias("bwd"), pl.col("fwd").last())
         )
