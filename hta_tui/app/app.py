@@ -69,9 +69,11 @@ SCREEN_STYLES = (
     "idle",
     "kernels",
     "launch",
+    "modules",
     "overlap",
     "sequences",
     "steps",
+    "syncs",
     "timelines",
 )
 
