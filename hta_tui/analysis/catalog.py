@@ -28,7 +28,6 @@ from hta_tui.analysis import (
     sequences,
     steps,
     sync_summary,
-    syncs,
     temporal,
 )
 
@@ -210,14 +209,7 @@ def _annotations(r: Ranks, o: Options) -> Tables:
 
 
 def _syncs(r: Ranks, o: Options, flows: Ranks | None = None) -> Tables:
-    table = syncs.syncs(r, flows)
-    steps_t = sync_summary.step_time(r)
-    summary = sync_summary.sync_summary(table, steps_t)
-    return {
-        "syncs": table,
-        "sync_summary": summary,
-        "sync_verdict": sync_summary.sync_verdict(summary, steps_t),
-    }
+    return sync_summary.sync_tables(r, flows)
 
 
 def _modules(r: Ranks, o: Options) -> Tables:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis.hta_view import us
-from hta_tui.analysis.syncs import SYNC_COLUMNS
+from hta_tui.analysis.syncs import SYNC_COLUMNS, syncs
 
 GROUP_KEYS: tuple[str, ...] = ("rank", "phase", "module", "operator", "call_site")
 _STEP_RE = r"^ProfilerStep\s*#\s*\d+$"
@@ -148,3 +148,17 @@ def sync_verdict(summary: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         .select(list(VERDICT_COLUMNS))
         .sort("rank")
     )
+
+
+def sync_tables(
+    ranks: Mapping[int, pl.DataFrame], flows: Mapping[int, pl.DataFrame] | None = None
+) -> dict[str, pl.DataFrame]:
+    """The report's three tables: syncs, sync_summary, sync_verdict."""
+    table = syncs(ranks, flows)
+    steps = step_time(ranks)
+    summary = sync_summary(table, steps)
+    return {
+        "syncs": table,
+        "sync_summary": summary,
+        "sync_verdict": sync_verdict(summary, steps),
+    }

@@ -7,14 +7,12 @@ on a row lists its syncs below (every one otherwise), with what each waited for.
 
 from __future__ import annotations
 
-from typing import Any
-
 import polars as pl
 from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import sync_summary, syncs
+from hta_tui.analysis import sync_summary
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 
@@ -52,23 +50,16 @@ class SyncsScreen(AnalysisScreen):
         yield FrameTable(id="sync-instances", export_name="syncs")
 
     @staticmethod
-    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        table = syncs.syncs(frames)
-        steps = sync_summary.step_time(frames)
-        summary = sync_summary.sync_summary(table, steps)
-        return {
-            "syncs": table,
-            "summary": summary,
-            "verdict": sync_summary.sync_verdict(summary, steps),
-        }
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, pl.DataFrame]:
+        return sync_summary.sync_tables(frames)
 
-    def show(self, result: dict[str, Any]) -> None:
-        verdict: pl.DataFrame = result["verdict"]
+    def show(self, result: dict[str, pl.DataFrame]) -> None:
+        verdict: pl.DataFrame = result["sync_verdict"]
         lines = [f"rank {r}: {v}" for r, v in verdict.select("rank", "verdict").iter_rows()]
         self.query_one("#sync-verdict", Static).update(
             "\n".join(lines[:3]) or "No trace loaded yet."
         )
-        summary: pl.DataFrame = result["summary"]
+        summary: pl.DataFrame = result["sync_summary"]
         self.query_one("#sync-summary", FrameTable).show_frame(
             summary.with_columns(pl.col("step_pctg").round(2))
             .select(list(SUMMARY_HEADERS))
