@@ -229,10 +229,7 @@ class TraceAnalysis(SyncFinderMethods):
         """The ranks most likely to hold the others back, most suspicious first (at most
         `num_candidates`); `get_straggler_candidates` gives the table behind the answer."""
         table = self.get_straggler_candidates(profiler_steps)
-        flagged = table.filter(pl.col("straggler"))
-        if "step_z" in flagged.columns:
-            flagged = flagged.sort("step_z", descending=True, nulls_last=True)
-        return flagged["rank"].head(num_candidates).to_list()
+        return steps.potential_stragglers(table, num_candidates)
 
     def get_straggler_candidates(self, profiler_steps: list[int] | None = None) -> pl.DataFrame:
         return steps.straggler_candidates(

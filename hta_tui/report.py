@@ -47,7 +47,7 @@ def build_tables(
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
     """The JSON shape: one list of records per table."""
-    return {name: df.to_dicts() for name, df in build_tables(ts, **kw).items()}
+    return {name: catalog.json_value(name, df) for name, df in build_tables(ts, **kw).items()}
 
 
 def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
@@ -101,7 +101,7 @@ def run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir)
     if as_json:
-        doc = {name: df.to_dicts() for name, df in tables.items()}
+        doc = {name: catalog.json_value(name, df) for name, df in tables.items()}
         out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
     elif csv_dir is None:
         _text(tables, ts.root, out)

@@ -190,11 +190,26 @@ def _aten(r: Ranks, o: Options) -> Tables:
 
 def _steps(r: Ranks, o: Options) -> Tables:
     numbers = pl.DataFrame({"step": steps.profiler_steps(r)}, schema={"step": pl.Int64()})
+    scores = steps.straggler_candidates(r, hta_compat=o.hta_compat)
+    ranks = pl.DataFrame({"rank": steps.potential_stragglers(scores)}, schema={"rank": pl.Int64()})
     return {
         "profiler_steps": numbers,
         "iterations": steps.iterations(r, hta_compat=o.hta_compat),
-        "potential_stragglers": steps.straggler_candidates(r, hta_compat=o.hta_compat),
+        "potential_stragglers": ranks,
+        "straggler_scores": scores,
     }
+
+
+#: Tables that HTA answers with a list: the report's JSON writes them as a list of that column
+#: (`"potential_stragglers": [3]`), the text and CSV outputs as one-column tables.
+LIST_KEYS: dict[str, str] = {"potential_stragglers": "rank"}
+
+
+def json_value(name: str, table: pl.DataFrame) -> list[object]:
+    """A table as the report's JSON writes it: records, or a list for `LIST_KEYS`."""
+    if name in LIST_KEYS:
+        return table[LIST_KEYS[name]].to_list()
+    return table.to_dicts()
 
 
 def _annotations(r: Ranks, o: Options) -> Tables:

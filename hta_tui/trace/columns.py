@@ -16,7 +16,15 @@ from typing import Any
 import polars as pl
 
 from hta_tui.trace.events import NO_ARGS, Event, EventArgs
-from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA, KIND, KINDS, THREADS_SCHEMA, empty
+from hta_tui.trace.schema import (
+    EVENTS_SCHEMA,
+    FLOWS_SCHEMA,
+    KIND,
+    KINDS,
+    LAUNCH_KINDS,
+    THREADS_SCHEMA,
+    empty,
+)
 
 _CAT_KIND: dict[str, str] = {
     "kernel": "kernel",
@@ -164,11 +172,15 @@ class _Gathered:
                     spread.append(_spread(text, idx, n))
                 else:
                     spread.append(_dim3(text, idx, n))
+        kind = _kind(pl.col("cat").replace_strict(kinds, return_dtype=KIND))
         return main.with_columns(
             pl.int_range(n, dtype=pl.UInt32).alias("idx"),
             _ns(pl.col("ts")),
             _ns(pl.col("dur").fill_null(0.0)),
-            pl.col("cat").replace_strict(kinds, return_dtype=KIND).alias("kind"),
+            kind.alias("kind"),
+            # A CPU-side call has no stream whatever its args say: ROCm's hip calls carry
+            # `"stream": "0x0"` (HTA: -1), which would make every launch look like GPU work.
+            pl.when(~kind.is_in(LAUNCH_KINDS)).then(pl.col("stream")).alias("stream"),
             # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
             pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
             .then(pl.col("stream"))
@@ -176,6 +188,21 @@ class _Gathered:
             .alias("tid"),
             *spread,
         ).select(list(EVENTS_SCHEMA))
+
+
+def _kind(by_category: pl.Expr) -> pl.Expr:
+    """Kinds that need the name too: MTIA's device ops (`mtia_ccp_events`) are kernels, or
+    copies when named `dma_*` (HTA's MEMORY). Their args are read as "other" rows' are
+    (every family), since one category holds both."""
+    mtia = pl.col("cat") == "mtia_ccp_events"
+    dma = pl.col("name").str.starts_with("dma")
+    return (
+        pl.when(mtia & dma)
+        .then(pl.lit("memcpy", KIND))
+        .when(mtia)
+        .then(pl.lit("kernel", KIND))
+        .otherwise(by_category)
+    )
 
 
 def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
