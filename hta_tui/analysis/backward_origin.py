@@ -40,21 +40,27 @@ def backward_origins(
 ) -> pl.DataFrame:
     """One row per backward cpu op of the rank (`ORIGIN_COLUMNS`); `only`: just these idx."""
     ops = events.lazy().filter(pl.col("kind") == "cpu_op")
-    bwd = ops.filter(is_backward())
+    # The name regex only ever runs on a few rows: the ops asked for, or those with a seq.
     if only is not None:
-        bwd = bwd.filter(pl.col("idx").is_in(only.implode()))
-    bwd = bwd.select("idx", "pid", "tid", "ts", "dur", "seq")
-    fwd = ops.filter(~is_backward())
-    by_flow = _by_flow(bwd, fwd, flows)
+        bwd = ops.filter(pl.col("idx").is_in(only.implode()))
+    else:
+        name = pl.col("name")
+        bwd = ops.filter(
+            name.str.contains("Backward", literal=True)
+            | name.str.contains("autograd::", literal=True)
+        )
+        bwd = bwd.filter(is_backward())
+    bwd = bwd.select("idx", "pid", "tid", "ts", "dur", "seq").collect().lazy()
+    by_flow = _by_flow(bwd, ops, flows)
     # The sequence number: the latest forward op with it that starts before the backward op.
+    fwd = (
+        ops.filter(pl.col("seq").is_not_null())
+        .join(bwd.select("seq").drop_nulls().unique(), on="seq", how="semi")
+        .filter(~is_backward())
+    )
     by_seq = (
         bwd.filter(pl.col("seq").is_not_null())
-        .join(
-            fwd.filter(pl.col("seq").is_not_null()).select(
-                pl.col("idx").alias("fwd"), "seq", pl.col("ts").alias("f_ts")
-            ),
-            on="seq",
-        )
+        .join(fwd.select(pl.col("idx").alias("fwd"), "seq", pl.col("ts").alias("f_ts")), on="seq")
         .filter(pl.col("f_ts") < pl.col("ts"))
         .sort("f_ts")
         .group_by("idx")
@@ -81,30 +87,29 @@ def backward_origins(
     return out.join(hooks, on="bwd", how="left").cast(ORIGIN_COLUMNS).select(list(ORIGIN_COLUMNS))
 
 
-def _by_flow(bwd: pl.LazyFrame, fwd: pl.LazyFrame, flows: pl.DataFrame | None) -> pl.LazyFrame:
+def _by_flow(bwd: pl.LazyFrame, ops: pl.LazyFrame, flows: pl.DataFrame | None) -> pl.LazyFrame:
     """idx of a backward op -> idx of the forward op its fwdbwd flow starts on."""
     empty = pl.LazyFrame(schema={"idx": pl.UInt32(), "flow_fwd": pl.UInt32()})
     if flows is None or flows.is_empty():
         return empty
     fb = flows.lazy().filter(pl.col("cat") == "fwdbwd")
+    keys = ["pid", "tid", "ts"]
 
     # An endpoint binds to the op of its thread that starts at its ts (the outermost of
     # several, which is the one PyTorch records the flow on).
     def bound(ph: str, side: pl.LazyFrame, col: str) -> pl.LazyFrame:
         return (
             fb.filter(pl.col("ph") == ph)
-            .join(side.select("idx", "pid", "tid", "ts", "dur"), on=["pid", "tid", "ts"])
+            .join(side.select("idx", *keys, "dur"), on=keys)
             .sort("dur", descending=True)
             .group_by("id")
             .agg(pl.col("idx").first().alias(col))
         )
 
     finishes = bound("f", bwd, "idx")
-    starts = bound(
-        "s",
-        fwd.join(fb.select("pid", "tid", "ts").unique(), on=["pid", "tid", "ts"], how="semi"),
-        "flow_fwd",
-    )
+    ends = finishes.join(fb.filter(pl.col("ph") == "s"), on="id").select(keys).unique()
+    fwd = ops.join(ends, on=keys, how="semi").filter(~is_backward())
+    starts = bound("s", fwd, "flow_fwd")
     return finishes.join(starts, on="id").select("idx", "flow_fwd")
 
 
@@ -113,6 +118,7 @@ def _hook_markers(events: pl.DataFrame, only: pl.Series | None = None) -> pl.Dat
     marks = (
         events.lazy()
         .filter(pl.col("kind").is_in(("annotation", "cpu_op")))
+        .filter(pl.col("name").str.contains("backward of ", literal=True))
         .filter(pl.col("name").str.contains(_HOOK_RE))
         .select(
             "pid",
@@ -124,9 +130,11 @@ def _hook_markers(events: pl.DataFrame, only: pl.Series | None = None) -> pl.Dat
         .sort("m_ts")
         .collect()
     )
-    bwd = events.lazy().filter((pl.col("kind") == "cpu_op") & is_backward())
+    bwd = events.lazy().filter(pl.col("kind") == "cpu_op")
     if only is not None:
         bwd = bwd.filter(pl.col("idx").is_in(only.implode()))
+    else:
+        bwd = bwd.filter(is_backward())
     bwd = (
         bwd.select(pl.col("idx").alias("bwd"), "pid", "tid", "ts")
         .drop_nulls(["pid", "tid"])

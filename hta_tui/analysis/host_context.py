@@ -43,6 +43,16 @@ CONTEXT_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
+def rows_at(events: pl.DataFrame, idx: pl.Series) -> pl.DataFrame:
+    """The events with these idx, in that order (nulls and unknown idx left out). A parsed
+    frame's idx is its row number, so this is a gather, not a join over the whole rank."""
+    idx = idx.drop_nulls()
+    n = events.height
+    if n and events["idx"][0] == 0 and events["idx"][n - 1] == n - 1:
+        return events[idx.filter(idx < n).cast(pl.UInt32)]
+    return idx.rename("idx").to_frame().join(events, on="idx", maintain_order="left")
+
+
 def context_events(events: pl.DataFrame) -> pl.LazyFrame:
     """The rows that can enclose a query: CPU ops, annotations and Python frames of a thread."""
     return (

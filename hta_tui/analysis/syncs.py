@@ -22,7 +22,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis.backward_origin import BACKWARD_RE, backward_origins
-from hta_tui.analysis.host_context import CONTEXT_COLUMNS, context, enclosing
+from hta_tui.analysis.host_context import CONTEXT_COLUMNS, context, enclosing, rows_at
 from hta_tui.analysis.hta_view import us
 
 #: Host calls that wait for the GPU, by name without version / per-thread suffixes.
@@ -117,6 +117,9 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         .alias("sync_type")
     )
     host = launches.join(types.lazy(), on="name", how="left")
+    async_names = names.filter(names.str.contains(_ASYNC_COPY_RE))
+    copy_names = lf.filter(pl.col("kind") == "memcpy").select(pl.col("name").unique()).collect()
+    pageable_names = copy_names.filter(pl.col("name").str.contains(_PAGEABLE_DTOH_RE))["name"]
     gpu_syncs = lf.filter(pl.col("kind") == "sync").select(
         pl.col("idx").alias("g_idx"),
         "correlation",
@@ -126,12 +129,12 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
     )
     # An async copy into pageable host memory blocks like a synchronous one.
     pageable = (
-        lf.filter((pl.col("kind") == "memcpy") & pl.col("name").str.contains(_PAGEABLE_DTOH_RE))
+        lf.filter((pl.col("kind") == "memcpy") & pl.col("name").is_in(pageable_names.implode()))
         .select("correlation", pl.col("stream").alias("c_stream"), pl.col("device").alias("c_dev"))
         .unique("correlation")
     )
     async_copies = (
-        host.filter(pl.col("sync_type").is_null() & pl.col("name").str.contains(_ASYNC_COPY_RE))
+        host.filter(pl.col("sync_type").is_null() & pl.col("name").is_in(async_names.implode()))
         .join(pageable, on="correlation")
         .with_columns(pl.lit("pageable_copy").alias("sync_type"))
     )
@@ -248,10 +251,8 @@ def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.Da
             .group_by("q", maintain_order=True)
             .agg(pl.col("c_idx").last().alias("bwd"), pl.col("fwd").last())
         )
-    fwd_ctx = context(
-        events, events.join(bwd.select(pl.col("fwd").alias("idx")).unique(), on="idx")
-    )
-    names = events.select("idx", "name")
+    fwd_ctx = context(events, rows_at(events, bwd["fwd"].unique()))
+    names = rows_at(events, pl.concat([bwd["bwd"], bwd["fwd"]]).unique()).select("idx", "name")
     attributed = (
         own.join(bwd, on="q", how="left")
         .join(
