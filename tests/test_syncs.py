@@ -24,13 +24,15 @@ SYNC_CASES = [
     "negative_queue_length_values_check",
     "trace_diff/control",
     "trace_diff/test",
+    "tracelens_mi300_ddp_resnet18",  # HIP: hipDeviceSynchronize, hipMemcpyWithStream
+    "tracelens_h100_bert_memory",
 ]
 VIT = "pytorch_cpu_vit_memory/worker0.1795489276434075715.pt.trace.json.gz"
 
 # Written from the CUDA / HIP / driver API docs, not from the analysis's tables.
 _BLOCKING = re.compile(
     r"^(cuda|hip)(Stream|Device|Thread|Ctx|Event)Synchronize$|^cu(Stream|Ctx|Event)Synchronize$"
-    r"|^(cuda|hip|cu)StreamWaitEvent$|^(cuda|hip)Memcpy(2D|3D|DtoH|HtoD|DtoD|FromSymbol|ToSymbol)?$"
+    r"|^(cuda|hip|cu)StreamWaitEvent$|^(cuda|hip)Memcpy(2D|3D|DtoH|HtoD|DtoD|FromSymbol|ToSymbol|WithStream)?$"
     r"|^cuMemcpy(DtoH|HtoD|DtoD|2D|3D)?$"
 )
 
@@ -71,7 +73,8 @@ def test_every_sync_event_is_listed(shared: Path, case: str) -> None:
     files = sorted((shared / "traces" / case).glob("*.json*"))
     assert files
     for path in files:
-        host, gpu = _raw_syncs(_raw_events(path))
+        raw = _raw_events(path)
+        host, gpu = _raw_syncs(raw)
         frames = _frames(path)
         table = rank_syncs(frames["events"], frames["flows"])
         listed = set(table["correlation"].to_list())
@@ -84,7 +87,7 @@ def test_every_sync_event_is_listed(shared: Path, case: str) -> None:
         # Each row is blocked for its host call's duration, read from the JSON.
         durs = {
             e["args"]["correlation"]: e["dur"]
-            for e in _raw_events(path)
+            for e in raw
             if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") in host
         }
         blocking = table.filter(pl.col("blocks_host"))
