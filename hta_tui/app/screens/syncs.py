@@ -45,7 +45,8 @@ class SyncsScreen(AnalysisScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="sync-verdict", classes="summary")
-        yield FrameTable(id="sync-summary", key_column="operator", export_name="sync_summary")
+        # No key column: every column of a row can be null (a sync outside any op or module).
+        yield FrameTable(id="sync-summary", export_name="sync_summary")
         yield Static("Syncs (enter on a row above: only its own)", classes="section-title")
         yield FrameTable(id="sync-instances", export_name="syncs")
 
