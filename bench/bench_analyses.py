@@ -51,24 +51,20 @@ def _ours(folder: Path, cache: Path) -> dict:
     t0 = time.perf_counter()
     ts = open_set(folder, Cache(cache))
     ranks = ts.frames()
-    flows = ts.frames("flows")
     load = time.perf_counter() - t0
     times: dict[str, float] = {}
     for analysis in catalog.ANALYSES:
         if not analysis.default:
             continue
         t = time.perf_counter()
-        if analysis.flows:
-            analysis.run(ranks, catalog.Options(), flows)
-        else:
-            analysis.run(ranks, catalog.Options())
+        analysis.run(ranks, catalog.Options(), **{f: ts.frames(f) for f in analysis.frames})
         times[analysis.name] = time.perf_counter() - t
     # "together": what `report` and the API run, catalog.run, on fresh frames (no shared
     # views left over from the loop above)
     ts = open_set(folder, Cache(cache))
     fresh = ts.frames()
     t = time.perf_counter()
-    catalog.run(fresh, flows=ts.frames("flows"))
+    catalog.run(fresh, frames=ts.frames)
     together = time.perf_counter() - t
     return {"load_s": load, "times": times, "together_s": together}
 

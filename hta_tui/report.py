@@ -39,9 +39,7 @@ def build_tables(
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
-        wants_flows = any(catalog.BY_NAME[n].flows for n in rest)
-        flows = ts.frames("flows") if wants_flows else None
-        tables.update(catalog.run(ts.frames(), rest, options, flows=flows))
+        tables.update(catalog.run(ts.frames(), rest, options, frames=ts.frames))
     return tables
 
 

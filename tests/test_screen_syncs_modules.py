@@ -1,4 +1,4 @@
-"""The syncs (y) and modules (m) screens on the generated backward-sync story: Pilot tests of
+"""The syncs (y) and modules (u) screens on the generated backward-sync story: Pilot tests of
 drill-down and fold / unfold against what the generator wrote, and 80x24 snapshots."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ async def test_modules_screen_fold_and_icicle(story_root: Path, tmp_path: Path) 
     app = make_screen_app(story_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "m", ModulesScreen)
+        screen = await open_screen(pilot, "u", ModulesScreen)
         tree = screen.query_one("#module-tree", FrameTable)
         assert tree.frame["path"].to_list() == [
             "Net_0",
@@ -105,7 +105,7 @@ def _run_before(key: str, cls: type):
 
 
 @pytest.mark.parametrize(
-    "key,cls", [("y", SyncsScreen), ("m", ModulesScreen)], ids=["syncs", "modules"]
+    "key,cls", [("y", SyncsScreen), ("u", ModulesScreen)], ids=["syncs", "modules"]
 )
 def test_snapshot(snap_compare, story_root: Path, tmp_path: Path, key: str, cls: type) -> None:
     app: HtaApp = make_screen_app(story_root, tmp_path, theme="hta-dark", ascii=False)

@@ -22,6 +22,7 @@ from hta_tui.analysis import (
     kernels,
     launch,
     memory,
+    memory_view,
     module_view,
     overlap,
     queue,
@@ -33,6 +34,8 @@ from hta_tui.analysis import (
 
 Ranks = Mapping[int, pl.DataFrame]
 Tables = dict[str, pl.DataFrame]
+#: a frame name (trace/schema.py) -> that frame of every rank
+FrameGetter = Callable[[str], Ranks]
 
 
 @dataclass(frozen=True)
@@ -86,11 +89,11 @@ def options_with(settings: Mapping[str, str]) -> Options:
 class Analysis:
     name: str
     title: str
-    run: Callable[..., Tables]  # (ranks, options), or (ranks, options, flows) with `flows`
+    run: Callable[..., Tables]  # (ranks, options, **frames) -> tables
     #: Large per-event outputs (time series) run only when asked for by name.
     default: bool = True
-    #: Takes the ranks' flows frames too (`run(ranks, options, flows)`).
-    flows: bool = False
+    #: Frames besides events it reads, each passed as a keyword argument (`run`).
+    frames: tuple[str, ...] = ()
 
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
@@ -223,7 +226,37 @@ def _annotations(r: Ranks, o: Options) -> Tables:
     }
 
 
-def _syncs(r: Ranks, o: Options, flows: Ranks | None = None) -> Tables:
+def _memory_curve(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_curve": memory_view.curve(r, memory)}
+
+
+def _memory_events(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_events": memory_view.event_table(r, memory)}
+
+
+def _memory_stats(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_stats": memory_view.stats(r, memory)}
+
+
+def _memory_peak(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {
+        "memory_peak": memory_view.live_at_peak(r, memory),
+        "memory_device_peaks": memory_view.peaks(r, memory),
+    }
+
+
+def _memory_leaks(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_leaks": memory_view.leaks(r, memory)}
+
+
+def _memory_step_peaks(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_step_peaks": memory_view.step_peaks(r, memory)}
+
+
+_MEM = ("memory",)
+
+
+def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
     return sync_summary.sync_tables(r, flows)
 
 
@@ -246,7 +279,15 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten),
     Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
     Analysis("user_annotation_breakdown", "User annotations", _annotations),
-    Analysis("syncs", "Host-device syncs and who caused them", _syncs, flows=True),
+    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM),
+    Analysis(
+        "memory_events", "Memory events: allocation / free pairs", _memory_events, frames=_MEM
+    ),
+    Analysis("memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM),
+    Analysis("memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM),
+    Analysis("memory_leaks", "Memory never freed (leak candidates)", _memory_leaks, frames=_MEM),
+    Analysis("memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM),
+    Analysis("syncs", "Host-device syncs and who caused them", _syncs, frames=("flows",)),
     Analysis("module_stats", "nn.Module view", _modules),
 )
 
@@ -269,11 +310,9 @@ def run(
     options: Options | None = None,
     *,
     threads: int = 2,
-    flows: Ranks | None = None,
+    frames: FrameGetter | None = None,
 ) -> Tables:
-    """Run the selected analyses over the loaded ranks; tables in catalog order. `flows`
-    (the ranks' flows frames) is for the analyses that follow them; without it they fall
-    back on what the events say.
+    """Run the selected analyses over the loaded ranks; tables in catalog order.
 
     The first analysis runs alone and builds the shared per-rank views (see hta_view); the
     others then run `threads` at a time: most of their queries are small and single-threaded
@@ -284,15 +323,16 @@ def run(
     if not chosen:
         return {}
 
-    def one(a: Analysis) -> Tables:
-        return a.run(ranks, options, flows) if a.flows else a.run(ranks, options)
+    def call(a: Analysis) -> Tables:
+        extra = {f: frames(f) if frames is not None else {} for f in a.frames}
+        return a.run(ranks, options, **extra)  # type: ignore[call-arg]
 
-    results: list[Tables] = [one(chosen[0])]
+    results: list[Tables] = [call(chosen[0])]
     if threads > 1 and len(chosen) > 2:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="analysis") as pool:
-            results += list(pool.map(one, chosen[1:]))
+            results += list(pool.map(call, chosen[1:]))
     else:
-        results += [one(a) for a in chosen[1:]]
+        results += [call(a) for a in chosen[1:]]
     out: Tables = {}
     for tables in results:
         out.update(tables)

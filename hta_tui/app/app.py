@@ -69,6 +69,7 @@ SCREEN_STYLES = (
     "idle",
     "kernels",
     "launch",
+    "memory",
     "modules",
     "overlap",
     "sequences",

@@ -1,4 +1,4 @@
-"""Screen m: the TensorBoard plugin's module view, a tree table of nn.Modules and an icicle.
+"""Screen u: the TensorBoard plugin's module view, a tree table of nn.Modules and an icicle.
 
 Each row is a module (indented by depth) with occurrences, operators, host and device time;
 enter folds or unfolds a module's children. Above, an icicle chart of host time (device time

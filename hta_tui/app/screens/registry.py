@@ -37,8 +37,9 @@ SCREENS: tuple[ScreenEntry, ...] = (
         "8", "sequences", "Kernel sequences", "hta_tui.app.screens.sequences:SequencesScreen"
     ),
     ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
+    ScreenEntry("m", "memory", "Memory", "hta_tui.app.screens.memory:MemoryScreen"),
     ScreenEntry("y", "syncs", "Syncs", "hta_tui.app.screens.syncs:SyncsScreen"),
-    ScreenEntry("m", "modules", "Modules", "hta_tui.app.screens.modules:ModulesScreen"),
+    ScreenEntry("u", "modules", "Modules", "hta_tui.app.screens.modules:ModulesScreen"),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}
