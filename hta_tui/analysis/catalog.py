@@ -27,10 +27,12 @@ from hta_tui.analysis import (
     launch,
     memory,
     memory_view,
+    module_view,
     overlap,
     queue,
     sequences,
     steps,
+    sync_summary,
     temporal,
 )
 
@@ -280,6 +282,14 @@ def _distributed(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
+    return sync_summary.sync_tables(r, flows)
+
+
+def _modules(r: Ranks, o: Options) -> Tables:
+    return {"module_stats": module_view.module_view(r)}
+
+
 ANALYSES: tuple[Analysis, ...] = (
     Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
     Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
@@ -304,6 +314,8 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("memory_leaks", "Memory never freed (leak candidates)", _memory_leaks, frames=_MEM),
     Analysis("memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM),
     Analysis("comm_comp_per_rank", "Distributed: collectives, waits, stragglers", _distributed),
+    Analysis("syncs", "Host-device syncs and who caused them", _syncs, frames=("flows",)),
+    Analysis("module_stats", "nn.Module view", _modules),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}

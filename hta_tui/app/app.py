@@ -74,9 +74,11 @@ SCREEN_STYLES = (
     "kernels",
     "launch",
     "memory",
+    "modules",
     "overlap",
     "sequences",
     "steps",
+    "syncs",
     "timelines",
 )
 

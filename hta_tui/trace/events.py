@@ -30,6 +30,9 @@ class EventArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
     seq: int | None = msgspec.field(default=None, name="Sequence number")
+    python_id: int | None = msgspec.field(default=None, name="Python id")
+    python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
+    python_module_id: int | None = msgspec.field(default=None, name="Python module id")
     # "[memory]" instant events (profile_memory=True): see trace/memory.py
     mem_bytes: int | None = msgspec.field(default=None, name="Bytes")
     total_allocated: Num | None = msgspec.field(default=None, name="Total Allocated")

@@ -66,6 +66,9 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "pg_name": pl.String(),  # process group
     "pg_ranks": pl.String(),  # JSON text of the group's global ranks
     "comm_seq": pl.Int64(),  # the collective's sequence number in its group, when written
+    "python_id": pl.Int64(),  # python_function frames: the frame's id ...
+    "python_parent_id": pl.Int64(),  # ... its caller's, for stacks without time nesting
+    "python_module_id": pl.Int64(),  # set on `nn.Module:` frames (with_modules)
 }
 
 #: The collective args' columns (see EVENTS_SCHEMA), in one list for the parser and analyses.

@@ -41,6 +41,8 @@ SCREENS: tuple[ScreenEntry, ...] = (
     ScreenEntry(
         "w", "distributed", "Distributed", "hta_tui.app.screens.distributed:DistributedScreen"
     ),
+    ScreenEntry("y", "syncs", "Syncs", "hta_tui.app.screens.syncs:SyncsScreen"),
+    ScreenEntry("u", "modules", "Modules", "hta_tui.app.screens.modules:ModulesScreen"),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}
