@@ -69,14 +69,17 @@ RECHECK = 1.0
 SCREEN_STYLES = (
     "detail",
     "diff",
+    "distributed",
     "idle",
     "kernels",
     "launch",
     "memory",
+    "modules",
     "overlap",
     "sequences",
     "step_time",
     "steps",
+    "syncs",
     "timelines",
 )
 
