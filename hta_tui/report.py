@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
-from hta_tui.analysis import catalog, comm_topology
+from hta_tui.analysis import catalog, comm_topology, gpu_metrics
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
@@ -44,6 +44,10 @@ def build_tables(
         tables.update(catalog.run(ts.frames(), rest, options, frames=ts.frames))
     if "comm_comp_per_rank" in selected:  # the distributed view's file-metadata tables
         tables.update(comm_topology.tables(ts))
+    if "gpu_metrics" in selected:  # the GPUs' own description lives in the file's metadata
+        metas = {r: d.meta for r, d in ts.loaded().items()}
+        devices = gpu_metrics.device_table(metas, tables.get("gpu_metrics"))
+        tables["gpu_devices"] = devices
     return {"files": tables["files"], **catalog.wanted_tables(names, tables)}
 
 

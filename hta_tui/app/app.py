@@ -58,9 +58,12 @@ SCREEN_STYLES = (
     "kernels",
     "launch",
     "memory",
+    "modules",
     "overlap",
     "sequences",
+    "step_time",
     "steps",
+    "syncs",
     "timelines",
 )
 

@@ -74,12 +74,17 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
     "copy": (("memcpy", "memset", "other"), ("bytes", "bandwidth"), ()),
     "kernel": (
         ("kernel", "other"),
-        ("registers", "shared_memory", "occupancy"),
+        ("registers", "shared_memory", "occupancy", "blocks_per_sm"),
         ("grid", "block"),
     ),
     "sync": (("sync",), ("sync_kind",), ()),
-    "shape": (("cpu_op", "annotation", "python", "other"), ("seq",), ("input_dims", "input_type")),
+    "shape": (
+        ("cpu_op", "annotation", "python", "other"),
+        ("seq", "call_stack"),
+        ("input_dims", "input_type"),
+    ),
     "comm": (("cpu_op", "kernel", "other"), COMM_COLUMNS, ()),
+    "python": (("python",), ("python_id", "python_parent_id", "python_module_id"), ()),
 }
 #: Families read only on the rows where one field is present: collective args sit on a few
 #: record_param_comms and NCCL kernel rows among many cpu ops and kernels, so one pass finds

@@ -28,7 +28,7 @@ from hta_tui.trace.discover import not_regular
 from hta_tui.trace.events import Event, EventArgs
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 6
+PARSER_VERSION = 8
 
 
 class TraceFileError(Exception):

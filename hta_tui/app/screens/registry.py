@@ -37,10 +37,13 @@ SCREENS: tuple[ScreenEntry, ...] = (
         "8", "sequences", "Kernel sequences", "hta_tui.app.screens.sequences:SequencesScreen"
     ),
     ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
+    ScreenEntry("b", "step_time", "Step time", "hta_tui.app.screens.step_time:StepTimeScreen"),
     ScreenEntry("m", "memory", "Memory", "hta_tui.app.screens.memory:MemoryScreen"),
     ScreenEntry(
         "w", "distributed", "Distributed", "hta_tui.app.screens.distributed:DistributedScreen"
     ),
+    ScreenEntry("y", "syncs", "Syncs", "hta_tui.app.screens.syncs:SyncsScreen"),
+    ScreenEntry("u", "modules", "Modules", "hta_tui.app.screens.modules:ModulesScreen"),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}
