@@ -37,6 +37,9 @@ TIME_ORDER: dict[str, str] = {
 #: Kernel-name columns shown folded (analysis/names.py); JSON and CSV keep the full names.
 FOLDED: dict[str, str] = {"gpu_kernel_breakdown": "name", "kernel_duration_stats": "name"}
 
+#: Text columns never shortened: which file, and why it failed.
+KEPT_WHOLE = frozenset(("path", "error", "span"))
+
 #: Columns that identify a row; repeated in every column group of a wide table.
 KEY_COLUMNS = frozenset(
     ("rank", "stream", "name", "kernel_type", "idle_category", "path", "aten_op_name", "step")
@@ -70,6 +73,8 @@ def column_text(s: pl.Series, max_text: int) -> list[str]:
     if s.dtype.is_nested():  # lists of ranks, structs: as Python writes them
         return ["" if v is None else str(v)[:max_text] for v in s.to_list()]
     out = []
+    if s.name in KEPT_WHOLE:  # paths and errors say which file: never cut
+        max_text = 10**9
     for v in s.cast(pl.String, strict=False).to_list():
         text = "" if v is None else v.replace("\n", " ")
         head = (max_text - 1) // 2
@@ -98,7 +103,7 @@ def column_groups(widths: Sequence[int], keys: Sequence[int], width: int) -> lis
 
 def table_lines(df: pl.DataFrame, width: int) -> list[str]:
     """`df` as markdown-style table lines no wider than `width` (wider: column groups)."""
-    max_text = max(12, int(width * TEXT_SHARE))
+    max_text = max(60, int(width * TEXT_SHARE))
     cells = [column_text(df[c], max_text) for c in df.columns]
     widths = [
         max([len(c), *(len(v) for v in col)]) for c, col in zip(df.columns, cells, strict=True)
@@ -121,7 +126,7 @@ def table_lines(df: pl.DataFrame, width: int) -> list[str]:
         lines.append("|" + "|".join("-" * (widths[i] + 2) for i in group) + "|")
         for r in range(df.height):
             lines.append("| " + " | ".join(cell(i, cells[i][r]) for i in group) + " |")
-    return [line[:width] for line in lines]
+    return lines  # wider than `width` only where a path is (paths are never cut)
 
 
 def ordered(name: str, df: pl.DataFrame) -> pl.DataFrame:

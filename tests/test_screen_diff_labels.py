@@ -92,7 +92,10 @@ async def test_labels_headline_and_sides(runs, tmp_path: Path) -> None:
         assert summary.startswith("Per op in the iteration (inclusive, t: self)")
         # both sides' labels at 80 columns
         sides = str(screen.query_one("#diff-sides", Static).render())
-        assert len(sides) <= 78 and "test:" in sides and sides.rstrip().endswith("iter 2")
+        lines = sides.splitlines()  # one line each when both do not fit on one
+        assert len(lines) == 2 and all(len(line) <= 78 for line in lines)
+        assert lines[0].startswith(f"control: {control.name}") and lines[0].endswith("iter 2")
+        assert lines[1].startswith(f"test: {test.name}") and lines[1].endswith("iter 2")
 
 
 async def test_t_shows_self_time(runs, tmp_path: Path) -> None:

@@ -413,11 +413,16 @@ class DiffScreen(AnalysisScreen):
         temporal = self.query_one("#diff-temporal", Static)
         summary = self.query_one("#diff-summary", Static)
         table = self.query_one("#diff-table", DiffTable)
-        half = max(20, (self.size.width - 7) // 2)  # padding 2, separator 5
+        # one line when both sides fit, else one line each: a side's label is never cut
+        room = max(20, self.size.width - 2)  # the padding
+        control, test = self._side_label("control", result), self._side_label("test", result)
+        one_line = len(control) + 5 + len(test) <= room
+        sides.styles.height = 1 if one_line else 2
         sides.update(
             Text(
-                f"{elide_middle(self._side_label('control', result), half)}  |  "
-                f"{elide_middle(self._side_label('test', result), half)}"
+                f"{control}  |  {test}"
+                if one_line
+                else f"{elide_middle(control, room)}\n{elide_middle(test, room)}"
             )
         )
         if not result.get("ready"):
