@@ -1,0 +1,98 @@
+"""One row of the timeline at one zoom, as terminal cells: what each cell shows, computed with
+binary searches and the level-of-detail summary only (work grows with the width, never with
+the number of events in the trace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hta_tui.analysis.timeline_rows import NONE, Row, busy_before, innermost_at
+from hta_tui.trace.schema import KINDS
+
+#: Below this many LOD buckets per cell, the cell's kind comes from the event at its middle.
+LOD_MIN_BUCKETS = 4
+
+
+@dataclass
+class Cells:
+    """Per cell: busy fraction, kind code (NONE: idle), whether its left and right edges are
+    inside an event, the innermost event at its middle (-1: none), events starting in it."""
+
+    busy: np.ndarray
+    kind: np.ndarray
+    left_in: np.ndarray
+    right_in: np.ndarray
+    event: np.ndarray
+    count: np.ndarray
+
+
+def row_cells(row: Row, t0: float, t1: float, width: int) -> Cells:
+    """`width` cells covering [t0, t1) (ns from the origin)."""
+    step = (t1 - t0) / max(width, 1)
+    edges = t0 + np.arange(width + 1, dtype=np.float64) * step
+    busy = np.diff(busy_before(row, edges)) / max(step, 1e-9)
+    count = np.diff(np.searchsorted(row.starts, edges, side="left"))
+    lod = row.lod
+    if lod is not None and step >= LOD_MIN_BUCKETS * lod.width:
+        kind = _lod_kind(row, edges)
+        event = np.full(width, -1, dtype=np.int64)
+    else:
+        mids = edges[:-1] + step / 2
+        event = innermost_at(row, mids)
+        kind = np.where(event >= 0, row.kinds[np.clip(event, 0, None)], NONE).astype(np.uint8)
+        # a cell busy somewhere but not at its middle takes the kind of what starts in it
+        missing = (kind == NONE) & (busy > 0)
+        if missing.any():
+            first = np.clip(np.searchsorted(row.starts, edges[:-1], side="left"), 0, len(row) - 1)
+            kind[missing] = row.kinds[first[missing]]
+    kind = np.where(busy > 0, kind, NONE).astype(np.uint8)
+    left_in = _covered(row, edges[:-1] + min(step * 1e-3, 0.5))
+    right_in = _covered(row, edges[1:] - min(step * 1e-3, 0.5))
+    return Cells(np.clip(busy, 0.0, 1.0), kind, left_in, right_in, event, count)
+
+
+def _covered(row: Row, t: np.ndarray) -> np.ndarray:
+    i = np.searchsorted(row.top_starts, t, side="right") - 1
+    ii = np.clip(i, 0, None)
+    if len(row.top_starts) == 0:
+        return np.zeros(len(t), dtype=bool)
+    return (i >= 0) & (row.top_ends[ii] > t)
+
+
+def _lod_kind(row: Row, edges: np.ndarray) -> np.ndarray:
+    """Dominant kind of each cell from its buckets, weighted by their busy time."""
+    lod = row.lod
+    assert lod is not None
+    nb = len(lod.busy)
+    b = np.clip((edges / lod.width).astype(np.int64), 0, nb)
+    width = len(edges) - 1
+    lo, hi = b[:-1], np.maximum(b[1:], b[:-1] + 1)
+    first, last = int(lo[0]), int(min(hi[-1], nb))
+    out = np.full(width, NONE, dtype=np.uint8)
+    if first >= last:
+        return out
+    seg = slice(first, last)
+    cell = np.searchsorted(lo, np.arange(first, last), side="right") - 1
+    kinds = lod.kind[seg]
+    weight = lod.busy[seg]
+    ok = kinds != NONE
+    votes = np.zeros((width, len(KINDS)), dtype=np.float64)
+    np.add.at(votes, (cell[ok], kinds[ok].astype(np.int64)), weight[ok])
+    best = votes.argmax(axis=1).astype(np.uint8)
+    best[votes.max(axis=1) <= 0] = NONE
+    return best
+
+
+def runs(event: np.ndarray) -> list[tuple[int, int, int]]:
+    """(first cell, length, event position) of each run of cells showing one event."""
+    if len(event) == 0:
+        return []
+    change = np.flatnonzero(np.diff(event)) + 1
+    starts = np.concatenate(([0], change))
+    lengths = np.diff(np.concatenate((starts, [len(event)])))
+    ids = event[starts]
+    keep = ids >= 0
+    return list(zip(starts[keep].tolist(), lengths[keep].tolist(), ids[keep].tolist(), strict=True))
