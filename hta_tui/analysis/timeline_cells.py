@@ -35,13 +35,12 @@ def row_cells(row: Row, t0: float, t1: float, width: int) -> Cells:
     edges = t0 + np.arange(width + 1, dtype=np.float64) * step
     busy = np.diff(busy_before(row, edges)) / max(step, 1e-9)
     count = np.diff(np.searchsorted(row.starts, edges, side="left"))
+    mids = edges[:-1] + step / 2
+    event = innermost_at(row, mids)
     lod = row.lod
     if lod is not None and step >= LOD_MIN_BUCKETS * lod.width:
         kind = _lod_kind(row, edges)
-        event = np.full(width, -1, dtype=np.int64)
     else:
-        mids = edges[:-1] + step / 2
-        event = innermost_at(row, mids)
         kind = np.where(event >= 0, row.kinds[np.clip(event, 0, None)], NONE).astype(np.uint8)
         # a cell busy somewhere but not at its middle takes the kind of what starts in it
         missing = (kind == NONE) & (busy > 0)

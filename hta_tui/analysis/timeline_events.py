@@ -165,7 +165,8 @@ def next_event(row: Row, t: float, forward: bool) -> int | None:
 
 def range_summary(tl: Timeline, t0: float, t1: float, rows: list[int], top: int = 5) -> dict:
     """A marked range: its duration and, over the given rows, the names that ran in it longest
-    (time clipped to the range)."""
+    (time clipped to the range; events spanning the whole range are listed apart, as
+    `around`)."""
     t0, t1 = min(t0, t1), max(t0, t1)
     parts = []
     for i in rows:
@@ -178,13 +179,19 @@ def range_summary(tl: Timeline, t0: float, t1: float, rows: list[int], top: int 
         s = np.clip(row.starts[lo:hi], t0, t1)
         e = np.clip(row.ends[lo:hi], t0, t1)
         keep = e > s
+        around = (row.starts[lo:hi] <= t0) & (row.ends[lo:hi] >= t1)
         names = tl.frames[row.rank]["name"].gather(row.idx[lo:hi][keep])
-        parts.append(pl.DataFrame({"name": names, "ns": (e - s)[keep], "row": i}))
+        parts.append(
+            pl.DataFrame({"name": names, "ns": (e - s)[keep], "around": around[keep], "row": i})
+        )
     if not parts:
-        return {"dur_us": (t1 - t0) / 1e3, "events": 0, "top": []}
+        return {"dur_us": (t1 - t0) / 1e3, "events": 0, "top": [], "around": []}
     df = pl.concat(parts)
+    # events enclosing the whole range are its context, not what ran in it
+    around = df.filter("around")["name"].unique(maintain_order=True).to_list()
     best = (
-        df.group_by("name")
+        df.filter(~pl.col("around"))
+        .group_by("name")
         .agg(pl.col("ns").sum(), pl.len().alias("count"))
         .sort(["ns", "name"], descending=[True, False])
         .head(top)
@@ -192,6 +199,7 @@ def range_summary(tl: Timeline, t0: float, t1: float, rows: list[int], top: int 
     return {
         "dur_us": (t1 - t0) / 1e3,
         "events": df.height,
+        "around": around,
         "top": [(n, ns / 1e3, c) for n, ns, c in best.iter_rows()],
     }
 

@@ -218,7 +218,9 @@ def _thread_names(threads: pl.DataFrame | None) -> dict[tuple[int, int], str]:
     if threads is None or threads.is_empty():
         return {}
     named = threads.filter(pl.col("key") == "thread_name").drop_nulls(["pid", "tid"])
-    return {(p, t): v for p, t, v in named.select("pid", "tid", "value").iter_rows()}
+    # Kineto writes "thread 123 (pt_main_thread)": the name in brackets is what tells rows apart
+    short = pl.col("value").str.extract(r"\((.+)\)\s*$").fill_null(pl.col("value"))
+    return {(p, t): v for p, t, v in named.select("pid", "tid", short).iter_rows()}
 
 
 def _lanes(events: pl.DataFrame, origin_ns: int) -> pl.DataFrame:

@@ -72,6 +72,7 @@ SCREEN_STYLES = (
     "overlap",
     "sequences",
     "steps",
+    "timeline",
     "timelines",
 )
 

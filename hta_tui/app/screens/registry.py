@@ -37,6 +37,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
         "8", "sequences", "Kernel sequences", "hta_tui.app.screens.sequences:SequencesScreen"
     ),
     ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
+    ScreenEntry("T", "timeline", "Trace timeline", "hta_tui.app.screens.timeline:TimelineScreen"),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}
