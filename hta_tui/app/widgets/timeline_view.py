@@ -67,7 +67,7 @@ def glyph(busy: float, left_in: bool, right_in: bool, ascii: bool) -> tuple[str,
         return " ", False
     if ascii:
         return ("#" if busy >= 0.875 else "=" if busy >= 0.375 else "-"), False
-    n = min(max(int(round(busy * 8)), 1), 8)
+    n = min(max(round(busy * 8), 1), 8)
     if n == 8 or (left_in and right_in and busy >= 0.5):
         return "█", False
     if left_in and not right_in:
@@ -325,7 +325,7 @@ class TimelineView(ScrollView, can_focus=True):
             busy = float(cells.busy[c])
             if row.counter:
                 levels = ASCII_LEVELS if self.ascii else LEVELS
-                n = int(round(busy * (len(levels))))
+                n = min(round(busy * len(levels)), len(levels))
                 chars.append(levels[n - 1] if n > 0 else " ")
                 styles.append(util)
                 continue
