@@ -78,8 +78,9 @@ def _lod_kind(row: Row, edges: np.ndarray) -> np.ndarray:
     kinds = lod.kind[seg]
     weight = lod.busy[seg]
     ok = kinds != NONE
-    votes = np.zeros((width, len(KINDS)), dtype=np.float64)
-    np.add.at(votes, (cell[ok], kinds[ok].astype(np.int64)), weight[ok])
+    nk = len(KINDS)
+    flat = cell[ok] * nk + kinds[ok].astype(np.int64)
+    votes = np.bincount(flat, weights=weight[ok], minlength=width * nk).reshape(width, nk)
     best = votes.argmax(axis=1).astype(np.uint8)
     best[votes.max(axis=1) <= 0] = NONE
     return best

@@ -204,10 +204,11 @@ def build_lod(row: Row, span_ns: int) -> Lod:
 
 def _mode(codes: np.ndarray) -> np.ndarray:
     """Most frequent non-NONE code of each row of a small (n, s) uint8 matrix."""
-    votes = np.zeros((codes.shape[0], len(KINDS) + 1), dtype=np.int32)
+    nk = len(KINDS) + 1
     flat = np.where(codes == NONE, len(KINDS), codes).astype(np.int64)
     rows = np.repeat(np.arange(codes.shape[0]), codes.shape[1])
-    np.add.at(votes, (rows, flat.ravel()), 1)
+    votes = np.bincount(rows * nk + flat.ravel(), minlength=codes.shape[0] * nk)
+    votes = votes.reshape(codes.shape[0], nk)
     votes[:, len(KINDS)] = 0
     best = votes.argmax(axis=1).astype(np.uint8)
     best[votes.max(axis=1) == 0] = NONE

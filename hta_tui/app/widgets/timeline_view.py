@@ -61,20 +61,46 @@ class Item:
     row: int | None
 
 
-def glyph(busy: float, left_in: bool, right_in: bool, ascii: bool) -> tuple[str, bool]:
-    """The cell's character and whether it is drawn reversed (right-aligned partial)."""
-    if busy <= 0:
-        return " ", False
+#: flag bits of a cell's style key (the low byte is the kind code)
+REV, NAME, MATCH, SELECTED, MARK, CURSOR, UTIL = (1 << b for b in range(8, 15))
+FLAG_STYLES = (
+    (NAME, "name"),
+    (UTIL, "util"),
+    (MATCH, "match"),
+    (SELECTED, "selected"),
+    (MARK, "mark"),
+    (CURSOR, "cursor"),
+)
+_LEFT = np.array(list(LEFT))
+_LEVELS = np.array([" ", *LEVELS])
+_ASCII_LEVELS = np.array([" ", *ASCII_LEVELS])
+
+
+def glyphs(
+    busy: np.ndarray, left_in: np.ndarray, right_in: np.ndarray, ascii: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's character, and whether it is drawn reversed: an event that starts inside
+    a cell fills its right part, drawn as the complementary left block in reverse."""
+    idle = busy <= 0
     if ascii:
-        return ("#" if busy >= 0.875 else "=" if busy >= 0.375 else "-"), False
-    n = min(max(round(busy * 8), 1), 8)
-    if n == 8 or (left_in and right_in and busy >= 0.5):
-        return "█", False
-    if left_in and not right_in:
-        return LEFT[n - 1], False
-    if right_in and not left_in:
-        return LEFT[8 - n - 1], True
-    return ("▓" if busy >= 0.625 else "▒" if busy >= 0.375 else "░"), False
+        ch = np.where(busy >= 0.875, "#", np.where(busy >= 0.375, "=", "-"))
+        return np.where(idle, " ", ch), np.zeros(len(busy), dtype=bool)
+    n = np.clip(np.rint(busy * 8).astype(np.int64), 1, 8)
+    full = (n == 8) | (left_in & right_in & (busy >= 0.5))
+    ends_here = left_in & ~right_in & ~full
+    starts_here = right_in & ~left_in & ~full
+    shade = np.where(busy >= 0.625, "▓", np.where(busy >= 0.375, "▒", "░"))
+    ch = np.where(full, "█", shade)
+    ch = np.where(ends_here, _LEFT[np.clip(n - 1, 0, 6)], ch)
+    ch = np.where(starts_here, _LEFT[np.clip(7 - n, 0, 6)], ch)
+    return np.where(idle, " ", ch), starts_here & ~idle
+
+
+def level_glyphs(busy: np.ndarray, ascii: bool) -> np.ndarray:
+    """A counter track: the level as a bar height (eighths, or five ASCII steps)."""
+    levels = _ASCII_LEVELS if ascii else _LEVELS
+    n = np.clip(np.rint(busy * (len(levels) - 1)).astype(np.int64), 0, len(levels) - 1)
+    return levels[n]
 
 
 def fmt_time(ns: float) -> str:
@@ -111,6 +137,7 @@ class TimelineView(ScrollView, can_focus=True):
             "mark",
             "match",
             "selected",
+            "name",
         )
     }
 
@@ -128,6 +155,8 @@ class TimelineView(ScrollView, can_focus=True):
         self.mark: tuple[float, float | None] | None = None
         self.matches: dict[int, np.ndarray] = {}
         self._strips: dict[tuple, Strip] = {}
+        self._styles: dict[str, Style] = {}
+        self._combos: dict[int, Style] = {}
 
     # -- model ---------------------------------------------------------------------------------
     def set_timeline(self, tl: Timeline) -> None:
@@ -268,7 +297,40 @@ class TimelineView(ScrollView, can_focus=True):
 
     # -- drawing -------------------------------------------------------------------------------
     def _style(self, name: str) -> Style:
-        return self.get_component_rich_style(f"timeline--{name}", partial=True)
+        hit = self._styles.get(name)
+        if hit is None:
+            hit = self._styles[name] = self.get_component_rich_style(
+                f"timeline--{name}", partial=True
+            )
+        return hit
+
+    @property
+    def _base(self) -> Style:
+        """The widget's own style (Textual computes `rich_style` afresh on every call)."""
+        hit = self._styles.get("")
+        if hit is None:
+            hit = self._styles[""] = self.rich_style
+        return hit
+
+    def _combo(self, key: int) -> Style:
+        """The style of a cell from its packed key: kind code and flag bits."""
+        hit = self._combos.get(key)
+        if hit is None:
+            code = key & 0xFF
+            style = self._base if code == NONE else self._style(STYLE_OF_CODE[code])
+            if key & REV:
+                style += Style(reverse=True)
+            for bit, name in FLAG_STYLES:
+                if key & bit:
+                    style += self._style(name)
+            hit = self._combos[key] = style
+        return hit
+
+    def notify_style_update(self) -> None:
+        self._styles.clear()
+        self._combos.clear()
+        self._strips.clear()
+        super().notify_style_update()
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
@@ -276,7 +338,7 @@ class TimelineView(ScrollView, can_focus=True):
             return self._ruler(width)
         index = y - 1 + int(self.scroll_offset.y)
         if self.timeline is None or not 0 <= index < len(self.items):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self._base)
         key = (index, width, index == self.cursor)
         hit = self._strips.get(key)
         if hit is None:
@@ -310,86 +372,68 @@ class TimelineView(ScrollView, can_focus=True):
         label = clean(row.label)[: LABEL_WIDTH - 1].ljust(LABEL_WIDTH)
         segs = [Segment(label, label_style)]
         segs += self._track(item.row, row, on_cursor)
-        return Strip(segs, width).adjust_cell_length(width, self.rich_style)
+        return Strip(segs, width).adjust_cell_length(width, self._base)
 
     def _track(self, index: int, row: Row, on_cursor: bool) -> list[Segment]:
+        """The row's cells as segments: glyphs and style keys per cell are numpy arrays;
+        Python only walks the runs of equal style."""
         track = self.track_width
-        t1 = self.t0 + self.span
-        cells = row_cells(row, self.t0, t1, track)
-        chars: list[str] = []
-        styles: list[Style] = []
-        base = self.rich_style
-        kind_styles = {c: self._style(STYLE_OF_CODE[c]) for c in set(cells.kind.tolist()) - {NONE}}
-        util = self._style("util")
-        for c in range(track):
-            busy = float(cells.busy[c])
-            if row.counter:
-                levels = ASCII_LEVELS if self.ascii else LEVELS
-                n = min(round(busy * len(levels)), len(levels))
-                chars.append(levels[n - 1] if n > 0 else " ")
-                styles.append(util)
-                continue
-            ch, rev = glyph(busy, bool(cells.left_in[c]), bool(cells.right_in[c]), self.ascii)
-            chars.append(ch)
-            code = int(cells.kind[c])
-            st = kind_styles.get(code, base)
-            styles.append(st + Style(reverse=True) if rev else st)
-        if not row.counter:
-            self._names(index, row, cells.event, chars, styles)
-        self._overlays(index, chars, styles, on_cursor)
-        out: list[Segment] = []
-        start = 0
-        for c in range(1, track + 1):
-            if c == track or styles[c] != styles[start]:
-                out.append(Segment("".join(chars[start:c]), styles[start]))
-                start = c
-        return out
+        cells = row_cells(row, self.t0, self.t0 + self.span, track)
+        if row.counter:
+            chars = level_glyphs(cells.busy, self.ascii)
+            keys = np.full(track, KINDS.index("kernel") | UTIL, dtype=np.int64)
+        else:
+            chars, rev = glyphs(cells.busy, cells.left_in, cells.right_in, self.ascii)
+            keys = cells.kind.astype(np.int64) | np.where(rev, REV, 0)
+            self._names(index, row, cells.event, chars, keys)
+        self._overlays(chars, keys, on_cursor)
+        change = np.flatnonzero(np.diff(keys)) + 1
+        bounds = [0, *change.tolist(), track]
+        key_list = keys[bounds[:-1]].tolist()
+        text = "".join(chars.tolist())
+        return [
+            Segment(text[a:b], self._combo(k))
+            for a, b, k in zip(bounds[:-1], bounds[1:], key_list, strict=True)
+        ]
 
     def _names(
-        self, index: int, row: Row, event: np.ndarray, chars: list[str], styles: list[Style]
+        self, index: int, row: Row, event: np.ndarray, chars: np.ndarray, keys: np.ndarray
     ) -> None:
+        """Names inside events wide enough; selected and matching events flagged."""
         tl = self.timeline
         assert tl is not None
         names = tl.frames[row.rank]["name"]
         hits = self.matches.get(index)
-        match = self._style("match")
-        selected = self._style("selected")
         for first, length, pos in runs(event):
-            is_sel = self.selected == (index, pos)
-            is_hit = hits is not None and bool(hits[pos])
-            if is_sel or is_hit:
-                for c in range(first, first + length):
-                    styles[c] = styles[c] + (selected if is_sel else match)
+            flag = 0
+            if self.selected == (index, pos):
+                flag = SELECTED
+            elif hits is not None and bool(hits[pos]):
+                flag = MATCH
+            if flag:
+                keys[first : first + length] |= flag
             if length < 4:
                 continue
             name = clean(names[int(row.idx[pos])] or "")
             text = name if len(name) <= length else name[: length - 1] + "…"
-            code = int(row.kinds[pos])
-            st = self._style(STYLE_OF_CODE[code]) + Style(reverse=True)
-            if is_sel or is_hit:
-                st = st + (selected if is_sel else match)
-            for j, ch in enumerate(text):
-                chars[first + j] = ch
-                styles[first + j] = st
+            chars[first : first + len(text)] = list(text)
+            keys[first : first + len(text)] = int(row.kinds[pos]) | NAME | flag
         if hits is not None and len(event) and (event < 0).all():
-            # zoomed out: mark cells where a match starts
+            # zoomed out: flag cells where a match starts
             edges = self.t0 + np.arange(len(chars) + 1) * (self.span / len(chars))
             cum = np.concatenate(([0], np.cumsum(hits)))
             at = cum[np.searchsorted(row.starts, edges, side="left")]
-            for c in np.flatnonzero(np.diff(at) > 0).tolist():
-                styles[c] = styles[c] + match
+            keys[np.diff(at) > 0] |= MATCH
 
-    def _overlays(self, index: int, chars: list[str], styles: list[Style], on_cursor: bool) -> None:
+    def _overlays(self, chars: np.ndarray, keys: np.ndarray, on_cursor: bool) -> None:
         track = len(chars)
         if self.mark is not None:
             a = self.mark[0]
             b = self.mark[1] if self.mark[1] is not None else self.cursor_t
             lo, hi = sorted((self.cell_of(a), self.cell_of(b)))
-            mark = self._style("mark")
-            for c in range(max(lo, 0), min(hi + 1, track)):
-                styles[c] = styles[c] + mark
+            keys[max(lo, 0) : max(min(hi + 1, track), 0)] |= MARK
         c = self.cell_of(self.cursor_t)
         if 0 <= c < track and on_cursor:
-            styles[c] = styles[c] + self._style("cursor")
+            keys[c] |= CURSOR
             if chars[c] == " ":
                 chars[c] = "|" if self.ascii else "│"
