@@ -140,6 +140,8 @@ def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
             )["_pos"]
             .to_list()
         )
+    elif kind == "cpu_op" and (other := _fwdbwd(tl, row.rank, ev)):
+        pass
     elif ev["seq"] is not None:
         other = (
             frame.with_row_index("_pos")
@@ -152,6 +154,26 @@ def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
         )
     refs = [find(tl, row.rank, i) for i in other]
     return [r for r in refs if r is not None]
+
+
+def _fwdbwd(tl: Timeline, rank: int, ev: dict[str, object]) -> list[int]:
+    """Events at the other end of the fwdbwd flows that start or end on this op (a flow
+    endpoint sits on its op's thread at the op's start)."""
+    flows = tl.flows.get(rank)
+    if flows is None or flows.is_empty():
+        return []
+    fb = flows.filter(pl.col("cat") == "fwdbwd")
+    here = fb.filter(
+        (pl.col("pid") == ev["pid"]) & (pl.col("tid") == ev["tid"]) & (pl.col("ts") == ev["ts"])
+    )
+    if here.is_empty():
+        return []
+    ends = fb.filter(
+        pl.col("id").is_in(here["id"].implode()) & ~pl.col("ph").is_in(here["ph"].implode())
+    )
+    frame = tl.frames[rank].with_row_index("_pos").filter(pl.col("kind") == "cpu_op")
+    hits = frame.join(ends.select("pid", "tid", "ts"), on=["pid", "tid", "ts"], how="semi")
+    return hits["_pos"].to_list()
 
 
 def next_event(row: Row, t: float, forward: bool) -> int | None:

@@ -90,6 +90,7 @@ class Timeline:
     span_ns: int
     frames: dict[int, pl.DataFrame] = field(repr=False, default_factory=dict)
     group_labels: dict[tuple[int, str, int], str] = field(default_factory=dict)
+    flows: dict[int, pl.DataFrame] = field(repr=False, default_factory=dict)
 
     def row_of(self, key: tuple[int, str, int, int]) -> int | None:
         return next((i for i, r in enumerate(self.rows) if r.key == key), None)
@@ -188,16 +189,22 @@ def innermost_at(row: Row, t: np.ndarray) -> np.ndarray:
 
 def build_lod(row: Row, span_ns: int) -> Lod:
     """Busy time, dominant kind and event count per bucket, once per row (the worker's job)."""
-    width = max(span_ns, 1) / LOD_BUCKETS
-    edges = np.arange(LOD_BUCKETS + 1, dtype=np.float64) * width
+    # a row of few events needs few buckets (its memory stays in proportion)
+    buckets = int(min(max(len(row), 64), LOD_BUCKETS))
+    width = max(span_ns, 1) / buckets
+    edges = np.arange(buckets + 1, dtype=np.float64) * width
     busy = np.diff(busy_before(row, edges)).astype(np.float32)
     count = np.diff(np.searchsorted(row.starts, edges, side="left")).astype(np.uint32)
-    samples = (np.arange(LOD_BUCKETS * LOD_SAMPLES, dtype=np.float64) + 0.5) * (width / LOD_SAMPLES)
+    samples = (np.arange(buckets * LOD_SAMPLES, dtype=np.float64) + 0.5) * (width / LOD_SAMPLES)
     at = innermost_at(row, samples)
-    codes = np.where(at >= 0, row.kinds[np.clip(at, 0, None)], NONE).reshape(
-        LOD_BUCKETS, LOD_SAMPLES
-    )
-    kind = _mode(codes)
+    codes = np.where(at >= 0, row.kinds[np.clip(at, 0, None)], NONE)
+    kind = _mode(codes.reshape(buckets, LOD_SAMPLES))
+    # busy, but between the samples: what covers the bucket's start, else what starts in it
+    missed = np.flatnonzero((kind == NONE) & (busy > 0))
+    if len(missed):
+        cover = innermost_at(row, edges[missed])
+        first = np.clip(np.searchsorted(row.starts, edges[missed], side="left"), 0, len(row) - 1)
+        kind[missed] = row.kinds[np.where(cover >= 0, cover, first)]
     kind[busy <= 0] = NONE
     return Lod(width, busy, kind, count)
 
@@ -299,6 +306,7 @@ def build_timeline(
     frames: dict[int, pl.DataFrame],
     origin_ns: int | None = None,
     threads: dict[int, pl.DataFrame] | None = None,
+    flows: dict[int, pl.DataFrame] | None = None,
 ) -> Timeline:
     """The whole job's timeline; `origin_ns` defaults to the earliest event of all ranks."""
     bounds = [
@@ -315,4 +323,4 @@ def build_timeline(
             rows.append(row)
             side = "CPU pid" if row.key[1] == "cpu" else "GPU"
             labels.setdefault(row.group, f"rank {rank} · {side} {row.key[2]}")
-    return Timeline(rows, origin_ns, span, dict(frames), labels)
+    return Timeline(rows, origin_ns, span, dict(frames), labels, dict(flows or {}))

@@ -91,12 +91,13 @@ class TimelineScreen(AnalysisScreen):
         worker = get_current_worker()
         frames = ts.frames()
         threads = ts.frames("threads")
+        flows = ts.frames("flows")
         if params.rank is not None:
             frames = {r: f for r, f in frames.items() if r == params.rank}
         if worker.is_cancelled:
             return
         # ranks stay aligned on the common origin even when one rank is shown
-        result = build_timeline(frames, ts.origin_ns, threads)
+        result = build_timeline(frames, ts.origin_ns, threads, flows)
         if not worker.is_cancelled:
             self.post_message(Computed(result, ts.generation, params))
 
