@@ -173,7 +173,10 @@ class TimelineScreen(AnalysisScreen):
         index, row = self._row()
         if row is None or row.counter:
             return
-        pos = te.next_event(row, self.view.cursor_t, forward)
+        sel = self.view.selected
+        # from the selected event's start when it is on this row, else from the cursor
+        t = float(row.starts[sel[1]]) if sel is not None and sel[0] == index else self.view.cursor_t
+        pos = te.next_event(row, t, forward)
         if pos is None:
             self._say("no more events on this row")
             return
