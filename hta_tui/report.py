@@ -39,7 +39,7 @@ def build_tables(
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
-        tables.update(catalog.run(ts.frames(), rest, options))
+        tables.update(catalog.run(ts.frames(), rest, options, frames=ts.frames))
     return tables
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from hta_tui.trace.events import NO_ARGS, Event, EventArgs
+from hta_tui.trace.memory import memory_columns, memory_frame
 from hta_tui.trace.schema import (
     EVENTS_SCHEMA,
     FLOWS_SCHEMA,
@@ -99,6 +100,7 @@ class _Gathered:
         self.texts: dict[str, list[bytes]] = {t: [] for f in _FAMILIES.values() for t in f[2]}
         self.flows: list[pl.DataFrame] = []
         self.threads: list[pl.DataFrame] = []
+        self.memory: list[pl.DataFrame] = []
 
     def add(self, events: list[Event]) -> None:
         complete = [e for e in events if e.ph == "X"]
@@ -112,6 +114,9 @@ class _Gathered:
             threads = _threads_frame([e for e in rest if e.ph == "M"])
             if not threads.is_empty():
                 self.threads.append(threads)
+            memory = memory_columns(rest)
+            if memory is not None:
+                self.memory.append(memory)
 
     def _complete(self, evs: list[Event]) -> None:
         args = [e.args or NO_ARGS for e in evs]
@@ -147,6 +152,7 @@ class _Gathered:
             "events": self._events(),
             "flows": _flows_frame(self.flows),
             "threads": pl.concat(self.threads) if self.threads else empty("threads"),
+            "memory": memory_frame(self.memory, _ns(pl.col("ts"))),
         }
 
     def _events(self) -> pl.DataFrame:

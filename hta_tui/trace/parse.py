@@ -26,7 +26,7 @@ from hta_tui.trace.columns import build_frames
 from hta_tui.trace.events import Event, EventArgs
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 4
+PARSER_VERSION = 5
 
 
 class TraceFileError(Exception):
