@@ -197,7 +197,7 @@ async def test_show_moment_zooms_and_selects(tmp_path: Path) -> None:
     async with make(tmp_path).run_test(size=SIZE) as pilot:
         screen = await open_timeline(pilot)
         view = screen.view
-        screen.show_moment(Moment(rank=1, ts=T0 * US + 100 * US + 520 * US, dur=40 * US))
+        screen.show_moment(Moment(rank=1, t=(T0 + 100 + 520) * US, dur=40 * US, name=RELU))
         assert row_key(screen) == (1, "gpu", 1, 7)
         assert RELU in details(screen)
         assert view.t0 <= 620 * US < 660 * US <= view.t0 + view.span

@@ -17,7 +17,7 @@ from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
 from hta_tui.trace.schema import KINDS
-from tests.timeline_trace import GEMM, MEMCPY, NCCL, RELU, write_timeline_traces
+from tests.timeline_trace import GEMM, MEMCPY, NCCL, RELU, T0, write_timeline_traces
 
 US = 1000
 
@@ -178,10 +178,26 @@ def test_find_highlights_matching_names(tl) -> None:
     assert sum(int(m.sum()) for m in literal.values()) == 2  # the memcpy of each rank
 
 
-def test_find_at_a_moment(tl) -> None:
-    ref = te.find_at(tl, 1, 620 * US, RELU)
-    assert ref is not None and names(tl, ref.row)[ref.pos] == RELU
-    assert te.find_at(tl, 1, 621 * US) is None
+def test_resolve_a_moment_by_name_correlation_or_time(tl) -> None:
+    s7 = row(tl, 1, "gpu", 1, 7)
+    # by name: the relu kernel nearest to the time, whatever the origin's small offset
+    p = te.resolve(tl, 1, (T0 + 100 + 515) * US, name=RELU)
+    assert p.ref == te.Ref(s7, 1)
+    assert (p.t0, p.t1) == (620 * US, 660 * US)
+    # by correlation: the GPU side of launch 1 (not the launch itself)
+    p = te.resolve(tl, 0, 0, correlation=1)
+    assert p.ref == te.Ref(row(tl, 0, "gpu", 0, 7), 0)
+    # an idle gap: the named kernel ends the range, which starts a gap before it
+    p = te.resolve(
+        tl, 0, 350 * US, base="rank_gpu", dur=170 * US, name=RELU, stream=7, name_at_end=True
+    )
+    assert names(tl, p.ref.row)[p.ref.pos] == RELU
+    assert (p.t0, p.t1) == (350 * US, 560 * US)  # the rank's first kernel is at 150 us
+    # only a time: the rank's first GPU stream, the range from the job's origin
+    p = te.resolve(tl, 1, 300 * US, base="job", dur=10 * US)
+    assert p.ref is None
+    assert tl.rows[p.row].key == (1, "gpu", 1, 7)
+    assert (p.t0, p.t1) == (300 * US, 310 * US)
 
 
 @pytest.fixture(scope="module")

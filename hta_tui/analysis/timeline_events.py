@@ -101,24 +101,6 @@ def find(tl: Timeline, rank: int, idx: int) -> Ref | None:
     return None
 
 
-def find_at(tl: Timeline, rank: int, start_ns: int, name: str | None = None) -> Ref | None:
-    """The event of a rank starting at `start_ns` (from the origin), by name if given; the
-    event nearest to it on the rank's GPU rows otherwise (a table names a moment)."""
-    frame = tl.frames.get(rank)
-    if frame is None:
-        return None
-    abs_ts = start_ns + tl.origin_ns
-    cond = pl.col("ts") == abs_ts
-    if name is not None:
-        cond &= pl.col("name") == name
-    hits = frame.with_row_index("_pos").filter(cond)["_pos"].to_list()
-    for idx in hits:
-        ref = find(tl, rank, idx)
-        if ref is not None:
-            return ref
-    return None
-
-
 def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
     """Where the event's flow leads: a kernel's launch, a launch's kernels (same
     correlation), a forward op's backward op and back (fwdbwd flows, else the autograd
@@ -248,3 +230,75 @@ def matching(tl: Timeline, pattern: str) -> dict[int, np.ndarray]:
 
 def kind_name(code: int) -> str:
     return KINDS[code] if code < len(KINDS) else ""
+
+
+def base_ns(tl: Timeline, rank: int, base: str) -> int:
+    """The absolute time (ns, as in the file) a table's times are measured from: "job" (the
+    common origin), "gpu" (the first GPU kernel/copy of all ranks), "rank_gpu" (that rank's
+    first one), "abs" (0: times as written)."""
+    if base == "abs":
+        return 0
+    if base == "job":
+        return tl.origin_ns
+    gpu = pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("stream").is_not_null()
+    frames = [tl.frames[rank]] if base == "rank_gpu" and rank in tl.frames else tl.frames.values()
+    firsts = [f.filter(gpu)["ts"].min() for f in frames]
+    firsts = [int(v) for v in firsts if v is not None]  # type: ignore[arg-type]
+    return min(firsts) if firsts else tl.origin_ns
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a table's moment is on the timeline: the event (if one was named and found),
+    the row to put the cursor on, and the range to show (ns from the origin)."""
+
+    ref: Ref | None
+    row: int | None
+    t0: float
+    t1: float
+
+
+def resolve(
+    tl: Timeline,
+    rank: int,
+    t: float,
+    *,
+    base: str = "abs",
+    dur: float = 0.0,
+    name: str | None = None,
+    correlation: int | None = None,
+    stream: int | None = None,
+    name_at_end: bool = False,
+) -> Place:
+    """A moment named by a table row -> the event and range to show. A correlation pins a GPU
+    event; a name picks the event of that name (on that stream) nearest to the time, so
+    tables measuring from another origin still land on the right instance."""
+    start = base_ns(tl, rank, base) + t  # absolute
+    frame = tl.frames.get(rank)
+    ref = None
+    if frame is not None and (correlation is not None or name is not None):
+        cand = frame.with_row_index("_pos")
+        if correlation is not None:
+            cand = cand.filter(
+                (pl.col("correlation") == correlation) & pl.col("kind").is_in(GPU_WORK_KINDS)
+            )
+        else:
+            cand = cand.filter(pl.col("name") == name)
+            if stream is not None:
+                cand = cand.filter(pl.col("stream") == stream)
+        want = start + (dur if name_at_end else 0)
+        best = cand.sort((pl.col("ts") - int(want)).abs()).head(1)["_pos"].to_list()
+        if best:
+            ref = find(tl, rank, best[0])
+    if ref is not None:
+        r = tl.rows[ref.row]
+        s, e = float(r.starts[ref.pos]), float(r.ends[ref.pos])
+        t0, t1 = (s - dur, e) if name_at_end else (s, max(e, s + dur))
+        return Place(ref, ref.row, t0, t1)
+    rel = start - tl.origin_ns
+    rows = [i for i, r in enumerate(tl.rows) if r.rank == rank and not r.counter]
+    if stream is not None:
+        rows = [i for i in rows if tl.rows[i].key[1] == "gpu" and tl.rows[i].key[3] == stream]
+    else:
+        rows = [i for i in rows if tl.rows[i].key[1] == "gpu"] or rows
+    return Place(None, rows[0] if rows else None, rel, rel + dur)

@@ -10,7 +10,6 @@ range, `/` highlights matching names, `z` shows the whole trace.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import polars as pl
@@ -22,21 +21,10 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis import timeline_events as te
 from hta_tui.analysis.timeline_rows import Timeline, build_timeline, innermost_at
+from hta_tui.app.moment import Moment
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.widgets.timeline_view import TimelineView, clean, fmt_time
 from hta_tui.trace.model import TraceSet
-
-
-@dataclass(frozen=True)
-class Moment:
-    """Where `t` from a table asks the timeline to go: a rank, an absolute start (ns, as in
-    the file), a duration, and optionally the event's name and row key (side, group, lane)."""
-
-    rank: int
-    ts: int
-    dur: int = 0
-    name: str | None = None
-    row: tuple[str, int, int] | None = None
 
 
 class TimelineScreen(AnalysisScreen):
@@ -115,31 +103,36 @@ class TimelineScreen(AnalysisScreen):
     def show_moment(self, moment: Moment) -> None:
         """Zoom to a moment (and select its event when one starts there)."""
         self.target = moment
-        if self.view.timeline is not None:
+        views = self.query(TimelineView)  # empty until the screen's first compose
+        if views and views.first().timeline is not None:
             self._go_to_target()
 
     def _go_to_target(self) -> None:
         m, self.target = self.target, None
-        tl = self.view.timeline
+        view = self.view
+        tl = view.timeline
         if m is None or tl is None:
             return
-        start = m.ts - tl.origin_ns
-        pad = max(m.dur, 1000) * 2
-        self.view.cursor_t = start
-        self.view.show_range(start - pad, start + m.dur + pad)
-        ref = te.find_at(tl, m.rank, start, m.name)
-        if ref is not None:
-            self.view.goto_row(ref.row)
-            self._select(ref)
-            return
-        if m.row is not None:
-            self.view.goto_row_key((m.rank, *m.row))
-        else:  # the rank's first GPU stream, else its first row
-            rows = [i for i, r in enumerate(tl.rows) if r.rank == m.rank]
-            gpu = [i for i in rows if tl.rows[i].key[1] == "gpu" and not tl.rows[i].counter]
-            if gpu or rows:
-                self.view.goto_row((gpu or rows)[0])
-        self._say(f"rank {m.rank} at {fmt_time(start)}, {fmt_time(m.dur)} long")
+        place = te.resolve(
+            tl,
+            m.rank,
+            m.t,
+            base=m.base,
+            dur=m.dur,
+            name=m.name,
+            correlation=m.correlation,
+            stream=m.stream,
+            name_at_end=m.name_at_end,
+        )
+        pad = max(place.t1 - place.t0, 1000.0) / 2
+        view.cursor_t = place.t0
+        view.show_range(place.t0 - pad, place.t1 + pad)
+        if place.row is not None:
+            view.goto_row(place.row)
+        if place.ref is not None:
+            self._select(place.ref)
+        else:
+            self._say(f"rank {m.rank} at {fmt_time(place.t0)}, {fmt_time(m.dur)} long")
 
     # -- actions -------------------------------------------------------------------------------
     def _say(self, text: str) -> None:
