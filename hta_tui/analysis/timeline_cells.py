@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hta_tui.analysis.timeline_rows import NONE, Row, busy_before, innermost_at
+from hta_tui.analysis.timeline_rows import NONE, Row, busy_before, innermost_at, search
 from hta_tui.trace.schema import KINDS
 
 #: Below this many LOD buckets per cell, the cell's kind comes from the event at its middle.
@@ -34,7 +34,7 @@ def row_cells(row: Row, t0: float, t1: float, width: int) -> Cells:
     step = (t1 - t0) / max(width, 1)
     edges = t0 + np.arange(width + 1, dtype=np.float64) * step
     busy = np.diff(busy_before(row, edges)) / max(step, 1e-9)
-    count = np.diff(np.searchsorted(row.starts, edges, side="left"))
+    count = np.diff(search(row.starts, edges, side="left"))
     mids = edges[:-1] + step / 2
     event = innermost_at(row, mids)
     lod = row.lod
@@ -45,7 +45,7 @@ def row_cells(row: Row, t0: float, t1: float, width: int) -> Cells:
         # a cell busy somewhere but not at its middle takes the kind of what starts in it
         missing = (kind == NONE) & (busy > 0)
         if missing.any():
-            first = np.clip(np.searchsorted(row.starts, edges[:-1], side="left"), 0, len(row) - 1)
+            first = np.clip(search(row.starts, edges[:-1], side="left"), 0, len(row) - 1)
             kind[missing] = row.kinds[first[missing]]
     kind = np.where(busy > 0, kind, NONE).astype(np.uint8)
     left_in = _covered(row, edges[:-1] + min(step * 1e-3, 0.5))
@@ -54,7 +54,7 @@ def row_cells(row: Row, t0: float, t1: float, width: int) -> Cells:
 
 
 def _covered(row: Row, t: np.ndarray) -> np.ndarray:
-    i = np.searchsorted(row.top_starts, t, side="right") - 1
+    i = search(row.top_starts, t, side="right") - 1
     ii = np.clip(i, 0, None)
     if len(row.top_starts) == 0:
         return np.zeros(len(t), dtype=bool)

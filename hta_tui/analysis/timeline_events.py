@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.timeline_rows import Row, Timeline
+from hta_tui.analysis.timeline_rows import Row, Timeline, search
 from hta_tui.trace.schema import GPU_WORK_KINDS, KINDS, LAUNCH_KINDS
 
 #: Columns shown as args when present on the event.
@@ -52,10 +52,10 @@ def event_row(tl: Timeline, ref: Ref) -> dict[str, object]:
 def enclosing(row: Row, pos: int) -> list[int]:
     """Positions of the events enclosing `pos` on its row, outermost first."""
     s, e = row.starts[pos], row.ends[pos]
-    j = int(np.searchsorted(row.top_ends, s, side="right"))
+    j = int(search(row.top_ends, s, side="right"))
     if j >= len(row.top_starts):
         return []
-    lo = int(np.searchsorted(row.starts, row.top_starts[j], side="left"))
+    lo = int(search(row.starts, row.top_starts[j], side="left"))
     cand = np.arange(lo, pos)
     inside = (row.starts[lo:pos] <= s) & (row.ends[lo:pos] >= e)
     return cand[inside].tolist()
@@ -161,9 +161,9 @@ def _fwdbwd(tl: Timeline, rank: int, ev: dict[str, object]) -> list[int]:
 def next_event(row: Row, t: float, forward: bool) -> int | None:
     """The first event starting after `t` (or the last starting before it)."""
     if forward:
-        i = int(np.searchsorted(row.starts, t, side="right"))
+        i = int(search(row.starts, t, side="right"))
         return i if i < len(row) else None
-    i = int(np.searchsorted(row.starts, t, side="left")) - 1
+    i = int(search(row.starts, t, side="left")) - 1
     return i if i >= 0 else None
 
 

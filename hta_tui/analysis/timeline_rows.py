@@ -70,13 +70,13 @@ class Row:
 
     def window(self, t0: float, t1: float) -> tuple[int, int]:
         """Positions [lo, hi) of the events that start before t1 and may end after t0."""
-        hi = int(np.searchsorted(self.starts, t1, side="left"))
+        hi = int(search(self.starts, t1, side="left"))
         # outermost intervals are disjoint: the first ending after t0 bounds every event
-        j = int(np.searchsorted(self.top_ends, t0, side="right"))
+        j = int(search(self.top_ends, t0, side="right"))
         lo = (
             hi
             if j >= len(self.top_starts)
-            else int(np.searchsorted(self.starts, self.top_starts[j], "left"))
+            else int(search(self.starts, self.top_starts[j], "left"))
         )
         return min(lo, hi), hi
 
@@ -109,6 +109,17 @@ class Timeline:
                     total += a.nbytes
                     seen.add(id(a))
         return total
+
+
+def search(sorted_ns: np.ndarray, t: object, side: str = "left") -> np.ndarray:
+    """`np.searchsorted` of float times in integer ns. Given floats, numpy would convert the
+    whole int64 array to float64 on every call (O(events), 1 ms per million); rounding the
+    few queries instead gives the same positions: a <= t iff a <= floor(t), a < t iff
+    a < ceil(t) for integers a."""
+    q = np.asarray(t, dtype=np.float64)
+    q = np.floor(q) if side == "right" else np.ceil(q)
+    q = np.clip(q, -(2.0**62), 2.0**62).astype(np.int64)
+    return np.searchsorted(sorted_ns, q, side=side)  # type: ignore[call-overload]
 
 
 def _top_level(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -151,7 +162,7 @@ def make_row(
 
 def busy_before(row: Row, t: np.ndarray) -> np.ndarray:
     """Busy ns of the row in [0, t) for every t (exact: outermost intervals are disjoint)."""
-    i = np.searchsorted(row.top_starts, t, side="right")
+    i = search(row.top_starts, t, side="right")
     if len(row.top_starts) == 0:
         return np.zeros(len(t), dtype=np.float64)
     j = np.maximum(i - 1, 0)
@@ -169,7 +180,7 @@ def innermost_at(row: Row, t: np.ndarray) -> np.ndarray:
     out = np.full(len(t), -1, dtype=np.int64)
     if n == 0:
         return out
-    k = np.searchsorted(row.starts, t, side="right") - 1
+    k = search(row.starts, t, side="right") - 1
     todo = k >= 0
     for step in range(WALK_BACK):
         kk = np.clip(k - step, 0, n - 1)
@@ -179,10 +190,10 @@ def innermost_at(row: Row, t: np.ndarray) -> np.ndarray:
         if not todo.any():
             return out
     # fall back to the outermost interval's first event
-    i = np.searchsorted(row.top_starts, t, side="right") - 1
+    i = search(row.top_starts, t, side="right") - 1
     ii = np.clip(i, 0, None)
     cover = todo & (i >= 0) & (row.top_ends[ii] > t)
-    first = np.searchsorted(row.starts, row.top_starts[ii], side="left")
+    first = search(row.starts, row.top_starts[ii], side="left")
     out[cover] = first[cover]
     return out
 
@@ -194,7 +205,7 @@ def build_lod(row: Row, span_ns: int) -> Lod:
     width = max(span_ns, 1) / buckets
     edges = np.arange(buckets + 1, dtype=np.float64) * width
     busy = np.diff(busy_before(row, edges)).astype(np.float32)
-    count = np.diff(np.searchsorted(row.starts, edges, side="left")).astype(np.uint32)
+    count = np.diff(search(row.starts, edges, side="left")).astype(np.uint32)
     samples = (np.arange(buckets * LOD_SAMPLES, dtype=np.float64) + 0.5) * (width / LOD_SAMPLES)
     at = innermost_at(row, samples)
     codes = np.where(at >= 0, row.kinds[np.clip(at, 0, None)], NONE)
@@ -203,7 +214,7 @@ def build_lod(row: Row, span_ns: int) -> Lod:
     missed = np.flatnonzero((kind == NONE) & (busy > 0))
     if len(missed):
         cover = innermost_at(row, edges[missed])
-        first = np.clip(np.searchsorted(row.starts, edges[missed], side="left"), 0, len(row) - 1)
+        first = np.clip(search(row.starts, edges[missed], side="left"), 0, len(row) - 1)
         kind[missed] = row.kinds[np.where(cover >= 0, cover, first)]
     kind[busy <= 0] = NONE
     return Lod(width, busy, kind, count)
@@ -232,14 +243,16 @@ def _thread_names(threads: pl.DataFrame | None) -> dict[tuple[int, int], str]:
 
 
 def _lanes(events: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
-    """Drawable events with their lane: (side, group, lane, rel start, rel end, kind, idx)."""
+    """Drawable events with their lane: (gpu, group, lane, rel start, rel end, kind, idx),
+    in file order (each lane is sorted on its own: one multi-key sort of millions of rows
+    costs seconds)."""
     on_gpu = pl.col("stream").is_not_null() & pl.col("kind").is_in(GPU_ROW_KINDS)
     cpu = pl.col("stream").is_null() & ~pl.col("kind").is_in(GPU_ROW_KINDS)
     return (
         events.with_row_index("_pos")
         .filter(~pl.col("kind").is_in(SKIPPED_KINDS) & (on_gpu | cpu) & (pl.col("dur") >= 0))
         .select(
-            side=pl.when(on_gpu).then(pl.lit("gpu")).otherwise(pl.lit("cpu")),
+            gpu=on_gpu,
             group=pl.when(on_gpu)
             .then(pl.coalesce("device", "pid", pl.lit(0)))
             .otherwise(pl.coalesce("pid", pl.lit(0))),
@@ -248,9 +261,6 @@ def _lanes(events: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
             end=pl.col("ts") + pl.col("dur") - origin_ns,
             kind=pl.col("kind").to_physical().cast(pl.UInt8),
             idx=pl.col("_pos"),
-        )
-        .sort(
-            ["side", "group", "lane", "start", "end"], descending=[False, False, False, False, True]
         )
     )
 
@@ -267,20 +277,25 @@ def rank_rows(
     lanes = _lanes(events, origin_ns)
     names = _thread_names(threads)
     rows: list[Row] = []
-    for (side, group, lane), part in lanes.group_by(["side", "group", "lane"], maintain_order=True):
-        label = f"stream {lane}" if side == "gpu" else names.get((group, lane), f"thread {lane}")
+    for (on_gpu, group, lane), part in lanes.partition_by(
+        ["gpu", "group", "lane"], as_dict=True, maintain_order=False
+    ).items():
+        side = "gpu" if on_gpu else "cpu"
+        label = f"stream {lane}" if on_gpu else names.get((group, lane), f"thread {lane}")
+        start, end = part["start"].to_numpy(), part["end"].to_numpy()
+        order = np.lexsort((-end, start))  # by start; parents (longer) first on ties
         rows.append(
             make_row(
-                (rank, str(side), int(group), int(lane)),
+                (rank, side, int(group), int(lane)),
                 label,
-                part["start"].to_numpy(),
-                part["end"].to_numpy(),
-                part["kind"].to_numpy(),
-                part["idx"].to_numpy(),
+                start[order],
+                end[order],
+                part["kind"].to_numpy()[order],
+                part["idx"].to_numpy()[order],
                 span_ns=span_ns,
             )
         )
-    gpu = lanes.filter(pl.col("side") == "gpu")
+    gpu = lanes.filter("gpu")
     if not gpu.is_empty():
         union = merge_intervals(gpu, "start", "end", by="group").sort("group", "start")
         util = KINDS.index("kernel")

@@ -22,7 +22,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from hta_tui.analysis.timeline_cells import row_cells, runs
-from hta_tui.analysis.timeline_rows import NONE, Row, Timeline
+from hta_tui.analysis.timeline_rows import NONE, Row, Timeline, search
 from hta_tui.trace.schema import KINDS
 
 LABEL_WIDTH = 16
@@ -422,7 +422,7 @@ class TimelineView(ScrollView, can_focus=True):
             # zoomed out: flag cells where a match starts
             edges = self.t0 + np.arange(len(chars) + 1) * (self.span / len(chars))
             cum = np.concatenate(([0], np.cumsum(hits)))
-            at = cum[np.searchsorted(row.starts, edges, side="left")]
+            at = cum[search(row.starts, edges, side="left")]
             keys[np.diff(at) > 0] |= MATCH
 
     def _overlays(self, chars: np.ndarray, keys: np.ndarray, on_cursor: bool) -> None:
