@@ -41,21 +41,22 @@ def row_cells(row: Row, t0: float, t1: float, width: int) -> Cells:
     if lod is not None and step >= LOD_MIN_BUCKETS * lod.width:
         kind = _lod_kind(row, edges)
     else:
-        kind = np.where(event >= 0, row.kinds[np.clip(event, 0, None)], NONE).astype(np.uint8)
+        kind = np.where(event >= 0, row.kinds[np.maximum(event, 0)], NONE).astype(np.uint8)
         # a cell busy somewhere but not at its middle takes the kind of what starts in it
         missing = (kind == NONE) & (busy > 0)
         if missing.any():
-            first = np.clip(search(row.starts, edges[:-1], side="left"), 0, len(row) - 1)
+            first = np.minimum(search(row.starts, edges[:-1], side="left"), len(row) - 1)
             kind[missing] = row.kinds[first[missing]]
     kind = np.where(busy > 0, kind, NONE).astype(np.uint8)
-    left_in = _covered(row, edges[:-1] + min(step * 1e-3, 0.5))
-    right_in = _covered(row, edges[1:] - min(step * 1e-3, 0.5))
-    return Cells(np.clip(busy, 0.0, 1.0), kind, left_in, right_in, event, count)
+    eps = min(step * 1e-3, 0.5)
+    inside = _covered(row, np.concatenate((edges[:-1] + eps, edges[1:] - eps)))
+    left_in, right_in = inside[:width], inside[width:]
+    return Cells(np.minimum(np.maximum(busy, 0.0), 1.0), kind, left_in, right_in, event, count)
 
 
 def _covered(row: Row, t: np.ndarray) -> np.ndarray:
     i = search(row.top_starts, t, side="right") - 1
-    ii = np.clip(i, 0, None)
+    ii = np.maximum(i, 0)
     if len(row.top_starts) == 0:
         return np.zeros(len(t), dtype=bool)
     return (i >= 0) & (row.top_ends[ii] > t)
@@ -66,7 +67,7 @@ def _lod_kind(row: Row, edges: np.ndarray) -> np.ndarray:
     lod = row.lod
     assert lod is not None
     nb = len(lod.busy)
-    b = np.clip((edges / lod.width).astype(np.int64), 0, nb)
+    b = np.minimum(np.maximum((edges / lod.width).astype(np.int64), 0), nb)
     width = len(edges) - 1
     lo, hi = b[:-1], np.maximum(b[1:], b[:-1] + 1)
     first, last = int(lo[0]), int(min(hi[-1], nb))

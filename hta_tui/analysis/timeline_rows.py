@@ -118,7 +118,7 @@ def search(sorted_ns: np.ndarray, t: object, side: str = "left") -> np.ndarray:
     a < ceil(t) for integers a."""
     q = np.asarray(t, dtype=np.float64)
     q = np.floor(q) if side == "right" else np.ceil(q)
-    q = np.clip(q, -(2.0**62), 2.0**62).astype(np.int64)
+    q = q.astype(np.int64)
     return np.searchsorted(sorted_ns, q, side=side)  # type: ignore[call-overload]
 
 
@@ -166,7 +166,7 @@ def busy_before(row: Row, t: np.ndarray) -> np.ndarray:
     if len(row.top_starts) == 0:
         return np.zeros(len(t), dtype=np.float64)
     j = np.maximum(i - 1, 0)
-    inside = np.clip(t - row.top_starts[j], 0, row.top_ends[j] - row.top_starts[j])
+    inside = np.minimum(np.maximum(t - row.top_starts[j], 0), row.top_ends[j] - row.top_starts[j])
     return np.where(i > 0, row.top_cum[j] + inside, 0).astype(np.float64)
 
 
@@ -180,21 +180,23 @@ def innermost_at(row: Row, t: np.ndarray) -> np.ndarray:
     out = np.full(len(t), -1, dtype=np.int64)
     if n == 0:
         return out
+    # only points inside an outermost interval have an event (the rest are idle)
+    i = search(row.top_starts, t, side="right") - 1
+    ii = np.maximum(i, 0)
+    todo = (i >= 0) & (row.top_ends[ii] > t)
+    if not todo.any():
+        return out
     k = search(row.starts, t, side="right") - 1
-    todo = k >= 0
     for step in range(WALK_BACK):
-        kk = np.clip(k - step, 0, n - 1)
-        hit = todo & (k - step >= 0) & (row.ends[kk] > t)
+        kk = np.minimum(np.maximum(k - step, 0), n - 1)
+        hit = todo & (row.ends[kk] > t)
         out[hit] = kk[hit]
         todo &= ~hit
         if not todo.any():
             return out
-    # fall back to the outermost interval's first event
-    i = search(row.top_starts, t, side="right") - 1
-    ii = np.clip(i, 0, None)
-    cover = todo & (i >= 0) & (row.top_ends[ii] > t)
+    # deeper than the walk: the outermost interval's first event
     first = search(row.starts, row.top_starts[ii], side="left")
-    out[cover] = first[cover]
+    out[todo] = first[todo]
     return out
 
 
@@ -208,13 +210,13 @@ def build_lod(row: Row, span_ns: int) -> Lod:
     count = np.diff(search(row.starts, edges, side="left")).astype(np.uint32)
     samples = (np.arange(buckets * LOD_SAMPLES, dtype=np.float64) + 0.5) * (width / LOD_SAMPLES)
     at = innermost_at(row, samples)
-    codes = np.where(at >= 0, row.kinds[np.clip(at, 0, None)], NONE)
+    codes = np.where(at >= 0, row.kinds[np.maximum(at, 0)], NONE)
     kind = _mode(codes.reshape(buckets, LOD_SAMPLES))
     # busy, but between the samples: what covers the bucket's start, else what starts in it
     missed = np.flatnonzero((kind == NONE) & (busy > 0))
     if len(missed):
         cover = innermost_at(row, edges[missed])
-        first = np.clip(search(row.starts, edges[missed], side="left"), 0, len(row) - 1)
+        first = np.minimum(search(row.starts, edges[missed], side="left"), len(row) - 1)
         kind[missed] = row.kinds[np.where(cover >= 0, cover, first)]
     kind[busy <= 0] = NONE
     return Lod(width, busy, kind, count)

@@ -85,21 +85,23 @@ def glyphs(
     if ascii:
         ch = np.where(busy >= 0.875, "#", np.where(busy >= 0.375, "=", "-"))
         return np.where(idle, " ", ch), np.zeros(len(busy), dtype=bool)
-    n = np.clip(np.rint(busy * 8).astype(np.int64), 1, 8)
+    n = np.minimum(np.maximum(np.rint(busy * 8).astype(np.int64), 1), 8)
     full = (n == 8) | (left_in & right_in & (busy >= 0.5))
     ends_here = left_in & ~right_in & ~full
     starts_here = right_in & ~left_in & ~full
     shade = np.where(busy >= 0.625, "▓", np.where(busy >= 0.375, "▒", "░"))
     ch = np.where(full, "█", shade)
-    ch = np.where(ends_here, _LEFT[np.clip(n - 1, 0, 6)], ch)
-    ch = np.where(starts_here, _LEFT[np.clip(7 - n, 0, 6)], ch)
+    ch = np.where(ends_here, _LEFT[np.minimum(np.maximum(n - 1, 0), 6)], ch)
+    ch = np.where(starts_here, _LEFT[np.minimum(np.maximum(7 - n, 0), 6)], ch)
     return np.where(idle, " ", ch), starts_here & ~idle
 
 
 def level_glyphs(busy: np.ndarray, ascii: bool) -> np.ndarray:
     """A counter track: the level as a bar height (eighths, or five ASCII steps)."""
     levels = _ASCII_LEVELS if ascii else _LEVELS
-    n = np.clip(np.rint(busy * (len(levels) - 1)).astype(np.int64), 0, len(levels) - 1)
+    n = np.minimum(
+        np.maximum(np.rint(busy * (len(levels) - 1)).astype(np.int64), 0), len(levels) - 1
+    )
     return levels[n]
 
 
