@@ -263,3 +263,29 @@ def test_bad_input_empty_frames_give_an_empty_timeline(tmp_path: Path) -> None:
     tl = build_timeline({0: empty("events")})
     assert tl.rows == []
     assert tl.span_ns == 1
+
+
+def test_memory_track_follows_total_allocated(tmp_path: Path) -> None:
+    from hta_tui.analysis.timeline_counters import MEMORY_LANE
+    from hta_tui.analysis.timeline_rows import busy_before
+    from hta_tui.synth import MemoryOptions
+
+    write_trace_dir(tmp_path / "t", ranks=1, steps=2, seed=0, memory=MemoryOptions())
+    ts = open_set(tmp_path / "t", Cache(tmp_path / "cache"))
+    mem = ts.frames("memory")
+    tl = build_timeline(ts.frames(), ts.origin_ns, memory=mem)
+    (i,) = [i for i, r in enumerate(tl.rows) if r.key[3] == MEMORY_LANE]
+    r = tl.rows[i]
+    raw = mem[0].filter(pl.col("device_id") >= 0).sort("ts")
+    assert r.scale == raw["total_allocated"].max()
+    # between two events the track holds the first one's total (mean over a tiny window)
+    checked = 0
+    for k in (10, raw.height // 3, raw.height // 2, raw.height - 2):
+        a, b = int(raw["ts"][k]) - tl.origin_ns, int(raw["ts"][k + 1]) - tl.origin_ns
+        if b - a < 2 or raw["ts"][k] == raw["ts"][k - 1]:
+            continue
+        t = np.array([a + (b - a) / 4, a + (b - a) / 2], dtype=np.float64)
+        mean = float(np.diff(busy_before(r, t))[0]) / float(t[1] - t[0])
+        assert mean * r.scale == pytest.approx(raw["total_allocated"][k], rel=1e-9)
+        checked += 1
+    assert checked

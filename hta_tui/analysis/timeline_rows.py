@@ -56,6 +56,10 @@ class Row:
     top_cum: np.ndarray  # int64, busy ns before each outermost interval
     lod: Lod | None = None
     counter: bool = False  # a counter track (drawn as a level, not as blocks)
+    #: a level counter: each interval's value as a fraction of `scale` (busy time is
+    #: weighted by it, so a cell shows the counter's mean over the cell)
+    level: np.ndarray | None = None
+    scale: float = 1.0
 
     @property
     def rank(self) -> int:
@@ -101,6 +105,8 @@ class Timeline:
         total = 0
         for r in self.rows:
             arrays = [r.starts, r.ends, r.kinds, r.idx, r.top_starts, r.top_ends, r.top_cum]
+            if r.level is not None:
+                arrays.append(r.level)
             if r.lod is not None:
                 arrays += [r.lod.busy, r.lod.kind, r.lod.count]
             seen: set[int] = set()
@@ -143,19 +149,25 @@ def make_row(
     *,
     span_ns: int,
     counter: bool = False,
+    level: np.ndarray | None = None,
+    scale: float = 1.0,
 ) -> Row:
-    """A row from arrays already sorted by (start, -duration)."""
-    top = _top_level(starts, ends)
+    """A row from arrays already sorted by (start, -duration); with `level`, disjoint
+    intervals of a counter's values (fractions of `scale`)."""
+    top = _top_level(starts, ends) if level is None else np.ones(len(starts), dtype=bool)
     if top.all():
         ts, te = starts, ends
     else:
         # an outermost interval reaches as far as anything it encloses
         ts = starts[top]
         te = np.maximum.reduceat(ends, np.flatnonzero(top)) if len(ts) else ends[:0]
-    cum = np.zeros(len(ts), dtype=np.int64)
+    weight = te - ts if level is None else (te - ts) * level
+    cum = np.zeros(len(ts), dtype=weight.dtype)
     if len(ts) > 1:
-        cum[1:] = np.cumsum(te - ts)[:-1]
-    row = Row(key, label, starts, ends, kinds, idx, ts, te, cum, counter=counter)
+        cum[1:] = np.cumsum(weight)[:-1]
+    row = Row(
+        key, label, starts, ends, kinds, idx, ts, te, cum, counter=counter, level=level, scale=scale
+    )
     row.lod = build_lod(row, span_ns)
     return row
 
@@ -167,6 +179,8 @@ def busy_before(row: Row, t: np.ndarray) -> np.ndarray:
         return np.zeros(len(t), dtype=np.float64)
     j = np.maximum(i - 1, 0)
     inside = np.minimum(np.maximum(t - row.top_starts[j], 0), row.top_ends[j] - row.top_starts[j])
+    if row.level is not None:
+        inside = inside * row.level[j]
     return np.where(i > 0, row.top_cum[j] + inside, 0).astype(np.float64)
 
 
@@ -315,8 +329,13 @@ def rank_rows(
                     counter=True,
                 )
             )
-    rows.sort(key=lambda r: (r.key[1] != "cpu", r.key[2], r.key[3]))
+    rows.sort(key=_order)
     return rows
+
+
+def _order(r: Row) -> tuple[bool, int, int]:
+    """CPU processes first, then devices; in a device its counters (lanes < 0), streams."""
+    return (r.key[1] != "cpu", r.key[2], r.key[3])
 
 
 def build_timeline(
@@ -324,6 +343,7 @@ def build_timeline(
     origin_ns: int | None = None,
     threads: dict[int, pl.DataFrame] | None = None,
     flows: dict[int, pl.DataFrame] | None = None,
+    memory: dict[int, pl.DataFrame] | None = None,
 ) -> Timeline:
     """The whole job's timeline; `origin_ns` defaults to the earliest event of all ranks."""
     bounds = [
@@ -336,7 +356,13 @@ def build_timeline(
     rows: list[Row] = []
     labels: dict[tuple[int, str, int], str] = {}
     for rank in sorted(frames):
-        for row in rank_rows(rank, frames[rank], origin_ns, span, (threads or {}).get(rank)):
+        own = rank_rows(rank, frames[rank], origin_ns, span, (threads or {}).get(rank))
+        mem = (memory or {}).get(rank)
+        if mem is not None:
+            from hta_tui.analysis.timeline_counters import memory_rows
+
+            own = sorted([*own, *memory_rows(rank, mem, origin_ns, span)], key=_order)
+        for row in own:
             rows.append(row)
             side = "CPU pid" if row.key[1] == "cpu" else "GPU"
             labels.setdefault(row.group, f"rank {rank} · {side} {row.key[2]}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import numpy as np
 import polars as pl
 from textual import on, work
 from textual.app import ComposeResult
@@ -20,7 +21,7 @@ from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import timeline_events as te
-from hta_tui.analysis.timeline_rows import Timeline, build_timeline, innermost_at
+from hta_tui.analysis.timeline_rows import Timeline, build_timeline, busy_before, innermost_at
 from hta_tui.app.moment import Moment
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.widgets.timeline_view import TimelineView, clean, fmt_time
@@ -80,12 +81,13 @@ class TimelineScreen(AnalysisScreen):
         frames = ts.frames()
         threads = ts.frames("threads")
         flows = ts.frames("flows")
+        memory = ts.frames("memory")
         if params.rank is not None:
             frames = {r: f for r, f in frames.items() if r == params.rank}
         if worker.is_cancelled:
             return
         # ranks stay aligned on the common origin even when one rank is shown
-        result = build_timeline(frames, ts.origin_ns, threads, flows)
+        result = build_timeline(frames, ts.origin_ns, threads, flows, memory)
         if not worker.is_cancelled:
             self.post_message(Computed(result, ts.generation, params))
 
@@ -181,15 +183,25 @@ class TimelineScreen(AnalysisScreen):
             self.view.toggle_group()
             return
         if row.counter:
-            self._say("GPU utilisation: the union of the device's streams")
+            self._say(self._counter_text(row))
             return
-        import numpy as np
-
         pos = int(innermost_at(row, np.array([self.view.cursor_t]))[0])
         if pos < 0:
             self._say("no event under the cursor: [ and ] jump to the nearest ones")
             return
         self._select(te.Ref(index, pos))
+
+    def _counter_text(self, row) -> str:
+        """A counter track's value over the cell under the cursor."""
+        view = self.view
+        step = view.span / view.track_width
+        t = view.cursor_t
+        busy = busy_before(row, np.array([t - step / 2, t + step / 2]))
+        frac = float(busy[1] - busy[0]) / step
+        if row.level is None:
+            return f"GPU utilisation at {fmt_time(t)}: {100 * frac:.0f}% (union of its streams)"
+        gb = frac * row.scale / 2**30
+        return f"memory allocated at {fmt_time(t)}: {gb:.3f} GiB (peak {row.scale / 2**30:.3f})"
 
     def _select(self, ref: te.Ref) -> None:
         """Select an event: cursor on its start (in view), details below."""
