@@ -87,13 +87,14 @@ def _lod_kind(row: Row, edges: np.ndarray) -> np.ndarray:
     return best
 
 
-def runs(event: np.ndarray) -> list[tuple[int, int, int]]:
-    """(first cell, length, event position) of each run of cells showing one event."""
+def runs(event: np.ndarray, min_length: int = 1) -> list[tuple[int, int, int]]:
+    """(first cell, length, event position) of each run of at least `min_length` cells
+    showing one event."""
     if len(event) == 0:
         return []
     change = np.flatnonzero(np.diff(event)) + 1
     starts = np.concatenate(([0], change))
     lengths = np.diff(np.concatenate((starts, [len(event)])))
     ids = event[starts]
-    keep = ids >= 0
+    keep = (ids >= 0) & (lengths >= min_length)
     return list(zip(starts[keep].tolist(), lengths[keep].tolist(), ids[keep].tolist(), strict=True))

@@ -283,8 +283,7 @@ class TimelineScreen(AnalysisScreen):
         if tl is None:
             return
         text = self.query_one("#filter", Input).value.strip()
-        self.view.matches = te.matching(tl, text)
-        self.view.changed()
+        self.view.set_matches(te.matching(tl, text))
         if text:
             total = sum(int(m.sum()) for m in self.view.matches.values())
             self._say(f"{total} events match {clean(text)!r}")

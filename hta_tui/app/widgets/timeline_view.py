@@ -159,6 +159,7 @@ class TimelineView(ScrollView, can_focus=True):
         self._strips: dict[tuple, Strip] = {}
         self._styles: dict[str, Style] = {}
         self._combos: dict[int, Style] = {}
+        self._match_cum: dict[int, np.ndarray] = {}
 
     # -- model ---------------------------------------------------------------------------------
     def set_timeline(self, tl: Timeline) -> None:
@@ -166,6 +167,7 @@ class TimelineView(ScrollView, can_focus=True):
         keep = self.current_row_key
         self.timeline = tl
         self.matches = {}
+        self._match_cum = {}
         self.selected = None
         self._rebuild_items()
         if first:
@@ -289,6 +291,11 @@ class TimelineView(ScrollView, can_focus=True):
         self._keep_cursor_visible()
         self.changed()
 
+    def set_matches(self, matches: dict[int, np.ndarray]) -> None:
+        self.matches = matches
+        self._match_cum = {}
+        self.changed()
+
     def changed(self) -> None:
         self._strips.clear()
         self.refresh()
@@ -406,26 +413,24 @@ class TimelineView(ScrollView, can_focus=True):
         assert tl is not None
         names = tl.frames[row.rank]["name"]
         hits = self.matches.get(index)
-        for first, length, pos in runs(event):
-            flag = 0
-            if self.selected == (index, pos):
-                flag = SELECTED
-            elif hits is not None and bool(hits[pos]):
-                flag = MATCH
-            if flag:
-                keys[first : first + length] |= flag
-            if length < 4:
-                continue
+        ev = np.maximum(event, 0)
+        if hits is not None:
+            # cells showing a match, and (zoomed out) cells where a match starts
+            keys[(event >= 0) & hits[ev]] |= MATCH
+            cum = self._match_cum.get(index)
+            if cum is None:
+                cum = self._match_cum[index] = np.concatenate(([0], np.cumsum(hits)))
+            edges = self.t0 + np.arange(len(chars) + 1) * (self.span / len(chars))
+            keys[np.diff(cum[search(row.starts, edges, side="left")]) > 0] |= MATCH
+        sel = self.selected
+        if sel is not None and sel[0] == index:
+            keys[event == sel[1]] |= SELECTED
+        for first, length, pos in runs(event, min_length=4):
             name = clean(names[int(row.idx[pos])] or "")
             text = name if len(name) <= length else name[: length - 1] + "…"
+            flags = keys[first] & (MATCH | SELECTED)
             chars[first : first + len(text)] = list(text)
-            keys[first : first + len(text)] = int(row.kinds[pos]) | NAME | flag
-        if hits is not None and len(event) and (event < 0).all():
-            # zoomed out: flag cells where a match starts
-            edges = self.t0 + np.arange(len(chars) + 1) * (self.span / len(chars))
-            cum = np.concatenate(([0], np.cumsum(hits)))
-            at = cum[search(row.starts, edges, side="left")]
-            keys[np.diff(at) > 0] |= MATCH
+            keys[first : first + len(text)] = int(row.kinds[pos]) | NAME | flags
 
     def _overlays(self, chars: np.ndarray, keys: np.ndarray, on_cursor: bool) -> None:
         track = len(chars)
