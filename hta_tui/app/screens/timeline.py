@@ -228,7 +228,7 @@ class TimelineScreen(AnalysisScreen):
             f"stack: {stack}",
             args,
         ]
-        return clean("\n".join(lines))
+        return "\n".join(clean(line) for line in lines)
 
     def action_follow(self) -> None:
         view = self.view
