@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip
+import os
 import re
 import zlib
 from collections.abc import Iterator
@@ -23,10 +24,11 @@ import orjson
 import polars as pl
 
 from hta_tui.trace.columns import build_frames
+from hta_tui.trace.discover import not_regular
 from hta_tui.trace.events import Event, EventArgs
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 5
+PARSER_VERSION = 7
 
 
 class TraceFileError(Exception):
@@ -73,9 +75,29 @@ class ParsedTrace:
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
+def read_regular(path: str | Path) -> bytes:
+    """The bytes of a regular file; anything else (a FIFO, a socket, a device, or a link to
+    one) raises before a byte is read. The check is made on the opened file too (opened
+    non-blocking: a FIFO without a writer would block the open), so a file swapped for a FIFO
+    after discovery is refused as well."""
+    try:
+        why = not_regular(os.stat(path).st_mode)
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            raise
+        raise TraceFileError("a symbolic link to nothing", not_trace=True) from None
+    if why is None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb", closefd=True) as f:
+            why = not_regular(os.fstat(fd).st_mode)
+            if why is None:
+                return f.read()
+    raise TraceFileError(why, not_trace=True)
+
+
 def read_bytes(path: str | Path) -> bytes:
     """The file's JSON bytes, gunzipped when compressed (by magic, not by name)."""
-    data = Path(path).read_bytes()
+    data = read_regular(path)
     if data[:2] == b"\x1f\x8b":
         try:
             return _gunzip(data)
