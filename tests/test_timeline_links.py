@@ -144,3 +144,32 @@ async def test_t_on_a_table_without_moments_keeps_the_screens_key(
         await pilot.pause()
         assert isinstance(app.screen, KernelsScreen)  # the top-k toggle, not the timeline
         assert screen.params.get("fold", True) is not folded
+
+
+async def test_t_from_a_sync_selects_the_sync_call(tmp_path: Path) -> None:
+    from hta_tui.app.screens.syncs import SyncsScreen
+    from hta_tui.synth import sync_story
+    from hta_tui.synth.files import write_trace
+
+    root = tmp_path / "syncs"
+    root.mkdir()
+    write_trace(sync_story.make_sync_story(steps=2), root / "rank-0.json")
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot, "y", SyncsScreen)
+        table = screen.query_one("#sync-instances", FrameTable)
+        await wait_until(pilot, lambda: table.row_count > 0, 10, "sync rows")
+        table.focus()
+        await pilot.pause()
+        values = table.selected_row()
+        assert values is not None
+        await pilot.press("t")
+        await wait_until(
+            pilot,
+            lambda: isinstance(app.screen, TimelineScreen) and app.screen.view.selected is not None,
+            30,
+        )
+        rank, ev = selected_event(app)
+        assert rank == values["rank"]
+        assert ev["name"] == values["call"]
+        assert ev["ts"] / 1e3 == pytest.approx(values["start (us)"], abs=1e-3)
