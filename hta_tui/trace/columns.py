@@ -9,13 +9,14 @@ and paid for every chunk those calls came to a fifth of the parse.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Iterable
 from itertools import chain
 from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.events import NO_ARGS, Event, EventArgs
+from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Event, EventArgs
 from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA, KIND, KINDS, THREADS_SCHEMA, empty
 
 _CAT_KIND: dict[str, str] = {
@@ -71,10 +72,13 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
 }
 
 
-def build_frames(chunks: Iterable[list[Event]]) -> dict[str, pl.DataFrame]:
+def build_frames(
+    chunks: Iterable[list[Event]], dropped: Counter[str] | None = None
+) -> dict[str, pl.DataFrame]:
     """The frames of a file whose events come in chunks (each chunk's structs can be freed
-    before the next is decoded)."""
-    gathered = _Gathered()
+    before the next is decoded). Events that cannot be used are left out and counted by
+    reason in `dropped`."""
+    gathered = _Gathered(dropped)
     for events in chunks:
         gathered.add(events)
         del events
@@ -84,7 +88,8 @@ def build_frames(chunks: Iterable[list[Event]]) -> dict[str, pl.DataFrame]:
 class _Gathered:
     """A file's events as plain columns, chunk by chunk."""
 
-    def __init__(self) -> None:
+    def __init__(self, dropped: Counter[str] | None = None) -> None:
+        self.dropped: Counter[str] = Counter() if dropped is None else dropped
         self.n = 0  # complete events so far: the next one's idx
         self.main: list[pl.DataFrame] = []
         self.family: dict[str, list[pl.DataFrame]] = {f: [] for f in _FAMILIES}
@@ -98,6 +103,10 @@ class _Gathered:
             self._complete(complete)
         if len(complete) < len(events):
             rest = [e for e in events if e.ph != "X"]
+            odd = [e.ph for e in rest if e.ph not in KNOWN_PHASES]
+            if odd:
+                self.dropped["no ph"] += odd.count("")
+                self.dropped["unknown ph"] += len(odd) - odd.count("")
             flows = [e for e in rest if e.ph in ("s", "f", "t")]
             if flows:
                 self.flows.append(_flows_columns(flows))
@@ -111,8 +120,8 @@ class _Gathered:
         cats = pl.Series("cat", [e.cat for e in evs], dtype=pl.String)
         tid = _ints("tid", tids)
         cols = [
-            pl.Series("ts", [e.ts for e in evs], dtype=pl.Float64, strict=False),
-            pl.Series("dur", [e.dur for e in evs], dtype=pl.Float64, strict=False),
+            _number_texts("ts", [e.ts for e in evs]),
+            _number_texts("dur", [e.dur for e in evs]),
             pl.Series("name", [e.name for e in evs], dtype=pl.String, strict=False),
             cats,
             _ints("pid", [e.pid for e in evs]),
@@ -137,7 +146,7 @@ class _Gathered:
     def frames(self) -> dict[str, pl.DataFrame]:
         return {
             "events": self._events(),
-            "flows": _flows_frame(self.flows),
+            "flows": _flows_frame(self.flows, self.dropped),
             "threads": pl.concat(self.threads) if self.threads else empty("threads"),
         }
 
@@ -163,10 +172,10 @@ class _Gathered:
                     spread.append(_spread(text, idx, n))
                 else:
                     spread.append(_dim3(text, idx, n))
-        return main.with_columns(
-            pl.int_range(n, dtype=pl.UInt32).alias("idx"),
-            _ns(pl.col("ts")),
-            _ns(pl.col("dur").fill_null(0.0)),
+        out = main.with_columns(
+            _dropped_reason(),
+            exact_ns(pl.col("ts")),
+            exact_ns(pl.col("dur")).fill_null(0),
             pl.col("cat").replace_strict(kinds, return_dtype=KIND).alias("kind"),
             # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
             pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
@@ -174,7 +183,20 @@ class _Gathered:
             .otherwise(pl.col("tid"))
             .alias("tid"),
             *spread,
-        ).select(list(EVENTS_SCHEMA))
+        )
+        out = self._drop_bad(out)
+        return out.with_columns(pl.int_range(out.height, dtype=pl.UInt32).alias("idx")).select(
+            list(EVENTS_SCHEMA)
+        )
+
+    def _drop_bad(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """Rows whose `_dropped` reason is set are counted and left out."""
+        reasons = frame["_dropped"]
+        if reasons.null_count() == frame.height:
+            return frame
+        for reason, count in reasons.drop_nulls().value_counts().iter_rows():
+            self.dropped[reason] += count
+        return frame.filter(reasons.is_null())
 
 
 def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
@@ -245,14 +267,54 @@ def _streams(args: list[EventArgs], tids: list[Any], tid_col: pl.Series) -> pl.S
 # derived once per file
 
 
-def _ns(us: pl.Expr) -> pl.Expr:
-    """Microseconds (int or float) -> exact integer ns.
+#: Timestamps are kept below this many microseconds, so that ts + dur in ns fits an int64.
+MAX_US = 2**62 // 1000
+#: A longer duration is a broken value, not a profiled span (ns).
+MAX_DUR_NS = 86_400 * 10**9
+_DECIMAL = pl.Decimal(19, 3)
 
-    Multiplying a float like 1.6e15 by 1000 would leave the 2**53 range, so the whole and the
-    fractional parts are converted apart.
+
+def exact_ns(text: pl.Expr) -> pl.Expr:
+    """Microseconds as the JSON number's text -> integer ns, exact to the digit.
+
+    A decimal cast, not a float64: at epoch-microsecond scale (~1.7e15) a float64 keeps only
+    quarter microseconds, so `ts` written to the nanosecond would snap to a 0.25 us grid.
+    Null for anything that is not a number (strings, NaN, objects) or out of range.
     """
-    whole = us.floor()
-    return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000.0).round(0).cast(pl.Int64)
+    dec = text.cast(_DECIMAL, strict=False)
+    whole = dec.cast(pl.Int64, strict=False)
+    frac = ((dec - whole.cast(_DECIMAL)) * 1000).cast(pl.Int64)
+    return pl.when(whole.abs() < MAX_US).then(whole * 1000 + frac).alias(text.meta.output_name())
+
+
+def _dropped_reason() -> pl.Expr:
+    """Why a complete event cannot be used (null when it can): the field and what is wrong.
+    A missing dur is a zero-length event, as Kineto writes instants."""
+    ts, dur = exact_ns(pl.col("ts")), exact_ns(pl.col("dur"))
+    return (
+        pl.when(pl.col("ts").is_null())
+        .then(pl.lit("no ts"))
+        .when(ts.is_null())
+        .then(pl.lit("ts is not a number"))
+        .when(pl.col("dur").is_not_null() & dur.is_null())
+        .then(pl.lit("dur is not a number"))
+        .when(dur < 0)
+        .then(pl.lit("dur is negative"))
+        .when(dur > MAX_DUR_NS)
+        .then(pl.lit("dur over a day"))
+        .alias("_dropped")
+    )
+
+
+def _number_texts(name: str, values: list[Any]) -> pl.Series:
+    """Numbers (ints, or a float's JSON text: see `events.Event.ts`) as text for `exact_ns`.
+    Anything else becomes text too and fails there, so it is counted, not raised."""
+    try:
+        return pl.Series(name, values, dtype=pl.String, strict=False)
+    except Exception:  # an object polars cannot make text of
+        texts = [v if isinstance(v, str) else str(v) if isinstance(v, int | float) else "?"
+                 for v in values]  # fmt: skip
+        return pl.Series(name, texts, dtype=pl.String)
 
 
 def _nulls(name: str, n: int, dtype: pl.DataType | None = None) -> pl.Series:
@@ -302,17 +364,22 @@ def _flows_columns(evs: list[Event]) -> pl.DataFrame:
             _ints("id", [e.id for e in evs]),
             pl.Series("ph", [e.ph for e in evs], dtype=pl.String),
             pl.Series("cat", [e.cat for e in evs], dtype=pl.String),
-            pl.Series("ts", [e.ts for e in evs], dtype=pl.Float64, strict=False),
+            _number_texts("ts", [e.ts for e in evs]),
             _ints("pid", [e.pid for e in evs]),
             _ints("tid", [e.tid for e in evs]),
         ]
     )
 
 
-def _flows_frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
+def _flows_frame(parts: list[pl.DataFrame], dropped: Counter[str]) -> pl.DataFrame:
     if not parts:
         return empty("flows")
-    return pl.concat(parts).with_columns(_ns(pl.col("ts"))).select(list(FLOWS_SCHEMA))
+    flows = pl.concat(parts).with_columns(exact_ns(pl.col("ts")))
+    bad = flows["ts"].null_count()
+    if bad:
+        dropped["flow ts is not a number"] += bad
+        flows = flows.drop_nulls("ts")
+    return flows.select(list(FLOWS_SCHEMA))
 
 
 def _int_or_none(v: Any) -> int | None:

@@ -7,9 +7,14 @@ collection walk them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 Num = int | float
+
+#: The phases of the Chrome trace format; an event with another `ph` is counted as dropped.
+KNOWN_PHASES = frozenset("XBEiICbneNOPDstfMRc")
 
 
 class EventArgs(msgspec.Struct, gc=False):
@@ -42,8 +47,12 @@ class Event(msgspec.Struct, gc=False):
     name: str | int | float | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: Num | None = None
-    dur: Num | None = None
+    # Decoded with `float_hook=str` (see parse.py): a fractional number stays its JSON text,
+    # which `columns` turns into exact integer ns. Through a float64, an epoch-microsecond
+    # timestamp (~1.7e15) keeps only quarter microseconds. Any type is accepted here: a string
+    # or an object is a bad value the columns count and drop, not a reason to reject the file.
+    ts: Any = None
+    dur: Any = None
     id: int | str | None = None
     args: EventArgs | None = None
 
