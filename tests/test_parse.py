@@ -270,7 +270,9 @@ def test_a_chunk_edge_inside_a_string_falls_back_to_the_safe_path(
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 1)
     calls: list[int] = []
     safe = parse_mod._decoded
-    monkeypatch.setattr(parse_mod, "_decoded", lambda raws, dropped: calls.append(1) or safe(raws, dropped))
+    monkeypatch.setattr(
+        parse_mod, "_decoded", lambda raws, dropped: calls.append(1) or safe(raws, dropped)
+    )
     assert parse_file(path).frames["events"].equals(whole)
     assert calls, "the safe path was not taken"
 

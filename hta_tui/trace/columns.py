@@ -291,17 +291,22 @@ def _dropped_reason() -> pl.Expr:
     """Why a complete event cannot be used (null when it can): the field and what is wrong.
     A missing dur is a zero-length event, as Kineto writes instants."""
     ts, dur = exact_ns(pl.col("ts")), exact_ns(pl.col("dur"))
+    ts_f, dur_f = (pl.col(c).cast(pl.Float64, strict=False) for c in ("ts", "dur"))
     return (
         pl.when(pl.col("ts").is_null())
         .then(pl.lit("no ts"))
+        .when(ts.is_null() & ts_f.is_finite())
+        .then(pl.lit("ts out of range"))
         .when(ts.is_null())
         .then(pl.lit("ts is not a number"))
-        .when(pl.col("dur").is_not_null() & dur.is_null())
-        .then(pl.lit("dur is not a number"))
-        .when(dur < 0)
+        .when(pl.col("dur").is_null())
+        .then(None)
+        .when((dur < 0) | (dur.is_null() & (dur_f < 0) & dur_f.is_finite()))
         .then(pl.lit("dur is negative"))
-        .when(dur > MAX_DUR_NS)
+        .when((dur > MAX_DUR_NS) | (dur.is_null() & dur_f.is_finite()))
         .then(pl.lit("dur over a day"))
+        .when(dur.is_null())
+        .then(pl.lit("dur is not a number"))
         .alias("_dropped")
     )
 
@@ -333,6 +338,8 @@ def _texts(field: str, blobs: list[bytes]) -> pl.Series:
     split by polars: no Python object per value (NUL never occurs in JSON text)."""
     joined = b"\x00".join(blobs).decode("utf-8", "replace")
     parts = pl.Series(field, [joined], dtype=pl.String).str.split("\x00").explode()
+    if "\n" in joined:  # pretty-printed: the text a compact file has (no raw newline in a
+        parts = parts.str.replace_all(r"\r?\n\s*", "")  # JSON string, so none is data)
     return pl.select(pl.when(parts != "").then(parts)).to_series()
 
 

@@ -84,9 +84,11 @@ def read_bytes(path: str | Path, max_bytes: int | None = None) -> bytes:
     `max_bytes` of them (default: `Limits.from_env()`). Only a regular file is read: a FIFO
     or a device (a symlink to /dev/zero) would never end."""
     limit = Limits.from_env().max_bytes if max_bytes is None else max_bytes
+    if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a socket cannot be
+        raise TraceFileError("not a regular file", not_trace=True)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     with open(fd, "rb") as f:
-        st = os.fstat(fd)
+        st = os.fstat(fd)  # and again: it may have been replaced meanwhile
         if not stat.S_ISREG(st.st_mode):
             raise TraceFileError("not a regular file", not_trace=True)
         data = f.read(min(st.st_size, limit) + 1)
