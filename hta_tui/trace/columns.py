@@ -418,8 +418,8 @@ def _threads_frame(evs: list[Event]) -> pl.DataFrame:
     pid, tid, key, value = zip(*rows, strict=False)
     return pl.DataFrame(
         {
-            "pid": pl.Series(pid, dtype=pl.Int64),
-            "tid": pl.Series(tid, dtype=pl.Int64),
+            "pid": pl.Series(pid, dtype=pl.Int64, strict=False),
+            "tid": pl.Series(tid, dtype=pl.Int64, strict=False),
             "key": pl.Series(key, dtype=pl.String),
             "value": pl.Series([_str_or_none(v) for v in value], dtype=pl.String),
         }

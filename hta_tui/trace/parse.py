@@ -144,6 +144,8 @@ def _parse_owned(holder: list[bytes]) -> ParsedTrace:
     gc.disable()
     try:
         return _parse_bytes(holder)
+    except RecursionError as exc:  # msgspec, even when skipping a value, recurses per level
+        raise TraceFileError("invalid JSON (nested too deeply)") from exc
     finally:
         if was_enabled:
             gc.enable()
@@ -166,6 +168,8 @@ def _parse_bytes(holder: list[bytes]) -> ParsedTrace:
             pass  # not laid out as it seemed, or broken: the whole file tells which
     try:
         trace = _DECODER.decode(buf)
+    except UnicodeDecodeError as exc:
+        raise TraceFileError(f"invalid JSON (text is not UTF-8 at byte {exc.start})") from exc
     except msgspec.DecodeError as exc:
         msg = str(exc)
         if "truncated" in msg.lower():
@@ -229,7 +233,7 @@ def _find_events(buf: bytes) -> tuple[_Trace, memoryview] | None:
     rest = b"".join((view[:first], b"null", view[closing + 1 :]))
     try:
         trace = _DECODER.decode(rest)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     return trace, view[first : closing + 1]
 
@@ -268,7 +272,7 @@ def _is_event(before: bytes, *, whole: bool) -> bool:
         return False  # one event longer than the window: let the whole document decide
     try:
         return bool(_EVENT.decode(before[start:]).ph)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return False
 
 
@@ -310,22 +314,31 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
         start = edge.end() - 1
 
 
+#: What a well-formed chunk can still raise: a field of an unexpected type, text that is not
+#: UTF-8 (msgspec checks strings as it builds them).
+_BAD_VALUES = (msgspec.ValidationError, UnicodeDecodeError)
+
+
 def _decode_chunk(piece: bytes, dropped: Counter[str]) -> list[Event]:
     """One chunk's events; when a field has a type the structs do not take (a name that is
-    an object, a pid that is a list, an event that is not an object), the chunk's events one
-    by one, repaired (`_coerce_event`) or counted as dropped."""
+    an object, a pid that is a list, an event that is not an object) or text is not UTF-8,
+    the chunk's events one by one, repaired (`_coerce_event`) or counted as dropped."""
     try:
         return _EVENTS.decode(piece)
-    except msgspec.ValidationError:
+    except _BAD_VALUES:
         raws = _RAWS.decode(piece)
     out = []
     for raw in raws:
         try:
             out.append(_EVENT.decode(raw))
             continue
-        except msgspec.ValidationError:
+        except _BAD_VALUES:
             pass
-        event = _coerce_event(_ANY.decode(raw))
+        try:
+            event = _coerce_event(_ANY.decode(raw))
+        except UnicodeDecodeError:
+            dropped["text is not UTF-8"] += 1
+            continue
         if event is None:
             dropped["not an object"] += 1
         else:
@@ -359,7 +372,7 @@ def _lenient(buf: bytes) -> ParsedTrace:
     """Slow path for files whose top-level fields have unexpected types: event by event."""
     try:
         raw = _ANY.decode(buf)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise TraceFileError(f"invalid JSON ({exc})") from exc
     if not isinstance(raw, dict):
         raise TraceFileError("not a Kineto trace", not_trace=True)
