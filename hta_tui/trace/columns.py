@@ -289,7 +289,8 @@ def exact_ns(text: pl.Expr) -> pl.Expr:
 
 def _dropped_reason() -> pl.Expr:
     """Why a complete event cannot be used (null when it can): the field and what is wrong.
-    A missing dur is a zero-length event, as Kineto writes instants."""
+    A missing dur is a zero-length event, as Kineto writes instants. HTA 0.5 fails on the
+    whole trace instead (a deliberate difference, see README)."""
     ts, dur = exact_ns(pl.col("ts")), exact_ns(pl.col("dur"))
     ts_f, dur_f = (pl.col(c).cast(pl.Float64, strict=False) for c in ("ts", "dur"))
     return (
