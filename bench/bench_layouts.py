@@ -72,12 +72,9 @@ def ensure_layouts(folder: Path, mb: float) -> list[Path]:
     from hta_tui.synth.files import _open_out
     from hta_tui.synth.layouts import LAYOUTS, relayout
 
-    stamp = folder / ".params"
     want = f"{mb} {','.join(LAYOUTS)}"
-    if stamp.exists() and stamp.read_text() == want:
+    if bench_open.reusable(folder, want):
         return sorted(folder.glob("*.json.gz"))
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hta-tui-layouts-") as tmp:
         plain = write_trace_dir(
@@ -90,7 +87,7 @@ def ensure_layouts(folder: Path, mb: float) -> list[Path]:
                 f.write(data)
             del data
     print(f"generated {len(LAYOUTS)} layouts in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    stamp.write_text(want)
+    (folder / ".params").write_text(want)
     return sorted(folder.glob("*.json.gz"))
 
 
