@@ -252,10 +252,13 @@ def _events_end(buf: bytes, first: int) -> int | None:
         stop = end
         if not _AFTER_VALUE.match(buf, end + 1):
             continue
+        near = buf[max(first, end - 256) : end].rstrip()  # what the "]" closes
+        if near == b"[" and end - 256 <= first:
+            return end  # the events array, empty
+        if near[-1:] != b"}":
+            continue
         before = buf[max(first, end - LAST_EVENT_WINDOW) : end].rstrip()
-        if end - len(before) <= first + 1 and before == buf[first : first + 1]:
-            return end  # an empty array
-        if before.endswith(b"}") and _is_event(before, whole=end - LAST_EVENT_WINDOW <= first):
+        if _is_event(before, whole=end - LAST_EVENT_WINDOW <= first):
             return end
     return None
 
