@@ -172,10 +172,12 @@ class _Gathered:
                     spread.append(_spread(text, idx, n))
                 else:
                     spread.append(_dim3(text, idx, n))
+        times = main.select(exact_ns(pl.col("ts")), exact_ns(pl.col("dur")))
+        reasons = _dropped_reasons(main.select("ts", "dur"), times)
         out = main.with_columns(
-            _dropped_reason(),
-            exact_ns(pl.col("ts")),
-            exact_ns(pl.col("dur")).fill_null(0),
+            pl.int_range(n, dtype=pl.UInt32).alias("idx"),
+            times["ts"],
+            times["dur"].fill_null(0),
             pl.col("cat").replace_strict(kinds, return_dtype=KIND).alias("kind"),
             # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
             pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
@@ -184,19 +186,12 @@ class _Gathered:
             .alias("tid"),
             *spread,
         )
-        out = self._drop_bad(out)
-        return out.with_columns(pl.int_range(out.height, dtype=pl.UInt32).alias("idx")).select(
-            list(EVENTS_SCHEMA)
-        )
-
-    def _drop_bad(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """Rows whose `_dropped` reason is set are counted and left out."""
-        reasons = frame["_dropped"]
-        if reasons.null_count() == frame.height:
-            return frame
-        for reason, count in reasons.drop_nulls().value_counts().iter_rows():
-            self.dropped[reason] += count
-        return frame.filter(reasons.is_null())
+        if reasons is not None:  # rows with a reason are counted and left out
+            for reason, count in reasons.drop_nulls().value_counts().iter_rows():
+                self.dropped[reason] += count
+            out = out.filter(reasons.is_null())
+            out = out.with_columns(pl.int_range(out.height, dtype=pl.UInt32).alias("idx"))
+        return out.select(list(EVENTS_SCHEMA))
 
 
 def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
@@ -287,13 +282,23 @@ def exact_ns(text: pl.Expr) -> pl.Expr:
     return pl.when(whole.abs() < MAX_US).then(whole * 1000 + frac).alias(text.meta.output_name())
 
 
-def _dropped_reason() -> pl.Expr:
-    """Why a complete event cannot be used (null when it can): the field and what is wrong.
-    A missing dur is a zero-length event, as Kineto writes instants. HTA 0.5 fails on the
-    whole trace instead (a deliberate difference, see README)."""
-    ts, dur = exact_ns(pl.col("ts")), exact_ns(pl.col("dur"))
+def _dropped_reasons(texts: pl.DataFrame, times: pl.DataFrame) -> pl.Series | None:
+    """Why each complete event cannot be used (null where it can): the field and what is
+    wrong; None when every event can (the common case costs three counts and two bounds).
+    `texts`: ts and dur as written, `times`: `exact_ns` of them. A missing dur is a
+    zero-length event, as Kineto writes instants. HTA 0.5 fails on the whole trace instead
+    (a deliberate difference, see README)."""
+    ts, dur = times["ts"], times["dur"]
+    if (
+        ts.null_count() == 0
+        and dur.null_count() == texts["dur"].null_count()
+        and (dur.min() or 0) >= 0
+        and (dur.max() or 0) <= MAX_DUR_NS
+    ):
+        return None
     ts_f, dur_f = (pl.col(c).cast(pl.Float64, strict=False) for c in ("ts", "dur"))
-    return (
+    ts, dur = pl.col("ts_ns"), pl.col("dur_ns")
+    reason = (
         pl.when(pl.col("ts").is_null())
         .then(pl.lit("no ts"))
         .when(ts.is_null() & ts_f.is_finite())
@@ -308,8 +313,9 @@ def _dropped_reason() -> pl.Expr:
         .then(pl.lit("dur over a day"))
         .when(dur.is_null())
         .then(pl.lit("dur is not a number"))
-        .alias("_dropped")
     )
+    both = texts.with_columns(times["ts"].alias("ts_ns"), times["dur"].alias("dur_ns"))
+    return both.select(reason.alias("dropped")).to_series()
 
 
 def _number_texts(name: str, values: list[Any]) -> pl.Series:
