@@ -449,9 +449,11 @@ def _raw_json(raw: msgspec.Raw) -> Any:
     if not len(raw):
         return None
     try:
-        return orjson.loads(bytes(raw))
-    except orjson.JSONDecodeError:
+        value = orjson.loads(bytes(raw))
+        orjson.dumps(value)  # writes less deep than it reads (255 levels, not 1024)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return None
+    return value
 
 
 def _small_int(value: Any, bound: int) -> int | None:
