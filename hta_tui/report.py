@@ -69,16 +69,11 @@ def _flat_files(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     files = tables.get("files")
     if files is None or "dropped_events" not in files.columns:
         return tables
-    text = (
-        pl.col("dropped_events")
-        .list.eval(
-            pl.format(
-                "{} in {}", pl.element().struct.field("reason"), pl.element().struct.field("count")
-            )
-        )
-        .list.join("; ")
-    )
-    return {**tables, "files": files.with_columns(text)}
+    texts = [
+        dropped_text({d["reason"]: d["count"] for d in row or []})
+        for row in files["dropped_events"].to_list()
+    ]  # one per file, not per event
+    return {**tables, "files": files.with_columns(pl.Series("dropped_events", texts))}
 
 
 def _flat_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
