@@ -55,14 +55,14 @@ def _ours(folder: Path, cache: Path) -> dict:
         if not analysis.default:
             continue
         t = time.perf_counter()
-        analysis.run(ranks, catalog.Options())
+        analysis.run(ranks, catalog.Options(), **{f: ts.frames(f) for f in analysis.frames})
         times[analysis.name] = time.perf_counter() - t
     # "together": what `report` and the API run, catalog.run, on fresh frames (no shared
     # views left over from the loop above)
     ts = open_set(folder, Cache(cache))
     fresh = ts.frames()
     t = time.perf_counter()
-    catalog.run(fresh)
+    catalog.run(fresh, frames=ts.frames)
     together = time.perf_counter() - t
     return {"load_s": load, "times": times, "together_s": together}
 

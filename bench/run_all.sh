@@ -7,10 +7,11 @@ python bench_open.py          # -> OPEN.md      (issue 2: open speed and memory)
 python bench_analyses.py      # -> ANALYSES.md  (issue 3: every analysis, against HTA)
 python bench_keys.py          # -> KEYS.md      (issue 4: key latency with 8 x 100 MB loaded)
 python bench_diff.py          # -> DIFF.md      (issue 5: trace diff)
+python bench_memory.py        # -> MEMORY.md    (issue 12: 1 M memory events, the memory screen's keys)
 python bench_layouts.py       # -> LAYOUTS.md   (issue 10: every file layout, mixed-layout open)
 {
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md LAYOUTS.md; do echo; sed 's/^# /## /' "$f"; done
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md LAYOUTS.md; do echo; sed 's/^# /## /' "$f"; done
 } > RESULTS.md

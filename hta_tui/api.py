@@ -35,11 +35,12 @@ from hta_tui.analysis import (
 )
 from hta_tui.analysis.counters_export import CountersWritten, write_counters_trace
 from hta_tui.analysis.overview import file_table, precompute
+from hta_tui.api_memory import MemoryMethods
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 
 
-class TraceAnalysis:
+class TraceAnalysis(MemoryMethods):
     """Every loaded rank of a trace folder (or file), analysed like HTA's TraceAnalysis.
 
     `hta_compat=True` reproduces HTA's rounding of fractional timestamps (see README);
@@ -228,10 +229,7 @@ class TraceAnalysis:
         """The ranks most likely to hold the others back, most suspicious first (at most
         `num_candidates`); `get_straggler_candidates` gives the table behind the answer."""
         table = self.get_straggler_candidates(profiler_steps)
-        flagged = table.filter(pl.col("straggler"))
-        if "step_z" in flagged.columns:
-            flagged = flagged.sort("step_z", descending=True, nulls_last=True)
-        return flagged["rank"].head(num_candidates).to_list()
+        return steps.potential_stragglers(table, num_candidates)
 
     def get_straggler_candidates(self, profiler_steps: list[int] | None = None) -> pl.DataFrame:
         return steps.straggler_candidates(

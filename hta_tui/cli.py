@@ -111,12 +111,16 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The demo's GPU memory events: a loss that keeps a tensor every step (a leak to find).
+DEMO_MEMORY: dict[str, Any] = {"leak_op": "aten::nll_loss_forward"}
+
+
 def demo_dir() -> Path:
     """A fresh synthetic 4-rank trace folder in the temp dir (never the user's folders)."""
-    from hta_tui.synth import write_trace_dir
+    from hta_tui.synth import MemoryOptions, write_trace_dir
 
     out = Path(tempfile.mkdtemp(prefix="hta-tui-demo-"))
-    write_trace_dir(out, ranks=4, steps=6, seed=0)
+    write_trace_dir(out, ranks=4, steps=6, seed=0, memory=MemoryOptions(**DEMO_MEMORY))
     return out
 
 

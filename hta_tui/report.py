@@ -40,7 +40,7 @@ def build_tables(
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
-        tables.update(catalog.run(ts.frames(), rest, options))
+        tables.update(catalog.run(ts.frames(), rest, options, frames=ts.frames))
     return tables
 
 
@@ -51,7 +51,8 @@ def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
 
 def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
     return {
-        name: file_records(df) if name == "files" else df.to_dicts() for name, df in tables.items()
+        name: file_records(df) if name == "files" else catalog.json_value(name, df)
+        for name, df in tables.items()
     }
 
 

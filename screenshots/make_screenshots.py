@@ -16,7 +16,8 @@ from pathlib import Path
 
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.registry import SCREENS
-from hta_tui.synth import write_trace_dir
+from hta_tui.cli import DEMO_MEMORY
+from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.trace.cache import Cache
 
 HERE = Path(__file__).resolve().parent
@@ -87,7 +88,7 @@ def main() -> None:
     cols, rows = (int(v) for v in args.size.split("x"))
     with tempfile.TemporaryDirectory(prefix="hta-tui-shots-") as tmp:
         demo = Path(tmp) / "demo"
-        write_trace_dir(demo, ranks=4, steps=6, seed=0)
+        write_trace_dir(demo, ranks=4, steps=6, seed=0, memory=MemoryOptions(**DEMO_MEMORY))
         for path in asyncio.run(shoot(demo, args.out, args.theme, (cols, rows))):
             print(path.relative_to(HERE.parent) if path.is_relative_to(HERE.parent) else path)
 

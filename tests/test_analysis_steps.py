@@ -190,18 +190,19 @@ def test_user_annotations_union_nested_names_and_skip_steps() -> None:
     ]
     got = user_annotation_breakdown({0: _frame(rows)})
     assert got.columns == list(ANNOTATION_COLUMNS)
+    # HTA's columns keep HTA's meaning (sum of durations); `union (us)` counts nesting once
     assert got.select(
-        "name", "count", "total (us)", "mean (us)", "max (us)", "min (us)"
+        "name", "count", "sum (us)", "union (us)", "mean (us)", "max (us)", "min (us)", "stddev"
     ).rows() == [
-        ("fwd", 3, 50.0, 20.0, 40.0, 10.0),
-        ("loss", 1, 5.0, 5.0, 5.0, 5.0),
+        ("fwd", 3, 60.0, 50.0, 20.0, 40.0, 10.0, pytest.approx(17.3205, rel=1e-4)),
+        ("loss", 1, 5.0, 5.0, 5.0, 5.0, 5.0, 0.0),
     ]
     assert got["step_pctg"].to_list() == pytest.approx([50.0, 5.0])  # of step 1's 100 us
     gpu = user_annotation_breakdown({0: _frame(rows)}, gpu=True)
-    assert gpu.select("name", "count", "total (us)").rows() == [("Memcpy", 1, 30.0)]
+    assert gpu.select("name", "count", "sum (us)").rows() == [("Memcpy", 1, 30.0)]
     # no steps: no share; nothing to show: empty with the columns
     plain = user_annotation_breakdown({3: _frame(rows[2:4])})
-    assert plain.select("rank", "total (us)", "step_pctg").rows() == [(3, 40.0, None)]
+    assert plain.select("rank", "union (us)", "step_pctg").rows() == [(3, 40.0, None)]
     empty = user_annotation_breakdown({0: _frame(rows[:2])})
     assert empty.is_empty() and empty.columns == list(ANNOTATION_COLUMNS)
 

@@ -420,3 +420,26 @@ def test_100mb_rank_is_sized_right(tmp_path: Path) -> None:
     [path] = list(tmp_path.iterdir())
     size = _uncompressed_size(path)
     assert abs(size - 100e6) <= 10e6
+
+
+def test_parity_shapes_are_deterministic_and_written_as_told(tmp_path: Path) -> None:
+    """`synth.shapes`: the same bytes every time; ROCm hip calls carry the text stream
+    "0x0" and steps on both sides; timestamps are exact three-decimal microseconds."""
+    from hta_tui.synth.shapes import SHAPES, write_shape
+
+    for name in SHAPES:
+        a = [p.read_bytes() for p in write_shape(name, tmp_path / "a" / name)]
+        b = [p.read_bytes() for p in write_shape(name, tmp_path / "b" / name)]
+        assert a == b
+    (rocm,) = write_shape("rocm", tmp_path / "rocm")
+    events = orjson.loads(rocm.read_bytes())["traceEvents"]
+    hip = [e for e in events if e["cat"] == "cuda_runtime"]
+    assert hip and all(e["args"]["stream"] == "0x0" and e["name"].startswith("hip") for e in hip)
+    steps = {(e["cat"], e["name"]) for e in events if e["name"].startswith("ProfilerStep")}
+    assert steps == {
+        (cat, f"ProfilerStep#{n}")
+        for cat in ("user_annotation", "gpu_user_annotation")
+        for n in (1, 2)
+    }
+    (epoch, _) = write_shape("epoch_ns", tmp_path / "epoch")
+    assert b'"ts":1700000000000' in epoch.read_bytes()

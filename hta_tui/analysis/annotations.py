@@ -4,9 +4,10 @@ Like HTA's `get_gpu_user_annotation_breakdown(use_gpu_annotation=...)`, one row 
 annotation name over HTA's view of the rank (so the last, incomplete ProfilerStep is left out
 when there are several). Differences, each on purpose:
 
-* `total (us)` is the union of the name's ranges, not their sum: an annotation nested in one of
-  the same name (recursive `record_function`, or one range per thread at the same time) is not
-  counted twice. HTA sums the durations.
+* HTA's columns (`sum (us)`, `max (us)`, `min (us)`, `stddev`, `mean (us)`) mean what they
+  mean in HTA; `union (us)` adds the union of the name's ranges, where an annotation nested in
+  one of the same name (recursive `record_function`, or one range per thread at the same
+  time) is not counted twice, and `count`.
 * ProfilerStep#N ranges are left out: they are the steps, not user annotations (HTA lists
   them with the others). `step_pctg` is the share of the rank's step time, the summed
   durations of its ProfilerSteps in the view; null without steps.
@@ -29,10 +30,12 @@ COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "name": pl.String(),
     "count": pl.Int64(),
-    "total (us)": pl.Float64(),
-    "mean (us)": pl.Float64(),
+    "sum (us)": pl.Float64(),
     "max (us)": pl.Float64(),
     "min (us)": pl.Float64(),
+    "stddev": pl.Float64(),
+    "mean (us)": pl.Float64(),
+    "union (us)": pl.Float64(),
     "step_pctg": pl.Float64(),
 }
 
@@ -42,8 +45,9 @@ _STEP_RE = r"^ProfilerStep\s*#\s*\d+"
 def user_annotation_breakdown(
     ranks: Mapping[int, pl.DataFrame], *, gpu: bool = False, hta_compat: bool = False
 ) -> pl.DataFrame:
-    """Per rank and annotation name: count, total (union), mean / max / min duration (us) and
-    percentage of the rank's step time. Sorted by rank, then total (descending), then name."""
+    """Per rank and annotation name: count, HTA's sum / max / min / stddev / mean of the
+    durations (us; stddev 0 for one range, as HTA's), the union of the ranges and its
+    percentage of the rank's step time. Sorted by rank, then sum (descending), then name."""
     kind = "gpu_annotation" if gpu else "annotation"
     # The step regex once, on the job's few ProfilerStep names (compiling it per query costs
     # more than matching): every step name of a view is among them.
@@ -57,9 +61,11 @@ def user_annotation_breakdown(
         ann = rows.lazy().filter((pl.col("kind") == kind) & pl.col("name").is_not_null() & ~is_step)
         stats = ann.group_by("name").agg(
             pl.len().alias("count"),
-            us(pl.col("dur").mean()).alias("mean (us)"),
+            us(pl.col("dur").sum()).alias("sum (us)"),
             us(pl.col("dur").max()).alias("max (us)"),
             us(pl.col("dur").min()).alias("min (us)"),
+            us(pl.col("dur")).std().fill_null(0.0).alias("stddev"),
+            us(pl.col("dur").mean()).alias("mean (us)"),
         )
         total = (
             intervals.merged(ann, by="name")
@@ -72,10 +78,12 @@ def user_annotation_breakdown(
                 pl.lit(rank, pl.Int64).alias("rank"),
                 "name",
                 "count",
-                us(pl.col("covered")).alias("total (us)"),
-                "mean (us)",
+                "sum (us)",
                 "max (us)",
                 "min (us)",
+                "stddev",
+                "mean (us)",
+                us(pl.col("covered")).alias("union (us)"),
                 share.cast(pl.Float64).alias("step_pctg"),
             )
         )
@@ -85,5 +93,5 @@ def user_annotation_breakdown(
     return (
         pl.concat(frames)
         .cast(COLUMNS)
-        .sort(["rank", "total (us)", "name"], descending=[False, True, False])
+        .sort(["rank", "sum (us)", "name"], descending=[False, True, False])
     )

@@ -22,6 +22,7 @@ from hta_tui.analysis import (
     kernels,
     launch,
     memory,
+    memory_view,
     overlap,
     queue,
     sequences,
@@ -31,6 +32,8 @@ from hta_tui.analysis import (
 
 Ranks = Mapping[int, pl.DataFrame]
 Tables = dict[str, pl.DataFrame]
+#: a frame name (trace/schema.py) -> that frame of every rank
+FrameGetter = Callable[[str], Ranks]
 
 
 @dataclass(frozen=True)
@@ -84,9 +87,11 @@ def options_with(settings: Mapping[str, str]) -> Options:
 class Analysis:
     name: str
     title: str
-    run: Callable[[Ranks, Options], Tables]
+    run: Callable[..., Tables]  # (ranks, options, **frames) -> tables
     #: Large per-event outputs (time series) run only when asked for by name.
     default: bool = True
+    #: Frames besides events it reads, each passed as a keyword argument (`run`).
+    frames: tuple[str, ...] = ()
 
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
@@ -186,11 +191,26 @@ def _aten(r: Ranks, o: Options) -> Tables:
 
 def _steps(r: Ranks, o: Options) -> Tables:
     numbers = pl.DataFrame({"step": steps.profiler_steps(r)}, schema={"step": pl.Int64()})
+    scores = steps.straggler_candidates(r, hta_compat=o.hta_compat)
+    ranks = pl.DataFrame({"rank": steps.potential_stragglers(scores)}, schema={"rank": pl.Int64()})
     return {
         "profiler_steps": numbers,
         "iterations": steps.iterations(r, hta_compat=o.hta_compat),
-        "potential_stragglers": steps.straggler_candidates(r, hta_compat=o.hta_compat),
+        "potential_stragglers": ranks,
+        "straggler_scores": scores,
     }
+
+
+#: Tables that HTA answers with a list: the report's JSON writes them as a list of that column
+#: (`"potential_stragglers": [3]`), the text and CSV outputs as one-column tables.
+LIST_KEYS: dict[str, str] = {"potential_stragglers": "rank"}
+
+
+def json_value(name: str, table: pl.DataFrame) -> list[object]:
+    """A table as the report's JSON writes it: records, or a list for `LIST_KEYS`."""
+    if name in LIST_KEYS:
+        return table[LIST_KEYS[name]].to_list()
+    return table.to_dicts()
 
 
 def _annotations(r: Ranks, o: Options) -> Tables:
@@ -203,6 +223,35 @@ def _annotations(r: Ranks, o: Options) -> Tables:
         ),
     }
 
+
+def _memory_curve(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_curve": memory_view.curve(r, memory)}
+
+
+def _memory_events(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_events": memory_view.event_table(r, memory)}
+
+
+def _memory_stats(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_stats": memory_view.stats(r, memory)}
+
+
+def _memory_peak(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {
+        "memory_peak": memory_view.live_at_peak(r, memory),
+        "memory_device_peaks": memory_view.peaks(r, memory),
+    }
+
+
+def _memory_leaks(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_leaks": memory_view.leaks(r, memory)}
+
+
+def _memory_step_peaks(r: Ranks, o: Options, memory: Ranks) -> Tables:
+    return {"memory_step_peaks": memory_view.step_peaks(r, memory)}
+
+
+_MEM = ("memory",)
 
 ANALYSES: tuple[Analysis, ...] = (
     Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
@@ -219,6 +268,14 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten),
     Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
     Analysis("user_annotation_breakdown", "User annotations", _annotations),
+    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM),
+    Analysis(
+        "memory_events", "Memory events: allocation / free pairs", _memory_events, frames=_MEM
+    ),
+    Analysis("memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM),
+    Analysis("memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM),
+    Analysis("memory_leaks", "Memory never freed (leak candidates)", _memory_leaks, frames=_MEM),
+    Analysis("memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
@@ -240,6 +297,7 @@ def run(
     options: Options | None = None,
     *,
     threads: int = 2,
+    frames: FrameGetter | None = None,
 ) -> Tables:
     """Run the selected analyses over the loaded ranks; tables in catalog order.
 
@@ -251,12 +309,17 @@ def run(
     chosen = select(names)
     if not chosen:
         return {}
-    results: list[Tables] = [chosen[0].run(ranks, options)]
+
+    def call(a: Analysis) -> Tables:
+        extra = {f: frames(f) if frames is not None else {} for f in a.frames}
+        return a.run(ranks, options, **extra)  # type: ignore[call-arg]
+
+    results: list[Tables] = [call(chosen[0])]
     if threads > 1 and len(chosen) > 2:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="analysis") as pool:
-            results += list(pool.map(lambda a: a.run(ranks, options), chosen[1:]))
+            results += list(pool.map(call, chosen[1:]))
     else:
-        results += [a.run(ranks, options) for a in chosen[1:]]
+        results += [call(a) for a in chosen[1:]]
     out: Tables = {}
     for tables in results:
         out.update(tables)

@@ -490,7 +490,8 @@ def breakdown_diff(
     ).rename({"control_value": "control", "test_value": "test", "diff_value": "diff"})
 
     def types(events: pl.DataFrame) -> pl.DataFrame:
-        return kernel_type_breakdown(gpu_table({0: events}, hta_compat=hta_compat), ANALYSED_TYPES)
+        gpu = gpu_table({0: events}, hta_compat=hta_compat)
+        return kernel_type_breakdown(gpu, ANALYSED_TYPES, hta_compat=hta_compat)
 
     type_df = _side_by_side(
         types(control), types(test), ["kernel_type"], ["sum", "percentage"], fill=True

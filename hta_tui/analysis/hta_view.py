@@ -5,14 +5,18 @@ depends on them, so they live here once:
 
 1. Rounding (`trace_parser.round_down_time_stamps`): when a file has fractional-microsecond
    timestamps, start is rounded up and end down to whole microseconds (a sub-microsecond event
-   can end up with a zero or negative duration). Only with `hta_compat=True`; by default the
+   can end up with a zero or negative duration); the end from HTA's float64 `ts + dur`
+   (`with_times`). Only with `hta_compat=True`; by default the
    exact nanoseconds are kept. DEVIATION (default mode): exact timestamps, so durations of
    ns-resolution traces differ from HTA's by up to 2 us per event.
 2. Dropping rows without a category and the profiler's own "Trace" span (`_compress_df`).
 3. The profiler-step filter (`Trace._filter_irrelevant_gpu_kernels`): when the job has at least
    two distinct names containing "ProfilerStep", each rank keeps only the CPU events that start
    before its last ProfilerStep starts, and the GPU events launched by one of those (matched on
-   `correlation`). A rank without any ProfilerStep then keeps nothing, as in HTA.
+   `correlation`). A rank without any ProfilerStep then keeps nothing, as in HTA. A GPU-side
+   `gpu_user_annotation` ProfilerStep has no stream, so it takes part in "last ProfilerStep
+   start" as in HTA (both modes: the ROCm breakdowns then equal HTA's); it is never a step of
+   its own (`steps`).
    DEVIATION (both modes): HTA inner-joins on correlation, so a GPU event whose correlation
    matches k kept CPU events would be counted k times; we keep it once (semi join). No
    reference trace has such duplicates, so the numbers agree.
@@ -111,20 +115,33 @@ def has_fractional_us(events: pl.DataFrame) -> bool:
     return bool(events.select((pl.col("ts") % _NS_PER_US != 0).any()).item())
 
 
+def f64_us(ns: pl.Expr) -> pl.Expr:
+    """Integer ns -> the float64 microseconds HTA's JSON parse holds for the same number.
+
+    The whole and fractional microseconds are added in float64: each part is exact or
+    correctly rounded, so the sum is the double nearest to the decimal in the file (at epoch
+    scale, ~1.7e15 us, a float64 resolves only 0.25 us).
+    """
+    return (ns // _NS_PER_US).cast(pl.Float64) + (ns % _NS_PER_US).cast(pl.Float64) / _NS_PER_US
+
+
 def with_times(events: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     """Add `start`, `end` (int ns) and set `dur = end - start`.
 
     With `hta_compat` and fractional timestamps in this file, start is rounded up and end down
     to whole microseconds, like HTA; otherwise they are exact. HTA rounds only when the `ts`
     column is float, i.e. when some `ts` is fractional: a file with whole `ts` but fractional
-    `dur` keeps its fractional durations there too.
+    `dur` keeps its fractional durations there too. HTA's end is `floor(ts + dur)` computed in
+    float64 (`round_down_time_stamps`): at epoch-microsecond scale that sum is already on a
+    0.25 us grid, so the end is floored from the same float64 sum, not from the exact one.
     """
-    end = pl.col("ts") + pl.col("dur")
     if hta_compat and has_fractional_us(events):
-        start = -((-pl.col("ts")) // _NS_PER_US) * _NS_PER_US
-        end = (end // _NS_PER_US) * _NS_PER_US
+        start = f64_us(pl.col("ts")).ceil().cast(pl.Int64) * _NS_PER_US
+        end_us = f64_us(pl.col("ts")) + f64_us(pl.col("dur"))
+        end = end_us.floor().cast(pl.Int64) * _NS_PER_US
     else:
         start = pl.col("ts")
+        end = pl.col("ts") + pl.col("dur")
     return events.with_columns(start.alias("start"), end.alias("end")).with_columns(
         (pl.col("end") - pl.col("start")).alias("dur")
     )

@@ -173,9 +173,21 @@ def coverage_by_label(
 
 
 def label_sweep(
-    df: Frame, label: str, labels: Sequence[str], start: str = "start", end: str = "end"
+    df: Frame,
+    label: str,
+    labels: Sequence[str],
+    start: str = "start",
+    end: str = "end",
+    *,
+    zero_length: bool = False,
 ) -> pl.LazyFrame:
-    """`coverage_by_label`'s mask and length columns as a lazy query (bit i = `labels[i]`)."""
+    """`coverage_by_label`'s mask and length columns as a lazy query (bit i = `labels[i]`).
+
+    `zero_length` keeps combinations that last no time, as HTA's kernel-type sweep does: at
+    an instant with several edges, the edges are taken in HTA's concatenation order (per
+    label, starts then ends) and each state in between is a row of length 0 (HTA's rounding
+    leaves zero-length memsets inside kernels: "COMPUTATION overlapping MEMORY", sum 0).
+    """
     lf = df.lazy().select(pl.col(label).cast(pl.String).alias("__label"), start, end)
     # One merge per label: a sort on one integer column is far cheaper than on (label, start).
     edges = []
@@ -189,14 +201,15 @@ def label_sweep(
         )
     # At an instant with several edges only the last one's state lasts (the others have length
     # 0 and are dropped), and it has every delta of that instant: ties need no grouping.
+    lasting = (pl.col("length") >= 0) if zero_length else (pl.col("length") > 0)
     return (
         pl.concat(edges)
-        .sort("t")
+        .sort("t", maintain_order=zero_length)
         .with_columns(
             pl.col("delta").cum_sum().alias("mask"),
             (pl.col("t").shift(-1) - pl.col("t")).alias("length"),
         )
-        .filter((pl.col("mask") > 0) & (pl.col("length") > 0))
+        .filter((pl.col("mask") > 0) & lasting)
         .group_by("mask")
         .agg(pl.col("length").sum())
         .sort("mask")

@@ -107,23 +107,29 @@ def _gpu_table(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataFr
     return pl.concat(frames).cast(_GPU_SCHEMA)
 
 
-def kernel_type_breakdown(gpu: pl.DataFrame, types: Sequence[str]) -> pl.DataFrame:
+def kernel_type_breakdown(
+    gpu: pl.DataFrame, types: Sequence[str], *, hta_compat: bool = False
+) -> pl.DataFrame:
     """Time during which each combination of kernel types runs, summed over ranks.
 
     HTA's `_get_gpu_kernel_type_time`: per rank, each type's intervals are merged and the
     timeline is attributed to the set of types running ("COMPUTATION overlapping
-    COMMUNICATION"). Zero-length combinations, which HTA can emit depending on how its sort
-    orders equal timestamps, are left out. Sorted by sum, descending; percentage of the
-    total, rounded to 1 decimal like HTA.
+    COMMUNICATION"). Sorted by sum, descending; percentage of the total, rounded to 1 decimal
+    like HTA. With `hta_compat`, `sum` is an integer (HTA's int64) and combinations that last
+    no time are rows of sum 0, as HTA emits them (`intervals.label_sweep`); DEVIATION
+    (default mode): exact float microseconds, and no zero-length rows.
     """
     types = list(types)
     ranks = gpu["rank"].unique().sort().to_list()
     sweeps = [
-        intervals.label_sweep(gpu.filter(pl.col("rank") == rank), "kernel_type", types)
+        intervals.label_sweep(
+            gpu.filter(pl.col("rank") == rank), "kernel_type", types, zero_length=hta_compat
+        )
         for rank in ranks
     ]
+    schema = KERNEL_TYPE_COLUMNS | ({"sum": pl.Int64()} if hta_compat else {})
     if not sweeps:
-        return pl.DataFrame(schema=KERNEL_TYPE_COLUMNS)
+        return pl.DataFrame(schema=schema)
     per_mask = pl.concat(pl.collect_all(sweeps)).group_by("mask").agg(pl.col("length").sum())
     names = {
         m: " overlapping ".join(t for i, t in enumerate(types) if m & (1 << i))
@@ -141,7 +147,7 @@ def kernel_type_breakdown(gpu: pl.DataFrame, types: Sequence[str]) -> pl.DataFra
         .with_columns(
             pl.when(total != 0).then(100 * pl.col("sum") / total).round(1).alias("percentage")
         )
-        .cast(KERNEL_TYPE_COLUMNS)
+        .cast(schema)
     )
 
 
@@ -213,7 +219,7 @@ def gpu_kernel_breakdown(
     """
     types = ANALYSED_TYPES if include_memory_kernels else ANALYSED_TYPES[:2]
     gpu = gpu_table(ranks, hta_compat=hta_compat)
-    type_df = kernel_type_breakdown(gpu, types)
+    type_df = kernel_type_breakdown(gpu, types, hta_compat=hta_compat)
     # Categorical names and enum types: the group-bys and the join hash integers, not text.
     analysed = gpu.filter(pl.col("kernel_type").is_in(types)).select(
         "rank",

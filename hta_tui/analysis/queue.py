@@ -91,7 +91,10 @@ def launch_pairs(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     row per op of the graph.
     """
     if hta_compat:
-        gpu = view.filter(pl.col("gpu"))
+        # HTA keeps a launch only when its partner's event index is > 0: an op that is the
+        # file's first event counts as partner-missing (our idx counts complete events, so
+        # this holds when the file starts with one, as Kineto's do).
+        gpu = view.filter(pl.col("gpu") & (pl.col("idx") > 0))
         launches = view.filter(pl.col("name").is_in(HTA_LAUNCH_NAMES))
     else:
         gpu = view.filter(pl.col("gpu") & pl.col("kind").is_in(GPU_WORK_KINDS))

@@ -36,7 +36,8 @@ The call graph (HTA 0.5 `hta.common.trace_call_graph.CallGraph`), vectorised:
   slot at level `l` therefore always holds the last event pushed at level `l`, which makes an
   event's ancestor at level `l` the last event opened at level `l` before it on its thread (an
   as-of join), even where events overlap without nesting.
-* Kernels: a GPU-side event (HTA's GPUKernelFilter) with stream > 0 is a child of the CPU-side
+* Kernels: a GPU-side event (HTA's GPUKernelFilter) with stream > 0 (DEVIATION, default mode:
+  any stream, so ROCm's stream-0 kernels count) is a child of the CPU-side
   event of its correlation that comes last in the file (`index_correlation`), when that event
   is a node.
 * Backward thread (`CallGraph._connect_stacks`): when exactly two threads are labelled, "main"
@@ -106,13 +107,14 @@ def kernel_links(
     )
 
 
-def _stack_threads(view: pl.DataFrame) -> pl.DataFrame:
+def _stack_threads(view: pl.DataFrame, min_stream: int = 1) -> pl.DataFrame:
     """(pid, tid) of the threads HTA builds a call stack for, with their main/bwd label."""
+    on_gpu = hta_stream() >= min_stream
     return (
         view.filter(pl.col("pid").is_not_null() & pl.col("tid").is_not_null())
         .group_by(_THREAD)
         .agg(
-            gpu=(hta_stream() > 0).all() | (pl.col("pid") == 0).all() | (pl.col("tid") == 0).all(),
+            gpu=on_gpu.all() | (pl.col("pid") == 0).all() | (pl.col("tid") == 0).all(),
             main=pl.col("name").str.starts_with("ProfilerStep#").any(),
             bwd=pl.col("name").str.contains("autograd::", literal=True).any(),
         )
@@ -234,15 +236,16 @@ def ancestors_at(
     return out.sort("__row")["idx"]
 
 
-def call_graph(view: pl.DataFrame) -> pl.DataFrame:
-    """The call-graph nodes of one rank view (CPU-side events of CPU threads).
+def call_graph(view: pl.DataFrame, *, min_stream: int = 1) -> pl.DataFrame:
+    """The call-graph nodes of one rank view (CPU-side events of CPU threads); a thread whose
+    events all have a stream >= `min_stream` is a GPU thread (HTA: > 0).
 
     Columns: idx, thread (row number of the (pid, tid) thread), pos (open position), level (on
     its own thread), depth (HTA's, after hanging the backward thread under the main one),
     offset (depth - level), anchor (idx of the main-thread annotation a backward subtree hangs
     under, else null).
     """
-    threads = _stack_threads(view).with_row_index("thread")
+    threads = _stack_threads(view, min_stream).with_row_index("thread")
     cols = [*_THREAD, "idx", "start", "end"]
     nodes = (
         view.filter(hta_stream() == -1)
@@ -387,16 +390,25 @@ def frequent_cuda_kernel_sequences(
     view = rank_view(
         ranks[r], profiler_step_names(ranks), hta_compat=hta_compat, columns=COLUMNS_NEEDED
     )
-    return _sequences(view, operator_name, min_pattern_len)
+    return _sequences(view, operator_name, min_pattern_len, hta_compat=hta_compat)
 
 
-def _sequences(view: pl.DataFrame, operator_name: str, min_pattern_len: int) -> pl.DataFrame:
+def _sequences(
+    view: pl.DataFrame, operator_name: str, min_pattern_len: int, *, hta_compat: bool = True
+) -> pl.DataFrame:
     hit = pl.col("name").str.contains(operator_name, literal=True)
+    # HTA links only kernels on streams > 0 (`get_cpu_gpu_correlation`), and a GPU-side
+    # `gpu_user_annotation` ProfilerStep (outside the call graph, depth -1) becomes the only
+    # root: a ROCm trace (stream-0 kernels, GPU-side steps) has no sequences there.
+    # DEVIATION (default mode): every stream, and GPU-side annotations are not operators.
+    min_stream = 1 if hta_compat else 0
+    if not hta_compat:
+        hit = hit & (pl.col("kind") != "gpu_annotation")
     cands = view.filter(hit).select("idx", "name", "dur")
     if cands.is_empty():
         return _empty()
-    graph = call_graph(view)
-    links = kernel_links(view).join(
+    graph = call_graph(view, min_stream=min_stream)
+    links = kernel_links(view, min_stream=min_stream).join(
         graph.select(pl.col("idx").alias("launcher"), "depth"), on="launcher"
     )
     cands = (

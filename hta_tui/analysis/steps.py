@@ -22,7 +22,13 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis import intervals
-from hta_tui.analysis.hta_view import gpu_launches, hta_view, profiler_step_names, us
+from hta_tui.analysis.hta_view import (
+    gpu_launches,
+    hta_view,
+    profiler_step_names,
+    us,
+    with_times,
+)
 
 _STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
 
@@ -55,14 +61,16 @@ _MAD_TO_SD = 1.4826
 _MEAN_AD_TO_SD = 1.2533
 
 
-def _origin(ranks: Mapping[int, pl.DataFrame]) -> int | None:
-    """HTA's alignment origin: the smallest `ts` of all ranks' events (ns)."""
+def _origin(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> int | None:
+    """HTA's alignment origin: the smallest `ts` of all ranks' events (ns); with
+    `hta_compat`, rounded up like every start of a fractional-microsecond file."""
     starts = []
     for ev in ranks.values():
         ok = pl.col("cat").is_not_null() & (pl.col("cat") != "Trace")
         v = ev.select(pl.col("ts").filter(ok).min()).item()
         if v is not None:
-            starts.append(int(v))
+            first = pl.DataFrame({"ts": [v], "dur": [0]}, schema={"ts": pl.Int64, "dur": pl.Int64})
+            starts.append(int(with_times(first, hta_compat=hta_compat)["start"].item()))
     return min(starts) if starts else None
 
 
@@ -74,11 +82,14 @@ def _step_numbers(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
 
 
 def _step_rows(view: pl.DataFrame, numbers: pl.DataFrame) -> pl.DataFrame:
-    """The view's ProfilerStep events with their number (null when the name has none);
-    `numbers` is `_step_numbers` of the job (it has every name of the view's steps)."""
-    return view.filter(pl.col("name").str.starts_with("ProfilerStep")).join(
-        numbers, on="name", how="left", maintain_order="left"
-    )
+    """The view's CPU-side ProfilerStep events with their number (null when the name has
+    none); `numbers` is `_step_numbers` of the job (it has every name of the view's steps).
+
+    DEVIATION: a GPU-side `gpu_user_annotation` ProfilerStep#N (ROCm and recent CUDA traces)
+    only shows where step N ran on the device; HTA's `extract_iteration_info` lists it as
+    another row of step N (two `iter N` rows, and step times mixing CPU and GPU spans)."""
+    is_step = pl.col("name").str.starts_with("ProfilerStep") & (pl.col("kind") != "gpu_annotation")
+    return view.filter(is_step).join(numbers, on="name", how="left", maintain_order="left")
 
 
 def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
@@ -87,7 +98,7 @@ def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -
     Sorted by rank, then start. A step name without a number gets iter -1 like HTA's. Empty
     (with the columns) when no rank has a ProfilerStep in HTA's view.
     """
-    origin = _origin(ranks)
+    origin = _origin(ranks, hta_compat=hta_compat)
     numbers = _step_numbers(ranks)
     frames = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
@@ -258,6 +269,14 @@ def straggler_candidates(
         .select(list(STRAGGLER_COLUMNS))
         .cast(STRAGGLER_COLUMNS)
     )
+
+
+def potential_stragglers(candidates: pl.DataFrame, num_candidates: int = 2) -> list[int]:
+    """HTA's `get_potential_stragglers` answer from `straggler_candidates`' table: the flagged
+    ranks, the highest step-time z-score first, at most `num_candidates`."""
+    flagged = candidates.filter(pl.col("straggler"))
+    flagged = flagged.sort(["step_time_z", "rank"], descending=[True, False], nulls_last=True)
+    return flagged["rank"].head(max(num_candidates, 1)).to_list()
 
 
 def trace_duration(

@@ -69,6 +69,7 @@ SCREEN_STYLES = (
     "idle",
     "kernels",
     "launch",
+    "memory",
     "overlap",
     "sequences",
     "steps",

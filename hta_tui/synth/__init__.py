@@ -24,11 +24,13 @@ arguments (no global random state, gzip header without name or mtime).
 from hta_tui.synth.__main__ import _main  # noqa: F401 (the tests run the command line)
 from hta_tui.synth.constants import COMPUTE_STREAM, COPY_STREAM, NCCL_STREAM
 from hta_tui.synth.files import make_trace, plan_size, trace_file_name, write_trace, write_trace_dir
+from hta_tui.synth.memory import MemoryOptions
 
 __all__ = [
     "COMPUTE_STREAM",
     "COPY_STREAM",
     "NCCL_STREAM",
+    "MemoryOptions",
     "make_trace",
     "plan_size",
     "trace_file_name",

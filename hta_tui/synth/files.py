@@ -18,6 +18,7 @@ from hta_tui.synth.constants import (
 from hta_tui.synth.kernels import (
     _cpu_pid,
 )
+from hta_tui.synth.memory import MemoryOptions, events_with_memory
 from hta_tui.synth.model import (
     _blocks_for,
     _build_model,
@@ -132,21 +133,27 @@ def make_trace(
     kernels_per_step: int = 60,
     blocks: int | None = None,
     nccl_style: str = "mixed",
+    memory: MemoryOptions | None = None,
 ) -> dict[str, Any]:
     """One rank's trace as a dict (for tests that tweak it before `write_trace`).
 
     `kernels_per_step` is approximate (the model has whole blocks of 15 kernels); `blocks`
     sets the model size directly. `nccl_style` "mixed" names the bucket all-reduces like NCCL
     >= 2.19 (`ncclDevKernel_...`) and the small broadcast/loss all-reduce like older NCCL
-    (`ncclKernel_...`), so both dialects occur; "new" / "legacy" use one.
+    (`ncclKernel_...`), so both dialects occur; "new" / "legacy" use one. `memory` adds GPU
+    memory events (synth/memory.py).
     """
     sim, head, tail = _setup(
         rank, world_size, steps, seed, slow, kernels_per_step, blocks, nccl_style
     )
     events: list[dict[str, Any]] = []
-    for chunk in sim.events(steps):
+    for chunk in _events(sim, steps, memory):
         events.extend(chunk)
     return {**head, "traceEvents": events, **tail}
+
+
+def _events(sim: _Rank, steps: int, memory: MemoryOptions | None) -> Any:
+    return sim.events(steps) if memory is None else events_with_memory(sim, steps, memory)
 
 
 def write_trace(trace: dict[str, Any], path: str | Path) -> Path:
@@ -189,6 +196,7 @@ def _stream_rank(
     slow: bool,
     blocks: int,
     nccl_style: str,
+    memory: MemoryOptions | None = None,
 ) -> tuple[Path, int]:
     """Streams one rank to `path` chunk by chunk; returns (path, uncompressed bytes)."""
     sim, head, tail = _setup(rank, world_size, steps, seed, slow, 0, blocks, nccl_style)
@@ -198,7 +206,7 @@ def _stream_rank(
         f.write(part)
         size += len(part)
         sep = b""
-        for chunk in sim.events(steps):
+        for chunk in _events(sim, steps, memory):
             if not chunk:
                 continue
             data = orjson.dumps(chunk)  # "[...]": keep the inside, join chunks with ","
@@ -267,13 +275,14 @@ def write_trace_dir(
     kernels_per_step: int = 60,
     nccl_style: str = "mixed",
     workers: int = 1,
+    memory: MemoryOptions | None = None,
 ) -> list[Path]:
     """Writes one trace per rank into `out_dir`; returns the paths in rank order.
 
     With `target_mb`, each file's uncompressed JSON is ~target_mb * 10**6 bytes (within a
     few percent): the step count is kept and the model grows (see `plan_size`), so
     `kernels_per_step` is then ignored. `workers` > 1 writes ranks in parallel processes
-    (same bytes as sequential).
+    (same bytes as sequential). `memory` adds GPU memory events (not counted by `target_mb`).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -295,6 +304,7 @@ def write_trace_dir(
             r == slow_rank,
             blocks,
             nccl_style,
+            memory,
         )
         for r in range(ranks)
     ]

@@ -17,7 +17,16 @@ from typing import Any
 import polars as pl
 
 from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Event, EventArgs
-from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA, KIND, KINDS, THREADS_SCHEMA, empty
+from hta_tui.trace.memory import memory_columns, memory_frame
+from hta_tui.trace.schema import (
+    EVENTS_SCHEMA,
+    FLOWS_SCHEMA,
+    KIND,
+    KINDS,
+    LAUNCH_KINDS,
+    THREADS_SCHEMA,
+    empty,
+)
 
 _CAT_KIND: dict[str, str] = {
     "kernel": "kernel",
@@ -96,6 +105,7 @@ class _Gathered:
         self.texts: dict[str, list[bytes]] = {t: [] for f in _FAMILIES.values() for t in f[2]}
         self.flows: list[pl.DataFrame] = []
         self.threads: list[pl.DataFrame] = []
+        self.memory: list[pl.DataFrame] = []
 
     def add(self, events: list[Event]) -> None:
         complete = [e for e in events if e.ph == "X"]
@@ -113,6 +123,9 @@ class _Gathered:
             threads = _threads_frame([e for e in rest if e.ph == "M"])
             if not threads.is_empty():
                 self.threads.append(threads)
+            memory = memory_columns(rest)
+            if memory is not None:
+                self.memory.append(memory)
 
     def _complete(self, evs: list[Event]) -> None:
         args = [e.args or NO_ARGS for e in evs]
@@ -148,6 +161,7 @@ class _Gathered:
             "events": self._events(),
             "flows": _flows_frame(self.flows, self.dropped),
             "threads": pl.concat(self.threads) if self.threads else empty("threads"),
+            "memory": memory_frame(self.memory, exact_ns(pl.col("ts"))),
         }
 
     def _events(self) -> pl.DataFrame:
@@ -174,11 +188,15 @@ class _Gathered:
                     spread.append(_dim3(text, idx, n))
         times = main.select(exact_ns(pl.col("ts")), exact_ns(pl.col("dur")))
         reasons = _dropped_reasons(main.select("ts", "dur"), times)
+        kind = _kind(pl.col("cat").replace_strict(kinds, return_dtype=KIND))
         out = main.with_columns(
             pl.int_range(n, dtype=pl.UInt32).alias("idx"),
             times["ts"],
             times["dur"].fill_null(0),
-            pl.col("cat").replace_strict(kinds, return_dtype=KIND).alias("kind"),
+            kind.alias("kind"),
+            # A CPU-side call has no stream whatever its args say: ROCm's hip calls carry
+            # `"stream": "0x0"` (HTA: -1), which would make every launch look like GPU work.
+            pl.when(~kind.is_in(LAUNCH_KINDS)).then(pl.col("stream")).alias("stream"),
             # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
             pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
             .then(pl.col("stream"))
@@ -192,6 +210,21 @@ class _Gathered:
             out = out.filter(reasons.is_null())
             out = out.with_columns(pl.int_range(out.height, dtype=pl.UInt32).alias("idx"))
         return out.select(list(EVENTS_SCHEMA))
+
+
+def _kind(by_category: pl.Expr) -> pl.Expr:
+    """Kinds that need the name too: MTIA's device ops (`mtia_ccp_events`) are kernels, or
+    copies when named `dma_*` (HTA's MEMORY). Their args are read as "other" rows' are
+    (every family), since one category holds both."""
+    mtia = pl.col("cat") == "mtia_ccp_events"
+    dma = pl.col("name").str.starts_with("dma")
+    return (
+        pl.when(mtia & dma)
+        .then(pl.lit("memcpy", KIND))
+        .when(mtia)
+        .then(pl.lit("kernel", KIND))
+        .otherwise(by_category)
+    )
 
 
 def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:

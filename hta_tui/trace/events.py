@@ -35,6 +35,13 @@ class EventArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
     seq: int | None = msgspec.field(default=None, name="Sequence number")
+    # "[memory]" instant events (profile_memory=True): see trace/memory.py
+    mem_bytes: int | None = msgspec.field(default=None, name="Bytes")
+    total_allocated: Num | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Num | None = msgspec.field(default=None, name="Total Reserved")
+    addr: int | None = msgspec.field(default=None, name="Addr")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
     # metadata ("M") events carry their value here
     name: str | int | None = None
     labels: str | None = None

@@ -75,10 +75,24 @@ THREADS_SCHEMA: dict[str, pl.DataType] = {
     "value": pl.String(),
 }
 
+#: One row per `[memory]` instant event (profile_memory=True), in file order.
+MEMORY_SCHEMA: dict[str, pl.DataType] = {
+    "ts": pl.Int64(),  # ns, as in the file
+    "bytes": pl.Int64(),  # > 0 an allocation, < 0 a free
+    "total_allocated": pl.Float64(),  # bytes after this event; null when absent
+    "total_reserved": pl.Float64(),
+    "addr": pl.Int64(),  # null in traces before PyTorch 1.10
+    "device_type": pl.Int64(),  # 0 CPU, 1 CUDA; ROCm builds write other numbers
+    "device_id": pl.Int64(),  # -1 on the CPU
+    "pid": pl.Int64(),
+    "tid": pl.Int64(),
+}
+
 FRAME_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "events": EVENTS_SCHEMA,
     "flows": FLOWS_SCHEMA,
     "threads": THREADS_SCHEMA,
+    "memory": MEMORY_SCHEMA,
 }
 
 

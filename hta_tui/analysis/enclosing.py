@@ -1,0 +1,136 @@
+"""Which nested interval of a thread encloses a point in time: sorts and as-of joins, no walk.
+
+Nodes are [start, end) intervals per thread (`key`) that nest, as a thread's operators do.
+Opening and closing ends and the probes are sorted together by time; at one time, ends close
+first, then intervals open (longer first), then zero-length ones close, then probes. The
+running count of open intervals just after an opening is its level + 1; at a probe it is the
+number of intervals enclosing it, and the innermost is the last one opened at level count - 1
+on that thread before the probe (an as-of join). Intervals that overlap without nesting make
+the count wrong only where they overlap; a candidate that has already ended is dropped.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+_OPEN, _CLOSE, _ZERO_CLOSE, _PROBE = 1, 0, 2, 3
+
+
+def innermost(nodes: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
+    """For each probe, the innermost node enclosing it.
+
+    nodes: key, node (an id), start, end. probes: key, row (an id), ts.
+    Returns probes' row, node (null when no node encloses it) and depth (0 = top level).
+    """
+    out_schema = {"row": probes.schema["row"], "node": nodes.schema["node"], "depth": pl.Int64()}
+    if probes.is_empty():
+        return pl.DataFrame(schema=out_schema)
+    graph = _ends(nodes, probes)
+    opened = graph.filter(pl.col("kind") == _OPEN).select(
+        "key", "pos", (pl.col("size") - 1).alias("level"), pl.col("id").alias("node")
+    )
+    found = (
+        graph.filter(pl.col("kind") == _PROBE)
+        .select("key", "pos", pl.col("id").alias("row"), (pl.col("size") - 1).alias("level"))
+        .sort("pos")
+        .join_asof(
+            opened.sort("pos"),
+            on="pos",
+            by=["key", "level"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+    )
+    ends = nodes.select("node", pl.col("end").alias("__end"))
+    probe_ts = probes.select("row", pl.col("ts").alias("__ts"))
+    return (
+        found.join(ends, on="node", how="left")
+        .join(probe_ts, on="row", how="left")
+        .with_columns(
+            pl.when(pl.col("__end") > pl.col("__ts")).then(pl.col("node")).alias("node"),
+            pl.col("level").cast(pl.Int64).alias("depth"),
+        )
+        .select(pl.col("row").cast(out_schema["row"]), "node", "depth")
+    )
+
+
+def _ends(nodes: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
+    """Every end and probe in order, with the running count of open nodes (`size`)."""
+    node = pl.col("node").cast(pl.Int64).alias("id")
+    zero = pl.col("end") <= pl.col("start")
+    dur = pl.col("end") - pl.col("start")
+    base = nodes.lazy()
+    opens = base.select(
+        "key",
+        node,
+        pl.col("start").alias("time"),
+        pl.lit(_OPEN, pl.Int8).alias("kind"),
+        (-dur).alias("k"),
+        pl.lit(1, pl.Int32).alias("delta"),
+    )
+    closes = base.select(
+        "key",
+        node,
+        pl.max_horizontal("start", "end").alias("time"),
+        pl.when(zero).then(_ZERO_CLOSE).otherwise(_CLOSE).cast(pl.Int8).alias("kind"),
+        dur.alias("k"),
+        pl.lit(-1, pl.Int32).alias("delta"),
+    )
+    points = probes.lazy().select(
+        "key",
+        pl.col("row").cast(pl.Int64).alias("id"),
+        pl.col("ts").alias("time"),
+        pl.lit(_PROBE, pl.Int8).alias("kind"),
+        pl.lit(0, pl.Int64).alias("k"),
+        pl.lit(0, pl.Int32).alias("delta"),
+    )
+    # Each thread's count returns to 0 at its end, so one cumulative sum serves every thread.
+    return (
+        pl.concat([opens, closes, points])
+        .sort(["key", "time", "kind", "k", "id"])
+        .with_row_index("pos")
+        .with_columns(pl.col("delta").cum_sum().alias("size"))
+        .collect()
+    )
+
+
+def levels(nodes: pl.DataFrame) -> pl.DataFrame:
+    """Each node's depth (0 = top level) and parent node (null at the top).
+
+    nodes: key, node, start, end."""
+    if nodes.is_empty():
+        return pl.DataFrame(
+            schema={
+                "node": nodes.schema["node"],
+                "depth": pl.Int64(),
+                "parent": nodes.schema["node"],
+            }
+        )
+    graph = _ends(
+        nodes, nodes.head(0).select("key", pl.col("node").alias("row"), pl.col("start").alias("ts"))
+    )
+    opened = graph.filter(pl.col("kind") == _OPEN).select(
+        "key", "pos", (pl.col("size") - 1).cast(pl.Int64).alias("depth"), pl.col("id").alias("node")
+    )
+    parents = opened.select(
+        "key",
+        "pos",
+        (pl.col("depth") + 1).alias("depth"),
+        pl.col("node").alias("parent"),
+    ).sort("pos")
+    return (
+        opened.sort("pos")
+        .join_asof(
+            parents,
+            on="pos",
+            by=["key", "depth"],
+            strategy="backward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        .select(
+            pl.col("node").cast(nodes.schema["node"]),
+            "depth",
+            pl.col("parent").cast(nodes.schema["node"]),
+        )
+    )

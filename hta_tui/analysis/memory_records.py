@@ -1,0 +1,204 @@
+"""The memory events of one file, each with the operator that made it, as the TensorBoard
+profiler plugin (torch-tb-profiler 0.4.3) attributes them; the base of every memory analysis.
+
+The plugin's operator tree of a thread holds its `cpu_op` events, `ProfilerStep#N`, the
+`nn.Module:` python frames and gloo/nccl collectives (user annotations); a parent with a single
+child of the same name (both `cpu_op`) is merged with it. A memory event belongs to the
+innermost node enclosing its ts (start <= ts < end) on its own thread; it has an operator only
+when that node is an operator: not a ProfilerStep, module, `Optimizer.*`, DataLoader `__next__`,
+collective annotation or `[Distributed]DataParallel.forward`. Frees are named after the
+allocation they release. Found here with sorts and as-of joins (`enclosing`), not a tree walk.
+
+DEVIATIONS, documented in README:
+- devices: the plugin knows `Device Type` 0 (CPU) and 1 (CUDA, `GPU<id>`) only; ROCm builds
+  write other numbers and the plugin drops or crashes on them (its README, quirk 3). We name
+  6 (HIP) `GPU<id>` too, 12 `XPU<id>`, any other `DEV<type>:<id>`.
+- the plugin rebuilds backward passes under `<module>.backward` nodes when a trace has modules
+  and forward/backward flows, which can drop `autograd::engine::evaluate_function` nodes it
+  cannot place; we keep the thread's tree as recorded.
+- overlapping (not nested) operators: the plugin drops the later one from its tree; here it
+  stays, and only events where two overlap can be attributed differently.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from hta_tui.analysis.enclosing import innermost, levels
+
+ROOT = "CallTreeRoot"
+UNKNOWN = "<unknown>"
+#: user annotations the plugin puts in its tree (as non-operators)
+COLLECTIVES = tuple(
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
+_NOT_OPS = ("DataParallel.forward", "DistributedDataParallel.forward")
+
+RECORD_COLUMNS = (
+    "seq",
+    "ts",
+    "bytes",
+    "total_allocated",
+    "total_reserved",
+    "addr",
+    "device",
+    "pid",
+    "tid",
+    "op",
+    "parent",
+    "node",
+)
+
+
+def device_name() -> pl.Expr:
+    """CPU, GPU<id>, ...: the plugin's device names (see the module doc for other types)."""
+    t, i = pl.col("device_type"), pl.col("device_id").cast(pl.String)
+    return (
+        pl.when(t == 0)
+        .then(pl.lit("CPU"))
+        .when(t.is_in([1, 6]))
+        .then(pl.lit("GPU") + i)
+        .when(t == 12)
+        .then(pl.lit("XPU") + i)
+        .otherwise(pl.lit("DEV") + t.cast(pl.String) + pl.lit(":") + i)
+        .fill_null("unknown device")
+        .alias("device")
+    )
+
+
+def start_ns(events: pl.DataFrame, memory: pl.DataFrame) -> int | None:
+    """The plugin's `profiler_start_ts`: the earliest complete or memory event."""
+    firsts = [f["ts"].min() for f in (events, memory) if not f.is_empty()]
+    firsts = [f for f in firsts if f is not None]
+    return min(firsts) if firsts else None  # type: ignore[return-value, type-var]
+
+
+def tree_nodes(events: pl.DataFrame) -> pl.DataFrame:
+    """The plugin's operator-tree nodes: node (idx), key (tid), start, end, name, is_op,
+    merge (a cpu_op, so it merges with a single same-named child)."""
+    name = pl.col("name")
+    kind = pl.col("kind")
+    step = name.str.starts_with("ProfilerStep#")
+    in_tree = (
+        (kind == "cpu_op")
+        | ((kind == "annotation") & (step | name.is_in(COLLECTIVES)))
+        | ((kind == "python") & name.str.starts_with("nn.Module: "))
+    )
+    op_like = (kind == "cpu_op") & ~step
+    is_op = (
+        op_like
+        & ~name.is_in(_NOT_OPS)
+        & ~name.str.starts_with("Optimizer.")
+        & ~(name.str.starts_with("enumerate(DataLoader)#") & name.str.ends_with(".__next__"))
+        & ~name.str.starts_with("enumerate(DataPipe)#")
+    )
+    return events.filter(in_tree & pl.col("tid").is_not_null()).select(
+        pl.col("idx").alias("node"),
+        pl.col("tid").alias("key"),
+        pl.col("ts").alias("start"),
+        (pl.col("ts") + pl.col("dur")).alias("end"),
+        "name",
+        is_op.alias("is_op"),
+        op_like.alias("merge"),
+    )
+
+
+def effective_tree(nodes: pl.DataFrame) -> pl.DataFrame:
+    """Nodes with their parent, after the plugin's merge of a same-named single child: every
+    node gets `eff`, the node it counts as (itself, or the ancestor it merged into), and
+    `eff_parent`, the effective node of its parent (null at the top)."""
+    tree = nodes.join(levels(nodes.select("key", "node", "start", "end")), on="node")
+    children = tree.group_by("parent").agg(pl.len().alias("n_children"))
+    up = tree.select(
+        pl.col("node").alias("parent"),
+        pl.col("name").alias("p_name"),
+        pl.col("merge").alias("p_merge"),
+    ).join(children, on="parent", how="left")
+    tree = tree.join(up, on="parent", how="left").with_columns(
+        (
+            pl.col("merge")
+            & pl.col("p_merge").fill_null(False)
+            & (pl.col("n_children") == 1)
+            & (pl.col("name") == pl.col("p_name"))
+        ).alias("merged")
+    )
+    eff = tree.select(
+        "node",
+        pl.when(pl.col("merged")).then(pl.col("parent")).otherwise(pl.col("node")).alias("eff"),
+    )
+    # chains of merges (a, a, a): follow until every node points at one that is not merged
+    merged = tree.filter(pl.col("merged")).select("node", pl.col("parent").alias("to"))
+    for _ in range(64):
+        step = eff.join(merged, left_on="eff", right_on="node", how="left")
+        if step["to"].null_count() == step.height:
+            break
+        eff = step.select("node", pl.coalesce("to", "eff").alias("eff"))
+    eff_map = eff.select(pl.col("node").alias("parent"), pl.col("eff").alias("eff_parent"))
+    return (
+        tree.drop("p_name", "p_merge", "n_children")
+        .join(eff, on="node")
+        .join(eff_map, on="parent", how="left")
+    )
+
+
+def memory_records(events: pl.DataFrame, memory: pl.DataFrame) -> pl.DataFrame:
+    """Every memory event in time order (file order among equal ts), with device, the plugin's
+    operator (`op`, null outside any operator), its parent node's name (`parent`) and the
+    operator's tree node (`node`, the effective one). Frees take their allocation's operator
+    (matched by device and address: the next free after an allocation)."""
+    recs = memory.with_row_index("seq").with_columns(device_name()).sort("ts", maintain_order=True)
+    nodes = tree_nodes(events)
+    tree = effective_tree(nodes)
+    probes = recs.filter(pl.col("tid").is_not_null()).select(
+        pl.col("tid").alias("key"), pl.col("seq").alias("row"), "ts"
+    )
+    found = innermost(nodes.select("key", "node", "start", "end"), probes)
+    names = (
+        tree.select("node", "eff", "eff_parent")
+        .join(
+            tree.select(pl.col("node").alias("eff"), pl.col("name").alias("op"), "is_op"), on="eff"
+        )
+        .join(
+            tree.select(pl.col("node").alias("eff_parent"), pl.col("name").alias("parent")),
+            on="eff_parent",
+            how="left",
+        )
+    )
+    found = found.join(names, on="node", how="left").select(
+        pl.col("row").alias("seq"),
+        pl.when(pl.col("is_op")).then(pl.col("eff")).alias("node"),
+        pl.when(pl.col("is_op")).then(pl.col("op")).alias("op"),
+        pl.when(pl.col("is_op")).then(pl.col("parent").fill_null(ROOT)).alias("parent"),
+    )
+    recs = recs.join(found, on="seq", how="left")
+    return _name_frees(recs).select(RECORD_COLUMNS)
+
+
+def _name_frees(recs: pl.DataFrame) -> pl.DataFrame:
+    """A free takes the op and parent of the allocation it releases (the event just before it
+    at the same device and address, when that is an allocation); only allocations are named
+    after the op they happen in, as the plugin does."""
+    alloc = pl.col("bytes") > 0
+    by = ["device", "addr"]
+    prev_alloc = alloc.shift(1).over(by)
+    return recs.with_columns(
+        pl.when(alloc)
+        .then(pl.col(c))
+        .when(prev_alloc & pl.col("addr").is_not_null())
+        .then(pl.col(c).shift(1).over(by))
+        .alias(c)
+        for c in ("op", "parent")
+    )
+
+
+def display_op(op: str = "op", parent: str = "parent") -> pl.Expr:
+    """The plugin's operator column: `<parent> (aten::empty...)` for the allocator-like ops,
+    `<unknown>` outside any operator."""
+    name = pl.col(op).fill_null(UNKNOWN)
+    return (
+        pl.when(name.str.starts_with("aten::empty") & pl.col(parent).is_not_null())
+        .then(pl.col(parent) + pl.lit(" (") + name + pl.lit(")"))
+        .otherwise(name)
+    )

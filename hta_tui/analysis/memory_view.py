@@ -1,0 +1,127 @@
+"""The memory view over loaded ranks: each memory table of one file, for every rank, with a
+leading rank column. The per-file memory records (operator attribution) are built once per
+memory frame and shared by every table (`job_cached`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import polars as pl
+
+from hta_tui.analysis import memory_curve, memory_events, memory_peak, memory_stats
+from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.memory_context import python_context
+from hta_tui.analysis.memory_records import memory_records, start_ns
+
+Ranks = Mapping[int, pl.DataFrame]
+
+
+class FileMemory:
+    """One file's memory events with their operators, origin and (lazily) Python context."""
+
+    def __init__(self, events: pl.DataFrame, memory: pl.DataFrame) -> None:
+        self.events = events
+        self.memory = memory
+        self.origin_ns = start_ns(events, memory) or 0
+        self.recs = job_cached(
+            {0: memory}, "memory_records", lambda: memory_records(events, memory)
+        )
+
+    def table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
+        """The memory-events table (plugin order) with each allocation's module and stack;
+        the whole file's is kept (the memory screen reads it at every zoom)."""
+        if start_ns is None and end_ns is None:
+            return job_cached({0: self.memory}, "memory_table", self._table)
+        return self._table(start_ns, end_ns)
+
+    def _table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
+        ctx = job_cached(
+            {0: self.memory}, "memory_context", lambda: python_context(self.events, self.recs)
+        )
+        rows = memory_events.memory_events(self.recs, self.origin_ns, start_ns, end_ns)
+        return memory_peak.with_context(rows, ctx, self.recs)
+
+
+def files(events: Ranks, memory: Ranks) -> dict[int, FileMemory]:
+    """Ranks with memory events."""
+    return {
+        r: FileMemory(events[r], memory[r])
+        for r in sorted(memory)
+        if r in events and not memory[r].is_empty()
+    }
+
+
+def _per_rank(
+    events: Ranks,
+    memory: Ranks,
+    one: Callable[[FileMemory], pl.DataFrame],
+    schema: Mapping[str, pl.DataType],
+) -> pl.DataFrame:
+    frames = [
+        one(f).select(pl.lit(r, pl.Int64).alias("rank"), pl.all())
+        for r, f in files(events, memory).items()
+    ]
+    frames = [f for f in frames if not f.is_empty()]
+    if frames:
+        return pl.concat(frames, how="diagonal_relaxed")
+    return pl.DataFrame(schema={"rank": pl.Int64(), **schema})
+
+
+def curve(
+    events: Ranks, memory: Ranks, max_points: int | None = memory_curve.MAX_POINTS
+) -> pl.DataFrame:
+    """The plugin's memory curve rows (step plot, LTTB to `max_points`), per rank and device."""
+    return _per_rank(
+        events,
+        memory,
+        lambda f: memory_curve.memory_curve(f.recs, f.origin_ns, max_points),
+        memory_curve.COLUMNS,
+    )
+
+
+def peaks(events: Ranks, memory: Ranks) -> pl.DataFrame:
+    return _per_rank(
+        events,
+        memory,
+        lambda f: memory_curve.memory_peaks(f.recs, f.origin_ns),
+        memory_curve.PEAK_COLUMNS,
+    )
+
+
+def event_table(events: Ranks, memory: Ranks) -> pl.DataFrame:
+    return _per_rank(
+        events,
+        memory,
+        lambda f: f.table(),
+        {**memory_events.COLUMNS, "module": pl.String(), "stack": pl.String()},
+    )
+
+
+def stats(events: Ranks, memory: Ranks) -> pl.DataFrame:
+    return _per_rank(
+        events, memory, lambda f: memory_stats.memory_stats(f.events, f.recs), memory_stats.COLUMNS
+    )
+
+
+def live_at_peak(events: Ranks, memory: Ranks) -> pl.DataFrame:
+    def one(f: FileMemory) -> pl.DataFrame:
+        return memory_peak.live_at_peak(
+            f.table(), memory_curve.memory_peaks(f.recs, f.origin_ns), f.origin_ns
+        )
+
+    return _per_rank(events, memory, one, memory_peak.PEAK_COLUMNS)
+
+
+def leaks(events: Ranks, memory: Ranks) -> pl.DataFrame:
+    return _per_rank(
+        events,
+        memory,
+        lambda f: memory_peak.leak_candidates(f.table(), f.events),
+        memory_peak.LEAK_COLUMNS,
+    )
+
+
+def step_peaks(events: Ranks, memory: Ranks) -> pl.DataFrame:
+    return _per_rank(
+        events, memory, lambda f: memory_peak.step_peaks(f.recs, f.events), memory_peak.STEP_COLUMNS
+    )

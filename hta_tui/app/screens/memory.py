@@ -1,0 +1,260 @@
+"""Screen m: memory. One device of one rank: allocated and reserved memory over time (the
+TensorBoard plugin's curve) with its peak marked and the profiler steps as vertical lines, and
+below it what is alive at the peak, the memory events and the per-operator statistics.
+
+`+` zooms in around the peak of the view, `-` out, `[` / `]` move the view, `z` shows it all:
+the tables then cover the view only (events and statistics inside it, what is alive at its
+peak). `d` cycles the devices, `r` the ranks (memory events are per file, so one rank at a time).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import polars as pl
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from hta_tui.analysis.memory_view import files
+from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
+from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
+from hta_tui.app.screens.timelines import line_colours
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.trace.model import TraceSet
+
+ZOOM = 0.5
+
+
+class CurveReady(Message):
+    """The curve of the window, before its tables (see `MemoryScreen._compute`)."""
+
+    def __init__(self, window: MemoryWindow, params: Params) -> None:
+        super().__init__()
+        self.window = window
+        self.params = params
+
+
+TABS = ("memory-peak-pane", "memory-events-pane", "memory-stats-pane")
+
+LIVE_COLUMNS = ("operator", "module", "live_mb", "share_of_peak_pct", "allocations", "stack")
+EVENT_COLUMNS = ("operator", "size_kb", "allocation_ms", "release_ms", "duration_ms", "status")
+STAT_COLUMNS = (
+    "operator",
+    "calls",
+    "size_increase_kb",
+    "self_size_increase_kb",
+    "allocation_count",
+    "allocation_size_kb",
+)
+
+
+class MemoryScreen(AnalysisScreen):
+    TITLE = "Memory"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("plus,equals_sign", "zoom_in", "Zoom", key_display="+"),
+        Binding("minus", "zoom_out", "Out", key_display="-"),
+        Binding("left_square_bracket", "pan(-0.5)", "Earlier", key_display="["),
+        Binding("right_square_bracket", "pan(0.5)", "Later", key_display="]"),
+        Binding("z", "reset_zoom", "All"),
+        Binding("d", "next_device", "Device"),
+        Binding("v", "next_tab", "Table", show=False),
+    ]
+
+    def default_params(self) -> dict[str, Any]:
+        return {"device": None, "view": None}
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="memory-summary", classes="plot-note")
+        yield SafePlot(id="memory-curve")
+        with TabbedContent(id="memory-tabs", initial=TABS[0]):
+            with TabPane("At the peak", id=TABS[0]):
+                yield FrameTable(id="memory-live", key_column="operator", export_name="memory_peak")
+            with TabPane("Events", id=TABS[1]):
+                yield FrameTable(id="memory-events", export_name="memory_events")
+            with TabPane("Operators", id=TABS[2]):
+                yield FrameTable(
+                    id="memory-stats", key_column="operator", export_name="memory_stats"
+                )
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._draw())
+
+    # -- computation (worker) ------------------------------------------------------------------
+    @staticmethod
+    def compute_memory(
+        events: dict[int, pl.DataFrame],
+        memory: dict[int, pl.DataFrame],
+        params: Params,
+        curve: MemoryWindow | None = None,
+    ) -> dict[str, Any]:
+        """The screen's result; `curve`: the chosen rank's `curve_window`, when computed."""
+        found = files(events, memory)
+        if not found:
+            return {"rank": None}
+        rank = params.rank if params.rank in found else min(found)
+        window = memory_window(found[rank], params.get("device"), params.get("view"), curve)
+        return {"rank": rank, "window": window}
+
+    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
+    def _compute(self, ts: TraceSet, params: Params) -> None:
+        """As the base's, with the memory frames besides the events, and the curve posted
+        first: it needs no operator attribution, the tables do."""
+        worker = get_current_worker()
+        events, memory = ts.frames(), ts.frames("memory")
+        have = [r for r in sorted(memory) if r in events and not memory[r].is_empty()]
+        window = None
+        if have:
+            rank = params.rank if params.rank in have else have[0]
+            window = curve_window(
+                events[rank], memory[rank], params.get("device"), params.get("view")
+            )
+            if worker.is_cancelled:
+                return
+            self.post_message(CurveReady(window, params))
+        result = self.compute_memory(events, memory, params, window)
+        if not worker.is_cancelled:
+            self.post_message(Computed(result, ts.generation, params))
+
+    @on(CurveReady)
+    def _curve_ready(self, msg: CurveReady) -> None:
+        msg.stop()
+        if msg.params == self.params:
+            self.query_one("#body").loading = False  # the tables fill in when they land
+            self.query_one("#memory-summary", Static).update(_summary(msg.window))
+            self._draw_window(msg.window)
+
+    # -- display (main thread) -----------------------------------------------------------------
+    def _title_text(self) -> str:
+        result = self.result or {}
+        rank = result.get("rank", self.params.rank)
+        where = "first rank with memory events" if rank is None else f"rank {rank}"
+        return f"{self.TITLE}  ·  {where}"
+
+    def show(self, result: dict[str, Any]) -> None:
+        self.query_one("#screen-title", Static).update(self._title_text())
+        window: MemoryWindow | None = result.get("window")
+        summary = self.query_one("#memory-summary", Static)
+        tables = {
+            "#memory-live": ("live", LIVE_COLUMNS),
+            "#memory-events": ("events", EVENT_COLUMNS),
+            "#memory-stats": ("stats", STAT_COLUMNS),
+        }
+        if window is None:
+            summary.update(
+                "No memory events: record with torch.profiler.profile(profile_memory=True)."
+            )
+            for selector in tables:
+                self.query_one(selector, FrameTable).show_frame(pl.DataFrame())
+            self._draw()
+            return
+        for selector, (attr, columns) in tables.items():
+            frame: pl.DataFrame = getattr(window, attr)
+            self.query_one(selector, FrameTable).show_frame(frame.select(columns))
+        summary.update(_summary(window))
+        self.draw_later(self._draw)
+
+    def _draw(self) -> None:
+        if self.is_mounted:
+            self._draw_window((self.result or {}).get("window"))
+
+    def _draw_window(self, window: MemoryWindow | None) -> None:
+        plot = self.query_one("#memory-curve", SafePlot)
+        plt = plot.plt
+        plt.clear_figure()
+        plot.display = window is not None and not window.curve.is_empty()
+        if window is None or window.curve.is_empty():
+            return
+        colours = line_colours(self.app)
+        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        x = window.curve["time_ms"].to_list()
+        plt.plot(
+            x,
+            window.curve["reserved_mb"].to_list(),
+            label="reserved",
+            color=colours[1 % len(colours)],
+            marker=marker,
+        )
+        plt.plot(
+            x,
+            window.curve["allocated_mb"].to_list(),
+            label="allocated",
+            color=colours[0],
+            marker=marker,
+        )
+        for _, start in window.steps:
+            plt.vline(start, colours[2 % len(colours)])
+        if window.peak is not None:
+            plt.scatter(
+                [window.peak["peak_time_ms"]],
+                [window.peak["peak_allocated_mb"]],
+                marker="x" if marker == "*" else "●",
+                color=colours[3 % len(colours)],
+            )
+        plt.xlim(*window.view)
+        plt.xlabel("ms since the profiler start")
+        plot.refresh()
+
+    # -- actions -------------------------------------------------------------------------------
+    def _window(self) -> MemoryWindow | None:
+        return (self.result or {}).get("window")
+
+    def action_zoom_in(self) -> None:
+        w = self._window()
+        if w is not None:
+            at = w.peak["peak_time_ms"] if w.peak else sum(w.view) / 2
+            self.set_params(view=zoom(w.view, w.full, ZOOM, at))
+
+    def action_zoom_out(self) -> None:
+        w = self._window()
+        if w is not None:
+            view = zoom(w.view, w.full, 1 / ZOOM, sum(w.view) / 2)
+            self.set_params(view=None if view == w.full else view)
+
+    def action_pan(self, by: float) -> None:
+        w = self._window()
+        if w is not None and w.view != w.full:
+            self.set_params(view=pan(w.view, w.full, by))
+
+    def action_reset_zoom(self) -> None:
+        self.set_params(view=None)
+
+    def action_next_device(self) -> None:
+        w = self._window()
+        if w is None or len(w.devices) < 2:
+            self.notify("Only one device has memory events here.")
+            return
+        nxt = w.devices[(w.devices.index(w.device) + 1) % len(w.devices)] if w.device else None
+        self.set_params(device=nxt, view=None)
+
+    def action_next_tab(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        tabs.active = (
+            TABS[(TABS.index(tabs.active) + 1) % len(TABS)] if tabs.active in TABS else TABS[0]
+        )
+
+    @on(TabbedContent.TabActivated)
+    def _tab_shown(self) -> None:
+        pane = self.query_one(TabbedContent).active_pane
+        if pane is not None:
+            for table in pane.query(FrameTable):
+                table.focus()
+
+
+def _summary(w: MemoryWindow) -> str:
+    """One line at 80 columns: device, the view's peak, the view."""
+    view = "all" if w.view == w.full else f"{w.view[0]:.2f}-{w.view[1]:.2f} of {w.full[1]:.2f} ms"
+    devices = f" (d: {len(w.devices)})" if len(w.devices) > 1 else ""
+    if w.peak is None:
+        return f"{w.device}{devices} · no memory event in view · view {view}"
+    p = w.peak
+    return (
+        f"{w.device}{devices} · peak {p['peak_allocated_mb']:.1f} MB @ {p['peak_time_ms']:.2f} ms"
+        f" · reserved {p['peak_reserved_mb']:.1f} · view {view}"
+    )

@@ -1,0 +1,62 @@
+"""`[memory]` instant events -> the `memory` frame (schema.MEMORY_SCHEMA).
+
+PyTorch writes one per allocation and free when profiling with `profile_memory=True`
+(`ph: "i"`, args Bytes, Total Allocated, Total Reserved, Addr, Device Type, Device Id). They
+are a small share of a trace's events and absent from most, so they are picked out of the
+non-complete events a chunk already separates, and cost nothing where there are none.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import polars as pl
+
+from hta_tui.trace.events import NO_ARGS, Event
+from hta_tui.trace.schema import MEMORY_SCHEMA
+
+MEMORY_NAME = "[memory]"
+
+#: frame column -> EventArgs field (the rest come from the event itself)
+_ARGS = {
+    "bytes": "mem_bytes",
+    "total_allocated": "total_allocated",
+    "total_reserved": "total_reserved",
+    "addr": "addr",
+    "device_type": "device_type",
+    "device_id": "device_id",
+}
+
+
+def memory_columns(events: list[Event]) -> pl.DataFrame | None:
+    """The `[memory]` events among `events` (no complete ones) as raw columns; ts still the
+    microseconds' text."""
+    mem = [e for e in events if e.ph == "i" and e.name == MEMORY_NAME]
+    if not mem:
+        return None
+    args = [e.args or NO_ARGS for e in mem]
+    # ts as written (a fractional number's text, see events.Event.ts), for columns.exact_ns
+    cols = [pl.Series("ts", [e.ts for e in mem], dtype=pl.String, strict=False)]
+    cols += [
+        pl.Series(col, list(map(operator.attrgetter(f), args)), MEMORY_SCHEMA[col], strict=False)
+        for col, f in _ARGS.items()
+    ]
+    cols += [
+        pl.Series(c, [getattr(e, c) for e in mem], dtype=pl.Int64, strict=False)
+        for c in ("pid", "tid")
+    ]
+    return pl.DataFrame(cols)
+
+
+def memory_frame(parts: list[pl.DataFrame], ns: pl.Expr) -> pl.DataFrame:
+    """The file's memory frame from its chunks' columns; `ns` converts the us column `ts`
+    (null when it is not a number). Events without a timestamp cannot be placed on the curve
+    and are dropped."""
+    if not parts:
+        return pl.DataFrame(schema=MEMORY_SCHEMA)
+    return (
+        pl.concat(parts)
+        .with_columns(ns)
+        .filter(pl.col("ts").is_not_null())
+        .select(list(MEMORY_SCHEMA))
+    )
