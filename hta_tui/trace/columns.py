@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Event, EventArgs
+from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Event, EventArgs, number_texts
 from hta_tui.trace.memory import memory_columns, memory_frame
 from hta_tui.trace.schema import (
     EVENTS_SCHEMA,
@@ -133,8 +133,8 @@ class _Gathered:
         cats = pl.Series("cat", [e.cat for e in evs], dtype=pl.String)
         tid = _ints("tid", tids)
         cols = [
-            _number_texts("ts", [e.ts for e in evs]),
-            _number_texts("dur", [e.dur for e in evs]),
+            number_texts("ts", [e.ts for e in evs]),
+            number_texts("dur", [e.dur for e in evs]),
             pl.Series("name", [e.name for e in evs], dtype=pl.String, strict=False),
             cats,
             _ints("pid", [e.pid for e in evs]),
@@ -351,17 +351,6 @@ def _dropped_reasons(texts: pl.DataFrame, times: pl.DataFrame) -> pl.Series | No
     return both.select(reason.alias("dropped")).to_series()
 
 
-def _number_texts(name: str, values: list[Any]) -> pl.Series:
-    """Numbers (ints, or a float's JSON text: see `events.Event.ts`) as text for `exact_ns`.
-    Anything else becomes text too and fails there, so it is counted, not raised."""
-    try:
-        return pl.Series(name, values, dtype=pl.String, strict=False)
-    except Exception:  # an object polars cannot make text of
-        texts = [v if isinstance(v, str) else str(v) if isinstance(v, int | float) else "?"
-                 for v in values]  # fmt: skip
-        return pl.Series(name, texts, dtype=pl.String)
-
-
 def _nulls(name: str, n: int, dtype: pl.DataType | None = None) -> pl.Series:
     """n nulls of the column's type, without a Python list (polars scans a list of Nones for
     a first value)."""
@@ -411,7 +400,7 @@ def _flows_columns(evs: list[Event]) -> pl.DataFrame:
             _ints("id", [e.id for e in evs]),
             pl.Series("ph", [e.ph for e in evs], dtype=pl.String),
             pl.Series("cat", [e.cat for e in evs], dtype=pl.String),
-            _number_texts("ts", [e.ts for e in evs]),
+            number_texts("ts", [e.ts for e in evs]),
             _ints("pid", [e.pid for e in evs]),
             _ints("tid", [e.tid for e in evs]),
         ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import polars as pl
 
 Num = int | float
 
@@ -65,3 +66,14 @@ class Event(msgspec.Struct, gc=False):
 
 
 NO_ARGS = EventArgs()
+
+
+def number_texts(name: str, values: list[Any]) -> pl.Series:
+    """Numbers (ints, or a float's JSON text: see `Event.ts`) as text for `columns.exact_ns`.
+    Anything else becomes text too and fails there, so it is counted, not raised."""
+    try:
+        return pl.Series(name, values, dtype=pl.String, strict=False)
+    except Exception:  # an object polars cannot make text of
+        texts = [v if isinstance(v, str) else str(v) if isinstance(v, int | float) else "?"
+                 for v in values]  # fmt: skip
+        return pl.Series(name, texts, dtype=pl.String)

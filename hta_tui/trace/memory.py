@@ -12,7 +12,7 @@ import operator
 
 import polars as pl
 
-from hta_tui.trace.events import NO_ARGS, Event
+from hta_tui.trace.events import NO_ARGS, Event, number_texts
 from hta_tui.trace.schema import MEMORY_SCHEMA
 
 MEMORY_NAME = "[memory]"
@@ -36,7 +36,7 @@ def memory_columns(events: list[Event]) -> pl.DataFrame | None:
         return None
     args = [e.args or NO_ARGS for e in mem]
     # ts as written (a fractional number's text, see events.Event.ts), for columns.exact_ns
-    cols = [pl.Series("ts", [e.ts for e in mem], dtype=pl.String, strict=False)]
+    cols = [number_texts("ts", [e.ts for e in mem])]
     cols += [
         pl.Series(col, list(map(operator.attrgetter(f), args)), MEMORY_SCHEMA[col], strict=False)
         for col, f in _ARGS.items()
