@@ -38,6 +38,8 @@ HTA_CALLS: dict[str, str] = {
     "profiler_steps": "ta.get_profiler_steps()",
     "potential_stragglers": "ta.get_potential_stragglers()",
     "user_annotation_breakdown": "ta.get_gpu_user_annotation_breakdown(visualize=False)",
+    "syncs": None,  # HTA has no sync finder
+    "module_stats": None,  # nor a module view (the TensorBoard plugin's)
 }
 
 

@@ -22,6 +22,11 @@ import polars as pl
 from hta_tui.analysis import (
     annotations,
     aten_ops,
+    collectives,
+    comm_overview,
+    comm_plugin,
+    comm_stats,
+    comm_topology,
     diff,
     idle,
     kernels,
@@ -36,11 +41,12 @@ from hta_tui.analysis import (
 from hta_tui.analysis.counters_export import CountersWritten, write_counters_trace
 from hta_tui.analysis.overview import file_table, precompute
 from hta_tui.api_memory import MemoryMethods
+from hta_tui.api_syncs import SyncFinderMethods
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 
 
-class TraceAnalysis(MemoryMethods):
+class TraceAnalysis(MemoryMethods, SyncFinderMethods):
     """Every loaded rank of a trace folder (or file), analysed like HTA's TraceAnalysis.
 
     `hta_compat=True` reproduces HTA's rounding of fractional timestamps (see README);
@@ -235,6 +241,43 @@ class TraceAnalysis(MemoryMethods):
         return steps.straggler_candidates(
             self._ranks(), steps=profiler_steps, hta_compat=self.hta_compat
         )
+
+    def get_comm_comp_per_rank(self, tb_compat: bool = False) -> pl.DataFrame:
+        """Computation / overlapping / communication / other per rank and step (and "all"):
+        the TensorBoard plugin's Distributed view, with every collective recognised, or
+        exactly the plugin's with `tb_compat`."""
+        if tb_compat:
+            return comm_plugin.overlap(self._ranks())
+        return comm_overview.comm_comp_per_rank(self._ranks())
+
+    def get_comm_wait_transfer(self, tb_compat: bool = False) -> pl.DataFrame:
+        """Transfer vs synchronizing (waiting) time per rank and step; `tb_compat`: the
+        plugin's definition (shortest duration of any rank = transfer)."""
+        if tb_compat:
+            return comm_plugin.waittime(self._ranks())
+        return comm_overview.wait_transfer_per_step(self._ranks())
+
+    def get_collectives(self) -> pl.DataFrame:
+        """Every collective call of every rank, matched across ranks by process group and
+        sequence, with each rank's wait and transfer time (ns)."""
+        return collectives.calls(self._ranks())
+
+    def get_comm_ops_stats(self) -> pl.DataFrame:
+        """Calls, bytes, latency, wait, transfer and algorithm / bus bandwidth per rank and
+        collective kind."""
+        return comm_stats.comm_ops_stats(self._ranks())
+
+    def get_collective_stragglers(self) -> pl.DataFrame:
+        """The ranks the others wait for at collectives, costliest first, each with why."""
+        return comm_stats.collective_stragglers(self._ranks())
+
+    def get_distributed_hierarchy(self) -> pl.DataFrame:
+        """Node, process and GPU (name, memory, compute capability) of every rank."""
+        return comm_topology.tables(self.trace_set)["distributed_hierarchy"]
+
+    def get_process_groups(self) -> pl.DataFrame:
+        """The job's process groups (distributedInfo.pg_config) and the ranks that list them."""
+        return comm_topology.tables(self.trace_set)["process_groups"]
 
     def get_gpu_user_annotation_breakdown(
         self, use_gpu_annotation: bool = True, visualize: bool = True, **_: Any

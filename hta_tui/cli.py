@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hta_tui.printable import printable
+
 EXIT_OK, EXIT_NO_TRACE, EXIT_USAGE = 0, 1, 2
 
 
@@ -81,7 +83,20 @@ def report_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hta-tui report", description="Headless analyses.")
     p.add_argument("path", type=Path, help="trace folder or file")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("--csv", type=Path, metavar="DIR", help="write one CSV per table into DIR")
+    csv = p.add_mutually_exclusive_group()
+    csv.add_argument(
+        "--csv",
+        type=Path,
+        metavar="DIR",
+        help="write one CSV per table into DIR, for spreadsheets: a text cell starting with "
+        "= + - @ tab or CR gets a leading ' so it is never run as a formula",
+    )
+    csv.add_argument(
+        "--csv-raw",
+        type=Path,
+        metavar="DIR",
+        help="as --csv, every value exactly as in the data (for programs, not spreadsheets)",
+    )
     p.add_argument(
         "--only",
         metavar="NAME[,NAME]",
@@ -142,7 +157,8 @@ def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None, o
     return run_report(
         args.path,
         as_json=args.json,
-        csv_dir=args.csv,
+        csv_dir=args.csv or args.csv_raw,
+        csv_raw=args.csv_raw is not None,
         only=only,
         no_cache=args.no_cache,
         workers=args.workers,
@@ -183,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--set: {exc}")
         for path in (args.path, args.compare):
             if path is not None and not path.exists():
-                print(f"hta-tui: {path}: no such file or folder", file=sys.stderr)
+                print(f"hta-tui: {printable(path)}: no such file or folder", file=sys.stderr)
                 return EXIT_USAGE
         from hta_tui.report import run_report
 
@@ -215,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         path = args.path
     for p in (path, args.compare):
         if p is not None and not p.exists():
-            print(f"hta-tui: {p}: no such file or folder", file=sys.stderr)
+            print(f"hta-tui: {printable(p)}: no such file or folder", file=sys.stderr)
             return EXIT_USAGE
     if args.compare is None and (args.rank is not None or args.test_rank is not None):
         parser.error("--rank and --test-rank choose the ranks of a comparison (with --compare)")

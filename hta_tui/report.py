@@ -14,10 +14,11 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
-from hta_tui.analysis import catalog
+from hta_tui.analysis import catalog, comm_topology
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
-from hta_tui.analysis.tables import csv_ready
-from hta_tui.trace.cache import Cache
+from hta_tui.analysis.tables import csv_for_people, csv_ready
+from hta_tui.printable import json_printable, printable, printable_frame
+from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet, open_set
 from hta_tui.trace.parse import dropped_text
 
@@ -41,6 +42,8 @@ def build_tables(
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
         tables.update(catalog.run(ts.frames(), rest, options, frames=ts.frames))
+    if "comm_comp_per_rank" in selected:  # the distributed view's file-metadata tables
+        tables.update(comm_topology.tables(ts))
     return tables
 
 
@@ -82,17 +85,22 @@ def _flat_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**r, "dropped_events": dropped_text(r.get("dropped_events") or {})} for r in rows]
 
 
-def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path) -> list[Path]:
+def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = False) -> list[Path]:
+    """One CSV per table, formulas neutralised for spreadsheets unless `raw` (programs)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
+    flat = csv_ready if raw else csv_for_people
     for name, df in _flat_files(tables).items():
         path = out_dir / f"{name}.csv"
-        csv_ready(df).write_csv(path)
+        flat(df).write_csv(path)
         paths.append(path)
     return paths
 
 
 def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
+    # names and paths from the traces are data: shown as written, never terminal control
+    tables = {name: printable_frame(df) for name, df in tables.items()}
+    where = printable(root)
     with pl.Config(
         tbl_rows=50,
         tbl_cols=-1,
@@ -104,10 +112,17 @@ def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
         float_precision=3,
     ):
         for name, df in _flat_files(tables).items():
-            title = f"Files in {root}" if name == "files" else name
+            title = f"Files in {where}" if name == "files" else name
             print(f"# {title}", file=out)
             print(df if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out)
             print(file=out)
+
+
+def _print_notices() -> None:
+    """Damaged cache entries found (and parsed again) while reading: on stderr, so stdout
+    stays the report."""
+    for text in take_notices():
+        print(f"hta-tui: note: {printable(text)}", file=sys.stderr)
 
 
 def run_report(
@@ -115,6 +130,7 @@ def run_report(
     *,
     as_json: bool = False,
     csv_dir: Path | None = None,
+    csv_raw: bool = False,
     only: list[str] | None = None,
     no_cache: bool = False,
     workers: int | None = None,
@@ -124,17 +140,18 @@ def run_report(
     options: catalog.Options | None = None,
 ) -> int:
     """`options`: the analyses' parameters (HTA's defaults when None); `hta_compat` is
-    applied on top."""
+    applied on top. `csv_raw`: the CSV files keep every value as it is (for programs)."""
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
     options = dataclasses.replace(options or catalog.Options(), hta_compat=hta_compat)
     tables = build_tables(ts, names=only, options=options)
+    _print_notices()
     if csv_dir is not None:
-        write_csv(tables, csv_dir)
+        write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
         doc = _records(tables)
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None:
         _text(tables, ts.root, out)
     return 0 if ts.loaded() else 1
@@ -189,8 +206,9 @@ def run_compare_report(
     control = open_set(control_path, cache, after_parse=precompute)
     test = open_set(test_path, cache, after_parse=precompute)
     doc = build_compare(control, test, **kw)
+    _print_notices()
     if as_json:
-        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     else:
         tables = {
             k: pl.DataFrame(_flat_records(v) if k.endswith("_files") else v)

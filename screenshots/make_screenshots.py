@@ -17,7 +17,8 @@ from pathlib import Path
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.registry import SCREENS
 from hta_tui.cli import DEMO_MEMORY
-from hta_tui.synth import MemoryOptions, write_trace_dir
+from hta_tui.synth import MemoryOptions, write_trace, write_trace_dir
+from hta_tui.synth.sync_story import make_sync_story
 from hta_tui.trace.cache import Cache
 
 HERE = Path(__file__).resolve().parent
@@ -38,6 +39,31 @@ async def settle(app: HtaApp, pilot, timeout: float = 60.0) -> None:
     raise TimeoutError(f"{type(app.screen).__name__} did not settle")
 
 
+#: Screens the demo has nothing for: shot on the backward-sync story instead.
+STORY_MODES = ("syncs", "modules")
+
+
+async def shoot_story(out_dir: Path, theme: str, suffix: str, size: tuple[int, int]) -> list[Path]:
+    story = Path(tempfile.mkdtemp(prefix="hta-tui-story-")) / "story"
+    story.mkdir()
+    write_trace(make_sync_story(steps=3), story / "rank-0.json")
+    app = HtaApp(
+        story, cache=Cache(enabled=False), watch=False, theme=theme, timings=False, ascii=False
+    )
+    written = []
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        for entry in SCREENS:
+            if entry.mode not in STORY_MODES:
+                continue
+            await pilot.press(entry.key)
+            await settle(app, pilot)
+            path = out_dir / f"{entry.key}-{entry.mode}{suffix}.svg"
+            app.save_screenshot(str(path))
+            written.append(path)
+    return written
+
+
 async def shoot(trace_dir: Path, out_dir: Path, theme: str, size: tuple[int, int]) -> list[Path]:
     app = HtaApp(
         trace_dir, cache=Cache(enabled=False), watch=False, theme=theme, timings=False, ascii=False
@@ -47,6 +73,8 @@ async def shoot(trace_dir: Path, out_dir: Path, theme: str, size: tuple[int, int
     async with app.run_test(size=size) as pilot:
         await settle(app, pilot)
         for entry in SCREENS:
+            if entry.mode in STORY_MODES:
+                continue
             await pilot.press(entry.key)
             await settle(app, pilot)
             name = f"{entry.key}-{entry.title.lower().replace(' ', '-').replace('/', '-')}"
@@ -59,6 +87,7 @@ async def shoot(trace_dir: Path, out_dir: Path, theme: str, size: tuple[int, int
         path = out_dir / f"help{suffix}.svg"
         app.save_screenshot(str(path))
         written.append(path)
+    written += await shoot_story(out_dir, theme, suffix, size)
     # the diff screen: rank 0 against the demo's slow rank 1
     app = HtaApp(
         trace_dir,

@@ -46,3 +46,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("shared") is not None and "shared" not in item.fixturenames:
             item.fixturenames.insert(0, "shared")
+
+
+@pytest.fixture(autouse=True)
+def _no_cache_notices_from_other_tests() -> None:
+    """Notices of damaged cache entries are process-wide (`trace.cache.take_notices`): one
+    test's must not show up as a toast in another's app or snapshot."""
+    from hta_tui.trace.cache import take_notices
+
+    take_notices()

@@ -18,15 +18,21 @@ import polars as pl
 from hta_tui.analysis import (
     annotations,
     aten_ops,
+    collectives,
+    comm_overview,
+    comm_plugin,
+    comm_stats,
     idle,
     kernels,
     launch,
     memory,
     memory_view,
+    module_view,
     overlap,
     queue,
     sequences,
     steps,
+    sync_summary,
     temporal,
 )
 
@@ -52,6 +58,9 @@ class Options:
     operator_name: str = "ProfilerStep"
     min_pattern_len: int = 3
     top_k: int = 5
+    #: The distributed view exactly as the TensorBoard plugin computes it (its five collective
+    #: names, CPU-side timing) instead of with every collective recognised.
+    tb_compat: bool = False
 
 
 def parameters() -> dict[str, object]:
@@ -253,6 +262,34 @@ def _memory_step_peaks(r: Ranks, o: Options, memory: Ranks) -> Tables:
 
 _MEM = ("memory",)
 
+
+def _distributed(r: Ranks, o: Options) -> Tables:
+    return {
+        "comm_comp_per_rank": (
+            comm_plugin.overlap(r) if o.tb_compat else comm_overview.comm_comp_per_rank(r)
+        ),
+        "comm_wait_transfer": (
+            comm_plugin.waittime(r) if o.tb_compat else comm_overview.wait_transfer_per_step(r)
+        ),
+        "collectives": collectives.calls(r).select(
+            *(c for c in collectives.MATCHED_COLUMNS if c not in ("wait", "transfer", "on_gpu")),
+            (pl.col("wait") / 1000).alias("wait_us"),
+            (pl.col("transfer") / 1000).alias("transfer_us"),
+        ),
+        "collective_instances": comm_stats.collective_instances(r),
+        "comm_ops_stats": comm_stats.comm_ops_stats(r),
+        "collective_stragglers": comm_stats.collective_stragglers(r),
+    }
+
+
+def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
+    return sync_summary.sync_tables(r, flows)
+
+
+def _modules(r: Ranks, o: Options) -> Tables:
+    return {"module_stats": module_view.module_view(r)}
+
+
 ANALYSES: tuple[Analysis, ...] = (
     Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
     Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
@@ -276,6 +313,9 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM),
     Analysis("memory_leaks", "Memory never freed (leak candidates)", _memory_leaks, frames=_MEM),
     Analysis("memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM),
+    Analysis("comm_comp_per_rank", "Distributed: collectives, waits, stragglers", _distributed),
+    Analysis("syncs", "Host-device syncs and who caused them", _syncs, frames=("flows",)),
+    Analysis("module_stats", "nn.Module view", _modules),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}

@@ -30,10 +30,12 @@ from typing import Any, ClassVar
 from textual import events, on, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from hta_tui.analysis.overview import precompute
+from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.gc_pacing import GcPacer
 from hta_tui.app.messages import (
@@ -48,9 +50,10 @@ from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.registry import DIFF, SCREENS
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
+from hta_tui.printable import printable
 from hta_tui.themes import DEFAULT as DEFAULT_THEME
 from hta_tui.themes import THEMES
-from hta_tui.trace.cache import Cache
+from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.discover import TraceFile, describe, discover
 from hta_tui.trace.load import LoadResult, load_files, prepare_pool
 from hta_tui.trace.model import TraceSet
@@ -66,13 +69,16 @@ RECHECK = 1.0
 SCREEN_STYLES = (
     "detail",
     "diff",
+    "distributed",
     "idle",
     "kernels",
     "launch",
     "memory",
+    "modules",
     "overlap",
     "sequences",
     "steps",
+    "syncs",
     "timelines",
 )
 
@@ -82,7 +88,7 @@ MAIN, TEST = "main", "test"
 
 def _folder_label(path: Path) -> str:
     """A folder's or file's name, never its absolute path (screenshots, shared terminals)."""
-    return (path.name or str(path)) + ("" if path.is_file() else "/")
+    return printable(path.name or str(path)) + ("" if path.is_file() else "/")
 
 
 def _same_path(a: Path, b: Path) -> bool:
@@ -230,6 +236,7 @@ class HtaApp(App[int]):
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
         self.gc_pacer = GcPacer()
+        self._control_filter = ControlFilter()
         prepare_pool()  # before Textual takes over stderr (see trace.load.prepare_pool)
         self.export_dir = export_dir(self.root)
         for entry in SCREENS:
@@ -239,6 +246,15 @@ class HtaApp(App[int]):
                 self.add_mode(entry.mode, lambda entry=entry: self._styled(entry.load()()))
         if self.comparing:
             self.add_mode(DIFF.mode, lambda: self._styled(DIFF.load()()))
+
+    def get_line_filters(self) -> list[LineFilter]:
+        """Textual's filters, then the guard that keeps control characters off the terminal."""
+        return [*super().get_line_filters(), self._control_filter]
+
+    def notify(self, message: str, *, title: str = "", markup: bool = False, **kw: Any) -> None:
+        """Every notice, from any screen: its text may hold file and kernel names, so it is
+        shown as written (`printable`, never markup)."""
+        super().notify(printable(message), title=printable(title), markup=False, **kw)
 
     def _styled(self, screen: Screen) -> Screen:
         """Mark a new screen as styled by the current stylesheet. Otherwise Textual restyles
@@ -631,6 +647,8 @@ class HtaApp(App[int]):
         return (self.trace_set.generation, self.watcher_state != "off")
 
     def _tick(self) -> None:
+        for text in take_notices():  # damaged cache entries, parsed again
+            self.notify(text, title="Cache", severity="warning", timeout=8)
         ts = self.trace_set
         # comparing: both sides' files, so a broken file of the test side shows too
         counts: Counter[str] = Counter()

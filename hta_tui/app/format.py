@@ -7,6 +7,7 @@ from typing import Any
 
 import polars as pl
 
+from hta_tui.printable import printable
 from hta_tui.trace.parse import dropped_text
 
 STATUS_LABELS = {
@@ -22,8 +23,8 @@ STATUS_LABELS = {
 @dataclass(frozen=True)
 class FileRow:
     """One row of the files table: `key` is the relative path, `values` the full display
-    strings by column key (the screen elides them to the width it has), `status` the raw
-    status, `reason` the one-line error (empty when none)."""
+    strings by column key (the screen elides them to the width it has; names `printable`),
+    `status` the raw status, `reason` the one-line error (empty when none, printable)."""
 
     key: str
     values: dict[str, str]
@@ -33,6 +34,11 @@ class FileRow:
 
     def get(self, key: str) -> str:
         return self.values.get(key, "")
+
+    @property
+    def name(self) -> str:
+        """The path as shown (`printable`)."""
+        return self.values.get("file") or self.key
 
     @property
     def problem(self) -> bool:
@@ -136,15 +142,15 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
             load = "cached" if row.get("cached") else f"{float(seconds):.2f}s"
         values = {
             "rank": "" if rank is None else str(rank),
-            "file": path,
-            "span": span,
+            "file": printable(path),
+            "span": printable(span),
             "status": status_label(status, watching=watching),
             "events": fmt_count(row.get("events")) if loaded else "",
             "kernels": fmt_count(row.get("kernels")) if loaded else "",
             "busy": fmt_us(row.get("gpu_busy_us")) if loaded else "",
             "duration": fmt_us(row.get("duration_us")) if loaded else "",
             "load": load,
-            "reason": str(_get(row, "error", "")),
+            "reason": printable(_get(row, "error", "")),
         }
         reason = values.pop("reason")
         if status == "incomplete" and not reason:
@@ -213,7 +219,7 @@ def fit_columns(
     """The columns that fit in `width` cells and the file column's width. The file column
     takes what the others leave (between MIN_FILE and MAX_FILE, or what its longest name or
     reason needs); optional columns go, in DROP_ORDER, before it gets narrower than MIN_FILE."""
-    need = max([4, *(len(r.key) for r in rows), *(len(r.reason) + 2 for r in rows if r.problem)])
+    need = max([4, *(len(r.name) for r in rows), *(len(r.reason) + 2 for r in rows if r.problem)])
     need = min(need, MAX_FILE)
     widths = {k: column_width(rows, k, h) + padding for k, h in columns if k != "file"}
     visible = list(columns)

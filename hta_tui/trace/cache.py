@@ -4,6 +4,13 @@ Keyed by absolute path, size, mtime and parser version: any change to the file, 
 parser produces, misses. Entries are written to a temporary folder and renamed into place, so
 a crash or a concurrent writer never leaves a half entry. Nothing is ever written beside the
 traces. The cache is kept under a size limit (`prune`): GPU boxes often have small home quotas.
+
+Entries are still checked when read: a full disk, a quota, a writer killed on a network file
+system or a user's `rm` can damage one after it was stored. `meta.json` lists the size of every
+frame file (a lookup compares them: missing, truncated and empty files are found before any
+frame is read), and every Parquet file of the entry ends with its own length and CRC-32
+(checked when it is read, which finds garbage of the right length). A damaged entry is moved
+out of the way in one rename and the trace parsed again; `take_notices()` says which.
 """
 
 from __future__ import annotations
@@ -14,7 +21,9 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +31,16 @@ import orjson
 import polars as pl
 from platformdirs import user_cache_dir
 
-from hta_tui.trace.discover import TraceFile
-from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace
+from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
+from hta_tui.trace.discover import TraceFile, describe
+from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
 from hta_tui.trace.schema import FRAME_SCHEMAS
 
 META_FILE = "meta.json"
+#: The key of meta.json listing the entry's frame files: {file name: size in bytes}.
+FILES_KEY = "cache_files"
+#: The layout of an entry (its files, checked.py's trailer); part of the cache folder's name.
+CACHE_FORMAT = 2
 
 #: Size of the cache above which the least recently used entries go (GB); $HTA_TUI_CACHE_MAX_GB.
 DEFAULT_MAX_GB = 10.0
@@ -59,41 +73,43 @@ class Cache:
         else:
             self.root = Path(tempfile.mkdtemp(prefix="hta-tui-nocache-"))
             atexit.register(shutil.rmtree, self.root, True)
-        self.root = self.root / f"v{PARSER_VERSION}"
+        self.root = self.root / f"v{PARSER_VERSION}-c{CACHE_FORMAT}"
 
     def entry_dir(self, tf: TraceFile) -> Path:
-        path, size, mtime = tf.key
-        digest = hashlib.sha1(f"{Path(path).resolve()}\0{size}\0{mtime}".encode()).hexdigest()
+        digest = _digest(tf)
         return self.root / digest[:2] / digest
 
     def lookup(self, tf: TraceFile) -> dict[str, Any] | None:
-        """The cached metadata when this exact version of the file was parsed before."""
+        """The cached metadata when this exact version of the file was parsed before and its
+        entry is whole; a damaged entry is discarded (with a notice) and None returned."""
         if not self.enabled:
             return None
-        meta_path = self.entry_dir(tf) / META_FILE
+        entry = self.entry_dir(tf)
+        meta_path = entry / META_FILE
         try:
             meta = orjson.loads(meta_path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+        except FileNotFoundError:
+            if entry.is_dir():  # a renamed-in entry always has its meta.json
+                discard(entry, tf.path, f"{META_FILE} is missing")
+            return None
+        except OSError:
+            return None
+        except orjson.JSONDecodeError:
+            discard(entry, tf.path, f"{META_FILE} is damaged")
+            return None
+        problem = _check_sizes(entry, meta)
+        if problem is not None:
+            discard(entry, tf.path, problem)
             return None
         with contextlib.suppress(OSError):  # the mtime says when it was last used (prune)
             os.utime(meta_path)
         return meta
 
     def store(self, tf: TraceFile, parsed: ParsedTrace) -> Path:
+        """Write the entry; `parsed.meta` gets the list of its files (FILES_KEY)."""
         final = self.entry_dir(tf)
         final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
-        try:
-            for name, frame in parsed.frames.items():
-                frame.write_parquet(tmp / f"{name}.parquet", compression="lz4", statistics=False)
-            (tmp / META_FILE).write_bytes(orjson.dumps(parsed.meta, default=str))
-            try:
-                os.rename(tmp, final)
-            except OSError:  # another process stored it first: theirs is as good
-                shutil.rmtree(tmp, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        write_entry(final, parsed)
         return final
 
     def clear(self) -> None:
@@ -133,6 +149,11 @@ class Cache:
         return freed
 
 
+def _digest(tf: TraceFile) -> str:
+    path, size, mtime = tf.key
+    return hashlib.sha1(f"{Path(path).resolve()}\0{size}\0{mtime}".encode()).hexdigest()
+
+
 def _mtime(path: Path) -> float:
     try:
         return path.stat().st_mtime
@@ -149,9 +170,101 @@ def _tree_bytes(path: Path) -> int:
     return total
 
 
+def write_entry(final: Path, parsed: ParsedTrace) -> None:
+    """Every frame and meta.json into a private folder, renamed into place as `final` at
+    once: a reader sees the whole entry or none. When `final` exists, a whole entry written
+    by another process meanwhile, theirs is kept."""
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+    try:
+        parsed.meta[FILES_KEY] = {
+            f"{name}.parquet": write_checked(frame, tmp / f"{name}.parquet")
+            for name, frame in parsed.frames.items()
+        }
+        (tmp / META_FILE).write_bytes(orjson.dumps(parsed.meta, default=str))
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process stored it first: theirs is as good
+            shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _check_sizes(entry: Path, meta: Any) -> str | None:
+    """What is wrong with the entry's frame files, by their sizes; None when nothing."""
+    files = meta.get(FILES_KEY) if isinstance(meta, dict) else None
+    if not isinstance(files, dict):
+        return f"{META_FILE} lists no files"
+    for name, size in files.items():
+        try:
+            actual = os.stat(entry / name).st_size
+        except FileNotFoundError:
+            return f"{name} is missing"
+        except OSError as exc:
+            return f"{name} cannot be read ({exc.strerror or exc})"
+        if actual != size:
+            return f"{name} is {actual:,} bytes, {size:,} were stored"
+    return None
+
+
+_notices: list[str] = []
+_notices_lock = threading.Lock()
+
+
+def take_notices() -> list[str]:
+    """What was found damaged in the cache since the last call (front ends show it)."""
+    with _notices_lock:
+        out, _notices[:] = list(_notices), []
+    return out
+
+
+def discard(entry: Path, trace: Path | str, problem: str) -> None:
+    """Move a damaged entry out of the way in one rename (a reader or a writer of the same
+    entry sees it whole or not at all), then delete it; note it for the front ends."""
+    dead = entry.with_name(f".tmp-damaged-{uuid.uuid4().hex}")
+    try:
+        os.rename(entry, dead)
+    except OSError:
+        pass  # gone already (another process discarded it)
+    else:
+        shutil.rmtree(dead, ignore_errors=True)
+    note(f"{Path(trace).name}: cache entry damaged ({problem}); parsed again")
+
+
+def note(text: str) -> None:
+    with _notices_lock:
+        _notices.append(text)
+
+
+def reparse(entry: Path, trace: str | Path, problem: str) -> dict[str, pl.DataFrame]:
+    """A frame of `entry` was found damaged while being read: discard the entry, parse the
+    trace again and return its frames; the entry is written again when the trace is still
+    the version it was for (a changed trace gets its own entry when it is loaded again).
+    Raises TraceFileError or OSError when the trace cannot be parsed now."""
+    discard(entry, trace, problem)
+    parsed = parse_file(trace)
+    with contextlib.suppress(OSError):
+        if _digest(describe(Path(trace))) == entry.name:
+            write_entry(entry, parsed)
+    return parsed.frames
+
+
 def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.DataFrame:
-    """One frame of a cache entry (only the named columns, when given)."""
+    """One frame of a cache entry (only the named columns, when given). A frame the entry
+    never had is empty; DamagedEntry when its file is missing or damaged."""
     path = entry / f"{name}.parquet"
-    if not path.exists():
-        return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns or pl.all())
-    return pl.read_parquet(path, columns=columns)
+    try:
+        return read_checked(path, columns)
+    except FileNotFoundError:
+        meta = _read_meta(entry)
+        if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
+            return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns or pl.all())
+        raise DamagedEntry(f"{path.name} is missing") from None
+
+
+def _read_meta(entry: Path) -> dict[str, Any] | None:
+    try:
+        meta = orjson.loads((entry / META_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return meta if isinstance(meta, dict) else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,8 +56,33 @@ def is_candidate(path: Path) -> bool:
     return name.endswith(TRACE_SUFFIXES) or name.endswith(OTHER_CANDIDATES)
 
 
+#: What a name in a trace folder can be besides a regular file: none of them is ever read (a
+#: FIFO or a terminal never ends, /dev/zero is endless, a socket cannot be opened).
+_SPECIAL = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def not_regular(mode: int) -> str | None:
+    """Why a file of this `st_mode` is not read ("not a regular file (a FIFO)"), or None for
+    a regular file. Symbolic links are judged by what they point to."""
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _SPECIAL if test(mode)), "special")
+    return f"not a regular file ({kind})"
+
+
 def describe(path: Path) -> TraceFile:
-    st = path.stat()
+    """What stat() says of `path`; a symbolic link to nothing is described by the link itself
+    (so it is listed, and its load says why it is not a trace)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        st = path.lstat()  # raises when the link is gone too
     return TraceFile(
         path=path,
         size=st.st_size,

@@ -36,6 +36,9 @@ class EventArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
     seq: int | None = msgspec.field(default=None, name="Sequence number")
+    python_id: int | None = msgspec.field(default=None, name="Python id")
+    python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
+    python_module_id: int | None = msgspec.field(default=None, name="Python module id")
     # "[memory]" instant events (profile_memory=True): see trace/memory.py
     mem_bytes: int | None = msgspec.field(default=None, name="Bytes")
     total_allocated: Num | None = msgspec.field(default=None, name="Total Allocated")
@@ -43,6 +46,18 @@ class EventArgs(msgspec.Struct, gc=False):
     addr: int | None = msgspec.field(default=None, name="Addr")
     device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
+    # collectives: record_param_comms (and NCCL kernels of newer PyTorch); loose types, since
+    # a field of an unexpected type would send the whole file down the slow lenient path
+    coll_name: str | None = msgspec.field(default=None, name="Collective name")
+    in_nelems: Num | str | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Num | str | None = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Num | str | None = msgspec.field(default=None, name="Group size")
+    dtype: str | None = None
+    pg_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
+    # a list in some writers; typed, not Raw: a Raw default is one more object per event
+    # (a tenth of the decode time)
+    pg_ranks: str | list | None = msgspec.field(default=None, name="Process Group Ranks")
+    comm_seq: Num | str | None = msgspec.field(default=None, name="Seq")
     # metadata ("M") events carry their value here
     name: str | int | None = None
     labels: str | None = None

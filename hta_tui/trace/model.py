@@ -17,9 +17,12 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import read_frame
+from hta_tui.trace.cache import note, read_frame, reparse
+from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
+from hta_tui.trace.parse import TraceFileError
+from hta_tui.trace.schema import FRAME_SCHEMAS
 
 
 def _write_atomic(df: pl.DataFrame, path: Path) -> None:
@@ -27,7 +30,7 @@ def _write_atomic(df: pl.DataFrame, path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        df.write_parquet(tmp)
+        write_checked(df, tmp)
         os.replace(tmp, path)
     except OSError:
         pass
@@ -59,8 +62,8 @@ class RankData:
             if hit is not None:
                 return hit
             try:
-                df = pl.read_parquet(path)
-            except (OSError, pl.exceptions.PolarsError):
+                df = read_checked(path)
+            except (OSError, DamagedEntry):  # missing or damaged: computed again
                 df = None
         if df is None:
             df = compute()
@@ -70,11 +73,28 @@ class RankData:
         return df
 
     def frame(self, name: str = "events") -> pl.DataFrame:
+        """A damaged cache entry (found when a frame is read) is parsed again; a trace that
+        cannot be parsed any more gives empty frames. Either way a notice says so."""
         with self._lock:
             df = self._frames.get(name)
             if df is None:
-                df = self._frames[name] = read_frame(self.entry, name)
+                try:
+                    df = read_frame(self.entry, name)
+                except (DamagedEntry, OSError) as exc:
+                    self._frames.update(self._parse_again(str(exc)))
+                    df = self._frames.get(name)
+                    if df is None:
+                        df = pl.DataFrame(schema=FRAME_SCHEMAS[name])
+                self._frames[name] = df
             return df
+
+    def _parse_again(self, problem: str) -> dict[str, pl.DataFrame]:
+        trace = self.meta.get("path", "")
+        try:
+            return reparse(self.entry, trace, problem)
+        except (TraceFileError, OSError, ValueError) as exc:
+            note(f"{Path(trace).name}: cannot be parsed again ({exc}); its frames are empty")
+            return {}
 
     @property
     def events(self) -> pl.DataFrame:

@@ -13,7 +13,6 @@ import gc
 import gzip
 import os
 import re
-import stat
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -26,11 +25,12 @@ import orjson
 import polars as pl
 
 from hta_tui.trace.columns import build_frames
+from hta_tui.trace.discover import not_regular
 from hta_tui.trace.events import Event, EventArgs
 from hta_tui.trace.limits import Limits
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 6
+PARSER_VERSION = 8
 
 
 class TraceFileError(Exception):
@@ -79,19 +79,33 @@ class ParsedTrace:
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
+def read_regular(path: str | Path, limit: int | None = None) -> bytes:
+    """The bytes of a regular file (at most `limit` + 1 of them, enough to tell it is over
+    the limit); anything else (a FIFO, a socket, a device, or a link to one) raises before a
+    byte is read. The check is made on the opened file too (opened non-blocking: a FIFO
+    without a writer would block the open), so a file swapped for a FIFO after discovery is
+    refused as well."""
+    try:
+        why = not_regular(os.stat(path).st_mode)
+    except FileNotFoundError:
+        if not os.path.islink(path):
+            raise
+        raise TraceFileError("a symbolic link to nothing", not_trace=True) from None
+    if why is None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb", closefd=True) as f:
+            st = os.fstat(fd)
+            why = not_regular(st.st_mode)
+            if why is None:
+                return f.read() if limit is None else f.read(min(st.st_size, limit) + 1)
+    raise TraceFileError(why, not_trace=True)
+
+
 def read_bytes(path: str | Path, max_bytes: int | None = None) -> bytes:
     """The file's JSON bytes, gunzipped when compressed (by magic, not by name), at most
-    `max_bytes` of them (default: `Limits.from_env()`). Only a regular file is read: a FIFO
-    or a device (a symlink to /dev/zero) would never end."""
+    `max_bytes` of them (default: `Limits.from_env()`)."""
     limit = Limits.from_env().max_bytes if max_bytes is None else max_bytes
-    if not stat.S_ISREG(os.stat(path).st_mode):  # before opening: a socket cannot be
-        raise TraceFileError("not a regular file", not_trace=True)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with open(fd, "rb") as f:
-        st = os.fstat(fd)  # and again: it may have been replaced meanwhile
-        if not stat.S_ISREG(st.st_mode):
-            raise TraceFileError("not a regular file", not_trace=True)
-        data = f.read(min(st.st_size, limit) + 1)
+    data = read_regular(path, limit)
     if data[:2] == b"\x1f\x8b":
         return _gunzip(data, limit)
     if len(data) > limit:

@@ -57,7 +57,31 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "input_dims": pl.String(),  # JSON text, for shape-aware matching; CPU-side rows only
     "input_type": pl.String(),
     "seq": pl.Int64(),  # autograd sequence number
+    # collective args (record_param_comms, NCCL kernels of newer PyTorch); null elsewhere
+    "coll_name": pl.String(),  # "allreduce", "_allgather_base", ...
+    "in_nelems": pl.Int64(),
+    "out_nelems": pl.Int64(),
+    "group_size": pl.Int64(),
+    "dtype": pl.String(),  # "Float", "BFloat16", ...
+    "pg_name": pl.String(),  # process group
+    "pg_ranks": pl.String(),  # JSON text of the group's global ranks
+    "comm_seq": pl.Int64(),  # the collective's sequence number in its group, when written
+    "python_id": pl.Int64(),  # python_function frames: the frame's id ...
+    "python_parent_id": pl.Int64(),  # ... its caller's, for stacks without time nesting
+    "python_module_id": pl.Int64(),  # set on `nn.Module:` frames (with_modules)
 }
+
+#: The collective args' columns (see EVENTS_SCHEMA), in one list for the parser and analyses.
+COMM_COLUMNS: tuple[str, ...] = (
+    "coll_name",
+    "in_nelems",
+    "out_nelems",
+    "group_size",
+    "dtype",
+    "pg_name",
+    "pg_ranks",
+    "comm_seq",
+)
 
 FLOWS_SCHEMA: dict[str, pl.DataType] = {
     "id": pl.Int64(),

@@ -28,6 +28,7 @@ from textual.worker import get_current_worker
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
+from hta_tui.app.widgets.text_line import TextLine
 from hta_tui.trace.model import TraceSet
 
 #: How often a screen looks for a changed trace set (seconds); results arrive when ready.
@@ -146,7 +147,7 @@ class AnalysisScreen(Screen):
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static(self.TITLE, id="screen-title", classes="screen-title")
+        yield TextLine(self.TITLE, id="screen-title", classes="screen-title")
         with Vertical(id="body"):
             yield from self.compose_body()
         yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")

@@ -25,6 +25,7 @@ from hta_tui.analysis import kernel_detail, kernels
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.printable import printable
 
 BINS = 30
 MAX_POINTS = 300
@@ -122,7 +123,7 @@ class KernelDetailScreen(AnalysisScreen):
             tabs.display = False
             return
         text = Text(no_wrap=False)
-        text.append(name, style="bold")
+        text.append(printable(name), style="bold")
         title.update(text)
         summary: pl.DataFrame = result["summary"]
         if summary.is_empty():

@@ -29,9 +29,11 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff
+from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.status import StatusBar
+from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
 CONTROL_KEY, TEST_KEY = 0, 1
@@ -355,7 +357,7 @@ class DiffScreen(AnalysisScreen):
     def _side_label(self, side: str, result: dict[str, Any]) -> str:
         app = self.app
         root = app.root if side == "control" else getattr(app, "compare_root", None)  # type: ignore[attr-defined]
-        name = "-" if root is None else (root.name or str(root))
+        name = "-" if root is None else printable(root.name or str(root))
         rank = result.get(f"{side}_rank")
         text = f"{side}: {name} rank {rank if rank is not None else '-'}"
         if result.get("ready"):
@@ -375,7 +377,7 @@ class DiffScreen(AnalysisScreen):
         summary = self.query_one("#diff-summary", Static)
         table = self.query_one("#diff-table", DiffTable)
         sides.update(
-            f"{self._side_label('control', result)}  |  {self._side_label('test', result)}"
+            Text(f"{self._side_label('control', result)}  |  {self._side_label('test', result)}")
         )
         if not result.get("ready"):
             temporal.display = False
@@ -467,7 +469,7 @@ class DiffScreen(AnalysisScreen):
     def _show_name(self) -> None:
         row = self.query_one("#diff-table", DiffTable).selected_row()
         label = self.query_one("#diff-name", Static)
-        label.update(Text(str(row["name"]), no_wrap=True, overflow="ellipsis") if row else "")
+        label.update(as_text(row["name"], no_wrap=True, overflow="ellipsis") if row else "")
 
     def action_cycle_device(self) -> None:
         current = self.params.get("device", "ALL")
@@ -576,7 +578,7 @@ class DiffDetailScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("Diff detail", id="screen-title", classes="screen-title")
         with Vertical(id="body"):
-            yield Static(Text(self.item_name, style="bold"), id="detail-item")
+            yield Static(as_text(self.item_name, style="bold"), id="detail-item")
             yield Static("Duration (us) on each side", classes="section-title")
             yield FrameTable(id="diff-stats", key_column="side", export_name="diff_stats")
             yield Static("", id="diff-kernels-title", classes="section-title")

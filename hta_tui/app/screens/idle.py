@@ -25,6 +25,7 @@ from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.printable import printable
 
 #: HTA's default consecutive_kernel_delay (us).
 DEFAULT_THRESHOLD = 30.0
@@ -210,9 +211,11 @@ class IdleScreen(AnalysisScreen):
             detail.update("")
             return
         detail.update(
-            f"rank {row['rank']} stream {row['stream']}: {fmt_us(row['gap (us)'])} "
-            f"{row['idle_category']} at {fmt_us(row['at (us)'])}, after {row['before']} "
-            f"and before {row['after']}"
+            printable(
+                f"rank {row['rank']} stream {row['stream']}: {fmt_us(row['gap (us)'])} "
+                f"{row['idle_category']} at {fmt_us(row['at (us)'])}, after {row['before']} "
+                f"and before {row['after']}"
+            )
         )
 
     @on(DataTable.RowSelected, "#idle-gaps")

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Static
 from hta_tui.analysis import kernel_detail, kernels
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.printable import printable
 
 #: HTA's top-k folding (get_gpu_kernel_breakdown's defaults).
 DURATION_RATIO = 0.8
@@ -167,7 +168,7 @@ class KernelsScreen(AnalysisScreen):
             label.update("")
             return
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(str(row["name"]))
+        text.append(printable(row["name"]))
         text.append(f"  ({row['type']})", style="dim")
         label.update(text)
 

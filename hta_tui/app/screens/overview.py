@@ -153,7 +153,7 @@ class OverviewScreen(Screen):
         for key, _, _ in self._layout:
             value = row.get(key)
             if key == "file":
-                text = Text(elide_middle(row.key, file_w), no_wrap=True)
+                text = Text(elide_middle(row.name, file_w), no_wrap=True)
                 if row.problem:
                     text.append("\n")
                     text.append(elide_end("↳ " + (row.reason or row.status), file_w), style=style)
@@ -281,7 +281,7 @@ class OverviewScreen(Screen):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("rank ?" if row.rank is None else f"rank {row.rank}", style="bold")
         text.append("  ")
-        text.append(row.key)
+        text.append(row.name)
         if row.reason:
             text.append("  ")
             text.append(row.reason, style=table.status_style(row.tone))

@@ -38,6 +38,11 @@ SCREENS: tuple[ScreenEntry, ...] = (
     ),
     ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
     ScreenEntry("m", "memory", "Memory", "hta_tui.app.screens.memory:MemoryScreen"),
+    ScreenEntry(
+        "w", "distributed", "Distributed", "hta_tui.app.screens.distributed:DistributedScreen"
+    ),
+    ScreenEntry("y", "syncs", "Syncs", "hta_tui.app.screens.syncs:SyncsScreen"),
+    ScreenEntry("u", "modules", "Modules", "hta_tui.app.screens.modules:ModulesScreen"),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}

@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from hta_tui.analysis import kernel_detail, sequences
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.printable import printable
 
 MIN_PATTERN_LEN = 3
 TOP_K = 5
@@ -143,7 +144,7 @@ class SequencesScreen(AnalysisScreen):
         if row is None:
             box.update("")
             return
-        parts = str(row["pattern"]).split("|")
+        parts = printable(row["pattern"]).split("|")
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(parts[0], style="bold")
         for i, name in enumerate(parts[1:], 1):

@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 
 import polars as pl
 from rich.cells import cell_len
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -22,8 +21,10 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from hta_tui.analysis.tables import csv_ready
+from hta_tui.analysis.tables import csv_for_people
+from hta_tui.app.safe_text import as_text
 from hta_tui.app.widgets.plain_cells import PlainCells
+from hta_tui.printable import printable
 
 #: Rows drawn; sorting, filtering and export always use every row. Drawing is what costs
 #: (a DataTable measures each cell on the UI thread), and nobody scrolls past a few hundred.
@@ -59,7 +60,8 @@ def float_style(col: pl.Series) -> str:
 
 
 def format_value(value: Any, dtype: pl.DataType, style: str = "one") -> str:
-    """Numbers right-aligned and readable (1,234.5); nulls as a dash; long texts elided."""
+    """Numbers right-aligned and readable (1,234.5); nulls as a dash; long texts elided, their
+    control characters shown as escapes (the cell widths are those of what is shown)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -75,8 +77,8 @@ def format_value(value: Any, dtype: pl.DataType, style: str = "one") -> str:
             return f"{value:.3g}"
         return f"{value:,.1f}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(str, value)) + "]"
-    return elide(str(value))
+        return "[" + ", ".join(map(printable, value)) + "]"
+    return elide(printable(value))
 
 
 class ColumnPicker(ModalScreen[str | None]):
@@ -92,7 +94,7 @@ class ColumnPicker(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="column-picker"):
             yield Static("Sort by", classes="picker-title")
-            yield OptionList(*(Option(c, id=c) for c in self.columns))
+            yield OptionList(*(Option(as_text(c), id=c) for c in self.columns))
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)
@@ -229,7 +231,7 @@ class FrameTable(PlainCells):
             arrow = ""
             if self.sort_by is not None and self.sort_by[0] == name:
                 arrow = " ▼" if self.sort_by[1] else " ▲"
-            header = name + arrow
+            header = printable(name) + arrow
             if name in numeric:
                 # DataTable sizes a column to its widest cell and ignores justify inside it:
                 # pad numbers to one width so their digits line up on the right.
@@ -238,9 +240,6 @@ class FrameTable(PlainCells):
                 header = header.rjust(width)
                 self._text_widths[name] = width
             self.add_column(header, key=name)
-        for name, dtype in schema.items():
-            if dtype == pl.String:  # data, never markup: "[lambda(int)#1]" must show as written
-                texts[name] = [Text(t) if "[" in t else t for t in texts[name]]
         texts.update(self.restyle(shown))
         # Row keys are the row positions (subclasses restyle cells by them).
         rows = list(zip(*(texts[c] for c in shown.columns), strict=True))
@@ -319,6 +318,6 @@ class FrameTable(PlainCells):
             n += 1
             path = export_dir / f"hta-tui-{self.export_name}-{n}.csv"
         df = self.view_frame
-        csv_ready(df).write_csv(path)
+        csv_for_people(df).write_csv(path)  # a person opens it: no cell runs as a formula
         self.post_message(self.Exported(self, path, df.height))
         self.notify(f"{df.height} rows written to {path}", title="Exported")

@@ -7,6 +7,9 @@ of text that fits its column; `PlainCells` draws those as the segments Rich woul
 and hands anything else (headers, labels, markup, spans, two-line rows, text that must be
 cut) to DataTable. The snapshot tests check that the screens come out unchanged.
 
+Every cell, label and header goes through `safe_cell` on its way in: a table shows names
+from traces, which must never be read as markup or reach the terminal as control characters.
+
 (Overrides a private method of the pinned Textual, `DataTable._render_cell`.)
 """
 
@@ -17,11 +20,25 @@ from typing import Any
 from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
+from rich.text import Text, TextType
 from textual.widgets import DataTable
+from textual.widgets.data_table import CellType, ColumnKey, RowKey
+
+from hta_tui.app.safe_text import as_text, safe_cell, safe_label
 
 
 class PlainCells(DataTable):
+    def add_column(self, label: TextType, **kw: Any) -> ColumnKey:
+        return super().add_column(safe_label(label), **kw)
+
+    def add_row(self, *cells: CellType, label: TextType | None = None, **kw: Any) -> RowKey:
+        return super().add_row(*map(safe_cell, cells), label=safe_label(label), **kw)
+
+    def update_cell(
+        self, row_key: RowKey | str, column_key: ColumnKey | str, value: CellType, **kw: Any
+    ) -> None:
+        super().update_cell(row_key, column_key, safe_cell(value), **kw)
+
     def _render_cell(
         self,
         row_index: int,
@@ -55,6 +72,8 @@ class PlainCells(DataTable):
         value = self._data.get(row_key, {}).get(column_key)
         cell = _plain(value, room) if self.rows[row_key].height == 1 else None
         if cell is None:
+            if isinstance(value, str):  # DataTable would read it as markup, with emoji codes
+                self._data[row_key][column_key] = as_text(value)
             return general(row_index, column_index, base_style, width, cursor, hover)
         text, text_style, justify = cell
         component_style, post_style = self._get_styles_to_render_cell(

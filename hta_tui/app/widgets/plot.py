@@ -8,6 +8,10 @@ built picture until the new one lands.
 plotext raises from inside its layout code in corner cases (a log axis squeezed to a few
 cells, a one-point range after a resize). A chart is an illustration of numbers the screen
 also shows as a table, so a failed draw becomes a one-line note instead of a crash.
+
+Labels are kernel and stream names: the figure a screen draws on (`plt`) writes every text
+it is given as `printable` text. plotext's output is read back as ANSI (`Text.from_ansi`),
+so an escape sequence in a label would otherwise become a style, a link or worse.
 """
 
 from __future__ import annotations
@@ -21,11 +25,40 @@ from textual import work
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
+from hta_tui.printable import printable
+
 #: Seconds a screen waits after showing its tables before drawing its charts, so the tables
 #: get a frame of their own first.
 CHART_DELAY = 1 / 30
 
 _BLANK = Text("")
+
+
+def _printable_arg(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
+        return [printable(v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+class PrintableFigure:
+    """A plotext figure whose methods get every text argument (titles, labels, tick labels)
+    made printable first."""
+
+    def __init__(self, figure: Plot) -> None:
+        self._figure = figure
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._figure, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kw: Any) -> Any:
+            args = tuple(map(_printable_arg, args))
+            return attr(*args, **{k: _printable_arg(v) for k, v in kw.items()})
+
+        return call
 
 
 class SafePlot(PlotextPlot):
@@ -49,7 +82,7 @@ class SafePlot(PlotextPlot):
             self._staged = Plot()
         self._version += 1
         self.refresh()
-        return self._staged
+        return PrintableFigure(self._staged)  # type: ignore[return-value]
 
     @property
     def picture(self) -> Text:

@@ -9,6 +9,12 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
 
+from hta_tui.app.format import elide_middle
+from hta_tui.printable import printable
+
+#: The most cells the folder's name takes in the status bar.
+ROOT_WIDTH = 40
+
 
 @dataclass(frozen=True)
 class StatusInfo:
@@ -56,7 +62,8 @@ class StatusBar(Horizontal):
         self.info = info
         files = Text()
         if info.root:
-            files.append(info.root, style="bold")
+            # a name is data: as written, and cut so that the counts stay in view
+            files.append(elide_middle(printable(info.root), ROOT_WIDTH), style="bold")
             files.append("  ")
         if info.scanning and info.total == 0:
             files.append("scanning…")

@@ -1,0 +1,231 @@
+"""Every collective call of every rank, matched across ranks, with each rank's wait and
+transfer time.
+
+A call is where the collective's time is spent: on a rank with NCCL kernels, each NCCL kernel
+(`ncclKernel_*` / `ncclDevKernel_*`); on a rank without (gloo, CPU jobs), each backend op
+(`gloo:all_reduce`, `nccl:broadcast`, ...). Its size, dtype and process group come from the
+collective args (`Collective name`, in/out msg nelems, `dtype`, `Process Group Name`, `Seq`)
+on the kernel itself or on the record_param_comms op of the same External id; without them,
+from the backend op's `Input Dims` x `Input type`, as the TensorBoard plugin does.
+
+Calls are matched across ranks by process group and sequence number: `Seq` when the trace
+writes it, else the call's position among its rank's calls of that group. A rank that lacks
+a call (unequal counts) is simply absent from that instance. Within an instance the last
+rank to start arrives last: every rank's wait is how long before that its call started, its
+transfer time what remains of the call after everyone arrived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis.comm_kinds import COLLECTIVE_OP, NCCL_KERNEL, dtype_bytes, kind_of
+from hta_tui.analysis.hta_view import job_cached
+from hta_tui.trace.schema import COMM_COLUMNS
+
+CALL_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "pg": pl.String(),  # process group name ("0" when the trace does not say)
+    "seq": pl.Int64(),
+    "kind": pl.String(),  # all_reduce, all_gather, ..., send_recv
+    "name": pl.String(),  # the event's own name
+    "step": pl.Int64(),  # ProfilerStep#N the call was issued in; null outside steps
+    "ts": pl.Int64(),  # ns, as in the file
+    "end": pl.Int64(),
+    "arrival": pl.Int64(),  # when the rank was ready for the call (see `_issued`)
+    "bytes": pl.Int64(),  # message size; null when the trace does not say
+    "dtype": pl.String(),
+    "group_size": pl.Int64(),
+    "on_gpu": pl.Boolean(),
+}
+
+MATCHED_COLUMNS: dict[str, pl.DataType] = {
+    **CALL_COLUMNS,
+    "ranks_in_instance": pl.Int64(),
+    "last_rank": pl.Int64(),  # the rank that arrived last at this instance
+    "wait": pl.Int64(),  # ns this rank's call waited for the last rank
+    "transfer": pl.Int64(),  # ns of the call after everyone arrived
+}
+
+_STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
+_DEFAULT_PG = "0"
+
+
+def _steps(ev: pl.DataFrame) -> pl.DataFrame:
+    """The rank's ProfilerStep#N intervals: step, step_ts, step_end (ns)."""
+    return (
+        ev.lazy()
+        .filter(pl.col("kind").is_in(["annotation", "cpu_op"]))
+        .filter(pl.col("name").str.starts_with("ProfilerStep"))
+        .select(
+            pl.col("name").str.extract(_STEP_RE, 1).cast(pl.Int64).alias("step"),
+            pl.col("ts").alias("step_ts"),
+            (pl.col("ts") + pl.col("dur")).alias("step_end"),
+        )
+        .drop_nulls("step")
+        .sort("step_ts")
+        .collect()
+    )
+
+
+def _with_step(calls: pl.DataFrame, steps: pl.DataFrame, at: str) -> pl.DataFrame:
+    """`step`: the ProfilerStep interval holding each call's `at` time (null outside)."""
+    if steps.is_empty():
+        return calls.with_columns(pl.lit(None, pl.Int64).alias("step"))
+    joined = calls.sort(at).join_asof(steps, left_on=at, right_on="step_ts", strategy="backward")
+    inside = pl.col(at) < pl.col("step_end")
+    return joined.with_columns(pl.when(inside).then(pl.col("step")).alias("step")).drop(
+        "step_ts", "step_end"
+    )
+
+
+def rank_calls(rank: int, ev: pl.DataFrame) -> pl.DataFrame:
+    """One rank's collective calls (`CALL_COLUMNS`), in time order, before matching."""
+    args = (
+        ev.lazy()
+        .filter(pl.col("coll_name").is_not_null() & pl.col("external_id").is_not_null())
+        .sort(pl.col("kind") != "cpu_op")  # the record_param_comms op first
+        .group_by("external_id")
+        .agg(
+            pl.col("ts").first().alias("cpu_ts"),
+            *(pl.col(c).drop_nulls().first() for c in COMM_COLUMNS if c != "pg_ranks"),
+        )
+    )
+    kernels = ev.lazy().filter(
+        (pl.col("kind") == "kernel") & pl.col("name").str.contains(NCCL_KERNEL)
+    )
+    has_kernels = kernels.select(pl.len()).collect().item() > 0
+    if has_kernels:
+        base = kernels.select(
+            "name", "ts", "dur", "external_id", pl.lit(None, pl.Int64).alias("op_bytes")
+        )
+    else:
+        ops = ev.lazy().filter(
+            pl.col("kind").is_in(["annotation", "cpu_op", "other"])
+            & pl.col("name").str.contains(COLLECTIVE_OP)
+        )
+        base = op_bytes(ops).select("name", "ts", "dur", "external_id", "op_bytes")
+    calls = (
+        base.join(args, on="external_id", how="left")
+        .with_columns(
+            pl.col("pg_name").fill_null(_DEFAULT_PG).alias("pg"),
+            kind_of(pl.col("coll_name").fill_null(pl.col("name"))).alias("kind"),
+            pl.coalesce(
+                pl.max_horizontal("in_nelems", "out_nelems") * dtype_bytes(pl.col("dtype")),
+                pl.col("op_bytes"),
+            ).alias("bytes"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+        )
+        .sort("ts")
+        .with_columns(
+            pl.coalesce(
+                pl.col("comm_seq"), pl.int_range(pl.len(), dtype=pl.Int64).over("pg")
+            ).alias("seq"),
+        )
+        .collect()
+    )
+    calls = _issued(calls, ev, on_gpu=has_kernels)
+    calls = _with_step(calls, _steps(ev), "issued")
+    return calls.select(
+        pl.lit(rank, pl.Int64).alias("rank"),
+        "pg",
+        "seq",
+        "kind",
+        "name",
+        "step",
+        "ts",
+        "end",
+        "arrival",
+        "bytes",
+        "dtype",
+        "group_size",
+        pl.lit(has_kernels).alias("on_gpu"),
+    ).sort("ts")
+
+
+def _issued(calls: pl.DataFrame, ev: pl.DataFrame, *, on_gpu: bool) -> pl.DataFrame:
+    """`issued`: when the CPU asked for the call (its record_param_comms op, else the nearest
+    `c10d::` op before it), which places it in a step; and `arrival`: when the rank was ready
+    for it. A GPU call arrives when its kernel starts (the stream reached it); a CPU call
+    (gloo) when it was issued: the backend may start it later, when a worker thread frees up,
+    which is not the rank's lateness."""
+    c10d = (
+        ev.filter(pl.col("name").str.starts_with("c10d::"))
+        .select(pl.col("ts").alias("c10d_ts"))
+        .sort("c10d_ts")
+    )
+    calls = calls.sort("ts").join_asof(c10d, left_on="ts", right_on="c10d_ts", strategy="backward")
+    issued = pl.coalesce(
+        pl.when(pl.col("cpu_ts") <= pl.col("ts")).then(pl.col("cpu_ts")),
+        pl.col("c10d_ts"),
+        pl.col("ts"),
+    )
+    arrival = pl.col("ts") if on_gpu else pl.col("issued")
+    return calls.with_columns(issued.alias("issued")).with_columns(arrival.alias("arrival"))
+
+
+_DIMS_TEXT = r"^\[\s*(\[[\d,\s]*\]\s*,?\s*)*\]$"
+_TYPES_TEXT = r'^\[\s*("[^"]*"\s*,?\s*)*\]$'
+
+
+def op_bytes(ops: pl.LazyFrame, table: Mapping[str, int] | None = None) -> pl.LazyFrame:
+    """`ops` with `op_bytes`: Σ over inputs of prod(dims) x bytes per element, from a backend
+    op's `Input Dims` and `Input type` JSON texts (`[[19618307]]`, `["float"]`), the plugin's
+    size of a call. `table` maps type names to sizes exactly (the plugin's); by default every
+    PyTorch dtype is known. Null when the texts are absent or malformed."""
+    size = (
+        dtype_bytes(pl.col("t"))
+        if table is None
+        else pl.col("t").replace_strict(dict(table), default=0, return_dtype=pl.Int64)
+    )
+    ok = pl.col("input_dims").str.contains(_DIMS_TEXT) & pl.col("input_type").str.contains(
+        _TYPES_TEXT
+    )
+    per_op = (
+        ops.with_row_index("__i")
+        .select(
+            "__i",
+            pl.when(ok)
+            .then(pl.col("input_dims"))
+            .str.json_decode(pl.List(pl.List(pl.Int64)))
+            .alias("d"),
+            pl.when(ok).then(pl.col("input_type")).str.json_decode(pl.List(pl.String)).alias("t"),
+        )
+        .filter(pl.col("d").list.len() == pl.col("t").list.len())
+        .explode("d", "t")
+        .group_by("__i")
+        .agg(
+            (pl.col("d").list.eval(pl.element().product()).list.first() * size.fill_null(0))
+            .sum()
+            .alias("op_bytes")
+        )
+    )
+    return ops.with_row_index("__i").join(per_op, on="__i", how="left").drop("__i")
+
+
+def calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Every rank's collective calls, matched across ranks (`MATCHED_COLUMNS`)."""
+    return job_cached(ranks, "collective_calls", lambda: _matched(ranks))
+
+
+def _matched(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    frames = [rank_calls(r, ev) for r, ev in sorted(ranks.items())]
+    if not frames:
+        return pl.DataFrame(schema=MATCHED_COLUMNS)
+    every = pl.concat(frames, how="vertical_relaxed").cast(CALL_COLUMNS)  # type: ignore[arg-type]
+    instance = ["pg", "seq"]
+    last = pl.col("arrival").max().over(instance)
+    return (
+        every.with_columns(
+            pl.len().over(instance).cast(pl.Int64).alias("ranks_in_instance"),
+            pl.col("rank").sort_by("arrival").last().over(instance).alias("last_rank"),
+            (last - pl.col("arrival")).alias("wait"),
+            (pl.col("end") - pl.max_horizontal(last, pl.col("ts")))
+            .clip(lower_bound=0)
+            .alias("transfer"),
+        )
+        .select(list(MATCHED_COLUMNS))
+        .sort("pg", "seq", "rank")
+    )

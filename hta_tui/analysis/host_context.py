@@ -1,0 +1,203 @@
+"""What the host was doing around an event: the operators, nn.Module frames, Python frames and
+user annotations that enclose it on its thread.
+
+A sync, or any CPU event, is "inside" every CPU-side event of its thread that starts no later
+and ends no earlier. The threads that hold queries are nested once by time and each query's
+ancestors read off that nesting, so tracing a few thousand events back through a rank of
+millions costs a few sorts (an inequality join of queries against every event took seconds).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from hta_tui.analysis.sequences import _levels, ancestors_at
+
+#: CPU-side kinds that can enclose an event.
+CONTEXT_KINDS: tuple[str, ...] = ("cpu_op", "annotation", "python")
+
+#: A Python frame of a source file: "path/file.py(88): forward".
+_FRAME_RE = r"^.+\.py\(\d+\): "
+#: Frames of libraries and the standard library: a call site is the innermost frame that is
+#: none of these, where the user's code called into PyTorch.
+_LIBRARY_RE = (
+    r"^(torch|torchvision|torchaudio|transformers|lightning|pytorch_lightning|numpy|"
+    r"multiprocessing|concurrent|importlib|asyncio|json|logging|collections|unittest)/"
+    r"|site-packages/|dist-packages/|^(threading|typing|contextlib|functools|runpy|abc|"
+    r"weakref|copy|enum|selectors|queue|socket|warnings|inspect|dataclasses)\.py\("
+)
+_STEP_RE = r"^ProfilerStep\s*#\s*\d+"
+#: Innermost Python frames kept in a stack column.
+STACK_DEPTH = 8
+
+CONTEXT_COLUMNS: dict[str, pl.DataType] = {
+    "q": pl.UInt32(),  # the query's idx
+    "operator": pl.String(),  # innermost enclosing cpu op
+    "op_stack": pl.String(),  # enclosing cpu ops, outermost first, " > "
+    "module": pl.String(),  # innermost nn.Module frame, without "nn.Module: "
+    "module_path": pl.String(),  # enclosing nn.Module frames, outermost first, "/"
+    "call_site": pl.String(),  # innermost Python frame of the user's code
+    "python_stack": pl.String(),  # innermost STACK_DEPTH source frames, outermost first
+    "annotation": pl.String(),  # enclosing user annotations (not ProfilerStep), " > "
+    "step": pl.String(),  # the enclosing ProfilerStep#N
+}
+
+
+def rows_at(events: pl.DataFrame, idx: pl.Series) -> pl.DataFrame:
+    """The events with these idx, in that order (nulls and unknown idx left out). A parsed
+    frame's idx is its row number, so this is a gather, not a join over the whole rank."""
+    idx = idx.drop_nulls()
+    n = events.height
+    if n and events["idx"][0] == 0 and events["idx"][n - 1] == n - 1:
+        return events[idx.filter(idx < n).cast(pl.UInt32)]
+    return idx.rename("idx").to_frame().join(events, on="idx", maintain_order="left")
+
+
+def context_events(events: pl.DataFrame) -> pl.LazyFrame:
+    """The rows that can enclose a query: CPU ops, annotations and Python frames of a thread."""
+    return (
+        events.lazy()
+        .filter(
+            pl.col("kind").is_in(CONTEXT_KINDS)
+            & pl.col("pid").is_not_null()
+            & pl.col("tid").is_not_null()
+        )
+        .select(
+            pl.col("idx").alias("c_idx"),
+            pl.col("pid").alias("c_pid"),
+            pl.col("tid").alias("c_tid"),
+            pl.col("ts").alias("c_ts"),
+            (pl.col("ts") + pl.col("dur")).alias("c_end"),
+            pl.col("name").alias("c_name"),
+            pl.col("kind").alias("c_kind"),
+            pl.col("python_module_id").alias("c_module_id"),
+        )
+    )
+
+
+def enclosing(events: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
+    """Every context event enclosing each query (queries: idx, pid, tid, ts, dur), itself
+    excluded; outermost first per query. Columns: q, and the c_* columns of `context_events`.
+
+    The events that contain some query are nested (`sequences._levels`), then every query's
+    ancestors at each of its levels are found in one as-of join: a few sorts, whatever the
+    number of queries.
+    """
+    ctx_all = context_events(events)
+    if queries.is_empty():
+        return ctx_all.clear().collect().with_columns(pl.lit(None, pl.UInt32).alias("q"))
+    threads = (
+        queries.select("pid", "tid")
+        .drop_nulls()
+        .unique()
+        .sort("pid", "tid")
+        .with_row_index("thread")
+    )
+    ctx = ctx_all.join(
+        threads.lazy().select(pl.col("pid").alias("c_pid"), pl.col("tid").alias("c_tid")),
+        on=["c_pid", "c_tid"],
+        how="semi",
+    ).collect()
+    on_thread = ctx.join(
+        threads.select("thread", pl.col("pid").alias("c_pid"), pl.col("tid").alias("c_tid")),
+        on=["c_pid", "c_tid"],
+    )
+    asked = queries.join(threads, on=["pid", "tid"]).select(
+        "thread", "idx", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end")
+    )
+    # Only events that contain some query can enclose one: each event looks at the first
+    # query starting at or after it (queries of a thread do not overlap unless nested), so
+    # the nesting below sorts a query's few ancestors, not the whole thread.
+    first_after = (
+        on_thread.sort("c_ts")
+        .join_asof(
+            asked.sort("start").select("thread", "start", pl.col("end").alias("q_end")),
+            left_on="c_ts",
+            right_on="start",
+            by="thread",
+            strategy="forward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("q_end") <= pl.col("c_end"))
+    )
+    on_thread = first_after.select(on_thread.columns)
+    nodes = pl.concat(
+        [
+            on_thread.select(
+                "thread",
+                pl.col("c_idx").alias("idx"),
+                pl.col("c_ts").alias("start"),
+                pl.col("c_end").alias("end"),
+            ),
+            asked,
+        ]
+    ).unique("idx")
+    graph = nodes.join(_levels(nodes), on="idx").select("idx", "thread", "pos", "level")
+    wanted = (
+        graph.join(asked.select("idx"), on="idx", how="semi")
+        .filter(pl.col("level") > 0)
+        .select(
+            pl.col("idx").alias("q"),
+            "thread",
+            "pos",
+            pl.int_ranges(0, pl.col("level"), dtype=pl.Int32).alias("level"),
+        )
+        .explode("level")
+    )
+    pairs = wanted.with_columns(ancestors_at(graph, wanted).alias("c_idx")).drop_nulls("c_idx")
+    spans = queries.select(
+        pl.col("idx").alias("q"),
+        pl.col("ts").alias("q_ts"),
+        (pl.col("ts") + pl.col("dur")).alias("q_end"),
+    )
+    return (
+        pairs.select("q", "c_idx")
+        .join(ctx, on="c_idx")
+        .join(spans, on="q")
+        # Nesting by time assumes well-formed threads; keep only true containment.
+        .filter(
+            (pl.col("c_ts") <= pl.col("q_ts"))
+            & (pl.col("c_end") >= pl.col("q_end"))
+            & (pl.col("c_idx") != pl.col("q"))
+        )
+        .sort(["q", "c_ts", "c_end", "c_idx"], descending=[False, False, True, False])
+        .select("q", *ctx.columns)
+    )
+
+
+def context(
+    events: pl.DataFrame, queries: pl.DataFrame, around: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """One row per query (in `CONTEXT_COLUMNS`): its operator stack, module, call site, Python
+    stack, annotations and step; nulls where the trace does not say (no `with_stack`, no
+    `with_modules`, no enclosing op). `around`: `enclosing(events, queries)` if known."""
+    if around is None:
+        around = enclosing(events, queries)
+    kind, name = pl.col("c_kind"), pl.col("c_name")
+    is_module = (kind == "python") & pl.col("c_module_id").is_not_null()
+    is_frame = (kind == "python") & ~is_module & name.str.contains(_FRAME_RE)
+    is_user = is_frame & ~name.str.contains(_LIBRARY_RE)
+    is_step = (kind != "python") & name.str.contains(_STEP_RE)
+    module_name = name.str.strip_prefix("nn.Module: ")
+    rows = (
+        around.lazy()
+        .group_by("q", maintain_order=True)
+        .agg(
+            name.filter(kind == "cpu_op").last().alias("operator"),
+            _joined(name.filter(kind == "cpu_op"), " > ").alias("op_stack"),
+            module_name.filter(is_module).last().alias("module"),
+            _joined(module_name.filter(is_module), "/").alias("module_path"),
+            name.filter(is_user).last().alias("call_site"),
+            _joined(name.filter(is_frame).tail(STACK_DEPTH), " > ").alias("python_stack"),
+            _joined(name.filter((kind == "annotation") & ~is_step), " > ").alias("annotation"),
+            name.filter(is_step).last().alias("step"),
+        )
+    )
+    out = queries.lazy().select(pl.col("idx").alias("q")).join(rows, on="q", how="left")
+    return out.collect().cast(CONTEXT_COLUMNS).select(list(CONTEXT_COLUMNS))
+
+
+def _joined(values: pl.Expr, sep: str) -> pl.Expr:
+    """A list of names as one string; null when empty."""
+    text = values.str.join(sep)
+    return pl.when(text != "").then(text)

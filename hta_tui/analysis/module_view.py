@@ -1,0 +1,311 @@
+"""The TensorBoard plugin's module view: the nn.Module hierarchy with occurrences, operators,
+host and device time.
+
+Modules are the `nn.Module: Name_k` python_function frames that carry `Python module id`
+(profiler `with_modules=True`). As in the plugin (`module_op.aggegate_module_view`):
+
+* a module is keyed by its frame name and module id; its parent is the nearest module frame
+  up its chain of `Python parent id`s (the hierarchy comes from the Python frames, not time);
+* per occurrence, on its thread's tree of operators and module frames (nested by time; other
+  Python frames and user annotations other than ProfilerStep#N and collectives are not in
+  that tree): host total = duration, host self = duration minus its direct children's,
+  operators = direct children that are plain operators (not ProfilerStep, DataLoader,
+  Optimizer.*, DataParallel.forward, DistributedDataParallel.forward, annotations);
+* figures are summed over occurrences (of a module under any parent); avg = device total /
+  occurrences when there is device time, else host total / occurrences.
+
+DEVIATION (GPU traces): the plugin links kernels to operators only through legacy `Runtime`
+events, so on every PyTorch >= 1.10 trace its device times are 0. Here device total = GPU time
+(kernels, memcpy, memset) launched by runtime / driver calls inside the occurrence, device self
+= the device totals of its direct operators (the plugin's definition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis.host_context import enclosing
+from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.sequences import _levels, ancestors_at
+
+MODULE_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "module": pl.String(),  # "Linear_0": the frame name without "nn.Module: "
+    "module_id": pl.Int64(),
+    "parent": pl.String(),  # the parent's `module`, null at the top
+    "parent_id": pl.Int64(),
+    "path": pl.String(),  # "/"-joined modules from the top, for a tree or a filter
+    "depth": pl.UInt32(),
+    "occurrences": pl.UInt32(),
+    "operators": pl.UInt32(),
+    "host total (us)": pl.Float64(),
+    "host self (us)": pl.Float64(),
+    "device total (us)": pl.Float64(),
+    "device self (us)": pl.Float64(),
+    "avg (us)": pl.Float64(),
+}
+
+_COLLECTIVES = [
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+]
+_NOT_OPERATORS = ("DataParallel.forward", "DistributedDataParallel.forward")
+_MODULE_PREFIX = "nn.Module: "
+
+
+def _is_module() -> pl.Expr:
+    return (pl.col("kind") == "python") & pl.col("python_module_id").is_not_null()
+
+
+def _tree_nodes() -> pl.Expr:
+    """Rows of the plugin's operator tree: operators, module frames, steps, collectives."""
+    name = pl.col("name")
+    annotation_kept = name.str.starts_with("ProfilerStep#") | name.is_in(_COLLECTIVES)
+    return (
+        (pl.col("kind") == "cpu_op")
+        | _is_module()
+        | ((pl.col("kind") == "annotation") & annotation_kept)
+    )
+
+
+def _plain_operator() -> pl.Expr:
+    name = pl.col("name")
+    return (
+        (pl.col("kind") == "cpu_op")
+        & ~name.str.starts_with("ProfilerStep#")
+        & ~name.str.starts_with("Optimizer.")
+        & ~(name.str.starts_with("enumerate(DataLoader)#") & name.str.ends_with(".__next__"))
+        & ~name.str.starts_with("enumerate(DataPipe)#")
+        & ~name.is_in(_NOT_OPERATORS)
+    )
+
+
+def _module_parents(python: pl.DataFrame) -> pl.DataFrame:
+    """python_id -> the nearest module frame strictly above it (pointer jumping over the
+    `Python parent id` chain: one join per doubling of the depth, not per frame)."""
+    frames = python.select(
+        pl.col("python_id").alias("pid_"),
+        pl.col("python_parent_id").alias("ptr"),
+    ).unique("pid_")
+    modules = python.filter(pl.col("python_module_id").is_not_null()).select(
+        pl.col("python_id").alias("m")
+    )
+    # state: each frame's candidate ancestor `ptr`; resolved when ptr is a module or null.
+    state = frames.with_columns(pl.lit(None, pl.Int64).alias("anc"))
+    is_mod = modules["m"].implode()
+    for _ in range(64):
+        state = state.with_columns(
+            pl.when(pl.col("anc").is_null() & pl.col("ptr").is_in(is_mod))
+            .then(pl.col("ptr"))
+            .otherwise(pl.col("anc"))
+            .alias("anc")
+        )
+        open_ = pl.col("anc").is_null() & pl.col("ptr").is_not_null()
+        if state.filter(open_).is_empty():
+            break
+        jump = state.select(
+            pl.col("pid_").alias("ptr"), pl.col("ptr").alias("ptr2"), pl.col("anc").alias("anc2")
+        )
+        state = (
+            state.join(jump, on="ptr", how="left")
+            .with_columns(
+                pl.when(pl.col("anc").is_null() & pl.col("ptr").is_not_null())
+                .then(pl.coalesce("anc2", pl.when(pl.col("ptr").is_in(is_mod)).then("ptr")))
+                .otherwise(pl.col("anc"))
+                .alias("anc"),
+                pl.when(pl.col("anc").is_null()).then(pl.col("ptr2")).otherwise(None).alias("ptr"),
+            )
+            .drop("ptr2", "anc2")
+        )
+    return state.select(pl.col("pid_").alias("python_id"), pl.col("anc").alias("parent_python_id"))
+
+
+def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
+    """The module table of one rank (MODULE_COLUMNS without rank); empty without modules."""
+    schema = {k: v for k, v in MODULE_COLUMNS.items() if k != "rank"}
+    mods = events.filter(_is_module())
+    if mods.is_empty():
+        return pl.DataFrame(schema=schema)
+    threads = mods.select("pid", "tid").unique().with_row_index("thread")
+    nodes = (
+        events.filter(_tree_nodes())
+        .join(threads, on=["pid", "tid"])
+        .select(
+            "thread",
+            "idx",
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+        )
+    )
+    graph = nodes.join(_levels(nodes), on="idx")
+    parents = ancestors_at(
+        graph.select("idx", "thread", "pos", "level"),
+        graph.select("thread", "pos", (pl.col("level") - 1).alias("level")),
+    )
+    graph = graph.with_columns(parents.alias("parent"))
+    info = events.select("idx", "name", "kind", "dur", "python_module_id")
+    children = (
+        graph.filter(pl.col("level") > 0)
+        .join(info, on="idx")
+        .group_by("parent")
+        .agg(
+            pl.col("dur").sum().alias("child_dur"),
+            _plain_operator().sum().cast(pl.UInt32).alias("operators"),
+        )
+    )
+    device = _device_time(events, graph, mods)
+    occ = (
+        mods.select("idx", "name", "python_module_id", "python_id", "dur")
+        .join(children, left_on="idx", right_on="parent", how="left")
+        .join(device, on="idx", how="left")
+        .with_columns(
+            pl.col("child_dur").fill_null(0),
+            pl.col("operators").fill_null(0),
+            pl.col("dev_total").fill_null(0),
+            pl.col("dev_self").fill_null(0),
+        )
+    )
+    # Each occurrence's parent module, from the Python frames' parent ids.
+    python = (
+        events.filter(pl.col("kind") == "python")
+        .select("python_id", "python_parent_id", "python_module_id")
+        .drop_nulls("python_id")
+    )
+    up = _module_parents(python).join(
+        mods.select(
+            pl.col("python_id").alias("parent_python_id"),
+            pl.col("name").alias("parent_name"),
+            pl.col("python_module_id").alias("parent_id"),
+        ).unique("parent_python_id"),
+        on="parent_python_id",
+        how="left",
+    )
+    occ = occ.join(up, on="python_id", how="left")
+    keys = ["name", "python_module_id"]
+    table = occ.group_by(keys).agg(
+        pl.len().cast(pl.UInt32).alias("occurrences"),
+        pl.col("operators").sum().cast(pl.UInt32),
+        pl.col("dur").sum().alias("host"),
+        (pl.col("dur") - pl.col("child_dur")).sum().alias("host_self"),
+        pl.col("dev_total").sum().alias("dev_total"),
+        pl.col("dev_self").sum().alias("dev_self"),
+    )
+    # A module called from several parents (one rotary embedding shared by every attention
+    # layer) is under each of them, with its figures over all its occurrences, as in the plugin.
+    edges = occ.select(*keys, "parent_name", "parent_id").unique()
+    table = edges.join(table, on=keys)
+    strip = lambda c: pl.col(c).str.strip_prefix(_MODULE_PREFIX)  # noqa: E731
+    table = table.select(
+        strip("name").alias("module"),
+        pl.col("python_module_id").alias("module_id"),
+        strip("parent_name").alias("parent"),
+        "parent_id",
+        "occurrences",
+        "operators",
+        us(pl.col("host")).alias("host total (us)"),
+        us(pl.col("host_self")).alias("host self (us)"),
+        us(pl.col("dev_total")).alias("device total (us)"),
+        us(pl.col("dev_self")).alias("device self (us)"),
+        us(
+            pl.when(pl.col("dev_total") > 0).then(pl.col("dev_total")).otherwise(pl.col("host"))
+            / pl.col("occurrences")
+        ).alias("avg (us)"),
+    )
+    return _with_paths(table).cast(schema).select(list(schema)).sort("path")
+
+
+def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
+    """path and depth of each module, by joining parents up to the top."""
+    link = table.select(
+        pl.col("module").alias("p_module"),
+        pl.col("module_id").alias("p_id"),
+        pl.col("parent").alias("p_parent"),
+        pl.col("parent_id").alias("p_parent_id"),
+    )
+    cur = table.with_columns(
+        pl.col("module").alias("path"),
+        pl.lit(0, pl.UInt32).alias("depth"),
+        pl.col("parent").alias("up"),
+        pl.col("parent_id").alias("up_id"),
+    )
+    for _ in range(64):
+        if cur.filter(pl.col("up").is_not_null()).is_empty():
+            break
+        cur = (
+            cur.join(link, left_on=["up", "up_id"], right_on=["p_module", "p_id"], how="left")
+            .with_columns(
+                pl.when(pl.col("up").is_not_null())
+                .then(pl.format("{}/{}", "up", "path"))
+                .otherwise(pl.col("path"))
+                .alias("path"),
+                (pl.col("depth") + pl.col("up").is_not_null().cast(pl.UInt32)).alias("depth"),
+                pl.col("p_parent").alias("up"),
+                pl.col("p_parent_id").alias("up_id"),
+            )
+            .drop("p_parent", "p_parent_id")
+        )
+    return cur.drop("up", "up_id")
+
+
+def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame:
+    """idx of a module occurrence -> dev_total, dev_self (ns of GPU work it launched)."""
+    empty = pl.DataFrame(
+        schema={"idx": pl.UInt32(), "dev_total": pl.Int64(), "dev_self": pl.Int64()}
+    )
+    gpu = events.filter(
+        pl.col("kind").is_in(("kernel", "memcpy", "memset")) & pl.col("correlation").is_not_null()
+    )
+    if gpu.is_empty():
+        return empty
+    launches = (
+        events.filter(
+            pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null()
+        )
+        .join(
+            gpu.group_by("correlation").agg(pl.col("dur").sum().alias("gpu_ns")), on="correlation"
+        )
+        .select("idx", "pid", "tid", "ts", "dur", "gpu_ns")
+    )
+    if launches.is_empty():
+        return empty
+    around = enclosing(events, launches)
+    mod_ids = mods.select(pl.col("idx").alias("c_idx"))
+    gpu_ns = launches.select(pl.col("idx").alias("q"), "gpu_ns")
+    total = (
+        around.join(mod_ids, on="c_idx", how="semi")
+        .join(gpu_ns, on="q")
+        .group_by("c_idx")
+        .agg(pl.col("gpu_ns").sum().alias("dev_total"))
+    )
+    # Self (the plugin's): the device totals of the module's direct plain operators.
+    in_tree = graph.select(pl.col("idx").alias("c_idx"), pl.col("parent").alias("owner"))
+    ops = events.filter(_plain_operator()).select(pl.col("idx").alias("c_idx"))
+    self_ = (
+        around.join(ops, on="c_idx", how="semi")
+        .join(in_tree, on="c_idx")
+        .join(mod_ids.rename({"c_idx": "owner"}), on="owner", how="semi")
+        .join(gpu_ns, on="q")
+        .group_by("owner")
+        .agg(pl.col("gpu_ns").sum().alias("dev_self"))
+    )
+    return (
+        total.rename({"c_idx": "idx"})
+        .join(self_.rename({"owner": "idx"}), on="idx", how="full", coalesce=True)
+        .with_columns(pl.col("dev_total").fill_null(0), pl.col("dev_self").fill_null(0))
+        .cast(empty.schema)
+    )
+
+
+def module_view(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Every rank's module table (MODULE_COLUMNS); CPU-only ranks included."""
+    frames = [
+        rank_module_view(events).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        for rank, events in sorted(ranks.items())
+    ]
+    frames = [f for f in frames if not f.is_empty()]
+    if not frames:
+        return pl.DataFrame(schema=MODULE_COLUMNS)
+    return pl.concat(frames).cast(MODULE_COLUMNS)

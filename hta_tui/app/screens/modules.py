@@ -1,0 +1,121 @@
+"""Screen u: the TensorBoard plugin's module view, a tree table of nn.Modules and an icicle.
+
+Each row is a module (indented by depth) with occurrences, operators, host and device time;
+enter folds or unfolds a module's children. Above, an icicle chart of host time (device time
+when the trace has GPU work launched by modules), three levels deep. One rank at a time (the
+first loaded, or the one picked with `r`): module trees of different ranks do not add up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+from textual import on
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+
+from hta_tui.analysis import module_view
+from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.icicle import icicle_lines
+
+HEADERS: dict[str, str] = {
+    "label": "module",
+    "occurrences": "occ",
+    "operators": "ops",
+    "host total (us)": "host (us)",
+    "host self (us)": "host self",
+    "device total (us)": "device (us)",
+    "device self (us)": "dev self",
+}
+ICICLE_DEPTH = 3
+
+
+def visible_rows(table: pl.DataFrame, folded: set[str]) -> pl.DataFrame:
+    """The tree's rows in path order, without the descendants of folded paths; `label` is the
+    indented name with a fold marker (`+` folded, `-` open) on modules with children."""
+    if table.is_empty():
+        return table.with_columns(pl.lit("", pl.String).alias("label"))
+    paths = table["path"]
+    parents = set(paths.str.replace(r"/[^/]*$", "").filter(paths.str.contains("/")).to_list())
+    hidden = pl.lit(False)
+    for f in folded:
+        hidden = hidden | pl.col("path").str.starts_with(f + "/")
+    marker = (
+        pl.when(pl.col("path").is_in(sorted(folded)))
+        .then(pl.lit("+ "))
+        .when(pl.col("path").is_in(sorted(parents)))
+        .then(pl.lit("- "))
+        .otherwise(pl.lit("  "))
+    )
+    indent = pl.lit("  ").repeat_by(pl.col("depth")).list.join("")
+    return (
+        table.sort("path")
+        .filter(~hidden)
+        .with_columns(pl.concat_str(indent, marker, pl.col("module")).alias("label"))
+    )
+
+
+class ModulesScreen(AnalysisScreen):
+    TITLE = "Modules"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.folded: set[str] = set()
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="module-summary", classes="summary")
+        yield Static("", id="module-icicle")
+        yield FrameTable(id="module-tree", key_column="module", export_name="modules")
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        for rank in sorted(frames):
+            table = module_view.module_view({rank: frames[rank]})
+            if not table.is_empty():
+                return {"rank": rank, "table": table}
+        return {"rank": None, "table": module_view.module_view({})}
+
+    def show(self, result: dict[str, Any]) -> None:
+        table: pl.DataFrame = result["table"]
+        summary = self.query_one("#module-summary", Static)
+        if table.is_empty():
+            summary.update("No nn.Module frames: profile with with_modules=True (or with_stack).")
+        else:
+            tops = table.filter(pl.col("depth") == 0).height
+            summary.update(
+                f"rank {result['rank']}: {table['module'].n_unique()} modules, {tops} at the "
+                "top; enter folds or unfolds a module"
+            )
+        self._draw()
+        if self.focused is None:
+            self.call_after_refresh(self.query_one("#module-tree", FrameTable).focus)
+
+    def _draw(self) -> None:
+        if self.result is None:
+            return
+        table: pl.DataFrame = self.result["table"]
+        value = "device total (us)" if table["device total (us)"].sum() > 0 else "host total (us)"
+        width = max(10, self.size.width - 2)
+        ascii_ = bool(getattr(self.app, "ascii", False))
+        lines = icicle_lines(table, width, depth=ICICLE_DEPTH, value=value, ascii=ascii_)
+        icicle = self.query_one("#module-icicle", Static)
+        icicle.display = bool(lines)
+        icicle.update("\n".join(lines))
+        rows = visible_rows(table, self.folded)
+        self.query_one("#module-tree", FrameTable).show_frame(
+            rows.select(*HEADERS, "path").rename(HEADERS)
+        )
+
+    @on(DataTable.RowSelected, "#module-tree")
+    def _toggle(self, event: DataTable.RowSelected) -> None:
+        tree = self.query_one("#module-tree", FrameTable)
+        row = tree.selected_row()
+        if row is None:
+            return
+        path = row["path"]
+        self.folded.symmetric_difference_update({path})
+        cursor = tree.cursor_row
+        self._draw()
+        tree.move_cursor(row=cursor)

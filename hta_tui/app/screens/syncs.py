@@ -1,0 +1,105 @@
+"""Screen y: where the host waits for the GPU, and which code made it wait.
+
+The verdict line per rank first; then blocked time by phase, module, operator and call site
+(backward syncs attributed to the forward op that created them), the costliest first; enter
+on a row lists its syncs below (every one otherwise), with what each waited for.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+from textual import on, work
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Static
+from textual.worker import get_current_worker
+
+from hta_tui.analysis import sync_summary
+from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.trace.model import TraceSet
+
+#: Summary column -> header (numbers first: long call sites would push them off 80 columns).
+SUMMARY_HEADERS: dict[str, str] = {
+    "blocked (us)": "blocked (us)",
+    "step_pctg": "step %",
+    "count": "count",
+    "phase": "phase",
+    "operator": "operator",
+    "module": "module",
+    "call_site": "call site",
+    "rank": "rank",
+}
+INSTANCE_HEADERS: dict[str, str] = {
+    "blocked (us)": "blocked (us)",
+    "call": "call",
+    "waited_for": "waited for",
+    "op_stack": "operators",
+    "forward_op": "forward op",
+    "rank": "rank",
+    "start (us)": "start (us)",
+}
+#: What a summary row is keyed by, to pick its instances.
+_KEYS = ("rank", "phase", "module", "operator", "call_site")
+
+
+class SyncsScreen(AnalysisScreen):
+    TITLE = "Syncs"
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="sync-verdict", classes="summary")
+        # No key column: every column of a row can be null (a sync outside any op or module).
+        yield FrameTable(id="sync-summary", export_name="sync_summary")
+        yield Static("Syncs (enter on a row above: only its own)", classes="section-title")
+        yield FrameTable(id="sync-instances", export_name="syncs")
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, pl.DataFrame]:
+        return sync_summary.sync_tables(frames)
+
+    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
+    def _compute(self, ts: TraceSet, params: Params) -> None:
+        """As the base's, with the flows frames besides the events: a backward sync follows
+        its fwdbwd flow to the forward op (the sequence number alone when a trace has none)."""
+        worker = get_current_worker()
+        wanted = [r for r in ts.frames() if params.rank is None or r == params.rank]
+        events, flows = ts.frames(), ts.frames("flows")
+        result = sync_summary.sync_tables(
+            {r: events[r] for r in wanted}, {r: flows[r] for r in wanted if r in flows}
+        )
+        if not worker.is_cancelled:
+            self.post_message(Computed(result, ts.generation, params))
+
+    def show(self, result: dict[str, pl.DataFrame]) -> None:
+        verdict: pl.DataFrame = result["sync_verdict"]
+        lines = [f"rank {r}: {v}" for r, v in verdict.select("rank", "verdict").iter_rows()]
+        self.query_one("#sync-verdict", Static).update(
+            "\n".join(lines[:3]) or "No trace loaded yet."
+        )
+        summary: pl.DataFrame = result["sync_summary"]
+        self.query_one("#sync-summary", FrameTable).show_frame(
+            summary.with_columns(pl.col("step_pctg").round(2))
+            .select(list(SUMMARY_HEADERS))
+            .rename(SUMMARY_HEADERS)
+        )
+        self._show_instances(result["syncs"])
+        if self.focused is None:
+            self.call_after_refresh(self.query_one("#sync-summary", FrameTable).focus)
+
+    def _show_instances(self, table: pl.DataFrame) -> None:
+        shown = table.sort("blocked (us)", descending=True, maintain_order=True)
+        self.query_one("#sync-instances", FrameTable).show_frame(
+            shown.select(list(INSTANCE_HEADERS)).rename(INSTANCE_HEADERS)
+        )
+
+    @on(DataTable.RowSelected, "#sync-summary")
+    def _drill_down(self, event: DataTable.RowSelected) -> None:
+        """Enter on a call site: its syncs only."""
+        row = self.query_one("#sync-summary", FrameTable).selected_row()
+        if row is None or self.result is None:
+            return
+        names = {v: k for k, v in SUMMARY_HEADERS.items()}
+        picked = {names[k]: v for k, v in row.items() if names.get(k) in _KEYS}
+        table: pl.DataFrame = self.result["syncs"]
+        match = pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in picked.items())
+        self._show_instances(table.filter(match))
+        self.query_one("#sync-instances", FrameTable).focus()

@@ -1,0 +1,162 @@
+"""A damaged cache entry is parsed again (issue 16): every file of an entry (meta.json, each
+frame, a derived summary), damaged each way a disk, a quota or a killed writer damages it
+(truncated, garbage of the same length, missing, zero bytes), gives the numbers of a parse
+without cache, a notice, and no traceback. Two processes storing one entry at once leave a
+whole entry."""
+
+from __future__ import annotations
+
+import io
+import multiprocessing as mp
+import os
+import random
+from pathlib import Path
+
+import orjson
+import pytest
+from polars.testing import assert_frame_equal
+
+from hta_tui.report import run_report
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import FILES_KEY, META_FILE, Cache, take_notices
+from hta_tui.trace.discover import discover
+from hta_tui.trace.model import open_set
+from hta_tui.trace.parse import parse_file
+from tests.test_app_support import make_screen_app, settle, wait_until
+
+
+def truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def garbage(path: Path) -> None:
+    """Random bytes in the middle, the length unchanged (what a size check cannot see)."""
+    data = bytearray(path.read_bytes())
+    mid = len(data) // 2
+    data[mid - 8 : mid + 8] = random.Random(0).randbytes(16)
+    path.write_bytes(bytes(data))
+
+
+def missing(path: Path) -> None:
+    path.unlink()
+
+
+def zero_bytes(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+DAMAGE = {"truncated": truncated, "garbage": garbage, "missing": missing, "zero": zero_bytes}
+#: every file of an entry: meta.json, the frames, a summary the report's first run derived
+FILES = [META_FILE, "events.parquet", "flows.parquet", "threads.parquet", "derived"]
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("damage") / "traces"
+    write_trace_dir(root, ranks=2, steps=3, seed=3, kernels_per_step=30)
+    return root
+
+
+@pytest.fixture(scope="module")
+def clean(trace_dir: Path) -> dict:
+    """The report of a parse without cache."""
+    out = io.StringIO()
+    assert run_report(trace_dir, as_json=True, no_cache=True, out=out) == 0
+    return orjson.loads(out.getvalue())
+
+
+def report(trace_dir: Path, cache: Cache) -> dict:
+    out = io.StringIO()
+    assert run_report(trace_dir, as_json=True, cache=cache, out=out) == 0
+    return orjson.loads(out.getvalue())
+
+
+def entry_file(cache: Cache, trace: Path, name: str) -> Path:
+    (tf,) = [tf for tf in discover(trace.parent) if tf.path == trace]
+    entry = cache.entry_dir(tf)
+    if name == "derived":
+        return sorted((entry / "derived").glob("*.parquet"))[0]
+    return entry / name
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("kind", DAMAGE)
+@pytest.mark.parametrize("name", FILES)
+def test_damaged_entry_gives_the_clean_numbers(
+    trace_dir: Path,
+    clean: dict,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    name: str,
+    kind: str,
+) -> None:
+    cache = Cache(tmp_path / "cache")
+    assert report(trace_dir, cache) == clean  # the cache is written
+    capsys.readouterr()
+    trace = sorted(trace_dir.iterdir())[0]
+    DAMAGE[kind](entry_file(cache, trace, name))
+    assert report(trace_dir, cache) == clean
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    # every frame as a parse without cache gives it (frames the report did not need are
+    # checked when they are first read, here)
+    ts = open_set(trace_dir, cache)
+    for entry in ts.entries.values():
+        assert entry.data is not None
+        for frame, want in parse_file(entry.path).frames.items():
+            assert_frame_equal(entry.data.frame(frame), want)
+    notices = [n for n in take_notices() if n.startswith(f"{trace.name}: cache entry damaged")]
+    if name != "derived":  # a damaged summary is just computed again
+        assert f"hta-tui: note: {trace.name}: cache entry damaged" in err or notices
+    assert report(trace_dir, cache) == clean  # and the entry written again is whole
+    assert "damaged" not in capsys.readouterr().err
+
+
+def test_entry_lists_its_frame_files_with_their_sizes(trace_dir: Path, tmp_path: Path) -> None:
+    """Generic over the frames: whatever the parser produces is listed and checked."""
+    cache = Cache(tmp_path / "cache")
+    ts = open_set(trace_dir, cache)
+    entry = next(iter(ts.loaded().values())).entry
+    meta = orjson.loads((entry / META_FILE).read_bytes())
+    frames = parse_file(trace_dir / sorted(os.listdir(trace_dir))[0]).frames
+    assert set(meta[FILES_KEY]) == {f"{n}.parquet" for n in frames}
+    for name, size in meta[FILES_KEY].items():
+        assert (entry / name).stat().st_size == size
+
+
+def _store_one(args: tuple[str, str]) -> bool:
+    trace, root = args
+    (tf,) = discover(trace)
+    cache = Cache(root)
+    cache.store(tf, parse_file(tf.path))
+    return True
+
+
+def test_concurrent_writers_leave_a_whole_entry(trace_dir: Path, tmp_path: Path) -> None:
+    trace = sorted(trace_dir.iterdir())[0]
+    root = tmp_path / "cache"
+    with mp.get_context("forkserver").Pool(2) as pool:
+        assert all(pool.map(_store_one, [(str(trace), str(root))] * 4))
+    (tf,) = discover(trace)
+    cache = Cache(root)
+    assert cache.lookup(tf) is not None
+    assert take_notices() == []
+    entries = [p for p in cache.root.glob("??/*")]
+    assert [p.name for p in entries] == [cache.entry_dir(tf).name]  # no temporary left
+
+
+async def test_app_parses_a_damaged_entry_again(trace_dir: Path, tmp_path: Path) -> None:
+    cache_dir = tmp_path / "cache"
+    open_set(trace_dir, Cache(cache_dir))  # a warm cache
+    trace = sorted(trace_dir.iterdir())[0]
+    garbage(entry_file(Cache(cache_dir), trace, "events.parquet"))
+    app = make_screen_app(trace_dir, tmp_path)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("3")  # the kernels screen reads the events
+        await wait_until(
+            pilot,
+            lambda: any("cache entry damaged" in n.message for n in app._notifications),
+            what="the notice",
+        )
+        assert all(e.status == "loaded" for e in app.trace_set.entries.values())

@@ -1,0 +1,112 @@
+"""The syncs (y) and modules (u) screens on the generated backward-sync story: Pilot tests of
+drill-down and fold / unfold against what the generator wrote, and 80x24 snapshots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Static
+
+from hta_tui.app.app import HtaApp
+from hta_tui.app.screens.modules import ModulesScreen
+from hta_tui.app.screens.syncs import SyncsScreen
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.icicle import icicle_lines
+from hta_tui.synth import sync_story
+from hta_tui.synth.files import write_trace
+from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
+
+SIZE = (80, 24)
+STEPS = 3
+
+
+@pytest.fixture
+def story_root(tmp_path: Path) -> Path:
+    root = tmp_path / "traces"
+    root.mkdir()
+    write_trace(sync_story.make_sync_story(steps=STEPS), root / "rank-0.json")
+    return root
+
+
+async def open_screen(pilot: Any, key: str, cls: type) -> Any:
+    await pilot.press(key)
+
+    def ready() -> bool:
+        s = pilot.app.screen_stack[0]
+        return isinstance(s, cls) and screen_shows_current(pilot.app, s)
+
+    await wait_until(pilot, ready, what=cls.__name__)
+    await pilot.pause()
+    return pilot.app.screen_stack[0]
+
+
+async def test_syncs_screen_verdict_and_drill_down(story_root: Path, tmp_path: Path) -> None:
+    app = make_screen_app(story_root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = await open_screen(pilot, "y", SyncsScreen)
+        verdict = str(screen.query_one("#sync-verdict", Static).render())
+        assert f"in {sync_story.BACKWARD_SYNC_CALL_SITE}, backward" in verdict
+        summary = screen.query_one("#sync-summary", FrameTable)
+        top = summary.selected_row()
+        assert top is not None and top["module"] == sync_story.BACKWARD_SYNC_MODULE
+        instances = screen.query_one("#sync-instances", FrameTable)
+        assert instances.frame.height == 3 * STEPS  # every sync, before a pick
+        summary.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert instances.frame.height == STEPS  # the backward call site's own
+        assert set(instances.frame["forward op"]) == {"aten::gather"}
+
+
+async def test_modules_screen_fold_and_icicle(story_root: Path, tmp_path: Path) -> None:
+    app = make_screen_app(story_root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = await open_screen(pilot, "u", ModulesScreen)
+        tree = screen.query_one("#module-tree", FrameTable)
+        assert tree.frame["path"].to_list() == [
+            "Net_0",
+            "Net_0/CrossEntropyLoss_0",
+            "Net_0/Linear_0",
+            "Net_0/PatchDrop_0",
+        ]
+        assert tree.frame["module"][0] == "- Net_0"
+        tree.focus()
+        await pilot.press("enter")  # fold Net_0
+        await pilot.pause()
+        assert tree.frame["module"].to_list() == ["+ Net_0"]
+        await pilot.press("enter")  # unfold
+        await pilot.pause()
+        assert tree.frame.height == 4
+        icicle = str(screen.query_one("#module-icicle", Static).render())
+        assert "Net_0" in icicle and "Linear_0" in icicle
+
+
+def test_icicle_widths_follow_the_values() -> None:
+    import polars as pl
+
+    tree = pl.DataFrame(
+        {"path": ["a", "a/x", "a/y", "b"], "depth": [0, 1, 1, 0], "value": [30.0, 20, 10, 10]}
+    )
+    top, second = icicle_lines(tree, 40, ascii=True)
+    assert top == "|a" + " " * 28 + "|b" + " " * 8  # 30:10 of 40 columns
+    assert second == "|x" + " " * 18 + "|y" + " " * 8 + " " * 10
+
+
+def _run_before(key: str, cls: type):
+    async def run_before(pilot: Any) -> None:
+        await settle(pilot)
+        await open_screen(pilot, key, cls)
+
+    return run_before
+
+
+@pytest.mark.parametrize(
+    "key,cls", [("y", SyncsScreen), ("u", ModulesScreen)], ids=["syncs", "modules"]
+)
+def test_snapshot(snap_compare, story_root: Path, tmp_path: Path, key: str, cls: type) -> None:
+    app: HtaApp = make_screen_app(story_root, tmp_path, theme="hta-dark", ascii=False)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(key, cls))
