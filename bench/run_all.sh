@@ -9,9 +9,10 @@ python bench_keys.py          # -> KEYS.md      (issue 4: key latency with 8 x 1
 python bench_diff.py          # -> DIFF.md      (issue 5: trace diff)
 python bench_tb_plugin.py     # -> TB_PLUGIN.md (issue 11: against the TensorBoard plugin)
 python bench_memory.py        # -> MEMORY.md    (issue 12: 1 M memory events, the memory screen's keys)
+python bench_layouts.py       # -> LAYOUTS.md   (issue 10: every file layout, mixed-layout open)
 {
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md; do echo; sed 's/^# /## /' "$f"; done
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md; do echo; sed 's/^# /## /' "$f"; done
 } > RESULTS.md
