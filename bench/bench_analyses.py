@@ -97,10 +97,11 @@ def _shown(folder: Path) -> Path:
     return folder.relative_to(root) if folder.is_relative_to(root) else folder
 
 
-def run(args: list[str], python: str = sys.executable) -> dict:
+def run(args: list[str], python: str = sys.executable, script: Path | None = None) -> dict:
+    """One side in its own process (`script` --side ...): its last line of output, as JSON."""
     env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
     proc = subprocess.run(
-        [python, str(Path(__file__).resolve()), *args],
+        [python, str(script or Path(__file__).resolve()), *args],
         capture_output=True,
         text=True,
         env=env,

@@ -28,13 +28,18 @@ from hta_tui.analysis import (
     comm_stats,
     comm_topology,
     diff,
+    gpu_metrics,
     idle,
+    kernel_view,
     kernels,
     launch,
     memory,
+    operators,
     overlap,
     queue,
     sequences,
+    step_breakdown,
+    step_time_stats,
     steps,
     temporal,
 )
@@ -225,6 +230,77 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods):
     def get_iterations(self) -> pl.DataFrame:
         """Start, end and duration of every ProfilerStep on every rank."""
         return steps.iterations(self._ranks(), hta_compat=self.hta_compat)
+
+    # -- the TensorBoard plugin's views (beyond HTA) ---------------------------------------
+    def get_step_time_breakdown(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """Per rank and used step: Kernel, Memcpy, Memset, Communication, Runtime, DataLoader,
+        CPU Exec, Other (us), adding up to the step time (the plugin's Overview)."""
+        return step_breakdown.step_time_breakdown(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_step_selection(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """Every step, whether the breakdown uses it, and why not."""
+        return step_breakdown.step_selection(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_step_time_stats(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """(per-rank mean, p50, p95, max, jitter; outlier steps with their cause)."""
+        breakdown = self.get_step_time_breakdown(ranks, tb_compat=tb_compat)
+        return step_time_stats.step_time_stats(breakdown), step_time_stats.outlier_steps(breakdown)
+
+    def get_gpu_metrics(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """Per rank and GPU: utilization, est. SM efficiency, est. achieved occupancy and
+        kernel time on tensor cores (modern and plugin lists), over the used steps."""
+        return gpu_metrics.gpu_metrics(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_gpu_utilization_series(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """The plugin's bucketed GPU utilization (0-1) over the whole trace."""
+        return gpu_metrics.utilization_series(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_gpu_sm_efficiency_series(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """The plugin's est. SM efficiency counter: one row per stretch between kernel edges."""
+        return gpu_metrics.sm_efficiency_series(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_gpu_devices(self) -> pl.DataFrame:
+        """The GPUs each rank ran kernels on, as its trace describes them (deviceProperties)."""
+        metas = {r: d.meta for r, d in self.trace_set.loaded().items()}
+        return gpu_metrics.device_table(metas, self.get_gpu_metrics())
+
+    def get_kernel_view(
+        self, ranks: list[int] | None = None, *, by_operator: bool = False, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """The plugin's Kernel view: per kernel (or kernel + launching op + launch properties),
+        tensor cores (both lists), mean blocks per SM, mean est. achieved occupancy."""
+        fn = kernel_view.kernel_op_table if by_operator else kernel_view.kernel_table
+        return fn(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_operator_stats(
+        self,
+        ranks: list[int] | None = None,
+        *,
+        by_input_shape: bool = False,
+        tb_compat: bool = False,
+    ) -> pl.DataFrame:
+        """The plugin's Operator view: calls, device and host self/total, tensor cores."""
+        return operators.operator_stats(
+            self._ranks(ranks), by_input_shape=by_input_shape, tb_compat=tb_compat
+        )
+
+    def get_operator_call_stacks(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """Operator rows per recorded `Call stack` (traces made `with_stack`, PyTorch < 2)."""
+        return operators.operator_stacks(self._ranks(ranks), tb_compat=tb_compat)
 
     def get_potential_stragglers(
         self,

@@ -14,14 +14,15 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
-from hta_tui.analysis import catalog, comm_topology
+from hta_tui.analysis import catalog, comm_topology, gpu_metrics
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.parse import dropped_text
 
-FILE_KEYS = ("path", "rank", "span", "status", "error")
+FILE_KEYS = ("path", "rank", "span", "status", "error", "dropped_events")
 
 
 def build_tables(
@@ -43,12 +44,49 @@ def build_tables(
         tables.update(catalog.run(ts.frames(), rest, options, frames=ts.frames))
     if "comm_comp_per_rank" in selected:  # the distributed view's file-metadata tables
         tables.update(comm_topology.tables(ts))
+    if "gpu_metrics" in selected:  # the GPUs' own description lives in the file's metadata
+        metas = {r: d.meta for r, d in ts.loaded().items()}
+        devices = gpu_metrics.device_table(metas, tables.get("gpu_metrics"))
+        tables["gpu_devices"] = devices
     return tables
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
     """The JSON shape: one list of records per table."""
-    return {name: catalog.json_value(name, df) for name, df in build_tables(ts, **kw).items()}
+    return _records(build_tables(ts, **kw))
+
+
+def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    return {
+        name: file_records(df) if name == "files" else catalog.json_value(name, df)
+        for name, df in tables.items()
+    }
+
+
+def file_records(files: pl.DataFrame) -> list[dict[str, Any]]:
+    """The files table as JSON records; `dropped_events` as {reason: count}."""
+    rows = files.to_dicts()
+    for row in rows:
+        if "dropped_events" in row:
+            row["dropped_events"] = {d["reason"]: d["count"] for d in row["dropped_events"] or []}
+    return rows
+
+
+def _flat_files(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The files table for text and CSV: dropped events as one line of text."""
+    files = tables.get("files")
+    if files is None or "dropped_events" not in files.columns:
+        return tables
+    texts = [
+        dropped_text({d["reason"]: d["count"] for d in row or []})
+        for row in files["dropped_events"].to_list()
+    ]  # one per file, not per event
+    return {**tables, "files": files.with_columns(pl.Series("dropped_events", texts))}
+
+
+def _flat_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """File records for a text table: dropped events as one line of text."""
+    return [{**r, "dropped_events": dropped_text(r.get("dropped_events") or {})} for r in rows]
 
 
 def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = False) -> list[Path]:
@@ -56,7 +94,7 @@ def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = Fal
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     flat = csv_ready if raw else csv_for_people
-    for name, df in tables.items():
+    for name, df in _flat_files(tables).items():
         path = out_dir / f"{name}.csv"
         flat(df).write_csv(path)
         paths.append(path)
@@ -77,7 +115,7 @@ def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
         tbl_width_chars=200,
         float_precision=3,
     ):
-        for name, df in tables.items():
+        for name, df in _flat_files(tables).items():
             title = f"Files in {where}" if name == "files" else name
             print(f"# {title}", file=out)
             print(df if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out)
@@ -116,7 +154,7 @@ def run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        doc = {name: catalog.json_value(name, df) for name, df in tables.items()}
+        doc = _records(tables)
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None:
         _text(tables, ts.root, out)
@@ -138,8 +176,8 @@ def build_compare(
     from hta_tui.analysis import diff
 
     doc: dict[str, Any] = {
-        "control_files": file_table(control).select(FILE_KEYS).to_dicts(),
-        "test_files": file_table(test).select(FILE_KEYS).to_dicts(),
+        "control_files": file_records(file_table(control).select(FILE_KEYS)),
+        "test_files": file_records(file_table(test).select(FILE_KEYS)),
     }
     c_rank = control_rank if control_rank is not None else min(control.loaded(), default=None)
     t_rank = test_rank if test_rank is not None else min(test.loaded(), default=None)
@@ -177,7 +215,9 @@ def run_compare_report(
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     else:
         tables = {
-            k: pl.DataFrame(v) for k, v in doc.items() if isinstance(v, list) and k != "ops_diff"
+            k: pl.DataFrame(_flat_records(v) if k.endswith("_files") else v)
+            for k, v in doc.items()
+            if isinstance(v, list) and k != "ops_diff"
         }
         if "compare_traces" in tables:
             tables["compare_traces"] = tables["compare_traces"].sort(

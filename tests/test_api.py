@@ -125,7 +125,8 @@ def test_report_has_one_key_per_analysis(synth_dir: Path, tmp_path: Path) -> Non
     assert run_report(synth_dir, as_json=True, out=out, cache=Cache(tmp_path / "c")) == 0
     doc = orjson.loads(out.getvalue())
     tables = catalog.run(TraceAnalysis(synth_dir, cache=Cache(tmp_path / "c")).trace_set.frames())
-    assert list(doc) == ["files", *tables, "distributed_hierarchy", "process_groups"]
+    # gpu_devices, distributed_hierarchy, process_groups come from the files' metadata
+    assert list(doc) == ["files", *tables, "distributed_hierarchy", "process_groups", "gpu_devices"]
     for name, df in tables.items():
         assert len(doc[name]) == df.height, name
         if df.height:

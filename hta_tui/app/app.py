@@ -77,6 +77,7 @@ SCREEN_STYLES = (
     "modules",
     "overlap",
     "sequences",
+    "step_time",
     "steps",
     "syncs",
     "timeline",

@@ -57,6 +57,8 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "input_dims": pl.String(),  # JSON text, for shape-aware matching; CPU-side rows only
     "input_type": pl.String(),
     "seq": pl.Int64(),  # autograd sequence number
+    "blocks_per_sm": pl.Float64(),  # kernels: "blocks per SM" (TensorBoard plugin's SM efficiency)
+    "call_stack": pl.String(),  # cpu ops: "Call stack" (with_stack, PyTorch < 2)
     # collective args (record_param_comms, NCCL kernels of newer PyTorch); null elsewhere
     "coll_name": pl.String(),  # "allreduce", "_allgather_base", ...
     "in_nelems": pl.Int64(),

@@ -37,6 +37,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
         "8", "sequences", "Kernel sequences", "hta_tui.app.screens.sequences:SequencesScreen"
     ),
     ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
+    ScreenEntry("b", "step_time", "Step time", "hta_tui.app.screens.step_time:StepTimeScreen"),
     ScreenEntry("m", "memory", "Memory", "hta_tui.app.screens.memory:MemoryScreen"),
     ScreenEntry(
         "w", "distributed", "Distributed", "hta_tui.app.screens.distributed:DistributedScreen"

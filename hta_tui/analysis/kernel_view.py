@@ -1,0 +1,128 @@
+"""The TensorBoard plugin's Kernel view: per kernel name, or per kernel name + launching operator
++ launch properties (grid, block, registers per thread, shared memory), with tensor-core use,
+mean blocks per SM and mean est. achieved occupancy (both weighted by duration, a missing value
+counting as 0, as the plugin does).
+
+Tensor-core use is reported by both lists (analysis/tensor_cores.py): `tc_used_plugin_list` for
+TensorBoard's figures, `tc_used` for today's kernels.
+
+By operator, the launching op is the node owning the kernel's runtime call (op_tree); kernels
+launched from outside any op (a runtime call with External id 0, or no runtime call at all)
+are under `CallTreeRoot`. The plugin lists the latter under every thread that has a
+ProfilerStep (its "main thread": so twice when a GPU-side ProfilerStep annotation makes a
+second one) and drops them when there is none; DEVIATION (default mode): they are listed once,
+always, so the table accounts for every kernel exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis import op_tree, tb_roles, tensor_cores
+from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.per_rank import each_rank
+
+ROOT = "CallTreeRoot"
+
+
+def _kernels(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    return events.filter(tb_roles.gpu_work("Kernel", tb_compat=tb_compat))
+
+
+def _stats(kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    dur = pl.col("dur")
+    total = dur.sum()
+
+    def weighted(col: str) -> pl.Expr:
+        value = (pl.col(col).fill_null(0) * dur).sum() / total
+        return pl.when(total > 0).then(value).otherwise(0.0)
+
+    return (
+        kernels.group_by(keys)
+        .agg(
+            pl.len().alias("calls"),
+            us(total).alias("total (us)"),
+            us(dur.mean()).alias("mean (us)"),
+            us(dur.max()).alias("max (us)"),
+            us(dur.min()).alias("min (us)"),
+            weighted("blocks_per_sm").alias("mean_blocks_per_sm"),
+            weighted("occupancy").alias("mean_est_achieved_occupancy_pct"),
+        )
+        .with_columns(
+            tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_used"),
+            tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_used_plugin_list"),
+        )
+        .sort(["total (us)", *keys], descending=[True, *([False] * len(keys))])
+    )
+
+
+def rank_kernel_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
+    """Per kernel name (the plugin's `group_by=Kernel`)."""
+    return _stats(_kernels(events, tb_compat=tb_compat), ["name"])
+
+
+def _dims(col: str) -> pl.Expr:
+    """A launch dimension as Python prints the list ("[1, 2, 3]"; "None" when absent)."""
+    parts = [pl.col(col).arr.get(i, null_on_oob=True).cast(pl.String) for i in range(3)]
+    text = pl.concat_str([pl.lit("["), pl.concat_str(parts, separator=", "), pl.lit("]")])
+    return text.fill_null("None").alias(col)
+
+
+def _launchers(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    """correlation -> `operator` (the owning node's name, CallTreeRoot for External id 0 in
+    compat mode or a call outside any node by default; null for a call the plugin's rule
+    attaches nowhere)."""
+    nodes, links = op_tree.build(events, tb_compat=tb_compat)
+    named = links.join(nodes.select("pos", "name"), on="pos").select("correlation", "name")
+    runtimes = events.filter(
+        tb_roles.runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null()
+    ).select("correlation", "external_id")
+    linked = runtimes.join(named, on="correlation", how="left")
+    outside = pl.col("external_id").fill_null(0) == 0 if tb_compat else pl.col("name").is_null()
+    operator = pl.when(outside).then(pl.lit(ROOT)).otherwise("name")
+    return linked.select("correlation", operator.alias("operator")).unique(
+        "correlation", keep="first", maintain_order=True
+    )
+
+
+def rank_kernel_op_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
+    """Per kernel name, launching operator, grid, block, registers and shared memory (the
+    plugin's `group_by=KernelNameAndOpName`)."""
+    kernels = _kernels(events, tb_compat=tb_compat)
+    launchers = _launchers(events, tb_compat=tb_compat)
+    with_op = kernels.join(launchers, on="correlation", how="left")
+    has_runtime = pl.col("correlation").is_in(launchers["correlation"].implode())
+    # no runtime call: CallTreeRoot; a runtime call whose op is unknown: not in the tree
+    unattached = ~has_runtime.fill_null(False)
+    main_threads = 1
+    if tb_compat:
+        main_threads = events.filter(tb_roles.step_rows(tb_compat=True))["tid"].n_unique()
+        unattached = unattached & pl.lit(main_threads > 0)
+    operator = pl.when(unattached).then(pl.lit(ROOT)).otherwise("operator")
+    if not tb_compat:
+        operator = operator.fill_null(ROOT)
+    with_op = with_op.with_columns(operator.alias("operator"), unattached.alias("__stray"))
+    with_op = with_op.filter(pl.col("operator").is_not_null())
+    if main_threads > 1:  # the plugin hangs them under every thread that has a ProfilerStep
+        stray = with_op.filter("__stray")
+        with_op = pl.concat([with_op, *([stray] * (main_threads - 1))])
+    keyed = with_op.with_columns(
+        _dims("grid"),
+        _dims("block"),
+        pl.col("registers").fill_null(0).cast(pl.String).alias("registers"),
+        pl.col("shared_memory").fill_null(0).cast(pl.String).alias("shared_memory"),
+    )
+    keys = ["name", "operator", "grid", "block", "registers", "shared_memory"]
+    table = _stats(keyed, keys)
+    eligible = tensor_cores.tc_eligible_op(pl.col("operator"), modern=not tb_compat)
+    return table.with_columns(eligible.alias("op_tc_eligible"))
+
+
+def kernel_table(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    return each_rank(ranks, lambda ev: rank_kernel_table(ev, tb_compat=tb_compat))
+
+
+def kernel_op_table(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    return each_rank(ranks, lambda ev: rank_kernel_op_table(ev, tb_compat=tb_compat))

@@ -1,0 +1,155 @@
+"""The TensorBoard plugin's Operator view: per operator (and per operator + input shape) calls,
+host and device self/total time, tensor-core eligibility and share, call stacks.
+
+Host total = the op's duration; host self = minus its direct child nodes and its runtime calls
+(PyTorch >= 1.8 keeps runtime time out of an op's self time); device self = GPU work launched
+by its own runtime calls, device total = by its subtree (see op_tree). Ops of every thread are
+aggregated. CPU-only traces get the host columns with zero device time.
+
+tc_self / tc_total ratios use the modern tensor-core list (analysis/tensor_cores.py); with
+`tb_compat=True` the plugin's list and its runtime rule (no `cuda_runtime` link, so device time 0
+on PyTorch >= 1.10 traces) are reproduced. An op is tensor-core eligible as its first call
+(the plugin's rule): by name, by an eligible op below it, or by launching a tensor-core kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis import op_tree, tensor_cores
+from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.per_rank import each_rank
+
+
+def _input_shape() -> pl.Expr:
+    """`Input Dims` as the plugin prints it (Python's str of the list; "[]" when absent)."""
+    text = pl.col("input_dims").fill_null("[]").str.replace_all(r"\s+", "")
+    return text.str.replace_all(",", ", ", literal=True).alias("input_shape")
+
+
+def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    nodes = op_tree.tree(events, tb_compat=tb_compat)
+    if nodes.is_empty():
+        return nodes
+    nodes = op_tree.fold_same_name(nodes).sort("pos")
+    tc_col = "tc_self_plugin" if tb_compat else "tc_self"
+    eligible_by_name = tensor_cores.tc_eligible_op(pl.col("name"), modern=not tb_compat)
+    nodes = nodes.with_columns(
+        (eligible_by_name & pl.col("is_op")).cast(pl.Int64).alias("eligible_self"),
+        pl.col(tc_col).alias("tc"),
+    )
+    children = (
+        nodes.drop_nulls("parent")
+        .group_by("parent")
+        .agg((pl.col("end") - pl.col("start")).sum().alias("children"))
+        .rename({"parent": "children_from"})
+    )
+    nodes = nodes.join(children, on="children_from", how="left").with_columns(
+        op_tree.subtree_sum(nodes, "dev_self"),
+        op_tree.subtree_sum(nodes, "tc").alias("tc_total"),
+        op_tree.subtree_sum(nodes, "eligible_self").alias("eligible_below"),
+    )
+    host_total = pl.col("end") - pl.col("start")
+    top_tc = pl.col(f"top_{tc_col}")
+    return nodes.filter(pl.col("is_op") & ~pl.col("folded")).select(
+        "name",
+        _input_shape(),
+        pl.col("call_stack").fill_null(""),
+        "start",
+        host_total.alias("host_total"),
+        (host_total - pl.col("children").fill_null(0) - pl.col("top_rt_dur")).alias("host_self"),
+        pl.col("top_dev_self").alias("dev_self"),
+        "dev_total",
+        top_tc.alias("tc_self"),
+        "tc_total",
+        ((pl.col("eligible_below") > 0) | (top_tc > 0)).alias("tc_eligible"),
+    )
+
+
+def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    ratio = lambda num, den: (  # noqa: E731
+        pl.when(pl.col(den) > 0).then(100 * pl.col(num) / pl.col(den)).otherwise(0.0)
+    )
+    return (
+        calls.group_by(keys)
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("dev_self", "dev_total", "host_self", "host_total", "tc_self", "tc_total").sum(),
+            pl.col("tc_eligible").sort_by("start").first(),
+            (pl.col("call_stack") != "").any().alias("has_call_stack"),
+        )
+        .select(
+            *keys,
+            "calls",
+            us(pl.col("dev_self")).alias("device_self_duration (us)"),
+            us(pl.col("dev_total")).alias("device_total_duration (us)"),
+            us(pl.col("host_self")).alias("host_self_duration (us)"),
+            us(pl.col("host_total")).alias("host_total_duration (us)"),
+            "tc_eligible",
+            ratio("tc_self", "dev_self").alias("tc_self_ratio"),
+            ratio("tc_total", "dev_total").alias("tc_total_ratio"),
+            "has_call_stack",
+        )
+        .sort(
+            ["device_self_duration (us)", "host_self_duration (us)", *keys],
+            descending=[True, True, *([False] * len(keys))],
+        )
+    )
+
+
+def rank_operator_stats(
+    events: pl.DataFrame, *, by_input_shape: bool = False, tb_compat: bool = False
+) -> pl.DataFrame:
+    """One rank's Operator table (no `rank` column)."""
+    calls = _calls(events, tb_compat=tb_compat)
+    keys = ["name", "input_shape"] if by_input_shape else ["name"]
+    if calls.is_empty():
+        calls = pl.DataFrame(
+            schema={
+                "name": pl.String, "input_shape": pl.String, "call_stack": pl.String,
+                **{c: pl.Int64 for c in ("host_total", "host_self", "dev_self", "dev_total")},
+                "tc_self": pl.Int64, "tc_total": pl.Int64, "tc_eligible": pl.Boolean,
+                "start": pl.Int64,
+            }
+        )  # fmt: skip
+    return _aggregate(calls, keys)
+
+
+def rank_operator_stacks(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
+    """Per operator and call stack (`with_stack` traces that record `Call stack`)."""
+    calls = _calls(events, tb_compat=tb_compat)
+    if calls.is_empty():
+        return pl.DataFrame()
+    return _aggregate(calls.filter(pl.col("call_stack") != ""), ["name", "call_stack"])
+
+
+def operator_stats(
+    ranks: Mapping[int, pl.DataFrame], *, by_input_shape: bool = False, tb_compat: bool = False
+) -> pl.DataFrame:
+    return each_rank(
+        ranks,
+        lambda ev: rank_operator_stats(ev, by_input_shape=by_input_shape, tb_compat=tb_compat),
+    )
+
+
+def operator_stacks(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    return each_rank(ranks, lambda ev: rank_operator_stacks(ev, tb_compat=tb_compat))
+
+
+def operator_tables(
+    ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
+) -> dict[str, pl.DataFrame]:
+    """By name, by name + input shape and by call stack, from one walk of each rank's tree."""
+    out: dict[str, list[pl.DataFrame]] = {"name": [], "shape": [], "stack": []}
+    for r, ev in sorted(ranks.items()):
+        calls = _calls(ev, tb_compat=tb_compat)
+        if calls.is_empty():
+            continue
+        rank = pl.lit(r, pl.Int64).alias("rank")
+        out["name"].append(_aggregate(calls, ["name"]).select(rank, pl.all()))
+        out["shape"].append(_aggregate(calls, ["name", "input_shape"]).select(rank, pl.all()))
+        stacks = calls.filter(pl.col("call_stack") != "")
+        out["stack"].append(_aggregate(stacks, ["name", "call_stack"]).select(rank, pl.all()))
+    return {k: pl.concat(v) if v else pl.DataFrame() for k, v in out.items()}

@@ -1,0 +1,193 @@
+"""What the TensorBoard profiler plugin (torch-tb-profiler 0.4.3) sees in a rank's events: the
+role of each event in its step-time breakdown, its collectives and its runtime -> GPU links.
+
+The plugin classifies events by `cat` (lower-cased) and keeps, of the user annotations, only
+`ProfilerStep#N` and the nccl:/gloo: collectives. Roles, in the priority the breakdown gives
+them: Kernel > Memcpy > Memset > Communication > Runtime > DataLoader > CPU Exec.
+
+With `tb_compat=True` the plugin's rules are reproduced exactly. The default mode fixes where
+the plugin is wrong for traces newer than 2021 (README, "deliberate differences"):
+- DEVIATION: `cuda_runtime` / `cuda_driver` are runtime events (the plugin maps only `Runtime`,
+  so a PyTorch >= 1.10 trace has Runtime 0, no device-adjusted steps and no kernel -> op link);
+- DEVIATION: a kernel named like an NCCL kernel (`nccl...Kernel`, HTA's rule) is communication
+  even when no `nccl:*` op launched it (newer PyTorch records `record_param_comms`);
+- DEVIATION: `enumerate(DataLoader)#...` recorded as a user annotation (PyTorch >= 1.10) counts
+  as DataLoader (the plugin drops those annotations);
+- DEVIATION: a `ProfilerStep#N` on a GPU stream (`gpu_user_annotation`) is not a second step.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from hta_tui.analysis.hta_view import kernel_type
+
+#: Breakdown roles by priority; "Other" is what no role covers.
+ROLES: tuple[str, ...] = (
+    "Kernel",
+    "Memcpy",
+    "Memset",
+    "Communication",
+    "Runtime",
+    "DataLoader",
+    "CPU Exec",
+)
+CATEGORIES: tuple[str, ...] = (*ROLES, "Other")
+
+#: The collectives the plugin recognises (`trace.NcclOpNameSet`, `GlooOpNameSet`).
+COMM_OPS: tuple[str, ...] = tuple(
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
+
+
+def cat_in(names: list[str]) -> pl.Expr:
+    """`cat` is one of `names`, in the casings traces use (lower, Capitalized, UPPER): the
+    plugin lower-cases `cat`; lower-casing a million strings per test costs 30 ms."""
+    spelled = {v for n in names for v in (n, n.capitalize(), n.upper())}
+    return pl.col("cat").is_in(sorted(spelled))
+
+
+# name tests are null (not false) for a null name: filled after the test, as filling the name
+# column itself copies every string
+_NAME = pl.col("name")
+STEP_NAME = _NAME.str.starts_with("ProfilerStep#").fill_null(False)
+DATALOADER = (
+    (_NAME.str.starts_with("enumerate(DataLoader)#") & _NAME.str.ends_with(".__next__"))
+    | _NAME.str.starts_with("enumerate(DataPipe)#")
+).fill_null(False)
+_IS_COMM_NAME = _NAME.is_in(COMM_OPS).fill_null(False)
+
+
+def _operator() -> pl.Expr:
+    return cat_in(["cpu_op", "operator"]) & ~STEP_NAME
+
+
+def _python() -> pl.Expr:
+    return cat_in(["python"])
+
+
+def _annotation() -> pl.Expr:
+    return cat_in(["user_annotation", "gpu_user_annotation"])
+
+
+def gpu_work(role: str, *, tb_compat: bool) -> pl.Expr:
+    """Kernel / Memcpy / Memset rows."""
+    if tb_compat:
+        cats = {"Kernel": ["kernel"], "Memcpy": ["memcpy", "gpu_memcpy"]}
+        return cat_in(cats.get(role, ["memset", "gpu_memset"]))
+    return pl.col("kind") == role.lower()
+
+
+def device_rows(*, tb_compat: bool) -> pl.Expr:
+    """Every row the plugin makes a device node of (kernels, memcpy, memset)."""
+    return pl.any_horizontal(gpu_work(r, tb_compat=tb_compat) for r in ROLES[:3])
+
+
+def runtime_rows(*, tb_compat: bool) -> pl.Expr:
+    if tb_compat:
+        return cat_in(["runtime"])
+    return pl.col("kind").is_in(["runtime", "driver"])
+
+
+def step_rows(*, tb_compat: bool) -> pl.Expr:
+    """`ProfilerStep#N` events that make a step."""
+    cats = ["cpu_op", "operator", "user_annotation"]
+    if tb_compat:
+        cats.append("gpu_user_annotation")
+    return cat_in(cats) & STEP_NAME
+
+
+def host_span_rows() -> pl.Expr:
+    """Events whose extent makes the single step "0" of a trace without ProfilerStep."""
+    return cat_in(["cpu_op", "operator", "python"]) | step_rows(tb_compat=False)
+
+
+def comm_op_rows() -> pl.Expr:
+    """Collective ops on the host (operators, python events and kept annotations)."""
+    return (_operator() | _python() | _annotation()) & _IS_COMM_NAME
+
+
+def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    """`role` (index into ROLES) of every event that has one, with `start`/`end` in ns."""
+    comm_ids = events.filter(comm_op_rows())["external_id"].drop_nulls().unique()
+    kernel = gpu_work("Kernel", tb_compat=tb_compat)
+    comm_kernel = pl.col("external_id").is_in(comm_ids.implode())
+    if not tb_compat:  # HTA's rule, on the distinct kernel names only
+        names = events.filter(kernel).select(pl.col("name").unique())
+        nccl = names.filter(kernel_type() == "COMMUNICATION")["name"]
+        comm_kernel = comm_kernel | pl.col("name").is_in(nccl.implode())
+    dataloader_kinds = _operator()
+    if not tb_compat:
+        dataloader_kinds = dataloader_kinds | _annotation()
+    # name rules decided once per distinct name, then matched by hash (string tests on every
+    # row of a 300k-event rank were most of this function's time)
+    loader_names = events.select(pl.col("name").unique()).filter(DATALOADER)["name"]
+    loader = pl.col("name").is_in(loader_names.implode())
+    role = (
+        pl.when(kernel & comm_kernel.fill_null(False))
+        .then(3)
+        .when(kernel)
+        .then(0)
+        .when(gpu_work("Memcpy", tb_compat=tb_compat))
+        .then(1)
+        .when(gpu_work("Memset", tb_compat=tb_compat))
+        .then(2)
+        .when(runtime_rows(tb_compat=tb_compat))
+        .then(4)
+        .when(dataloader_kinds & loader)
+        .then(5)
+        .when(comm_op_rows())
+        .then(3)
+        .when(_operator() | _python())
+        .then(6)
+    )
+    return (
+        events.lazy()
+        .select(
+            role.cast(pl.Int8).alias("role"),
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+        )
+        .drop_nulls()
+        .collect()
+    )
+
+
+def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    """One row per runtime call that launched GPU work: its extent and its device work's
+    (`rt_start`, `rt_end`, `dev_start`, `dev_end`, `dev_ops`), plus the unlinked device work as
+    rows with a null runtime (the plugin's "device nodes not launched inside any step")."""
+    lf = events.lazy()
+    runtimes = (
+        lf.filter(runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
+        .sort("ts")
+        .group_by("correlation")
+        .agg(pl.col("ts").first().alias("rt_start"), (pl.col("ts") + pl.col("dur")).first())
+        .rename({"ts": "rt_end"})
+    )
+    device = lf.filter(device_rows(tb_compat=tb_compat)).select(
+        "correlation",
+        pl.col("ts").alias("start"),
+        (pl.col("ts") + pl.col("dur")).alias("end"),
+    )
+    return (
+        device.join(runtimes, on="correlation", how="left")
+        .group_by("correlation", "rt_start", "rt_end")
+        .agg(
+            pl.col("start").min().alias("dev_start"),
+            pl.col("end").max().alias("dev_end"),
+            pl.len().alias("dev_ops"),
+            pl.col("end").alias("dev_ends"),
+        )
+        .collect()
+    )
+
+
+def known_rows() -> pl.Expr:
+    """Events the plugin makes an object of (its global time range is theirs)."""
+    plain = ["trace", "cpu_op", "operator", "runtime", "kernel", "memcpy", "gpu_memcpy"]
+    plain += ["memset", "gpu_memset", "python", "python_function"]
+    kept = _annotation() & (STEP_NAME | _IS_COMM_NAME)
+    return cat_in(plain) | kept

@@ -1,0 +1,71 @@
+"""Which kernels run on tensor cores, by name: the TensorBoard plugin's 2021 list and today's.
+
+The plugin (`profiler/tensor_core.py`, from NVIDIA PyProf) knows Volta/Ampere cuDNN and cuBLAS
+names only. The modern list adds what Hopper/Blackwell-era PyTorch launches: CUTLASS and
+cuBLAS(Lt) kernels named `sm90_*` / `sm100_*` or `*tensorop*`, `nvjet` (cuBLASLt on Hopper),
+`wgmma` / `gmma` (warpgroup MMA), `imma` / `hmma` / FP8 (`e4m3`, `e5m2`) names, flash attention
+and fused-MHA kernels, and Triton template matmuls (`triton_tem_*mm*`, the kernels whose body is
+a `tl.dot`). Both are reported: the plugin's for figures comparable with TensorBoard, the
+modern one for the truth on current GPUs.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+#: `TC_Allowlist` of torch-tb-profiler 0.4.3: substrings, case-sensitive.
+PLUGIN_KERNELS: tuple[str, ...] = (
+    "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
+    "first_layer_wgrad_kernel", "conv1x1", "conv2d_c1_k1", "direct_group", "xmma_implicit_gemm",
+    "xmma_sparse_conv", "xmma_warp_specialized_implicit_gemm", "xmma_gemm", "xmma_sparse_gemm",
+    "c1688",
+)  # fmt: skip
+
+#: Added by the modern list (matched case-insensitively, besides PLUGIN_KERNELS).
+MODERN_KERNELS: tuple[str, ...] = (
+    "sm90_", "sm100_", "sm120_", "tensorop", "nvjet", "wgmma", "gmma", "imma", "hmma", "bmma",
+    "xmma", "e4m3", "e5m2", "fp8", "flash_fwd", "flash_bwd", "fmha", "triton_tem_fused_mm",
+    "triton_tem_fused_bmm", "triton_tem_fused_addmm", "cutlass_80", "cutlass3x", "s16816",
+    "h16816", "i16832", "bf16816", "f16816",
+)  # fmt: skip
+
+#: `TC_OP_Allowlist`: operators eligible for tensor cores (exact names).
+PLUGIN_OPS: tuple[str, ...] = (
+    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
+    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+    "aten::convolution", "aten::cudnn_convolution", "aten::cudnn_convolution_transpose",
+    "aten::prelu", "aten::addmm", "aten::addmv", "aten::addr", "aten::matmul", "aten::mm",
+    "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm", "aten::bmm",
+    "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_thnn_fused_lstm_cell",
+    "aten::_thnn_fused_gru_cell", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell",
+    "aten::rnn_relu_cell", "CudnnConvolutionBackward", "BmmBackward0",
+    "aten::cudnn_convolution_transpose_backward", "CudnnConvolutionTransposeBackward",
+    "MmBackward", "aten::cudnn_convolution_backward_weight", "aten::addmm_", "AddmvBackward",
+    "MvBackward", "aten::cudnn_convolution_transpose_backward_weight",
+    "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward",
+    "aten::cudnn_convolution_backward_input", "AddbmmBackward", "aten::cudnn_convolution_backward",
+)  # fmt: skip
+
+#: Operators added by the modern list: attention and scaled / grouped matmuls.
+MODERN_OPS: tuple[str, ...] = (
+    "aten::_scaled_mm", "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_cudnn_attention",
+    "aten::scaled_dot_product_attention", "aten::_flash_attention_forward",
+    "aten::_efficient_attention_forward", "aten::_grouped_mm", "aten::_int_mm", "MmBackward0",
+    "AddmmBackward0", "BmmBackward0", "ConvolutionBackward0",
+)  # fmt: skip
+
+
+def uses_tc(name: pl.Expr, *, modern: bool) -> pl.Expr:
+    """A kernel name uses tensor cores (plugin list, or modern list when `modern`)."""
+    n = name.fill_null("")
+    plugin = pl.any_horizontal(n.str.contains(p, literal=True) for p in PLUGIN_KERNELS)
+    if not modern:
+        return plugin
+    low = n.str.to_lowercase()
+    return plugin | pl.any_horizontal(low.str.contains(p, literal=True) for p in MODERN_KERNELS)
+
+
+def tc_eligible_op(name: pl.Expr, *, modern: bool) -> pl.Expr:
+    ops = PLUGIN_OPS + MODERN_OPS if modern else PLUGIN_OPS
+    return name.is_in(ops).fill_null(False)

@@ -1,0 +1,126 @@
+"""Step time (key `b`): where each step's wall time goes, the TensorBoard plugin's Overview.
+
+The summary answers the question first (the average step and its largest parts, the slowest
+step and what it spent more on); one stacked bar per rank splits its average step into Kernel,
+Memcpy, Memset, Communication, Runtime, DataLoader, CPU Exec and Other (analysis/
+step_breakdown.py: parts counted by priority, so they add up to the step). The table has every
+used step as shares of its time; steps the breakdown leaves out are named with the reason.
+Works for CPU-only traces (CPU Exec, DataLoader, Communication, Other).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from hta_tui.analysis import step_breakdown, step_time_stats, tb_roles
+from hta_tui.app.format import fmt_us
+from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.widgets.bars import BarRow, StackedBars
+from hta_tui.app.widgets.frame_table import FrameTable
+
+#: (category, legend label, Unicode glyph, ASCII glyph), in the breakdown's priority order.
+CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
+    ("kernel", "kernel", "█", "#"),
+    ("memcpy", "memcpy", "▓", "@"),
+    ("memset", "memset", "▒", "%"),
+    ("comm", "comm", "▚", "~"),
+    ("runtime", "runtime", "▞", "+"),
+    ("data", "data", "▄", "d"),
+    ("cpu", "cpu", "▀", "="),
+    ("other", "other", "░", "."),
+)
+assert len(CATEGORIES) == len(tb_roles.CATEGORIES)
+
+#: The table's share columns, short enough for 80 columns.
+_SHORT = ("kern%", "cpy%", "set%", "comm%", "rt%", "data%", "cpu%", "oth%")
+SHORT: dict[str, str] = dict(zip(tb_roles.CATEGORIES, _SHORT, strict=True))
+
+
+class StepTimeBars(StackedBars):
+    """Per rank: the average step split by category."""
+
+    COMPONENT_CLASSES = StackedBars.COMPONENT_CLASSES | {
+        f"stacked-bars--{c[0]}" for c in CATEGORIES
+    }
+
+
+class StepTimeScreen(AnalysisScreen):
+    TITLE = "Step time"
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="step-time-summary", classes="summary")
+        with VerticalScroll(id="step-time-bars-box", can_focus=False):
+            yield StepTimeBars(
+                CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="step-time-bars"
+            )
+        yield FrameTable(id="step-time-table", key_column="step", export_name="step_time")
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        breakdown = step_breakdown.step_time_breakdown(frames)
+        selection = step_breakdown.step_selection(frames)
+        means = breakdown.group_by("rank").agg(pl.all().exclude("rank", "step").mean()).sort("rank")
+        step = pl.col("step_time (us)")
+        shares = [
+            (100 * pl.col(f"{c} (us)") / step).fill_nan(0.0).round(1).alias(SHORT[c])
+            for c in tb_roles.CATEGORIES
+        ]
+        table = breakdown.select("rank", "step", step.alias("step (us)"), *shares)
+        return {
+            "breakdown": breakdown,
+            "means": means,
+            "table": table,
+            "dropped": selection.filter(~pl.col("used")) if not selection.is_empty() else selection,
+            "outliers": step_time_stats.outlier_steps(breakdown),
+        }
+
+    def show(self, result: dict[str, Any]) -> None:
+        means: pl.DataFrame = result["means"]
+        self.query_one("#step-time-table", FrameTable).show_frame(result["table"])
+        self.query_one("#step-time-bars-box").display = not means.is_empty()
+        self.query_one("#step-time-bars", StepTimeBars).set_rows(
+            [
+                BarRow(f"r{r['rank']}", tuple(r[f"{c} (us)"] for c in tb_roles.CATEGORIES))
+                for r in means.iter_rows(named=True)
+            ]
+        )
+        self.query_one("#step-time-summary", Static).update(summary(result))
+        if self.focused is None:
+            self.call_after_refresh(self.query_one("#step-time-table", FrameTable).focus)
+
+
+def summary(result: dict[str, Any]) -> str:
+    """Two lines: the average step and its largest parts; the slowest step, or what was left
+    out."""
+    breakdown: pl.DataFrame = result["breakdown"]
+    if breakdown.is_empty():
+        return "No steps: no ProfilerStep and no host ops in these ranks."
+    totals = breakdown.select(pl.col(f"{c} (us)").sum() for c in tb_roles.CATEGORIES).row(0)
+    whole = sum(totals) or 1.0
+    top = sorted(zip(tb_roles.CATEGORIES, totals, strict=True), key=lambda x: -x[1])[:3]
+    parts = ", ".join(f"{name} {100 * value / whole:.0f}%" for name, value in top if value > 0)
+    ranks = breakdown["rank"].n_unique()
+    mean = breakdown["step_time (us)"].mean()
+    first = (
+        f"Average step {fmt_us(float(mean))} ({breakdown.height} steps, {ranks} "  # type: ignore[arg-type]
+        f"rank{'s' if ranks > 1 else ''}): {parts}"
+    )
+    outliers: pl.DataFrame = result["outliers"]
+    dropped: pl.DataFrame = result["dropped"]
+    if not outliers.is_empty():
+        o = outliers.sort("excess (us)", descending=True).row(0, named=True)
+        second = (
+            f"Slow: rank {o['rank']} step {o['step']} (+{fmt_us(o['excess (us)'])}, "
+            f"mostly {o['cause']})"
+        )
+    elif not dropped.is_empty():
+        d = dropped.row(0, named=True)
+        second = f"Left out: rank {d['rank']} step {d['step']}: {d['reason']}"
+    else:
+        second = "Steady: no step stands out."
+    return f"{first}\n{second}"
