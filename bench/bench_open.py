@@ -179,19 +179,27 @@ def run(
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def reusable(folder: Path, params: str) -> bool:
+    """Whether `folder` holds traces generated with `params`; else it is emptied for new ones
+    (write `params` to `folder / ".params"` once they are written)."""
+    stamp = folder / ".params"
+    if stamp.exists() and stamp.read_text() == params:
+        return True
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return False
+
+
 def ensure_traces(folder: Path, ranks: int, mb: float) -> list[Path]:
     from hta_tui.synth import write_trace_dir
 
-    stamp = folder / ".params"
     want = f"{ranks} {mb}"
-    if stamp.exists() and stamp.read_text() == want:
+    if reusable(folder, want):
         return sorted(folder.glob("*.json*"))
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
     t0 = time.perf_counter()
     files = write_trace_dir(folder, ranks=ranks, target_mb=mb, seed=0)
     print(f"generated {ranks} x {mb} MB in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    stamp.write_text(want)
+    (folder / ".params").write_text(want)
     return files
 
 

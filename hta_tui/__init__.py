@@ -6,7 +6,12 @@ terminal, from the command line (`hta-tui report`) or from Python:
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+# Silent unless a front end names a log file (`--log`): tracebacks never reach the terminal
+# through Python's last-resort handler.
+logging.getLogger("hta_tui").addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 __all__ = ["TraceAnalysis", "TraceDiff", "__version__"]

@@ -19,6 +19,42 @@ EXIT_OK, EXIT_NO_TRACE, EXIT_USAGE = 0, 1, 2
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="parse again; keep nothing afterwards")
     p.add_argument("--workers", type=int, default=None, help="parser processes (default: cores)")
+    p.add_argument(
+        "--log",
+        type=Path,
+        metavar="FILE",
+        help="append what went wrong, with full tracebacks, to FILE (or $HTA_TUI_LOG)",
+    )
+    p.add_argument(
+        "--max-file-mb",
+        type=float,
+        metavar="MB",
+        help="skip files larger than this, uncompressed (default 4000; $HTA_TUI_MAX_FILE_MB)",
+    )
+    p.add_argument(
+        "--file-timeout",
+        type=float,
+        metavar="S",
+        help="give up on a file after S seconds (default 300; $HTA_TUI_FILE_TIMEOUT)",
+    )
+
+
+def _apply_common(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """The log file and the per-file limits (as environment, so parser workers see them)."""
+    from hta_tui import logfile
+
+    try:
+        args.log = logfile.setup(args.log)
+    except OSError as exc:
+        parser.error(f"--log: {exc}")
+    for value, name in (
+        (args.max_file_mb, "HTA_TUI_MAX_FILE_MB"),
+        (args.file_timeout, "HTA_TUI_FILE_TIMEOUT"),
+    ):
+        if value is not None:
+            if value <= 0:
+                parser.error(f"{name.lower()} must be positive")
+            os.environ[name] = str(value)
 
 
 def app_parser() -> argparse.ArgumentParser:
@@ -166,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name}={value}")
             return EXIT_OK
         args = parser.parse_args(argv[1:])
+        _apply_common(args, parser)
         only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
         if only:
             from hta_tui.analysis.catalog import known
@@ -192,8 +229,19 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:  # `| head`: the reader left, which is not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK
+        except Exception as exc:  # the traceback goes to the log, never the terminal
+            import logging
+
+            logging.getLogger("hta_tui.cli").exception("report failed")
+            hint = f" (details in {args.log})" if args.log else " (--log FILE for details)"
+            print(
+                f"hta-tui: internal error: {type(exc).__name__}: {exc}"[:300] + hint,
+                file=sys.stderr,
+            )
+            return EXIT_NO_TRACE
     parser = app_parser()
     args = parser.parse_args(argv)
+    _apply_common(args, parser)
     if args.demo:
         path = demo_dir()
     elif args.path is None:

@@ -21,8 +21,9 @@ from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import write_text
 from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.parse import dropped_text
 
-FILE_KEYS = ("path", "rank", "span", "status", "error")
+FILE_KEYS = ("path", "rank", "span", "status", "error", "dropped_events")
 
 
 def build_tables(
@@ -53,7 +54,40 @@ def build_tables(
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
     """The JSON shape: one list of records per table."""
-    return {name: catalog.json_value(name, df) for name, df in build_tables(ts, **kw).items()}
+    return _records(build_tables(ts, **kw))
+
+
+def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
+    return {
+        name: file_records(df) if name == "files" else catalog.json_value(name, df)
+        for name, df in tables.items()
+    }
+
+
+def file_records(files: pl.DataFrame) -> list[dict[str, Any]]:
+    """The files table as JSON records; `dropped_events` as {reason: count}."""
+    rows = files.to_dicts()
+    for row in rows:
+        if "dropped_events" in row:
+            row["dropped_events"] = {d["reason"]: d["count"] for d in row["dropped_events"] or []}
+    return rows
+
+
+def _flat_files(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """The files table for text and CSV: dropped events as one line of text."""
+    files = tables.get("files")
+    if files is None or "dropped_events" not in files.columns:
+        return tables
+    texts = [
+        dropped_text({d["reason"]: d["count"] for d in row or []})
+        for row in files["dropped_events"].to_list()
+    ]  # one per file, not per event
+    return {**tables, "files": files.with_columns(pl.Series("dropped_events", texts))}
+
+
+def _flat_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """File records for a text table: dropped events as one line of text."""
+    return [{**r, "dropped_events": dropped_text(r.get("dropped_events") or {})} for r in rows]
 
 
 def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = False) -> list[Path]:
@@ -61,7 +95,7 @@ def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = Fal
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     flat = csv_ready if raw else csv_for_people
-    for name, df in tables.items():
+    for name, df in _flat_files(tables).items():
         path = out_dir / f"{name}.csv"
         flat(df).write_csv(path)
         paths.append(path)
@@ -71,7 +105,7 @@ def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = Fal
 def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO, **text: Any) -> None:
     # names and paths from the traces are data: shown as written, never terminal control
     tables = {name: printable_frame(df) for name, df in tables.items()}
-    write_text(tables, {"files": f"Files in {printable(root)}"}, out, **text)
+    write_text(_flat_files(tables), {"files": f"Files in {printable(root)}"}, out, **text)
 
 
 def _shape(width: int | None, rows: int | None) -> dict[str, Any]:
@@ -113,7 +147,7 @@ def run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        doc = {name: catalog.json_value(name, df) for name, df in tables.items()}
+        doc = _records(tables)
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None:
         _text(tables, ts.root, out, **_shape(width, rows))
@@ -135,8 +169,8 @@ def build_compare(
     from hta_tui.analysis import diff
 
     doc: dict[str, Any] = {
-        "control_files": file_table(control).select(FILE_KEYS).to_dicts(),
-        "test_files": file_table(test).select(FILE_KEYS).to_dicts(),
+        "control_files": file_records(file_table(control).select(FILE_KEYS)),
+        "test_files": file_records(file_table(test).select(FILE_KEYS)),
     }
     c_rank = control_rank if control_rank is not None else min(control.loaded(), default=None)
     t_rank = test_rank if test_rank is not None else min(test.loaded(), default=None)
@@ -176,7 +210,9 @@ def run_compare_report(
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     else:
         tables = {
-            k: pl.DataFrame(v) for k, v in doc.items() if isinstance(v, list) and k != "ops_diff"
+            k: pl.DataFrame(_flat_records(v) if k.endswith("_files") else v)
+            for k, v in doc.items()
+            if isinstance(v, list) and k != "ops_diff"
         }
         if "compare_traces" in tables:
             tables["compare_traces"] = tables["compare_traces"].sort(

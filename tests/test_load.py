@@ -72,10 +72,10 @@ def test_bad_files_never_stop_the_others(tmp_path: Path, monkeypatch: pytest.Mon
     (d / "locked.json").write_bytes(orjson_bytes(dialects.current(rank=9)))
     real_read = parse_mod.read_bytes
 
-    def read_bytes(path: str | Path) -> bytes:  # root ignores chmod, so deny it here
-        if Path(path).name == "locked.json":
+    def read_bytes(path: str | Path, max_bytes: int | None = None) -> bytes:
+        if Path(path).name == "locked.json":  # root ignores chmod, so deny it here
             raise PermissionError(13, "Permission denied", str(path))
-        return real_read(path)
+        return real_read(path, max_bytes)
 
     monkeypatch.setattr(parse_mod, "read_bytes", read_bytes)
     before = snapshot(d)

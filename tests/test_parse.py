@@ -241,7 +241,7 @@ def test_chunked_decode_gives_the_same_frames(
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 1)  # one event per chunk
     cut_from_text = parse_file(path).frames
 
-    def edge_in_a_string(text: memoryview):
+    def edge_in_a_string(text: memoryview, dropped: object):
         raise msgspec.DecodeError("as if a cut fell inside a string")
         yield
 
@@ -270,7 +270,9 @@ def test_a_chunk_edge_inside_a_string_falls_back_to_the_safe_path(
     monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 1)
     calls: list[int] = []
     safe = parse_mod._decoded
-    monkeypatch.setattr(parse_mod, "_decoded", lambda raws: calls.append(1) or safe(raws))
+    monkeypatch.setattr(
+        parse_mod, "_decoded", lambda raws, dropped: calls.append(1) or safe(raws, dropped)
+    )
     assert parse_file(path).frames["events"].equals(whole)
     assert calls, "the safe path was not taken"
 

@@ -28,6 +28,9 @@ FILE_COLUMNS: dict[str, pl.DataType] = {
     "duration_us": pl.Float64(),
     "seconds": pl.Float64(),
     "cached": pl.Boolean(),
+    # events the parser could not use, by reason (`ts is not a number`, ...): numbers that
+    # rest on a partial file say so
+    "dropped_events": pl.List(pl.Struct({"reason": pl.String(), "count": pl.Int64()})),
 }
 
 
@@ -123,6 +126,10 @@ def file_row(ts: TraceSet, entry: FileEntry) -> dict[str, object]:
         "duration_us": (end - start) / 1000 if start is not None and end is not None else None,
         "seconds": round(entry.seconds, 3),
         "cached": entry.cached,
+        "dropped_events": [
+            {"reason": str(k), "count": int(v)}
+            for k, v in (meta.get("dropped_events") or {}).items()
+        ],
     }
 
 

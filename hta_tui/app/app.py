@@ -64,6 +64,7 @@ SCREEN_STYLES = (
     "step_time",
     "steps",
     "syncs",
+    "timeline",
     "timelines",
 )
 

@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from hta_tui.printable import printable
+from hta_tui.trace.parse import dropped_text
 
 STATUS_LABELS = {
     "pending": "pending",
@@ -43,6 +44,11 @@ class FileRow:
     def problem(self) -> bool:
         """Shown on two lines: the reason under the file name."""
         return bool(self.reason) or self.status in ("incomplete", "error", "not_trace")
+
+    @property
+    def tone(self) -> str:
+        """The status whose colour the reason takes: a loaded file that lost events warns."""
+        return "incomplete" if self.status == "loaded" and self.reason else self.status
 
 
 #: Endings every trace file shares: dropped first when a name must be shortened.
@@ -167,6 +173,9 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
         reason = values.pop("reason")
         if status == "incomplete" and not reason:
             reason = "incomplete (still being written?)"
+        dropped = {d["reason"]: d["count"] for d in row.get("dropped_events") or []}
+        if loaded and dropped:  # the numbers rest on a partial file: say so, and why
+            reason = f"dropped {dropped_text(dropped)}"
         out.append(FileRow(key=path, values=values, status=status, rank=rank, reason=reason))
     return out
 

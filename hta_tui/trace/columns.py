@@ -9,6 +9,7 @@ and paid for every chunk those calls came to a fifth of the parse.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Iterable
 from itertools import chain, compress
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from hta_tui.trace.events import NO_ARGS, Event, EventArgs
+from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Event, EventArgs, number_texts
 from hta_tui.trace.memory import memory_columns, memory_frame
 from hta_tui.trace.schema import (
     COMM_COLUMNS,
@@ -92,10 +93,13 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
 _ONLY_WITH: dict[str, str] = {"comm": "coll_name"}
 
 
-def build_frames(chunks: Iterable[list[Event]]) -> dict[str, pl.DataFrame]:
+def build_frames(
+    chunks: Iterable[list[Event]], dropped: Counter[str] | None = None
+) -> dict[str, pl.DataFrame]:
     """The frames of a file whose events come in chunks (each chunk's structs can be freed
-    before the next is decoded)."""
-    gathered = _Gathered()
+    before the next is decoded). Events that cannot be used are left out and counted by
+    reason in `dropped`."""
+    gathered = _Gathered(dropped)
     for events in chunks:
         gathered.add(events)
         del events
@@ -105,7 +109,8 @@ def build_frames(chunks: Iterable[list[Event]]) -> dict[str, pl.DataFrame]:
 class _Gathered:
     """A file's events as plain columns, chunk by chunk."""
 
-    def __init__(self) -> None:
+    def __init__(self, dropped: Counter[str] | None = None) -> None:
+        self.dropped: Counter[str] = Counter() if dropped is None else dropped
         self.n = 0  # complete events so far: the next one's idx
         self.main: list[pl.DataFrame] = []
         self.family: dict[str, list[pl.DataFrame]] = {f: [] for f in _FAMILIES}
@@ -120,6 +125,10 @@ class _Gathered:
             self._complete(complete)
         if len(complete) < len(events):
             rest = [e for e in events if e.ph != "X"]
+            odd = [e.ph for e in rest if e.ph not in KNOWN_PHASES]
+            if odd:
+                self.dropped["no ph"] += odd.count("")
+                self.dropped["unknown ph"] += len(odd) - odd.count("")
             flows = [e for e in rest if e.ph in ("s", "f", "t")]
             if flows:
                 self.flows.append(_flows_columns(flows))
@@ -136,8 +145,8 @@ class _Gathered:
         cats = pl.Series("cat", [e.cat for e in evs], dtype=pl.String)
         tid = _ints("tid", tids)
         cols = [
-            pl.Series("ts", [e.ts for e in evs], dtype=pl.Float64, strict=False),
-            pl.Series("dur", [e.dur for e in evs], dtype=pl.Float64, strict=False),
+            number_texts("ts", [e.ts for e in evs]),
+            number_texts("dur", [e.dur for e in evs]),
             pl.Series("name", [e.name for e in evs], dtype=pl.String, strict=False),
             cats,
             _ints("pid", [e.pid for e in evs]),
@@ -166,9 +175,9 @@ class _Gathered:
     def frames(self) -> dict[str, pl.DataFrame]:
         return {
             "events": self._events(),
-            "flows": _flows_frame(self.flows),
+            "flows": _flows_frame(self.flows, self.dropped),
             "threads": pl.concat(self.threads) if self.threads else empty("threads"),
-            "memory": memory_frame(self.memory, _ns(pl.col("ts"))),
+            "memory": memory_frame(self.memory, exact_ns(pl.col("ts"))),
         }
 
     def _events(self) -> pl.DataFrame:
@@ -193,11 +202,13 @@ class _Gathered:
                     spread.append(_spread(text, idx, n))
                 else:
                     spread.append(_dim3(text, idx, n))
+        times = main.select(exact_ns(pl.col("ts")), exact_ns(pl.col("dur")))
+        reasons = _dropped_reasons(main.select("ts", "dur"), times)
         kind = _kind(pl.col("cat").replace_strict(kinds, return_dtype=KIND))
-        return main.with_columns(
+        out = main.with_columns(
             pl.int_range(n, dtype=pl.UInt32).alias("idx"),
-            _ns(pl.col("ts")),
-            _ns(pl.col("dur").fill_null(0.0)),
+            times["ts"],
+            times["dur"].fill_null(0),
             kind.alias("kind"),
             # A CPU-side call has no stream whatever its args say: ROCm's hip calls carry
             # `"stream": "0x0"` (HTA: -1), which would make every launch look like GPU work.
@@ -208,7 +219,13 @@ class _Gathered:
             .otherwise(pl.col("tid"))
             .alias("tid"),
             *spread,
-        ).select(list(EVENTS_SCHEMA))
+        )
+        if reasons is not None:  # rows with a reason are counted and left out
+            for reason, count in reasons.drop_nulls().value_counts().iter_rows():
+                self.dropped[reason] += count
+            out = out.filter(reasons.is_null())
+            out = out.with_columns(pl.int_range(out.height, dtype=pl.UInt32).alias("idx"))
+        return out.select(list(EVENTS_SCHEMA))
 
 
 def _kind(by_category: pl.Expr) -> pl.Expr:
@@ -308,14 +325,60 @@ def _streams(args: list[EventArgs], tids: list[Any], tid_col: pl.Series) -> pl.S
 # derived once per file
 
 
-def _ns(us: pl.Expr) -> pl.Expr:
-    """Microseconds (int or float) -> exact integer ns.
+#: Timestamps are kept below this many microseconds, so that ts + dur in ns fits an int64.
+MAX_US = 2**62 // 1000
+#: A longer duration is a broken value, not a profiled span (ns).
+MAX_DUR_NS = 86_400 * 10**9
+_DECIMAL = pl.Decimal(19, 3)
 
-    Multiplying a float like 1.6e15 by 1000 would leave the 2**53 range, so the whole and the
-    fractional parts are converted apart.
+
+def exact_ns(text: pl.Expr) -> pl.Expr:
+    """Microseconds as the JSON number's text -> integer ns, exact to the digit.
+
+    A decimal cast, not a float64: at epoch-microsecond scale (~1.7e15) a float64 keeps only
+    quarter microseconds, so `ts` written to the nanosecond would snap to a 0.25 us grid.
+    Null for anything that is not a number (strings, NaN, objects) or out of range.
     """
-    whole = us.floor()
-    return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000.0).round(0).cast(pl.Int64)
+    dec = text.cast(_DECIMAL, strict=False)
+    whole = dec.cast(pl.Int64, strict=False)
+    frac = ((dec - whole.cast(_DECIMAL)) * 1000).cast(pl.Int64)
+    return pl.when(whole.abs() < MAX_US).then(whole * 1000 + frac).alias(text.meta.output_name())
+
+
+def _dropped_reasons(texts: pl.DataFrame, times: pl.DataFrame) -> pl.Series | None:
+    """Why each complete event cannot be used (null where it can): the field and what is
+    wrong; None when every event can (the common case costs three counts and two bounds).
+    `texts`: ts and dur as written, `times`: `exact_ns` of them. A missing dur is a
+    zero-length event, as Kineto writes instants. HTA 0.5 fails on the whole trace instead
+    (a deliberate difference, see README)."""
+    ts, dur = times["ts"], times["dur"]
+    if (
+        ts.null_count() == 0
+        and dur.null_count() == texts["dur"].null_count()
+        and (dur.min() or 0) >= 0
+        and (dur.max() or 0) <= MAX_DUR_NS
+    ):
+        return None
+    ts_f, dur_f = (pl.col(c).cast(pl.Float64, strict=False) for c in ("ts", "dur"))
+    ts, dur = pl.col("ts_ns"), pl.col("dur_ns")
+    reason = (
+        pl.when(pl.col("ts").is_null())
+        .then(pl.lit("no ts"))
+        .when(ts.is_null() & ts_f.is_finite())
+        .then(pl.lit("ts out of range"))
+        .when(ts.is_null())
+        .then(pl.lit("ts is not a number"))
+        .when(pl.col("dur").is_null())
+        .then(None)
+        .when((dur < 0) | (dur.is_null() & (dur_f < 0) & dur_f.is_finite()))
+        .then(pl.lit("dur is negative"))
+        .when((dur > MAX_DUR_NS) | (dur.is_null() & dur_f.is_finite()))
+        .then(pl.lit("dur over a day"))
+        .when(dur.is_null())
+        .then(pl.lit("dur is not a number"))
+    )
+    both = texts.with_columns(times["ts"].alias("ts_ns"), times["dur"].alias("dur_ns"))
+    return both.select(reason.alias("dropped")).to_series()
 
 
 def _nulls(name: str, n: int, dtype: pl.DataType | None = None) -> pl.Series:
@@ -334,6 +397,8 @@ def _texts(field: str, blobs: list[bytes]) -> pl.Series:
     split by polars: no Python object per value (NUL never occurs in JSON text)."""
     joined = b"\x00".join(blobs).decode("utf-8", "replace")
     parts = pl.Series(field, [joined], dtype=pl.String).str.split("\x00").explode()
+    if "\n" in joined:  # pretty-printed: the text a compact file has (no raw newline in a
+        parts = parts.str.replace_all(r"\r?\n\s*", "")  # JSON string, so none is data)
     return pl.select(pl.when(parts != "").then(parts)).to_series()
 
 
@@ -365,17 +430,22 @@ def _flows_columns(evs: list[Event]) -> pl.DataFrame:
             _ints("id", [e.id for e in evs]),
             pl.Series("ph", [e.ph for e in evs], dtype=pl.String),
             pl.Series("cat", [e.cat for e in evs], dtype=pl.String),
-            pl.Series("ts", [e.ts for e in evs], dtype=pl.Float64, strict=False),
+            number_texts("ts", [e.ts for e in evs]),
             _ints("pid", [e.pid for e in evs]),
             _ints("tid", [e.tid for e in evs]),
         ]
     )
 
 
-def _flows_frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
+def _flows_frame(parts: list[pl.DataFrame], dropped: Counter[str]) -> pl.DataFrame:
     if not parts:
         return empty("flows")
-    return pl.concat(parts).with_columns(_ns(pl.col("ts"))).select(list(FLOWS_SCHEMA))
+    flows = pl.concat(parts).with_columns(exact_ns(pl.col("ts")))
+    bad = flows["ts"].null_count()
+    if bad:
+        dropped["flow ts is not a number"] += bad
+        flows = flows.drop_nulls("ts")
+    return flows.select(list(FLOWS_SCHEMA))
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -407,8 +477,8 @@ def _threads_frame(evs: list[Event]) -> pl.DataFrame:
     pid, tid, key, value = zip(*rows, strict=False)
     return pl.DataFrame(
         {
-            "pid": pl.Series(pid, dtype=pl.Int64),
-            "tid": pl.Series(tid, dtype=pl.Int64),
+            "pid": pl.Series(pid, dtype=pl.Int64, strict=False),
+            "tid": pl.Series(tid, dtype=pl.Int64, strict=False),
             "key": pl.Series(key, dtype=pl.String),
             "value": pl.Series([_str_or_none(v) for v in value], dtype=pl.String),
         }

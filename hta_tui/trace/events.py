@@ -7,9 +7,15 @@ collection walk them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+import polars as pl
 
 Num = int | float
+
+#: The phases of the Chrome trace format; an event with another `ph` is counted as dropped.
+KNOWN_PHASES = frozenset("XBEiICbneNOPDstfMRc")
 
 
 class EventArgs(msgspec.Struct, gc=False):
@@ -66,10 +72,25 @@ class Event(msgspec.Struct, gc=False):
     name: str | int | float | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    ts: Num | None = None
-    dur: Num | None = None
+    # Decoded with `float_hook=str` (see parse.py): a fractional number stays its JSON text,
+    # which `columns` turns into exact integer ns. Through a float64, an epoch-microsecond
+    # timestamp (~1.7e15) keeps only quarter microseconds. Any type is accepted here: a string
+    # or an object is a bad value the columns count and drop, not a reason to reject the file.
+    ts: Any = None
+    dur: Any = None
     id: int | str | None = None
     args: EventArgs | None = None
 
 
 NO_ARGS = EventArgs()
+
+
+def number_texts(name: str, values: list[Any]) -> pl.Series:
+    """Numbers (ints, or a float's JSON text: see `Event.ts`) as text for `columns.exact_ns`.
+    Anything else becomes text too and fails there, so it is counted, not raised."""
+    try:
+        return pl.Series(name, values, dtype=pl.String, strict=False)
+    except Exception:  # an object polars cannot make text of
+        texts = [v if isinstance(v, str) else str(v) if isinstance(v, int | float) else "?"
+                 for v in values]  # fmt: skip
+        return pl.Series(name, texts, dtype=pl.String)

@@ -8,10 +8,13 @@ a process.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -22,7 +25,10 @@ import polars as pl
 
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import TraceFile
+from hta_tui.trace.limits import Limits
 from hta_tui.trace.parse import TraceFileError, parse_file
+
+log = logging.getLogger("hta_tui.load")
 
 #: Files smaller than this are parsed in the calling process: a worker start costs more.
 INLINE_BYTES = 2_000_000
@@ -39,6 +45,8 @@ class LoadResult:
     error: str | None = None
     seconds: float = 0.0
     cached: bool = False
+    #: the full traceback of an unexpected error, for the debug log (never the terminal)
+    detail: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -51,14 +59,23 @@ class LoadResult:
 AfterParse = Callable[[Path, dict[str, Any], dict[str, pl.DataFrame]], None]
 
 
-def load_one(tf: TraceFile, cache: Cache, after_parse: AfterParse | None = None) -> LoadResult:
+def load_one(
+    tf: TraceFile,
+    cache: Cache,
+    after_parse: AfterParse | None = None,
+    limits: Limits | None = None,
+) -> LoadResult:
     """Cache hit, else parse and store. Never raises for a bad file: the result says why."""
-    return _cached(tf, cache) or _parse_and_store(tf, cache, after_parse)
+    return _cached(tf, cache) or _parse_and_store(tf, cache, after_parse, limits)
 
 
 def _cached(tf: TraceFile, cache: Cache) -> LoadResult | None:
     t0 = time.perf_counter()
-    meta = cache.lookup(tf)
+    try:
+        meta = cache.lookup(tf)
+    except Exception:  # a damaged entry is a miss: the file is parsed again
+        log.warning("cache lookup failed for %s", tf.path, exc_info=True)
+        return None
     if meta is None:
         return None
     return LoadResult(
@@ -66,26 +83,51 @@ def _cached(tf: TraceFile, cache: Cache) -> LoadResult | None:
     )
 
 
+class FileTimeout(Exception):
+    """Raised in a parser worker when its file takes longer than the time limit."""
+
+
 def _parse_and_store(
-    tf: TraceFile, cache: Cache, after_parse: AfterParse | None = None
+    tf: TraceFile,
+    cache: Cache,
+    after_parse: AfterParse | None = None,
+    limits: Limits | None = None,
 ) -> LoadResult:
+    """Any exception here is this file's, whatever step raised it (read, decode, normalise,
+    store, summarise): it becomes the file's one-line reason, and its traceback goes to the
+    debug log; the other files go on."""
     t0 = time.perf_counter()
+    limits = limits or Limits.from_env()
+
+    def failed(status: str, error: str, detail: str | None = None) -> LoadResult:
+        return LoadResult(tf, status, error=error, seconds=time.perf_counter() - t0, detail=detail)
+
     try:
-        parsed = parse_file(tf.path)
+        parsed = parse_file(tf.path, limits)
         entry = cache.store(tf, parsed)
         meta = parsed.meta
         if after_parse is not None:
             after_parse(entry, meta, parsed.frames)
     except TraceFileError as exc:
         status = "incomplete" if exc.incomplete else "not_trace" if exc.not_trace else "error"
-        return LoadResult(tf, status, error=str(exc), seconds=time.perf_counter() - t0)
+        return failed(status, str(exc))
     except PermissionError:
-        return LoadResult(tf, "error", error="permission denied", seconds=time.perf_counter() - t0)
+        return failed("error", "permission denied")
     except FileNotFoundError:
-        return LoadResult(tf, "error", error="file vanished", seconds=time.perf_counter() - t0)
-    except (OSError, MemoryError, ValueError) as exc:
-        return LoadResult(tf, "error", error=_one_line(exc), seconds=time.perf_counter() - t0)
+        return failed("error", "file vanished")
+    except FileTimeout:
+        return failed("error", _timeout_text(limits))
+    except MemoryError:
+        return failed("error", "out of memory")
+    except OSError as exc:
+        return failed("error", _one_line(exc))
+    except Exception as exc:
+        return failed("error", f"internal error, {_one_line(exc)}", traceback.format_exc())
     return LoadResult(tf, "loaded", meta, entry, seconds=time.perf_counter() - t0)
+
+
+def _timeout_text(limits: Limits) -> str:
+    return f"took longer than {limits.timeout_s:g} s (HTA_TUI_FILE_TIMEOUT)"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -94,11 +136,36 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _worker(
-    tf: TraceFile, cache_root: Path, enabled: bool, after_parse: AfterParse | None
+    tf: TraceFile,
+    cache_root: Path,
+    enabled: bool,
+    after_parse: AfterParse | None,
+    limits: Limits,
 ) -> LoadResult:
     cache = Cache.__new__(Cache)
     cache.root, cache.enabled = cache_root, enabled
-    return _parse_and_store(tf, cache, after_parse)  # the caller found no cache entry
+    with _time_limit(limits.timeout_s):
+        return _parse_and_store(tf, cache, after_parse, limits)  # the caller found no entry
+
+
+def _raise_timeout(signum: int, frame: Any) -> None:
+    raise FileTimeout
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """A worker process's own alarm: the parse stops at the next Python instruction (a read
+    that blocks is interrupted too). The parent's watchdog covers a worker stuck in C."""
+    if not hasattr(signal, "setitimer"):  # pragma: no cover - Windows
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _raise_timeout)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @contextlib.contextmanager
@@ -192,21 +259,35 @@ def load_files(
     workers: int | None = None,
     cancelled: Any = None,
     after_parse: AfterParse | None = None,
+    limits: Limits | None = None,
 ) -> Iterator[LoadResult]:
     """Yield one result per file as each finishes: cache hits and small files first, in this
     process; the rest from a pool of `workers` processes (default: the usable cores).
 
     `cancelled`, when given, is called between results; a true answer stops submitting work.
     `after_parse` (a module-level function, so workers can import it) runs after each parse.
+    `limits`: bytes and seconds per file (default: `Limits.from_env()`).
     Once every file is in, the cache is pruned to its size limit if anything was added.
     """
     stored = False
-    for result in _load(files, cache, workers, cancelled, after_parse):
+    limits = limits or Limits.from_env()
+    for result in _load(files, cache, workers, cancelled, after_parse, limits):
+        _log_result(result)
         stored = stored or (result.ok and not result.cached)
         yield result
     if stored:
         with contextlib.suppress(OSError):
             cache.prune()
+
+
+def _log_result(result: LoadResult) -> None:
+    if result.ok:
+        return
+    path = result.file.path
+    if result.detail:
+        log.error("%s: %s\n%s", path, result.error, result.detail.rstrip())
+    else:
+        log.info("%s: %s: %s", path, result.status, result.error)
 
 
 def _load(
@@ -215,12 +296,13 @@ def _load(
     workers: int | None,
     cancelled: Any,
     after_parse: AfterParse | None,
+    limits: Limits,
 ) -> Iterator[LoadResult]:
     pending: list[TraceFile] = []
     for tf in files:
         result = _cached(tf, cache)
         if result is None and tf.size < INLINE_BYTES:
-            result = _parse_and_store(tf, cache, after_parse)
+            result = _parse_and_store(tf, cache, after_parse, limits)
         if result is None:
             pending.append(tf)
             continue
@@ -232,26 +314,54 @@ def _load(
     n = min(workers or default_workers(), len(pending))
     if n <= 1:
         for tf in pending:
-            yield _parse_and_store(tf, cache, after_parse)
+            yield _parse_and_store(tf, cache, after_parse, limits)
             if cancelled is not None and cancelled():
                 return
         return
     # Largest first keeps both cores busy to the end; forkserver avoids forking a process that
     # runs polars or Textual threads.
     pending.sort(key=lambda tf: tf.size, reverse=True)
+    while pending:
+        pending = yield from _pool_round(pending, n, cache, after_parse, limits, cancelled)
+
+
+#: How often the parent looks for a worker past its time limit (s), and how long past the
+#: limit it waits for the worker's own alarm before it kills the pool.
+WATCHDOG_TICK_S = 0.5
+WATCHDOG_GRACE_S = 5.0
+
+
+def _pool_round(
+    pending: list[TraceFile],
+    n: int,
+    cache: Cache,
+    after_parse: AfterParse | None,
+    limits: Limits,
+    cancelled: Any,
+) -> Iterator[LoadResult]:
+    """Parse `pending` in a pool of `n` processes. Returns the files left to do: empty,
+    unless a worker overran its time limit (stuck where its alarm cannot reach, in C); then
+    that file gets its reason, the pool is killed and the others go to a new one."""
     ctx = mp.get_context(START_METHOD)
     prepare_pool()
     with _usable_stderr():
-        pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx)
+        pool = ProcessPoolExecutor(max_workers=min(n, len(pending)), mp_context=ctx)
     with pool:
         with _usable_stderr(), _children_skip_main():  # processes start on the first submits
             owner: dict[Future[LoadResult], TraceFile] = {
-                pool.submit(_worker, tf, cache.root, cache.enabled, after_parse): tf
+                pool.submit(_worker, tf, cache.root, cache.enabled, after_parse, limits): tf
                 for tf in pending
             }
         futures = set(owner)
+        # When each running file started, as far as the parent can tell: the pool marks one
+        # more than it has workers as running (queued), so clocks restart at every finish;
+        # a stuck worker is still found, once the others are done.
+        started: dict[Future[LoadResult], float] = {}
+        deadline = limits.timeout_s + WATCHDOG_GRACE_S
         while futures:
-            done, futures = wait(futures, return_when=FIRST_COMPLETED)
+            done, futures = wait(futures, timeout=WATCHDOG_TICK_S, return_when=FIRST_COMPLETED)
+            if done:
+                started.clear()
             for fut in done:
                 try:
                     yield fut.result()
@@ -260,4 +370,24 @@ def _load(
             if cancelled is not None and cancelled():
                 for fut in futures:
                     fut.cancel()
-                return
+                return []
+            now = time.monotonic()
+            for fut in futures:
+                if fut.running():
+                    started.setdefault(fut, now)
+            stuck = [f for f in futures if now - started.get(f, now) > deadline]
+            if stuck:
+                for fut in stuck:
+                    yield LoadResult(owner[fut], "error", error=_timeout_text(limits))
+                _kill(pool)
+                return [owner[f] for f in futures if f not in stuck]
+    return []
+
+
+def _kill(pool: ProcessPoolExecutor) -> None:
+    """End a pool whose worker will not return (its processes are killed, not waited for)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in processes:
+        with contextlib.suppress(Exception):
+            proc.kill()
+    pool.shutdown(wait=False, cancel_futures=True)

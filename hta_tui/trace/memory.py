@@ -12,7 +12,7 @@ import operator
 
 import polars as pl
 
-from hta_tui.trace.events import NO_ARGS, Event
+from hta_tui.trace.events import NO_ARGS, Event, number_texts
 from hta_tui.trace.schema import MEMORY_SCHEMA
 
 MEMORY_NAME = "[memory]"
@@ -29,12 +29,14 @@ _ARGS = {
 
 
 def memory_columns(events: list[Event]) -> pl.DataFrame | None:
-    """The `[memory]` events among `events` (no complete ones) as raw columns; ts still in us."""
+    """The `[memory]` events among `events` (no complete ones) as raw columns; ts still the
+    microseconds' text."""
     mem = [e for e in events if e.ph == "i" and e.name == MEMORY_NAME]
     if not mem:
         return None
     args = [e.args or NO_ARGS for e in mem]
-    cols = [pl.Series("ts", [e.ts for e in mem], dtype=pl.Float64, strict=False)]
+    # ts as written (a fractional number's text, see events.Event.ts), for columns.exact_ns
+    cols = [number_texts("ts", [e.ts for e in mem])]
     cols += [
         pl.Series(col, list(map(operator.attrgetter(f), args)), MEMORY_SCHEMA[col], strict=False)
         for col, f in _ARGS.items()
@@ -47,13 +49,14 @@ def memory_columns(events: list[Event]) -> pl.DataFrame | None:
 
 
 def memory_frame(parts: list[pl.DataFrame], ns: pl.Expr) -> pl.DataFrame:
-    """The file's memory frame from its chunks' columns; `ns` converts the us column `ts`.
-    Events without a timestamp cannot be placed on the curve and are dropped."""
+    """The file's memory frame from its chunks' columns; `ns` converts the us column `ts`
+    (null when it is not a number). Events without a timestamp cannot be placed on the curve
+    and are dropped."""
     if not parts:
         return pl.DataFrame(schema=MEMORY_SCHEMA)
     return (
         pl.concat(parts)
-        .filter(pl.col("ts").is_not_null() & pl.col("ts").is_finite())
         .with_columns(ns)
+        .filter(pl.col("ts").is_not_null())
         .select(list(MEMORY_SCHEMA))
     )

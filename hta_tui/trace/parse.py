@@ -14,6 +14,7 @@ import gzip
 import os
 import re
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +27,10 @@ import polars as pl
 from hta_tui.trace.columns import build_frames
 from hta_tui.trace.discover import not_regular
 from hta_tui.trace.events import Event, EventArgs
+from hta_tui.trace.limits import Limits
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 8
+PARSER_VERSION = 9
 
 
 class TraceFileError(Exception):
@@ -56,7 +58,9 @@ class _Trace(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Trace)
-_EVENTS = msgspec.json.Decoder(list[Event])
+# float_hook=str: `Event.ts` / `dur` keep a fractional number's digits (see columns.exact_ns)
+_EVENTS = msgspec.json.Decoder(list[Event], float_hook=str)
+_EVENT = msgspec.json.Decoder(Event, float_hook=str)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 
 #: JSON decoded into structs at a time. All of a 100 MB trace's events as structs took 400 MB
@@ -75,11 +79,12 @@ class ParsedTrace:
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
 
 
-def read_regular(path: str | Path) -> bytes:
-    """The bytes of a regular file; anything else (a FIFO, a socket, a device, or a link to
-    one) raises before a byte is read. The check is made on the opened file too (opened
-    non-blocking: a FIFO without a writer would block the open), so a file swapped for a FIFO
-    after discovery is refused as well."""
+def read_regular(path: str | Path, limit: int | None = None) -> bytes:
+    """The bytes of a regular file (at most `limit` + 1 of them, enough to tell it is over
+    the limit); anything else (a FIFO, a socket, a device, or a link to one) raises before a
+    byte is read. The check is made on the opened file too (opened non-blocking: a FIFO
+    without a writer would block the open), so a file swapped for a FIFO after discovery is
+    refused as well."""
     try:
         why = not_regular(os.stat(path).st_mode)
     except FileNotFoundError:
@@ -89,41 +94,52 @@ def read_regular(path: str | Path) -> bytes:
     if why is None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         with open(fd, "rb", closefd=True) as f:
-            why = not_regular(os.fstat(fd).st_mode)
+            st = os.fstat(fd)
+            why = not_regular(st.st_mode)
             if why is None:
-                return f.read()
+                return f.read() if limit is None else f.read(min(st.st_size, limit) + 1)
     raise TraceFileError(why, not_trace=True)
 
 
-def read_bytes(path: str | Path) -> bytes:
-    """The file's JSON bytes, gunzipped when compressed (by magic, not by name)."""
-    data = read_regular(path)
+def read_bytes(path: str | Path, max_bytes: int | None = None) -> bytes:
+    """The file's JSON bytes, gunzipped when compressed (by magic, not by name), at most
+    `max_bytes` of them (default: `Limits.from_env()`)."""
+    limit = Limits.from_env().max_bytes if max_bytes is None else max_bytes
+    data = read_regular(path, limit)
     if data[:2] == b"\x1f\x8b":
-        try:
-            return _gunzip(data)
-        except (EOFError, zlib.error, gzip.BadGzipFile, OSError) as exc:
-            raise TraceFileError(
-                f"truncated or corrupt gzip ({exc})", incomplete=isinstance(exc, EOFError)
-            ) from exc
+        return _gunzip(data, limit)
+    if len(data) > limit:
+        raise TraceFileError(_too_big(limit))
     return data
 
 
-def _gunzip(data: bytes) -> bytes:
-    """The output buffer is sized from the gzip trailer: growing it as it fills (the library
-    default) peaks at twice the trace in memory. Several members (the trailer then gives the
-    last one's size only) or a damaged stream go the slow way, which also names the error."""
-    try:
-        from isal import igzip, isal_zlib  # 2-3x faster than zlib when installed
+def _too_big(limit: int) -> str:
+    return f"larger than the {limit / 1e6:,.0f} MB limit (HTA_TUI_MAX_FILE_MB)"
 
-        whole, one = igzip.decompress, isal_zlib.decompress
-    except ImportError:
-        whole, one = gzip.decompress, zlib.decompress
-    size = int.from_bytes(data[-4:], "little") if len(data) >= 18 else 0
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """At most `limit` bytes out, whatever the gzip trailer claims (a gzip bomb stops at the
+    limit), member after member. isal's inflate when installed (2-3x faster than zlib)."""
     try:
-        out = one(data, wbits=31, bufsize=max(size, 1))
-    except Exception:
-        return whole(data)
-    return out if len(out) % 2**32 == size else whole(data)
+        from isal import isal_zlib as inflate
+    except ImportError:
+        inflate = zlib  # type: ignore[assignment]
+    parts: list[bytes] = []
+    total, rest = 0, data
+    try:
+        while rest:
+            d = inflate.decompressobj(wbits=31)
+            out = d.decompress(rest, limit + 1 - total)
+            total += len(out)
+            parts.append(out)
+            if total > limit:
+                raise TraceFileError(_too_big(limit))
+            if not d.eof:
+                raise TraceFileError("truncated gzip (still being written?)", incomplete=True)
+            rest = d.unused_data.lstrip(b"\x00")  # padding after the last member
+    except (zlib.error, inflate.error, gzip.BadGzipFile, EOFError) as exc:
+        raise TraceFileError(f"corrupt gzip ({exc})") from exc
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def parse_bytes(buf: bytes, *, path: str = "") -> ParsedTrace:
@@ -142,6 +158,8 @@ def _parse_owned(holder: list[bytes]) -> ParsedTrace:
     gc.disable()
     try:
         return _parse_bytes(holder)
+    except RecursionError as exc:  # msgspec, even when skipping a value, recurses per level
+        raise TraceFileError("invalid JSON (nested too deeply)") from exc
     finally:
         if was_enabled:
             gc.enable()
@@ -164,13 +182,15 @@ def _parse_bytes(holder: list[bytes]) -> ParsedTrace:
             pass  # not laid out as it seemed, or broken: the whole file tells which
     try:
         trace = _DECODER.decode(buf)
+    except UnicodeDecodeError as exc:
+        raise TraceFileError(f"invalid JSON (text is not UTF-8 at byte {exc.start})") from exc
     except msgspec.DecodeError as exc:
         msg = str(exc)
         if "truncated" in msg.lower():
             raise TraceFileError("incomplete JSON (still being written?)", incomplete=True) from exc
         if "Expected `" not in msg:
             raise TraceFileError(f"invalid JSON ({msg})") from exc
-        return _parsed(*_lenient(buf))  # a top-level field of an unexpected type
+        return _lenient(buf)  # a top-level field of an unexpected type
     text = memoryview(trace.traceEvents)
     if not len(text) or text[:4] == b"null":
         if len(trace.nodes):
@@ -182,62 +202,118 @@ def _parse_bytes(holder: list[bytes]) -> ParsedTrace:
 
 
 def _from_events(trace: _Trace, text: memoryview, buf: bytes) -> ParsedTrace:
-    """The trace from its events array `text`; an event field of an unexpected type sends the
-    whole file the lenient way. DecodeError when `text` is not a valid array."""
+    """The trace from its events array `text`. DecodeError when `text` is not a valid
+    array; an event field of an unexpected type costs only that event (`_decode_chunk`)."""
+    dropped: Counter[str] = Counter()
     try:
-        return _parsed(trace, _frames_of(text))
-    except msgspec.ValidationError:
-        return _parsed(*_lenient(buf))
-
-
-def _frames_of(text: memoryview) -> dict[str, pl.DataFrame]:
-    """Chunks cut from the text; where a cut fell inside a string, one raw per event."""
-    try:
-        return build_frames(_chunks(text))
-    except msgspec.ValidationError:
-        raise
+        frames = build_frames(_chunks(text, dropped), dropped)
     except msgspec.DecodeError:
-        return build_frames(_decoded(_RAWS.decode(text)))
+        # a cut fell inside a string: one raw per event (DecodeError: not an array at all)
+        dropped.clear()
+        frames = build_frames(_decoded(_RAWS.decode(text), dropped), dropped)
+    return _parsed(trace, frames, dropped)
 
 
 _EVENTS_KEY = b'"traceEvents"'
 _ARRAY_START = re.compile(rb"\s*:\s*\[")
+#: After a value inside an object: the next key or the object's end.
+_AFTER_VALUE = re.compile(rb"\s*[,}]")
+#: The keys Kineto writes after the events (log arrays, names) are searched for the array's
+#: end in this many trailing bytes; a longer tail is found by decoding the whole document.
+TAIL_WINDOW = 4_000_000
+#: The last event is looked for in this many bytes before a candidate end.
+LAST_EVENT_WINDOW = 65_536
 
 
 def _find_events(buf: bytes) -> tuple[_Trace, memoryview] | None:
     """The top-level fields, and the traceEvents array's text, without scanning the array.
 
     Decoding the whole document only to learn where the array ends costs a tenth of the parse.
-    Kineto writes the array last but for a few short keys, so the file's last "]" closes it;
-    the rest of the document, with the array cut out, must then decode, and each chunk of the
-    array must too (see `_chunks`). None, or a DecodeError from a chunk, when the file is laid
-    out otherwise or broken: the caller then decodes the whole document.
+    The array's end is found from the file's end instead (`_events_end`), wherever the array
+    sits among the other keys; the rest of the document, with the array cut out, must then
+    decode, and each chunk of the array must too (see `_chunks`). None, or a DecodeError from
+    a chunk, when the file is laid out otherwise or broken: the caller then decodes the whole
+    document.
     """
     key = buf.find(_EVENTS_KEY)
     opening = _ARRAY_START.match(buf, key + len(_EVENTS_KEY)) if key >= 0 else None
-    closing = buf.rfind(b"]")
-    if opening is None or closing < opening.end():
+    if opening is None:
+        return None
+    first = opening.end() - 1
+    closing = _events_end(buf, first)
+    if closing is None:
         return None
     view = memoryview(buf)
-    rest = b"".join((view[: opening.end() - 1], b"null", view[closing + 1 :]))
+    rest = b"".join((view[:first], b"null", view[closing + 1 :]))
     try:
         trace = _DECODER.decode(rest)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
-    return trace, view[opening.end() - 1 : closing + 1]
+    return trace, view[first : closing + 1]
 
 
-def _parsed(trace: _Trace, frames: dict[str, pl.DataFrame]) -> ParsedTrace:
+def _events_end(buf: bytes, first: int) -> int | None:
+    """The position of the "]" closing the events array that opens at `first`.
+
+    Walks back over the "]"s of the file's tail: the one closing the events is followed by
+    the next key or the document's end, and preceded by an event (an object with a `ph`) or
+    the opening bracket. That passes over Kineto's trailing log arrays (strings) and a
+    trailing array of other objects (deviceProperties after the events). A wrong answer
+    cannot decode (`_chunks`), so this only decides how fast the file parses.
+    """
+    stop, floor = len(buf), max(first, len(buf) - TAIL_WINDOW)
+    while (end := buf.rfind(b"]", floor, stop)) > first:
+        stop = end
+        if not _AFTER_VALUE.match(buf, end + 1):
+            continue
+        near = buf[max(first, end - 256) : end].rstrip()  # what the "]" closes
+        if near == b"[" and end - 256 <= first:
+            return end  # the events array, empty
+        if near[-1:] != b"}":
+            continue
+        before = buf[max(first, end - LAST_EVENT_WINDOW) : end].rstrip()
+        if _is_event(before, whole=end - LAST_EVENT_WINDOW <= first):
+            return end
+    return None
+
+
+def _is_event(before: bytes, *, whole: bool) -> bool:
+    """Whether `before` (the text before a candidate end; `whole`: from the array's opening
+    bracket) ends with an event: the object after its last "}, {" has a `ph`."""
+    edges = list(_EDGE.finditer(before))
+    if edges:
+        start = edges[-1].end() - 1
+    elif whole:
+        start = before.find(b"{")
+    else:
+        return False  # one event longer than the window: let the whole document decide
+    try:
+        return bool(_EVENT.decode(before[start:]).ph)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return False
+
+
+def _parsed(trace: _Trace, frames: dict[str, pl.DataFrame], dropped: Counter[str]) -> ParsedTrace:
+    events = frames["events"]
+    if dropped and events.is_empty() and frames["flows"].is_empty():
+        raise TraceFileError(f"no usable event: {dropped_text(dropped)}")
     meta = _meta(trace)
-    meta.update(_frame_facts(frames["events"]))
+    meta.update(_frame_facts(events))
+    meta["dropped_events"] = dict(dropped.most_common())
     return ParsedTrace(meta=meta, frames=frames)
+
+
+def dropped_text(dropped: dict[str, int]) -> str:
+    """'ts is not a number in 1 event; no ph in 3 events': what a file lost, and why."""
+    ordered = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+    return "; ".join(f"{why} in {n:,} event{'s' if n != 1 else ''}" for why, n in ordered)
 
 
 #: Between two events of the traceEvents array (or, rarely, inside a string: see `_chunks`).
 _EDGE = re.compile(rb"\}\s*,\s*\{")
 
 
-def _chunks(text: memoryview) -> Iterator[list[Event]]:
+def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
     """The events of the array `text`, decoded about CHUNK_BYTES of JSON at a time.
 
     Chunks are cut at a "}, {" found by a regex, without splitting the array into one object
@@ -249,16 +325,48 @@ def _chunks(text: memoryview) -> Iterator[list[Event]]:
     while True:
         edge = _EDGE.search(text, start + CHUNK_BYTES, end) if start + CHUNK_BYTES < end else None
         stop = end if edge is None else edge.start() + 1
-        yield _EVENTS.decode(b"".join((b"[", text[start:stop], b"]")))
+        yield _decode_chunk(b"".join((b"[", text[start:stop], b"]")), dropped)
         if edge is None:
             return
         start = edge.end() - 1
 
 
-def _decoded(raws: list[msgspec.Raw]) -> Iterator[list[Event]]:
+#: What a well-formed chunk can still raise: a field of an unexpected type, text that is not
+#: UTF-8 (msgspec checks strings as it builds them).
+_BAD_VALUES = (msgspec.ValidationError, UnicodeDecodeError)
+
+
+def _decode_chunk(piece: bytes, dropped: Counter[str]) -> list[Event]:
+    """One chunk's events; when a field has a type the structs do not take (a name that is
+    an object, a pid that is a list, an event that is not an object) or text is not UTF-8,
+    the chunk's events one by one, repaired (`_coerce_event`) or counted as dropped."""
+    try:
+        return _EVENTS.decode(piece)
+    except _BAD_VALUES:
+        raws = _RAWS.decode(piece)
+    out = []
+    for raw in raws:
+        try:
+            out.append(_EVENT.decode(raw))
+            continue
+        except _BAD_VALUES:
+            pass
+        try:
+            event = _coerce_event(_ANY.decode(raw))
+        except UnicodeDecodeError:
+            dropped["text is not UTF-8"] += 1
+            continue
+        if event is None:
+            dropped["not an object"] += 1
+        else:
+            out.append(event)
+    return out
+
+
+def _decoded(raws: list[msgspec.Raw], dropped: Counter[str]) -> Iterator[list[Event]]:
     """The events as structs, CHUNK at a time (each raw is one event's JSON text)."""
     for start in range(0, len(raws), CHUNK):
-        yield _EVENTS.decode(b"[" + b",".join(raws[start : start + CHUNK]) + b"]")
+        yield _decode_chunk(b"[" + b",".join(raws[start : start + CHUNK]) + b"]", dropped)
 
 
 def _slices(events: list[Event]) -> Iterator[list[Event]]:
@@ -266,29 +374,29 @@ def _slices(events: list[Event]) -> Iterator[list[Event]]:
         yield events[start : start + CHUNK]
 
 
-def parse_file(path: str | Path) -> ParsedTrace:
-    parsed = _parse_owned([read_bytes(path)])
+def parse_file(path: str | Path, limits: Limits | None = None) -> ParsedTrace:
+    max_bytes = (limits or Limits.from_env()).max_bytes
+    parsed = _parse_owned([read_bytes(path, max_bytes)])
     parsed.meta["path"] = str(path)
     return parsed
 
 
-def _lenient(buf: bytes) -> tuple[_Trace, dict[str, pl.DataFrame]]:
-    trace, events = _lenient_decode(buf)
-    return trace, build_frames(_slices(events))
+#: Any JSON, fractional numbers kept as their text (as the structs do).
+_ANY = msgspec.json.Decoder(float_hook=str)
 
 
-def _lenient_decode(buf: bytes) -> tuple[_Trace, list[Event]]:
-    """Slow path for files whose fields have unexpected types: coerce event by event."""
+def _lenient(buf: bytes) -> ParsedTrace:
+    """Slow path for files whose top-level fields have unexpected types: event by event."""
     try:
-        raw = orjson.loads(buf)
-    except orjson.JSONDecodeError as exc:
+        raw = _ANY.decode(buf)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise TraceFileError(f"invalid JSON ({exc})") from exc
     if not isinstance(raw, dict):
         raise TraceFileError("not a Kineto trace", not_trace=True)
     events = raw.pop("traceEvents", None)
     if events is not None and not isinstance(events, list):
         raise TraceFileError("not a Kineto trace: traceEvents is not a list", not_trace=True)
-    top = {k: msgspec.Raw(orjson.dumps(v)) for k, v in raw.items() if k in _RAW_KEYS}
+    top = {k: msgspec.Raw(msgspec.json.encode(v)) for k, v in raw.items() if k in _RAW_KEYS}
     for k in ("traceName", "displayTimeUnit"):
         if isinstance(raw.get(k), str):
             top[k] = raw[k]
@@ -298,7 +406,12 @@ def _lenient_decode(buf: bytes) -> tuple[_Trace, list[Event]]:
         if "nodes" in top:
             raise TraceFileError("not a Kineto trace: PyTorch execution trace", not_trace=True)
         raise TraceFileError("not a Kineto trace: no traceEvents", not_trace=True)
-    return _Trace(**top), [ev for ev in map(_coerce_event, events) if ev is not None]
+    coerced = [_coerce_event(ev) for ev in events]
+    dropped: Counter[str] = Counter()
+    if None in coerced:
+        dropped["not an object"] = coerced.count(None)
+    kept = [ev for ev in coerced if ev is not None]
+    return _parsed(_Trace(**top), build_frames(_slices(kept), dropped), dropped)
 
 
 _RAW_KEYS = {
@@ -327,7 +440,7 @@ def _coerce_event(raw: Any) -> Event | None:
             if v is None:
                 continue
             if f.type is msgspec.Raw:
-                clean[f.name] = msgspec.Raw(orjson.dumps(v))
+                clean[f.name] = msgspec.Raw(msgspec.json.encode(v))
                 continue
             with contextlib.suppress(msgspec.ValidationError):
                 clean[f.name] = msgspec.convert(v, f.type, strict=False)
@@ -345,7 +458,22 @@ def _coerce_event(raw: Any) -> Event | None:
 
 
 def _raw_json(raw: msgspec.Raw) -> Any:
-    return orjson.loads(bytes(raw)) if len(raw) else None
+    """A metadata value, or None when it cannot be kept as JSON (orjson, which stores the
+    cache's metadata, takes no integer beyond 64 bits and no nesting past 255 levels)."""
+    if not len(raw):
+        return None
+    try:
+        value = orjson.loads(bytes(raw))
+        orjson.dumps(value)  # writes less deep than it reads (255 levels, not 1024)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return None
+    return value
+
+
+def _small_int(value: Any, bound: int) -> int | None:
+    """An integer in [0, bound), else None (a bool is not a rank)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < bound
+    return value if ok else None
 
 
 def _meta(trace: _Trace) -> dict[str, Any]:
@@ -354,13 +482,14 @@ def _meta(trace: _Trace) -> dict[str, Any]:
     if props is None:
         props = _raw_json(trace.computeProperties)  # ROCm / older profilers
     rank = dist.get("rank") if isinstance(dist, dict) else None
+    name = trace.traceName
     return {
         "distributed_info": dist if isinstance(dist, dict) else None,
-        "rank_in_file": rank if isinstance(rank, int) else None,
+        "rank_in_file": _small_int(rank, 2**31),
         "device_properties": props if isinstance(props, list) else [],
         "schema_version": _raw_json(trace.schemaVersion),
-        "trace_name": trace.traceName,
-        "base_time_ns": trace.baseTimeNanoseconds,
+        "trace_name": name if name is None or len(name) < 4096 else name[:4096],
+        "base_time_ns": _small_int(trace.baseTimeNanoseconds, 2**63),
         "parser_version": PARSER_VERSION,
     }
 

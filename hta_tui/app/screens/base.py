@@ -334,6 +334,15 @@ class AnalysisScreen(Screen):
             if table.filter_text != text.strip():
                 table.set_filter(text)
 
+    @on(FrameTable.OpenTimeline)
+    def _open_timeline(self, msg: FrameTable.OpenTimeline) -> None:
+        """`t` on a table row: the timeline screen, zoomed to the row's moment."""
+        msg.stop()
+        self.app.action_goto("timeline")  # type: ignore[attr-defined]
+        screen = self.app.screen
+        if hasattr(screen, "show_moment"):
+            screen.show_moment(msg.moment)
+
     def action_back(self) -> None:
         """Escape: clear a filter first (typed or kept), and only then leave the screen."""
         box = self.query_one("#filter", Input)

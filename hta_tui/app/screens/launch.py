@@ -27,6 +27,7 @@ from hta_tui.analysis import launch
 from hta_tui.analysis.downsample import thin_points
 from hta_tui.analysis.launch_kernels import launch_table
 from hta_tui.analysis.names import fold_names
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -54,6 +55,9 @@ TABS = ("short", "runtime", "delay")
 #: thousands of rows, and drawing 2,000 rows three times costs a second per recompute.
 MAX_ROWS = 300
 PLOTS = ("scatter", "delay")
+
+#: `t` on a launch row: the kernel it launched (its correlation id; `ts` is ns as written).
+LAUNCH_MOMENT = MomentColumns("ts", unit="ns", base="abs", name="kernel", correlation="correlation")
 
 
 def parse_cutoff(text: str) -> float | None:
@@ -133,15 +137,24 @@ class LaunchScreen(AnalysisScreen):
         with TabbedContent(id="launch-tabs", initial="short"):
             with TabPane("Short kernels", id="short"):
                 yield FrameTable(
-                    id="short-table", export_name="short_gpu_kernels", max_rows=MAX_ROWS
+                    id="short-table",
+                    export_name="short_gpu_kernels",
+                    max_rows=MAX_ROWS,
+                    moment=LAUNCH_MOMENT,
                 )
             with TabPane("Runtime outliers", id="runtime"):
                 yield FrameTable(
-                    id="runtime-table", export_name="runtime_outliers", max_rows=MAX_ROWS
+                    id="runtime-table",
+                    export_name="runtime_outliers",
+                    max_rows=MAX_ROWS,
+                    moment=LAUNCH_MOMENT,
                 )
             with TabPane("Delay outliers", id="delay"):
                 yield FrameTable(
-                    id="delay-table", export_name="launch_delay_outliers", max_rows=MAX_ROWS
+                    id="delay-table",
+                    export_name="launch_delay_outliers",
+                    max_rows=MAX_ROWS,
+                    moment=LAUNCH_MOMENT,
                 )
 
     # -- computation (worker) ------------------------------------------------------------------

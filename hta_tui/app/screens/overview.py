@@ -158,7 +158,7 @@ class OverviewScreen(Screen):
         )
 
     def _cells(self, table: FilesTable, row: FileRow) -> list[Text]:
-        style = table.status_style(row.status)
+        style = table.status_style(row.tone)
         cells = []
         file_w = {k: w for k, _, w in self._layout}.get("file", 0)
         for key, _, _ in self._layout:
@@ -303,5 +303,5 @@ class OverviewScreen(Screen):
             text.append("  (enter: show this span)")
         if row.reason:
             text.append("  ")
-            text.append(row.reason, style=table.status_style(row.status))
+            text.append(row.reason, style=table.status_style(row.tone))
         detail.update(text)

@@ -44,6 +44,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
     ),
     ScreenEntry("y", "syncs", "Syncs", "hta_tui.app.screens.syncs:SyncsScreen"),
     ScreenEntry("u", "modules", "Modules", "hta_tui.app.screens.modules:ModulesScreen"),
+    ScreenEntry("T", "timeline", "Trace timeline", "hta_tui.app.screens.timeline:TimelineScreen"),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}

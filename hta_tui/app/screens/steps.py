@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import annotations, step_compare, steps
 from hta_tui.app.format import fmt_us
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 
@@ -52,6 +53,9 @@ STRAGGLER_ORDER: tuple[str, ...] = (
 
 #: With more ranks than this (the chart box shows about 6), the slowest come first.
 MANY_BARS = 6
+
+#: `t` on an iteration: its ProfilerStep on the timeline (times are us from the job's start).
+STEP_MOMENT = MomentColumns("ts", dur="dur", name="iter", name_format="ProfilerStep#{}")
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,9 @@ class StepsScreen(AnalysisScreen):
             with TabPane("Per step", id=TABS[0]):
                 yield FrameTable(id="steps-per-step", key_column="iter", export_name="step_spread")
             with TabPane("Iterations", id=TABS[1]):
-                yield FrameTable(id="steps-iterations", export_name="iterations")
+                yield FrameTable(
+                    id="steps-iterations", export_name="iterations", moment=STEP_MOMENT
+                )
             with TabPane("Stragglers", id=TABS[2]):
                 yield FrameTable(id="steps-stragglers", key_column="rank", export_name="stragglers")
             with TabPane("Annotations (CPU)", id=TABS[3]):

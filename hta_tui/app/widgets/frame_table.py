@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import polars as pl
 from rich.cells import cell_len
 from rich.text import Text
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -23,6 +24,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from hta_tui.analysis.tables import csv_for_people
+from hta_tui.app.moment import Moment, MomentColumns
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.printable import printable
@@ -135,7 +137,15 @@ class FrameTable(PlainCells):
         Binding("k", "cursor_up", "Up", show=False),
         Binding("g", "scroll_top", "Top", show=False),
         Binding("G", "scroll_bottom", "Bottom", show=False),
+        Binding("t", "timeline", "Timeline", tooltip="Open the timeline at this row's moment"),
     ]
+
+    class OpenTimeline(Message):
+        """`t` on a row that names a moment (the screen opens the timeline there)."""
+
+        def __init__(self, moment: Moment) -> None:
+            super().__init__()
+            self.moment = moment
 
     class Exported(Message):
         def __init__(self, table: FrameTable, path: Path, rows: int) -> None:
@@ -150,6 +160,7 @@ class FrameTable(PlainCells):
         key_column: str | None = None,
         export_name: str = "table",
         max_rows: int = MAX_ROWS,
+        moment: MomentColumns | None = None,
         **kw: Any,
     ) -> None:
         kw.setdefault("cursor_type", "row")
@@ -158,6 +169,8 @@ class FrameTable(PlainCells):
         self.key_column = key_column
         self.export_name = export_name
         self.max_rows = max_rows
+        #: the columns naming a moment, for `t` (None: the key belongs to the screen)
+        self.moment = moment
         self.frame: pl.DataFrame = pl.DataFrame()
         #: columns kept in the frame (cursor row, filter, export) but not drawn: a kernel's
         #: full name behind its short one
@@ -224,6 +237,17 @@ class FrameTable(PlainCells):
         if df.is_empty() or not 0 <= self.cursor_row < min(df.height, self.max_rows):
             return None
         return df.row(self.cursor_row, named=True)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.moment is not None if action == "timeline" else True
+
+    def action_timeline(self) -> None:
+        if self.moment is None:
+            raise SkipAction()  # the screen's own `t` (a threshold, a toggle) answers
+        row = self.selected_row()
+        moment = self.moment.moment(row) if row is not None else None
+        if moment is not None:
+            self.post_message(self.OpenTimeline(moment))
 
     def restyle(self, shown: pl.DataFrame) -> dict[str, list[Any]]:
         """Subclasses: cells (Rich renderables) to draw instead of the plain texts, by column,

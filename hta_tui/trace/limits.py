@@ -1,0 +1,42 @@
+"""How much one file may cost a load: bytes read (after gunzip) and seconds.
+
+A trace folder is shared space: a runaway writer, a gzip bomb or a file that never ends must
+not hold the other ranks back. Over a limit, a file gets a reason; the others load.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+#: Uncompressed JSON per file (MB, 10**6 bytes); $HTA_TUI_MAX_FILE_MB. A 4 GB rank needs
+#: about 12 GB of memory to parse.
+DEFAULT_MAX_MB = 4_000.0
+#: Seconds one file may take to read, parse and store; $HTA_TUI_FILE_TIMEOUT. A 500 MB rank
+#: parses in about 6 s on a slow core.
+DEFAULT_TIMEOUT_S = 300.0
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_bytes: int = int(DEFAULT_MAX_MB * 1_000_000)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def from_env(cls, *, max_mb: float | None = None, timeout_s: float | None = None) -> Limits:
+        """The given values, else $HTA_TUI_MAX_FILE_MB / $HTA_TUI_FILE_TIMEOUT, else defaults."""
+        mb = max_mb if max_mb is not None else _env_float("HTA_TUI_MAX_FILE_MB", DEFAULT_MAX_MB)
+        secs = (
+            timeout_s
+            if timeout_s is not None
+            else _env_float("HTA_TUI_FILE_TIMEOUT", DEFAULT_TIMEOUT_S)
+        )
+        return cls(max_bytes=int(mb * 1_000_000), timeout_s=float(secs))
