@@ -78,3 +78,24 @@ async def test_every_screen_states_its_scope_and_a_holds_everywhere(
         assert "steps 2-5" in _title(app)
         await pilot.press("a")
         await wait_until(pilot, lambda: screen_ready(app) and "left out" in _title(app))
+
+
+async def test_screens_outside_htas_steps_say_what_they_cover(traces: Path, tmp_path: Path) -> None:
+    """Screens that do not use HTA's steps (the TensorBoard views, syncs, modules, the
+    timeline) never claim HTA's left-out step; each states its own time scope."""
+    from hta_tui.app.screens.base import AnalysisScreen
+
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        checked = 0
+        for entry in SCREENS:
+            cls = entry.load()
+            if not issubclass(cls, AnalysisScreen) or cls.STEPS is None:
+                continue
+            await app.switch_mode(entry.mode)
+            want = cls.STEPS
+            await wait_until(pilot, lambda w=want: screen_ready(app) and w in _title(app))
+            assert "left out as HTA" not in _title(app), entry.mode
+            checked += 1
+        assert checked >= 4

@@ -123,6 +123,11 @@ class RankPicker(ModalScreen[int | None]):
 class AnalysisScreen(Screen):
     """Base of the numbered analysis screens (see the module docstring)."""
 
+    #: What the numbers cover in time, when it is not HTA's steps (the last ProfilerStep left
+    #: out unless `a`): "whole trace", "every ProfilerStep", ... so two screens whose numbers
+    #: differ say why.
+    STEPS: ClassVar[str | None] = None
+
     #: Shown in the header line and the command palette.
     TITLE: ClassVar[str] = ""
     #: Shows the rank chosen with `r` on any screen (the app's `rank_choice`).
@@ -159,6 +164,11 @@ class AnalysisScreen(Screen):
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> Any:
         """Run in a thread worker: the screen's tables from rank -> events frames."""
         raise NotImplementedError
+
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        """Worker thread: `compute`, for a screen that needs more of the trace set than the
+        chosen ranks' events frames (the flows, say) to override."""
+        return self.compute(frames, params)
 
     def show(self, result: Any) -> None:
         """Main thread: put `result` into the widgets."""
@@ -274,7 +284,7 @@ class AnalysisScreen(Screen):
         if worker.is_cancelled:
             return
         try:
-            result = self.compute(frames, params)
+            result = self.compute_on(ts, frames, params)
         except Exception as exc:  # a screen that fails says so, instead of loading forever
             logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
             self.post_message(ComputeFailed(one_line(exc), ts.generation, params))
@@ -298,12 +308,14 @@ class AnalysisScreen(Screen):
         self.query_one("#body").loading = False
         self.app.notify(f"{self.TITLE} failed: {msg.reason}", severity="error", timeout=10)
 
-    @staticmethod
-    def _scope(ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool) -> str:
+    def _scope(self, ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool) -> str:
         """Worker thread: the steps and spans the numbers cover (the title says the ranks)."""
         if not frames:
             return ""
-        parts = [scope.describe_steps(scope.step_scope(frames), every_step=every)]
+        if self.STEPS is None:  # HTA's analyses: its steps, the last one left out unless `a`
+            parts = [scope.describe_steps(scope.step_scope(frames), every_step=every)]
+        else:
+            parts = [self.STEPS]
         spans = span_scope(ts, sorted(frames))
         return "  ·  ".join([*parts, spans] if spans else parts)
 

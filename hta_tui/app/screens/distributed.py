@@ -87,6 +87,7 @@ class CommBars(StackedBars):
 
 class DistributedScreen(AnalysisScreen):
     TITLE = "Distributed"
+    STEPS = "every ProfilerStep"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(

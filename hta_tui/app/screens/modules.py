@@ -59,6 +59,7 @@ def visible_rows(table: pl.DataFrame, folded: set[str]) -> pl.DataFrame:
 
 class ModulesScreen(AnalysisScreen):
     TITLE = "Modules"
+    STEPS = "whole trace"
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)

@@ -51,6 +51,7 @@ class StepTimeBars(StackedBars):
 
 class StepTimeScreen(AnalysisScreen):
     TITLE = "Step time"
+    STEPS = "the steps the TensorBoard plugin keeps"
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="step-time-summary", classes="summary")

@@ -8,14 +8,13 @@ on a row lists its syncs below (every one otherwise), with what each waited for.
 from __future__ import annotations
 
 import polars as pl
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
-from textual.worker import get_current_worker
 
 from hta_tui.analysis import sync_summary
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
+from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.model import TraceSet
 
@@ -47,6 +46,7 @@ _KEYS = ("rank", "phase", "module", "operator", "call_site")
 
 class SyncsScreen(AnalysisScreen):
     TITLE = "Syncs"
+    STEPS = "whole trace"
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="sync-verdict", classes="summary")
@@ -59,18 +59,13 @@ class SyncsScreen(AnalysisScreen):
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, pl.DataFrame]:
         return sync_summary.sync_tables(frames)
 
-    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
-    def _compute(self, ts: TraceSet, params: Params) -> None:
-        """As the base's, with the flows frames besides the events: a backward sync follows
-        its fwdbwd flow to the forward op (the sequence number alone when a trace has none)."""
-        worker = get_current_worker()
-        wanted = [r for r in ts.frames() if params.rank is None or r == params.rank]
-        events, flows = ts.frames(), ts.frames("flows")
-        result = sync_summary.sync_tables(
-            {r: events[r] for r in wanted}, {r: flows[r] for r in wanted if r in flows}
-        )
-        if not worker.is_cancelled:
-            self.post_message(Computed(result, ts.generation, params))
+    def compute_on(
+        self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params
+    ) -> dict[str, pl.DataFrame]:
+        """The flows frames besides the events: a backward sync follows its fwdbwd flow to the
+        forward op (the sequence number alone when a trace has none)."""
+        flows = ts.frames("flows")
+        return sync_summary.sync_tables(frames, {r: flows[r] for r in frames if r in flows})
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]

@@ -14,22 +14,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Input, Static
-from textual.worker import get_current_worker
 
 from hta_tui.analysis import timeline_events as te
 from hta_tui.analysis.timeline_rows import Timeline, build_timeline, busy_before, innermost_at
 from hta_tui.app.moment import Moment
-from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
+from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.timeline_view import TimelineView, clean, fmt_time
 from hta_tui.trace.model import TraceSet
 
 
 class TimelineScreen(AnalysisScreen):
     TITLE = "Trace timeline"
+    STEPS = "whole trace"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("w,plus,equals_sign", "zoom(0.5)", "Zoom in", key_display="w/+"),
@@ -75,21 +75,12 @@ class TimelineScreen(AnalysisScreen):
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> Timeline:
         return build_timeline(frames, params.get("origin_ns"))
 
-    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
-    def _compute(self, ts: TraceSet, params: Params) -> None:
-        worker = get_current_worker()
-        frames = ts.frames()
-        threads = ts.frames("threads")
-        flows = ts.frames("flows")
-        memory = ts.frames("memory")
-        if params.rank is not None:
-            frames = {r: f for r, f in frames.items() if r == params.rank}
-        if worker.is_cancelled:
-            return
-        # ranks stay aligned on the common origin even when one rank is shown
-        result = build_timeline(frames, ts.origin_ns, threads, flows, memory)
-        if not worker.is_cancelled:
-            self.post_message(Computed(result, ts.generation, params))
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Timeline:
+        """Threads, flows and memory besides the events; ranks stay aligned on the common
+        origin even when one rank is shown."""
+        return build_timeline(
+            frames, ts.origin_ns, ts.frames("threads"), ts.frames("flows"), ts.frames("memory")
+        )
 
     def show(self, result: Timeline) -> None:
         self.view.set_timeline(result)
