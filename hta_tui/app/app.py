@@ -46,9 +46,10 @@ from hta_tui.app.messages import (
     OverviewReady,
     WatchState,
 )
+from hta_tui.app.navigation import help_rows, nav_bindings, palette_entries
 from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
-from hta_tui.app.screens.registry import DIFF, SCREENS
+from hta_tui.app.screens.registry import BY_MODE, BY_SECTION, DIFF, SCREENS
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.printable import printable
 from hta_tui.themes import DEFAULT as DEFAULT_THEME
@@ -170,11 +171,7 @@ class HtaApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit hta-tui"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Show every key"),
-        *(
-            Binding(e.key, f"goto('{e.mode}')", e.title, show=False, tooltip=f"{e.title} screen")
-            for e in SCREENS
-        ),
-        Binding(DIFF.key, f"goto('{DIFF.mode}')", DIFF.title, show=False, tooltip="Diff screen"),
+        *nav_bindings(),
     ]
 
     def __init__(
@@ -236,6 +233,8 @@ class HtaApp(App[int]):
         #: the kernel the detail screen shows (set by enter on the kernels screen)
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
+        #: section key -> the view last shown in it (its digit opens that one)
+        self._section_last: dict[str, str] = {}
         self.gc_pacer = GcPacer()
         self._control_filter = ControlFilter()
         prepare_pool()  # before Textual takes over stderr (see trace.load.prepare_pool)
@@ -296,8 +295,11 @@ class HtaApp(App[int]):
         return self._sides[MAIN].generation
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # key 0 does nothing unless comparing
-        return not (action == "goto" and parameters == (DIFF.mode,) and not self.comparing)
+        # the diff's keys do nothing unless comparing
+        diff = (action == "goto" and parameters == (DIFF.mode,)) or (
+            action == "section" and parameters == (DIFF.section,)
+        )
+        return not (diff and not self.comparing)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -357,8 +359,23 @@ class HtaApp(App[int]):
             self.screen.dismiss(None)
         if mode == self.current_mode:
             return
+        entry = BY_MODE.get(mode)
+        if entry is not None:
+            self._section_last[entry.section] = mode
         self._mode_history.append(self.current_mode)
         self.switch_mode(mode)
+
+    def action_section(self, key: str) -> None:
+        """A section's digit: the view last shown in that section; pressed again inside it,
+        the section's next view."""
+        views = BY_SECTION.get(key, (DIFF,) if key == DIFF.section else ())
+        modes = [e.mode for e in views]
+        if not modes:
+            return
+        if self.current_mode in modes and not isinstance(self.screen, HelpScreen):
+            self.action_goto(modes[(modes.index(self.current_mode) + 1) % len(modes)])
+            return
+        self.action_goto(self._section_last.get(key, modes[0]))
 
     def action_go_back(self) -> None:
         """Back to the screen shown before this one (escape on a numbered screen)."""
@@ -382,14 +399,17 @@ class HtaApp(App[int]):
         self.push_screen(HelpScreen(self.binding_rows(self.screen)))
 
     def binding_rows(self, screen: Screen) -> list[tuple[str, str, str]]:
-        """(keys, description, where) for every active binding of `screen`, shown in the
-        footer or not; keys doing the same thing in the same place share a row."""
+        """(keys, description, where): the keys of `screen` (shown in the footer or not;
+        keys doing the same thing in the same place share a row), then every view by
+        section, from the registry."""
         merged: dict[tuple[str, str], list[str]] = {}
         screen_name = type(screen).__name__.removesuffix("Screen").lower() or "screen"
         for key, active in screen.active_bindings.items():
             binding = active.binding
             node = active.node
             if isinstance(node, App):
+                if binding.action.startswith(("goto(", "section(")):
+                    continue  # listed by section below
                 where = "everywhere"
             elif isinstance(node, Screen):
                 where = screen_name
@@ -401,8 +421,8 @@ class HtaApp(App[int]):
             if display not in keys:
                 keys.append(display)
         rows = [(", ".join(keys), desc, where) for (desc, where), keys in merged.items()]
-        rows.sort(key=lambda r: {"everywhere": 0, screen_name: 1}.get(r[2], 2))
-        return rows
+        rows.sort(key=lambda r: {screen_name: 0, "everywhere": 2}.get(r[2], 1))
+        return rows + help_rows(self.comparing)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -410,13 +430,8 @@ class HtaApp(App[int]):
             "Reload", "Discover and load the trace folder again", self.action_reload
         )
         yield SystemCommand("Help", "Show every key binding", self.action_help)
-        entries = (DIFF, *SCREENS) if self.comparing else SCREENS
-        for entry in entries:
-            yield SystemCommand(
-                f"{entry.key} {entry.title}",
-                f"Show the {entry.title.lower()} screen",
-                lambda mode=entry.mode: self.action_goto(mode),
-            )
+        for title, help_text, mode in palette_entries(self.comparing):
+            yield SystemCommand(title, help_text, lambda mode=mode: self.action_goto(mode))
 
     # -- workers --------------------------------------------------------------------------------
     # Not `exclusive`: both sides load at once; action_reload cancels a side's older scan.
