@@ -322,7 +322,7 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
         await pilot.press("escape", "question_mark")
         await pilot.pause()
         seen["help"] = screen_text(app)
-        await pilot.press("question_mark", "3")
+        await pilot.press("question_mark", "K")
         await pilot.pause()
         await pilot.press("enter")  # drill down to the kernel under the cursor
         await visit_tabs(pilot, seen, "detail from kernels")

@@ -46,8 +46,8 @@ from hta_tui.app.messages import (
     OverviewReady,
     WatchState,
 )
-from hta_tui.app.navigation import help_rows, nav_bindings, palette_entries
 from hta_tui.app.screens.help import HelpScreen
+from hta_tui.app.screens.navigation import help_rows, nav_bindings, palette_entries
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.registry import BY_MODE, BY_SECTION, DIFF, SCREENS
 from hta_tui.app.widgets.status import StatusBar, StatusInfo

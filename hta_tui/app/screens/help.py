@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from hta_tui.app.navigation import nav_bindings
+from hta_tui.app.screens.navigation import nav_bindings
 
 
 class HelpScreen(ModalScreen[None]):
