@@ -55,16 +55,17 @@ def _section_title(entry: ScreenEntry) -> str:
 
 
 def help_rows(comparing: bool) -> list[tuple[str, str, str]]:
-    """`?` rows for navigation: how each section and view is reached, and the old keys."""
+    """`?` rows for navigation: each section's digit, then how each of its views is reached
+    (its old letter too, where it had one)."""
+    old = {mode: key for key, mode in OLD_KEYS.items()}
     rows: list[tuple[str, str, str]] = []
     for section in (*((DIFF_SECTION,) if comparing else ()), *SECTIONS):
         views = [e for e in _entries(comparing) if e.section == section.key]
-        more = ", again: next view" if len(views) > 1 else ""
-        rows.append((section.key, f"section {section.title}{more}", "everywhere"))
+        again = " (again: next)" if len(views) > 1 else ""
+        rows.append((section.key, f"{section.title} section{again}", "everywhere"))
         for e in views:
-            rows.append((e.keys, f"  {e.title}", section.title))
-    old = ", ".join(f"{k} {BY_MODE[m].title}" for k, m in OLD_KEYS.items())
-    rows.append((", ".join(OLD_KEYS), f"old keys, still working: {old}", "everywhere"))
+            keys = e.keys + (f", {old[e.mode]} (old)" if e.mode in old else "")
+            rows.append((keys, f"  {e.title}", section.title))
     return rows
 
 
