@@ -9,10 +9,18 @@ python bench_keys.py          # -> KEYS.md      (issue 4: key latency with 8 x 1
 python bench_diff.py          # -> DIFF.md      (issue 5: trace diff)
 python bench_tb_plugin.py     # -> TB_PLUGIN.md (issue 11: against the TensorBoard plugin)
 python bench_memory.py        # -> MEMORY.md    (issue 12: 1 M memory events, the memory screen's keys)
+python bench_timeline.py      # -> TIMELINE.md  (issue 15: timeline frame time per zoom, 8 x 100 MB)
+# ... and one big rank, when one is given (generate it with
+# `python -m hta_tui.synth BIG --ranks 1 --target-mb 2000 --slow-rank -1`; not committed)
+if [ -n "${HTA_TUI_BIG_TRACE:-}" ]; then
+  python bench_timeline.py --folder "$HTA_TUI_BIG_TRACE" --label "1 x 2 GB (one rank)" --append
+fi
 python bench_layouts.py       # -> LAYOUTS.md   (issue 10: every file layout, mixed-layout open)
 {
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md; do echo; sed 's/^# /## /' "$f"; done
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md; do
+    echo; sed 's/^# /## /' "$f"
+  done
 } > RESULTS.md

@@ -100,7 +100,21 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         metavar="NAME[,NAME]",
-        help="run only these analyses (see --list)",
+        help="run only these analyses, or print only these tables (see --list)",
+    )
+    p.add_argument(
+        "--rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="text output: rows per table (default 50; 0 shows every row)",
+    )
+    p.add_argument(
+        "--width",
+        type=int,
+        default=None,
+        metavar="N",
+        help="text output: line width (default: the terminal's, or $COLUMNS, or 120)",
     )
     p.add_argument("--list", action="store_true", help="list the analyses and exit")
     p.add_argument(
@@ -153,6 +167,8 @@ def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None, o
             as_json=args.json,
             no_cache=args.no_cache,
             hta_compat=args.hta_compat,
+            width=args.width,
+            rows=args.rows,
         )
     return run_report(
         args.path,
@@ -164,6 +180,8 @@ def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None, o
         workers=args.workers,
         hta_compat=args.hta_compat,
         options=options,
+        width=args.width,
+        rows=args.rows,
     )
 
 
@@ -172,10 +190,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "report":
         parser = report_parser()
         if "--list" in argv[1:]:
-            from hta_tui.analysis.catalog import ANALYSES, parameters
+            from hta_tui.analysis.catalog import ANALYSES, TABLE_OWNER, parameters
 
             for a in ANALYSES:
                 print(f"{a.name:34} {a.title}{'' if a.default else ' (only when named)'}")
+            print("\ntables of the analyses above, also accepted by --only:")
+            for table, owner in TABLE_OWNER.items():
+                print(f"  {table:32} (from {owner})")
             print("\nparameters (--set NAME=VALUE), with their defaults:")
             for name, value in parameters().items():
                 print(f"  {name}={value}")
@@ -184,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         _apply_common(args, parser)
         only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
         if only:
-            from hta_tui.analysis.catalog import BY_NAME
+            from hta_tui.analysis.catalog import known
 
-            unknown = [n for n in only if n not in BY_NAME]
+            unknown = [n for n in only if not known(n)]
             if unknown:
                 parser.error(f"unknown analysis: {', '.join(unknown)} (see --list)")
         from hta_tui.analysis.catalog import options_with

@@ -18,6 +18,7 @@ from hta_tui.analysis import catalog, comm_topology, gpu_metrics
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
+from hta_tui.report_text import write_text
 from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet, open_set
 from hta_tui.trace.parse import dropped_text
@@ -48,7 +49,7 @@ def build_tables(
         metas = {r: d.meta for r, d in ts.loaded().items()}
         devices = gpu_metrics.device_table(metas, tables.get("gpu_metrics"))
         tables["gpu_devices"] = devices
-    return tables
+    return {"files": tables["files"], **catalog.wanted_tables(names, tables)}
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
@@ -101,25 +102,14 @@ def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = Fal
     return paths
 
 
-def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO) -> None:
+def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO, **text: Any) -> None:
     # names and paths from the traces are data: shown as written, never terminal control
     tables = {name: printable_frame(df) for name, df in tables.items()}
-    where = printable(root)
-    with pl.Config(
-        tbl_rows=50,
-        tbl_cols=-1,
-        tbl_hide_dataframe_shape=True,
-        tbl_hide_column_data_types=True,
-        tbl_formatting="ASCII_MARKDOWN",
-        fmt_str_lengths=60,
-        tbl_width_chars=200,
-        float_precision=3,
-    ):
-        for name, df in _flat_files(tables).items():
-            title = f"Files in {where}" if name == "files" else name
-            print(f"# {title}", file=out)
-            print(df if not df.is_empty() else "(nothing: no GPU data for this analysis)", file=out)
-            print(file=out)
+    write_text(_flat_files(tables), {"files": f"Files in {printable(root)}"}, out, **text)
+
+
+def _shape(width: int | None, rows: int | None) -> dict[str, Any]:
+    return {"width": width, **({} if rows is None else {"rows": rows})}
 
 
 def _print_notices() -> None:
@@ -142,9 +132,12 @@ def run_report(
     out: TextIO | None = None,
     cache: Cache | None = None,
     options: catalog.Options | None = None,
+    width: int | None = None,
+    rows: int | None = None,
 ) -> int:
     """`options`: the analyses' parameters (HTA's defaults when None); `hta_compat` is
-    applied on top. `csv_raw`: the CSV files keep every value as it is (for programs)."""
+    applied on top. `csv_raw`: the CSV files keep every value as it is (for programs);
+    `width` and `rows` shape the text output (terminal width, 50 rows)."""
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
@@ -157,7 +150,7 @@ def run_report(
         doc = _records(tables)
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None:
-        _text(tables, ts.root, out)
+        _text(tables, ts.root, out, **_shape(width, rows))
     return 0 if ts.loaded() else 1
 
 
@@ -203,6 +196,8 @@ def run_compare_report(
     no_cache: bool = False,
     out: TextIO | None = None,
     cache: Cache | None = None,
+    width: int | None = None,
+    rows: int | None = None,
     **kw: Any,
 ) -> int:
     out = out or sys.stdout
@@ -223,7 +218,7 @@ def run_compare_report(
             tables["compare_traces"] = tables["compare_traces"].sort(
                 pl.col("diff_duration").abs(), descending=True
             )
-        _text(tables, control.root, out)
+        _text(tables, control.root, out, **_shape(width, rows))
         for category, names in doc.get("ops_diff", {}).items():
             print(f"# ops_diff.{category}: {len(names)}", file=out)
         if "error" in doc:

@@ -77,6 +77,9 @@ async def shoot(trace_dir: Path, out_dir: Path, theme: str, size: tuple[int, int
                 continue
             await pilot.press(entry.key)
             await settle(app, pilot)
+            if entry.mode == "timeline":  # zoomed into a step, a kernel selected
+                await pilot.press(*["down"] * 8, *["w"] * 5, "right_square_bracket")
+                await pilot.pause(0.3)
             name = f"{entry.key}-{entry.title.lower().replace(' ', '-').replace('/', '-')}"
             path = out_dir / f"{name.replace('&', 'and')}{suffix}.svg"
             app.save_screenshot(str(path))

@@ -174,15 +174,30 @@ def test_idle_time_breakdown(case: str) -> None:
     want_stats = oracle(case, "idle_interval_stats.json")
     stat_cols = ["mean", "std", "min", "25%", "50%", "75%", "max"]
     stat_tol = {"count": (0, 0)} | {c: dur(REL, ROUND2) for c in stat_cols}
+    # Streams where HTA measured a negative gap (overlapping kernels): the default mode
+    # deviates on purpose there (idle.py's module doc), never below zero and never below HTA.
+    overlapping = want_stats.filter(pl.col("min") < 0).select("rank", "stream").unique()
     for compat in modes(case):
         got, stats = idle_time_breakdown(
             load_case(case), hta_compat=compat, show_idle_interval_stats=True
         )
-        assert_same(
-            got, want, IDLE_KEYS, {"idle_time": dur(REL, ROUND2), "idle_time_ratio": (0, ROUND2)}
-        )
         assert stats is not None
-        assert_same(stats, want_stats, IDLE_KEYS, stat_tol)
+        w, ws = want, want_stats
+        if not compat:
+            deviating = got.join(overlapping, on=["rank", "stream"])
+            hta = deviating.join(want, on=IDLE_KEYS, suffix="_hta")
+            assert (hta["idle_time"] >= 0).all()
+            assert (hta["idle_time"] >= hta["idle_time_hta"] - ROUND2).all()
+            got, stats = (
+                df.join(overlapping, on=["rank", "stream"], how="anti") for df in (got, stats)
+            )
+            w, ws = (
+                df.join(overlapping, on=["rank", "stream"], how="anti") for df in (want, want_stats)
+            )
+        assert_same(
+            got, w, IDLE_KEYS, {"idle_time": dur(REL, ROUND2), "idle_time_ratio": (0, ROUND2)}
+        )
+        assert_same(stats, ws, IDLE_KEYS, stat_tol)
 
 
 @pytest.mark.parametrize("case", cases_where_hta_failed("get_idle_time_breakdown"))

@@ -13,7 +13,7 @@ from textual.notifications import Notify
 from textual.widgets import Footer, ProgressBar, Static
 from textual.widgets._footer import FooterKey
 
-from hta_tui.app import app as app_module
+from hta_tui.app import loading as loading_module
 from hta_tui.app.app import HtaApp, run_app
 from hta_tui.app.format import FileRow, elide_end, elide_middle, fit_columns, status_label
 from hta_tui.app.messages import FileLoaded, FilesFound, OverviewReady
@@ -221,7 +221,7 @@ async def test_first_rank_shows_before_the_last_lands(tmp_path: Path, monkeypatc
     root = tmp_path / "traces"
     write_ranks(root, 3)
     gate = threading.Event()
-    real = app_module.load_files
+    real = loading_module.load_files
 
     def gated(files, cache, **kw):
         results = real(files, cache, **kw)
@@ -229,7 +229,7 @@ async def test_first_rank_shows_before_the_last_lands(tmp_path: Path, monkeypatc
         gate.wait(20)  # the other files "take long"
         yield from results
 
-    monkeypatch.setattr(app_module, "load_files", gated)
+    monkeypatch.setattr(loading_module, "load_files", gated)
     app = make_app(root, tmp_path)
     try:
         async with app.run_test(size=SIZE) as pilot:
@@ -262,7 +262,7 @@ async def test_a_crashed_loader_fails_its_files_not_the_app(tmp_path: Path, monk
         raise RuntimeError("pool exploded")
         yield  # pragma: no cover
 
-    monkeypatch.setattr(app_module, "load_files", broken)
+    monkeypatch.setattr(loading_module, "load_files", broken)
     app = make_app(root, tmp_path)
     messages = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:

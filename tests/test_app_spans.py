@@ -51,3 +51,48 @@ async def test_enter_on_an_older_span_selects_it(tmp_path: Path) -> None:
         (rank, _, values) = app.overview_data.temporal[0]
         assert rank == 0
         assert values[0] == compute_us(old) != compute_us(new)
+
+
+async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: both spans of a rank showed as `worker0.1795489…pt.trace.json.gz`, and
+    nothing said which one the screens analyse."""
+    d = tmp_path / "t"
+    d.mkdir()
+    names = [
+        "worker0.1795489276434075715.pt.trace.json.gz",
+        "worker0.1795489276924276875.pt.trace.json.gz",
+    ]
+    paths = [
+        write_trace(make_trace(0, world_size=1, steps=3, seed=i), d / name)
+        for i, name in enumerate(names)
+    ]
+    for i, p in enumerate(paths):
+        os.utime(p, ns=((i + 1) * 10**18, (i + 1) * 10**18))
+    app = HtaApp(d, cache=Cache(tmp_path / "cache"), watch=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        table = app.screen.query_one("#files")
+        keys = [r.key for r in app.screen._rows]
+        column = [str(c.key.value) for c in table.ordered_columns].index("file")
+
+        def cells() -> dict[str, str]:
+            return {k: str(table.get_row_at(i)[column]) for i, k in enumerate(keys)}
+
+        shown = cells()
+        assert len(set(shown.values())) == 2  # the two names differ on screen
+        assert shown[names[1]].startswith("● ") and not shown[names[0]].startswith("● ")
+        assert "1795489276924276875" in shown[names[1]]
+        table.move_cursor(row=keys.index(names[0]))
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert cells()[names[0]].startswith("● ") and not cells()[names[1]].startswith("● ")
+        # the screens say which span they analyse
+        await pilot.press("K")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            title = str(app.screen.query_one("#screen-title").render())
+            if "span" in title:
+                break
+        assert "r0 span 1/2" in title

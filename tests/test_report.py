@@ -92,9 +92,13 @@ def test_text_report(tmp_path: Path) -> None:
     d = tmp_path / "t"
     dialects.write(dialects.current(rank=0), d / "rank-0.json")
     out = io.StringIO()
-    assert run_report(d, out=out, cache=Cache(tmp_path / "cache")) == 0
+    assert run_report(d, out=out, cache=Cache(tmp_path / "cache"), width=200) == 0
     text = out.getvalue()
-    assert "rank-0.json" in text and "idle_time_pctg" in text and "20.0" in text
+    assert "rank-0.json" in text and "idle_time_pctg" in text
+    temporal = text.split("# temporal_breakdown\n", 1)[1].splitlines()
+    header = [c.strip() for c in temporal[0].strip("|").split("|")]
+    row = [c.strip() for c in temporal[2].strip("|").split("|")]
+    assert row[header.index("idle_time_pctg")] == "20"  # 20.0: a whole number, no decimals
 
 
 def test_module_entry_point(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from polars.testing import assert_frame_equal
 from textual.widgets import OptionList, Static, TabbedContent
 
 from hta_tui.analysis import kernel_detail, kernels, sequences
+from hta_tui.analysis.names import fold_name
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.detail import KernelDetailScreen
@@ -31,7 +32,7 @@ from tests.test_app_support import T0, rank_trace, screen_shows_current, settle,
 from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
-SCREENS = {"K": KernelsScreen, "D": KernelDetailScreen, "Q": SequencesScreen}
+SCREENS = {"K": KernelsScreen, "E": KernelDetailScreen, "Q": SequencesScreen}
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +85,7 @@ async def test_drill_down_to_a_kernel_and_back(synth_root: Path, tmp_path: Path)
         rows = screen.query_one(TypeBreakdown).rows
         assert rows == list(types.select("kernel_type", "sum", "percentage").iter_rows())
         kt = table(screen, "kernel-table")
-        assert_frame_equal(kt.frame, kernel_detail.kernel_table(frames, fold=True))
+        assert_frame_equal(analysis_columns(kt), kernel_detail.kernel_table(frames, fold=True))
         # down two rows, enter: the detail of that kernel
         await pilot.press("j", "j")
         name = kt.selected_row()["name"]
@@ -93,7 +94,14 @@ async def test_drill_down_to_a_kernel_and_back(synth_root: Path, tmp_path: Path)
         detail = await wait_screen(pilot, KernelDetailScreen)
         assert app.selected_kernel == name
         assert detail.result["name"] == name and not detail.result["auto"]
-        assert name in text_of(detail, "#detail-name")
+        # the short name on one line; n: the full name, wrapped over as many lines as it takes
+        assert text_of(detail, "#detail-name") == f"{fold_name(name)}  (n: full name)"
+        await pilot.press("n")
+        await pilot.pause()
+        assert text_of(detail, "#detail-name") == name
+        assert detail.query_one("#detail-name").size.height >= len(name) // SIZE[0]
+        await pilot.press("n")
+        await pilot.pause()
         summary, _ = kernels.kernel_duration_distribution(frames, name)
         assert_frame_equal(table(detail, "rank-table").frame, summary)
         assert_frame_equal(
@@ -132,9 +140,13 @@ async def test_kernel_table_filter_sort_export_topk_rank(synth_root: Path, tmp_p
         # filter
         await pilot.press("slash", *"cutlass", "enter")
         await pilot.pause()
+        await wait_screen(pilot, KernelsScreen)
+        assert screen.params.get("fold") is False  # a filter looks at every kernel
         names = kt.view_frame["name"].to_list()
         assert names and all("cutlass" in n.lower() for n in names)
         assert kt.row_count == len(names)
+        # short names shown, full names kept (cursor row, export)
+        assert kt.view_frame["kernel"].to_list() == [fold_name(n, 0) for n in names]
         # sort: s picks the column (numbers largest first), S reverses
         await pilot.press("s")
         await pilot.pause()
@@ -164,9 +176,13 @@ async def test_kernel_table_filter_sort_export_topk_rank(synth_root: Path, tmp_p
         assert kt.filter_text == "" and kt.has_focus
         await pilot.press("t")
         await wait_screen(pilot, KernelsScreen)
+        assert screen.params.get("fold") is True
+        assert "others" in kt.frame["name"].to_list()
+        await pilot.press("t")
+        await wait_screen(pilot, KernelsScreen)
         assert screen.params.get("fold") is False
         every = kernel_detail.kernel_table(frames, fold=False)
-        assert_frame_equal(kt.frame, every)
+        assert_frame_equal(analysis_columns(kt), every)
         assert "others" not in kt.frame["name"].to_list()
         assert kt.frame.height > kernel_detail.kernel_table(frames, fold=True).height - 3
         await pilot.press("t")
@@ -185,7 +201,7 @@ async def test_kernel_table_filter_sort_export_topk_rank(synth_root: Path, tmp_p
         await wait_screen(pilot, KernelsScreen)
         assert screen.params.rank == 1
         one = {1: frames[1]}
-        assert_frame_equal(kt.frame, kernel_detail.kernel_table(one))
+        assert_frame_equal(analysis_columns(kt), kernel_detail.kernel_table(one))
         _, hta = kernels.gpu_kernel_breakdown(one)
         cols = ["name", "type", "count", "sum us", "mean us", "std us", "min us", "max us"]
         hta = hta.rename(
@@ -208,7 +224,7 @@ async def test_detail_without_a_pick_then_sequences(synth_root: Path, tmp_path: 
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        detail = await open_screen(pilot, "D")
+        detail = await open_screen(pilot, "E")
         frames = frames_of(app)
         largest = kernel_detail.kernel_table(frames, fold=False)["name"][0]
         assert detail.result["name"] == largest and detail.result["auto"]
@@ -315,6 +331,11 @@ def test_launchers_and_operators_on_a_known_trace(tmp_path: Path) -> None:
     assert kernel_detail.launching_operators(empty).is_empty()
 
 
+def analysis_columns(kt: FrameTable) -> pl.DataFrame:
+    """The table's frame without the short-name column the screen adds."""
+    return kt.frame.select(list(kernel_detail.KERNEL_TABLE_COLUMNS))
+
+
 def test_short_labels() -> None:
     assert short_label("COMPUTATION overlapping COMMUNICATION") == "COMP + COMM"
     assert short_label("MEMORY") == "MEM"
@@ -339,7 +360,7 @@ async def test_shared_traces(shared: Path, tmp_path: Path) -> None:
         await settle(pilot, timeout=60)
         ks = await open_screen(pilot, "K")
         assert "No GPU kernels" in text_of(ks, "#kernels-summary")
-        ds = await open_screen(pilot, "D")
+        ds = await open_screen(pilot, "E")
         assert "No GPU kernels" in text_of(ds, "#detail-summary")
         ss = await open_screen(pilot, "Q")
         assert "no operator launches GPU work" in text_of(ss, "#seq-summary")

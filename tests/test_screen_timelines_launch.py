@@ -225,7 +225,7 @@ async def test_launch_tables_cutoffs_filter_sort_export(tmp_path: Path) -> None:
     app = make_app(synth(tmp_path), tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "L", LaunchScreen)
-        assert "all ranks" in str(screen.query_one("#screen-title", Static).render())
+        assert "all 2 ranks" in str(screen.query_one("#screen-title", Static).render())
         frames = app.trace_set.frames()
         want = assert_launch_tables(screen, frames, 50, 100)
         assert all(w.height for w in want.values())

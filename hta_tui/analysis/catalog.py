@@ -378,15 +378,58 @@ ANALYSES: tuple[Analysis, ...] = (
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
 
+#: Tables an analysis gives besides the one named after it, and that analysis: every key the
+#: report prints is a name `--only` accepts.
+TABLE_OWNER: dict[str, str] = {
+    "idle_interval_stats": "idle_time_breakdown",
+    "gpu_kernel_type_breakdown": "gpu_kernel_breakdown",
+    "time_spent_blocked_on_full_queue": "queue_length_summary",
+    "iterations": "profiler_steps",
+    "potential_stragglers": "profiler_steps",
+    "straggler_scores": "profiler_steps",
+    "gpu_user_annotation_breakdown": "user_annotation_breakdown",
+    "memory_device_peaks": "memory_peak",
+    "comm_wait_transfer": "comm_comp_per_rank",
+    "collectives": "comm_comp_per_rank",
+    "collective_instances": "comm_comp_per_rank",
+    "comm_ops_stats": "comm_comp_per_rank",
+    "collective_stragglers": "comm_comp_per_rank",
+    "distributed_hierarchy": "comm_comp_per_rank",
+    "process_groups": "comm_comp_per_rank",
+    "step_selection": "step_time_breakdown",
+    "step_time_stats": "step_time_breakdown",
+    "outlier_steps": "step_time_breakdown",
+    "gpu_utilization_series": "gpu_metrics",
+    "gpu_devices": "gpu_metrics",
+    "sync_summary": "syncs",
+    "sync_verdict": "syncs",
+}
+
+
+def known(name: str) -> bool:
+    """Is `name` an analysis or a table of one?"""
+    return name in BY_NAME or name in TABLE_OWNER
+
 
 def select(names: list[str] | None) -> list[Analysis]:
-    """The analyses to run: the named ones (KeyError names an unknown one), else defaults."""
+    """The analyses to run: the named ones, or those giving the named tables (KeyError names
+    an unknown one), else defaults."""
     if not names:
         return [a for a in ANALYSES if a.default]
-    unknown = [n for n in names if n not in BY_NAME]
+    unknown = [n for n in names if not known(n)]
     if unknown:
         raise KeyError(", ".join(unknown))
-    return [BY_NAME[n] for n in names]
+    owners = dict.fromkeys(TABLE_OWNER.get(n, n) for n in names)
+    return [BY_NAME[n] for n in owners]
+
+
+def wanted_tables(names: list[str] | None, tables: Tables) -> Tables:
+    """The tables asked for: all of a named analysis, only the named table of the others."""
+    if not names:
+        return tables
+    asked_analyses = {n for n in names if n in BY_NAME}
+    owner = {t: TABLE_OWNER.get(t, t) for t in tables}
+    return {t: df for t, df in tables.items() if t in names or owner[t] in asked_analyses}
 
 
 def run(

@@ -63,6 +63,7 @@ from hta_tui.analysis.kernels import (
     kernel_duration_stats,
     kernel_type_breakdown,
 )
+from hta_tui.analysis.self_time import with_self_dur
 from hta_tui.analysis.temporal import COLUMNS as TEMPORAL_COLUMNS
 from hta_tui.analysis.temporal import temporal_breakdown
 
@@ -266,9 +267,15 @@ def _summary(
     average_iterations: bool,
     match_shapes: bool,
     hta_compat: bool,
+    self_time: bool = False,
 ) -> pl.DataFrame:
-    """key columns, counts, total_duration (us) of one side's chosen iteration(s)."""
+    """key columns, counts, total_duration (us) of one side's chosen iteration(s); with
+    `self_time`, CPU events count their self time (self_time.py)."""
     view = side_view(events, hta_compat=hta_compat)
+    if self_time:
+        view = with_self_dur(view, _cpu_side(hta_compat=hta_compat)).with_columns(
+            pl.col("self_dur").alias("dur")
+        )
     iters = _resolve(events, iteration, average_iterations)
     ops = view.filter(
         pl.col("iteration").is_in(iters)
@@ -305,6 +312,7 @@ def compare_traces(
     average_iterations: bool = False,
     match_shapes: bool = False,
     hta_compat: bool = False,
+    self_time: bool = False,
 ) -> pl.DataFrame:
     """HTA's `TraceDiff.compare_traces` on one rank per side (see the module docstring).
 
@@ -315,7 +323,9 @@ def compare_traces(
     input_dims) and adds an `input_dims` column (JSON text of the op's "Input Dims", null for
     kernels and ops without recorded shapes); `average_iterations=True` takes every complete
     iteration of each side (or the listed ones) and reports counts and durations per
-    iteration (counts become floats). Empty sides give empty frames, never exceptions.
+    iteration (counts become floats); `self_time=True` gives CPU events their self time
+    (nested events' time subtracted) instead of HTA's inclusive time, so nested rows do not
+    count the same time twice. Empty sides give empty frames, never exceptions.
     """
     kw = dict(
         device_type=device_type,
@@ -323,6 +333,7 @@ def compare_traces(
         average_iterations=average_iterations,
         match_shapes=match_shapes,
         hta_compat=hta_compat,
+        self_time=self_time,
     )
     c = _summary(control, control_iteration, **kw)
     t = _summary(test, test_iteration, **kw)

@@ -221,6 +221,32 @@ def _forget(frame_id: int) -> None:
             del _views[key]
 
 
+#: original frame id -> its every-step clone, and the clones' ids (see `every_step`).
+_every_step_clones: dict[int, pl.DataFrame] = {}
+_every_step_ids: set[int] = set()
+
+
+def every_step(events: pl.DataFrame) -> pl.DataFrame:
+    """`events` as a frame HTA's ProfilerStep filter leaves whole (the last step included):
+    a clone (it shares the data) marked by its id, so its views and derived tables are
+    cached apart from the original's; the same clone while the original lives."""
+    with _views_lock:
+        clone = _every_step_clones.get(id(events))
+        if clone is not None:
+            return clone
+        clone = events.clone()
+        _every_step_clones[id(events)] = clone
+        _every_step_ids.add(id(clone))
+    weakref.finalize(events, _every_step_clones.pop, id(events), None)
+    weakref.finalize(clone, _every_step_ids.discard, id(clone))
+    return clone
+
+
+def keeps_every_step(events: pl.DataFrame) -> bool:
+    """Is `events` an `every_step` clone (its ProfilerStep filter off)?"""
+    return id(events) in _every_step_ids
+
+
 def job_cached(
     ranks: Mapping[int, pl.DataFrame],
     name: str,
@@ -262,7 +288,7 @@ def rank_view(
     shared (dropped when the frame is); callers get the columns they asked for.
     """
     if step_filter is None:
-        step_filter = len(step_names) >= 2
+        step_filter = len(step_names) >= 2 and not keeps_every_step(events)
     if columns is None or not set(columns) <= set(CACHED_COLUMNS):
         return build_rank_view(
             events, step_names, hta_compat=hta_compat, columns=columns, step_filter=step_filter
@@ -308,7 +334,7 @@ def build_rank_view(
     )
     ev = with_times(ev, hta_compat=hta_compat)
     if step_filter is None:
-        step_filter = len(step_names) >= 2
+        step_filter = len(step_names) >= 2 and not keeps_every_step(events)
     if step_filter:
         ev = _filter_profiler_steps(ev, step_names)
     ev = ev.with_columns(gpu_mask(hta_compat=hta_compat).alias("gpu"))

@@ -7,8 +7,11 @@ previous kernel's end) is
 - kernel_wait when it is not host_wait and the gap is under `consecutive_kernel_delay_us`:
   the usual back-to-back launch overhead;
 - other otherwise, including the first kernel of a stream (no previous kernel, no gap).
-Gaps can be negative where kernels of one stream overlap (HTA's rounding can do that); they
-are summed as they are, like HTA.
+Kernels of one stream can overlap (accelerators that run a stream's kernels concurrently;
+HTA's rounding can also make neighbours touch). HTA then measures a negative gap and sums it,
+which can make a whole category negative (`kernel_wait` -10,487 us on one accelerator trace).
+DEVIATION (default mode): the gap before a kernel is measured from the latest end of the
+stream's earlier kernels and is never negative; `hta_compat` keeps HTA's signed gaps.
 """
 
 from __future__ import annotations
@@ -92,13 +95,17 @@ def _gaps(
         pl.col("stream") == pl.col("stream").shift(1)
     )
     prev_end = pl.when(same).then(pl.col("end").shift(1))
+    gap = pl.col("start") - pl.col("prev_end")
+    if not hta_compat:  # the latest end so far on the stream: no negative gap (module doc)
+        prev_end = pl.col("end").cum_max().shift(1).over(["rank", "stream"])
+        gap = gap.clip(lower_bound=0)
     delay_ns = consecutive_kernel_delay_us * 1000
     host_wait = (pl.col("launch_start") > pl.col("prev_end")).fill_null(False)
     kernel_wait = ~host_wait & (pl.col("idle_interval") < delay_ns).fill_null(False)
     return (
         kernels.sort(["rank", "stream", "start", "idx"])
         .with_columns(prev_end.alias("prev_end"))
-        .with_columns((pl.col("start") - pl.col("prev_end")).alias("idle_interval"))
+        .with_columns(gap.alias("idle_interval"))
         .with_columns(
             pl.when(host_wait)
             .then(pl.lit("host_wait"))

@@ -51,6 +51,21 @@ class FileRow:
         return "incomplete" if self.status == "loaded" and self.reason else self.status
 
 
+#: Endings every trace file shares: dropped first when a name must be shortened.
+TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
+
+
+def elide_file(path: str, width: int) -> str:
+    """A trace file name in `width`: the shared ending goes first, then the middle, so two
+    spans of a rank (`worker0.<timestamp>.pt.trace.json.gz`) stay apart."""
+    if len(path) <= width:
+        return path
+    for suffix in TRACE_SUFFIXES:
+        if path.endswith(suffix):
+            return elide_middle(path[: -len(suffix)], width)
+    return elide_middle(path, width)
+
+
 def elide_middle(text: str, width: int) -> str:
     if len(text) <= width:
         return text
@@ -131,6 +146,7 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
         path = str(row["path"])
         rank = row.get("rank")
         span = str(_get(row, "span", ""))
+        several = bool(span)  # the rank has several spans (file_table names them then)
         name = path.rsplit("/", 1)[-1]
         if span == name:
             span = ""
@@ -151,6 +167,8 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
             "duration": fmt_us(row.get("duration_us")) if loaded else "",
             "load": load,
             "reason": printable(_get(row, "error", "")),
+            # the span its rank shows, when it has several (marked in the file column too)
+            "shown": "yes" if several and row.get("selected") else "no" if several else "",
         }
         reason = values.pop("reason")
         if status == "incomplete" and not reason:

@@ -21,10 +21,12 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
+from hta_tui.analysis import scope
+from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
@@ -49,13 +51,28 @@ class Params:
 
 
 class Computed(Message):
-    """A screen's worker finished: `result` for the trace set at `generation` with `params`."""
+    """A screen's worker finished: `result` for the trace set at `generation` with `params`;
+    `scope` says what the numbers cover (ranks, span, steps)."""
 
-    def __init__(self, result: Any, generation: int, params: Params) -> None:
+    def __init__(self, result: Any, generation: int, params: Params, scope: str = "") -> None:
         super().__init__()
         self.result = result
         self.generation = generation
         self.params = params
+        self.scope = scope
+
+
+def span_scope(ts: TraceSet, ranks: list[int]) -> str:
+    """Which span the ranks show, when a rank has several (the file list picks another)."""
+    multi = [r for r in ranks if len(ts.spans(r)) > 1]
+    if not multi:
+        return ""
+    parts = []
+    for r in multi[:2]:
+        spans, chosen = ts.spans(r), ts.selected(r)
+        at = next((i for i, e in enumerate(spans) if chosen and e.path == chosen.path), 0)
+        parts.append(f"r{r} span {len(spans) - at}/{len(spans)}")
+    return ", ".join(parts) + (" …" if len(multi) > 2 else "")
 
 
 class RankPicker(ModalScreen[int | None]):
@@ -96,9 +113,18 @@ class AnalysisScreen(Screen):
 
     #: Shown in the header line and the command palette.
     TITLE: ClassVar[str] = ""
+    #: Shows the rank chosen with `r` on any screen (the app's `rank_choice`).
+    FOLLOWS_RANK: ClassVar[bool] = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Rank", tooltip="Show one rank or all ranks"),
+        Binding(
+            "a",
+            "every_step",
+            "All steps",
+            show=False,
+            tooltip="Include the last ProfilerStep, which HTA leaves out (it may be cut short)",
+        ),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter the table"),
         Binding("escape", "back", "Back", show=False),
     ]
@@ -111,6 +137,7 @@ class AnalysisScreen(Screen):
         self._computing: tuple[int, Params] | None = None
         self._last_compute = -1e9
         self._charts_scheduled = 0  # by `draw_later`, not drawn yet
+        self.scope_text = ""  # what the shown numbers cover (`_scope`)
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
@@ -152,7 +179,7 @@ class AnalysisScreen(Screen):
             yield from self.compose_body()
         yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
@@ -172,8 +199,17 @@ class AnalysisScreen(Screen):
         return self.app.trace_set  # type: ignore[attr-defined]
 
     def _title_text(self) -> str:
-        where = "all ranks" if self.params.rank is None else f"rank {self.params.rank}"
-        return f"{self.TITLE}  ·  {where}"
+        return self._with_scope(self._where())
+
+    def _where(self) -> str:
+        if self.params.rank is not None:
+            return f"{self.TITLE}  ·  rank {self.params.rank}"
+        n = len(self.trace_set.loaded())
+        return f"{self.TITLE}  ·  {f'all {n} ranks' if n > 1 else 'all ranks'}"
+
+    def _with_scope(self, title: str) -> str:
+        """The title with what the numbers cover (steps, spans), once they are computed."""
+        return f"{title}  ·  {self.scope_text}" if self.scope_text else title
 
     def set_params(self, **changes: Any) -> None:
         """Change parameters (rank=..., or screen-specific ones) and recompute."""
@@ -182,9 +218,20 @@ class AnalysisScreen(Screen):
         if self.is_mounted:  # else on_mount computes with these
             self._maybe_refresh(force=True)
 
+    def _follow_rank(self) -> None:
+        """The rank chosen with `r` and the steps chosen with `a` on any screen hold on every
+        screen."""
+        rank = getattr(self.app, "rank_choice", self.params.rank)
+        if rank != self.params.rank and self.FOLLOWS_RANK:
+            self.params = replace(self.params, rank=rank)
+        every = bool(getattr(self.app, "every_step", False))
+        if every != bool(self.params.get("every_step", False)):
+            self.params = replace(self.params, extra={**self.params.extra, "every_step": every})
+
     def _maybe_refresh(self, force: bool = False) -> None:
         if not self.is_current and not force:
             return
+        self._follow_rank()
         ts = self.trace_set
         want = (ts.generation, self.params)
         if want == self._shown_key or want == self._computing:
@@ -209,11 +256,24 @@ class AnalysisScreen(Screen):
         frames = ts.frames()
         if params.rank is not None:
             frames = {r: f for r, f in frames.items() if r == params.rank}
+        every = bool(params.get("every_step", False))
+        if every:
+            frames = scope.every_step_frames(frames)
         if worker.is_cancelled:
             return
         result = self.compute(frames, params)
-        if not worker.is_cancelled:
-            self.post_message(Computed(result, ts.generation, params))
+        if worker.is_cancelled:
+            return
+        self.post_message(Computed(result, ts.generation, params, self._scope(ts, frames, every)))
+
+    @staticmethod
+    def _scope(ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool) -> str:
+        """Worker thread: the steps and spans the numbers cover (the title says the ranks)."""
+        if not frames:
+            return ""
+        parts = [scope.describe_steps(scope.step_scope(frames), every_step=every)]
+        spans = span_scope(ts, sorted(frames))
+        return "  ·  ".join([*parts, spans] if spans else parts)
 
     @on(Computed)
     def _computed(self, msg: Computed) -> None:
@@ -225,6 +285,8 @@ class AnalysisScreen(Screen):
             return  # the user changed something meanwhile
         self.result = msg.result
         self._shown_key = (msg.generation, msg.params)
+        self.scope_text = msg.scope
+        self.query_one("#screen-title", Static).update(self._title_text())
         self.query_one("#body").loading = False
         self.show(msg.result)
         self._apply_filter()
@@ -236,9 +298,17 @@ class AnalysisScreen(Screen):
 
         def chosen(value: int | None) -> None:
             if value is not None:
-                self.set_params(rank=None if value == -1 else value)
+                rank = None if value == -1 else value
+                self.app.rank_choice = rank  # type: ignore[attr-defined]
+                self.set_params(rank=rank)
 
         self.app.push_screen(RankPicker(ranks, self.params.rank), chosen)
+
+    def action_every_step(self) -> None:
+        """Include HTA's left-out last step on every screen, or leave it out again."""
+        app = self.app
+        app.every_step = not getattr(app, "every_step", False)  # type: ignore[attr-defined]
+        self._maybe_refresh(force=True)
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
@@ -264,9 +334,19 @@ class AnalysisScreen(Screen):
             if table.filter_text != text.strip():
                 table.set_filter(text)
 
+    @on(FrameTable.OpenTimeline)
+    def _open_timeline(self, msg: FrameTable.OpenTimeline) -> None:
+        """`t` on a table row: the timeline screen, zoomed to the row's moment."""
+        msg.stop()
+        self.app.action_goto("timeline")  # type: ignore[attr-defined]
+        screen = self.app.screen
+        if hasattr(screen, "show_moment"):
+            screen.show_moment(msg.moment)
+
     def action_back(self) -> None:
+        """Escape: clear a filter first (typed or kept), and only then leave the screen."""
         box = self.query_one("#filter", Input)
-        if box.has_focus:
+        if box.has_focus or box.value:
             box.value = ""
             box.display = False
             self._apply_filter()

@@ -22,9 +22,11 @@ from textual.widgets import Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
 from hta_tui.analysis import kernel_detail, kernels
+from hta_tui.analysis.names import fold_name
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.app.widgets.ticks import label, linear_ticks
 from hta_tui.printable import printable
 
 BINS = 30
@@ -32,13 +34,22 @@ MAX_POINTS = 300
 TABS = ("tab-ranks", "tab-hist", "tab-time", "tab-launch")
 
 
+#: One marker per rank in the time chart (with its colour), so ranks differ without colour.
+RANK_MARKERS = ("•", "x", "+", "o", "*", "#", "@", "%")
+RANK_MARKERS_ASCII = ("o", "x", "+", "*", "#", "@", "%", "&")
+#: Ranks named in the time chart's legend (a legend of 64 ranks covers the chart).
+LEGEND_RANKS = 8
+
+
 class KernelDetailScreen(AnalysisScreen):
+    full_name = False  # `n`: the full name, wrapped, instead of the short one
     TITLE = "Kernel detail"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right_square_bracket", "next_tab", "Next tab", key_display="]"),
         Binding("left_square_bracket", "prev_tab", "Prev tab", key_display="[", show=False),
         Binding("escape", "back", "Back", show=True),
+        Binding("n", "toggle_name", "Full name", tooltip="The kernel's full name or short one"),
     ]
 
     def default_params(self) -> dict[str, Any]:
@@ -108,6 +119,26 @@ class KernelDetailScreen(AnalysisScreen):
         }
 
     # -- showing -----------------------------------------------------------------------------
+    def _show_name(self, name: str) -> None:
+        """The short name on one line (template arguments folded), or with `n` the full
+        name on as many lines as it takes."""
+        title = self.query_one("#detail-name", Static)
+        short = fold_name(name)
+        full = self.full_name or short == name
+        title.styles.max_height = None if full else 1
+        if full:
+            title.update(Text(printable(name), style="bold"))
+            return
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(printable(short), style="bold")
+        text.append("  (n: full name)", style="dim")
+        title.update(text)
+
+    def action_toggle_name(self) -> None:
+        self.full_name = not self.full_name
+        if isinstance(self.result, dict) and self.result.get("name"):
+            self._show_name(self.result["name"])
+
     def _colour(self, var: str) -> tuple[int, int, int]:
         value = self.app.theme_variables.get(var) or self.app.theme_variables["foreground"]
         return Color.parse(value).rgb
@@ -122,9 +153,7 @@ class KernelDetailScreen(AnalysisScreen):
             summary_line.update("No GPU kernels in these ranks (a CPU-only trace?).")
             tabs.display = False
             return
-        text = Text(no_wrap=False)
-        text.append(printable(name), style="bold")
-        title.update(text)
+        self._show_name(name)
         summary: pl.DataFrame = result["summary"]
         if summary.is_empty():
             where = "these ranks" if self.params.rank is None else f"rank {self.params.rank}"
@@ -191,8 +220,12 @@ class KernelDetailScreen(AnalysisScreen):
             width=0.8,
         )
         starts = bins["bin_start"].to_list()
-        ticks = x[:: max(1, len(x) // 5)]
-        plt.xticks(ticks, [f"{starts[i]:,.4g}" for i in ticks])
+        if len(starts) > 1:  # round durations at their place on the bin axis
+            width = starts[1] - starts[0]
+            values = linear_ticks(starts[0], starts[-1] + width)
+            plt.xticks([(v - starts[0]) / width - 0.5 for v in values], [label(v) for v in values])
+        else:
+            plt.xticks(x, [label(v) for v in starts])
         plt.xlim(-0.6, len(x) - 0.4)
         plt.title(f"runs per duration (us) bin: {len(x)} bins, shown ranks together")
         if self._ascii:
@@ -201,7 +234,8 @@ class KernelDetailScreen(AnalysisScreen):
 
     def _draw_time(self, occ: pl.DataFrame) -> None:
         plot, plt = self._plot("#time-plot")
-        marker = "*" if self._ascii else "dot"
+        # a colour and a marker per rank, named in the legend: NO_COLOR keeps them apart
+        markers = RANK_MARKERS_ASCII if self._ascii else RANK_MARKERS
         palette = ["primary", "warning", "success", "error", "accent", "secondary"]
         ranks = occ["rank"].unique().sort().to_list()
         for i, rank in enumerate(ranks):
@@ -209,12 +243,18 @@ class KernelDetailScreen(AnalysisScreen):
             plt.scatter(
                 part["time (ms)"].to_list(),
                 part["dur (us)"].to_list(),
-                marker=marker,
+                marker=markers[i % len(markers)],
                 color=self._colour(palette[i % len(palette)]),
+                label=f"r{rank}" if i < LEGEND_RANKS else None,
             )
+        if occ.height:
+            for axis, column in ((plt.xticks, "time (ms)"), (plt.yticks, "dur (us)")):
+                values = linear_ticks(float(occ[column].min()), float(occ[column].max()))  # type: ignore[arg-type]
+                axis(values, [label(v) for v in values])
         bucketed = bool(occ.height) and int(occ["n"].max()) > 1  # type: ignore[arg-type]
         what = "longest run per time bucket" if bucketed else "every run"
-        plt.title(f"duration (us) over time (ms): {what}, colour per rank")
+        more = f" (legend: first {LEGEND_RANKS} ranks)" if len(ranks) > LEGEND_RANKS else ""
+        plt.title(f"duration (us) over time (ms): {what}{more}")
         if self._ascii:
             plt.frame(False)
         plot.refresh()

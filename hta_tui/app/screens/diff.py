@@ -24,14 +24,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, OptionList, Static
+from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import diff
+from hta_tui.analysis import diff, steps
+from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
-from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.footer import KeysFooter
+from hta_tui.app.widgets.frame_table import FrameTable, float_style, format_value
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
@@ -97,6 +99,26 @@ def display_frame(comp: pl.DataFrame) -> pl.DataFrame:
         comp.with_columns(change_marker().alias("chg"))
         .sort(pl.col("diff_duration").abs(), "name", descending=[True, False], nulls_last=True)
         .select("chg", *[pl.col(k).alias(v) for k, v in DISPLAY.items()])
+    )
+
+
+def median_step(events: pl.DataFrame) -> tuple[float, int] | None:
+    """(median ProfilerStep duration in us, number of steps) of one side, None without."""
+    its = steps.iterations({0: events})
+    if its.is_empty():
+        return None
+    return float(its["dur"].median()), its.height  # type: ignore[arg-type]
+
+
+def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
+    """The change a reader looks for first: the step time of each side."""
+    c, t = step_time.get("control"), step_time.get("test")
+    if c is None or t is None:
+        return "Step time: no ProfilerStep on " + ("either side" if c is t else "one side")
+    change = f" ({(t[0] - c[0]) / c[0]:+.1%})" if c[0] else ""
+    return (
+        f"Step time (median of {c[1]} | {t[1]} steps): control {fmt_us(c[0])}, "
+        f"test {fmt_us(t[0])}{change}"
     )
 
 
@@ -193,12 +215,15 @@ class DiffTable(FrameTable):
             return {}
         marks: list[Text] = []
         numbers: list[Text] = []
+        style_of = float_style(shown["diff us"])  # the column's one format, with a sign
         for mark, change in shown.select("chg", "diff us").iter_rows():
             style = self.get_component_rich_style(
                 f"diff-table--{MARK_STYLE.get(mark, 'same')}", partial=True
             )
             marks.append(Text(mark, style=style))
-            number = "-" if change is None else f"{change:+,.1f}" if change else "0.0"
+            number = format_value(change, pl.Float64(), style_of)
+            if change is not None and change > 0:
+                number = "+" + number
             numbers.append(Text(number, style=style, justify="right"))
         return {"chg": marks, "diff us": numbers}
 
@@ -268,12 +293,19 @@ class SidePicker(ModalScreen[tuple[Any, Any] | None]):
 
 class DiffScreen(AnalysisScreen):
     TITLE = "Diff"
+    FOLLOWS_RANK = False  # each side has its own rank (`r` here picks both)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Ranks", tooltip="The rank compared on each side"),
         Binding("g", "cycle_device", "CPU/GPU", tooltip="CPU ops, GPU kernels or both"),
         Binding("i", "pick_iterations", "Iterations", tooltip="The iterations of each side"),
         Binding("n", "toggle_short", "Short names", tooltip="Match on HTA's shortened names"),
+        Binding(
+            "t",
+            "toggle_self",
+            "Self/incl",
+            tooltip="Self time (nested ops subtracted) or HTA's inclusive time",
+        ),
     ]
 
     def default_params(self) -> dict[str, Any]:
@@ -286,6 +318,7 @@ class DiffScreen(AnalysisScreen):
             "test_rank": getattr(app, "test_rank", None),
             "device": "ALL",
             "short": False,
+            "self_time": False,
             "control_iteration": None,
             "test_iteration": None,
         }
@@ -309,6 +342,7 @@ class DiffScreen(AnalysisScreen):
         parts = [self.TITLE, DEVICE_LABEL[p.get("device", "ALL")]]
         if p.get("short"):
             parts.append("short names")
+        parts.append("self time" if p.get("self_time") else "inclusive time")
         return "  ·  ".join(parts)
 
     # -- computing ------------------------------------------------------------------------------
@@ -338,7 +372,9 @@ class DiffScreen(AnalysisScreen):
             "use_short_name": bool(params.get("short", False)),
             "average_iterations": average,
         }
-        comp = diff.compare_traces(control, test, **kw)
+        comp = diff.compare_traces(
+            control, test, **kw, self_time=bool(params.get("self_time", False))
+        )
         out.update(
             ready=True,
             kw=kw,
@@ -350,6 +386,7 @@ class DiffScreen(AnalysisScreen):
             test_iterations=diff.complete_iterations(test),
             control_steps=diff.step_numbers(control),
             test_steps=diff.step_numbers(test),
+            step_time={"control": median_step(control), "test": median_step(test)},
         )
         return out
 
@@ -376,8 +413,17 @@ class DiffScreen(AnalysisScreen):
         temporal = self.query_one("#diff-temporal", Static)
         summary = self.query_one("#diff-summary", Static)
         table = self.query_one("#diff-table", DiffTable)
+        # one line when both sides fit, else one line each: a side's label is never cut
+        room = max(20, self.size.width - 2)  # the padding
+        control, test = self._side_label("control", result), self._side_label("test", result)
+        one_line = len(control) + 5 + len(test) <= room
+        sides.styles.height = 1 if one_line else 2
         sides.update(
-            Text(f"{self._side_label('control', result)}  |  {self._side_label('test', result)}")
+            Text(
+                f"{control}  |  {test}"
+                if one_line
+                else f"{elide_middle(control, room)}\n{elide_middle(test, room)}"
+            )
         )
         if not result.get("ready"):
             temporal.display = False
@@ -386,7 +432,9 @@ class DiffScreen(AnalysisScreen):
             self._show_name()
             return
         temporal.display = True
-        temporal.update(self._temporal_text(result["temporal"]))
+        text = Text(step_headline(result.get("step_time", {})) + "\n", style="bold")
+        text.append_text(self._temporal_text(result["temporal"]))
+        temporal.update(text)
         table.show_frame(result["table"])
         summary.update(self._summary_text(result))
         self._show_name()
@@ -419,12 +467,17 @@ class DiffScreen(AnalysisScreen):
         table: pl.DataFrame = result["table"]
         counts = table["chg"].value_counts()
         n = dict(zip(counts["chg"].to_list(), counts["count"].to_list(), strict=True))
+        scope = (
+            "averaged per iteration" if result["kw"]["average_iterations"] else "in the iteration"
+        )
+        how = "self time, t: inclusive" if self.params.get("self_time") else "inclusive, t: self"
         text = (
-            f"{n.get('+', 0)} slower (+), {n.get('-', 0)} faster (-), "
+            f"Per op {scope} ({how}): "
+            f"{n.get('+', 0)} slower, {n.get('-', 0)} faster, "
             f"{n.get('new', 0)} new, {n.get('gone', 0)} gone, {n.get('=', 0)} same"
         )
-        if result["kw"]["average_iterations"]:
-            text += "; per iteration"
+        if n.get("new") and n.get("gone") and not self.params.get("short"):
+            text += "; n matches renames"
         if notes:
             text += "; " + "; ".join(notes)
         return text
@@ -443,18 +496,23 @@ class DiffScreen(AnalysisScreen):
                 return ""
             return f" ({v:+.1f}%)" if sign else f" ({v:.1f}%)"
 
-        rows = [("GPU time (us)", "control", "test", "change")]
+        def points(v: float | None) -> str:
+            return "" if v is None else f"{v:+.1f} pt"
+
+        # the time change and the change of share are different numbers: both, labelled
+        rows = [("GPU, whole trace (us)", "control", "test", "time change", "share")]
         for metric, label, pmetric in TEMPORAL:
             c, t, d = values.get(metric, (None, None, None))
             pc, pt, pd = values.get(pmetric, (None, None, None)) if pmetric else (None,) * 3
-            rows.append((label, num(c) + pct(pc), num(t) + pct(pt), num(d, True) + pct(pd, True)))
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+            rel = f" ({d / c:+.0%})" if c and d is not None else ""
+            rows.append((label, num(c) + pct(pc), num(t) + pct(pt), num(d, True) + rel, points(pd)))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
         text = Text(no_wrap=True, overflow="crop")
         for n, row in enumerate(rows):
             line = (
                 row[0].ljust(widths[0])
                 + "  "
-                + "  ".join(cell.rjust(widths[i + 1]) for i, cell in enumerate(row[1:]))
+                + " ".join(cell.rjust(widths[i + 1]) for i, cell in enumerate(row[1:]))
             )
             text.append(line, style="bold" if n == 0 else "")
             if n < len(rows) - 1:
@@ -474,6 +532,9 @@ class DiffScreen(AnalysisScreen):
     def action_cycle_device(self) -> None:
         current = self.params.get("device", "ALL")
         self.set_params(device=DEVICES[(DEVICES.index(current) + 1) % len(DEVICES)])
+
+    def action_toggle_self(self) -> None:
+        self.set_params(self_time=not self.params.get("self_time", False))
 
     def action_toggle_short(self) -> None:
         self.set_params(short=not self.params.get("short", False))
@@ -584,7 +645,7 @@ class DiffDetailScreen(Screen):
             yield Static("", id="diff-kernels-title", classes="section-title")
             yield FrameTable(id="diff-kernels", key_column="name", export_name="diff_kernels")
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#body").loading = True

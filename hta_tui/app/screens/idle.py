@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import gaps, idle
 from hta_tui.app.format import fmt_us
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -29,6 +30,11 @@ from hta_tui.printable import printable
 
 #: HTA's default consecutive_kernel_delay (us).
 DEFAULT_THRESHOLD = 30.0
+#: `t` on a gap: the timeline from the gap's start (us after the rank's first kernel) to the
+#: kernel it delays.
+GAP_MOMENT = MomentColumns(
+    "at (us)", base="rank_gpu", dur="gap (us)", name="after", stream="stream", name_at_end=True
+)
 #: How many of the longest gaps the gaps table lists.
 TOP_GAPS = 200
 #: With more bars than this (the box shows about 6), the most idle streams come first.
@@ -123,7 +129,7 @@ class IdleScreen(AnalysisScreen):
         return float(self.params.get("threshold", DEFAULT_THRESHOLD))
 
     def _title_text(self) -> str:
-        return f"{super()._title_text()}  ·  threshold {format_threshold(self.threshold)}"
+        return self._with_scope(f"{self._where()}  ·  threshold {format_threshold(self.threshold)}")
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="idle-summary", classes="summary")
@@ -137,7 +143,7 @@ class IdleScreen(AnalysisScreen):
             with TabPane("Interval stats", id=TABS[1]):
                 yield FrameTable(id="idle-stats", export_name="idle_interval_stats")
             with TabPane("Longest gaps", id=TABS[2]):
-                yield FrameTable(id="idle-gaps", export_name="idle_gaps")
+                yield FrameTable(id="idle-gaps", export_name="idle_gaps", moment=GAP_MOMENT)
                 yield Static("", id="idle-gap-detail", markup=False)
 
     @staticmethod

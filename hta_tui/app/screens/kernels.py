@@ -15,9 +15,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from hta_tui.analysis import kernel_detail, kernels
+from hta_tui.analysis.names import fold_names
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.printable import printable
@@ -25,6 +26,11 @@ from hta_tui.printable import printable
 #: HTA's top-k folding (get_gpu_kernel_breakdown's defaults).
 DURATION_RATIO = 0.8
 NUM_KERNELS = 10
+
+#: The short name with its first-level template arguments (shown when it fits).
+WIDER = "kernel (wider)"
+#: Columns kept in view beside a short kernel name: share %, sum, count, mean.
+NUMBERS_WIDTH = 42
 
 #: kernel type -> (style name, Unicode glyph, ASCII glyph); overlaps share one.
 TYPE_STYLES: dict[str, tuple[str, str, str]] = {
@@ -82,7 +88,8 @@ class TypeBreakdown(Widget):
         if max(map(len, labels)) + 30 > width:
             labels = [short_label(label) for label in labels]
         label_w = max(map(len, labels))
-        nums = [f"{total:,.1f}" for _, total, _ in self.rows]
+        whole = all(total == round(total) for _, total, _ in self.rows)
+        nums = [f"{total:,.{0 if whole else 1}f}" for _, total, _ in self.rows]
         num_w = max(map(len, nums))
         bar_w = max(width - label_w - num_w - 9, 0)
         lines = []
@@ -105,10 +112,16 @@ class KernelsScreen(AnalysisScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
+        Binding(
+            "n",
+            "toggle_names",
+            "Names",
+            tooltip="Short kernel names (template arguments folded) or full ones",
+        ),
     ]
 
     def default_params(self) -> dict[str, Any]:
-        return {"fold": True}
+        return {"fold": True, "full_names": False}
 
     def compose_body(self) -> ComposeResult:
         ascii = bool(getattr(self.app, "ascii", False))
@@ -129,6 +142,19 @@ class KernelsScreen(AnalysisScreen):
             duration_ratio=DURATION_RATIO,
             num_kernels=NUM_KERNELS,
         )
+        if not params.get("full_names", False):
+            # the short name in the name's place; the full one stays for detail and export
+            table = table.with_columns(
+                fold_names(table["name"], keep=0).alias("kernel"),
+                fold_names(table["name"], keep=1).alias(WIDER),
+            ).select(
+                "kernel",
+                pl.exclude("name", "type", "ranks", "kernel", WIDER),
+                "type",
+                "ranks",
+                "name",
+                WIDER,
+            )
         return {"types": type_df, "kernels": table, "ranks": len(frames)}
 
     def show(self, result: dict[str, Any]) -> None:
@@ -137,7 +163,12 @@ class KernelsScreen(AnalysisScreen):
         self.query_one(TypeBreakdown).set_rows(
             [(t, s, p) for t, s, p in types.select("kernel_type", "sum", "percentage").iter_rows()]
         )
-        self.query_one("#kernel-table", FrameTable).show_frame(table)
+        kernel_table = self.query_one("#kernel-table", FrameTable)
+        kernel_table.hidden_columns = frozenset(
+            {"name", WIDER} if "kernel" in table.columns else ()
+        )
+        kernel_table.max_text = self._name_room()
+        kernel_table.show_frame(self._fitted(table))
         summary = self.query_one("#kernels-summary", Static)
         if table.is_empty():
             summary.update(
@@ -153,9 +184,42 @@ class KernelsScreen(AnalysisScreen):
             summary.update(f"Every kernel ({table.height}); t: top kernels + others; enter: detail")
         self._show_name()
 
+    def _name_room(self) -> int:
+        """Short names first, elided to leave the share, sum, count and mean in view."""
+        if self.params.get("full_names", False):
+            return 400
+        return max(24, min(100, self.size.width - NUMBERS_WIDTH))
+
+    def _fitted(self, table: pl.DataFrame) -> pl.DataFrame:
+        """Short names with their first template arguments where the room allows (a wide
+        terminal tells `vectorized_elementwise_kernel<4, FillFunctor<…>>` apart)."""
+        if WIDER not in table.columns:
+            return table
+        wider = pl.col(WIDER)
+        fits = wider.str.len_chars() <= self._name_room()
+        return table.with_columns(pl.when(fits).then(wider).otherwise("kernel").alias("kernel"))
+
+    def on_resize(self) -> None:
+        table = self.query_one("#kernel-table", FrameTable)
+        if isinstance(self.result, dict) and table.max_text != self._name_room():
+            table.max_text = self._name_room()
+            table.show_frame(self._fitted(self.result["kernels"]))
+
     # -- interaction -----------------------------------------------------------------------
     def action_toggle_fold(self) -> None:
         self.set_params(fold=not self.params.get("fold", True))
+
+    def action_toggle_names(self) -> None:
+        self.set_params(full_names=not self.params.get("full_names", False))
+
+    def _apply_filter(self) -> None:
+        """A filter looks at every kernel, not only the top ones: the tail folded into
+        "others" is listed while a filter is on."""
+        text = self.query_one("#filter", Input).value.strip()
+        if text and self.params.get("fold", True):
+            self.set_params(fold=False)
+            self.notify("every kernel listed while filtering (t folds them again)", timeout=4)
+        super()._apply_filter()
 
     @on(DataTable.RowHighlighted, "#kernel-table")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

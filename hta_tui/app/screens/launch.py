@@ -26,10 +26,13 @@ from textual_plotext import PlotextPlot
 from hta_tui.analysis import launch
 from hta_tui.analysis.downsample import thin_points
 from hta_tui.analysis.launch_kernels import launch_table
+from hta_tui.analysis.names import fold_names
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.app.widgets.ticks import label, log_ticks
 
 RUNTIME_CUTOFF = 50.0  # us, HTA's default
 LAUNCH_DELAY_CUTOFF = 100.0  # us, HTA's default
@@ -52,6 +55,9 @@ TABS = ("short", "runtime", "delay")
 #: thousands of rows, and drawing 2,000 rows three times costs a second per recompute.
 MAX_ROWS = 300
 PLOTS = ("scatter", "delay")
+
+#: `t` on a launch row: the kernel it launched (its correlation id; `ts` is ns as written).
+LAUNCH_MOMENT = MomentColumns("ts", unit="ns", base="abs", name="kernel", correlation="correlation")
 
 
 def parse_cutoff(text: str) -> float | None:
@@ -133,15 +139,24 @@ class LaunchScreen(AnalysisScreen):
         with TabbedContent(id="launch-tabs", initial="short"):
             with TabPane("Short kernels", id="short"):
                 yield FrameTable(
-                    id="short-table", export_name="short_gpu_kernels", max_rows=MAX_ROWS
+                    id="short-table",
+                    export_name="short_gpu_kernels",
+                    max_rows=MAX_ROWS,
+                    moment=LAUNCH_MOMENT,
                 )
             with TabPane("Runtime outliers", id="runtime"):
                 yield FrameTable(
-                    id="runtime-table", export_name="runtime_outliers", max_rows=MAX_ROWS
+                    id="runtime-table",
+                    export_name="runtime_outliers",
+                    max_rows=MAX_ROWS,
+                    moment=LAUNCH_MOMENT,
                 )
             with TabPane("Delay outliers", id="delay"):
                 yield FrameTable(
-                    id="delay-table", export_name="launch_delay_outliers", max_rows=MAX_ROWS
+                    id="delay-table",
+                    export_name="launch_delay_outliers",
+                    max_rows=MAX_ROWS,
+                    moment=LAUNCH_MOMENT,
                 )
 
     # -- computation (worker) ------------------------------------------------------------------
@@ -177,9 +192,14 @@ class LaunchScreen(AnalysisScreen):
         counts = {k: result[k].height for k in TABS}
         for key in TABS:
             frame: pl.DataFrame = result[key]
-            self.query_one(f"#{key}-table", FrameTable).show_frame(
-                frame.select([c for c in SHOWN if c in frame.columns])
-            )
+            shown = frame.select([c for c in SHOWN if c in frame.columns])
+            table = self.query_one(f"#{key}-table", FrameTable)
+            if "kernel" in shown.columns:  # the short name drawn, the full one kept
+                short = fold_names(shown["kernel"], keep=0).alias("name")
+                at = shown.columns.index("kernel")
+                shown = shown.insert_column(at, short)
+                table.hidden_columns = frozenset({"kernel"})
+            table.show_frame(shown)
         tabs = self.query_one(TabbedContent)
         tabs.get_tab("short").label = f"Short kernels ({counts['short']:,})"
         tabs.get_tab("runtime").label = f"Call > {fmt_us(rc)} us ({counts['runtime']:,})"
@@ -224,7 +244,16 @@ class LaunchScreen(AnalysisScreen):
                     color=colour,
                     marker=marker,
                 )
-            plt.xlabel("x: launch call on the CPU, y: its GPU work (log10 of us)")
+                # round values in us at their log10 positions, not the log10 numbers
+                # as many as the chart has room for: plotext drops labels that collide, and
+                # which ones it drops varies
+                width, height = plot.size
+                room = {"cpu_duration": max(2, width // 10), "gpu_duration": max(2, height // 3)}
+                for axis, column in ((plt.xticks, "cpu_duration"), (plt.yticks, "gpu_duration")):
+                    lo, hi = float(pts[column].min()), float(pts[column].max())
+                    values = log_ticks(lo, hi, room[column])
+                    axis([math.log10(v) for v in values], [label(v) for v in values])
+            plt.xlabel("x: launch call on the CPU (us), y: its GPU work (us); log scales")
         else:
             pts = result["delay_points"]
             if not pts.is_empty():

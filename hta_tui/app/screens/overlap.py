@@ -58,6 +58,10 @@ class OverlapBars(StackedBars):
     }
 
 
+#: Lines the bars and the rank table get at least (the .tcss value, at 80x24).
+MIN_BLOCK = 7
+
+
 class OverlapScreen(AnalysisScreen):
     TITLE = "Comm/comp overlap"
 
@@ -101,8 +105,19 @@ class OverlapScreen(AnalysisScreen):
             ]
         )
         self.query_one("#overlap-summary", Static).update(self._summary(per_rank, known))
+        self._fit_heights()
         if self.focused is None:
             self.call_after_refresh(self.query_one("#overlap-table", FrameTable).focus)
+
+    def on_resize(self) -> None:
+        self._fit_heights()
+
+    def _fit_heights(self) -> None:
+        """The bars and the rank table take up to a quarter of the screen each (7 lines at
+        least): a tall terminal shows every rank of an 8-rank job without scrolling."""
+        room = max(MIN_BLOCK, self.size.height // 4)
+        for widget in self.query("#overlap-bars-box, #overlap-table"):
+            widget.styles.max_height = room
 
     @on(DataTable.RowSelected, "#comm-kernels")
     def _drill_down(self, event: DataTable.RowSelected) -> None:

@@ -18,17 +18,18 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from hta_tui.app.format import (
     TEMPORAL_COLUMNS,
     FileRow,
     column_width,
     elide_end,
-    elide_middle,
+    elide_file,
     fit_columns,
 )
 from hta_tui.app.widgets.bars import BarRow, StackedBars
+from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.app.widgets.status import StatusBar
 
@@ -53,10 +54,19 @@ class OverviewData:
     loading: bool = False
     watching: bool = False
     root: str = ""
+    #: the steps the temporal breakdown covers (HTA's rule; the file list counts whole files)
+    steps: str = ""
 
 
 class FilesTable(PlainCells):
     """The files table; its component classes give each status a theme colour."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+        Binding("g", "scroll_top", "Top", show=False),
+        Binding("G", "scroll_bottom", "Bottom", show=False),
+    ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
         "files-table--ok",
@@ -103,6 +113,7 @@ class OverviewScreen(Screen):
         with Vertical(id="overview"):
             files = FilesTable(id="files", cursor_type="row", zebra_stripes=False)
             files.border_title = "Files"
+            files.border_subtitle = "counts: whole files"
             yield files
             yield Static(id="file-detail", markup=False)
             with Vertical(id="temporal-box") as box:
@@ -112,7 +123,7 @@ class OverviewScreen(Screen):
                     yield StackedBars(id="temporal-bars", ascii=self.ascii)
                 yield Static(id="temporal-empty", markup=False)
         yield StatusBar()
-        yield Footer(compact=True)
+        yield KeysFooter(compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#files", FilesTable).focus()
@@ -153,7 +164,9 @@ class OverviewScreen(Screen):
         for key, _, _ in self._layout:
             value = row.get(key)
             if key == "file":
-                text = Text(elide_middle(row.name, file_w), no_wrap=True)
+                shown = row.get("shown")  # "yes" / "no" when the rank has several spans
+                mark = {"yes": "* " if self.ascii else "● ", "no": "  "}.get(shown, "")
+                text = Text(mark + elide_file(row.name, file_w - len(mark)), no_wrap=True)
                 if row.problem:
                     text.append("\n")
                     text.append(elide_end("↳ " + (row.reason or row.status), file_w), style=style)
@@ -219,6 +232,8 @@ class OverviewScreen(Screen):
         has = bool(data.temporal)
         self.query_one("#temporal").display = has
         empty.display = not has
+        box = self.query_one("#temporal-box")
+        box.border_title = "Temporal breakdown" + (f" · {data.steps}" if data.steps else "")
         if has:
             # Columns too: a DataTable's auto widths only ever grow.
             table.clear(columns=True)
@@ -282,6 +297,10 @@ class OverviewScreen(Screen):
         text.append("rank ?" if row.rank is None else f"rank {row.rank}", style="bold")
         text.append("  ")
         text.append(row.name)
+        if row.get("shown") == "yes":
+            text.append("  (the span shown)", style="bold")
+        elif row.get("shown") == "no":
+            text.append("  (enter: show this span)")
         if row.reason:
             text.append("  ")
             text.append(row.reason, style=table.status_style(row.tone))

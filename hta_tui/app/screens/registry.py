@@ -8,7 +8,8 @@ Keys: a digit opens a section (the view last shown in it; the same digit again s
 section's next view) and an upper-case letter opens one view directly, from anywhere - so any
 view is one or two keystrokes away. Upper-case letters, because the views' own keys are lower
 case (`d` device, `v` tables, `r` rank, `/` filter, `s` sort, `e` export, `t` timeline here)
-and the tables' few upper-case ones (`S` reverse, `G` bottom) are left alone.
+and the few upper-case ones of tables (`S` reverse, `G` bottom) and the timeline (`A`, `D`
+page) are left alone.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
     _screen("1", "O", "overview", "Overview", "overview", "OverviewScreen"),
     _screen("1", "B", "step_time", "Step time", "step_time", "StepTimeScreen"),
     _screen("2", "K", "kernels", "Kernels", "kernels", "KernelsScreen"),
-    _screen("2", "D", "detail", "Kernel detail", "detail", "KernelDetailScreen"),
+    _screen("2", "E", "detail", "Kernel detail", "detail", "KernelDetailScreen"),
     _screen("2", "L", "launch", "Kernel launches", "launch", "LaunchScreen"),
     _screen("2", "Q", "sequences", "Kernel sequences", "sequences", "SequencesScreen"),
     _screen("2", "I", "idle", "Idle time", "idle", "IdleScreen"),
@@ -70,6 +71,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
     _screen("4", "P", "steps", "Steps & stragglers", "steps", "StepsScreen"),
     _screen("5", "Y", "syncs", "Syncs", "syncs", "SyncsScreen"),
     _screen("5", "U", "modules", "Modules", "modules", "ModulesScreen"),
+    _screen("6", "T", "timeline", "Trace timeline", "timeline", "TimelineScreen"),
     _screen("6", "N", "timelines", "Timelines", "timelines", "TimelinesScreen"),
 )
 
@@ -79,11 +81,10 @@ BY_SECTION: dict[str, tuple[ScreenEntry, ...]] = {
 }
 SECTION_TITLE: dict[str, str] = {s.key: s.title for s in SECTIONS}
 
-#: The letters views had before sections; kept because no view uses them inside.
+#: The letters views had before sections, kept where no view uses them inside (`m` and `w`
+#: are gone: the trace timeline marks and zooms with them).
 OLD_KEYS: dict[str, str] = {
     "b": "step_time",
-    "m": "memory",
-    "w": "distributed",
     "y": "syncs",
     "u": "modules",
 }

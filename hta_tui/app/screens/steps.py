@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import annotations, step_compare, steps
 from hta_tui.app.format import fmt_us
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 
@@ -52,6 +53,9 @@ STRAGGLER_ORDER: tuple[str, ...] = (
 
 #: With more ranks than this (the chart box shows about 6), the slowest come first.
 MANY_BARS = 6
+
+#: `t` on an iteration: its ProfilerStep on the timeline (times are us from the job's start).
+STEP_MOMENT = MomentColumns("ts", dur="dur", name="iter", name_format="ProfilerStep#{}")
 
 
 @dataclass(frozen=True)
@@ -153,7 +157,9 @@ class StepsScreen(AnalysisScreen):
             with TabPane("Per step", id=TABS[0]):
                 yield FrameTable(id="steps-per-step", key_column="iter", export_name="step_spread")
             with TabPane("Iterations", id=TABS[1]):
-                yield FrameTable(id="steps-iterations", export_name="iterations")
+                yield FrameTable(
+                    id="steps-iterations", export_name="iterations", moment=STEP_MOMENT
+                )
             with TabPane("Stragglers", id=TABS[2]):
                 yield FrameTable(id="steps-stragglers", key_column="rank", export_name="stragglers")
             with TabPane("Annotations (CPU)", id=TABS[3]):
@@ -233,15 +239,35 @@ class StepsScreen(AnalysisScreen):
         s: pl.DataFrame = result["stragglers"]
         flagged = s.filter(pl.col("straggler"))
         n_ranks = result["iterations"]["rank"].n_unique()
-        head = f"{spread.height} steps on {n_ranks} rank{'s' if n_ranks != 1 else ''}. "
+        head = (
+            f"{spread.height} step{'s' if spread.height != 1 else ''} on {n_ranks} "
+            f"rank{'s' if n_ranks != 1 else ''}. "
+        )
+        head += StepsScreen._collectives(s)
         if flagged.is_empty():
             if s.height < 3:
                 return head + "Straggler detection needs at least 3 ranks with steps."
-            return head + "No straggler: no rank stands out."
+            noise = s.filter(pl.col("reason") != "")
+            why = "; ".join(f"rank {r['rank']} {r['reason']}" for r in noise.iter_rows(named=True))
+            return head + "No straggler: no rank stands out" + (f" ({why})." if why else ".")
         names = "; ".join(
             f"rank {r['rank']} ({r['reason']})" for r in flagged.iter_rows(named=True)
         )
         return head + f"Straggler candidate{'s' if flagged.height > 1 else ''}: {names}."
+
+    @staticmethod
+    def _collectives(s: pl.DataFrame) -> str:
+        """The spread of time in collectives per step across ranks: in synchronous training
+        the rank that waits least is the one the others wait for."""
+        comm = s.filter(pl.col("comm_time (us)") > 0)
+        if comm.height < 2:
+            return ""
+        low = comm.row(int(comm["comm_time (us)"].arg_min() or 0), named=True)
+        lo, hi = comm["comm_time (us)"].min(), comm["comm_time (us)"].max()
+        return (
+            f"Collectives per step: {fmt_us(lo)} to {fmt_us(hi)} across ranks "
+            f"(least: rank {low['rank']}). "
+        )
 
     def _focus_table(self) -> None:
         tabs = self.query_one("#steps-tabs", TabbedContent)

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import sync_summary
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.model import TraceSet
@@ -38,6 +39,8 @@ INSTANCE_HEADERS: dict[str, str] = {
     "rank": "rank",
     "start (us)": "start (us)",
 }
+#: `t` on a sync: the call on the timeline (its start is in us as written in the trace).
+SYNC_MOMENT = MomentColumns("start (us)", base="abs", dur="blocked (us)", name="call")
 #: What a summary row is keyed by, to pick its instances.
 _KEYS = ("rank", "phase", "module", "operator", "call_site")
 
@@ -50,7 +53,7 @@ class SyncsScreen(AnalysisScreen):
         # No key column: every column of a row can be null (a sync outside any op or module).
         yield FrameTable(id="sync-summary", export_name="sync_summary")
         yield Static("Syncs (enter on a row above: only its own)", classes="section-title")
-        yield FrameTable(id="sync-instances", export_name="syncs")
+        yield FrameTable(id="sync-instances", export_name="syncs", moment=SYNC_MOMENT)
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, pl.DataFrame]:

@@ -153,8 +153,8 @@ class TimelinesScreen(AnalysisScreen):
         if self.params.rank is None:
             n = len(self.trace_set.loaded())
             more = f" (first of {n}; r picks)" if n > 1 else ""
-            return f"{self.TITLE}  ·  rank {rank}{more}"
-        return f"{self.TITLE}  ·  rank {rank}"
+            return self._with_scope(f"{self.TITLE}  ·  rank {rank}{more}")
+        return self._with_scope(f"{self.TITLE}  ·  rank {rank}")
 
     # -- computation (worker) ------------------------------------------------------------------
     @staticmethod

@@ -12,6 +12,8 @@ from typing import Any, ClassVar
 
 import polars as pl
 from rich.cells import cell_len
+from rich.text import Text
+from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -22,6 +24,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from hta_tui.analysis.tables import csv_for_people
+from hta_tui.app.moment import Moment, MomentColumns
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.printable import printable
@@ -50,18 +53,34 @@ def elide(text: str, width: int = MAX_TEXT) -> str:
     return f"{text[:half]}…{text[len(text) - (width - 1 - half) :]}"
 
 
+#: Words in a column name that say what kind of number it holds.
+_SHARE_WORDS = ("%", "pct", "share", "percent")
+_TIME_WORDS = ("us", "time", "dur", "delay", "sum", "mean", "min", "max", "std", "median")
+
+
 def float_style(col: pl.Series) -> str:
-    """One number format per column, so a column's numbers line up: whole numbers without
-    decimals, one decimal from 10 up, three significant digits for small values."""
+    """One number format per column, and one per kind of column, so numbers line up and read
+    alike across tables: whole numbers without decimals; shares and times (us) with one
+    decimal; ratios and z-scores with two; other small quantities with as many decimals as
+    show three digits of the largest ("d3": 0.089, never 0.0887 beside 30.9)."""
     finite = col.drop_nulls().drop_nans()
     if finite.is_empty() or (finite == finite.round(0)).all():
         return "int"
-    return "one" if finite.abs().max() >= 10 else "sig"
+    name = col.name.lower()
+    if "ratio" in name or name.endswith("_z"):  # 0.99 of a stream's idle time, z-scores
+        return "d2"
+    if any(w in name for w in (*_SHARE_WORDS, *_TIME_WORDS)):
+        return "d1"
+    top = float(finite.abs().max())  # type: ignore[arg-type]
+    return "d1" if top >= 10 else "d2" if top >= 1 else "d3"
 
 
-def format_value(value: Any, dtype: pl.DataType, style: str = "one") -> str:
-    """Numbers right-aligned and readable (1,234.5); nulls as a dash; long texts elided, their
-    control characters shown as escapes (the cell widths are those of what is shown)."""
+def format_value(
+    value: Any, dtype: pl.DataType, style: str = "d1", max_text: int = MAX_TEXT
+) -> str:
+    """Numbers right-aligned and readable (1,234.5), in the column's `float_style`; nulls as
+    a dash; texts longer than `max_text` elided in the middle, their control characters shown
+    as escapes (the cell widths are those of what is shown)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -71,14 +90,11 @@ def format_value(value: Any, dtype: pl.DataType, style: str = "one") -> str:
     if dtype.is_float():
         if value != value:  # NaN
             return "-"
-        if style == "int":
-            return f"{value:,.0f}"
-        if style == "sig" or abs(value) < 0.1:
-            return f"{value:.3g}"
-        return f"{value:,.1f}"
+        decimals = 0 if style == "int" else int(style[1:]) if style[1:].isdigit() else 1
+        return f"{value:,.{decimals}f}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(printable, value)) + "]"
-    return elide(printable(value))
+    return elide(printable(value), max_text)
 
 
 class ColumnPicker(ModalScreen[str | None]):
@@ -121,7 +137,15 @@ class FrameTable(PlainCells):
         Binding("k", "cursor_up", "Up", show=False),
         Binding("g", "scroll_top", "Top", show=False),
         Binding("G", "scroll_bottom", "Bottom", show=False),
+        Binding("t", "timeline", "Timeline", tooltip="Open the timeline at this row's moment"),
     ]
+
+    class OpenTimeline(Message):
+        """`t` on a row that names a moment (the screen opens the timeline there)."""
+
+        def __init__(self, moment: Moment) -> None:
+            super().__init__()
+            self.moment = moment
 
     class Exported(Message):
         def __init__(self, table: FrameTable, path: Path, rows: int) -> None:
@@ -136,6 +160,7 @@ class FrameTable(PlainCells):
         key_column: str | None = None,
         export_name: str = "table",
         max_rows: int = MAX_ROWS,
+        moment: MomentColumns | None = None,
         **kw: Any,
     ) -> None:
         kw.setdefault("cursor_type", "row")
@@ -144,7 +169,14 @@ class FrameTable(PlainCells):
         self.key_column = key_column
         self.export_name = export_name
         self.max_rows = max_rows
+        #: the columns naming a moment, for `t` (None: the key belongs to the screen)
+        self.moment = moment
         self.frame: pl.DataFrame = pl.DataFrame()
+        #: columns kept in the frame (cursor row, filter, export) but not drawn: a kernel's
+        #: full name behind its short one
+        self.hidden_columns: frozenset[str] = frozenset()
+        #: texts longer than this are elided in the middle when drawn
+        self.max_text = MAX_TEXT
         self.filter_text = ""
         self.sort_by: tuple[str, bool] | None = None  # (column, descending)
         #: each drawn column's widest cell (`_render_frame`), so nothing needs measuring
@@ -206,6 +238,17 @@ class FrameTable(PlainCells):
             return None
         return df.row(self.cursor_row, named=True)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.moment is not None if action == "timeline" else True
+
+    def action_timeline(self) -> None:
+        if self.moment is None:
+            raise SkipAction()  # the screen's own `t` (a threshold, a toggle) answers
+        row = self.selected_row()
+        moment = self.moment.moment(row) if row is not None else None
+        if moment is not None:
+            self.post_message(self.OpenTimeline(moment))
+
     def restyle(self, shown: pl.DataFrame) -> dict[str, list[Any]]:
         """Subclasses: cells (Rich renderables) to draw instead of the plain texts, by column,
         for the rows drawn (`shown`). Column widths stay those of the plain texts."""
@@ -217,17 +260,21 @@ class FrameTable(PlainCells):
         self.clear(columns=True)
         self._generation += 1
         numeric = {c for c, t in df.schema.items() if t.is_numeric()}
-        shown = df.head(self.max_rows)
+        drawn = [c for c in df.columns if c not in self.hidden_columns]
+        shown = df.head(self.max_rows).select(drawn)
         schema = shown.schema
         styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
         texts: dict[str, list[Any]] = {
-            c: [format_value(v, schema[c], styles.get(c, "one")) for v in shown[c].to_list()]
+            c: [
+                format_value(v, schema[c], styles.get(c, "d1"), self.max_text)
+                for v in shown[c].to_list()
+            ]
             for c in shown.columns
         }
         self._text_widths = {
             name: max(map(cell_len, cells), default=0) for name, cells in texts.items()
         }
-        for name in df.columns:
+        for name in drawn:
             arrow = ""
             if self.sort_by is not None and self.sort_by[0] == name:
                 arrow = " ▼" if self.sort_by[1] else " ▲"
@@ -240,13 +287,21 @@ class FrameTable(PlainCells):
                 header = header.rjust(width)
                 self._text_widths[name] = width
             self.add_column(header, key=name)
-        texts.update(self.restyle(shown))
+        restyled = self.restyle(shown)
+        for name, cells in restyled.items():  # a restyled cell may be wider (a sign added)
+            widest = max(
+                (cell_len(c.plain if isinstance(c, Text) else str(c)) for c in cells), default=0
+            )
+            self._text_widths[name] = max(self._text_widths.get(name, 0), widest)
+        texts.update(restyled)
         # Row keys are the row positions (subclasses restyle cells by them).
         rows = list(zip(*(texts[c] for c in shown.columns), strict=True))
         target = None
-        if keep is not None and self.key_column and self.key_column in shown.columns:
-            match = shown.with_row_index("__i").filter(
-                pl.col(self.key_column) == keep.get(self.key_column)
+        if keep is not None and self.key_column and self.key_column in df.columns:
+            match = (
+                df.head(self.max_rows)
+                .with_row_index("__i")
+                .filter(pl.col(self.key_column) == keep.get(self.key_column))
             )
             if not match.is_empty():
                 target = int(match["__i"][0])

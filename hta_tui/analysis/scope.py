@@ -1,0 +1,81 @@
+"""What a set of numbers covers: which ranks and which profiler steps. Screens and the report
+state it, so two views with different totals say why (HTA's analyses leave out the last
+ProfilerStep; a file list counts every event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import polars as pl
+
+from hta_tui.analysis.hta_view import every_step, keeps_every_step, profiler_step_names
+from hta_tui.analysis.steps import STEP_NUMBER, profiler_steps
+
+
+@dataclass(frozen=True)
+class StepScope:
+    """`ranks` analysed; `steps`: every numbered ProfilerStep in their files; `kept`: those
+    HTA's view keeps (all of them when the step filter is off or does not apply)."""
+
+    ranks: tuple[int, ...]
+    steps: tuple[int, ...]
+    kept: tuple[int, ...]
+    #: HTA's ProfilerStep filter would apply (the job has >= 2 step names)
+    filtered: bool = False
+
+    @property
+    def left_out(self) -> tuple[int, ...]:
+        return tuple(s for s in self.steps if s not in self.kept)
+
+
+def _numbers(names: set[str]) -> list[int]:
+    found = pl.Series(sorted(names), dtype=pl.String).str.extract(STEP_NUMBER, 1)
+    return sorted(set(found.cast(pl.Int64, strict=False).drop_nulls().to_list()))
+
+
+def step_scope(ranks: Mapping[int, pl.DataFrame]) -> StepScope:
+    names = profiler_step_names(ranks)
+    numbers = _numbers(names)
+    kept = tuple(profiler_steps(ranks))
+    return StepScope(tuple(sorted(ranks)), tuple(numbers), kept, filtered=len(names) >= 2)
+
+
+def _span(steps: tuple[int, ...]) -> str:
+    if not steps:
+        return "none"
+    if list(steps) == list(range(steps[0], steps[-1] + 1)):
+        return str(steps[0]) if len(steps) == 1 else f"{steps[0]}-{steps[-1]}"
+    return ", ".join(map(str, steps))
+
+
+def describe_steps(scope: StepScope, *, every_step: bool, key: str = "a") -> str:
+    """The steps part of a screen's scope line (short: it shares the title line), with the
+    key that changes it."""
+    if not scope.steps:
+        return "whole trace (no ProfilerStep)"
+    if scope.left_out:
+        return f"steps {_span(scope.kept)}, {_span(scope.left_out)} left out as HTA ({key})"
+    if every_step and scope.filtered:
+        return f"steps {_span(scope.steps)}, the last included ({key})"
+    return f"steps {_span(scope.steps)}"
+
+
+def steps_from_names(names: set[str]) -> str:
+    """The steps HTA's analyses cover, from the job's ProfilerStep names alone (the overview
+    reads no frame): with two names or more, the last step is left out."""
+    numbers = tuple(_numbers(names))
+    kept = numbers[:-1] if len(names) >= 2 else numbers
+    return describe_steps(
+        StepScope((), numbers, kept, filtered=len(names) >= 2), every_step=False, key=""
+    ).replace(" ()", "")
+
+
+def every_step_frames(ranks: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:
+    """The frames with HTA's ProfilerStep filter off (see hta_view.every_step)."""
+    return {r: every_step(f) for r, f in ranks.items()}
+
+
+def is_every_step(ranks: Mapping[int, pl.DataFrame]) -> bool:
+    return bool(ranks) and all(keeps_every_step(f) for f in ranks.values())

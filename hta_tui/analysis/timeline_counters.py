@@ -1,0 +1,54 @@
+"""Counter tracks of the timeline beyond GPU utilisation: memory allocated per device, from the
+memory frame (`[memory]` events), as a level row (its value between consecutive events)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from hta_tui.analysis.timeline_rows import Row, make_row
+from hta_tui.trace.schema import KINDS
+
+#: the lane of a device's memory track (its utilisation track is -1)
+MEMORY_LANE = -2
+
+
+def memory_rows(rank: int, memory: pl.DataFrame, origin_ns: int, span_ns: int) -> list[Row]:
+    """One row per GPU device: allocated bytes over time (`total_allocated` as written, else
+    the running sum of the events' sizes), as a fraction of the device's peak."""
+    if memory.is_empty():
+        return []
+    gpu = memory.filter(pl.col("device_id").is_not_null() & (pl.col("device_id") >= 0))
+    if gpu.is_empty():
+        return []
+    points = (
+        gpu.sort("ts", maintain_order=True)
+        .with_columns(
+            value=pl.coalesce("total_allocated", pl.col("bytes").cum_sum().over("device_id"))
+        )
+        .group_by(["device_id", "ts"], maintain_order=True)
+        .agg(pl.col("value").last())
+    )
+    rows = []
+    for (device,), part in points.group_by(["device_id"], maintain_order=True):
+        ts = part["ts"].to_numpy() - origin_ns
+        value = part["value"].cast(pl.Float64).fill_null(0).to_numpy()
+        peak = float(value.max()) if len(value) else 0.0
+        if peak <= 0:
+            continue
+        ends = np.append(ts[1:], max(span_ns, int(ts[-1]) + 1))
+        rows.append(
+            make_row(
+                (rank, "gpu", int(device), MEMORY_LANE),
+                "mem alloc",
+                ts,
+                ends,
+                np.full(len(ts), KINDS.index("memcpy"), dtype=np.uint8),
+                np.full(len(ts), -1, dtype=np.int64),
+                span_ns=span_ns,
+                counter=True,
+                level=(value / peak).astype(np.float64),
+                scale=peak,
+            )
+        )
+    return rows

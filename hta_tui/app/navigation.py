@@ -1,0 +1,116 @@
+"""Moving between screens, mixed into HtaApp: numbered screens (each a mode keeping its own
+stack), going back, drilling down to a kernel, help and the command palette's entries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from hta_tui.app.mixin import AppMixin
+from hta_tui.app.screens.help import HelpScreen
+from hta_tui.app.screens.navigation import help_rows, palette_entries
+from hta_tui.app.screens.registry import BY_MODE, BY_SECTION, DIFF
+from hta_tui.trace.model import TraceSet
+
+
+class NavigationMixin(AppMixin):
+    """The navigating half of HtaApp; the attributes below are set by HtaApp.__init__."""
+
+    compare_set: TraceSet | None
+    selected_kernel: str | None
+    _mode_history: list[str]
+    #: section key -> the view last shown in it (its digit opens that one)
+    _section_last: dict[str, str]
+
+    @property
+    def comparing(self) -> bool:
+        return self.compare_set is not None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # the diff's keys do nothing unless comparing
+        diff = (action == "goto" and parameters == (DIFF.mode,)) or (
+            action == "section" and parameters == (DIFF.section,)
+        )
+        return not (diff and not self.comparing)
+
+    def action_goto(self, mode: str) -> None:
+        """Show a numbered screen (each keeps its own state: its mode's screen stack)."""
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss(None)
+        if mode == self.current_mode:
+            return
+        entry = BY_MODE.get(mode)
+        if entry is not None:
+            self._section_last[entry.section] = mode
+        self._mode_history.append(self.current_mode)
+        self.switch_mode(mode)
+
+    def action_section(self, key: str) -> None:
+        """A section's digit: the view last shown in that section; pressed again inside it,
+        the section's next view."""
+        views = BY_SECTION.get(key, (DIFF,) if key == DIFF.section else ())
+        modes = [e.mode for e in views]
+        if not modes:
+            return
+        if self.current_mode in modes and not isinstance(self.screen, HelpScreen):
+            self.action_goto(modes[(modes.index(self.current_mode) + 1) % len(modes)])
+            return
+        self.action_goto(self._section_last.get(key, modes[0]))
+
+    def action_go_back(self) -> None:
+        """Back to the screen shown before this one (escape on a numbered screen)."""
+        if len(self.screen_stack) > 1:
+            self.pop_screen()
+        elif self._mode_history:
+            self.switch_mode(self._mode_history.pop())
+
+    def show_kernel(self, name: str) -> None:
+        """Drill down: the kernel detail screen for `name`."""
+        self.selected_kernel = name
+        self.action_goto("detail")
+        screen = self.screen
+        if hasattr(screen, "set_params"):
+            screen.set_params(name=name)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss(None)
+            return
+        self.push_screen(HelpScreen(self.binding_rows(self.screen)))
+
+    def binding_rows(self, screen: Screen) -> list[tuple[str, str, str]]:
+        """(keys, description, where): the keys of `screen` (shown in the footer or not;
+        keys doing the same thing in the same place share a row), then every view by
+        section, from the registry."""
+        merged: dict[tuple[str, str], list[str]] = {}
+        screen_name = type(screen).__name__.removesuffix("Screen").lower() or "screen"
+        for key, active in screen.active_bindings.items():
+            binding = active.binding
+            node = active.node
+            if isinstance(node, App):
+                if binding.action.startswith(("goto(", "section(")):
+                    continue  # listed by section below
+                where = "everywhere"
+            elif isinstance(node, Screen):
+                where = screen_name
+            else:
+                where = node.id or type(node).__name__
+            desc = binding.description or binding.action.replace("_", " ")
+            keys = merged.setdefault((desc, where), [])
+            display = self.get_key_display(binding) or key
+            if display not in keys:
+                keys.append(display)
+        rows = [(", ".join(keys), desc, where) for (desc, where), keys in merged.items()]
+        rows.sort(key=lambda r: {screen_name: 0, "everywhere": 2}.get(r[2], 1))
+        return rows + help_rows(self.comparing)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "Reload", "Discover and load the trace folder again", self.action_reload
+        )
+        yield SystemCommand("Help", "Show every key binding", self.action_help)
+        for title, help_text, mode in palette_entries(self.comparing):
+            yield SystemCommand(title, help_text, lambda mode=mode: self.action_goto(mode))

@@ -1,0 +1,296 @@
+"""The trace itself: a zoomable timeline of every CPU thread and GPU stream (key `T`, or `t` on a
+table row that names a moment). The rows and their level-of-detail summaries are built in the
+screen's worker (`analysis.timeline_rows`); drawing is the view's (`widgets.timeline_view`).
+
+Keys: `w`/`s` (`+`/`-`) zoom around the cursor, `a`/`d` pan (`A`/`D` a page), left/right move
+the cursor, up/down change rows, `[`/`]` previous/next event on the row, `enter` selects the
+event under the cursor (or folds a rank/device group), `f` follows its flow, `m` marks a
+range, `/` highlights matching names, `z` shows the whole trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import polars as pl
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import Input, Static
+from textual.worker import get_current_worker
+
+from hta_tui.analysis import timeline_events as te
+from hta_tui.analysis.timeline_rows import Timeline, build_timeline, busy_before, innermost_at
+from hta_tui.app.moment import Moment
+from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
+from hta_tui.app.widgets.timeline_view import TimelineView, clean, fmt_time
+from hta_tui.trace.model import TraceSet
+
+
+class TimelineScreen(AnalysisScreen):
+    TITLE = "Trace timeline"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("w,plus,equals_sign", "zoom(0.5)", "Zoom in", key_display="w/+"),
+        Binding("s,minus", "zoom(2)", "Zoom out", key_display="s/-"),
+        Binding("a", "pan(-0.125)", "Pan left", show=False),
+        Binding("d", "pan(0.125)", "Pan right", show=False),
+        Binding("A,shift+a", "pan(-1)", "Page left", show=False),
+        Binding("D,shift+d", "pan(1)", "Page right", show=False),
+        Binding("left,h", "cursor_time(-1)", "Cursor left", show=False),
+        Binding("right,l", "cursor_time(1)", "Cursor right", show=False),
+        Binding("up,k", "cursor_row(-1)", "Row up", show=False),
+        Binding("down,j", "cursor_row(1)", "Row down", show=False),
+        Binding("left_square_bracket", "step_event(False)", "Prev event", key_display="["),
+        Binding("right_square_bracket", "step_event(True)", "Next event", key_display="]"),
+        Binding("enter", "select", "Select"),
+        Binding("f", "follow", "Flow"),
+        Binding("m", "mark", "Mark"),
+        Binding("slash", "filter", "Find", key_display="/"),
+        Binding("space", "toggle_group", "Fold", show=False),
+        Binding("z", "reset_zoom", "Whole trace", show=False),
+    ]
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.target: Moment | None = None
+        self.flow_targets: list[te.Ref] = []
+
+    def compose_body(self) -> ComposeResult:
+        yield TimelineView(ascii=bool(getattr(self.app, "ascii", False)), id="timeline-view")
+        yield Static("", id="timeline-details", markup=False)
+
+    @property
+    def view(self) -> TimelineView:
+        return self.query_one(TimelineView)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#filter", Input).placeholder = "highlight names containing..."
+        self.view.focus()
+
+    # -- compute -------------------------------------------------------------------------------
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> Timeline:
+        return build_timeline(frames, params.get("origin_ns"))
+
+    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
+    def _compute(self, ts: TraceSet, params: Params) -> None:
+        worker = get_current_worker()
+        frames = ts.frames()
+        threads = ts.frames("threads")
+        flows = ts.frames("flows")
+        memory = ts.frames("memory")
+        if params.rank is not None:
+            frames = {r: f for r, f in frames.items() if r == params.rank}
+        if worker.is_cancelled:
+            return
+        # ranks stay aligned on the common origin even when one rank is shown
+        result = build_timeline(frames, ts.origin_ns, threads, flows, memory)
+        if not worker.is_cancelled:
+            self.post_message(Computed(result, ts.generation, params))
+
+    def show(self, result: Timeline) -> None:
+        self.view.set_timeline(result)
+        if self.target is not None:
+            self._go_to_target()
+        else:
+            self._say(
+                f"{len(result.rows)} rows · {fmt_time(result.span_ns)} · "
+                "w/s zoom  a/d pan  [/] events  enter select  f flow  m mark  / find"
+            )
+
+    # -- linked from tables --------------------------------------------------------------------
+    def show_moment(self, moment: Moment) -> None:
+        """Zoom to a moment (and select its event when one starts there)."""
+        self.target = moment
+        views = self.query(TimelineView)  # empty until the screen's first compose
+        if views and views.first().timeline is not None:
+            self._go_to_target()
+
+    def _go_to_target(self) -> None:
+        m, self.target = self.target, None
+        view = self.view
+        tl = view.timeline
+        if m is None or tl is None:
+            return
+        place = te.resolve(
+            tl,
+            m.rank,
+            m.t,
+            base=m.base,
+            dur=m.dur,
+            name=m.name,
+            correlation=m.correlation,
+            stream=m.stream,
+            name_at_end=m.name_at_end,
+        )
+        pad = max(place.t1 - place.t0, 1000.0) / 2
+        view.cursor_t = place.t0
+        view.show_range(place.t0 - pad, place.t1 + pad)
+        if place.row is not None:
+            view.goto_row(place.row)
+        if place.ref is not None:
+            self._select(place.ref)
+        else:
+            self._say(f"rank {m.rank} at {fmt_time(place.t0)}, {fmt_time(m.dur)} long")
+
+    # -- actions -------------------------------------------------------------------------------
+    def _say(self, text: str) -> None:
+        self.query_one("#timeline-details", Static).update(text)
+
+    def action_zoom(self, factor: float) -> None:
+        self.view.zoom(factor)
+
+    def action_pan(self, fraction: float) -> None:
+        self.view.pan(fraction)
+
+    def action_reset_zoom(self) -> None:
+        tl = self.view.timeline
+        if tl is not None:
+            self.view.show_range(0, tl.span_ns)
+
+    def action_cursor_time(self, cells: int) -> None:
+        self.view.move_cursor_time(cells)
+
+    def action_cursor_row(self, delta: int) -> None:
+        self.view.move_cursor_row(delta)
+
+    def action_toggle_group(self) -> None:
+        self.view.toggle_group()
+
+    def _row(self):
+        tl, row = self.view.timeline, self.view.current_row
+        return (None, None) if tl is None or row is None else (row, tl.rows[row])
+
+    def action_step_event(self, forward: bool) -> None:
+        index, row = self._row()
+        if row is None or row.counter:
+            return
+        sel = self.view.selected
+        # from the selected event's start when it is on this row, else from the cursor
+        t = float(row.starts[sel[1]]) if sel is not None and sel[0] == index else self.view.cursor_t
+        pos = te.next_event(row, t, forward)
+        if pos is None:
+            self._say("no more events on this row")
+            return
+        self._select(te.Ref(index, pos))
+
+    def action_select(self) -> None:
+        index, row = self._row()
+        if row is None:
+            self.view.toggle_group()
+            return
+        if row.counter:
+            self._say(self._counter_text(row))
+            return
+        pos = int(innermost_at(row, np.array([self.view.cursor_t]))[0])
+        if pos < 0:
+            self._say("no event under the cursor: [ and ] jump to the nearest ones")
+            return
+        self._select(te.Ref(index, pos))
+
+    def _counter_text(self, row) -> str:
+        """A counter track's value over the cell under the cursor."""
+        view = self.view
+        step = view.span / view.track_width
+        t = view.cursor_t
+        busy = busy_before(row, np.array([t - step / 2, t + step / 2]))
+        frac = float(busy[1] - busy[0]) / step
+        if row.level is None:
+            return f"GPU utilisation at {fmt_time(t)}: {100 * frac:.0f}% (union of its streams)"
+        gb = frac * row.scale / 2**30
+        return f"memory allocated at {fmt_time(t)}: {gb:.3f} GiB (peak {row.scale / 2**30:.3f})"
+
+    def _select(self, ref: te.Ref) -> None:
+        """Select an event: cursor on its start (in view), details below."""
+        view = self.view
+        tl = view.timeline
+        assert tl is not None
+        row = tl.rows[ref.row]
+        view.selected = (ref.row, ref.pos)
+        view.goto_row(ref.row)
+        start, end = float(row.starts[ref.pos]), float(row.ends[ref.pos])
+        view.cursor_t = start + min((end - start) / 2, view.span / view.track_width / 2)
+        view.follow_cursor()
+        self.flow_targets = []
+        self._say(self._describe(te.details(tl, ref)))
+
+    @staticmethod
+    def _describe(d: dict[str, Any]) -> str:
+        args = "  ".join(f"{k}={v}" for k, v in d["args"].items())
+        stack = " > ".join(str(s) for s in d["stack"][-4:]) or "-"
+        lines = [
+            f"{d['name']}",
+            f"{d['kind']} · rank {d['rank']} {d['row']} · start {d['start_us']:.3f} us · "
+            f"dur {d['dur_us']:.3f} us",
+            f"stack: {stack}",
+            args,
+        ]
+        return "\n".join(clean(line) for line in lines)
+
+    def action_follow(self) -> None:
+        view = self.view
+        tl = view.timeline
+        if tl is None or view.selected is None:
+            self._say("select an event first (enter)")
+            return
+        if not self.flow_targets:
+            self.flow_targets = te.flow_partners(tl, te.Ref(*view.selected))
+            if not self.flow_targets:
+                self._say("this event has no flow (launch, kernel or forward/backward)")
+                return
+        target = self.flow_targets[0]
+        rest = self.flow_targets[1:]
+        self._select(target)
+        self.flow_targets = []
+        if rest:
+            self._say(self.query_one("#timeline-details", Static).content + f"  (+{len(rest)})")
+
+    def action_mark(self) -> None:
+        view = self.view
+        tl = view.timeline
+        if tl is None:
+            return
+        if view.mark is None or view.mark[1] is not None:
+            if view.mark is not None and view.mark[1] is not None:
+                view.mark = None
+                view.changed()
+                self._say("mark cleared")
+                return
+            view.mark = (view.cursor_t, None)
+            view.changed()
+            self._say("mark set: move the cursor and press m again")
+            return
+        a, b = sorted((view.mark[0], view.cursor_t))
+        view.mark = (a, b)
+        view.changed()
+        rows = [it.row for it in view.items if it.row is not None]
+        s = te.range_summary(tl, a, b, rows)
+        top = "\n".join(f"  {clean(n)[:50]}  {us:.1f} us  x{c}" for n, us, c in s["top"][:3])
+        inside = ", ".join(clean(n)[:30] for n in s["around"][:3])
+        where = f" · inside {inside}" if inside else ""
+        self._say(f"marked {fmt_time(b - a)} · {s['events']} events{where}\n{top}")
+
+    # -- find (the base screen's filter box) ---------------------------------------------------
+    @on(Input.Changed, "#filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        event.stop()  # highlights are computed on enter, not per keystroke
+
+    def _apply_filter(self) -> None:
+        tl = self.view.timeline
+        if tl is None:
+            return
+        text = self.query_one("#filter", Input).value.strip()
+        self.view.set_matches(te.matching(tl, text))
+        if text:
+            total = sum(int(m.sum()) for m in self.view.matches.values())
+            self._say(f"{total} events match {clean(text)!r}")
+
+    @on(Input.Submitted, "#filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        event.stop()
+        self._apply_filter()
+        event.input.display = False
+        self.view.focus()

@@ -1,0 +1,87 @@
+"""Charts a reader can use (issue 17, point 7): round ticks in the data's unit (the launch
+scatter's log axes labelled in us, not log10), a legend and a marker per rank in the kernel
+detail's time chart (ranks stay apart with NO_COLOR), and ASCII box borders when the terminal
+cannot show box glyphs."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from hta_tui.app.app import HtaApp
+from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.app.widgets.ticks import label, linear_ticks, log_ticks
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import Cache
+from tests.test_app_ui_behaviour import screen_ready, wait_until
+
+
+def test_ticks_are_round_values() -> None:
+    assert linear_ticks(3.217, 40.1) == [10, 20, 30, 40]
+    assert linear_ticks(0.12, 0.93) == pytest.approx([0.2, 0.4, 0.6, 0.8])
+    assert log_ticks(3.98, 89.1) == [5, 10, 20, 50]
+    assert log_ticks(1.2, 25_000) == [10, 100, 1_000, 10_000]
+    assert [label(v) for v in (1_000.0, 2.0, 0.5, 12.5)] == ["1,000", "2", "0.5", "12.5"]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("charts") / "traces"
+    write_trace_dir(d, ranks=3, steps=3, seed=8)
+    return d
+
+
+def _round(text: str) -> bool:
+    value = float(text.replace(",", ""))
+    return value > 0 and (value / 10 ** math.floor(math.log10(value))) in (1.0, 2.0, 5.0)
+
+
+async def _picture(app: HtaApp, pilot, selector: str) -> str:
+    plot = app.screen.query_one(selector, SafePlot)
+    await wait_until(pilot, lambda: screen_ready(app) and not plot.building)
+    return plot.picture.plain
+
+
+async def test_launch_scatter_axes_in_us(traces: Path, tmp_path: Path) -> None:
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        await pilot.press("L")
+        lines = (await _picture(app, pilot, "#launch-plot")).splitlines()
+        assert any("launch call on the CPU (us)" in line for line in lines)
+        axis = next(i for i, line in enumerate(lines) if "└" in line)
+        x_ticks = lines[axis + 1].split()
+        y_ticks = [line.split("┤")[0].strip() for line in lines if "┤" in line]
+        assert len(x_ticks) >= 2 and all(_round(t) for t in x_ticks), x_ticks
+        assert len(y_ticks) >= 2 and all(_round(t) for t in y_ticks), y_ticks
+
+
+async def test_time_chart_names_each_rank_with_its_own_marker(
+    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        await pilot.press("K")
+        await wait_until(pilot, lambda: screen_ready(app))
+        await pilot.press("enter", "right_square_bracket", "right_square_bracket")
+        text = await _picture(app, pilot, "#time-plot")
+        legend = dict(re.findall(r"(\S)\1 (r\d)", text))  # "•• r0": marker, rank
+        assert set(legend.values()) == {"r0", "r1", "r2"}
+        assert len(set(legend)) == 3  # three different markers
+
+
+async def test_ascii_terminal_gets_ascii_borders(traces: Path, tmp_path: Path) -> None:
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False, ascii=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        for selector in ("#files", "#temporal-box"):
+            border = app.screen.query_one(selector).styles.border_top[0]
+            assert border == "ascii", selector
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        assert app.screen.query_one("#help-box").styles.border_top[0] == "ascii"

@@ -1,0 +1,138 @@
+"""The text report (issue 17, point 8): it fits the width it is given (wide tables wrap into
+column groups, no column dropped), says how many rows it left out and how to get them, prints
+whole numbers without decimals, lists kernels most time first, and `--only` takes every key
+the report prints."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+
+from hta_tui.analysis.catalog import TABLE_OWNER
+from hta_tui.analysis.names import fold_name
+from hta_tui.cli import main
+from hta_tui.report import run_report
+from hta_tui.trace.cache import Cache
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from hta_tui.synth import write_trace_dir
+
+    d = tmp_path_factory.mktemp("text_report")
+    write_trace_dir(d, ranks=2, steps=3, seed=3, kernels_per_step=40)
+    return d
+
+
+def _text(trace_dir: Path, tmp_path: Path, **kw) -> str:
+    out = io.StringIO()
+    assert run_report(trace_dir, out=out, cache=Cache(tmp_path / "cache"), **kw) == 0
+    return out.getvalue()
+
+
+def _json(trace_dir: Path, tmp_path: Path) -> dict:
+    out = io.StringIO()
+    run_report(trace_dir, as_json=True, out=out, cache=Cache(tmp_path / "cache"))
+    return orjson.loads(out.getvalue())
+
+
+def _section(text: str, name: str) -> list[str]:
+    """The lines of one `# name` section."""
+    lines = ("\n" + text).split("\n# " + name + "\n", 1)[1].split("\n# ", 1)[0]
+    return lines.splitlines()
+
+
+def _column(lines: list[str], header: str) -> list[str]:
+    """The cells under `header` in the first column group that has it."""
+    for i, line in enumerate(lines):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("| ") and header in cells:
+            at = cells.index(header)
+            out = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("| "):
+                    break
+                out.append([c.strip() for c in row.strip("|").split("|")][at])
+            return out
+    raise AssertionError(f"no column {header!r}")
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_every_line_fits_and_no_column_is_dropped(
+    trace_dir: Path, tmp_path: Path, width: int
+) -> None:
+    text = _text(trace_dir, tmp_path, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    doc = _json(trace_dir, tmp_path)
+    for name, records in doc.items():
+        if not records:
+            continue
+        section = "\n".join(
+            _section(text, name if name != "files" else "Files in " + str(trace_dir))
+        )
+        for column in records[0]:
+            assert f" {column} " in section, (name, column)
+
+
+def test_rows_left_out_are_counted_and_rows_0_shows_all(trace_dir: Path, tmp_path: Path) -> None:
+    total = len(_json(trace_dir, tmp_path)["kernel_duration_stats"])
+    assert total > 5
+    cut = _section(_text(trace_dir, tmp_path, width=300, rows=5), "kernel_duration_stats")
+    assert len(_column(cut, "count")) == 5
+    assert f"({total - 5:,} more rows of {total:,} not shown: --rows 0 shows them all" in " ".join(
+        cut
+    )
+    full = _section(_text(trace_dir, tmp_path, width=300, rows=0), "kernel_duration_stats")
+    assert len(_column(full, "count")) == total
+    assert not any("more rows" in line for line in full)
+
+
+def test_whole_numbers_print_as_integers(trace_dir: Path, tmp_path: Path) -> None:
+    """Counts are floats in HTA's schema (82.0); the text shows 82."""
+    doc = _json(trace_dir, tmp_path)
+    counts = [r["count"] for r in doc["idle_interval_stats"]]
+    assert any(isinstance(c, float) for c in counts)
+    text = _text(trace_dir, tmp_path, width=300, rows=0)
+    cells = _column(_section(text, "idle_interval_stats"), "count")
+    assert cells == [str(int(c)) for c in counts]
+
+
+def test_kernels_are_listed_most_time_first_with_folded_names(
+    trace_dir: Path, tmp_path: Path
+) -> None:
+    records = _json(trace_dir, tmp_path)["gpu_kernel_breakdown"]
+    expected = sorted(records, key=lambda r: -r["sum (us)"])
+    lines = _section(_text(trace_dir, tmp_path, width=300, rows=0), "gpu_kernel_breakdown")
+    sums = [float(v) for v in _column(lines, "sum (us)")]
+    assert sums == sorted(sums, reverse=True)
+    assert _column(lines, "name") == [fold_name(r["name"]) for r in expected]
+
+
+def test_only_accepts_every_key_the_report_prints(
+    trace_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table's name gives that table; an analysis's name all of its tables."""
+    keys = [k for k in _json(trace_dir, tmp_path) if k != "files"]
+    assert "gpu_kernel_type_breakdown" in keys and "potential_stragglers" in keys
+    for key in keys:
+        assert main(["report", str(trace_dir), "--only", key, "--json"]) == 0, key
+        doc = orjson.loads(capsys.readouterr().out)
+        siblings = {t for t, owner in TABLE_OWNER.items() if owner == key}
+        assert set(doc) == {"files", key} | siblings, key
+
+
+def test_fold_name_keeps_what_tells_kernels_apart() -> None:
+    name = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+        "at::detail::Array<char*, 1>)"
+    )
+    assert fold_name(name) == "vectorized_elementwise_kernel<4, FillFunctor<…>, Array<…> >"
+    assert fold_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, ncclWork*)") == (
+        "ncclKernel_AllReduce_RING_LL_Sum_float"
+    )
+    assert fold_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"
+    assert fold_name("aten::linear") == "aten::linear"

@@ -1,0 +1,80 @@
+"""Every screen says what its numbers cover (issue 17, point 2): the ranks, the span, the
+steps, and the step HTA's rule leaves out, with `a` to include it on every screen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+from textual.widgets import Static
+
+from hta_tui.analysis import kernels, steps
+from hta_tui.analysis.scope import describe_steps, every_step_frames, step_scope
+from hta_tui.app.app import HtaApp
+from hta_tui.app.screens.registry import SCREENS
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import open_set
+from tests.test_app_ui_behaviour import screen_ready, wait_until
+
+STEPS = 4  # what the generator is told to write: ProfilerStep#2 .. #5 on every rank (#1 is
+# the warm-up step the profiler schedule skips)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("scope") / "traces"
+    write_trace_dir(d, ranks=2, steps=STEPS, seed=9)
+    return d
+
+
+@pytest.fixture
+def frames(traces: Path, tmp_path: Path) -> dict[int, pl.DataFrame]:
+    return open_set(traces, Cache(tmp_path / "c")).frames()
+
+
+def test_the_last_step_is_left_out_and_a_brings_it_back(frames) -> None:
+    scope = step_scope(frames)
+    assert scope.steps == (2, 3, 4, 5) and scope.kept == (2, 3, 4) and scope.left_out == (5,)
+    assert describe_steps(scope, every_step=False) == "steps 2-4, 5 left out as HTA (a)"
+    every = every_step_frames(frames)
+    assert step_scope(every).kept == (2, 3, 4, 5)
+    assert describe_steps(step_scope(every), every_step=True) == "steps 2-5, the last included (a)"
+    # the numbers follow: step 5's iterations and kernels are counted
+    assert steps.iterations(every).group_by("rank").len()["len"].to_list() == [STEPS] * 2
+    hta, _ = kernels.gpu_kernel_breakdown(frames)
+    whole, _ = kernels.gpu_kernel_breakdown(every)
+    assert whole["sum"].sum() > hta["sum"].sum()
+    # the original frames keep HTA's rule
+    assert step_scope(frames).kept == (2, 3, 4)
+
+
+def _title(app: HtaApp) -> str:
+    return str(app.screen.query_one("#screen-title", Static).render())
+
+
+async def test_every_screen_states_its_scope_and_a_holds_everywhere(
+    traces: Path, tmp_path: Path
+) -> None:
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        box = app.screen.query_one("#temporal-box")
+        assert box.border_title == "Temporal breakdown · steps 2-4, 5 left out as HTA"
+        # the HTA analysis screens (the TensorBoard views, keyed by letters, state their own)
+        for entry in [e for e in SCREENS[1:] if e.key.isdigit()]:
+            await pilot.press(entry.key)
+            await wait_until(pilot, lambda: screen_ready(app) and "steps" in _title(app))
+            title = _title(app)
+            assert "5 left out as HTA (a)" in title, entry.mode
+            assert "all 2 ranks" in title or "rank 0" in title, entry.mode
+        await pilot.press("9", "a")
+        await wait_until(pilot, lambda: screen_ready(app) and "the last included" in _title(app))
+        shown = app.screen.result["iterations"]
+        assert shown.group_by("rank").len()["len"].to_list() == [STEPS] * 2
+        await pilot.press("K")  # the choice holds on the other screens
+        await wait_until(pilot, lambda: screen_ready(app) and "the last included" in _title(app))
+        assert "steps 2-5" in _title(app)
+        await pilot.press("a")
+        await wait_until(pilot, lambda: screen_ready(app) and "left out" in _title(app))

@@ -1,0 +1,119 @@
+"""The diff screen as a reader expects it (issue 17, point 5): no number clipped at 80 or 160
+columns, the time change and the change of share labelled apart, what each block covers
+(whole trace, one iteration, inclusive times), a step-time headline, both sides' labels in
+view at 80 columns."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from rich.text import Text
+from textual.widgets import Static
+
+from hta_tui.analysis import diff
+from hta_tui.app.format import fmt_us
+from hta_tui.app.screens.diff import DiffTable
+from hta_tui.synth import write_trace_dir
+from tests.test_screen_diff import make_app, start
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    control = root / "a_control_run_with_a_long_folder_name"
+    test = root / "the_test_run_with_an_even_longer_folder_name"
+    write_trace_dir(control, ranks=1, steps=4, seed=1)
+    write_trace_dir(test, ranks=1, steps=4, seed=2, kernels_per_step=90)
+    return control, test
+
+
+def _plain(cell: Any) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _median_step_us(folder: Path) -> float:
+    """From the raw events: ProfilerStep durations, the last step left out as HTA does."""
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
+
+    with_tmp = folder.parent / "median-cache"
+    ev = next(iter(open_set(folder, Cache(with_tmp)).frames().values()))
+    steps = ev.filter(pl.col("name").str.starts_with("ProfilerStep")).sort("ts")
+    shutil.rmtree(with_tmp, ignore_errors=True)
+    return float(steps.head(steps.height - 1)["dur"].median()) / 1000  # ns -> us
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_no_number_is_clipped(runs, tmp_path: Path, size: tuple[int, int]) -> None:
+    control, test = runs
+    app = make_app(control, test, tmp_path / "cache")
+    async with app.run_test(size=size) as pilot:
+        screen = await start(pilot)
+        table = screen.query_one("#diff-table", DiffTable)
+        frame = table.view_frame
+        columns = list(table.columns.values())
+        at = [str(c.key.value) for c in columns].index("diff us")
+        width = columns[at].content_width
+        for i in range(min(table.row_count, frame.height)):
+            shown = _plain(table.get_row_at(i)[at]).strip()
+            value = frame["diff us"][i]
+            assert len(shown) <= width
+            digits = f"{abs(value):,.1f}".split(".")[0]  # every integer digit is drawn
+            assert digits in shown.replace("+", "").replace("-", ""), (shown, value)
+            assert shown.startswith("+" if value > 0 else "-" if value < 0 else "0")
+
+
+async def test_labels_headline_and_sides(runs, tmp_path: Path) -> None:
+    control, test = runs
+    app = make_app(control, test, tmp_path / "cache")
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await start(pilot)
+        top = str(screen.query_one("#diff-temporal", Static).render())
+        lines = top.splitlines()
+        # the step-time headline, from the raw ProfilerStep events of each side
+        c, t = _median_step_us(control), _median_step_us(test)
+        assert lines[0].startswith("Step time (median of 3 | 3 steps)")
+        assert f"control {fmt_us(c)}, test {fmt_us(t)} ({(t - c) / c:+.1%})" in lines[0]
+        # the whole-trace block: time change and share change apart
+        assert lines[1].split()[:3] == ["GPU,", "whole", "trace"]
+        assert "time change" in lines[1] and lines[1].rstrip().endswith("share")
+        temporal = diff.breakdown_diff(screen.result["control"], screen.result["test"])["temporal"]
+        values = {m: (a, b, d) for m, a, b, d in temporal.iter_rows()}
+        a, _, d = values["idle_time(us)"]
+        share = values["idle_time_pctg"][2]
+        idle = next(line for line in lines if line.startswith("idle"))
+        assert idle.endswith(f"{d:+,.0f} ({d / a:+.0%}) {share:+.1f} pt")
+        # the table's scope
+        summary = str(screen.query_one("#diff-summary", Static).render())
+        assert summary.startswith("Per op in the iteration (inclusive, t: self)")
+        # both sides' labels at 80 columns
+        sides = str(screen.query_one("#diff-sides", Static).render())
+        lines = sides.splitlines()  # one line each when both do not fit on one
+        assert len(lines) == 2 and all(len(line) <= 78 for line in lines)
+        assert lines[0].startswith(f"control: {control.name}") and lines[0].endswith("iter 2")
+        assert lines[1].startswith(f"test: {test.name}") and lines[1].endswith("iter 2")
+
+
+async def test_t_shows_self_time(runs, tmp_path: Path) -> None:
+    control, test = runs
+    app = make_app(control, test, tmp_path / "cache")
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await start(pilot)
+        incl = screen.result["compare"]
+        await pilot.press("t")
+        screen = await start(pilot)
+        assert screen.params.get("self_time") is True
+        own = screen.result["compare"]
+        want = diff.compare_traces(screen.result["control"], screen.result["test"], self_time=True)
+        assert own.sort("name").equals(want.sort("name"))
+        step = pl.col("name").str.starts_with("ProfilerStep")
+        assert (
+            own.filter(step)["Test_total_duration"][0] < incl.filter(step)["Test_total_duration"][0]
+        )
+        summary = str(screen.query_one("#diff-summary", Static).render())
+        assert "(self time, t: inclusive)" in summary
+        assert "self time" in str(screen.query_one("#screen-title", Static).render())

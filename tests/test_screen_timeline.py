@@ -1,0 +1,226 @@
+"""The timeline screen (`T`), driven with Pilot: every key, and snapshots at three zoom levels
+in both themes. The trace is tests/timeline_trace.py (2 ranks, hand-written events), so the
+expected positions and names are read off its events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Static
+
+from hta_tui.app.app import HtaApp
+from hta_tui.app.screens.timeline import Moment, TimelineScreen
+from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
+from tests.timeline_trace import GEMM, RELU, T0, write_timeline_traces
+
+SIZE = (80, 24)
+US = 1000
+
+
+def make(tmp_path: Path, **kw: Any) -> HtaApp:
+    return make_screen_app(write_timeline_traces(tmp_path / "traces"), tmp_path, **kw)
+
+
+async def open_timeline(pilot: Any) -> TimelineScreen:
+    await settle(pilot)
+    await pilot.press("T")
+    app = pilot.app
+    await wait_until(
+        pilot,
+        lambda: isinstance(app.screen, TimelineScreen) and screen_shows_current(app, app.screen),
+        20,
+        "the timeline",
+    )
+    await pilot.pause()
+    return app.screen
+
+
+def details(screen: TimelineScreen) -> str:
+    return str(screen.query_one("#timeline-details", Static).content)
+
+
+def row_key(screen: TimelineScreen) -> tuple | None:
+    return screen.view.current_row_key
+
+
+async def to_row(pilot: Any, screen: TimelineScreen, key: tuple) -> None:
+    """Move the cursor to the row `key` with the up and down keys."""
+    while screen.view.cursor > 0:
+        await pilot.press("up")
+    for _ in range(len(screen.view.items)):
+        if row_key(screen) == key:
+            return
+        await pilot.press("down")
+    raise AssertionError(f"row {key} not reached")
+
+
+async def test_opens_with_every_row_and_the_whole_trace(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        assert view.span == 1400 * US
+        assert [it.row is None for it in view.items].count(True) == 4  # 2 ranks x CPU, GPU
+        assert len(view.items) == 14
+
+
+async def test_zoom_keys_keep_the_cursor_in_place(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        view.cursor_t = 300 * US
+        frac = (view.cursor_t - view.t0) / view.span
+        for key, factor in (("w", 0.5), ("plus", 0.5), ("s", 2), ("minus", 2)):
+            before = view.span
+            await pilot.press(key)
+            assert view.span == pytest.approx(before * factor)
+            assert (view.cursor_t - view.t0) / view.span == pytest.approx(frac)
+        assert view.span == pytest.approx(1400 * US)
+
+
+async def test_pan_and_page_keys(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        await pilot.press("w", "w")
+        span, t0 = view.span, view.t0
+        await pilot.press("d")
+        assert view.t0 == pytest.approx(t0 + span / 8)
+        await pilot.press("a")
+        assert view.t0 == pytest.approx(t0)
+        await pilot.press("D")
+        assert view.t0 == pytest.approx(t0 + span)
+        await pilot.press("A")
+        assert view.t0 == pytest.approx(t0)
+        await pilot.press("z")
+        assert (view.t0, view.span) == (0, 1400 * US)
+
+
+async def test_rows_up_down_and_fold_a_group(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        assert view.current_item.row is None  # the first group header
+        await pilot.press("down")
+        assert row_key(screen) == (0, "cpu", 10, 1)
+        await pilot.press("down", "down", "down")
+        assert row_key(screen) == (0, "gpu", 0, -1)
+        await pilot.press("up")
+        assert view.current_item.row is None  # rank 0's GPU header
+        n = len(view.items)
+        await pilot.press("enter")  # on a header: fold it
+        assert len(view.items) == n - 3
+        await pilot.press("space")  # unfold
+        assert len(view.items) == n
+
+
+async def test_next_previous_event_and_enter_select(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        await to_row(pilot, screen, (0, "gpu", 0, 7))
+        view.cursor_t = 0
+        await pilot.press("right_square_bracket")
+        assert view.selected == (view.current_row, 0)
+        assert GEMM in details(screen)
+        assert "dur 200.000 us" in details(screen)
+        await pilot.press("right_square_bracket")
+        assert view.selected == (view.current_row, 1)
+        assert RELU in details(screen)
+        await pilot.press("left_square_bracket")
+        assert view.selected == (view.current_row, 0)
+        # enter: the innermost event under the cursor, with its stack
+        await to_row(pilot, screen, (0, "cpu", 10, 1))
+        view.cursor_t = 125 * US
+        await pilot.press("enter")
+        text = details(screen)
+        assert text.startswith("cudaLaunchKernel")
+        assert "stack: ProfilerStep#1 > aten::linear > aten::addmm" in text
+        view.cursor_t = 1100 * US  # past the step: nothing there
+        await pilot.press("enter")
+        assert "no event under the cursor" in details(screen)
+
+
+async def test_follow_flow_from_kernel_to_launch_and_back(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        await pilot.press("f")
+        assert "select an event first" in details(screen)
+        await to_row(pilot, screen, (0, "gpu", 0, 7))
+        view.cursor_t = 530 * US
+        await pilot.press("enter")
+        assert RELU in details(screen)
+        await pilot.press("f")
+        assert row_key(screen) == (0, "cpu", 10, 1)
+        row = view.timeline.rows[view.current_row]
+        assert row.starts[view.selected[1]] == 510 * US  # the relu's cudaLaunchKernel
+        await pilot.press("f")
+        assert row_key(screen) == (0, "gpu", 0, 7)
+        assert RELU in details(screen)
+
+
+async def test_mark_a_range(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        await to_row(pilot, screen, (0, "gpu", 0, 7))
+        view.show_range(0, 1000 * US)
+        view.cursor_t = 200 * US
+        await pilot.press("m")
+        assert view.mark == (200 * US, None)
+        view.cursor_t = 400 * US
+        await pilot.press("m")
+        assert view.mark == (200 * US, 400 * US)
+        text = details(screen)
+        assert text.startswith("marked 200us")
+        # [200, 390) of rank 0 main thread, [210, 400) of rank 1 (100 us later)
+        assert "aten::addmm  380.0 us  x2" in text
+        await pilot.press("m")
+        assert view.mark is None
+
+
+async def test_find_highlights_names(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        await pilot.press("slash")
+        await pilot.press(*"gemm", "enter")
+        assert "2 events match 'gemm'" in details(screen)
+        lit = {i for i, m in view.matches.items() if m.any()}
+        assert {view.timeline.rows[i].key for i in lit} == {(0, "gpu", 0, 7), (1, "gpu", 1, 7)}
+        assert view.has_focus
+
+
+async def test_show_moment_zooms_and_selects(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        screen.show_moment(Moment(rank=1, t=(T0 + 100 + 520) * US, dur=40 * US, name=RELU))
+        assert row_key(screen) == (1, "gpu", 1, 7)
+        assert RELU in details(screen)
+        assert view.t0 <= 620 * US < 660 * US <= view.t0 + view.span
+        assert view.span < 1400 * US / 4
+
+
+# -- snapshots -----------------------------------------------------------------------------------
+
+
+def zoomed(keys: str):
+    async def run_before(pilot: Any) -> None:
+        screen = await open_timeline(pilot)
+        await to_row(pilot, screen, (0, "gpu", 0, 7))
+        screen.view.cursor_t = 250 * US
+        if keys:
+            await pilot.press(*keys.split())
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
+@pytest.mark.parametrize("zoom", ["", "w w", "w w w w w"])
+def test_snapshot_timeline(snap_compare, tmp_path: Path, theme: str, zoom: str) -> None:
+    app = make(tmp_path, theme=theme)
+    assert snap_compare(app, terminal_size=SIZE, run_before=zoomed(zoom))

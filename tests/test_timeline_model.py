@@ -1,0 +1,291 @@
+"""The timeline model (analysis/timeline_*): rows, alignment, cells, details, flows, ranges and
+search. Expected values are read off the hand-written events of tests/timeline_trace.py, or
+computed from the raw events frame by brute force on a generated trace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from hta_tui.analysis import timeline_events as te
+from hta_tui.analysis.timeline_cells import row_cells, runs
+from hta_tui.analysis.timeline_rows import NONE, build_timeline, innermost_at
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import open_set
+from hta_tui.trace.schema import KINDS
+from tests.timeline_trace import GEMM, MEMCPY, NCCL, RELU, T0, write_timeline_traces
+
+US = 1000
+
+
+@pytest.fixture(scope="module")
+def tl(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("tl")
+    ts = open_set(write_timeline_traces(tmp / "traces"), Cache(tmp / "cache"))
+    return build_timeline(ts.frames(), ts.origin_ns, ts.frames("threads"), ts.frames("flows"))
+
+
+def row(tl, rank: int, side: str, group: int, lane: int) -> int:
+    i = tl.row_of((rank, side, group, lane))
+    assert i is not None, (rank, side, group, lane)
+    return i
+
+
+def names(tl, i: int) -> list[str]:
+    r = tl.rows[i]
+    return tl.frames[r.rank]["name"].gather(r.idx).to_list()
+
+
+def test_rows_per_thread_and_stream_grouped_by_rank_and_device(tl) -> None:
+    keys = [r.key for r in tl.rows]
+    assert keys == [
+        (0, "cpu", 10, 1),
+        (0, "cpu", 10, 2),
+        (0, "gpu", 0, -1),  # the device's utilisation track
+        (0, "gpu", 0, 7),
+        (0, "gpu", 0, 20),
+        (1, "cpu", 11, 1),
+        (1, "cpu", 11, 2),
+        (1, "gpu", 1, -1),
+        (1, "gpu", 1, 7),
+        (1, "gpu", 1, 20),
+    ]
+    assert [r.label for r in tl.rows[:2]] == ["main", "backward"]
+    assert names(tl, row(tl, 0, "gpu", 0, 7)) == [GEMM, RELU, MEMCPY]
+    assert tl.group_labels[(1, "gpu", 1)] == "rank 1 · GPU 1"
+
+
+def test_ranks_aligned_on_the_common_origin(tl) -> None:
+    # rank 1 was written 100 us after rank 0: its gemm starts at 100 + 150 us
+    r0 = tl.rows[row(tl, 0, "gpu", 0, 7)]
+    r1 = tl.rows[row(tl, 1, "gpu", 1, 7)]
+    assert r0.starts[0] == 150 * US
+    assert r1.starts[0] == 250 * US
+    assert tl.span_ns == 1400 * US  # rank 1's backward op ends at 100 + 1300 us
+
+
+def test_rows_sorted_and_window_by_binary_search(tl) -> None:
+    main = tl.rows[row(tl, 0, "cpu", 10, 1)]
+    assert (np.diff(main.starts) >= 0).all()
+    # parents first: ProfilerStep, linear, addmm, launch
+    assert names(tl, 0)[:4] == ["ProfilerStep#1", "aten::linear", "aten::addmm", "cudaLaunchKernel"]
+    lo, hi = main.window(450 * US, 505 * US)
+    # everything that may overlap [450, 505): the step (encloses it) and the relu op
+    inside = set(range(lo, hi))
+    brute = {i for i in range(len(main)) if main.starts[i] < 505 * US and main.ends[i] > 450 * US}
+    assert brute <= inside
+    assert names(tl, 0)[lo:hi][-1] == "aten::relu"
+
+
+def test_busy_fraction_per_cell_is_exact(tl) -> None:
+    s7 = tl.rows[row(tl, 0, "gpu", 0, 7)]
+    cells = row_cells(s7, 0, 1000 * US, 10)  # 100 us a cell
+    # gemm [150, 350), relu [520, 560), memcpy [700, 720)
+    assert cells.busy.tolist() == pytest.approx([0, 0.5, 1, 0.5, 0, 0.4, 0, 0.2, 0, 0])
+    assert cells.kind[2] == KINDS.index("kernel")
+    assert cells.kind[7] == KINDS.index("memcpy")
+    assert cells.kind[0] == NONE
+    # cell 1 is busy on its right side (gemm starts inside), cell 3 on its left
+    assert (bool(cells.left_in[1]), bool(cells.right_in[1])) == (False, True)
+    assert (bool(cells.left_in[3]), bool(cells.right_in[3])) == (True, False)
+    # runs of cells whose middle (150, 250 | 550 us) lies in one event: gemm, then relu
+    assert runs(cells.event) == [(1, 2, 0), (5, 1, 1)]
+
+
+def test_innermost_event_and_stack(tl) -> None:
+    i = row(tl, 0, "cpu", 10, 1)
+    main = tl.rows[i]
+    at = innermost_at(main, np.array([125, 105, 450, 1100], dtype=np.float64) * US)
+    got = [names(tl, i)[p] if p >= 0 else None for p in at.tolist()]
+    assert got == ["cudaLaunchKernel", "aten::linear", "ProfilerStep#1", None]
+    launch = int(at[0])
+    stack = [names(tl, i)[p] for p in te.enclosing(main, launch)]
+    assert stack == ["ProfilerStep#1", "aten::linear", "aten::addmm"]
+
+
+def test_kernel_details_name_times_args_and_launch_stack(tl) -> None:
+    s7 = row(tl, 0, "gpu", 0, 7)
+    d = te.details(tl, te.Ref(s7, 0))
+    assert d["name"] == GEMM
+    assert d["kind"] == "kernel"
+    assert (d["start_us"], d["end_us"], d["dur_us"]) == (150, 350, 200)
+    assert d["args"]["correlation"] == 1
+    assert d["args"]["stream"] == 7
+    assert d["launched_by"] == "cudaLaunchKernel"
+    assert d["stack"] == ["ProfilerStep#1", "aten::linear", "aten::addmm", "cudaLaunchKernel"]
+
+
+def test_flows_kernel_to_launch_and_back(tl) -> None:
+    s7 = row(tl, 0, "gpu", 0, 7)
+    main = row(tl, 0, "cpu", 10, 1)
+    (launch,) = te.flow_partners(tl, te.Ref(s7, 1))  # the relu kernel
+    assert launch.row == main
+    assert tl.rows[main].starts[launch.pos] == 510 * US
+    (kernel,) = te.flow_partners(tl, launch)
+    assert kernel == te.Ref(s7, 1)
+
+
+def test_flow_forward_to_backward_via_fwdbwd(tl) -> None:
+    main = row(tl, 1, "cpu", 11, 1)
+    linear = names(tl, main).index("aten::linear")
+    (bwd,) = te.flow_partners(tl, te.Ref(main, linear))
+    assert bwd.row == row(tl, 1, "cpu", 11, 2)
+    assert names(tl, bwd.row)[bwd.pos] == "AddmmBackward0"
+    (fwd,) = te.flow_partners(tl, bwd)
+    assert fwd == te.Ref(main, linear)
+
+
+def test_flow_forward_to_backward_by_sequence_number_without_flows(tl) -> None:
+    bare = build_timeline(tl.frames, tl.origin_ns)  # no flows frame
+    main = row(bare, 0, "cpu", 10, 1)
+    linear = names(bare, main).index("aten::linear")
+    (bwd,) = te.flow_partners(bare, te.Ref(main, linear))
+    assert names(bare, bwd.row)[bwd.pos] == "AddmmBackward0"
+
+
+def test_next_and_previous_event(tl) -> None:
+    s7 = tl.rows[row(tl, 0, "gpu", 0, 7)]
+    assert te.next_event(s7, 200 * US, forward=True) == 1
+    assert te.next_event(s7, 200 * US, forward=False) == 0
+    assert te.next_event(s7, 700 * US, forward=True) is None
+    assert te.next_event(s7, 150 * US, forward=False) is None
+
+
+def test_marked_range_duration_and_what_ran(tl) -> None:
+    rows = [row(tl, 0, "gpu", 0, 7), row(tl, 0, "gpu", 0, 20), row(tl, 0, "cpu", 10, 1)]
+    s = te.range_summary(tl, 400 * US, 200 * US, rows)  # either order
+    assert s["dur_us"] == 200
+    top = {n: us for n, us, _ in s["top"]}
+    assert top[GEMM] == pytest.approx(150)  # [200, 350)
+    assert top[NCCL] == pytest.approx(100)  # [300, 400)
+    assert top["aten::addmm"] == pytest.approx(190)  # [200, 390)
+    assert s["around"] == ["ProfilerStep#1", "aten::linear"]
+
+
+def test_find_highlights_matching_names(tl) -> None:
+    hits = te.matching(tl, "GEMM")
+    assert {i: int(m.sum()) for i, m in hits.items() if m.any()} == {
+        row(tl, 0, "gpu", 0, 7): 1,
+        row(tl, 1, "gpu", 1, 7): 1,
+    }
+    assert te.matching(tl, "") == {}
+    # a literal, not a regex (as a regex "(device" would not even compile)
+    literal = te.matching(tl, "(device")
+    assert sum(int(m.sum()) for m in literal.values()) == 2  # the memcpy of each rank
+
+
+def test_resolve_a_moment_by_name_correlation_or_time(tl) -> None:
+    s7 = row(tl, 1, "gpu", 1, 7)
+    # by name: the relu kernel nearest to the time, whatever the origin's small offset
+    p = te.resolve(tl, 1, (T0 + 100 + 515) * US, name=RELU)
+    assert p.ref == te.Ref(s7, 1)
+    assert (p.t0, p.t1) == (620 * US, 660 * US)
+    # by correlation: the GPU side of launch 1 (not the launch itself)
+    p = te.resolve(tl, 0, 0, correlation=1)
+    assert p.ref == te.Ref(row(tl, 0, "gpu", 0, 7), 0)
+    # an idle gap: the named kernel ends the range, which starts a gap before it
+    p = te.resolve(
+        tl, 0, 350 * US, base="rank_gpu", dur=170 * US, name=RELU, stream=7, name_at_end=True
+    )
+    assert names(tl, p.ref.row)[p.ref.pos] == RELU
+    assert (p.t0, p.t1) == (350 * US, 560 * US)  # the rank's first kernel is at 150 us
+    # only a time: the rank's first GPU stream, the range from the job's origin
+    p = te.resolve(tl, 1, 300 * US, base="job", dur=10 * US)
+    assert p.ref is None
+    assert tl.rows[p.row].key == (1, "gpu", 1, 7)
+    assert (p.t0, p.t1) == (300 * US, 310 * US)
+
+
+@pytest.fixture(scope="module")
+def synth_tl(tmp_path_factory: pytest.TempPathFactory):
+    tmp = tmp_path_factory.mktemp("synth")
+    write_trace_dir(tmp / "t", ranks=2, steps=3, seed=0, slow_rank=1)
+    ts = open_set(tmp / "t", Cache(tmp / "cache"))
+    return build_timeline(ts.frames(), ts.origin_ns, ts.frames("threads"))
+
+
+def _brute_busy(tl, i: int, t0: float, t1: float, width: int) -> np.ndarray:
+    """Busy fraction per cell from the raw events of the row (union, clipped), in polars."""
+    r = tl.rows[i]
+    ev = tl.frames[r.rank][r.idx.tolist()]
+    s = (ev["ts"] - tl.origin_ns).to_numpy().astype(float)
+    e = s + ev["dur"].to_numpy()
+    step = (t1 - t0) / width
+    out = []
+    for c in range(width):
+        a, b = t0 + c * step, t0 + (c + 1) * step
+        iv = sorted((max(x, a), min(y, b)) for x, y in zip(s, e, strict=True) if y > a and x < b)
+        total, end = 0.0, a
+        for x, y in iv:
+            x = max(x, end)
+            if y > x:
+                total += y - x
+                end = y
+        out.append(total / step)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("zoom", [1, 16, 400])
+def test_cells_match_the_raw_events_at_every_zoom(synth_tl, zoom: int) -> None:
+    tl = synth_tl
+    span = tl.span_ns / zoom
+    t0 = tl.span_ns / 3
+    for i, r in enumerate(tl.rows):
+        if r.counter or r.rank != 0:
+            continue
+        cells = row_cells(r, t0, t0 + span, 60)
+        assert cells.busy == pytest.approx(_brute_busy(tl, i, t0, t0 + span, 60), abs=1e-6)
+
+
+def test_lod_summary_keeps_total_busy_time_and_counts(synth_tl) -> None:
+    for r in synth_tl.rows:
+        assert r.lod is not None
+        union = pl.DataFrame({"s": r.top_starts, "e": r.top_ends})
+        assert float(r.lod.busy.sum()) == pytest.approx(float((union["e"] - union["s"]).sum()))
+        assert int(r.lod.count.sum()) == len(r)
+        # the dominant kind of a busy bucket is a kind the row has
+        assert set(np.unique(r.lod.kind[r.lod.busy > 0]).tolist()) <= set(r.kinds.tolist())
+
+
+def test_view_memory_is_small_next_to_the_frames(synth_tl) -> None:
+    frames = sum(f.estimated_size() for f in synth_tl.frames.values())
+    # starts, ends, kind, index and the LOD buckets; the bench measures the large case
+    assert 0 < synth_tl.nbytes < frames
+
+
+def test_bad_input_empty_frames_give_an_empty_timeline(tmp_path: Path) -> None:
+    from hta_tui.trace.schema import empty
+
+    tl = build_timeline({0: empty("events")})
+    assert tl.rows == []
+    assert tl.span_ns == 1
+
+
+def test_memory_track_follows_total_allocated(tmp_path: Path) -> None:
+    from hta_tui.analysis.timeline_counters import MEMORY_LANE
+    from hta_tui.analysis.timeline_rows import busy_before
+    from hta_tui.synth import MemoryOptions
+
+    write_trace_dir(tmp_path / "t", ranks=1, steps=2, seed=0, memory=MemoryOptions())
+    ts = open_set(tmp_path / "t", Cache(tmp_path / "cache"))
+    mem = ts.frames("memory")
+    tl = build_timeline(ts.frames(), ts.origin_ns, memory=mem)
+    (i,) = [i for i, r in enumerate(tl.rows) if r.key[3] == MEMORY_LANE]
+    r = tl.rows[i]
+    raw = mem[0].filter(pl.col("device_id") >= 0).sort("ts")
+    assert r.scale == raw["total_allocated"].max()
+    # between two events the track holds the first one's total (mean over a tiny window)
+    checked = 0
+    for k in (10, raw.height // 3, raw.height // 2, raw.height - 2):
+        a, b = int(raw["ts"][k]) - tl.origin_ns, int(raw["ts"][k + 1]) - tl.origin_ns
+        if b - a < 2 or raw["ts"][k] == raw["ts"][k - 1]:
+            continue
+        t = np.array([a + (b - a) / 4, a + (b - a) / 2], dtype=np.float64)
+        mean = float(np.diff(busy_before(r, t))[0]) / float(t[1] - t[0])
+        assert mean * r.scale == pytest.approx(raw["total_allocated"][k], rel=1e-9)
+        checked += 1
+    assert checked
