@@ -114,9 +114,7 @@ class LaunchScreen(AnalysisScreen):
     TITLE = "Kernel launches"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "c", "edit_cutoffs", "Cutoffs", show=False, tooltip="Edit the outlier cutoffs (us)"
-        ),
+        Binding("c", "edit_cutoffs", "Cutoffs", tooltip="Edit the outlier cutoffs (us)"),
         Binding("v", "next_table", "Table", tooltip="Next table"),
         Binding("p", "toggle_plot", "Plot", tooltip="CPU vs GPU time, or launch delay over time"),
         Binding("enter", "drill", "Kernel", tooltip="Open the kernel of the row", show=False),

@@ -58,10 +58,10 @@ class MemoryScreen(AnalysisScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("plus,equals_sign", "zoom_in", "Zoom", key_display="+"),
-        Binding("minus", "zoom_out", "Out", key_display="-", show=False),
-        Binding("left_square_bracket", "pan(-0.5)", "Earlier", key_display="[", show=False),
-        Binding("right_square_bracket", "pan(0.5)", "Later", key_display="]", show=False),
-        Binding("z", "reset_zoom", "All", show=False),  # `?` lists these: the footer keeps `?`
+        Binding("minus", "zoom_out", "Out", key_display="-"),
+        Binding("left_square_bracket", "pan(-0.5)", "Earlier", key_display="["),
+        Binding("right_square_bracket", "pan(0.5)", "Later", key_display="]"),
+        Binding("z", "reset_zoom", "All"),
         Binding("d", "next_device", "Device"),
         Binding("v", "next_tab", "Table", show=False),
     ]

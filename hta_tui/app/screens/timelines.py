@@ -104,9 +104,7 @@ class TimelinesScreen(AnalysisScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "pick_streams", "Streams", tooltip="Pick the streams to draw"),
         Binding("v", "next_view", "View", tooltip="Switch queue length / memory bandwidth"),
-        Binding(
-            "x", "export_counters", "Counters", show=False, tooltip="Write the trace with counters"
-        ),
+        Binding("x", "export_counters", "Counters", tooltip="Write the trace with counters"),
     ]
 
     def __init__(self, **kw: Any) -> None:
