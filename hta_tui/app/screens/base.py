@@ -9,6 +9,7 @@ changes, drops results of an older state, and shows a loading state meanwhile.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.app.environment import one_line
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
@@ -48,6 +50,16 @@ class Params:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.extra.get(key, default)
+
+
+class ComputeFailed(Message):
+    """A screen's worker raised: `reason` is one line; the traceback went to the debug log."""
+
+    def __init__(self, reason: str, generation: int, params: Params) -> None:
+        super().__init__()
+        self.reason = reason
+        self.generation = generation
+        self.params = params
 
 
 class Computed(Message):
@@ -261,10 +273,30 @@ class AnalysisScreen(Screen):
             frames = scope.every_step_frames(frames)
         if worker.is_cancelled:
             return
-        result = self.compute(frames, params)
+        try:
+            result = self.compute(frames, params)
+        except Exception as exc:  # a screen that fails says so, instead of loading forever
+            logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
+            self.post_message(ComputeFailed(one_line(exc), ts.generation, params))
+            return
         if worker.is_cancelled:
             return
         self.post_message(Computed(result, ts.generation, params, self._scope(ts, frames, every)))
+
+    @on(ComputeFailed)
+    def _compute_failed(self, msg: ComputeFailed) -> None:
+        """Shown once per trace-set state: the next change of data or parameters retries."""
+        msg.stop()
+        if self._computing == (msg.generation, msg.params):
+            self._computing = None
+        if msg.params != self.params:
+            self._maybe_refresh()
+            return
+        self._shown_key = (msg.generation, msg.params)
+        self.scope_text = f"failed: {msg.reason}"
+        self.query_one("#screen-title", Static).update(self._title_text())
+        self.query_one("#body").loading = False
+        self.app.notify(f"{self.TITLE} failed: {msg.reason}", severity="error", timeout=10)
 
     @staticmethod
     def _scope(ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool) -> str:
