@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from hta_tui.app.app import HtaApp
-from hta_tui.app.screens.registry import SCREENS
+from hta_tui.app.screens.registry import DIFF, SCREENS
 from hta_tui.cli import DEMO_MEMORY
 from hta_tui.synth import MemoryOptions, write_trace, write_trace_dir
 from hta_tui.synth.sync_story import make_sync_story
@@ -39,6 +39,12 @@ async def settle(app: HtaApp, pilot, timeout: float = 60.0) -> None:
     raise TimeoutError(f"{type(app.screen).__name__} did not settle")
 
 
+def shot_name(entry) -> str:
+    """`2K-kernels`: the view's section digit and letter, then its title."""
+    slug = entry.title.lower().replace(" ", "-").replace("/", "-").replace("&", "and")
+    return f"{entry.section}{entry.key}-{slug}"
+
+
 #: Screens the demo has nothing for: shot on the backward-sync story instead.
 STORY_MODES = ("syncs", "modules")
 
@@ -58,7 +64,7 @@ async def shoot_story(out_dir: Path, theme: str, suffix: str, size: tuple[int, i
                 continue
             await pilot.press(entry.key)
             await settle(app, pilot)
-            path = out_dir / f"{entry.key}-{entry.mode}{suffix}.svg"
+            path = out_dir / f"{shot_name(entry)}{suffix}.svg"
             app.save_screenshot(str(path))
             written.append(path)
     return written
@@ -80,8 +86,7 @@ async def shoot(trace_dir: Path, out_dir: Path, theme: str, size: tuple[int, int
             if entry.mode == "timeline":  # zoomed into a step, a kernel selected
                 await pilot.press(*["down"] * 8, *["w"] * 5, "right_square_bracket")
                 await pilot.pause(0.3)
-            name = f"{entry.key}-{entry.title.lower().replace(' ', '-').replace('/', '-')}"
-            path = out_dir / f"{name.replace('&', 'and')}{suffix}.svg"
+            path = out_dir / f"{shot_name(entry)}{suffix}.svg"
             app.save_screenshot(str(path))
             written.append(path)
         await pilot.press("1")
@@ -105,7 +110,7 @@ async def shoot(trace_dir: Path, out_dir: Path, theme: str, size: tuple[int, int
     )
     async with app.run_test(size=size) as pilot:
         await settle(app, pilot)
-        path = out_dir / f"0-diff{suffix}.svg"
+        path = out_dir / f"{shot_name(DIFF)}{suffix}.svg"
         app.save_screenshot(str(path))
         written.append(path)
     return written

@@ -63,7 +63,7 @@ async def test_broken_files_show_reasons_and_drops_and_the_rest_works(tmp_path: 
         assert "not an object in 1 event" in detail
         # the rest of the app: the kernels of the two loaded ranks
         assert sorted(app.trace_set.loaded()) == [0, 1]
-        await pilot.press("3")
+        await pilot.press("K")
         await wait_until(
             pilot,
             lambda: (

@@ -29,7 +29,7 @@ async def test_escape_clears_the_filter_before_leaving(traces: Path, tmp_path: P
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_until(pilot, lambda: app.settled)
-        await pilot.press("3")
+        await pilot.press("K")
         await wait_until(pilot, lambda: screen_ready(app))
         table = app.screen.query(FrameTable).first()
         rows = table.frame.height
@@ -83,13 +83,13 @@ async def test_the_rank_picked_holds_on_every_screen(traces: Path, tmp_path: Pat
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled)
-        await pilot.press("3")
+        await pilot.press("K")
         await wait_until(pilot, lambda: screen_ready(app))
         await pilot.press("r")
         await pilot.pause(0.2)
         await pilot.press("down", "down", "enter")  # all ranks, rank 0, rank 1
         await wait_until(pilot, lambda: screen_ready(app) and app.screen.params.rank == 1)
-        await pilot.press("2")
+        await pilot.press("I")
         await wait_until(pilot, lambda: screen_ready(app))
         assert app.screen.params.rank == 1
         assert "rank 1" in str(app.screen.query_one("#screen-title").render())

@@ -89,7 +89,7 @@ async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
         await settle(app, pilot)
         assert cells()[names[0]].startswith("● ") and not cells()[names[1]].startswith("● ")
         # the screens say which span they analyse
-        await pilot.press("3")
+        await pilot.press("K")
         for _ in range(200):
             await pilot.pause(0.05)
             title = str(app.screen.query_one("#screen-title").render())

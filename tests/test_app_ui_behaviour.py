@@ -64,7 +64,7 @@ async def test_live_update_keeps_screen_and_selection(traces: Path, tmp_path: Pa
     app = HtaApp(folder, cache=Cache(tmp_path / "c"), watch=True)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled and app.watcher_state != "off")
-        await pilot.press("3")
+        await pilot.press("K")
         await wait_until(pilot, lambda: screen_ready(app))
         table = app.screen.query(FrameTable).last()
         table.focus()
@@ -112,17 +112,17 @@ async def test_theme_change_restyles_screens_built_before_and_after(
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled)
-        await pilot.press("3")
+        await pilot.press("K")
         await wait_until(pilot, lambda: screen_ready(app))
         dark_table = app.screen.query(FrameTable).first().styles.background
         app.theme = "hta-light"
         await pilot.pause()
-        await pilot.press("2")  # built after the change
+        await pilot.press("I")  # built after the change
         await wait_until(pilot, lambda: screen_ready(app))
         light = Color.parse(app.current_theme.background or "")
         assert app.screen.styles.background == light
         light_table = app.screen.query(FrameTable).first().styles.background
-        await pilot.press("3")  # built before
+        await pilot.press("K")  # built before
         await pilot.pause()
         assert app.screen.styles.background == light
         assert app.screen.query(FrameTable).first().styles.background == light_table

@@ -153,7 +153,7 @@ async def test_app_parses_a_damaged_entry_again(trace_dir: Path, tmp_path: Path)
     app = make_screen_app(trace_dir, tmp_path)
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await settle(pilot)
-        await pilot.press("3")  # the kernels screen reads the events
+        await pilot.press("K")  # the kernels screen reads the events
         await wait_until(
             pilot,
             lambda: any("cache entry damaged" in n.message for n in app._notifications),

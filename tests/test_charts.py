@@ -49,7 +49,7 @@ async def test_launch_scatter_axes_in_us(traces: Path, tmp_path: Path) -> None:
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled)
-        await pilot.press("7")
+        await pilot.press("L")
         lines = (await _picture(app, pilot, "#launch-plot")).splitlines()
         assert any("launch call on the CPU (us)" in line for line in lines)
         axis = next(i for i, line in enumerate(lines) if "└" in line)
@@ -66,7 +66,7 @@ async def test_time_chart_names_each_rank_with_its_own_marker(
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled)
-        await pilot.press("3")
+        await pilot.press("K")
         await wait_until(pilot, lambda: screen_ready(app))
         await pilot.press("enter", "right_square_bracket", "right_square_bracket")
         text = await _picture(app, pilot, "#time-plot")

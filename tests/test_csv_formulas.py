@@ -100,7 +100,7 @@ async def test_app_export_neutralises(formula_dir: Path, tmp_path: Path) -> None
     app = make_screen_app(formula_dir, tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("3")
+        await pilot.press("K")
         screen = app.screen
         await wait_until(pilot, lambda: getattr(screen, "result", None) is not None)
         await pilot.press("t")  # every kernel, none folded into "others"

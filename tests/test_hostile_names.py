@@ -308,7 +308,7 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
         for entry in SCREENS[1:]:
             await pilot.press(entry.key)
             await visit_tabs(pilot, seen, entry.mode)
-        await pilot.press("3")
+        await pilot.press("K")
         await pilot.pause()
         for table in app.screen.query(FrameTable):
             table.focus()
@@ -322,7 +322,7 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
         await pilot.press("escape", "question_mark")
         await pilot.pause()
         seen["help"] = screen_text(app)
-        await pilot.press("question_mark", "3")
+        await pilot.press("question_mark", "K")
         await pilot.pause()
         await pilot.press("enter")  # drill down to the kernel under the cursor
         await visit_tabs(pilot, seen, "detail from kernels")

@@ -285,9 +285,9 @@ async def test_synthetic_ranks_of_one_folder(synth_root: Path, cache_dir) -> Non
         c, t = sides(app, 1, 0)
         assert screen.params.get("control_iteration") is None
         assert_table(screen, diff.compare_traces(c, t))
-        # "0 Diff" is in the command palette; the overview still works and 0 comes back
+        # "0 F Diff" is in the command palette; the overview still works and 0 comes back
         titles = [c.title for c in app.get_system_commands(app.screen)]
-        assert "0 Diff" in titles
+        assert "0 F Diff" in titles
         await pilot.press("1")
         await wait_until(pilot, lambda: isinstance(app.screen, OverviewScreen))
         await pilot.press("0")

@@ -37,7 +37,7 @@ def job(tmp_path: Path, ranks: int, late_rank: int) -> Path:
 async def open_distributed(pilot: Any) -> DistributedScreen:
     app = pilot.app
     await settle(pilot)
-    await pilot.press("w")
+    await pilot.press("W")
     ready = lambda: (  # noqa: E731
         isinstance(app.screen_stack[0], DistributedScreen)
         and screen_shows_current(app, app.screen_stack[0])

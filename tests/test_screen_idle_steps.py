@@ -33,8 +33,8 @@ from tests.test_app_support import (
 from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
-SCREEN_KEYS = {"2": IdleScreen, "5": OverlapScreen, "9": StepsScreen}
-SUMMARIES = {"2": "#idle-summary", "5": "#overlap-summary", "9": "#steps-summary"}
+SCREEN_KEYS = {"I": IdleScreen, "C": OverlapScreen, "P": StepsScreen}
+SUMMARIES = {"I": "#idle-summary", "C": "#overlap-summary", "P": "#steps-summary"}
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ async def test_idle_numbers_and_threshold(synth_root: Path, tmp_path: Path) -> N
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "2")
+        screen = await open_screen(pilot, "I")
         frames = app.trace_set.frames()
         want, want_stats = idle.idle_time_breakdown(frames, show_idle_interval_stats=True)
         assert_frame_equal(table(screen, "idle-breakdown").frame, want)
@@ -125,7 +125,7 @@ async def test_idle_rank_switch_filter_sort_export(synth_root: Path, tmp_path: P
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "2")
+        screen = await open_screen(pilot, "I")
         frames = app.trace_set.frames()
         # `r`: rank 2 only
         await pilot.press("r")
@@ -178,7 +178,7 @@ async def test_steps_flags_slow_rank(synth_root: Path, tmp_path: Path) -> None:
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "9")
+        screen = await open_screen(pilot, "P")
         frames = app.trace_set.frames()
         iters = steps.iterations(frames)
         assert_frame_equal(table(screen, "steps-iterations").frame, iters)
@@ -234,7 +234,7 @@ async def test_steps_empty_without_profiler_steps(tmp_path: Path) -> None:
     app = make_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "9")
+        screen = await open_screen(pilot, "P")
         assert "No ProfilerStep" in str(screen.query_one("#steps-summary", Static).render())
         assert not screen.query_one("#steps-bars-box").display
         assert table(screen, "steps-iterations").frame.is_empty()
@@ -247,7 +247,7 @@ async def test_overlap_numbers(synth_root: Path, tmp_path: Path) -> None:
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "5")
+        screen = await open_screen(pilot, "C")
         frames = app.trace_set.frames()
         shown = table(screen, "overlap-table").frame
         inv = {v: k for k, v in RANK_HEADERS.items()}
@@ -294,7 +294,7 @@ async def test_shared_traces_in_app(shared: Path, case: str, tmp_path: Path) -> 
             assert text.strip()
             assert not [w for w in app.workers if w.group == "screen" and w.error is not None]
             if case == "cpu_only":  # no GPU at all: each screen says so in a sentence
-                want = {"2": "No GPU kernels", "5": "nothing to overlap", "9": "on 1 rank"}
+                want = {"I": "No GPU kernels", "C": "nothing to overlap", "P": "on 1 rank"}
                 assert want[key] in text
 
 
@@ -321,9 +321,9 @@ async def test_shared_traces_every_case(shared: Path, tmp_path: Path) -> None:
                     assert chart.render().plain.isascii(), (case, key)
                 text = str(screen.query_one(summary, Static).render()).strip()
                 assert text, (case, key)
-                if key == "2" and not frames:
+                if key == "I" and not frames:
                     assert "No GPU kernels" in text
-                if key == "9" and case == "cpu_only":
+                if key == "P" and case == "cpu_only":
                     assert table(screen, "steps-iterations").frame.height > 0
             await pilot.pause()
 
@@ -368,7 +368,7 @@ def _run_before(key: str):
 
 
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
-@pytest.mark.parametrize("key", ["2", "5", "9"])
+@pytest.mark.parametrize("key", ["I", "C", "P"], ids=["2", "5", "9"])  # the snapshots' names
 def test_snapshot(snap_compare, tmp_path: Path, key: str, theme: str) -> None:
     app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)
     assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(key))

@@ -32,7 +32,7 @@ from tests.test_app_support import T0, rank_trace, screen_shows_current, settle,
 from tests.test_app_support import make_screen_app as make_app
 
 SIZE = (80, 24)
-SCREENS = {"3": KernelsScreen, "4": KernelDetailScreen, "8": SequencesScreen}
+SCREENS = {"K": KernelsScreen, "E": KernelDetailScreen, "Q": SequencesScreen}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ async def test_drill_down_to_a_kernel_and_back(synth_root: Path, tmp_path: Path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert isinstance(app.screen, OverviewScreen)
-        screen = await open_screen(pilot, "3")
+        screen = await open_screen(pilot, "K")
         frames = frames_of(app)
         # the numbers are the analyses'
         types, _ = kernels.gpu_kernel_breakdown(frames)
@@ -134,7 +134,7 @@ async def test_kernel_table_filter_sort_export_topk_rank(synth_root: Path, tmp_p
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "3")
+        screen = await open_screen(pilot, "K")
         frames = frames_of(app)
         kt = table(screen, "kernel-table")
         # filter
@@ -224,7 +224,7 @@ async def test_detail_without_a_pick_then_sequences(synth_root: Path, tmp_path: 
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        detail = await open_screen(pilot, "4")
+        detail = await open_screen(pilot, "E")
         frames = frames_of(app)
         largest = kernel_detail.kernel_table(frames, fold=False)["name"][0]
         assert detail.result["name"] == largest and detail.result["auto"]
@@ -250,7 +250,7 @@ async def test_detail_without_a_pick_then_sequences(synth_root: Path, tmp_path: 
             assert chart.strip() and chart.isascii(), plot_id
         app.ascii = False
         # then screen 8: sequences for an operator
-        screen = await open_screen(pilot, "8")
+        screen = await open_screen(pilot, "Q")
         ops = table(screen, "operators-table")
         assert_frame_equal(ops.frame, kernel_detail.launching_operators({0: frames[0]}))
         assert "Rank 0 (smallest)" in text_of(screen, "#seq-summary")
@@ -358,11 +358,11 @@ async def test_shared_traces(shared: Path, tmp_path: Path) -> None:
     app = make_app(shared / "traces" / "cpu_only", tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, timeout=60)
-        ks = await open_screen(pilot, "3")
+        ks = await open_screen(pilot, "K")
         assert "No GPU kernels" in text_of(ks, "#kernels-summary")
-        ds = await open_screen(pilot, "4")
+        ds = await open_screen(pilot, "E")
         assert "No GPU kernels" in text_of(ds, "#detail-summary")
-        ss = await open_screen(pilot, "8")
+        ss = await open_screen(pilot, "Q")
         assert "no operator launches GPU work" in text_of(ss, "#seq-summary")
         assert not [w for w in app.workers if w.group == "screen" and w.error is not None]
         cases = _cases()
@@ -441,7 +441,7 @@ def _run_before(keys: tuple[str, ...]):
 
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
 @pytest.mark.parametrize(
-    "keys", [("3",), ("3", "enter"), ("8", "enter")], ids=["kernels", "detail", "sequences"]
+    "keys", [("K",), ("K", "enter"), ("Q", "enter")], ids=["kernels", "detail", "sequences"]
 )
 def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...], theme: str) -> None:
     app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)

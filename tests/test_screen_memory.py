@@ -82,7 +82,7 @@ def synth_root(tmp_path: Path) -> Path:
 
 async def open_memory(pilot: Any) -> MemoryScreen:
     await settle(pilot)
-    await pilot.press("m")
+    await pilot.press("M")
     await wait_until(pilot, lambda: isinstance(pilot.app.screen, MemoryScreen), 10, "memory")
     await wait_shown(pilot)
     return pilot.app.screen

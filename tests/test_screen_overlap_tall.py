@@ -28,7 +28,7 @@ async def test_every_rank_in_view_when_there_is_room(
     app = HtaApp(eight, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=size) as pilot:
         await wait_until(pilot, lambda: app.settled)
-        await pilot.press("5")
+        await pilot.press("C")
         await wait_until(pilot, lambda: screen_ready(app))
         await pilot.pause(0.2)
         box = app.screen.query_one("#overlap-bars-box")

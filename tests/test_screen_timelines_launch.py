@@ -80,7 +80,7 @@ def frame(screen: Any, table_id: str) -> pl.DataFrame:
 async def test_timelines_tables_streams_and_rank_switch(tmp_path: Path) -> None:
     app = make_app(synth(tmp_path), tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "6", TimelinesScreen)
+        screen = await open_screen(pilot, "N", TimelinesScreen)
         frames = app.trace_set.frames()
         assert sorted(frames) == [0, 1]
         one = {0: frames[0]}  # default: the first rank, said in the title
@@ -149,7 +149,7 @@ async def test_timelines_export_counters_and_csv(tmp_path: Path) -> None:
     before = listing(root)
     app = make_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "6", TimelinesScreen)
+        screen = await open_screen(pilot, "N", TimelinesScreen)
         await pilot.press("x")
         await wait_until(pilot, lambda: screen.last_export is not None, 30, "the export")
         path = screen.last_export
@@ -224,7 +224,7 @@ def assert_launch_tables(screen: Any, frames: dict[int, pl.DataFrame], rc: float
 async def test_launch_tables_cutoffs_filter_sort_export(tmp_path: Path) -> None:
     app = make_app(synth(tmp_path), tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "7", LaunchScreen)
+        screen = await open_screen(pilot, "L", LaunchScreen)
         assert "all 2 ranks" in str(screen.query_one("#screen-title", Static).render())
         frames = app.trace_set.frames()
         want = assert_launch_tables(screen, frames, 50, 100)
@@ -283,7 +283,7 @@ async def test_launch_rank_switch_and_drill_down(tmp_path: Path, monkeypatch) ->
     shown: list[str] = []
     monkeypatch.setattr(app, "show_kernel", shown.append)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "7", LaunchScreen)
+        screen = await open_screen(pilot, "L", LaunchScreen)
         await pilot.press("r")
         await wait_until(pilot, lambda: isinstance(app.screen, RankPicker), 5, "rank picker")
         await pilot.press("down", "down", "enter")
@@ -325,8 +325,8 @@ async def test_shared_cases_show(shared: Path, tmp_path: Path) -> None:
     cache = Cache(tmp_path / "cache")
     app = make_app(shared / "traces" / "call_stack", tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        timelines = await open_screen(pilot, "6", TimelinesScreen)
-        launches = await open_screen(pilot, "7", LaunchScreen)
+        timelines = await open_screen(pilot, "N", TimelinesScreen)
+        launches = await open_screen(pilot, "L", LaunchScreen)
         for case in cases:
             frames = open_set(case, cache).frames()
             result = TimelinesScreen.compute(frames, Params())
@@ -361,13 +361,13 @@ async def test_cpu_only_case_in_the_app(shared: Path, tmp_path: Path) -> None:
     and no launches; each screen says so in a sentence."""
     app = make_app(shared / "traces" / "cpu_only", tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "6", TimelinesScreen)
+        screen = await open_screen(pilot, "N", TimelinesScreen)
         assert "rank 34" in str(screen.query_one("#screen-title", Static).render())
         note = str(screen.query_one("#queue-note", Static).render())
         assert "Rank 34 launched no GPU work" in note
         assert not screen.query_one("#queue-plot").display
         assert "no memcpy or memset" in str(screen.query_one("#memory-note", Static).render())
-        screen = await open_screen(pilot, "7", LaunchScreen)
+        screen = await open_screen(pilot, "L", LaunchScreen)
         summary = str(screen.query_one("#launch-summary", Static).render())
         assert summary == "No kernel launches in rank 34 (no GPU work launched from the CPU)."
         assert not screen.query_one("#launch-plot").display
@@ -489,10 +489,10 @@ def run_to(key: str, cls: type):
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
 def test_snapshot_timelines(snap_compare, tmp_path: Path, theme: str) -> None:
     app = snapshot_app(tmp_path, theme)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_to("6", TimelinesScreen))
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_to("N", TimelinesScreen))
 
 
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
 def test_snapshot_launch(snap_compare, tmp_path: Path, theme: str) -> None:
     app = snapshot_app(tmp_path, theme)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_to("7", LaunchScreen))
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_to("L", LaunchScreen))

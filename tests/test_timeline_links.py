@@ -85,7 +85,7 @@ async def test_t_from_launch_tables_selects_the_launched_kernel(
 ) -> None:
     app = make_screen_app(traces, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "7", LaunchScreen)
+        screen = await open_screen(pilot, "L", LaunchScreen)
         table = screen.query_one(f"#{table_id}", FrameTable)
         if table.frame.is_empty():
             pytest.skip(f"no {tab} rows in this trace")
@@ -100,7 +100,7 @@ async def test_t_from_launch_tables_selects_the_launched_kernel(
 async def test_t_from_idle_gaps_selects_the_delayed_kernel(traces: Path, tmp_path: Path) -> None:
     app = make_screen_app(traces, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "2", IdleScreen)
+        screen = await open_screen(pilot, "I", IdleScreen)
         values = await press_t_on(pilot, screen, "idle-tab-gaps", "idle-gaps", 2)
         rank, ev = selected_event(app)
         frame = app.trace_set.frames()[rank]
@@ -122,7 +122,7 @@ async def test_t_from_idle_gaps_selects_the_delayed_kernel(traces: Path, tmp_pat
 async def test_t_from_iterations_selects_the_profiler_step(traces: Path, tmp_path: Path) -> None:
     app = make_screen_app(traces, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "9", StepsScreen)
+        screen = await open_screen(pilot, "P", StepsScreen)
         values = await press_t_on(pilot, screen, "steps-tab-iterations", "steps-iterations", 3)
         rank, ev = selected_event(app)
         assert rank == values["rank"]
@@ -137,7 +137,7 @@ async def test_t_on_a_table_without_moments_keeps_the_screens_key(
 
     app = make_screen_app(traces, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "3", KernelsScreen)
+        screen = await open_screen(pilot, "K", KernelsScreen)
         screen.query_one("#kernel-table", FrameTable).focus()
         folded = screen.params.get("fold", True)
         await pilot.press("t")

@@ -31,6 +31,7 @@ from hta_tui.app.gc_pacing import GcPacer
 from hta_tui.app.loading import LoadingMixin
 from hta_tui.app.navigation import NavigationMixin
 from hta_tui.app.refresh import RefreshMixin
+from hta_tui.app.screens.navigation import nav_bindings
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.registry import DIFF, SCREENS
 from hta_tui.app.sides import MAIN, TEST, SideState, folder_label, same_path
@@ -91,11 +92,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit hta-tui"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Show every key"),
-        *(
-            Binding(e.key, f"goto('{e.mode}')", e.title, show=False, tooltip=f"{e.title} screen")
-            for e in SCREENS
-        ),
-        Binding(DIFF.key, f"goto('{DIFF.mode}')", DIFF.title, show=False, tooltip="Diff screen"),
+        *nav_bindings(),
     ]
 
     def __init__(
@@ -161,6 +158,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         #: the kernel the detail screen shows (set by enter on the kernels screen)
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
+        self._section_last: dict[str, str] = {}
         self.gc_pacer = GcPacer()
         self._control_filter = ControlFilter()
         prepare_pool()  # before Textual takes over stderr (see trace.load.prepare_pool)

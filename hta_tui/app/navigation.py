@@ -10,7 +10,8 @@ from textual.screen import Screen
 
 from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.help import HelpScreen
-from hta_tui.app.screens.registry import DIFF, SCREENS
+from hta_tui.app.screens.navigation import help_rows, palette_entries
+from hta_tui.app.screens.registry import BY_MODE, BY_SECTION, DIFF
 from hta_tui.trace.model import TraceSet
 
 
@@ -20,14 +21,19 @@ class NavigationMixin(AppMixin):
     compare_set: TraceSet | None
     selected_kernel: str | None
     _mode_history: list[str]
+    #: section key -> the view last shown in it (its digit opens that one)
+    _section_last: dict[str, str]
 
     @property
     def comparing(self) -> bool:
         return self.compare_set is not None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # key 0 does nothing unless comparing
-        return not (action == "goto" and parameters == (DIFF.mode,) and not self.comparing)
+        # the diff's keys do nothing unless comparing
+        diff = (action == "goto" and parameters == (DIFF.mode,)) or (
+            action == "section" and parameters == (DIFF.section,)
+        )
+        return not (diff and not self.comparing)
 
     def action_goto(self, mode: str) -> None:
         """Show a numbered screen (each keeps its own state: its mode's screen stack)."""
@@ -35,8 +41,23 @@ class NavigationMixin(AppMixin):
             self.screen.dismiss(None)
         if mode == self.current_mode:
             return
+        entry = BY_MODE.get(mode)
+        if entry is not None:
+            self._section_last[entry.section] = mode
         self._mode_history.append(self.current_mode)
         self.switch_mode(mode)
+
+    def action_section(self, key: str) -> None:
+        """A section's digit: the view last shown in that section; pressed again inside it,
+        the section's next view."""
+        views = BY_SECTION.get(key, (DIFF,) if key == DIFF.section else ())
+        modes = [e.mode for e in views]
+        if not modes:
+            return
+        if self.current_mode in modes and not isinstance(self.screen, HelpScreen):
+            self.action_goto(modes[(modes.index(self.current_mode) + 1) % len(modes)])
+            return
+        self.action_goto(self._section_last.get(key, modes[0]))
 
     def action_go_back(self) -> None:
         """Back to the screen shown before this one (escape on a numbered screen)."""
@@ -60,14 +81,17 @@ class NavigationMixin(AppMixin):
         self.push_screen(HelpScreen(self.binding_rows(self.screen)))
 
     def binding_rows(self, screen: Screen) -> list[tuple[str, str, str]]:
-        """(keys, description, where) for every active binding of `screen`, shown in the
-        footer or not; keys doing the same thing in the same place share a row."""
+        """(keys, description, where): the keys of `screen` (shown in the footer or not;
+        keys doing the same thing in the same place share a row), then every view by
+        section, from the registry."""
         merged: dict[tuple[str, str], list[str]] = {}
         screen_name = type(screen).__name__.removesuffix("Screen").lower() or "screen"
         for key, active in screen.active_bindings.items():
             binding = active.binding
             node = active.node
             if isinstance(node, App):
+                if binding.action.startswith(("goto(", "section(")):
+                    continue  # listed by section below
                 where = "everywhere"
             elif isinstance(node, Screen):
                 where = screen_name
@@ -79,8 +103,8 @@ class NavigationMixin(AppMixin):
             if display not in keys:
                 keys.append(display)
         rows = [(", ".join(keys), desc, where) for (desc, where), keys in merged.items()]
-        rows.sort(key=lambda r: {"everywhere": 0, screen_name: 1}.get(r[2], 2))
-        return rows
+        rows.sort(key=lambda r: {screen_name: 0, "everywhere": 2}.get(r[2], 1))
+        return rows + help_rows(self.comparing)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -88,10 +112,5 @@ class NavigationMixin(AppMixin):
             "Reload", "Discover and load the trace folder again", self.action_reload
         )
         yield SystemCommand("Help", "Show every key binding", self.action_help)
-        entries = (DIFF, *SCREENS) if self.comparing else SCREENS
-        for entry in entries:
-            yield SystemCommand(
-                f"{entry.key} {entry.title}",
-                f"Show the {entry.title.lower()} screen",
-                lambda mode=entry.mode: self.action_goto(mode),
-            )
+        for title, help_text, mode in palette_entries(self.comparing):
+            yield SystemCommand(title, help_text, lambda mode=mode: self.action_goto(mode))

@@ -11,6 +11,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
+from hta_tui.app.screens.navigation import nav_bindings
+
 
 class HelpScreen(ModalScreen[None]):
     """A modal list of (key, what it does, where) rows. `?`, `escape` or `q` closes it."""
@@ -19,6 +21,7 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape", "close", "Close"),
         Binding("question_mark", "close", "Close", show=False),
         Binding("q", "close", "Close", show=False),
+        *nav_bindings("app."),  # straight from here to any view
     ]
 
     def __init__(self, rows: list[tuple[str, str, str]], *, title: str = "Keys") -> None:

@@ -1,8 +1,15 @@
-"""The numbered screens: key, mode name, title and where the class lives.
+"""Every view of the app, grouped into sections: the one list navigation is built from.
 
-The app turns each entry into a Textual mode (so every screen keeps its own state while you
-look elsewhere), a number-key binding and a command-palette entry. Classes are imported when
-first shown, so startup stays fast.
+The app turns each entry into a Textual mode (so every view keeps its own state while you look
+elsewhere), its key bindings, `?` help rows and command-palette entries; tests check README's
+table against it. Classes are imported when first shown, so startup stays fast.
+
+Keys: a digit opens a section (the view last shown in it; the same digit again steps to the
+section's next view) and an upper-case letter opens one view directly, from anywhere - so any
+view is one or two keystrokes away. Upper-case letters, because the views' own keys are lower
+case (`d` device, `v` tables, `r` rank, `/` filter, `s` sort, `e` export, `t` timeline here)
+and the few upper-case ones of tables (`S` reverse, `G` bottom) and the timeline (`A`, `D`
+page) are left alone.
 """
 
 from __future__ import annotations
@@ -14,8 +21,15 @@ from textual.screen import Screen
 
 
 @dataclass(frozen=True)
+class Section:
+    key: str  # a digit
+    title: str
+
+
+@dataclass(frozen=True)
 class ScreenEntry:
-    key: str
+    section: str  # its Section's key
+    key: str  # upper-case letter: straight to this view
     mode: str
     title: str
     target: str  # "module:Class"; the overview is the app's default screen
@@ -24,31 +38,58 @@ class ScreenEntry:
         module, _, cls = self.target.partition(":")
         return getattr(importlib.import_module(module), cls)
 
+    @property
+    def keys(self) -> str:
+        """How the view is reached, as `?` and the palette say it: "2 K"."""
+        return f"{self.section} {self.key}"
+
+
+def _screen(section: str, key: str, mode: str, title: str, module: str, cls: str) -> ScreenEntry:
+    return ScreenEntry(section, key, mode, title, f"hta_tui.app.screens.{module}:{cls}")
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("1", "Overview"),
+    Section("2", "GPU kernels"),
+    Section("3", "Memory"),
+    Section("4", "Distributed"),
+    Section("5", "Host"),
+    Section("6", "Timelines"),
+)
 
 SCREENS: tuple[ScreenEntry, ...] = (
-    ScreenEntry("1", "overview", "Overview", "hta_tui.app.screens.overview:OverviewScreen"),
-    ScreenEntry("2", "idle", "Idle time", "hta_tui.app.screens.idle:IdleScreen"),
-    ScreenEntry("3", "kernels", "Kernels", "hta_tui.app.screens.kernels:KernelsScreen"),
-    ScreenEntry("4", "detail", "Kernel detail", "hta_tui.app.screens.detail:KernelDetailScreen"),
-    ScreenEntry("5", "overlap", "Comm/comp overlap", "hta_tui.app.screens.overlap:OverlapScreen"),
-    ScreenEntry("6", "timelines", "Timelines", "hta_tui.app.screens.timelines:TimelinesScreen"),
-    ScreenEntry("7", "launch", "Kernel launches", "hta_tui.app.screens.launch:LaunchScreen"),
-    ScreenEntry(
-        "8", "sequences", "Kernel sequences", "hta_tui.app.screens.sequences:SequencesScreen"
-    ),
-    ScreenEntry("9", "steps", "Steps & stragglers", "hta_tui.app.screens.steps:StepsScreen"),
-    ScreenEntry("b", "step_time", "Step time", "hta_tui.app.screens.step_time:StepTimeScreen"),
-    ScreenEntry("m", "memory", "Memory", "hta_tui.app.screens.memory:MemoryScreen"),
-    ScreenEntry(
-        "w", "distributed", "Distributed", "hta_tui.app.screens.distributed:DistributedScreen"
-    ),
-    ScreenEntry("y", "syncs", "Syncs", "hta_tui.app.screens.syncs:SyncsScreen"),
-    ScreenEntry("u", "modules", "Modules", "hta_tui.app.screens.modules:ModulesScreen"),
-    ScreenEntry("T", "timeline", "Trace timeline", "hta_tui.app.screens.timeline:TimelineScreen"),
+    _screen("1", "O", "overview", "Overview", "overview", "OverviewScreen"),
+    _screen("1", "B", "step_time", "Step time", "step_time", "StepTimeScreen"),
+    _screen("2", "K", "kernels", "Kernels", "kernels", "KernelsScreen"),
+    _screen("2", "E", "detail", "Kernel detail", "detail", "KernelDetailScreen"),
+    _screen("2", "L", "launch", "Kernel launches", "launch", "LaunchScreen"),
+    _screen("2", "Q", "sequences", "Kernel sequences", "sequences", "SequencesScreen"),
+    _screen("2", "I", "idle", "Idle time", "idle", "IdleScreen"),
+    _screen("3", "M", "memory", "Memory", "memory", "MemoryScreen"),
+    _screen("4", "W", "distributed", "Distributed", "distributed", "DistributedScreen"),
+    _screen("4", "C", "overlap", "Comm/comp overlap", "overlap", "OverlapScreen"),
+    _screen("4", "P", "steps", "Steps & stragglers", "steps", "StepsScreen"),
+    _screen("5", "Y", "syncs", "Syncs", "syncs", "SyncsScreen"),
+    _screen("5", "U", "modules", "Modules", "modules", "ModulesScreen"),
+    _screen("6", "T", "timeline", "Trace timeline", "timeline", "TimelineScreen"),
+    _screen("6", "N", "timelines", "Timelines", "timelines", "TimelinesScreen"),
 )
 
 BY_MODE: dict[str, ScreenEntry] = {e.mode: e for e in SCREENS}
+BY_SECTION: dict[str, tuple[ScreenEntry, ...]] = {
+    s.key: tuple(e for e in SCREENS if e.section == s.key) for s in SECTIONS
+}
+SECTION_TITLE: dict[str, str] = {s.key: s.title for s in SECTIONS}
 
-#: Screen 0, only when comparing two runs (`hta-tui CONTROL --compare TEST`): the app adds it as
-#: a mode, its first screen, and lists it in the command palette.
-DIFF = ScreenEntry("0", "diff", "Diff", "hta_tui.app.screens.diff:DiffScreen")
+#: The letters views had before sections, kept where no view uses them inside (`m` and `w`
+#: are gone: the trace timeline marks and zooms with them).
+OLD_KEYS: dict[str, str] = {
+    "b": "step_time",
+    "y": "syncs",
+    "u": "modules",
+}
+
+#: Section 0, only when comparing two runs (`hta-tui CONTROL --compare TEST`): the app adds it
+#: as a mode, its first screen, and lists it in `?` and the command palette.
+DIFF = ScreenEntry("0", "F", "diff", "Diff", "hta_tui.app.screens.diff:DiffScreen")
+DIFF_SECTION = Section("0", "Diff")
