@@ -65,9 +65,10 @@ def with_context(table: pl.DataFrame, context: pl.DataFrame, recs: pl.DataFrame)
     """Memory-event rows (`memory_events`, with alloc_ts) joined to their allocation's module
     and stack; rows without an allocation get none."""
     keys = recs.select("device", "addr", pl.col("ts").alias("alloc_ts"), "seq", "bytes")
-    keys = keys.filter(pl.col("bytes") > 0).drop("bytes").unique(["device", "addr", "alloc_ts"])
+    keys = keys.filter(pl.col("bytes") > 0).drop("bytes")
+    keys = keys.unique(["device", "addr", "alloc_ts"], keep="first")  # the first, not any
     ctx = keys.join(context, on="seq", how="left").drop("seq")
-    return table.join(ctx, on=["device", "addr", "alloc_ts"], how="left")
+    return table.join(ctx, on=["device", "addr", "alloc_ts"], how="left", maintain_order="left")
 
 
 def live_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> pl.DataFrame:

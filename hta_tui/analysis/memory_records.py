@@ -181,7 +181,7 @@ def memory_records(
         pl.when(pl.col("is_op")).then(pl.col("op")).alias("op"),
         pl.when(pl.col("is_op")).then(pl.col("parent").fill_null(ROOT)).alias("parent"),
     )
-    recs = recs.join(found, on="seq", how="left")
+    recs = recs.join(found, on="seq", how="left", maintain_order="left")  # time order
     return _name_frees(recs).select(RECORD_COLUMNS)
 
 
