@@ -178,3 +178,23 @@ def _run_before(*keys: str):
 def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...]) -> None:
     app = make_screen_app(fixed_root(tmp_path), tmp_path)
     assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(*keys))
+
+
+@pytest.mark.asyncio
+async def test_filter_and_sort_the_events_table(tmp_path: Path) -> None:
+    """The events table (names as categories) filters by any part of a name and sorts."""
+    root = synth_root(tmp_path)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_memory(pilot)
+        await pilot.press("v")
+        table = screen.query_one("#memory-events", FrameTable)
+        whole = memory_window(_file(root)).events
+        want = whole.filter(pl.col("operator").str.to_lowercase().str.contains("addmm"))
+        assert 0 < want.height < whole.height
+        await pilot.press("slash", *"ADDMM", "enter")
+        await wait_until(pilot, lambda: table.row_count == min(want.height, 400), 10, "rows")
+        assert table.view_frame.height == want.height
+        table.sort_on("size_kb")
+        assert table.view_frame["size_kb"].to_list() == sorted(want["size_kb"], reverse=True)
+        assert table.selected_row()["size_kb"] == want["size_kb"].max()
