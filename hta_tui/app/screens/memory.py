@@ -72,7 +72,7 @@ class MemoryScreen(AnalysisScreen):
         return {"device": None, "view": None}
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="memory-summary", classes="plot-note")
+        yield Static("", id="memory-headline", classes="plot-note")
         yield SafePlot(id="memory-curve")
         with TabbedContent(id="memory-tabs", initial=TABS[0]):
             with TabPane("At the peak", id=TABS[0]):
@@ -140,7 +140,7 @@ class MemoryScreen(AnalysisScreen):
         msg.stop()
         if msg.params == self.params:
             self.query_one("#body").loading = False  # the tables fill in when they land
-            self.query_one("#memory-summary", Static).update(_summary(msg.window))
+            self.query_one("#memory-headline", Static).update(_summary(msg.window))
             self._draw_window(msg.window)
 
     # -- display (main thread) -----------------------------------------------------------------
@@ -153,7 +153,7 @@ class MemoryScreen(AnalysisScreen):
     def show(self, result: dict[str, Any]) -> None:
         self.query_one("#screen-title", Static).update(self._title_text())
         window: MemoryWindow | None = result.get("window")
-        summary = self.query_one("#memory-summary", Static)
+        summary = self.query_one("#memory-headline", Static)
         tables = {
             "#memory-live": ("live", LIVE_COLUMNS),
             "#memory-events": ("events", EVENT_COLUMNS),
@@ -262,7 +262,7 @@ class MemoryScreen(AnalysisScreen):
 
 def _summary(w: MemoryWindow) -> str:
     """One line at 80 columns: device, the view's peak, the view."""
-    view = "all" if w.view == w.full else f"{w.view[0]:.2f}-{w.view[1]:.2f} of {w.full[1]:.2f} ms"
+    view = "all" if w.view == w.full else f"{w.view[0]:.2f}-{w.view[1]:.2f}/{w.full[1]:.2f} ms"
     devices = f" (d: {len(w.devices)})" if len(w.devices) > 1 else ""
     if w.peak is None:
         return f"{w.device}{devices} · no memory event in view · view {view}"
