@@ -140,3 +140,37 @@ def test_dropping_frames_with_nested_caches_does_not_deadlock(tmp_path: Path) ->
     with hta_view._views_lock:
         kept = [k for k in hta_view._views if k[0] == "job" and set(frame_ids) & set(k[1])]
     assert not kept
+
+
+@pytest.mark.parametrize("view", [None, (2.0, 9.0)])
+def test_inclusive_counts_from_the_raw_events(tmp_path: Path, view: tuple | None) -> None:
+    """Per operator name, allocations inside its calls (on the call's thread, start <= ts <
+    end, and inside the view), counted from the raw events: forward and backward threads,
+    so the prefix sums of several thread groups are read."""
+    trace = make_trace(0, world_size=1, steps=2, seed=1, memory=MemoryOptions(extra_per_op=2))
+    write_trace(trace, tmp_path / "rank-0.json")
+    f = _file(tmp_path)
+    ns = [(e, round(e["ts"] * 1000)) for e in trace["traceEvents"] if e.get("ph") in "Xi"]
+    allocs = [
+        (e["tid"], t, e["args"]["Bytes"])
+        for e, t in ns
+        if e.get("name") == "[memory]" and e["args"]["Bytes"] > 0
+    ]
+    if view is not None:
+        lo, hi = (f.origin_ns + round(v * 1e6) for v in view)
+        allocs = [a for a in allocs if lo <= a[1] <= hi]
+    want: dict[str, tuple[int, int]] = {}
+    for e, t in ns:
+        if e.get("cat") != "cpu_op" or e["name"].startswith("ProfilerStep#"):
+            continue
+        end = t + round(e["dur"] * 1000)
+        inside = [b for tid, ts, b in allocs if tid == e["tid"] and t <= ts < end]
+        n, size = want.get(e["name"], (0, 0))
+        want[e["name"]] = (n + len(inside), size + sum(inside))
+    assert len({tid for tid, _, _ in allocs}) >= 2
+    stats = memory_window(f, view=view).stats
+    assert stats.height > 10
+    for row in stats.iter_rows(named=True):
+        n, size = want[row["operator"]]
+        assert (row["allocation_count"], row["allocation_size_kb"]) == (n, size / 1024)
+    assert {name for name, (n, _) in want.items() if n} <= set(stats["operator"])

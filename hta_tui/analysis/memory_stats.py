@@ -95,13 +95,13 @@ def memory_stats(
 
 
 def _attributed_by_thread(recs: pl.DataFrame) -> pl.DataFrame:
-    """The attributed events of `recs` sorted by thread (`key`), device and ts, with the
-    values summed per node: the prefix sums' source, kept per `recs` frame."""
+    """The attributed events of `recs` sorted by thread (`key`), device and ts, with running
+    sums (`c_*`): the prefix sums, kept per `recs` frame."""
     b = pl.col("bytes")
     return job_cached(
         {0: recs},
         "memory_stats_attributed",
-        lambda: (
+        lambda: _running(
             recs.filter(pl.col("node").is_not_null())
             .select(
                 pl.col("tid").alias("key"),
@@ -121,21 +121,37 @@ def _any_by_thread(recs: pl.DataFrame) -> pl.DataFrame:
     return job_cached(
         {0: recs},
         "memory_stats_any",
-        lambda: recs.select(
-            pl.col("tid").alias("key"),
-            pl.lit("").alias("device"),
-            "ts",
-            *(pl.lit(1, pl.Int64).alias(c) for c in _SELF),
-        ).sort("key", "ts", maintain_order=True),
+        lambda: _running(
+            recs.select(
+                pl.col("tid").alias("key"),
+                pl.lit("").alias("device"),
+                "ts",
+                *(pl.lit(1, pl.Int64).alias(c) for c in _SELF),
+            ).sort("key", "ts", maintain_order=True)
+        ),
+    )
+
+
+def _running(values: pl.DataFrame) -> pl.DataFrame:
+    """`values` with the running sum of each value (over every row: a group's sums are
+    differences inside its rows) and each (key, device) group's first row and length."""
+    return (
+        values.with_row_index("__row")
+        .with_columns(
+            *(pl.col(c).cum_sum().alias(f"c_{c}") for c in _SELF),
+            pl.col("__row").first().over("key", "device").alias("first"),
+            pl.len().over("key", "device").alias("n"),
+        )
+        .drop("__row")
     )
 
 
 def _subtree_sums(
     nodes: pl.DataFrame, values: pl.DataFrame, clip: tuple[int | None, int | None]
 ) -> pl.DataFrame:
-    """Per node and device, the sums of `values` (sorted by key, device, ts) with
-    start <= ts < end on the node's thread, [start, end) clipped to `clip`: prefix sums read
-    at both ends by binary search, per thread and device (a handful of groups)."""
+    """Per node and device, the sums of `values` (`_running`) with start <= ts < end on the
+    node's thread, [start, end) clipped to `clip`: running sums read at both ends by binary
+    search, per thread and device (a handful of groups)."""
     lo_clip, hi_clip = clip
     starts, ends = pl.col("start"), pl.col("end")
     if lo_clip is not None:
@@ -145,13 +161,9 @@ def _subtree_sums(
     spans = nodes.select(
         "node", "key", starts.alias("start"), pl.max_horizontal(starts, ends).alias("end")
     )
-    groups = (
-        values.with_row_index("__i")
-        .group_by("key", "device", maintain_order=True)
-        .agg(pl.col("__i").first().alias("first"), pl.len().alias("n"))
-    )
+    groups = values.select("key", "device", "first", "n").unique(maintain_order=True)
     ts = values["ts"].to_numpy()
-    cums = {c: np.concatenate(([0], np.cumsum(values[c].to_numpy()))) for c in _SELF}
+    cums = {c: values[f"c_{c}"].to_numpy() for c in _SELF}
     by_key = {k[0]: part for k, part in spans.partition_by("key", as_dict=True).items()}
     parts = []
     for key, device, first, n in groups.iter_rows():
@@ -166,7 +178,7 @@ def _subtree_sums(
                 {
                     "node": mine["node"],
                     "device": [device] * mine.height,
-                    **{f"t_{c}": cums[c][hi] - cums[c][lo] for c in _SELF},
+                    **{f"t_{c}": _before(cums[c], hi) - _before(cums[c], lo) for c in _SELF},
                 }
             )
         )
@@ -179,6 +191,11 @@ def _subtree_sums(
             }
         )
     return pl.concat(parts)
+
+
+def _before(cum: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The running sum just before rows `at` (0 before the first row)."""
+    return np.where(at > 0, cum[np.maximum(at - 1, 0)], 0)
 
 
 def _calls(
