@@ -1,11 +1,13 @@
-"""Counter tracks of the timeline beyond GPU utilisation: memory allocated per device, from the
-memory frame (`[memory]` events), as a level row (its value between consecutive events)."""
+"""Counter tracks of the timeline beyond GPU utilisation, as level rows (a value held between
+consecutive points): memory allocated per device, from the memory frame (`[memory]` events),
+and the launch-queue length per stream, from `queue.queue_length_series`."""
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
 
+from hta_tui.analysis.queue import queue_length_series
 from hta_tui.analysis.timeline_rows import Row, make_row
 from hta_tui.trace.schema import KINDS
 
@@ -48,6 +50,49 @@ def memory_rows(rank: int, memory: pl.DataFrame, origin_ns: int, span_ns: int) -
                 span_ns=span_ns,
                 counter=True,
                 level=(value / peak).astype(np.float64),
+                scale=peak,
+            )
+        )
+    return rows
+
+
+#: a stream's queue-length track is lane QUEUE_LANE - stream (below every other counter)
+QUEUE_LANE = -1000
+
+
+def queue_rows(
+    rank: int, events: pl.DataFrame, origin_ns: int, span_ns: int, devices: dict[int, int]
+) -> list[Row]:
+    """One row per stream that had launches: HTA's queue length (kernels launched and not
+    started yet, `queue.queue_length_series`) as a fraction of the stream's maximum. Spans
+    of length 0 are left out (they add nothing to a cell's mean). `devices`: stream ->
+    device of its timeline row."""
+    series = queue_length_series({rank: events})
+    if series.is_empty():
+        return []
+    rows = []
+    for (stream,), part in series.group_by(["stream"], maintain_order=True):
+        points = part.group_by("ts", maintain_order=True).agg(pl.col("queue_length").last())
+        ts = points["ts"].to_numpy() - origin_ns
+        value = points["queue_length"].to_numpy().astype(np.float64)
+        ends = np.append(ts[1:], max(span_ns, int(ts[-1]) + 1))
+        keep = value > 0
+        peak = float(value.max()) if len(value) else 0.0
+        if peak <= 0:
+            continue
+        ts, ends, value = ts[keep], ends[keep], value[keep]
+        device = devices.get(int(stream), int(part["pid"][0] or 0))
+        rows.append(
+            make_row(
+                (rank, "gpu", device, QUEUE_LANE - int(stream)),
+                f"queue {stream}",
+                ts,
+                ends,
+                np.full(len(ts), KINDS.index("runtime"), dtype=np.uint8),
+                np.full(len(ts), -1, dtype=np.int64),
+                span_ns=span_ns,
+                counter=True,
+                level=value / peak,
                 scale=peak,
             )
         )

@@ -43,7 +43,8 @@ class Lod:
 @dataclass
 class Row:
     """One lane of the timeline. `key` = (rank, "cpu"|"gpu", pid or device, tid or stream);
-    a device's utilisation track is lane -1."""
+    a device's utilisation track is lane -1, its memory -2, a stream's queue length
+    -1000 - stream (`timeline_counters`)."""
 
     key: tuple[int, str, int, int]
     label: str
@@ -338,6 +339,26 @@ def _order(r: Row) -> tuple[bool, int, int]:
     return (r.key[1] != "cpu", r.key[2], r.key[3])
 
 
+def counter_rows(
+    rank: int,
+    events: pl.DataFrame,
+    own: list[Row],
+    origin_ns: int,
+    span_ns: int,
+    memory: dict[int, pl.DataFrame] | None,
+) -> list[Row]:
+    """The rank's counter tracks beyond GPU utilisation: queue length per stream, memory
+    allocated per device (`timeline_counters`, which builds rows with this module)."""
+    from hta_tui.analysis.timeline_counters import memory_rows, queue_rows
+
+    devices = {r.key[3]: r.key[2] for r in own if r.key[1] == "gpu" and r.key[3] >= 0}
+    extra = queue_rows(rank, events, origin_ns, span_ns, devices)
+    mem = (memory or {}).get(rank)
+    if mem is not None:
+        extra += memory_rows(rank, mem, origin_ns, span_ns)
+    return extra
+
+
 def build_timeline(
     frames: dict[int, pl.DataFrame],
     origin_ns: int | None = None,
@@ -357,11 +378,9 @@ def build_timeline(
     labels: dict[tuple[int, str, int], str] = {}
     for rank in sorted(frames):
         own = rank_rows(rank, frames[rank], origin_ns, span, (threads or {}).get(rank))
-        mem = (memory or {}).get(rank)
-        if mem is not None:
-            from hta_tui.analysis.timeline_counters import memory_rows
-
-            own = sorted([*own, *memory_rows(rank, mem, origin_ns, span)], key=_order)
+        own = sorted(
+            [*own, *counter_rows(rank, frames[rank], own, origin_ns, span, memory)], key=_order
+        )
         for row in own:
             rows.append(row)
             side = "CPU pid" if row.key[1] == "cpu" else "GPU"
