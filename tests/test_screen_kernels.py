@@ -174,11 +174,11 @@ async def test_kernel_table_filter_sort_export_topk_rank(synth_root: Path, tmp_p
         await pilot.press("slash", "escape")
         await pilot.pause()
         assert kt.filter_text == "" and kt.has_focus
-        await pilot.press("t")
+        await pilot.press("o")
         await wait_screen(pilot, KernelsScreen)
         assert screen.params.get("fold") is True
         assert "others" in kt.frame["name"].to_list()
-        await pilot.press("t")
+        await pilot.press("o")
         await wait_screen(pilot, KernelsScreen)
         assert screen.params.get("fold") is False
         every = kernel_detail.kernel_table(frames, fold=False)

@@ -130,7 +130,7 @@ async def test_t_from_iterations_selects_the_profiler_step(traces: Path, tmp_pat
         assert ev["dur"] / 1e3 == pytest.approx(values["dur"], abs=1e-3)
 
 
-async def test_t_on_a_table_without_moments_keeps_the_screens_key(
+async def test_t_on_a_table_without_moments_means_nothing_else(
     traces: Path, tmp_path: Path
 ) -> None:
     from hta_tui.app.screens.kernels import KernelsScreen
@@ -142,8 +142,10 @@ async def test_t_on_a_table_without_moments_keeps_the_screens_key(
         folded = screen.params.get("fold", True)
         await pilot.press("t")
         await pilot.pause()
-        assert isinstance(app.screen, KernelsScreen)  # the top-k toggle, not the timeline
-        assert screen.params.get("fold", True) is not folded
+        assert isinstance(app.screen, KernelsScreen)  # totals: no moment, no timeline
+        assert screen.params.get("fold", True) is folded  # and not the old top-k toggle
+        await pilot.press("o")  # which moved here
+        await wait_until(pilot, lambda: screen.params.get("fold", True) is not folded, 10)
 
 
 async def test_t_from_a_sync_selects_the_sync_call(tmp_path: Path) -> None:

@@ -96,6 +96,8 @@ class Timeline:
     frames: dict[int, pl.DataFrame] = field(repr=False, default_factory=dict)
     group_labels: dict[tuple[int, str, int], str] = field(default_factory=dict)
     flows: dict[int, pl.DataFrame] = field(repr=False, default_factory=dict)
+    #: each rank's first event, memory events included (ns as in the file)
+    rank_starts: dict[int, int] = field(default_factory=dict)
 
     def row_of(self, key: tuple[int, str, int, int]) -> int | None:
         return next((i for i, r in enumerate(self.rows) if r.key == key), None)
@@ -385,4 +387,14 @@ def build_timeline(
             rows.append(row)
             side = "CPU pid" if row.key[1] == "cpu" else "GPU"
             labels.setdefault(row.group, f"rank {rank} · {side} {row.key[2]}")
-    return Timeline(rows, origin_ns, span, dict(frames), labels, dict(flows or {}))
+    starts = {
+        r: t for r, f in frames.items() if (t := _first_ts(f, (memory or {}).get(r))) is not None
+    }
+    return Timeline(rows, origin_ns, span, dict(frames), labels, dict(flows or {}), starts)
+
+
+def _first_ts(events: pl.DataFrame, memory: pl.DataFrame | None) -> int | None:
+    """A rank's first event, memory events included (the memory tables' origin)."""
+    firsts = [f["ts"].min() for f in (events, memory) if f is not None and not f.is_empty()]
+    values = [int(v) for v in firsts if v is not None]  # type: ignore[arg-type]
+    return min(values) if values else None

@@ -117,6 +117,7 @@ class TimelineScreen(AnalysisScreen):
             correlation=m.correlation,
             stream=m.stream,
             name_at_end=m.name_at_end,
+            side=m.side,
         )
         pad = max(place.t1 - place.t0, 1000.0) / 2
         view.cursor_t = place.t0
