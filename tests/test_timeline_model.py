@@ -322,3 +322,33 @@ def test_memory_track_follows_total_allocated(tmp_path: Path) -> None:
         assert mean * r.scale == pytest.approx(raw["total_allocated"][k], rel=1e-9)
         checked += 1
     assert checked
+
+
+def test_follow_a_stream_wait_to_the_op_it_waits_for(synth_tl) -> None:
+    tl = synth_tl
+    frame = tl.frames[0]
+    waits = frame.with_row_index("_pos").filter(
+        pl.col("wait_on_stream").is_not_null() & (pl.col("sync_kind") == "Stream Wait Event")
+    )
+    assert waits.height > 0
+    checked = 0
+    for w in waits.head(5).iter_rows(named=True):
+        ref = te.find(tl, 0, w["_pos"])
+        assert ref is not None
+        partners = te.flow_partners(tl, ref)
+        assert partners
+        got = te.event_row(tl, partners[0])
+        end = w["ts"] + w["dur"]
+        # brute force on the raw events: the last op on the awaited stream started by then
+        ops = frame.filter(
+            (pl.col("stream") == w["wait_on_stream"])
+            & pl.col("kind").is_in(["kernel", "memcpy", "memset"])
+            & (pl.col("ts") <= end)
+        )
+        if ops.is_empty():
+            continue
+        assert got["stream"] == w["wait_on_stream"] and got["ts"] == ops["ts"].max()
+        call = te.event_row(tl, partners[-1])
+        assert call["kind"] == "runtime" and call["correlation"] == w["correlation"]
+        checked += 1
+    assert checked

@@ -118,7 +118,7 @@ def find(tl: Timeline, rank: int, idx: int) -> Ref | None:
 def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
     """Where the event's flow leads: a kernel's launch, a launch's kernels (same
     correlation), a forward op's backward op and back (fwdbwd flows, else the autograd
-    sequence number)."""
+    sequence number), a Stream Wait Event's awaited op on the other stream."""
     row = tl.rows[ref.row]
     frame = tl.frames[row.rank]
     ev = event_row(tl, ref)
@@ -138,6 +138,8 @@ def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
         )
     elif kind == "cpu_op" and (other := _fwdbwd(tl, row.rank, ev)):
         pass
+    elif kind == "sync" and ev.get("wait_on_stream") is not None:
+        other = _waited_for(frame, ev, idx)
     elif ev["seq"] is not None:
         other = (
             frame.with_row_index("_pos")
@@ -150,6 +152,32 @@ def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
         )
     refs = [find(tl, row.rank, i) for i in other]
     return [r for r in refs if r is not None]
+
+
+def _waited_for(frame: pl.DataFrame, ev: dict[str, object], idx: int) -> list[int]:
+    """A Stream Wait Event's partners: the last GPU op of the stream it waits for that
+    started before the wait ended (what it waited for), then its cudaStreamWaitEvent call."""
+    pos = frame.with_row_index("_pos")
+    end = int(ev["ts"]) + int(ev["dur"])  # type: ignore[call-overload]
+    waited = (
+        pos.filter(
+            (pl.col("stream") == ev["wait_on_stream"])
+            & (pl.col("device") == ev["device"])
+            & pl.col("kind").is_in(GPU_WORK_KINDS)
+            & (pl.col("ts") <= end)
+        )
+        .sort("ts")
+        .tail(1)["_pos"]
+        .to_list()
+    )
+    call = []
+    if ev["correlation"] is not None:
+        call = pos.filter(
+            (pl.col("correlation") == ev["correlation"])
+            & pl.col("kind").is_in(LAUNCH_KINDS)
+            & (pl.col("_pos") != idx)
+        )["_pos"].to_list()
+    return waited + call
 
 
 def _fwdbwd(tl: Timeline, rank: int, ev: dict[str, object]) -> list[int]:
