@@ -40,11 +40,13 @@ async def open_screen(pilot: Any, key: str, cls: type) -> Any:
     return app.screen
 
 
-async def press_t_on(pilot: Any, screen: Any, tab: str, table_id: str, row: int) -> dict:
-    """Show the tab, put the cursor on `row` of the table, press t; the row's values."""
-    screen.query_one(TabbedContent).active = tab
+async def press_t_on(pilot: Any, screen: Any, tab: str | None, table_id: str, row: int) -> dict:
+    """Show the tab (if any), put the cursor on `row` of the table, press t, wait for the
+    timeline with an event selected; the row's values."""
+    if tab is not None:
+        screen.query_one(TabbedContent).active = tab
     table = screen.query_one(f"#{table_id}", FrameTable)
-    await wait_until(pilot, lambda: table.row_count > row, 10, f"{table_id} rows")
+    await wait_until(pilot, lambda: table.row_count > row, 20, f"{table_id} rows")
     table.focus()
     table.move_cursor(row=row)
     await pilot.pause()

@@ -6,45 +6,19 @@ never the timeline's output."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
 from textual.widgets import TabbedContent
 
-from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.synth.nccl_job import write_nccl_job
 from tests.test_app_support import make_screen_app, wait_until
-from tests.test_timeline_links import on_screen, open_screen, selected_event
+from tests.test_timeline_links import on_screen, open_screen, press_t_on, selected_event
 
 SIZE = (80, 24)
 LATE_RANK = 2
-
-
-async def t_on_row(pilot: Any, screen: Any, tab: str | None, table_id: str, row: int) -> dict:
-    """Show the tab (if any), put the cursor on `row`, press t, wait for the timeline with
-    an event selected; the row's values."""
-    if tab is not None:
-        screen.query_one(TabbedContent).active = tab
-    table = screen.query_one(f"#{table_id}", FrameTable)
-    await wait_until(pilot, lambda: table.row_count > row, 20, f"{table_id} rows")
-    table.focus()
-    table.move_cursor(row=row)
-    await pilot.pause()
-    values = table.selected_row()
-    assert values is not None
-    await pilot.press("t")
-    app = pilot.app
-    await wait_until(
-        pilot,
-        lambda: isinstance(app.screen, TimelineScreen) and app.screen.view.selected is not None,
-        30,
-        "the timeline with a selected event",
-    )
-    await pilot.pause()
-    return values
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +43,7 @@ async def test_t_from_a_collective_selects_the_last_ranks_call(
     app = make_screen_app(nccl_job, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "W", DistributedScreen)
-        values = await t_on_row(pilot, screen, "tab-collectives", "dist-collectives", 1)
+        values = await press_t_on(pilot, screen, "tab-collectives", "dist-collectives", 1)
         rank, ev = selected_event(app)
         # the generator delays rank LATE_RANK: it arrives last, everyone waits for its call
         assert values["last"] == LATE_RANK == rank
@@ -94,7 +68,7 @@ async def test_t_from_wait_transfer_selects_the_ranks_step(nccl_job: Path, tmp_p
     app = make_screen_app(nccl_job, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "W", DistributedScreen)
-        values = await t_on_row(pilot, screen, "tab-wait", "dist-wait", 1)
+        values = await press_t_on(pilot, screen, "tab-wait", "dist-wait", 1)
         rank, ev = selected_event(app)
         assert rank == values["rank"]
         assert ev["name"] == f"ProfilerStep#{values['step']}"
@@ -126,7 +100,7 @@ async def test_t_from_step_time_selects_the_profiler_step(tmp_path: Path) -> Non
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "B", StepTimeScreen)
-        values = await t_on_row(pilot, screen, None, "step-time-table", 3)
+        values = await press_t_on(pilot, screen, None, "step-time-table", 3)
         rank, ev = selected_event(app)
         assert rank == values["rank"]
         assert ev["name"] == f"ProfilerStep#{values['step']}"
@@ -142,7 +116,7 @@ async def test_t_from_a_kernel_run_selects_that_instance(tmp_path: Path) -> None
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "E", KernelDetailScreen)
-        values = await t_on_row(pilot, screen, "tab-runs", "runs-table", 2)
+        values = await press_t_on(pilot, screen, "tab-runs", "runs-table", 2)
         rank, ev = selected_event(app)
         assert rank == values["rank"]
         assert ev["name"] == screen.result["name"]
@@ -166,7 +140,7 @@ async def test_t_from_a_memory_event_selects_its_operator(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot, "M", MemoryScreen)
         await wait_until(pilot, lambda: screen.result and "window" in screen.result, 30)
-        values = await t_on_row(pilot, screen, "memory-events-pane", "memory-events", 3)
+        values = await press_t_on(pilot, screen, "memory-events-pane", "memory-events", 3)
         rank, ev = selected_event(app)
         assert rank == 0
         # the allocation, in ns as written: the plugin's origin is the file's first event,
