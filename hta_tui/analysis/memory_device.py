@@ -18,12 +18,20 @@ def sorted_records(memory: pl.DataFrame) -> pl.DataFrame:
 
 
 def devices(memory: pl.DataFrame) -> list[str]:
-    recs = sorted_records(memory)
-    return sorted(recs["device"].unique().drop_nulls().to_list())
+    names = job_cached(
+        {0: memory},
+        "memory_devices",
+        lambda: sorted_records(memory).select(pl.col("device").unique().drop_nulls().sort()),
+    )
+    return names["device"].to_list()
 
 
 def device_rows(memory: pl.DataFrame, frame: pl.DataFrame, name: str, device: str) -> pl.DataFrame:
-    """`frame`'s rows of `device` (a frame derived from `memory`, kept under `name`)."""
+    """`frame`'s rows of `device` (a frame derived from `memory`, kept under `name`): the
+    frame itself when it has no other device (no copy of a million rows, and the caches
+    keyed by it are shared)."""
+    if devices(memory) == [device]:
+        return frame
     return job_cached(
         {0: memory},
         f"{name}_device",
