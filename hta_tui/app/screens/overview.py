@@ -28,6 +28,7 @@ from hta_tui.app.format import (
     elide_file,
     fit_columns,
 )
+from hta_tui.app.screens.step_time import CATEGORIES, StepTimeBars
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.plain_cells import PlainCells
@@ -56,6 +57,10 @@ class OverviewData:
     root: str = ""
     #: the steps the temporal breakdown covers (HTA's rule; the file list counts whole files)
     steps: str = ""
+    #: where the step time goes: the Step time view's summary lines and the job's average
+    #: step per category (us; None without steps)
+    step_text: str = ""
+    step_bar: tuple[float, ...] | None = None
 
 
 class FilesTable(PlainCells):
@@ -111,6 +116,10 @@ class OverviewScreen(Screen):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="overview"):
+            with Vertical(id="overview-step-box") as step_box:
+                step_box.border_title = "Step time · B: per rank and step"
+                yield Static(id="overview-step-summary", markup=False)
+                yield StepTimeBars(CATEGORIES, ascii=self.ascii, id="overview-step-bars")
             files = FilesTable(id="files", cursor_type="row", zebra_stripes=False)
             files.border_title = "Files"
             files.border_subtitle = "counts: whole files"
@@ -145,9 +154,19 @@ class OverviewScreen(Screen):
     # -- updates from the app --------------------------------------------------------------------
     def show_overview(self, data: OverviewData) -> None:
         self.data = data
+        self._show_steps()
         self._show_files()
         self._show_temporal()
         self._show_detail()
+
+    def _show_steps(self) -> None:
+        """The answer to "where does my step time go", above everything else."""
+        data = self.data
+        self.query_one("#overview-step-box").display = bool(data.step_text)
+        self.query_one("#overview-step-summary", Static).update(data.step_text)
+        bars = self.query_one("#overview-step-bars", StepTimeBars)
+        bars.display = data.step_bar is not None
+        bars.set_rows([BarRow("avg", data.step_bar)] if data.step_bar is not None else [])
 
     def _fit(self, table: FilesTable) -> Layout:
         """(key, header, width) of the columns to show at the table's current width."""
