@@ -108,8 +108,8 @@ def summary(result: dict[str, Any]) -> str:
     ranks = breakdown["rank"].n_unique()
     mean = breakdown["step_time (us)"].mean()
     first = (
-        f"Average step {fmt_us(float(mean))} ({breakdown.height} step"
-        f"{'s' if breakdown.height > 1 else ''}, {ranks} "  # type: ignore[arg-type]
+        f"Average step {fmt_us(float(mean))} ({breakdown.height} step"  # type: ignore[arg-type]
+        f"{'s' if breakdown.height > 1 else ''}, {ranks} "
         f"rank{'s' if ranks > 1 else ''}): {parts}"
     )
     outliers: pl.DataFrame = result["outliers"]
