@@ -76,7 +76,8 @@ def test_no_kernels_no_rows(tmp_path: Path) -> None:
 @pytest.mark.parametrize("profile", profiles_with("trace_gpu_metrics.json"))
 def test_utilization_is_the_plugins_counter(profile: str) -> None:
     """The plugin's `GPU n Utilization` counters (fraction per bucket; it adds a 1 and a 0 at
-    the start as a chart baseline and a 0 at the end) x 100, bucket by bucket, within 0.1% (the plugin sums float us)."""
+    the start as a chart baseline and a 0 at the end) x 100, bucket by bucket, within 0.1%
+    (the plugin sums float us)."""
     counters = answer(profile, "trace_gpu_metrics.json")
     got = gpu_metric_series.rank_metric_series(events(profile), tb_compat=True)
     assert not got.is_empty()
