@@ -3,7 +3,6 @@ CPU-only trace and a GPU one, the step-time lines name the largest part of the s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from textual.widgets import Static
 
 from hta_tui.app.screens.overview import OverviewScreen
 from tests.tb_oracle import answer, profiles_with
-from tests.test_app_support import make_screen_app, rank_trace, settle
+from tests.test_app_support import make_screen_app, settle, write_cpu_ranks
 
 SIZE = (80, 24)
 
@@ -29,10 +28,7 @@ def step_lines(app: Any) -> str:
 async def test_cpu_only_trace_written_by_hand(tmp_path: Path) -> None:
     """Each step the writer made is 990 us with one 50 us aten::add: CPU Exec 5%, the rest
     Other."""
-    root = tmp_path / "traces"
-    root.mkdir()
-    for rank in range(2):
-        (root / f"rank-{rank}.json").write_text(json.dumps(rank_trace(rank, gpu=False)))
+    root = write_cpu_ranks(tmp_path / "traces")
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)

@@ -20,27 +20,16 @@ from hta_tui.synth import write_trace_dir
 from tests.test_app_snapshot import demo_app
 from tests.test_app_support import (
     make_screen_app,
-    rank_trace,
-    screen_shows_current,
-    settle,
+    open_view,
     wait_until,
+    write_cpu_ranks,
 )
 
 SIZE = (80, 24)
 
 
 async def open_gpu(pilot: Any) -> GpuMetricsScreen:
-    app = pilot.app
-    await settle(pilot)
-    await pilot.press("H")
-
-    def ready() -> bool:
-        s = app.screen_stack[0]
-        return isinstance(s, GpuMetricsScreen) and screen_shows_current(app, s)
-
-    await wait_until(pilot, ready, 60.0, "the GPU metrics view")
-    await pilot.pause()
-    return app.screen_stack[0]
+    return await open_view(pilot, "H", GpuMetricsScreen)
 
 
 def text_of(screen: Any, selector: str) -> str:
@@ -90,9 +79,7 @@ def _text(path: Path) -> str:
 
 
 async def test_cpu_only_trace_says_there_is_no_gpu(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    root.mkdir()
-    (root / "rank-0.json").write_text(json.dumps(rank_trace(0, gpu=False)))
+    root = write_cpu_ranks(tmp_path / "traces", ranks=1)
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_gpu(pilot)

@@ -15,24 +15,14 @@ from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
+from tests.test_app_support import make_screen_app, open_view, screen_shows_current, wait_until
 from tests.test_screen_kernels import snapshot_root
 
 SIZE = (80, 24)
 
 
 async def open_kernels(pilot: Any) -> KernelsScreen:
-    app = pilot.app
-    await settle(pilot)
-    await pilot.press("K")
-
-    def ready() -> bool:
-        s = app.screen_stack[0]
-        return isinstance(s, KernelsScreen) and screen_shows_current(app, s)
-
-    await wait_until(pilot, ready, 60.0, "the kernels view")
-    await pilot.pause()
-    return app.screen_stack[0]
+    return await open_view(pilot, "K", KernelsScreen)
 
 
 async def test_columns_and_grouping(tmp_path: Path) -> None:

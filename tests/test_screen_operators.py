@@ -20,27 +20,17 @@ from tests.test_app_snapshot import demo_app
 from tests.test_app_support import (
     T0,
     make_screen_app,
-    rank_trace,
+    open_view,
     screen_shows_current,
-    settle,
     wait_until,
+    write_cpu_ranks,
 )
 
 SIZE = (80, 24)
 
 
 async def open_operators(pilot: Any) -> OperatorsScreen:
-    app = pilot.app
-    await settle(pilot)
-    await pilot.press("R")
-
-    def ready() -> bool:
-        s = app.screen_stack[0]
-        return isinstance(s, OperatorsScreen) and screen_shows_current(app, s)
-
-    await wait_until(pilot, ready, 60.0, "the operators view")
-    await pilot.pause()
-    return app.screen_stack[0]
+    return await open_view(pilot, "R", OperatorsScreen)
 
 
 def text_of(screen: Any, selector: str) -> str:
@@ -90,10 +80,7 @@ async def test_gpu_job_tables_and_toggles(tmp_path: Path) -> None:
 
 
 async def test_cpu_only_trace_has_host_columns_and_says_why(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    root.mkdir()
-    for rank in range(2):
-        (root / f"rank-{rank}.json").write_text(json.dumps(rank_trace(rank, gpu=False)))
+    root = write_cpu_ranks(tmp_path / "traces")
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_operators(pilot)
