@@ -75,7 +75,11 @@ class GpuMetricsScreen(AnalysisScreen):
         self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params
     ) -> dict[str, Any]:
         metas = {r: d.meta for r, d in ts.loaded().items() if r in frames}
+        kernels = sum(
+            int(d.meta.get("n_kernels") or 0) for r, d in ts.loaded().items() if r in frames
+        )
         return {
+            "kernels": kernels,
             "table": metrics_table(frames, metas),
             "series": gpu_metric_series.metric_series(frames),
         }
@@ -146,10 +150,9 @@ def summary(result: dict[str, Any] | None, row: dict[str, Any] | None) -> str:
     if result is None:
         return ""
     if result["table"].is_empty():
-        return (
-            "No GPU: these ranks ran no GPU kernel (a CPU-only trace), or their kernels carry "
-            "no device id."
-        )
+        if not result.get("kernels"):
+            return "No GPU: these ranks ran no GPU kernel (a CPU-only trace)."
+        return "No GPU metrics: these ranks' kernels carry no device id (`args.device`)."
     if row is None:
         return ""
     parts = [f"r{row['rank']} GPU {row['gpu']}: {row.get('name') or 'no deviceProperties'}"]
