@@ -220,8 +220,15 @@ class KernelsScreen(AnalysisScreen):
     def action_toggle_fold(self) -> None:
         self.set_params(fold=not self.params.get("fold", True))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Top-k folding is HTA's, per kernel: greyed out while grouped by operator."""
+        if action == "toggle_fold" and self.params.get("by_op", False):
+            return None
+        return True
+
     def action_toggle_by_op(self) -> None:
         self.set_params(by_op=not self.params.get("by_op", False))
+        self.refresh_bindings()
 
     def _scope(self, ts: Any, frames: dict[int, pl.DataFrame], every: bool) -> str:
         """The per-op grouping is the plugin's Kernel view: every kernel of the trace."""
