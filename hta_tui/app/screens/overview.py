@@ -147,6 +147,7 @@ class OverviewScreen(Screen):
         self.call_after_refresh(self._relayout)
 
     def _relayout(self) -> None:
+        self._fit_step_bar()
         table = self.query_one("#files", FilesTable)
         if self._fit(table) != self._layout:
             self._rebuild_files()
@@ -165,8 +166,21 @@ class OverviewScreen(Screen):
         self.query_one("#overview-step-box").display = bool(data.step_text)
         self.query_one("#overview-step-summary", Static).update(data.step_text)
         bars = self.query_one("#overview-step-bars", StepTimeBars)
-        bars.display = data.step_bar is not None
         bars.set_rows([BarRow("avg", data.step_bar)] if data.step_bar is not None else [])
+        self._fit_step_bar()
+
+    def _fit_step_bar(self) -> None:
+        """The step-time bar (legend and bar, two lines) only where the files table keeps its
+        four lines and the temporal breakdown all its ranks: the summary lines say it too."""
+        data = self.data
+        width, height = self.size
+        lines = sum(
+            -(-max(len(line), 1) // max(width - 4, 1)) for line in data.step_text.split("\n")
+        )
+        temporal = len(data.temporal) + 3 if data.temporal else 3
+        room = height - 2 - 1 - 4 - min(temporal, height // 2) - (lines + 2)
+        bar = data.step_bar is not None and room >= 2
+        self.query_one("#overview-step-bars", StepTimeBars).display = bar
 
     def _fit(self, table: FilesTable) -> Layout:
         """(key, header, width) of the columns to show at the table's current width."""
