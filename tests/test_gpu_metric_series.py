@@ -4,13 +4,18 @@ from those events; utilization also against the plugin's own counters."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
 
+from hta_tui import TraceAnalysis
 from hta_tui.analysis import gpu_metric_series
+from hta_tui.report import run_report
+from hta_tui.trace.cache import Cache
 from hta_tui.trace.parse import parse_file
 from tests.tb_oracle import answer, events, profiles_with
 
@@ -89,3 +94,20 @@ def test_utilization_is_the_plugins_counter(profile: str) -> None:
             assert value == pytest.approx(
                 100 * event["args"]["GPU Utilization"], rel=1e-3, abs=1e-7
             )
+
+
+def test_report_and_api(tmp_path: Path) -> None:
+    """`report --only gpu_metric_series` and `get_gpu_metric_series` give the written trace's
+    buckets, per rank."""
+    root = tmp_path / "t"
+    root.mkdir()
+    written(root)
+    out = io.StringIO()
+    cache = Cache(tmp_path / "c")
+    rc = run_report(root, as_json=True, only=["gpu_metric_series"], out=out, cache=cache)
+    assert rc == 0
+    rows = orjson.loads(out.getvalue())["gpu_metric_series"]
+    assert len(rows) == 100 and rows[0]["rank"] == 0
+    assert rows[0]["sm_efficiency_pct"] == pytest.approx(75.0)
+    api = TraceAnalysis(root, cache=cache).get_gpu_metric_series()
+    assert api["tc_pct"][0] == pytest.approx(100 * 10 / 15)
