@@ -17,7 +17,6 @@ from hta_tui.app.screens.gpu_metrics import HEADERS, GpuMetricsScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.synth import write_trace_dir
-from tests.test_app_snapshot import demo_app
 from tests.test_app_support import (
     make_screen_app,
     open_view,
@@ -90,8 +89,9 @@ async def test_cpu_only_trace_says_there_is_no_gpu(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
 def test_snapshot(snap_compare, tmp_path: Path, theme: str) -> None:
-    app = demo_app(tmp_path)
-    app.theme = theme
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=3, seed=0)
+    app = make_screen_app(root, tmp_path, theme=theme)
 
     async def run_before(pilot: Any) -> None:
         await open_gpu(pilot)

@@ -16,7 +16,6 @@ from hta_tui.analysis import operators
 from hta_tui.app.screens.operators import DEVICE_COLUMNS, HEADERS, OperatorsScreen, display
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from tests.test_app_snapshot import demo_app
 from tests.test_app_support import (
     T0,
     make_screen_app,
@@ -141,8 +140,9 @@ async def test_call_stacks_of_the_highlighted_operator(tmp_path: Path) -> None:
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
 @pytest.mark.parametrize("keys", [(), ("v",)], ids=["per-op", "per-shape"])
 def test_snapshot(snap_compare, tmp_path: Path, theme: str, keys: tuple[str, ...]) -> None:
-    app = demo_app(tmp_path)
-    app.theme = theme
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=3, seed=0)
+    app = make_screen_app(root, tmp_path, theme=theme)
 
     async def run_before(pilot: Any) -> None:
         screen = await open_operators(pilot)
