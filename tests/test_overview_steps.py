@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
+from hta_tui.analysis import step_overview
 from hta_tui.app.screens.overview import OverviewScreen
 from tests.tb_oracle import answer, profiles_with
 from tests.test_app_support import make_screen_app, settle, write_cpu_ranks
@@ -55,3 +56,17 @@ async def test_shared_traces_name_the_plugins_largest_part(
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, timeout=60)
         assert f": {_largest(case)} " in step_lines(app)
+
+
+async def test_a_failing_step_breakdown_costs_only_its_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(ts: Any) -> Any:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(step_overview, "step_table", broken)
+    app = make_screen_app(write_cpu_ranks(tmp_path / "traces"), tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert step_lines(app) == "Step time not computed: ValueError: boom"
+        assert app.screen_stack[0].query_one("#files").row_count == 2

@@ -4,6 +4,7 @@ it goes to _compute_overview (thread) -> OverviewReady -> the overview screen.""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
@@ -11,6 +12,7 @@ from textual import work
 from textual.worker import Worker, get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.app.environment import one_line
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
 from hta_tui.app.mixin import AppMixin
@@ -69,7 +71,11 @@ class RefreshMixin(AppMixin):
         temporal = temporal_table(ts)
         if worker.is_cancelled:
             return
-        step_text, step_bar = overview_rows(step_table(ts))
+        try:
+            step_text, step_bar = overview_rows(step_table(ts))
+        except Exception as exc:  # the files and the temporal breakdown show all the same
+            logging.getLogger("hta_tui").exception("the overview's step time failed")
+            step_text, step_bar = f"Step time not computed: {one_line(exc)}", None
         if worker.is_cancelled:
             return
         columns = file_columns(files, show_timings=ctx["timings"])
