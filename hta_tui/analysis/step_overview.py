@@ -8,6 +8,7 @@ their concatenation: equal to `step_breakdown.step_time_breakdown(ts.frames())`.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import polars as pl
@@ -41,4 +42,7 @@ def precompute(entry: Path, meta: dict, frames: dict[str, pl.DataFrame] | None =
     """The app's `after_parse`: the overview's numbers and the step breakdown, while the
     parser worker still holds the frames."""
     overview.precompute(entry, meta, frames)
-    rank_steps(RankData(entry, meta, _frames=dict(frames or {})))
+    try:
+        rank_steps(RankData(entry, meta, _frames=dict(frames or {})))
+    except Exception:  # the file still loads; the overview computes it again and says why
+        logging.getLogger("hta_tui").exception("step breakdown of %s failed", entry)
