@@ -122,7 +122,7 @@ def main() -> None:
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--out", type=Path, default=HERE / "ANALYSES.md")
     ap.add_argument("--side", help=argparse.SUPPRESS)
-    ap.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--cache", type=Path, help="a cache folder to reuse (default: a new one)")
     args = ap.parse_args()
     if args.side == "ours":
         print(json.dumps(_ours(args.folder, args.cache)))
@@ -138,7 +138,7 @@ def main() -> None:
     folder = args.folder or HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
     if args.folder is None:
         ensure_traces(folder, args.ranks, args.mb)
-    cache = Path(tempfile.mkdtemp(prefix="hta-tui-bench-"))
+    cache = args.cache or Path(tempfile.mkdtemp(prefix="hta-tui-bench-"))
     run(["--side", "ours", "--folder", str(folder), "--cache", str(cache)])  # fill the cache
     ours = run(["--side", "ours", "--folder", str(folder), "--cache", str(cache)])
     hta = None
