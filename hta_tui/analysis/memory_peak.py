@@ -104,7 +104,12 @@ def live_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> pl
         .with_columns(
             (100.0 * pl.col("live_mb") / pl.col("peak_allocated_mb")).alias("share_of_peak_pct")
         )
-        .sort(["device", "live_mb", "operator"], descending=[False, True, False], nulls_last=True)
+        # The whole group key breaks ties: the row order never depends on the group-by's.
+        .sort(
+            ["device", "live_mb", *GROUP],
+            descending=[False, True, *[False] * len(GROUP)],
+            nulls_last=True,
+        )
         .select(list(PEAK_COLUMNS))
         .cast(PEAK_COLUMNS)  # type: ignore[arg-type]
     )
