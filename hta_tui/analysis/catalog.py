@@ -107,6 +107,9 @@ class Analysis:
     default: bool = True
     #: Frames besides events it reads, each passed as a keyword argument (`run`).
     frames: tuple[str, ...] = ()
+    #: Seconds it takes on 8 ranks of 100 MB (bench/ANALYSES.md, roughly): `run` starts the
+    #: longest first, so no long one is left to run alone at the end.
+    cost: float = 0.0
 
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
@@ -335,26 +338,37 @@ def _modules(r: Ranks, o: Options) -> Tables:
 
 
 ANALYSES: tuple[Analysis, ...] = (
-    Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
-    Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
-    Analysis("gpu_kernel_breakdown", "GPU kernel breakdown", _kernels),
+    Analysis("temporal_breakdown", "Temporal breakdown", _temporal, cost=0.4),
+    Analysis("idle_time_breakdown", "Idle time breakdown", _idle, cost=0.2),
+    Analysis("gpu_kernel_breakdown", "GPU kernel breakdown", _kernels, cost=0.15),
     Analysis("kernel_duration_stats", "Kernel duration statistics", _kernel_stats),
     Analysis("comm_comp_overlap", "Communication / computation overlap", _overlap),
-    Analysis("queue_length_summary", "Queue length per stream", _queue_summary),
+    Analysis("queue_length_summary", "Queue length per stream", _queue_summary, cost=0.2),
     Analysis("queue_length_time_series", "Queue length over time", _queue_series, False),
     Analysis("memory_bw_summary", "Memory bandwidth", _memory_summary),
     Analysis("memory_bw_time_series", "Memory bandwidth over time", _memory_series, False),
     Analysis("cuda_kernel_launch_stats", "Kernel launch statistics", _launch),
-    Analysis("frequent_cuda_kernel_sequences", "Frequent kernel sequences", _sequences),
-    Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten),
-    Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
+    Analysis("frequent_cuda_kernel_sequences", "Frequent kernel sequences", _sequences, cost=0.15),
+    Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten, cost=0.3),
+    Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps, cost=0.15),
     Analysis("user_annotation_breakdown", "User annotations", _annotations),
-    Analysis("step_time_breakdown", "Step time: where it goes (TensorBoard Overview)", _step_time),
     Analysis(
-        "gpu_metrics", "GPU utilization, SM efficiency, occupancy (TensorBoard)", _gpu_metrics
+        "step_time_breakdown",
+        "Step time: where it goes (TensorBoard Overview)",
+        _step_time,
+        cost=0.8,
     ),
     Analysis(
-        "kernel_view", "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)", _kernel_view
+        "gpu_metrics",
+        "GPU utilization, SM efficiency, occupancy (TensorBoard)",
+        _gpu_metrics,
+        cost=0.6,
+    ),
+    Analysis(
+        "kernel_view",
+        "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)",
+        _kernel_view,
+        cost=0.1,
     ),
     Analysis("gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False),
     # These two walk every host op (the plugin's operator tree, built once for both): 0.3-0.6 s
@@ -371,8 +385,13 @@ ANALYSES: tuple[Analysis, ...] = (
     Analysis("memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM),
     Analysis("memory_leaks", "Memory never freed (leak candidates)", _memory_leaks, frames=_MEM),
     Analysis("memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM),
-    Analysis("comm_comp_per_rank", "Distributed: collectives, waits, stragglers", _distributed),
-    Analysis("syncs", "Host-device syncs and who caused them", _syncs, frames=("flows",)),
+    Analysis(
+        "comm_comp_per_rank",
+        "Distributed: collectives, waits, stragglers",
+        _distributed,
+        cost=0.3,
+    ),
+    Analysis("syncs", "Host-device syncs and who caused them", _syncs, frames=("flows",), cost=0.5),
     Analysis("module_stats", "nn.Module view", _modules),
 )
 
@@ -432,6 +451,10 @@ def wanted_tables(names: list[str] | None, tables: Tables) -> Tables:
     return {t: df for t, df in tables.items() if t in names or owner[t] in asked_analyses}
 
 
+#: The polars engine the analyses run on (`run`).
+ENGINE = "in-memory"
+
+
 def run(
     ranks: Ranks,
     names: list[str] | None = None,
@@ -443,8 +466,11 @@ def run(
     """Run the selected analyses over the loaded ranks; tables in catalog order.
 
     The first analysis runs alone and builds the shared per-rank views (see hta_view); the
-    others then run `threads` at a time: most of their queries are small and single-threaded
-    inside polars, which releases the GIL, so two cores finish them about a third sooner.
+    others then run `threads` at a time, longest first (`Analysis.cost`): most of their
+    queries are small and single-threaded inside polars, which releases the GIL, so two
+    cores finish them sooner, and no long analysis is left to run alone at the end.
+    Queries run on polars' in-memory engine: its default since 2.0, the streaming engine,
+    costs more on these many small queries (bench/ANALYSES.md).
     """
     options = options or Options()
     chosen = select(names)
@@ -455,13 +481,15 @@ def run(
         extra = {f: frames(f) if frames is not None else {} for f in a.frames}
         return a.run(ranks, options, **extra)  # type: ignore[call-arg]
 
-    results: list[Tables] = [call(chosen[0])]
-    if threads > 1 and len(chosen) > 2:
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="analysis") as pool:
-            results += list(pool.map(call, chosen[1:]))
-    else:
-        results += [call(a) for a in chosen[1:]]
+    with pl.Config(engine_affinity=ENGINE):
+        results = {chosen[0].name: call(chosen[0])}
+        rest = sorted(chosen[1:], key=lambda a: -a.cost)
+        if threads > 1 and len(rest) > 1:
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="analysis") as pool:
+                results.update(zip((a.name for a in rest), pool.map(call, rest), strict=True))
+        else:
+            results.update((a.name, call(a)) for a in rest)
     out: Tables = {}
-    for tables in results:
-        out.update(tables)
+    for a in chosen:
+        out.update(results[a.name])
     return out
