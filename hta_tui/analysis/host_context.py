@@ -168,33 +168,51 @@ def context(
     if around is None:
         around = enclosing(events, queries)
     kind, name = pl.col("c_kind"), pl.col("c_name")
+    # The patterns on the distinct names only: names repeat across queries.
+    names = (
+        around.lazy()
+        .select(name.unique())
+        .with_columns(
+            name.str.contains(_FRAME_RE).alias("__frame"),
+            name.str.contains(_LIBRARY_RE).alias("__library"),
+            name.str.contains(_STEP_RE).alias("__step"),
+        )
+    )
     is_module = (kind == "python") & pl.col("c_module_id").is_not_null()
-    is_frame = (kind == "python") & ~is_module & name.str.contains(_FRAME_RE)
-    is_user = is_frame & ~name.str.contains(_LIBRARY_RE)
-    is_step = (kind != "python") & name.str.contains(_STEP_RE)
+    is_frame = (kind == "python") & ~is_module & pl.col("__frame")
+    is_user = is_frame & ~pl.col("__library")
+    is_step = (kind != "python") & pl.col("__step")
     module_name = name.str.strip_prefix("nn.Module: ")
     rows = (
         around.lazy()
+        .join(names, on="c_name", how="left", maintain_order="left", nulls_equal=True)
         .group_by("q", maintain_order=True)
         .agg(
             name.filter(kind == "cpu_op").last().alias("operator"),
-            _joined(name.filter(kind == "cpu_op"), " > ").alias("op_stack"),
+            name.filter(kind == "cpu_op").alias("op_stack"),
             module_name.filter(is_module).last().alias("module"),
-            _joined(module_name.filter(is_module), "/").alias("module_path"),
+            module_name.filter(is_module).alias("module_path"),
             name.filter(is_user).last().alias("call_site"),
-            _joined(name.filter(is_frame).tail(STACK_DEPTH), " > ").alias("python_stack"),
-            _joined(name.filter((kind == "annotation") & ~is_step), " > ").alias("annotation"),
+            name.filter(is_frame).tail(STACK_DEPTH).alias("python_stack"),
+            name.filter((kind == "annotation") & ~is_step).alias("annotation"),
             name.filter(is_step).last().alias("step"),
+        )
+        # Lists joined after the group-by: a string join inside one costs several times more.
+        .with_columns(
+            _joined("op_stack", " > "),
+            _joined("module_path", "/"),
+            _joined("python_stack", " > "),
+            _joined("annotation", " > "),
         )
     )
     out = queries.lazy().select(pl.col("idx").alias("q")).join(rows, on="q", how="left")
     return out.collect().cast(CONTEXT_COLUMNS).select(list(CONTEXT_COLUMNS))
 
 
-def _joined(values: pl.Expr, sep: str) -> pl.Expr:
-    """A list of names as one string; null when empty."""
-    text = values.str.join(sep)
-    return pl.when(text != "").then(text)
+def _joined(column: str, sep: str) -> pl.Expr:
+    """A list column of names as one string; null when empty."""
+    text = pl.col(column).list.join(sep)
+    return pl.when(text != "").then(text).alias(column)
 
 
 def _containers(ctx: pl.DataFrame, threads: pl.DataFrame, asked: pl.DataFrame) -> pl.DataFrame:

@@ -147,6 +147,8 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(pl.col("sync_kind"), pl.col("name")).alias("g_kind"),
         pl.col("stream").alias("g_stream"),
         pl.col("device").alias("g_device"),
+        pl.col("ts").alias("g_ts"),
+        pl.col("dur").alias("g_dur"),
     )
     # An async copy into pageable host memory blocks like a synchronous one.
     pageable = (
@@ -184,21 +186,17 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce("g_device", "c_dev").alias("device"),
     )
     matched = calls.select(pl.col("g_idx").alias("idx")).drop_nulls()
-    orphans = (
-        gpu_syncs.join(matched, left_on="g_idx", right_on="idx", how="anti")
-        .join(lf.select(pl.col("idx").alias("g_idx"), "ts", "dur"), on="g_idx")
-        .select(
-            pl.col("g_idx").alias("idx"),
-            pl.col("g_kind").alias("call"),
-            "correlation",
-            pl.col("g_kind").replace_strict(GPU_SYNC_KINDS, default="other").alias("sync_type"),
-            pl.lit(None, pl.Int64).alias("pid"),
-            pl.lit(None, pl.Int64).alias("tid"),
-            "ts",
-            "dur",
-            pl.col("g_stream").alias("stream"),
-            pl.col("g_device").alias("device"),
-        )
+    orphans = gpu_syncs.join(matched, left_on="g_idx", right_on="idx", how="anti").select(
+        pl.col("g_idx").alias("idx"),
+        pl.col("g_kind").alias("call"),
+        "correlation",
+        pl.col("g_kind").replace_strict(GPU_SYNC_KINDS, default="other").alias("sync_type"),
+        pl.lit(None, pl.Int64).alias("pid"),
+        pl.lit(None, pl.Int64).alias("tid"),
+        pl.col("g_ts").alias("ts"),
+        pl.col("g_dur").alias("dur"),
+        pl.col("g_stream").alias("stream"),
+        pl.col("g_device").alias("device"),
     )
     rows = pl.concat([host_rows, orphans], how="vertical_relaxed").with_columns(
         # A stream wait is queued on the GPU; a GPU-side sync without host call blocked no one.
