@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import polars as pl
@@ -33,6 +32,7 @@ from hta_tui.analysis import (
     operators,
     overlap,
     queue,
+    scheduling,
     sequences,
     step_breakdown,
     step_time_stats,
@@ -110,6 +110,9 @@ class Analysis:
     #: Seconds it takes on 8 ranks of 100 MB (bench/ANALYSES.md, roughly): `run` starts the
     #: longest first, so no long one is left to run alone at the end.
     cost: float = 0.0
+    #: Starts from HTA's shared per-rank views (`hta_view`): `run` starts it once the first
+    #: such analysis has built them (`scheduling`).
+    views: bool = True
 
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
@@ -357,42 +360,81 @@ ANALYSES: tuple[Analysis, ...] = (
         "Step time: where it goes (TensorBoard Overview)",
         _step_time,
         cost=0.8,
+        views=False,
     ),
     Analysis(
         "gpu_metrics",
         "GPU utilization, SM efficiency, occupancy (TensorBoard)",
         _gpu_metrics,
         cost=0.6,
+        views=False,
     ),
     Analysis(
         "kernel_view",
         "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)",
         _kernel_view,
         cost=0.1,
+        views=False,
     ),
-    Analysis("gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False),
+    Analysis(
+        "gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False, views=False
+    ),
     # These two walk every host op (the plugin's operator tree, built once for both): 0.3-0.6 s
     # per 100 MB rank would take "every analysis together" past its 3 s budget: when named.
     Analysis(
-        "kernel_view_by_op", "Kernels by launching op (TensorBoard)", _kernel_view_by_op, False
+        "kernel_view_by_op",
+        "Kernels by launching op (TensorBoard)",
+        _kernel_view_by_op,
+        False,
+        views=False,
     ),
-    Analysis("operator_stats", "Operators: host and device time (TensorBoard)", _operators, False),
-    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM),
     Analysis(
-        "memory_events", "Memory events: allocation / free pairs", _memory_events, frames=_MEM
+        "operator_stats",
+        "Operators: host and device time (TensorBoard)",
+        _operators,
+        False,
+        views=False,
     ),
-    Analysis("memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM),
-    Analysis("memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM),
-    Analysis("memory_leaks", "Memory never freed (leak candidates)", _memory_leaks, frames=_MEM),
-    Analysis("memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM),
+    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
+    Analysis(
+        "memory_events",
+        "Memory events: allocation / free pairs",
+        _memory_events,
+        frames=_MEM,
+        views=False,
+    ),
+    Analysis(
+        "memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM, views=False
+    ),
+    Analysis(
+        "memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM, views=False
+    ),
+    Analysis(
+        "memory_leaks",
+        "Memory never freed (leak candidates)",
+        _memory_leaks,
+        frames=_MEM,
+        views=False,
+    ),
+    Analysis(
+        "memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM, views=False
+    ),
     Analysis(
         "comm_comp_per_rank",
         "Distributed: collectives, waits, stragglers",
         _distributed,
         cost=0.3,
+        views=False,
     ),
-    Analysis("syncs", "Host-device syncs and who caused them", _syncs, frames=("flows",), cost=0.5),
-    Analysis("module_stats", "nn.Module view", _modules),
+    Analysis(
+        "syncs",
+        "Host-device syncs and who caused them",
+        _syncs,
+        frames=("flows",),
+        cost=0.5,
+        views=False,
+    ),
+    Analysis("module_stats", "nn.Module view", _modules, views=False),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
@@ -465,12 +507,11 @@ def run(
 ) -> Tables:
     """Run the selected analyses over the loaded ranks; tables in catalog order.
 
-    The first analysis runs alone and builds the shared per-rank views (see hta_view); the
-    others then run `threads` at a time, longest first (`Analysis.cost`): most of their
-    queries are small and single-threaded inside polars, which releases the GIL, so two
-    cores finish them sooner, and no long analysis is left to run alone at the end.
-    Queries run on polars' in-memory engine: its default since 2.0, the streaming engine,
-    costs more on these many small queries (bench/ANALYSES.md).
+    They run `threads` at a time (`scheduling`): most of their queries are small and
+    single-threaded inside polars, which releases the GIL, so two cores finish them sooner.
+    The first analysis on HTA's views builds them while analyses that need none run beside
+    it; then the longest first. Queries run on polars' in-memory engine: its default since
+    2.0, the streaming engine, costs more on these many small queries (bench/ANALYSES.md).
     """
     options = options or Options()
     chosen = select(names)
@@ -482,13 +523,7 @@ def run(
         return a.run(ranks, options, **extra)  # type: ignore[call-arg]
 
     with pl.Config(engine_affinity=ENGINE):
-        results = {chosen[0].name: call(chosen[0])}
-        rest = sorted(chosen[1:], key=lambda a: -a.cost)
-        if threads > 1 and len(rest) > 1:
-            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="analysis") as pool:
-                results.update(zip((a.name for a in rest), pool.map(call, rest), strict=True))
-        else:
-            results.update((a.name, call(a)) for a in rest)
+        results = scheduling.run_all(chosen, call, threads)
     out: Tables = {}
     for a in chosen:
         out.update(results[a.name])
