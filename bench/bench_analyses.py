@@ -184,8 +184,8 @@ def main() -> None:
     total_cpu = sum(ours.get("cpu", {}).values())
     lines += [
         "",
-        f"All analyses together (`catalog.run`, what `report` and the API run, analyses two at "
-        f"a time after the first, longest first): **{ours.get('together_s', float('nan')):.2f} s** "
+        f"All analyses together (`catalog.run`, what `report` and the API run, two at a time, "
+        f"see analysis/scheduling.py): **{ours.get('together_s', float('nan')):.2f} s** "
         f"(target <= 3 s; CPU {ours.get('together_cpu_s', float('nan')):.2f} s, all threads); "
         f"one after another, as timed above: {total:.2f} s (CPU {total_cpu:.2f} s).",
     ]
