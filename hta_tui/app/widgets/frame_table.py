@@ -249,11 +249,13 @@ class FrameTable(PlainCells):
 
     def action_timeline(self) -> None:
         if self.moment is None:
-            raise SkipAction()  # the screen's own `t` (a threshold, a toggle) answers
+            raise SkipAction()  # a table of totals: no moment to show
         row = self.selected_row()
         moment = self.moment.moment(row) if row is not None else None
         if moment is not None:
             self.post_message(self.OpenTimeline(moment))
+        elif row is not None:
+            self.notify("This row names no moment (a mean, or no time in the trace).")
 
     def restyle(self, shown: pl.DataFrame) -> dict[str, list[Any]]:
         """Subclasses: cells (Rich renderables) to draw instead of the plain texts, by column,
