@@ -192,27 +192,31 @@ def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     (`rt_start`, `rt_end`, `dev_start`, `dev_end`, `dev_ops`), plus the unlinked device work as
     rows with a null runtime (the plugin's "device nodes not launched inside any step")."""
     lf = events.lazy()
+    # the earliest runtime call of each correlation (arg_min: no sort of the runtime rows)
     runtimes = (
         lf.filter(runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
-        .sort("ts")
         .group_by("correlation")
-        .agg(pl.col("ts").first().alias("rt_start"), (pl.col("ts") + pl.col("dur")).first())
-        .rename({"ts": "rt_end"})
+        .agg(
+            pl.col("ts").min().alias("rt_start"),
+            (pl.col("ts") + pl.col("dur")).get(pl.col("ts").arg_min()).alias("rt_end"),
+        )
     )
-    device = lf.filter(device_rows(tb_compat=tb_compat)).select(
-        "correlation",
-        pl.col("ts").alias("start"),
-        (pl.col("ts") + pl.col("dur")).alias("end"),
+    # device work grouped on its own integer key first: a group-by on (correlation, runtime
+    # extent) after the join cost twice as much
+    device = (
+        lf.filter(device_rows(tb_compat=tb_compat))
+        .select("correlation", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")))
+        .group_by("correlation")
+        .agg(
+            pl.col("start").min().alias("dev_start"),
+            pl.col("ts").max().alias("dev_end"),
+            pl.len().alias("dev_ops"),
+            pl.col("ts").alias("dev_ends"),
+        )
     )
     return (
         device.join(runtimes, on="correlation", how="left")
-        .group_by("correlation", "rt_start", "rt_end")
-        .agg(
-            pl.col("start").min().alias("dev_start"),
-            pl.col("end").max().alias("dev_end"),
-            pl.len().alias("dev_ops"),
-            pl.col("end").alias("dev_ends"),
-        )
+        .select("correlation", "rt_start", "rt_end", "dev_start", "dev_end", "dev_ops", "dev_ends")
         .collect()
     )
 
