@@ -32,3 +32,9 @@ def test_add_merges_two_unions_touching_ones_into_one() -> None:
     b = interval_arrays.union(np.array([5, 20]), np.array([10, 21]))
     s, e = interval_arrays.add(a, b)
     assert (s.tolist(), e.tolist()) == ([0, 20], [12, 21])
+
+
+def test_a_group_keeps_its_own_end_when_it_ends_before_it_starts() -> None:
+    """HTA's rounding makes [10, 8): a group of its own after [0, 9), ending at 8, not 9."""
+    s, e = interval_arrays.union(np.array([0, 10]), np.array([9, 8]))
+    assert (s.tolist(), e.tolist()) == ([0, 10], [9, 8])

@@ -20,18 +20,23 @@ def union(starts: Array, ends: Array, *, ordered: bool = False) -> tuple[Array, 
     if not ordered:
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
     new = np.empty(starts.size, dtype=bool)
     new[0] = True
-    np.greater(starts[1:], reach[:-1], out=new[1:])
+    np.greater(starts[1:], np.maximum.accumulate(ends)[:-1], out=new[1:])
     first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, starts.size - 1)
-    return starts[first], reach[last]
+    # a group's own max end (not the running one: HTA's rounding makes intervals that end
+    # before they start, and such a group keeps its own end as in `intervals.merged`)
+    return starts[first], np.maximum.reduceat(ends, first)
 
 
 def add(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
     """The union of two unions (each sorted and disjoint): two runs, merged in linear time."""
     return union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def length(u: tuple[Array, Array]) -> int:
+    """Total length of a union."""
+    return int((u[1] - u[0]).sum())
 
 
 def covered(u: tuple[Array, Array], lo: Array, hi: Array) -> Array:
