@@ -27,8 +27,13 @@ from hta_tui.analysis.per_rank import each_rank
 ROOT = "CallTreeRoot"
 
 
-def _kernels(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
-    return events.filter(tb_roles.gpu_work("Kernel", tb_compat=tb_compat))
+_STATS_INPUT = ("dur", "blocks_per_sm", "occupancy")
+
+
+def _kernels(events: pl.DataFrame, *, tb_compat: bool, columns: list[str]) -> pl.DataFrame:
+    """The kernels' `columns` (filtered before the other 30 columns are copied)."""
+    kernel = tb_roles.gpu_work("Kernel", tb_compat=tb_compat)
+    return events.lazy().filter(kernel).select(columns).collect()
 
 
 def _stats(kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -60,7 +65,7 @@ def _stats(kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 def rank_kernel_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Per kernel name (the plugin's `group_by=Kernel`)."""
-    return _stats(_kernels(events, tb_compat=tb_compat), ["name"])
+    return _stats(_kernels(events, tb_compat=tb_compat, columns=["name", *_STATS_INPUT]), ["name"])
 
 
 def _dims(col: str) -> pl.Expr:
@@ -90,7 +95,8 @@ def _launchers(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
 def rank_kernel_op_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Per kernel name, launching operator, grid, block, registers and shared memory (the
     plugin's `group_by=KernelNameAndOpName`)."""
-    kernels = _kernels(events, tb_compat=tb_compat)
+    columns = ["name", "correlation", "grid", "block", "registers", "shared_memory"]
+    kernels = _kernels(events, tb_compat=tb_compat, columns=[*columns, *_STATS_INPUT])
     launchers = _launchers(events, tb_compat=tb_compat)
     with_op = kernels.join(launchers, on="correlation", how="left")
     has_runtime = pl.col("correlation").is_in(launchers["correlation"].implode())
