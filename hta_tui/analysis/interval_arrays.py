@@ -53,3 +53,26 @@ def covered(u: tuple[Array, Array], lo: Array, hi: Array) -> Array:
     head = np.where(some, np.maximum(lo - starts[np.minimum(first, starts.size - 1)], 0), 0)
     tail = np.where(some, np.maximum(ends[np.maximum(stop - 1, 0)] - hi, 0), 0)
     return total - head - tail
+
+
+def sweep(unions: list[tuple[Array, Array]], *, zero_length: bool = False) -> tuple[Array, Array]:
+    """(mask, length) of each stretch between consecutive edges where some union is active
+    (bit i = `unions[i]`), as `intervals.label_sweep` before its group-by. Edges at one
+    instant are taken in concatenation order (per union, starts then ends), so with
+    `zero_length` the states in between are stretches of length 0, as HTA's sweep has them.
+    """
+    times = [part for u in unions for part in u]
+    if not times:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    deltas = [
+        np.full(part.size, sign << i, dtype=np.int64)
+        for i, u in enumerate(unions)
+        for sign, part in ((1, u[0]), (-1, u[1]))
+    ]
+    t = np.concatenate(times)
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    mask = np.cumsum(np.concatenate(deltas)[order])[:-1]
+    length = np.diff(t)
+    keep = (mask > 0) & (length >= 0 if zero_length else length > 0)
+    return mask[keep], length[keep]

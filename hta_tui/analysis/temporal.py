@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis import interval_arrays, intervals
-from hta_tui.analysis.hta_view import KERNEL_TYPE, gpu_events, hta_view, job_cached, us
+from hta_tui.analysis.hta_view import KERNEL_TYPES, gpu_events, hta_view, job_cached, us
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -52,8 +52,7 @@ def gpu_unions(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -
 
 def _gpu_unions(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataFrame:
     # numpy: one stable sort of the nearly ordered starts, then each union is a linear pass
-    codes = {name: i for i, name in enumerate(KERNEL_TYPE.categories)}
-    comp, comm = codes["COMPUTATION"], codes["COMMUNICATION"]
+    comp, comm = KERNEL_TYPES.index("COMPUTATION"), KERNEL_TYPES.index("COMMUNICATION")
     rows = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
         gpu = gpu_events(view)
