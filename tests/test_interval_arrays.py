@@ -38,3 +38,24 @@ def test_a_group_keeps_its_own_end_when_it_ends_before_it_starts() -> None:
     """HTA's rounding makes [10, 8): a group of its own after [0, 9), ending at 8, not 9."""
     s, e = interval_arrays.union(np.array([0, 10]), np.array([9, 8]))
     assert (s.tolist(), e.tolist()) == ([0, 10], [9, 8])
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_sweep_gives_each_unit_step_the_set_of_unions_covering_it(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    unions, points = [], []
+    for _ in range(3):
+        starts = rng.integers(0, 100, 8)
+        ends = starts + rng.integers(0, 20, 8)
+        unions.append(interval_arrays.union(starts, ends))
+        points.append(_points(starts, ends))
+    want: dict[int, int] = {}
+    for t in range(130):
+        mask = sum(1 << i for i, p in enumerate(points) if t in p)
+        if mask:
+            want[mask] = want.get(mask, 0) + 1
+    mask, length = interval_arrays.sweep(unions)
+    got: dict[int, int] = {}
+    for m, n in zip(mask.tolist(), length.tolist(), strict=True):
+        got[m] = got.get(m, 0) + n
+    assert got == want
