@@ -109,71 +109,53 @@ def comm_op_rows() -> pl.Expr:
     return (_operator() | _python() | _annotation()) & _IS_COMM_NAME
 
 
-def _bits(events: pl.DataFrame, column: str, rules: list[pl.Expr]) -> pl.Expr:
-    """Bit i set where `rules[i]` (an expression over `column` alone) holds for the row's
-    value: each rule is decided once per distinct value, then rows are matched by one hash
-    lookup (string tests on every row of a 300k-event rank were most of `role_of`'s time)."""
-    values = events.select(pl.col(column).unique().drop_nulls())
-    bits = pl.sum_horizontal(
-        rule.fill_null(False).cast(pl.UInt8) * (1 << i) for i, rule in enumerate(rules)
-    )
-    table = values.select(column, bits.cast(pl.UInt8).alias("bits"))
-    found = pl.col(column).replace_strict(
-        table[column], table["bits"], default=0, return_dtype=pl.UInt8
-    )
-    return found.fill_null(0)
-
-
-def _flag(column: str, i: int) -> pl.Expr:
-    return (pl.col(column) & (1 << i)) != 0
-
-
 def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
-    """`role` (index into ROLES) of every event that has one, with `start`/`end` in ns."""
-    work = [gpu_work(r, tb_compat=tb_compat) for r in ROLES[:3]]
-    work.append(runtime_rows(tb_compat=tb_compat))
-    cat_rules = [cat_in(["cpu_op", "operator"]), _python(), _annotation()]
-    if tb_compat:  # these test `cat` too (else `kind`)
-        cat_rules += work
-        work = [_flag("cats", 3 + i) for i in range(len(work))]
-    kernel, memcpy, memset, runtime = work
-    name_rules = [STEP_NAME, _IS_COMM_NAME, DATALOADER]
-    if not tb_compat:  # HTA's rule: kernels named like NCCL's are communication
-        name_rules.append(kernel_type() == "COMMUNICATION")
-    lf = events.lazy().select(
-        "kind",
-        "external_id",
-        "ts",
-        "dur",
-        _bits(events, "cat", cat_rules).alias("cats"),
-        _bits(events, "name", name_rules).alias("names"),
+    """`role` (index into ROLES) of every event that has one, with `start`/`end` in ns.
+
+    One lazy query over the six columns it reads (filtering the wide frame copied every
+    column); each `cat` test is evaluated once, as a column the role rules then combine."""
+    kernel = gpu_work("Kernel", tb_compat=tb_compat)
+    lf = (
+        events.lazy()
+        .select("kind", "cat", "name", "external_id", "ts", "dur")
+        .with_columns(
+            _operator().alias("__op"),
+            _python().alias("__py"),
+            _annotation().alias("__ann"),
+            kernel.alias("__kernel"),
+        )
+        .with_columns(
+            ((pl.col("__op") | pl.col("__py") | pl.col("__ann")) & _IS_COMM_NAME).alias("__comm")
+        )
+        .collect()
+        .lazy()
     )
-    op_cat, python, annotation = (_flag("cats", i) for i in range(3))
-    operator = op_cat & ~_flag("names", 0)
-    comm_op = (operator | python | annotation) & _flag("names", 1)
-    loader = _flag("names", 2)
-    lf = lf.with_columns(comm_op.alias("comm_op")).collect().lazy()
-    comm_ids = lf.select(pl.col("external_id").filter("comm_op").drop_nulls().unique()).collect()
-    comm_kernel = pl.col("external_id").is_in(comm_ids["external_id"].implode())
+    flags = lf.filter(pl.col("__comm") | pl.col("__kernel")).collect()
+    comm_ids = flags.filter("__comm")["external_id"].drop_nulls().unique()
+    comm_kernel = pl.col("external_id").is_in(comm_ids.implode())
+    if not tb_compat:  # HTA's rule, on the distinct kernel names only
+        names = flags.filter("__kernel").select(pl.col("name").unique())
+        nccl = names.filter(kernel_type() == "COMMUNICATION")["name"]
+        comm_kernel = comm_kernel | pl.col("name").is_in(nccl.implode())
+    dataloader_kinds = pl.col("__op")
     if not tb_compat:
-        comm_kernel = comm_kernel | _flag("names", 3)
-    dataloader_kinds = operator if tb_compat else operator | annotation
+        dataloader_kinds = dataloader_kinds | pl.col("__ann")
     role = (
-        pl.when(kernel & comm_kernel.fill_null(False))
+        pl.when(pl.col("__kernel") & comm_kernel.fill_null(False))
         .then(3)
-        .when(kernel)
+        .when("__kernel")
         .then(0)
-        .when(memcpy)
+        .when(gpu_work("Memcpy", tb_compat=tb_compat))
         .then(1)
-        .when(memset)
+        .when(gpu_work("Memset", tb_compat=tb_compat))
         .then(2)
-        .when(runtime)
+        .when(runtime_rows(tb_compat=tb_compat))
         .then(4)
-        .when(dataloader_kinds & loader)
+        .when(dataloader_kinds & DATALOADER)
         .then(5)
-        .when("comm_op")
+        .when("__comm")
         .then(3)
-        .when(operator | python)
+        .when(pl.col("__op") | pl.col("__py"))
         .then(6)
     )
     return (
