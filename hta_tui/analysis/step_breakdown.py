@@ -5,11 +5,12 @@ Memcpy > Memset > Communication > Runtime > DataLoader > CPU Exec; what no role 
 Other. So the parts add up to the step's (device-adjusted) duration, as in the plugin's
 `OverallParser`. Instead of the plugin's per-role interval subtraction, role i gets what the
 union of roles 0..i covers in the step beyond the union of roles 0..i-1 (numpy arrays: one
-stable sort of nearly ordered starts, then linear passes).
+lexsort by role and start, then linear passes).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 import numpy as np
@@ -38,17 +39,17 @@ def _parts(roles: pl.DataFrame, steps: pl.DataFrame) -> np.ndarray:
     An instant goes to the first role running then, so role i gets what the union of roles
     0..i covers beyond the union of roles 0..i-1; Other is what none covers.
     """
-    order = np.argsort(roles["start"].to_numpy(), kind="stable")
-    role = roles["role"].to_numpy()[order]
-    start, end = roles["start"].to_numpy()[order], roles["end"].to_numpy()[order]
+    start, end = roles["start"].to_numpy(), roles["end"].to_numpy()
+    role = roles["role"].to_numpy()
+    order = np.lexsort((start, role))  # by role, then start: each role a slice
+    start, end = start[order], end[order]
+    bounds = np.searchsorted(role[order], np.arange(len(tb_roles.ROLES) + 1))
     lo, hi = steps["start"].to_numpy(), steps["end"].to_numpy()
     so_far = (start[:0], end[:0])
     covered = [np.zeros(lo.size, dtype=np.int64)]
-    for i in range(len(tb_roles.ROLES)):
-        mine = role == i
-        so_far = interval_arrays.add(
-            so_far, interval_arrays.union(start[mine], end[mine], ordered=True)
-        )
+    for a, b in itertools.pairwise(bounds):
+        mine = interval_arrays.union(start[a:b], end[a:b], ordered=True)
+        so_far = interval_arrays.add(so_far, mine)
         covered.append(interval_arrays.covered(so_far, lo, hi))
     covered.append(hi - lo)
     return np.diff(np.column_stack(covered), axis=1)
