@@ -193,13 +193,21 @@ def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
             pl.col("start").min().alias("dev_start"),
             pl.col("ts").max().alias("dev_end"),
             pl.len().alias("dev_ops"),
-            pl.col("ts").alias("dev_ends"),
         )
     )
     return (
         device.join(runtimes, on="correlation", how="left")
-        .select("correlation", "rt_start", "rt_end", "dev_start", "dev_end", "dev_ops", "dev_ends")
+        .select("correlation", "rt_start", "rt_end", "dev_start", "dev_end", "dev_ops")
         .collect()
+    )
+
+
+def device_ends(events: pl.DataFrame, *, tb_compat: bool) -> pl.LazyFrame:
+    """`correlation` and `end` of every device op (`device_links` keeps only their max)."""
+    return (
+        events.lazy()
+        .filter(device_rows(tb_compat=tb_compat))
+        .select("correlation", (pl.col("ts") + pl.col("dur")).alias("end"))
     )
 
 
