@@ -406,7 +406,7 @@ def gpu_launches(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
 
     def build() -> pl.DataFrame:
         queries = [
-            _with_launch_start(gpu_events(view).lazy(), view.lazy()).select(
+            _with_launch_start(view.lazy().filter(pl.col("gpu")), view.lazy()).select(
                 pl.lit(rank, pl.Int64).alias("rank"), pl.all()
             )
             for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items()

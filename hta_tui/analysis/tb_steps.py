@@ -36,10 +36,15 @@ _SHORT = f"launched < {TAIL_SHARE:.0%} of the GPU ops of the step before (incomp
 
 def host_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     """`step`, `host_start`, `host_end` in the plugin's order (by start)."""
-    marks = events.filter(tb_roles.step_rows(tb_compat=tb_compat)).select(
-        pl.col("name").str.split("#").list.get(1).str.to_integer(strict=False).alias("step"),
-        pl.col("ts").alias("host_start"),
-        (pl.col("ts") + pl.col("dur")).alias("host_end"),
+    marks = (
+        events.lazy()  # the few step rows' three columns, not the whole rows
+        .filter(tb_roles.step_rows(tb_compat=tb_compat))
+        .select(
+            pl.col("name").str.split("#").list.get(1).str.to_integer(strict=False).alias("step"),
+            pl.col("ts").alias("host_start"),
+            (pl.col("ts") + pl.col("dur")).alias("host_end"),
+        )
+        .collect()
     )
     marks = marks.drop_nulls().sort("host_start", maintain_order=True)
     if not marks.is_empty():
