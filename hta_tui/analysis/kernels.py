@@ -10,6 +10,7 @@ row, "others" included, is aggregated from the events themselves. Names and sums
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -129,21 +130,21 @@ def kernel_type_breakdown(
     """
     types = list(types)
     codes = [KERNEL_TYPES.index(t) for t in types]
+    schema = KERNEL_TYPE_COLUMNS | ({"sum": pl.Int64()} if hta_compat else {})
+    if gpu.is_empty():
+        return pl.DataFrame(schema=schema)
     masks, lengths = [], []
-    for (_,), rows in sorted(gpu.partition_by("rank", as_dict=True).items()):
-        start = rows["start"].to_numpy()
-        order = np.argsort(start, kind="stable")  # nearly ordered: a few linear passes
-        start, end = start[order], rows["end"].to_numpy()[order]
-        kind = rows["kernel_type"].cast(KERNEL_TYPE).to_physical().fill_null(-1).to_numpy()[order]
-        unions = [
-            interval_arrays.union(start[kind == c], end[kind == c], ordered=True) for c in codes
-        ]
+    by_rank = np.argsort(gpu["rank"].to_numpy(), kind="stable")  # a no-op pass when per rank
+    rank, start, end = (gpu[c].to_numpy()[by_rank] for c in ("rank", "start", "end"))
+    kinds = gpu["kernel_type"].cast(KERNEL_TYPE).to_physical().fill_null(-1).to_numpy()[by_rank]
+    bounds = [0, *(np.flatnonzero(np.diff(rank)) + 1).tolist(), rank.size]
+    for a, b in itertools.pairwise(bounds):
+        order = np.argsort(start[a:b], kind="stable")  # nearly ordered: a few linear passes
+        s, e, kind = start[a:b][order], end[a:b][order], kinds[a:b][order]
+        unions = [interval_arrays.union(s[kind == c], e[kind == c], ordered=True) for c in codes]
         mask, length = interval_arrays.sweep(unions, zero_length=hta_compat)
         masks.append(mask)
         lengths.append(length)
-    schema = KERNEL_TYPE_COLUMNS | ({"sum": pl.Int64()} if hta_compat else {})
-    if not masks:
-        return pl.DataFrame(schema=schema)
     per_mask = (
         pl.DataFrame({"mask": np.concatenate(masks), "length": np.concatenate(lengths)})
         .group_by("mask")
