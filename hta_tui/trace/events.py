@@ -34,6 +34,7 @@ class EventArgs(msgspec.Struct, gc=False):
     occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
     blocks_per_sm: Num | None = msgspec.field(default=None, name="blocks per SM")
     sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
+    wait_on_stream: int | None = None  # a Stream Wait Event: the stream it waits for
     input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
     seq: int | None = msgspec.field(default=None, name="Sequence number")

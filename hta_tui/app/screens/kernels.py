@@ -111,7 +111,7 @@ class KernelsScreen(AnalysisScreen):
     TITLE = "Kernels"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("t", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
+        Binding("o", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
         Binding(
             "n",
             "toggle_names",

@@ -21,6 +21,7 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis.memory_view import files
 from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -43,6 +44,8 @@ TABS = ("memory-peak-pane", "memory-events-pane", "memory-stats-pane")
 
 LIVE_COLUMNS = ("operator", "module", "live_mb", "share_of_peak_pct", "allocations", "stack")
 EVENT_COLUMNS = ("operator", "size_kb", "allocation_ms", "release_ms", "duration_ms", "status")
+#: `t` on an event: its allocation (ms from the rank's first event) inside its operator.
+EVENT_MOMENT = MomentColumns("allocation_ms", unit="ms", base="rank", dur="duration_ms", side="cpu")
 STAT_COLUMNS = (
     "operator",
     "calls",
@@ -76,7 +79,9 @@ class MemoryScreen(AnalysisScreen):
             with TabPane("At the peak", id=TABS[0]):
                 yield FrameTable(id="memory-live", key_column="operator", export_name="memory_peak")
             with TabPane("Events", id=TABS[1]):
-                yield FrameTable(id="memory-events", export_name="memory_events")
+                yield FrameTable(
+                    id="memory-events", export_name="memory_events", moment=EVENT_MOMENT
+                )
             with TabPane("Operators", id=TABS[2]):
                 yield FrameTable(
                     id="memory-stats", key_column="operator", export_name="memory_stats"
@@ -154,9 +159,13 @@ class MemoryScreen(AnalysisScreen):
                 self.query_one(selector, FrameTable).show_frame(pl.DataFrame())
             self._draw()
             return
+        rank = pl.lit(result["rank"]).alias("rank")  # not drawn: the rank, for `t`
+        self.query_one("#memory-events", FrameTable).hidden_columns = frozenset({"rank"})
         for selector, (attr, columns) in tables.items():
-            frame: pl.DataFrame = getattr(window, attr)
-            self.query_one(selector, FrameTable).show_frame(frame.select(columns))
+            frame: pl.DataFrame = getattr(window, attr).select(columns)
+            if selector == "#memory-events":
+                frame = frame.with_columns(rank)
+            self.query_one(selector, FrameTable).show_frame(frame)
         summary.update(_summary(window))
         self.draw_later(self._draw)
 

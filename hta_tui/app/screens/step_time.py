@@ -19,6 +19,7 @@ from textual.widgets import Static
 
 from hta_tui.analysis import step_breakdown, step_time_stats, tb_roles
 from hta_tui.app.format import fmt_us
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -41,6 +42,10 @@ _SHORT = ("kern%", "cpy%", "set%", "comm%", "rt%", "data%", "cpu%", "oth%")
 SHORT: dict[str, str] = dict(zip(tb_roles.CATEGORIES, _SHORT, strict=True))
 
 
+#: `t` on a rank's step: its ProfilerStep event.
+STEP_MOMENT = MomentColumns(None, name="step", name_format="ProfilerStep#{}")
+
+
 class StepTimeBars(StackedBars):
     """Per rank: the average step split by category."""
 
@@ -59,7 +64,9 @@ class StepTimeScreen(AnalysisScreen):
             yield StepTimeBars(
                 CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="step-time-bars"
             )
-        yield FrameTable(id="step-time-table", key_column="step", export_name="step_time")
+        yield FrameTable(
+            id="step-time-table", key_column="step", export_name="step_time", moment=STEP_MOMENT
+        )
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
