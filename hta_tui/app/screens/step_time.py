@@ -115,7 +115,8 @@ def summary(result: dict[str, Any]) -> str:
     ranks = breakdown["rank"].n_unique()
     mean = breakdown["step_time (us)"].mean()
     first = (
-        f"Average step {fmt_us(float(mean))} ({breakdown.height} steps, {ranks} "  # type: ignore[arg-type]
+        f"Average step {fmt_us(float(mean))} ({breakdown.height} step"  # type: ignore[arg-type]
+        f"{'s' if breakdown.height > 1 else ''}, {ranks} "
         f"rank{'s' if ranks > 1 else ''}): {parts}"
     )
     outliers: pl.DataFrame = result["outliers"]
@@ -132,3 +133,17 @@ def summary(result: dict[str, Any]) -> str:
     else:
         second = "Steady: no step stands out."
     return f"{first}\n{second}"
+
+
+def overview_rows(breakdown: pl.DataFrame) -> tuple[str, tuple[float, ...] | None]:
+    """The overview's step-time lines (this view's summary) and the job's average step per
+    category (us), from `step_breakdown.step_time_breakdown`'s frame."""
+    if breakdown.is_empty():
+        return summary({"breakdown": breakdown}), None
+    result = {
+        "breakdown": breakdown,
+        "outliers": step_time_stats.outlier_steps(breakdown),
+        "dropped": pl.DataFrame(),
+    }
+    means = breakdown.select(pl.col(f"{c} (us)").mean() for c in tb_roles.CATEGORIES).row(0)
+    return summary(result), tuple(float(v or 0.0) for v in means)
