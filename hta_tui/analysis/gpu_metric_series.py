@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis import gpu_metrics, tensor_cores
+from hta_tui.analysis import gpu_metrics, interval_arrays, tensor_cores
 from hta_tui.analysis.per_rank import each_rank
 
 #: series column -> legend label
@@ -38,52 +39,63 @@ COLUMNS: dict[str, pl.DataType] = {
 
 
 def rank_metric_series(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
-    """One rank: COLUMNS, one row per device and bucket."""
+    """One rank: COLUMNS, one row per device and bucket. Utilization, the kernels and the SM
+    efficiency stretches are those the GPU metrics made for the frame already; each kernel
+    and stretch is cut at the buckets it touches (numpy) and summed per bucket (bincount)."""
     kernels = gpu_metrics.device_kernels(events, tb_compat=tb_compat)
     grid_of = gpu_metrics.trace_buckets(events)
     if kernels.is_empty() or grid_of is None:
         return pl.DataFrame(schema=COLUMNS)
-    first, size, n, last = grid_of
-    cut = gpu_metrics.bucket_overlaps
-    keys = ["device", "b"]
-    util = gpu_metrics.rank_utilization_series(events, tb_compat=tb_compat).select(
+    util = gpu_metrics.rank_utilization_series(events, tb_compat=tb_compat)
+    ranges = gpu_metrics.device_sm_ranges(events, tb_compat=tb_compat)
+    tc_names = kernels.select(pl.col("name").unique()).with_columns(
+        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc")
+    )
+    kernels = kernels.join(tc_names, on="name", how="left", nulls_equal=True)
+    util = util.sort("device", "since_start (us)")
+    parts = [
+        _device_series(kernels, ranges, device, grid_of)
+        for device in util["device"].unique(maintain_order=True).to_list()
+    ]
+    return util.select(
         "device", "since_start (us)", (100 * pl.col("utilization")).alias("utilization_pct")
+    ).hstack(pl.concat(parts))
+
+
+def _device_series(
+    kernels: pl.DataFrame, ranges: pl.DataFrame, device: int, grid_of: tuple[int, int, int, int]
+) -> pl.DataFrame:
+    """SM efficiency, occupancy and tensor-core share per bucket of one device."""
+    first, size, n, last = grid_of
+    cut = lambda df: interval_arrays.spread(  # noqa: E731
+        df["start"].to_numpy(), df["end"].to_numpy(), first, size, n, last
     )
-    length = (pl.col("b_end") - pl.col("b")).first()
-    sm = (
-        cut(gpu_metrics.sm_efficiency_ranges(kernels), first, size, n, last)
-        .group_by(keys)
-        .agg((100 * (pl.col("value") * pl.col("overlap")).sum() / length).alias("sm"))
-    )
-    ov = pl.col("overlap")
-    occ_ok = pl.col("occupancy") >= 0
-    per_kernel = (
-        cut(kernels, first, size, n, last)
-        .filter(ov > 0)
-        .with_columns(tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc"))
-        .group_by(keys)
-        .agg(
-            ((pl.col("occupancy") * ov).filter(occ_ok).sum() / ov.filter(occ_ok).sum()).alias(
-                "occ"
-            ),
-            (100 * ov.filter("tc").sum() / ov.sum()).alias("tcp"),
+    length = np.full(n, size, dtype=np.int64)
+    length[-1] = last - (first + (n - 1) * size)
+    r = ranges.filter(pl.col("device") == device)
+    rows, bucket, ov = cut(r)
+    sm = 100 * np.bincount(bucket, r["value"].to_numpy()[rows] * ov, minlength=n) / length
+    k = kernels.filter(pl.col("device") == device)
+    rows, bucket, ov = cut(k)
+    occ = k["occupancy"].to_numpy()[rows]
+    ok = occ >= 0  # a missing one (NaN) is left out
+    tc = k["tc"].to_numpy()[rows]
+    some = np.bincount(bucket[ov > 0], minlength=n) > 0  # else no occupancy or share (null)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        occ_pct = np.bincount(bucket[ok], occ[ok] * ov[ok], minlength=n) / np.bincount(
+            bucket[ok], ov[ok].astype(np.float64), minlength=n
         )
-    )
-    since = ((pl.col("b") - first) / 1000).alias("since_start (us)")
-    parts = sm.join(per_kernel, on=keys, how="full", coalesce=True).select(
-        "device", since, "sm", "occ", "tcp"
-    )
-    return (
-        util.join(parts, on=["device", "since_start (us)"], how="left")
-        .select(
-            "device",
-            "since_start (us)",
-            "utilization_pct",
-            pl.col("sm").fill_null(0.0).alias("sm_efficiency_pct"),
-            pl.col("occ").alias("occupancy_pct"),
-            pl.col("tcp").alias("tc_pct"),
+        tc_pct = (
+            100
+            * np.bincount(bucket[tc], ov[tc], minlength=n)
+            / np.bincount(bucket, ov.astype(np.float64), minlength=n)
         )
-        .sort("device", "since_start (us)")
+    # a bucket whose kernels have no occupancy: 0 / 0 (NaN), as the polars sums gave
+    return pl.DataFrame(
+        {"sm_efficiency_pct": sm, "occupancy_pct": occ_pct, "tc_pct": tc_pct, "some": some}
+    ).select(
+        "sm_efficiency_pct",
+        *(pl.when("some").then(c).alias(c) for c in ("occupancy_pct", "tc_pct")),
     )
 
 

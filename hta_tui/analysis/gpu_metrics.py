@@ -87,6 +87,17 @@ def steps_span(events: pl.DataFrame, *, tb_compat: bool) -> tuple[int, int] | No
     return int(steps["start"][0]), int(steps["end"][-1])
 
 
+def device_sm_ranges(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    """`sm_efficiency_ranges` of the device's kernels, once per frame and mode (the metrics,
+    the SM efficiency counter and the series share them)."""
+    return job_cached(
+        {0: events},
+        "tb_sm_ranges",
+        lambda: sm_efficiency_ranges(device_kernels(events, tb_compat=tb_compat)),
+        tb_compat,
+    )
+
+
 def sm_efficiency_ranges(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per device, the timeline cut at kernel edges with min(Σ blocks per SM, 1): `device`,
     `start`, `end`, `value` (the plugin's `merge_ranges_with_value`). numpy: a stable sort of
@@ -165,7 +176,7 @@ def rank_gpu_metrics(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.Dat
     _, clipped = _clip(start, end)
     util = busy.group_by("device").agg((100 * clipped.sum() / length).alias("gpu_utilization_pct"))
     sm = (
-        sm_efficiency_ranges(kernels)
+        device_sm_ranges(events, tb_compat=tb_compat)
         .with_columns(clipped.alias("len"))
         .filter(pl.col("len") > 0)
         .group_by("device")
@@ -270,7 +281,14 @@ def bucket_overlaps(spans: pl.DataFrame, first: int, size: int, n: int, last: in
 
 def rank_utilization_series(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Per device and bucket: `ts` (us, as in the file), `since_start (us)` (from the
-    profiler's span), `utilization` (0-1)."""
+    profiler's span), `utilization` (0-1). Once per frame and mode: the GPU metrics and the
+    four-metric series both give it."""
+    return job_cached(
+        {0: events}, "tb_util_series", lambda: _utilization_series(events, tb_compat), tb_compat
+    )
+
+
+def _utilization_series(events: pl.DataFrame, tb_compat: bool) -> pl.DataFrame:
     schema = {
         "device": pl.Int64,
         "ts": pl.Float64,
@@ -313,7 +331,7 @@ def sm_efficiency_series(
     the file. One row per stretch: large, so only when asked for."""
     return each_rank(
         ranks,
-        lambda ev: sm_efficiency_ranges(device_kernels(ev, tb_compat=tb_compat)).select(
+        lambda ev: device_sm_ranges(ev, tb_compat=tb_compat).select(
             "device",
             _exact_us(pl.col("start")).alias("start"),
             _exact_us(pl.col("end")).alias("end"),

@@ -76,3 +76,22 @@ def sweep(unions: list[tuple[Array, Array]], *, zero_length: bool = False) -> tu
     length = np.diff(t)
     keep = (mask > 0) & (length >= 0 if zero_length else length > 0)
     return mask[keep], length[keep]
+
+
+def spread(
+    starts: Array, ends: Array, first: int, size: int, n: int, last: int
+) -> tuple[Array, Array, Array]:
+    """Each [start, end) against each of `n` buckets of `size` from `first` it touches (the
+    last runs to `last`): (row index, bucket index, ns inside the bucket), a row of each
+    pair; a row ending at a bucket's start touches none. Bucket numbers are arithmetic."""
+    rows = np.flatnonzero((ends > first) & (starts < last))
+    s, e = starts[rows], ends[rows]
+    lo_b = np.clip((s - first) // size, 0, n - 1)
+    counts = np.maximum(np.clip((e - 1 - first) // size, 0, n - 1) + 1 - lo_b, 0)
+    offsets = np.cumsum(counts) - counts
+    step = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(offsets, counts)
+    bucket = np.repeat(lo_b, counts) + step
+    rows, s, e = np.repeat(rows, counts), np.repeat(s, counts), np.repeat(e, counts)
+    lo = first + bucket * size
+    hi = np.where(bucket == n - 1, last, lo + size)
+    return rows, bucket, np.maximum(np.minimum(e, hi) - np.maximum(s, lo), 0)
