@@ -19,9 +19,10 @@ on one thread, which the plugin drops with an error, are nested by start here.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis import tb_roles, tensor_cores
+from hta_tui.analysis import nesting, tb_roles, tensor_cores
 from hta_tui.analysis.hta_view import job_cached
 
 _NAME = pl.col("name")  # tests on it are filled with False after (see tb_roles)
@@ -51,30 +52,6 @@ def _is_operator() -> pl.Expr:
     )
 
 
-def _depths(nodes: pl.DataFrame) -> pl.DataFrame:
-    """`depth` of each node: nodes open on its thread when it starts. At one instant, ends
-    close first and starts open in pre-order; a zero-length node closes right after it opens,
-    so it has no children (the plugin's `start < parent end` rule)."""
-    zero = pl.col("end") == pl.col("start")
-    starts = nodes.select(
-        "tid", pl.col("start").alias("t"), pl.lit(1).alias("o"), "pos", pl.lit(0).alias("sub")
-    )
-    ends = nodes.select(
-        "tid",
-        pl.col("end").alias("t"),
-        pl.when(zero).then(1).otherwise(0).alias("o"),
-        "pos",
-        pl.lit(1).alias("sub"),
-    )
-    edges = pl.concat([starts, ends]).sort("tid", "t", "o", "pos", "sub")
-    delta = pl.when(pl.col("sub") == 0).then(1).otherwise(-1)
-    return (
-        edges.with_columns((delta.cum_sum().over("tid") - 1).alias("depth"))
-        .filter(pl.col("sub") == 0)
-        .select("pos", "depth")
-    )
-
-
 def tree(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Every host node: `pos` (pre-order), name, tid, start, end, `parent` (pos or null),
     `is_op`, shapes and stack, `rt_dur` (its runtime calls), `dev_self`, `tc_self` and
@@ -100,71 +77,58 @@ def _build(events: pl.DataFrame, *, tb_compat: bool) -> tuple[pl.DataFrame, pl.D
     wanted = _node_rows()
     if not tb_compat:
         wanted = wanted | tb_roles.runtime_rows(tb_compat=False)
-    rows = (
-        events.filter(wanted)
+    # the rows by index and their times as numpy; text columns are gathered once, in order
+    picked = events.select(
+        wanted.fill_null(False).alias("w"),
+        (~_node_rows()).alias("rt"),
+        _is_operator().alias("is_op"),
+        _op_type().alias("op_type"),
+    )
+    rows = np.flatnonzero(picked["w"].to_numpy())
+    tid = events["tid"].fill_null(0).to_numpy()[rows]
+    start = events["ts"].to_numpy()[rows]
+    end = start + events["dur"].to_numpy()[rows]
+    is_rt = picked["rt"].to_numpy()[rows]
+    # by thread, start, longer first; at equal extents a host node encloses a runtime call
+    order = np.lexsort((is_rt, -end, start, tid))
+    rows, tid, start, end, is_rt = rows[order], tid[order], start[order], end[order], is_rt[order]
+    depth = nesting.depths(tid, start, end)
+    parent = nesting.parents(tid, depth)
+    # renumbered over the nodes alone: a parent that is a runtime call is no parent
+    is_node = ~is_rt
+    new_pos = np.cumsum(is_node) - 1
+    has_node_parent = parent >= 0
+    has_node_parent[has_node_parent] = is_node[parent[has_node_parent]]
+    new_parent = np.where(has_node_parent, new_pos[np.maximum(parent, 0)], -1)
+    nodes = (
+        events.select("name", "external_id", "input_dims", "call_stack")[rows[is_node]]
         .select(
             "name",
-            pl.col("tid").fill_null(0),
-            pl.col("ts").alias("start"),
-            (pl.col("ts") + pl.col("dur")).alias("end"),
+            pl.Series("tid", tid[is_node]),
+            pl.Series("start", start[is_node]),
+            pl.Series("end", end[is_node]),
             "external_id",
-            "correlation",
             "input_dims",
             "call_stack",
-            _is_operator().alias("is_op"),
-            _op_type().alias("op_type"),
-            (~_node_rows()).alias("is_rt"),
-        )
-        # at equal extents a host node encloses a runtime call, never the reverse
-        .sort(
-            "tid",
-            "start",
-            "end",
-            "is_rt",
-            descending=[False, False, True, False],
-            maintain_order=True,
+            *(pl.Series(c, picked[c].to_numpy()[rows[is_node]]) for c in ("is_op", "op_type")),
+            pl.Series("depth", depth[is_node], dtype=pl.Int32),
+            # -1 (no parent) -> null
+            pl.Series("parent", new_parent[is_node]).cast(pl.UInt32, strict=False),
         )
         .with_row_index("pos")
-    )
-    rows = rows.join(_depths(rows), on="pos", how="left")
-    parents = rows.select(
-        "pos", "tid", pl.col("depth").alias("pdepth"), pl.col("pos").alias("parent")
-    )
-    rows = (
-        rows.with_columns((pl.col("depth") - 1).alias("pdepth"))
-        .join_asof(
-            parents,
-            on="pos",
-            by=["tid", "pdepth"],
-            allow_exact_matches=False,
-            check_sortedness=False,
-        )
-        .drop("pdepth")
-    )
-    nodes = rows.filter(~pl.col("is_rt")).rename({"pos": "old"}).with_row_index("pos")
-    renumber = nodes.select(pl.col("old").alias("parent"), pl.col("pos").alias("new"))
-    nodes = (
-        nodes.join(renumber, on="parent", how="left")
-        .with_columns(pl.col("new").alias("parent"))
-        .drop("new", "old", "is_rt", "correlation")
     )
     if tb_compat:
         links = _links_by_external_id(events, nodes)
     else:  # the innermost node around the call on its thread
-        links = (
-            rows.filter("is_rt")
-            .join(renumber, on="parent", how="inner")
-            .select(
-                "correlation",
-                "external_id",
-                pl.col("new").alias("pos"),
-                pl.col("start").alias("ts"),
-                (pl.col("end") - pl.col("start")).alias("dur"),
-            )
+        call = is_rt & has_node_parent
+        links = events.select("correlation", "external_id")[rows[call]].with_columns(
+            pl.Series("pos", new_parent[call], dtype=pl.UInt32),
+            pl.Series("ts", start[call]),
+            pl.Series("dur", end[call] - start[call]),
         )
-    nodes = nodes.join(_runtime_work(events, links, tb_compat=tb_compat), on="pos", how="left")
-    fill = ["rt_dur", "dev_self", "tc_self", "tc_self_plugin"]
-    return nodes.with_columns(pl.col(fill).fill_null(0), _last_descendant(nodes)), links
+    work = _runtime_work(events, links, nodes.height, tb_compat=tb_compat)
+    last = nesting.last_descendants(tid[is_node], start[is_node], end[is_node])
+    return nodes.with_columns(*work, pl.Series("last", last)), links
 
 
 def _links_by_external_id(events: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
@@ -183,54 +147,49 @@ def _links_by_external_id(events: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataF
     return runtimes.join(owner, on="external_id")
 
 
-def _last_descendant(nodes: pl.DataFrame) -> pl.Series:
-    """pos of each node's last descendant (itself when it has none): per thread, the nodes
-    that start before it ends are its subtree."""
-    out = []
-    for _, thread in nodes.group_by("tid", maintain_order=True):
-        starts = thread["start"]
-        first = int(thread["pos"][0])
-        inside = starts.search_sorted(thread["end"], side="left").cast(pl.Int64) + first - 1
-        out.append(pl.max_horizontal(inside, thread["pos"].cast(pl.Int64)).alias("last"))
-    if not out:
-        return pl.Series("last", [], dtype=pl.Int64)
-    return pl.concat(out).alias("last")
-
-
-def _runtime_work(events: pl.DataFrame, links: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
-    """Per node: its runtime calls' time and the GPU work they launched (ns)."""
-    dur = pl.col("dur")
-    work = events.filter(tb_roles.device_rows(tb_compat=tb_compat))
+def _runtime_work(
+    events: pl.DataFrame, links: pl.DataFrame, n: int, *, tb_compat: bool
+) -> list[pl.Series]:
+    """Per node (`n` of them): its runtime calls' time and the GPU work they launched (ns).
+    The earliest runtime call of a correlation gets its GPU work (a driver call may share
+    it); sums per node by bincount (ns sums are exact in float64 below 2**53, 104 days)."""
+    work = (
+        events.lazy()
+        .filter(tb_roles.device_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
+        .select("name", "correlation", "dur")
+        .collect()
+    )
     # tensor-core flags per distinct name: a few hundred names, not a million rows
     names = work.select(pl.col("name").unique()).with_columns(
         tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_m"),
         tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_p"),
     )
-    device = (
-        work.join(names, on="name", how="left", nulls_equal=True)
-        .group_by("correlation")
-        .agg(
-            dur.sum().alias("dev"),
-            dur.filter(pl.col("tc_m")).sum().alias("tc"),
-            dur.filter(pl.col("tc_p")).sum().alias("tcp"),
-        )
-    )
-    # one runtime call per correlation gets its GPU work (a driver call may share it)
-    first = pl.col("correlation").is_first_distinct()
-    linked = (
-        links.sort("ts")
-        .join(device, on="correlation", how="left")
-        .with_columns(
-            pl.when(first & pl.col("correlation").is_not_null()).then(pl.col(c)).alias(c)
-            for c in ("dev", "tc", "tcp")
-        )
-    )
-    return linked.group_by("pos").agg(
-        dur.sum().alias("rt_dur"),
-        pl.col("dev").sum().alias("dev_self"),
-        pl.col("tc").sum().alias("tc_self"),
-        pl.col("tcp").sum().alias("tc_self_plugin"),
-    )
+    flags = work.select("name").join(names, on="name", how="left", maintain_order="left")
+    by_ts = np.argsort(links["ts"].to_numpy(), kind="stable")
+    corr = links["correlation"].fill_null(-1).to_numpy()[by_ts]
+    has = links["correlation"].is_not_null().to_numpy()[by_ts]
+    first_corr, first = np.unique(np.where(has, corr, np.iinfo(np.int64).min), return_index=True)
+    owner_pos = links["pos"].to_numpy()[by_ts][first].astype(np.int64)
+    keep = has[first]
+    first_corr, owner_pos = first_corr[keep], owner_pos[keep]
+    k_corr = work["correlation"].to_numpy()
+    at = np.minimum(np.searchsorted(first_corr, k_corr), max(first_corr.size - 1, 0))
+    linked = first_corr.size > 0
+    hit = (first_corr[at] == k_corr) if linked else np.zeros(k_corr.size, dtype=bool)
+    pos = owner_pos[at[hit]] if linked else np.zeros(0, dtype=np.int64)
+    dur = work["dur"].to_numpy()[hit]
+
+    def per_node(where: np.ndarray, weights: np.ndarray, name: str) -> pl.Series:
+        sums = np.bincount(where, weights.astype(np.float64), minlength=n)
+        return pl.Series(name, sums.astype(np.int64))
+
+    tc_m, tc_p = (flags[c].fill_null(False).to_numpy()[hit] for c in ("tc_m", "tc_p"))
+    return [
+        per_node(links["pos"].to_numpy().astype(np.int64), links["dur"].to_numpy(), "rt_dur"),
+        per_node(pos, dur, "dev_self"),
+        per_node(pos[tc_m], dur[tc_m], "tc_self"),
+        per_node(pos[tc_p], dur[tc_p], "tc_self_plugin"),
+    ]
 
 
 _OWN = ("rt_dur", "dev_self", "tc_self", "tc_self_plugin")
