@@ -36,7 +36,12 @@ def _kernels(events: pl.DataFrame, *, tb_compat: bool, columns: list[str]) -> pl
     return events.lazy().filter(kernel).select(columns).collect()
 
 
-def _stats(kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def _stats(
+    kernels: pl.DataFrame, keys: list[str], *, shown: tuple[pl.Expr, ...] = (), by: list[str]
+) -> pl.DataFrame:
+    """Per group of `keys`; `shown` turns the keys into the table's text keys `by` (sorted
+    on them), after grouping: formatting each kernel's launch dimensions cost more than the
+    rest of the view."""
     dur = pl.col("dur")
     total = dur.sum()
 
@@ -56,21 +61,32 @@ def _stats(kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             weighted("occupancy").alias("mean_est_achieved_occupancy_pct"),
         )
         .with_columns(
+            *shown,
             tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_used"),
             tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_used_plugin_list"),
         )
-        .sort(["total (us)", *keys], descending=[True, *([False] * len(keys))])
+        .drop([k for k in keys if k not in by])
+        .sort(["total (us)", *by], descending=[True, *([False] * len(by))])
     )
 
 
 def rank_kernel_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Per kernel name (the plugin's `group_by=Kernel`)."""
-    return _stats(_kernels(events, tb_compat=tb_compat, columns=["name", *_STATS_INPUT]), ["name"])
+    kernels = _kernels(events, tb_compat=tb_compat, columns=["name", *_STATS_INPUT])
+    return _stats(kernels, ["name"], by=["name"])
+
+
+def _dim_parts(col: str) -> list[pl.Expr]:
+    """A launch dimension as three integers, all null when any is (it prints as "None")."""
+    parts = [pl.col(col).arr.get(i, null_on_oob=True) for i in range(3)]
+    whole = pl.all_horizontal(p.is_not_null() for p in parts)
+    return [pl.when(whole).then(p).alias(f"{col}{i}") for i, p in enumerate(parts)]
 
 
 def _dims(col: str) -> pl.Expr:
-    """A launch dimension as Python prints the list ("[1, 2, 3]"; "None" when absent)."""
-    parts = [pl.col(col).arr.get(i, null_on_oob=True).cast(pl.String) for i in range(3)]
+    """A launch dimension as Python prints the list ("[1, 2, 3]"; "None" when absent), from
+    its `_dim_parts`."""
+    parts = [pl.col(f"{col}{i}").cast(pl.String) for i in range(3)]
     text = pl.concat_str([pl.lit("["), pl.concat_str(parts, separator=", "), pl.lit("]")])
     return text.fill_null("None").alias(col)
 
@@ -80,10 +96,13 @@ def _launchers(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     compat mode or a call outside any node by default; null for a call the plugin's rule
     attaches nowhere)."""
     nodes, links = op_tree.build(events, tb_compat=tb_compat)
-    named = links.join(nodes.select("pos", "name"), on="pos").select("correlation", "name")
-    runtimes = events.filter(
-        tb_roles.runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null()
-    ).select("correlation", "external_id")
+    named = links.select("correlation", nodes["name"].gather(links["pos"]).alias("name"))
+    runtimes = (
+        events.lazy()
+        .filter(tb_roles.runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
+        .select("correlation", "external_id")
+        .collect()
+    )
     linked = runtimes.join(named, on="correlation", how="left")
     outside = pl.col("external_id").fill_null(0) == 0 if tb_compat else pl.col("name").is_null()
     operator = pl.when(outside).then(pl.lit(ROOT)).otherwise("name")
@@ -113,20 +132,37 @@ def _keyed(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     if main_threads > 1:  # the plugin hangs them under every thread that has a ProfilerStep
         stray = with_op.filter("__stray")
         with_op = pl.concat([with_op, *([stray] * (main_threads - 1))])
-    return with_op.with_columns(
-        _dims("grid"),
-        _dims("block"),
-        pl.col("registers").fill_null(0).cast(pl.String).alias("registers"),
-        pl.col("shared_memory").fill_null(0).cast(pl.String).alias("shared_memory"),
+    return with_op.select(
+        "name",
+        "operator",
+        *_dim_parts("grid"),
+        *_dim_parts("block"),
+        pl.col("registers").fill_null(0),
+        pl.col("shared_memory").fill_null(0),
+        *_STATS_INPUT,
     )
 
 
 OP_KEYS = ["name", "operator", "grid", "block", "registers", "shared_memory"]
+#: what `_keyed` groups on: the launch dimensions as integers (text after grouping)
+_GROUP_KEYS = [
+    "name", "operator", *(f"{d}{i}" for d in ("grid", "block") for i in range(3)),
+    "registers", "shared_memory",
+]  # fmt: skip
 
 
 def _op_stats(keyed: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     eligible = tensor_cores.tc_eligible_op(pl.col("operator"), modern=not tb_compat)
-    return _stats(keyed, OP_KEYS).with_columns(eligible.alias("op_tc_eligible"))
+    shown = (
+        _dims("grid"),
+        _dims("block"),
+        pl.col("registers").cast(pl.String),
+        pl.col("shared_memory").cast(pl.String),
+    )
+    table = _stats(keyed, _GROUP_KEYS, shown=shown, by=OP_KEYS)
+    return table.select(*OP_KEYS, pl.exclude(OP_KEYS)).with_columns(
+        eligible.alias("op_tc_eligible")
+    )
 
 
 def rank_kernel_op_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
@@ -152,7 +188,7 @@ def job_kernel_table(
     kernels = pl.concat(parts, how="diagonal_relaxed")
     if by_operator:
         return _op_stats(kernels, tb_compat=tb_compat)
-    return _stats(kernels, ["name"])
+    return _stats(kernels, ["name"], by=["name"])
 
 
 def kernel_table(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:

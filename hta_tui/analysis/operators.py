@@ -53,9 +53,14 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     )
     host_total = pl.col("end") - pl.col("start")
     top_tc = pl.col(f"top_{tc_col}")
-    return nodes.filter(pl.col("is_op") & ~pl.col("folded")).select(
+    calls = nodes.filter(pl.col("is_op") & ~pl.col("folded"))
+    # the shape text per distinct `Input Dims` (a few thousand), not per call
+    shapes = calls.select(pl.col("input_dims").unique()).with_columns(_input_shape())
+    return calls.join(
+        shapes, on="input_dims", how="left", nulls_equal=True, maintain_order="left"
+    ).select(
         "name",
-        _input_shape(),
+        "input_shape",
         pl.col("call_stack").fill_null(""),
         "start",
         host_total.alias("host_total"),
