@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 
 from hta_tui.cli import main
 from hta_tui.report import run_report
+from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from tests import dialects
 from tests.conftest import oracle_frame
@@ -181,3 +183,28 @@ def test_set_passes_analysis_parameters(tmp_path: Path, capsys: pytest.CaptureFi
             main([*args, "--set", bad])
         assert info.value.code == 2
         assert "--set" in capsys.readouterr().err
+
+
+def test_plugin_views_come_without_only(tmp_path: Path) -> None:
+    """Issue 11's Operator, Kernel-by-op and GPU-metric-series keys are default analyses:
+    the report gives them unasked, the same rows as when named, every kernel of the files
+    counted once and every operator event once."""
+    root = tmp_path / "t"
+    write_trace_dir(root, ranks=2, steps=3, seed=5)
+    rc, doc = report_json(root, tmp_path)
+    assert rc == 0
+    keys = ["gpu_metric_series", "kernel_view_by_op", "operator_stats"]
+    assert set(keys) <= set(doc)
+    for key in keys:
+        _, named = report_json(root, tmp_path, only=[key])
+        assert named[key] == doc[key], key
+    for rank, path in enumerate(sorted(root.iterdir())):
+        raw = orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        kernels = sum(e.get("ph") == "X" and e.get("cat") == "kernel" for e in raw)
+        ops = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+        by_op = [r for r in doc["kernel_view_by_op"] if r["rank"] == rank]
+        assert sum(r["calls"] for r in by_op) == kernels > 0
+        stats = [r for r in doc["operator_stats"] if r["rank"] == rank]
+        # the plugin folds an op into its same-named only child: at most every cpu_op event
+        assert 0 < sum(r["calls"] for r in stats) <= len(ops)
+        assert {r["name"] for r in stats} <= {e["name"] for e in ops}

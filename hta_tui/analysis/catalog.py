@@ -388,23 +388,22 @@ ANALYSES: tuple[Analysis, ...] = (
         "gpu_metric_series",
         "The four GPU metrics per time bucket",
         _metric_series,
-        False,
+        cost=0.1,
         views=False,
     ),
-    # These two walk every host op (the plugin's operator tree, built once for both): 0.3-0.6 s
-    # per 100 MB rank would take "every analysis together" past its 3 s budget: when named.
+    # These two share the plugin's operator tree (op_tree.build, built once per rank)
     Analysis(
         "kernel_view_by_op",
         "Kernels by launching op (TensorBoard)",
         _kernel_view_by_op,
-        False,
+        cost=0.2,
         views=False,
     ),
     Analysis(
         "operator_stats",
         "Operators: host and device time (TensorBoard)",
         _operators,
-        False,
+        cost=0.8,
         views=False,
     ),
     Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
@@ -474,6 +473,8 @@ TABLE_OWNER: dict[str, str] = {
     "outlier_steps": "step_time_breakdown",
     "gpu_utilization_series": "gpu_metrics",
     "gpu_devices": "gpu_metrics",
+    "operator_stats_by_input_shape": "operator_stats",
+    "operator_call_stacks": "operator_stats",
     "sync_summary": "syncs",
     "sync_verdict": "syncs",
 }

@@ -19,12 +19,15 @@ on one thread, which the plugin drops with an error, are nested by start here.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import polars as pl
 
 from hta_tui.analysis import nesting, tb_roles, tensor_cores
 from hta_tui.analysis.hta_view import job_cached
 
+_building = threading.Lock()
 _NAME = pl.col("name")  # tests on it are filled with False after (see tb_roles)
 _EXCLUDED = ("DataParallel.forward", "DistributedDataParallel.forward")
 
@@ -64,12 +67,13 @@ def build(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[pl.DataFram
     """(`tree`'s nodes, the runtime calls with their owner node: `correlation`,
     `external_id`, `pos`, `ts`, `dur`). Built once per frame and mode: the operator and the
     kernel-by-operator views share it."""
-    built = job_cached(
-        {0: events},
-        "tb_op_tree",
-        lambda: _build(events, tb_compat=tb_compat),  # type: ignore[arg-type, return-value]
-        tb_compat,
-    )
+    with _building:  # the two views run side by side in `catalog.run`: one builds, one waits
+        built = job_cached(
+            {0: events},
+            "tb_op_tree",
+            lambda: _build(events, tb_compat=tb_compat),  # type: ignore[arg-type, return-value]
+            tb_compat,
+        )
     return built  # type: ignore[return-value]
 
 
