@@ -206,35 +206,29 @@ def same_name_merges(
     Operator view and the memory views alike: a `mergeable` node with the same name as its
     parent, also `mergeable`, and that parent's only child, merges into it. Columns: `node`,
     `merged` (this one merged into its parent) and `top` (the node it counts as: itself, or
-    the top of its chain of merges)."""
-    children = nodes.group_by(parent).agg(pl.len().alias("__n"))
-    up = nodes.select(
-        pl.col(node).alias(parent),
-        pl.col("name").alias("__p_name"),
-        pl.col(mergeable).alias("__p_merge"),
-    ).join(children, on=parent, how="left")
-    merged = nodes.join(up, on=parent, how="left").select(
-        node,
-        parent,
-        (
-            pl.col(mergeable)
-            & pl.col("__p_merge").fill_null(False)
-            & (pl.col("__n") == 1)
-            & (pl.col("name") == pl.col("__p_name"))
-        )
-        .fill_null(False)
-        .alias("merged"),
+    the top of its chain of merges). On numpy, each node's parent as a row number."""
+    n = nodes.height
+    ids = nodes[node]
+    top_type = nodes.head(0).select(pl.when(True).then(pl.col(parent)).otherwise(node)).dtypes[0]
+    if n and ids.dtype.is_integer() and (ids.to_numpy() == np.arange(n)).all():
+        up = nodes[parent].fill_null(-1).cast(pl.Int64).to_numpy()  # ids are row numbers
+    else:
+        rows = pl.DataFrame({parent: ids, "__row": pl.int_range(n, eager=True, dtype=pl.Int64)})
+        up = nodes.select(parent).join(rows, on=parent, how="left", maintain_order="left")
+        up = up["__row"].fill_null(-1).to_numpy()
+    has = up >= 0
+    at = np.maximum(up, 0)
+    children = np.bincount(up[has], minlength=n)
+    can = nodes[mergeable].fill_null(False).to_numpy()
+    same = (nodes["name"] == nodes["name"].gather(at)).fill_null(False).to_numpy()
+    merged = has & can & can[at] & (children[at] == 1) & same
+    # chains of merges (a, a, a): up one link at a time to their top
+    top = np.where(merged, at, np.arange(n))
+    while (climb := merged[top]).any():
+        top[climb] = at[top[climb]]
+    return pl.DataFrame({node: ids, "merged": merged}).with_columns(
+        ids.gather(top).cast(top_type).alias("top")
     )
-    top = merged.select(
-        node, pl.when("merged").then(pl.col(parent)).otherwise(pl.col(node)).alias("top")
-    )
-    links = merged.filter("merged").select(pl.col(node).alias("top"), pl.col(parent).alias("__up"))
-    while True:  # chains of merges (a, a, a): up one link at a time to their top
-        step = top.join(links, on="top", how="left")
-        if step["__up"].null_count() == step.height:
-            break
-        top = step.select(node, pl.coalesce("__up", "top").alias("top"))
-    return merged.select(node, "merged").join(top, on=node, how="left", maintain_order="left")
 
 
 def fold_same_name(nodes: pl.DataFrame) -> pl.DataFrame:
