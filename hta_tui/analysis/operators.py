@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis import op_tree, tensor_cores
@@ -33,20 +34,23 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     nodes = op_tree.tree(events, tb_compat=tb_compat)
     if nodes.is_empty():
         return nodes
-    nodes = op_tree.fold_same_name(nodes).sort("pos")
+    nodes = op_tree.fold_same_name(nodes)
+    if not nodes["pos"].is_sorted():
+        nodes = nodes.sort("pos")
     tc_col = "tc_self_plugin" if tb_compat else "tc_self"
     eligible_by_name = tensor_cores.tc_eligible_op(pl.col("name"), modern=not tb_compat)
     nodes = nodes.with_columns(
         (eligible_by_name & pl.col("is_op")).cast(pl.Int64).alias("eligible_self"),
         pl.col(tc_col).alias("tc"),
     )
-    children = (
-        nodes.drop_nulls("parent")
-        .group_by("parent")
-        .agg((pl.col("end") - pl.col("start")).sum().alias("children"))
-        .rename({"parent": "children_from"})
-    )
-    nodes = nodes.join(children, on="children_from", how="left").with_columns(
+    # the direct children's time of each node (pos is the row number), by bincount
+    parent = nodes["parent"].cast(pl.Int64).fill_null(-1).to_numpy()
+    has = parent >= 0
+    own = (nodes["end"] - nodes["start"]).to_numpy()
+    per_parent = np.bincount(parent[has], own[has].astype(np.float64), minlength=nodes.height)
+    children = per_parent.astype(np.int64)[nodes["children_from"].cast(pl.Int64).to_numpy()]
+    nodes = nodes.with_columns(
+        pl.Series("children", children),
         op_tree.subtree_sum(nodes, "dev_self"),
         op_tree.subtree_sum(nodes, "tc").alias("tc_total"),
         op_tree.subtree_sum(nodes, "eligible_self").alias("eligible_below"),
