@@ -78,21 +78,20 @@ def build(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[pl.DataFram
 
 
 def _build(events: pl.DataFrame, *, tb_compat: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
-    wanted = _node_rows()
-    if not tb_compat:
-        wanted = wanted | tb_roles.runtime_rows(tb_compat=False)
     # the rows by index and their times as numpy; text columns are gathered once, in order
+    runtime = tb_roles.runtime_rows(tb_compat=False) if not tb_compat else pl.lit(False)
     picked = events.select(
-        wanted.fill_null(False).alias("w"),
-        (~_node_rows()).alias("rt"),
+        _node_rows().fill_null(False).alias("node"),
+        runtime.fill_null(False).alias("rt"),
         _is_operator().alias("is_op"),
         _op_type().alias("op_type"),
     )
-    rows = np.flatnonzero(picked["w"].to_numpy())
+    node = picked["node"].to_numpy()
+    rows = np.flatnonzero(node | picked["rt"].to_numpy())
     tid = events["tid"].fill_null(0).to_numpy()[rows]
     start = events["ts"].to_numpy()[rows]
     end = start + events["dur"].to_numpy()[rows]
-    is_rt = picked["rt"].to_numpy()[rows]
+    is_rt = ~node[rows]
     # by thread, start, longer first; at equal extents a host node encloses a runtime call
     order = np.lexsort((is_rt, -end, start, tid))
     rows, tid, start, end, is_rt = rows[order], tid[order], start[order], end[order], is_rt[order]
