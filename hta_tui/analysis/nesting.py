@@ -36,12 +36,14 @@ def depths(thread: Array, start: Array, end: Array) -> Array:
         closed[a:b] = np.searchsorted(ends, start[a:b], side="right")
         first[a:b] = a
     # ... less those from me on that end by my start: zero-length ones starting with me
-    zero = (end == start).astype(np.int64)
-    same = np.concatenate([[True], (thread[1:] != thread[:-1]) | (start[1:] != start[:-1])])
-    group_end = np.concatenate([np.flatnonzero(same)[1:], [n]]) - 1  # last of each run
-    runs = np.cumsum(same) - 1
-    cum = np.cumsum(zero)
-    from_me = cum[group_end[runs]] - cum + zero
+    zero = end == start
+    from_me = 0
+    if zero.any():
+        zero = zero.astype(np.int64)
+        same = np.concatenate([[True], (thread[1:] != thread[:-1]) | (start[1:] != start[:-1])])
+        group_end = np.concatenate([np.flatnonzero(same)[1:], [n]]) - 1  # last of each run
+        cum = np.cumsum(zero)
+        from_me = cum[group_end[np.cumsum(same) - 1]] - cum + zero
     return np.arange(n, dtype=np.int64) - first - (closed - from_me)
 
 
