@@ -59,3 +59,24 @@ def test_sweep_gives_each_unit_step_the_set_of_unions_covering_it(seed: int) -> 
     for m, n in zip(mask.tolist(), length.tolist(), strict=True):
         got[m] = got.get(m, 0) + n
     assert got == want
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_spread_matches_a_count_of_unit_steps_per_bucket(seed: int) -> None:
+    """Each interval's unit steps inside each bucket (the last one runs to `last`), counted
+    one by one; intervals outside the buckets, empty ones and long ones included."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    starts = rng.integers(-20, 220, n).astype(np.int64)
+    ends = starts + rng.integers(0, 60, n)
+    first, size, count = 10, int(rng.integers(1, 30)), int(rng.integers(1, 8))
+    last = first + size * count + int(rng.integers(0, size))
+    rows, bucket, inside = interval_arrays.spread(starts, ends, first, size, count, last)
+    got = {(int(r), int(b)): int(v) for r, b, v in zip(rows, bucket, inside, strict=True)}
+    assert len(got) == rows.size  # a pair at most once
+    for i, (s, e) in enumerate(zip(starts, ends, strict=True)):
+        for b in range(count):
+            lo = first + b * size
+            hi = last if b == count - 1 else lo + size
+            want = len(range(max(s, lo), min(e, hi)))
+            assert got.get((i, b), 0) == want, (i, b)
