@@ -7,10 +7,10 @@ collection walk them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
-import polars as pl
 
 Num = int | float
 
@@ -72,9 +72,8 @@ class Event(msgspec.Struct, gc=False):
     name: str | int | float | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    # Decoded with `float_hook=str` (see parse.py): a fractional number stays its JSON text,
-    # which `columns` turns into exact integer ns. Through a float64, an epoch-microsecond
-    # timestamp (~1.7e15) keeps only quarter microseconds. Any type is accepted here: a string
+    # A float, or (decoded with `float_hook=str`, see parse.py) a fractional number's JSON
+    # text: `numbers` turns either into exact integer ns. Any type is accepted here: a string
     # or an object is a bad value the columns count and drop, not a reason to reject the file.
     ts: Any = None
     dur: Any = None
@@ -85,12 +84,10 @@ class Event(msgspec.Struct, gc=False):
 NO_ARGS = EventArgs()
 
 
-def number_texts(name: str, values: list[Any]) -> pl.Series:
-    """Numbers (ints, or a float's JSON text: see `Event.ts`) as text for `columns.exact_ns`.
-    Anything else becomes text too and fails there, so it is counted, not raised."""
-    try:
-        return pl.Series(name, values, dtype=pl.String, strict=False)
-    except Exception:  # an object polars cannot make text of
-        texts = [v if isinstance(v, str) else str(v) if isinstance(v, int | float) else "?"
-                 for v in values]  # fmt: skip
-        return pl.Series(name, texts, dtype=pl.String)
+class Decoded(list):  # type: ignore[type-arg]
+    """A chunk's events decoded with numbers as floats; `exact()` decodes the chunk again
+    with fractional numbers as their text (see `numbers.InexactNumbers`)."""
+
+    def __init__(self, events: list[Event], exact: Callable[[], list[Event]]) -> None:
+        super().__init__(events)
+        self.exact = exact
