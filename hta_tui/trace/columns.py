@@ -399,9 +399,10 @@ def _texts(field: str, blobs: list[bytes]) -> pl.Series:
     """The JSON texts of one Raw arg, from each chunk's NUL-joined blob (null where absent),
     split by polars: no Python object per value (NUL never occurs in JSON text)."""
     joined = b"\x00".join(blobs).decode("utf-8", "replace")
-    parts = pl.Series(field, [joined], dtype=pl.String).str.split("\x00").explode()
+    whole = pl.Series(field, [joined], dtype=pl.String)
     if "\n" in joined:  # pretty-printed: the text a compact file has (no raw newline in a
-        parts = parts.str.replace_all(r"\r?\n\s*", "")  # JSON string, so none is data)
+        whole = whole.str.replace_all(r"\r?\n\s*", "")  # JSON string, so none is data);
+    parts = whole.str.split("\x00").explode()  # once over all of them, not once per value
     return pl.select(pl.when(parts != "").then(parts)).to_series()
 
 

@@ -326,9 +326,10 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
     DecodeError, and the caller decodes the safe way. A wrong cut never decodes silently.
     """
     start, end = 1, len(text) - 1  # inside "[" and "]"
+    size = _chunk_bytes(text)
     exact = False  # once a chunk needed its numbers' text, the file's next chunks do too
     while True:
-        edge = _EDGE.search(text, start + CHUNK_BYTES, end) if start + CHUNK_BYTES < end else None
+        edge = _EDGE.search(text, start + size, end) if start + size < end else None
         stop = end if edge is None else edge.start() + 1
         piece = b"".join((b"[", text[start:stop], b"]"))
         if exact:
@@ -349,6 +350,15 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
         if edge is None:
             return
         start = edge.end() - 1
+
+
+def _chunk_bytes(text: memoryview) -> int:
+    """CHUNK_BYTES of compact JSON, in this file's layout: a pretty-printed file (half of it
+    indentation) gets chunks as large in events as a compact one's, not twice as many
+    (every chunk has a fixed cost in Python and polars)."""
+    sample = bytes(text[:65536])
+    blank = sum(map(sample.count, (b" ", b"\n", b"\r", b"\t")))
+    return int(CHUNK_BYTES * len(sample) / max(len(sample) - blank, 1))
 
 
 #: What a well-formed chunk can still raise: a field of an unexpected type, text that is not
