@@ -18,6 +18,10 @@ Num = int | float
 KNOWN_PHASES = frozenset("XBEiICbneNOPDstfMRc")
 
 
+#: An absent JSON-text arg (immutable, so one object serves every event).
+NO_TEXT = msgspec.Raw()
+
+
 class EventArgs(msgspec.Struct, gc=False):
     external_id: int | None = msgspec.field(default=None, name="External id")
     external_id_legacy: int | None = msgspec.field(default=None, name="external id")
@@ -26,16 +30,18 @@ class EventArgs(msgspec.Struct, gc=False):
     device: int | None = None
     bytes: int | None = None
     bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
-    # kept as JSON text and read by polars: triton cpu ops write a string here
-    grid: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
-    block: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    # kept as JSON text and read by polars: triton cpu ops write a string here. Absent: one
+    # shared empty Raw (a default_factory made an object per event and field: a tenth of
+    # the decode)
+    grid: msgspec.Raw = NO_TEXT
+    block: msgspec.Raw = NO_TEXT
     registers: int | None = msgspec.field(default=None, name="registers per thread")
     shared_memory: int | None = msgspec.field(default=None, name="shared memory")
     occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
     blocks_per_sm: Num | None = msgspec.field(default=None, name="blocks per SM")
     sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
-    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input type")
     seq: int | None = msgspec.field(default=None, name="Sequence number")
     call_stack: str | None = msgspec.field(default=None, name="Call stack")
     python_id: int | None = msgspec.field(default=None, name="Python id")
