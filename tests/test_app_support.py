@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from hta_tui.app.app import HtaApp
+from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.cache import Cache
 
 T0 = 1_700_000_000_000_000  # us
@@ -134,6 +135,7 @@ def screen_shows_current(app: HtaApp, screen: Any) -> bool:
         and screen._shown_key == (app.trace_set.generation, screen.params)
         and screen.charts_pending == 0
         and not any(w.group == "screen" and not w.is_finished for w in app.workers)
+        and not any(table.rows_pending for table in screen.query(FrameTable))
     )
 
 

@@ -183,6 +183,12 @@ class FrameTable(PlainCells):
         self._text_widths: dict[str, int] = {}
         self._generation = 0  # bumped by each redraw; stale row batches stop
         self._draw_when_shown = False
+        self._rows_pending = False  # row batches still to add (`_add_rows`)
+
+    @property
+    def rows_pending(self) -> bool:
+        """Rows of the frame not in the table yet (tests and screenshots wait for none)."""
+        return self._rows_pending
 
     # -- data ----------------------------------------------------------------------------------
     def show_frame(self, df: pl.DataFrame) -> None:
@@ -317,9 +323,14 @@ class FrameTable(PlainCells):
         stop = min(start + count, len(rows))
         for i in range(start, stop):
             self.add_row(*rows[i], key=str(i))
+        # The widths are known (`_render_frame`): set them now rather than on DataTable's
+        # next idle, which a busy app may not reach before the next frame (a table drawn with
+        # its columns at their headers' widths; it broke a snapshot test on a loaded CI box).
+        self._update_dimensions(())
         if target is not None and start <= target < stop:
             self.move_cursor(row=target, animate=False)
-        if stop < len(rows):
+        self._rows_pending = stop < len(rows)
+        if self._rows_pending:
             self.call_later(self._add_rows, rows, stop, BATCH, target, gen)
 
     def _update_dimensions(self, new_rows: Any) -> None:
