@@ -23,37 +23,40 @@ NO_TEXT = msgspec.Raw()
 
 
 class EventArgs(msgspec.Struct, gc=False):
+    # In the order Kineto writes them (kernels, copies, cpu ops, python functions, memory
+    # events): msgspec looks for a key from the field after the last one it found, so a key
+    # in its expected place costs one comparison, not a scan of every field.
     external_id: int | None = msgspec.field(default=None, name="External id")
-    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
-    correlation: int | None = None
-    stream: int | str | None = None
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+    input_type: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input Dims")
+    call_stack: str | None = msgspec.field(default=None, name="Call stack")
     device: int | None = None
-    bytes: int | None = None
-    bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+    stream: int | str | None = None
+    correlation: int | None = None
+    registers: int | None = msgspec.field(default=None, name="registers per thread")
+    shared_memory: int | None = msgspec.field(default=None, name="shared memory")
+    blocks_per_sm: Num | None = msgspec.field(default=None, name="blocks per SM")
     # kept as JSON text and read by polars: triton cpu ops write a string here. Absent: one
     # shared empty Raw (a default_factory made an object per event and field: a tenth of
     # the decode)
     grid: msgspec.Raw = NO_TEXT
     block: msgspec.Raw = NO_TEXT
-    registers: int | None = msgspec.field(default=None, name="registers per thread")
-    shared_memory: int | None = msgspec.field(default=None, name="shared memory")
     occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
-    blocks_per_sm: Num | None = msgspec.field(default=None, name="blocks per SM")
+    bytes: int | None = None
+    bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
     sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
-    input_dims: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input type")
-    seq: int | None = msgspec.field(default=None, name="Sequence number")
-    call_stack: str | None = msgspec.field(default=None, name="Call stack")
-    python_id: int | None = msgspec.field(default=None, name="Python id")
     python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
+    python_id: int | None = msgspec.field(default=None, name="Python id")
     python_module_id: int | None = msgspec.field(default=None, name="Python module id")
     # "[memory]" instant events (profile_memory=True): see trace/memory.py
-    mem_bytes: int | None = msgspec.field(default=None, name="Bytes")
-    total_allocated: Num | None = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Num | None = msgspec.field(default=None, name="Total Reserved")
+    total_allocated: Num | None = msgspec.field(default=None, name="Total Allocated")
+    mem_bytes: int | None = msgspec.field(default=None, name="Bytes")
     addr: int | None = msgspec.field(default=None, name="Addr")
-    device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
     # collectives: record_param_comms (and NCCL kernels of newer PyTorch); loose types, since
     # a field of an unexpected type would send the whole file down the slow lenient path
     coll_name: str | None = msgspec.field(default=None, name="Collective name")
