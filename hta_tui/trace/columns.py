@@ -224,11 +224,9 @@ class _Gathered:
             idx = frame["idx"]
             spread += [_spread(frame[f], idx, n) for f in fields]
             for field in texts:
-                text = _texts(field, self.texts[field])
-                if EVENTS_SCHEMA[field] == pl.String:
-                    spread.append(_spread(text, idx, n))
-                else:
-                    spread.append(_dim3(text, idx, n))
+                kept = EVENTS_SCHEMA[field] == pl.String  # else read as numbers (_dim3)
+                text = _texts(field, self.texts[field], unindent=kept)
+                spread.append(_spread(text, idx, n) if kept else _dim3(text, idx, n))
         reasons = _file_reasons(main)
         kind = _kind(pl.col("cat").replace_strict(kinds, return_dtype=KIND))
         out = main.with_columns(
@@ -395,14 +393,17 @@ def _spread(values: pl.Series, idx: pl.Series, n: int) -> pl.Series:
     return _nulls(values.name, n, values.dtype).scatter(idx, values)
 
 
-def _texts(field: str, blobs: list[bytes]) -> pl.Series:
+def _texts(field: str, blobs: list[bytes], *, unindent: bool = True) -> pl.Series:
     """The JSON texts of one Raw arg, from each chunk's NUL-joined blob (null where absent),
-    split by polars: no Python object per value (NUL never occurs in JSON text)."""
+    split by polars: no Python object per value (NUL never occurs in JSON text). Texts only
+    read as numbers keep a pretty-printed file's line breaks (`unindent=False`)."""
     joined = b"\x00".join(blobs).decode("utf-8", "replace")
     whole = pl.Series(field, [joined], dtype=pl.String)
-    if "\n" in joined:  # pretty-printed: the text a compact file has (no raw newline in a
-        whole = whole.str.replace_all(r"\r?\n\s*", "")  # JSON string, so none is data);
-    parts = whole.str.split("\x00").explode()  # once over all of them, not once per value
+    if unindent and "\n" in joined:
+        # pretty-printed: the text a compact file has (no raw newline in a JSON string, so
+        # none is data), once over all of them, not once per value
+        whole = whole.str.replace_all(r"\r?\n\s*", "")
+    parts = whole.str.split("\x00").explode()
     return pl.select(pl.when(parts != "").then(parts)).to_series()
 
 
