@@ -10,7 +10,8 @@ a few microseconds, centred on the middle of the trace.
 Memory: the bytes of the rows' own arrays and LOD summaries against the loaded frames'.
 
     python bench/bench_timeline.py                       # 8 x 100 MB (bench/out, generated)
-    python bench/bench_timeline.py --folder BIG --label "1 x 2 GB"
+    python -m hta_tui.synth /tmp/big --ranks 1 --target-mb 2220 --lean --no-gzip  # 9.8 M events
+    python bench/bench_timeline.py --folder /tmp/big --label "1 x 2 GB" --append   # delete after
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from hta_tui.analysis import (
     comm_stats,
     comm_topology,
     diff,
+    gpu_metric_series,
     gpu_metrics,
     idle,
     kernel_view,
@@ -270,6 +271,13 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods):
     ) -> pl.DataFrame:
         """The plugin's est. SM efficiency counter: one row per stretch between kernel edges."""
         return gpu_metrics.sm_efficiency_series(self._ranks(ranks), tb_compat=tb_compat)
+
+    def get_gpu_metric_series(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """Utilization, est. SM efficiency, est. achieved occupancy and tensor-core share (%)
+        per rank, GPU and bucket of the plugin's utilization counter."""
+        return gpu_metric_series.metric_series(self._ranks(ranks), tb_compat=tb_compat)
 
     def get_gpu_devices(self) -> pl.DataFrame:
         """The GPUs each rank ran kernels on, as its trace describes them (deviceProperties)."""

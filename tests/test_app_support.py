@@ -153,3 +153,26 @@ def make_screen_app(root: Path, tmp_path: Path, **kw: Any) -> HtaApp:
     app = HtaApp(root, cache=Cache(tmp_path / "cache"), **kw)
     app.export_dir = tmp_path / "exports"
     return app
+
+
+async def open_view(pilot: Any, key: str, cls: type, timeout: float = 60.0) -> Any:
+    """Press a view's key once the app has settled; the view once it shows current numbers."""
+    app = pilot.app
+    await settle(pilot)
+    await pilot.press(key)
+
+    def ready() -> bool:
+        s = app.screen_stack[0]
+        return isinstance(s, cls) and screen_shows_current(app, s)
+
+    await wait_until(pilot, ready, timeout, cls.__name__)
+    await pilot.pause()
+    return app.screen_stack[0]
+
+
+def write_cpu_ranks(root: Path, ranks: int = 2) -> Path:
+    """`rank_trace(gpu=False)` for each rank: 3 steps of 990 us, one 50 us aten::add each."""
+    root.mkdir(parents=True, exist_ok=True)
+    for rank in range(ranks):
+        (root / f"rank-{rank}.json").write_bytes(orjson.dumps(rank_trace(rank, gpu=False)))
+    return root

@@ -103,7 +103,7 @@ async def test_app_export_neutralises(formula_dir: Path, tmp_path: Path) -> None
         await pilot.press("K")
         screen = app.screen
         await wait_until(pilot, lambda: getattr(screen, "result", None) is not None)
-        await pilot.press("t")  # every kernel, none folded into "others"
+        await pilot.press("o")  # every kernel, none folded into "others"
         await pilot.pause(0.3)
         table = screen.query_one("#kernel-table")
         table.focus()

@@ -42,13 +42,48 @@ def test_registry_keys_are_unique_and_free() -> None:
     """One key per view and per section, none that a view or table uses inside."""
     letters = [e.key for e in (*SCREENS, DIFF)]
     assert len(set(letters)) == len(letters) and all(k.isupper() for k in letters)
-    assert not {"S", "G", "A", "D"} & set(letters)  # tables' reverse/bottom, timeline pages
+    # tables' reverse/bottom, timeline pages, every step
+    assert not {"S", "G", "A", "D", "H"} & set(letters)
     digits = [s.key for s in SECTIONS] + [DIFF.section]
     assert len(set(digits)) == len(digits) and all(k.isdigit() for k in digits)
     inside = set("dvrsetginpcxzojkwmafhl")
     assert not inside & set(OLD_KEYS)
     assert all(e.section in SECTION_TITLE for e in SCREENS)
     assert all(BY_SECTION[s.key] for s in SECTIONS)  # no empty section
+
+
+def _bindings(cls: type) -> dict[str, str]:
+    """key -> action of a class's own and inherited BINDINGS (the subclass wins)."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        for b in vars(klass).get("BINDINGS", ()):
+            if isinstance(b, tuple):
+                keys, action = b[0], b[1]
+            else:
+                keys, action = b.key, b.action
+            for key in keys.split(","):
+                out[key.strip()] = action
+    return out
+
+
+def test_t_opens_the_timeline_and_a_pans_it_everywhere() -> None:
+    """Issue 15: `t` means "open the timeline here" on every view (the tables' key: no
+    view binds it to anything else), `a` pans the timeline and means nothing elsewhere, and
+    "include the last step" is `H` on every analysis view."""
+    from hta_tui.app.screens.base import AnalysisScreen
+    from hta_tui.app.screens.timeline import TimelineScreen
+    from hta_tui.app.widgets.frame_table import FrameTable
+
+    assert _bindings(FrameTable)["t"] == "timeline"
+    for entry in (*SCREENS, DIFF):
+        keys = _bindings(entry.load())
+        assert "t" not in keys, entry.mode
+        if entry.load() is not TimelineScreen:
+            assert "a" not in keys, entry.mode
+        if issubclass(entry.load(), AnalysisScreen):
+            assert keys["H"] == "every_step", entry.mode
+    timeline = _bindings(TimelineScreen)
+    assert timeline["a"].startswith("pan(-") and timeline["d"].startswith("pan(")
 
 
 def nav_actions(app: HtaApp) -> dict[str, str]:
@@ -150,16 +185,24 @@ async def test_footer_keeps_help_visible_at_80_columns(traces: Path, tmp_path: P
     app = make_app(traces, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, timeout=60)
-        hidden: list[str] = []
-        for e in SCREENS:
-            await pilot.press(e.key)
-            await pilot.pause(0.1)
+
+        def help_shown() -> bool:
             footer = app.screen.query_one(Footer)
             found = list(footer.query(FooterKey))
             # the command palette's key is docked right, over whatever runs under it
             right = min([k.region.x for k in found if k.has_class("-command-palette")] or [SIZE[0]])
             keys = [k for k in found if k.region.width > 0 and k.region.right <= right]
-            if "question_mark" not in {k.key for k in keys}:
+            return "question_mark" in {k.key for k in keys}
+
+        hidden: list[str] = []
+        for e in SCREENS:
+            await pilot.press(e.key)
+            # a loaded machine may take a few frames to push the view and lay its footer out
+            for _ in range(50):
+                await pilot.pause(0.1)
+                if app.screen.__class__.__name__ == e.target.rsplit(":", 1)[1] and help_shown():
+                    break
+            else:
                 hidden.append(e.mode)
         assert not hidden
 

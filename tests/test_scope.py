@@ -34,13 +34,13 @@ def frames(traces: Path, tmp_path: Path) -> dict[int, pl.DataFrame]:
     return open_set(traces, Cache(tmp_path / "c")).frames()
 
 
-def test_the_last_step_is_left_out_and_a_brings_it_back(frames) -> None:
+def test_the_last_step_is_left_out_and_shift_h_brings_it_back(frames) -> None:
     scope = step_scope(frames)
     assert scope.steps == (2, 3, 4, 5) and scope.kept == (2, 3, 4) and scope.left_out == (5,)
-    assert describe_steps(scope, every_step=False) == "steps 2-4, 5 left out as HTA (a)"
+    assert describe_steps(scope, every_step=False) == "steps 2-4, 5 left out as HTA (H)"
     every = every_step_frames(frames)
     assert step_scope(every).kept == (2, 3, 4, 5)
-    assert describe_steps(step_scope(every), every_step=True) == "steps 2-5, the last included (a)"
+    assert describe_steps(step_scope(every), every_step=True) == "steps 2-5, the last included (H)"
     # the numbers follow: step 5's iterations and kernels are counted
     assert steps.iterations(every).group_by("rank").len()["len"].to_list() == [STEPS] * 2
     hta, _ = kernels.gpu_kernel_breakdown(frames)
@@ -54,7 +54,7 @@ def _title(app: HtaApp) -> str:
     return str(app.screen.query_one("#screen-title", Static).render())
 
 
-async def test_every_screen_states_its_scope_and_a_holds_everywhere(
+async def test_every_screen_states_its_scope_and_shift_h_holds_everywhere(
     traces: Path, tmp_path: Path
 ) -> None:
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
@@ -67,16 +67,16 @@ async def test_every_screen_states_its_scope_and_a_holds_everywhere(
             await pilot.press(entry.key)
             await wait_until(pilot, lambda: screen_ready(app) and "steps" in _title(app))
             title = _title(app)
-            assert "5 left out as HTA (a)" in title, entry.mode
+            assert "5 left out as HTA (H)" in title, entry.mode
             assert "all 2 ranks" in title or "rank 0" in title, entry.mode
-        await pilot.press("P", "a")
+        await pilot.press("P", "H")
         await wait_until(pilot, lambda: screen_ready(app) and "the last included" in _title(app))
         shown = app.screen.result["iterations"]
         assert shown.group_by("rank").len()["len"].to_list() == [STEPS] * 2
         await pilot.press("K")  # the choice holds on the other screens
         await wait_until(pilot, lambda: screen_ready(app) and "the last included" in _title(app))
         assert "steps 2-5" in _title(app)
-        await pilot.press("a")
+        await pilot.press("H")
         await wait_until(pilot, lambda: screen_ready(app) and "left out" in _title(app))
 
 

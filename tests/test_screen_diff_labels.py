@@ -104,7 +104,7 @@ async def test_t_shows_self_time(runs, tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await start(pilot)
         incl = screen.result["compare"]
-        await pilot.press("t")
+        await pilot.press("x")
         screen = await start(pilot)
         assert screen.params.get("self_time") is True
         own = screen.result["compare"]

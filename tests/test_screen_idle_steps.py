@@ -90,8 +90,8 @@ async def test_idle_numbers_and_threshold(synth_root: Path, tmp_path: Path) -> N
         bars = screen.query_one("#idle-bars").rows
         assert len(bars) == want.select("rank", "stream").unique().height
 
-        # `t`: a new threshold, the numbers follow exactly
-        await pilot.press("t")
+        # `c`: a new threshold (cutoff), the numbers follow exactly
+        await pilot.press("c")
         await wait_until(pilot, lambda: isinstance(app.screen, ThresholdDialog))
         box = app.screen.query_one("#threshold-input", Input)
         assert box.value == "30"
@@ -110,7 +110,7 @@ async def test_idle_numbers_and_threshold(synth_root: Path, tmp_path: Path) -> N
         assert_frame_equal(table(screen, "idle-gaps").frame, expect)
 
         # a bad value keeps the dialog open; escape leaves the threshold alone
-        await pilot.press("t")
+        await pilot.press("c")
         await wait_until(pilot, lambda: isinstance(app.screen, ThresholdDialog))
         await pilot.press("end", *["backspace"] * 4, "-", "1", "enter")
         await pilot.pause()

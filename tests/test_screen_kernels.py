@@ -113,10 +113,10 @@ async def test_drill_down_to_a_kernel_and_back(synth_root: Path, tmp_path: Path)
         # the tabs: ] cycles through them
         tabs = detail.query_one(TabbedContent)
         seen = [tabs.active]
-        for _ in range(4):
+        for _ in range(5):
             await pilot.press("right_square_bracket")
             seen.append(tabs.active)
-        assert seen == ["tab-ranks", "tab-hist", "tab-time", "tab-launch", "tab-ranks"]
+        assert seen == ["tab-ranks", "tab-hist", "tab-time", "tab-runs", "tab-launch", "tab-ranks"]
         # escape: back to the kernels, on the same row
         await pilot.press("escape")
         await pilot.pause()
@@ -174,18 +174,18 @@ async def test_kernel_table_filter_sort_export_topk_rank(synth_root: Path, tmp_p
         await pilot.press("slash", "escape")
         await pilot.pause()
         assert kt.filter_text == "" and kt.has_focus
-        await pilot.press("t")
+        await pilot.press("o")
         await wait_screen(pilot, KernelsScreen)
         assert screen.params.get("fold") is True
         assert "others" in kt.frame["name"].to_list()
-        await pilot.press("t")
+        await pilot.press("o")
         await wait_screen(pilot, KernelsScreen)
         assert screen.params.get("fold") is False
         every = kernel_detail.kernel_table(frames, fold=False)
         assert_frame_equal(analysis_columns(kt), every)
         assert "others" not in kt.frame["name"].to_list()
         assert kt.frame.height > kernel_detail.kernel_table(frames, fold=True).height - 3
-        await pilot.press("t")
+        await pilot.press("o")
         await wait_screen(pilot, KernelsScreen)
         assert "others" in kt.frame["name"].to_list()
         # enter on "others" explains instead of drilling down

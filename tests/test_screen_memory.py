@@ -140,6 +140,8 @@ async def test_zoom_changes_the_tables(tmp_path: Path) -> None:
         await wait_shown(pilot)
         lo, hi = screen.params.get("view")
         assert hi - lo == pytest.approx((whole.full[1] - whole.full[0]) / 4)
+        # the headline stays one line at 80 columns (an id other views' styles once reached)
+        assert screen.query_one("#memory-headline").region.height == 1
         zoomed = events.frame
         assert 0 < zoomed.height < whole.events.height
         times = pl.concat([zoomed["allocation_ms"], zoomed["release_ms"]]).drop_nulls()
@@ -151,7 +153,7 @@ async def test_zoom_changes_the_tables(tmp_path: Path) -> None:
         await pilot.press("z")
         await wait_shown(pilot)
         assert events.frame.height == whole.events.height
-        assert "view all" in str(screen.query_one("#memory-summary").render())
+        assert "view all" in str(screen.query_one("#memory-headline").render())
 
 
 @pytest.mark.asyncio
@@ -161,7 +163,7 @@ async def test_no_memory_events_says_how_to_get_them(tmp_path: Path) -> None:
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_memory(pilot)
-        assert "profile_memory=True" in str(screen.query_one("#memory-summary").render())
+        assert "profile_memory=True" in str(screen.query_one("#memory-headline").render())
 
 
 def _run_before(*keys: str):
@@ -178,3 +180,23 @@ def _run_before(*keys: str):
 def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...]) -> None:
     app = make_screen_app(fixed_root(tmp_path), tmp_path)
     assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(*keys))
+
+
+@pytest.mark.asyncio
+async def test_filter_and_sort_the_events_table(tmp_path: Path) -> None:
+    """The events table (names as categories) filters by any part of a name and sorts."""
+    root = synth_root(tmp_path)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_memory(pilot)
+        await pilot.press("v")
+        table = screen.query_one("#memory-events", FrameTable)
+        whole = memory_window(_file(root)).events
+        want = whole.filter(pl.col("operator").str.to_lowercase().str.contains("addmm"))
+        assert 0 < want.height < whole.height
+        await pilot.press("slash", *"ADDMM", "enter")
+        await wait_until(pilot, lambda: table.row_count == min(want.height, 400), 10, "rows")
+        assert table.view_frame.height == want.height
+        table.sort_on("size_kb")
+        assert table.view_frame["size_kb"].to_list() == sorted(want["size_kb"], reverse=True)
+        assert table.selected_row()["size_kb"] == want["size_kb"].max()

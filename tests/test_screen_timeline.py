@@ -62,7 +62,8 @@ async def test_opens_with_every_row_and_the_whole_trace(tmp_path: Path) -> None:
         view = screen.view
         assert view.span == 1400 * US
         assert [it.row is None for it in view.items].count(True) == 4  # 2 ranks x CPU, GPU
-        assert len(view.items) == 14
+        # per rank: 2 threads; stream 7's queue, GPU utilisation, streams 7 and 20
+        assert len(view.items) == 16
 
 
 async def test_zoom_keys_keep_the_cursor_in_place(tmp_path: Path) -> None:
@@ -105,14 +106,42 @@ async def test_rows_up_down_and_fold_a_group(tmp_path: Path) -> None:
         await pilot.press("down")
         assert row_key(screen) == (0, "cpu", 10, 1)
         await pilot.press("down", "down", "down")
+        assert row_key(screen) == (0, "gpu", 0, -1007)  # stream 7's launch queue
+        await pilot.press("down")
         assert row_key(screen) == (0, "gpu", 0, -1)
-        await pilot.press("up")
+        await pilot.press("up", "up")
         assert view.current_item.row is None  # rank 0's GPU header
         n = len(view.items)
         await pilot.press("enter")  # on a header: fold it
-        assert len(view.items) == n - 3
+        assert len(view.items) == n - 4
         await pilot.press("space")  # unfold
         assert len(view.items) == n
+
+
+async def test_down_moves_the_cursor_past_the_screen(tmp_path: Path) -> None:
+    """More rows than fit: down moves the cursor (not the scroll view's scroll) to the last
+    row, and the view scrolls to keep it in sight."""
+    async with make(tmp_path).run_test(size=(80, 12)) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        assert len(view.items) > view.size.height
+        for _ in range(len(view.items)):
+            await pilot.press("down")
+        assert row_key(screen) == (1, "gpu", 1, 20)  # the last row
+        assert view.scroll_offset.y > 0
+        await pilot.press("up")
+        assert row_key(screen) == (1, "gpu", 1, 7)
+
+
+async def test_enter_on_the_queue_track_says_its_length(tmp_path: Path) -> None:
+    async with make(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        await to_row(pilot, screen, (0, "gpu", 0, -1007))
+        screen.view.show_range(100 * US, 200 * US)
+        screen.view.cursor_t = 140 * US  # launched at 120, started at 150: one in the queue
+        await pilot.press("enter")
+        assert "queue length of stream 7" in details(screen)
+        assert "1.0 on average" in details(screen) and "(max 1)" in details(screen)
 
 
 async def test_next_previous_event_and_enter_select(tmp_path: Path) -> None:

@@ -107,8 +107,8 @@ async def test_timelines_tables_streams_and_rank_switch(tmp_path: Path) -> None:
         before = screen.picked_streams()
         assert before == counts["stream"].head(3).to_list()
 
-        # t: pick streams (space toggles, enter applies)
-        await pilot.press("t")
+        # p: pick streams (space toggles, enter applies)
+        await pilot.press("p")
         await wait_until(pilot, lambda: isinstance(app.screen, StreamPicker), 5, "picker")
         assert list(app.screen.query_one(SelectionList).selected) == before
         await pilot.press("space", "enter")  # untick the busiest
@@ -118,7 +118,7 @@ async def test_timelines_tables_streams_and_rank_switch(tmp_path: Path) -> None:
         note = str(screen.query_one("#queue-note", Static).render())
         assert f"streams {before[1]}, {before[2]}" in note and "picked" in note
         # escape cancels: nothing changes
-        await pilot.press("t")
+        await pilot.press("p")
         await wait_until(pilot, lambda: isinstance(app.screen, StreamPicker), 5, "picker")
         await pilot.press("space", "escape")
         await wait_until(pilot, lambda: app.screen is screen, 5, "picker closed")

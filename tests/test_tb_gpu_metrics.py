@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from hta_tui.analysis.gpu_metrics import (
-    _kernels,
+    device_kernels,
     device_table,
     rank_gpu_metrics,
     rank_utilization_series,
@@ -89,7 +89,7 @@ def test_sm_efficiency_series_matches_plugin_counters(profile: str) -> None:
     """The plugin sweeps float microseconds, so sub-nanosecond slivers between kernels that
     touch come and go with the arithmetic; the series agree on the time-weighted value."""
     counters = answer(profile, "trace_gpu_metrics.json")
-    ranges = sm_efficiency_ranges(_kernels(events(profile), tb_compat=True))
+    ranges = sm_efficiency_ranges(device_kernels(events(profile), tb_compat=True))
     for device in ranges["device"].unique().to_list():
         sm = [e for e in counters if e["name"] == f"GPU {device} Est. SM Efficiency"][2:]
         theirs = sum(

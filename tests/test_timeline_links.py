@@ -40,11 +40,13 @@ async def open_screen(pilot: Any, key: str, cls: type) -> Any:
     return app.screen
 
 
-async def press_t_on(pilot: Any, screen: Any, tab: str, table_id: str, row: int) -> dict:
-    """Show the tab, put the cursor on `row` of the table, press t; the row's values."""
-    screen.query_one(TabbedContent).active = tab
+async def press_t_on(pilot: Any, screen: Any, tab: str | None, table_id: str, row: int) -> dict:
+    """Show the tab (if any), put the cursor on `row` of the table, press t, wait for the
+    timeline with an event selected; the row's values."""
+    if tab is not None:
+        screen.query_one(TabbedContent).active = tab
     table = screen.query_one(f"#{table_id}", FrameTable)
-    await wait_until(pilot, lambda: table.row_count > row, 10, f"{table_id} rows")
+    await wait_until(pilot, lambda: table.row_count > row, 20, f"{table_id} rows")
     table.focus()
     table.move_cursor(row=row)
     await pilot.pause()
@@ -130,7 +132,7 @@ async def test_t_from_iterations_selects_the_profiler_step(traces: Path, tmp_pat
         assert ev["dur"] / 1e3 == pytest.approx(values["dur"], abs=1e-3)
 
 
-async def test_t_on_a_table_without_moments_keeps_the_screens_key(
+async def test_t_on_a_table_without_moments_means_nothing_else(
     traces: Path, tmp_path: Path
 ) -> None:
     from hta_tui.app.screens.kernels import KernelsScreen
@@ -142,8 +144,10 @@ async def test_t_on_a_table_without_moments_keeps_the_screens_key(
         folded = screen.params.get("fold", True)
         await pilot.press("t")
         await pilot.pause()
-        assert isinstance(app.screen, KernelsScreen)  # the top-k toggle, not the timeline
-        assert screen.params.get("fold", True) is not folded
+        assert isinstance(app.screen, KernelsScreen)  # totals: no moment, no timeline
+        assert screen.params.get("fold", True) is folded  # and not the old top-k toggle
+        await pilot.press("o")  # which moved here
+        await wait_until(pilot, lambda: screen.params.get("fold", True) is not folded, 10)
 
 
 async def test_t_from_a_sync_selects_the_sync_call(tmp_path: Path) -> None:

@@ -45,11 +45,13 @@ def test_rows_per_thread_and_stream_grouped_by_rank_and_device(tl) -> None:
     assert keys == [
         (0, "cpu", 10, 1),
         (0, "cpu", 10, 2),
+        (0, "gpu", 0, -1007),  # stream 7's launch-queue length (nothing launched on 20)
         (0, "gpu", 0, -1),  # the device's utilisation track
         (0, "gpu", 0, 7),
         (0, "gpu", 0, 20),
         (1, "cpu", 11, 1),
         (1, "cpu", 11, 2),
+        (1, "gpu", 1, -1007),
         (1, "gpu", 1, -1),
         (1, "gpu", 1, 7),
         (1, "gpu", 1, 20),
@@ -57,6 +59,35 @@ def test_rows_per_thread_and_stream_grouped_by_rank_and_device(tl) -> None:
     assert [r.label for r in tl.rows[:2]] == ["main", "backward"]
     assert names(tl, row(tl, 0, "gpu", 0, 7)) == [GEMM, RELU, MEMCPY]
     assert tl.group_labels[(1, "gpu", 1)] == "rank 1 · GPU 1"
+
+
+def test_queue_track_counts_launched_kernels_not_started(tl) -> None:
+    # stream 7: launched at 120 us, started at 150; launched at 510, started at 520 (the
+    # memcpy has no launch, so HTA's queue leaves it out); rank 1 is 100 us later
+    for rank, shift in ((0, 0), (1, 100)):
+        q = tl.rows[row(tl, rank, "gpu", rank, -1007)]
+        assert q.counter and q.label == "queue 7" and q.scale == 1
+        assert (q.starts // US - shift).tolist() == [120, 510]
+        assert (q.ends // US - shift).tolist() == [150, 520]
+        assert q.level.tolist() == [1.0, 1.0]
+
+
+def test_queue_track_is_hta_queue_series(synth_tl) -> None:
+    from hta_tui.analysis.queue import queue_length_series
+    from hta_tui.analysis.timeline_rows import busy_before
+
+    tl = synth_tl
+    series = queue_length_series({0: tl.frames[0]})
+    for stream, part in series.group_by("stream"):
+        (q,) = [r for r in tl.rows if r.rank == 0 and r.key[3] == -1000 - stream[0]]
+        assert q.scale == part["queue_length"].max()
+        # the value between two changes, read back as the track's mean over a small window
+        pts = part.group_by("ts", maintain_order=True).agg(pl.col("queue_length").last())
+        for k in range(0, pts.height - 1, max(1, pts.height // 7)):
+            a, b = int(pts["ts"][k]) - tl.origin_ns, int(pts["ts"][k + 1]) - tl.origin_ns
+            t = np.array([a + (b - a) / 4, a + (b - a) / 2], dtype=np.float64)
+            mean = float(np.diff(busy_before(q, t))[0]) / float(t[1] - t[0])
+            assert mean * q.scale == pytest.approx(pts["queue_length"][k])
 
 
 def test_ranks_aligned_on_the_common_origin(tl) -> None:
@@ -245,7 +276,9 @@ def test_lod_summary_keeps_total_busy_time_and_counts(synth_tl) -> None:
     for r in synth_tl.rows:
         assert r.lod is not None
         union = pl.DataFrame({"s": r.top_starts, "e": r.top_ends})
-        assert float(r.lod.busy.sum()) == pytest.approx(float((union["e"] - union["s"]).sum()))
+        weight = 1.0 if r.level is None else r.level  # a level counter: its value x time
+        busy = float(((union["e"] - union["s"]).to_numpy() * weight).sum())
+        assert float(r.lod.busy.sum()) == pytest.approx(busy, rel=1e-6)
         assert int(r.lod.count.sum()) == len(r)
         # the dominant kind of a busy bucket is a kind the row has
         assert set(np.unique(r.lod.kind[r.lod.busy > 0]).tolist()) <= set(r.kinds.tolist())
@@ -287,5 +320,35 @@ def test_memory_track_follows_total_allocated(tmp_path: Path) -> None:
         t = np.array([a + (b - a) / 4, a + (b - a) / 2], dtype=np.float64)
         mean = float(np.diff(busy_before(r, t))[0]) / float(t[1] - t[0])
         assert mean * r.scale == pytest.approx(raw["total_allocated"][k], rel=1e-9)
+        checked += 1
+    assert checked
+
+
+def test_follow_a_stream_wait_to_the_op_it_waits_for(synth_tl) -> None:
+    tl = synth_tl
+    frame = tl.frames[0]
+    waits = frame.with_row_index("_pos").filter(
+        pl.col("wait_on_stream").is_not_null() & (pl.col("sync_kind") == "Stream Wait Event")
+    )
+    assert waits.height > 0
+    checked = 0
+    for w in waits.head(5).iter_rows(named=True):
+        ref = te.find(tl, 0, w["_pos"])
+        assert ref is not None
+        partners = te.flow_partners(tl, ref)
+        assert partners
+        got = te.event_row(tl, partners[0])
+        end = w["ts"] + w["dur"]
+        # brute force on the raw events: the last op on the awaited stream started by then
+        ops = frame.filter(
+            (pl.col("stream") == w["wait_on_stream"])
+            & pl.col("kind").is_in(["kernel", "memcpy", "memset"])
+            & (pl.col("ts") <= end)
+        )
+        if ops.is_empty():
+            continue
+        assert got["stream"] == w["wait_on_stream"] and got["ts"] == ops["ts"].max()
+        call = te.event_row(tl, partners[-1])
+        assert call["kind"] == "runtime" and call["correlation"] == w["correlation"]
         checked += 1
     assert checked

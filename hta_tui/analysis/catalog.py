@@ -22,6 +22,7 @@ from hta_tui.analysis import (
     comm_overview,
     comm_plugin,
     comm_stats,
+    gpu_metric_series,
     gpu_metrics,
     idle,
     kernel_view,
@@ -256,6 +257,10 @@ def _gpu_metrics(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _metric_series(r: Ranks, o: Options) -> Tables:
+    return {"gpu_metric_series": gpu_metric_series.metric_series(r, tb_compat=o.tb_compat)}
+
+
 def _sm_series(r: Ranks, o: Options) -> Tables:
     return {"gpu_sm_efficiency_series": gpu_metrics.sm_efficiency_series(r, tb_compat=o.tb_compat)}
 
@@ -357,6 +362,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "kernel_view", "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)", _kernel_view
     ),
     Analysis("gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False),
+    Analysis("gpu_metric_series", "The four GPU metrics per time bucket", _metric_series, False),
     # These two walk every host op (the plugin's operator tree, built once for both): 0.3-0.6 s
     # per 100 MB rank would take "every analysis together" past its 3 s budget: when named.
     Analysis(

@@ -76,6 +76,24 @@ def collective_instances(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
+def collective_last_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Per collective instance (pg, seq): the call of the rank that arrived last, the moment
+    everyone could go on: last_ts (ns, as in the file), last_dur (ns), last_name (the
+    event's name). Where a table of instances opens the timeline."""
+    calls = collectives.calls(ranks)
+    return (
+        calls.filter(pl.col("rank") == pl.col("last_rank"))
+        .select(
+            "pg",
+            "seq",
+            pl.col("ts").alias("last_ts"),
+            (pl.col("end") - pl.col("ts")).alias("last_dur"),
+            pl.col("name").alias("last_name"),
+        )
+        .unique(["pg", "seq"], keep="first", maintain_order=True)
+    )
+
+
 def collective_stragglers(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Per rank that arrived last anywhere: how often, what it cost the others in total (us
     and % of all waiting), its costliest instance, and one sentence saying so; costliest

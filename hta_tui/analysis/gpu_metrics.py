@@ -37,7 +37,7 @@ COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def _kernels(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+def device_kernels(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     return events.filter(
         tb_roles.gpu_work("Kernel", tb_compat=tb_compat) & pl.col("device").is_not_null()
     ).select(
@@ -120,7 +120,7 @@ def _tc_shares(events: pl.DataFrame, kernels: pl.DataFrame, *, tb_compat: bool) 
 def rank_gpu_metrics(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """One row per device of one rank (COLUMNS without `rank`)."""
     cols = {c: t for c, t in COLUMNS.items() if c != "rank"}
-    kernels = _kernels(events, tb_compat=tb_compat)
+    kernels = device_kernels(events, tb_compat=tb_compat)
     span = steps_span(events, tb_compat=tb_compat)
     if kernels.is_empty() or span is None or span[1] <= span[0]:
         return pl.DataFrame(schema=cols)
@@ -190,6 +190,49 @@ def _exact_us(ns: pl.Expr) -> pl.Expr:
     return (ns // 1000).cast(pl.Float64) + (ns % 1000).cast(pl.Float64) / 1000
 
 
+def trace_buckets(events: pl.DataFrame) -> tuple[int, int, int, int] | None:
+    """The plugin's counter buckets over the trace span: (first ns, bucket ns, count, last
+    ns); the last bucket runs to the span's end."""
+    span = _trace_span(events)
+    if span is None:
+        return None
+    first, last = span
+    size = bucket_size_us((last - first) / 1000) * 1000
+    n = int((last - first) / size)
+    return (first, size, n, last) if n >= 1 else None
+
+
+def _bucket_frame(first: int, size: int, n: int, last: int) -> pl.DataFrame:
+    return pl.DataFrame({"i": pl.int_range(n, eager=True)}).with_columns(
+        (first + pl.col("i") * size).alias("b"),
+        # the last bucket may be longer
+        pl.when(pl.col("i") == n - 1)
+        .then(last)
+        .otherwise(first + (pl.col("i") + 1) * size)
+        .alias("b_end"),
+    )
+
+
+def bucket_overlaps(spans: pl.DataFrame, first: int, size: int, n: int, last: int) -> pl.DataFrame:
+    """Each [start, end) row against every bucket it touches: the row's columns plus `b`,
+    `b_end` and `overlap` (ns inside the bucket). Bucket numbers are arithmetic, no search."""
+    buckets = _bucket_frame(first, size, n, last)
+    lo = pl.max_horizontal("start", "b")
+    hi = pl.min_horizontal("end", "b_end")
+    return (
+        spans.filter((pl.col("end") > first) & (pl.col("start") < last))
+        .with_columns(
+            pl.int_ranges(
+                ((pl.col("start") - first) // size).clip(0, n - 1),
+                ((pl.col("end") - 1 - first) // size).clip(0, n - 1) + 1,
+            ).alias("i")
+        )
+        .explode("i")
+        .join(buckets, on="i")
+        .with_columns((hi - lo).clip(lower_bound=0).alias("overlap"))
+    )
+
+
 def rank_utilization_series(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Per device and bucket: `ts` (us, as in the file), `since_start (us)` (from the
     profiler's span), `utilization` (0-1)."""
@@ -199,39 +242,15 @@ def rank_utilization_series(events: pl.DataFrame, *, tb_compat: bool = False) ->
         "since_start (us)": pl.Float64,
         "utilization": pl.Float64,
     }
-    kernels = _kernels(events, tb_compat=tb_compat)
-    span = _trace_span(events)
-    if kernels.is_empty() or span is None:
+    kernels = device_kernels(events, tb_compat=tb_compat)
+    grid_of = trace_buckets(events)
+    if kernels.is_empty() or grid_of is None:
         return pl.DataFrame(schema=schema)
-    first, last = span
-    size = bucket_size_us((last - first) / 1000) * 1000
-    n = int((last - first) / size)
-    if n < 1:
-        return pl.DataFrame(schema=schema)
-    buckets = pl.DataFrame({"i": pl.int_range(n, eager=True)}).with_columns(
-        (first + pl.col("i") * size).alias("b"),
-        # the last bucket may be longer
-        pl.when(pl.col("i") == n - 1)
-        .then(last)
-        .otherwise(first + (pl.col("i") + 1) * size)
-        .alias("b_end"),
-    )
+    first, size, n, last = grid_of
     busy = intervals.merge_intervals(kernels, by="device")
-    # each busy interval against the buckets it touches: bucket numbers are arithmetic
-    cut = (
-        busy.filter((pl.col("end") > first) & (pl.col("start") < last))
-        .with_columns(
-            pl.int_ranges(
-                ((pl.col("start") - first) // size).clip(0, n - 1),
-                ((pl.col("end") - 1 - first) // size).clip(0, n - 1) + 1,
-            ).alias("i")
-        )
-        .explode("i")
-        .join(buckets, on="i")
-    )
-    lo = pl.max_horizontal("start", "b")
-    hi = pl.min_horizontal("end", "b_end")
-    per = cut.group_by("device", "b").agg((hi - lo).clip(lower_bound=0).sum().alias("busy"))
+    cut = bucket_overlaps(busy, first, size, n, last)
+    per = cut.group_by("device", "b").agg(pl.col("overlap").sum().alias("busy"))
+    buckets = _bucket_frame(first, size, n, last)
     grid = busy.select("device").unique().join(buckets.select("b", "b_end"), how="cross")
     return (
         grid.join(per, on=["device", "b"], how="left")
@@ -259,7 +278,7 @@ def sm_efficiency_series(
     the file. One row per stretch: large, so only when asked for."""
     return each_rank(
         ranks,
-        lambda ev: sm_efficiency_ranges(_kernels(ev, tb_compat=tb_compat)).select(
+        lambda ev: sm_efficiency_ranges(device_kernels(ev, tb_compat=tb_compat)).select(
             "device",
             _exact_us(pl.col("start")).alias("start"),
             _exact_us(pl.col("end")).alias("end"),

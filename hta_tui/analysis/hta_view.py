@@ -201,7 +201,7 @@ CACHED_COLUMNS: tuple[str, ...] = ("pid", "tid", "external_id", "bytes", "bandwi
 _ADDED = ("start", "end", "gpu", "kernel_type")
 _views: dict[tuple[object, ...], pl.DataFrame] = {}
 _watched: set[int] = set()
-_views_lock = threading.Lock()
+_views_lock = threading.RLock()  # a finalizer may run while its thread holds it
 
 
 def _remember(events: pl.DataFrame, key: tuple[object, ...], value: pl.DataFrame) -> pl.DataFrame:
@@ -217,8 +217,11 @@ def _remember(events: pl.DataFrame, key: tuple[object, ...], value: pl.DataFrame
 def _forget(frame_id: int) -> None:
     with _views_lock:
         _watched.discard(frame_id)
-        for key in [k for k in _views if k[0] == frame_id or (k[0] == "job" and frame_id in k[1])]:
-            del _views[key]
+        keys = [k for k in _views if k[0] == frame_id or (k[0] == "job" and frame_id in k[1])]
+        dropped = [_views.pop(k) for k in keys]
+    # Freed here, outside the lock: a dropped value can be a frame other values are kept for
+    # (memory records -> their prefix sums), whose own finalizer calls `_forget` again.
+    del dropped
 
 
 #: original frame id -> its every-step clone, and the clones' ids (see `every_step`).

@@ -354,6 +354,55 @@ def kernel_occurrences(
     return out.cast(OCCURRENCE_COLUMNS).select(list(OCCURRENCE_COLUMNS)).sort(["rank", "time (ms)"])
 
 
+RUN_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "stream": pl.Int64(),
+    "dur (us)": pl.Float64(),
+    "start (ms)": pl.Float64(),  # since the first GPU event of the ranks, as `time (ms)`
+    "correlation": pl.Int64(),
+    "ts": pl.Int64(),  # ns as in the file (the run's place on the timeline)
+}
+
+
+def kernel_runs(
+    ranks: Mapping[int, pl.DataFrame], name: str, *, top: int = 200, hta_compat: bool = False
+) -> pl.DataFrame:
+    """The `top` longest runs of the GPU events called `name` (`RUN_COLUMNS`), longest
+    first: single instances a user can open on the timeline."""
+    gpu = kernels.gpu_table(ranks, hta_compat=hta_compat)
+    parts = []
+    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=("ts",)).items():
+        rows = view.filter(pl.col("gpu") & (pl.col("name") == name))
+        if not rows.is_empty():
+            parts.append(
+                rows.top_k(top, by="dur").select(
+                    pl.lit(rank, pl.Int64).alias("rank"),
+                    "stream",
+                    "dur",
+                    "start",
+                    "correlation",
+                    "ts",
+                )
+            )
+    if not parts or gpu.is_empty():
+        return pl.DataFrame(schema=RUN_COLUMNS)
+    origin = int(gpu["start"].min())  # type: ignore[arg-type]
+    return (
+        pl.concat(parts, how="vertical_relaxed")
+        .top_k(top, by="dur")
+        .sort(["dur", "rank", "start"], descending=[True, False, False])
+        .select(
+            "rank",
+            "stream",
+            us(pl.col("dur")).alias("dur (us)"),
+            ((pl.col("start") - origin).cast(pl.Float64) / 1e6).alias("start (ms)"),
+            "correlation",
+            "ts",
+        )
+        .cast(RUN_COLUMNS)
+    )
+
+
 def launching_operators(
     ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False
 ) -> pl.DataFrame:

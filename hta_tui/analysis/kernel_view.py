@@ -87,9 +87,8 @@ def _launchers(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     )
 
 
-def rank_kernel_op_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
-    """Per kernel name, launching operator, grid, block, registers and shared memory (the
-    plugin's `group_by=KernelNameAndOpName`)."""
+def _keyed(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    """Kernels with their launching `operator` and launch properties as text keys."""
     kernels = _kernels(events, tb_compat=tb_compat)
     launchers = _launchers(events, tb_compat=tb_compat)
     with_op = kernels.join(launchers, on="correlation", how="left")
@@ -108,16 +107,43 @@ def rank_kernel_op_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl
     if main_threads > 1:  # the plugin hangs them under every thread that has a ProfilerStep
         stray = with_op.filter("__stray")
         with_op = pl.concat([with_op, *([stray] * (main_threads - 1))])
-    keyed = with_op.with_columns(
+    return with_op.with_columns(
         _dims("grid"),
         _dims("block"),
         pl.col("registers").fill_null(0).cast(pl.String).alias("registers"),
         pl.col("shared_memory").fill_null(0).cast(pl.String).alias("shared_memory"),
     )
-    keys = ["name", "operator", "grid", "block", "registers", "shared_memory"]
-    table = _stats(keyed, keys)
+
+
+OP_KEYS = ["name", "operator", "grid", "block", "registers", "shared_memory"]
+
+
+def _op_stats(keyed: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     eligible = tensor_cores.tc_eligible_op(pl.col("operator"), modern=not tb_compat)
-    return table.with_columns(eligible.alias("op_tc_eligible"))
+    return _stats(keyed, OP_KEYS).with_columns(eligible.alias("op_tc_eligible"))
+
+
+def rank_kernel_op_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
+    """Per kernel name, launching operator, grid, block, registers and shared memory (the
+    plugin's `group_by=KernelNameAndOpName`)."""
+    return _op_stats(_keyed(events, tb_compat=tb_compat), tb_compat=tb_compat)
+
+
+def job_kernel_table(
+    ranks: Mapping[int, pl.DataFrame], *, by_operator: bool = False, tb_compat: bool = False
+) -> pl.DataFrame:
+    """The Kernel view over every kernel of the ranks together (no `rank` column): the app's
+    view of a job, weighted means over all of them."""
+    if by_operator:
+        parts = [_keyed(ev, tb_compat=tb_compat) for _, ev in sorted(ranks.items())]
+    else:
+        parts = [_kernels(ev, tb_compat=tb_compat) for _, ev in sorted(ranks.items())]
+    if not parts:
+        return pl.DataFrame()
+    kernels = pl.concat(parts, how="diagonal_relaxed")
+    if by_operator:
+        return _op_stats(kernels, tb_compat=tb_compat)
+    return _stats(kernels, ["name"])
 
 
 def kernel_table(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:

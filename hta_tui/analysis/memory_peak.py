@@ -65,15 +65,22 @@ def with_context(table: pl.DataFrame, context: pl.DataFrame, recs: pl.DataFrame)
     """Memory-event rows (`memory_events`, with alloc_ts) joined to their allocation's module
     and stack; rows without an allocation get none."""
     keys = recs.select("device", "addr", pl.col("ts").alias("alloc_ts"), "seq", "bytes")
-    keys = keys.filter(pl.col("bytes") > 0).drop("bytes").unique(["device", "addr", "alloc_ts"])
+    keys = keys.filter(pl.col("bytes") > 0).drop("bytes")
+    keys = keys.unique(["device", "addr", "alloc_ts"], keep="first")  # the first, not any
     ctx = keys.join(context, on="seq", how="left").drop("seq")
-    return table.join(ctx, on=["device", "addr", "alloc_ts"], how="left")
+    return table.join(ctx, on=["device", "addr", "alloc_ts"], how="left", maintain_order="left")
 
 
 def live_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
     """`table`: memory events with context (`with_context`); `peaks`: `memory_peaks`."""
     if table.is_empty() or peaks.is_empty():
         return pl.DataFrame(schema=PEAK_COLUMNS)
+    return group_live(alive_at_peak(table, peaks, origin_ns))
+
+
+def alive_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
+    """The rows of `table` (memory events) alive at their device's peak, with the peak's
+    columns: a few thousand of a million, so their context can be found afterwards."""
     at = peaks.select(
         "device",
         "peak_allocated_mb",
@@ -88,7 +95,11 @@ def live_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> pl
     )
     born = pl.col("alloc_ts").is_null() | (pl.col("alloc_ts") <= pl.col("peak_ns"))
     alive = pl.col("free_ts").is_null() | (pl.col("free_ts") > pl.col("peak_ns"))
-    live = rows.filter(born & alive)
+    return rows.filter(born & alive)
+
+
+def group_live(live: pl.DataFrame) -> pl.DataFrame:
+    """`alive_at_peak` rows with their context, grouped (largest first)."""
     return (
         live.group_by("device", *GROUP)
         .agg(
@@ -104,7 +115,12 @@ def live_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> pl
         .with_columns(
             (100.0 * pl.col("live_mb") / pl.col("peak_allocated_mb")).alias("share_of_peak_pct")
         )
-        .sort(["device", "live_mb", "operator"], descending=[False, True, False], nulls_last=True)
+        # every group key breaks ties: group_by's order is random, a table's must not be
+        .sort(
+            ["device", "live_mb", *GROUP],
+            descending=[False, True, False, False, False],
+            nulls_last=True,
+        )
         .select(list(PEAK_COLUMNS))
         .cast(PEAK_COLUMNS)  # type: ignore[arg-type]
     )
@@ -163,8 +179,8 @@ def leak_candidates(table: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
         )
         .with_columns((pl.col("steps") >= 2).alias("growing"))
         .sort(
-            ["device", "steps", "never_freed_mb", "operator"],
-            descending=[False, True, True, False],
+            ["device", "steps", "never_freed_mb", *GROUP],
+            descending=[False, True, True, False, False, False],
             nulls_last=True,
         )
         .select(list(LEAK_COLUMNS))

@@ -143,12 +143,21 @@ def effective_tree(nodes: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def memory_records(events: pl.DataFrame, memory: pl.DataFrame) -> pl.DataFrame:
+def sorted_memory(memory: pl.DataFrame) -> pl.DataFrame:
+    """The memory events with `seq` (file order) and `device`, in time order (file order among
+    equal ts)."""
+    return memory.with_row_index("seq").with_columns(device_name()).sort("ts", maintain_order=True)
+
+
+def memory_records(
+    events: pl.DataFrame, memory: pl.DataFrame, recs: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Every memory event in time order (file order among equal ts), with device, the plugin's
     operator (`op`, null outside any operator), its parent node's name (`parent`) and the
     operator's tree node (`node`, the effective one). Frees take their allocation's operator
-    (matched by device and address: the next free after an allocation)."""
-    recs = memory.with_row_index("seq").with_columns(device_name()).sort("ts", maintain_order=True)
+    (matched by device and address: the next free after an allocation). `recs`:
+    `sorted_memory(memory)`, when already made."""
+    recs = sorted_memory(memory) if recs is None else recs
     nodes = tree_nodes(events)
     tree = effective_tree(nodes)
     probes = recs.filter(pl.col("tid").is_not_null()).select(
@@ -172,7 +181,7 @@ def memory_records(events: pl.DataFrame, memory: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("is_op")).then(pl.col("op")).alias("op"),
         pl.when(pl.col("is_op")).then(pl.col("parent").fill_null(ROOT)).alias("parent"),
     )
-    recs = recs.join(found, on="seq", how="left")
+    recs = recs.join(found, on="seq", how="left", maintain_order="left")  # time order
     return _name_frees(recs).select(RECORD_COLUMNS)
 
 

@@ -14,9 +14,12 @@ A row is shown when any of the six sums is not zero. Sizes in KB (1024 B).
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis.memory_events import KB, in_range
+from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.memory_device import ts_slice
+from hta_tui.analysis.memory_events import KB
 from hta_tui.analysis.memory_records import effective_tree, tree_nodes
 
 COLUMNS: dict[str, pl.DataType] = {
@@ -40,28 +43,30 @@ def memory_stats(
     start_ns: int | None = None,
     end_ns: int | None = None,
 ) -> pl.DataFrame:
-    """`recs` from `memory_records` of the same file as `events`."""
-    recs = in_range(recs, start_ns, end_ns)
-    if recs.is_empty():
+    """`recs` from `memory_records` of the same file as `events` (or its rows of one device),
+    in time order. The tree and the prefix sums over `recs` are kept per frame, so a time
+    window (start <= ts <= end) costs binary searches, not another pass over every event."""
+    window = ts_slice(recs, start_ns, end_ns)
+    if window.is_empty():
         return pl.DataFrame(schema=COLUMNS)
-    tree = effective_tree(tree_nodes(events))
+    tree = job_cached({0: events}, "memory_tree", lambda: effective_tree(tree_nodes(events)))
     if start_ns is not None:
         tree = tree.filter(pl.col("end") >= start_ns)
     if end_ns is not None:
         tree = tree.filter(pl.col("start") <= end_ns)
     nodes = tree.filter(pl.col("eff") == pl.col("node"))  # merged children count as their parent
+    # the window as a half-open clip of each node's [start, end): ts is integer ns
+    clip = (start_ns, None if end_ns is None else end_ns + 1)
     b = pl.col("bytes")
-    attributed = recs.filter(pl.col("node").is_not_null()).select(
+    attributed = window.filter(pl.col("node").is_not_null()).select(
         "node",
         "device",
-        pl.col("tid").alias("key"),
-        "ts",
         b.alias("inc"),
         (b > 0).cast(pl.Int64).alias("n_alloc"),
         pl.when(b > 0).then(b).otherwise(0).alias("alloc"),
     )
     self_sums = attributed.group_by("node", "device").agg(pl.col(c).sum() for c in _SELF)
-    totals = _subtree_sums(nodes, attributed)
+    totals = _subtree_sums(nodes, _attributed_by_thread(recs), clip)
     per_node = totals.join(self_sums, on=["node", "device"], how="left").fill_null(0)
     ops = nodes.filter(pl.col("is_op")).select("node", pl.col("name").alias("operator"))
     per_name = (
@@ -69,7 +74,7 @@ def memory_stats(
         .group_by("device", "operator")
         .agg(pl.col(c).sum() for c in (*_SELF, *(f"t_{c}" for c in _SELF)))
     )
-    calls = _calls(nodes, recs)
+    calls = _calls(nodes, _any_by_thread(recs), clip)
     return (
         per_name.filter(pl.any_horizontal(pl.col(c) != 0 for c in per_name.columns[2:]))
         .join(calls, on="operator", how="left")
@@ -89,51 +94,117 @@ def memory_stats(
     )
 
 
-def _subtree_sums(nodes: pl.DataFrame, attributed: pl.DataFrame) -> pl.DataFrame:
-    """Per node and device, the sums of the attributed events with start <= ts < end on the
-    node's thread: prefix sums over each thread's events, read at both ends by as-of joins."""
-    devices = attributed.select("device").unique()
-    cum = (
-        attributed.sort("key", "device", "ts")
-        .with_columns(pl.col(c).cum_sum().over("key", "device").alias(f"c_{c}") for c in _SELF)
-        .select("key", "device", "ts", *(f"c_{c}" for c in _SELF))
-    )
-    spans = nodes.select("node", "key", "start", "end").join(devices, how="cross")
-
-    def before(at: str) -> pl.DataFrame:
-        return (
-            spans.sort(at)
-            .join_asof(
-                cum,
-                left_on=at,
-                right_on="ts",
-                by=["key", "device"],
-                strategy="backward",
-                allow_exact_matches=False,
-                check_sortedness=False,
+def _attributed_by_thread(recs: pl.DataFrame) -> pl.DataFrame:
+    """The attributed events of `recs` sorted by thread (`key`), device and ts, with running
+    sums (`c_*`): the prefix sums, kept per `recs` frame."""
+    b = pl.col("bytes")
+    return job_cached(
+        {0: recs},
+        "memory_stats_attributed",
+        lambda: _running(
+            recs.filter(pl.col("node").is_not_null())
+            .select(
+                pl.col("tid").alias("key"),
+                "device",
+                "ts",
+                b.alias("inc"),
+                (b > 0).cast(pl.Int64).alias("n_alloc"),
+                pl.when(b > 0).then(b).otherwise(0).alias("alloc"),
             )
-            .select("node", "device", *(pl.col(f"c_{c}").fill_null(0) for c in _SELF))
-        )
-
-    lo, hi = before("start"), before("end")
-    return hi.join(lo, on=["node", "device"], suffix="_lo").select(
-        "node",
-        "device",
-        *((pl.col(f"c_{c}") - pl.col(f"c_{c}_lo")).alias(f"t_{c}") for c in _SELF),
+            .sort("key", "device", "ts", maintain_order=True)
+        ),
     )
 
 
-def _calls(nodes: pl.DataFrame, recs: pl.DataFrame) -> pl.DataFrame:
+def _any_by_thread(recs: pl.DataFrame) -> pl.DataFrame:
+    """Every event of `recs` (attributed or not) as a count, sorted by thread and ts."""
+    return job_cached(
+        {0: recs},
+        "memory_stats_any",
+        lambda: _running(
+            recs.select(
+                pl.col("tid").alias("key"),
+                pl.lit("").alias("device"),
+                "ts",
+                *(pl.lit(1, pl.Int64).alias(c) for c in _SELF),
+            ).sort("key", "ts", maintain_order=True)
+        ),
+    )
+
+
+def _running(values: pl.DataFrame) -> pl.DataFrame:
+    """`values` with the running sum of each value (over every row: a group's sums are
+    differences inside its rows) and each (key, device) group's first row and length."""
+    return (
+        values.with_row_index("__row")
+        .with_columns(
+            *(pl.col(c).cum_sum().alias(f"c_{c}") for c in _SELF),
+            pl.col("__row").first().over("key", "device").alias("first"),
+            pl.len().over("key", "device").alias("n"),
+        )
+        .drop("__row")
+    )
+
+
+def _subtree_sums(
+    nodes: pl.DataFrame, values: pl.DataFrame, clip: tuple[int | None, int | None]
+) -> pl.DataFrame:
+    """Per node and device, the sums of `values` (`_running`) with start <= ts < end on the
+    node's thread, [start, end) clipped to `clip`: running sums read at both ends by binary
+    search, per thread and device (a handful of groups)."""
+    lo_clip, hi_clip = clip
+    starts, ends = pl.col("start"), pl.col("end")
+    if lo_clip is not None:
+        starts = pl.max_horizontal(starts, pl.lit(lo_clip))
+    if hi_clip is not None:
+        ends = pl.min_horizontal(ends, pl.lit(hi_clip))
+    spans = nodes.select(
+        "node", "key", starts.alias("start"), pl.max_horizontal(starts, ends).alias("end")
+    )
+    groups = values.select("key", "device", "first", "n").unique(maintain_order=True)
+    ts = values["ts"].to_numpy()
+    cums = {c: values[f"c_{c}"].to_numpy() for c in _SELF}
+    by_key = {k[0]: part for k, part in spans.partition_by("key", as_dict=True).items()}
+    parts = []
+    for key, device, first, n in groups.iter_rows():
+        mine = by_key.get(key)
+        if mine is None:
+            continue
+        span_ts = ts[first : first + n]
+        lo = first + np.searchsorted(span_ts, mine["start"].to_numpy(), "left")
+        hi = first + np.searchsorted(span_ts, mine["end"].to_numpy(), "left")
+        parts.append(
+            pl.DataFrame(
+                {
+                    "node": mine["node"],
+                    "device": [device] * mine.height,
+                    **{f"t_{c}": _before(cums[c], hi) - _before(cums[c], lo) for c in _SELF},
+                }
+            )
+        )
+    if not parts:
+        return pl.DataFrame(
+            schema={
+                "node": nodes.schema["node"],
+                "device": pl.String(),
+                **{f"t_{c}": pl.Int64() for c in _SELF},
+            }
+        )
+    return pl.concat(parts)
+
+
+def _before(cum: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The running sum just before rows `at` (0 before the first row)."""
+    return np.where(at > 0, cum[np.maximum(at - 1, 0)], 0)
+
+
+def _calls(
+    nodes: pl.DataFrame, every: pl.DataFrame, clip: tuple[int | None, int | None]
+) -> pl.DataFrame:
     """Per operator name, the calls the plugin counts (see the module doc)."""
     # a frame is "processed" when some event of its thread lies inside it
-    any_rec = recs.select(pl.col("tid").alias("key"), "ts", pl.lit(1).alias("one"))
-    counted = _subtree_sums(
-        nodes.select("node", "key", "start", "end"),
-        any_rec.select(
-            "key", pl.lit("").alias("device"), "ts", *(pl.col("one").alias(c) for c in _SELF)
-        ),
-    ).filter(pl.col("t_inc") > 0)
-    processed = counted["node"].implode()
+    counted = _subtree_sums(nodes.select("node", "key", "start", "end"), every, clip)
+    processed = counted.filter(pl.col("t_inc") > 0)["node"].implode()
     reached = nodes.filter(
         pl.col("is_op") & (pl.col("eff_parent").is_null() | pl.col("eff_parent").is_in(processed))
     )

@@ -8,7 +8,13 @@ from collections.abc import Callable, Mapping
 
 import polars as pl
 
-from hta_tui.analysis import memory_curve, memory_events, memory_peak, memory_stats
+from hta_tui.analysis import (
+    memory_curve,
+    memory_device,
+    memory_events,
+    memory_peak,
+    memory_stats,
+)
 from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_context import python_context
 from hta_tui.analysis.memory_records import memory_records, start_ns
@@ -24,31 +30,59 @@ class FileMemory:
         self.memory = memory
         self.origin_ns = start_ns(events, memory) or 0
         self.recs = job_cached(
-            {0: memory}, "memory_records", lambda: memory_records(events, memory)
+            {0: memory},
+            "memory_records",
+            lambda: memory_records(events, memory, memory_device.sorted_records(memory)),
+        )
+
+    def plain_table(self) -> pl.DataFrame:
+        """The whole file's memory-events table (plugin order), without module and stack."""
+        return job_cached(
+            {0: self.memory},
+            "memory_plain_table",
+            lambda: memory_events.memory_events(self.recs, self.origin_ns),
         )
 
     def table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
         """The memory-events table (plugin order) with each allocation's module and stack;
-        the whole file's is kept (the memory screen reads it at every zoom)."""
+        the whole file's is kept."""
         if start_ns is None and end_ns is None:
-            return job_cached({0: self.memory}, "memory_table", self._table)
-        return self._table(start_ns, end_ns)
-
-    def _table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
-        ctx = job_cached(
-            {0: self.memory}, "memory_context", lambda: python_context(self.events, self.recs)
-        )
+            return job_cached(
+                {0: self.memory}, "memory_table", lambda: self._with_context(self.plain_table())
+            )
         rows = memory_events.memory_events(self.recs, self.origin_ns, start_ns, end_ns)
+        return self._with_context(rows)
+
+    def _with_context(self, rows: pl.DataFrame) -> pl.DataFrame:
+        allocs = pl.col("bytes") > 0  # only allocations carry context
+        ctx = job_cached(
+            {0: self.memory},
+            "memory_context",
+            lambda: python_context(self.events, self.recs.filter(allocs)),
+        )
         return memory_peak.with_context(rows, ctx, self.recs)
+
+    def live(self, table: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
+        """What is alive at each peak of `peaks`, of `table` (`plain_table` rows), by
+        operator, module and stack: the context is found for the live rows only."""
+        if table.is_empty() or peaks.is_empty():
+            return pl.DataFrame(schema=memory_peak.PEAK_COLUMNS)
+        alive = memory_peak.alive_at_peak(table, peaks, self.origin_ns)
+        keys = alive.select("device", "addr", pl.col("alloc_ts").alias("ts")).drop_nulls()
+        recs = self.recs.filter(pl.col("bytes") > 0).join(
+            keys.unique(), on=["device", "addr", "ts"], how="semi"
+        )
+        rows = memory_peak.with_context(alive, python_context(self.events, recs), recs)
+        return memory_peak.group_live(rows)
+
+
+def ranks_with_memory(events: Ranks, memory: Ranks) -> list[int]:
+    return [r for r in sorted(memory) if r in events and not memory[r].is_empty()]
 
 
 def files(events: Ranks, memory: Ranks) -> dict[int, FileMemory]:
     """Ranks with memory events."""
-    return {
-        r: FileMemory(events[r], memory[r])
-        for r in sorted(memory)
-        if r in events and not memory[r].is_empty()
-    }
+    return {r: FileMemory(events[r], memory[r]) for r in ranks_with_memory(events, memory)}
 
 
 def _per_rank(
@@ -105,9 +139,7 @@ def stats(events: Ranks, memory: Ranks) -> pl.DataFrame:
 
 def live_at_peak(events: Ranks, memory: Ranks) -> pl.DataFrame:
     def one(f: FileMemory) -> pl.DataFrame:
-        return memory_peak.live_at_peak(
-            f.table(), memory_curve.memory_peaks(f.recs, f.origin_ns), f.origin_ns
-        )
+        return f.live(f.plain_table(), memory_curve.memory_peaks(f.recs, f.origin_ns))
 
     return _per_rank(events, memory, one, memory_peak.PEAK_COLUMNS)
 

@@ -8,9 +8,15 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from hta_tui.analysis import memory_curve, memory_events, memory_peak, memory_stats
+from hta_tui.analysis import (
+    memory_curve,
+    memory_device,
+    memory_events,
+    memory_peak,
+    memory_stats,
+)
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.memory_records import device_name, start_ns
+from hta_tui.analysis.memory_records import start_ns
 from hta_tui.analysis.memory_view import FileMemory
 
 #: points drawn per curve: a few per braille column of a wide terminal
@@ -45,22 +51,24 @@ def curve_window(
     view: tuple[float, float] | None = None,
 ) -> MemoryWindow:
     """The curve, peak and steps of the window, without the tables: it needs no operator
-    attribution, so a screen can draw it first (a second or more sooner on a million events)."""
+    attribution, so a screen can draw it first. The file's sorted events and each device's
+    curve are kept (`memory_device`): a zoom only slices them."""
     origin = start_ns(events, memory) or 0
-    recs = memory.with_columns(device_name()).sort("ts", maintain_order=True)
-    points = memory_curve.curve_points(recs, origin)
-    devices = sorted(points["device"].unique().to_list())
+    devices = memory_device.devices(memory)
     device = device if device in devices else default_device(devices)
-    curve = memory_curve.step_plot(points.filter(pl.col("device") == device))
+    if device is None:
+        curve = pl.DataFrame(schema={"time_ms": pl.Float64, "allocated_mb": pl.Float64})
+    else:
+        curve = memory_device.device_curve(memory, device, origin)
     full = (0.0, float(curve["time_ms"].max() or 0.0)) if not curve.is_empty() else (0.0, 0.0)
     lo, hi = view if view is not None else full
     shown = _clip(curve, lo, hi)
-    inside = recs.filter(pl.col("device") == device)
-    inside = memory_events.in_range(inside, *_ns((lo, hi), origin))
+    recs = memory_device.sorted_records(memory)
+    inside = recs if device is None else memory_device.device_rows(memory, recs, "recs", device)
+    inside = memory_device.ts_slice(inside, *_ns((lo, hi), origin))
     peaks = memory_curve.memory_peaks(inside, origin)
-    spans = memory_peak.step_spans(events).with_columns(
-        ((pl.col("start") - origin) / 1e6).alias("start_ms")
-    )
+    spans = job_cached({0: events}, "memory_step_spans", lambda: memory_peak.step_spans(events))
+    spans = spans.with_columns(((pl.col("start") - origin) / 1e6).alias("start_ms"))
     steps = [
         (int(s), float(t))
         for s, t in spans.filter(pl.col("start_ms").is_between(lo, hi))
@@ -89,21 +97,25 @@ def memory_window(
     curve: MemoryWindow | None = None,
 ) -> MemoryWindow:
     """The window `view` (ms; None: everything) of `device` (None: the default one); `curve`:
-    its `curve_window` when already computed."""
+    its `curve_window` when already computed. The whole file's tables are computed once and
+    kept; a zoomed window's from the events inside it (a slice of the sorted records)."""
     w = curve if curve is not None else curve_window(f.events, f.memory, device, view)
+    if w.device is None:
+        return w
     lo_ns, hi_ns = _ns(w.view, f.origin_ns)
-    mine = f.recs.filter(pl.col("device") == w.device)
-    every = f.table().filter(pl.col("device") == w.device)
-    whole = w.view == w.full  # the whole file's tables are kept; a zoomed view's are not
-    w.events = every if whole else f.table(lo_ns, hi_ns).filter(pl.col("device") == w.device)
-    w.live = memory_peak.live_at_peak(every, w.peaks, f.origin_ns)
-    if whole:
+    mine = memory_device.device_rows(f.memory, f.recs, "memory_records", w.device)
+    every = memory_device.device_rows(f.memory, f.plain_table(), "memory_plain_table", w.device)
+    if w.view == w.full:
+        w.events = every
         stats = job_cached(
             {0: f.memory}, "memory_stats", lambda: memory_stats.memory_stats(f.events, f.recs)
         )
-        w.stats = stats.filter(pl.col("device") == w.device)
+        w.stats = memory_device.device_rows(f.memory, stats, "memory_stats", w.device)
     else:
+        inside = memory_device.ts_slice(mine, lo_ns, hi_ns)
+        w.events = memory_events.memory_events(inside, f.origin_ns)
         w.stats = memory_stats.memory_stats(f.events, mine, lo_ns, hi_ns)
+    w.live = f.live(every, w.peaks)  # alive at the view's peak: allocated before it too
     return w
 
 
@@ -114,10 +126,10 @@ def _ns(view: tuple[float, float], origin_ns: int) -> tuple[int, int]:
 def _clip(curve: pl.DataFrame, lo: float, hi: float) -> pl.DataFrame:
     """The step curve inside [lo, hi], starting at lo with the value held there and ending at
     hi with the last value, so a zoomed line spans the whole view."""
-    t = pl.col("time_ms")
-    before = curve.filter(t < lo).tail(1).with_columns(pl.lit(lo).alias("time_ms"))
-    inside = curve.filter(t.is_between(lo, hi))
-    head = pl.concat([before, inside])
+    first, stop = memory_device.time_slice(curve, lo, hi)
+    before = curve.slice(max(0, first - 1), 1 if first > 0 else 0)
+    before = before.with_columns(pl.lit(lo).alias("time_ms"))
+    head = pl.concat([before, curve.slice(first, max(0, stop - first))])
     after = head.tail(1).with_columns(pl.lit(hi).alias("time_ms"))
     if head.is_empty() or head["time_ms"][-1] >= hi:
         return head

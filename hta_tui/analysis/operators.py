@@ -138,6 +138,23 @@ def operator_stacks(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = Fals
     return each_rank(ranks, lambda ev: rank_operator_stacks(ev, tb_compat=tb_compat))
 
 
+def job_operator_tables(
+    ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
+) -> dict[str, pl.DataFrame]:
+    """`operator_tables` summed over the ranks (no `rank` column): the app's view of a job.
+    Tensor-core eligibility is the earliest call's across the ranks."""
+    parts = [_calls(ev, tb_compat=tb_compat) for _, ev in sorted(ranks.items())]
+    parts = [p for p in parts if not p.is_empty()]
+    if not parts:
+        return {"name": pl.DataFrame(), "shape": pl.DataFrame(), "stack": pl.DataFrame()}
+    calls = pl.concat(parts)
+    return {
+        "name": _aggregate(calls, ["name"]),
+        "shape": _aggregate(calls, ["name", "input_shape"]),
+        "stack": _aggregate(calls.filter(pl.col("call_stack") != ""), ["name", "call_stack"]),
+    }
+
+
 def operator_tables(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> dict[str, pl.DataFrame]:

@@ -50,7 +50,7 @@ def _span(steps: tuple[int, ...]) -> str:
     return ", ".join(map(str, steps))
 
 
-def describe_steps(scope: StepScope, *, every_step: bool, key: str = "a") -> str:
+def describe_steps(scope: StepScope, *, every_step: bool, key: str = "H") -> str:
     """The steps part of a screen's scope line (short: it shares the title line), with the
     key that changes it."""
     if not scope.steps:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.timeline_rows import Row, Timeline, search
+from hta_tui.analysis.timeline_rows import Row, Timeline, innermost_at, search
 from hta_tui.trace.schema import GPU_WORK_KINDS, KINDS, LAUNCH_KINDS
 
 #: Columns shown as args when present on the event.
@@ -90,6 +90,20 @@ def details(tl: Timeline, ref: Ref) -> dict[str, object]:
     }
 
 
+def innermost_cpu(tl: Timeline, rank: int, t: float) -> Ref | None:
+    """The shortest event around `t` (ns from the origin) on the rank's CPU threads."""
+    best: tuple[int, Ref] | None = None
+    for i, row in enumerate(tl.rows):
+        if row.rank != rank or row.counter or row.key[1] != "cpu":
+            continue
+        pos = int(innermost_at(row, np.array([t]))[0])
+        if pos >= 0:
+            length = int(row.ends[pos] - row.starts[pos])
+            if best is None or length < best[0]:
+                best = (length, Ref(i, pos))
+    return None if best is None else best[1]
+
+
 def find(tl: Timeline, rank: int, idx: int) -> Ref | None:
     """The timeline position of event `idx` of a rank's events frame (None: not drawn)."""
     for i, row in enumerate(tl.rows):
@@ -104,7 +118,7 @@ def find(tl: Timeline, rank: int, idx: int) -> Ref | None:
 def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
     """Where the event's flow leads: a kernel's launch, a launch's kernels (same
     correlation), a forward op's backward op and back (fwdbwd flows, else the autograd
-    sequence number)."""
+    sequence number), a Stream Wait Event's awaited op on the other stream."""
     row = tl.rows[ref.row]
     frame = tl.frames[row.rank]
     ev = event_row(tl, ref)
@@ -124,6 +138,8 @@ def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
         )
     elif kind == "cpu_op" and (other := _fwdbwd(tl, row.rank, ev)):
         pass
+    elif kind == "sync" and ev.get("wait_on_stream") is not None:
+        other = _waited_for(frame, ev, idx)
     elif ev["seq"] is not None:
         other = (
             frame.with_row_index("_pos")
@@ -136,6 +152,32 @@ def flow_partners(tl: Timeline, ref: Ref) -> list[Ref]:
         )
     refs = [find(tl, row.rank, i) for i in other]
     return [r for r in refs if r is not None]
+
+
+def _waited_for(frame: pl.DataFrame, ev: dict[str, object], idx: int) -> list[int]:
+    """A Stream Wait Event's partners: the last GPU op of the stream it waits for that
+    started before the wait ended (what it waited for), then its cudaStreamWaitEvent call."""
+    pos = frame.with_row_index("_pos")
+    end = int(ev["ts"]) + int(ev["dur"])  # type: ignore[call-overload]
+    waited = (
+        pos.filter(
+            (pl.col("stream") == ev["wait_on_stream"])
+            & (pl.col("device") == ev["device"])
+            & pl.col("kind").is_in(GPU_WORK_KINDS)
+            & (pl.col("ts") <= end)
+        )
+        .sort("ts")
+        .tail(1)["_pos"]
+        .to_list()
+    )
+    call = []
+    if ev["correlation"] is not None:
+        call = pos.filter(
+            (pl.col("correlation") == ev["correlation"])
+            & pl.col("kind").is_in(LAUNCH_KINDS)
+            & (pl.col("_pos") != idx)
+        )["_pos"].to_list()
+    return waited + call
 
 
 def _fwdbwd(tl: Timeline, rank: int, ev: dict[str, object]) -> list[int]:
@@ -235,11 +277,14 @@ def kind_name(code: int) -> str:
 def base_ns(tl: Timeline, rank: int, base: str) -> int:
     """The absolute time (ns, as in the file) a table's times are measured from: "job" (the
     common origin), "gpu" (the first GPU kernel/copy of all ranks), "rank_gpu" (that rank's
-    first one), "abs" (0: times as written)."""
+    first one), "rank" (that rank's first event, memory events included: the TensorBoard
+    plugin's profiler start, the memory tables' origin), "abs" (0: times as written)."""
     if base == "abs":
         return 0
     if base == "job":
         return tl.origin_ns
+    if base == "rank":
+        return tl.rank_starts.get(rank, tl.origin_ns)
     gpu = pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("stream").is_not_null()
     frames = [tl.frames[rank]] if base == "rank_gpu" and rank in tl.frames else tl.frames.values()
     firsts = [f.filter(gpu)["ts"].min() for f in frames]
@@ -269,10 +314,13 @@ def resolve(
     correlation: int | None = None,
     stream: int | None = None,
     name_at_end: bool = False,
+    side: str | None = None,
 ) -> Place:
     """A moment named by a table row -> the event and range to show. A correlation pins a GPU
-    event; a name picks the event of that name (on that stream) nearest to the time, so
-    tables measuring from another origin still land on the right instance."""
+    event; a name picks the drawn event of that name (on that stream) nearest to the time,
+    so tables measuring from another origin still land on the right instance. Without
+    either, `side="cpu"` picks the innermost CPU event around the time (a memory event's
+    operator)."""
     start = base_ns(tl, rank, base) + t  # absolute
     frame = tl.frames.get(rank)
     ref = None
@@ -287,18 +335,25 @@ def resolve(
             if stream is not None:
                 cand = cand.filter(pl.col("stream") == stream)
         want = start + (dur if name_at_end else 0)
-        best = cand.sort((pl.col("ts") - int(want)).abs()).head(1)["_pos"].to_list()
-        if best:
-            ref = find(tl, rank, best[0])
+        # a few nearest: an undrawn namesake (a GPU-side ProfilerStep) gives way
+        for pos in cand.sort((pl.col("ts") - int(want)).abs()).head(4)["_pos"].to_list():
+            ref = find(tl, rank, pos)
+            if ref is not None:
+                break
+    elif side == "cpu":
+        ref = innermost_cpu(tl, rank, start - tl.origin_ns)
+    rel = start - tl.origin_ns
     if ref is not None:
         r = tl.rows[ref.row]
         s, e = float(r.starts[ref.pos]), float(r.ends[ref.pos])
         t0, t1 = (s - dur, e) if name_at_end else (s, max(e, s + dur))
+        if side == "cpu":  # the moment inside its operator: both in view
+            t0, t1 = min(s, rel), max(e, rel + dur)
         return Place(ref, ref.row, t0, t1)
-    rel = start - tl.origin_ns
     rows = [i for i, r in enumerate(tl.rows) if r.rank == rank and not r.counter]
     if stream is not None:
         rows = [i for i in rows if tl.rows[i].key[1] == "gpu" and tl.rows[i].key[3] == stream]
     else:
-        rows = [i for i in rows if tl.rows[i].key[1] == "gpu"] or rows
+        want = "cpu" if side == "cpu" else "gpu"
+        rows = [i for i in rows if tl.rows[i].key[1] == want] or rows
     return Place(None, rows[0] if rows else None, rel, rel + dur)

@@ -43,7 +43,8 @@ class Lod:
 @dataclass
 class Row:
     """One lane of the timeline. `key` = (rank, "cpu"|"gpu", pid or device, tid or stream);
-    a device's utilisation track is lane -1."""
+    a device's utilisation track is lane -1, its memory -2, a stream's queue length
+    -1000 - stream (`timeline_counters`)."""
 
     key: tuple[int, str, int, int]
     label: str
@@ -95,6 +96,8 @@ class Timeline:
     frames: dict[int, pl.DataFrame] = field(repr=False, default_factory=dict)
     group_labels: dict[tuple[int, str, int], str] = field(default_factory=dict)
     flows: dict[int, pl.DataFrame] = field(repr=False, default_factory=dict)
+    #: each rank's first event, memory events included (ns as in the file)
+    rank_starts: dict[int, int] = field(default_factory=dict)
 
     def row_of(self, key: tuple[int, str, int, int]) -> int | None:
         return next((i for i, r in enumerate(self.rows) if r.key == key), None)
@@ -338,6 +341,26 @@ def _order(r: Row) -> tuple[bool, int, int]:
     return (r.key[1] != "cpu", r.key[2], r.key[3])
 
 
+def counter_rows(
+    rank: int,
+    events: pl.DataFrame,
+    own: list[Row],
+    origin_ns: int,
+    span_ns: int,
+    memory: dict[int, pl.DataFrame] | None,
+) -> list[Row]:
+    """The rank's counter tracks beyond GPU utilisation: queue length per stream, memory
+    allocated per device (`timeline_counters`, which builds rows with this module)."""
+    from hta_tui.analysis.timeline_counters import memory_rows, queue_rows
+
+    devices = {r.key[3]: r.key[2] for r in own if r.key[1] == "gpu" and r.key[3] >= 0}
+    extra = queue_rows(rank, events, origin_ns, span_ns, devices)
+    mem = (memory or {}).get(rank)
+    if mem is not None:
+        extra += memory_rows(rank, mem, origin_ns, span_ns)
+    return extra
+
+
 def build_timeline(
     frames: dict[int, pl.DataFrame],
     origin_ns: int | None = None,
@@ -357,13 +380,21 @@ def build_timeline(
     labels: dict[tuple[int, str, int], str] = {}
     for rank in sorted(frames):
         own = rank_rows(rank, frames[rank], origin_ns, span, (threads or {}).get(rank))
-        mem = (memory or {}).get(rank)
-        if mem is not None:
-            from hta_tui.analysis.timeline_counters import memory_rows
-
-            own = sorted([*own, *memory_rows(rank, mem, origin_ns, span)], key=_order)
+        own = sorted(
+            [*own, *counter_rows(rank, frames[rank], own, origin_ns, span, memory)], key=_order
+        )
         for row in own:
             rows.append(row)
             side = "CPU pid" if row.key[1] == "cpu" else "GPU"
             labels.setdefault(row.group, f"rank {rank} · {side} {row.key[2]}")
-    return Timeline(rows, origin_ns, span, dict(frames), labels, dict(flows or {}))
+    starts = {
+        r: t for r, f in frames.items() if (t := _first_ts(f, (memory or {}).get(r))) is not None
+    }
+    return Timeline(rows, origin_ns, span, dict(frames), labels, dict(flows or {}), starts)
+
+
+def _first_ts(events: pl.DataFrame, memory: pl.DataFrame | None) -> int | None:
+    """A rank's first event, memory events included (the memory tables' origin)."""
+    firsts = [f["ts"].min() for f in (events, memory) if f is not None and not f.is_empty()]
+    values = [int(v) for v in firsts if v is not None]  # type: ignore[arg-type]
+    return min(values) if values else None

@@ -20,7 +20,7 @@ from typing import Any
 from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from hta_tui.analysis.overview import precompute
+from hta_tui.analysis.step_overview import precompute
 from hta_tui.app.environment import one_line
 from hta_tui.app.messages import FileGone, FileLoaded, FilesChanged, FilesFound, WatchState
 from hta_tui.app.mixin import AppMixin

@@ -31,13 +31,14 @@ class Moment:
     correlation: int | None = None
     stream: int | None = None
     name_at_end: bool = False
+    side: str | None = None  # "cpu": no event named, the innermost CPU event around t
 
 
 @dataclass(frozen=True)
 class MomentColumns:
     """Which columns of a table name a moment (see the module docstring)."""
 
-    t: str
+    t: str | None  # None: the name alone pins the event (a step of a rank)
     unit: str = "us"
     base: str = "job"
     rank: str = "rank"
@@ -49,18 +50,20 @@ class MomentColumns:
     correlation: str | None = None
     stream: str | None = None
     name_at_end: bool = False
+    side: str | None = None
 
     def moment(self, row: dict[str, Any]) -> Moment | None:
         """The moment of a table row; None when the row lacks its rank, or its time and
-        correlation."""
-        rank, t = row.get(self.rank), row.get(self.t)
+        correlation and name."""
+        rank = row.get(self.rank)
+        t = row.get(self.t) if self.t else None
         corr = row.get(self.correlation) if self.correlation else None
-        if rank is None or (t is None and corr is None):
-            return None  # a correlation alone pins the event (tables may hide the time)
-        dur = row.get(self.dur) if self.dur else None
         name = self.name_value
         if self.name and row.get(self.name) is not None:
             name = self.name_format.format(row[self.name])
+        if rank is None or (t is None and corr is None and (self.t or name is None)):
+            return None  # a correlation alone pins the event (tables may hide the time)
+        dur = row.get(self.dur) if self.dur else None
         stream = row.get(self.stream) if self.stream else None
         return Moment(
             rank=int(rank),
@@ -71,4 +74,5 @@ class MomentColumns:
             correlation=None if corr is None else int(corr),
             stream=None if stream is None else int(stream),
             name_at_end=self.name_at_end,
+            side=self.side,
         )

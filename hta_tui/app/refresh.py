@@ -4,6 +4,7 @@ it goes to _compute_overview (thread) -> OverviewReady -> the overview screen.""
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
@@ -11,10 +12,12 @@ from textual import work
 from textual.worker import Worker, get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.app.environment import one_line
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
 from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
+from hta_tui.app.screens.step_time import overview_rows
 from hta_tui.app.sides import SideState
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.trace.cache import take_notices
@@ -59,6 +62,7 @@ class RefreshMixin(AppMixin):
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False, name="overview")
     def _compute_overview(self, ts: TraceSet, generation: int, ctx: dict[str, Any]) -> None:
         from hta_tui.analysis.overview import file_table, temporal_table
+        from hta_tui.analysis.step_overview import step_table
 
         worker = get_current_worker()
         files = file_table(ts)
@@ -67,11 +71,20 @@ class RefreshMixin(AppMixin):
         temporal = temporal_table(ts)
         if worker.is_cancelled:
             return
+        try:
+            step_text, step_bar = overview_rows(step_table(ts))
+        except Exception as exc:  # the files and the temporal breakdown show all the same
+            logging.getLogger("hta_tui").exception("the overview's step time failed")
+            step_text, step_bar = f"Step time not computed: {one_line(exc)}", None
+        if worker.is_cancelled:
+            return
         columns = file_columns(files, show_timings=ctx["timings"])
         data = OverviewData(
             columns=columns,
             rows=file_rows(files, watching=ctx["watching"]),
             temporal=temporal_rows(temporal),
+            step_text=step_text,
+            step_bar=step_bar,
             generation=generation,
             loaded_ranks=len(ts.loaded()),
             loading=ctx["loading"],

@@ -22,6 +22,9 @@ def _main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernels-per-step", type=int, default=60)
     p.add_argument("--no-gzip", action="store_true", help="write plain .json")
     p.add_argument("--nccl-style", choices=("mixed", "new", "legacy"), default="mixed")
+    p.add_argument(
+        "--lean", action="store_true", help="only the args the analyses read: more events per MB"
+    )
     p.add_argument("--workers", type=int, default=1, help="ranks written in parallel")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
@@ -36,6 +39,7 @@ def _main(argv: list[str] | None = None) -> int:
         kernels_per_step=a.kernels_per_step,
         nccl_style=a.nccl_style,
         workers=a.workers,
+        lean=a.lean,
     )
     for path in paths:
         print(path)

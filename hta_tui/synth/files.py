@@ -18,6 +18,7 @@ from hta_tui.synth.constants import (
 from hta_tui.synth.kernels import (
     _cpu_pid,
 )
+from hta_tui.synth.lean import lean_chunks
 from hta_tui.synth.memory import MemoryOptions, events_with_memory
 from hta_tui.synth.model import (
     _blocks_for,
@@ -152,8 +153,9 @@ def make_trace(
     return {**head, "traceEvents": events, **tail}
 
 
-def _events(sim: _Rank, steps: int, memory: MemoryOptions | None) -> Any:
-    return sim.events(steps) if memory is None else events_with_memory(sim, steps, memory)
+def _events(sim: _Rank, steps: int, memory: MemoryOptions | None, lean: bool = False) -> Any:
+    chunks = sim.events(steps) if memory is None else events_with_memory(sim, steps, memory)
+    return lean_chunks(chunks) if lean else chunks
 
 
 def write_trace(trace: dict[str, Any], path: str | Path) -> Path:
@@ -197,6 +199,7 @@ def _stream_rank(
     blocks: int,
     nccl_style: str,
     memory: MemoryOptions | None = None,
+    lean: bool = False,
 ) -> tuple[Path, int]:
     """Streams one rank to `path` chunk by chunk; returns (path, uncompressed bytes)."""
     sim, head, tail = _setup(rank, world_size, steps, seed, slow, 0, blocks, nccl_style)
@@ -206,7 +209,7 @@ def _stream_rank(
         f.write(part)
         size += len(part)
         sep = b""
-        for chunk in _events(sim, steps, memory):
+        for chunk in _events(sim, steps, memory, lean):
             if not chunk:
                 continue
             data = orjson.dumps(chunk)  # "[...]": keep the inside, join chunks with ","
@@ -221,18 +224,26 @@ def _stream_rank(
     return path, size
 
 
-def _measure(world_size: int, steps: int, seed: int, blocks: int, nccl_style: str) -> int:
+def _measure(
+    world_size: int, steps: int, seed: int, blocks: int, nccl_style: str, lean: bool = False
+) -> int:
     """Uncompressed size of rank 0 without writing anything."""
     sim, head, tail = _setup(0, world_size, steps, seed, False, 0, blocks, nccl_style)
     size = len(orjson.dumps(head)) + len(orjson.dumps(tail)) + 16
-    for chunk in sim.events(steps):
+    for chunk in _events(sim, steps, None, lean):
         if chunk:
             size += len(orjson.dumps(chunk)) - 1
     return size
 
 
 def plan_size(
-    target_mb: float, *, world_size: int, steps: int, seed: int, nccl_style: str = "mixed"
+    target_mb: float,
+    *,
+    world_size: int,
+    steps: int,
+    seed: int,
+    nccl_style: str = "mixed",
+    lean: bool = False,
 ) -> tuple[int, int]:
     """(steps, blocks) whose files are ~target_mb (10**6 bytes) of uncompressed JSON.
 
@@ -243,10 +254,10 @@ def plan_size(
     """
     target = target_mb * 1_000_000
     b1, b2 = 2, 6
-    s11 = _measure(world_size, 1, seed, b1, nccl_style)
-    s12 = _measure(world_size, 2, seed, b1, nccl_style)
-    s21 = _measure(world_size, 1, seed, b2, nccl_style)
-    s22 = _measure(world_size, 2, seed, b2, nccl_style)
+    s11 = _measure(world_size, 1, seed, b1, nccl_style, lean)
+    s12 = _measure(world_size, 2, seed, b1, nccl_style, lean)
+    s21 = _measure(world_size, 1, seed, b2, nccl_style, lean)
+    s22 = _measure(world_size, 2, seed, b2, nccl_style, lean)
     fixed = 2 * s11 - s12
     per1, per2 = s12 - s11, s22 - s21
     per_block = max(1.0, (per2 - per1) / (b2 - b1))
@@ -276,6 +287,7 @@ def write_trace_dir(
     nccl_style: str = "mixed",
     workers: int = 1,
     memory: MemoryOptions | None = None,
+    lean: bool = False,
 ) -> list[Path]:
     """Writes one trace per rank into `out_dir`; returns the paths in rank order.
 
@@ -283,6 +295,7 @@ def write_trace_dir(
     few percent): the step count is kept and the model grows (see `plan_size`), so
     `kernels_per_step` is then ignored. `workers` > 1 writes ranks in parallel processes
     (same bytes as sequential). `memory` adds GPU memory events (not counted by `target_mb`).
+    `lean` keeps only the args the analyses read (synth/lean.py): ~1.5x the events per MB.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -290,7 +303,7 @@ def write_trace_dir(
         raise ValueError("ranks must be >= 1")
     if target_mb is not None:
         steps, blocks = plan_size(
-            target_mb, world_size=ranks, steps=steps, seed=seed, nccl_style=nccl_style
+            target_mb, world_size=ranks, steps=steps, seed=seed, nccl_style=nccl_style, lean=lean
         )
     else:
         blocks = _blocks_for(kernels_per_step)
@@ -305,6 +318,7 @@ def write_trace_dir(
             blocks,
             nccl_style,
             memory,
+            lean,
         )
         for r in range(ranks)
     ]

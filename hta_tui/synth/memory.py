@@ -11,8 +11,9 @@ A caching allocator is simulated per step, in time order of the step's operators
   fit, never shrinking: reserved >= allocated at every event, as in PyTorch's allocator;
 - `leak_op` additionally allocates `leak_bytes` every step and never frees them (a leak that
   grows across steps).
-`extra_per_op` more temporaries per operator (allocated and freed inside it) make dense traces
-for benchmarks.
+`extra_per_op` more temporaries per operator make dense traces for benchmarks: each allocated
+and freed before the next, 1 ns apart from the operator's start (before its first child), so
+each is one allocation / free pair at the reused address.
 """
 
 from __future__ import annotations
@@ -151,9 +152,9 @@ class _State:
             ts = round(e["ts"] * 1000)
             dur = max(4, round(e["dur"] * 1000))
             at = ts + dur // 4
-            for _ in range(self.opts.extra_per_op):
-                block = self._malloc(at, tid, self.opts.temp_bytes)
-                self._free(at + 1, tid, block)
+            for k in range(self.opts.extra_per_op):  # 1 ns apart, before any child starts
+                block = self._malloc(ts + 1 + 2 * k, tid, self.opts.temp_bytes)
+                self._free(ts + 2 + 2 * k, tid, block)
             mb = ACTIVATION_MB.get(name)
             if mb is not None and tid != bwd:
                 acts.append(self._malloc(at + 2, tid, int(mb * MIB)))

@@ -87,7 +87,7 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
         ("registers", "shared_memory", "occupancy", "blocks_per_sm"),
         ("grid", "block"),
     ),
-    "sync": (("sync",), ("sync_kind",), ()),
+    "sync": (("sync",), ("sync_kind", "wait_on_stream"), ()),
     "shape": (
         ("cpu_op", "annotation", "python", "other"),
         ("seq", "call_stack"),

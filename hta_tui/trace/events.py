@@ -46,6 +46,7 @@ class EventArgs(msgspec.Struct, gc=False):
     bytes: int | None = None
     bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
     sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
+    wait_on_stream: int | None = None  # a Stream Wait Event: the stream it waits for
     python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
     python_id: int | None = msgspec.field(default=None, name="Python id")
     python_module_id: int | None = msgspec.field(default=None, name="Python module id")

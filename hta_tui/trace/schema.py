@@ -54,6 +54,7 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "shared_memory": pl.Int64(),
     "occupancy": pl.Float64(),  # est. achieved occupancy %
     "sync_kind": pl.String(),  # cuda_sync_kind
+    "wait_on_stream": pl.Int64(),  # Stream Wait Event: the stream waited for
     "input_dims": pl.String(),  # JSON text, for shape-aware matching; CPU-side rows only
     "input_type": pl.String(),
     "seq": pl.Int64(),  # autograd sequence number

@@ -136,7 +136,7 @@ class AnalysisScreen(Screen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Rank", tooltip="Show one rank or all ranks"),
         Binding(
-            "a",
+            "H",
             "every_step",
             "All steps",
             show=False,

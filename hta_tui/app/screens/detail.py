@@ -23,6 +23,7 @@ from textual_plotext import PlotextPlot
 
 from hta_tui.analysis import kernel_detail, kernels
 from hta_tui.analysis.names import fold_name
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -31,7 +32,10 @@ from hta_tui.printable import printable
 
 BINS = 30
 MAX_POINTS = 300
-TABS = ("tab-ranks", "tab-hist", "tab-time", "tab-launch")
+TABS = ("tab-ranks", "tab-hist", "tab-time", "tab-runs", "tab-launch")
+
+#: `t` on a run: that kernel instance (its correlation; `ts` is ns as written, not drawn).
+RUN_MOMENT = MomentColumns("ts", unit="ns", base="abs", correlation="correlation")
 
 
 #: One marker per rank in the time chart (with its colour), so ranks differ without colour.
@@ -66,6 +70,8 @@ class KernelDetailScreen(AnalysisScreen):
                 yield SafePlot(id="hist-plot")
             with TabPane("Over time", id="tab-time"):
                 yield SafePlot(id="time-plot")
+            with TabPane("Longest runs", id="tab-runs"):
+                yield FrameTable(id="runs-table", export_name="kernel_runs", moment=RUN_MOMENT)
             with TabPane("Launched by", id="tab-launch"):
                 yield FrameTable(
                     id="launchers-table", key_column="operator", export_name="kernel_launchers"
@@ -115,6 +121,7 @@ class KernelDetailScreen(AnalysisScreen):
             "occurrences": kernel_detail.kernel_occurrences(frames, name, max_points=MAX_POINTS),
             "launchers": kernel_detail.kernel_launchers(frames, name),
             "streams": kernel_detail.kernel_streams(frames, name),
+            "runs": kernel_detail.kernel_runs(frames, name),
             "ranks": sorted(frames),
         }
 
@@ -176,6 +183,9 @@ class KernelDetailScreen(AnalysisScreen):
         self.query_one("#rank-table", FrameTable).show_frame(summary)
         self.query_one("#launchers-table", FrameTable).show_frame(result["launchers"])
         self.query_one("#streams-table", FrameTable).show_frame(streams)
+        runs = self.query_one("#runs-table", FrameTable)
+        runs.hidden_columns = frozenset({"ts"})
+        runs.show_frame(result["runs"])
         self.draw_later(partial(self._draw_ranks, summary), order=1)
         self.draw_later(partial(self._draw_hist, result["bins"]), order=2)
         self.draw_later(partial(self._draw_time, result["occurrences"]), order=3)

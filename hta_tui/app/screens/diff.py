@@ -301,7 +301,7 @@ class DiffScreen(AnalysisScreen):
         Binding("i", "pick_iterations", "Iterations", tooltip="The iterations of each side"),
         Binding("n", "toggle_short", "Short names", tooltip="Match on HTA's shortened names"),
         Binding(
-            "t",
+            "x",
             "toggle_self",
             "Self/incl",
             tooltip="Self time (nested ops subtracted) or HTA's inclusive time",

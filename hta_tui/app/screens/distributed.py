@@ -24,6 +24,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from hta_tui.analysis import comm_overview, comm_stats
 from hta_tui.app.format import fmt_us
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -63,6 +64,12 @@ INSTANCE_HEADERS: dict[str, str] = {
     "transfer_us": "transfer (us)",
     "bytes": "bytes",
 }
+#: `t` on a collective: the call of the rank that arrived last (hidden columns, ns as written).
+INSTANCE_MOMENT = MomentColumns(
+    "last_ts", unit="ns", base="abs", rank="last", dur="last_dur", name="last_name"
+)
+#: `t` on a rank's step of the wait/transfer table: its ProfilerStep (none for the mean row).
+WAIT_MOMENT = MomentColumns(None, name="step_name")
 OPS_HEADERS: dict[str, str] = {
     "rank": "rank",
     "kind": "kind",
@@ -105,11 +112,13 @@ class DistributedScreen(AnalysisScreen):
             with TabPane("Stragglers", id=TABS[0]):
                 yield FrameTable(id="dist-stragglers", key_column="rank", export_name="stragglers")
             with TabPane("Collectives", id=TABS[1]):
-                yield FrameTable(id="dist-collectives", export_name="collectives")
+                yield FrameTable(
+                    id="dist-collectives", export_name="collectives", moment=INSTANCE_MOMENT
+                )
             with TabPane("Comm ops", id=TABS[2]):
                 yield FrameTable(id="dist-ops", export_name="comm_ops")
             with TabPane("Wait/transfer", id=TABS[3]):
-                yield FrameTable(id="dist-wait", export_name="wait_transfer")
+                yield FrameTable(id="dist-wait", export_name="wait_transfer", moment=WAIT_MOMENT)
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
@@ -118,6 +127,7 @@ class DistributedScreen(AnalysisScreen):
             "means": overview.filter(pl.col("step") == "all"),
             "stragglers": comm_stats.collective_stragglers(frames),
             "instances": comm_stats.collective_instances(frames),
+            "last_calls": comm_stats.collective_last_calls(frames),
             "ops": comm_stats.comm_ops_stats(frames),
             "wait": comm_overview.wait_transfer_per_step(frames),
         }
@@ -127,11 +137,17 @@ class DistributedScreen(AnalysisScreen):
         self.query_one("#dist-stragglers", FrameTable).show_frame(
             _headed(stragglers, STRAGGLER_HEADERS)
         )
-        self.query_one("#dist-collectives", FrameTable).show_frame(
-            _headed(result["instances"], INSTANCE_HEADERS)
-        )
+        moments = ("last_ts", "last_dur", "last_name")
+        instances = result["instances"].join(result["last_calls"], on=["pg", "seq"], how="left")
+        table = self.query_one("#dist-collectives", FrameTable)
+        table.hidden_columns = frozenset(moments)
+        table.show_frame(_headed(instances, {**INSTANCE_HEADERS, **{m: m for m in moments}}))
         self.query_one("#dist-ops", FrameTable).show_frame(_headed(result["ops"], OPS_HEADERS))
-        self.query_one("#dist-wait", FrameTable).show_frame(result["wait"])
+        wait = self.query_one("#dist-wait", FrameTable)
+        wait.hidden_columns = frozenset({"step_name"})
+        step = pl.col("step")
+        name = pl.when(step.str.contains(r"^\d+$")).then(pl.lit("ProfilerStep#") + step)
+        wait.show_frame(result["wait"].with_columns(name.alias("step_name")))
         self.query_one("#dist-summary", Static).update(self._summary(result))
         self._show_bars(result["means"])
         if not isinstance(self.focused, FrameTable):

@@ -110,7 +110,7 @@ class IdleScreen(AnalysisScreen):
     TITLE = "Idle time"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("t", "threshold", "Threshold", tooltip="Edit the kernel-wait threshold (us)"),
+        Binding("c", "threshold", "Cutoff", tooltip="Edit the kernel-wait threshold (us)"),
         # off the footer (full at 80 columns); the tabs show there are tables, `?` lists it
         Binding(
             "v",

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Input, Static
 
 from hta_tui.analysis import kernel_detail, kernels
 from hta_tui.analysis.names import fold_names
+from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.printable import printable
@@ -111,17 +112,23 @@ class KernelsScreen(AnalysisScreen):
     TITLE = "Kernels"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("t", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
+        Binding("o", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
         Binding(
             "n",
             "toggle_names",
             "Names",
             tooltip="Short kernel names (template arguments folded) or full ones",
         ),
+        Binding(
+            "v",
+            "toggle_by_op",
+            "Group",
+            tooltip="Per kernel, or per kernel + launching op + grid, block, registers, shmem",
+        ),
     ]
 
     def default_params(self) -> dict[str, Any]:
-        return {"fold": True, "full_names": False}
+        return {"fold": True, "full_names": False, "by_op": False}
 
     def compose_body(self) -> ComposeResult:
         ascii = bool(getattr(self.app, "ascii", False))
@@ -136,26 +143,26 @@ class KernelsScreen(AnalysisScreen):
         type_df, _ = kernels.gpu_kernel_breakdown(
             frames, duration_ratio=DURATION_RATIO, num_kernels=NUM_KERNELS
         )
-        table = kernel_detail.kernel_table(
-            frames,
-            fold=bool(params.get("fold", True)),
-            duration_ratio=DURATION_RATIO,
-            num_kernels=NUM_KERNELS,
-        )
+        by_op = bool(params.get("by_op", False))
+        if by_op:
+            table = kernel_columns.by_operator(frames)
+        else:
+            table = kernel_detail.kernel_table(
+                frames,
+                fold=bool(params.get("fold", True)),
+                duration_ratio=DURATION_RATIO,
+                num_kernels=NUM_KERNELS,
+            )
+            table = kernel_columns.with_kernel_view(table, frames)
         if not params.get("full_names", False):
             # the short name in the name's place; the full one stays for detail and export
             table = table.with_columns(
                 fold_names(table["name"], keep=0).alias("kernel"),
                 fold_names(table["name"], keep=1).alias(WIDER),
-            ).select(
-                "kernel",
-                pl.exclude("name", "type", "ranks", "kernel", WIDER),
-                "type",
-                "ranks",
-                "name",
-                WIDER,
             )
-        return {"types": type_df, "kernels": table, "ranks": len(frames)}
+            last = [c for c in ("type", "ranks", "name", WIDER) if c in table.columns]
+            table = table.select("kernel", pl.exclude("kernel", *last), *last)
+        return {"types": type_df, "kernels": table, "ranks": len(frames), "by_op": by_op}
 
     def show(self, result: dict[str, Any]) -> None:
         types: pl.DataFrame = result["types"]
@@ -175,13 +182,17 @@ class KernelsScreen(AnalysisScreen):
                 "No GPU kernels in these ranks (a CPU-only trace, or no kernel in the "
                 "profiled steps)."
             )
+        elif result.get("by_op"):
+            summary.update(
+                "Per kernel + launching op + launch properties (whole trace); v: per kernel"
+            )
         elif self.params.get("fold", True):
             summary.update(
                 f"Top kernels/type (HTA: {DURATION_RATIO:.0%} of time, max {NUM_KERNELS}) "
-                "+ others; t: all; enter: detail"
+                "+ others; t: all; v: by op"
             )
         else:
-            summary.update(f"Every kernel ({table.height}); t: top kernels + others; enter: detail")
+            summary.update(f"Every kernel ({table.height}); t: top kernels + others; v: by op")
         self._show_name()
 
     def _name_room(self) -> int:
@@ -209,6 +220,22 @@ class KernelsScreen(AnalysisScreen):
     def action_toggle_fold(self) -> None:
         self.set_params(fold=not self.params.get("fold", True))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Top-k folding is HTA's, per kernel: greyed out while grouped by operator."""
+        if action == "toggle_fold" and self.params.get("by_op", False):
+            return None
+        return True
+
+    def action_toggle_by_op(self) -> None:
+        self.set_params(by_op=not self.params.get("by_op", False))
+        self.refresh_bindings()
+
+    def _scope(self, ts: Any, frames: dict[int, pl.DataFrame], every: bool) -> str:
+        """The per-op grouping is the plugin's Kernel view: every kernel of the trace."""
+        if self.params.get("by_op", False):
+            return "whole trace (TensorBoard's kernel view)"
+        return super()._scope(ts, frames, every)
+
     def action_toggle_names(self) -> None:
         self.set_params(full_names=not self.params.get("full_names", False))
 
@@ -233,7 +260,8 @@ class KernelsScreen(AnalysisScreen):
             return
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(printable(row["name"]))
-        text.append(f"  ({row['type']})", style="dim")
+        kind = row.get("type") or row.get("operator")
+        text.append(f"  ({kind})", style="dim")
         label.update(text)
 
     @on(DataTable.RowSelected, "#kernel-table")

@@ -9,6 +9,7 @@ peak). `d` cycles the devices, `r` the ranks (memory events are per file, so one
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 import polars as pl
@@ -19,9 +20,11 @@ from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from hta_tui.analysis.memory_view import files
+from hta_tui.analysis.memory_view import FileMemory, ranks_with_memory
 from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
-from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
+from hta_tui.app.environment import one_line
+from hta_tui.app.moment import MomentColumns
+from hta_tui.app.screens.base import AnalysisScreen, Computed, ComputeFailed, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -43,6 +46,8 @@ TABS = ("memory-peak-pane", "memory-events-pane", "memory-stats-pane")
 
 LIVE_COLUMNS = ("operator", "module", "live_mb", "share_of_peak_pct", "allocations", "stack")
 EVENT_COLUMNS = ("operator", "size_kb", "allocation_ms", "release_ms", "duration_ms", "status")
+#: `t` on an event: its allocation (ms from the rank's first event) inside its operator.
+EVENT_MOMENT = MomentColumns("allocation_ms", unit="ms", base="rank", dur="duration_ms", side="cpu")
 STAT_COLUMNS = (
     "operator",
     "calls",
@@ -70,13 +75,15 @@ class MemoryScreen(AnalysisScreen):
         return {"device": None, "view": None}
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="memory-summary", classes="plot-note")
+        yield Static("", id="memory-headline", classes="plot-note")
         yield SafePlot(id="memory-curve")
         with TabbedContent(id="memory-tabs", initial=TABS[0]):
             with TabPane("At the peak", id=TABS[0]):
                 yield FrameTable(id="memory-live", key_column="operator", export_name="memory_peak")
             with TabPane("Events", id=TABS[1]):
-                yield FrameTable(id="memory-events", export_name="memory_events")
+                yield FrameTable(
+                    id="memory-events", export_name="memory_events", moment=EVENT_MOMENT
+                )
             with TabPane("Operators", id=TABS[2]):
                 yield FrameTable(
                     id="memory-stats", key_column="operator", export_name="memory_stats"
@@ -94,12 +101,18 @@ class MemoryScreen(AnalysisScreen):
         params: Params,
         curve: MemoryWindow | None = None,
     ) -> dict[str, Any]:
-        """The screen's result; `curve`: the chosen rank's `curve_window`, when computed."""
-        found = files(events, memory)
-        if not found:
+        """The screen's result; `curve`: the chosen rank's `curve_window`, when computed.
+        Only the rank shown has its memory events attributed."""
+        have = ranks_with_memory(events, memory)
+        if not have:
             return {"rank": None}
-        rank = params.rank if params.rank in found else min(found)
-        window = memory_window(found[rank], params.get("device"), params.get("view"), curve)
+        rank = params.rank if params.rank in have else have[0]
+        f = FileMemory(events[rank], memory[rank])
+        window = memory_window(f, params.get("device"), params.get("view"), curve)
+        # a table of half a million allocations: names as categories, so `/` filters them
+        # on the UI thread in milliseconds (FrameTable matches the few distinct names)
+        names = [c for c in ("operator", "status") if c in window.events.columns]
+        window.events = window.events.with_columns(pl.col(names).cast(pl.Categorical))
         return {"rank": rank, "window": window}
 
     @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
@@ -107,18 +120,23 @@ class MemoryScreen(AnalysisScreen):
         """As the base's, with the memory frames besides the events, and the curve posted
         first: it needs no operator attribution, the tables do."""
         worker = get_current_worker()
-        events, memory = ts.frames(), ts.frames("memory")
-        have = [r for r in sorted(memory) if r in events and not memory[r].is_empty()]
-        window = None
-        if have:
-            rank = params.rank if params.rank in have else have[0]
-            window = curve_window(
-                events[rank], memory[rank], params.get("device"), params.get("view")
-            )
-            if worker.is_cancelled:
-                return
-            self.post_message(CurveReady(window, params))
-        result = self.compute_memory(events, memory, params, window)
+        try:
+            events, memory = ts.frames(), ts.frames("memory")
+            have = ranks_with_memory(events, memory)
+            window = None
+            if have:
+                rank = params.rank if params.rank in have else have[0]
+                window = curve_window(
+                    events[rank], memory[rank], params.get("device"), params.get("view")
+                )
+                if worker.is_cancelled:
+                    return
+                self.post_message(CurveReady(window, params))
+            result = self.compute_memory(events, memory, params, window)
+        except Exception as exc:  # said on the screen, instead of loading forever
+            logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
+            self.post_message(ComputeFailed(one_line(exc), ts.generation, params))
+            return
         if not worker.is_cancelled:
             self.post_message(Computed(result, ts.generation, params))
 
@@ -127,7 +145,7 @@ class MemoryScreen(AnalysisScreen):
         msg.stop()
         if msg.params == self.params:
             self.query_one("#body").loading = False  # the tables fill in when they land
-            self.query_one("#memory-summary", Static).update(_summary(msg.window))
+            self.query_one("#memory-headline", Static).update(_summary(msg.window))
             self._draw_window(msg.window)
 
     # -- display (main thread) -----------------------------------------------------------------
@@ -140,7 +158,7 @@ class MemoryScreen(AnalysisScreen):
     def show(self, result: dict[str, Any]) -> None:
         self.query_one("#screen-title", Static).update(self._title_text())
         window: MemoryWindow | None = result.get("window")
-        summary = self.query_one("#memory-summary", Static)
+        summary = self.query_one("#memory-headline", Static)
         tables = {
             "#memory-live": ("live", LIVE_COLUMNS),
             "#memory-events": ("events", EVENT_COLUMNS),
@@ -154,9 +172,13 @@ class MemoryScreen(AnalysisScreen):
                 self.query_one(selector, FrameTable).show_frame(pl.DataFrame())
             self._draw()
             return
+        rank = pl.lit(result["rank"]).alias("rank")  # not drawn: the rank, for `t`
+        self.query_one("#memory-events", FrameTable).hidden_columns = frozenset({"rank"})
         for selector, (attr, columns) in tables.items():
-            frame: pl.DataFrame = getattr(window, attr)
-            self.query_one(selector, FrameTable).show_frame(frame.select(columns))
+            frame: pl.DataFrame = getattr(window, attr).select(columns)
+            if selector == "#memory-events":
+                frame = frame.with_columns(rank)
+            self.query_one(selector, FrameTable).show_frame(frame)
         summary.update(_summary(window))
         self.draw_later(self._draw)
 
@@ -249,7 +271,7 @@ class MemoryScreen(AnalysisScreen):
 
 def _summary(w: MemoryWindow) -> str:
     """One line at 80 columns: device, the view's peak, the view."""
-    view = "all" if w.view == w.full else f"{w.view[0]:.2f}-{w.view[1]:.2f} of {w.full[1]:.2f} ms"
+    view = "all" if w.view == w.full else f"{w.view[0]:.2f}-{w.view[1]:.2f}/{w.full[1]:.2f} ms"
     devices = f" (d: {len(w.devices)})" if len(w.devices) > 1 else ""
     if w.peak is None:
         return f"{w.device}{devices} · no memory event in view · view {view}"

@@ -28,6 +28,7 @@ from hta_tui.app.format import (
     elide_file,
     fit_columns,
 )
+from hta_tui.app.screens.step_time import CATEGORIES, StepTimeBars
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.plain_cells import PlainCells
@@ -56,6 +57,10 @@ class OverviewData:
     root: str = ""
     #: the steps the temporal breakdown covers (HTA's rule; the file list counts whole files)
     steps: str = ""
+    #: where the step time goes: the Step time view's summary lines and the job's average
+    #: step per category (us; None without steps)
+    step_text: str = ""
+    step_bar: tuple[float, ...] | None = None
 
 
 class FilesTable(PlainCells):
@@ -111,6 +116,10 @@ class OverviewScreen(Screen):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="overview"):
+            with Vertical(id="overview-step-box") as step_box:
+                step_box.border_title = "Step time · B: per rank and step"
+                yield Static(id="overview-step-summary", markup=False)
+                yield StepTimeBars(CATEGORIES, ascii=self.ascii, id="overview-step-bars")
             files = FilesTable(id="files", cursor_type="row", zebra_stripes=False)
             files.border_title = "Files"
             files.border_subtitle = "counts: whole files"
@@ -138,6 +147,7 @@ class OverviewScreen(Screen):
         self.call_after_refresh(self._relayout)
 
     def _relayout(self) -> None:
+        self._fit_step_bar()
         table = self.query_one("#files", FilesTable)
         if self._fit(table) != self._layout:
             self._rebuild_files()
@@ -145,9 +155,32 @@ class OverviewScreen(Screen):
     # -- updates from the app --------------------------------------------------------------------
     def show_overview(self, data: OverviewData) -> None:
         self.data = data
+        self._show_steps()
         self._show_files()
         self._show_temporal()
         self._show_detail()
+
+    def _show_steps(self) -> None:
+        """The answer to "where does my step time go", above everything else."""
+        data = self.data
+        self.query_one("#overview-step-box").display = bool(data.step_text)
+        self.query_one("#overview-step-summary", Static).update(data.step_text)
+        bars = self.query_one("#overview-step-bars", StepTimeBars)
+        bars.set_rows([BarRow("avg", data.step_bar)] if data.step_bar is not None else [])
+        self._fit_step_bar()
+
+    def _fit_step_bar(self) -> None:
+        """The step-time bar (legend and bar, two lines) only where the files table keeps its
+        four lines and the temporal breakdown all its ranks: the summary lines say it too."""
+        data = self.data
+        width, height = self.size
+        lines = sum(
+            -(-max(len(line), 1) // max(width - 4, 1)) for line in data.step_text.split("\n")
+        )
+        temporal = len(data.temporal) + 3 if data.temporal else 3
+        room = height - 2 - 1 - 4 - min(temporal, height // 2) - (lines + 2)
+        bar = data.step_bar is not None and room >= 2
+        self.query_one("#overview-step-bars", StepTimeBars).display = bar
 
     def _fit(self, table: FilesTable) -> Layout:
         """(key, header, width) of the columns to show at the table's current width."""

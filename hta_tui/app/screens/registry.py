@@ -60,6 +60,7 @@ SECTIONS: tuple[Section, ...] = (
 SCREENS: tuple[ScreenEntry, ...] = (
     _screen("1", "O", "overview", "Overview", "overview", "OverviewScreen"),
     _screen("1", "B", "step_time", "Step time", "step_time", "StepTimeScreen"),
+    _screen("1", "V", "gpu_metrics", "GPU metrics", "gpu_metrics", "GpuMetricsScreen"),
     _screen("2", "K", "kernels", "Kernels", "kernels", "KernelsScreen"),
     _screen("2", "E", "detail", "Kernel detail", "detail", "KernelDetailScreen"),
     _screen("2", "L", "launch", "Kernel launches", "launch", "LaunchScreen"),
@@ -69,6 +70,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
     _screen("4", "W", "distributed", "Distributed", "distributed", "DistributedScreen"),
     _screen("4", "C", "overlap", "Comm/comp overlap", "overlap", "OverlapScreen"),
     _screen("4", "P", "steps", "Steps & stragglers", "steps", "StepsScreen"),
+    _screen("5", "R", "operators", "Operators", "operators", "OperatorsScreen"),
     _screen("5", "Y", "syncs", "Syncs", "syncs", "SyncsScreen"),
     _screen("5", "U", "modules", "Modules", "modules", "ModulesScreen"),
     _screen("6", "T", "timeline", "Trace timeline", "timeline", "TimelineScreen"),

@@ -19,6 +19,7 @@ from textual.widgets import Static
 
 from hta_tui.analysis import step_breakdown, step_time_stats, tb_roles
 from hta_tui.app.format import fmt_us
+from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -41,6 +42,10 @@ _SHORT = ("kern%", "cpy%", "set%", "comm%", "rt%", "data%", "cpu%", "oth%")
 SHORT: dict[str, str] = dict(zip(tb_roles.CATEGORIES, _SHORT, strict=True))
 
 
+#: `t` on a rank's step: its ProfilerStep event.
+STEP_MOMENT = MomentColumns(None, name="step", name_format="ProfilerStep#{}")
+
+
 class StepTimeBars(StackedBars):
     """Per rank: the average step split by category."""
 
@@ -59,7 +64,9 @@ class StepTimeScreen(AnalysisScreen):
             yield StepTimeBars(
                 CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="step-time-bars"
             )
-        yield FrameTable(id="step-time-table", key_column="step", export_name="step_time")
+        yield FrameTable(
+            id="step-time-table", key_column="step", export_name="step_time", moment=STEP_MOMENT
+        )
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
@@ -108,7 +115,8 @@ def summary(result: dict[str, Any]) -> str:
     ranks = breakdown["rank"].n_unique()
     mean = breakdown["step_time (us)"].mean()
     first = (
-        f"Average step {fmt_us(float(mean))} ({breakdown.height} steps, {ranks} "  # type: ignore[arg-type]
+        f"Average step {fmt_us(float(mean))} ({breakdown.height} step"  # type: ignore[arg-type]
+        f"{'s' if breakdown.height > 1 else ''}, {ranks} "
         f"rank{'s' if ranks > 1 else ''}): {parts}"
     )
     outliers: pl.DataFrame = result["outliers"]
@@ -125,3 +133,17 @@ def summary(result: dict[str, Any]) -> str:
     else:
         second = "Steady: no step stands out."
     return f"{first}\n{second}"
+
+
+def overview_rows(breakdown: pl.DataFrame) -> tuple[str, tuple[float, ...] | None]:
+    """The overview's step-time lines (this view's summary) and the job's average step per
+    category (us), from `step_breakdown.step_time_breakdown`'s frame."""
+    if breakdown.is_empty():
+        return summary({"breakdown": breakdown}), None
+    result = {
+        "breakdown": breakdown,
+        "outliers": step_time_stats.outlier_steps(breakdown),
+        "dropped": pl.DataFrame(),
+    }
+    means = breakdown.select(pl.col(f"{c} (us)").mean() for c in tb_roles.CATEGORIES).row(0)
+    return summary(result), tuple(float(v or 0.0) for v in means)

@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Input, Static
 
 from hta_tui.analysis import timeline_events as te
+from hta_tui.analysis.timeline_counters import QUEUE_LANE
 from hta_tui.analysis.timeline_rows import Timeline, build_timeline, busy_before, innermost_at
 from hta_tui.app.moment import Moment
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -116,6 +117,7 @@ class TimelineScreen(AnalysisScreen):
             correlation=m.correlation,
             stream=m.stream,
             name_at_end=m.name_at_end,
+            side=m.side,
         )
         pad = max(place.t1 - place.t0, 1000.0) / 2
         view.cursor_t = place.t0
@@ -191,6 +193,11 @@ class TimelineScreen(AnalysisScreen):
         frac = float(busy[1] - busy[0]) / step
         if row.level is None:
             return f"GPU utilisation at {fmt_time(t)}: {100 * frac:.0f}% (union of its streams)"
+        if row.key[3] <= QUEUE_LANE:
+            return (
+                f"queue length of stream {QUEUE_LANE - row.key[3]} at {fmt_time(t)}: "
+                f"{frac * row.scale:.1f} on average over the cell (max {row.scale:.0f})"
+            )
         gb = frac * row.scale / 2**30
         return f"memory allocated at {fmt_time(t)}: {gb:.3f} GiB (peak {row.scale / 2**30:.3f})"
 

@@ -102,7 +102,7 @@ class TimelinesScreen(AnalysisScreen):
     TITLE = "Timelines"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("t", "pick_streams", "Streams", tooltip="Pick the streams to draw"),
+        Binding("p", "pick_streams", "Streams", tooltip="Pick the streams to draw"),
         Binding("v", "next_view", "View", tooltip="Switch queue length / memory bandwidth"),
         Binding("x", "export_counters", "Counters", tooltip="Write the trace with counters"),
     ]

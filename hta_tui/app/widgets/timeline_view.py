@@ -117,8 +117,10 @@ def fmt_time(ns: float) -> str:
     return f"{ns:.0f}ns"
 
 
-class TimelineView(ScrollView, can_focus=True):
-    """Rows of a `Timeline` between `t0` and `t0 + span` (ns from the origin)."""
+class TimelineView(ScrollView, can_focus=True, inherit_bindings=False):
+    """Rows of a `Timeline` between `t0` and `t0 + span` (ns from the origin). The scroll
+    keys are not inherited: with more rows than fit, a scroll view's up/down would scroll
+    instead of moving the cursor (the screen's keys move it and keep it in view)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         f"timeline--{n}"

@@ -1,0 +1,48 @@
+"""The step-time breakdown per file, kept in the cache entry like the overview's numbers, so the
+overview can answer "where does my step time go" on a warm open without reading a frame.
+
+The plugin's breakdown of a rank depends on that rank's events only, so each file's is
+computed once (in the parser worker, `precompute`, when the app loads it) and the job's is
+their concatenation: equal to `step_breakdown.step_time_breakdown(ts.frames())`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import polars as pl
+
+from hta_tui.analysis import overview, step_breakdown
+from hta_tui.trace.model import RankData, TraceSet
+
+#: Bump when what the breakdown computes changes: old memos are then ignored.
+VERSION = 1
+_KEY = f"step-breakdown-v{VERSION}"
+
+
+def rank_steps(data: RankData) -> pl.DataFrame:
+    """One file's used steps, broken down (step_breakdown.COLUMNS without `rank`)."""
+    return data.memo(_KEY, lambda: step_breakdown.rank_breakdown(data.events))
+
+
+def step_table(ts: TraceSet) -> pl.DataFrame:
+    """Every loaded rank's steps, broken down, from the per-file memos."""
+    parts = [
+        rank_steps(data).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        for rank, data in sorted(ts.loaded().items())
+    ]
+    parts = [p for p in parts if not p.is_empty()]
+    if not parts:
+        return pl.DataFrame(schema=step_breakdown.COLUMNS)
+    return pl.concat(parts, how="diagonal_relaxed").select(list(step_breakdown.COLUMNS))
+
+
+def precompute(entry: Path, meta: dict, frames: dict[str, pl.DataFrame] | None = None) -> None:
+    """The app's `after_parse`: the overview's numbers and the step breakdown, while the
+    parser worker still holds the frames."""
+    overview.precompute(entry, meta, frames)
+    try:
+        rank_steps(RankData(entry, meta, _frames=dict(frames or {})))
+    except Exception:  # the file still loads; the overview computes it again and says why
+        logging.getLogger("hta_tui").exception("step breakdown of %s failed", entry)

@@ -1,0 +1,157 @@
+"""Operators (key `R`): the TensorBoard plugin's Operator view, summed over the ranks shown.
+
+Per operator (or per operator + input shape, `v`): calls, device self/total (GPU work its own
+runtime calls launched / its subtree launched), host self/total, tensor-core eligibility and
+the tensor-core share of its device time (analysis/operators.py). A CPU-only trace keeps the
+host columns and says why the device ones are gone. When the trace records call stacks
+(`Call stack`, with_stack=True), the highlighted operator's stacks are listed below.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import polars as pl
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable, Static
+
+from hta_tui.analysis import operators
+from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.trace.schema import GPU_WORK_KINDS
+
+#: analysis column -> header short enough for 80 columns
+HEADERS: dict[str, str] = {
+    "name": "operator",
+    "input_shape": "input shape",
+    "call_stack": "call stack",
+    "calls": "calls",
+    "device_self_duration (us)": "dev self (us)",
+    "device_total_duration (us)": "dev total",
+    "host_self_duration (us)": "host self",
+    "host_total_duration (us)": "host total",
+    "tc_eligible": "tc eligible",
+    "tc_self_ratio": "tc self %",
+    "tc_total_ratio": "tc total %",
+}
+#: Columns that need GPU work: left out of a CPU-only trace's table.
+DEVICE_COLUMNS = (
+    "device_self_duration (us)",
+    "device_total_duration (us)",
+    "tc_eligible",
+    "tc_self_ratio",
+    "tc_total_ratio",
+)
+
+
+def display(table: pl.DataFrame, *, gpu: bool) -> pl.DataFrame:
+    """An analysis table as the screen shows it: short headers, no device columns without
+    GPU work, `has_call_stack` kept only as the stacks' cue (not drawn)."""
+    if table.is_empty():
+        return table
+    keep = [c for c in HEADERS if c in table.columns and (gpu or c not in DEVICE_COLUMNS)]
+    return table.select(*keep).rename({c: HEADERS[c] for c in keep})
+
+
+class OperatorsScreen(AnalysisScreen):
+    TITLE = "Operators"
+    STEPS = "whole trace"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "v", "toggle_shapes", "Group", tooltip="Per operator, or per operator + input shape"
+        ),
+    ]
+
+    def default_params(self) -> dict[str, Any]:
+        return {"by_shape": False}
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="operators-summary", classes="summary")
+        yield FrameTable(id="operators-table", key_column="operator", export_name="operators")
+        yield Static("", id="operator-stacks-title", classes="section-title")
+        yield FrameTable(
+            id="operator-stacks", key_column="call stack", export_name="operator_call_stacks"
+        )
+
+    @staticmethod
+    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        tables = operators.job_operator_tables(frames)
+        gpu = any(
+            not ev.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).is_empty() for ev in frames.values()
+        )
+        by_shape = bool(params.get("by_shape", False))
+        table = tables["shape" if by_shape else "name"]
+        return {
+            "gpu": gpu,
+            "by_shape": by_shape,
+            "table": display(table, gpu=gpu),
+            "stacks": display(tables["stack"], gpu=gpu),
+            "ops": table["name"].n_unique() if not table.is_empty() else 0,
+            "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
+        }
+
+    def _name_room(self) -> int:
+        """Operator names elided to keep calls and the self times in view at 80 columns."""
+        return max(24, min(100, self.size.width - 48))
+
+    def on_resize(self) -> None:
+        table = self.query_one("#operators-table", FrameTable)
+        if isinstance(self.result, dict) and table.max_text != self._name_room():
+            table.max_text = self._name_room()
+            table.show_frame(self.result["table"])
+
+    def show(self, result: dict[str, Any]) -> None:
+        table = self.query_one("#operators-table", FrameTable)
+        table.max_text = self._name_room()
+        table.show_frame(result["table"])
+        self.query_one("#operators-summary", Static).update(summary(result))
+        self._show_stacks()
+        if self.focused is None:
+            self.call_after_refresh(table.focus)
+
+    def action_toggle_shapes(self) -> None:
+        self.set_params(by_shape=not self.params.get("by_shape", False))
+
+    @on(DataTable.RowHighlighted, "#operators-table")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_stacks()
+
+    def _show_stacks(self) -> None:
+        """The call stacks of the highlighted operator; hidden when the trace has none."""
+        result = self.result or {}
+        stacks: pl.DataFrame = result.get("stacks", pl.DataFrame())
+        title = self.query_one("#operator-stacks-title", Static)
+        box = self.query_one("#operator-stacks", FrameTable)
+        row = self.query_one("#operators-table", FrameTable).selected_row()
+        has = not stacks.is_empty()
+        box.display = has
+        if not has:
+            title.update(
+                "No call stacks in this trace (the `Call stack` of with_stack=True)."
+                if result.get("table") is not None and not result["table"].is_empty()
+                else ""
+            )
+            return
+        name = row["operator"] if row is not None else None
+        mine = stacks.filter(pl.col("operator") == name) if name is not None else stacks.clear()
+        title.update(
+            f"Call stacks of {name}: {mine.height}"
+            if not mine.is_empty()
+            else f"{name or 'This operator'}: no call stack recorded"
+        )
+        box.show_frame(mine.drop("operator"))
+
+
+def summary(result: dict[str, Any]) -> str:
+    """What the table holds and, on a CPU-only trace, why device columns are missing."""
+    if result["table"].is_empty():
+        return "No operators: no cpu_op events in these ranks."
+    group = "operator + input shape" if result["by_shape"] else "operator"
+    head = f"{result['ops']} operators, {result['calls']:,} calls, per {group} (v: "
+    head += "per operator)" if result["by_shape"] else "per input shape)"
+    if not result["gpu"]:
+        return head + "\nCPU-only trace: no GPU work, so host times only (no device columns)."
+    return head + "\nSorted by device self time; tensor cores: modern kernel list."

@@ -1,0 +1,99 @@
+"""The GPU metrics view (1 H): its table equals the GPU-metrics analysis and the files'
+deviceProperties on the same data, the chart draws the highlighted GPU's four series, a
+CPU-only trace says there is no GPU; snapshots."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Static
+
+from hta_tui.analysis import gpu_metric_series, gpu_metrics
+from hta_tui.app.screens.gpu_metrics import HEADERS, GpuMetricsScreen
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.synth import write_trace_dir
+from tests.test_app_support import (
+    make_screen_app,
+    open_view,
+    wait_until,
+    write_cpu_ranks,
+)
+
+SIZE = (80, 24)
+
+
+async def open_gpu(pilot: Any) -> GpuMetricsScreen:
+    return await open_view(pilot, "V", GpuMetricsScreen)
+
+
+def text_of(screen: Any, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+async def test_metrics_devices_and_chart(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    files = sorted(write_trace_dir(root, ranks=2, steps=3, seed=0))
+    written = [json.loads(_text(f))["deviceProperties"] for f in files]
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_gpu(pilot)
+        frames = app.trace_set.frames()
+        want = gpu_metrics.gpu_metrics(frames)
+        table = screen.query_one("#gpu-table", FrameTable).frame
+        assert table.height == want.height == 2
+        for metric in ("gpu_utilization_pct", "est_sm_efficiency_pct",
+                       "est_achieved_occupancy_pct", "tc_kernel_pct"):  # fmt: skip
+            assert table[HEADERS[metric]].to_list() == want[metric].to_list()
+        # each row's GPU as the generator described it in the rank's deviceProperties
+        for row in table.iter_rows(named=True):
+            props = next(p for p in written[row["rank"]] if p["id"] == row["gpu"])
+            assert row["name"] == props["name"] and row["SMs"] == props["numSms"]
+            assert row["cc"] == f"{props['computeMajor']}.{props['computeMinor']}"
+        first = table.row(0, named=True)
+        summary = text_of(screen, "#gpu-summary")
+        assert summary.startswith(f"r{first['rank']} GPU {first['gpu']}: {first['name']}")
+        assert f"{first['SMs']} SMs" in summary
+        # the chart: the highlighted GPU's four series, drawn
+        series = gpu_metric_series.metric_series(frames)
+        assert screen.result["series"].equals(series)
+        chart = screen.query_one("#gpu-chart", SafePlot)
+        assert "GPU utilization" in chart.picture.plain
+        assert text_of(screen, "#gpu-chart-note").startswith(f"r{first['rank']} GPU")
+        # the cursor picks the GPU the summary and the chart describe
+        await pilot.press("down")
+        await wait_until(pilot, lambda: screen.charts_pending == 0)
+        second = table.row(1, named=True)
+        assert text_of(screen, "#gpu-summary").startswith(f"r{second['rank']} GPU {second['gpu']}")
+        assert text_of(screen, "#gpu-chart-note").startswith(f"r{second['rank']} GPU")
+
+
+def _text(path: Path) -> str:
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.name.endswith(".gz") else data).decode()
+
+
+async def test_cpu_only_trace_says_there_is_no_gpu(tmp_path: Path) -> None:
+    root = write_cpu_ranks(tmp_path / "traces", ranks=1)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_gpu(pilot)
+        assert text_of(screen, "#gpu-summary").startswith("No GPU")
+        assert not screen.query_one("#gpu-table", FrameTable).display
+        assert not screen.query_one("#gpu-chart", SafePlot).display
+
+
+@pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
+def test_snapshot(snap_compare, tmp_path: Path, theme: str) -> None:
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=3, seed=0)
+    app = make_screen_app(root, tmp_path, theme=theme)
+
+    async def run_before(pilot: Any) -> None:
+        await open_gpu(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

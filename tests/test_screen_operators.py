@@ -1,0 +1,156 @@
+"""The Operators view (5 R): its tables equal the operator analysis on the same frames, per
+operator and per input shape (`v`), one rank or all; a CPU-only trace shows host columns and
+says why; call stacks of the highlighted operator when the trace has them; snapshots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from textual.widgets import Static
+
+from hta_tui.analysis import operators
+from hta_tui.app.screens.operators import DEVICE_COLUMNS, HEADERS, OperatorsScreen, display
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.synth import write_trace_dir
+from tests.test_app_support import (
+    T0,
+    make_screen_app,
+    open_view,
+    screen_shows_current,
+    wait_until,
+    write_cpu_ranks,
+)
+
+SIZE = (80, 24)
+
+
+async def open_operators(pilot: Any) -> OperatorsScreen:
+    return await open_view(pilot, "R", OperatorsScreen)
+
+
+def text_of(screen: Any, selector: str) -> str:
+    return str(screen.query_one(selector, Static).render())
+
+
+def shown(screen: Any, id: str = "operators-table") -> pl.DataFrame:
+    return screen.query_one(f"#{id}", FrameTable).frame
+
+
+async def test_gpu_job_tables_and_toggles(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=3, seed=0)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_operators(pilot)
+        frames = app.trace_set.frames()
+        tables = operators.job_operator_tables(frames)
+        assert shown(screen).equals(display(tables["name"], gpu=True))
+        assert screen.query_one("#operators-table", FrameTable).row_count == tables["name"].height
+        assert set(HEADERS[c] for c in DEVICE_COLUMNS) <= set(shown(screen).columns)
+        summary = text_of(screen, "#operators-summary")
+        assert summary.startswith(f"{tables['name'].height} operators")
+        # the job's calls are the ranks' calls added up
+        per_rank = operators.operator_stats(frames)
+        assert int(shown(screen)["calls"].sum()) == int(per_rank["calls"].sum())
+        await pilot.press("v")  # per operator + input shape
+        await wait_until(
+            pilot, lambda: screen_shows_current(app, screen) and screen.result["by_shape"]
+        )
+        assert shown(screen).equals(display(tables["shape"], gpu=True))
+        assert "input shape" in shown(screen).columns
+        await pilot.press("v")
+        await wait_until(
+            pilot, lambda: screen_shows_current(app, screen) and not screen.result["by_shape"]
+        )
+        await pilot.press("r")  # one rank: the per-rank analysis
+        await pilot.press("down", "down", "enter")
+        await wait_until(
+            pilot, lambda: screen_shows_current(app, screen) and screen.params.rank == 1
+        )
+        want = operators.operator_stats({1: frames[1]}).drop("rank")
+        assert shown(screen).equals(display(want, gpu=True))
+        # no stacks in the generator's traces: the view says so
+        assert "No call stacks" in text_of(screen, "#operator-stacks-title")
+        assert not screen.query_one("#operator-stacks", FrameTable).display
+
+
+async def test_cpu_only_trace_has_host_columns_and_says_why(tmp_path: Path) -> None:
+    root = write_cpu_ranks(tmp_path / "traces")
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_operators(pilot)
+        table = shown(screen)
+        assert not set(HEADERS[c] for c in DEVICE_COLUMNS) & set(table.columns)
+        # the writer put one aten::add of 50 us in each of 3 steps on each of 2 ranks
+        row = table.filter(pl.col("operator") == "aten::add").row(0, named=True)
+        assert row["calls"] == 6 and row["host total"] == pytest.approx(300.0)
+        assert "CPU-only trace" in text_of(screen, "#operators-summary")
+
+
+def stack_trace() -> dict[str, Any]:
+    """One step; aten::mm called 3 times from two call sites (2 + 1), aten::add once with
+    no stack (`Call stack`, as with_stack=True writes it in PyTorch 1.x)."""
+    cpu = {"pid": 1, "tid": 1}
+    stacks = ["train.py(10): step\nmodel.py(5): forward", "train.py(10): step\nmodel.py(9): head"]
+    ev: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", **cpu, "ts": T0,
+         "dur": 500, "args": {}},
+    ]  # fmt: skip
+    for i, stack in enumerate([stacks[0], stacks[0], stacks[1]]):
+        ev.append(
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", **cpu, "ts": T0 + 10 + 100 * i,
+             "dur": 20, "args": {"Call stack": stack}}
+        )  # fmt: skip
+    ev.append(
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", **cpu, "ts": T0 + 400, "dur": 30,
+         "args": {}}
+    )  # fmt: skip
+    return {"traceEvents": ev}
+
+
+async def test_call_stacks_of_the_highlighted_operator(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    (root / "rank-0.json").write_text(json.dumps(stack_trace()))
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_operators(pilot)
+        table = screen.query_one("#operators-table", FrameTable)
+        names = shown(screen)["operator"].to_list()
+        table.move_cursor(row=names.index("aten::mm"))
+        await pilot.pause()
+        stacks = shown(screen, "operator-stacks")
+        assert screen.query_one("#operator-stacks", FrameTable).display
+        got = dict(zip(stacks["call stack"].to_list(), stacks["calls"].to_list(), strict=True))
+        assert got == {
+            "train.py(10): step\nmodel.py(5): forward": 2,
+            "train.py(10): step\nmodel.py(9): head": 1,
+        }
+        assert "Call stacks of aten::mm: 2" in text_of(screen, "#operator-stacks-title")
+        table.move_cursor(row=names.index("aten::add"))
+        await pilot.pause()
+        assert shown(screen, "operator-stacks").is_empty()
+        assert "no call stack recorded" in text_of(screen, "#operator-stacks-title")
+
+
+@pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
+@pytest.mark.parametrize("keys", [(), ("v",)], ids=["per-op", "per-shape"])
+def test_snapshot(snap_compare, tmp_path: Path, theme: str, keys: tuple[str, ...]) -> None:
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=3, seed=0)
+    app = make_screen_app(root, tmp_path, theme=theme)
+
+    async def run_before(pilot: Any) -> None:
+        screen = await open_operators(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await wait_until(
+                pilot, lambda: screen_shows_current(pilot.app, screen) and screen.result["by_shape"]
+            )
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
