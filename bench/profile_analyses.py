@@ -9,6 +9,7 @@ also pays the one-time view build that the others share.
 
 import sys
 import time
+from pathlib import Path
 
 from hta_tui.analysis import catalog, hta_view
 from hta_tui.trace.cache import Cache
@@ -16,8 +17,9 @@ from hta_tui.trace.model import open_set
 
 if __name__ == "__main__":
     cache = sys.argv[1]
-    traces = sys.argv[2] if len(sys.argv) > 2 else "/work/main/bench/out/8x100MB"
-    ranks = open_set(traces, Cache(cache)).frames()
+    traces = sys.argv[2] if len(sys.argv) > 2 else str(Path(__file__).parent / "out" / "8x100MB")
+    trace_set = open_set(traces, Cache(cache))
+    ranks = trace_set.frames()
     orig = hta_view.hta_view
     calls = []
 
@@ -37,7 +39,7 @@ if __name__ == "__main__":
             continue
         n0 = len(calls)
         t0, c0 = time.perf_counter(), time.process_time()
-        a.run(ranks, catalog.Options())
+        a.run(ranks, catalog.Options(), **{f: trace_set.frames(f) for f in a.frames})
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         views = sum(v[0] for v in calls[n0:])
         print(f"{a.name:32} {wall:.2f}s  cpu {cpu:.2f}s  views {views:.2f}s x{len(calls) - n0}")

@@ -130,3 +130,26 @@ def test_against_brute_force_timeline() -> None:
         got = {tuple(r["labels"]): r["length"] for r in cov.iter_rows(named=True)}
         want = {("A",): len(ta - tb), ("B",): len(tb - ta), ("A", "B"): len(ta & tb)}
         assert got == {k: v for k, v in want.items() if v}
+
+
+def test_covered_within_windows_against_brute_force() -> None:
+    # Windows that start and end inside, before, after and on interval edges, empty and
+    # reversed ones, against counting covered time units one by one.
+    rng = random.Random(11)
+    for _ in range(60):
+        a = [(s, s + rng.randint(0, 12)) for s in (rng.randint(0, 80) for _ in range(12))]
+        covered = _brute(a)
+        windows = [
+            (lo, lo + rng.randint(-3, 40)) for lo in (rng.randint(-10, 95) for _ in range(8))
+        ]
+        got = intervals.covered_within(
+            intervals.merge_intervals(frame(a)),
+            pl.Series([w[0] for w in windows]),
+            pl.Series([w[1] for w in windows]),
+        ).to_list()
+        assert got == [len({t for t in covered if lo <= t < hi}) for lo, hi in windows]
+
+
+def test_covered_within_nothing() -> None:
+    none = intervals.merge_intervals(frame([]))
+    assert intervals.covered_within(none, pl.Series([0, 5]), pl.Series([10, 6])).to_list() == [0, 0]

@@ -59,9 +59,12 @@ def _thread_key(view: pl.DataFrame, *, same_thread: bool) -> pl.Expr:
 
 
 def _rank_table(view: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame:
-    """(aten_op_name, kernel_sequence, first_launch_delay, first_runtime_delay) per op instance."""
+    """aten_op_name, kernel_sequence, occurrence_count and the average delays (us) per op name
+    and kernel sequence."""
     if view.is_empty():
         return pl.DataFrame()
+    # The columns used (a select costs nothing; every filter below copies what is left).
+    view = view.select("idx", "name", "start", "end", "pid", "tid", "stream", "correlation")
     # Only launches and ATen ops need the thread offset: computed over just those rows. Every
     # launch name starts with "cu" or "runFunction": prefix tests (cheap) pick the few rows
     # the pattern then has to look at.
@@ -78,9 +81,11 @@ def _rank_table(view: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame:
     if rows.is_empty():
         return pl.DataFrame()
     rows = rows.with_columns(_thread_key(rows, same_thread=same_thread).alias("__off"))
-    kernels = kernel_links(view, min_stream=0, carry=("name", "start")).rename(
-        {"name": "kernel", "start": "k_start"}
-    )
+    # Names travel as codes (equal names, equal codes): sorts, joins and group-bys of long
+    # kernel names cost more than the rest; the few distinct sequences get their names last.
+    code = pl.col("name").cast(pl.Categorical).to_physical()
+    kernels = kernel_links(view, min_stream=0, carry=("name", "start"))
+    kernel_names = kernels.select(pl.col("idx").alias("k_idx"), "name")
     launches = (
         rows.filter("__launch")
         .select(
@@ -89,11 +94,20 @@ def _rank_table(view: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame:
             (pl.col("start") + pl.col("__off")).alias("l_lo"),
             (pl.col("end") + pl.col("__off")).alias("l_hi"),
         )
-        .join(kernels.drop("idx"), on="launcher")
+        .join(
+            kernels.select(
+                "launcher",
+                pl.col("idx").alias("k_idx"),
+                code.alias("k_code"),
+                pl.col("start").alias("k_start"),
+            ),
+            on="launcher",
+        )
     )
-    ops = rows.filter(~pl.col("__launch")).select(
+    op_rows = rows.filter(~pl.col("__launch"))
+    ops = op_rows.select(
         pl.col("idx").alias("op"),
-        pl.col("name").alias("aten_op_name"),
+        code.alias("op_code"),
         pl.col("start").alias("o_start"),
         (pl.col("end") - pl.col("start")).alias("o_dur"),
         (pl.col("start") + pl.col("__off")).alias("o_lo"),
@@ -103,16 +117,39 @@ def _rank_table(view: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame:
         return pl.DataFrame()
     deepest = _innermost_ops(launches.select("launcher", "l_lo", "l_hi").unique(), ops, same_thread)
     charged = launches.join(deepest, on="launcher").sort(["op", "launcher", "k_start"])
-    # Collect the kernels as lists and join them after: `str.join` inside a group-by is ~6x
-    # slower; plain `first()`s are cheaper than firsts of expressions.
-    return (
+    per_op = (
         charged.group_by("op", maintain_order=True)
-        .agg(pl.col("aten_op_name", "o_start", "l_start", "k_start").first(), pl.col("kernel"))
+        .agg(pl.col("op_code", "o_start", "l_start", "k_start").first(), "k_code", "k_idx")
+        .group_by("op_code", "k_code")
+        .agg(
+            pl.len().alias("occurrence_count"),
+            us((pl.col("l_start") - pl.col("o_start")).mean())
+            .round(3)
+            .alias("avg_aten_op_launch_delay"),
+            us((pl.col("k_start") - pl.col("l_start")).mean()).round(3).alias("avg_runtime_delay"),
+            pl.col("op").first(),
+            pl.col("k_idx").first(),
+        )
+        .with_row_index("group")
+    )
+    sequences = (
+        per_op.select("group", "k_idx")
+        .explode("k_idx")
+        .join(kernel_names, on="k_idx", maintain_order="left")
+        .group_by("group", maintain_order=True)
+        .agg(pl.col("name").str.join(" -> ").alias("kernel_sequence"))
+    )
+    return (
+        per_op.join(sequences, on="group")
+        .join(
+            op_rows.select(pl.col("idx").alias("op"), pl.col("name").alias("aten_op_name")), on="op"
+        )
         .select(
             "aten_op_name",
-            pl.col("kernel").list.join(" -> ").alias("kernel_sequence"),
-            (pl.col("l_start") - pl.col("o_start")).alias("first_launch_delay"),
-            (pl.col("k_start") - pl.col("l_start")).alias("first_runtime_delay"),
+            "kernel_sequence",
+            "occurrence_count",
+            "avg_aten_op_launch_delay",
+            "avg_runtime_delay",
         )
     )
 
@@ -123,15 +160,16 @@ def _innermost_ops(launches: pl.DataFrame, ops: pl.DataFrame, same_thread: bool)
     The innermost is the containing op that starts last; among equal starts the shorter, then
     the later in the file (`same_thread`), else HTA's first in the file. Usually it is simply
     the last op to start before the launch (one as-of join, with ops ordered so that the last
-    of equal starts is the preferred one); only launches that op does not contain go through
-    the inequality join over every containing op.
+    of equal starts is the preferred one); only launches that op does not contain, but some
+    earlier op may, go through the inequality join over every containing op.
     """
     keys = ["o_lo", "o_dur", "op"] if same_thread else ["o_lo", "op"]
     desc = [False, True, False] if same_thread else [False, True]
     last_started = (
         launches.sort("l_lo")
         .join_asof(
-            ops.sort(keys, descending=desc),
+            # __reach: the latest end of any op starting up to here
+            ops.sort(keys, descending=desc).with_columns(pl.col("o_hi").cum_max().alias("__reach")),
             left_on="l_lo",
             right_on="o_lo",
             strategy="backward",
@@ -139,9 +177,11 @@ def _innermost_ops(launches: pl.DataFrame, ops: pl.DataFrame, same_thread: bool)
         )
         .with_columns((pl.col("o_hi") >= pl.col("l_hi")).fill_null(False).alias("__in"))
     )
-    cols = ["launcher", "op", "aten_op_name", "o_start"]
+    cols = ["launcher", "op", "op_code", "o_start"]
     found = last_started.filter("__in").select(cols)
-    rest = last_started.filter(~pl.col("__in")).select("launcher", "l_lo", "l_hi")
+    # A launch that no op starting before it reaches past is in no op at all.
+    rest = last_started.filter(~pl.col("__in") & (pl.col("__reach") >= pl.col("l_hi")))
+    rest = rest.select("launcher", "l_lo", "l_hi")
     if rest.is_empty():
         return found
     pairs = rest.join_where(ops, pl.col("o_lo") <= pl.col("l_lo"), pl.col("o_hi") >= pl.col("l_hi"))
@@ -176,18 +216,9 @@ def aten_op_kernels_and_delay(
     frames = []
     for r in chosen:
         view = rank_view(ranks[r], steps, hta_compat=hta_compat, columns=("pid", "tid"))
-        per_op = _rank_table(view, same_thread=not hta_compat)
-        if per_op.is_empty():
-            continue
-        frames.append(
-            per_op.group_by("aten_op_name", "kernel_sequence")
-            .agg(
-                pl.len().alias("occurrence_count"),
-                us(pl.col("first_launch_delay").mean()).round(3).alias("avg_aten_op_launch_delay"),
-                us(pl.col("first_runtime_delay").mean()).round(3).alias("avg_runtime_delay"),
-            )
-            .with_columns(pl.lit(r, pl.Int64).alias("rank"))
-        )
+        table = _rank_table(view, same_thread=not hta_compat)
+        if not table.is_empty():
+            frames.append(table.with_columns(pl.lit(r, pl.Int64).alias("rank")))
     if not frames:
         return pl.DataFrame(schema=COLUMNS)
     keys = list(sort_by)

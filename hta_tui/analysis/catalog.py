@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import polars as pl
@@ -34,6 +33,7 @@ from hta_tui.analysis import (
     operators,
     overlap,
     queue,
+    scheduling,
     sequences,
     step_breakdown,
     step_time_stats,
@@ -108,6 +108,12 @@ class Analysis:
     default: bool = True
     #: Frames besides events it reads, each passed as a keyword argument (`run`).
     frames: tuple[str, ...] = ()
+    #: Seconds it takes on 8 ranks of 100 MB (bench/ANALYSES.md, roughly): `run` starts the
+    #: longest first, so no long one is left to run alone at the end.
+    cost: float = 0.0
+    #: Starts from HTA's shared per-rank views (`hta_view`): `run` starts it once the first
+    #: such analysis has built them (`scheduling`).
+    views: bool = True
 
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
@@ -340,46 +346,107 @@ def _modules(r: Ranks, o: Options) -> Tables:
 
 
 ANALYSES: tuple[Analysis, ...] = (
-    Analysis("temporal_breakdown", "Temporal breakdown", _temporal),
-    Analysis("idle_time_breakdown", "Idle time breakdown", _idle),
-    Analysis("gpu_kernel_breakdown", "GPU kernel breakdown", _kernels),
+    Analysis("temporal_breakdown", "Temporal breakdown", _temporal, cost=0.4),
+    Analysis("idle_time_breakdown", "Idle time breakdown", _idle, cost=0.2),
+    Analysis("gpu_kernel_breakdown", "GPU kernel breakdown", _kernels, cost=0.15),
     Analysis("kernel_duration_stats", "Kernel duration statistics", _kernel_stats),
     Analysis("comm_comp_overlap", "Communication / computation overlap", _overlap),
-    Analysis("queue_length_summary", "Queue length per stream", _queue_summary),
+    Analysis("queue_length_summary", "Queue length per stream", _queue_summary, cost=0.2),
     Analysis("queue_length_time_series", "Queue length over time", _queue_series, False),
     Analysis("memory_bw_summary", "Memory bandwidth", _memory_summary),
     Analysis("memory_bw_time_series", "Memory bandwidth over time", _memory_series, False),
     Analysis("cuda_kernel_launch_stats", "Kernel launch statistics", _launch),
-    Analysis("frequent_cuda_kernel_sequences", "Frequent kernel sequences", _sequences),
-    Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten),
-    Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps),
+    Analysis("frequent_cuda_kernel_sequences", "Frequent kernel sequences", _sequences, cost=0.15),
+    Analysis("aten_op_kernels_and_delay", "ATen ops: kernels and delays", _aten, cost=0.3),
+    Analysis("profiler_steps", "Profiler steps and straggler candidates", _steps, cost=0.15),
     Analysis("user_annotation_breakdown", "User annotations", _annotations),
-    Analysis("step_time_breakdown", "Step time: where it goes (TensorBoard Overview)", _step_time),
     Analysis(
-        "gpu_metrics", "GPU utilization, SM efficiency, occupancy (TensorBoard)", _gpu_metrics
+        "step_time_breakdown",
+        "Step time: where it goes (TensorBoard Overview)",
+        _step_time,
+        cost=0.8,
+        views=False,
     ),
     Analysis(
-        "kernel_view", "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)", _kernel_view
+        "gpu_metrics",
+        "GPU utilization, SM efficiency, occupancy (TensorBoard)",
+        _gpu_metrics,
+        cost=0.6,
+        views=False,
     ),
-    Analysis("gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False),
-    Analysis("gpu_metric_series", "The four GPU metrics per time bucket", _metric_series, False),
+    Analysis(
+        "kernel_view",
+        "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)",
+        _kernel_view,
+        cost=0.1,
+        views=False,
+    ),
+    Analysis(
+        "gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False, views=False
+    ),
+    Analysis(
+        "gpu_metric_series",
+        "The four GPU metrics per time bucket",
+        _metric_series,
+        False,
+        views=False,
+    ),
     # These two walk every host op (the plugin's operator tree, built once for both): 0.3-0.6 s
     # per 100 MB rank would take "every analysis together" past its 3 s budget: when named.
     Analysis(
-        "kernel_view_by_op", "Kernels by launching op (TensorBoard)", _kernel_view_by_op, False
+        "kernel_view_by_op",
+        "Kernels by launching op (TensorBoard)",
+        _kernel_view_by_op,
+        False,
+        views=False,
     ),
-    Analysis("operator_stats", "Operators: host and device time (TensorBoard)", _operators, False),
-    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM),
     Analysis(
-        "memory_events", "Memory events: allocation / free pairs", _memory_events, frames=_MEM
+        "operator_stats",
+        "Operators: host and device time (TensorBoard)",
+        _operators,
+        False,
+        views=False,
     ),
-    Analysis("memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM),
-    Analysis("memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM),
-    Analysis("memory_leaks", "Memory never freed (leak candidates)", _memory_leaks, frames=_MEM),
-    Analysis("memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM),
-    Analysis("comm_comp_per_rank", "Distributed: collectives, waits, stragglers", _distributed),
-    Analysis("syncs", "Host-device syncs and who caused them", _syncs, frames=("flows",)),
-    Analysis("module_stats", "nn.Module view", _modules),
+    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
+    Analysis(
+        "memory_events",
+        "Memory events: allocation / free pairs",
+        _memory_events,
+        frames=_MEM,
+        views=False,
+    ),
+    Analysis(
+        "memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM, views=False
+    ),
+    Analysis(
+        "memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM, views=False
+    ),
+    Analysis(
+        "memory_leaks",
+        "Memory never freed (leak candidates)",
+        _memory_leaks,
+        frames=_MEM,
+        views=False,
+    ),
+    Analysis(
+        "memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM, views=False
+    ),
+    Analysis(
+        "comm_comp_per_rank",
+        "Distributed: collectives, waits, stragglers",
+        _distributed,
+        cost=0.3,
+        views=False,
+    ),
+    Analysis(
+        "syncs",
+        "Host-device syncs and who caused them",
+        _syncs,
+        frames=("flows",),
+        cost=0.5,
+        views=False,
+    ),
+    Analysis("module_stats", "nn.Module view", _modules, views=False),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
@@ -438,6 +505,10 @@ def wanted_tables(names: list[str] | None, tables: Tables) -> Tables:
     return {t: df for t, df in tables.items() if t in names or owner[t] in asked_analyses}
 
 
+#: The polars engine the analyses run on (`run`).
+ENGINE = "in-memory"
+
+
 def run(
     ranks: Ranks,
     names: list[str] | None = None,
@@ -448,9 +519,11 @@ def run(
 ) -> Tables:
     """Run the selected analyses over the loaded ranks; tables in catalog order.
 
-    The first analysis runs alone and builds the shared per-rank views (see hta_view); the
-    others then run `threads` at a time: most of their queries are small and single-threaded
-    inside polars, which releases the GIL, so two cores finish them about a third sooner.
+    They run `threads` at a time (`scheduling`): most of their queries are small and
+    single-threaded inside polars, which releases the GIL, so two cores finish them sooner.
+    The first analysis on HTA's views builds them while analyses that need none run beside
+    it; then the longest first. Queries run on polars' in-memory engine: its default since
+    2.0, the streaming engine, costs more on these many small queries (bench/ANALYSES.md).
     """
     options = options or Options()
     chosen = select(names)
@@ -461,13 +534,9 @@ def run(
         extra = {f: frames(f) if frames is not None else {} for f in a.frames}
         return a.run(ranks, options, **extra)  # type: ignore[call-arg]
 
-    results: list[Tables] = [call(chosen[0])]
-    if threads > 1 and len(chosen) > 2:
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="analysis") as pool:
-            results += list(pool.map(call, chosen[1:]))
-    else:
-        results += [call(a) for a in chosen[1:]]
+    with pl.Config(engine_affinity=ENGINE):
+        results = scheduling.run_all(chosen, call, threads)
     out: Tables = {}
-    for tables in results:
-        out.update(tables)
+    for a in chosen:
+        out.update(results[a.name])
     return out

@@ -93,20 +93,16 @@ def rank_calls(rank: int, ev: pl.DataFrame) -> pl.DataFrame:
             *(pl.col(c).drop_nulls().first() for c in COMM_COLUMNS if c != "pg_ranks"),
         )
     )
-    kernels = ev.lazy().filter(
-        (pl.col("kind") == "kernel") & pl.col("name").str.contains(NCCL_KERNEL)
-    )
-    has_kernels = kernels.select(pl.len()).collect().item() > 0
+    kernels = _nccl_kernels(ev)
+    has_kernels = not kernels.is_empty()
     if has_kernels:
-        base = kernels.select(
-            "name", "ts", "dur", "external_id", pl.lit(None, pl.Int64).alias("op_bytes")
-        )
+        base = kernels.lazy().with_columns(pl.lit(None, pl.Int64).alias("op_bytes"))
     else:
         ops = ev.lazy().filter(
             pl.col("kind").is_in(["annotation", "cpu_op", "other"])
             & pl.col("name").str.contains(COLLECTIVE_OP)
         )
-        base = op_bytes(ops).select("name", "ts", "dur", "external_id", "op_bytes")
+        base = op_bytes(ops).select("idx", "name", "ts", "dur", "external_id", "op_bytes")
     calls = (
         base.join(args, on="external_id", how="left")
         .with_columns(
@@ -118,7 +114,7 @@ def rank_calls(rank: int, ev: pl.DataFrame) -> pl.DataFrame:
             ).alias("bytes"),
             (pl.col("ts") + pl.col("dur")).alias("end"),
         )
-        .sort("ts")
+        .sort("ts", "idx")  # calls starting together numbered in file order
         .with_columns(
             pl.coalesce(
                 pl.col("comm_seq"), pl.int_range(pl.len(), dtype=pl.Int64).over("pg")
@@ -145,6 +141,19 @@ def rank_calls(rank: int, ev: pl.DataFrame) -> pl.DataFrame:
     ).sort("ts")
 
 
+def _nccl_kernels(ev: pl.DataFrame) -> pl.DataFrame:
+    """idx, name, ts, dur, external_id of the rank's NCCL kernels (the pattern tried on the
+    distinct kernel names only)."""
+    kernels = (
+        ev.lazy()
+        .filter(pl.col("kind") == "kernel")
+        .select("idx", "name", "ts", "dur", "external_id")
+        .collect()
+    )
+    names = kernels.select(pl.col("name").unique()).filter(pl.col("name").str.contains(NCCL_KERNEL))
+    return kernels.filter(pl.col("name").is_in(names["name"].implode()))
+
+
 def _issued(calls: pl.DataFrame, ev: pl.DataFrame, *, on_gpu: bool) -> pl.DataFrame:
     """`issued`: when the CPU asked for the call (its record_param_comms op, else the nearest
     `c10d::` op before it), which places it in a step; and `arrival`: when the rank was ready
@@ -152,9 +161,11 @@ def _issued(calls: pl.DataFrame, ev: pl.DataFrame, *, on_gpu: bool) -> pl.DataFr
     (gloo) when it was issued: the backend may start it later, when a worker thread frees up,
     which is not the rank's lateness."""
     c10d = (
-        ev.filter(pl.col("name").str.starts_with("c10d::"))
+        ev.lazy()
+        .filter(pl.col("name").str.starts_with("c10d::"))
         .select(pl.col("ts").alias("c10d_ts"))
         .sort("c10d_ts")
+        .collect()
     )
     calls = calls.sort("ts").join_asof(c10d, left_on="ts", right_on="c10d_ts", strategy="backward")
     issued = pl.coalesce(

@@ -43,17 +43,21 @@ def comm_comp_per_rank(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         comm = calls.filter(pl.col("rank") == rank).select(
             pl.col("ts").alias("start"), pl.col("end")
         )
-        kernels = ev.filter(
-            (pl.col("kind") == "kernel") & ~pl.col("name").str.contains(NCCL_KERNEL)
-        )
+        kernels = _without(ev, "kernel", NCCL_KERNEL)
         if kernels.is_empty():
-            kernels = ev.filter(
-                (pl.col("kind") == "cpu_op")
-                & ~pl.col("name").str.contains(_COMM_CPU)
-                & ~pl.col("name").str.contains(DATA_LOADER)
-            )
+            kernels = _without(ev, "cpu_op", _COMM_CPU, DATA_LOADER)
         queries.append(breakdown_query(rank, steps, spans(kernels), comm))
     return with_means(queries, truncate=False)
+
+
+def _without(ev: pl.DataFrame, kind: str, *patterns: str) -> pl.DataFrame:
+    """ts, dur of the rank's events of `kind` whose names match none of `patterns` (the
+    patterns tried on the distinct names only)."""
+    rows = ev.lazy().filter(pl.col("kind") == kind).select("name", "ts", "dur").collect()
+    names = rows.select(pl.col("name").unique())
+    for pattern in patterns:
+        names = names.filter(~pl.col("name").str.contains(pattern))
+    return rows.filter(pl.col("name").is_in(names["name"].implode())).select("ts", "dur")
 
 
 def wait_transfer_per_step(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:

@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis import intervals, op_tree, tb_roles, tb_steps, tensor_cores
+from hta_tui.analysis import interval_arrays, op_tree, tb_roles, tb_steps, tensor_cores
+from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.per_rank import each_rank
 
 _MAX_BUCKETS = 100
@@ -38,17 +40,43 @@ COLUMNS: dict[str, pl.DataType] = {
 
 
 def device_kernels(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
-    return events.filter(
-        tb_roles.gpu_work("Kernel", tb_compat=tb_compat) & pl.col("device").is_not_null()
-    ).select(
-        "device",
-        "name",
-        "correlation",
-        pl.col("ts").alias("start"),
-        (pl.col("ts") + pl.col("dur")).alias("end"),
-        "blocks_per_sm",
-        "occupancy",
+    """The device's kernels: once per frame and mode (the metrics and the series share them)."""
+    return job_cached(
+        {0: events}, "tb_kernels", lambda: _select_kernels(events, tb_compat), tb_compat
     )
+
+
+def _select_kernels(events: pl.DataFrame, tb_compat: bool) -> pl.DataFrame:
+    return (
+        events.lazy()
+        .filter(tb_roles.gpu_work("Kernel", tb_compat=tb_compat) & pl.col("device").is_not_null())
+        .select(
+            "device",
+            "name",
+            "correlation",
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+            "blocks_per_sm",
+            "occupancy",
+        )
+        .collect()
+    )
+
+
+def _busy(events: pl.DataFrame, kernels: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    """The union of each device's kernels (`device`, `start`, `end`), once per frame."""
+
+    def build() -> pl.DataFrame:
+        parts = [pl.DataFrame(schema=_INTERVALS)]
+        for device in sorted(kernels["device"].unique().to_list()):
+            rows = kernels.filter(pl.col("device") == device)
+            starts, ends = interval_arrays.union(rows["start"].to_numpy(), rows["end"].to_numpy())
+            parts.append(
+                pl.DataFrame({"device": device, "start": starts, "end": ends}, schema=_INTERVALS)
+            )
+        return pl.concat(parts, rechunk=True)
+
+    return job_cached({0: events}, "tb_busy", build, tb_compat)
 
 
 def steps_span(events: pl.DataFrame, *, tb_compat: bool) -> tuple[int, int] | None:
@@ -61,29 +89,36 @@ def steps_span(events: pl.DataFrame, *, tb_compat: bool) -> tuple[int, int] | No
 
 def sm_efficiency_ranges(kernels: pl.DataFrame) -> pl.DataFrame:
     """Per device, the timeline cut at kernel edges with min(Σ blocks per SM, 1): `device`,
-    `start`, `end`, `value` (the plugin's `merge_ranges_with_value`)."""
+    `start`, `end`, `value` (the plugin's `merge_ranges_with_value`). numpy: a stable sort of
+    the nearly ordered edges is a few linear passes, a polars sort is not."""
     k = kernels.filter(pl.col("blocks_per_sm") > 0)
-    edges = pl.concat(
-        [
-            k.select("device", pl.col("start").alias("t"), pl.col("blocks_per_sm").alias("d")),
-            k.select("device", pl.col("end").alias("t"), (-pl.col("blocks_per_sm")).alias("d")),
-        ]
-    ).sort("device", "t")
-    return (
-        edges.group_by("device", "t", maintain_order=True)
-        .agg(pl.col("d").sum())
-        .with_columns(
-            pl.col("d").cum_sum().over("device").alias("level"),
-            pl.col("t").shift(-1).over("device").alias("next"),
+    parts = [pl.DataFrame(schema=_RANGES)]
+    for device in sorted(k["device"].unique().to_list()):
+        rows = k.filter(pl.col("device") == device)
+        bps = rows["blocks_per_sm"].to_numpy()
+        t = np.concatenate([rows["start"].to_numpy(), rows["end"].to_numpy()])
+        order = np.argsort(t, kind="stable")
+        t, d = t[order], np.concatenate([bps, -bps])[order]
+        first = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))
+        level = np.cumsum(np.add.reduceat(d, first))[:-1]
+        start, end = t[first][:-1], t[first][1:]
+        keep = level > 1e-12
+        parts.append(
+            pl.DataFrame(
+                {
+                    "device": np.full(int(keep.sum()), device, dtype=np.int64),
+                    "start": start[keep],
+                    "end": end[keep],
+                    "value": np.minimum(level[keep], 1.0),
+                },
+                schema=_RANGES,
+            )
         )
-        .filter(pl.col("next").is_not_null() & (pl.col("level") > 1e-12))
-        .select(
-            "device",
-            pl.col("t").alias("start"),
-            pl.col("next").alias("end"),
-            pl.min_horizontal(pl.col("level"), pl.lit(1.0)).alias("value"),
-        )
-    )
+    return pl.concat(parts, rechunk=True)
+
+
+_INTERVALS = {"device": pl.Int64, "start": pl.Int64, "end": pl.Int64}
+_RANGES = {"device": pl.Int64, "start": pl.Int64, "end": pl.Int64, "value": pl.Float64}
 
 
 def _clip(start: int, end: int) -> tuple[pl.Expr, pl.Expr]:
@@ -126,7 +161,7 @@ def rank_gpu_metrics(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.Dat
         return pl.DataFrame(schema=cols)
     start, end = span
     length = float(end - start)
-    busy = intervals.merge_intervals(kernels, by="device")
+    busy = _busy(events, kernels, tb_compat=tb_compat)
     _, clipped = _clip(start, end)
     util = busy.group_by("device").agg((100 * clipped.sum() / length).alias("gpu_utilization_pct"))
     sm = (
@@ -247,7 +282,7 @@ def rank_utilization_series(events: pl.DataFrame, *, tb_compat: bool = False) ->
     if kernels.is_empty() or grid_of is None:
         return pl.DataFrame(schema=schema)
     first, size, n, last = grid_of
-    busy = intervals.merge_intervals(kernels, by="device")
+    busy = _busy(events, kernels, tb_compat=tb_compat)
     cut = bucket_overlaps(busy, first, size, n, last)
     per = cut.group_by("device", "b").agg(pl.col("overlap").sum().alias("busy"))
     buckets = _bucket_frame(first, size, n, last)

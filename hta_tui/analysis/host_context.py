@@ -9,6 +9,9 @@ millions costs a few sorts (an inequality join of queries against every event to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis.sequences import _levels, ancestors_at
@@ -43,11 +46,16 @@ CONTEXT_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def rows_at(events: pl.DataFrame, idx: pl.Series) -> pl.DataFrame:
-    """The events with these idx, in that order (nulls and unknown idx left out). A parsed
-    frame's idx is its row number, so this is a gather, not a join over the whole rank."""
+def rows_at(
+    events: pl.DataFrame, idx: pl.Series, columns: Sequence[str] | None = None
+) -> pl.DataFrame:
+    """The events with these idx, in that order (nulls and unknown idx left out); `columns`
+    only (and idx). A parsed frame's idx is its row number, so this is a gather, not a join
+    over the whole rank."""
     idx = idx.drop_nulls()
     n = events.height
+    if columns is not None:
+        events = events.select("idx", *(c for c in columns if c != "idx"))
     if n and events["idx"][0] == 0 and events["idx"][n - 1] == n - 1:
         return events[idx.filter(idx < n).cast(pl.UInt32)]
     return idx.rename("idx").to_frame().join(events, on="idx", maintain_order="left")
@@ -93,34 +101,20 @@ def enclosing(events: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
         .sort("pid", "tid")
         .with_row_index("thread")
     )
-    ctx = ctx_all.join(
-        threads.lazy().select(pl.col("pid").alias("c_pid"), pl.col("tid").alias("c_tid")),
-        on=["c_pid", "c_tid"],
-        how="semi",
-    ).collect()
-    on_thread = ctx.join(
-        threads.select("thread", pl.col("pid").alias("c_pid"), pl.col("tid").alias("c_tid")),
-        on=["c_pid", "c_tid"],
-    )
     asked = queries.join(threads, on=["pid", "tid"]).select(
         "thread", "idx", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end")
     )
-    # Only events that contain some query can enclose one: each event looks at the first
-    # query starting at or after it (queries of a thread do not overlap unless nested), so
-    # the nesting below sorts a query's few ancestors, not the whole thread.
-    first_after = (
-        on_thread.sort("c_ts")
-        .join_asof(
-            asked.sort("start").select("thread", "start", pl.col("end").alias("q_end")),
-            left_on="c_ts",
-            right_on="start",
-            by="thread",
-            strategy="forward",
-            check_sortedness=False,
-        )
-        .filter(pl.col("q_end") <= pl.col("c_end"))
+    # Times first; the names only of the few events that contain a query.
+    times = ctx_all.select("c_idx", "c_pid", "c_tid", "c_ts", "c_end").collect()
+    on_thread = _containers(times, threads, asked)
+    info = rows_at(events, on_thread["c_idx"], ("name", "kind", "python_module_id")).select(
+        pl.col("name").alias("c_name"),
+        pl.col("kind").alias("c_kind"),
+        pl.col("python_module_id").alias("c_module_id"),
     )
-    on_thread = first_after.select(on_thread.columns)
+    ctx = pl.concat([on_thread.drop("thread"), info], how="horizontal").select(
+        ctx_all.collect_schema().names()
+    )
     nodes = pl.concat(
         [
             on_thread.select(
@@ -174,30 +168,74 @@ def context(
     if around is None:
         around = enclosing(events, queries)
     kind, name = pl.col("c_kind"), pl.col("c_name")
+    # The patterns on the distinct names only: names repeat across queries.
+    names = (
+        around.lazy()
+        .select(name.unique())
+        .with_columns(
+            name.str.contains(_FRAME_RE).alias("__frame"),
+            name.str.contains(_LIBRARY_RE).alias("__library"),
+            name.str.contains(_STEP_RE).alias("__step"),
+        )
+    )
     is_module = (kind == "python") & pl.col("c_module_id").is_not_null()
-    is_frame = (kind == "python") & ~is_module & name.str.contains(_FRAME_RE)
-    is_user = is_frame & ~name.str.contains(_LIBRARY_RE)
-    is_step = (kind != "python") & name.str.contains(_STEP_RE)
+    is_frame = (kind == "python") & ~is_module & pl.col("__frame")
+    is_user = is_frame & ~pl.col("__library")
+    is_step = (kind != "python") & pl.col("__step")
     module_name = name.str.strip_prefix("nn.Module: ")
     rows = (
         around.lazy()
+        .join(names, on="c_name", how="left", maintain_order="left", nulls_equal=True)
         .group_by("q", maintain_order=True)
         .agg(
             name.filter(kind == "cpu_op").last().alias("operator"),
-            _joined(name.filter(kind == "cpu_op"), " > ").alias("op_stack"),
+            name.filter(kind == "cpu_op").alias("op_stack"),
             module_name.filter(is_module).last().alias("module"),
-            _joined(module_name.filter(is_module), "/").alias("module_path"),
+            module_name.filter(is_module).alias("module_path"),
             name.filter(is_user).last().alias("call_site"),
-            _joined(name.filter(is_frame).tail(STACK_DEPTH), " > ").alias("python_stack"),
-            _joined(name.filter((kind == "annotation") & ~is_step), " > ").alias("annotation"),
+            name.filter(is_frame).tail(STACK_DEPTH).alias("python_stack"),
+            name.filter((kind == "annotation") & ~is_step).alias("annotation"),
             name.filter(is_step).last().alias("step"),
+        )
+        # Lists joined after the group-by: a string join inside one costs several times more.
+        .with_columns(
+            _joined("op_stack", " > "),
+            _joined("module_path", "/"),
+            _joined("python_stack", " > "),
+            _joined("annotation", " > "),
         )
     )
     out = queries.lazy().select(pl.col("idx").alias("q")).join(rows, on="q", how="left")
     return out.collect().cast(CONTEXT_COLUMNS).select(list(CONTEXT_COLUMNS))
 
 
-def _joined(values: pl.Expr, sep: str) -> pl.Expr:
-    """A list of names as one string; null when empty."""
-    text = values.str.join(sep)
-    return pl.when(text != "").then(text)
+def _joined(column: str, sep: str) -> pl.Expr:
+    """A list column of names as one string; null when empty."""
+    text = pl.col(column).list.join(sep)
+    return pl.when(text != "").then(text).alias(column)
+
+
+def _containers(ctx: pl.DataFrame, threads: pl.DataFrame, asked: pl.DataFrame) -> pl.DataFrame:
+    """The context events that contain some query, with their `thread`.
+
+    Only those can enclose one: each event looks at the first query of its thread starting at
+    or after it (the shortest of equal starts; queries of a thread do not overlap unless
+    nested), so the nesting that follows sorts a query's few ancestors, not the whole thread.
+    A binary search of each event's start among its thread's few queries: no sort or join of
+    the thread's events.
+    """
+    pids, tids = ctx["c_pid"].to_numpy(), ctx["c_tid"].to_numpy()
+    starts, ends = ctx["c_ts"].to_numpy(), ctx["c_end"].to_numpy()
+    keep = np.zeros(ctx.height, dtype=bool)
+    thread_of = np.zeros(ctx.height, dtype=np.uint32)
+    for thread, pid, tid in threads.iter_rows():
+        mine = asked.filter(pl.col("thread") == thread).sort("start", "end")
+        q_start, q_end = mine["start"].to_numpy(), mine["end"].to_numpy()
+        rows = np.flatnonzero((pids == pid) & (tids == tid))
+        first = np.searchsorted(q_start, starts[rows], side="left")
+        inside = first < len(q_start)
+        rows, first = rows[inside], first[inside]
+        rows = rows[q_end[first] <= ends[rows]]
+        keep[rows] = True
+        thread_of[rows] = thread
+    return ctx.with_columns(pl.Series("thread", thread_of)).filter(pl.Series(keep))

@@ -165,22 +165,25 @@ def profiler_step_names(ranks: Mapping[int, pl.DataFrame]) -> set[str]:
 
 def _filter_profiler_steps(events: pl.DataFrame, step_names: set[str]) -> pl.DataFrame:
     """Keep CPU events before the last ProfilerStep start and the GPU events they launched."""
-    on_gpu = _hta_kernel_filter()
+    # the GPU test once, as a column (it matches names); dropped again at the end
+    events = events.with_columns(_hta_kernel_filter().alias("__on_gpu"))
+    on_gpu = pl.col("__on_gpu")
     is_step = pl.col("name").is_in(sorted(step_names))
-    steps = events
+    steps = events.lazy()
     # A cheap prefix match narrows the rows first (a substring search costs 4x more).
     if all(n.startswith("ProfilerStep") for n in step_names):
-        steps = events.filter(pl.col("name").str.starts_with("ProfilerStep"))
+        steps = steps.filter(pl.col("name").str.starts_with("ProfilerStep"))
     elif all("ProfilerStep" in n for n in step_names):
-        steps = events.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
-    last_start = steps.select(pl.col("start").filter(~on_gpu & is_step).max()).item()
+        steps = steps.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
+    last_start = steps.select(pl.col("start").filter(~on_gpu & is_step).max()).collect().item()
     if last_start is None:  # HTA compares with NaN: nothing survives
-        return events.clear()
+        return events.drop("__on_gpu").clear()
     kept_cpu = ~on_gpu & (pl.col("start") < last_start)
     # HTA merges on correlation with its default -1 for "none"; keep that matching rule.
     corr = pl.col("correlation").fill_null(-1)
     launched = events.select(corr.filter(kept_cpu).unique()).to_series()
-    return events.filter(kept_cpu | (on_gpu & corr.is_in(launched.implode())))
+    kept = events.filter(kept_cpu | (on_gpu & corr.is_in(launched.implode())))
+    return kept.drop("__on_gpu")
 
 
 #: The columns the view itself needs; analyses that need no more pass these as `columns`.
@@ -341,12 +344,18 @@ def build_rank_view(
     if step_filter:
         ev = _filter_profiler_steps(ev, step_names)
     ev = ev.with_columns(gpu_mask(hta_compat=hta_compat).alias("gpu"))
-    # Classify each distinct GPU event name once: names repeat thousands of times.
+    # Classify each distinct GPU event name once (names repeat thousands of times), and look
+    # the GPU rows' names up only: a lookup costs a string hash per row.
     name = pl.col("name").fill_null("")
-    types = ev.filter(pl.col("gpu")).select(name.unique()).with_columns(kernel_type().alias("t"))
-    typed = name.replace_strict(types["name"], types["t"], default=None, return_dtype=KERNEL_TYPE)
+    gpu_names = ev.select(name.filter(pl.col("gpu")))
+    types = gpu_names.unique().with_columns(kernel_type().alias("t"))
+    typed = gpu_names.select(
+        name.replace_strict(types["name"], types["t"], default=None, return_dtype=KERNEL_TYPE)
+    ).to_series()
+    at = ev.select(pl.arg_where(pl.col("gpu"))).to_series()
+    kinds = pl.repeat(None, ev.height, dtype=KERNEL_TYPE, eager=True).scatter(at, typed)
     # One chunk per column: every later query on a view with misaligned chunks rechunks it.
-    return ev.with_columns(pl.when(pl.col("gpu")).then(typed).alias("kernel_type")).rechunk()
+    return ev.with_columns(kinds.alias("kernel_type")).rechunk()
 
 
 def hta_view(
@@ -400,7 +409,7 @@ def gpu_launches(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
 
     def build() -> pl.DataFrame:
         queries = [
-            _with_launch_start(gpu_events(view).lazy(), view.lazy()).select(
+            _with_launch_start(view.lazy().filter(pl.col("gpu")), view.lazy()).select(
                 pl.lit(rank, pl.Int64).alias("rank"), pl.all()
             )
             for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items()

@@ -16,8 +16,10 @@ stream's earlier kernels and is never negative; `hta_compat` keeps HTA's signed 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis.describe import DESCRIBE_COLUMNS, describe
@@ -51,7 +53,7 @@ def _kernel_rows(*, hta_compat: bool) -> pl.Expr:
     """
     cats = pl.col("cat").is_in(HTA_KERNEL_CATS)
     if not hta_compat:
-        cats = cats | pl.col("kind").cast(pl.String).is_in(GPU_WORK_KINDS)
+        cats = cats | pl.col("kind").is_in(GPU_WORK_KINDS)
     return pl.col("gpu") & cats
 
 
@@ -85,27 +87,24 @@ def _gaps(
     }
     gpu = gpu_launches(ranks, hta_compat=hta_compat)
     if gpu.is_empty():
-        kernels = pl.LazyFrame(schema=schema)
+        kernels = pl.LazyFrame(schema={**schema, "prev_end": pl.Int64()})
     else:
-        kernels = gpu.lazy().filter(_kernel_rows(hta_compat=hta_compat)).select(list(schema))
-        kernels = kernels.cast(schema)  # type: ignore[arg-type]
-    # Sorted by stream, the previous row is the previous kernel of the same stream unless the
-    # stream (or rank) changes there: a shift, not a window over groups.
-    same = (pl.col("rank") == pl.col("rank").shift(1)) & (
-        pl.col("stream") == pl.col("stream").shift(1)
-    )
-    prev_end = pl.when(same).then(pl.col("end").shift(1))
+        rows = gpu.lazy().filter(_kernel_rows(hta_compat=hta_compat)).select(list(schema))
+        rows = rows.cast(schema).collect()  # type: ignore[arg-type]
+        # numpy's lexsort on (rank, stream, start, idx): 10x a polars sort on the 4 keys
+        order = pl.Series(_stream_order(rows))
+        ordered = rows.select(pl.col("rank", "stream", "end").gather(order))
+        prev_end = _previous_end(ordered, running=not hta_compat)
+        # lazy: a caller that drops `name` never gathers the strings
+        kernels = rows.lazy().select(pl.all().gather(order), prev_end.alias("prev_end"))
     gap = pl.col("start") - pl.col("prev_end")
-    if not hta_compat:  # the latest end so far on the stream: no negative gap (module doc)
-        prev_end = pl.col("end").cum_max().shift(1).over(["rank", "stream"])
+    if not hta_compat:  # no negative gap (module doc)
         gap = gap.clip(lower_bound=0)
     delay_ns = consecutive_kernel_delay_us * 1000
     host_wait = (pl.col("launch_start") > pl.col("prev_end")).fill_null(False)
     kernel_wait = ~host_wait & (pl.col("idle_interval") < delay_ns).fill_null(False)
     return (
-        kernels.sort(["rank", "stream", "start", "idx"])
-        .with_columns(prev_end.alias("prev_end"))
-        .with_columns(gap.alias("idle_interval"))
+        kernels.with_columns(gap.alias("idle_interval"))
         .with_columns(
             pl.when(host_wait)
             .then(pl.lit("host_wait"))
@@ -117,6 +116,38 @@ def _gaps(
         )
         .drop("prev_end")
     )
+
+
+def _stream_order(rows: pl.DataFrame) -> np.ndarray:
+    """Positions of `rows` sorted by rank, stream, start, idx. Rows come per rank in file
+    order, so a stable sort by start keeps idx order among equal starts, and a radix sort by
+    a 16-bit (rank, stream) code finishes it: 2x numpy's lexsort on the four keys."""
+    idx, start, stream, rank = (rows[c].to_numpy() for c in ("idx", "start", "stream", "rank"))
+    if rows.height:
+        s0, r0 = stream.min(), rank.min()
+        span = int(stream.max() - s0) + 1
+        in_file_order = np.all((np.diff(idx.astype(np.int64)) > 0) | (np.diff(rank) != 0))
+        if span * (int(rank.max() - r0) + 1) <= 2**16 and in_file_order:
+            by_start = np.argsort(start, kind="stable")
+            code = ((rank - r0) * span + (stream - s0)).astype(np.uint16)
+            return by_start[np.argsort(code[by_start], kind="stable")]
+    return np.lexsort((idx, start, stream, rank))
+
+
+def _previous_end(rows: pl.DataFrame, *, running: bool) -> pl.Series:
+    """`prev_end` of kernels sorted by rank, stream, start: the end of the stream's kernel
+    before (HTA), or with `running` the latest end of its kernels so far (module doc); null
+    for a stream's first kernel. A loop over streams, each a numpy pass."""
+    rank, stream = rows["rank"].to_numpy(), rows["stream"].to_numpy()
+    end = rows["end"].to_numpy()
+    first = np.ones(end.size, dtype=bool)
+    first[1:] = (rank[1:] != rank[:-1]) | (stream[1:] != stream[:-1])
+    bounds = [*np.flatnonzero(first).tolist(), end.size]
+    prev = np.zeros(end.size, dtype=np.int64)
+    for a, b in itertools.pairwise(bounds):
+        seg = np.maximum.accumulate(end[a:b]) if running else end[a:b]
+        prev[a + 1 : b] = seg[:-1]
+    return pl.Series("prev_end", prev).scatter(np.flatnonzero(first), None)
 
 
 def idle_time_breakdown(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 Frame = pl.DataFrame | pl.LazyFrame
@@ -36,7 +37,24 @@ def merge_intervals(
     (HTA's rounding can make those) survives as a group of negative length rather than
     vanishing: callers that reproduce HTA's numbers need that.
     """
-    return merged(df, start, end, by=by).collect()
+    if _by(by):
+        return merged(df, start, end, by=by).collect()
+    # One group: a sort, then a running max and a reduceat in numpy (a fifth of the group-by's
+    # time, and merges are in most analyses).
+    rows = df.lazy().select(start, end).drop_nulls().sort(start).collect()
+    if rows.is_empty():
+        return rows
+    s, e = rows[start].to_numpy(), rows[end].to_numpy()
+    new_group = np.empty(len(s), dtype=bool)
+    new_group[0] = True
+    new_group[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
+    firsts = np.flatnonzero(new_group)
+    return pl.DataFrame(
+        [
+            pl.Series(start, s[firsts], dtype=rows.schema[start]),
+            pl.Series(end, np.maximum.reduceat(e, firsts), dtype=rows.schema[end]),
+        ]
+    )
 
 
 def merged(
@@ -78,6 +96,27 @@ def covered_length(
 def union_length(df: Frame, start: str = "start", end: str = "end") -> int:
     """Length of the union of all intervals in `df` (0 when empty)."""
     return int(covered_length(df, start, end).item())
+
+
+def covered_within(
+    merged: pl.DataFrame, lo: pl.Series, hi: pl.Series, start: str = "start", end: str = "end"
+) -> pl.Series:
+    """How much of each window [lo, hi) the merged intervals (`merge_intervals`, without `by`;
+    disjoint, sorted) cover: prefix sums of their lengths and two binary searches per window,
+    where clipping every interval to every window is a cross join."""
+    if merged.is_empty() or lo.is_empty():
+        return pl.Series("covered", np.zeros(len(lo), dtype=np.int64))
+    s, e = merged[start].to_numpy(), merged[end].to_numpy()
+    a, b = lo.to_numpy(), hi.to_numpy()
+    prefix = np.concatenate(([0], np.cumsum(e - s)))
+    first = np.searchsorted(e, a, side="right")  # the first interval ending after lo
+    stop = np.searchsorted(s, b, side="left")  # past the last one starting before hi
+    some = stop > first
+    head = np.maximum(a - s[np.minimum(first, len(s) - 1)], 0)  # the first one's part before lo
+    tail = np.maximum(e[np.maximum(stop - 1, 0)] - b, 0)  # the last one's part after hi
+    # (A window ending before it starts covers nothing, even inside one interval.)
+    covered = np.where(some, np.maximum(prefix[stop] - prefix[first] - head - tail, 0), 0)
+    return pl.Series("covered", covered.astype(np.int64))
 
 
 def span(df: Frame, start: str = "start", end: str = "end") -> tuple[int, int] | None:

@@ -27,8 +27,13 @@ from hta_tui.analysis.per_rank import each_rank
 ROOT = "CallTreeRoot"
 
 
-def _kernels(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
-    return events.filter(tb_roles.gpu_work("Kernel", tb_compat=tb_compat))
+_STATS_INPUT = ("dur", "blocks_per_sm", "occupancy")
+
+
+def _kernels(events: pl.DataFrame, *, tb_compat: bool, columns: list[str]) -> pl.DataFrame:
+    """The kernels' `columns` (filtered before the other 30 columns are copied)."""
+    kernel = tb_roles.gpu_work("Kernel", tb_compat=tb_compat)
+    return events.lazy().filter(kernel).select(columns).collect()
 
 
 def _stats(kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
@@ -60,7 +65,7 @@ def _stats(kernels: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 def rank_kernel_table(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Per kernel name (the plugin's `group_by=Kernel`)."""
-    return _stats(_kernels(events, tb_compat=tb_compat), ["name"])
+    return _stats(_kernels(events, tb_compat=tb_compat, columns=["name", *_STATS_INPUT]), ["name"])
 
 
 def _dims(col: str) -> pl.Expr:
@@ -89,7 +94,8 @@ def _launchers(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
 
 def _keyed(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     """Kernels with their launching `operator` and launch properties as text keys."""
-    kernels = _kernels(events, tb_compat=tb_compat)
+    columns = ["name", "correlation", "grid", "block", "registers", "shared_memory"]
+    kernels = _kernels(events, tb_compat=tb_compat, columns=[*columns, *_STATS_INPUT])
     launchers = _launchers(events, tb_compat=tb_compat)
     with_op = kernels.join(launchers, on="correlation", how="left")
     has_runtime = pl.col("correlation").is_in(launchers["correlation"].implode())
@@ -137,7 +143,10 @@ def job_kernel_table(
     if by_operator:
         parts = [_keyed(ev, tb_compat=tb_compat) for _, ev in sorted(ranks.items())]
     else:
-        parts = [_kernels(ev, tb_compat=tb_compat) for _, ev in sorted(ranks.items())]
+        parts = [
+            _kernels(ev, tb_compat=tb_compat, columns=["name", *_STATS_INPUT])
+            for _, ev in sorted(ranks.items())
+        ]
     if not parts:
         return pl.DataFrame()
     kernels = pl.concat(parts, how="diagonal_relaxed")

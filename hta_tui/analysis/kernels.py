@@ -10,12 +10,21 @@ row, "others" included, is aggregated from the events themselves. Names and sums
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis import intervals
-from hta_tui.analysis.hta_view import KERNEL_TYPE, gpu_events, hta_view, job_cached, us
+from hta_tui.analysis import interval_arrays
+from hta_tui.analysis.hta_view import (
+    KERNEL_TYPE,
+    KERNEL_TYPES,
+    gpu_events,
+    hta_view,
+    job_cached,
+    us,
+)
 
 #: Kernel types HTA analyses, in the order its "X overlapping Y" labels name them.
 ANALYSED_TYPES: tuple[str, ...] = ("COMPUTATION", "COMMUNICATION", "MEMORY")
@@ -116,21 +125,31 @@ def kernel_type_breakdown(
     timeline is attributed to the set of types running ("COMPUTATION overlapping
     COMMUNICATION"). Sorted by sum, descending; percentage of the total, rounded to 1 decimal
     like HTA. With `hta_compat`, `sum` is an integer (HTA's int64) and combinations that last
-    no time are rows of sum 0, as HTA emits them (`intervals.label_sweep`); DEVIATION
+    no time are rows of sum 0, as HTA emits them (`interval_arrays.sweep`); DEVIATION
     (default mode): exact float microseconds, and no zero-length rows.
     """
     types = list(types)
-    ranks = gpu["rank"].unique().sort().to_list()
-    sweeps = [
-        intervals.label_sweep(
-            gpu.filter(pl.col("rank") == rank), "kernel_type", types, zero_length=hta_compat
-        )
-        for rank in ranks
-    ]
+    codes = [KERNEL_TYPES.index(t) for t in types]
     schema = KERNEL_TYPE_COLUMNS | ({"sum": pl.Int64()} if hta_compat else {})
-    if not sweeps:
+    if gpu.is_empty():
         return pl.DataFrame(schema=schema)
-    per_mask = pl.concat(pl.collect_all(sweeps)).group_by("mask").agg(pl.col("length").sum())
+    masks, lengths = [], []
+    by_rank = np.argsort(gpu["rank"].to_numpy(), kind="stable")  # a no-op pass when per rank
+    rank, start, end = (gpu[c].to_numpy()[by_rank] for c in ("rank", "start", "end"))
+    kinds = gpu["kernel_type"].cast(KERNEL_TYPE).to_physical().fill_null(-1).to_numpy()[by_rank]
+    bounds = [0, *(np.flatnonzero(np.diff(rank)) + 1).tolist(), rank.size]
+    for a, b in itertools.pairwise(bounds):
+        order = np.argsort(start[a:b], kind="stable")  # nearly ordered: a few linear passes
+        s, e, kind = start[a:b][order], end[a:b][order], kinds[a:b][order]
+        unions = [interval_arrays.union(s[kind == c], e[kind == c], ordered=True) for c in codes]
+        mask, length = interval_arrays.sweep(unions, zero_length=hta_compat)
+        masks.append(mask)
+        lengths.append(length)
+    per_mask = (
+        pl.DataFrame({"mask": np.concatenate(masks), "length": np.concatenate(lengths)})
+        .group_by("mask")
+        .agg(pl.col("length").sum())
+    )
     names = {
         m: " overlapping ".join(t for i, t in enumerate(types) if m & (1 << i))
         for m in per_mask["mask"].to_list()

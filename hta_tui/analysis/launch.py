@@ -97,23 +97,23 @@ def _pairs_compat(view: pl.DataFrame, *, include_memory_events: bool) -> pl.Data
 
 def _pairs_default(view: pl.DataFrame, *, include_memory_events: bool) -> pl.DataFrame:
     kinds = ("kernel", "memcpy", "memset") if include_memory_events else ("kernel",)
-    ops = view.filter(
-        pl.col("gpu") & pl.col("kind").is_in(kinds) & pl.col("correlation").is_not_null()
+    # One query: the inner join keeps the calls whose correlation has GPU work.
+    lf = view.lazy()
+    per_corr = (
+        lf.filter(pl.col("gpu") & pl.col("kind").is_in(kinds) & pl.col("correlation").is_not_null())
+        .group_by("correlation")
+        .agg(
+            pl.col("dur").sum().alias("gpu_dur"),
+            pl.col("start").min().alias("first_start"),
+            pl.len().cast(pl.Int64).alias("gpu_ops"),
+        )
     )
-    launches = view.filter(
-        pl.col("kind").is_in(LAUNCH_KINDS)
-        & pl.col("correlation").is_in(ops["correlation"].unique().implode())
-    ).select(
+    launches = lf.filter(pl.col("kind").is_in(LAUNCH_KINDS)).select(
         "correlation",
         pl.col("idx").alias("cpu_idx"),
         pl.col("name").alias("launch"),
         pl.col("start").alias("cpu_start"),
         pl.col("dur").alias("cpu_dur"),
-    )
-    per_corr = ops.group_by("correlation").agg(
-        pl.col("dur").sum().alias("gpu_dur"),
-        pl.col("start").min().alias("first_start"),
-        pl.len().cast(pl.Int64).alias("gpu_ops"),
     )
     return (
         launches.join(per_corr, on="correlation", how="inner")
@@ -126,6 +126,7 @@ def _pairs_default(view: pl.DataFrame, *, include_memory_events: bool) -> pl.Dat
             (pl.col("first_start") - pl.col("cpu_start") - pl.col("cpu_dur")).alias("delay"),
             "gpu_ops",
         )
+        .collect()
     )
 
 

@@ -115,10 +115,10 @@ def group_live(live: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             (100.0 * pl.col("live_mb") / pl.col("peak_allocated_mb")).alias("share_of_peak_pct")
         )
-        # every group key breaks ties: group_by's order is random, a table's must not be
+        # The whole group key breaks ties: the row order never depends on the group-by's.
         .sort(
             ["device", "live_mb", *GROUP],
-            descending=[False, True, False, False, False],
+            descending=[False, True, *[False] * len(GROUP)],
             nulls_last=True,
         )
         .select(list(PEAK_COLUMNS))

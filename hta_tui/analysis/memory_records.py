@@ -25,6 +25,7 @@ from __future__ import annotations
 import polars as pl
 
 from hta_tui.analysis.enclosing import innermost, levels
+from hta_tui.analysis.op_tree import same_name_merges
 
 ROOT = "CallTreeRoot"
 UNKNOWN = "<unknown>"
@@ -106,41 +107,14 @@ def tree_nodes(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def effective_tree(nodes: pl.DataFrame) -> pl.DataFrame:
-    """Nodes with their parent, after the plugin's merge of a same-named single child: every
-    node gets `eff`, the node it counts as (itself, or the ancestor it merged into), and
-    `eff_parent`, the effective node of its parent (null at the top)."""
+    """Nodes with their parent, after the plugin's merge of a same-named single child
+    (`op_tree.same_name_merges`): every node gets `merged`, `eff`, the node it counts as
+    (itself, or the ancestor it merged into), and `eff_parent`, the effective node of its
+    parent (null at the top)."""
     tree = nodes.join(levels(nodes.select("key", "node", "start", "end")), on="node")
-    children = tree.group_by("parent").agg(pl.len().alias("n_children"))
-    up = tree.select(
-        pl.col("node").alias("parent"),
-        pl.col("name").alias("p_name"),
-        pl.col("merge").alias("p_merge"),
-    ).join(children, on="parent", how="left")
-    tree = tree.join(up, on="parent", how="left").with_columns(
-        (
-            pl.col("merge")
-            & pl.col("p_merge").fill_null(False)
-            & (pl.col("n_children") == 1)
-            & (pl.col("name") == pl.col("p_name"))
-        ).alias("merged")
-    )
-    eff = tree.select(
-        "node",
-        pl.when(pl.col("merged")).then(pl.col("parent")).otherwise(pl.col("node")).alias("eff"),
-    )
-    # chains of merges (a, a, a): follow until every node points at one that is not merged
-    merged = tree.filter(pl.col("merged")).select("node", pl.col("parent").alias("to"))
-    for _ in range(64):
-        step = eff.join(merged, left_on="eff", right_on="node", how="left")
-        if step["to"].null_count() == step.height:
-            break
-        eff = step.select("node", pl.coalesce("to", "eff").alias("eff"))
+    eff = same_name_merges(tree, node="node", mergeable="merge").rename({"top": "eff"})
     eff_map = eff.select(pl.col("node").alias("parent"), pl.col("eff").alias("eff_parent"))
-    return (
-        tree.drop("p_name", "p_merge", "n_children")
-        .join(eff, on="node")
-        .join(eff_map, on="parent", how="left")
-    )
+    return tree.join(eff, on="node").join(eff_map, on="parent", how="left")
 
 
 def sorted_memory(memory: pl.DataFrame) -> pl.DataFrame:

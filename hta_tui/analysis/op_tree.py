@@ -236,37 +236,60 @@ def _runtime_work(events: pl.DataFrame, links: pl.DataFrame, *, tb_compat: bool)
 _OWN = ("rt_dur", "dev_self", "tc_self", "tc_self_plugin")
 
 
-def fold_same_name(nodes: pl.DataFrame) -> pl.DataFrame:
-    """Chains of same-named operators, each the only child of the one above, as one node: the
-    top keeps its extent and takes the innermost one's runtime work (`folded` marks the
-    absorbed rows; an absorbing node's own runtime work is zeroed, as the plugin drops it).
-    Adds `children_from`: the node whose children count as the top's."""
-    counts = nodes.group_by("parent").agg(pl.len().alias("n_children"))
+def same_name_merges(
+    nodes: pl.DataFrame, *, node: str, mergeable: str, parent: str = "parent"
+) -> pl.DataFrame:
+    """The plugin's merge rule (the old autograd profiler's `_remove_dup_nodes`), for the
+    Operator view and the memory views alike: a `mergeable` node with the same name as its
+    parent, also `mergeable`, and that parent's only child, merges into it. Columns: `node`,
+    `merged` (this one merged into its parent) and `top` (the node it counts as: itself, or
+    the top of its chain of merges)."""
+    children = nodes.group_by(parent).agg(pl.len().alias("__n"))
     up = nodes.select(
-        pl.col("pos").alias("parent"),
-        pl.col("name").alias("p_name"),
-        pl.col("op_type").alias("p_op"),
-    ).join(counts, on="parent", how="left")
-    nodes = nodes.join(up, on="parent", how="left").with_columns(
-        ((pl.col("n_children") == 1) & (pl.col("name") == pl.col("p_name")))
+        pl.col(node).alias(parent),
+        pl.col("name").alias("__p_name"),
+        pl.col(mergeable).alias("__p_merge"),
+    ).join(children, on=parent, how="left")
+    merged = nodes.join(up, on=parent, how="left").select(
+        node,
+        parent,
+        (
+            pl.col(mergeable)
+            & pl.col("__p_merge").fill_null(False)
+            & (pl.col("__n") == 1)
+            & (pl.col("name") == pl.col("__p_name"))
+        )
         .fill_null(False)
-        .__and__(pl.col("op_type") & pl.col("p_op").fill_null(False))
-        .alias("folded")
+        .alias("merged"),
     )
+    top = merged.select(
+        node, pl.when("merged").then(pl.col(parent)).otherwise(pl.col(node)).alias("top")
+    )
+    links = merged.filter("merged").select(pl.col(node).alias("top"), pl.col(parent).alias("__up"))
+    while True:  # chains of merges (a, a, a): up one link at a time to their top
+        step = top.join(links, on="top", how="left")
+        if step["__up"].null_count() == step.height:
+            break
+        top = step.select(node, pl.coalesce("__up", "top").alias("top"))
+    return merged.select(node, "merged").join(top, on=node, how="left", maintain_order="left")
+
+
+def fold_same_name(nodes: pl.DataFrame) -> pl.DataFrame:
+    """Chains of same-named operators, each the only child of the one above, as one node
+    (`same_name_merges`): the top keeps its extent and takes the innermost one's runtime work
+    (`folded` marks the absorbed rows; an absorbing node's own runtime work is zeroed, as the
+    plugin drops it). Adds `children_from`: the node whose children count as the top's."""
+    merges = same_name_merges(nodes, node="pos", mergeable="op_type")
+    nodes = nodes.join(merges.select("pos", pl.col("merged").alias("folded")), on="pos", how="left")
     absorbers = nodes.filter("folded")["parent"].implode()
     nodes = nodes.with_columns(pl.col("pos").is_in(absorbers).alias("absorbs"))
-    # the top of each chain, for its innermost node
-    chain = nodes.filter(pl.col("folded") & ~pl.col("absorbs")).select(
-        pl.col("pos").alias("inner"), pl.col("parent").alias("top")
+    # the innermost node of each chain, for its top
+    inner = nodes.filter(pl.col("folded") & ~pl.col("absorbs")).select(
+        pl.col("pos").alias("inner"), *(pl.col(c).alias(f"i_{c}") for c in _OWN)
     )
-    folded = nodes.filter("folded").select(pl.col("pos").alias("top"), pl.col("parent").alias("up"))
-    while True:
-        step = chain.join(folded, on="top", how="left")
-        if step["up"].null_count() == step.height:
-            break
-        chain = step.select("inner", pl.coalesce("up", "top").alias("top"))
-    inner = nodes.select(pl.col("pos").alias("inner"), *(pl.col(c).alias(f"i_{c}") for c in _OWN))
-    moved = chain.join(inner, on="inner").rename({"top": "pos"})
+    moved = inner.join(
+        merges.select(pl.col("pos").alias("inner"), pl.col("top").alias("pos")), on="inner"
+    )
     nodes = nodes.with_columns(
         pl.when(pl.col("absorbs")).then(0).otherwise(pl.col(c)).alias(c) for c in _OWN
     ).join(moved, on="pos", how="left")

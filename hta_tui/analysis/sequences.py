@@ -164,7 +164,23 @@ def _levels(nodes: pl.DataFrame) -> pl.DataFrame:
         (-idx).alias("k2"),
     )
     ends = pl.concat([opens, closes])
-    # A zero-length event goes before the closing ends at its time unless some event opens then.
+    if base.select(zero.any()).collect().item():
+        ends = _place_zero_length(ends, opens)
+    # Every event closes, so the running stack size is back at 0 where a thread ends and one
+    # cumulative sum over the sorted threads is each thread's stack size.
+    return (
+        ends.sort(_end_order(nodes))
+        .with_row_index("pos")
+        .with_columns(pl.col("delta").cast(pl.Int32).cum_sum().alias("size"))
+        .filter(pl.col("delta") == 1)
+        .select("idx", pl.col("pos").cast(pl.Int64), (pl.col("size") - 1).alias("level"))
+        .collect()
+    )
+
+
+def _place_zero_length(ends: pl.LazyFrame, opens: pl.LazyFrame) -> pl.LazyFrame:
+    """A zero-length event goes before the closing ends at its time unless some event opens
+    then (class -2 / -1 instead of 2 / 3): a lookup only the (few) zero-length ends need."""
     opening = (
         opens.filter(pl.col("cls") == 1)
         .select("thread", "time")
@@ -183,17 +199,7 @@ def _levels(nodes: pl.DataFrame) -> pl.DataFrame:
         )
         .drop("opening")
     )
-    ends = pl.concat([ends.filter(pl.col("cls") < 2), zero_ends])
-    # Every event closes, so the running stack size is back at 0 where a thread ends and one
-    # cumulative sum over the sorted threads is each thread's stack size.
-    return (
-        ends.sort(_end_order(nodes))
-        .with_row_index("pos")
-        .with_columns(pl.col("delta").cast(pl.Int32).cum_sum().alias("size"))
-        .filter(pl.col("delta") == 1)
-        .select("idx", pl.col("pos").cast(pl.Int64), (pl.col("size") - 1).alias("level"))
-        .collect()
-    )
+    return pl.concat([ends.filter(pl.col("cls") < 2), zero_ends])
 
 
 def _end_order(nodes: pl.DataFrame) -> list[pl.Expr]:

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis import intervals
+from hta_tui.analysis import interval_arrays
 from hta_tui.analysis.hta_view import (
+    KERNEL_TYPE,
+    KERNEL_TYPES,
     gpu_launches,
     hta_view,
     profiler_step_names,
@@ -149,7 +152,7 @@ def _robust_z(col: str) -> pl.Expr:
 
 def _rank_step_metrics(
     view: pl.DataFrame, numbers: pl.DataFrame, gpu: pl.DataFrame, rank: int
-) -> pl.LazyFrame | None:
+) -> pl.DataFrame | None:
     """Per step of one rank: step duration, NCCL kernel busy time and computation busy time (ns).
 
     `gpu`: the rank's rows of `gpu_launches`. A GPU event belongs to the step during which its
@@ -165,30 +168,33 @@ def _rank_step_metrics(
     )
     if steps.is_empty():
         return None
-    # Eager: both unions below start from it (a lazy plan would join twice).
-    gpu = (
-        gpu.filter(pl.col("launch_start").is_not_null())
-        .sort("launch_start")
-        .join_asof(steps, left_on="launch_start", right_on="s_start", strategy="backward")
-        .filter(pl.col("launch_start") < pl.col("s_end"))
-        .lazy()
-    )
-    out = steps.lazy().select(
+    # numpy: each launch to the step it started in by binary search, then per step number
+    # a union of its kernels of each type (a loop over steps, not events)
+    s_start, s_end = steps["s_start"].to_numpy(), steps["s_end"].to_numpy()
+    launch = gpu["launch_start"].to_numpy()
+    at = np.searchsorted(s_start, launch, side="right") - 1
+    inside = at >= 0
+    inside[inside] = launch[inside] < s_end[at[inside]]
+    iters = steps["iter"].to_numpy()
+    it = iters[at[inside]]
+    start, end = gpu["start"].to_numpy()[inside], gpu["end"].to_numpy()[inside]
+    order = np.argsort(start, kind="stable")
+    start, end, it = start[order], end[order], it[order]
+    kind = gpu["kernel_type"].cast(KERNEL_TYPE).to_physical().to_numpy()[inside][order]
+    covered: dict[str, list[int]] = {"comm": [], "comp": []}
+    for name, ktype in (("comm", "COMMUNICATION"), ("comp", "COMPUTATION")):
+        of_type = kind == KERNEL_TYPES.index(ktype)
+        for n in iters:
+            keep = of_type & (it == n)
+            union = interval_arrays.union(start[keep], end[keep], ordered=True)
+            covered[name].append(interval_arrays.length(union))
+    return steps.select(
         pl.lit(rank, pl.Int64).alias("rank"),
         "iter",
         (pl.col("s_end") - pl.col("s_start")).alias("step"),
+        pl.Series("comm", covered["comm"], dtype=pl.Int64),
+        pl.Series("comp", covered["comp"], dtype=pl.Int64),
     )
-    for name, ktype in (("comm", "COMMUNICATION"), ("comp", "COMPUTATION")):
-        part = gpu.filter(pl.col("kernel_type") == ktype)
-        cov = (
-            intervals.merged(part, by="iter")
-            .group_by("iter")
-            .agg((pl.col("end") - pl.col("start")).sum().alias(name))
-        )
-        out = out.join(cov, on="iter", how="left", maintain_order="left").with_columns(
-            pl.col(name).fill_null(0)
-        )
-    return out
 
 
 def straggler_candidates(
@@ -229,12 +235,13 @@ def straggler_candidates(
         .collect()
     )
     numbers = _step_numbers(ranks)
-    queries = []
+    by_rank = launched.partition_by("rank", as_dict=True)
+    empty = launched.clear()
+    rows = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
-        m = _rank_step_metrics(view, numbers, launched.filter(pl.col("rank") == rank), rank)
-        if m is not None:
-            queries.append(m)
-    rows = [m for m in pl.collect_all(queries) if not m.is_empty()]
+        m = _rank_step_metrics(view, numbers, by_rank.get((rank,), empty), rank)
+        if m is not None and not m.is_empty():
+            rows.append(m)
     if not rows:
         return pl.DataFrame(schema=STRAGGLER_COLUMNS)
     per_step = pl.concat(rows)

@@ -43,27 +43,21 @@ VERDICT_COLUMNS: dict[str, pl.DataType] = {
 
 def step_time(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """rank, steps, step_ns: the rank's ProfilerStep time (or CPU span) and step count."""
-    rows = []
-    for rank, events in ranks.items():
-        cpu = events.lazy().filter(pl.col("kind").is_in(("cpu_op", "annotation", "runtime")))
-        # The regex on the few rows the cheap prefix test lets through.
-        steps = cpu.filter(pl.col("name").str.starts_with("ProfilerStep")).filter(
-            pl.col("name").str.contains(_STEP_RE)
+    cpu = pl.col("kind").is_in(("cpu_op", "annotation", "runtime"))
+    # The regex on the few names the cheap prefix test lets through; one pass per rank.
+    maybe = cpu & pl.col("name").str.starts_with("ProfilerStep")
+    is_step = pl.col("name").filter(maybe).str.contains(_STEP_RE)
+    rows = [
+        events.lazy().select(
+            pl.lit(rank, pl.Int64).alias("rank"),
+            pl.col("name").filter(maybe).filter(is_step).n_unique().cast(pl.UInt32).alias("steps"),
+            pl.col("dur").filter(maybe).filter(is_step).sum().alias("in_steps"),
+            (
+                (pl.col("ts") + pl.col("dur")).filter(cpu).max() - pl.col("ts").filter(cpu).min()
+            ).alias("span"),
         )
-        rows.append(
-            pl.concat(
-                [
-                    steps.select(
-                        pl.col("name").n_unique().cast(pl.UInt32).alias("steps"),
-                        pl.col("dur").sum().alias("in_steps"),
-                    ),
-                    cpu.select(
-                        ((pl.col("ts") + pl.col("dur")).max() - pl.col("ts").min()).alias("span")
-                    ),
-                ],
-                how="horizontal",
-            ).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
-        )
+        for rank, events in ranks.items()
+    ]
     schema = {"rank": pl.Int64(), "steps": pl.UInt32(), "step_ns": pl.Int64()}
     if not rows:
         return pl.DataFrame(schema=schema)

@@ -106,7 +106,26 @@ SYNC_COLUMNS: dict[str, pl.DataType] = {
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
     """The rank's sync rows before attribution: idx, call, correlation, sync_type,
     blocks_host, pid, tid, ts, dur, stream, device."""
-    lf = events.lazy()
+    # The few kinds looked at, once: each query below would filter the whole rank again.
+    lf = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(("runtime", "driver", "memcpy", "sync")))
+        .select(
+            "idx",
+            "name",
+            "kind",
+            "correlation",
+            "sync_kind",
+            "pid",
+            "tid",
+            "ts",
+            "dur",
+            "stream",
+            "device",
+        )
+        .collect()
+        .lazy()
+    )
     launches = lf.filter(pl.col("kind").is_in(("runtime", "driver")))
     # The suffix regex on the few distinct call names, not on every call.
     names = launches.select(pl.col("name").unique()).collect().to_series()
@@ -116,8 +135,10 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         .replace_strict(SYNC_CALLS, default=None)
         .alias("sync_type")
     )
-    host = launches.join(types.lazy(), on="name", how="left")
     async_names = names.filter(names.str.contains(_ASYNC_COPY_RE))
+    # Only calls that can be syncs go further (an inner join drops every kernel launch).
+    maybe = pl.col("sync_type").is_not_null() | pl.col("name").is_in(async_names.implode())
+    host = launches.join(types.filter(maybe).lazy(), on="name")
     copy_names = lf.filter(pl.col("kind") == "memcpy").select(pl.col("name").unique()).collect()
     pageable_names = copy_names.filter(pl.col("name").str.contains(_PAGEABLE_DTOH_RE))["name"]
     gpu_syncs = lf.filter(pl.col("kind") == "sync").select(
@@ -126,6 +147,8 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce(pl.col("sync_kind"), pl.col("name")).alias("g_kind"),
         pl.col("stream").alias("g_stream"),
         pl.col("device").alias("g_device"),
+        pl.col("ts").alias("g_ts"),
+        pl.col("dur").alias("g_dur"),
     )
     # An async copy into pageable host memory blocks like a synchronous one.
     pageable = (
@@ -163,21 +186,17 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         pl.coalesce("g_device", "c_dev").alias("device"),
     )
     matched = calls.select(pl.col("g_idx").alias("idx")).drop_nulls()
-    orphans = (
-        gpu_syncs.join(matched, left_on="g_idx", right_on="idx", how="anti")
-        .join(lf.select(pl.col("idx").alias("g_idx"), "ts", "dur"), on="g_idx")
-        .select(
-            pl.col("g_idx").alias("idx"),
-            pl.col("g_kind").alias("call"),
-            "correlation",
-            pl.col("g_kind").replace_strict(GPU_SYNC_KINDS, default="other").alias("sync_type"),
-            pl.lit(None, pl.Int64).alias("pid"),
-            pl.lit(None, pl.Int64).alias("tid"),
-            "ts",
-            "dur",
-            pl.col("g_stream").alias("stream"),
-            pl.col("g_device").alias("device"),
-        )
+    orphans = gpu_syncs.join(matched, left_on="g_idx", right_on="idx", how="anti").select(
+        pl.col("g_idx").alias("idx"),
+        pl.col("g_kind").alias("call"),
+        "correlation",
+        pl.col("g_kind").replace_strict(GPU_SYNC_KINDS, default="other").alias("sync_type"),
+        pl.lit(None, pl.Int64).alias("pid"),
+        pl.lit(None, pl.Int64).alias("tid"),
+        pl.col("g_ts").alias("ts"),
+        pl.col("g_dur").alias("dur"),
+        pl.col("g_stream").alias("stream"),
+        pl.col("g_device").alias("device"),
     )
     rows = pl.concat([host_rows, orphans], how="vertical_relaxed").with_columns(
         # A stream wait is queued on the GPU; a GPU-side sync without host call blocked no one.
@@ -251,8 +270,8 @@ def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.Da
             .group_by("q", maintain_order=True)
             .agg(pl.col("c_idx").last().alias("bwd"), pl.col("fwd").last())
         )
-    fwd_ctx = context(events, rows_at(events, bwd["fwd"].unique()))
-    names = rows_at(events, pl.concat([bwd["bwd"], bwd["fwd"]]).unique()).select("idx", "name")
+    fwd_ctx = context(events, rows_at(events, bwd["fwd"].unique(), ("pid", "tid", "ts", "dur")))
+    names = rows_at(events, pl.concat([bwd["bwd"], bwd["fwd"]]).unique(), ("name",))
     attributed = (
         own.join(bwd, on="q", how="left")
         .join(

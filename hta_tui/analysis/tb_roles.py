@@ -110,25 +110,40 @@ def comm_op_rows() -> pl.Expr:
 
 
 def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
-    """`role` (index into ROLES) of every event that has one, with `start`/`end` in ns."""
-    comm_ids = events.filter(comm_op_rows())["external_id"].drop_nulls().unique()
+    """`role` (index into ROLES) of every event that has one, with `start`/`end` in ns.
+
+    One lazy query over the six columns it reads (filtering the wide frame copied every
+    column); each `cat` test is evaluated once, as a column the role rules then combine."""
     kernel = gpu_work("Kernel", tb_compat=tb_compat)
+    lf = (
+        events.lazy()
+        .select("kind", "cat", "name", "external_id", "ts", "dur")
+        .with_columns(
+            _operator().alias("__op"),
+            _python().alias("__py"),
+            _annotation().alias("__ann"),
+            kernel.alias("__kernel"),
+        )
+        .with_columns(
+            ((pl.col("__op") | pl.col("__py") | pl.col("__ann")) & _IS_COMM_NAME).alias("__comm")
+        )
+        .collect()
+        .lazy()
+    )
+    flags = lf.filter(pl.col("__comm") | pl.col("__kernel")).collect()
+    comm_ids = flags.filter("__comm")["external_id"].drop_nulls().unique()
     comm_kernel = pl.col("external_id").is_in(comm_ids.implode())
     if not tb_compat:  # HTA's rule, on the distinct kernel names only
-        names = events.filter(kernel).select(pl.col("name").unique())
+        names = flags.filter("__kernel").select(pl.col("name").unique())
         nccl = names.filter(kernel_type() == "COMMUNICATION")["name"]
         comm_kernel = comm_kernel | pl.col("name").is_in(nccl.implode())
-    dataloader_kinds = _operator()
+    dataloader_kinds = pl.col("__op")
     if not tb_compat:
-        dataloader_kinds = dataloader_kinds | _annotation()
-    # name rules decided once per distinct name, then matched by hash (string tests on every
-    # row of a 300k-event rank were most of this function's time)
-    loader_names = events.select(pl.col("name").unique()).filter(DATALOADER)["name"]
-    loader = pl.col("name").is_in(loader_names.implode())
+        dataloader_kinds = dataloader_kinds | pl.col("__ann")
     role = (
-        pl.when(kernel & comm_kernel.fill_null(False))
+        pl.when(pl.col("__kernel") & comm_kernel.fill_null(False))
         .then(3)
-        .when(kernel)
+        .when("__kernel")
         .then(0)
         .when(gpu_work("Memcpy", tb_compat=tb_compat))
         .then(1)
@@ -136,16 +151,15 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         .then(2)
         .when(runtime_rows(tb_compat=tb_compat))
         .then(4)
-        .when(dataloader_kinds & loader)
+        .when(dataloader_kinds & DATALOADER)
         .then(5)
-        .when(comm_op_rows())
+        .when("__comm")
         .then(3)
-        .when(_operator() | _python())
+        .when(pl.col("__op") | pl.col("__py"))
         .then(6)
     )
     return (
-        events.lazy()
-        .select(
+        lf.select(
             role.cast(pl.Int8).alias("role"),
             pl.col("ts").alias("start"),
             (pl.col("ts") + pl.col("dur")).alias("end"),
@@ -160,28 +174,40 @@ def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     (`rt_start`, `rt_end`, `dev_start`, `dev_end`, `dev_ops`), plus the unlinked device work as
     rows with a null runtime (the plugin's "device nodes not launched inside any step")."""
     lf = events.lazy()
+    # the earliest runtime call of each correlation (arg_min: no sort of the runtime rows)
     runtimes = (
         lf.filter(runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
-        .sort("ts")
         .group_by("correlation")
-        .agg(pl.col("ts").first().alias("rt_start"), (pl.col("ts") + pl.col("dur")).first())
-        .rename({"ts": "rt_end"})
+        .agg(
+            pl.col("ts").min().alias("rt_start"),
+            (pl.col("ts") + pl.col("dur")).get(pl.col("ts").arg_min()).alias("rt_end"),
+        )
     )
-    device = lf.filter(device_rows(tb_compat=tb_compat)).select(
-        "correlation",
-        pl.col("ts").alias("start"),
-        (pl.col("ts") + pl.col("dur")).alias("end"),
+    # device work grouped on its own integer key first: a group-by on (correlation, runtime
+    # extent) after the join cost twice as much
+    device = (
+        lf.filter(device_rows(tb_compat=tb_compat))
+        .select("correlation", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")))
+        .group_by("correlation")
+        .agg(
+            pl.col("start").min().alias("dev_start"),
+            pl.col("ts").max().alias("dev_end"),
+            pl.len().alias("dev_ops"),
+        )
     )
     return (
         device.join(runtimes, on="correlation", how="left")
-        .group_by("correlation", "rt_start", "rt_end")
-        .agg(
-            pl.col("start").min().alias("dev_start"),
-            pl.col("end").max().alias("dev_end"),
-            pl.len().alias("dev_ops"),
-            pl.col("end").alias("dev_ends"),
-        )
+        .select("correlation", "rt_start", "rt_end", "dev_start", "dev_end", "dev_ops")
         .collect()
+    )
+
+
+def device_ends(events: pl.DataFrame, *, tb_compat: bool) -> pl.LazyFrame:
+    """`correlation` and `end` of every device op (`device_links` keeps only their max)."""
+    return (
+        events.lazy()
+        .filter(device_rows(tb_compat=tb_compat))
+        .select("correlation", (pl.col("ts") + pl.col("dur")).alias("end"))
     )
 
 

@@ -36,10 +36,15 @@ _SHORT = f"launched < {TAIL_SHARE:.0%} of the GPU ops of the step before (incomp
 
 def host_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     """`step`, `host_start`, `host_end` in the plugin's order (by start)."""
-    marks = events.filter(tb_roles.step_rows(tb_compat=tb_compat)).select(
-        pl.col("name").str.split("#").list.get(1).str.to_integer(strict=False).alias("step"),
-        pl.col("ts").alias("host_start"),
-        (pl.col("ts") + pl.col("dur")).alias("host_end"),
+    marks = (
+        events.lazy()  # the few step rows' three columns, not the whole rows
+        .filter(tb_roles.step_rows(tb_compat=tb_compat))
+        .select(
+            pl.col("name").str.split("#").list.get(1).str.to_integer(strict=False).alias("step"),
+            pl.col("ts").alias("host_start"),
+            (pl.col("ts") + pl.col("dur")).alias("host_end"),
+        )
+        .collect()
     )
     marks = marks.drop_nulls().sort("host_start", maintain_order=True)
     if not marks.is_empty():
@@ -88,7 +93,7 @@ def _profiler_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
             pl.lit(True).alias("used"),
             pl.lit(None, pl.String).alias("reason"),
         )
-    prev = _first_start(steps, links, inside)
+    prev = _first_start(events, steps, inside, tb_compat=tb_compat)
     ends = pl.max_horizontal("host_end", "dev_end", pl.lit(prev)).cum_max()
     adjusted = steps.with_columns(gpu_ops.alias("gpu_ops"), ends.alias("end")).with_columns(
         pl.max_horizontal("host_start", pl.col("end").shift(1).fill_null(prev)).alias("start")
@@ -96,7 +101,9 @@ def _profiler_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     return _mark_tail(adjusted).select(list(STEP_COLUMNS))
 
 
-def _first_start(steps: pl.DataFrame, links: pl.DataFrame, inside: pl.DataFrame) -> int:
+def _first_start(
+    events: pl.DataFrame, steps: pl.DataFrame, inside: pl.DataFrame, *, tb_compat: bool
+) -> int:
     """The plugin's `prev_step_end_time`: the first step's host start, or later, the end of
     GPU work launched outside any step that ended before the first step's GPU work began."""
     first = steps.row(0, named=True)
@@ -105,11 +112,13 @@ def _first_start(steps: pl.DataFrame, links: pl.DataFrame, inside: pl.DataFrame)
         return prev
     matched = inside["correlation"].implode()
     stray = (
-        links.filter(~pl.col("correlation").is_in(matched).fill_null(False))
-        .select(pl.col("dev_ends").explode())
-        .filter(pl.col("dev_ends") < first["dev_start"])
+        tb_roles.device_ends(events, tb_compat=tb_compat)
+        .filter(~pl.col("correlation").is_in(matched).fill_null(False))
+        .filter(pl.col("end") < first["dev_start"])
+        .select(pl.col("end").max())
+        .collect()
     )
-    latest = stray["dev_ends"].max()
+    latest = stray["end"].item()
     return max(prev, int(latest)) if latest is not None else prev  # type: ignore[arg-type]
 
 

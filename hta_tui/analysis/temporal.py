@@ -8,12 +8,14 @@ non-compute time is the rest.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis import intervals
-from hta_tui.analysis.hta_view import gpu_events, hta_view, job_cached, us
+from hta_tui.analysis import interval_arrays, intervals
+from hta_tui.analysis.hta_view import KERNEL_TYPES, gpu_events, hta_view, job_cached, us
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -49,30 +51,34 @@ def gpu_unions(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -
 
 
 def _gpu_unions(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataFrame:
-    kt = pl.col("kernel_type")
-    length = (pl.col("end") - pl.col("start")).sum()
-    queries = []
+    # numpy: one stable sort of the nearly ordered starts, then each union is a linear pass
+    comp, comm = KERNEL_TYPES.index("COMPUTATION"), KERNEL_TYPES.index("COMMUNICATION")
+    rows = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
-        gpu = gpu_events(view).select("start", "end", "kernel_type")
-        parts = [
-            intervals.merged(gpu).select(
-                pl.lit(rank, pl.Int64).alias("rank"),
-                pl.col("start").first().alias("first"),
-                pl.col("end").last().alias("last"),
-                length.alias("all"),
-            )
-        ]
-        for name, keep in (
-            ("comp", kt == "COMPUTATION"),
-            ("comm", kt == "COMMUNICATION"),
-            ("comm_comp", kt.is_in(("COMPUTATION", "COMMUNICATION"))),
-        ):
-            parts.append(intervals.merged(gpu.filter(keep)).select(length.alias(name)))
-        queries.append(pl.concat(parts, how="horizontal"))
+        gpu = gpu_events(view)
+        start = gpu["start"].to_numpy()
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], gpu["end"].to_numpy()[order]
+        kind = gpu["kernel_type"].to_physical().fill_null(-1).to_numpy()[order]
+        every = interval_arrays.union(start, end, ordered=True)
+        length = functools.partial(_union_length, start, end)
+        rows.append(
+            {
+                "rank": rank,
+                "first": int(every[0][0]) if start.size else None,
+                "last": int(every[1][-1]) if start.size else None,
+                "all": interval_arrays.length(every),
+                "comp": length(kind == comp),
+                "comm": length(kind == comm),
+                "comm_comp": length((kind == comp) | (kind == comm)),
+            }
+        )
     schema = {c: pl.Int64() for c in ("rank", "first", "last", "all", "comp", "comm", "comm_comp")}
-    if not queries:
-        return pl.DataFrame(schema=schema)
-    return pl.concat(pl.collect_all(queries)).cast(schema)
+    return pl.DataFrame(rows, schema=schema)
+
+
+def _union_length(start: np.ndarray, end: np.ndarray, keep: np.ndarray) -> int:
+    return interval_arrays.length(interval_arrays.union(start[keep], end[keep], ordered=True))
 
 
 def temporal_breakdown(

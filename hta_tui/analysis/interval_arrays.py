@@ -1,0 +1,78 @@
+"""Unions of [start, end) intervals held as numpy arrays, and their length inside windows.
+
+The polars versions (`intervals`) sort with a general sort; events come nearly in time order
+(file order), which numpy's stable sort (a run-merging sort) finishes in a few linear passes:
+10-15x faster than a polars sort of the same column. The conventions are `intervals`': touching
+intervals merge, a union's end is its members' max end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Array = np.ndarray
+
+
+def union(starts: Array, ends: Array, *, ordered: bool = False) -> tuple[Array, Array]:
+    """The disjoint union (starts, ends), sorted; `ordered` when `starts` is sorted already."""
+    if starts.size == 0:
+        return starts, ends
+    if not ordered:
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
+    new = np.empty(starts.size, dtype=bool)
+    new[0] = True
+    np.greater(starts[1:], np.maximum.accumulate(ends)[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    # a group's own max end (not the running one: HTA's rounding makes intervals that end
+    # before they start, and such a group keeps its own end as in `intervals.merged`)
+    return starts[first], np.maximum.reduceat(ends, first)
+
+
+def add(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
+    """The union of two unions (each sorted and disjoint): two runs, merged in linear time."""
+    return union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def length(u: tuple[Array, Array]) -> int:
+    """Total length of a union."""
+    return int((u[1] - u[0]).sum())
+
+
+def covered(u: tuple[Array, Array], lo: Array, hi: Array) -> Array:
+    """Length of the union `u` inside each window [lo, hi) (vectorised over the windows)."""
+    starts, ends = u
+    if starts.size == 0:
+        return np.zeros(lo.size, dtype=np.int64)
+    prefix = np.concatenate([[0], np.cumsum(ends - starts)])
+    first = np.searchsorted(ends, lo, side="right")  # the first interval ending after lo
+    stop = np.searchsorted(starts, hi, side="left")  # past the last one starting before hi
+    stop = np.maximum(stop, first)
+    total = prefix[stop] - prefix[first]
+    some = stop > first
+    head = np.where(some, np.maximum(lo - starts[np.minimum(first, starts.size - 1)], 0), 0)
+    tail = np.where(some, np.maximum(ends[np.maximum(stop - 1, 0)] - hi, 0), 0)
+    return total - head - tail
+
+
+def sweep(unions: list[tuple[Array, Array]], *, zero_length: bool = False) -> tuple[Array, Array]:
+    """(mask, length) of each stretch between consecutive edges where some union is active
+    (bit i = `unions[i]`), as `intervals.label_sweep` before its group-by. Edges at one
+    instant are taken in concatenation order (per union, starts then ends), so with
+    `zero_length` the states in between are stretches of length 0, as HTA's sweep has them.
+    """
+    times = [part for u in unions for part in u]
+    if not times:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    deltas = [
+        np.full(part.size, sign << i, dtype=np.int64)
+        for i, u in enumerate(unions)
+        for sign, part in ((1, u[0]), (-1, u[1]))
+    ]
+    t = np.concatenate(times)
+    order = np.argsort(t, kind="stable")
+    t = t[order]
+    mask = np.cumsum(np.concatenate(deltas)[order])[:-1]
+    length = np.diff(t)
+    keep = (mask > 0) & (length >= 0 if zero_length else length > 0)
+    return mask[keep], length[keep]
