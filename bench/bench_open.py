@@ -227,6 +227,12 @@ def main() -> None:
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--repeat", type=int, default=5, help="floor and cold open pairs; medians")
     ap.add_argument("--out", type=Path, default=HERE / "OPEN.md")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        help="an existing folder of traces to open instead of generated ones (read only: "
+        "never regenerated or emptied)",
+    )
     ap.add_argument("--measure", help=argparse.SUPPRESS)
     ap.add_argument("folder", nargs="?", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
@@ -235,8 +241,13 @@ def main() -> None:
         _measure(args.measure, args.folder, args.cache)
         return
 
-    folder = HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
-    files = ensure_traces(folder, args.ranks, args.mb)
+    if args.data is not None:
+        folder = args.data.resolve()
+        files = sorted(folder.glob("*.json*"))
+        args.ranks = len(files)
+    else:
+        folder = HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
+        files = ensure_traces(folder, args.ranks, args.mb)
     json_mb = sum(_uncompressed_mb(f) for f in files)
     gz_mb = sum(f.stat().st_size for f in files) / 2**20
     from hta_tui.trace.load import default_workers
@@ -279,7 +290,9 @@ def main() -> None:
         "# Benchmark results: opening a trace folder",
         "",
         f"Command: `python bench/bench_open.py --ranks {args.ranks} --mb {args.mb:g}"
-        f" --big-mb {args.big_mb:g}`  ",
+        f" --big-mb {args.big_mb:g}"
+        + (f" --data {args.data}" if args.data is not None else "")
+        + f" --repeat {args.repeat}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         f"; {time.strftime('%Y-%m-%d')}  ",
         f"Data: {len(files)} synthetic ranks (`hta_tui.synth`), {json_mb:.0f} MB of JSON "

@@ -31,7 +31,8 @@ async def settle(app: HtaApp, pilot, timeout: float = 60.0) -> None:
     deadline = loop.time() + timeout
     while loop.time() < deadline:
         await pilot.pause(0.1)
-        busy = any(not w.is_finished for w in app.workers if w.group in ("screen", "load"))
+        groups = ("screen", "load", "operator-stacks")
+        busy = any(not w.is_finished for w in app.workers if w.group in groups)
         screen_ready = getattr(app.screen, "result", True) is not None
         screen_ready = screen_ready and getattr(app.screen, "charts_pending", 0) == 0
         screen_ready = screen_ready and shown_current(app.screen)

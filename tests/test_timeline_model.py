@@ -352,3 +352,27 @@ def test_follow_a_stream_wait_to_the_op_it_waits_for(synth_tl) -> None:
         assert call["kind"] == "runtime" and call["correlation"] == w["correlation"]
         checked += 1
     assert checked
+
+
+@pytest.mark.shared
+def test_device_wide_syncs_are_not_called_a_stream(shared: Path) -> None:
+    """Kineto writes `"stream": 4294967295` (-1 unsigned) on Context Sync events: their row is
+    named for what it holds, not "stream 4294967295"."""
+    import gzip
+    import json
+
+    from hta_tui.analysis.timeline_rows import rank_rows
+    from hta_tui.trace.parse import parse_file
+
+    (path,) = (shared / "traces" / "critical_path" / "alexnet").glob("*.json*")
+    with gzip.open(path, "rt") as f:
+        raw = json.load(f)["traceEvents"]
+    no_stream = [e for e in raw if e.get("args", {}).get("stream") == 2**32 - 1]
+    assert no_stream and {e["cat"] for e in no_stream} == {"cuda_sync"}
+    events = parse_file(path).frames["events"]
+    origin = int(events["ts"].min())
+    labels = [r.label for r in rank_rows(0, events, origin, int(events["ts"].max()) - origin)]
+    assert "device syncs (no stream)" in labels
+    assert not any("4294967295" in label for label in labels)
+    streams = {e["args"]["stream"] for e in raw if e.get("cat") == "kernel"}
+    assert {f"stream {s}" for s in streams} <= set(labels)

@@ -284,6 +284,15 @@ def _lanes(events: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
     )
 
 
+#: The stream Kineto writes on device-wide syncs (`Context Sync`...): -1 as an unsigned 32 bits.
+NO_STREAM = (-1, 2**32 - 1)
+
+
+def _gpu_label(lane: int) -> str:
+    """A GPU lane's name: its stream, or what runs on no stream (device-wide syncs)."""
+    return "device syncs (no stream)" if lane in NO_STREAM else f"stream {lane}"
+
+
 def rank_rows(
     rank: int,
     events: pl.DataFrame,
@@ -300,7 +309,7 @@ def rank_rows(
         ["gpu", "group", "lane"], as_dict=True, maintain_order=False
     ).items():
         side = "gpu" if on_gpu else "cpu"
-        label = f"stream {lane}" if on_gpu else names.get((group, lane), f"thread {lane}")
+        label = _gpu_label(lane) if on_gpu else names.get((group, lane), f"thread {lane}")
         start, end = part["start"].to_numpy(), part["end"].to_numpy()
         order = np.lexsort((-end, start))  # by start; parents (longer) first on ties
         rows.append(

@@ -11,14 +11,23 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Iterable
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from typing import Any
 
 import orjson
 import polars as pl
 
-from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Event, EventArgs, number_texts
+from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Decoded, Event, EventArgs
 from hta_tui.trace.memory import memory_columns, memory_frame
+from hta_tui.trace.numbers import (
+    MAX_DUR_NS,
+    InexactNumbers,
+    dropped_reasons,
+    ns_column,
+    plain_ns,
+    range_reasons,
+    text_ns,
+)
 from hta_tui.trace.schema import (
     COMM_COLUMNS,
     EVENTS_SCHEMA,
@@ -98,10 +107,16 @@ def build_frames(
 ) -> dict[str, pl.DataFrame]:
     """The frames of a file whose events come in chunks (each chunk's structs can be freed
     before the next is decoded). Events that cannot be used are left out and counted by
-    reason in `dropped`."""
+    reason in `dropped`. A chunk decoded with floats that cannot keep its numbers exact
+    (`numbers.InexactNumbers`) is decoded again (`events.Decoded`)."""
     gathered = _Gathered(dropped)
     for events in chunks:
-        gathered.add(events)
+        try:
+            gathered.add(events)
+        except InexactNumbers:
+            if not isinstance(events, Decoded):
+                raise
+            gathered.add(events.exact())
         del events
     return gathered.frames()
 
@@ -120,33 +135,45 @@ class _Gathered:
         self.memory: list[pl.DataFrame] = []
 
     def add(self, events: list[Event]) -> None:
-        complete = [e for e in events if e.ph == "X"]
+        """One chunk's events; raises InexactNumbers (numbers.plain_ns) before it changes
+        anything."""
+        phs = list(map(_PH, events))
+        if phs.count("X") == len(phs):
+            self._complete(events)
+            return
+        is_x = list(map(operator.eq, phs, repeat("X")))
+        not_x = list(map(operator.not_, is_x))
+        rest, rest_phs = list(compress(events, not_x)), list(compress(phs, not_x))
+        kinds = set(rest_phs)
+        flow_rows = list(map(_FLOW_PHASES.__contains__, rest_phs)) if kinds & _FLOW_PHASES else []
+        flows = _flows_columns(list(compress(rest, flow_rows))) if flow_rows else None
+        memory = memory_columns(rest) if "i" in kinds else None
+        complete = list(compress(events, is_x))
         if complete:
             self._complete(complete)
-        if len(complete) < len(events):
-            rest = [e for e in events if e.ph != "X"]
-            odd = [e.ph for e in rest if e.ph not in KNOWN_PHASES]
-            if odd:
-                self.dropped["no ph"] += odd.count("")
-                self.dropped["unknown ph"] += len(odd) - odd.count("")
-            flows = [e for e in rest if e.ph in ("s", "f", "t")]
-            if flows:
-                self.flows.append(_flows_columns(flows))
+        if not kinds <= KNOWN_PHASES:
+            odd = Counter(p for p in rest_phs if p not in KNOWN_PHASES)
+            self.dropped["no ph"] += odd.pop("", 0)
+            self.dropped["unknown ph"] += sum(odd.values())
+        if flows is not None:
+            self.flows.append(flows)
+        if "M" in kinds:
             threads = _threads_frame([e for e in rest if e.ph == "M"])
             if not threads.is_empty():
                 self.threads.append(threads)
-            memory = memory_columns(rest)
-            if memory is not None:
-                self.memory.append(memory)
+        if memory is not None:
+            self.memory.append(memory)
 
     def _complete(self, evs: list[Event]) -> None:
+        ts, dur, dropped = _times(evs)
         args = [e.args or NO_ARGS for e in evs]
         tids = [e.tid for e in evs]
         cats = pl.Series("cat", [e.cat for e in evs], dtype=pl.String)
         tid = _ints("tid", tids)
         cols = [
-            number_texts("ts", [e.ts for e in evs]),
-            number_texts("dur", [e.dur for e in evs]),
+            ts,
+            dur,
+            dropped,
             pl.Series("name", [e.name for e in evs], dtype=pl.String, strict=False),
             cats,
             _ints("pid", [e.pid for e in evs]),
@@ -177,7 +204,7 @@ class _Gathered:
             "events": self._events(),
             "flows": _flows_frame(self.flows, self.dropped),
             "threads": pl.concat(self.threads) if self.threads else empty("threads"),
-            "memory": memory_frame(self.memory, exact_ns(pl.col("ts"))),
+            "memory": memory_frame(self.memory),
         }
 
     def _events(self) -> pl.DataFrame:
@@ -197,18 +224,14 @@ class _Gathered:
             idx = frame["idx"]
             spread += [_spread(frame[f], idx, n) for f in fields]
             for field in texts:
-                text = _texts(field, self.texts[field])
-                if EVENTS_SCHEMA[field] == pl.String:
-                    spread.append(_spread(text, idx, n))
-                else:
-                    spread.append(_dim3(text, idx, n))
-        times = main.select(exact_ns(pl.col("ts")), exact_ns(pl.col("dur")))
-        reasons = _dropped_reasons(main.select("ts", "dur"), times)
+                kept = EVENTS_SCHEMA[field] == pl.String  # else read as numbers (_dim3)
+                text = _texts(field, self.texts[field], unindent=kept)
+                spread.append(_spread(text, idx, n) if kept else _dim3(text, idx, n))
+        reasons = _file_reasons(main)
         kind = _kind(pl.col("cat").replace_strict(kinds, return_dtype=KIND))
         out = main.with_columns(
             pl.int_range(n, dtype=pl.UInt32).alias("idx"),
-            times["ts"],
-            times["dur"].fill_null(0),
+            pl.col("dur").fill_null(0),
             kind.alias("kind"),
             # A CPU-side call has no stream whatever its args say: ROCm's hip calls carry
             # `"stream": "0x0"` (HTA: -1), which would make every launch look like GPU work.
@@ -325,60 +348,38 @@ def _streams(args: list[EventArgs], tids: list[Any], tid_col: pl.Series) -> pl.S
 # derived once per file
 
 
-#: Timestamps are kept below this many microseconds, so that ts + dur in ns fits an int64.
-MAX_US = 2**62 // 1000
-#: A longer duration is a broken value, not a profiled span (ns).
-MAX_DUR_NS = 86_400 * 10**9
-_DECIMAL = pl.Decimal(19, 3)
+_PH = operator.attrgetter("ph")
+_TS = operator.attrgetter("ts")
+_DUR = operator.attrgetter("dur")
+_FLOW_PHASES = frozenset({"s", "f", "t"})
 
 
-def exact_ns(text: pl.Expr) -> pl.Expr:
-    """Microseconds as the JSON number's text -> integer ns, exact to the digit.
+def _times(evs: list[Event]) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """ts and dur in ns, and why an event cannot be used where the chunk's numbers are not
+    all plain (null elsewhere; `_file_reasons` adds the bounds of plain durations)."""
+    ts_values, dur_values = list(map(_TS, evs)), list(map(_DUR, evs))
+    ts = plain_ns("ts", ts_values)
+    dur = plain_ns("dur", dur_values, optional=True)
+    if ts is not None and dur is not None:
+        return ts, dur, _nulls("dropped", len(evs), pl.String)
+    ts_text, ts = text_ns("ts", ts_values)
+    dur_text, dur = text_ns("dur", dur_values)
+    times = pl.DataFrame([ts, dur])
+    why = dropped_reasons(pl.DataFrame([ts_text, dur_text]), times)
+    return ts, dur, _nulls("dropped", len(evs), pl.String) if why is None else why
 
-    A decimal cast, not a float64: at epoch-microsecond scale (~1.7e15) a float64 keeps only
-    quarter microseconds, so `ts` written to the nanosecond would snap to a 0.25 us grid.
-    Null for anything that is not a number (strings, NaN, objects) or out of range.
-    """
-    dec = text.cast(_DECIMAL, strict=False)
-    whole = dec.cast(pl.Int64, strict=False)
-    frac = ((dec - whole.cast(_DECIMAL)) * 1000).cast(pl.Int64)
-    return pl.when(whole.abs() < MAX_US).then(whole * 1000 + frac).alias(text.meta.output_name())
 
-
-def _dropped_reasons(texts: pl.DataFrame, times: pl.DataFrame) -> pl.Series | None:
-    """Why each complete event cannot be used (null where it can): the field and what is
-    wrong; None when every event can (the common case costs three counts and two bounds).
-    `texts`: ts and dur as written, `times`: `exact_ns` of them. A missing dur is a
-    zero-length event, as Kineto writes instants. HTA 0.5 fails on the whole trace instead
-    (a deliberate difference, see README)."""
-    ts, dur = times["ts"], times["dur"]
+def _file_reasons(main: pl.DataFrame) -> pl.Series | None:
+    """Why each complete event cannot be used (null where it can); None when every event
+    can (the common case costs a count and two bounds)."""
+    dur = main["dur"]
     if (
-        ts.null_count() == 0
-        and dur.null_count() == texts["dur"].null_count()
-        and (dur.min() or 0) >= 0
-        and (dur.max() or 0) <= MAX_DUR_NS
+        main["dropped"].null_count() == main.height
+        and (dur.min() or 0) >= 0  # type: ignore[operator]
+        and (dur.max() or 0) <= MAX_DUR_NS  # type: ignore[operator]
     ):
         return None
-    ts_f, dur_f = (pl.col(c).cast(pl.Float64, strict=False) for c in ("ts", "dur"))
-    ts, dur = pl.col("ts_ns"), pl.col("dur_ns")
-    reason = (
-        pl.when(pl.col("ts").is_null())
-        .then(pl.lit("no ts"))
-        .when(ts.is_null() & ts_f.is_finite())
-        .then(pl.lit("ts out of range"))
-        .when(ts.is_null())
-        .then(pl.lit("ts is not a number"))
-        .when(pl.col("dur").is_null())
-        .then(None)
-        .when((dur < 0) | (dur.is_null() & (dur_f < 0) & dur_f.is_finite()))
-        .then(pl.lit("dur is negative"))
-        .when((dur > MAX_DUR_NS) | (dur.is_null() & dur_f.is_finite()))
-        .then(pl.lit("dur over a day"))
-        .when(dur.is_null())
-        .then(pl.lit("dur is not a number"))
-    )
-    both = texts.with_columns(times["ts"].alias("ts_ns"), times["dur"].alias("dur_ns"))
-    return both.select(reason.alias("dropped")).to_series()
+    return main.select(pl.coalesce("dropped", range_reasons(pl.col("dur")))).to_series()
 
 
 def _nulls(name: str, n: int, dtype: pl.DataType | None = None) -> pl.Series:
@@ -392,13 +393,17 @@ def _spread(values: pl.Series, idx: pl.Series, n: int) -> pl.Series:
     return _nulls(values.name, n, values.dtype).scatter(idx, values)
 
 
-def _texts(field: str, blobs: list[bytes]) -> pl.Series:
+def _texts(field: str, blobs: list[bytes], *, unindent: bool = True) -> pl.Series:
     """The JSON texts of one Raw arg, from each chunk's NUL-joined blob (null where absent),
-    split by polars: no Python object per value (NUL never occurs in JSON text)."""
+    split by polars: no Python object per value (NUL never occurs in JSON text). Texts only
+    read as numbers keep a pretty-printed file's line breaks (`unindent=False`)."""
     joined = b"\x00".join(blobs).decode("utf-8", "replace")
-    parts = pl.Series(field, [joined], dtype=pl.String).str.split("\x00").explode()
-    if "\n" in joined:  # pretty-printed: the text a compact file has (no raw newline in a
-        parts = parts.str.replace_all(r"\r?\n\s*", "")  # JSON string, so none is data)
+    whole = pl.Series(field, [joined], dtype=pl.String)
+    if unindent and "\n" in joined:
+        # pretty-printed: the text a compact file has (no raw newline in a JSON string, so
+        # none is data), once over all of them, not once per value
+        whole = whole.str.replace_all(r"\r?\n\s*", "")
+    parts = whole.str.split("\x00").explode()
     return pl.select(pl.when(parts != "").then(parts)).to_series()
 
 
@@ -430,7 +435,7 @@ def _flows_columns(evs: list[Event]) -> pl.DataFrame:
             _ints("id", [e.id for e in evs]),
             pl.Series("ph", [e.ph for e in evs], dtype=pl.String),
             pl.Series("cat", [e.cat for e in evs], dtype=pl.String),
-            number_texts("ts", [e.ts for e in evs]),
+            ns_column("ts", [e.ts for e in evs]),
             _ints("pid", [e.pid for e in evs]),
             _ints("tid", [e.tid for e in evs]),
         ]
@@ -440,7 +445,7 @@ def _flows_columns(evs: list[Event]) -> pl.DataFrame:
 def _flows_frame(parts: list[pl.DataFrame], dropped: Counter[str]) -> pl.DataFrame:
     if not parts:
         return empty("flows")
-    flows = pl.concat(parts).with_columns(exact_ns(pl.col("ts")))
+    flows = pl.concat(parts)
     bad = flows["ts"].null_count()
     if bad:
         dropped["flow ts is not a number"] += bad

@@ -7,10 +7,10 @@ collection walk them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
-import polars as pl
 
 Num = int | float
 
@@ -18,37 +18,46 @@ Num = int | float
 KNOWN_PHASES = frozenset("XBEiICbneNOPDstfMRc")
 
 
+#: An absent JSON-text arg (immutable, so one object serves every event).
+NO_TEXT = msgspec.Raw()
+
+
 class EventArgs(msgspec.Struct, gc=False):
+    # In the order Kineto writes them (kernels, copies, cpu ops, python functions, memory
+    # events): msgspec looks for a key from the field after the last one it found, so a key
+    # in its expected place costs one comparison, not a scan of every field.
     external_id: int | None = msgspec.field(default=None, name="External id")
-    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
-    correlation: int | None = None
-    stream: int | str | None = None
+    seq: int | None = msgspec.field(default=None, name="Sequence number")
+    input_type: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input type")
+    input_dims: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input Dims")
+    call_stack: str | None = msgspec.field(default=None, name="Call stack")
     device: int | None = None
-    bytes: int | None = None
-    bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
-    # kept as JSON text and read by polars: triton cpu ops write a string here
-    grid: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
-    block: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    stream: int | str | None = None
+    correlation: int | None = None
     registers: int | None = msgspec.field(default=None, name="registers per thread")
     shared_memory: int | None = msgspec.field(default=None, name="shared memory")
-    occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
     blocks_per_sm: Num | None = msgspec.field(default=None, name="blocks per SM")
+    # kept as JSON text and read by polars: triton cpu ops write a string here. Absent: one
+    # shared empty Raw (a default_factory made an object per event and field: a tenth of
+    # the decode)
+    grid: msgspec.Raw = NO_TEXT
+    block: msgspec.Raw = NO_TEXT
+    occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    bytes: int | None = None
+    bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
     sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
     wait_on_stream: int | None = None  # a Stream Wait Event: the stream it waits for
-    input_dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
-    input_type: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
-    seq: int | None = msgspec.field(default=None, name="Sequence number")
-    call_stack: str | None = msgspec.field(default=None, name="Call stack")
-    python_id: int | None = msgspec.field(default=None, name="Python id")
     python_parent_id: int | None = msgspec.field(default=None, name="Python parent id")
+    python_id: int | None = msgspec.field(default=None, name="Python id")
     python_module_id: int | None = msgspec.field(default=None, name="Python module id")
     # "[memory]" instant events (profile_memory=True): see trace/memory.py
-    mem_bytes: int | None = msgspec.field(default=None, name="Bytes")
-    total_allocated: Num | None = msgspec.field(default=None, name="Total Allocated")
     total_reserved: Num | None = msgspec.field(default=None, name="Total Reserved")
+    total_allocated: Num | None = msgspec.field(default=None, name="Total Allocated")
+    mem_bytes: int | None = msgspec.field(default=None, name="Bytes")
     addr: int | None = msgspec.field(default=None, name="Addr")
-    device_type: int | None = msgspec.field(default=None, name="Device Type")
     device_id: int | None = msgspec.field(default=None, name="Device Id")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    external_id_legacy: int | None = msgspec.field(default=None, name="external id")
     # collectives: record_param_comms (and NCCL kernels of newer PyTorch); loose types, since
     # a field of an unexpected type would send the whole file down the slow lenient path
     coll_name: str | None = msgspec.field(default=None, name="Collective name")
@@ -73,9 +82,8 @@ class Event(msgspec.Struct, gc=False):
     name: str | int | float | None = None
     pid: int | str | None = None
     tid: int | str | None = None
-    # Decoded with `float_hook=str` (see parse.py): a fractional number stays its JSON text,
-    # which `columns` turns into exact integer ns. Through a float64, an epoch-microsecond
-    # timestamp (~1.7e15) keeps only quarter microseconds. Any type is accepted here: a string
+    # A float, or (decoded with `float_hook=str`, see parse.py) a fractional number's JSON
+    # text: `numbers` turns either into exact integer ns. Any type is accepted here: a string
     # or an object is a bad value the columns count and drop, not a reason to reject the file.
     ts: Any = None
     dur: Any = None
@@ -86,12 +94,10 @@ class Event(msgspec.Struct, gc=False):
 NO_ARGS = EventArgs()
 
 
-def number_texts(name: str, values: list[Any]) -> pl.Series:
-    """Numbers (ints, or a float's JSON text: see `Event.ts`) as text for `columns.exact_ns`.
-    Anything else becomes text too and fails there, so it is counted, not raised."""
-    try:
-        return pl.Series(name, values, dtype=pl.String, strict=False)
-    except Exception:  # an object polars cannot make text of
-        texts = [v if isinstance(v, str) else str(v) if isinstance(v, int | float) else "?"
-                 for v in values]  # fmt: skip
-        return pl.Series(name, texts, dtype=pl.String)
+class Decoded(list):  # type: ignore[type-arg]
+    """A chunk's events decoded with numbers as floats; `exact()` decodes the chunk again
+    with fractional numbers as their text (see `numbers.InexactNumbers`)."""
+
+    def __init__(self, events: list[Event], exact: Callable[[], list[Event]]) -> None:
+        super().__init__(events)
+        self.exact = exact

@@ -12,7 +12,8 @@ import operator
 
 import polars as pl
 
-from hta_tui.trace.events import NO_ARGS, Event, number_texts
+from hta_tui.trace.events import NO_ARGS, Event
+from hta_tui.trace.numbers import ns_column
 from hta_tui.trace.schema import MEMORY_SCHEMA
 
 MEMORY_NAME = "[memory]"
@@ -29,14 +30,13 @@ _ARGS = {
 
 
 def memory_columns(events: list[Event]) -> pl.DataFrame | None:
-    """The `[memory]` events among `events` (no complete ones) as raw columns; ts still the
-    microseconds' text."""
+    """The `[memory]` events among `events` (no complete ones) as columns; ts in ns (null
+    where not a number). InexactNumbers as `numbers.ns_column`."""
     mem = [e for e in events if e.ph == "i" and e.name == MEMORY_NAME]
     if not mem:
         return None
     args = [e.args or NO_ARGS for e in mem]
-    # ts as written (a fractional number's text, see events.Event.ts), for columns.exact_ns
-    cols = [number_texts("ts", [e.ts for e in mem])]
+    cols = [ns_column("ts", [e.ts for e in mem])]
     cols += [
         pl.Series(col, list(map(operator.attrgetter(f), args)), MEMORY_SCHEMA[col], strict=False)
         for col, f in _ARGS.items()
@@ -48,15 +48,9 @@ def memory_columns(events: list[Event]) -> pl.DataFrame | None:
     return pl.DataFrame(cols)
 
 
-def memory_frame(parts: list[pl.DataFrame], ns: pl.Expr) -> pl.DataFrame:
-    """The file's memory frame from its chunks' columns; `ns` converts the us column `ts`
-    (null when it is not a number). Events without a timestamp cannot be placed on the curve
-    and are dropped."""
+def memory_frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """The file's memory frame from its chunks' columns. Events without a usable timestamp
+    cannot be placed on the curve and are dropped."""
     if not parts:
         return pl.DataFrame(schema=MEMORY_SCHEMA)
-    return (
-        pl.concat(parts)
-        .with_columns(ns)
-        .filter(pl.col("ts").is_not_null())
-        .select(list(MEMORY_SCHEMA))
-    )
+    return pl.concat(parts).filter(pl.col("ts").is_not_null()).select(list(MEMORY_SCHEMA))

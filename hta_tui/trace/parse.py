@@ -26,7 +26,7 @@ import polars as pl
 
 from hta_tui.trace.columns import build_frames
 from hta_tui.trace.discover import not_regular
-from hta_tui.trace.events import Event, EventArgs
+from hta_tui.trace.events import Decoded, Event, EventArgs
 from hta_tui.trace.limits import Limits
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
@@ -58,7 +58,9 @@ class _Trace(msgspec.Struct):
 
 
 _DECODER = msgspec.json.Decoder(_Trace)
-# float_hook=str: `Event.ts` / `dur` keep a fractional number's digits (see columns.exact_ns)
+#: Numbers as numbers: exact for the timestamps of most traces (see `numbers`)
+_EVENTS_FLOAT = msgspec.json.Decoder(list[Event])
+# float_hook=str: `Event.ts` / `dur` keep a fractional number's digits (see numbers.exact_ns)
 _EVENTS = msgspec.json.Decoder(list[Event], float_hook=str)
 _EVENT = msgspec.json.Decoder(Event, float_hook=str)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -316,19 +318,47 @@ _EDGE = re.compile(rb"\}\s*,\s*\{")
 def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
     """The events of the array `text`, decoded about CHUNK_BYTES of JSON at a time.
 
+    Numbers are decoded as numbers (`events.Decoded`: again with fractional numbers as text
+    when a float cannot keep one exact, see `numbers`, and so for the rest of the file).
     Chunks are cut at a "}, {" found by a regex, without splitting the array into one object
     per event first (a third of the decode time). Such an edge can fall inside a string
     instead; then that chunk's JSON is invalid (it ends inside a string) and msgspec raises
     DecodeError, and the caller decodes the safe way. A wrong cut never decodes silently.
     """
     start, end = 1, len(text) - 1  # inside "[" and "]"
+    size = _chunk_bytes(text)
+    exact = False  # once a chunk needed its numbers' text, the file's next chunks do too
     while True:
-        edge = _EDGE.search(text, start + CHUNK_BYTES, end) if start + CHUNK_BYTES < end else None
+        edge = _EDGE.search(text, start + size, end) if start + size < end else None
         stop = end if edge is None else edge.start() + 1
-        yield _decode_chunk(b"".join((b"[", text[start:stop], b"]")), dropped)
+        piece = b"".join((b"[", text[start:stop], b"]"))
+        if exact:
+            yield _decode_chunk(piece, dropped)
+        else:
+            before = dropped.copy()  # what this chunk's decode counts is counted again
+            floats = _decode_chunk(piece, dropped, _EVENTS_FLOAT)
+
+            def again(piece: bytes = piece, before: Counter[str] = before) -> list[Event]:
+                nonlocal exact
+                exact = True
+                dropped.clear()
+                dropped.update(before)
+                return _decode_chunk(piece, dropped)
+
+            yield Decoded(floats, again)
+        del piece
         if edge is None:
             return
         start = edge.end() - 1
+
+
+def _chunk_bytes(text: memoryview) -> int:
+    """CHUNK_BYTES of compact JSON, in this file's layout: a pretty-printed file (half of it
+    indentation) gets chunks as large in events as a compact one's, not twice as many
+    (every chunk has a fixed cost in Python and polars)."""
+    sample = bytes(text[:65536])
+    blank = sum(map(sample.count, (b" ", b"\n", b"\r", b"\t")))
+    return int(CHUNK_BYTES * len(sample) / max(len(sample) - blank, 1))
 
 
 #: What a well-formed chunk can still raise: a field of an unexpected type, text that is not
@@ -336,12 +366,14 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
 _BAD_VALUES = (msgspec.ValidationError, UnicodeDecodeError)
 
 
-def _decode_chunk(piece: bytes, dropped: Counter[str]) -> list[Event]:
+def _decode_chunk(
+    piece: bytes, dropped: Counter[str], decoder: msgspec.json.Decoder = _EVENTS
+) -> list[Event]:
     """One chunk's events; when a field has a type the structs do not take (a name that is
     an object, a pid that is a list, an event that is not an object) or text is not UTF-8,
     the chunk's events one by one, repaired (`_coerce_event`) or counted as dropped."""
     try:
-        return _EVENTS.decode(piece)
+        return decoder.decode(piece)
     except _BAD_VALUES:
         raws = _RAWS.decode(piece)
     out = []

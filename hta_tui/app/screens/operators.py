@@ -4,7 +4,8 @@ Per operator (or per operator + input shape, `v`): calls, device self/total (GPU
 runtime calls launched / its subtree launched), host self/total, tensor-core eligibility and
 the tensor-core share of its device time (analysis/operators.py). A CPU-only trace keeps the
 host columns and says why the device ones are gone. When the trace records call stacks
-(`Call stack`, with_stack=True), the highlighted operator's stacks are listed below.
+(`Call stack`, with_stack=True before PyTorch 2; Python frames since), the highlighted
+operator's stacks are listed below: the Python frames' in a worker, when it is highlighted.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import polars as pl
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import operators
+from hta_tui.analysis import operator_stacks, operators
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.schema import GPU_WORK_KINDS
@@ -89,6 +90,7 @@ class OperatorsScreen(AnalysisScreen):
             "by_shape": by_shape,
             "table": display(table, gpu=gpu),
             "stacks": display(tables["stack"], gpu=gpu),
+            "python": operator_stacks.has_python_frames(frames),
             "ops": table["name"].n_unique() if not table.is_empty() else 0,
             "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
         }
@@ -127,15 +129,19 @@ class OperatorsScreen(AnalysisScreen):
         box = self.query_one("#operator-stacks", FrameTable)
         row = self.query_one("#operators-table", FrameTable).selected_row()
         has = not stacks.is_empty()
+        name = row["operator"] if row is not None else None
+        if not has and result.get("python") and name is not None:
+            title.update(f"Call stacks of {name}: looking them up in the Python frames…")
+            self._python_stacks(name, self.params.rank)
+            return
         box.display = has
         if not has:
             title.update(
-                "No call stacks in this trace (the `Call stack` of with_stack=True)."
+                "No call stacks in this trace (record with with_stack=True)."
                 if result.get("table") is not None and not result["table"].is_empty()
                 else ""
             )
             return
-        name = row["operator"] if row is not None else None
         mine = stacks.filter(pl.col("operator") == name) if name is not None else stacks.clear()
         title.update(
             f"Call stacks of {name}: {mine.height}"
@@ -143,6 +149,29 @@ class OperatorsScreen(AnalysisScreen):
             else f"{name or 'This operator'}: no call stack recorded"
         )
         box.show_frame(mine.drop("operator"))
+
+    @work(thread=True, exclusive=True, group="operator-stacks", exit_on_error=False)
+    def _python_stacks(self, name: str, rank: int | None) -> None:
+        """Worker: the highlighted operator's Python stacks (a newer highlight cancels it)."""
+        frames = self.trace_set.frames()
+        if rank is not None:
+            frames = {r: f for r, f in frames.items() if r == rank}
+        table = operator_stacks.python_stacks(frames, name)
+        self.app.call_from_thread(self._show_python_stacks, name, table)
+
+    def _show_python_stacks(self, name: str, table: pl.DataFrame) -> None:
+        row = self.query_one("#operators-table", FrameTable).selected_row()
+        if row is None or row["operator"] != name:
+            return  # the cursor moved on; its own lookup is under way
+        title = self.query_one("#operator-stacks-title", Static)
+        box = self.query_one("#operator-stacks", FrameTable)
+        box.display = not table.is_empty()
+        title.update(
+            f"Python stacks of {name}: {table.height} (with_stack)"
+            if not table.is_empty()
+            else f"{name}: no Python frame around its calls"
+        )
+        box.show_frame(table)
 
 
 def summary(result: dict[str, Any]) -> str:

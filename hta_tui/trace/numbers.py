@@ -1,0 +1,140 @@
+"""Timestamps and durations: the JSON numbers of `ts` / `dur` (microseconds) -> integer ns.
+
+Two ways, one answer. Most chunks are decoded with numbers as numbers (msgspec's float
+parser is correctly rounded): below EXACT_FLOAT_US a float64 is within 0.49 ns of the
+3-decimal number written, so its ns follow exactly from it, without a Python string per
+value or a decimal cast (a tenth of the parse). A chunk with a fractional value beyond that
+(epoch-microsecond traces written to the nanosecond, where a float64 resolves only 0.25 us)
+raises InexactNumbers and is decoded again with every fractional number kept as its text,
+which `exact_ns` reads digit by digit. So does a chunk with values that are not plain numbers
+(text, NaN, objects, a missing ts), where `dropped_reasons` says what is wrong with each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+#: Timestamps are kept below this many microseconds, so that ts + dur in ns fits an int64.
+MAX_US = 2**62 // 1000
+#: A longer duration is a broken value, not a profiled span (ns).
+MAX_DUR_NS = 86_400 * 10**9
+#: Below this many microseconds a float64's spacing is under 1 ns (2**-10 us at most): the
+#: 3-decimal number nearest to it is the one written (within 0.49 ns, so rounding finds it).
+EXACT_FLOAT_US = 2.0**43
+_DECIMAL = pl.Decimal(19, 3)
+_PLAIN = frozenset({int, float})
+_PLAIN_OR_MISSING = frozenset({int, float, type(None)})
+
+
+class InexactNumbers(Exception):
+    """A chunk decoded with floats holds a fractional number a float64 cannot keep to the
+    nanosecond: decode it again with fractional numbers as text."""
+
+
+def plain_ns(name: str, values: list[Any], *, optional: bool = False) -> pl.Series | None:
+    """Integer ns of `values` (ints and floats of microseconds; None too when `optional`),
+    exact; None when some value is anything else (the caller reads them as text).
+    Raises InexactNumbers for a float at or past EXACT_FLOAT_US."""
+    types = set(map(type, values))
+    if not types <= (_PLAIN_OR_MISSING if optional else _PLAIN):
+        if float in types:  # decoded with floats: the odd values are read from their text
+            raise InexactNumbers(name)
+        return None
+    if float not in types:
+        ints = pl.Series(name, values, dtype=pl.Int64, strict=False)
+        if ints.null_count() != ints.len() and ints.abs().max() >= MAX_US:  # type: ignore[operator]
+            return None  # out of range, or beyond an int64: the text way says which
+        if ints.null_count() != values.count(None):
+            return None
+        return ints * 1000
+    us = pl.Series(name, values, dtype=pl.Float64)
+    if us.abs().max() >= EXACT_FLOAT_US:  # type: ignore[operator]
+        raise InexactNumbers(name)
+    whole = us.floor()
+    frac = ((us - whole) * 1000).round()
+    return whole.cast(pl.Int64) * 1000 + frac.cast(pl.Int64)
+
+
+def ns_column(name: str, values: list[Any]) -> pl.Series:
+    """Integer ns of `values`, the plain way or the text way (null where not a number)."""
+    ns = plain_ns(name, values)
+    return text_ns(name, values)[1] if ns is None else ns
+
+
+def number_texts(name: str, values: list[Any]) -> pl.Series:
+    """Numbers (ints, or a float's JSON text: see `events.Event.ts`) as text for `exact_ns`.
+    Anything else becomes text too and fails there, so it is counted, not raised."""
+    try:
+        return pl.Series(name, values, dtype=pl.String, strict=False)
+    except Exception:  # an object polars cannot make text of
+        texts = [v if isinstance(v, str) else str(v) if isinstance(v, int | float) else "?"
+                 for v in values]  # fmt: skip
+        return pl.Series(name, texts, dtype=pl.String)
+
+
+def exact_ns(text: pl.Expr) -> pl.Expr:
+    """Microseconds as the JSON number's text -> integer ns, exact to the digit.
+
+    A decimal cast, not a float64: at epoch-microsecond scale (~1.7e15) a float64 keeps only
+    quarter microseconds, so `ts` written to the nanosecond would snap to a 0.25 us grid.
+    Null for anything that is not a number (strings, NaN, objects) or out of range.
+    """
+    dec = text.cast(_DECIMAL, strict=False)
+    whole = dec.cast(pl.Int64, strict=False)
+    frac = ((dec - whole.cast(_DECIMAL)) * 1000).cast(pl.Int64)
+    return pl.when(whole.abs() < MAX_US).then(whole * 1000 + frac).alias(text.meta.output_name())
+
+
+def text_ns(name: str, values: list[Any]) -> tuple[pl.Series, pl.Series]:
+    """The values as text and their exact ns (null where not a usable number)."""
+    texts = number_texts(name, values)
+    return texts, texts.to_frame().select(exact_ns(pl.col(name))).to_series()
+
+
+def dropped_reasons(texts: pl.DataFrame, times: pl.DataFrame) -> pl.Series | None:
+    """Why each complete event cannot be used (null where it can): the field and what is
+    wrong; None when every event can (the common case costs three counts and two bounds).
+    `texts`: ts and dur as written, `times`: `exact_ns` of them. A missing dur is a
+    zero-length event, as Kineto writes instants. HTA 0.5 fails on the whole trace instead
+    (a deliberate difference, see README)."""
+    ts, dur = times["ts"], times["dur"]
+    if (
+        ts.null_count() == 0
+        and dur.null_count() == texts["dur"].null_count()
+        and (dur.min() or 0) >= 0  # type: ignore[operator]
+        and (dur.max() or 0) <= MAX_DUR_NS  # type: ignore[operator]
+    ):
+        return None
+    ts_f, dur_f = (pl.col(c).cast(pl.Float64, strict=False) for c in ("ts", "dur"))
+    ts, dur = pl.col("ts_ns"), pl.col("dur_ns")
+    reason = (
+        pl.when(pl.col("ts").is_null())
+        .then(pl.lit("no ts"))
+        .when(ts.is_null() & ts_f.is_finite())
+        .then(pl.lit("ts out of range"))
+        .when(ts.is_null())
+        .then(pl.lit("ts is not a number"))
+        .when(pl.col("dur").is_null())
+        .then(None)
+        .when((dur < 0) | (dur.is_null() & (dur_f < 0) & dur_f.is_finite()))
+        .then(pl.lit("dur is negative"))
+        .when((dur > MAX_DUR_NS) | (dur.is_null() & dur_f.is_finite()))
+        .then(pl.lit("dur over a day"))
+        .when(dur.is_null())
+        .then(pl.lit("dur is not a number"))
+    )
+    both = texts.with_columns(times["ts"].alias("ts_ns"), times["dur"].alias("dur_ns"))
+    return both.select(reason.alias("dropped")).to_series()
+
+
+def range_reasons(dur: pl.Expr) -> pl.Expr:
+    """`dropped_reasons` for events whose ts and dur are plain numbers (ns): only a
+    duration can be out of bounds."""
+    return (
+        pl.when(dur < 0)
+        .then(pl.lit("dur is negative"))
+        .when(dur > MAX_DUR_NS)
+        .then(pl.lit("dur over a day"))
+    )
