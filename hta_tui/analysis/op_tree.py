@@ -236,22 +236,30 @@ def fold_same_name(nodes: pl.DataFrame) -> pl.DataFrame:
     (`folded` marks the absorbed rows; an absorbing node's own runtime work is zeroed, as the
     plugin drops it). Adds `children_from`: the node whose children count as the top's."""
     merges = same_name_merges(nodes, node="pos", mergeable="op_type")
-    nodes = nodes.join(merges.select("pos", pl.col("merged").alias("folded")), on="pos", how="left")
-    absorbers = nodes.filter("folded")["parent"].implode()
-    nodes = nodes.with_columns(pl.col("pos").is_in(absorbers).alias("absorbs"))
-    # the innermost node of each chain, for its top
-    inner = nodes.filter(pl.col("folded") & ~pl.col("absorbs")).select(
-        pl.col("pos").alias("inner"), *(pl.col(c).alias(f"i_{c}") for c in _OWN)
-    )
-    moved = inner.join(
-        merges.select(pl.col("pos").alias("inner"), pl.col("top").alias("pos")), on="inner"
-    )
-    nodes = nodes.with_columns(
-        pl.when(pl.col("absorbs")).then(0).otherwise(pl.col(c)).alias(c) for c in _OWN
-    ).join(moved, on="pos", how="left")
+    n = nodes.height
+    folded = merges["merged"].to_numpy()
+    top = merges["top"].cast(pl.Int64).to_numpy()  # pos is the row number
+    parent = nodes["parent"].cast(pl.Int64).fill_null(-1).to_numpy()
+    absorbs = np.zeros(n, dtype=bool)
+    absorbs[parent[folded]] = True
+    # the innermost node of each chain (one per chain: each link is an only child), for its top
+    inner_of = np.full(n, -1, dtype=np.int64)
+    inner = np.flatnonzero(folded & ~absorbs)
+    inner_of[top[inner]] = inner
+    has = inner_of >= 0
+    at = np.maximum(inner_of, 0)
+    own = {c: nodes[c].to_numpy() for c in _OWN}
     return nodes.with_columns(
-        pl.coalesce(f"i_{c}", c).alias(f"top_{c}") for c in _OWN
-    ).with_columns(pl.coalesce("inner", "pos").alias("children_from"))
+        pl.Series("folded", folded),
+        pl.Series("absorbs", absorbs),
+        *(pl.Series(c, np.where(absorbs, 0, v)) for c, v in own.items()),
+    ).with_columns(
+        *(
+            pl.Series(f"top_{c}", np.where(has, v[at], np.where(absorbs, 0, v)))
+            for c, v in own.items()
+        ),
+        pl.Series("children_from", np.where(has, inner_of, np.arange(n))),
+    )
 
 
 def subtree_sum(nodes: pl.DataFrame, col: str) -> pl.Series:
