@@ -167,7 +167,9 @@ def _runtime_work(
         tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_m"),
         tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_p"),
     )
-    flags = work.select("name").join(names, on="name", how="left", maintain_order="left")
+    flags = work.select(
+        pl.col("name").is_in(names.filter(c)["name"].implode()).alias(c) for c in ("tc_m", "tc_p")
+    )
     by_ts = np.argsort(links["ts"].to_numpy(), kind="stable")
     corr = links["correlation"].fill_null(-1).to_numpy()[by_ts]
     has = links["correlation"].is_not_null().to_numpy()[by_ts]
