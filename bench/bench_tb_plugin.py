@@ -27,7 +27,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TB_PYTHON = os.environ.get("TB_PYTHON", "/work/.tbvenv/bin/python")
-VIEWS = ["step_time_breakdown", "gpu_metrics", "kernel_view", "operator_stats"]
+VIEWS = [
+    "step_time_breakdown",
+    "gpu_metrics",
+    "gpu_metric_series",
+    "kernel_view",
+    "kernel_view_by_op",
+    "operator_stats",
+]
 
 
 def _plugin_one(path: str) -> float:
