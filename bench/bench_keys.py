@@ -24,9 +24,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+#: Every view by its letter (registry.py), a section digit twice, and the common keys: move,
+#: sort, drill down, rank picker, help, filter, export.
 KEYS = [
     "2",
-    "3",
+    "2",
+    "K",
     "j",
     "j",
     "k",
@@ -36,20 +39,28 @@ KEYS = [
     "S",
     "enter",
     "escape",
-    "4",
+    "E",
     "escape",
-    "5",
-    "6",
-    "7",
-    "8",
-    "9",
-    "1",
-    "2",
+    "I",
+    "L",
+    "Q",
+    "M",
+    "W",
+    "C",
+    "P",
+    "Y",
+    "U",
+    "R",
+    "V",
+    "B",
+    "T",
+    "N",
+    "O",
     "r",
     "escape",
     "question_mark",
     "escape",
-    "3",
+    "K",
     "slash",
     "n",
     "c",
@@ -61,8 +72,8 @@ KEYS = [
 ]
 
 
-#: Typing fast: every screen's first visit, one key every GAP_FAST seconds.
-KEYS_FAST = ["2", "3", "4", "escape", "5", "6", "7", "8", "9", "1", "2", "3"]
+#: Typing fast: sections and views on their first visit, one key every GAP_FAST seconds.
+KEYS_FAST = ["2", "3", "4", "escape", "5", "6", "1", "K", "M", "W", "Y", "R", "V", "T"]
 #: Seconds after each key before the next: a steady pace, and fast typing.
 GAP, GAP_FAST = 0.3, 0.1
 
