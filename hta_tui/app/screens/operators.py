@@ -19,6 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import operator_stacks, operators
+from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.schema import GPU_WORK_KINDS
@@ -131,7 +132,7 @@ class OperatorsScreen(AnalysisScreen):
         has = not stacks.is_empty()
         name = row["operator"] if row is not None else None
         if not has and result.get("python") and name is not None:
-            title.update(f"Call stacks of {name}: looking them up in the Python frames…")
+            title.update(as_text(f"Call stacks of {name}: looking them up in the Python frames…"))
             self._python_stacks(name, self.params.rank)
             return
         box.display = has
@@ -144,9 +145,11 @@ class OperatorsScreen(AnalysisScreen):
             return
         mine = stacks.filter(pl.col("operator") == name) if name is not None else stacks.clear()
         title.update(
-            f"Call stacks of {name}: {mine.height}"
-            if not mine.is_empty()
-            else f"{name or 'This operator'}: no call stack recorded"
+            as_text(
+                f"Call stacks of {name}: {mine.height}"
+                if not mine.is_empty()
+                else f"{name or 'This operator'}: no call stack recorded"
+            )
         )
         box.show_frame(mine.drop("operator"))
 
@@ -167,9 +170,11 @@ class OperatorsScreen(AnalysisScreen):
         box = self.query_one("#operator-stacks", FrameTable)
         box.display = not table.is_empty()
         title.update(
-            f"Python stacks of {name}: {table.height} (with_stack)"
-            if not table.is_empty()
-            else f"{name}: no Python frame around its calls"
+            as_text(
+                f"Python stacks of {name}: {table.height} (with_stack)"
+                if not table.is_empty()
+                else f"{name}: no Python frame around its calls"
+            )
         )
         box.show_frame(table)
 
