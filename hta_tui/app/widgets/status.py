@@ -60,6 +60,8 @@ class StatusBar(Horizontal):
         if info == self.info and not force:
             return
         self.info = info
+        if not self.query("#status-files"):
+            return  # not composed yet (a screen being pushed): on_mount shows the latest
         files = Text()
         if info.root:
             # a name is data: as written, and cut so that the counts stay in view
