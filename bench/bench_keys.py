@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hta_tui.app.screens.registry import SCREENS, SECTIONS
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -72,6 +74,10 @@ KEYS = [
 ]
 
 
+#: Keys that open a view (a section digit, a view's letter): their time until the view shows
+#: its numbers is reported too.
+VIEW_KEYS = {e.key for e in SCREENS} | {s.key for s in SECTIONS}
+
 #: Typing fast: sections and views on their first visit, one key every GAP_FAST seconds.
 KEYS_FAST = ["2", "3", "4", "escape", "5", "6", "1", "K", "M", "W", "Y", "R", "V", "T"]
 #: Seconds after each key before the next: a steady pace, and fast typing.
@@ -117,12 +123,11 @@ async def measure(
             await pilot.press(key)
             await pilot.pause(0)  # processed and repainted
             presses.append((key, time.perf_counter() - t))
-            if key.isdigit() and key != "1" and gap == GAP:
+            if key in VIEW_KEYS and gap == GAP:
                 # from the key press until the screen shows its numbers
                 deadline = t + 120
                 while time.perf_counter() < deadline:
-                    busy = any(w.group == "screen" and not w.is_finished for w in app.workers)
-                    if not busy and getattr(app.screen, "result", True) is not None:
+                    if getattr(app.screen, "shows_current", True):
                         break
                     await pilot.pause(0.01)
                 ready[f"{key} {type(app.screen).__name__}"] = time.perf_counter() - t

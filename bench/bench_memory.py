@@ -139,12 +139,7 @@ def shows_current(app: Any) -> bool:
     screen = app.screen
     if not isinstance(screen, MemoryScreen):
         return True  # a picker on top: nothing of the view's to wait for
-    return (
-        screen.result is not None
-        and screen._shown_key == (app.trace_set.generation, screen.params)
-        and screen.charts_pending == 0
-        and not any(w.group == "screen" and not w.is_finished for w in app.workers)
-    )
+    return screen.shows_current
 
 
 async def drive(folder: Path, cache: Path, size: tuple[int, int], repeats: int) -> dict:

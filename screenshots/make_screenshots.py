@@ -16,7 +16,6 @@ from pathlib import Path
 
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.registry import DIFF, SCREENS
-from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.cli import DEMO_MEMORY
 from hta_tui.synth import MemoryOptions, write_trace, write_trace_dir
 from hta_tui.synth.sync_story import make_sync_story
@@ -31,24 +30,12 @@ async def settle(app: HtaApp, pilot, timeout: float = 60.0) -> None:
     deadline = loop.time() + timeout
     while loop.time() < deadline:
         await pilot.pause(0.1)
-        groups = ("screen", "load", "operator-stacks")
-        busy = any(not w.is_finished for w in app.workers if w.group in groups)
-        screen_ready = getattr(app.screen, "result", True) is not None
-        screen_ready = screen_ready and getattr(app.screen, "charts_pending", 0) == 0
-        screen_ready = screen_ready and shown_current(app.screen)
-        tables = app.screen.query(FrameTable)
-        screen_ready = screen_ready and not any(t.rows_pending for t in tables)
+        busy = any(not w.is_finished for w in app.workers if w.group == "load")
+        screen_ready = getattr(app.screen, "shows_current", True)
         if app.settled and not busy and screen_ready:
             await pilot.pause(0.2)
             return
     raise TimeoutError(f"{type(app.screen).__name__} did not settle")
-
-
-def shown_current(screen) -> bool:
-    """An analysis screen shows the numbers of its current parameters (not the last ones)."""
-    key = getattr(screen, "_shown_key", None)
-    params = getattr(screen, "params", None)
-    return params is None or (key is not None and key[1] == params)
 
 
 def shot_name(entry) -> str:

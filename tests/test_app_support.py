@@ -11,7 +11,6 @@ from typing import Any
 import orjson
 
 from hta_tui.app.app import HtaApp
-from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.cache import Cache
 
 T0 = 1_700_000_000_000_000  # us
@@ -127,20 +126,10 @@ async def wait_until(pilot: Any, predicate: Any, timeout: float = 15.0, what: st
         await pilot.pause(0.02)
 
 
-#: Worker groups whose results a screen shows (its tables, an operator's stacks).
-SCREEN_WORKERS = ("screen", "operator-stacks")
-
-
 def screen_shows_current(app: HtaApp, screen: Any) -> bool:
-    """An analysis screen shows the numbers of the current trace set and its parameters, its
-    charts are drawn, and no screen computation is running."""
-    return (
-        getattr(screen, "result", None) is not None
-        and screen._shown_key == (app.trace_set.generation, screen.params)
-        and screen.charts_pending == 0
-        and not any(w.group in SCREEN_WORKERS and not w.is_finished for w in app.workers)
-        and not any(table.rows_pending for table in screen.query(FrameTable))
-    )
+    """An analysis screen shows the numbers of the current trace set and its parameters, whole
+    (`AnalysisScreen.shows_current`)."""
+    return bool(getattr(screen, "shows_current", False))
 
 
 async def settle(pilot: Any, timeout: float = 15.0) -> None:

@@ -200,7 +200,7 @@ async def test_footer_keeps_help_visible_at_80_columns(traces: Path, tmp_path: P
             # a loaded machine may take a few frames to push the view and lay its footer out
             for _ in range(50):
                 await pilot.pause(0.1)
-                if app.screen.__class__.__name__ == e.target.rsplit(":", 1)[1] and help_shown():
+                if isinstance(app.screen, e.load()) and help_shown():
                     break
             else:
                 hidden.append(e.mode)

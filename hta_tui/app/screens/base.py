@@ -132,6 +132,9 @@ class AnalysisScreen(Screen):
     TITLE: ClassVar[str] = ""
     #: Shows the rank chosen with `r` on any screen (the app's `rank_choice`).
     FOLLOWS_RANK: ClassVar[bool] = True
+    #: Worker groups whose results the screen shows (a screen with lookups of its own adds
+    #: theirs), so `shows_current` waits for them too.
+    WORKER_GROUPS: ClassVar[tuple[str, ...]] = ("screen",)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Rank", tooltip="Show one rank or all ranks"),
@@ -178,6 +181,21 @@ class AnalysisScreen(Screen):
     def charts_pending(self) -> int:
         """Charts not on the screen yet: scheduled, or being built (tests wait for none)."""
         return self._charts_scheduled + sum(p.building for p in self.query(SafePlot))
+
+    @property
+    def shows_current(self) -> bool:
+        """The numbers of the current trace set and parameters are on the screen, whole: no
+        computation, chart, row batch or lookup of its own still to land (tests, screenshots
+        and benchmarks wait for this)."""
+        return (
+            self.result is not None
+            and self._shown_key == (self.trace_set.generation, self.params)
+            and self.charts_pending == 0
+            and not any(t.rows_pending for t in self.query(FrameTable))
+            and not any(
+                w.group in self.WORKER_GROUPS and not w.is_finished for w in self.app.workers
+            )
+        )
 
     def draw_later(self, draw: Callable[[], None], order: int = 1) -> None:
         """Draw a chart `order` frames after the tables, so the tables show first and a key
@@ -272,15 +290,22 @@ class AnalysisScreen(Screen):
             body.loading = True
         self._compute(ts.snapshot(), self.params)
 
-    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
-    def _compute(self, ts: TraceSet, params: Params) -> None:
-        worker = get_current_worker()
+    @staticmethod
+    def frames_for(ts: TraceSet, params: Params) -> dict[int, pl.DataFrame]:
+        """The events frames a screen's numbers come from: the chosen rank's (or all), with
+        the last step put back when `H` asks for every step."""
         frames = ts.frames()
         if params.rank is not None:
             frames = {r: f for r, f in frames.items() if r == params.rank}
-        every = bool(params.get("every_step", False))
-        if every:
+        if params.get("every_step", False):
             frames = scope.every_step_frames(frames)
+        return frames
+
+    @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
+    def _compute(self, ts: TraceSet, params: Params) -> None:
+        worker = get_current_worker()
+        frames = self.frames_for(ts, params)
+        every = bool(params.get("every_step", False))
         if worker.is_cancelled:
             return
         try:

@@ -60,6 +60,7 @@ def display(table: pl.DataFrame, *, gpu: bool) -> pl.DataFrame:
 class OperatorsScreen(AnalysisScreen):
     TITLE = "Operators"
     STEPS = "whole trace"
+    WORKER_GROUPS = ("screen", "operator-stacks")
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -133,7 +134,7 @@ class OperatorsScreen(AnalysisScreen):
         name = row["operator"] if row is not None else None
         if not has and result.get("python") and name is not None:
             title.update(as_text(f"Call stacks of {name}: looking them up in the Python frames…"))
-            self._python_stacks(name, self.params.rank)
+            self._python_stacks(name, self.params)
             return
         box.display = has
         if not has:
@@ -154,12 +155,9 @@ class OperatorsScreen(AnalysisScreen):
         box.show_frame(mine.drop("operator"))
 
     @work(thread=True, exclusive=True, group="operator-stacks", exit_on_error=False)
-    def _python_stacks(self, name: str, rank: int | None) -> None:
+    def _python_stacks(self, name: str, params: Params) -> None:
         """Worker: the highlighted operator's Python stacks (a newer highlight cancels it)."""
-        frames = self.trace_set.frames()
-        if rank is not None:
-            frames = {r: f for r, f in frames.items() if r == rank}
-        table = operator_stacks.python_stacks(frames, name)
+        table = operator_stacks.python_stacks(self.frames_for(self.trace_set, params), name)
         self.app.call_from_thread(self._show_python_stacks, name, table)
 
     def _show_python_stacks(self, name: str, table: pl.DataFrame) -> None:
