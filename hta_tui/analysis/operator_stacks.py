@@ -24,7 +24,7 @@ STACK_COLUMNS: dict[str, pl.DataType] = {
 
 def has_python_frames(frames: Mapping[int, pl.DataFrame]) -> bool:
     """Whether any rank recorded Python frames (with_stack on PyTorch 2)."""
-    return any(not ev.filter(pl.col("kind") == "python").is_empty() for ev in frames.values())
+    return any(ev.select((pl.col("kind") == "python").any()).item() for ev in frames.values())
 
 
 def python_stacks(frames: Mapping[int, pl.DataFrame], name: str) -> pl.DataFrame:

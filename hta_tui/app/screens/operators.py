@@ -83,7 +83,7 @@ class OperatorsScreen(AnalysisScreen):
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         tables = operators.job_operator_tables(frames)
         gpu = any(
-            not ev.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).is_empty() for ev in frames.values()
+            ev.select(pl.col("kind").is_in(GPU_WORK_KINDS).any()).item() for ev in frames.values()
         )
         by_shape = bool(params.get("by_shape", False))
         table = tables["shape" if by_shape else "name"]
