@@ -3,6 +3,7 @@ and the cold open of a folder mixing them, against the floor (gunzip + orjson.lo
 
     python bench/bench_layouts.py              # 6 layouts x ~100 MB, writes bench/LAYOUTS.md
     python bench/bench_layouts.py --mb 10      # a quick run
+    python bench/bench_layouts.py --data DIR   # files made by an earlier run (never written)
 
 Layouts (`hta_tui.synth.layouts`): Kineto's (log arrays with "]" in their lines, then
 traceName and baseTimeNanoseconds, after the events), events first (deviceProperties, an
@@ -102,18 +103,23 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0, help="uncompressed JSON per file")
     ap.add_argument("--repeat", type=int, default=3, help="pairs per measurement")
     ap.add_argument("--out", type=Path, default=HERE / "LAYOUTS.md")
+    ap.add_argument("--data", type=Path, help="rank-N.<layout>.json.gz of an earlier run (read)")
     ap.add_argument("--measure-layout", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure_layout:
         print(json.dumps(_measure_layout(args.measure_layout, args.repeat)))
         return
 
-    folder = HERE / "out" / f"layouts-{args.mb:g}MB"
-    files = ensure_layouts(folder, args.mb)
+    folder = args.data or HERE / "out" / f"layouts-{args.mb:g}MB"
+    files = sorted(folder.glob("*.json.gz")) if args.data else ensure_layouts(folder, args.mb)
+    if not files:
+        sys.exit(f"no rank-N.<layout>.json.gz in {folder}")
+    data_arg = f" --data {args.data}" if args.data else ""
     lines = [
         "# Benchmark results: trace layouts",
         "",
-        f"Command: `python bench/bench_layouts.py --mb {args.mb:g} --repeat {args.repeat}`  ",
+        f"Command: `python bench/bench_layouts.py --mb {args.mb:g} --repeat {args.repeat}"
+        f"{data_arg}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M')}  ",
         f"Data: {len(files)} synthetic ranks (`hta_tui.synth`), each in one layout "
