@@ -62,11 +62,12 @@ def _measure_layout(path: Path, repeat: int) -> dict:
     return out
 
 
-def run_layout(path: Path, repeat: int) -> dict:
+def run_layout(path: Path, repeat: int, src: Path = HERE.parent) -> dict:
+    """`_measure_layout` in a fresh process, with the hta_tui of the tree `src`."""
     cmd = [sys.executable, __file__, "--measure-layout", str(path), "--repeat", str(repeat)]
     # polars on one thread, as in the parser workers of a real open: CPU time then compares
     # the work of two single-threaded decoders, which this shared VM's load does not change
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent), "POLARS_MAX_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(src), "POLARS_MAX_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
