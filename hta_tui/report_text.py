@@ -29,8 +29,8 @@ TIME_ORDER: dict[str, str] = {
     "gpu_kernel_breakdown": "sum (us)",
     "gpu_kernel_type_breakdown": "sum",
     "kernel_duration_stats": "sum",
-    "user_annotation_breakdown": "total (us)",
-    "gpu_user_annotation_breakdown": "total (us)",
+    "user_annotation_breakdown": "sum (us)",
+    "gpu_user_annotation_breakdown": "sum (us)",
     "aten_op_kernels_and_delay": "occurrence_count",
 }
 
@@ -157,7 +157,7 @@ def write_text(
     for name, df in tables.items():
         print(f"# {titles.get(name, name)}", file=out)
         if df.is_empty():
-            print("(nothing: no GPU data for this analysis)", file=out)
+            print("(no rows: the loaded traces have nothing for this table)", file=out)
             print(file=out)
             continue
         df = ordered(name, df)

@@ -45,17 +45,21 @@ def _section(text: str, name: str) -> list[str]:
     return lines.splitlines()
 
 
+def _cells(line: str) -> list[str]:
+    """One table line's cells (a cell may hold "|": a kernel sequence's separator)."""
+    return [c.strip() for c in line[2:-2].split(" | ")]
+
+
 def _column(lines: list[str], header: str) -> list[str]:
     """The cells under `header` in the first column group that has it."""
     for i, line in enumerate(lines):
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if line.startswith("| ") and header in cells:
-            at = cells.index(header)
+        if line.startswith("| ") and header in _cells(line):
+            at = _cells(line).index(header)
             out = []
             for row in lines[i + 2 :]:
                 if not row.startswith("| "):
                     break
-                out.append([c.strip() for c in row.strip("|").split("|")][at])
+                out.append(_cells(row)[at])
             return out
     raise AssertionError(f"no column {header!r}")
 
