@@ -121,6 +121,15 @@ def main(trace_dir: str, out_dir: str) -> None:
 
     attempt("cuda_kernel_launch_stats", launches)
 
+    def aten_ops() -> None:
+        for rank, df in ta.get_aten_op_kernels_and_delay(ranks).items():
+            write(out, f"aten_op_kernels_and_delay.rank{rank}.json", df)
+        for rank in ranks[1:]:  # asked for alone: HTA's list of launches is never reset
+            (df,) = ta.get_aten_op_kernels_and_delay([rank]).values()
+            write(out, f"aten_op_kernels_and_delay.only_rank{rank}.json", df)
+
+    attempt("aten_op_kernels_and_delay", aten_ops)
+
     def sequences() -> None:
         import tempfile
 
