@@ -289,6 +289,25 @@ def _sequences(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
     return diff(got, want, ["pattern"], tol).select("pattern")
 
 
+def _annotations(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
+    """CPU and GPU user annotations (nothing folded): HTA's columns with HTA's meaning; HTA's
+    ProfilerStep rows are left out here (steps are not annotations: a documented
+    difference)."""
+    keys = ["rank", "name"]
+    cols = ["sum (us)", "max (us)", "min (us)", "stddev", "mean (us)"]
+    out = []
+    for key in ("user_annotation_breakdown", "gpu_user_annotation_breakdown"):
+        got = report(path, compat)[key]
+        want = reference(ref, f"{key}.json") if (ref / f"{key}.json").exists() else None
+        if want is None:  # HTA: None, no annotation
+            out.append(got.select(keys))
+            continue
+        assert set(want.columns) <= set(got.columns)
+        want = want.filter(~pl.col("name").str.starts_with("ProfilerStep#"))
+        out.append(diff(got, want, keys, dict.fromkeys(cols, _t(compat))).select(keys))
+    return pl.concat(out)
+
+
 def _sequences_tried(path: Path, ref: Path, compat: bool) -> pl.DataFrame | None:
     """Every operator HTA was asked for and found no pattern of (`tried` in the params
     file; in most shared cases HTA found none for any operator tried): none here either."""
@@ -326,6 +345,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "cuda_kernel_launch_stats": ("meta.json", _launches),
     "profiler_steps": ("profiler_steps.json", _steps),
     "frequent_cuda_kernel_sequences": ("frequent_cuda_kernel_sequences.json", _sequences),
+    "user_annotation_breakdown": ("user_annotation_breakdown.json", _annotations),
     "frequent_cuda_kernel_sequences (none)": (
         "frequent_cuda_kernel_sequences.params.json",
         _sequences_tried,

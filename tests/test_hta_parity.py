@@ -259,13 +259,15 @@ MI300_CHECKS = [(a, c) for a in ROCM_BREAKDOWNS for c in (True, False)]
 
 @pytest.mark.shared
 @pytest.mark.parametrize(
-    ("analysis", "compat"), [*MI300_CHECKS, ("gpu_kernel_type_breakdown", True)]
+    ("analysis", "compat"),
+    [*MI300_CHECKS, ("gpu_kernel_type_breakdown", True), ("user_annotation_breakdown", True)],
 )
 def test_shared_rocm_trace_breakdowns_equal_hta(analysis: str, compat: bool) -> None:
     """Issue 17: the MI300 ROCm trace's temporal, idle and kernel breakdowns are HTA's: in
     compat mode exactly; in the default mode within 0.1% of HTA on exact times (its rounding
     off), except the kernel-type table, where HTA truncates its segments
-    (`test_kernel_types_default_mode_is_the_exact_union_where_hta_truncates`)."""
+    (`test_kernel_types_default_mode_is_the_exact_union_where_hta_truncates`). Its user
+    annotations (the optimizer's) are HTA's too (issue 18, cause 5: HTA's columns)."""
     ref = DATA / MI300 if compat else DATA / MI300 / "exact"
     bad = mismatches(analysis, SHARED / "traces" / MI300, ref, hta_compat=compat)
     assert bad is None or bad.is_empty(), bad

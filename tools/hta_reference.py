@@ -121,6 +121,20 @@ def main(trace_dir: str, out_dir: str) -> None:
 
     attempt("cuda_kernel_launch_stats", launches)
 
+    def annotations(file: str, gpu: bool) -> None:
+        table = ta.get_gpu_user_annotation_breakdown(
+            use_gpu_annotation=gpu, visualize=False, duration_ratio=1.0, num_kernels=10**9
+        )
+        write(out, file, table)
+
+    attempt(
+        "user_annotation_breakdown", lambda: annotations("user_annotation_breakdown.json", False)
+    )
+    attempt(
+        "gpu_user_annotation_breakdown",
+        lambda: annotations("gpu_user_annotation_breakdown.json", True),
+    )
+
     def aten_ops() -> None:
         for rank, df in ta.get_aten_op_kernels_and_delay(ranks).items():
             write(out, f"aten_op_kernels_and_delay.rank{rank}.json", df)
