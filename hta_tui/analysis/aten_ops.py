@@ -1,7 +1,8 @@
 """ATen ops, the kernels they launch, and the delays before those launches run.
 
 HTA's `get_aten_op_kernels_and_delay(ranks, sort_by)`: every kernel launch (runtime or driver
-call named `cuda*LaunchKernel*`, `cuLaunchKernel*` or `runFunction*`) that lies within an ATen
+call named `cuda*LaunchKernel*`, `cuLaunchKernel*` or `runFunction*`, and by default ROCm's
+`hip*LaunchKernel*`) that lies within an ATen
 op (a name starting with "aten::") is charged to the innermost such op, HTA's "deepest" one: the
 containing op that starts last. Per op instance, the kernel names in launch order make its
 `kernel_sequence` (" -> "); its launch delay is the first launch's start minus the op's start,
