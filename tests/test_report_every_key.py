@@ -19,7 +19,7 @@ import pytest
 from hta_tui.analysis import catalog
 from hta_tui.cli import main
 from hta_tui.report import run_report
-from hta_tui.report_text import DEFAULT_ROWS
+from hta_tui.report_text import DEFAULT_ROWS, TIME_ORDER
 from hta_tui.trace.cache import Cache
 from tests.conftest import REPO
 from tests.test_report_text import _column, _section
@@ -29,12 +29,7 @@ ALL_KEYS = [*catalog.BY_NAME, *catalog.TABLE_OWNER]
 #: Tables that list named things, and the time (or size) they are listed by, most first
 #: within a rank.
 BY_TIME: dict[str, str] = {
-    "gpu_kernel_breakdown": "sum (us)",
-    "gpu_kernel_type_breakdown": "sum",
-    "kernel_duration_stats": "sum",
-    "user_annotation_breakdown": "sum (us)",
-    "gpu_user_annotation_breakdown": "sum (us)",
-    "aten_op_kernels_and_delay": "occurrence_count",
+    **TIME_ORDER,
     "kernel_view": "total (us)",
     "kernel_view_by_op": "total (us)",
     "operator_stats": "device_self_duration (us)",

@@ -13,25 +13,16 @@ import polars as pl
 import pytest
 
 from hta_tui.cli import main
-from hta_tui.synth.shapes import write_shape
-from tests.conftest import SHARED
 from tests.hta_parity import DESCRIBE, EXACT, WITHIN, diff, reference
+from tests.rocm_cases import NAMES, rocm_trace
 
 DATA = Path(__file__).parent / "data" / "hta"
-MI300 = "tracelens_mi300_ddp_resnet18"
 KEYS = "temporal_breakdown,idle_time_breakdown,gpu_kernel_breakdown"
 
 
-@pytest.fixture(scope="module", params=["rocm", MI300])
+@pytest.fixture(scope="module", params=NAMES)
 def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple:
-    if request.param == MI300:
-        path = SHARED / "traces" / MI300
-        if not path.is_dir():
-            pytest.skip("../shared is absent")
-    else:
-        path = tmp_path_factory.mktemp("rocm_json")
-        write_shape("rocm", path)
-    return path, DATA / request.param
+    return rocm_trace(request.param, tmp_path_factory), DATA / request.param
 
 
 def _report_json(path: Path, capsys: pytest.CaptureFixture[str], *flags: str) -> dict:

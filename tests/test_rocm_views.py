@@ -15,12 +15,10 @@ import pytest
 
 from hta_tui.analysis import gpu_metric_series, gpu_metrics, kernel_view, operators
 from hta_tui.analysis.timeline_rows import build_timeline
-from hta_tui.synth.shapes import write_shape
-from tests.conftest import SHARED
 from tests.hta_parity import trace_set
+from tests.rocm_cases import NAMES, rocm_trace
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-MI300 = "tracelens_mi300_ddp_resnet18"
 
 
 def _raw(path: Path) -> pl.DataFrame:
@@ -40,16 +38,9 @@ def _raw(path: Path) -> pl.DataFrame:
     )
 
 
-@pytest.fixture(scope="module", params=["rocm shape", MI300])
+@pytest.fixture(scope="module", params=NAMES)
 def rocm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if request.param == MI300:
-        shared = SHARED / "traces" / MI300
-        if not shared.is_dir():
-            pytest.skip("../shared is absent")
-        return shared
-    root = tmp_path_factory.mktemp("rocm") / "rocm"
-    write_shape("rocm", root)
-    return root
+    return rocm_trace(request.param, tmp_path_factory)
 
 
 def test_rocm_trace_is_rocm(rocm: Path) -> None:
