@@ -205,3 +205,27 @@ def test_text_table_of_every_key(outputs: tuple[dict, str], key: str) -> None:
         for rank in set(ranks):
             mine = [v for r, v in zip(ranks, values, strict=True) if r == rank]
             assert mine == sorted(mine, reverse=True), (key, rank, mine)
+
+
+#: Shared traces with long kernel, operator and module names (C++ templates, lambdas).
+LONG_NAMES = ["tracelens_h100_bert_memory", "pytorch_cpu_vit_memory", "param_dlrm_8rank"]
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("case", LONG_NAMES)
+def test_every_table_of_real_traces_fits_80_columns(
+    shared: Path, case: str, tmp_path: Path
+) -> None:
+    """Real names are long: a text column is cut to fit beside the key columns its group
+    repeats (aten-op kernel sequences, nn.Module paths), never past the width. The files
+    table alone keeps its paths whole."""
+    out = io.StringIO()
+    root = shared / "traces" / case
+    run_report(root, only=ALL_KEYS, out=out, cache=Cache(tmp_path / "cache"), width=80)
+    sections = ("\n" + out.getvalue()).split("\n# ")[1:]
+    assert len(sections) == len(ALL_KEYS) + 1
+    for section in sections:
+        title, *lines = section.splitlines()
+        if title.startswith("Files in"):
+            continue
+        assert max(map(len, lines), default=0) <= 80, title
