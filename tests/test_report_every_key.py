@@ -208,7 +208,7 @@ def test_text_table_of_every_key(outputs: tuple[dict, str], key: str) -> None:
 
 
 #: Shared traces with long kernel, operator and module names (C++ templates, lambdas).
-LONG_NAMES = ["tracelens_h100_bert_memory", "pytorch_cpu_vit_memory", "param_dlrm_8rank"]
+LONG_NAMES = ["tracelens_h100_bert_memory", "pytorch_cpu_vit_memory"]
 
 
 @pytest.mark.shared

@@ -6,6 +6,7 @@ shape and on the shared MI300 trace."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.rocm_cases import NAMES, rocm_trace
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
+@functools.cache
 def _raw(path: Path) -> pl.DataFrame:
     """The file's complete events as written: cat, name, dur (us), args.device, arg keys."""
     (file,) = [p for p in path.iterdir() if ".json" in p.name]
