@@ -16,12 +16,13 @@ NAMES = ["rocm", MI300]
 
 
 def rocm_trace(name: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The folder of one ROCm case."""
+    """The folder of one case: the shared MI300 trace, or a shape of the generator
+    (`hta_tui.synth.shapes`: rocm, mtia, epoch_ns)."""
     if name == MI300:
         path = SHARED / "traces" / MI300
         if not path.is_dir():
             pytest.skip("../shared is absent")
         return path
-    path = tmp_path_factory.mktemp("rocm") / "rocm"
-    write_shape("rocm", path)
+    path = tmp_path_factory.mktemp(name) / name
+    write_shape(name, path)
     return path
