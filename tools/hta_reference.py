@@ -115,6 +115,18 @@ def main(trace_dir: str, out_dir: str) -> None:
         lambda: write(out, "memory_bw_summary.json", ta.get_memory_bw_summary(ranks)),
     )
 
+    def counters() -> None:
+        queues = ta.get_queue_length_time_series(ranks)
+        for rank, df in queues.items():
+            write(out, f"queue_length_time_series.rank{rank}.json", df)
+        for rank, df in ta.get_memory_bw_time_series(ranks).items():
+            write(out, f"memory_bw_time_series.rank{rank}.json", df)
+        # a short queue (2), so that a small trace fills it
+        blocked = ta.get_time_spent_blocked_on_full_queue(queues, max_queue_length=2)
+        write(out, "time_spent_blocked_on_full_queue.json", blocked)
+
+    attempt("counters", counters)
+
     def launches() -> None:
         for rank, df in ta.get_cuda_kernel_launch_stats(ranks, visualize=False).items():
             write(out, f"cuda_kernel_launch_stats.rank{rank}.json", df)
