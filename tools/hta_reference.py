@@ -181,6 +181,12 @@ def main(trace_dir: str, out_dir: str) -> None:
         (out / "profiler_steps.json").write_text(json.dumps(_plain_tree(doc)) + "\n")
 
     attempt("profiler_steps", steps)
+
+    def stragglers() -> None:
+        doc = {"potential_stragglers": ta.get_potential_stragglers(visualize=False)}
+        (out / "potential_stragglers.json").write_text(json.dumps(_plain_tree(doc)) + "\n")
+
+    attempt("potential_stragglers", stragglers)
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 
