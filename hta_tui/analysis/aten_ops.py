@@ -2,13 +2,13 @@
 
 HTA's `get_aten_op_kernels_and_delay(ranks, sort_by)`: every kernel launch (runtime or driver
 call named `cuda*LaunchKernel*`, `cuLaunchKernel*` or `runFunction*`, and by default ROCm's
-`hip*LaunchKernel*`) that lies within an ATen
-op (a name starting with "aten::") is charged to the innermost such op, HTA's "deepest" one: the
-containing op that starts last. Per op instance, the kernel names in launch order make its
-`kernel_sequence` (" -> "); its launch delay is the first launch's start minus the op's start,
-its runtime delay the first kernel's start minus the first launch's start. Per (op name,
-sequence): `occurrence_count`, `avg_aten_op_launch_delay` and `avg_runtime_delay` (us, rounded
-to 3 decimals like HTA), sorted by `sort_by` (descending, like HTA), then op name and sequence.
+`hip*LaunchKernel*`) that lies within an ATen op (a name starting with "aten::") is charged to
+the innermost such op, HTA's "deepest" one: the containing op that starts last. Per op
+instance, the kernel names in launch order make its `kernel_sequence` (" -> "); its launch
+delay is the first launch's start minus the op's start, its runtime delay the first kernel's
+start minus the first launch's start. Per (op name, sequence): `occurrence_count`,
+`avg_aten_op_launch_delay` and `avg_runtime_delay` (us, rounded to 3 decimals like HTA),
+sorted by `sort_by` (descending, like HTA), then op name and sequence.
 
 HTA loops over launches in Python; here the containing ops come from one inequality join and the
 rest is group-bys. Differences, each on purpose:
