@@ -16,6 +16,7 @@ from hta_tui.analysis import sync_summary
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.trace.model import TraceSet
 
 #: Summary column -> header (numbers first: long call sites would push them off 80 columns).
@@ -49,7 +50,7 @@ class SyncsScreen(AnalysisScreen):
     STEPS = "whole trace"
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="sync-verdict", classes="summary")
+        yield TextBlock("", id="sync-verdict", classes="summary")
         # No key column: every column of a row can be null (a sync outside any op or module).
         yield FrameTable(id="sync-summary", export_name="sync_summary")
         yield Static("Syncs (enter on a row above: only its own)", classes="section-title")
