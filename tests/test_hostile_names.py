@@ -22,6 +22,7 @@ from rich.text import Span, Text
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.widgets import TabbedContent
 
+from hta_tui.analysis import catalog
 from hta_tui.app.app import HtaApp
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.safe_text import escaped, safe_cell, safe_label
@@ -207,6 +208,46 @@ def test_report_text_shows_names_as_escapes(hostile_root: Path, tmp_path: Path) 
     assert SHOWN in text  # kernel and operator names
     assert "\\u202e" in text  # the file names' bidi override, as an escape
     assert "PWNED" in text
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The text report's tables by their `# name` heading."""
+    parts = re.split(r"^# (\S+)\n", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def _holds_payload(value: object) -> bool:
+    if isinstance(value, str):
+        return f"evil{TITLE}" in value
+    if isinstance(value, dict):
+        return any(_holds_payload(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_payload(v) for v in value)
+    return False
+
+
+@pytest.mark.heavy
+def test_report_text_of_every_key(hostile_root: Path, tmp_path: Path) -> None:
+    """Every analysis and table `--only` knows, in one text report: no control reaches the
+    output, and every table whose JSON holds a name from the traces shows it escaped."""
+    keys = [a.name for a in catalog.ANALYSES] + list(catalog.TABLE_OWNER)
+    cache = Cache(tmp_path / "cache")
+    out, doc = io.StringIO(), io.StringIO()
+    assert run_report(hostile_root, only=keys, cache=cache, out=out, width=400, rows=0) == 0
+    assert run_report(hostile_root, only=keys, as_json=True, cache=cache, out=doc) == 0
+    text, records = out.getvalue(), orjson.loads(doc.getvalue())
+    assert not BAD.search(text.replace("\n", ""))
+    sections = _sections(text)
+    assert set(keys) <= set(sections), sorted(set(keys) - set(sections))
+    named = [k for k in keys if _holds_payload(records[k])]
+    # the views' names: kernels, operators, annotations, modules, call sites, memory events'
+    # operators, process groups, GPUs
+    for key in ("gpu_kernel_breakdown", "operator_stats", "module_stats", "syncs"):
+        assert key in named, key
+    for key in ("memory_events", "collectives", "gpu_devices", "user_annotation_breakdown"):
+        assert key in named, key
+    hidden = [k for k in named if "evil\\x1b]0;PWN" not in sections[k]]
+    assert not hidden, f"tables that lost the escaped name: {hidden}"
 
 
 def test_report_json_keeps_names_exact(hostile_root: Path, tmp_path: Path) -> None:
