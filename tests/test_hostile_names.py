@@ -190,6 +190,19 @@ def test_chart_labels_are_printable() -> None:
     assert not any(span.style and "link" in str(span.style) for span in picture.spans)
 
 
+def test_icicle_labels_are_escaped_and_keep_their_width() -> None:
+    """A module name is escaped before it is cut to its block: every line stays `width`."""
+    from hta_tui.app.widgets.icicle import icicle_lines
+
+    name = f"m{TITLE}\nx"
+    tree = pl.DataFrame({"path": [name, f"{name}/c"], "depth": [0, 1], "value": [10.0, 5.0]})
+    lines = icicle_lines(tree, 40)
+    assert [len(line) for line in lines] == [40, 40]
+    assert not any(BAD.search(line) for line in lines)
+    assert lines[0] == ("│" + printable(name)).ljust(40)  # "│m\\x1b]0;PWNED\\x07\\nx", blanks
+    assert lines[1].startswith("│c")
+
+
 def test_control_filter_drops_what_slipped_through() -> None:
     from rich.segment import Segment
     from textual.color import Color
