@@ -192,3 +192,20 @@ async def test_every_view_exports_neutralised(formula_names_dir: Path, tmp_path:
     }
     for name in ("kernels", "operators", "memory_events", "modules", "gpu_metrics", "syncs"):
         assert name in named, (name, sorted(named))
+
+
+def test_report_csv_of_every_key_neutralises(formula_names_dir: Path, tmp_path: Path) -> None:
+    """`report --csv` of every analysis and table `--only` knows, on traces whose every name is
+    a formula: no cell runs, and the tables of names hold them behind their `'`."""
+    from hta_tui.analysis import catalog
+
+    keys = [a.name for a in catalog.ANALYSES] + list(catalog.TABLE_OWNER)
+    out = tmp_path / "csv"
+    argv = ["report", str(formula_names_dir), "--no-cache", "--csv", str(out)]
+    assert main([*argv, "--only", ",".join(keys)]) == 0
+    files = {p.stem: p for p in out.glob("*.csv")}
+    assert set(keys) <= set(files)
+    assert not {name: cells for name, path in files.items() if (cells := formula_cells(path))}
+    for name in ("operator_stats", "memory_events", "module_stats", "syncs", "gpu_devices"):
+        cells = [cell for row in read_rows(files[name]) for cell in row]
+        assert any(cell.startswith(f"'{FORMULA}") for cell in cells), name
