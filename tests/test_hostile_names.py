@@ -371,6 +371,9 @@ WITH_NAMES = [
     "timeline/details",
     "detail from kernels/tab-launch",
 ]
+#: Summaries of one line (per rank) that name something from the trace, by view: a name's line
+#: break is shown as `\n` there too.
+ONE_LINERS = {"gpu_metrics": "gpu-summary", "distributed": "dist-summary", "syncs": "sync-verdict"}
 #: A timeline lane is labelled in 15 cells: the thread's name in brackets, escaped.
 LANE = printable(PAYLOAD)[:15]
 #: Statics that keep markup: constant text of ours (everything else a screen updates is a
@@ -426,6 +429,7 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
     app, written = recording_app(hostile_root, tmp_path)
     seen: dict[str, str] = {}
     markup: dict[str, set[str]] = {}
+    lines: dict[str, str] = {}
     async with app.run_test(headless=False, size=SIZE, notifications=True) as pilot:
         await settle(pilot, timeout=30)
         await visit(pilot, seen, "overview")
@@ -439,6 +443,9 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
             await pilot.press(entry.key)
             await visit_tabs(pilot, seen, entry.mode)
             markup[entry.mode] = markup_statics(app.screen)
+            if entry.mode in ONE_LINERS:
+                block = app.screen.query_one(f"#{ONE_LINERS[entry.mode]}")
+                lines[entry.mode] = str(block.render())
             if entry.mode == "operators":
                 await python_stacks(pilot, seen)
             elif entry.mode == "timeline":
@@ -480,6 +487,9 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
     assert all(status in seen[n] for n in ("overview", "kernels", "steps")), "status bar"
     missing = [name for name in WITH_NAMES if SHOWN not in seen[name]]
     assert not missing, f"views without the escaped name: {missing}"
+    for mode, text in lines.items():
+        assert printable(PAYLOAD) in text, mode  # all of it, escaped
+        assert text.count("\n") == (2 if mode == "syncs" else 0), mode  # syncs: three ranks
     assert "ncclDevKernel_evil\\x1b]0;PWNED" in seen["overlap"]  # NCCL kernels, cut to fit
     assert "Net_0" in seen["modules"]  # nn.Module names: the payload, then the module's name
     assert seen["timeline"].count(LANE) >= 4  # the threads' lanes (two of each DDP rank)
