@@ -25,6 +25,7 @@ from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.worker import Worker
 
+from hta_tui.analysis.step_overview import precompute
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.environment import export_dir, unicode_ok
 from hta_tui.app.gc_pacing import GcPacer
@@ -163,7 +164,8 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self._section_last: dict[str, str] = {}
         self.gc_pacer = GcPacer()
         self._control_filter = ControlFilter()
-        prepare_pool()  # before Textual takes over stderr (see trace.load.prepare_pool)
+        # before Textual takes over stderr (see trace.load.prepare_pool)
+        prepare_pool((precompute.__module__,))
         self.export_dir = export_dir(self.root)
         for entry in SCREENS:
             if entry.mode == "overview":

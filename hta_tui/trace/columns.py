@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Iterable
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from typing import Any
 
 import orjson
@@ -141,14 +141,14 @@ class _Gathered:
         if phs.count("X") == len(phs):
             self._complete(events)
             return
-        # each list in one C pass, no list of flags kept (a third of this split's time)
-        rest_phs = list(filter(_NOT_X, phs))
-        rest = list(compress(events, map(_NOT_X, phs)))
+        is_x = list(map(operator.eq, phs, repeat("X")))
+        not_x = list(map(operator.not_, is_x))
+        rest, rest_phs = list(compress(events, not_x)), list(compress(phs, not_x))
         kinds = set(rest_phs)
-        flow_rows = map(_FLOW_PHASES.__contains__, rest_phs) if kinds & _FLOW_PHASES else None
+        flow_rows = list(map(_FLOW_PHASES.__contains__, rest_phs)) if kinds & _FLOW_PHASES else []
         flows = _flows_columns(list(compress(rest, flow_rows))) if flow_rows else None
         memory = memory_columns(rest) if "i" in kinds else None
-        complete = list(compress(events, map(_IS_X, phs)))
+        complete = list(compress(events, is_x))
         if complete:
             self._complete(complete)
         if not kinds <= KNOWN_PHASES:
@@ -221,12 +221,12 @@ class _Gathered:
                 spread += [_nulls(f, n) for f in (*fields, *texts)]
                 continue
             frame = pl.concat(parts)
-            pos = _positions(frame["idx"], n)
-            spread += [frame[f].gather(pos) for f in fields]
+            idx = frame["idx"]
+            spread += [_spread(frame[f], idx, n) for f in fields]
             for field in texts:
                 kept = EVENTS_SCHEMA[field] == pl.String  # else read as numbers (_dim3)
                 text = _texts(field, self.texts[field], unindent=kept)
-                spread.append(text.gather(pos) if kept else _dim3(text, pos))
+                spread.append(_spread(text, idx, n) if kept else _dim3(text, idx, n))
         reasons = _file_reasons(main)
         kind = _kind(pl.col("cat").replace_strict(kinds, return_dtype=KIND))
         out = main.with_columns(
@@ -352,7 +352,6 @@ _PH = operator.attrgetter("ph")
 _TS = operator.attrgetter("ts")
 _DUR = operator.attrgetter("dur")
 _FLOW_PHASES = frozenset({"s", "f", "t"})
-_IS_X, _NOT_X = "X".__eq__, "X".__ne__
 
 
 def _times(evs: list[Event]) -> tuple[pl.Series, pl.Series, pl.Series]:
@@ -389,12 +388,9 @@ def _nulls(name: str, n: int, dtype: pl.DataType | None = None) -> pl.Series:
     return pl.Series(name, [], dtype=dtype or EVENTS_SCHEMA[name]).extend_constant(None, n)
 
 
-def _positions(idx: pl.Series, n: int) -> pl.Series:
-    """For each of n rows, the position of its values in a family's frame whose rows are
-    `idx` (null where the family has none): one scatter per family, then a gather per field
-    (a scatter per field cost three times as much)."""
-    rows = pl.int_range(len(idx), dtype=pl.UInt32, eager=True)
-    return _nulls("pos", n, pl.UInt32).scatter(idx, rows)
+def _spread(values: pl.Series, idx: pl.Series, n: int) -> pl.Series:
+    """`values` of rows `idx` into a column of n rows, null elsewhere."""
+    return _nulls(values.name, n, values.dtype).scatter(idx, values)
 
 
 def _texts(field: str, blobs: list[bytes], *, unindent: bool = True) -> pl.Series:
@@ -415,17 +411,17 @@ def _texts(field: str, blobs: list[bytes], *, unindent: bool = True) -> pl.Serie
 _DIM3 = r"^\[\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*\]$"
 
 
-def _dim3(text: pl.Series, pos: pl.Series) -> pl.Expr:
+def _dim3(text: pl.Series, idx: pl.Series, n: int) -> pl.Expr:
     """Launch dimensions as a fixed-size array (null where the text is not three integers).
     Text functions of polars, several times cheaper than decoding JSON, and they cannot fail
     on odd input: a regex says which texts are three integers, a split reads them."""
     valid = text.str.contains(_DIM3)
     split = text.str.strip_chars("[]").str.split_exact(",", 2).struct.unnest()
     parts = [
-        split.to_series(i).str.strip_chars().str.to_integer(strict=False).gather(pos)
+        _spread(split.to_series(i).str.strip_chars().str.to_integer(strict=False), idx, n)
         for i in range(3)
     ]
-    whole = valid.gather(pos).fill_null(False)
+    whole = _spread(valid, idx, n).fill_null(False)
     return pl.when(whole).then(pl.concat_arr(parts)).alias(text.name)
 
 

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,26 +192,35 @@ def _usable_stderr() -> Iterator[None]:
 START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 
-def prepare_pool() -> None:
+#: Imported once by the forkserver, so that every worker forked from it starts with the
+#: parser (polars, msgspec) in place: each worker importing them itself cost about 0.5 s of
+#: CPU per worker and open, on cores the parsers need.
+PRELOAD = ("hta_tui.trace.load",)
+
+
+def prepare_pool(preload: Sequence[str] = ()) -> None:
     """Start multiprocessing's helper processes (resource tracker, forkserver) now. The app
-    calls this before Textual takes over stderr, so no stream is swapped while it runs."""
+    calls this before Textual takes over stderr, so no stream is swapped while it runs.
+    `preload`: more modules the workers will need (the `after_parse` function's), imported
+    by the forkserver when it starts (later calls cannot add any)."""
     if START_METHOD != "forkserver":
         return
     from multiprocessing import resource_tracker
 
     with _usable_stderr(), _children_skip_main():
         resource_tracker.ensure_running()
-        _start_forkserver()
+        _start_forkserver(preload)
 
 
-def _start_forkserver() -> None:
+def _start_forkserver(preload: Sequence[str] = ()) -> None:
     """Start the process the workers fork from with polars limited to one thread (unless the
     user chose a number). The pool is one process per core already; polars' default of one
     thread per core in every worker spent a quarter of the parse CPU on threads waiting for
     each other. polars reads the setting when it is imported, which the forkserver does once
-    for all workers; this process keeps its own threads for the analyses."""
+    for all workers (PRELOAD); this process keeps its own threads for the analyses."""
     from multiprocessing import forkserver
 
+    forkserver.set_forkserver_preload([*PRELOAD, *preload])
     if "POLARS_MAX_THREADS" in os.environ:
         forkserver.ensure_running()
         return
@@ -343,7 +352,7 @@ def _pool_round(
     unless a worker overran its time limit (stuck where its alarm cannot reach, in C); then
     that file gets its reason, the pool is killed and the others go to a new one."""
     ctx = mp.get_context(START_METHOD)
-    prepare_pool()
+    prepare_pool(() if after_parse is None else (after_parse.__module__,))
     with _usable_stderr():
         pool = ProcessPoolExecutor(max_workers=min(n, len(pending)), mp_context=ctx)
     with pool:
