@@ -51,14 +51,7 @@ def _floor(folder: Path) -> dict:
 
 
 def _open(folder: Path, cache_dir: Path) -> dict:
-    """What `hta-tui report` and the app do: workers parse, store and summarise each file;
-    the workers' forkserver is started before the analyses are imported, as both do."""
-    try:
-        from hta_tui.trace.pool import prepare_pool
-    except ImportError:  # an older checkout (--code): it started the pool when needed
-        pass
-    else:
-        prepare_pool(("hta_tui.analysis.overview",))
+    """What `hta-tui report` and the app do: workers parse, store and summarise each file."""
     from hta_tui.analysis.overview import file_table, precompute, temporal_table
     from hta_tui.trace.cache import Cache
     from hta_tui.trace.model import open_set

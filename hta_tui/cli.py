@@ -203,12 +203,6 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_OK
         args = parser.parse_args(argv[1:])
         _apply_common(args, parser)
-        if args.workers != 1:
-            from hta_tui.trace.pool import prepare_pool
-
-            # the parser processes' forkserver imports the parser while this one imports
-            # the analyses, so the first worker starts parsing without importing anything
-            prepare_pool(("hta_tui.analysis.overview",))
         only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
         if only:
             from hta_tui.analysis.catalog import known
