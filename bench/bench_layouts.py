@@ -102,13 +102,9 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0, help="uncompressed JSON per file")
     ap.add_argument("--repeat", type=int, default=3, help="pairs per measurement")
     ap.add_argument("--out", type=Path, default=HERE / "LAYOUTS.md")
-    ap.add_argument(
-        "--data",
-        type=Path,
-        help="an existing folder of layout files (rank-N.LAYOUT.json.gz) to use instead of "
-        "generated ones (read only: never regenerated or emptied)",
+    bench_open.add_source_args(
+        ap, "an existing folder of layout files (rank-N.LAYOUT.json.gz), not generated ones"
     )
-    ap.add_argument("--code", type=Path, help="measure the hta_tui of this checkout instead")
     ap.add_argument("--measure-layout", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure_layout:

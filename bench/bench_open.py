@@ -222,6 +222,12 @@ def peak_mb(r: dict) -> float:
     return max(r["self_mb"], r.get("tree_mb", 0.0))
 
 
+def add_source_args(ap: argparse.ArgumentParser, data: str) -> None:
+    """--data (what to open) and --code (which hta_tui opens it: see CODE)."""
+    ap.add_argument("--data", type=Path, help=f"{data} (read only: never regenerated or emptied)")
+    ap.add_argument("--code", type=Path, help="measure the hta_tui of this checkout instead")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=8)
@@ -230,13 +236,7 @@ def main() -> None:
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--repeat", type=int, default=5, help="floor and cold open pairs; medians")
     ap.add_argument("--out", type=Path, default=HERE / "OPEN.md")
-    ap.add_argument(
-        "--data",
-        type=Path,
-        help="an existing folder of traces to open instead of generated ones (read only: "
-        "never regenerated or emptied)",
-    )
-    ap.add_argument("--code", type=Path, help="measure the hta_tui of this checkout instead")
+    add_source_args(ap, "an existing folder of traces to open instead of generated ones")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
     ap.add_argument("folder", nargs="?", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
