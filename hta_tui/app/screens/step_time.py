@@ -23,6 +23,7 @@ from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
 
 #: (category, legend label, Unicode glyph, ASCII glyph), in the breakdown's priority order.
 CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
@@ -59,7 +60,7 @@ class StepTimeScreen(AnalysisScreen):
     STEPS = "the steps the TensorBoard plugin keeps"
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="step-time-summary", classes="summary")
+        yield TextBlock("", id="step-time-summary", classes="summary")
         with VerticalScroll(id="step-time-bars-box", can_focus=False):
             yield StepTimeBars(
                 CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="step-time-bars"

@@ -16,6 +16,8 @@ from hta_tui.analysis import sync_summary
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
 #: Summary column -> header (numbers first: long call sites would push them off 80 columns).
@@ -49,7 +51,7 @@ class SyncsScreen(AnalysisScreen):
     STEPS = "whole trace"
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="sync-verdict", classes="summary")
+        yield TextBlock("", id="sync-verdict", classes="summary")
         # No key column: every column of a row can be null (a sync outside any op or module).
         yield FrameTable(id="sync-summary", export_name="sync_summary")
         yield Static("Syncs (enter on a row above: only its own)", classes="section-title")
@@ -69,7 +71,10 @@ class SyncsScreen(AnalysisScreen):
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]
-        lines = [f"rank {r}: {v}" for r, v in verdict.select("rank", "verdict").iter_rows()]
+        # one line per rank: a call site's or module's line break is shown as \n
+        lines = [
+            f"rank {r}: {printable(v)}" for r, v in verdict.select("rank", "verdict").iter_rows()
+        ]
         self.query_one("#sync-verdict", Static).update(
             "\n".join(lines[:3]) or "No trace loaded yet."
         )

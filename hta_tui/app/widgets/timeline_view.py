@@ -23,6 +23,7 @@ from textual.strip import Strip
 
 from hta_tui.analysis.timeline_cells import row_cells, runs
 from hta_tui.analysis.timeline_rows import NONE, Row, Timeline, search
+from hta_tui.printable import printable
 from hta_tui.trace.schema import KINDS
 
 LABEL_WIDTH = 16
@@ -45,12 +46,6 @@ KIND_STYLE = {
     "other": "other",
 }
 STYLE_OF_CODE = [KIND_STYLE[k] for k in KINDS]
-_CONTROL = dict.fromkeys(range(32), "?") | {127: "?"}
-
-
-def clean(text: str) -> str:
-    """Trace text is data: control characters never reach the terminal."""
-    return text.translate(_CONTROL)
 
 
 @dataclass(frozen=True)
@@ -376,11 +371,11 @@ class TimelineView(ScrollView, can_focus=True, inherit_bindings=False):
             mark = "▸" if item.group in self.collapsed else "▾"
             if self.ascii:
                 mark = "+" if item.group in self.collapsed else "-"
-            text = clean(f"{mark} {tl.group_labels.get(item.group, '')}")
+            text = printable(f"{mark} {tl.group_labels.get(item.group, '')}")
             style = self._style("cursor" if on_cursor else "group")
             return Strip([Segment(text[:width].ljust(width), style)], width)
         row = tl.rows[item.row]
-        label = clean(row.label)[: LABEL_WIDTH - 1].ljust(LABEL_WIDTH)
+        label = printable(row.label)[: LABEL_WIDTH - 1].ljust(LABEL_WIDTH)
         segs = [Segment(label, label_style)]
         segs += self._track(item.row, row, on_cursor)
         return Strip(segs, width).adjust_cell_length(width, self._base)
@@ -428,7 +423,7 @@ class TimelineView(ScrollView, can_focus=True, inherit_bindings=False):
         if sel is not None and sel[0] == index:
             keys[event == sel[1]] |= SELECTED
         for first, length, pos in runs(event, min_length=4):
-            name = clean(names[int(row.idx[pos])] or "")
+            name = printable(names[int(row.idx[pos])] or "")
             text = name if len(name) <= length else name[: length - 1] + "…"
             flags = keys[first] & (MATCH | SELECTED)
             chars[first : first + len(text)] = list(text)
