@@ -178,3 +178,23 @@ def test_a_file_that_grows_while_read_stops_at_the_limit(tmp_path: Path) -> None
         writer.join()
     assert results["rank-0.trace.json"].status == "loaded"
     assert results["rank-1.json"].error == "larger than the 1 MB limit (HTA_TUI_MAX_FILE_MB)"
+
+
+@pytest.mark.parametrize("head", [b'{"traceEvents": [', b"\x1f\x8b\x08\x00"])
+def test_a_file_over_the_limit_on_disk_is_refused_unread(tmp_path: Path, head: bytes) -> None:
+    """A sparse 200 MB file (plain or gzip-headed) under a 50 MB limit: refused by its size
+    before any of it is read, so it costs no memory (it used to read limit + 1 bytes)."""
+    import tracemalloc
+
+    big = tmp_path / "rank-1.json"
+    with big.open("wb") as f:
+        f.write(head)
+        f.truncate(200 * 10**6)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TraceFileError, match="larger than the 50 MB limit"):
+            read_bytes(big, max_bytes=50 * 10**6)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10**6, f"{peak:,} bytes allocated to refuse it"

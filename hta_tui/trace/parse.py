@@ -84,10 +84,10 @@ class ParsedTrace:
 
 def read_regular(path: str | Path, limit: int | None = None) -> bytes:
     """The bytes of a regular file (at most `limit` + 1 of them, enough to tell it is over
-    the limit); anything else (a FIFO, a socket, a device, or a link to one) raises before a
-    byte is read. The check is made on the opened file too (opened non-blocking: a FIFO
-    without a writer would block the open), so a file swapped for a FIFO after discovery is
-    refused as well."""
+    the limit; a file already larger on disk is refused unread); anything else (a FIFO, a
+    socket, a device, or a link to one) raises before a byte is read. The check is made on
+    the opened file too (opened non-blocking: a FIFO without a writer would block the open),
+    so a file swapped for a FIFO after discovery is refused as well."""
     try:
         why = not_regular(os.stat(path).st_mode)
     except FileNotFoundError:
@@ -100,6 +100,11 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
             st = os.fstat(fd)
             why = not_regular(st.st_mode)
             if why is None:
+                if limit is not None and st.st_size > limit:
+                    # over the limit on disk, so over it as JSON too (gzip's output is never
+                    # smaller than its input but for a few header bytes): refused unread, so
+                    # a huge or sparse file costs no memory
+                    raise TraceFileError(_too_big(limit))
                 return f.read() if limit is None else f.read(min(st.st_size, limit) + 1)
     raise TraceFileError(why, not_trace=True)
 
