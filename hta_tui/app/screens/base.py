@@ -32,7 +32,7 @@ from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
-from hta_tui.app.widgets.text_line import TextLine
+from hta_tui.app.widgets.title_line import TitleLine
 from hta_tui.trace.model import TraceSet
 
 #: How often a screen looks for a changed trace set (seconds); results arrive when ready.
@@ -214,7 +214,7 @@ class AnalysisScreen(Screen):
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield TextLine(self.TITLE, id="screen-title", classes="screen-title")
+        yield TitleLine(self.TITLE, id="screen-title", classes="screen-title")
         with Vertical(id="body"):
             yield from self.compose_body()
         yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")
@@ -246,6 +246,20 @@ class AnalysisScreen(Screen):
             return f"{self.TITLE}  ·  rank {self.params.rank}"
         n = len(self.trace_set.loaded())
         return f"{self.TITLE}  ·  {f'all {n} ranks' if n > 1 else 'all ranks'}"
+
+    def _where_one(self, rank: int | None, which: str = "first", of: int | None = None) -> str:
+        """The title of a view that shows one rank at a time: the rank, and why that one when
+        `r` did not pick it (`which` of `of` ranks; by default the loaded ones)."""
+        if rank is None:
+            return f"{self.TITLE}  ·  no rank loaded"
+        picked = self.params.rank
+        if picked is not None and picked != rank:
+            return f"{self.TITLE}  ·  rank {rank} ({which}; rank {picked} has none)"
+        if picked is None:
+            n = len(self.trace_set.loaded()) if of is None else of
+            if n > 1:
+                return f"{self.TITLE}  ·  rank {rank} ({which} of {n}; r picks)"
+        return f"{self.TITLE}  ·  rank {rank}"
 
     def _with_scope(self, title: str) -> str:
         """The title with what the numbers cover (steps, spans), once they are computed."""

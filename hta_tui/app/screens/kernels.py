@@ -184,15 +184,17 @@ class KernelsScreen(AnalysisScreen):
             )
         elif result.get("by_op"):
             summary.update(
-                "Per kernel + launching op + launch properties (whole trace); v: per kernel"
+                # the plugin's table counts every step; the type bars above keep HTA's steps
+                "Per kernel + launching op + launch properties, whole trace as the plugin "
+                "(the types above: the title's steps); v: per kernel"
             )
         elif self.params.get("fold", True):
             summary.update(
                 f"Top kernels/type (HTA: {DURATION_RATIO:.0%} of time, max {NUM_KERNELS}) "
-                "+ others; t: all; v: by op"
+                "+ others; o: all; v: by op"
             )
         else:
-            summary.update(f"Every kernel ({table.height}); t: top kernels + others; v: by op")
+            summary.update(f"Every kernel ({table.height}); o: top kernels + others; v: by op")
         self._show_name()
 
     def _name_room(self) -> int:

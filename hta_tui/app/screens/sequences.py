@@ -49,6 +49,15 @@ class SequencesScreen(AnalysisScreen):
         with VerticalScroll(id="pattern-box"):
             yield Static("", id="pattern-kernels")
 
+    def _where(self) -> str:
+        """One rank's sequences: the picked one, else the smallest (`sequences.pick_rank`)."""
+        rank = self.result.get("rank") if isinstance(self.result, dict) else None
+        if rank is None:
+            rank = self.params.rank
+        if rank is None:
+            rank = min(self.trace_set.loaded(), default=None)
+        return self._where_one(rank, "smallest")
+
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         rank = sequences.pick_rank(frames, params.rank)

@@ -13,7 +13,9 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import sync_summary
+from hta_tui.analysis.names import fold_names
 from hta_tui.app.moment import MomentColumns
+from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.model import TraceSet
@@ -40,6 +42,10 @@ INSTANCE_HEADERS: dict[str, str] = {
 }
 #: `t` on a sync: the call on the timeline (its start is in us as written in the trace).
 SYNC_MOMENT = MomentColumns("start (us)", base="abs", dur="blocked (us)", name="call")
+#: The kernel waited for, by its full name: exported, not drawn.
+FULL = "waited for (full name)"
+#: Verdict lines shown above the tables (one per rank; the last says how many are left out).
+VERDICTS = 3
 #: What a summary row is keyed by, to pick its instances.
 _KEYS = ("rank", "phase", "module", "operator", "call_site")
 
@@ -70,14 +76,21 @@ class SyncsScreen(AnalysisScreen):
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]
         lines = [f"rank {r}: {v}" for r, v in verdict.select("rank", "verdict").iter_rows()]
+        if len(lines) > VERDICTS:  # say the others exist, and how to see one
+            lines = [
+                *lines[: VERDICTS - 1],
+                f"... {len(lines) - VERDICTS + 1} more ranks: r picks one",
+            ]
         self.query_one("#sync-verdict", Static).update(
-            "\n".join(lines[:3]) or "No trace loaded yet."
+            as_text("\n".join(lines) or "No trace loaded yet.")
         )
         summary: pl.DataFrame = result["sync_summary"]
         self.query_one("#sync-summary", FrameTable).show_frame(
-            summary.with_columns(pl.col("step_pctg").round(2))
-            .select(list(SUMMARY_HEADERS))
-            .rename(SUMMARY_HEADERS)
+            ranks_first(
+                summary.with_columns(pl.col("step_pctg").round(2))
+                .select(list(SUMMARY_HEADERS))
+                .rename(SUMMARY_HEADERS)
+            )
         )
         self._show_instances(result["syncs"])
         if self.focused is None:
@@ -85,9 +98,12 @@ class SyncsScreen(AnalysisScreen):
 
     def _show_instances(self, table: pl.DataFrame) -> None:
         shown = table.sort("blocked (us)", descending=True, maintain_order=True)
-        self.query_one("#sync-instances", FrameTable).show_frame(
-            shown.select(list(INSTANCE_HEADERS)).rename(INSTANCE_HEADERS)
-        )
+        # the kernel waited for by its short name; the export keeps the full one
+        box = self.query_one("#sync-instances", FrameTable)
+        box.hidden_columns = frozenset({FULL})
+        shown = shown.select(list(INSTANCE_HEADERS)).rename(INSTANCE_HEADERS)
+        short = fold_names(shown["waited for"], keep=0)
+        box.show_frame(ranks_first(shown.with_columns(pl.col("waited for").alias(FULL), short)))
 
     @on(DataTable.RowSelected, "#sync-summary")
     def _drill_down(self, event: DataTable.RowSelected) -> None:
@@ -101,3 +117,11 @@ class SyncsScreen(AnalysisScreen):
         match = pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in picked.items())
         self._show_instances(table.filter(match))
         self.query_one("#sync-instances", FrameTable).focus()
+
+
+def ranks_first(table: pl.DataFrame) -> pl.DataFrame:
+    """With more than one rank in a table, the rank column first: at 80 columns the last
+    ones are off screen, and rows of different ranks would read as one rank's."""
+    if "rank" not in table.columns or table["rank"].n_unique() < 2:
+        return table
+    return table.select("rank", pl.exclude("rank"))

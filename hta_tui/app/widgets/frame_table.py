@@ -203,6 +203,8 @@ class FrameTable(PlainCells):
         self.hidden_columns: frozenset[str] = frozenset()
         #: texts longer than this are elided in the middle when drawn
         self.max_text = MAX_TEXT
+        #: a narrower cap for some columns (an operator's input shapes beside its name)
+        self.column_max_text: dict[str, int] = {}
         self.filter_text = ""
         self.sort_by: tuple[str, bool] | None = None  # (column, descending)
         #: each drawn column's widest cell (`_render_frame`), so nothing needs measuring
@@ -317,7 +319,9 @@ class FrameTable(PlainCells):
         styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
         texts: dict[str, list[Any]] = {
             c: [
-                format_value(v, schema[c], styles.get(c, "d1"), self.max_text)
+                format_value(
+                    v, schema[c], styles.get(c, "d1"), self.column_max_text.get(c, self.max_text)
+                )
                 for v in shown[c].to_list()
             ]
             for c in shown.columns

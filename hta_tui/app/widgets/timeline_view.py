@@ -12,6 +12,7 @@ With NO_COLOR the blocks and names still read; `ascii=True` swaps glyphs for `# 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
@@ -21,6 +22,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from hta_tui.analysis.names import fold_name
 from hta_tui.analysis.timeline_cells import row_cells, runs
 from hta_tui.analysis.timeline_rows import NONE, Row, Timeline, search
 from hta_tui.trace.schema import KINDS
@@ -46,6 +48,13 @@ KIND_STYLE = {
 }
 STYLE_OF_CODE = [KIND_STYLE[k] for k in KINDS]
 _CONTROL = dict.fromkeys(range(32), "?") | {127: "?"}
+
+
+@lru_cache(maxsize=4096)
+def short_name(name: str) -> str:
+    """A kernel's name without return type, parameters and template arguments (`fold_name`),
+    kept per name: a frame draws the same few names on every row."""
+    return fold_name(name, keep=0)
 
 
 def clean(text: str) -> str:
@@ -429,6 +438,8 @@ class TimelineView(ScrollView, can_focus=True, inherit_bindings=False):
             keys[event == sel[1]] |= SELECTED
         for first, length, pos in runs(event, min_length=4):
             name = clean(names[int(row.idx[pos])] or "")
+            if len(name) > length:  # a kernel's short name first (enter shows the full one)
+                name = short_name(name)
             text = name if len(name) <= length else name[: length - 1] + "…"
             flags = keys[first] & (MATCH | SELECTED)
             chars[first : first + len(text)] = list(text)
