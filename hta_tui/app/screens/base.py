@@ -351,12 +351,16 @@ class AnalysisScreen(Screen):
         """Worker thread: the steps and spans the numbers cover (the title says the ranks)."""
         if not frames:
             return ""
-        if self.STEPS is None:  # HTA's analyses: its steps, the last one left out unless `a`
-            parts = [scope.describe_steps(scope.step_scope(frames), every_step=every)]
-        else:
-            parts = [self.STEPS]
         spans = span_scope(ts, sorted(frames))
-        return "  ·  ".join([*parts, spans] if spans else parts)
+        steps = self.steps_text(frames, every)
+        return "  ·  ".join([steps, spans] if spans else [steps])
+
+    def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
+        """Worker thread: the steps part of the scope. HTA's analyses: its steps, the last
+        one left out unless `H`; other screens say their own (`STEPS`, or override)."""
+        if self.STEPS is None:
+            return scope.describe_steps(scope.step_scope(frames), every_step=every)
+        return self.STEPS
 
     @on(Computed)
     def _computed(self, msg: Computed) -> None:

@@ -184,9 +184,9 @@ class KernelsScreen(AnalysisScreen):
             )
         elif result.get("by_op"):
             summary.update(
-                # the plugin's table counts every step; the type bars above keep HTA's steps
+                # the plugin's table counts every step (the title says so); the type bars keep HTA's
                 "Per kernel + launching op + launch properties, whole trace as the plugin "
-                "(the types above: the title's steps); v: per kernel"
+                "(the types above: HTA's steps); v: per kernel"
             )
         elif self.params.get("fold", True):
             summary.update(
@@ -232,11 +232,11 @@ class KernelsScreen(AnalysisScreen):
         self.set_params(by_op=not self.params.get("by_op", False))
         self.refresh_bindings()
 
-    def _scope(self, ts: Any, frames: dict[int, pl.DataFrame], every: bool) -> str:
+    def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         """The per-op grouping is the plugin's Kernel view: every kernel of the trace."""
         if self.params.get("by_op", False):
             return "whole trace (TensorBoard's kernel view)"
-        return super()._scope(ts, frames, every)
+        return super().steps_text(frames, every)
 
     def action_toggle_names(self) -> None:
         self.set_params(full_names=not self.params.get("full_names", False))

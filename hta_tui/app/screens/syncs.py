@@ -8,6 +8,7 @@ on a row lists its syncs below (every one otherwise), with what each waited for.
 from __future__ import annotations
 
 import polars as pl
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
@@ -46,6 +47,8 @@ SYNC_MOMENT = MomentColumns("start (us)", base="abs", dur="blocked (us)", name="
 FULL = "waited for (full name)"
 #: Verdict lines shown above the tables (one per rank; the last says how many are left out).
 VERDICTS = 3
+#: Columns from which a verdict takes one line (at 80 it wraps onto two).
+WIDE = 120
 #: What a summary row is keyed by, to pick its instances.
 _KEYS = ("rank", "phase", "module", "operator", "call_site")
 
@@ -76,13 +79,14 @@ class SyncsScreen(AnalysisScreen):
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]
         lines = [f"rank {r}: {v}" for r, v in verdict.select("rank", "verdict").iter_rows()]
-        if len(lines) > VERDICTS:  # say the others exist, and how to see one
+        keep = VERDICTS if self.size.width >= WIDE else VERDICTS - 1  # 2 lines a verdict
+        if len(lines) > keep:  # say the others exist, and how to see one
             lines = [
-                *lines[: VERDICTS - 1],
-                f"... {len(lines) - VERDICTS + 1} more ranks: r picks one",
+                *lines[: keep - 1],
+                f"... {len(lines) - keep + 1} more ranks: r picks one",
             ]
         self.query_one("#sync-verdict", Static).update(
-            as_text("\n".join(lines) or "No trace loaded yet.")
+            Text("\n").join(map(as_text, lines)) if lines else "No trace loaded yet."
         )
         summary: pl.DataFrame = result["sync_summary"]
         self.query_one("#sync-summary", FrameTable).show_frame(
