@@ -60,7 +60,7 @@ def metrics_table(
 
 class GpuMetricsScreen(AnalysisScreen):
     TITLE = "GPU metrics"
-    STEPS = "the steps the TensorBoard plugin keeps"
+    STEPS = "as the TensorBoard plugin"  # which steps: steps_text
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         return describe_plugin_steps(frames)

@@ -57,7 +57,7 @@ class StepTimeBars(StackedBars):
 
 class StepTimeScreen(AnalysisScreen):
     TITLE = "Step time"
-    STEPS = "the steps the TensorBoard plugin keeps"
+    STEPS = "as the TensorBoard plugin"  # which steps: steps_text
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         return describe_plugin_steps(frames)
