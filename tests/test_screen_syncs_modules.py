@@ -151,3 +151,16 @@ async def test_syncs_of_several_ranks_say_which_rank_and_fold_kernel_names(
         # drawn: the short name; the full one is kept for the export and not drawn
         drawn = [str(c.key.value) for c in instances.ordered_columns]
         assert "waited for" in drawn and "waited for (full name)" not in drawn
+
+
+async def test_ranks_with_one_verdict_share_its_line(tmp_path: Path) -> None:
+    """Two CPU-only ranks (no GPU to wait for): one verdict line for both, not one each."""
+    from tests.test_app_support import write_cpu_ranks
+
+    root = write_cpu_ranks(tmp_path / "traces", ranks=2)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, 60)
+        screen = await open_screen(pilot, "Y", SyncsScreen)
+        verdict = str(screen.query_one("#sync-verdict", Static).render()).split("\n")
+        assert len(verdict) == 1 and verdict[0].startswith("ranks 0-1: ")

@@ -78,13 +78,14 @@ class SyncsScreen(AnalysisScreen):
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]
-        lines = [f"rank {r}: {v}" for r, v in verdict.select("rank", "verdict").iter_rows()]
+        # ranks with the same verdict share a line ("ranks 0-3: the host never waited")
+        same = verdict.group_by("verdict", maintain_order=True).agg(pl.col("rank").sort())
+        groups = [(ranks, v) for v, ranks in same.iter_rows()]
         keep = VERDICTS if self.size.width >= WIDE else VERDICTS - 1  # 2 lines a verdict
-        if len(lines) > keep:  # say the others exist, and how to see one
-            lines = [
-                *lines[: keep - 1],
-                f"... {len(lines) - keep + 1} more ranks: r picks one",
-            ]
+        lines = [f"{ranks_label(r)}: {v}" for r, v in groups]
+        if len(groups) > keep:  # say the others exist, and how to see one
+            left = sum(len(r) for r, _ in groups[keep - 1 :])
+            lines = [*lines[: keep - 1], f"... {left} more ranks: r picks one"]
         self.query_one("#sync-verdict", Static).update(
             Text("\n").join(map(as_text, lines)) if lines else "No trace loaded yet."
         )
@@ -129,3 +130,11 @@ def ranks_first(table: pl.DataFrame) -> pl.DataFrame:
     if "rank" not in table.columns or table["rank"].n_unique() < 2:
         return table
     return table.select("rank", pl.exclude("rank"))
+
+
+def ranks_label(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks))
