@@ -189,7 +189,9 @@ class MemoryScreen(AnalysisScreen):
             frame: pl.DataFrame = getattr(window, attr).select(columns)
             if selector == "#memory-events":
                 frame = frame.with_columns(rank)
-            self.query_one(selector, FrameTable).show_frame(frame)
+            table = self.query_one(selector, FrameTable)
+            table.max_text = self.text_room(44)  # the sizes beside the operator at 80 columns
+            table.show_frame(frame)
         summary.update(_summary(window))
         self.draw_later(self._draw)
 
@@ -289,5 +291,5 @@ def _summary(w: MemoryWindow) -> str:
     p = w.peak
     return (
         f"{w.device}{devices} · peak {p['peak_allocated_mb']:.1f} MB @ {p['peak_time_ms']:.2f} ms"
-        f" · reserved {p['peak_reserved_mb']:.1f} · view {view}"
+        f" · reserved {p['peak_reserved_mb']:.1f} MB · view {view}"
     )

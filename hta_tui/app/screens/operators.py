@@ -99,15 +99,11 @@ class OperatorsScreen(AnalysisScreen):
             "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
         }
 
-    def _name_room(self) -> int:
-        """Operator names elided to keep calls and the self times in view at 80 columns."""
-        return max(24, min(100, self.size.width - 48))
-
     def _fit(self, table: FrameTable) -> bool:
         """Per input shape, the name and the shape share the name's room (half each), so the
         device columns stay on screen; the highlighted row's full shape is printed below.
         True when the caps changed."""
-        room = self._name_room()
+        room = self.text_room()  # calls and the self times in view
         caps: dict[str, int] = {}
         if isinstance(self.result, dict) and self.result.get("by_shape"):
             name = room // 2
