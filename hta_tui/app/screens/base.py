@@ -261,10 +261,10 @@ class AnalysisScreen(Screen):
                 return f"{self.TITLE}  ·  rank {rank} ({which} of {n}; r picks)"
         return f"{self.TITLE}  ·  rank {rank}"
 
-    def text_room(self, reserve: int = 48) -> int:
+    def text_room(self, reserve: int = 48, least: int = 24) -> int:
         """How wide a table's name column may be drawn (longer names are elided in the
         middle) so that `reserve` columns of numbers stay in view at 80 columns."""
-        return max(24, min(100, self.size.width - reserve))
+        return max(least, min(100, self.size.width - reserve))
 
     def _with_scope(self, title: str) -> str:
         """The title with what the numbers cover (steps, spans), once they are computed."""

@@ -443,6 +443,8 @@ class DiffScreen(AnalysisScreen):
         text.append_text(self._temporal_text(result["temporal"]))
         temporal.update(text)
         table.hidden_columns = frozenset({"name"})
+        # elided in the middle, so the end that tells two kernels apart stays in view
+        table.max_text = self.text_room(60, least=16)
         table.show_frame(result["table"])
         summary.update(self._summary_text(result))
         self._show_name()
