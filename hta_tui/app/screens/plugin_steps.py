@@ -18,7 +18,11 @@ def describe_plugin_steps(frames: Mapping[int, pl.DataFrame]) -> str:
     if selection.is_empty():
         return "whole trace (no ProfilerStep)"
     used = tuple(selection.filter("used")["step"].unique().sort().to_list())
-    text = describe_steps(StepScope((), used, used), every_step=False)
+    text = (
+        f"step {used[0]}"
+        if len(used) == 1
+        else describe_steps(StepScope((), used, used), every_step=False)
+    )
     text = f"{text}, as the TensorBoard plugin" if used else "no step kept by the plugin"
     left = selection.filter(~pl.col("used") & ~pl.col("step").is_in(used))
     if left.is_empty():
