@@ -62,6 +62,11 @@ async def test_every_screen_states_its_scope_and_shift_h_holds_everywhere(
         await wait_until(pilot, lambda: app.settled)
         box = app.screen.query_one("#temporal-box")
         assert box.border_title == "Temporal breakdown · steps 2-4, 5 left out as HTA"
+        # the step time above it keeps the last step, as the plugin does, and says so
+        step_box = app.screen.query_one("#overview-step-box")
+        assert step_box.border_title == (
+            "Step time · steps 2-5, as the TensorBoard plugin · B: per rank and step"
+        )
         # the HTA analysis screens (the others state their own scope: the next test); this
         # loop once picked them by digit keys, which views no longer have, and checked none
         hta_views = [e for e in SCREENS if getattr(e.load(), "STEPS", "") is None]

@@ -18,14 +18,20 @@ def describe_plugin_steps(frames: Mapping[int, pl.DataFrame]) -> str:
     if selection.is_empty():
         return "whole trace (no ProfilerStep)"
     used = tuple(selection.filter("used")["step"].unique().sort().to_list())
-    text = (
-        f"step {used[0]}"
-        if len(used) == 1
-        else describe_steps(StepScope((), used, used), every_step=False)
-    )
-    text = f"{text}, as the TensorBoard plugin" if used else "no step kept by the plugin"
+    text = describe_used(used)
     left = selection.filter(~pl.col("used") & ~pl.col("step").is_in(used))
     if left.is_empty():
         return text
     steps = ", ".join(map(str, left["step"].unique().sort().to_list()))
     return f"{text}  ·  {steps} left out: {left['reason'][0]}"
+
+
+def describe_used(used: tuple[int, ...]) -> str:
+    """The steps the plugin's views use (the overview reads them off its step table)."""
+    if not used:
+        return "no step kept by the plugin"
+    if len(used) == 1:
+        return f"step {used[0]}, as the TensorBoard plugin"
+    return (
+        f"{describe_steps(StepScope((), used, used), every_step=False)}, as the TensorBoard plugin"
+    )
