@@ -184,9 +184,8 @@ class KernelsScreen(AnalysisScreen):
             )
         elif result.get("by_op"):
             summary.update(
-                # the plugin's table counts every step (the title says so); the type bars keep HTA's
-                "Per kernel + launching op + launch properties, whole trace as the plugin "
-                "(the types above: HTA's steps); v: per kernel"
+                # the plugin's table counts every step (the title says so); the bars, HTA's
+                "Per kernel + op + launch props, whole trace (bars: HTA's steps); v: per kernel"
             )
         elif self.params.get("fold", True):
             summary.update(
