@@ -292,3 +292,20 @@ async def test_a_kernel_too_long_for_its_bar_shows_its_short_name(tmp_path: Path
         view.cursor_t = 250 * US
         await pilot.press("enter")
         assert long in details(screen).replace("\n", "")
+
+
+@pytest.mark.parametrize(
+    ("ns", "text"),
+    [
+        (5 * 3600e9, "5h"),  # two spans profiled hours apart: it read 1.8e+04s
+        (75 * 60e9, "1.25h"),
+        (20 * 60e9, "20min"),
+        (12.5e9, "12.5s"),
+        (41.28e6, "41.28ms"),
+        (750.0, "750ns"),
+    ],
+)
+def test_ruler_times_read_in_their_unit(ns: float, text: str) -> None:
+    from hta_tui.app.widgets.timeline_view import fmt_time
+
+    assert fmt_time(ns) == text

@@ -117,6 +117,10 @@ def level_glyphs(busy: np.ndarray, ascii: bool) -> np.ndarray:
 def fmt_time(ns: float) -> str:
     """A time or duration in the unit that keeps it short."""
     a = abs(ns)
+    if a >= 3.6e12:  # ranks profiled hours apart: "5h", not "1.8e+04s"
+        return f"{ns / 3.6e12:.3g}h"
+    if a >= 1e12:
+        return f"{ns / 6e10:.3g}min"
     if a >= 1e9:
         return f"{ns / 1e9:.3g}s"
     if a >= 1e6:
