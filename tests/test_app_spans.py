@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 from hta_tui.app.app import HtaApp
 from hta_tui.synth import make_trace, write_trace
 from hta_tui.trace.cache import Cache
@@ -98,54 +96,3 @@ async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
             if "span" in title:
                 break
         assert "r0 span 1/2" in title
-
-
-@pytest.mark.heavy
-async def test_every_view_names_the_span_it_analyses(tmp_path: Path) -> None:
-    """Two spans of one rank: every analysis view's title says which one its numbers come
-    from (the newest, 2 of 2), whole at 80 columns; after enter on the older one, 1 of 2."""
-    from hta_tui.app.screens.base import AnalysisScreen
-    from hta_tui.app.screens.registry import SCREENS
-    from hta_tui.app.widgets.title_line import TitleLine
-    from hta_tui.synth import MemoryOptions
-    from tests.test_app_support import screen_shows_current, wait_until
-
-    d = tmp_path / "t"
-    d.mkdir()
-    paths = [
-        write_trace(
-            make_trace(0, world_size=1, steps=3, seed=i, memory=MemoryOptions()),
-            d / f"worker0.{i + 1}000.pt.trace.json",
-        )
-        for i in range(2)
-    ]
-    for i, p in enumerate(paths):
-        os.utime(p, ns=((i + 1) * 10**18, (i + 1) * 10**18))
-    app = HtaApp(d, cache=Cache(tmp_path / "cache"), watch=False)
-    views = [e for e in SCREENS if issubclass(e.load(), AnalysisScreen)]
-
-    async def titles(want: str) -> None:
-        for entry in views:
-            await pilot.press(entry.key)
-            cls = entry.load()
-            await wait_until(
-                pilot,
-                lambda c=cls: isinstance(app.screen, c) and screen_shows_current(app, app.screen),
-                60,
-                entry.mode,
-            )
-            title = app.screen.query_one("#screen-title", TitleLine)
-            lines = str(title.render()).split("\n")
-            assert any(want in line for line in lines), (entry.mode, lines)
-
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot)
-        await titles("r0 span 2/2")
-        await pilot.press("O")
-        await settle(app, pilot)
-        table = app.screen.query_one("#files")
-        keys = [r.key for r in app.screen._rows]
-        table.move_cursor(row=keys.index(paths[0].name))
-        await pilot.press("enter")
-        await settle(app, pilot)
-        await titles("r0 span 1/2")

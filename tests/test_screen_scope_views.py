@@ -1,10 +1,11 @@
 """Issue 17 on every view of today's app (points 2, 6, 7): at 80x24 each view's title says
-which ranks, steps and span its numbers cover, whole (never cut), and why a one-rank view
-shows that rank; every `x: ...` hint names a key the view has; the rank picked with `r` holds
-on every view; escape clears a view's filter before it leaves."""
+which ranks, steps and span its numbers cover (rank 0 has two spans), whole (never cut), and
+why a one-rank view shows that rank; every `x: ...` hint names a key the view has; the rank
+picked with `r` holds on every view; escape clears a view's filter before it leaves."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from textual.widgets import Input, Static
 from hta_tui.app.screens.base import AnalysisScreen
 from hta_tui.app.screens.registry import SCREENS
 from hta_tui.app.widgets.title_line import SEP, TitleLine, pack
-from hta_tui.synth import MemoryOptions, write_trace_dir
+from hta_tui.synth import MemoryOptions, make_trace, write_trace, write_trace_dir
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
 SIZE = (80, 24)
@@ -42,6 +43,8 @@ ONE_RANK: dict[str, str] = {
     "timelines": f"rank 0 (first of {RANKS}; r picks)",
     "memory": f"rank 0 (first with memory events of {RANKS}; r picks)",
 }
+#: The span rank 0's numbers come from: the newer of its two files.
+SPAN = "r0 span 2/2"
 #: A hint inside a sentence: `(n: full name)`, `; o: all`, `· c: cutoffs`.
 HINT = re.compile(r"[;(·]\s*([a-zA-Z]): ")
 
@@ -50,6 +53,11 @@ HINT = re.compile(r"[;(·]\s*([a-zA-Z]): ")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("scope-views") / "traces"
     write_trace_dir(d, ranks=RANKS, steps=4, seed=3, memory=MemoryOptions())
+    # an older span of rank 0 (a profiler schedule writes one file per span): the newest is
+    # analysed, and every view says so
+    older = make_trace(0, world_size=RANKS, steps=3, seed=8, memory=MemoryOptions())
+    path = write_trace(older, d / "rank-0.older.pt.trace.json")
+    os.utime(path, ns=(10**18, 10**18))
     return d
 
 
@@ -100,7 +108,7 @@ async def test_every_view_states_its_scope_whole_at_80_columns(
             assert all(cell_len(line) <= width for line in lines), (entry.mode, lines)
             ranks = ONE_RANK.get(entry.mode, f"all {RANKS} ranks")
             steps = STEPS.get(entry.mode, HTA)
-            for part in (ranks, steps):
+            for part in (ranks, steps, SPAN):
                 # the part is on the screen whole, on one line
                 assert any(part in line for line in lines), (entry.mode, part, lines)
             assert text.startswith(f"{entry.title}{SEP}"), entry.mode

@@ -28,6 +28,7 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
 from hta_tui.app.environment import one_line
+from hta_tui.app.screens.scope_line import one_rank, span_scope
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
@@ -72,19 +73,6 @@ class Computed(Message):
         self.generation = generation
         self.params = params
         self.scope = scope
-
-
-def span_scope(ts: TraceSet, ranks: list[int]) -> str:
-    """Which span the ranks show, when a rank has several (the file list picks another)."""
-    multi = [r for r in ranks if len(ts.spans(r)) > 1]
-    if not multi:
-        return ""
-    parts = []
-    for r in multi[:2]:
-        spans, chosen = ts.spans(r), ts.selected(r)
-        at = next((i for i, e in enumerate(spans) if chosen and e.path == chosen.path), 0)
-        parts.append(f"r{r} span {len(spans) - at}/{len(spans)}")
-    return ", ".join(parts) + (" …" if len(multi) > 2 else "")
 
 
 class RankPicker(ModalScreen[int | None]):
@@ -248,18 +236,9 @@ class AnalysisScreen(Screen):
         return f"{self.TITLE}  ·  {f'all {n} ranks' if n > 1 else 'all ranks'}"
 
     def _where_one(self, rank: int | None, which: str = "first", of: int | None = None) -> str:
-        """The title of a view that shows one rank at a time: the rank, and why that one when
-        `r` did not pick it (`which` of `of` ranks; by default the loaded ones)."""
-        if rank is None:
-            return f"{self.TITLE}  ·  no rank loaded"
-        picked = self.params.rank
-        if picked is not None and picked != rank:
-            return f"{self.TITLE}  ·  rank {rank} ({which}; rank {picked} has none)"
-        if picked is None:
-            n = len(self.trace_set.loaded()) if of is None else of
-            if n > 1:
-                return f"{self.TITLE}  ·  rank {rank} ({which} of {n}; r picks)"
-        return f"{self.TITLE}  ·  rank {rank}"
+        """The title of a view that shows one rank at a time (`scope_line.one_rank`)."""
+        n = len(self.trace_set.loaded()) if of is None else of
+        return f"{self.TITLE}  ·  {one_rank(rank, self.params.rank, n, which)}"
 
     def text_room(self, reserve: int = 48, least: int = 24) -> int:
         """How wide a table's name column may be drawn (longer names are elided in the
