@@ -101,11 +101,13 @@ class SequencesScreen(AnalysisScreen):
             return
         operators: pl.DataFrame = result["operators"]
         ops_table.show_frame(operators)
-        where = f"Rank {rank}" + ("" if self.params.rank is not None else " (smallest)")
+        # the title says which rank, and why that one
         if operators.is_empty():
-            summary.update(f"{where}: no operator launches GPU work (a CPU-only trace?).")
+            summary.update(f"Rank {rank}: no operator launches GPU work (a CPU-only trace?).")
         else:
-            summary.update(f"{where}: operators by GPU time launched inside; enter: sequences.")
+            summary.update(
+                f"Rank {rank}'s operators by GPU time launched inside; enter: sequences."
+            )
         operator = result["operator"]
         patterns: pl.DataFrame | None = result["patterns"]
         if not operator or patterns is None:
