@@ -134,7 +134,7 @@ class AnalysisScreen(Screen):
             tooltip="Include the last ProfilerStep, which HTA leaves out (it may be cut short)",
         ),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter the table"),
-        Binding("escape", "back", "Back", show=False),
+        Binding("escape", "back", "Clear filter, then back", show=False),
     ]
 
     def __init__(self, **kw: Any) -> None:
