@@ -29,15 +29,15 @@ TIME_ORDER: dict[str, str] = {
     "gpu_kernel_breakdown": "sum (us)",
     "gpu_kernel_type_breakdown": "sum",
     "kernel_duration_stats": "sum",
-    "user_annotation_breakdown": "total (us)",
-    "gpu_user_annotation_breakdown": "total (us)",
+    "user_annotation_breakdown": "sum (us)",
+    "gpu_user_annotation_breakdown": "sum (us)",
     "aten_op_kernels_and_delay": "occurrence_count",
 }
 
 #: Kernel-name columns shown folded (analysis/names.py); JSON and CSV keep the full names.
 FOLDED: dict[str, str] = {"gpu_kernel_breakdown": "name", "kernel_duration_stats": "name"}
 
-#: Text columns never shortened: which file, and why it failed.
+#: Text columns of the files tables never shortened: which file, and why it failed.
 KEPT_WHOLE = frozenset(("path", "error", "span"))
 
 #: Columns that identify a row; repeated in every column group of a wide table.
@@ -59,8 +59,9 @@ def _decimals(name: str) -> int:
     return 3
 
 
-def column_text(s: pl.Series, max_text: int) -> list[str]:
-    """One column's cells as text, in one format for the whole column."""
+def column_text(s: pl.Series, max_text: int, *, whole: bool = False) -> list[str]:
+    """One column's cells as text, in one format for the whole column; text cut in the
+    middle to `max_text` unless `whole`."""
     if s.dtype.is_float():
         finite = s.drop_nulls().drop_nans()
         whole = finite.is_empty() or bool((finite == finite.round(0)).all())
@@ -73,7 +74,7 @@ def column_text(s: pl.Series, max_text: int) -> list[str]:
     if s.dtype.is_nested():  # lists of ranks, structs: as Python writes them
         return ["" if v is None else str(v)[:max_text] for v in s.to_list()]
     out = []
-    if s.name in KEPT_WHOLE:  # paths and errors say which file: never cut
+    if whole:
         max_text = 10**9
     for v in s.cast(pl.String, strict=False).to_list():
         text = "" if v is None else v.replace("\n", " ")
@@ -101,10 +102,11 @@ def column_groups(widths: Sequence[int], keys: Sequence[int], width: int) -> lis
     return groups
 
 
-def table_lines(df: pl.DataFrame, width: int) -> list[str]:
-    """`df` as markdown-style table lines no wider than `width` (wider: column groups)."""
+def table_lines(df: pl.DataFrame, width: int, whole: frozenset[str] = frozenset()) -> list[str]:
+    """`df` as markdown-style table lines no wider than `width` (wider: column groups); the
+    text of the `whole` columns is never cut."""
     max_text = max(60, int(width * TEXT_SHARE))
-    cells = [column_text(df[c], max_text) for c in df.columns]
+    cells = [column_text(df[c], max_text, whole=c in whole) for c in df.columns]
     widths = [
         max([len(c), *(len(v) for v in col)]) for c, col in zip(df.columns, cells, strict=True)
     ]
@@ -114,6 +116,13 @@ def table_lines(df: pl.DataFrame, width: int) -> list[str]:
         if c not in KEY_COLUMNS or sum(widths[k] + 3 for k in [*keys, i]) > width // 2:
             break
         keys.append(i)
+    # a text column must fit beside the key columns repeated in its group
+    room = width - sum(widths[k] + 3 for k in keys) - 4
+    for i, c in enumerate(df.columns):
+        text = not numeric[i] and df[c].dtype != pl.Boolean
+        if i not in keys and widths[i] > room and text and c not in whole:
+            cells[i] = column_text(df[c], max(room, len(c), 8))
+            widths[i] = max([len(c), *(len(v) for v in cells[i])])
     lines: list[str] = []
     for n, group in enumerate(column_groups(widths, keys, width)):
         if n:
@@ -126,7 +135,7 @@ def table_lines(df: pl.DataFrame, width: int) -> list[str]:
         lines.append("|" + "|".join("-" * (widths[i] + 2) for i in group) + "|")
         for r in range(df.height):
             lines.append("| " + " | ".join(cell(i, cells[i][r]) for i in group) + " |")
-    return lines  # wider than `width` only where a path is (paths are never cut)
+    return lines  # wider than `width` only where a `whole` column is (file paths)
 
 
 def ordered(name: str, df: pl.DataFrame) -> pl.DataFrame:
@@ -157,14 +166,15 @@ def write_text(
     for name, df in tables.items():
         print(f"# {titles.get(name, name)}", file=out)
         if df.is_empty():
-            print("(nothing: no GPU data for this analysis)", file=out)
+            print("(no rows: the loaded traces have nothing for this table)", file=out)
             print(file=out)
             continue
         df = ordered(name, df)
         if name in FOLDED:
             print("(kernel names folded; --json or --csv DIR give them whole)", file=out)
         shown = df if not rows else df.head(rows)
-        for line in table_lines(shown, width):
+        whole = KEPT_WHOLE if name.endswith("files") else frozenset()
+        for line in table_lines(shown, width, whole):
             print(line.replace("…", dots), file=out)
         left = df.height - shown.height
         if left:

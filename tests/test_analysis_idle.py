@@ -79,3 +79,20 @@ def test_hta_compat_keeps_htas_signed_gaps(ranks: Any) -> None:
         "kernel_wait": -25.0,
         "other": 0.0,
     }  # (50 - 100) + (105 - 80), as HTA sums them
+
+
+def test_longest_gaps_are_never_negative(ranks: Any) -> None:
+    """The idle screen's longest gaps come from the same gaps: the one real gap, 5 us after
+    k0 (the kernel that ended last), before k2."""
+    from hta_tui.analysis.gaps import longest_gaps
+
+    got = longest_gaps(ranks)
+    assert got.select("gap (us)", "at (us)", "before", "after").rows() == [
+        (5.0, 100.0, "k0", "k2"),
+        (0.0, 100.0, "k0", "k1"),  # k1 runs inside k0: no gap
+    ]
+    hta = longest_gaps(ranks, hta_compat=True)  # HTA's signed gaps, from the previous kernel
+    assert hta.select("gap (us)", "at (us)", "before").rows() == [
+        (25.0, 80.0, "k1"),
+        (-50.0, 100.0, "k0"),
+    ]

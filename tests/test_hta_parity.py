@@ -8,6 +8,7 @@ device ops), and on the shared ROCm trace HTA's oracle does not cover.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from hta_tui.analysis import hta_view as hv
 from hta_tui.synth.shapes import SHAPES, write_shape
 from tests.conftest import SHARED
-from tests.hta_parity import CHECKS, mismatches, report, trace_set
+from tests.hta_parity import CHECKS, FILE_CHECKS, mismatches, report, trace_set
 from tests.test_analysis_oracle import METAS
 
 DATA = Path(__file__).parent / "data" / "hta"
@@ -55,6 +56,35 @@ def test_report_hta_compat_equals_hta_on_shared_oracle(case: str, analysis: str)
         assert bad is not None and bad.filter(rows).height == 1  # the known row differs ...
         bad = bad.filter(~rows)  # ... and nothing else
     assert bad is None or bad.is_empty(), f"{case} {analysis}:\n{bad}"
+
+
+@pytest.mark.shared
+def test_every_oracle_file_is_checked(shared: Path) -> None:
+    """The walk above covers every case of the oracle that HTA loaded and every file of it
+    (TraceDiff's under diff/: tests/test_diff.py); only a case HTA could not load (not a
+    trace) has no check."""
+    root = shared / "oracle"
+    cases = {str(m.parent.relative_to(root)) for m in root.rglob("meta.json")}
+    diff_cases = {c for c in cases if c.startswith("diff/")}
+    not_loaded = {
+        c
+        for c in cases - diff_cases
+        if not json.loads((root / c / "meta.json").read_text()).get("loaded")
+    }
+    assert cases - diff_cases - not_loaded == set(METAS)
+    assert not_loaded == {"memory_analysis"}
+    pairs = set(_shared_pairs())
+    for case in METAS:
+        for file in (root / case).glob("*.json"):
+            check = next(
+                (c for pattern, c in FILE_CHECKS.items() if fnmatch.fnmatch(file.name, pattern)),
+                None,
+            )
+            assert check is not None, f"{case}/{file.name}: no check reads it"
+            assert (case, check) in pairs, (case, file.name)
+        steps = json.loads((root / case / "profiler_steps.json").read_text())
+        read = {"profiler_steps", "iterations_per_rank", "trace_duration_per_rank"}
+        assert set(steps) <= read, (case, set(steps) - read)
 
 
 @pytest.fixture(scope="module")
@@ -224,17 +254,21 @@ def test_rocm_kernel_sequences_in_the_default_mode(shapes: Path) -> None:
 MI300 = "tracelens_mi300_ddp_resnet18"
 
 
-MI300_CHECKS = [(a, c) for a in ROCM_BREAKDOWNS for c in (True, False)]
+#: every analysis HTA answered on it (its sequences raised), in compat mode; the breakdowns
+#: in the default mode too
+MI300_CHECKS = [
+    *((a, True) for a, (needs, _) in CHECKS.items() if (DATA / MI300 / needs).is_file()),
+    *((a, False) for a in ROCM_BREAKDOWNS),
+]
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize(
-    ("analysis", "compat"), [*MI300_CHECKS, ("gpu_kernel_type_breakdown", True)]
-)
-def test_shared_rocm_trace_breakdowns_equal_hta(analysis: str, compat: bool) -> None:
-    """Issue 17: the MI300 ROCm trace's temporal, idle and kernel breakdowns are HTA's: in
-    compat mode exactly; in the default mode within 0.1% of HTA on exact times (its rounding
-    off), except the kernel-type table, where HTA truncates its segments
+@pytest.mark.parametrize(("analysis", "compat"), MI300_CHECKS)
+def test_shared_rocm_trace_equals_hta(analysis: str, compat: bool) -> None:
+    """Issue 17: the MI300 ROCm trace's analyses are HTA's: in compat mode exactly, each one
+    HTA answers; the temporal, idle and kernel breakdowns in the default mode within 0.1% of
+    HTA on exact times (its rounding off). Not the default mode's kernel-type table, where
+    HTA truncates its segments
     (`test_kernel_types_default_mode_is_the_exact_union_where_hta_truncates`)."""
     ref = DATA / MI300 if compat else DATA / MI300 / "exact"
     bad = mismatches(analysis, SHARED / "traces" / MI300, ref, hta_compat=compat)

@@ -115,11 +115,46 @@ def main(trace_dir: str, out_dir: str) -> None:
         lambda: write(out, "memory_bw_summary.json", ta.get_memory_bw_summary(ranks)),
     )
 
+    def counters() -> None:
+        queues = ta.get_queue_length_time_series(ranks)
+        for rank, df in queues.items():
+            write(out, f"queue_length_time_series.rank{rank}.json", df)
+        for rank, df in ta.get_memory_bw_time_series(ranks).items():
+            write(out, f"memory_bw_time_series.rank{rank}.json", df)
+        # a short queue (2), so that a small trace fills it
+        blocked = ta.get_time_spent_blocked_on_full_queue(queues, max_queue_length=2)
+        write(out, "time_spent_blocked_on_full_queue.json", blocked)
+
+    attempt("counters", counters)
+
     def launches() -> None:
         for rank, df in ta.get_cuda_kernel_launch_stats(ranks, visualize=False).items():
             write(out, f"cuda_kernel_launch_stats.rank{rank}.json", df)
 
     attempt("cuda_kernel_launch_stats", launches)
+
+    def annotations(file: str, gpu: bool) -> None:
+        table = ta.get_gpu_user_annotation_breakdown(
+            use_gpu_annotation=gpu, visualize=False, duration_ratio=1.0, num_kernels=10**9
+        )
+        write(out, file, table)
+
+    attempt(
+        "user_annotation_breakdown", lambda: annotations("user_annotation_breakdown.json", False)
+    )
+    attempt(
+        "gpu_user_annotation_breakdown",
+        lambda: annotations("gpu_user_annotation_breakdown.json", True),
+    )
+
+    def aten_ops() -> None:
+        for rank, df in ta.get_aten_op_kernels_and_delay(ranks).items():
+            write(out, f"aten_op_kernels_and_delay.rank{rank}.json", df)
+        for rank in ranks[1:]:  # asked for alone: HTA's list of launches is never reset
+            (df,) = ta.get_aten_op_kernels_and_delay([rank]).values()
+            write(out, f"aten_op_kernels_and_delay.only_rank{rank}.json", df)
+
+    attempt("aten_op_kernels_and_delay", aten_ops)
 
     def sequences() -> None:
         import tempfile
@@ -146,6 +181,12 @@ def main(trace_dir: str, out_dir: str) -> None:
         (out / "profiler_steps.json").write_text(json.dumps(_plain_tree(doc)) + "\n")
 
     attempt("profiler_steps", steps)
+
+    def stragglers() -> None:
+        doc = {"potential_stragglers": ta.get_potential_stragglers(visualize=False)}
+        (out / "potential_stragglers.json").write_text(json.dumps(_plain_tree(doc)) + "\n")
+
+    attempt("potential_stragglers", stragglers)
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
 
 

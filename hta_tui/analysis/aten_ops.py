@@ -1,13 +1,14 @@
 """ATen ops, the kernels they launch, and the delays before those launches run.
 
 HTA's `get_aten_op_kernels_and_delay(ranks, sort_by)`: every kernel launch (runtime or driver
-call named `cuda*LaunchKernel*`, `cuLaunchKernel*` or `runFunction*`) that lies within an ATen
-op (a name starting with "aten::") is charged to the innermost such op, HTA's "deepest" one: the
-containing op that starts last. Per op instance, the kernel names in launch order make its
-`kernel_sequence` (" -> "); its launch delay is the first launch's start minus the op's start,
-its runtime delay the first kernel's start minus the first launch's start. Per (op name,
-sequence): `occurrence_count`, `avg_aten_op_launch_delay` and `avg_runtime_delay` (us, rounded
-to 3 decimals like HTA), sorted by `sort_by` (descending, like HTA), then op name and sequence.
+call named `cuda*LaunchKernel*`, `cuLaunchKernel*` or `runFunction*`, and by default ROCm's
+`hip*LaunchKernel*`) that lies within an ATen op (a name starting with "aten::") is charged to
+the innermost such op, HTA's "deepest" one: the containing op that starts last. Per op
+instance, the kernel names in launch order make its `kernel_sequence` (" -> "); its launch
+delay is the first launch's start minus the op's start, its runtime delay the first kernel's
+start minus the first launch's start. Per (op name, sequence): `occurrence_count`,
+`avg_aten_op_launch_delay` and `avg_runtime_delay` (us, rounded to 3 decimals like HTA),
+sorted by `sort_by` (descending, like HTA), then op name and sequence.
 
 HTA loops over launches in Python; here the containing ops come from one inequality join and the
 rest is group-bys. Differences, each on purpose:
@@ -44,6 +45,9 @@ COLUMNS: dict[str, pl.DataType] = {
 
 #: HTA's KERNEL_LAUNCH_CATEGORY_PATTERN, matched at the start of the name (`str.match`).
 LAUNCH_PATTERN = r"^(cuda.*LaunchKernel|cuLaunchKernel|runFunction)"
+#: DEVIATION (default mode): ROCm's launches too (hipLaunchKernel, hipExtLaunchKernel,
+#: hipModuleLaunchKernel ...); HTA's pattern has none, so a ROCm trace had no row.
+ALL_LAUNCHES = r"^(cuda.*LaunchKernel|cuLaunchKernel|hip.*LaunchKernel|runFunction)"
 
 
 def _thread_key(view: pl.DataFrame, *, same_thread: bool) -> pl.Expr:
@@ -58,21 +62,24 @@ def _thread_key(view: pl.DataFrame, *, same_thread: bool) -> pl.Expr:
     return (thread.cast(pl.Int64) * span) - lo
 
 
-def _rank_table(view: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame:
+def _rank_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     """aten_op_name, kernel_sequence, occurrence_count and the average delays (us) per op name
     and kernel sequence."""
     if view.is_empty():
         return pl.DataFrame()
+    same_thread = not hta_compat
     # The columns used (a select costs nothing; every filter below copies what is left).
     view = view.select("idx", "name", "start", "end", "pid", "tid", "stream", "correlation")
     # Only launches and ATen ops need the thread offset: computed over just those rows. Every
-    # launch name starts with "cu" or "runFunction": prefix tests (cheap) pick the few rows
-    # the pattern then has to look at.
+    # launch name starts with "cu", "hip" or "runFunction": prefix tests (cheap) pick the few
+    # rows the pattern then has to look at.
     name = pl.col("name").str
-    maybe_launch = view.filter(name.starts_with("cu") | name.starts_with("runFunction"))
+    prefixes = ("cu", "runFunction") if hta_compat else ("cu", "hip", "runFunction")
+    maybe_launch = view.filter(pl.any_horizontal(name.starts_with(p) for p in prefixes))
+    pattern = LAUNCH_PATTERN if hta_compat else ALL_LAUNCHES
     rows = pl.concat(
         [
-            maybe_launch.filter(name.contains(LAUNCH_PATTERN)).with_columns(
+            maybe_launch.filter(name.contains(pattern)).with_columns(
                 pl.lit(True).alias("__launch")
             ),
             view.filter(name.starts_with("aten::")).with_columns(pl.lit(False).alias("__launch")),
@@ -216,7 +223,7 @@ def aten_op_kernels_and_delay(
     frames = []
     for r in chosen:
         view = rank_view(ranks[r], steps, hta_compat=hta_compat, columns=("pid", "tid"))
-        table = _rank_table(view, same_thread=not hta_compat)
+        table = _rank_table(view, hta_compat=hta_compat)
         if not table.is_empty():
             frames.append(table.with_columns(pl.lit(r, pl.Int64).alias("rank")))
     if not frames:

@@ -35,9 +35,10 @@ def longest_gaps(
     """The `n` longest gaps between consecutive kernels of a stream, longest first.
 
     Columns: rank, stream, idle_category (as `idle.classified_gaps` classifies the gap with the
-    same threshold), `gap (us)`, `at (us)` (where the gap starts: the end of the kernel before
-    it, relative to the rank's first kernel), `before` (that kernel's name) and `after` (the
-    kernel the gap delays). A stream's first kernel has no gap and is left out. Ties are
+    same threshold), `gap (us)`, `at (us)` (where the gap starts: the latest end of the
+    stream's earlier kernels, or with `hta_compat` HTA's previous kernel's end, relative to
+    the rank's first kernel), `before` (that kernel's name) and `after` (the kernel the gap
+    delays). A stream's first kernel has no gap and is left out. Ties are
     broken by rank, stream and time, so the order is deterministic.
     """
     gaps = idle.classified_gaps(
@@ -45,12 +46,17 @@ def longest_gaps(
     )
     if gaps.is_empty():
         return pl.DataFrame(schema=COLUMNS)
-    prev_end = pl.col("end").shift(1).over(["rank", "stream"])
+    stream = ["rank", "stream"]
+    if hta_compat:  # HTA's gap: from the end of the kernel that started before
+        ended, last = pl.col("end"), pl.col("name")
+    else:  # the gap idle.py measures: from the latest end so far (kernels may overlap)
+        ended = pl.col("end").cum_max().over(stream)
+        last = pl.when(pl.col("end") == ended).then(pl.col("name")).forward_fill().over(stream)
     origin = pl.col("start").min().over("rank")
     return (
         gaps.with_columns(
-            pl.col("name").shift(1).over(["rank", "stream"]).alias("before"),
-            (prev_end - origin).alias("__at"),
+            last.shift(1).over(stream).alias("before"),
+            (ended.shift(1).over(stream) - origin).alias("__at"),
         )
         .filter(pl.col("idle_interval").is_not_null())
         .sort(

@@ -6,9 +6,11 @@ kernel time beside them, so one chart holds all four (percent, 0-100):
 - utilization: union of the device's kernels inside the bucket / bucket length (equal to
   `gpu_metrics.rank_utilization_series` x 100);
 - SM efficiency: min(Σ blocks per SM, 1) of each stretch between kernel edges, weighted by
-  its time inside the bucket, / bucket length;
+  its time inside the bucket, / bucket length; null on a device none of whose kernels says
+  its blocks per SM (ROCm, MTIA), as in the whole-span figure;
 - occupancy: `est. achieved occupancy %` weighted by each kernel's time inside the bucket
-  (kernels without one left out, as in the whole-span figure); null where no kernel ran;
+  (kernels without one left out, as in the whole-span figure); null where no kernel with one
+  ran;
 - tensor cores: share of kernel time inside the bucket in tensor-core kernels (modern list);
   null where no kernel ran.
 """
@@ -90,9 +92,16 @@ def _device_series(
             * np.bincount(bucket[tc], ov[tc], minlength=n)
             / np.bincount(bucket, ov.astype(np.float64), minlength=n)
         )
-    # a bucket whose kernels have no occupancy: 0 / 0 (NaN), as the polars sums gave
+    # unknown, not 0: no kernel of the device gives blocks per SM, or none in the bucket an
+    # occupancy (0 / 0)
     return pl.DataFrame(
-        {"sm_efficiency_pct": sm, "occupancy_pct": occ_pct, "tc_pct": tc_pct, "some": some}
+        {
+            "sm_efficiency_pct": sm if r.height else np.full(n, np.nan),
+            "occupancy_pct": occ_pct,
+            "tc_pct": tc_pct,
+            "some": some,
+        },
+        nan_to_null=True,
     ).select(
         "sm_efficiency_pct",
         *(pl.when("some").then(c).alias(c) for c in ("occupancy_pct", "tc_pct")),
