@@ -7,6 +7,7 @@ Refreshing with new data keeps the cursor on the same row key and the sort the u
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,6 +57,8 @@ def elide(text: str, width: int = MAX_TEXT) -> str:
 #: Words in a column name that say what kind of number it holds.
 _SHARE_WORDS = ("%", "pct", "share", "percent")
 _TIME_WORDS = ("us", "time", "dur", "delay", "sum", "mean", "min", "max", "std", "median")
+#: "ratio" as a word of a column name: "dura-ratio-n" is a time, not a ratio
+_RATIO = re.compile(r"(?<![a-z])ratio")
 
 
 def float_style(col: pl.Series) -> str:
@@ -67,7 +70,7 @@ def float_style(col: pl.Series) -> str:
     if finite.is_empty() or (finite == finite.round(0)).all():
         return "int"
     name = col.name.lower()
-    if "ratio" in name or name.endswith("_z"):  # 0.99 of a stream's idle time, z-scores
+    if _RATIO.search(name) or name.endswith("_z"):  # 0.99 of a stream's idle time, z-scores
         return "d2"
     if any(w in name for w in (*_SHARE_WORDS, *_TIME_WORDS)):
         return "d1"
