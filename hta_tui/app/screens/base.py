@@ -232,8 +232,10 @@ class AnalysisScreen(Screen):
     def _where(self) -> str:
         if self.params.rank is not None:
             return f"{self.TITLE}  ·  rank {self.params.rank}"
-        n = len(self.trace_set.loaded())
-        return f"{self.TITLE}  ·  {f'all {n} ranks' if n > 1 else 'all ranks'}"
+        loaded = sorted(self.trace_set.loaded())
+        if len(loaded) == 1:  # "all ranks" of a one-rank trace left its number unsaid
+            return f"{self.TITLE}  ·  rank {loaded[0]}"
+        return f"{self.TITLE}  ·  {f'all {len(loaded)} ranks' if loaded else 'all ranks'}"
 
     def _where_one(self, rank: int | None, which: str = "first", of: int | None = None) -> str:
         """The title of a view that shows one rank at a time (`scope_line.one_rank`)."""
