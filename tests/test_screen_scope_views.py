@@ -147,3 +147,17 @@ async def test_rank_choice_and_escape_hold_on_every_view(traces: Path, tmp_path:
             await pilot.press("escape")
             await wait_until(pilot, lambda b=box: b.value == "" and not b.display, 10)
             assert app.current_mode == entry.mode
+
+
+async def test_a_one_rank_trace_names_its_rank(tmp_path: Path) -> None:
+    """'all ranks' on a one-rank trace left the rank unsaid: the generator wrote rank 3."""
+    root = tmp_path / "traces"
+    root.mkdir()
+    write_trace(make_trace(3, world_size=8, steps=3, seed=1), root / "rank-3.json")
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, 60)
+        entry = next(e for e in views() if e.mode == "kernels")
+        screen = await visit(pilot, entry)
+        text, _ = title_lines(screen)
+        assert text.startswith(f"Kernels{SEP}rank 3{SEP}") and "all ranks" not in text
