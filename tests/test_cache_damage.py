@@ -13,15 +13,19 @@ import random
 from pathlib import Path
 
 import orjson
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from hta_tui.analysis import step_overview
 from hta_tui.report import run_report
 from hta_tui.synth import write_trace_dir
-from hta_tui.trace.cache import FILES_KEY, META_FILE, Cache, take_notices
+from hta_tui.synth.memory import MemoryOptions
+from hta_tui.trace.cache import FILES_KEY, META_FILE, Cache, read_frame, take_notices
 from hta_tui.trace.discover import discover
 from hta_tui.trace.model import open_set
 from hta_tui.trace.parse import parse_file
+from hta_tui.trace.schema import FRAME_SCHEMAS
 from tests.test_app_support import make_screen_app, settle, wait_until
 
 
@@ -46,14 +50,20 @@ def zero_bytes(path: Path) -> None:
 
 
 DAMAGE = {"truncated": truncated, "garbage": garbage, "missing": missing, "zero": zero_bytes}
-#: every file of an entry: meta.json, the frames, a summary the report's first run derived
-FILES = [META_FILE, "events.parquet", "flows.parquet", "threads.parquet", "derived"]
+#: The summaries kept in an entry's `derived/` folder, by the start of their file names: the
+#: overview's row (the report's and the app's parser worker) and the step breakdown (the
+#: app's parser worker).
+DERIVED = ("derived/overview-", "derived/step-breakdown-")
+#: every file of an entry: meta.json, each frame the parser writes, each derived summary
+#: (`test_entry_files_are_all_damaged_here` fails when an entry gains a kind of file)
+FILES = [META_FILE, *(f"{name}.parquet" for name in FRAME_SCHEMAS), *DERIVED]
 
 
 @pytest.fixture(scope="module")
 def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two ranks with GPU memory events (the memory frame has rows)."""
     root = tmp_path_factory.mktemp("damage") / "traces"
-    write_trace_dir(root, ranks=2, steps=3, seed=3, kernels_per_step=30)
+    write_trace_dir(root, ranks=2, steps=3, seed=3, kernels_per_step=30, memory=MemoryOptions())
     return root
 
 
@@ -71,12 +81,38 @@ def report(trace_dir: Path, cache: Cache) -> dict:
     return orjson.loads(out.getvalue())
 
 
+@pytest.fixture(scope="module")
+def clean_steps(trace_dir: Path) -> pl.DataFrame:
+    """The step breakdown (a derived summary) of a parse without cache."""
+    return step_overview.step_table(open_set(trace_dir, Cache(enabled=False)))
+
+
+def warm(trace_dir: Path, cache: Cache) -> dict:
+    """The report, which writes every entry, and the app's step breakdown summaries."""
+    doc = report(trace_dir, cache)
+    step_overview.step_table(open_set(trace_dir, cache))
+    return doc
+
+
 def entry_file(cache: Cache, trace: Path, name: str) -> Path:
     (tf,) = [tf for tf in discover(trace.parent) if tf.path == trace]
     entry = cache.entry_dir(tf)
-    if name == "derived":
-        return sorted((entry / "derived").glob("*.parquet"))[0]
+    if name.startswith("derived/"):
+        (path,) = (entry / "derived").glob(f"{name.removeprefix('derived/')}*.parquet")
+        return path
     return entry / name
+
+
+def test_entry_files_are_all_damaged_here(trace_dir: Path, tmp_path: Path) -> None:
+    """FILES names every file an entry holds after the report and the app have used it."""
+    cache = Cache(tmp_path / "cache")
+    warm(trace_dir, cache)
+    trace = sorted(trace_dir.iterdir())[0]
+    entry = entry_file(cache, trace, META_FILE).parent
+    on_disk = sorted(p.relative_to(entry).as_posix() for p in entry.rglob("*") if p.is_file())
+    covered = sorted(entry_file(cache, trace, name).relative_to(entry).as_posix() for name in FILES)
+    assert on_disk == covered
+    assert parse_file(trace).frames["memory"].height > 0  # every frame has rows to damage
 
 
 @pytest.mark.heavy
@@ -85,13 +121,14 @@ def entry_file(cache: Cache, trace: Path, name: str) -> Path:
 def test_damaged_entry_gives_the_clean_numbers(
     trace_dir: Path,
     clean: dict,
+    clean_steps: pl.DataFrame,
     tmp_path: Path,
     capsys: pytest.CaptureFixture,
     name: str,
     kind: str,
 ) -> None:
     cache = Cache(tmp_path / "cache")
-    assert report(trace_dir, cache) == clean  # the cache is written
+    assert warm(trace_dir, cache) == clean  # the cache is written
     capsys.readouterr()
     trace = sorted(trace_dir.iterdir())[0]
     DAMAGE[kind](entry_file(cache, trace, name))
@@ -105,8 +142,9 @@ def test_damaged_entry_gives_the_clean_numbers(
         assert entry.data is not None
         for frame, want in parse_file(entry.path).frames.items():
             assert_frame_equal(entry.data.frame(frame), want)
+    assert_frame_equal(step_overview.step_table(ts), clean_steps)
     notices = [n for n in take_notices() if n.startswith(f"{trace.name}: cache entry damaged")]
-    if name != "derived":  # a damaged summary is just computed again
+    if not name.startswith("derived/"):  # a damaged summary is just computed again
         assert f"hta-tui: note: {trace.name}: cache entry damaged" in err or notices
     assert report(trace_dir, cache) == clean  # and the entry written again is whole
     assert "damaged" not in capsys.readouterr().err
@@ -133,16 +171,20 @@ def _store_one(args: tuple[str, str]) -> bool:
 
 
 def test_concurrent_writers_leave_a_whole_entry(trace_dir: Path, tmp_path: Path) -> None:
+    """Eight stores of one entry from two processes at once: one whole entry stays, every
+    frame as the parser gives it, and no temporary folder."""
     trace = sorted(trace_dir.iterdir())[0]
     root = tmp_path / "cache"
     with mp.get_context("forkserver").Pool(2) as pool:
-        assert all(pool.map(_store_one, [(str(trace), str(root))] * 4))
+        assert all(pool.map(_store_one, [(str(trace), str(root))] * 8))
     (tf,) = discover(trace)
     cache = Cache(root)
     assert cache.lookup(tf) is not None
     assert take_notices() == []
     entries = [p for p in cache.root.glob("??/*")]
     assert [p.name for p in entries] == [cache.entry_dir(tf).name]  # no temporary left
+    for frame, want in parse_file(trace).frames.items():
+        assert_frame_equal(read_frame(cache.entry_dir(tf), frame), want)
 
 
 async def test_app_parses_a_damaged_entry_again(trace_dir: Path, tmp_path: Path) -> None:

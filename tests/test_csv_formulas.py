@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import gzip
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
@@ -117,3 +118,94 @@ async def test_app_export_neutralises(formula_dir: Path, tmp_path: Path) -> None
     assert not any(n[:1] in ("=", "+", "-", "@", "\t", "\r") for n in names)
     sums = [float(r[rows[0].index("sum us")]) for r in rows[1:]]
     assert sums == view["sum us"].to_list()  # the numbers as they were
+
+
+#: A formula in every name a view shows (`hta_tui.synth.hostile` with it as its payload).
+FORMULA = '=HYPERLINK("http://x","click")'
+
+
+@pytest.fixture(scope="module")
+def formula_names_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from hta_tui.synth.hostile import FOLDER_PAYLOAD, write_hostile_dir
+
+    out = tmp_path_factory.mktemp("formula-names")
+    write_hostile_dir(out, ranks=2, steps=3, payload=FORMULA)
+    return out / FOLDER_PAYLOAD
+
+
+def formula_cells(path: Path) -> list[str]:
+    """Cells a spreadsheet would run: text starting with = + - @ tab or CR (numbers aside)."""
+    return [
+        cell
+        for row in read_rows(path)
+        for cell in row
+        if cell[:1] in ("=", "+", "@", "\t", "\r") or (cell[:1] == "-" and not _number(cell))
+    ]
+
+
+@pytest.mark.heavy
+async def test_every_view_exports_neutralised(formula_names_dir: Path, tmp_path: Path) -> None:
+    """`e` on every table of every view (every tab): no cell of any export runs as a formula,
+    and the names (kernels, operators, memory events, modules, call sites, GPUs, process
+    groups...) are there, behind their `'`."""
+    from textual.widgets import TabbedContent
+
+    from hta_tui.app.screens.registry import SCREENS
+    from hta_tui.app.widgets.frame_table import FrameTable
+    from tests.test_hostile_names import visit
+
+    app = make_screen_app(formula_names_dir, tmp_path)
+    exports = tmp_path / "exports"
+    exported: list[str] = []
+    seen: dict[str, str] = {}
+
+    async def export_shown(pilot: Any, where: str) -> None:
+        await visit(pilot, seen, where)
+        for table in app.screen.query(FrameTable):
+            if table.display and table.region.area and table.export_name not in exported:
+                table.focus()
+                await pilot.press("e")
+                exported.append(table.export_name)
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, timeout=30)
+        for entry in SCREENS:
+            await pilot.press(entry.key)
+            await export_shown(pilot, entry.mode)
+            for tabs in app.screen.query(TabbedContent):
+                for pane in tabs.query("TabPane"):
+                    tabs.active = str(pane.id)
+                    await pilot.pause()
+                    await export_shown(pilot, f"{entry.mode}/{pane.id}")
+        await wait_until(pilot, lambda: len(list(exports.glob("*.csv"))) == len(exported))
+    files = {p.name.removeprefix("hta-tui-").removesuffix(".csv"): p for p in exports.glob("*.csv")}
+    assert sorted(files) == sorted(exported)
+    assert {"kernels", "operators", "memory_events", "modules", "syncs", "wait_transfer"} <= set(
+        files
+    )
+    runs = {name: formula_cells(path) for name, path in files.items()}
+    assert not {name: cells for name, cells in runs.items() if cells}
+    named = {
+        name
+        for name, path in files.items()
+        if any(cell.startswith(f"'{FORMULA}") for row in read_rows(path) for cell in row)
+    }
+    for name in ("kernels", "operators", "memory_events", "modules", "gpu_metrics", "syncs"):
+        assert name in named, (name, sorted(named))
+
+
+def test_report_csv_of_every_key_neutralises(formula_names_dir: Path, tmp_path: Path) -> None:
+    """`report --csv` of every analysis and table `--only` knows, on traces whose every name is
+    a formula: no cell runs, and the tables of names hold them behind their `'`."""
+    from hta_tui.analysis import catalog
+
+    keys = [a.name for a in catalog.ANALYSES] + list(catalog.TABLE_OWNER)
+    out = tmp_path / "csv"
+    argv = ["report", str(formula_names_dir), "--no-cache", "--csv", str(out)]
+    assert main([*argv, "--only", ",".join(keys)]) == 0
+    files = {p.stem: p for p in out.glob("*.csv")}
+    assert set(keys) <= set(files)
+    assert not {name: cells for name, path in files.items() if (cells := formula_cells(path))}
+    for name in ("operator_stats", "memory_events", "module_stats", "syncs", "gpu_devices"):
+        cells = [cell for row in read_rows(files[name]) for cell in row]
+        assert any(cell.startswith(f"'{FORMULA}") for cell in cells), name

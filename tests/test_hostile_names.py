@@ -22,6 +22,7 @@ from rich.text import Span, Text
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.widgets import TabbedContent
 
+from hta_tui.analysis import catalog
 from hta_tui.app.app import HtaApp
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.safe_text import escaped, safe_cell, safe_label
@@ -66,9 +67,10 @@ def assert_clean(output: str) -> None:
 
 @pytest.fixture(scope="module")
 def hostile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two hostile ranks; the root is the hostile folder itself (its name is in the status bar)."""
+    """Two hostile ranks and the hostile sync story; the root is the hostile folder itself (its
+    name is in the status bar)."""
     out = tmp_path_factory.mktemp("hostile")
-    first, _ = write_hostile_dir(out, ranks=2, steps=3)
+    first, *_ = write_hostile_dir(out, ranks=2, steps=3)
     root = out / FOLDER_PAYLOAD
     # a second span of rank 0: enter on a file then gives a notice naming it
     (root / f"{BIDI}{CONTROLS[1:]}rank-0.span2.json.gz").write_bytes(first.read_bytes())
@@ -188,6 +190,19 @@ def test_chart_labels_are_printable() -> None:
     assert not any(span.style and "link" in str(span.style) for span in picture.spans)
 
 
+def test_icicle_labels_are_escaped_and_keep_their_width() -> None:
+    """A module name is escaped before it is cut to its block: every line stays `width`."""
+    from hta_tui.app.widgets.icicle import icicle_lines
+
+    name = f"m{TITLE}\nx"
+    tree = pl.DataFrame({"path": [name, f"{name}/c"], "depth": [0, 1], "value": [10.0, 5.0]})
+    lines = icicle_lines(tree, 40)
+    assert [len(line) for line in lines] == [40, 40]
+    assert not any(BAD.search(line) for line in lines)
+    assert lines[0] == ("│" + printable(name)).ljust(40)  # "│m\\x1b]0;PWNED\\x07\\nx", blanks
+    assert lines[1].startswith("│c")
+
+
 def test_control_filter_drops_what_slipped_through() -> None:
     from rich.segment import Segment
     from textual.color import Color
@@ -206,6 +221,46 @@ def test_report_text_shows_names_as_escapes(hostile_root: Path, tmp_path: Path) 
     assert SHOWN in text  # kernel and operator names
     assert "\\u202e" in text  # the file names' bidi override, as an escape
     assert "PWNED" in text
+
+
+def _sections(text: str) -> dict[str, str]:
+    """The text report's tables by their `# name` heading."""
+    parts = re.split(r"^# (\S+)\n", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def _holds_payload(value: object) -> bool:
+    if isinstance(value, str):
+        return f"evil{TITLE}" in value
+    if isinstance(value, dict):
+        return any(_holds_payload(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_payload(v) for v in value)
+    return False
+
+
+@pytest.mark.heavy
+def test_report_text_of_every_key(hostile_root: Path, tmp_path: Path) -> None:
+    """Every analysis and table `--only` knows, in one text report: no control reaches the
+    output, and every table whose JSON holds a name from the traces shows it escaped."""
+    keys = [a.name for a in catalog.ANALYSES] + list(catalog.TABLE_OWNER)
+    cache = Cache(tmp_path / "cache")
+    out, doc = io.StringIO(), io.StringIO()
+    assert run_report(hostile_root, only=keys, cache=cache, out=out, width=400, rows=0) == 0
+    assert run_report(hostile_root, only=keys, as_json=True, cache=cache, out=doc) == 0
+    text, records = out.getvalue(), orjson.loads(doc.getvalue())
+    assert not BAD.search(text.replace("\n", ""))
+    sections = _sections(text)
+    assert set(keys) <= set(sections), sorted(set(keys) - set(sections))
+    named = [k for k in keys if _holds_payload(records[k])]
+    # the views' names: kernels, operators, annotations, modules, call sites, memory events'
+    # operators, process groups, GPUs
+    for key in ("gpu_kernel_breakdown", "operator_stats", "module_stats", "syncs"):
+        assert key in named, key
+    for key in ("memory_events", "collectives", "gpu_devices", "user_annotation_breakdown"):
+        assert key in named, key
+    hidden = [k for k in named if "evil\\x1b]0;PWN" not in sections[k]]
+    assert not hidden, f"tables that lost the escaped name: {hidden}"
 
 
 def test_report_json_keeps_names_exact(hostile_root: Path, tmp_path: Path) -> None:
@@ -260,17 +315,8 @@ async def visit(pilot: Any, seen: dict[str, str], name: str) -> None:
     """The screen as shown now, after its tables and charts are drawn."""
     app = pilot.app
     screen = app.screen
-
-    def current() -> bool:  # as test_app_support.screen_shows_current, for the diff's sides too
-        return (
-            screen.result is not None
-            and screen._shown_key == (screen.trace_set.generation, screen.params)
-            and screen.charts_pending == 0
-            and not any(w.group == "screen" and not w.is_finished for w in app.workers)
-        )
-
-    if hasattr(screen, "charts_pending"):
-        await wait_until(pilot, current, 30, name)
+    if hasattr(screen, "shows_current"):
+        await wait_until(pilot, lambda: screen.shows_current, 30, name)
     await pilot.pause()
     seen[name] = screen_text(app)
 
@@ -292,10 +338,98 @@ def recording_app(root: Path, tmp_path: Path, **kw: Any) -> tuple[HtaApp, list[s
     return app, driver.written
 
 
+#: Every view and tab that shows a name from the trace (the GPU's, a kernel's, an operator's,
+#: a Python frame's or nn.Module's, a memory event's operator, a process group, a call site,
+#: a thread's): each must show it as SHOWN. The others (step time, the idle and steps main
+#: tabs, the comm-op and wait tables, the counters' timelines) show numbers and kinds only.
+WITH_NAMES = [
+    "gpu_metrics",
+    "kernels",
+    "detail",
+    "detail/tab-ranks",
+    "detail/tab-hist",
+    "detail/tab-time",
+    "detail/tab-runs",
+    "detail/tab-launch",
+    "launch",
+    "launch/short",
+    "launch/runtime",
+    "launch/delay",
+    "sequences",
+    "idle/idle-tab-gaps",
+    "memory",
+    "memory/memory-peak-pane",
+    "memory/memory-events-pane",
+    "memory/memory-stats-pane",
+    "distributed",
+    "distributed/tab-collectives",
+    "steps/steps-tab-annotations",
+    "operators",
+    "operators/python stacks",
+    "syncs",
+    "modules",
+    "timeline/details",
+    "detail from kernels/tab-launch",
+]
+#: Summaries of one line (per rank) that name something from the trace, by view: a name's line
+#: break is shown as `\n` there too.
+ONE_LINERS = {"gpu_metrics": "gpu-summary", "distributed": "dist-summary", "syncs": "sync-verdict"}
+#: A timeline lane is labelled in 15 cells: the thread's name in brackets, escaped.
+LANE = printable(PAYLOAD)[:15]
+#: Statics that keep markup: constant text of ours (everything else a screen updates is a
+#: TextLine or TextBlock, which never read markup).
+OUR_MARKUP = {"screen-title", "detail-item", "cutoffs-note"}
+
+
+def markup_statics(screen: Any) -> set[str]:
+    """Ids of the screen's Statics that would read a string as markup."""
+    from textual.widgets import Static
+
+    return {
+        w.id for w in screen.query(Static) if type(w) is Static and w.id and w._render_markup
+    } - OUR_MARKUP
+
+
+async def python_stacks(pilot: Any, seen: dict[str, str]) -> None:
+    """Operators: the call stacks (Python frames, as `with_stack=True` writes them) of the
+    sync story's aten::gather (rank 2 alone: the DDP ranks' ops have no stack); then all
+    ranks again."""
+    screen = pilot.app.screen
+    screen.query_one("#operators-table", FrameTable).focus()
+    await pilot.press("r", "down", "down", "down", "enter")
+    await visit(pilot, seen, "operators/rank 2")
+    table = screen.query_one("#operators-table", FrameTable)
+    names = table.view_frame["operator"].to_list()
+    table.move_cursor(row=next(i for i, n in enumerate(names) if n.endswith(":aten::gather")))
+    title = screen.query_one("#operator-stacks-title")
+    await wait_until(pilot, lambda: "aten::gather: " in str(title.render()), 30, "the stacks")
+    await visit(pilot, seen, "operators/python stacks")
+    await pilot.press("r", "up", "up", "up", "enter")
+
+
+async def timeline_details(pilot: Any, seen: dict[str, str]) -> None:
+    """Timeline: a kernel's details line (`]` selects the next event of the cursor's row),
+    then a marked range's summary (its top names)."""
+    from hta_tui.app.widgets.timeline_view import TimelineView
+
+    view = pilot.app.screen.query_one(TimelineView)
+    rows = view.timeline.rows
+    view.goto_row(next(i for i, r in enumerate(rows) if r.label == "stream 7"))
+    view.focus()
+    await pilot.press("z", "right_square_bracket")
+    await pilot.pause()
+    seen["timeline/details"] = screen_text(pilot.app)
+    await pilot.press("m", *["right"] * 60, "m")  # the top names of a range (runtime calls)
+    await pilot.pause()
+    seen["timeline/mark"] = screen_text(pilot.app)
+
+
 @pytest.mark.heavy
 async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_path: Path) -> None:
     app, written = recording_app(hostile_root, tmp_path)
     seen: dict[str, str] = {}
+    markup: dict[str, set[str]] = {}
+    lines: dict[str, str] = {}
     async with app.run_test(headless=False, size=SIZE, notifications=True) as pilot:
         await settle(pilot, timeout=30)
         await visit(pilot, seen, "overview")
@@ -308,6 +442,14 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
         for entry in SCREENS[1:]:
             await pilot.press(entry.key)
             await visit_tabs(pilot, seen, entry.mode)
+            markup[entry.mode] = markup_statics(app.screen)
+            if entry.mode in ONE_LINERS:
+                block = app.screen.query_one(f"#{ONE_LINERS[entry.mode]}")
+                lines[entry.mode] = str(block.render())
+            if entry.mode == "operators":
+                await python_stacks(pilot, seen)
+            elif entry.mode == "timeline":
+                await timeline_details(pilot, seen)
         await pilot.press("K")
         await pilot.pause()
         for table in app.screen.query(FrameTable):
@@ -329,26 +471,32 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
     output = "".join(written)
     assert output, "nothing was recorded"
     assert_clean(output)
+    # every view of the registry was visited, with its tabs, and the pickers, help, a notice
+    assert {e.mode for e in SCREENS} <= set(seen)
+    assert {"notice", "sort picker", "rank picker", "help"} <= set(seen)
+    assert {"memory/memory-events-pane", "distributed/tab-wait", "timelines/memory-pane"} <= set(
+        seen
+    )
     for name, text in seen.items():
         assert not BAD.search(text.replace("\n", "")), name
     assert "PWNED" in output
+    assert not {mode: ids for mode, ids in markup.items() if ids}, "Statics reading markup"
     assert printable(BIDI)[:12] in seen["overview"], seen["overview"]  # the file list
     assert any(printable(BIDI) in n for n in notices), notices  # the notice: all of it
     status = printable(FOLDER_PAYLOAD)[:19]  # the folder's name, cut to 40 cells
     assert all(status in seen[n] for n in ("overview", "kernels", "steps")), "status bar"
-    with_names = [
-        "idle/idle-tab-gaps",
-        "kernels",
-        "detail",
-        "overlap",
-        "launch",
-        "sequences",
-        "steps/steps-tab-annotations",
-        "detail from kernels/tab-launch",
-    ]
-    for name in with_names:
-        assert name in seen, sorted(seen)
-        assert SHOWN in seen[name], name
+    missing = [name for name in WITH_NAMES if SHOWN not in seen[name]]
+    assert not missing, f"views without the escaped name: {missing}"
+    for mode, text in lines.items():
+        assert printable(PAYLOAD) in text, mode  # all of it, escaped
+        assert text.count("\n") == (2 if mode == "syncs" else 0), mode  # syncs: three ranks
+    assert "ncclDevKernel_evil\\x1b]0;PWNED" in seen["overlap"]  # NCCL kernels, cut to fit
+    assert "Net_0" in seen["modules"]  # nn.Module names: the payload, then the module's name
+    assert seen["timeline"].count(LANE) >= 4  # the threads' lanes (two of each DDP rank)
+    print(seen["operators/python stacks"])
+    stacks = seen["operators/python stacks"]
+    assert f"stacks of {SHOWN}" in stacks  # the title names the operator
+    assert f"train.py(20): {SHOWN[:14]}" in stacks  # its call site: file and line, then the name
 
 
 @pytest.mark.heavy

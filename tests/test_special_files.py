@@ -19,6 +19,7 @@ import pytest
 
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import discover, not_regular
+from hta_tui.trace.limits import Limits
 from hta_tui.trace.load import load_files
 from hta_tui.trace.parse import TraceFileError, read_bytes
 from tests.test_app_support import make_screen_app, rank_trace, settle, write_rank
@@ -113,6 +114,67 @@ async def test_app_lists_each_special_file(special_folder: Path, tmp_path: Path)
         assert entries["rank-0.trace.json"].status == "loaded"
         for name in REASONS:
             assert entries[name].error.startswith("not a regular file")
+        assert (entries["rank-3.json"].status, entries["rank-3.json"].error) == (
+            "incomplete",
+            "empty file",
+        )
+        assert entries["rank-4.json"].error == "a symbolic link to nothing"
         table = app.screen.query_one("#files")
         shown = " ".join(str(c) for row in range(table.row_count) for c in table.get_row_at(row))
         assert shown.count("not a regular file") == len(REASONS)
+        assert "empty file" in shown and "a symbolic link to nothing" in shown
+
+
+def test_report_limits_a_huge_file_by_its_size(tmp_path: Path) -> None:
+    """A regular file far over the byte limit (sparse: 3 GB that cost no disk) beside a good
+    rank: `--max-file-mb` gives it its reason and the good rank loads (the subprocess
+    timeout is a hang guard, as above)."""
+    root = tmp_path / "t"
+    write_rank(root, 0, gz=False, world=1)
+    with (root / "rank-1.json").open("wb") as f:
+        f.write(b'{"traceEvents": [')
+        f.truncate(3 * 10**9)
+    env = {**os.environ, "HTA_TUI_CACHE": str(tmp_path / "cache")}
+    out = subprocess.run(
+        [sys.executable, "-m", "hta_tui", "report", str(root), "--json", "--max-file-mb", "1"],
+        capture_output=True,
+        timeout=10,
+        env=env,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    files = {f["path"]: f for f in orjson.loads(out.stdout)["files"]}
+    assert files["rank-0.trace.json"]["status"] == "loaded"
+    assert files["rank-1.json"]["error"] == "larger than the 1 MB limit (HTA_TUI_MAX_FILE_MB)"
+
+
+def test_a_file_that_grows_while_read_stops_at_the_limit(tmp_path: Path) -> None:
+    """A writer that never stops appending: the read takes what the file held when it was
+    opened, at most the limit, and the load goes on."""
+    import threading
+
+    root = tmp_path / "t"
+    write_rank(root, 0, gz=False, world=1)
+    growing = root / "rank-1.json"
+    growing.write_bytes(b'{"traceEvents": [' + b" " * 2_000_000)
+    stop = threading.Event()
+
+    def append() -> None:
+        with growing.open("ab") as f:
+            while not stop.is_set():
+                f.write(b" " * 65536)
+
+    writer = threading.Thread(target=append, daemon=True)
+    writer.start()
+    try:
+        results = {
+            r.file.path.name: r
+            for r in load_files(
+                discover(root), Cache(tmp_path / "c"), workers=1, limits=Limits(max_bytes=10**6)
+            )
+        }
+    finally:
+        stop.set()
+        writer.join()
+    assert results["rank-0.trace.json"].status == "loaded"
+    assert results["rank-1.json"].error == "larger than the 1 MB limit (HTA_TUI_MAX_FILE_MB)"

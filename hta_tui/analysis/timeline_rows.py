@@ -257,7 +257,8 @@ def _thread_names(threads: pl.DataFrame | None) -> dict[tuple[int, int], str]:
         return {}
     named = threads.filter(pl.col("key") == "thread_name").drop_nulls(["pid", "tid"])
     # Kineto writes "thread 123 (pt_main_thread)": the name in brackets is what tells rows apart
-    short = pl.col("value").str.extract(r"\((.+)\)\s*$").fill_null(pl.col("value"))
+    # (whatever it holds, line breaks too)
+    short = pl.col("value").str.extract(r"(?s)\((.+)\)\s*$").fill_null(pl.col("value"))
     return {(p, t): v for p, t, v in named.select("pid", "tid", short).iter_rows()}
 
 

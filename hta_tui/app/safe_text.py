@@ -16,7 +16,7 @@ from rich.text import Span, Text
 from hta_tui.printable import ESCAPES, has_unprintable
 
 #: as ESCAPES, but a line break stays one: two-line cells put it there on purpose
-_KEEP_LINES = {code: esc for code, esc in ESCAPES.items() if code != 0x0A}
+KEEP_LINES = {code: esc for code, esc in ESCAPES.items() if code != 0x0A}
 
 
 def as_text(value: object, style: str = "", **kw: Any) -> Text:
@@ -55,7 +55,7 @@ def escaped(value: Text) -> Text:
     where = {0: 0}
     pieces = []
     for start, end in itertools.pairwise(cuts):
-        piece = plain[start:end].translate(_KEEP_LINES)
+        piece = plain[start:end].translate(KEEP_LINES)
         pieces.append(piece)
         where[end] = where[start] + len(piece)
     return Text(

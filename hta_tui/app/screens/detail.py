@@ -27,6 +27,7 @@ from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.ticks import label, linear_ticks
 from hta_tui.printable import printable
 
@@ -60,8 +61,8 @@ class KernelDetailScreen(AnalysisScreen):
         return {"name": None}
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="detail-name")
-        yield Static("", id="detail-summary", classes="summary")
+        yield TextBlock("", id="detail-name")
+        yield TextBlock("", id="detail-summary", classes="summary")
         with TabbedContent(id="detail-tabs", initial="tab-ranks"):
             with TabPane("Ranks", id="tab-ranks"):
                 yield SafePlot(id="ranks-plot")

@@ -36,6 +36,7 @@ from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable, float_style, format_value
 from hta_tui.app.widgets.status import StatusBar
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
@@ -338,11 +339,11 @@ class DiffScreen(AnalysisScreen):
         return PairSources(app.trace_set, getattr(app, "compare_set", None), flags)
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="diff-sides")
-        yield Static("", id="diff-temporal")
-        yield Static("", id="diff-summary", classes="summary")
+        yield TextBlock("", id="diff-sides")
+        yield TextBlock("", id="diff-temporal")
+        yield TextBlock("", id="diff-summary", classes="summary")
         yield DiffTable(id="diff-table", key_column="name", export_name="diff")
-        yield Static("", id="diff-name")
+        yield TextBlock("", id="diff-name")
 
     def _title_text(self) -> str:
         p = self.params
@@ -652,7 +653,7 @@ class DiffDetailScreen(Screen):
             yield Static(as_text(self.item_name, style="bold"), id="detail-item")
             yield Static("Duration (us) on each side", classes="section-title")
             yield FrameTable(id="diff-stats", key_column="side", export_name="diff_stats")
-            yield Static("", id="diff-kernels-title", classes="section-title")
+            yield TextBlock("", id="diff-kernels-title", classes="section-title")
             yield FrameTable(id="diff-kernels", key_column="name", export_name="diff_kernels")
         yield StatusBar()
         yield KeysFooter(compact=True)

@@ -28,6 +28,8 @@ from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.printable import printable
 
 #: (category, legend label, Unicode glyph, ASCII glyph)
 CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
@@ -111,7 +113,7 @@ class DistributedScreen(AnalysisScreen):
     ]
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="dist-summary", classes="summary")
+        yield TextBlock("", id="dist-summary", classes="summary")
         with VerticalScroll(id="dist-bars-box", can_focus=False):
             yield CommBars(
                 CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="dist-bars"
@@ -190,8 +192,8 @@ class DistributedScreen(AnalysisScreen):
         return (
             f"Everyone waits most for rank {t['rank']}: last at {t['times_last']} of "
             f"{t['instances']} collectives, {fmt_us(t['cost_us'])} of waiting for the others; "
-            f"worst {t['worst_kind']} #{t['worst_seq']} (group {t['worst_pg']}){step}, "
-            f"{fmt_us(t['worst_cost_us'])}."
+            f"worst {printable(t['worst_kind'])} #{t['worst_seq']} "
+            f"(group {printable(t['worst_pg'])}){step}, {fmt_us(t['worst_cost_us'])}."
         )
 
     def _focus_table(self) -> None:

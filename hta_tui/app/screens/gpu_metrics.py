@@ -23,6 +23,8 @@ from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
 #: analysis column -> header short enough for 80 columns
@@ -66,9 +68,9 @@ class GpuMetricsScreen(AnalysisScreen):
         return describe_plugin_steps(frames)
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="gpu-summary", classes="summary")
+        yield TextBlock("", id="gpu-summary", classes="summary")
         yield FrameTable(id="gpu-table", key_column="gpu", export_name="gpu_metrics")
-        yield Static("", id="gpu-chart-note", classes="plot-note")
+        yield TextBlock("", id="gpu-chart-note", classes="plot-note")
         yield SafePlot(id="gpu-chart")
 
     def on_mount(self) -> None:
@@ -159,7 +161,8 @@ def summary(result: dict[str, Any] | None, row: dict[str, Any] | None) -> str:
         return "No GPU metrics: these ranks' kernels carry no device id (`args.device`)."
     if row is None:
         return ""
-    parts = [f"r{row['rank']} GPU {row['gpu']}: {row.get('name') or 'no deviceProperties'}"]
+    name = printable(row.get("name") or "no deviceProperties")  # one line, whatever it holds
+    parts = [f"r{row['rank']} GPU {row['gpu']}: {name}"]
     if row.get("memory GB") is not None:
         parts.append(f"{row['memory GB']:g} GB")
     if row.get("cc") is not None:

@@ -26,6 +26,7 @@ from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
 
 #: HTA's default consecutive_kernel_delay (us).
@@ -84,7 +85,7 @@ class ThresholdDialog(ModalScreen[float | None]):
             yield Input(
                 value=f"{self.current:g}", type="number", id="threshold-input", select_on_focus=True
             )
-            yield Static("", id="threshold-error")
+            yield TextBlock("", id="threshold-error")
 
     def on_mount(self) -> None:
         self.query_one("#threshold-input", Input).focus()
@@ -132,7 +133,7 @@ class IdleScreen(AnalysisScreen):
         return self._with_scope(f"{self._where()}  ·  threshold {format_threshold(self.threshold)}")
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="idle-summary", classes="summary")
+        yield TextBlock("", id="idle-summary", classes="summary")
         with VerticalScroll(id="idle-bars-box", can_focus=False):
             yield IdleBars(
                 IDLE_BAR_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="idle-bars"
@@ -144,7 +145,7 @@ class IdleScreen(AnalysisScreen):
                 yield FrameTable(id="idle-stats", export_name="idle_interval_stats")
             with TabPane("Longest gaps", id=TABS[2]):
                 yield FrameTable(id="idle-gaps", export_name="idle_gaps", moment=GAP_MOMENT)
-                yield Static("", id="idle-gap-detail", markup=False)
+                yield TextBlock("", id="idle-gap-detail")
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:

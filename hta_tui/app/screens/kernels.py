@@ -22,6 +22,7 @@ from hta_tui.analysis.names import fold_names
 from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
 
 #: HTA's top-k folding (get_gpu_kernel_breakdown's defaults).
@@ -134,9 +135,9 @@ class KernelsScreen(AnalysisScreen):
         ascii = bool(getattr(self.app, "ascii", False))
         yield Static("GPU time by kernel type (us, all ranks summed)", classes="section-title")
         yield TypeBreakdown(ascii=ascii, id="kernel-types")
-        yield Static("", id="kernels-summary", classes="summary")
+        yield TextBlock("", id="kernels-summary", classes="summary")
         yield FrameTable(id="kernel-table", key_column="name", export_name="kernels")
-        yield Static("", id="kernel-name")
+        yield TextBlock("", id="kernel-name")
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:

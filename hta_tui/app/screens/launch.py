@@ -32,6 +32,7 @@ from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.ticks import label, log_ticks
 
 RUNTIME_CUTOFF = 50.0  # us, HTA's default
@@ -132,7 +133,7 @@ class LaunchScreen(AnalysisScreen):
         return {"runtime_cutoff": RUNTIME_CUTOFF, "launch_delay_cutoff": LAUNCH_DELAY_CUTOFF}
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="launch-summary", classes="summary")
+        yield TextBlock("", id="launch-summary", classes="summary")
         yield SafePlot(id="launch-plot")
         with TabbedContent(id="launch-tabs", initial="short"):
             with TabPane("Short kernels", id="short"):

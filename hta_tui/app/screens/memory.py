@@ -28,6 +28,7 @@ from hta_tui.app.screens.base import AnalysisScreen, Computed, ComputeFailed, Pa
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.trace.model import TraceSet
 
 ZOOM = 0.5
@@ -76,7 +77,7 @@ class MemoryScreen(AnalysisScreen):
         return {"device": None, "view": None}
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="memory-headline", classes="plot-note")
+        yield TextBlock("", id="memory-headline", classes="plot-note")
         yield SafePlot(id="memory-curve")
         with TabbedContent(id="memory-tabs", initial=TABS[0]):
             with TabPane("At the peak", id=TABS[0]):

@@ -19,6 +19,7 @@ from hta_tui.analysis import module_view
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.icicle import icicle_lines
+from hta_tui.app.widgets.text_line import TextBlock
 
 HEADERS: dict[str, str] = {
     "label": "module",
@@ -66,8 +67,8 @@ class ModulesScreen(AnalysisScreen):
         self.folded: set[str] = set()
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="module-summary", classes="summary")
-        yield Static("", id="module-icicle")
+        yield TextBlock("", id="module-summary", classes="summary")
+        yield TextBlock("", id="module-icicle")
         yield FrameTable(id="module-tree", key_column="module", export_name="modules")
 
     @staticmethod

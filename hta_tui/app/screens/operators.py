@@ -22,7 +22,7 @@ from hta_tui.analysis import operator_stacks, operators
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
-from hta_tui.app.widgets.text_line import TextLine
+from hta_tui.app.widgets.text_line import TextBlock, TextLine
 from hta_tui.trace.schema import GPU_WORK_KINDS
 
 #: analysis column -> header short enough for 80 columns
@@ -73,10 +73,10 @@ class OperatorsScreen(AnalysisScreen):
         return {"by_shape": False}
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="operators-summary", classes="summary")
+        yield TextBlock("", id="operators-summary", classes="summary")
         yield FrameTable(id="operators-table", key_column="operator", export_name="operators")
         yield TextLine("", id="operator-shape")
-        yield Static("", id="operator-stacks-title", classes="section-title")
+        yield TextBlock("", id="operator-stacks-title", classes="section-title")
         yield FrameTable(
             id="operator-stacks", key_column="call stack", export_name="operator_call_stacks"
         )

@@ -22,6 +22,7 @@ from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
 
 #: (category, legend label, Unicode glyph, ASCII glyph)
 OVERLAP_CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
@@ -66,7 +67,7 @@ class OverlapScreen(AnalysisScreen):
     TITLE = "Comm/comp overlap"
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="overlap-summary", classes="summary")
+        yield TextBlock("", id="overlap-summary", classes="summary")
         with VerticalScroll(id="overlap-bars-box", can_focus=False):
             yield OverlapBars(
                 OVERLAP_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="overlap-bars"

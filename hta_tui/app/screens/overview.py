@@ -33,6 +33,7 @@ from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.app.widgets.status import StatusBar
+from hta_tui.app.widgets.text_line import TextBlock
 
 #: (column key, header, width) of each column the files table shows
 Layout = tuple[tuple[str, str, int], ...]
@@ -120,7 +121,7 @@ class OverviewScreen(Screen):
         with Vertical(id="overview"):
             with Vertical(id="overview-step-box") as step_box:
                 step_box.border_title = "Step time · B: per rank and step"
-                yield Static(id="overview-step-summary", markup=False)
+                yield TextBlock(id="overview-step-summary")
                 yield StepTimeBars(CATEGORIES, ascii=self.ascii, id="overview-step-bars")
             files = FilesTable(id="files", cursor_type="row", zebra_stripes=False)
             files.border_title = "Files"

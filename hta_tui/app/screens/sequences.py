@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Static
 from hta_tui.analysis import kernel_detail, sequences
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
 
 MIN_PATTERN_LEN = 3
@@ -42,12 +43,12 @@ class SequencesScreen(AnalysisScreen):
         return {"operator": None}
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="seq-summary", classes="summary")
+        yield TextBlock("", id="seq-summary", classes="summary")
         yield FrameTable(id="operators-table", key_column="operator", export_name="operators")
-        yield Static("", id="seq-title", classes="section-title")
+        yield TextBlock("", id="seq-title", classes="section-title")
         yield FrameTable(id="patterns-table", key_column="pattern", export_name="sequences")
         with VerticalScroll(id="pattern-box"):
-            yield Static("", id="pattern-kernels")
+            yield TextBlock("", id="pattern-kernels")
 
     def _where(self) -> str:
         """One rank's sequences: the picked one, else the smallest (`sequences.pick_rank`)."""

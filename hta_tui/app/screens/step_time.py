@@ -24,6 +24,7 @@ from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
 
 #: (category, legend label, Unicode glyph, ASCII glyph), in the breakdown's priority order.
 CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
@@ -63,7 +64,7 @@ class StepTimeScreen(AnalysisScreen):
         return describe_plugin_steps(frames)
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="step-time-summary", classes="summary")
+        yield TextBlock("", id="step-time-summary", classes="summary")
         with VerticalScroll(id="step-time-bars-box", can_focus=False):
             yield StepTimeBars(
                 CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="step-time-bars"

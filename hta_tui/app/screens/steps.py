@@ -28,6 +28,7 @@ from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
 
 #: Tabs of the tables, in the order `v` cycles them.
 TABS: tuple[str, ...] = (
@@ -150,7 +151,7 @@ class StepsScreen(AnalysisScreen):
         return bool(self.params.get("gpu", False))
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="steps-summary", classes="summary")
+        yield TextBlock("", id="steps-summary", classes="summary")
         with VerticalScroll(id="steps-bars-box", can_focus=False):
             yield StepBars(ascii=bool(getattr(self.app, "ascii", False)), id="steps-bars")
         with TabbedContent(id="steps-tabs"):

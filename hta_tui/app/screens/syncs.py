@@ -8,7 +8,6 @@ on a row lists its syncs below (every one otherwise), with what each waited for.
 from __future__ import annotations
 
 import polars as pl
-from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
@@ -16,9 +15,10 @@ from textual.widgets import DataTable, Static
 from hta_tui.analysis import sync_summary
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
 #: Summary column -> header (numbers first: long call sites would push them off 80 columns).
@@ -58,7 +58,7 @@ class SyncsScreen(AnalysisScreen):
     STEPS = "whole trace"
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="sync-verdict", classes="summary")
+        yield TextBlock("", id="sync-verdict", classes="summary")
         # No key column: every column of a row can be null (a sync outside any op or module).
         yield FrameTable(id="sync-summary", export_name="sync_summary")
         yield Static("Syncs (enter on a row above: only its own)", classes="section-title")
@@ -78,17 +78,16 @@ class SyncsScreen(AnalysisScreen):
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]
-        # ranks with the same verdict share a line ("ranks 0-3: the host never waited")
+        # ranks with the same verdict share a line ("ranks 0-3: the host never waited"); a
+        # call site's or module's line break is shown as \n
         same = verdict.group_by("verdict", maintain_order=True).agg(pl.col("rank").sort())
         groups = [(ranks, v) for v, ranks in same.iter_rows()]
         keep = VERDICTS if self.size.width >= WIDE else VERDICTS - 1  # 2 lines a verdict
-        lines = [f"{ranks_label(r)}: {v}" for r, v in groups]
+        lines = [f"{ranks_label(r)}: {printable(v)}" for r, v in groups]
         if len(groups) > keep:  # say the others exist, and how to see one
             left = sum(len(r) for r, _ in groups[keep - 1 :])
             lines = [*lines[: keep - 1], f"... {left} more ranks: r picks one"]
-        self.query_one("#sync-verdict", Static).update(
-            Text("\n").join(map(as_text, lines)) if lines else "No trace loaded yet."
-        )
+        self.query_one("#sync-verdict", Static).update("\n".join(lines) or "No trace loaded yet.")
         summary: pl.DataFrame = result["sync_summary"]
         self.query_one("#sync-summary", FrameTable).show_frame(
             ranks_first(

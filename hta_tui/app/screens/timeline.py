@@ -24,7 +24,9 @@ from hta_tui.analysis.timeline_counters import QUEUE_LANE
 from hta_tui.analysis.timeline_rows import Timeline, build_timeline, busy_before, innermost_at
 from hta_tui.app.moment import Moment
 from hta_tui.app.screens.base import AnalysisScreen, Params
-from hta_tui.app.widgets.timeline_view import TimelineView, clean, fmt_time
+from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.app.widgets.timeline_view import TimelineView, fmt_time
+from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
 
@@ -60,7 +62,7 @@ class TimelineScreen(AnalysisScreen):
 
     def compose_body(self) -> ComposeResult:
         yield TimelineView(ascii=bool(getattr(self.app, "ascii", False)), id="timeline-view")
-        yield Static("", id="timeline-details", markup=False)
+        yield TextBlock("", id="timeline-details")
 
     @property
     def view(self) -> TimelineView:
@@ -226,7 +228,7 @@ class TimelineScreen(AnalysisScreen):
             f"stack: {stack}",
             args,
         ]
-        return "\n".join(clean(line) for line in lines)
+        return "\n".join(printable(line) for line in lines)
 
     def action_follow(self) -> None:
         view = self.view
@@ -266,8 +268,8 @@ class TimelineScreen(AnalysisScreen):
         view.changed()
         rows = [it.row for it in view.items if it.row is not None]
         s = te.range_summary(tl, a, b, rows)
-        top = "\n".join(f"  {clean(n)[:50]}  {us:.1f} us  x{c}" for n, us, c in s["top"][:3])
-        inside = ", ".join(clean(n)[:30] for n in s["around"][:3])
+        top = "\n".join(f"  {printable(n)[:50]}  {us:.1f} us  x{c}" for n, us, c in s["top"][:3])
+        inside = ", ".join(printable(n)[:30] for n in s["around"][:3])
         where = f" · inside {inside}" if inside else ""
         self._say(f"marked {fmt_time(b - a)} · {s['events']} events{where}\n{top}")
 
@@ -284,7 +286,7 @@ class TimelineScreen(AnalysisScreen):
         self.view.set_matches(te.matching(tl, text))
         if text:
             total = sum(int(m.sum()) for m in self.view.matches.values())
-            self._say(f"{total} events match {clean(text)!r}")
+            self._say(f"{total} events match {printable(text)!r}")
 
     @on(Input.Submitted, "#filter")
     def _filter_done(self, event: Input.Submitted) -> None:

@@ -27,6 +27,7 @@ from hta_tui.analysis.downsample import step_bucket_max
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
+from hta_tui.app.widgets.text_line import TextBlock
 
 #: Time buckets per chart: about one per braille pixel column of a wide terminal.
 BUCKETS = 240
@@ -117,17 +118,17 @@ class TimelinesScreen(AnalysisScreen):
         with TabbedContent(id="timeline-tabs", initial="queue-pane"):
             with TabPane("Queue length", id="queue-pane"):
                 yield SafePlot(id="queue-plot", classes="timeline-plot")
-                yield Static("", id="queue-note", classes="plot-note")
+                yield TextBlock("", id="queue-note", classes="plot-note")
                 yield FrameTable(
                     id="queue-summary", key_column="stream", export_name="queue_length_summary"
                 )
-                yield Static("", id="blocked-note", classes="plot-note")
+                yield TextBlock("", id="blocked-note", classes="plot-note")
                 yield FrameTable(
                     id="queue-blocked", key_column="stream", export_name="queue_full_time"
                 )
             with TabPane("Memory bandwidth", id="memory-pane"):
                 yield SafePlot(id="memory-plot", classes="timeline-plot")
-                yield Static("", id="memory-note", classes="plot-note")
+                yield TextBlock("", id="memory-note", classes="plot-note")
                 yield FrameTable(
                     id="memory-summary", key_column="name", export_name="memory_bw_summary"
                 )

@@ -1,10 +1,13 @@
 """An icicle chart of a tree drawn in text: one line per depth, each node a block whose width
-is its share of its parent's, labelled as far as the block allows. Plain text (no markup), so
-it works in any terminal and over SSH; `ascii=True` draws the edges with `|`."""
+is its share of its parent's, labelled as far as the block allows (names escaped first, so a
+block keeps its width). Plain text (no markup), so it works in any terminal and over SSH;
+`ascii=True` draws the edges with `|`."""
 
 from __future__ import annotations
 
 import polars as pl
+
+from hta_tui.printable import printable
 
 
 def icicle_lines(
@@ -50,7 +53,7 @@ def icicle_lines(
             if end_col - start_col < 1:
                 continue
             spans[path] = (start_col, end_col)
-            name = path.rpartition("/")[2]
+            name = printable(path.rpartition("/")[2])  # escaped before it is cut to its block
             cell = (edge + name)[: end_col - start_col]
             line[start_col : start_col + len(cell)] = list(cell)
         lines.append("".join(line))

@@ -25,6 +25,7 @@ from textual.strip import Strip
 from hta_tui.analysis.names import fold_name
 from hta_tui.analysis.timeline_cells import row_cells, runs
 from hta_tui.analysis.timeline_rows import NONE, Row, Timeline, search
+from hta_tui.printable import printable
 from hta_tui.trace.schema import KINDS
 
 LABEL_WIDTH = 16
@@ -47,7 +48,6 @@ KIND_STYLE = {
     "other": "other",
 }
 STYLE_OF_CODE = [KIND_STYLE[k] for k in KINDS]
-_CONTROL = dict.fromkeys(range(32), "?") | {127: "?"}
 
 
 @lru_cache(maxsize=4096)
@@ -55,11 +55,6 @@ def short_name(name: str) -> str:
     """A kernel's name without return type, parameters and template arguments (`fold_name`),
     kept per name: a frame draws the same few names on every row."""
     return fold_name(name, keep=0)
-
-
-def clean(text: str) -> str:
-    """Trace text is data: control characters never reach the terminal."""
-    return text.translate(_CONTROL)
 
 
 @dataclass(frozen=True)
@@ -389,11 +384,11 @@ class TimelineView(ScrollView, can_focus=True, inherit_bindings=False):
             mark = "▸" if item.group in self.collapsed else "▾"
             if self.ascii:
                 mark = "+" if item.group in self.collapsed else "-"
-            text = clean(f"{mark} {tl.group_labels.get(item.group, '')}")
+            text = printable(f"{mark} {tl.group_labels.get(item.group, '')}")
             style = self._style("cursor" if on_cursor else "group")
             return Strip([Segment(text[:width].ljust(width), style)], width)
         row = tl.rows[item.row]
-        label = clean(row.label)[: LABEL_WIDTH - 1].ljust(LABEL_WIDTH)
+        label = printable(row.label)[: LABEL_WIDTH - 1].ljust(LABEL_WIDTH)
         segs = [Segment(label, label_style)]
         segs += self._track(item.row, row, on_cursor)
         return Strip(segs, width).adjust_cell_length(width, self._base)
@@ -441,9 +436,10 @@ class TimelineView(ScrollView, can_focus=True, inherit_bindings=False):
         if sel is not None and sel[0] == index:
             keys[event == sel[1]] |= SELECTED
         for first, length, pos in runs(event, min_length=4):
-            name = clean(names[int(row.idx[pos])] or "")
+            raw = names[int(row.idx[pos])] or ""
+            name = printable(raw)
             if len(name) > length:  # a kernel's short name first (enter shows the full one)
-                name = short_name(name)
+                name = printable(short_name(raw))
             text = name if len(name) <= length else name[: length - 1] + "…"
             flags = keys[first] & (MATCH | SELECTED)
             chars[first : first + len(text)] = list(text)
