@@ -116,20 +116,26 @@ async def test_syncs_of_several_ranks_say_which_rank_and_fold_kernel_names(
     tmp_path: Path,
 ) -> None:
     """Issue 17 at 80 columns: with several ranks the rank comes first (it was the last
-    column, off screen, so rows of three ranks read as one's), the verdicts left out are
-    counted, and the kernel waited for shows by its short name (the export keeps it whole)."""
+    column, off screen, so rows of four ranks read as one's), one verdict row per rank, the
+    most blocked first, the ones left out counted, and the kernel waited for shows by its
+    short name (the export keeps it whole)."""
+    from hta_tui.analysis import sync_summary
     from hta_tui.synth import write_trace_dir
 
-    ranks = 3
+    ranks = 4
     root = tmp_path / "traces"
     write_trace_dir(root, ranks=ranks, steps=3, seed=2)
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, 60)
         screen = await open_screen(pilot, "Y", SyncsScreen)
-        verdict = str(screen.query_one("#sync-verdict", Static).render()).split("\n")
-        assert verdict[0].startswith("rank 0: ")
-        assert verdict[-1] == f"... {ranks - 1} more ranks: r picks one"
+        box = screen.query_one("#sync-verdict", Static)
+        verdict = str(box.render()).split("\n")
+        worst = sync_summary.sync_tables(app.trace_set.frames())["sync_verdict"]
+        worst = worst.sort("blocked_pctg", descending=True)["rank"][0]
+        assert verdict[0].startswith(f"rank {worst}: ")
+        assert verdict[-1] == f"... {ranks - 2} more ranks: r picks one"
+        assert box.size.height == len(verdict) == 3  # a row each: none hides the next
         summary = screen.query_one("#sync-summary", FrameTable)
         assert summary.frame.columns[0] == "rank"
         assert set(summary.frame["rank"]) == set(range(ranks))

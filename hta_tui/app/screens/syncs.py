@@ -45,10 +45,9 @@ INSTANCE_HEADERS: dict[str, str] = {
 SYNC_MOMENT = MomentColumns("start (us)", base="abs", dur="blocked (us)", name="call")
 #: The kernel waited for, by its full name: exported, not drawn.
 FULL = "waited for (full name)"
-#: Verdict lines shown above the tables (one per rank; the last says how many are left out).
+#: Verdict lines shown above the tables, one row each (syncs.tcss; the whole text is in the
+#: table below): one per rank, or the last says how many ranks are left out.
 VERDICTS = 3
-#: Columns from which a verdict takes one line (at 80 it wraps onto two).
-WIDE = 120
 #: What a summary row is keyed by, to pick its instances.
 _KEYS = ("rank", "phase", "module", "operator", "call_site")
 
@@ -80,14 +79,20 @@ class SyncsScreen(AnalysisScreen):
         verdict: pl.DataFrame = result["sync_verdict"]
         # ranks with the same verdict share a line ("ranks 0-3: the host never waited"); a
         # call site's or module's line break is shown as \n
-        same = verdict.group_by("verdict", maintain_order=True).agg(pl.col("rank").sort())
-        groups = [(ranks, v) for v, ranks in same.iter_rows()]
-        keep = VERDICTS if self.size.width >= WIDE else VERDICTS - 1  # 2 lines a verdict
+        # the rank whose host waits most first
+        same = (
+            verdict.group_by("verdict", maintain_order=True)
+            .agg(pl.col("rank").sort(), pl.col("blocked_pctg").max())
+            .sort("blocked_pctg", descending=True, nulls_last=True, maintain_order=True)
+        )
+        groups = [(ranks, v) for v, ranks, _ in same.iter_rows()]
         lines = [f"{ranks_label(r)}: {printable(v)}" for r, v in groups]
-        if len(groups) > keep:  # say the others exist, and how to see one
-            left = sum(len(r) for r, _ in groups[keep - 1 :])
-            lines = [*lines[: keep - 1], f"... {left} more ranks: r picks one"]
-        self.query_one("#sync-verdict", Static).update("\n".join(lines) or "No trace loaded yet.")
+        if len(groups) > VERDICTS:  # say the others exist, and how to see one
+            left = sum(len(r) for r, _ in groups[VERDICTS - 1 :])
+            lines = [*lines[: VERDICTS - 1], f"... {left} more ranks: r picks one"]
+        box = self.query_one("#sync-verdict", Static)
+        box.set_class(len(lines) > 1, "-ranks")
+        box.update("\n".join(lines) or "No trace loaded yet.")
         summary: pl.DataFrame = result["sync_summary"]
         self.query_one("#sync-summary", FrameTable).show_frame(
             ranks_first(
