@@ -3,6 +3,8 @@ and the cold open of a folder mixing them, against the floor (gunzip + orjson.lo
 
     python bench/bench_layouts.py              # 6 layouts x ~100 MB, writes bench/LAYOUTS.md
     python bench/bench_layouts.py --mb 10      # a quick run
+    python bench/bench_layouts.py --data DIR   # files made by an earlier run (never written)
+    python bench/bench_layouts.py --code TREE  # the hta_tui of another checkout
 
 Layouts (`hta_tui.synth.layouts`): Kineto's (log arrays with "]" in their lines, then
 traceName and baseTimeNanoseconds, after the events), events first (deviceProperties, an
@@ -61,11 +63,13 @@ def _measure_layout(path: Path, repeat: int) -> dict:
     return out
 
 
-def run_layout(path: Path, repeat: int) -> dict:
+def run_layout(path: Path, repeat: int, src: Path | None = None) -> dict:
+    """`_measure_layout` in a fresh process, with the hta_tui of the tree `src` (default:
+    `bench_open.CODE`, which --code sets)."""
     cmd = [sys.executable, __file__, "--measure-layout", str(path), "--repeat", str(repeat)]
     # polars on one thread, as in the parser workers of a real open: CPU time then compares
     # the work of two single-threaded decoders, which this shared VM's load does not change
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent), "POLARS_MAX_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(src or bench_open.CODE), "POLARS_MAX_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
@@ -102,18 +106,29 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0, help="uncompressed JSON per file")
     ap.add_argument("--repeat", type=int, default=3, help="pairs per measurement")
     ap.add_argument("--out", type=Path, default=HERE / "LAYOUTS.md")
+    bench_open.add_source_args(
+        ap, "an existing folder of layout files (rank-N.LAYOUT.json.gz), not generated ones"
+    )
     ap.add_argument("--measure-layout", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure_layout:
         print(json.dumps(_measure_layout(args.measure_layout, args.repeat)))
         return
+    if args.code is not None:
+        bench_open.CODE = args.code.resolve()
 
-    folder = HERE / "out" / f"layouts-{args.mb:g}MB"
-    files = ensure_layouts(folder, args.mb)
+    if args.data is not None:
+        folder = args.data.resolve()
+        files = sorted(folder.glob("*.json.gz"))
+    else:
+        folder = HERE / "out" / f"layouts-{args.mb:g}MB"
+        files = ensure_layouts(folder, args.mb)
     lines = [
         "# Benchmark results: trace layouts",
         "",
-        f"Command: `python bench/bench_layouts.py --mb {args.mb:g} --repeat {args.repeat}`  ",
+        f"Command: `python bench/bench_layouts.py --mb {args.mb:g} --repeat {args.repeat}"
+        + (f" --data {args.data}" if args.data is not None else "")
+        + "`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
         f"{platform.python_version()}; {time.strftime('%Y-%m-%d %H:%M')}  ",
         f"Data: {len(files)} synthetic ranks (`hta_tui.synth`), each in one layout "

@@ -26,6 +26,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 HTA_PYTHON = os.environ.get("HTA_PYTHON", "/work/.htavenv/bin/python")
+#: The hta_tui the measured processes import (`--code`: another checkout, for before / after
+#: figures from one run on the same machine).
+CODE = HERE.parent
 
 
 # --------------------------------------------------------------------------------------------
@@ -170,7 +173,7 @@ def run(
     cmd = [python, str(Path(__file__).resolve()), "--measure", kind, str(folder)]
     if cache_dir is not None:
         cmd += ["--cache", str(cache_dir)]
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    env = {**os.environ, "PYTHONPATH": str(CODE)}
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
     )
@@ -219,6 +222,12 @@ def peak_mb(r: dict) -> float:
     return max(r["self_mb"], r.get("tree_mb", 0.0))
 
 
+def add_source_args(ap: argparse.ArgumentParser, data: str) -> None:
+    """--data (what to open) and --code (which hta_tui opens it: see CODE)."""
+    ap.add_argument("--data", type=Path, help=f"{data} (read only: never regenerated or emptied)")
+    ap.add_argument("--code", type=Path, help="measure the hta_tui of this checkout instead")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=8)
@@ -227,12 +236,7 @@ def main() -> None:
     ap.add_argument("--no-hta", action="store_true")
     ap.add_argument("--repeat", type=int, default=5, help="floor and cold open pairs; medians")
     ap.add_argument("--out", type=Path, default=HERE / "OPEN.md")
-    ap.add_argument(
-        "--data",
-        type=Path,
-        help="an existing folder of traces to open instead of generated ones (read only: "
-        "never regenerated or emptied)",
-    )
+    add_source_args(ap, "an existing folder of traces to open instead of generated ones")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
     ap.add_argument("folder", nargs="?", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
@@ -240,6 +244,9 @@ def main() -> None:
     if args.measure:
         _measure(args.measure, args.folder, args.cache)
         return
+    if args.code is not None:
+        global CODE
+        CODE = args.code.resolve()
 
     if args.data is not None:
         folder = args.data.resolve()

@@ -3,16 +3,18 @@ without decoding the document twice, and every layout gives the same frames."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import msgspec
 import orjson
+import polars as pl
 import pytest
 
 from hta_tui.synth import make_trace
 from hta_tui.synth.layouts import KINETO_LOGS, LAYOUTS, relayout
 from hta_tui.trace import parse as parse_mod
-from hta_tui.trace.parse import parse_bytes
+from hta_tui.trace.parse import parse_bytes, read_bytes
 from tests import dialects
 
 
@@ -43,12 +45,29 @@ def test_every_layout_is_found_without_the_slow_path(layout: str, monkeypatch) -
 
 
 def test_every_layout_gives_the_same_frames() -> None:
-    source = _source()
+    """Column by column, in every layout and as Python's json writes it (Kineto's spacing);
+    the arg texts kept as JSON are Kineto's text of the event's value in all of them."""
+    trace = make_trace(0, world_size=2, steps=2, seed=3, kernels_per_step=20)
+    source = orjson.dumps(trace)
     base = parse_bytes(relayout(source, "compact"))
-    for layout in LAYOUTS:
-        parsed = parse_bytes(relayout(source, layout))
+    shapes = {
+        (ev["name"], json.dumps(ev["args"]["Input Dims"]), json.dumps(ev["args"]["Input type"]))
+        for ev in trace["traceEvents"]
+        if "Input Dims" in ev.get("args", {})
+    }
+    assert len(shapes) > 5 and any(", " in dims for _, dims, _ in shapes)
+    events = base.frames["events"].filter(pl.col("input_dims").is_not_null())
+    assert set(events.select("name", "input_dims", "input_type").iter_rows()) == shapes
+    writings = {layout: relayout(source, layout) for layout in LAYOUTS}
+    writings["json.dumps"] = json.dumps(trace).encode()
+    writings["tab-indented"] = json.dumps(trace, indent="\t").encode()
+    for layout, data in writings.items():
+        parsed = parse_bytes(data)
         for name, frame in base.frames.items():
-            assert parsed.frames[name].equals(frame), (layout, name)
+            got = parsed.frames[name]
+            assert got.columns == frame.columns, (layout, name)
+            for column in frame.columns:
+                assert got[column].equals(frame[column]), (layout, name, column)
         assert parsed.meta["trace_name"] == base.meta["trace_name"]
         assert parsed.meta["base_time_ns"] == base.meta["base_time_ns"]
         assert parsed.meta["rank_in_file"] == 0
@@ -82,3 +101,27 @@ def test_empty_events_array_in_any_position() -> None:
         parsed = parse_bytes(doc)
         assert parsed.frames["events"].is_empty()
         assert parsed.meta["dropped_events"] == {}
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize(
+    "case",
+    # pretty-printed (by the profiler or a tool after it), then compact as Kineto writes
+    ["call_stack", "tracelens_b200_eager_nccl", "tracelens_h100_bert_memory", "triton_example"],
+)
+def test_real_traces_arg_texts_are_kinetos(shared: Path, case: str) -> None:
+    """Pretty or compact, a real trace's shapes and input types are the raw events' values in
+    Kineto's spacing: `[[2048, 1024], []]`, the text HTA and the TensorBoard plugin show."""
+    files = sorted((shared / "traces" / case).glob("*.json*"))
+    assert files
+    for path in files:
+        data = read_bytes(path)
+        raw = orjson.loads(data)["traceEvents"]
+        want = {
+            (ev["name"], json.dumps(args["Input Dims"]), json.dumps(args.get("Input type")))
+            for ev in raw
+            if ev.get("ph") == "X" and "Input Dims" in (args := ev.get("args") or {})
+        }
+        events = parse_bytes(data).frames["events"].filter(pl.col("input_dims").is_not_null())
+        got = set(events.select("name", "input_dims", "input_type").iter_rows())
+        assert want and got == want, path.name

@@ -192,8 +192,8 @@ WORKER_THREADS = """
 import multiprocessing as mp, os
 from concurrent.futures import ProcessPoolExecutor
 import polars as pl
-from hta_tui.trace import load
-load._start_forkserver()
+from hta_tui.trace.pool import _start_forkserver
+_start_forkserver()
 with ProcessPoolExecutor(2, mp_context=mp.get_context("forkserver")) as pool:
     sizes = {pool.submit(pl.thread_pool_size).result() for _ in range(4)}
 print(sorted(sizes), "POLARS_MAX_THREADS" in os.environ)

@@ -25,6 +25,7 @@ from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.worker import Worker
 
+from hta_tui.analysis.step_overview import precompute
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.environment import export_dir, unicode_ok
 from hta_tui.app.gc_pacing import GcPacer
@@ -40,8 +41,8 @@ from hta_tui.printable import printable
 from hta_tui.themes import DEFAULT as DEFAULT_THEME
 from hta_tui.themes import THEMES
 from hta_tui.trace.cache import Cache
-from hta_tui.trace.load import prepare_pool
 from hta_tui.trace.model import TraceSet
+from hta_tui.trace.pool import prepare_pool
 
 #: Status bars and the overview are refreshed at most this often (seconds).
 TICK = 0.1
@@ -163,7 +164,8 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self._section_last: dict[str, str] = {}
         self.gc_pacer = GcPacer()
         self._control_filter = ControlFilter()
-        prepare_pool()  # before Textual takes over stderr (see trace.load.prepare_pool)
+        # before Textual takes over stderr (see trace.pool.prepare_pool)
+        prepare_pool((precompute.__module__,))
         self.export_dir = export_dir(self.root)
         for entry in SCREENS:
             if entry.mode == "overview":

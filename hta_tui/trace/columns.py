@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import polars as pl
 
+from hta_tui.trace.arg_text import arg_texts
 from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Decoded, Event, EventArgs
 from hta_tui.trace.memory import memory_columns, memory_frame
 from hta_tui.trace.numbers import (
@@ -225,7 +226,7 @@ class _Gathered:
             spread += [_spread(frame[f], idx, n) for f in fields]
             for field in texts:
                 kept = EVENTS_SCHEMA[field] == pl.String  # else read as numbers (_dim3)
-                text = _texts(field, self.texts[field], unindent=kept)
+                text = arg_texts(field, self.texts[field], spaced=kept)
                 spread.append(_spread(text, idx, n) if kept else _dim3(text, idx, n))
         reasons = _file_reasons(main)
         kind = _kind(pl.col("cat").replace_strict(kinds, return_dtype=KIND))
@@ -391,20 +392,6 @@ def _nulls(name: str, n: int, dtype: pl.DataType | None = None) -> pl.Series:
 def _spread(values: pl.Series, idx: pl.Series, n: int) -> pl.Series:
     """`values` of rows `idx` into a column of n rows, null elsewhere."""
     return _nulls(values.name, n, values.dtype).scatter(idx, values)
-
-
-def _texts(field: str, blobs: list[bytes], *, unindent: bool = True) -> pl.Series:
-    """The JSON texts of one Raw arg, from each chunk's NUL-joined blob (null where absent),
-    split by polars: no Python object per value (NUL never occurs in JSON text). Texts only
-    read as numbers keep a pretty-printed file's line breaks (`unindent=False`)."""
-    joined = b"\x00".join(blobs).decode("utf-8", "replace")
-    whole = pl.Series(field, [joined], dtype=pl.String)
-    if unindent and "\n" in joined:
-        # pretty-printed: the text a compact file has (no raw newline in a JSON string, so
-        # none is data), once over all of them, not once per value
-        whole = whole.str.replace_all(r"\r?\n\s*", "")
-    parts = whole.str.split("\x00").explode()
-    return pl.select(pl.when(parts != "").then(parts)).to_series()
 
 
 #: "[x, y, z]" launch dimensions; anything else (triton's "grid(1,)", two numbers) is not.

@@ -12,7 +12,6 @@ import logging
 import multiprocessing as mp
 import os
 import signal
-import sys
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -27,6 +26,12 @@ from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.limits import Limits
 from hta_tui.trace.parse import TraceFileError, parse_file
+from hta_tui.trace.pool import (
+    START_METHOD,
+    _children_skip_main,
+    _usable_stderr,
+    prepare_pool,
+)
 
 log = logging.getLogger("hta_tui.load")
 
@@ -168,83 +173,6 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-@contextlib.contextmanager
-def _usable_stderr() -> Iterator[None]:
-    """multiprocessing hands sys.stderr's file descriptor to the helper processes it starts.
-    Under a running Textual app sys.stderr is a capture object whose fileno() is -1, and the
-    start fails ("bad value(s) in fds_to_keep"): use the real one meanwhile."""
-    try:
-        usable = sys.stderr is not None and sys.stderr.fileno() >= 0
-    except (AttributeError, OSError, ValueError):
-        usable = False
-    if usable or sys.__stderr__ is None:
-        yield
-        return
-    saved, sys.stderr = sys.stderr, sys.__stderr__
-    try:
-        yield
-    finally:
-        sys.stderr = saved
-
-
-#: forkserver where the platform has it (Linux, macOS): it never forks a process running
-#: polars or Textual threads. spawn elsewhere (Windows).
-START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-
-
-def prepare_pool() -> None:
-    """Start multiprocessing's helper processes (resource tracker, forkserver) now. The app
-    calls this before Textual takes over stderr, so no stream is swapped while it runs."""
-    if START_METHOD != "forkserver":
-        return
-    from multiprocessing import resource_tracker
-
-    with _usable_stderr(), _children_skip_main():
-        resource_tracker.ensure_running()
-        _start_forkserver()
-
-
-def _start_forkserver() -> None:
-    """Start the process the workers fork from with polars limited to one thread (unless the
-    user chose a number). The pool is one process per core already; polars' default of one
-    thread per core in every worker spent a quarter of the parse CPU on threads waiting for
-    each other. polars reads the setting when it is imported, which the forkserver does once
-    for all workers; this process keeps its own threads for the analyses."""
-    from multiprocessing import forkserver
-
-    if "POLARS_MAX_THREADS" in os.environ:
-        forkserver.ensure_running()
-        return
-    os.environ["POLARS_MAX_THREADS"] = "1"
-    try:
-        forkserver.ensure_running()
-    finally:
-        del os.environ["POLARS_MAX_THREADS"]
-
-
-@contextlib.contextmanager
-def _children_skip_main() -> Iterator[None]:
-    """Start processes that do not re-run the caller's `__main__`.
-
-    forkserver and spawn children import the main script again, so a script without an
-    `if __name__ == "__main__":` guard (the usual two lines calling the Python API) would run
-    again in every worker and fail there. The workers need nothing from it: their functions
-    live in this package.
-    """
-    main = sys.modules.get("__main__")
-    if main is None:
-        yield
-        return
-    saved = {k: main.__dict__[k] for k in ("__file__", "__spec__") if k in main.__dict__}
-    main.__dict__.pop("__file__", None)
-    main.__spec__ = None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        main.__dict__.pop("__spec__", None)
-        main.__dict__.update(saved)
-
-
 def default_workers() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -343,7 +271,7 @@ def _pool_round(
     unless a worker overran its time limit (stuck where its alarm cannot reach, in C); then
     that file gets its reason, the pool is killed and the others go to a new one."""
     ctx = mp.get_context(START_METHOD)
-    prepare_pool()
+    prepare_pool(() if after_parse is None else (after_parse.__module__,))
     with _usable_stderr():
         pool = ProcessPoolExecutor(max_workers=min(n, len(pending)), mp_context=ctx)
     with pool:

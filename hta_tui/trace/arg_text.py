@@ -1,0 +1,54 @@
+"""Args kept as JSON text (`Input Dims`, `Input type`) in Kineto's spacing, whatever the layout.
+
+These texts are shown, and compared across traces (the diff matches operators by shape), so
+one trace must give one text in every layout: compact writers (orjson) drop the spaces Kineto
+writes, pretty printers add line breaks and indentation. Kineto's form (`[[1, 2], [3]]`,
+`["float", "Scalar"]`) is also the TensorBoard plugin's input shape (Python's str of the list).
+Only whitespace outside strings changes; a string's text is kept as written.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+_BLANK = r"[ \t\r\n]*"
+#: Every JSON token with the blanks around it: a string, a literal (number, true, ...) or a
+#: punctuation mark. Matches follow each other from the first character, so none starts
+#: inside a string (msgspec has checked the text is JSON).
+_TOKEN = _BLANK + r'("(?:[^"\\]|\\.)*"|[^ \t\r\n",:\[\]{}]+|[,:\[\]{}])' + _BLANK
+#: JSON's blanks, as `bytes.translate` deletes them.
+_BLANKS = b" \t\r\n"
+#: Put after each token, then made Kineto's separators (never in JSON text: a control
+#: character must be escaped inside a string).
+_MARK = "\x01"
+
+
+def kineto_spacing(texts: pl.Series) -> pl.Series:
+    """`texts` (JSON, or null) with ", " and ": " between items and no other blank outside
+    strings. Made once per distinct text (a trace has a few thousand shapes among hundreds of
+    thousands of operators); texts already in that form cost only the comparison."""
+    distinct = texts.drop_nulls().unique()
+    spaced = distinct.str.replace_all(_TOKEN, "${1}" + _MARK).str.replace_many(
+        [f",{_MARK}", f":{_MARK}", _MARK], [", ", ": ", ""]
+    )
+    changed = distinct != spaced
+    if not changed.any():
+        return texts
+    return texts.replace(distinct.filter(changed), spaced.filter(changed))
+
+
+def arg_texts(name: str, blobs: list[bytes], *, spaced: bool = True) -> pl.Series:
+    """The JSON texts of one Raw arg, from each chunk's NUL-joined blob (null where absent),
+    split by polars: no Python object per value (NUL never occurs in JSON text). `spaced`:
+    in Kineto's spacing (`kineto_spacing`); else (texts only read as numbers) any spacing.
+
+    A pretty-printed file's texts are five times their compact size, all of it copied into
+    polars (a fresh allocation that costs more than the split itself); without a string in
+    them every blank is layout, dropped here first in one C pass."""
+    joined = b"\x00".join(blobs)
+    if b"\n" in joined and b'"' not in joined:
+        joined = joined.translate(None, _BLANKS)
+    whole = pl.Series(name, [joined.decode("utf-8", "replace")], dtype=pl.String)
+    parts = whole.str.split("\x00").explode()
+    texts = pl.select(pl.when(parts != "").then(parts)).to_series()
+    return kineto_spacing(texts) if spaced else texts
