@@ -15,6 +15,10 @@ from hta_tui.app.widgets.frame_table import float_style, format_value
         ("mean us", [0.0887, 30.9, 1234.56], ["0.1", "30.9", "1,234.6"]),  # times: one decimal
         ("share %", [0.04, 55.55], ["0.0", "55.5"]),  # shares: one decimal
         ("idle_time_ratio", [0.99, 0.01], ["0.99", "0.01"]),  # ratios: two
+        ("tc_self_ratio", [0.5, 0.25], ["0.50", "0.25"]),
+        # a duration is a time, though "duration" holds "ratio" (it read 5.66 beside 930.3)
+        ("cpu_duration", [5.66, 4.41], ["5.7", "4.4"]),
+        ("GPU kernel duration (us)", [12.345, 0.5], ["12.3", "0.5"]),
         ("step_time_z", [3.8311, -0.5], ["3.83", "-0.50"]),  # z-scores: two
         ("count", [82.0, 3.0], ["82", "3"]),  # whole numbers: no decimals
         ("bandwidth", [0.0887, 0.5], ["0.089", "0.500"]),  # small quantities: 3 digits

@@ -89,7 +89,7 @@ async def test_labels_headline_and_sides(runs, tmp_path: Path) -> None:
         assert idle.endswith(f"{d:+,.0f} ({d / a:+.0%}) {share:+.1f} pt")
         # the table's scope
         summary = str(screen.query_one("#diff-summary", Static).render())
-        assert summary.startswith("Per op in the iteration (inclusive, t: self)")
+        assert summary.startswith("Per op in the iteration (inclusive, x: self)")
         # both sides' labels at 80 columns
         sides = str(screen.query_one("#diff-sides", Static).render())
         lines = sides.splitlines()  # one line each when both do not fit on one
@@ -115,5 +115,34 @@ async def test_t_shows_self_time(runs, tmp_path: Path) -> None:
             own.filter(step)["Test_total_duration"][0] < incl.filter(step)["Test_total_duration"][0]
         )
         summary = str(screen.query_one("#diff-summary", Static).render())
-        assert "(self time, t: inclusive)" in summary
+        assert "(self time, x: inclusive)" in summary
         assert "self time" in str(screen.query_one("#screen-title", Static).render())
+
+
+async def test_names_are_short_in_the_table_and_whole_below(runs, tmp_path: Path) -> None:
+    """At 80 columns every CUTLASS kernel read `void cutlass::Kernel`: the table draws the
+    short name (no return type, parameters or template arguments), the line below the
+    highlighted row's whole name, the export the whole names."""
+    control, test = runs
+    app = make_app(control, test, tmp_path / "cache")
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await start(pilot)
+        table = screen.query_one("#diff-table", DiffTable)
+        drawn = [str(c.key.value) for c in table.ordered_columns]
+        assert drawn[-1] == "op" and "name" not in drawn
+        frame = table.view_frame
+        full = frame["name"].to_list()
+        # the generator writes `void ...<...>(...)` kernels; none is drawn so
+        templated = [i for i, n in enumerate(full) if n.startswith("void ") and "(" in n]
+        assert templated
+        for i in templated:
+            short = frame["op"][i]
+            assert not short.startswith("void ") and not short.endswith(")"), short
+        table.move_cursor(row=templated[0])
+        await pilot.pause(0.1)
+        below = str(screen.query_one("#diff-name", Static).render())
+        assert below == full[templated[0]] or below.rstrip("…") in full[templated[0]]
+        # the frame behind the table (filter, export) holds every compared name whole
+        assert set(
+            diff.compare_traces(screen.result["control"], screen.result["test"])["name"]
+        ) == set(full)

@@ -63,6 +63,11 @@ async def test_names_the_late_rank_and_shows_the_analyses(tmp_path: Path) -> Non
         instances = instances.select(list(INSTANCE_HEADERS.values()))  # not the hidden moment
         want = comm_stats.collective_instances(frames).rename(INSTANCE_HEADERS)
         assert_frame_equal(instances, want.select(list(INSTANCE_HEADERS.values())))
+        # the wait/transfer table: the analysis's times, with their unit in the header
+        wait = screen.query_one("#dist-wait", FrameTable).frame
+        want_wait = comm_overview.wait_transfer_per_step(frames)
+        assert wait["transfer (us)"].to_list() == want_wait["transfer"].to_list()
+        assert wait["synchronizing (us)"].to_list() == want_wait["synchronizing"].to_list()
         bars = screen.query_one("#dist-bars", CommBars).rows
         means = comm_overview.comm_comp_per_rank(frames).filter(pl.col("step") == "all")
         assert [b.label for b in bars] == [f"r{r}" for r in range(8)]

@@ -253,7 +253,9 @@ async def test_detail_without_a_pick_then_sequences(synth_root: Path, tmp_path: 
         screen = await open_screen(pilot, "Q")
         ops = table(screen, "operators-table")
         assert_frame_equal(ops.frame, kernel_detail.launching_operators({0: frames[0]}))
-        assert "Rank 0 (smallest)" in text_of(screen, "#seq-summary")
+        assert text_of(screen, "#seq-summary").startswith("Rank 0's operators")
+        # the title says why rank 0: the smallest of the ranks loaded
+        assert "rank 0 (smallest of" in text_of(screen, "#screen-title")
         # the first operator launching >= 3 kernels per instance
         pos = ops.frame.with_row_index().filter(pl.col("max ops") >= 3)["index"][0]
         for _ in range(pos):

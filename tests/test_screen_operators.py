@@ -156,3 +156,45 @@ def test_snapshot(snap_compare, tmp_path: Path, theme: str, keys: tuple[str, ...
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def column_right_edges(table: FrameTable) -> dict[str, int]:
+    """Each drawn column's right edge in cells, from the table's left."""
+    edges, x = {}, 0
+    for column in table.ordered_columns:
+        x += column.get_render_width(table)
+        edges[str(column.key.value)] = x
+    return edges
+
+
+async def test_per_shape_keeps_the_device_columns_at_80_columns(tmp_path: Path) -> None:
+    """Issue 17: per input shape, the shape column pushed the device columns off an 80-column
+    screen. The name and the shape share the name's room; the whole shape is printed below."""
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=3, seed=0)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_operators(pilot)
+        await pilot.press("v")
+        await wait_until(
+            pilot, lambda: screen_shows_current(app, screen) and screen.result["by_shape"]
+        )
+        table = screen.query_one("#operators-table", FrameTable)
+        edges = column_right_edges(table)
+        for header in ("input shape", "calls", "dev self (us)", "dev total"):
+            assert edges[header] <= table.scrollable_content_region.width, header
+        # the longest shape is elided in the table and whole in the line below it
+        frame = shown(screen)
+        longest = frame["input shape"].str.len_chars().arg_max()
+        assert longest is not None
+        table.move_cursor(row=longest)
+        await pilot.pause(0.1)
+        row = frame.row(longest, named=True)
+        drawn = str(table.get_row_at(longest)[list(edges).index("input shape")])
+        assert drawn != row["input shape"] and "…" in drawn
+        assert text_of(screen, "#operator-shape") == f"{row['operator']} {row['input shape']}"
+        await pilot.press("v")  # per operator: no shape line
+        await wait_until(
+            pilot, lambda: screen_shows_current(app, screen) and not screen.result["by_shape"]
+        )
+        assert not screen.query_one("#operator-shape").display

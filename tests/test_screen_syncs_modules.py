@@ -110,3 +110,63 @@ def _run_before(key: str, cls: type):
 def test_snapshot(snap_compare, story_root: Path, tmp_path: Path, key: str, cls: type) -> None:
     app: HtaApp = make_screen_app(story_root, tmp_path, theme="hta-dark", ascii=False)
     assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(key, cls))
+
+
+async def test_syncs_of_several_ranks_say_which_rank_and_fold_kernel_names(
+    tmp_path: Path,
+) -> None:
+    """Issue 17 at 80 columns: with several ranks the rank comes first (it was the last
+    column, off screen, so rows of four ranks read as one's), one verdict row per rank, the
+    most blocked first, the ones left out counted, and the kernel waited for shows by its
+    short name (the export keeps it whole)."""
+    from hta_tui.analysis import sync_summary
+    from hta_tui.synth import write_trace_dir
+
+    ranks = 4
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=ranks, steps=3, seed=2)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, 60)
+        screen = await open_screen(pilot, "Y", SyncsScreen)
+        box = screen.query_one("#sync-verdict", Static)
+        verdict = str(box.render()).split("\n")
+        worst = sync_summary.sync_tables(app.trace_set.frames())["sync_verdict"]
+        worst = worst.sort("blocked_pctg", descending=True)["rank"][0]
+        assert verdict[0].startswith(f"rank {worst}: ")
+        assert verdict[-1] == f"... {ranks - 2} more ranks: r picks one"
+        assert box.size.height == len(verdict) == 3  # a row each: none hides the next
+        summary = screen.query_one("#sync-summary", FrameTable)
+        assert summary.frame.columns[0] == "rank"
+        assert set(summary.frame["rank"]) == set(range(ranks))
+        instances = screen.query_one("#sync-instances", FrameTable)
+        frame = instances.frame
+        assert frame.columns[0] == "rank"
+        full = frame["waited for (full name)"]
+        kernels = set()
+        for events in app.trace_set.frames().values():
+            kernels |= set(events.filter(events["kind"] == "kernel")["name"].to_list())
+        waited = [n for n in full.drop_nulls().unique().to_list() if n in kernels]
+        assert waited and any("(" in n for n in waited)  # the generator's names have args
+        short = dict(zip(full.to_list(), frame["waited for"].to_list(), strict=True))
+        for name in [n for n in waited if "(" in n]:
+            # the parameters folded away (and the return type, template arguments: fold_name)
+            assert len(short[name]) < len(name) and not short[name].endswith(")"), name
+            if "<" not in name and not name.startswith("void "):
+                assert short[name] == name[: name.index("(")]
+        # drawn: the short name; the full one is kept for the export and not drawn
+        drawn = [str(c.key.value) for c in instances.ordered_columns]
+        assert "waited for" in drawn and "waited for (full name)" not in drawn
+
+
+async def test_ranks_with_one_verdict_share_its_line(tmp_path: Path) -> None:
+    """Two CPU-only ranks (no GPU to wait for): one verdict line for both, not one each."""
+    from tests.test_app_support import write_cpu_ranks
+
+    root = write_cpu_ranks(tmp_path / "traces", ranks=2)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, 60)
+        screen = await open_screen(pilot, "Y", SyncsScreen)
+        verdict = str(screen.query_one("#sync-verdict", Static).render()).split("\n")
+        assert len(verdict) == 1 and verdict[0].startswith("ranks 0-1: ")

@@ -253,3 +253,59 @@ def zoomed(keys: str):
 def test_snapshot_timeline(snap_compare, tmp_path: Path, theme: str, zoom: str) -> None:
     app = make(tmp_path, theme=theme)
     assert snap_compare(app, terminal_size=SIZE, run_before=zoomed(zoom))
+
+
+async def test_a_kernel_too_long_for_its_bar_shows_its_short_name(tmp_path: Path) -> None:
+    """Issue 17 on the timeline: a templated kernel's name cut to `void at::nati…` reads the
+    same for every kernel; its short name (no return type, parameters or template
+    arguments) fits instead, and enter shows the whole name."""
+    import gzip
+
+    import orjson
+
+    from tests.timeline_trace import timeline_trace
+
+    long = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+        "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+        "at::detail::Array<char*, 1>)"
+    )
+    short = "vectorized_elementwise_kernel<…>"
+    root = tmp_path / "traces"
+    root.mkdir()
+    for r in range(2):
+        trace = timeline_trace(r)
+        for e in trace["traceEvents"]:
+            if e.get("name") == GEMM:
+                e["name"] = long
+        (root / f"rank-{r}.trace.json.gz").write_bytes(gzip.compress(orjson.dumps(trace)))
+    async with make_screen_app(root, tmp_path).run_test(size=SIZE) as pilot:
+        screen = await open_timeline(pilot)
+        view = screen.view
+        await to_row(pilot, screen, (0, "gpu", 0, 7))
+        view.show_range(100 * US, 400 * US)  # the kernel [150, 350): two thirds of the track
+        await pilot.pause()
+        bar = 200 * view.track_width // 300
+        assert len(short) < bar < len(long)
+        line = view.render_line(view.cursor + 1 - int(view.scroll_offset.y)).text
+        assert short in line and "void at::" not in line
+        view.cursor_t = 250 * US
+        await pilot.press("enter")
+        assert long in details(screen).replace("\n", "")
+
+
+@pytest.mark.parametrize(
+    ("ns", "text"),
+    [
+        (5 * 3600e9, "5h"),  # two spans profiled hours apart: it read 1.8e+04s
+        (75 * 60e9, "1.25h"),
+        (20 * 60e9, "20min"),
+        (12.5e9, "12.5s"),
+        (41.28e6, "41.28ms"),
+        (750.0, "750ns"),
+    ],
+)
+def test_ruler_times_read_in_their_unit(ns: float, text: str) -> None:
+    from hta_tui.app.widgets.timeline_view import fmt_time
+
+    assert fmt_time(ns) == text

@@ -62,3 +62,16 @@ def test_breakdown_parts_of_a_moved_step() -> None:
     assert second["Kernel (us)"] == 100.0  # ten 10 us kernels
     assert second["Runtime (us)"] == 5.0  # ten 0.5 us launches, none under a kernel
     assert second["Other (us)"] == 45.0
+
+
+def test_the_plugin_views_scope_names_the_steps_kept_and_why_one_is_not() -> None:
+    """The step-time and GPU-metrics titles: the steps the plugin keeps, and the one its tail
+    rule drops, with the rule's reason (the numbers chosen above: 7 < 0.8 * 10)."""
+    from hta_tui.app.screens.plugin_steps import describe_plugin_steps
+
+    text = describe_plugin_steps({0: rank([5, 10, 7]), 1: rank([5, 10, 7])})
+    head, _, left = text.partition("  ·  ")
+    assert head == "steps 1-2, as the TensorBoard plugin"
+    assert left.startswith("3 left out: ") and "80%" in left
+    assert describe_plugin_steps({0: rank([5, 10, 8])}) == "steps 1-3, as the TensorBoard plugin"
+    assert describe_plugin_steps({0: rank([5])}) == "step 1, as the TensorBoard plugin"

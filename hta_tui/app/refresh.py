@@ -17,6 +17,7 @@ from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
 from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
+from hta_tui.app.screens.plugin_steps import describe_used
 from hta_tui.app.screens.step_time import overview_rows
 from hta_tui.app.sides import SideState
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
@@ -72,10 +73,14 @@ class RefreshMixin(AppMixin):
         if worker.is_cancelled:
             return
         try:
-            step_text, step_bar = overview_rows(step_table(ts))
+            step_frame = step_table(ts)
+            step_text, step_bar = overview_rows(step_frame)
+            used = tuple(step_frame["step"].unique().sort().to_list())
+            step_scope = describe_used(used) if used else ""
         except Exception as exc:  # the files and the temporal breakdown show all the same
             logging.getLogger("hta_tui").exception("the overview's step time failed")
             step_text, step_bar = f"Step time not computed: {one_line(exc)}", None
+            step_scope = ""
         if worker.is_cancelled:
             return
         columns = file_columns(files, show_timings=ctx["timings"])
@@ -85,6 +90,7 @@ class RefreshMixin(AppMixin):
             temporal=temporal_rows(temporal),
             step_text=step_text,
             step_bar=step_bar,
+            step_scope=step_scope,
             generation=generation,
             loaded_ranks=len(ts.loaded()),
             loading=ctx["loading"],

@@ -28,11 +28,12 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
 from hta_tui.app.environment import one_line
+from hta_tui.app.screens.scope_line import one_rank, span_scope
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
-from hta_tui.app.widgets.text_line import TextLine
+from hta_tui.app.widgets.title_line import TitleLine
 from hta_tui.trace.model import TraceSet
 
 #: How often a screen looks for a changed trace set (seconds); results arrive when ready.
@@ -72,19 +73,6 @@ class Computed(Message):
         self.generation = generation
         self.params = params
         self.scope = scope
-
-
-def span_scope(ts: TraceSet, ranks: list[int]) -> str:
-    """Which span the ranks show, when a rank has several (the file list picks another)."""
-    multi = [r for r in ranks if len(ts.spans(r)) > 1]
-    if not multi:
-        return ""
-    parts = []
-    for r in multi[:2]:
-        spans, chosen = ts.spans(r), ts.selected(r)
-        at = next((i for i, e in enumerate(spans) if chosen and e.path == chosen.path), 0)
-        parts.append(f"r{r} span {len(spans) - at}/{len(spans)}")
-    return ", ".join(parts) + (" …" if len(multi) > 2 else "")
 
 
 class RankPicker(ModalScreen[int | None]):
@@ -146,7 +134,7 @@ class AnalysisScreen(Screen):
             tooltip="Include the last ProfilerStep, which HTA leaves out (it may be cut short)",
         ),
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter the table"),
-        Binding("escape", "back", "Back", show=False),
+        Binding("escape", "back", "Clear filter, then back", show=False),
     ]
 
     def __init__(self, **kw: Any) -> None:
@@ -214,7 +202,7 @@ class AnalysisScreen(Screen):
 
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield TextLine(self.TITLE, id="screen-title", classes="screen-title")
+        yield TitleLine(self.TITLE, id="screen-title", classes="screen-title")
         with Vertical(id="body"):
             yield from self.compose_body()
         yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")
@@ -244,8 +232,20 @@ class AnalysisScreen(Screen):
     def _where(self) -> str:
         if self.params.rank is not None:
             return f"{self.TITLE}  ·  rank {self.params.rank}"
-        n = len(self.trace_set.loaded())
-        return f"{self.TITLE}  ·  {f'all {n} ranks' if n > 1 else 'all ranks'}"
+        loaded = sorted(self.trace_set.loaded())
+        if len(loaded) == 1:  # "all ranks" of a one-rank trace left its number unsaid
+            return f"{self.TITLE}  ·  rank {loaded[0]}"
+        return f"{self.TITLE}  ·  {f'all {len(loaded)} ranks' if loaded else 'all ranks'}"
+
+    def _where_one(self, rank: int | None, which: str = "first", of: int | None = None) -> str:
+        """The title of a view that shows one rank at a time (`scope_line.one_rank`)."""
+        n = len(self.trace_set.loaded()) if of is None else of
+        return f"{self.TITLE}  ·  {one_rank(rank, self.params.rank, n, which)}"
+
+    def text_room(self, reserve: int = 48, least: int = 24) -> int:
+        """How wide a table's name column may be drawn (longer names are elided in the
+        middle) so that `reserve` columns of numbers stay in view at 80 columns."""
+        return max(least, min(100, self.size.width - reserve))
 
     def _with_scope(self, title: str) -> str:
         """The title with what the numbers cover (steps, spans), once they are computed."""
@@ -337,12 +337,16 @@ class AnalysisScreen(Screen):
         """Worker thread: the steps and spans the numbers cover (the title says the ranks)."""
         if not frames:
             return ""
-        if self.STEPS is None:  # HTA's analyses: its steps, the last one left out unless `a`
-            parts = [scope.describe_steps(scope.step_scope(frames), every_step=every)]
-        else:
-            parts = [self.STEPS]
         spans = span_scope(ts, sorted(frames))
-        return "  ·  ".join([*parts, spans] if spans else parts)
+        steps = self.steps_text(frames, every)
+        return "  ·  ".join([steps, spans] if spans else [steps])
+
+    def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
+        """Worker thread: the steps part of the scope. HTA's analyses: its steps, the last
+        one left out unless `H`; other screens say their own (`STEPS`, or override)."""
+        if self.STEPS is None:
+            return scope.describe_steps(scope.step_scope(frames), every_step=every)
+        return self.STEPS
 
     @on(Computed)
     def _computed(self, msg: Computed) -> None:

@@ -29,6 +29,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff, steps
+from hta_tui.analysis.names import fold_names
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
@@ -53,6 +54,8 @@ DISPLAY: dict[str, str] = {
     "diff_counts": "diff n",
     "name": "name",
 }
+#: The drawn name column: the op's or kernel's short name (the full `name` is not drawn).
+SHORT = "op"
 #: the change marker -> component class suffix (colour from the theme)
 MARK_STYLE = {"+": "slower", "-": "faster", "new": "new", "gone": "gone", "=": "same"}
 #: temporal_breakdown metric -> (label, percentage metric)
@@ -95,12 +98,16 @@ def change_marker() -> pl.Expr:
 
 def display_frame(comp: pl.DataFrame) -> pl.DataFrame:
     """compare_traces for the table: a change marker, sorted by |diff_duration| (largest
-    first, then by name), narrow column names; the numbers untouched."""
-    return (
+    first, then by name), narrow column names; the numbers untouched. `op`, drawn in the
+    name's place, is the short name (`void cutlass::Kernel…` was the same for every CUTLASS
+    kernel at 80 columns); `name`, not drawn, stays whole for the line below, drill-down and
+    the export."""
+    shown = (
         comp.with_columns(change_marker().alias("chg"))
         .sort(pl.col("diff_duration").abs(), "name", descending=[True, False], nulls_last=True)
         .select("chg", *[pl.col(k).alias(v) for k, v in DISPLAY.items()])
     )
+    return shown.select(pl.exclude("name"), fold_names(shown["name"], keep=0).alias(SHORT), "name")
 
 
 def median_step(events: pl.DataFrame) -> tuple[float, int] | None:
@@ -436,6 +443,9 @@ class DiffScreen(AnalysisScreen):
         text = Text(step_headline(result.get("step_time", {})) + "\n", style="bold")
         text.append_text(self._temporal_text(result["temporal"]))
         temporal.update(text)
+        table.hidden_columns = frozenset({"name"})
+        # elided in the middle, so the end that tells two kernels apart stays in view
+        table.max_text = self.text_room(60, least=16)
         table.show_frame(result["table"])
         summary.update(self._summary_text(result))
         self._show_name()
@@ -471,7 +481,7 @@ class DiffScreen(AnalysisScreen):
         scope = (
             "averaged per iteration" if result["kw"]["average_iterations"] else "in the iteration"
         )
-        how = "self time, t: inclusive" if self.params.get("self_time") else "inclusive, t: self"
+        how = "self time, x: inclusive" if self.params.get("self_time") else "inclusive, x: self"
         text = (
             f"Per op {scope} ({how}): "
             f"{n.get('+', 0)} slower, {n.get('-', 0)} faster, "

@@ -84,6 +84,14 @@ OPS_HEADERS: dict[str, str] = {
     "total_latency_us": "latency (us)",
     "total_bytes": "bytes",
 }
+#: The wait/transfer table's times with their unit, as the other tables give it.
+WAIT_HEADERS: dict[str, str] = {
+    "rank": "rank",
+    "step": "step",
+    "transfer": "transfer (us)",
+    "synchronizing": "synchronizing (us)",
+    "step_name": "step_name",
+}
 
 
 class CommBars(StackedBars):
@@ -149,7 +157,7 @@ class DistributedScreen(AnalysisScreen):
         wait.hidden_columns = frozenset({"step_name"})
         step = pl.col("step")
         name = pl.when(step.str.contains(r"^\d+$")).then(pl.lit("ProfilerStep#") + step)
-        wait.show_frame(result["wait"].with_columns(name.alias("step_name")))
+        wait.show_frame(_headed(result["wait"].with_columns(name.alias("step_name")), WAIT_HEADERS))
         self.query_one("#dist-summary", Static).update(self._summary(result))
         self._show_bars(result["means"])
         if not isinstance(self.focused, FrameTable):

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import gpu_metric_series, gpu_metrics
 from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -61,7 +62,10 @@ def metrics_table(
 
 class GpuMetricsScreen(AnalysisScreen):
     TITLE = "GPU metrics"
-    STEPS = "the steps the TensorBoard plugin keeps"
+    STEPS = "as the TensorBoard plugin"  # which steps: steps_text
+
+    def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
+        return describe_plugin_steps(frames)
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="gpu-summary", classes="summary")

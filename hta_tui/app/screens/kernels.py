@@ -185,15 +185,16 @@ class KernelsScreen(AnalysisScreen):
             )
         elif result.get("by_op"):
             summary.update(
-                "Per kernel + launching op + launch properties (whole trace); v: per kernel"
+                # the plugin's table counts every step (the title says so); the bars, HTA's
+                "Per kernel + op + launch props, whole trace (bars: HTA's steps); v: per kernel"
             )
         elif self.params.get("fold", True):
             summary.update(
                 f"Top kernels/type (HTA: {DURATION_RATIO:.0%} of time, max {NUM_KERNELS}) "
-                "+ others; t: all; v: by op"
+                "+ others; o: all; v: by op"
             )
         else:
-            summary.update(f"Every kernel ({table.height}); t: top kernels + others; v: by op")
+            summary.update(f"Every kernel ({table.height}); o: top kernels + others; v: by op")
         self._show_name()
 
     def _name_room(self) -> int:
@@ -231,11 +232,11 @@ class KernelsScreen(AnalysisScreen):
         self.set_params(by_op=not self.params.get("by_op", False))
         self.refresh_bindings()
 
-    def _scope(self, ts: Any, frames: dict[int, pl.DataFrame], every: bool) -> str:
+    def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         """The per-op grouping is the plugin's Kernel view: every kernel of the trace."""
         if self.params.get("by_op", False):
             return "whole trace (TensorBoard's kernel view)"
-        return super()._scope(ts, frames, every)
+        return super().steps_text(frames, every)
 
     def action_toggle_names(self) -> None:
         self.set_params(full_names=not self.params.get("full_names", False))

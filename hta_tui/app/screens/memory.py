@@ -61,6 +61,7 @@ STAT_COLUMNS = (
 
 class MemoryScreen(AnalysisScreen):
     TITLE = "Memory"
+    STEPS = "whole trace"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("plus,equals_sign", "zoom_in", "Zoom", key_display="+"),
@@ -114,7 +115,7 @@ class MemoryScreen(AnalysisScreen):
         # on the UI thread in milliseconds (FrameTable matches the few distinct names)
         names = [c for c in ("operator", "status") if c in window.events.columns]
         window.events = window.events.with_columns(pl.col(names).cast(pl.Categorical))
-        return {"rank": rank, "window": window}
+        return {"rank": rank, "window": window, "ranks": len(have)}
 
     @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
     def _compute(self, ts: TraceSet, params: Params) -> None:
@@ -139,7 +140,10 @@ class MemoryScreen(AnalysisScreen):
             self.post_message(ComputeFailed(one_line(exc), ts.generation, params))
             return
         if not worker.is_cancelled:
-            self.post_message(Computed(result, ts.generation, params))
+            rank = result.get("rank")
+            shown = {rank: events[rank]} if rank is not None else {}
+            scope = self._scope(ts, shown, every=False)
+            self.post_message(Computed(result, ts.generation, params, scope))
 
     @on(CurveReady)
     def _curve_ready(self, msg: CurveReady) -> None:
@@ -151,10 +155,17 @@ class MemoryScreen(AnalysisScreen):
 
     # -- display (main thread) -----------------------------------------------------------------
     def _title_text(self) -> str:
-        result = self.result or {}
+        result = self.result if isinstance(self.result, dict) else {}
+        if self.result is not None and result.get("rank") is None:
+            return f"{self.TITLE}  ·  no rank has memory events"
         rank = result.get("rank", self.params.rank)
-        where = "first rank with memory events" if rank is None else f"rank {rank}"
-        return f"{self.TITLE}  ·  {where}"
+        have = result.get("ranks")
+        where = (
+            f"{self.TITLE}  ·  first rank with memory events"
+            if rank is None
+            else self._where_one(rank, "first with memory events", of=have)
+        )
+        return self._with_scope(where)
 
     def show(self, result: dict[str, Any]) -> None:
         self.query_one("#screen-title", Static).update(self._title_text())
@@ -179,7 +190,9 @@ class MemoryScreen(AnalysisScreen):
             frame: pl.DataFrame = getattr(window, attr).select(columns)
             if selector == "#memory-events":
                 frame = frame.with_columns(rank)
-            self.query_one(selector, FrameTable).show_frame(frame)
+            table = self.query_one(selector, FrameTable)
+            table.max_text = self.text_room(44)  # the sizes beside the operator at 80 columns
+            table.show_frame(frame)
         summary.update(_summary(window))
         self.draw_later(self._draw)
 
@@ -279,5 +292,5 @@ def _summary(w: MemoryWindow) -> str:
     p = w.peak
     return (
         f"{w.device}{devices} · peak {p['peak_allocated_mb']:.1f} MB @ {p['peak_time_ms']:.2f} ms"
-        f" · reserved {p['peak_reserved_mb']:.1f} · view {view}"
+        f" · reserved {p['peak_reserved_mb']:.1f} MB · view {view}"
     )

@@ -22,7 +22,7 @@ from hta_tui.analysis import operator_stacks, operators
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
-from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.app.widgets.text_line import TextBlock, TextLine
 from hta_tui.trace.schema import GPU_WORK_KINDS
 
 #: analysis column -> header short enough for 80 columns
@@ -75,6 +75,7 @@ class OperatorsScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="operators-summary", classes="summary")
         yield FrameTable(id="operators-table", key_column="operator", export_name="operators")
+        yield TextLine("", id="operator-shape")
         yield TextBlock("", id="operator-stacks-title", classes="section-title")
         yield FrameTable(
             id="operator-stacks", key_column="call stack", export_name="operator_call_stacks"
@@ -98,19 +99,27 @@ class OperatorsScreen(AnalysisScreen):
             "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
         }
 
-    def _name_room(self) -> int:
-        """Operator names elided to keep calls and the self times in view at 80 columns."""
-        return max(24, min(100, self.size.width - 48))
+    def _fit(self, table: FrameTable) -> bool:
+        """Per input shape, the name and the shape share the name's room (half each), so the
+        device columns stay on screen; the highlighted row's full shape is printed below.
+        True when the caps changed."""
+        room = self.text_room()  # calls and the self times in view
+        caps: dict[str, int] = {}
+        if isinstance(self.result, dict) and self.result.get("by_shape"):
+            name = room // 2
+            room, caps = name, {HEADERS["input_shape"]: room - 2 - name}
+        changed = (table.max_text, table.column_max_text) != (room, caps)
+        table.max_text, table.column_max_text = room, caps
+        return changed
 
     def on_resize(self) -> None:
         table = self.query_one("#operators-table", FrameTable)
-        if isinstance(self.result, dict) and table.max_text != self._name_room():
-            table.max_text = self._name_room()
+        if isinstance(self.result, dict) and self._fit(table):
             table.show_frame(self.result["table"])
 
     def show(self, result: dict[str, Any]) -> None:
         table = self.query_one("#operators-table", FrameTable)
-        table.max_text = self._name_room()
+        self._fit(table)
         table.show_frame(result["table"])
         self.query_one("#operators-summary", Static).update(summary(result))
         self._show_stacks()
@@ -124,8 +133,17 @@ class OperatorsScreen(AnalysisScreen):
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         self._show_stacks()
 
+    def _show_shape(self) -> None:
+        """Per input shape: the highlighted row's whole shape (the table elides it)."""
+        line = self.query_one("#operator-shape", TextLine)
+        row = self.query_one("#operators-table", FrameTable).selected_row()
+        shape = row.get(HEADERS["input_shape"]) if row is not None else None
+        line.display = shape is not None
+        line.update(f"{row['operator']} {shape}" if row is not None and shape is not None else "")
+
     def _show_stacks(self) -> None:
         """The call stacks of the highlighted operator; hidden when the trace has none."""
+        self._show_shape()
         result = self.result or {}
         stacks: pl.DataFrame = result.get("stacks", pl.DataFrame())
         title = self.query_one("#operator-stacks-title", Static)

@@ -62,6 +62,8 @@ class OverviewData:
     #: step per category (us; None without steps)
     step_text: str = ""
     step_bar: tuple[float, ...] | None = None
+    #: the steps the step time covers (the plugin's: HTA's left-out last step included)
+    step_scope: str = ""
 
 
 class FilesTable(PlainCells):
@@ -164,7 +166,10 @@ class OverviewScreen(Screen):
     def _show_steps(self) -> None:
         """The answer to "where does my step time go", above everything else."""
         data = self.data
-        self.query_one("#overview-step-box").display = bool(data.step_text)
+        box = self.query_one("#overview-step-box")
+        box.display = bool(data.step_text)
+        scope = f" · {data.step_scope}" if data.step_scope else ""
+        box.border_title = f"Step time{scope} · B: per rank and step"
         self.query_one("#overview-step-summary", Static).update(data.step_text)
         bars = self.query_one("#overview-step-bars", StepTimeBars)
         bars.set_rows([BarRow("avg", data.step_bar)] if data.step_bar is not None else [])

@@ -50,6 +50,15 @@ class SequencesScreen(AnalysisScreen):
         with VerticalScroll(id="pattern-box"):
             yield TextBlock("", id="pattern-kernels")
 
+    def _where(self) -> str:
+        """One rank's sequences: the picked one, else the smallest (`sequences.pick_rank`)."""
+        rank = self.result.get("rank") if isinstance(self.result, dict) else None
+        if rank is None:
+            rank = self.params.rank
+        if rank is None:
+            rank = min(self.trace_set.loaded(), default=None)
+        return self._where_one(rank, "smallest")
+
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         rank = sequences.pick_rank(frames, params.rank)
@@ -93,11 +102,13 @@ class SequencesScreen(AnalysisScreen):
             return
         operators: pl.DataFrame = result["operators"]
         ops_table.show_frame(operators)
-        where = f"Rank {rank}" + ("" if self.params.rank is not None else " (smallest)")
+        # the title says which rank, and why that one
         if operators.is_empty():
-            summary.update(f"{where}: no operator launches GPU work (a CPU-only trace?).")
+            summary.update(f"Rank {rank}: no operator launches GPU work (a CPU-only trace?).")
         else:
-            summary.update(f"{where}: operators by GPU time launched inside; enter: sequences.")
+            summary.update(
+                f"Rank {rank}'s operators by GPU time launched inside; enter: sequences."
+            )
         operator = result["operator"]
         patterns: pl.DataFrame | None = result["patterns"]
         if not operator or patterns is None:

@@ -21,6 +21,7 @@ from hta_tui.analysis import step_breakdown, step_time_stats, tb_roles
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
@@ -57,7 +58,10 @@ class StepTimeBars(StackedBars):
 
 class StepTimeScreen(AnalysisScreen):
     TITLE = "Step time"
-    STEPS = "the steps the TensorBoard plugin keeps"
+    STEPS = "as the TensorBoard plugin"  # which steps: steps_text
+
+    def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
+        return describe_plugin_steps(frames)
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="step-time-summary", classes="summary")

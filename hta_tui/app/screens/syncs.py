@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import sync_summary
+from hta_tui.analysis.names import fold_names
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -42,6 +43,11 @@ INSTANCE_HEADERS: dict[str, str] = {
 }
 #: `t` on a sync: the call on the timeline (its start is in us as written in the trace).
 SYNC_MOMENT = MomentColumns("start (us)", base="abs", dur="blocked (us)", name="call")
+#: The kernel waited for, by its full name: exported, not drawn.
+FULL = "waited for (full name)"
+#: Verdict lines shown above the tables, one row each (syncs.tcss; the whole text is in the
+#: table below): one per rank, or the last says how many ranks are left out.
+VERDICTS = 3
 #: What a summary row is keyed by, to pick its instances.
 _KEYS = ("rank", "phase", "module", "operator", "call_site")
 
@@ -71,18 +77,29 @@ class SyncsScreen(AnalysisScreen):
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]
-        # one line per rank: a call site's or module's line break is shown as \n
-        lines = [
-            f"rank {r}: {printable(v)}" for r, v in verdict.select("rank", "verdict").iter_rows()
-        ]
-        self.query_one("#sync-verdict", Static).update(
-            "\n".join(lines[:3]) or "No trace loaded yet."
+        # ranks with the same verdict share a line ("ranks 0-3: the host never waited"); a
+        # call site's or module's line break is shown as \n
+        # the rank whose host waits most first
+        same = (
+            verdict.group_by("verdict", maintain_order=True)
+            .agg(pl.col("rank").sort(), pl.col("blocked_pctg").max())
+            .sort("blocked_pctg", descending=True, nulls_last=True, maintain_order=True)
         )
+        groups = [(ranks, v) for v, ranks, _ in same.iter_rows()]
+        lines = [f"{ranks_label(r)}: {printable(v)}" for r, v in groups]
+        if len(groups) > VERDICTS:  # say the others exist, and how to see one
+            left = sum(len(r) for r, _ in groups[VERDICTS - 1 :])
+            lines = [*lines[: VERDICTS - 1], f"... {left} more ranks: r picks one"]
+        box = self.query_one("#sync-verdict", Static)
+        box.set_class(len(lines) > 1, "-ranks")
+        box.update("\n".join(lines) or "No trace loaded yet.")
         summary: pl.DataFrame = result["sync_summary"]
         self.query_one("#sync-summary", FrameTable).show_frame(
-            summary.with_columns(pl.col("step_pctg").round(2))
-            .select(list(SUMMARY_HEADERS))
-            .rename(SUMMARY_HEADERS)
+            ranks_first(
+                summary.with_columns(pl.col("step_pctg").round(2))
+                .select(list(SUMMARY_HEADERS))
+                .rename(SUMMARY_HEADERS)
+            )
         )
         self._show_instances(result["syncs"])
         if self.focused is None:
@@ -90,9 +107,12 @@ class SyncsScreen(AnalysisScreen):
 
     def _show_instances(self, table: pl.DataFrame) -> None:
         shown = table.sort("blocked (us)", descending=True, maintain_order=True)
-        self.query_one("#sync-instances", FrameTable).show_frame(
-            shown.select(list(INSTANCE_HEADERS)).rename(INSTANCE_HEADERS)
-        )
+        # the kernel waited for by its short name; the export keeps the full one
+        box = self.query_one("#sync-instances", FrameTable)
+        box.hidden_columns = frozenset({FULL})
+        shown = shown.select(list(INSTANCE_HEADERS)).rename(INSTANCE_HEADERS)
+        short = fold_names(shown["waited for"], keep=0)
+        box.show_frame(ranks_first(shown.with_columns(pl.col("waited for").alias(FULL), short)))
 
     @on(DataTable.RowSelected, "#sync-summary")
     def _drill_down(self, event: DataTable.RowSelected) -> None:
@@ -106,3 +126,19 @@ class SyncsScreen(AnalysisScreen):
         match = pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in picked.items())
         self._show_instances(table.filter(match))
         self.query_one("#sync-instances", FrameTable).focus()
+
+
+def ranks_first(table: pl.DataFrame) -> pl.DataFrame:
+    """With more than one rank in a table, the rank column first: at 80 columns the last
+    ones are off screen, and rows of different ranks would read as one rank's."""
+    if "rank" not in table.columns or table["rank"].n_unique() < 2:
+        return table
+    return table.select("rank", pl.exclude("rank"))
+
+
+def ranks_label(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks))

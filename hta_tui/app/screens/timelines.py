@@ -146,14 +146,7 @@ class TimelinesScreen(AnalysisScreen):
         return ranks[0] if ranks else None
 
     def _title_text(self) -> str:
-        rank = self.shown_rank()
-        if rank is None:
-            return f"{self.TITLE}  ·  no rank loaded"
-        if self.params.rank is None:
-            n = len(self.trace_set.loaded())
-            more = f" (first of {n}; r picks)" if n > 1 else ""
-            return self._with_scope(f"{self.TITLE}  ·  rank {rank}{more}")
-        return self._with_scope(f"{self.TITLE}  ·  rank {rank}")
+        return self._with_scope(self._where_one(self.shown_rank()))
 
     # -- computation (worker) ------------------------------------------------------------------
     @staticmethod
@@ -284,7 +277,7 @@ class TimelinesScreen(AnalysisScreen):
             which = "picked" if self.streams else f"busiest {min(DEFAULT_STREAMS, total)}"
             q_note.update(
                 f"Max queue length per time bucket · streams {', '.join(map(str, streams))} "
-                f"({which} of {total}; t: pick)"
+                f"({which} of {total}; p: pick)"
             )
         q_plot.refresh()
         mem: pl.DataFrame = result["memory_plot"]

@@ -7,6 +7,7 @@ Refreshing with new data keeps the cursor on the same row key and the sort the u
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -56,6 +57,8 @@ def elide(text: str, width: int = MAX_TEXT) -> str:
 #: Words in a column name that say what kind of number it holds.
 _SHARE_WORDS = ("%", "pct", "share", "percent")
 _TIME_WORDS = ("us", "time", "dur", "delay", "sum", "mean", "min", "max", "std", "median")
+#: "ratio" as a word of a column name: "dura-ratio-n" is a time, not a ratio
+_RATIO = re.compile(r"(?<![a-z])ratio")
 
 
 def float_style(col: pl.Series) -> str:
@@ -67,7 +70,7 @@ def float_style(col: pl.Series) -> str:
     if finite.is_empty() or (finite == finite.round(0)).all():
         return "int"
     name = col.name.lower()
-    if "ratio" in name or name.endswith("_z"):  # 0.99 of a stream's idle time, z-scores
+    if _RATIO.search(name) or name.endswith("_z"):  # 0.99 of a stream's idle time, z-scores
         return "d2"
     if any(w in name for w in (*_SHARE_WORDS, *_TIME_WORDS)):
         return "d1"
@@ -203,6 +206,8 @@ class FrameTable(PlainCells):
         self.hidden_columns: frozenset[str] = frozenset()
         #: texts longer than this are elided in the middle when drawn
         self.max_text = MAX_TEXT
+        #: a narrower cap for some columns (an operator's input shapes beside its name)
+        self.column_max_text: dict[str, int] = {}
         self.filter_text = ""
         self.sort_by: tuple[str, bool] | None = None  # (column, descending)
         #: each drawn column's widest cell (`_render_frame`), so nothing needs measuring
@@ -317,7 +322,9 @@ class FrameTable(PlainCells):
         styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
         texts: dict[str, list[Any]] = {
             c: [
-                format_value(v, schema[c], styles.get(c, "d1"), self.max_text)
+                format_value(
+                    v, schema[c], styles.get(c, "d1"), self.column_max_text.get(c, self.max_text)
+                )
                 for v in shown[c].to_list()
             ]
             for c in shown.columns

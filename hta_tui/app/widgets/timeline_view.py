@@ -12,6 +12,7 @@ With NO_COLOR the blocks and names still read; `ascii=True` swaps glyphs for `# 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
@@ -21,6 +22,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from hta_tui.analysis.names import fold_name
 from hta_tui.analysis.timeline_cells import row_cells, runs
 from hta_tui.analysis.timeline_rows import NONE, Row, Timeline, search
 from hta_tui.printable import printable
@@ -46,6 +48,13 @@ KIND_STYLE = {
     "other": "other",
 }
 STYLE_OF_CODE = [KIND_STYLE[k] for k in KINDS]
+
+
+@lru_cache(maxsize=4096)
+def short_name(name: str) -> str:
+    """A kernel's name without return type, parameters and template arguments (`fold_name`),
+    kept per name: a frame draws the same few names on every row."""
+    return fold_name(name, keep=0)
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,10 @@ def level_glyphs(busy: np.ndarray, ascii: bool) -> np.ndarray:
 def fmt_time(ns: float) -> str:
     """A time or duration in the unit that keeps it short."""
     a = abs(ns)
+    if a >= 3.6e12:  # ranks profiled hours apart: "5h", not "1.8e+04s"
+        return f"{ns / 3.6e12:.3g}h"
+    if a >= 1e12:
+        return f"{ns / 6e10:.3g}min"
     if a >= 1e9:
         return f"{ns / 1e9:.3g}s"
     if a >= 1e6:
@@ -423,7 +436,10 @@ class TimelineView(ScrollView, can_focus=True, inherit_bindings=False):
         if sel is not None and sel[0] == index:
             keys[event == sel[1]] |= SELECTED
         for first, length, pos in runs(event, min_length=4):
-            name = printable(names[int(row.idx[pos])] or "")
+            raw = names[int(row.idx[pos])] or ""
+            name = printable(raw)
+            if len(name) > length:  # a kernel's short name first (enter shows the full one)
+                name = printable(short_name(raw))
             text = name if len(name) <= length else name[: length - 1] + "…"
             flags = keys[first] & (MATCH | SELECTED)
             chars[first : first + len(text)] = list(text)
