@@ -61,7 +61,7 @@ async def test_every_screen_states_its_scope_and_shift_h_holds_everywhere(
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled)
         box = app.screen.query_one("#temporal-box")
-        assert box.border_title == "Temporal breakdown · steps 2-4, 5 left out as HTA"
+        assert box.border_title == "Temporal breakdown · steps 2-4, 5 left out as HTA (H)"
         # the step time above it keeps the last step, as the plugin does, and says so
         step_box = app.screen.query_one("#overview-step-box")
         assert step_box.border_title == (
@@ -86,6 +86,35 @@ async def test_every_screen_states_its_scope_and_shift_h_holds_everywhere(
         assert "steps 2-5" in _title(app)
         await pilot.press("H")
         await wait_until(pilot, lambda: screen_ready(app) and "left out" in _title(app))
+
+
+async def test_shift_h_on_the_overview_counts_the_last_step(
+    traces: Path, frames: dict[int, pl.DataFrame], tmp_path: Path
+) -> None:
+    """The overview's temporal breakdown follows `H` too: its title says the last step is
+    included, and its times are HTA's breakdown of the frames with the filter off (read
+    from the frames, not the per-file summaries the overview uses)."""
+    from hta_tui.analysis.temporal import temporal_breakdown
+
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        box = app.screen.query_one("#temporal-box")
+        before = app.overview_data.temporal
+        await pilot.press("H")
+        await wait_until(pilot, lambda: app.settled and "the last included" in box.border_title)
+        assert box.border_title == "Temporal breakdown · steps 2-5, the last included (H)"
+        whole = temporal_breakdown(every_step_frames(frames)).sort("rank")
+        shown = app.overview_data.temporal
+        assert shown != before
+        assert [r[0] for r in shown] == whole["rank"].to_list()
+        for (_, _, values), want in zip(shown, whole.iter_rows(named=True), strict=True):
+            expected = [want[f"{k}_time(us)"] for k in ("compute", "non_compute", "idle")]
+            assert values == pytest.approx(expected, abs=1e-3)
+        await pilot.press("K")  # the choice holds on the other screens
+        await wait_until(pilot, lambda: screen_ready(app) and "the last included" in _title(app))
+        await pilot.press("H", "O")
+        await wait_until(pilot, lambda: app.settled and "left out as HTA (H)" in box.border_title)
 
 
 async def test_screens_outside_htas_steps_say_what_they_cover(traces: Path, tmp_path: Path) -> None:

@@ -151,11 +151,14 @@ def _step_filter(ts: TraceSet) -> bool:
     return len(names) >= 2
 
 
-def temporal_table(ts: TraceSet, *, hta_compat: bool = False) -> pl.DataFrame:
+def temporal_table(
+    ts: TraceSet, *, hta_compat: bool = False, every_step: bool = False
+) -> pl.DataFrame:
     """HTA's temporal breakdown over the selected span of every loaded rank, from the per-file
     summaries (computed once, kept in the cache): equal to `temporal_breakdown(ts.frames())`
-    without reading any frame on a warm open."""
-    step_filter = _step_filter(ts)
+    without reading any frame on a warm open. `every_step`: HTA's ProfilerStep filter off, so
+    its left-out last step counts (the app's `H`, as `scope.every_step_frames`)."""
+    step_filter = _step_filter(ts) and not every_step
     rows = []
     for rank, data in ts.loaded().items():
         row = summary(data, step_filter=step_filter, hta_compat=hta_compat)

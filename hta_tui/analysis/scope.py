@@ -62,14 +62,13 @@ def describe_steps(scope: StepScope, *, every_step: bool, key: str = "H") -> str
     return f"steps {_span(scope.steps)}"
 
 
-def steps_from_names(names: set[str]) -> str:
+def steps_from_names(names: set[str], *, every_step: bool = False) -> str:
     """The steps HTA's analyses cover, from the job's ProfilerStep names alone (the overview
-    reads no frame): with two names or more, the last step is left out."""
+    reads no frame): with two names or more, the last step is left out unless `every_step`."""
     numbers = tuple(_numbers(names))
-    kept = numbers[:-1] if len(names) >= 2 else numbers
-    return describe_steps(
-        StepScope((), numbers, kept, filtered=len(names) >= 2), every_step=False, key=""
-    ).replace(" ()", "")
+    filtered = len(names) >= 2
+    kept = numbers[:-1] if filtered and not every_step else numbers
+    return describe_steps(StepScope((), numbers, kept, filtered=filtered), every_step=every_step)
 
 
 def every_step_frames(ranks: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:

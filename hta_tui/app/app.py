@@ -156,7 +156,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self._recheck_workers: dict[str, Worker] = {}
         #: the rank every screen shows (None: all), chosen with `r` on any screen
         self.rank_choice: int | None = None
-        #: every screen includes the last ProfilerStep, which HTA leaves out (`a`)
+        #: every screen includes the last ProfilerStep, which HTA leaves out (`H`)
         self.every_step = False
         #: the kernel the detail screen shows (set by enter on the kernels screen)
         self.selected_kernel: str | None = None

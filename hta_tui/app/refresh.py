@@ -30,6 +30,7 @@ class RefreshMixin(AppMixin):
 
     trace_set: TraceSet
     timings: bool
+    every_step: bool
     watcher_state: str
     status_info: StatusInfo
     overview_data: OverviewData | None
@@ -69,7 +70,7 @@ class RefreshMixin(AppMixin):
         files = file_table(ts)
         if worker.is_cancelled:
             return
-        temporal = temporal_table(ts)
+        temporal = temporal_table(ts, every_step=ctx["every_step"])
         if worker.is_cancelled:
             return
         try:
@@ -97,7 +98,8 @@ class RefreshMixin(AppMixin):
             watching=ctx["watching"],
             root=ctx["root"],
             steps=scope.steps_from_names(
-                {n for d in ts.loaded().values() for n in d.meta.get("step_names", ())}
+                {n for d in ts.loaded().values() for n in d.meta.get("step_names", ())},
+                every_step=ctx["every_step"],
             ),
         )
         self.post_message(OverviewReady(files, temporal, generation, data))
@@ -112,7 +114,7 @@ class RefreshMixin(AppMixin):
                 screen.show_overview(self.overview_data)
 
     def _overview_key(self) -> tuple[Any, ...]:
-        return (self.trace_set.generation, self.watcher_state != "off")
+        return (self.trace_set.generation, self.watcher_state != "off", self.every_step)
 
     def _tick(self) -> None:
         for text in take_notices():  # damaged cache entries, parsed again
@@ -146,5 +148,6 @@ class RefreshMixin(AppMixin):
                 "watching": self.watcher_state != "off",
                 "loading": info.loading,
                 "root": self._label,
+                "every_step": self.every_step,
             }
             self._overview_worker = self._compute_overview(ts.snapshot(), ts.generation, ctx)

@@ -107,6 +107,13 @@ class OverviewScreen(Screen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "app.reload", "Reload", tooltip="Discover and load the folder again"),
+        Binding(
+            "H",
+            "every_step",
+            "All steps",
+            show=False,
+            tooltip="Include the last ProfilerStep, which HTA leaves out (it may be cut short)",
+        ),
     ]
 
     def __init__(self, *, ascii: bool = False) -> None:
@@ -142,6 +149,13 @@ class OverviewScreen(Screen):
         self.watch(self.app, "theme", self._restyle, init=False)
         data = getattr(self.app, "overview_data", None)
         self.show_overview(data if isinstance(data, OverviewData) else self.data)
+
+    def on_screen_resume(self) -> None:
+        # the app updates the overview of the current mode only: what landed while another
+        # view was shown (ranks loaded, `H` pressed there) shows on the way back
+        data = getattr(self.app, "overview_data", None)
+        if isinstance(data, OverviewData) and data is not self.data:
+            self.show_overview(data)
 
     def _restyle(self, _theme: str) -> None:
         self.call_after_refresh(self._rebuild_files)
@@ -344,3 +358,9 @@ class OverviewScreen(Screen):
             text.append("  ")
             text.append(row.reason, style=table.status_style(row.tone))
         detail.update(text)
+
+    def action_every_step(self) -> None:
+        """Include HTA's left-out last step here and on every screen, or leave it out again:
+        the app's next tick computes the temporal breakdown again."""
+        app = self.app
+        app.every_step = not getattr(app, "every_step", False)  # type: ignore[attr-defined]
