@@ -28,7 +28,7 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
 from hta_tui.app.environment import one_line
-from hta_tui.app.screens.scope_line import one_rank, span_scope
+from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
@@ -126,13 +126,7 @@ class AnalysisScreen(Screen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Rank", tooltip="Show one rank or all ranks"),
-        Binding(
-            "H",
-            "every_step",
-            "All steps",
-            show=False,
-            tooltip="Include the last ProfilerStep, which HTA leaves out (it may be cut short)",
-        ),
+        EVERY_STEP_BINDING,
         Binding("slash", "filter", "Filter", key_display="/", tooltip="Filter the table"),
         Binding("escape", "back", "Clear filter, then back", show=False),
     ]

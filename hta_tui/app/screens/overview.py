@@ -28,6 +28,7 @@ from hta_tui.app.format import (
     elide_file,
     fit_columns,
 )
+from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING
 from hta_tui.app.screens.step_time import CATEGORIES, StepTimeBars
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.footer import KeysFooter
@@ -107,13 +108,7 @@ class OverviewScreen(Screen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "app.reload", "Reload", tooltip="Discover and load the folder again"),
-        Binding(
-            "H",
-            "every_step",
-            "All steps",
-            show=False,
-            tooltip="Include the last ProfilerStep, which HTA leaves out (it may be cut short)",
-        ),
+        EVERY_STEP_BINDING,
     ]
 
     def __init__(self, *, ascii: bool = False) -> None:

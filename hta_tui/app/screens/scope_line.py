@@ -4,7 +4,18 @@ numbers come from, and for a view that shows one rank at a time, which rank and 
 
 from __future__ import annotations
 
+from textual.binding import Binding
+
 from hta_tui.trace.model import TraceSet
+
+#: `H` on every screen that follows HTA's steps (the overview's temporal breakdown too)
+EVERY_STEP_BINDING = Binding(
+    "H",
+    "every_step",
+    "All steps",
+    show=False,
+    tooltip="Include the last ProfilerStep, which HTA leaves out (it may be cut short)",
+)
 
 
 def span_scope(ts: TraceSet, ranks: list[int]) -> str:
