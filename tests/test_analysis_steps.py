@@ -189,7 +189,7 @@ def test_a_rank_past_the_z_cut_but_under_the_floor_is_not_a_straggler() -> None:
     assert rank4["compute_time_z"] >= 3  # past the z cut ...
     assert not got["straggler"].any()  # ... but no verdict
     assert rank4["reason"] == (
-        "slow computation: 1126 us vs median 1050 us (+76 us, 0.4% of a step): "
+        "slow computation: 1,126 us vs median 1,050 us (+76 us, 0.4% of a step): "
         "under the noise floor"
     )
 
@@ -198,7 +198,7 @@ def test_a_rank_past_the_floor_is_flagged_with_its_evidence() -> None:
     got = straggler_candidates(_job([1050, 1048, 1052, 1050, 2050, 1051, 1049, 1050]))
     assert got.filter("straggler")["rank"].to_list() == [4]
     assert got.row(4, named=True)["reason"] == (
-        "slow computation: 2050 us vs median 1050 us (+1000 us, 5.0% of a step)"
+        "slow computation: 2,050 us vs median 1,050 us (+1,000 us, 5.0% of a step)"
     )
 
 

@@ -281,8 +281,11 @@ _SIGNALS = (
 
 
 def _fmt_us(x: pl.Expr) -> pl.Expr:
-    """Whole microseconds as text (evidence in a verdict, not a table cell)."""
-    return x.round(0).cast(pl.Int64).cast(pl.String) + pl.lit(" us")
+    """Whole microseconds as text, thousands separated as every table's numbers (evidence in
+    a verdict, not a table cell): the digits reversed, a comma after each three, back."""
+    digits = x.round(0).cast(pl.Int64).cast(pl.String).str.reverse()
+    grouped = digits.str.replace_all(r"(\d{3})", "${1},").str.strip_chars_end(",").str.reverse()
+    return grouped + pl.lit(" us")
 
 
 def _verdicts(per_rank: pl.DataFrame, threshold: float) -> pl.DataFrame:
