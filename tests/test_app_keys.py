@@ -61,7 +61,7 @@ async def test_j_and_k_move_in_the_file_list(traces: Path, tmp_path: Path) -> No
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("width", [60, 80])
+@pytest.mark.parametrize("width", [60])  # 80 columns: test_navigation's footer test
 async def test_the_footer_always_shows_help(traces: Path, tmp_path: Path, width: int) -> None:
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(width, 24)) as pilot:
