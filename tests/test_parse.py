@@ -289,3 +289,37 @@ def test_a_bad_event_in_a_later_chunk_takes_the_lenient_path(
     kernel = ev.filter(pl.col("kind") == "kernel").row(0, named=True)
     assert kernel["correlation"] == 10
     assert ev["idx"].to_list() == list(range(ev.height))
+
+
+def test_null_or_missing_args_read_as_no_args(tmp_path: Path) -> None:
+    """`"args": null` and no args at all are the same: the event loads with null args, and a
+    metadata event without args names no thread (events share one empty args struct)."""
+    trace = dialects.current()
+    kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    bare = {k: v for k, v in kernel.items() if k != "args"}
+    trace["traceEvents"] += [
+        {**bare, "name": "null_args", "args": None},
+        {**bare, "name": "no_args"},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 424242},
+    ]
+    parsed = parse_file(dialects.write(trace, tmp_path / "t.json"))
+    ev = parsed.frames["events"]
+    for name in ("null_args", "no_args"):
+        row = ev.filter(pl.col("name") == name).row(0, named=True)
+        assert (row["kind"], row["correlation"], row["grid"], row["stream"]) == (
+            "kernel",
+            None,
+            None,
+            None,
+        )
+    assert 424242 not in parsed.frames["threads"]["tid"].to_list()
+
+
+def test_field_readers_take_only_field_names() -> None:
+    from hta_tui.trace.events import EventArgs
+    from hta_tui.trace.fields import reader
+
+    assert reader("correlation")([EventArgs(correlation=3), EventArgs()]) == [3, None]
+    for bad in ("a.b", "x; import os", "for", ""):
+        with pytest.raises(ValueError):
+            reader(bad)

@@ -27,14 +27,22 @@ def kineto_spacing(texts: pl.Series) -> pl.Series:
     """`texts` (JSON, or null) with ", " and ": " between items and no other blank outside
     strings. Made once per distinct text (a trace has a few thousand shapes among hundreds of
     thousands of operators); texts already in that form cost only the comparison."""
-    distinct = texts.drop_nulls().unique()
+    distinct, where = distinct_texts(texts)
     spaced = distinct.str.replace_all(_TOKEN, "${1}" + _MARK).str.replace_many(
         [f",{_MARK}", f":{_MARK}", _MARK], [", ", ": ", ""]
     )
-    changed = distinct != spaced
-    if not changed.any():
+    if distinct.equals(spaced):
         return texts
-    return texts.replace(distinct.filter(changed), spaced.filter(changed))
+    return spaced.gather(where).alias(texts.name)
+
+
+def distinct_texts(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """The distinct texts, sorted, and where each of `texts` is among them (null where
+    null): what is made of the distinct texts is placed with one gather (a `replace` joins,
+    three times slower)."""
+    distinct = texts.drop_nulls().unique().sort()
+    found = distinct.search_sorted(texts)
+    return distinct, pl.select(pl.when(texts.is_not_null()).then(found)).to_series()
 
 
 def arg_texts(name: str, blobs: list[bytes], *, spaced: bool = True) -> pl.Series:

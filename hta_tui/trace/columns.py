@@ -11,23 +11,26 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from collections.abc import Iterable
-from itertools import chain, compress, repeat
+from itertools import chain, compress
 from typing import Any
 
 import orjson
 import polars as pl
 
-from hta_tui.trace.arg_text import arg_texts
+from hta_tui.trace.arg_text import arg_texts, distinct_texts
 from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Decoded, Event, EventArgs
+from hta_tui.trace.fields import reader
 from hta_tui.trace.memory import memory_columns, memory_frame
 from hta_tui.trace.numbers import (
     MAX_DUR_NS,
     InexactNumbers,
     dropped_reasons,
-    ns_column,
-    plain_ns,
+    null_column,
+    plain_us,
     range_reasons,
+    resolve_ns,
     text_ns,
+    time_column,
 )
 from hta_tui.trace.schema import (
     COMM_COLUMNS,
@@ -138,18 +141,17 @@ class _Gathered:
     def add(self, events: list[Event]) -> None:
         """One chunk's events; raises InexactNumbers (numbers.plain_ns) before it changes
         anything."""
-        phs = list(map(_PH, events))
-        if phs.count("X") == len(phs):
+        rest = [e for e in events if e.ph != "X"]
+        if not rest:
             self._complete(events)
             return
-        is_x = list(map(operator.eq, phs, repeat("X")))
-        not_x = list(map(operator.not_, is_x))
-        rest, rest_phs = list(compress(events, not_x)), list(compress(phs, not_x))
+        rest_phs = _PH(rest)
         kinds = set(rest_phs)
-        flow_rows = list(map(_FLOW_PHASES.__contains__, rest_phs)) if kinds & _FLOW_PHASES else []
-        flows = _flows_columns(list(compress(rest, flow_rows))) if flow_rows else None
+        flows = None
+        if kinds & _FLOW_PHASES:
+            flows = _flows_columns([e for e in rest if e.ph in _FLOW_PHASES])
         memory = memory_columns(rest) if "i" in kinds else None
-        complete = list(compress(events, is_x))
+        complete = [e for e in events if e.ph == "X"]
         if complete:
             self._complete(complete)
         if not kinds <= KNOWN_PHASES:
@@ -166,18 +168,16 @@ class _Gathered:
             self.memory.append(memory)
 
     def _complete(self, evs: list[Event]) -> None:
-        ts, dur, dropped = _times(evs)
-        args = [e.args or NO_ARGS for e in evs]
-        tids = [e.tid for e in evs]
-        cats = pl.Series("cat", [e.cat for e in evs], dtype=pl.String)
+        times = _times(evs)
+        args = _args(evs)
+        tids = _TID(evs)
+        cats = pl.Series("cat", _CAT(evs), dtype=pl.String)
         tid = _ints("tid", tids)
         cols = [
-            ts,
-            dur,
-            dropped,
-            pl.Series("name", [e.name for e in evs], dtype=pl.String, strict=False),
+            *times,
+            pl.Series("name", _NAME(evs), dtype=pl.String, strict=False),
             cats,
-            _ints("pid", [e.pid for e in evs]),
+            _ints("pid", _PID(evs)),
             tid,
             _streams(args, tids, tid),
             _typed(args, "correlation"),
@@ -198,7 +198,7 @@ class _Gathered:
             idx = pl.Series("idx", rows, dtype=pl.UInt32) + first
             self.family[family].append(pl.DataFrame([idx, *(_typed(sub, f) for f in fields)]))
             for field in texts:
-                self.texts[field].append(b"\x00".join(map(operator.attrgetter(field), sub)))
+                self.texts[field].append(b"\x00".join(reader(field)(sub)))
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {
@@ -211,8 +211,12 @@ class _Gathered:
     def _events(self) -> pl.DataFrame:
         if not self.main:
             return empty("events")
-        main = pl.concat(self.main)
+        # "diagonal": a chunk has ts_us or ts (`_times`), and `dropped` only if it dropped
+        main = pl.concat(self.main, how="diagonal")
         self.main.clear()
+        if "dropped" not in main.columns:
+            main = main.with_columns(pl.lit(None, pl.String).alias("dropped"))
+        main = resolve_ns(main, "ts", "dur")
         n = main.height
         kinds = {c: kind_of_category(c) for c in main["cat"].unique().to_list()}
         spread: list[pl.Series | pl.Expr] = []
@@ -229,14 +233,14 @@ class _Gathered:
                 text = arg_texts(field, self.texts[field], spaced=kept)
                 spread.append(_spread(text, idx, n) if kept else _dim3(text, idx, n))
         reasons = _file_reasons(main)
-        kind = _kind(pl.col("cat").replace_strict(kinds, return_dtype=KIND))
+        kind = _kind(main, main["cat"].replace_strict(kinds, return_dtype=KIND))
         out = main.with_columns(
             pl.int_range(n, dtype=pl.UInt32).alias("idx"),
             pl.col("dur").fill_null(0),
             kind.alias("kind"),
             # A CPU-side call has no stream whatever its args say: ROCm's hip calls carry
             # `"stream": "0x0"` (HTA: -1), which would make every launch look like GPU work.
-            pl.when(~kind.is_in(LAUNCH_KINDS)).then(pl.col("stream")).alias("stream"),
+            pl.when(~pl.lit(kind.is_in(LAUNCH_KINDS))).then(pl.col("stream")).alias("stream"),
             # Legacy traces put kernels on a device pid with a "stream N" tid: keep it numeric.
             pl.when(pl.col("tid").is_null() & pl.col("stream").is_not_null())
             .then(pl.col("stream"))
@@ -252,19 +256,22 @@ class _Gathered:
         return out.select(list(EVENTS_SCHEMA))
 
 
-def _kind(by_category: pl.Expr) -> pl.Expr:
+def _kind(main: pl.DataFrame, by_category: pl.Series) -> pl.Series:
     """Kinds that need the name too: MTIA's device ops (`mtia_ccp_events`) are kernels, or
     copies when named `dma_*` (HTA's MEMORY). Their args are read as "other" rows' are
-    (every family), since one category holds both."""
+    (every family), since one category holds both. Names are read only when there are such
+    ops (a pass over every name costs 3% of a parse)."""
+    if not (main["cat"] == "mtia_ccp_events").any():
+        return by_category
     mtia = pl.col("cat") == "mtia_ccp_events"
     dma = pl.col("name").str.starts_with("dma")
-    return (
+    return main.select(
         pl.when(mtia & dma)
         .then(pl.lit("memcpy", KIND))
         .when(mtia)
         .then(pl.lit("kernel", KIND))
-        .otherwise(by_category)
-    )
+        .otherwise(pl.lit(by_category))
+    ).to_series()
 
 
 def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
@@ -279,8 +286,7 @@ def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
 def _rows_with(args: list[EventArgs], field: str) -> list[int]:
     """The rows whose `field` is present and not empty (whatever their kind), found in C:
     a Python loop over every event's value cost a tenth of the parse."""
-    values = map(operator.attrgetter(field), args)
-    return list(compress(range(len(args)), values))
+    return list(compress(range(len(args)), reader(field)(args)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +300,7 @@ def _ints(name: str, values: list[Any]) -> pl.Series:
 
 def _typed(args: list[EventArgs] | tuple[EventArgs, ...], field: str) -> pl.Series:
     dtype = EVENTS_SCHEMA[field]
-    values = list(map(operator.attrgetter(field), args))
+    values = reader(field)(args)
     if field in _JSON_TEXT:  # a few collective rows: lists back to their JSON text
         values = [orjson.dumps(v).decode() if isinstance(v, list) else v for v in values]
     return pl.Series(field, values, dtype, strict=False)
@@ -349,25 +355,34 @@ def _streams(args: list[EventArgs], tids: list[Any], tid_col: pl.Series) -> pl.S
 # derived once per file
 
 
-_PH = operator.attrgetter("ph")
-_TS = operator.attrgetter("ts")
-_DUR = operator.attrgetter("dur")
+_PH, _TS, _DUR, _CAT, _NAME, _PID, _TID, _ID, _ARGS = map(
+    reader, ("ph", "ts", "dur", "cat", "name", "pid", "tid", "id", "args")
+)
+
+
+def _args(evs: list[Event]) -> list[EventArgs]:
+    """Each event's args (`NO_ARGS` where it has none, so every field can be read)."""
+    args = _ARGS(evs)
+    return [a or NO_ARGS for a in args] if None in args else args
+
+
 _FLOW_PHASES = frozenset({"s", "f", "t"})
 
 
-def _times(evs: list[Event]) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """ts and dur in ns, and why an event cannot be used where the chunk's numbers are not
-    all plain (null elsewhere; `_file_reasons` adds the bounds of plain durations)."""
-    ts_values, dur_values = list(map(_TS, evs)), list(map(_DUR, evs))
-    ts = plain_ns("ts", ts_values)
-    dur = plain_ns("dur", dur_values, optional=True)
-    if ts is not None and dur is not None:
-        return ts, dur, _nulls("dropped", len(evs), pl.String)
+def _times(evs: list[Event]) -> list[pl.Series]:
+    """ts and dur (`numbers.time_column`: ns read from text, or float microseconds), and
+    why each event cannot be used where the chunk's numbers are not all plain (absent
+    elsewhere; `_file_reasons` adds the bounds of plain durations)."""
+    ts_values, dur_values = _TS(evs), _DUR(evs)
+    ts_us = plain_us("ts", ts_values)
+    dur_us = plain_us("dur", dur_values, optional=True)
+    if ts_us is not None and dur_us is not None:
+        return [ts_us.rename("ts_us"), dur_us.rename("dur_us")]
     ts_text, ts = text_ns("ts", ts_values)
     dur_text, dur = text_ns("dur", dur_values)
     times = pl.DataFrame([ts, dur])
     why = dropped_reasons(pl.DataFrame([ts_text, dur_text]), times)
-    return ts, dur, _nulls("dropped", len(evs), pl.String) if why is None else why
+    return [ts, dur] if why is None else [ts, dur, why]
 
 
 def _file_reasons(main: pl.DataFrame) -> pl.Series | None:
@@ -384,9 +399,8 @@ def _file_reasons(main: pl.DataFrame) -> pl.Series | None:
 
 
 def _nulls(name: str, n: int, dtype: pl.DataType | None = None) -> pl.Series:
-    """n nulls of the column's type, without a Python list (polars scans a list of Nones for
-    a first value)."""
-    return pl.Series(name, [], dtype=dtype or EVENTS_SCHEMA[name]).extend_constant(None, n)
+    """n nulls of the column's type."""
+    return null_column(name, n, dtype or EVENTS_SCHEMA[name])
 
 
 def _spread(values: pl.Series, idx: pl.Series, n: int) -> pl.Series:
@@ -398,18 +412,18 @@ def _spread(values: pl.Series, idx: pl.Series, n: int) -> pl.Series:
 _DIM3 = r"^\[\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*\]$"
 
 
-def _dim3(text: pl.Series, idx: pl.Series, n: int) -> pl.Expr:
+def _dim3(text: pl.Series, idx: pl.Series, n: int) -> pl.Series:
     """Launch dimensions as a fixed-size array (null where the text is not three integers).
     Text functions of polars, several times cheaper than decoding JSON, and they cannot fail
-    on odd input: a regex says which texts are three integers, a split reads them."""
-    valid = text.str.contains(_DIM3)
-    split = text.str.strip_chars("[]").str.split_exact(",", 2).struct.unnest()
-    parts = [
-        _spread(split.to_series(i).str.strip_chars().str.to_integer(strict=False), idx, n)
-        for i in range(3)
-    ]
-    whole = _spread(valid, idx, n).fill_null(False)
-    return pl.when(whole).then(pl.concat_arr(parts)).alias(text.name)
+    on odd input: a regex says which texts are three integers, a split reads them. Read once
+    per distinct text (a trace launches a few shapes many times), then placed by gather
+    (polars cannot scatter arrays)."""
+    distinct, where = distinct_texts(text)
+    split = distinct.str.strip_chars("[]").str.split_exact(",", 2).struct.unnest()
+    parts = [split.to_series(i).str.strip_chars().str.to_integer(strict=False) for i in range(3)]
+    valid = distinct.str.contains(_DIM3)
+    arrays = pl.select(pl.when(valid).then(pl.concat_arr(parts))).to_series()
+    return arrays.gather(_spread(where, idx, n)).alias(text.name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,12 +433,12 @@ def _dim3(text: pl.Series, idx: pl.Series, n: int) -> pl.Expr:
 def _flows_columns(evs: list[Event]) -> pl.DataFrame:
     return pl.DataFrame(
         [
-            _ints("id", [e.id for e in evs]),
-            pl.Series("ph", [e.ph for e in evs], dtype=pl.String),
-            pl.Series("cat", [e.cat for e in evs], dtype=pl.String),
-            ns_column("ts", [e.ts for e in evs]),
-            _ints("pid", [e.pid for e in evs]),
-            _ints("tid", [e.tid for e in evs]),
+            _ints("id", _ID(evs)),
+            pl.Series("ph", _PH(evs), dtype=pl.String),
+            pl.Series("cat", _CAT(evs), dtype=pl.String),
+            time_column("ts", _TS(evs)),
+            _ints("pid", _PID(evs)),
+            _ints("tid", _TID(evs)),
         ]
     )
 
@@ -432,7 +446,7 @@ def _flows_columns(evs: list[Event]) -> pl.DataFrame:
 def _flows_frame(parts: list[pl.DataFrame], dropped: Counter[str]) -> pl.DataFrame:
     if not parts:
         return empty("flows")
-    flows = pl.concat(parts)
+    flows = resolve_ns(pl.concat(parts, how="diagonal"), "ts")
     bad = flows["ts"].null_count()
     if bad:
         dropped["flow ts is not a number"] += bad
@@ -458,7 +472,7 @@ def _threads_frame(evs: list[Event]) -> pl.DataFrame:
     rows = []
     for e in evs:
         a = e.args
-        if a is None:
+        if a is None or a is NO_ARGS:
             continue
         value = a.name if a.name is not None else a.labels
         if value is None and a.sort_index is not None:

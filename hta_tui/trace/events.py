@@ -22,7 +22,7 @@ KNOWN_PHASES = frozenset("XBEiICbneNOPDstfMRc")
 NO_TEXT = msgspec.Raw()
 
 
-class EventArgs(msgspec.Struct, gc=False):
+class EventArgs(msgspec.Struct, gc=False, frozen=True):
     # In the order Kineto writes them (kernels, copies, cpu ops, python functions, memory
     # events): msgspec looks for a key from the field after the last one it found, so a key
     # in its expected place costs one comparison, not a scan of every field.
@@ -76,6 +76,9 @@ class EventArgs(msgspec.Struct, gc=False):
     sort_index: int | None = None
 
 
+NO_ARGS = EventArgs()
+
+
 class Event(msgspec.Struct, gc=False):
     ph: str = ""
     cat: str | None = None
@@ -88,10 +91,9 @@ class Event(msgspec.Struct, gc=False):
     ts: Any = None
     dur: Any = None
     id: int | str | None = None
-    args: EventArgs | None = None
-
-
-NO_ARGS = EventArgs()
+    # Absent: one shared empty EventArgs (frozen, so it can be the default), so a column
+    # is read from every event with one attrgetter; null only where the JSON says null.
+    args: EventArgs | None = NO_ARGS
 
 
 class Decoded(list):  # type: ignore[type-arg]

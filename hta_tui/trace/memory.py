@@ -8,11 +8,10 @@ non-complete events a chunk already separates, and cost nothing where there are 
 
 from __future__ import annotations
 
-import operator
-
 import polars as pl
 
 from hta_tui.trace.events import NO_ARGS, Event
+from hta_tui.trace.fields import reader
 from hta_tui.trace.numbers import ns_column
 from hta_tui.trace.schema import MEMORY_SCHEMA
 
@@ -35,10 +34,10 @@ def memory_columns(events: list[Event]) -> pl.DataFrame | None:
     mem = [e for e in events if e.ph == "i" and e.name == MEMORY_NAME]
     if not mem:
         return None
-    args = [e.args or NO_ARGS for e in mem]
+    args = [e.args or NO_ARGS for e in mem]  # null args: see events.Event
     cols = [ns_column("ts", [e.ts for e in mem])]
     cols += [
-        pl.Series(col, list(map(operator.attrgetter(f), args)), MEMORY_SCHEMA[col], strict=False)
+        pl.Series(col, reader(f)(args), MEMORY_SCHEMA[col], strict=False)
         for col, f in _ARGS.items()
     ]
     cols += [

@@ -33,10 +33,12 @@ class InexactNumbers(Exception):
     nanosecond: decode it again with fractional numbers as text."""
 
 
-def plain_ns(name: str, values: list[Any], *, optional: bool = False) -> pl.Series | None:
-    """Integer ns of `values` (ints and floats of microseconds; None too when `optional`),
-    exact; None when some value is anything else (the caller reads them as text).
-    Raises InexactNumbers for a float at or past EXACT_FLOAT_US."""
+def plain_us(name: str, values: list[Any], *, optional: bool = False) -> pl.Series | None:
+    """`values` (ints and floats of microseconds; None too when `optional`) as float64
+    microseconds that `us_ns` turns into exact ns; None when some value is anything else
+    (the caller reads them as text). Raises InexactNumbers for a float at or past
+    EXACT_FLOAT_US. The ns are left to `us_ns` once per file: each polars call has a fixed
+    cost, and made per chunk the conversion took a tenth of the parse."""
     types = set(map(type, values))
     if not types <= (_PLAIN_OR_MISSING if optional else _PLAIN):
         if float in types:  # decoded with floats: the odd values are read from their text
@@ -44,23 +46,54 @@ def plain_ns(name: str, values: list[Any], *, optional: bool = False) -> pl.Seri
         return None
     if float not in types:
         ints = pl.Series(name, values, dtype=pl.Int64, strict=False)
-        if ints.null_count() != ints.len() and ints.abs().max() >= MAX_US:  # type: ignore[operator]
-            return None  # out of range, or beyond an int64: the text way says which
         if ints.null_count() != values.count(None):
-            return None
-        return ints * 1000
+            return None  # beyond an int64: the text way says which
+        if ints.null_count() != ints.len() and max(ints.max(), -ints.min()) >= MAX_US:  # type: ignore[operator]
+            return None  # out of range
+        return ints.cast(pl.Float64)  # exact: MAX_US is below 2^53
     us = pl.Series(name, values, dtype=pl.Float64)
-    if us.abs().max() >= EXACT_FLOAT_US:  # type: ignore[operator]
+    if max(us.max(), -us.min()) >= EXACT_FLOAT_US:  # type: ignore[operator]
         raise InexactNumbers(name)
+    return us
+
+
+def us_ns(us: pl.Expr) -> pl.Expr:
+    """Integer ns of `plain_us` microseconds, exact (see EXACT_FLOAT_US)."""
     whole = us.floor()
-    frac = ((us - whole) * 1000).round()
-    return whole.cast(pl.Int64) * 1000 + frac.cast(pl.Int64)
+    return whole.cast(pl.Int64) * 1000 + ((us - whole) * 1000).round().cast(pl.Int64)
+
+
+def plain_ns(name: str, values: list[Any], *, optional: bool = False) -> pl.Series | None:
+    """`plain_us` in integer ns."""
+    us = plain_us(name, values, optional=optional)
+    return None if us is None else us.to_frame().select(us_ns(pl.col(name))).to_series()
 
 
 def ns_column(name: str, values: list[Any]) -> pl.Series:
     """Integer ns of `values`, the plain way or the text way (null where not a number)."""
     ns = plain_ns(name, values)
     return text_ns(name, values)[1] if ns is None else ns
+
+
+def time_column(name: str, values: list[Any]) -> pl.Series:
+    """`name` in ns read from the text, or `name`_us (`plain_us`); frames of chunks holding
+    either are concatenated "diagonal" and made one ns column once per file (`resolve_ns`)."""
+    us = plain_us(name, values)
+    return text_ns(name, values)[1] if us is None else us.rename(f"{name}_us")
+
+
+def resolve_ns(frame: pl.DataFrame, *names: str) -> pl.DataFrame:
+    """Each of `names` in ns, from the `time_column`s (or `plain_us`) of the chunks."""
+    pairs = [(n, pl.Int64) for n in names] + [(f"{n}_us", pl.Float64) for n in names]
+    missing = [pl.lit(None, dtype).alias(c) for c, dtype in pairs if c not in frame.columns]
+    resolved = [pl.coalesce(pl.col(n), us_ns(pl.col(f"{n}_us"))).alias(n) for n in names]
+    lazy = frame.lazy().with_columns(missing).with_columns(resolved)
+    return lazy.drop([f"{n}_us" for n in names]).collect()
+
+
+def null_column(name: str, n: int, dtype: pl.DataType) -> pl.Series:
+    """n nulls, without a Python list (polars scans a list of Nones for a first value)."""
+    return pl.Series(name, [], dtype=dtype).extend_constant(None, n)
 
 
 def number_texts(name: str, values: list[Any]) -> pl.Series:
