@@ -22,7 +22,6 @@ from hta_tui.report import run_report
 from hta_tui.synth import write_trace_dir
 from hta_tui.synth.memory import MemoryOptions
 from hta_tui.trace.cache import FILES_KEY, META_FILE, Cache, read_frame, take_notices
-from hta_tui.trace.checked import FRAME_SUFFIX
 from hta_tui.trace.discover import discover
 from hta_tui.trace.model import open_set
 from hta_tui.trace.parse import parse_file
@@ -57,7 +56,7 @@ DAMAGE = {"truncated": truncated, "garbage": garbage, "missing": missing, "zero"
 DERIVED = ("derived/overview-", "derived/step-breakdown-")
 #: every file of an entry: meta.json, each frame the parser writes, each derived summary
 #: (`test_entry_files_are_all_damaged_here` fails when an entry gains a kind of file)
-FILES = [META_FILE, *(f"{name}{FRAME_SUFFIX}" for name in FRAME_SCHEMAS), *DERIVED]
+FILES = [META_FILE, *(f"{name}.parquet" for name in FRAME_SCHEMAS), *DERIVED]
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +98,7 @@ def entry_file(cache: Cache, trace: Path, name: str) -> Path:
     (tf,) = [tf for tf in discover(trace.parent) if tf.path == trace]
     entry = cache.entry_dir(tf)
     if name.startswith("derived/"):
-        (path,) = (entry / "derived").glob(f"{name.removeprefix('derived/')}*{FRAME_SUFFIX}")
+        (path,) = (entry / "derived").glob(f"{name.removeprefix('derived/')}*.parquet")
         return path
     return entry / name
 
@@ -158,7 +157,7 @@ def test_entry_lists_its_frame_files_with_their_sizes(trace_dir: Path, tmp_path:
     entry = next(iter(ts.loaded().values())).entry
     meta = orjson.loads((entry / META_FILE).read_bytes())
     frames = parse_file(trace_dir / sorted(os.listdir(trace_dir))[0]).frames
-    assert set(meta[FILES_KEY]) == {f"{n}{FRAME_SUFFIX}" for n in frames}
+    assert set(meta[FILES_KEY]) == {f"{n}.parquet" for n in frames}
     for name, size in meta[FILES_KEY].items():
         assert (entry / name).stat().st_size == size
 
@@ -192,7 +191,7 @@ async def test_app_parses_a_damaged_entry_again(trace_dir: Path, tmp_path: Path)
     cache_dir = tmp_path / "cache"
     open_set(trace_dir, Cache(cache_dir))  # a warm cache
     trace = sorted(trace_dir.iterdir())[0]
-    garbage(entry_file(Cache(cache_dir), trace, f"events{FRAME_SUFFIX}"))
+    garbage(entry_file(Cache(cache_dir), trace, "events.parquet"))
     app = make_screen_app(trace_dir, tmp_path)
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await settle(pilot)

@@ -271,7 +271,7 @@ def test_cache_prune_keeps_recent_entries_and_drops_the_least_recently_used(
     _age(entries[1], 2 * 3600)
     stale_version = cache.root.parent / "v0" / "ab" / "old"
     stale_version.mkdir(parents=True)
-    (stale_version / "events.arrow").write_bytes(b"x" * 1000)
+    (stale_version / "events.parquet").write_bytes(b"x" * 1000)
     dead_tmp = entries[0].parent / ".tmp-dead"
     dead_tmp.mkdir()
     os.utime(dead_tmp, (0, 0))

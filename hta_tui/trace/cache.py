@@ -1,4 +1,4 @@
-"""Parsed frames as Arrow IPC files (`checked`) under the user cache dir: no JSON read twice.
+"""Parsed frames as Parquet under the user cache dir, so a second open reads no JSON.
 
 Keyed by absolute path, size, mtime and parser version: any change to the file, or to what the
 parser produces, misses. Entries are written to a temporary folder and renamed into place, so
@@ -31,7 +31,7 @@ import orjson
 import polars as pl
 from platformdirs import user_cache_dir
 
-from hta_tui.trace.checked import FRAME_SUFFIX, DamagedEntry, read_checked, write_checked
+from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile, describe
 from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
 from hta_tui.trace.schema import FRAME_SCHEMAS
@@ -40,7 +40,7 @@ META_FILE = "meta.json"
 #: The key of meta.json listing the entry's frame files: {file name: size in bytes}.
 FILES_KEY = "cache_files"
 #: The layout of an entry (its files, checked.py's trailer); part of the cache folder's name.
-CACHE_FORMAT = 3
+CACHE_FORMAT = 2
 
 #: Size of the cache above which the least recently used entries go (GB); $HTA_TUI_CACHE_MAX_GB.
 DEFAULT_MAX_GB = 10.0
@@ -177,7 +177,7 @@ def write_entry(final: Path, parsed: ParsedTrace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
     try:
         parsed.meta[FILES_KEY] = {
-            f"{name}{FRAME_SUFFIX}": write_checked(frame, tmp / f"{name}{FRAME_SUFFIX}")
+            f"{name}.parquet": write_checked(frame, tmp / f"{name}.parquet")
             for name, frame in parsed.frames.items()
         }
         (tmp / META_FILE).write_bytes(orjson.dumps(parsed.meta, default=str))
@@ -252,12 +252,12 @@ def reparse(entry: Path, trace: str | Path, problem: str) -> dict[str, pl.DataFr
 def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.DataFrame:
     """One frame of a cache entry (only the named columns, when given). A frame the entry
     never had is empty; DamagedEntry when its file is missing or damaged."""
-    path = entry / f"{name}{FRAME_SUFFIX}"
+    path = entry / f"{name}.parquet"
     try:
         return read_checked(path, columns)
     except FileNotFoundError:
         meta = _read_meta(entry)
-        if meta is not None and f"{name}{FRAME_SUFFIX}" not in meta.get(FILES_KEY, {}):
+        if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
             return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns or pl.all())
         raise DamagedEntry(f"{path.name} is missing") from None
 

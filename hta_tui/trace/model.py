@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from hta_tui.trace.cache import note, read_frame, reparse
-from hta_tui.trace.checked import FRAME_SUFFIX, DamagedEntry, read_checked, write_checked
+from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
 from hta_tui.trace.parse import TraceFileError
@@ -56,7 +56,7 @@ class RankData:
         `key` must name everything the result depends on besides this file's content
         (analysis version, options); the entry itself is already keyed by the file.
         """
-        path = self.entry / "derived" / f"{key}{FRAME_SUFFIX}"
+        path = self.entry / "derived" / f"{key}.parquet"
         with self._lock:
             hit = self._memos.get(key)
             if hit is not None:
