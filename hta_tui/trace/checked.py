@@ -4,6 +4,10 @@ what was written: the cache's frames and derived summaries (`trace/cache.py`).
 A full disk, a quota or a writer killed on a network file system leaves a file short, empty or
 full of garbage of the right length; Parquet's own footer does not see all of it (polars
 checks no page checksums), and a damaged page can read as wrong numbers rather than an error.
+
+Parquet, not Arrow IPC: zstd IPC writes a 100 MB rank's events a third faster (86 ms against
+130) and reads them faster, but every analysis ran 5-12% slower on the frames read back from
+it (measured on 8 x 100 MB, same frames, same process; the cause was not found).
 """
 
 from __future__ import annotations
