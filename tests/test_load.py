@@ -250,6 +250,49 @@ def test_pool_works_from_a_script_without_main_guard(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
+WHERE_WORKERS_IMPORT = """
+import multiprocessing as mp
+from concurrent.futures import ProcessPoolExecutor
+import hta_tui.trace.load
+from hta_tui.trace.pool import prepare_pool
+
+def where():
+    import hta_tui.trace.load as load
+    return load.__file__
+
+if __name__ == "__main__":
+    prepare_pool()
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("forkserver")) as pool:
+        print(pool.submit(where).result() == hta_tui.trace.load.__file__)
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH is 3.11+")
+def test_workers_import_the_parents_package_not_one_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    """Run inside another checkout, the forkserver (a `-c` process, the working directory
+    first on its path) imported that checkout's parser for every worker."""
+    decoy = tmp_path / "hta_tui" / "trace"
+    decoy.mkdir(parents=True)
+    (tmp_path / "hta_tui" / "__init__.py").write_text("")
+    (decoy / "__init__.py").write_text("")
+    (decoy / "load.py").write_text("DECOY = True\n")
+    script = tmp_path / "script" / "where.py"
+    script.parent.mkdir()
+    script.write_text(WHERE_WORKERS_IMPORT)
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]
+
+
 def _age(entry: Path, seconds_ago: float) -> None:
     import time as _time
 

@@ -69,14 +69,32 @@ def _start_forkserver(preload: Sequence[str] = ()) -> None:
     from multiprocessing import forkserver
 
     forkserver.set_forkserver_preload([*PRELOAD, *preload])
-    if "POLARS_MAX_THREADS" in os.environ:
+    env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    if "POLARS_MAX_THREADS" not in os.environ:
+        env["POLARS_MAX_THREADS"] = "1"
+    with _environ(env):
         forkserver.ensure_running()
-        return
-    os.environ["POLARS_MAX_THREADS"] = "1"
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    """`values` in os.environ meanwhile (the forkserver inherits them), then as before.
+
+    The forkserver imports PRELOAD with its own `sys.path`, which a `-c` process starts with
+    the working directory (Python 3.11 does not apply the parent's path before the preload):
+    run inside another checkout of hta-tui, the workers would parse with that checkout's
+    code. PYTHONSAFEPATH (3.11+) leaves the working directory out and PYTHONPATH puts the
+    parent's path first, so the workers import what the parent imported."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
-        forkserver.ensure_running()
+        yield
     finally:
-        del os.environ["POLARS_MAX_THREADS"]
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @contextlib.contextmanager
