@@ -139,7 +139,7 @@ class _Gathered:
         self.memory: list[pl.DataFrame] = []
 
     def add(self, events: list[Event]) -> None:
-        """One chunk's events; raises InexactNumbers (numbers.plain_ns) before it changes
+        """One chunk's events; raises InexactNumbers (numbers.plain_us) before it changes
         anything."""
         rest = [e for e in events if e.ph != "X"]
         if not rest:
@@ -233,7 +233,8 @@ class _Gathered:
                 text = arg_texts(field, self.texts[field], spaced=kept)
                 spread.append(_spread(text, idx, n) if kept else _dim3(text, idx, n))
         reasons = _file_reasons(main)
-        kind = _kind(main, main["cat"].replace_strict(kinds, return_dtype=KIND))
+        by_category = main["cat"].replace_strict(kinds, return_dtype=KIND)
+        kind = _kind(main, by_category) if _MTIA in kinds else by_category
         out = main.with_columns(
             pl.int_range(n, dtype=pl.UInt32).alias("idx"),
             pl.col("dur").fill_null(0),
@@ -256,14 +257,15 @@ class _Gathered:
         return out.select(list(EVENTS_SCHEMA))
 
 
+_MTIA = "mtia_ccp_events"
+
+
 def _kind(main: pl.DataFrame, by_category: pl.Series) -> pl.Series:
     """Kinds that need the name too: MTIA's device ops (`mtia_ccp_events`) are kernels, or
     copies when named `dma_*` (HTA's MEMORY). Their args are read as "other" rows' are
-    (every family), since one category holds both. Names are read only when there are such
-    ops (a pass over every name costs 3% of a parse)."""
-    if not (main["cat"] == "mtia_ccp_events").any():
-        return by_category
-    mtia = pl.col("cat") == "mtia_ccp_events"
+    (every family), since one category holds both. Called only for files with such ops, so
+    other files' names are not read here."""
+    mtia = pl.col("cat") == _MTIA
     dma = pl.col("name").str.starts_with("dma")
     return main.select(
         pl.when(mtia & dma)
@@ -284,8 +286,8 @@ def _rows_by_kind(cats: pl.Series) -> dict[str, list[int]]:
 
 
 def _rows_with(args: list[EventArgs], field: str) -> list[int]:
-    """The rows whose `field` is present and not empty (whatever their kind), found in C:
-    a Python loop over every event's value cost a tenth of the parse."""
+    """The rows whose `field` is present and not empty (whatever their kind): the values
+    read by one comprehension (`fields.reader`), the rows picked by `compress` in C."""
     return list(compress(range(len(args)), reader(field)(args)))
 
 

@@ -91,8 +91,8 @@ class Event(msgspec.Struct, gc=False):
     ts: Any = None
     dur: Any = None
     id: int | str | None = None
-    # Absent: one shared empty EventArgs (frozen, so it can be the default), so a column
-    # is read from every event with one attrgetter; null only where the JSON says null.
+    # Absent: one shared empty EventArgs (frozen, so it can be the default), so a field is
+    # read from every event's args alike; null only where the JSON says null.
     args: EventArgs | None = NO_ARGS
 
 

@@ -65,7 +65,13 @@ def _start_forkserver(preload: Sequence[str] = ()) -> None:
     user chose a number). The pool is one process per core already; polars' default of one
     thread per core in every worker spent a quarter of the parse CPU on threads waiting for
     each other. polars reads the setting when it is imported, which the forkserver does once
-    for all workers (PRELOAD); this process keeps its own threads for the analyses."""
+    for all workers (PRELOAD); this process keeps its own threads for the analyses.
+
+    The forkserver imports PRELOAD with its own `sys.path`, which a `-c` process starts with
+    the working directory (Python 3.11 does not apply the parent's path before the preload):
+    run inside another checkout of hta-tui, the workers would parse with that checkout's
+    code. PYTHONSAFEPATH (3.11+) leaves the working directory out and PYTHONPATH puts the
+    parent's path first, so the workers import what the parent imported."""
     from multiprocessing import forkserver
 
     forkserver.set_forkserver_preload([*PRELOAD, *preload])
@@ -78,13 +84,8 @@ def _start_forkserver(preload: Sequence[str] = ()) -> None:
 
 @contextlib.contextmanager
 def _environ(values: dict[str, str]) -> Iterator[None]:
-    """`values` in os.environ meanwhile (the forkserver inherits them), then as before.
-
-    The forkserver imports PRELOAD with its own `sys.path`, which a `-c` process starts with
-    the working directory (Python 3.11 does not apply the parent's path before the preload):
-    run inside another checkout of hta-tui, the workers would parse with that checkout's
-    code. PYTHONSAFEPATH (3.11+) leaves the working directory out and PYTHONPATH puts the
-    parent's path first, so the workers import what the parent imported."""
+    """`values` in os.environ meanwhile (a process started meanwhile inherits them), then as
+    before."""
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
