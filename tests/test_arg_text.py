@@ -10,7 +10,7 @@ import random
 import orjson
 import polars as pl
 
-from hta_tui.trace.arg_text import arg_texts, kineto_spacing
+from hta_tui.trace.arg_text import arg_texts, kineto_spacing, text_blob
 
 #: Strings as type names are written, and the hard cases: blanks, separators, brackets,
 #: quotes and backslashes inside a string are text, not layout.
@@ -57,18 +57,24 @@ def test_kinetos_own_texts_are_returned_as_they_are() -> None:
 
 
 def test_pretty_blobs_of_numbers_and_of_strings() -> None:
-    """The arg texts of a pretty-printed file, as the parser gathers them (NUL-joined per
-    chunk, empty where an event has none): the same texts as a compact file's."""
+    """The arg texts of a pretty-printed file, as the parser gathers them (`text_blob` per
+    chunk, empty where an event has none): the same texts as a compact file's. A chunk's
+    texts of numbers alone are compacted there, so a pretty file's blobs are held at their
+    compact size; texts with strings are kept as written (a blank may be in a string)."""
     dims = [[[2048, 1024], []], [[16]], [[]]]
     types = [["float", "Scalar"], ["unsigned char"], []]
     for values in (dims, types):
+        blobs_of = {}
         for layout in range(2):
-            blobs = [
-                b"\x00".join(
-                    json.dumps(v, indent=4).encode() if layout else orjson.dumps(v) for v in values
-                )
-                + b"\x00",
-                b"",
+            texts = [
+                json.dumps(v, indent=4).encode() if layout else orjson.dumps(v) for v in values
             ]
+            blobs = [text_blob([*texts, b""]), text_blob([b""])]
+            blobs_of[layout] = blobs
             got = arg_texts("t", blobs).to_list()
             assert got == [json.dumps(v) for v in values] + [None, None], (values, layout)
+        pretty, compact = blobs_of[1][0], blobs_of[0][0]
+        if values is dims:
+            assert pretty == compact
+        else:
+            assert b"\n" in pretty and b"unsigned char" in pretty

@@ -45,17 +45,22 @@ def distinct_texts(texts: pl.Series) -> tuple[pl.Series, pl.Series]:
     return distinct, pl.select(pl.when(texts.is_not_null()).then(found)).to_series()
 
 
-def arg_texts(name: str, blobs: list[bytes], *, spaced: bool = True) -> pl.Series:
-    """The JSON texts of one Raw arg, from each chunk's NUL-joined blob (null where absent),
-    split by polars: no Python object per value (NUL never occurs in JSON text). `spaced`:
-    in Kineto's spacing (`kineto_spacing`); else (texts only read as numbers) any spacing.
+def text_blob(texts: list[bytes]) -> bytes:
+    """One chunk's texts of a Raw arg, NUL-joined for `arg_texts` (NUL never occurs in JSON
+    text). A pretty-printed file's texts are five times their compact size; without a string
+    in them every blank is layout, dropped here in one C pass, so the file's blobs are held,
+    joined and copied into polars at their compact size."""
+    blob = b"\x00".join(texts)
+    if b"\n" in blob and b'"' not in blob:
+        return blob.translate(None, _BLANKS)
+    return blob
 
-    A pretty-printed file's texts are five times their compact size, all of it copied into
-    polars (a fresh allocation that costs more than the split itself); without a string in
-    them every blank is layout, dropped here first in one C pass."""
+
+def arg_texts(name: str, blobs: list[bytes], *, spaced: bool = True) -> pl.Series:
+    """The JSON texts of one Raw arg, from each chunk's `text_blob` (null where absent),
+    split by polars: no Python object per value. `spaced`: in Kineto's spacing
+    (`kineto_spacing`); else (texts only read as numbers) any spacing."""
     joined = b"\x00".join(blobs)
-    if b"\n" in joined and b'"' not in joined:
-        joined = joined.translate(None, _BLANKS)
     whole = pl.Series(name, [joined.decode("utf-8", "replace")], dtype=pl.String)
     parts = whole.str.split("\x00").explode()
     texts = pl.select(pl.when(parts != "").then(parts)).to_series()

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import polars as pl
 
-from hta_tui.trace.arg_text import arg_texts, distinct_texts
+from hta_tui.trace.arg_text import arg_texts, distinct_texts, text_blob
 from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Decoded, Event, EventArgs
 from hta_tui.trace.fields import reader
 from hta_tui.trace.memory import memory_columns, memory_frame
@@ -198,7 +198,7 @@ class _Gathered:
             idx = pl.Series("idx", rows, dtype=pl.UInt32) + first
             self.family[family].append(pl.DataFrame([idx, *(_typed(sub, f) for f in fields)]))
             for field in texts:
-                self.texts[field].append(b"\x00".join(reader(field)(sub)))
+                self.texts[field].append(text_blob(reader(field)(sub)))
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {
