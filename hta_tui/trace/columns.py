@@ -42,6 +42,7 @@ from hta_tui.trace.schema import (
     THREADS_SCHEMA,
     empty,
 )
+from hta_tui.trace.series import column
 
 _CAT_KIND: dict[str, str] = {
     "kernel": "kernel",
@@ -112,7 +113,8 @@ def build_frames(
     """The frames of a file whose events come in chunks (each chunk's structs can be freed
     before the next is decoded). Events that cannot be used are left out and counted by
     reason in `dropped`. A chunk decoded with floats that cannot keep its numbers exact
-    (`numbers.InexactNumbers`) is decoded again (`events.Decoded`)."""
+    (`numbers.InexactNumbers`) is decoded again (`events.Decoded`). A chunk is used up before
+    the next is asked for: its Raw args may be views into a buffer the next one reuses."""
     gathered = _Gathered(dropped)
     for events in chunks:
         try:
@@ -171,11 +173,11 @@ class _Gathered:
         times = _times(evs)
         args = _args(evs)
         tids = _TID(evs)
-        cats = pl.Series("cat", _CAT(evs), dtype=pl.String)
+        cats = column("cat", _CAT(evs), pl.String)
         tid = _ints("tid", tids)
         cols = [
             *times,
-            pl.Series("name", _NAME(evs), dtype=pl.String, strict=False),
+            column("name", _NAME(evs), pl.String, strict=False),
             cats,
             _ints("pid", _PID(evs)),
             tid,
@@ -195,7 +197,7 @@ class _Gathered:
             if not rows:
                 continue
             sub = [args[rows[0]]] if len(rows) == 1 else operator.itemgetter(*rows)(args)
-            idx = pl.Series("idx", rows, dtype=pl.UInt32) + first
+            idx = column("idx", rows, pl.UInt32) + first
             self.family[family].append(pl.DataFrame([idx, *(_typed(sub, f) for f in fields)]))
             for field in texts:
                 self.texts[field].append(text_blob(reader(field)(sub)))
@@ -297,7 +299,7 @@ def _rows_with(args: list[EventArgs], field: str) -> list[int]:
 
 def _ints(name: str, values: list[Any]) -> pl.Series:
     """Ints as they are, digit strings parsed ("12"), any other string null - in Rust."""
-    return pl.Series(name, values, dtype=pl.Int64, strict=False)
+    return column(name, values, pl.Int64, strict=False)
 
 
 def _typed(args: list[EventArgs] | tuple[EventArgs, ...], field: str) -> pl.Series:
@@ -305,7 +307,7 @@ def _typed(args: list[EventArgs] | tuple[EventArgs, ...], field: str) -> pl.Seri
     values = reader(field)(args)
     if field in _JSON_TEXT:  # a few collective rows: lists back to their JSON text
         values = [orjson.dumps(v).decode() if isinstance(v, list) else v for v in values]
-    return pl.Series(field, values, dtype, strict=False)
+    return column(field, values, dtype, strict=False)
 
 
 #: Typed fields that may hold a JSON list, kept as its text.
@@ -436,8 +438,8 @@ def _flows_columns(evs: list[Event]) -> pl.DataFrame:
     return pl.DataFrame(
         [
             _ints("id", _ID(evs)),
-            pl.Series("ph", _PH(evs), dtype=pl.String),
-            pl.Series("cat", _CAT(evs), dtype=pl.String),
+            column("ph", _PH(evs), pl.String),
+            column("cat", _CAT(evs), pl.String),
             time_column("ts", _TS(evs)),
             _ints("pid", _PID(evs)),
             _ints("tid", _TID(evs)),

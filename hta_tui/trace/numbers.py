@@ -16,6 +16,8 @@ from typing import Any
 
 import polars as pl
 
+from hta_tui.trace.series import column
+
 #: Timestamps are kept below this many microseconds, so that ts + dur in ns fits an int64.
 MAX_US = 2**62 // 1000
 #: A longer duration is a broken value, not a profiled span (ns).
@@ -45,13 +47,13 @@ def plain_us(name: str, values: list[Any], *, optional: bool = False) -> pl.Seri
             raise InexactNumbers(name)
         return None
     if float not in types:
-        ints = pl.Series(name, values, dtype=pl.Int64, strict=False)
+        ints = column(name, values, pl.Int64, strict=False)
         if ints.null_count() != values.count(None):
             return None  # beyond an int64: the text way says which
         if ints.null_count() != ints.len() and max(ints.max(), -ints.min()) >= MAX_US:  # type: ignore[operator]
             return None  # out of range
         return ints.cast(pl.Float64)  # exact: MAX_US is below 2^53
-    us = pl.Series(name, values, dtype=pl.Float64)
+    us = column(name, values, pl.Float64)
     if max(us.max(), -us.min()) >= EXACT_FLOAT_US:  # type: ignore[operator]
         raise InexactNumbers(name)
     return us
