@@ -252,6 +252,32 @@ def test_chunked_decode_gives_the_same_frames(
         assert chunked["events"]["idx"].to_list() == list(range(whole["events"].height))
 
 
+def test_chunks_sharing_one_buffer_keep_their_own_arg_texts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every chunk is decoded from one reused buffer, and msgspec's Raw args (Input Dims,
+    grid ...) are views into it: events of the same size, one per chunk, each keep their
+    own shape text (they would all read the last chunk's if a chunk's events outlived it)."""
+    from hta_tui.trace import parse as parse_mod
+
+    trace = dialects.current()
+    trace["traceEvents"] += [
+        {
+            "ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+            "ts": 100 + i, "dur": 1,
+            "args": {"External id": 900 + i, "Input Dims": [[i, i]], "Input type": ["float"]},
+        }
+        for i in range(1, 10)
+    ]  # fmt: skip
+    path = dialects.write(trace, tmp_path / "t.json")
+    whole = parse_file(path).frames["events"]
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 1)  # one event per chunk
+    chunked = parse_file(path).frames["events"]
+    assert chunked.equals(whole)
+    mm = chunked.filter(pl.col("external_id") > 900).sort("external_id")
+    assert mm["input_dims"].to_list() == [f"[[{i}, {i}]]" for i in range(1, 10)]
+
+
 def test_a_chunk_edge_inside_a_string_falls_back_to_the_safe_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
