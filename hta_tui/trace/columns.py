@@ -18,7 +18,7 @@ import orjson
 import polars as pl
 
 from hta_tui.trace.arg_text import arg_texts, distinct_texts, text_blob
-from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Decoded, Event, EventArgs
+from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Decoded, Event, EventArgs, args_of
 from hta_tui.trace.fields import reader
 from hta_tui.trace.memory import memory_columns, memory_frame
 from hta_tui.trace.numbers import (
@@ -171,7 +171,7 @@ class _Gathered:
 
     def _complete(self, evs: list[Event]) -> None:
         times = _times(evs)
-        args = _args(evs)
+        args = args_of(evs)
         tids = _TID(evs)
         cats = column("cat", _CAT(evs), pl.String)
         tid = _ints("tid", tids)
@@ -359,15 +359,9 @@ def _streams(args: list[EventArgs], tids: list[Any], tid_col: pl.Series) -> pl.S
 # derived once per file
 
 
-_PH, _TS, _DUR, _CAT, _NAME, _PID, _TID, _ID, _ARGS = map(
-    reader, ("ph", "ts", "dur", "cat", "name", "pid", "tid", "id", "args")
+_PH, _TS, _DUR, _CAT, _NAME, _PID, _TID, _ID = map(
+    reader, ("ph", "ts", "dur", "cat", "name", "pid", "tid", "id")
 )
-
-
-def _args(evs: list[Event]) -> list[EventArgs]:
-    """Each event's args (`NO_ARGS` where it has none, so every field can be read)."""
-    args = _ARGS(evs)
-    return [a or NO_ARGS for a in args] if None in args else args
 
 
 _FLOW_PHASES = frozenset({"s", "f", "t"})

@@ -96,6 +96,12 @@ class Event(msgspec.Struct, gc=False):
     args: EventArgs | None = NO_ARGS
 
 
+def args_of(events: list[Event]) -> list[EventArgs]:
+    """Each event's args, `NO_ARGS` where the JSON says null (so every field can be read)."""
+    args = [e.args for e in events]
+    return [a or NO_ARGS for a in args] if None in args else args
+
+
 class Decoded(list):  # type: ignore[type-arg]
     """A chunk's events decoded with numbers as floats; `exact()` decodes the chunk again
     with fractional numbers as their text (see `numbers.InexactNumbers`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.trace.events import NO_ARGS, Event
+from hta_tui.trace.events import Event, args_of
 from hta_tui.trace.fields import reader
 from hta_tui.trace.numbers import ns_column
 from hta_tui.trace.schema import MEMORY_SCHEMA
@@ -34,7 +34,7 @@ def memory_columns(events: list[Event]) -> pl.DataFrame | None:
     mem = [e for e in events if e.ph == "i" and e.name == MEMORY_NAME]
     if not mem:
         return None
-    args = [e.args or NO_ARGS for e in mem]  # null args: see events.Event
+    args = args_of(mem)
     cols = [ns_column("ts", [e.ts for e in mem])]
     cols += [
         pl.Series(col, reader(f)(args), MEMORY_SCHEMA[col], strict=False)

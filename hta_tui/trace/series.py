@@ -11,6 +11,7 @@ way (a test checks the fast way is there, and equal, on the polars installed).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -25,12 +26,11 @@ except ImportError:  # pragma: no cover - another polars: the public way
 FAST_DTYPES = (pl.Int64, pl.UInt32, pl.Float64, pl.String)
 
 _Maker = Callable[[str, list[Any], bool], Any]
-_MAKERS: dict[Any, _Maker | None] = {}
 
 
 def column(name: str, values: list[Any], dtype: Any, *, strict: bool = True) -> pl.Series:
     """`pl.Series(name, values, dtype=dtype, strict=strict)`, for FAST_DTYPES."""
-    make = _MAKERS[dtype] if dtype in _MAKERS else _MAKERS.setdefault(dtype, maker(dtype))
+    make = maker(dtype)
     if make is not None:
         try:
             return pl.Series._from_pyseries(make(name, values, strict))
@@ -39,8 +39,10 @@ def column(name: str, values: list[Any], dtype: Any, *, strict: bool = True) -> 
     return pl.Series(name, values, dtype=dtype, strict=strict)
 
 
+@functools.cache
 def maker(dtype: Any) -> _Maker | None:
-    """polars' constructor for `dtype`, or None (take the public way)."""
+    """polars' constructor for `dtype`, or None (take the public way); looked up once per
+    dtype."""
     if polars_type_to_constructor is None or dtype not in FAST_DTYPES:
         return None
     try:
