@@ -11,7 +11,9 @@ included), as `GPUMetricsParser` does; the device is the kernel's `args.device`.
 - Tensor cores: share of kernel time in tensor-core kernels. The plugin counts only kernels
   linked to an operator through a `Runtime` event (none on PyTorch >= 1.10 traces, so it shows
   no figure); DEVIATION (default mode): every kernel of the device counts, named by the modern
-  list (`tc_kernel_pct`), and by the plugin's list (`tc_kernel_pct_plugin_list`).
+  list (`tc_kernel_pct`), and by the plugin's list (`tc_kernel_pct_plugin_list`); AMD's
+  matrix-core (MFMA) kernels count in the modern list; an accelerator whose kernel names cannot
+  tell (MTIA, XPU, ...) has no figure (null: n/a), not 0%.
 """
 
 from __future__ import annotations
@@ -157,6 +159,12 @@ def _tc_shares(events: pl.DataFrame, kernels: pl.DataFrame, *, tb_compat: bool) 
         tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tcp"),
     )
     total = pl.col("dur").sum()
+    if not tensor_cores.names_tell(events):
+        # kernel names of this accelerator say nothing of its matrix units: unknown, not 0%
+        return per_name.group_by("device").agg(
+            pl.lit(None, pl.Float64).alias("tc_kernel_pct"),
+            pl.lit(None, pl.Float64).alias("tc_kernel_pct_plugin_list"),
+        )
     return per_name.group_by("device").agg(
         (100 * pl.col("dur").filter("tc").sum() / total).alias("tc_kernel_pct"),
         (100 * pl.col("dur").filter("tcp").sum() / total).alias("tc_kernel_pct_plugin_list"),

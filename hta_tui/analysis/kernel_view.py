@@ -4,7 +4,8 @@ mean blocks per SM and mean est. achieved occupancy (both weighted by duration, 
 counting as 0, as the plugin does).
 
 Tensor-core use is reported by both lists (analysis/tensor_cores.py): `tc_used_plugin_list` for
-TensorBoard's figures, `tc_used` for today's kernels.
+TensorBoard's figures, `tc_used` for today's kernels (AMD matrix cores too); both null (n/a) on an
+accelerator whose kernel names cannot tell (tensor_cores.names_tell).
 
 By operator, the launching op is the node owning the kernel's runtime call (op_tree); kernels
 launched from outside any op (a runtime call with External id 0, or no runtime call at all)
@@ -27,13 +28,16 @@ from hta_tui.analysis.per_rank import each_rank
 ROOT = "CallTreeRoot"
 
 
-_STATS_INPUT = ("dur", "blocks_per_sm", "occupancy")
+_STATS_INPUT = ("dur", "blocks_per_sm", "occupancy", "names_tell")
 
 
 def _kernels(events: pl.DataFrame, *, tb_compat: bool, columns: list[str]) -> pl.DataFrame:
-    """The kernels' `columns` (filtered before the other 30 columns are copied)."""
+    """The kernels' `columns` (filtered before the other 30 columns are copied);
+    `names_tell`: whether this rank's kernel names can say tensor-core use."""
     kernel = tb_roles.gpu_work("Kernel", tb_compat=tb_compat)
-    return events.lazy().filter(kernel).select(columns).collect()
+    tells = pl.lit(tensor_cores.names_tell(events)).alias("names_tell")
+    picked = [c for c in columns if c != "names_tell"]
+    return events.lazy().filter(kernel).select(*picked, tells).collect()
 
 
 def _stats(
@@ -59,13 +63,16 @@ def _stats(
             us(dur.min()).alias("min (us)"),
             weighted("blocks_per_sm").alias("mean_blocks_per_sm"),
             weighted("occupancy").alias("mean_est_achieved_occupancy_pct"),
+            pl.col("names_tell").all().alias("names_tell"),
         )
         .with_columns(
             *shown,
-            tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_used"),
-            tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_used_plugin_list"),
+            *(
+                pl.when("names_tell").then(tensor_cores.uses_tc(pl.col("name"), modern=m)).alias(c)
+                for m, c in ((True, "tc_used"), (False, "tc_used_plugin_list"))
+            ),
         )
-        .drop([k for k in keys if k not in by])
+        .drop([*(k for k in keys if k not in by), "names_tell"])
         .sort(["total (us)", *by], descending=[True, *([False] * len(by))])
     )
 

@@ -5,7 +5,10 @@ names only. The modern list adds what Hopper/Blackwell-era PyTorch launches: CUT
 cuBLAS(Lt) kernels named `sm90_*` / `sm100_*` or `*tensorop*`, `nvjet` (cuBLASLt on Hopper),
 `wgmma` / `gmma` (warpgroup MMA), `imma` / `hmma` / FP8 (`e4m3`, `e5m2`) names, flash attention
 and fused-MHA kernels, and Triton template matmuls (`triton_tem_*mm*`, the kernels whose body is
-a `tl.dot`). Both are reported: the plugin's for figures comparable with TensorBoard, the
+a `tl.dot`), and AMD's matrix cores (MFMA): Tensile / hipBLASLt GEMMs naming their matrix
+instruction (`Cijk_*_MI16x16x1*`), MIOpen's xdlops convolutions (`igemm_*_gtcx*`,
+`*xdlops*`), Composable Kernel's `*_xdl_*` / `*_wmma_*` kernels, never MIOpen's `SubTensorOp*`
+elementwise kernels (which `tensorop` would match). Both are reported: the plugin's for figures comparable with TensorBoard, the
 modern one for the truth on current GPUs.
 """
 
@@ -56,6 +59,17 @@ MODERN_OPS: tuple[str, ...] = (
 )  # fmt: skip
 
 
+#: AMD matrix-core (MFMA / WMMA) kernels, by the patterns their libraries name them with
+#: (regexes on the lower-cased name): Tensile's `_MI<m>x<n>x<k>` matrix instruction, MIOpen's
+#: implicit GEMMs of the `gtcx` (xdlops) generators, Composable Kernel's xdl / wmma pipelines.
+AMD_MATRIX_KERNELS: tuple[str, ...] = (
+    r"^cijk_.*_mi\d+x\d+x\d+", r"^igemm_.*_gtcx", r"xdlops", r"_xdl_", r"_wmma_", r"mfma",
+)  # fmt: skip
+
+#: Not matrix-core kernels although a pattern matches: MIOpen's elementwise tensor ops.
+NOT_MATRIX_KERNELS = r"^subtensorop"
+
+
 def uses_tc(name: pl.Expr, *, modern: bool) -> pl.Expr:
     """A kernel name uses tensor cores (plugin list, or modern list when `modern`)."""
     n = name.fill_null("")
@@ -63,7 +77,34 @@ def uses_tc(name: pl.Expr, *, modern: bool) -> pl.Expr:
     if not modern:
         return plugin
     low = n.str.to_lowercase()
-    return plugin | pl.any_horizontal(low.str.contains(p, literal=True) for p in MODERN_KERNELS)
+    modern_hit = pl.any_horizontal(low.str.contains(p, literal=True) for p in MODERN_KERNELS)
+    amd_hit = pl.any_horizontal(low.str.contains(p) for p in AMD_MATRIX_KERNELS)
+    return (plugin | modern_hit | amd_hit) & ~low.str.contains(NOT_MATRIX_KERNELS)
+
+
+#: Launch-name prefixes of the runtimes whose kernel names the lists above can read.
+_READABLE_LAUNCHES = ("cu", "hip")
+
+
+def names_tell(events: pl.DataFrame) -> bool:
+    """Whether this rank's kernel names can say tensor-core use: its kernels are CUDA's or
+    ROCm's (launched by a `cu*` / `hip*` call, or of the `kernel` category with no launch in
+    the trace). Other accelerators' kernels (MTIA, XPU, ...) name no matrix unit we know, so
+    their share is unknown (n/a), not 0%."""
+    launch = pl.col("kind").is_in(["runtime", "driver"])
+    low = pl.col("name").fill_null("").str.to_lowercase()
+    readable = pl.any_horizontal(low.str.starts_with(p) for p in _READABLE_LAUNCHES)
+    row = events.select(
+        launch.any().alias("launches"),
+        (launch & readable).any().alias("readable"),
+        (pl.col("kind") == "kernel")
+        .and_(~pl.col("cat").fill_null("").str.to_lowercase().eq("kernel"))
+        .any()
+        .alias("other_kernels"),
+    ).row(0, named=True)
+    if row["launches"]:
+        return bool(row["readable"])
+    return not row["other_kernels"]
 
 
 def tc_eligible_op(name: pl.Expr, *, modern: bool) -> pl.Expr:
