@@ -8,8 +8,8 @@ and fused-MHA kernels, and Triton template matmuls (`triton_tem_*mm*`, the kerne
 a `tl.dot`), and AMD's matrix cores (MFMA): Tensile / hipBLASLt GEMMs naming their matrix
 instruction (`Cijk_*_MI16x16x1*`), MIOpen's xdlops convolutions (`igemm_*_gtcx*`,
 `*xdlops*`), Composable Kernel's `*_xdl_*` / `*_wmma_*` kernels, never MIOpen's `SubTensorOp*`
-elementwise kernels (which `tensorop` would match). Both are reported: the plugin's for figures comparable with TensorBoard, the
-modern one for the truth on current GPUs.
+elementwise kernels (which `tensorop` would match). Both are reported: the plugin's for
+figures comparable with TensorBoard, the modern one for the truth on current GPUs.
 """
 
 from __future__ import annotations
