@@ -327,9 +327,14 @@ def _distributed(r: Ranks, o: Options) -> Tables:
             comm_plugin.waittime(r) if o.tb_compat else comm_overview.wait_transfer_per_step(r)
         ),
         "collectives": collectives.calls(r).select(
-            *(c for c in collectives.MATCHED_COLUMNS if c not in ("wait", "transfer", "on_gpu")),
+            *(
+                c
+                for c in collectives.MATCHED_COLUMNS
+                if c not in ("wait", "transfer", "late_by", "on_gpu")
+            ),
             (pl.col("wait") / 1000).alias("wait_us"),
             (pl.col("transfer") / 1000).alias("transfer_us"),
+            (pl.col("late_by") / 1000).alias("late_by_us"),
         ),
         "collective_instances": comm_stats.collective_instances(r),
         "comm_ops_stats": comm_stats.comm_ops_stats(r),

@@ -11,8 +11,14 @@ from the backend op's `Input Dims` x `Input type`, as the TensorBoard plugin doe
 Calls are matched across ranks by process group and sequence number: `Seq` when the trace
 writes it, else the call's position among its rank's calls of that group. A rank that lacks
 a call (unequal counts) is simply absent from that instance. Within an instance the last
-rank to start arrives last: every rank's wait is how long before that its call started, its
-transfer time what remains of the call after everyone arrived.
+rank to arrive (`arrival`) is the one the others wait for (`last_rank`; `late_by` how long
+after each rank it arrived, what the straggler ranking adds up). The split of a call's
+own latency (its start to its end) is measured inside the call: its wait is from its start
+until the last rank's call started (everyone inside the collective), its transfer the rest, so
+wait + transfer = latency and each is at most it. A CPU (gloo) call may start after the rank
+issued it; counting the wait from the issue made it longer than the call (a broadcast of 50 us
+waited 68 us), and the time a call spent inside gloo waiting for a later peer passed for
+transfer (an all_reduce of 969 us showed 401 + 930 us, and bandwidth came out low).
 """
 
 from __future__ import annotations
@@ -45,8 +51,9 @@ MATCHED_COLUMNS: dict[str, pl.DataType] = {
     **CALL_COLUMNS,
     "ranks_in_instance": pl.Int64(),
     "last_rank": pl.Int64(),  # the rank that arrived last at this instance
-    "wait": pl.Int64(),  # ns this rank's call waited for the last rank
-    "transfer": pl.Int64(),  # ns of the call after everyone arrived
+    "wait": pl.Int64(),  # ns of this rank's call before the last rank's call started
+    "transfer": pl.Int64(),  # ns of the call after everyone's call started (latency - wait)
+    "late_by": pl.Int64(),  # ns from this rank's arrival to the last rank's (whom to blame)
 }
 
 _STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
@@ -227,16 +234,17 @@ def _matched(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         return pl.DataFrame(schema=MATCHED_COLUMNS)
     every = pl.concat(frames, how="vertical_relaxed").cast(CALL_COLUMNS)  # type: ignore[arg-type]
     instance = ["pg", "seq"]
-    last = pl.col("arrival").max().over(instance)
+    latency = pl.col("end") - pl.col("ts")
+    # everyone is inside the collective once the last call started; clipped to the call
+    wait = (pl.col("ts").max().over(instance) - pl.col("ts")).clip(0, latency)
     return (
         every.with_columns(
             pl.len().over(instance).cast(pl.Int64).alias("ranks_in_instance"),
             pl.col("rank").sort_by("arrival").last().over(instance).alias("last_rank"),
-            (last - pl.col("arrival")).alias("wait"),
-            (pl.col("end") - pl.max_horizontal(last, pl.col("ts")))
-            .clip(lower_bound=0)
-            .alias("transfer"),
+            wait.alias("wait"),
+            (pl.col("arrival").max().over(instance) - pl.col("arrival")).alias("late_by"),
         )
+        .with_columns((latency - pl.col("wait")).alias("transfer"))
         .select(list(MATCHED_COLUMNS))
         .sort("pg", "seq", "rank")
     )

@@ -6,7 +6,7 @@ link: algorithm bandwidth = bytes / transfer time, bus bandwidth = that x NCCL's
 the kind among the group's ranks (`comm_kinds.bus_factor`).
 
 A straggler, here, is the rank that arrives last at a collective instance; what its lateness
-cost is the sum of every other rank's wait in that instance. The ranking adds that up per
+cost is the sum of how long after every other rank it arrived in that instance (`late_by`). The ranking adds that up per
 rank and names its costliest instance, so it explains itself.
 """
 
@@ -58,7 +58,7 @@ def comm_ops_stats(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
 def collective_instances(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """One row per collective instance (process group, sequence): kind, step, ranks seen, the
     last rank, how late it was after the first (us) and what its lateness cost the others
-    (sum of their waits, us), the longest transfer (us) and the size."""
+    (sum of how long after them it arrived, us), the longest transfer (us) and the size."""
     calls = collectives.calls(ranks)
     return (
         calls.group_by("pg", "seq")
@@ -68,7 +68,7 @@ def collective_instances(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
             pl.len().cast(pl.Int64).alias("ranks"),
             pl.col("last_rank").first(),
             ((pl.col("arrival").max() - pl.col("arrival").min()) / _US).alias("spread_us"),
-            (pl.col("wait").sum() / _US).alias("cost_us"),
+            (pl.col("late_by").sum() / _US).alias("cost_us"),
             (pl.col("transfer").max() / _US).alias("transfer_us"),
             pl.col("bytes").max(),
         )
