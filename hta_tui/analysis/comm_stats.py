@@ -6,8 +6,8 @@ link: algorithm bandwidth = bytes / transfer time, bus bandwidth = that x NCCL's
 the kind among the group's ranks (`comm_kinds.bus_factor`).
 
 A straggler, here, is the rank that arrives last at a collective instance; what its lateness
-cost is the sum of how long after every other rank it arrived in that instance (`late_by`). The ranking adds that up per
-rank and names its costliest instance, so it explains itself.
+cost is the sum of how long after every other rank it arrived in that instance (`late_by`).
+The ranking adds that up per rank and names its costliest instance, so it explains itself.
 """
 
 from __future__ import annotations
