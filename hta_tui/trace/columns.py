@@ -200,7 +200,7 @@ class _Gathered:
             idx = column("idx", rows, pl.UInt32) + first
             self.family[family].append(pl.DataFrame([idx, *(_typed(sub, f) for f in fields)]))
             for field in texts:
-                self.texts[field].append(text_blob(reader(field)(sub)))
+                self.texts[field].append(text_blob(_text_arg(field, sub)))
 
     def frames(self) -> dict[str, pl.DataFrame]:
         return {
@@ -312,6 +312,18 @@ def _typed(args: list[EventArgs] | tuple[EventArgs, ...], field: str) -> pl.Seri
 
 #: Typed fields that may hold a JSON list, kept as its text.
 _JSON_TEXT = frozenset({"pg_ranks"})
+
+
+def _text_arg(field: str, args: list[EventArgs]) -> list[Any]:
+    """One Raw arg of each event; `input_dims` also from the 2021 spelling `Input dims` (an
+    old trace's operators would otherwise all share one empty shape)."""
+    texts = reader(field)(args)
+    if field != "input_dims":
+        return texts
+    legacy = reader("input_dims_legacy")(args)
+    if not b"".join(legacy):  # the usual case: no event of the chunk spells it so
+        return texts
+    return [t or old for t, old in zip(texts, legacy, strict=True)]
 
 
 def _external_ids(args: list[EventArgs]) -> pl.Series:

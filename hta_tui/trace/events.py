@@ -30,6 +30,8 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     seq: int | None = msgspec.field(default=None, name="Sequence number")
     input_type: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input type")
     input_dims: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input Dims")
+    # PyTorch 1.8-1.9 (2021) spelled it "Input dims": read as `input_dims` (columns.py)
+    input_dims_legacy: msgspec.Raw = msgspec.field(default=NO_TEXT, name="Input dims")
     call_stack: str | None = msgspec.field(default=None, name="Call stack")
     device: int | None = None
     stream: int | str | None = None

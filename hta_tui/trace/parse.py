@@ -30,7 +30,7 @@ from hta_tui.trace.events import Decoded, Event, EventArgs
 from hta_tui.trace.limits import Limits
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 11
+PARSER_VERSION = 12
 
 
 class TraceFileError(Exception):
