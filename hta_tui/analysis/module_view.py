@@ -183,14 +183,15 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
         on="parent_python_id",
         how="left",
     )
-    occ = occ.join(up, on="python_id", how="left")
+    occ = _siblings_not_children(occ.join(up, on="python_id", how="left"))
     keys = ["name", "python_module_id"]
     table = occ.group_by(keys).agg(
         pl.len().cast(pl.UInt32).alias("occurrences"),
         pl.col("operators").sum().cast(pl.UInt32),
-        pl.col("dur").sum().alias("host"),
+        # a re-entered occurrence's time is already in the outer one's total
+        pl.col("dur").filter(~pl.col("reentered")).sum().alias("host"),
         (pl.col("dur") - pl.col("child_dur")).sum().alias("host_self"),
-        pl.col("dev_total").sum().alias("dev_total"),
+        pl.col("dev_total").filter(~pl.col("reentered")).sum().alias("dev_total"),
         pl.col("dev_self").sum().alias("dev_self"),
     )
     # A module called from several parents (one rotary embedding shared by every attention
@@ -217,23 +218,72 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
     return _with_paths(table).cast(schema).select(list(schema)).sort("path")
 
 
+def _siblings_not_children(occ: pl.DataFrame) -> pl.DataFrame:
+    """A module occurrence whose parent is the same module (name and id) is another instance
+    beside it, not its child: torch.compile names every GraphModule `GraphModule_0` (id 0),
+    and a GraphModule's call enters Module.__call__ twice; as a child, the module view made a
+    64-level chain of one row whose levels exceeded their parent's time. Such an occurrence
+    takes the parent of the nearest occurrence above it of another module, and `reentered`
+    marks it (its time lies inside the outer one's, so totals count the outer only)."""
+    same = (pl.col("parent_name") == pl.col("name")) & (
+        pl.col("parent_id") == pl.col("python_module_id")
+    )
+    occ = occ.with_columns(same.fill_null(False).alias("reentered"))
+    up = occ.select(
+        pl.col("python_id").alias("parent_python_id"),
+        pl.col("parent_python_id").alias("pp"),
+        pl.col("parent_name").alias("pname"),
+        pl.col("parent_id").alias("pid_"),
+    ).unique("parent_python_id")
+    for _ in range(64):
+        loop = (pl.col("parent_name") == pl.col("name")) & (
+            pl.col("parent_id") == pl.col("python_module_id")
+        )
+        if occ.filter(loop.fill_null(False)).is_empty():
+            break
+        occ = (
+            occ.join(up, on="parent_python_id", how="left")
+            .with_columns(
+                *(
+                    pl.when(loop.fill_null(False)).then(pl.col(new)).otherwise(pl.col(c)).alias(c)
+                    for c, new in (
+                        ("parent_python_id", "pp"),
+                        ("parent_name", "pname"),
+                        ("parent_id", "pid_"),
+                    )
+                )
+            )
+            .drop("pp", "pname", "pid_")
+        )
+    return occ
+
+
 def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
-    """path and depth of each module, by joining parents up to the top."""
+    """path and depth of each module, by joining parents up to the top; a parent already on
+    the path (a cycle of modules calling each other) ends it rather than repeating."""
     link = table.select(
         pl.col("module").alias("p_module"),
         pl.col("module_id").alias("p_id"),
         pl.col("parent").alias("p_parent"),
         pl.col("parent_id").alias("p_parent_id"),
     )
+    key = pl.format("{}\x00{}", "up", "up_id")
     cur = table.with_columns(
         pl.col("module").alias("path"),
         pl.lit(0, pl.UInt32).alias("depth"),
         pl.col("parent").alias("up"),
         pl.col("parent_id").alias("up_id"),
+        pl.concat_list(pl.format("{}\x00{}", "module", "module_id")).alias("seen"),
     )
     for _ in range(64):
+        cycle = pl.col("seen").list.contains(key).fill_null(False)
+        cur = cur.with_columns(
+            pl.when(cycle).then(None).otherwise(pl.col("up")).alias("up"),
+            pl.when(cycle).then(None).otherwise(pl.col("up_id")).alias("up_id"),
+        )
         if cur.filter(pl.col("up").is_not_null()).is_empty():
             break
+        cur = cur.with_columns(pl.col("seen").list.concat(pl.concat_list(key)))
         cur = (
             cur.join(link, left_on=["up", "up_id"], right_on=["p_module", "p_id"], how="left")
             .with_columns(
@@ -247,7 +297,7 @@ def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
             )
             .drop("p_parent", "p_parent_id")
         )
-    return cur.drop("up", "up_id")
+    return cur.drop("up", "up_id", "seen")
 
 
 def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame:

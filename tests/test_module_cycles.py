@@ -1,0 +1,97 @@
+"""Issue 24, point 9: module trees without cycles. torch.compile names every GraphModule
+`GraphModule_0` (module id 0: each graph is a class of its own) and a GraphModule's call enters
+Module.__call__ twice, so a GraphModule_0 frame appears as its own parent; the module view made
+a 64-level chain of it whose levels exceeded their parent's time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import polars as pl
+
+from hta_tui.analysis.module_view import module_view
+from hta_tui.trace.parse import parse_bytes
+
+
+class _Trace:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.py_id = 0
+
+    def frame(self, name: str, ts: float, dur: float, parent: int | None, **extra: Any) -> int:
+        self.py_id += 1
+        args = {"Python id": self.py_id, "Python parent id": parent, **extra}
+        self.events.append(
+            {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1,
+             "ts": ts, "dur": dur, "args": args}
+        )  # fmt: skip
+        return self.py_id
+
+    def module(self, name: str, ts: float, dur: float, parent: int | None) -> int:
+        return self.frame(f"nn.Module: {name}", ts, dur, parent, **{"Python module id": 0})
+
+    def op(self, ts: float, dur: float) -> None:
+        self.events.append(
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": ts,
+             "dur": dur, "args": {}}
+        )  # fmt: skip
+
+
+def _compiled_trace() -> bytes:
+    """Two steps of Net_0 running two compiled graphs (a graph break between them); each
+    graph's call is a GraphModule_0 frame inside a GraphModule_0 frame (`_WrappedCall`), and
+    the second graph runs a third one nested in it."""
+    t = _Trace()
+    for step in range(2):
+        t0 = step * 1000.0
+        t.events.append(
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1,
+             "tid": 1, "ts": t0, "dur": 900.0}
+        )  # fmt: skip
+        net = t.module("Net_0", t0 + 10, 800, None)
+        for g0, g_dur in ((t0 + 20, 300.0), (t0 + 400, 380.0)):
+            outer = t.module("GraphModule_0", g0, g_dur, net)
+            wrapped = t.frame("torch/fx/graph_module.py(300): __call__", g0 + 1, g_dur - 2, outer)
+            inner = t.module("GraphModule_0", g0 + 2, g_dur - 4, wrapped)
+            t.op(g0 + 5, 50)
+            if g_dur > 300:  # the second graph calls a third compiled graph
+                nested = t.module("GraphModule_0", g0 + 100, 200, inner)
+                t.module("GraphModule_0", g0 + 101, 198, nested)
+                t.module("Linear_0", g0 + 110, 100, nested)
+                t.op(g0 + 120, 60)
+    return json.dumps({"traceEvents": t.events}).encode()
+
+
+def test_compiled_graph_modules_make_no_chain() -> None:
+    events = parse_bytes(_compiled_trace()).frames["events"]
+    table = module_view({0: events})
+    assert table["depth"].max() == 2  # Net_0 / GraphModule_0 / Linear_0
+    assert sorted(table["path"]) == ["Net_0", "Net_0/GraphModule_0", "Net_0/GraphModule_0/Linear_0"]
+    rows = {r["module"]: r for r in table.iter_rows(named=True)}
+    net, graph = rows["Net_0"], rows["GraphModule_0"]
+    # the outermost graph calls only: 300 + 380 us a step; no level above its parent's time
+    assert graph["host total (us)"] == 2 * (300 + 380)
+    assert net["host total (us)"] == 2 * 800
+    assert graph["host total (us)"] <= net["host total (us)"]
+    assert rows["Linear_0"]["host total (us)"] <= graph["host total (us)"]
+    # every frame is an instance: 2 steps x (2 + 2 + 2 nested)
+    assert graph["occurrences"] == 12
+    # host self still adds up: the top module's total is every row's self + the operators'
+    ops_us = 2 * (50 + 50 + 60)
+    assert sum(r["host self (us)"] for r in rows.values()) + ops_us == net["host total (us)"]
+
+
+def test_modules_calling_each_other_end_the_path() -> None:
+    """A cycle between two modules (A's frame under B's under A's) ends a path instead of
+    repeating it 64 times."""
+    t = _Trace()
+    a = t.module("A_0", 0, 100, None)
+    b = t.module("B_0", 1, 98, a)
+    t.module("A_0", 2, 96, b)
+    table = module_view(
+        {0: parse_bytes(json.dumps({"traceEvents": t.events}).encode()).frames["events"]}
+    )
+    assert table["depth"].max() <= 2
+    assert table["path"].str.len_chars().max() < 20
+    assert not table.filter(pl.col("path").str.count_matches("A_0") > 2).height
