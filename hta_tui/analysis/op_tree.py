@@ -2,9 +2,10 @@
 what its runtime calls launched.
 
 Nodes are the plugin's (`EventParser._parse_node`): operators, `python` events, ProfilerSteps
-and the nccl:/gloo: annotations, nested per thread by time (sorted by start, longer first).
-A node's depth is the number of nodes open when it starts (a cumulative sum over start and end
-edges), its parent the last node one level up before it (an as-of join), and a subtree is the
+and the nccl:/gloo: annotations (with `tb_compat`, nn.Module frames too, as the plugin's
+ModuleNodes: not operators, but an op's self time excludes them), nested per thread by time
+(sorted by start, longer first). A node's depth is the number of nodes open when it starts (a
+cumulative sum over start and end edges), its parent the last node one level up before it (an as-of join), and a subtree is the
 run of nodes after it in that order that start before it ends. A runtime call belongs to the
 innermost node around it on its thread (DEVIATION: the plugin uses the `External id`, which
 PyTorch 2.0-2.1 traces set to the call's correlation, so their kernels reach no operator;
@@ -32,11 +33,19 @@ _NAME = pl.col("name")  # tests on it are filled with False after (see tb_roles)
 _EXCLUDED = ("DataParallel.forward", "DistributedDataParallel.forward")
 
 
-def _node_rows() -> pl.Expr:
+def _node_rows(*, tb_compat: bool) -> pl.Expr:
     annotation = tb_roles.cat_in(["user_annotation", "gpu_user_annotation"]) & (
         (_NAME.str.starts_with("ProfilerStep#") | _NAME.is_in(tb_roles.COMM_OPS)).fill_null(False)
     )
-    return tb_roles.cat_in(["cpu_op", "operator", "python"]) | annotation
+    nodes = tb_roles.cat_in(["cpu_op", "operator", "python"]) | annotation
+    if tb_compat:
+        # the plugin's ModuleNode: a python_function frame with a `Python module id` is a node
+        # (not an operator), so an op around one (activation checkpointing re-runs the
+        # forward's modules inside a backward op) has the module's time as a child's
+        return nodes | (
+            tb_roles.cat_in(["python_function"]) & pl.col("python_module_id").is_not_null()
+        )
+    return nodes
 
 
 def _op_type() -> pl.Expr:
@@ -81,7 +90,7 @@ def _build(events: pl.DataFrame, *, tb_compat: bool) -> tuple[pl.DataFrame, pl.D
     # the rows by index and their times as numpy; text columns are gathered once, in order
     runtime = tb_roles.runtime_rows(tb_compat=False) if not tb_compat else pl.lit(False)
     picked = events.select(
-        _node_rows().fill_null(False).alias("node"),
+        _node_rows(tb_compat=tb_compat).fill_null(False).alias("node"),
         runtime.fill_null(False).alias("rt"),
         _is_operator().alias("is_op"),
         _op_type().alias("op_type"),
