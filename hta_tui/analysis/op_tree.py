@@ -5,12 +5,12 @@ Nodes are the plugin's (`EventParser._parse_node`): operators, `python` events, 
 and the nccl:/gloo: annotations (with `tb_compat`, nn.Module frames too, as the plugin's
 ModuleNodes: not operators, but an op's self time excludes them), nested per thread by time
 (sorted by start, longer first). A node's depth is the number of nodes open when it starts (a
-cumulative sum over start and end edges), its parent the last node one level up before it (an as-of join), and a subtree is the
-run of nodes after it in that order that start before it ends. A runtime call belongs to the
-innermost node around it on its thread (DEVIATION: the plugin uses the `External id`, which
-PyTorch 2.0-2.1 traces set to the call's correlation, so their kernels reach no operator;
-`tb_compat=True` keeps the plugin's rule); its GPU work (kernels, memcpy, memset) by
-`correlation`.
+cumulative sum over start and end edges), its parent the last node one level up before it (an
+as-of join), and a subtree is the run of nodes after it in that order that start before it
+ends. A runtime call belongs to the innermost node around it on its thread (DEVIATION: the
+plugin uses the `External id`, which PyTorch 2.0-2.1 traces set to the call's correlation, so
+their kernels reach no operator; `tb_compat=True` keeps the plugin's rule); its GPU work
+(kernels, memcpy, memset) by `correlation`.
 
 As the plugin (after the old autograd profiler's `_remove_dup_nodes`), an operator whose only
 child is an operator of the same name absorbs it (`fold_same_name`): one call, the child's
