@@ -52,6 +52,9 @@ async def test_syncs_screen_verdict_and_drill_down(story_root: Path, tmp_path: P
         summary = screen.query_one("#sync-summary", FrameTable)
         top = summary.selected_row()
         assert top is not None and top["module"] == sync_story.BACKWARD_SYNC_MODULE
+        # a frame's line is its function's first line (issue 24.11): labelled so
+        assert top["function (first line)"] == sync_story.BACKWARD_SYNC_CALL_SITE
+        assert "call site" not in summary.frame.columns
         instances = screen.query_one("#sync-instances", FrameTable)
         assert instances.frame.height == 3 * STEPS  # every sync, before a pick
         summary.focus()

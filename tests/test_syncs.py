@@ -248,3 +248,37 @@ def test_the_generated_story_finds_the_module_behind_the_backward_sync(
     summary = sync_summary(table.with_columns(pl.lit(0, pl.Int64).alias("rank")), steps_t)
     top = summary.row(0, named=True)
     assert (top["module"], top["phase"], top["per step (us)"]) == ("PatchDrop_0", "backward", 460)
+
+
+def test_call_site_is_the_deepest_user_frame() -> None:
+    """Issue 24, point 11: user code called through a library (a forward run by
+    torch/nn/modules/module.py) and a helper of the user's below it: the sync is placed in
+    the deepest user frame, the helper, whose line is the helper's first line."""
+
+    def x(cat: str, name: str, ts: float, dur: float, **args: object) -> dict[str, object]:
+        pid, tid = (0, 7) if cat in ("gpu_memcpy", "kernel") else (1, 1)
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts,
+                "dur": dur, "args": args}  # fmt: skip
+
+    frames = [
+        "train.py(10): main",
+        "torch/nn/modules/module.py(1750): _call_impl",
+        "model.py(20): forward",
+        "model.py(40): to_scalar",
+        "torch/_tensor.py(30): item",
+    ]
+    events = [x("user_annotation", "ProfilerStep#1", 0, 1000)]
+    for i, name in enumerate(frames):
+        ids = {"Python id": i + 1, "Python parent id": i or None}
+        events.append(x("python_function", name, 1 + i, 998 - 2 * i, **ids))
+    gpu = {"device": 0, "stream": 7}
+    events += [
+        x("cpu_op", "aten::item", 20, 600),
+        x("cpu_op", "aten::_local_scalar_dense", 21, 590),
+        x("cuda_runtime", "cudaLaunchKernel", 12, 3, correlation=4),
+        x("kernel", "k", 16, 390, correlation=4, **gpu),
+        x("cuda_runtime", "cudaMemcpyAsync", 22, 500, correlation=5),
+        x("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 410, 5, correlation=5, **gpu),
+    ]
+    found = syncs({0: parse_bytes(json.dumps({"traceEvents": events}).encode()).frames["events"]})
+    assert found["call_site"].to_list() == ["model.py(40): to_scalar"]

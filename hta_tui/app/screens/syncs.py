@@ -29,7 +29,9 @@ SUMMARY_HEADERS: dict[str, str] = {
     "phase": "phase",
     "operator": "operator",
     "module": "module",
-    "call_site": "call site",
+    # PyTorch writes a Python frame's line at the function's entry, not the line that called
+    # the op: the column names the innermost user function and its first line, for what it is
+    "call_site": "function (first line)",
     "rank": "rank",
 }
 INSTANCE_HEADERS: dict[str, str] = {
