@@ -4,8 +4,10 @@ how each step's peak moves.
 - live at the peak: the allocations made at or before the moment a device first reaches its
   largest total allocated and not freed before it, grouped by the operator (as the plugin
   names it), nn.Module and Python frames that made them, largest first, with how long they
-  live (freed ones) and how many are never freed inside the trace. Memory freed in the trace
-  but allocated before it shows as `(allocated before the trace)`.
+  live (freed ones) and how many are never freed inside the trace. Memory allocated before
+  the trace (freed inside it or not: the latter has no event at all) is a row of its own,
+  `(allocated before the trace)`: the peak's total allocated less what the trace's own
+  allocations hold then, so the shares add up to the peak.
 - leak candidates: allocations never freed inside the trace, by the same groups; `steps` is
   the number of profiler steps that left some behind, and a group is `growing` when two or
   more did (memory a step allocates and never gives back accumulates until an OOM).
@@ -75,7 +77,7 @@ def live_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> pl
     """`table`: memory events with context (`with_context`); `peaks`: `memory_peaks`."""
     if table.is_empty() or peaks.is_empty():
         return pl.DataFrame(schema=PEAK_COLUMNS)
-    return group_live(alive_at_peak(table, peaks, origin_ns))
+    return group_live(alive_at_peak(table, peaks, origin_ns), peaks)
 
 
 def alive_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
@@ -98,9 +100,10 @@ def alive_at_peak(table: pl.DataFrame, peaks: pl.DataFrame, origin_ns: int) -> p
     return rows.filter(born & alive)
 
 
-def group_live(live: pl.DataFrame) -> pl.DataFrame:
-    """`alive_at_peak` rows with their context, grouped (largest first)."""
-    return (
+def group_live(live: pl.DataFrame, peaks: pl.DataFrame | None = None) -> pl.DataFrame:
+    """`alive_at_peak` rows with their context, grouped (largest first), and per device of
+    `peaks` the memory allocated before the trace (`_before_trace`)."""
+    grouped = (
         live.group_by("device", *GROUP)
         .agg(
             (pl.col("size_kb").sum() / 1024.0).alias("live_mb"),
@@ -112,7 +115,12 @@ def group_live(live: pl.DataFrame) -> pl.DataFrame:
             pl.col("duration_ms").mean().alias("mean_lifetime_ms"),
             pl.col("peak_time_ms").first(),
         )
-        .with_columns(
+        .with_columns(pl.col("device").cast(pl.String))
+    )
+    if peaks is not None:
+        grouped = _before_trace(grouped, peaks)
+    return (
+        grouped.with_columns(
             (100.0 * pl.col("live_mb") / pl.col("peak_allocated_mb")).alias("share_of_peak_pct")
         )
         # The whole group key breaks ties: the row order never depends on the group-by's.
@@ -124,6 +132,37 @@ def group_live(live: pl.DataFrame) -> pl.DataFrame:
         .select(list(PEAK_COLUMNS))
         .cast(PEAK_COLUMNS)  # type: ignore[arg-type]
     )
+
+
+def _before_trace(grouped: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
+    """The `(allocated before the trace)` row of each device: its peak less the live memory
+    the trace's own allocations hold (memory allocated before the trace and never freed in it
+    has no event; that freed in it, after the peak, is part of it). Its counts are those of
+    the frees seen."""
+    ours = grouped.filter(pl.col("operator") != BEFORE_TRACE)
+    known = ours.group_by("device").agg(pl.col("live_mb").sum().alias("known_mb"))
+    seen = grouped.filter(pl.col("operator") == BEFORE_TRACE).drop(
+        "live_mb", "peak_allocated_mb", "peak_time_ms", *GROUP
+    )
+    rows = (
+        peaks.select(pl.col("device").cast(pl.String), "peak_allocated_mb", "peak_time_ms")
+        .unique("device", keep="first")
+        .join(known, on="device", how="left")
+        .join(seen, on="device", how="left")
+        .with_columns(
+            pl.lit(BEFORE_TRACE).alias("operator"),
+            pl.lit(None, pl.String).alias("module"),
+            pl.lit(None, pl.String).alias("stack"),
+            (pl.col("peak_allocated_mb") - pl.col("known_mb").fill_null(0.0))
+            .clip(lower_bound=0.0)
+            .alias("live_mb"),
+            pl.col("allocations").fill_null(0),
+            pl.col("never_freed").fill_null(0),
+        )
+        .filter(pl.col("live_mb") > 0)
+        .select(grouped.columns)
+    )
+    return pl.concat([ours, rows.cast(grouped.schema)])  # type: ignore[arg-type]
 
 
 def step_spans(events: pl.DataFrame) -> pl.DataFrame:

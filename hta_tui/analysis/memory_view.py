@@ -65,7 +65,7 @@ class FileMemory:
     def live(self, table: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
         """What is alive at each peak of `peaks`, of `table` (`plain_table` rows), by
         operator, module and stack: the context is found for the live rows only."""
-        if table.is_empty() or peaks.is_empty():
+        if peaks.is_empty():
             return pl.DataFrame(schema=memory_peak.PEAK_COLUMNS)
         alive = memory_peak.alive_at_peak(table, peaks, self.origin_ns)
         keys = alive.select("device", "addr", pl.col("alloc_ts").alias("ts")).drop_nulls()
@@ -73,7 +73,7 @@ class FileMemory:
             keys.unique(), on=["device", "addr", "ts"], how="semi"
         )
         rows = memory_peak.with_context(alive, python_context(self.events, recs), recs)
-        return memory_peak.group_live(rows)
+        return memory_peak.group_live(rows, peaks)
 
 
 def ranks_with_memory(events: Ranks, memory: Ranks) -> list[int]:

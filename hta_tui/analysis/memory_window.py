@@ -36,6 +36,13 @@ class MemoryWindow:
     events: pl.DataFrame
     stats: pl.DataFrame
     steps: list[tuple[int, float]]  # (step, start ms) of the steps starting in the window
+    #: why the device has no curve although it has memory events (else None)
+    no_curve: str | None = None
+
+
+#: A device whose memory events carry no `Total Allocated` (PyTorch's 2021 format: `Bytes`
+#: and `Addr` only) has allocations and frees, which the tables attribute, but no curve.
+NO_TOTALS = "no Total Allocated in its memory events (2021 format): no curve"
 
 
 def default_device(devices: list[str]) -> str | None:
@@ -67,6 +74,11 @@ def curve_window(
     inside = recs if device is None else memory_device.device_rows(memory, recs, "recs", device)
     inside = memory_device.ts_slice(inside, *_ns((lo, hi), origin))
     peaks = memory_curve.memory_peaks(inside, origin)
+    no_curve = None
+    if device is not None and curve.is_empty():
+        mine = memory_device.device_rows(memory, recs, "recs", device)
+        if not mine.is_empty() and mine["total_allocated"].is_null().all():
+            no_curve = NO_TOTALS
     spans = job_cached({0: events}, "memory_step_spans", lambda: memory_peak.step_spans(events))
     spans = spans.with_columns(((pl.col("start") - origin) / 1e6).alias("start_ms"))
     steps = [
@@ -87,6 +99,7 @@ def curve_window(
         events=pl.DataFrame(),
         stats=pl.DataFrame(),
         steps=steps,
+        no_curve=no_curve,
     )
 
 

@@ -287,6 +287,8 @@ def _summary(w: MemoryWindow) -> str:
     """One line at 80 columns: device, the view's peak, the view."""
     view = "all" if w.view == w.full else f"{w.view[0]:.2f}-{w.view[1]:.2f}/{w.full[1]:.2f} ms"
     devices = f" (d: {len(w.devices)})" if len(w.devices) > 1 else ""
+    if w.peak is None and w.no_curve is not None:
+        return f"{w.device}{devices} · {w.no_curve}"
     if w.peak is None:
         return f"{w.device}{devices} · no memory event in view · view {view}"
     p = w.peak
