@@ -74,12 +74,18 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         top_tc.alias("tc_self"),
         "tc_total",
         ((pl.col("eligible_below") > 0) | (top_tc > 0)).alias("tc_eligible"),
+        pl.lit(tensor_cores.names_tell(events)).alias("names_tell"),
     )
 
 
 def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    # null (n/a) where the kernel names cannot say tensor-core use (tensor_cores.names_tell)
     ratio = lambda num, den: (  # noqa: E731
-        pl.when(pl.col(den) > 0).then(100 * pl.col(num) / pl.col(den)).otherwise(0.0)
+        pl.when(~pl.col("names_tell"))
+        .then(None)
+        .when(pl.col(den) > 0)
+        .then(100 * pl.col(num) / pl.col(den))
+        .otherwise(0.0)
     )
     return (
         calls.group_by(keys)
@@ -88,6 +94,7 @@ def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             pl.col("dev_self", "dev_total", "host_self", "host_total", "tc_self", "tc_total").sum(),
             pl.col("tc_eligible").sort_by("start").first(),
             (pl.col("call_stack") != "").any().alias("has_call_stack"),
+            pl.col("names_tell").all(),
         )
         .select(
             *keys,
@@ -120,7 +127,7 @@ def rank_operator_stats(
                 "name": pl.String, "input_shape": pl.String, "call_stack": pl.String,
                 **{c: pl.Int64 for c in ("host_total", "host_self", "dev_self", "dev_total")},
                 "tc_self": pl.Int64, "tc_total": pl.Int64, "tc_eligible": pl.Boolean,
-                "start": pl.Int64,
+                "start": pl.Int64, "names_tell": pl.Boolean,
             }
         )  # fmt: skip
     return _aggregate(calls, keys)

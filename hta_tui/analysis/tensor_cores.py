@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from hta_tui.analysis.hta_view import job_cached
+
 #: `TC_Allowlist` of torch-tb-profiler 0.4.3: substrings, case-sensitive.
 PLUGIN_KERNELS: tuple[str, ...] = (
     "h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816", "dgrad_1x1_stride_2x2",
@@ -91,20 +93,38 @@ def names_tell(events: pl.DataFrame) -> bool:
     ROCm's (launched by a `cu*` / `hip*` call, or of the `kernel` category with no launch in
     the trace). Other accelerators' kernels (MTIA, XPU, ...) name no matrix unit we know, so
     their share is unknown (n/a), not 0%."""
-    launch = pl.col("kind").is_in(["runtime", "driver"])
-    low = pl.col("name").fill_null("").str.to_lowercase()
-    readable = pl.any_horizontal(low.str.starts_with(p) for p in _READABLE_LAUNCHES)
-    row = events.select(
-        launch.any().alias("launches"),
-        (launch & readable).any().alias("readable"),
-        (pl.col("kind") == "kernel")
-        .and_(~pl.col("cat").fill_null("").str.to_lowercase().eq("kernel"))
-        .any()
-        .alias("other_kernels"),
-    ).row(0, named=True)
+    facts = job_cached({0: events}, "kernel_names_tell", lambda: _launch_facts(events))
+    row = facts.row(0, named=True)
     if row["launches"]:
         return bool(row["readable"])
     return not row["other_kernels"]
+
+
+def _launch_facts(events: pl.DataFrame) -> pl.DataFrame:
+    """launches (any), readable (a cu*/hip* one), other_kernels (kernels of another
+    category than `kernel`): on the few distinct launch names and kernel categories."""
+    launch_names = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(["runtime", "driver"]))
+        .select(pl.col("name").fill_null("").unique().str.to_lowercase())
+        .collect()["name"]
+    )
+    cats = (
+        events.lazy()
+        .filter(pl.col("kind") == "kernel")
+        .select(pl.col("cat").fill_null("").unique().str.to_lowercase())
+        .collect()["cat"]
+    )
+    readable = pl.select(
+        pl.any_horizontal(launch_names.str.starts_with(p) for p in _READABLE_LAUNCHES).any()
+    ).item()
+    return pl.DataFrame(
+        {
+            "launches": [launch_names.len() > 0],
+            "readable": [bool(readable)],
+            "other_kernels": [bool((cats != "kernel").any())],
+        }
+    )
 
 
 def tc_eligible_op(name: pl.Expr, *, modern: bool) -> pl.Expr:
