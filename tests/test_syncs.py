@@ -282,3 +282,28 @@ def test_call_site_is_the_deepest_user_frame() -> None:
     ]
     found = syncs({0: parse_bytes(json.dumps({"traceEvents": events}).encode()).frames["events"]})
     assert found["call_site"].to_list() == ["model.py(40): to_scalar"]
+
+
+def test_backward_sync_in_user_code_keeps_its_own_call_site(tmp_path: Path) -> None:
+    """Issue 24, point 11: a backward sync whose stack holds user code (here a custom
+    autograd Function's backward frame around the copy) is placed there, the deeper frame;
+    its module and forward op are still the forward op's."""
+    trace = sync_story.make_sync_story(steps=1)
+    events = trace["traceEvents"]
+    (to,) = [e for e in events if e.get("name") == "aten::to" and e["tid"] == sync_story.BWD_TID]
+    site = "my_ops.py(12): backward"
+    frame = {"Python id": 999, "Python parent id": None}
+    events.append(
+        {"ph": "X", "cat": "python_function", "name": site, "pid": to["pid"], "tid": to["tid"],
+         "ts": to["ts"] - 2, "dur": to["dur"] + 3, "args": frame}
+    )  # fmt: skip
+    path = write_trace(trace, tmp_path / "rank-0.json")
+    found = rank_syncs(parse_bytes(read_bytes(path)).frames["events"])
+    bwd = found.filter(pl.col("phase") == "backward")
+    assert bwd.height == 1
+    row = bwd.row(0, named=True)
+    assert row["call_site"] == site
+    assert row["module"] == sync_story.BACKWARD_SYNC_MODULE
+    assert row["forward_op"] == "aten::gather"
+    fwd = found.filter(pl.col("phase") == "forward")
+    assert set(fwd["call_site"]) == {sync_story.FORWARD_SYNC_CALL_SITE}

@@ -12,7 +12,11 @@ Per sync: how long the host was blocked (the call's duration), the GPU work in f
 stream it waited for (on every stream for a device sync, or when the stream is unknown), the
 operator stack around it, and attribution: the nn.Module, user call site, Python stack and
 annotations around it (`host_context`); inside a backward op, those of the forward op that
-created it (`backward_origin`), with `phase` saying which.
+created it (`backward_origin`), with `phase` saying which, but the call site (and stack) its
+own where its stack holds user code (a custom autograd Function's backward, a hook). A call
+site is the innermost frame of user code, as PyTorch names it: `file.py(N): function`, N the
+function's first line (the profiler records a frame's line at its entry, not the calling
+line).
 """
 
 from __future__ import annotations
@@ -290,7 +294,11 @@ def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.Da
     else:
         attributed = attributed.with_columns(pl.lit(None, pl.String).alias("hook_module"))
     is_bwd = pl.col("fwd").is_not_null()
-    borrowed = ("module", "module_path", "call_site", "python_stack", "annotation")
+    # A backward sync's own stack may hold user code (a custom autograd Function's backward,
+    # a hook): that deeper frame is where it happened; else the forward op's call site.
+    own_site = pl.col("call_site").is_not_null()
+    lend_site = is_bwd & ~own_site
+    borrowed = ("module", "module_path", "annotation")
     attributed = attributed.select(
         pl.col("q").alias("idx"),
         pl.when(is_bwd).then(pl.lit("backward")).otherwise(pl.lit("forward")).alias("phase"),
@@ -299,6 +307,10 @@ def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.Da
         "backward_op",
         "forward_op",
         *(pl.when(is_bwd).then(pl.col(f"f_{c}")).otherwise(pl.col(c)).alias(c) for c in borrowed),
+        *(
+            pl.when(lend_site).then(pl.col(f"f_{c}")).otherwise(pl.col(c)).alias(c)
+            for c in ("call_site", "python_stack")
+        ),
         "step",
         "hook_module",
     )
