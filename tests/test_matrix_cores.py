@@ -13,7 +13,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hta_tui.analysis import gpu_metrics, kernel_view, operators, tensor_cores
+from hta_tui.analysis import (
+    gpu_metric_series,
+    gpu_metrics,
+    kernel_view,
+    operators,
+    tensor_cores,
+)
 from tests.hta_parity import trace_set
 from tests.rocm_cases import MI300, rocm_trace
 
@@ -75,6 +81,8 @@ def test_mtia_says_na_not_zero(tmp_path_factory: pytest.TempPathFactory) -> None
     assert metrics["tc_kernel_pct_plugin_list"].is_null().all()
     table = kernel_view.kernel_table(frames)
     assert table.height > 0 and table["tc_used"].is_null().all()
+    series = gpu_metric_series.metric_series(frames)
+    assert series.height > 0 and series["tc_pct"].is_null().all()
     ops = operators.operator_tables(frames)["name"]
     with_device = ops.filter(pl.col("device_self_duration (us)") > 0)
     assert with_device.height > 0 and with_device["tc_self_ratio"].is_null().all()

@@ -12,7 +12,8 @@ kernel time beside them, so one chart holds all four (percent, 0-100):
   (kernels without one left out, as in the whole-span figure); null where no kernel with one
   ran;
 - tensor cores: share of kernel time inside the bucket in tensor-core kernels (modern list);
-  null where no kernel ran.
+  null where no kernel ran, and everywhere on an accelerator whose kernel names cannot tell
+  (`tensor_cores.names_tell`).
 """
 
 from __future__ import annotations
@@ -59,9 +60,12 @@ def rank_metric_series(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.D
         _device_series(kernels, ranges, device, grid_of)
         for device in util["device"].unique(maintain_order=True).to_list()
     ]
-    return util.select(
+    out = util.select(
         "device", "since_start (us)", (100 * pl.col("utilization")).alias("utilization_pct")
     ).hstack(pl.concat(parts))
+    if not tensor_cores.names_tell(events):
+        out = out.with_columns(pl.lit(None, pl.Float64).alias("tc_pct"))
+    return out
 
 
 def _device_series(
