@@ -25,7 +25,7 @@ async def test_enter_on_an_older_span_selects_it(tmp_path: Path) -> None:
         make_trace(0, world_size=1, steps=3, seed=1), d / "worker0.1000.pt.trace.json"
     )
     new = write_trace(
-        make_trace(0, world_size=1, steps=5, seed=2), d / "worker0.2000.pt.trace.json"
+        make_trace(0, world_size=1, steps=5, seed=1), d / "worker0.2000.pt.trace.json"
     )
     os.utime(old, ns=(10**18, 10**18))
     os.utime(new, ns=(2 * 10**18, 2 * 10**18))
@@ -65,7 +65,7 @@ async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
         "worker0.1795489276924276875.pt.trace.json.gz",
     ]
     paths = [
-        write_trace(make_trace(0, world_size=1, steps=3, seed=i), d / name)
+        write_trace(make_trace(0, world_size=1, steps=3 + i, seed=1), d / name)
         for i, name in enumerate(names)
     ]
     for i, p in enumerate(paths):

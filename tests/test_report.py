@@ -74,7 +74,10 @@ def test_json_shape(tmp_path: Path) -> None:
     rc, doc = report_json(d, tmp_path)
     assert rc == 0
     assert [sorted(f) for f in doc["files"]] == [
-        sorted(["path", "rank", "span", "status", "error", "dropped_events"])
+        sorted(
+            ["path", "rank", "span", "shown", "worker", "timestamp", "conflict", "status"]
+            + ["error", "dropped_events"]
+        )
     ] * 3
     assert [(f["path"], f["rank"], f["status"]) for f in doc["files"]] == [
         ("rank-0.json", 0, "loaded"),

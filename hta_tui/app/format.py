@@ -150,7 +150,7 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
         name = path.rsplit("/", 1)[-1]
         if span == name:
             span = ""
-        if row.get("selected") and span:
+        if row.get("shown") and span:
             span = "● " + span
         seconds = row.get("seconds")
         load = ""
@@ -168,7 +168,7 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
             "load": load,
             "reason": printable(_get(row, "error", "")),
             # the span its rank shows, when it has several (marked in the file column too)
-            "shown": "yes" if several and row.get("selected") else "no" if several else "",
+            "shown": "yes" if several and row.get("shown") else "no" if several else "",
         }
         reason = values.pop("reason")
         if status == "incomplete" and not reason:
@@ -176,6 +176,9 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
         dropped = {d["reason"]: d["count"] for d in row.get("dropped_events") or []}
         if loaded and dropped:  # the numbers rest on a partial file: say so, and why
             reason = f"dropped {dropped_text(dropped)}"
+        conflict = _get(row, "conflict", "")
+        if loaded and conflict:  # another process's file says this rank: not its numbers
+            reason = printable(conflict) + (f"; {reason}" if reason else "")
         out.append(FileRow(key=path, values=values, status=status, rank=rank, reason=reason))
     return out
 
