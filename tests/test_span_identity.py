@@ -118,7 +118,7 @@ def test_the_text_report_lists_the_conflict(tmp_path: Path) -> None:
     assert run_report(d, cache=Cache(tmp_path / "cache"), out=out, width=300) == 0
     files = out.getvalue().split("# ", 2)[1]
     (line,) = [ln for ln in files.splitlines() if "zz_stray.json" in ln]
-    assert "conflict: pid 4242 says rank 0 too" in line
+    assert "conflict: pid 4242 also says rank 0" in line
 
 
 def test_spans_of_one_process_with_silent_names_share_a_rank(tmp_path: Path) -> None:

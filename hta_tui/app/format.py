@@ -135,10 +135,14 @@ def _get(row: dict[str, Any], name: str, default: Any = None) -> Any:
 
 
 def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
-    """Display rows of `overview.file_table`'s frame, ranked files first in rank order."""
+    """Display rows of `overview.file_table`'s frame, ranked files first in rank order (a
+    rank's conflicting files after its spans)."""
     if df.is_empty():
         return []
-    ordered = df.sort([pl.col("rank").is_null(), pl.col("rank"), pl.col("path")], nulls_last=True)
+    order = [pl.col("rank").is_null(), pl.col("rank")]
+    if "conflict" in df.columns:
+        order.append(pl.col("conflict").is_not_null())
+    ordered = df.sort([*order, pl.col("path")], nulls_last=True)
     out: list[FileRow] = []
     for row in ordered.iter_rows(named=True):
         status = str(_get(row, "status", ""))

@@ -189,8 +189,8 @@ def _group(members: list[FileEntry], chosen: Path | None) -> RankGroup:
         if id(entry) not in shown_ids:
             group.conflicts.append(entry)
             entry.conflict = (
-                f"conflict: {process_of(entry).text()} says rank {entry.rank} too; "
-                f"shown: {shown_proc.text()} (enter picks)"
+                f"conflict: {process_of(entry).text()} also says rank {entry.rank}; "
+                f"shown: {shown_proc.text()} (enter picks this file)"
             )
     return group
 

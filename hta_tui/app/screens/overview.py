@@ -78,7 +78,7 @@ class FilesTable(PlainCells):
         Binding(
             "enter",
             "select_cursor",
-            "Show this file for its rank (an older span, or a conflicting file)",
+            "Show this file for its rank",
             show=False,
         ),
     ]
@@ -352,11 +352,11 @@ class OverviewScreen(Screen):
         text.append("rank ?" if row.rank is None else f"rank {row.rank}", style="bold")
         text.append("  ")
         text.append(row.name)
+        conflict = row.reason.startswith("conflict")
         if row.get("shown") == "yes":
             text.append("  (the span shown)", style="bold")
-        elif row.get("shown") == "no":
-            conflict = row.reason.startswith("conflict")
-            text.append(f"  (enter: show this {'file as' if conflict else 'span of'} the rank)")
+        elif row.get("shown") == "no" and not conflict:  # a conflict's reason says `enter`
+            text.append("  (enter: show this span)")
         if row.reason:
             text.append("  ")
             text.append(row.reason, style=table.status_style(row.tone))
