@@ -153,3 +153,21 @@ def test_a_worker_file_still_loading_joins_its_worker_rank(tmp_path: Path) -> No
     ts = open_set(d, Cache(tmp_path / "cache"))
     assert ts.ranks() == [0]
     assert len(ts.spans(0)) == 2 and ts.selected(0).path == done
+
+
+def test_one_worker_name_for_two_processes_without_ranks_is_two_ranks(tmp_path: Path) -> None:
+    """Files that state no rank and share a worker name but not a process (a worker name
+    set by hand for every process of a job): nothing says they are one rank, so they stay
+    two ranks, not a conflict."""
+    d = tmp_path / "t"
+    d.mkdir()
+    for stamp, pid in (("1795489276434075715", 100), ("1795489276924276875", 777)):
+        trace = rank_trace(0, steps=3)
+        del trace["distributedInfo"]
+        for ev in trace["traceEvents"]:
+            if ev["pid"] == 100:
+                ev["pid"] = pid
+        (d / f"trainer.{stamp}.pt.trace.json").write_bytes(orjson.dumps(trace))
+    ts = open_set(d, Cache(tmp_path / "cache"))
+    assert ts.ranks() == [0, 1]
+    assert ts.conflicts(0) == [] and ts.conflicts(1) == []

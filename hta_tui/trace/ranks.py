@@ -3,8 +3,8 @@
 A file's rank is `distributedInfo.rank`, else a number in its name (`rank3`, `worker3`), else
 the rank of the other files of its worker (`tensorboard_trace_handler` names files
 `{worker}.{timestamp}.pt.trace.json`, `worker` = `{hostname}_{pid}` by default), else the next
-free number: files of one worker share it, and files whose names say nothing share it when
-they come from one process. Two files of one worker are two spans of one rank, never two ranks.
+free number, shared by the files one process wrote under one worker name (or under names that
+say nothing). Two files of one worker are two spans of one rank, never two ranks.
 
 The spans of a rank come from one process (host, pid and profiler base time, as the files say
 them): a loaded file of another process that says the same rank (a stray copy, another job's
@@ -123,37 +123,40 @@ def _own_ranks(entries: list[FileEntry]) -> None:
 
 
 def _number_the_rest(entries: list[FileEntry]) -> None:
-    """The next free number, in path order, per worker (or per process when the names say
-    nothing): stable as files come and go. A number is given once a file of it is known to be
-    a trace; the worker's other files (still loading, broken) then share it."""
+    """The next free number, in path order, per process: files of one worker, or whose names
+    say nothing, that one process wrote share it; nothing in such files says a rank, so
+    another process is another rank, not a conflict. Stable as files come and go. A number is
+    given once a file is known to be a trace; a worker's files still loading (or broken) then
+    share its number when it has one."""
     taken = {e.rank for e in entries if e.rank is not None}
-    numbers: dict[tuple[object, ...], int] = {}
+    numbers: dict[object, list[tuple[Process, int]]] = {}
     nxt = 0
     for entry in entries:
         if entry.rank is not None or entry.status != "loaded":
             continue
-        key = _unranked_key(entry)
-        if key not in numbers:
+        proc = process_of(entry)
+        known = numbers.setdefault(_unranked_key(entry, proc), [])
+        number = next((n for p, n in known if p.agrees(proc)), None)
+        if number is None:
             while nxt in taken:
                 nxt += 1
-            numbers[key] = nxt
-            taken.add(nxt)
-        entry.rank, entry.rank_source = numbers[key], "order"
+            number = nxt
+            known.append((proc, number))
+            taken.add(number)
+        entry.rank, entry.rank_source = number, "order"
     for entry in entries:
         if entry.rank is None and entry.file.worker is not None:
-            number = numbers.get(("worker", entry.file.worker))
-            if number is not None:
-                entry.rank, entry.rank_source = number, "order"
+            known = numbers.get(entry.file.worker, [])
+            if len({n for _, n in known}) == 1:
+                entry.rank, entry.rank_source = known[0][1], "order"
 
 
-def _unranked_key(entry: FileEntry) -> tuple[object, ...]:
-    """What files without a rank share one by: their worker, else their process."""
+def _unranked_key(entry: FileEntry, proc: Process) -> object:
+    """Files without a rank share one within their worker, else within their process (a file
+    that names neither is alone)."""
     if entry.file.worker is not None:
-        return ("worker", entry.file.worker)
-    proc = process_of(entry)
-    if proc.known:
-        return ("process", proc.host, proc.pid, proc.base_ns)
-    return ("file", entry.path)
+        return entry.file.worker
+    return ("process",) if proc.known else ("file", entry.path)
 
 
 def _group(members: list[FileEntry], chosen: Path | None) -> RankGroup:
