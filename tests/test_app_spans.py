@@ -134,3 +134,11 @@ async def test_a_conflicting_file_is_listed_and_enter_picks_it(tmp_path: Path) -
         assert rows["elsewhere/zz_stray.json"].get("shown") == "yes"
         # the overview's numbers follow: rank 0 has no GPU time in the one-event file
         assert [rank for rank, _, _ in app.overview_data.temporal] == [1]
+        # every view's title says the rank has a conflicting file (now the real one)
+        await pilot.press("K")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            title = str(app.screen.query_one("#screen-title").render())
+            if "conflict" in title:
+                break
+        assert "r0 (1 conflicting file)" in title
