@@ -104,7 +104,7 @@ def _newest_first(entry: FileEntry) -> tuple[int, str]:
 
 def _own_ranks(entries: list[FileEntry]) -> None:
     """The rank each file states (distributedInfo, else its name), and its worker's."""
-    by_worker: dict[str, set[int]] = {}
+    silent = []
     for entry in entries:
         rank = entry.meta.get("rank_in_file")
         if rank is not None:
@@ -113,13 +113,18 @@ def _own_ranks(entries: list[FileEntry]) -> None:
             entry.rank, entry.rank_source = entry.file.rank_hint, "file name"
         else:
             entry.rank, entry.rank_source = None, ""
+            if entry.file.worker is not None:
+                silent.append(entry)
+    if not silent:
+        return
+    by_worker: dict[str, set[int]] = {}
+    for entry in entries:
         if entry.rank is not None and entry.file.worker is not None:
             by_worker.setdefault(entry.file.worker, set()).add(entry.rank)
-    for entry in entries:
-        if entry.rank is None and entry.file.worker is not None:
-            ranks = by_worker.get(entry.file.worker, set())
-            if len(ranks) == 1:  # a worker whose files disagree lends none
-                entry.rank, entry.rank_source = next(iter(ranks)), "worker name"
+    for entry in silent:
+        ranks = by_worker.get(entry.file.worker or "", set())
+        if len(ranks) == 1:  # a worker whose files disagree lends none
+            entry.rank, entry.rank_source = next(iter(ranks)), "worker name"
 
 
 def _number_the_rest(entries: list[FileEntry]) -> None:
@@ -161,6 +166,9 @@ def _unranked_key(entry: FileEntry, proc: Process) -> object:
 
 def _group(members: list[FileEntry], chosen: Path | None) -> RankGroup:
     """One rank's files split by process; the shown process's files are its spans."""
+    if len(members) == 1:  # most ranks: nothing to split (and this runs on every change)
+        only = members[0]
+        return RankGroup(spans=[only], shown=only if only.data is not None else None)
     loaded = sorted((e for e in members if e.data is not None), key=_newest_first)
     others = [e for e in members if e.data is None]
     processes: list[tuple[Process, list[FileEntry]]] = []
@@ -198,9 +206,13 @@ def _group(members: list[FileEntry], chosen: Path | None) -> RankGroup:
     return group
 
 
+def _path_text(entry: FileEntry) -> str:
+    return str(entry.path)
+
+
 def assign(entries: Iterable[FileEntry], chosen: dict[int, Path]) -> dict[int, RankGroup]:
     """Set every entry's rank (and conflict), and return each rank's group."""
-    ordered = sorted(entries, key=lambda e: str(e.path))
+    ordered = sorted(entries, key=_path_text)
     _own_ranks(ordered)
     _number_the_rest(ordered)
     members: dict[int, list[FileEntry]] = {}
