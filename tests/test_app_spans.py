@@ -123,9 +123,7 @@ async def test_a_conflicting_file_is_listed_and_enter_picks_it(tmp_path: Path) -
         table.move_cursor(row=list(rows).index("elsewhere/zz_stray.json"))
         await pilot.pause()
         detail = str(app.screen.query_one("#file-detail").render())
-        assert (
-            "conflict: pid 4242 also says rank 0; shown: pid 100 (enter picks this file)" in detail
-        )
+        assert "conflict: pid 4242 also says rank 0; shown: pid 100  (enter: show it)" in detail
         await pilot.press("enter")
         await settled(pilot)
         assert ts.selected(0).path == stray

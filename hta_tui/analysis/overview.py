@@ -145,10 +145,16 @@ def file_row(ts: TraceSet, entry: FileEntry) -> dict[str, object]:
 
 
 def file_table(ts: TraceSet) -> pl.DataFrame:
-    """One row per file: rank, span, status and error, size of the trace, GPU busy time."""
+    """One row per file: rank, span, status and error, size of the trace, GPU busy time; a
+    rank's conflicting files after its spans."""
     entries = sorted(
         ts.entries.values(),
-        key=lambda e: (e.rank is None, e.rank if e.rank is not None else 0, str(e.path)),
+        key=lambda e: (
+            e.rank is None,
+            e.rank if e.rank is not None else 0,
+            bool(e.conflict),
+            str(e.path),
+        ),
     )
     rows = [file_row(ts, e) for e in entries]
     return pl.DataFrame(rows, schema=FILE_COLUMNS)

@@ -201,7 +201,7 @@ def _group(members: list[FileEntry], chosen: Path | None) -> RankGroup:
             group.conflicts.append(entry)
             entry.conflict = (
                 f"conflict: {process_of(entry).text()} also says rank {entry.rank}; "
-                f"shown: {shown_proc.text()} (enter picks this file)"
+                f"shown: {shown_proc.text()}"
             )
     return group
 

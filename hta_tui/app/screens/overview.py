@@ -355,11 +355,13 @@ class OverviewScreen(Screen):
         conflict = row.reason.startswith("conflict")
         if row.get("shown") == "yes":
             text.append("  (the span shown)", style="bold")
-        elif row.get("shown") == "no" and not conflict:  # a conflict's reason says `enter`
+        elif row.get("shown") == "no" and not conflict:
             text.append("  (enter: show this span)")
         if row.reason:
             text.append("  ")
             text.append(row.reason, style=table.status_style(row.tone))
+        if conflict:  # after the reason, which says why it is not shown
+            text.append("  (enter: show it)")
         detail.update(text)
 
     def action_every_step(self) -> None:
