@@ -181,3 +181,18 @@ def test_one_worker_name_for_two_processes_without_ranks_is_two_ranks(tmp_path: 
     ts = open_set(d, Cache(tmp_path / "cache"))
     assert ts.ranks() == [0, 1]
     assert ts.conflicts(0) == [] and ts.conflicts(1) == []
+
+
+def test_a_stray_file_that_names_no_process_does_not_replace_the_rank(tmp_path: Path) -> None:
+    """A newer file saying rank 0 whose events carry no usable pid cannot be shown to come
+    from rank 0's process: a conflict too, not its newest span."""
+    d = tmp_path / "t"
+    real = write_rank(d, 0, world=2)
+    trace = stray_trace(0)
+    trace["traceEvents"][0]["pid"] = "Spans"  # a pid that is not a number
+    stray = d / "zz_stray.json"
+    stray.write_bytes(orjson.dumps(trace))
+    os.utime(stray, ns=(4 * 10**18, 4 * 10**18))
+    ts = open_set(d, Cache(tmp_path / "cache"))
+    assert ts.selected(0).path == real and [e.path for e in ts.conflicts(0)] == [stray]
+    assert ts.entries[stray].conflict.startswith("conflict: an unknown process also says rank 0")

@@ -33,9 +33,10 @@ class Process:
     base_ns: int | None = None
 
     def agrees(self, other: Process) -> bool:
-        """Every fact both files state is the same."""
-        pairs = ((self.host, other.host), (self.pid, other.pid), (self.base_ns, other.base_ns))
-        return all(a is None or b is None or a == b for a, b in pairs)
+        """The same pid (a file without one is of no known process: only such files agree with
+        it), and every other fact both files state the same."""
+        pairs = ((self.host, other.host), (self.base_ns, other.base_ns))
+        return self.pid == other.pid and all(a is None or b is None or a == b for a, b in pairs)
 
     @property
     def known(self) -> bool:
