@@ -123,12 +123,12 @@ async def test_a_conflicting_file_is_listed_and_enter_picks_it(tmp_path: Path) -
         table.move_cursor(row=list(rows).index("elsewhere/zz_stray.json"))
         await pilot.pause()
         detail = str(app.screen.query_one("#file-detail").render())
-        assert "conflict: pid 4242 also says rank 0; shown: pid 100  (enter: show it)" in detail
+        assert "conflict: pid 4242 says rank 0; shown: pid 100  (enter: show it)" in detail
         await pilot.press("enter")
         await settled(pilot)
         assert ts.selected(0).path == stray
         rows = {r.key: r for r in app.screen._rows}
-        assert rows[real.name].reason.startswith("conflict: pid 100 also says rank 0")
+        assert rows[real.name].reason.startswith("conflict: pid 100 says rank 0")
         assert rows["elsewhere/zz_stray.json"].get("shown") == "yes"
         # the overview's numbers follow: rank 0 has no GPU time in the one-event file
         assert [rank for rank, _, _ in app.overview_data.temporal] == [1]

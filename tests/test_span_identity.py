@@ -128,7 +128,7 @@ def test_the_text_report_lists_the_conflict(tmp_path: Path) -> None:
     assert run_report(d, cache=Cache(tmp_path / "cache"), out=out, width=300) == 0
     files = out.getvalue().split("# ", 2)[1]
     (line,) = [ln for ln in files.splitlines() if "zz_stray.json" in ln]
-    assert "conflict: pid 4242 also says rank 0" in line
+    assert "conflict: pid 4242 says rank 0" in line
 
 
 def test_spans_of_one_process_with_silent_names_share_a_rank(tmp_path: Path) -> None:
@@ -195,4 +195,4 @@ def test_a_stray_file_that_names_no_process_does_not_replace_the_rank(tmp_path: 
     os.utime(stray, ns=(4 * 10**18, 4 * 10**18))
     ts = open_set(d, Cache(tmp_path / "cache"))
     assert ts.selected(0).path == real and [e.path for e in ts.conflicts(0)] == [stray]
-    assert ts.entries[stray].conflict.startswith("conflict: an unknown process also says rank 0")
+    assert ts.entries[stray].conflict.startswith("conflict: an unknown process says rank 0")

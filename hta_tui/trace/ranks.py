@@ -43,11 +43,10 @@ class Process:
         return self.pid is not None
 
     def text(self) -> str:
-        """`pid 6811 on vm`, as short as the file allows."""
-        parts = [] if self.pid is None else [f"pid {self.pid}"]
-        if self.host:
-            parts.append(f"on {self.host}")
-        return " ".join(parts) or "an unknown process"
+        """`pid 6811@vm`, as short as the file allows (a one-line reason must fit 80 columns)."""
+        if self.pid is None:
+            return "an unknown process" + (f" on {self.host}" if self.host else "")
+        return f"pid {self.pid}" + (f"@{self.host}" if self.host else "")
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ def _group(members: list[FileEntry], chosen: Path | None) -> RankGroup:
         if id(entry) not in shown_ids:
             group.conflicts.append(entry)
             entry.conflict = (
-                f"conflict: {process_of(entry).text()} also says rank {entry.rank}; "
+                f"conflict: {process_of(entry).text()} says rank {entry.rank}; "
                 f"shown: {shown_proc.text()}"
             )
     return group

@@ -350,9 +350,10 @@ class OverviewScreen(Screen):
         row = self._rows[table.cursor_row]
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("rank ?" if row.rank is None else f"rank {row.rank}", style="bold")
-        text.append("  ")
-        text.append(row.name)
         conflict = row.reason.startswith("conflict")
+        if not conflict:  # a conflict's reason takes the line: the row names the file
+            text.append("  ")
+            text.append(row.name)
         if row.get("shown") == "yes":
             text.append("  (the span shown)", style="bold")
         elif row.get("shown") == "no" and not conflict:
