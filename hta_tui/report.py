@@ -23,7 +23,20 @@ from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet, open_set
 from hta_tui.trace.parse import dropped_text
 
-FILE_KEYS = ("path", "rank", "span", "status", "error", "dropped_events")
+#: `shown`, `worker`, `timestamp` say which span each rank's numbers cover; `conflict` why a
+#: file of another process that says the same rank is not used
+FILE_KEYS = (
+    "path",
+    "rank",
+    "span",
+    "shown",
+    "worker",
+    "timestamp",
+    "conflict",
+    "status",
+    "error",
+    "dropped_events",
+)
 
 
 def build_tables(

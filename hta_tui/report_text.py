@@ -37,8 +37,9 @@ TIME_ORDER: dict[str, str] = {
 #: Kernel-name columns shown folded (analysis/names.py); JSON and CSV keep the full names.
 FOLDED: dict[str, str] = {"gpu_kernel_breakdown": "name", "kernel_duration_stats": "name"}
 
-#: Text columns of the files tables never shortened: which file, and why it failed.
-KEPT_WHOLE = frozenset(("path", "error", "span"))
+#: Text columns of the files tables never shortened: which file, why it failed, and why it
+#: is not its rank's file.
+KEPT_WHOLE = frozenset(("path", "error", "span", "conflict"))
 
 #: Columns that identify a row; repeated in every column group of a wide table.
 KEY_COLUMNS = frozenset(

@@ -66,3 +66,17 @@ def test_overview_contrast(snap_compare, tmp_path: Path) -> None:
     app = demo_app(tmp_path)
     app.theme = "hta-contrast"
     assert snap_compare(app, terminal_size=SIZE, run_before=_settled)
+
+
+def test_overview_spans(snap_compare, tmp_path: Path) -> None:
+    """Issue 24.1 and 25.6: rank 0's two spans (one worker, `trainer`: the newest shown and
+    marked, the older listed) and a stray file saying rank 0, listed as a conflict."""
+    from tests.test_span_identity import write_stray
+
+    root = tmp_path / "traces"
+    for steps, stamp in ((3, "1795489276434075715"), (4, "1795489276924276875")):
+        write_rank(root, 0, name=f"trainer.{stamp}.pt.trace.json.gz", world=2, steps=steps)
+    write_rank(root, 1, name="trainer1.1795489276924276875.pt.trace.json.gz", world=2)
+    write_stray(root)
+    app = HtaApp(root, cache=Cache(tmp_path / "cache"), watch=False, timings=False)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settled)

@@ -73,9 +73,9 @@ def test_json_shape(tmp_path: Path) -> None:
     (d / "rank-2.json").write_bytes(b"")
     rc, doc = report_json(d, tmp_path)
     assert rc == 0
-    assert [sorted(f) for f in doc["files"]] == [
-        sorted(["path", "rank", "span", "status", "error", "dropped_events"])
-    ] * 3
+    keys = ["path", "rank", "span", "shown", "worker", "timestamp", "conflict", "status"]
+    keys += ["error", "dropped_events"]
+    assert [sorted(f) for f in doc["files"]] == [sorted(keys)] * 3
     assert [(f["path"], f["rank"], f["status"]) for f in doc["files"]] == [
         ("rank-0.json", 0, "loaded"),
         ("rank-1.json", 1, "loaded"),

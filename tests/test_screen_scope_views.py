@@ -54,8 +54,9 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("scope-views") / "traces"
     write_trace_dir(d, ranks=RANKS, steps=4, seed=3, memory=MemoryOptions())
     # an older span of rank 0 (a profiler schedule writes one file per span): the newest is
-    # analysed, and every view says so
-    older = make_trace(0, world_size=RANKS, steps=3, seed=8, memory=MemoryOptions())
+    # analysed, and every view says so; one process wrote both (the seed gives the pid and
+    # the profiler's base time), else it would be a conflicting file, not a span
+    older = make_trace(0, world_size=RANKS, steps=3, seed=3, memory=MemoryOptions())
     path = write_trace(older, d / "rank-0.older.pt.trace.json")
     os.utime(path, ns=(10**18, 10**18))
     return d

@@ -19,7 +19,13 @@ FILE_COLUMNS: dict[str, pl.DataType] = {
     "path": pl.String(),
     "rank": pl.Int64(),
     "span": pl.String(),
-    "selected": pl.Boolean(),
+    # the file whose numbers its rank shows (of its spans, or against a conflicting file)
+    "shown": pl.Boolean(),
+    # the profiler handler's worker name and timestamp, as the file name gives them
+    "worker": pl.String(),
+    "timestamp": pl.String(),
+    # a loaded file that says the rank of another process's file: why it is not shown
+    "conflict": pl.String(),
     "status": pl.String(),
     "error": pl.String(),
     "events": pl.Int64(),
@@ -112,12 +118,17 @@ def file_row(ts: TraceSet, entry: FileEntry) -> dict[str, object]:
     if data is not None:
         busy = summary(data, step_filter=_step_filter(ts))["gpu_busy"] / 1000
     start, end = meta.get("min_ts"), meta.get("max_end")
-    selected = entry.rank is not None and (sel := ts.selected(entry.rank)) is not None
+    rank = entry.rank
+    sel = ts.selected(rank) if rank is not None else None
+    several = rank is not None and len(ts.spans(rank)) + len(ts.conflicts(rank)) > 1
     return {
         "path": _relative(ts, entry),
-        "rank": entry.rank,
-        "span": entry.file.span_hint if len(ts.spans(entry.rank)) > 1 else "",
-        "selected": bool(selected and sel.path == entry.path),
+        "rank": rank,
+        "span": entry.file.span_hint if several else "",
+        "shown": sel is not None and sel.path == entry.path,
+        "worker": entry.file.worker,
+        "timestamp": entry.file.stamp,
+        "conflict": entry.conflict or None,
         "status": entry.status,
         "error": entry.error,
         "events": meta.get("n_events"),
@@ -134,10 +145,16 @@ def file_row(ts: TraceSet, entry: FileEntry) -> dict[str, object]:
 
 
 def file_table(ts: TraceSet) -> pl.DataFrame:
-    """One row per file: rank, span, status and error, size of the trace, GPU busy time."""
+    """One row per file: rank, span, status and error, size of the trace, GPU busy time; a
+    rank's conflicting files after its spans."""
     entries = sorted(
         ts.entries.values(),
-        key=lambda e: (e.rank is None, e.rank if e.rank is not None else 0, str(e.path)),
+        key=lambda e: (
+            e.rank is None,
+            e.rank if e.rank is not None else 0,
+            bool(e.conflict),
+            str(e.path),
+        ),
     )
     rows = [file_row(ts, e) for e in entries]
     return pl.DataFrame(rows, schema=FILE_COLUMNS)

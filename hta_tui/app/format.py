@@ -135,10 +135,14 @@ def _get(row: dict[str, Any], name: str, default: Any = None) -> Any:
 
 
 def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
-    """Display rows of `overview.file_table`'s frame, ranked files first in rank order."""
+    """Display rows of `overview.file_table`'s frame, ranked files first in rank order (a
+    rank's conflicting files after its spans)."""
     if df.is_empty():
         return []
-    ordered = df.sort([pl.col("rank").is_null(), pl.col("rank"), pl.col("path")], nulls_last=True)
+    order = [pl.col("rank").is_null(), pl.col("rank")]
+    if "conflict" in df.columns:
+        order.append(pl.col("conflict").is_not_null())
+    ordered = df.sort([*order, pl.col("path")], nulls_last=True)
     out: list[FileRow] = []
     for row in ordered.iter_rows(named=True):
         status = str(_get(row, "status", ""))
@@ -150,7 +154,7 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
         name = path.rsplit("/", 1)[-1]
         if span == name:
             span = ""
-        if row.get("selected") and span:
+        if row.get("shown") and span:
             span = "● " + span
         seconds = row.get("seconds")
         load = ""
@@ -168,7 +172,7 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
             "load": load,
             "reason": printable(_get(row, "error", "")),
             # the span its rank shows, when it has several (marked in the file column too)
-            "shown": "yes" if several and row.get("selected") else "no" if several else "",
+            "shown": "yes" if several and row.get("shown") else "no" if several else "",
         }
         reason = values.pop("reason")
         if status == "incomplete" and not reason:
@@ -176,6 +180,9 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
         dropped = {d["reason"]: d["count"] for d in row.get("dropped_events") or []}
         if loaded and dropped:  # the numbers rest on a partial file: say so, and why
             reason = f"dropped {dropped_text(dropped)}"
+        conflict = _get(row, "conflict", "")
+        if loaded and conflict:  # another process's file says this rank: not its numbers
+            reason = printable(conflict) + (f"; {reason}" if reason else "")
         out.append(FileRow(key=path, values=values, status=status, rank=rank, reason=reason))
     return out
 

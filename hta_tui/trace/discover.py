@@ -19,6 +19,12 @@ OTHER_CANDIDATES = (".gz",)
 
 _RANK_RE = re.compile(r"(?:^|[^a-z])(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 _SPAN_RE = re.compile(r"(\d{10,}(?:_\d+)?|[A-Z][a-z]{2}_\d{1,2}_\d{2}_\d{2}_\d{2}(?:\.\d+)?)")
+#: `tensorboard_trace_handler`'s `{worker}.{timestamp}.pt.trace.json[.gz]`: the timestamp is
+#: time.time_ns() (PyTorch >= 2.0) or milliseconds (older); some tools write a date instead.
+_HANDLER_RE = re.compile(
+    r"^(?P<worker>.+?)\.(?P<stamp>\d{10,}|[A-Z][a-z]{2}_\d{1,2}_\d{2}_\d{2}_\d{2}(?:\.\d+)?)"
+    r"(?:\.\d+)?\.pt\.trace\.json(?:\.gz)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,17 @@ class TraceFile:
     mtime_ns: int
     rank_hint: int | None  # from the file name
     span_hint: str  # the part of the name telling spans of one worker apart
+    #: the profiler handler's worker name (`{hostname}_{pid}` by default), when the name has one
+    worker: str | None = None
+    #: the name's timestamp as written (digits), and as ns since the epoch to order spans by
+    stamp: str | None = None
+    stamp_ns: int | None = None
+
+    @property
+    def order_ns(self) -> int:
+        """When this span was written: the name's timestamp, else the file's mtime (both ns
+        since the epoch, so a folder mixing the two still sorts)."""
+        return self.stamp_ns if self.stamp_ns is not None else self.mtime_ns
 
     @property
     def key(self) -> tuple[str, int, int]:
@@ -47,6 +64,24 @@ def span_from_name(name: str) -> str:
     """A profiler-schedule span label: the timestamp-like part of the name, else the name."""
     m = _SPAN_RE.search(name)
     return m.group(1) if m else name
+
+
+def handler_name(name: str) -> tuple[str, str] | None:
+    """(worker, timestamp) of a `{worker}.{timestamp}.pt.trace.json[.gz]` name, else None."""
+    m = _HANDLER_RE.match(name)
+    return (m.group("worker"), m.group("stamp")) if m else None
+
+
+def stamp_ns(stamp: str) -> int | None:
+    """A name's epoch timestamp in ns, whatever its unit (s, ms, us or ns by its digits); None
+    for a date without a year, which cannot be placed against a file's mtime."""
+    if not stamp.isdigit():
+        return None
+    digits = len(stamp)
+    if digits > 19:
+        return None
+    scale = 10 ** (9 - 3 * min(3, max(0, (digits - 10 + 1) // 3)))
+    return int(stamp) * scale
 
 
 def is_candidate(path: Path) -> bool:
@@ -83,12 +118,16 @@ def describe(path: Path) -> TraceFile:
         st = path.stat()
     except FileNotFoundError:
         st = path.lstat()  # raises when the link is gone too
+    worker, stamp = handler_name(path.name) or (None, None)
     return TraceFile(
         path=path,
         size=st.st_size,
         mtime_ns=st.st_mtime_ns,
         rank_hint=rank_from_name(path.name),
         span_hint=span_from_name(path.name),
+        worker=worker,
+        stamp=stamp,
+        stamp_ns=stamp_ns(stamp) if stamp else None,
     )
 
 

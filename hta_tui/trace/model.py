@@ -22,6 +22,7 @@ from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
 from hta_tui.trace.parse import TraceFileError
+from hta_tui.trace.ranks import RankGroup, SpanInfo, assign, process_of
 from hta_tui.trace.schema import FRAME_SCHEMAS
 
 
@@ -112,7 +113,9 @@ class FileEntry:
     seconds: float = 0.0
     cached: bool = False
     rank: int | None = None
-    rank_source: str = ""  # distributedInfo, file name, order
+    rank_source: str = ""  # distributedInfo, file name, worker name, order
+    #: why this loaded file is not one of its rank's spans: another process says that rank
+    conflict: str = ""
 
     @property
     def path(self) -> Path:
@@ -134,6 +137,7 @@ class TraceSet:
         self.root = Path(root)
         self.entries: dict[Path, FileEntry] = {}
         self._chosen_span: dict[int, Path] = {}
+        self._ranks: dict[int, RankGroup] = {}
         self.generation = 0  # bumps on every change; lets consumers drop stale results
 
     # -- mutation ----------------------------------------------------------------------------
@@ -157,6 +161,7 @@ class TraceSet:
         snap.entries = {p: dataclasses.replace(e) for p, e in self.entries.items()}
         snap._chosen_span = dict(self._chosen_span)
         snap.generation = self.generation
+        snap._assign_ranks()  # the groups hold the copies' entries
         return snap
 
     def apply(self, result: LoadResult) -> FileEntry:
@@ -177,6 +182,8 @@ class TraceSet:
             self._changed()
 
     def select_span(self, rank: int, path: Path) -> None:
+        """Show `path` for `rank`: an older span, or a conflicting file (its process's spans
+        become the rank's)."""
         self._chosen_span[rank] = path
         self._changed()
 
@@ -186,46 +193,50 @@ class TraceSet:
 
     # -- ranks and spans ---------------------------------------------------------------------
     def _assign_ranks(self) -> None:
-        """distributedInfo.rank, else the rank in the file name, else the next free number in
-        path order - stable as files come and go."""
-        taken: set[int] = set()
-        unranked: list[FileEntry] = []
-        for entry in sorted(self.entries.values(), key=lambda e: str(e.path)):
-            rank = entry.meta.get("rank_in_file")
-            if rank is not None:
-                entry.rank, entry.rank_source = rank, "distributedInfo"
-            elif entry.file.rank_hint is not None:
-                entry.rank, entry.rank_source = entry.file.rank_hint, "file name"
-            else:
-                entry.rank, entry.rank_source = None, ""
-                unranked.append(entry)
-                continue
-            taken.add(entry.rank)
-        nxt = 0
-        for entry in unranked:
-            if entry.status != "loaded":
-                continue  # a number only once we know it is a trace
-            while nxt in taken:
-                nxt += 1
-            entry.rank, entry.rank_source = nxt, "order"
-            taken.add(nxt)
+        """Each file's rank, then each rank's spans (files of one process) and conflicts (files
+        of another process that say the same rank); see `ranks.assign`."""
+        self._ranks = assign(self.entries.values(), self._chosen_span)
 
     def spans(self, rank: int) -> list[FileEntry]:
-        """Files of one rank, newest first (profiler schedules write one per span)."""
-        files = [e for e in self.entries.values() if e.rank == rank]
-        return sorted(files, key=lambda e: (e.file.mtime_ns, str(e.path)), reverse=True)
+        """Files of one rank written by the process it shows, newest first (a profiler
+        schedule writes one per span), with its files that did not load."""
+        group = self._ranks.get(rank)
+        return list(group.spans) if group else []
+
+    def conflicts(self, rank: int) -> list[FileEntry]:
+        """Loaded files that say they are `rank` but come from another process than the one
+        shown, newest first: the user picks (`select_span`)."""
+        group = self._ranks.get(rank)
+        return list(group.conflicts) if group else []
 
     def ranks(self) -> list[int]:
-        return sorted({e.rank for e in self.entries.values() if e.rank is not None})
+        return sorted(self._ranks)
 
     def selected(self, rank: int) -> FileEntry | None:
-        """The span shown for a rank: the user's choice, else the newest loaded one."""
-        spans = self.spans(rank)
-        chosen = self._chosen_span.get(rank)
-        for e in spans:
-            if e.path == chosen and e.data is not None:
-                return e
-        return next((e for e in spans if e.data is not None), None)
+        """The span shown for a rank: the user's choice, else the newest loaded one of the
+        process with the most data."""
+        group = self._ranks.get(rank)
+        return group.shown if group else None
+
+    def span_of(self, rank: int) -> SpanInfo | None:
+        """Which file a rank's numbers cover, and what it says of itself: for front ends that
+        print it (`report --json`'s files, titles)."""
+        group = self._ranks.get(rank)
+        if group is None or group.shown is None:
+            return None
+        shown = group.shown
+        spans = [e for e in group.spans if e.data is not None]
+        index = len(spans) - next(i for i, e in enumerate(spans) if e is shown)
+        return SpanInfo(
+            rank=rank,
+            path=shown.path,
+            worker=shown.file.worker,
+            timestamp=shown.file.stamp,
+            index=index,
+            count=len(spans),
+            process=process_of(shown),
+            conflicts=tuple(e.path for e in group.conflicts),
+        )
 
     def loaded(self) -> dict[int, RankData]:
         """Rank -> frames of the selected span, for every rank with a loaded file."""

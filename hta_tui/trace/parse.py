@@ -49,6 +49,7 @@ class _Trace(msgspec.Struct):
     deviceProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     computeProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
     schemaVersion: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)
+    host_name: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # recent PyTorch
     traceName: str | None = None
     baseTimeNanoseconds: int | None = None
     displayTimeUnit: str | None = None
@@ -474,6 +475,7 @@ _RAW_KEYS = {
     "deviceProperties",
     "computeProperties",
     "schemaVersion",
+    "host_name",
     "nodes",
     "schema",
 }
@@ -538,7 +540,11 @@ def _meta(trace: _Trace) -> dict[str, Any]:
         props = _raw_json(trace.computeProperties)  # ROCm / older profilers
     rank = dist.get("rank") if isinstance(dist, dict) else None
     name = trace.traceName
+    host = _raw_json(trace.host_name)
     return {
+        # who wrote the file (with the CPU events' pid, `_frame_facts`): spans of one rank
+        # come from one process
+        "host_name": host[:256] if isinstance(host, str) else None,
         "distributed_info": dist if isinstance(dist, dict) else None,
         "rank_in_file": _small_int(rank, 2**31),
         "device_properties": props if isinstance(props, list) else [],
@@ -552,7 +558,14 @@ def _meta(trace: _Trace) -> dict[str, Any]:
 def _frame_facts(events: pl.DataFrame) -> dict[str, Any]:
     """Small per-file facts kept in the cache's metadata, so a warm open reads no frames."""
     if events.is_empty():
-        return {"min_ts": None, "max_end": None, "n_events": 0, "n_kernels": 0, "step_names": []}
+        return {
+            "min_ts": None,
+            "max_end": None,
+            "n_events": 0,
+            "n_kernels": 0,
+            "step_names": [],
+            "process_pid": None,
+        }
     steps = events.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
     row = events.select(
         pl.col("ts").min().alias("min_ts"),
@@ -561,4 +574,16 @@ def _frame_facts(events: pl.DataFrame) -> dict[str, Any]:
         (pl.col("kind") == "kernel").sum().alias("n_kernels"),
     ).row(0, named=True)
     row["step_names"] = sorted(steps["name"].unique().drop_nulls().to_list())
+    row["process_pid"] = _process_pid(events)
     return row
+
+
+def _process_pid(events: pl.DataFrame) -> int | None:
+    """The pid of the process that wrote the trace: the most common pid of its CPU-side events
+    (GPU events carry the device as pid), else of any event; the smallest on a tie."""
+    pids = events.filter(pl.col("pid").is_not_null())
+    cpu = pids.filter(pl.col("stream").is_null())
+    pids = cpu if cpu.height else pids
+    if pids.is_empty():
+        return None
+    return int(pids.group_by("pid").len().sort(["len", "pid"], descending=[True, False])["pid"][0])

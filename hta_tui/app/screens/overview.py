@@ -75,6 +75,12 @@ class FilesTable(PlainCells):
         Binding("k", "cursor_up", "Up", show=False),
         Binding("g", "scroll_top", "Top", show=False),
         Binding("G", "scroll_bottom", "Bottom", show=False),
+        Binding(
+            "enter",
+            "select_cursor",
+            "Show this file for its rank",
+            show=False,
+        ),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
@@ -314,7 +320,8 @@ class OverviewScreen(Screen):
         self.action_show_span()
 
     def action_show_span(self) -> None:
-        """Make the highlighted file the span its rank shows (the newest is the default)."""
+        """Make the highlighted file the one its rank shows: an older span (the newest is the
+        default), or a file of another process that says the same rank (a conflict)."""
         table = self.query_one("#files", FilesTable)
         if not self._rows or not 0 <= table.cursor_row < len(self._rows):
             return
@@ -325,10 +332,10 @@ class OverviewScreen(Screen):
         if entry is None or entry.rank is None or entry.status != "loaded":
             self.notify("only a loaded file can be shown", severity="warning")
             return
-        if len(ts.spans(entry.rank)) < 2:
+        if len(ts.spans(entry.rank)) < 2 and not ts.conflicts(entry.rank):
             return
         ts.select_span(entry.rank, entry.path)
-        self.notify(f"rank {entry.rank} now shows {row.key}")
+        self.notify(f"rank {entry.rank} now shows {row.name}")
 
     @on(DataTable.RowHighlighted, "#files")
     def _row_highlighted(self) -> None:
@@ -343,15 +350,19 @@ class OverviewScreen(Screen):
         row = self._rows[table.cursor_row]
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append("rank ?" if row.rank is None else f"rank {row.rank}", style="bold")
-        text.append("  ")
-        text.append(row.name)
+        conflict = row.reason.startswith("conflict")
+        if not conflict:  # a conflict's reason takes the line: the row names the file
+            text.append("  ")
+            text.append(row.name)
         if row.get("shown") == "yes":
             text.append("  (the span shown)", style="bold")
-        elif row.get("shown") == "no":
+        elif row.get("shown") == "no" and not conflict:
             text.append("  (enter: show this span)")
         if row.reason:
             text.append("  ")
             text.append(row.reason, style=table.status_style(row.tone))
+        if conflict:  # after the reason, which says why it is not shown
+            text.append("  (enter: show it)")
         detail.update(text)
 
     def action_every_step(self) -> None:

@@ -19,15 +19,20 @@ EVERY_STEP_BINDING = Binding(
 
 
 def span_scope(ts: TraceSet, ranks: list[int]) -> str:
-    """Which span the ranks show, when a rank has several (the file list picks another)."""
-    multi = [r for r in ranks if len(ts.spans(r)) > 1]
+    """Which span the ranks show, when a rank has several (the file list picks another), and
+    how many files of another process say the same rank (the file list says why)."""
+    multi = [r for r in ranks if len(ts.spans(r)) > 1 or ts.conflicts(r)]
     if not multi:
         return ""
     parts = []
     for r in multi[:2]:
         spans, chosen = ts.spans(r), ts.selected(r)
         at = next((i for i, e in enumerate(spans) if chosen and e.path == chosen.path), 0)
-        parts.append(f"r{r} span {len(spans) - at}/{len(spans)}")
+        part = f"r{r} span {len(spans) - at}/{len(spans)}" if len(spans) > 1 else f"r{r}"
+        conflicts = len(ts.conflicts(r))
+        if conflicts:
+            part += f" ({conflicts} conflicting file{'s' if conflicts > 1 else ''})"
+        parts.append(part)
     return ", ".join(parts) + (" …" if len(multi) > 2 else "")
 
 
