@@ -30,7 +30,7 @@ from hta_tui.trace.events import Decoded, Event, EventArgs
 from hta_tui.trace.limits import Limits
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 12
+PARSER_VERSION = 13
 
 
 class TraceFileError(Exception):
