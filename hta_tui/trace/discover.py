@@ -37,10 +37,19 @@ class TraceFile:
         return (str(self.path), self.size, self.mtime_ns)
 
 
+#: A rank from a file name must be below this, as one from `distributedInfo` must
+#: (`rank99999999999999999999999.json` names no rank: no integer column holds it).
+MAX_RANK = 2**31
+
+
 def rank_from_name(name: str) -> int | None:
-    """`rank-3`, `rank_3`, `rank3`, `worker3` anywhere in the name."""
+    """`rank-3`, `rank_3`, `rank3`, `worker3` anywhere in the name; None for a number no
+    rank can be (the file then gets its rank as a file without one does)."""
     m = _RANK_RE.search(name)
-    return int(m.group(1)) if m else None
+    if m is None or len(m.group(1)) > 10:
+        return None
+    rank = int(m.group(1))
+    return rank if rank < MAX_RANK else None
 
 
 def span_from_name(name: str) -> str:

@@ -12,6 +12,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +26,7 @@ import polars as pl
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.limits import Limits
-from hta_tui.trace.parse import TraceFileError, parse_file
+from hta_tui.trace.parse import TraceFileError, parse_file, read_bytes
 from hta_tui.trace.pool import (
     START_METHOD,
     _children_skip_main,
@@ -35,7 +36,8 @@ from hta_tui.trace.pool import (
 
 log = logging.getLogger("hta_tui.load")
 
-#: Files smaller than this are parsed in the calling process: a worker start costs more.
+#: Files of less JSON than this (after gunzip) are parsed in the calling process: a worker
+#: start costs more.
 INLINE_BYTES = 2_000_000
 
 
@@ -153,6 +155,42 @@ def _worker(
         return _parse_and_store(tf, cache, after_parse, limits)  # the caller found no entry
 
 
+def small_json(tf: TraceFile) -> bool:
+    """Whether a file is worth no worker: under INLINE_BYTES of JSON, by its size after
+    gunzip (1.9 MB of gzip can hold 563 MB of JSON), found by inflating at most that much. A
+    file that cannot be read is small: its reason comes at once."""
+    if tf.size >= INLINE_BYTES:
+        return False
+    try:
+        read_bytes(tf.path, INLINE_BYTES)
+    except TraceFileError as exc:
+        return not exc.too_big
+    except Exception:
+        return True
+    return True
+
+
+def _inline(
+    tf: TraceFile, cache: Cache, after_parse: AfterParse | None, limits: Limits
+) -> LoadResult:
+    try:
+        with _time_limit_here(limits.timeout_s):
+            return _parse_and_store(tf, cache, after_parse, limits)
+    except FileTimeout:  # the alarm rang after the file's own handlers
+        return LoadResult(tf, "error", error=_timeout_text(limits))
+
+
+@contextlib.contextmanager
+def _time_limit_here(seconds: float) -> Iterator[None]:
+    """The time limit for a file parsed in this process: an alarm, on the main thread (the
+    report, scripts); a thread cannot have one, and there a small file's parse is linear."""
+    if threading.current_thread() is threading.main_thread():
+        with _time_limit(seconds):
+            yield
+    else:
+        yield
+
+
 def _raise_timeout(signum: int, frame: Any) -> None:
     raise FileTimeout
 
@@ -229,8 +267,8 @@ def _load(
     pending: list[TraceFile] = []
     for tf in files:
         result = _cached(tf, cache)
-        if result is None and tf.size < INLINE_BYTES:
-            result = _parse_and_store(tf, cache, after_parse, limits)
+        if result is None and small_json(tf):
+            result = _inline(tf, cache, after_parse, limits)
         if result is None:
             pending.append(tf)
             continue
@@ -240,14 +278,9 @@ def _load(
     if not pending:
         return
     n = min(workers or default_workers(), len(pending))
-    if n <= 1:
-        for tf in pending:
-            yield _parse_and_store(tf, cache, after_parse, limits)
-            if cancelled is not None and cancelled():
-                return
-        return
-    # Largest first keeps both cores busy to the end; forkserver avoids forking a process that
-    # runs polars or Textual threads.
+    # Every other file in a pool, even of one process: only there does the time limit hold
+    # for a file stuck in C. Largest first keeps both cores busy to the end; forkserver avoids
+    # forking a process that runs polars or Textual threads.
     pending.sort(key=lambda tf: tf.size, reverse=True)
     while pending:
         pending = yield from _pool_round(pending, n, cache, after_parse, limits, cancelled)
