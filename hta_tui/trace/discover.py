@@ -86,11 +86,11 @@ def not_regular(mode: int) -> str | None:
 
 
 def describe(path: Path) -> TraceFile:
-    """What stat() says of `path`; a symbolic link to nothing is described by the link itself
-    (so it is listed, and its load says why it is not a trace)."""
+    """What stat() says of `path`; a symbolic link to nothing, or in a loop of links, is
+    described by the link itself (so it is listed, and its load says why it is not a trace)."""
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except OSError:  # a link to nothing, a loop of links
         st = path.lstat()  # raises when the link is gone too
     return TraceFile(
         path=path,
@@ -109,7 +109,10 @@ def discover(root: str | Path) -> list[TraceFile]:
     found: list[TraceFile] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for fn in sorted(filenames):
+        # a link to a folder is not followed, but one named like a trace is listed (its
+        # load says it is a folder) rather than silently left out
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for fn in sorted([*filenames, *links]):
             p = Path(dirpath) / fn
             if is_candidate(p):
                 try:

@@ -9,6 +9,7 @@ The events are decoded a chunk at a time, so a rank's structs never all exist at
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import gzip
 import os
@@ -24,6 +25,7 @@ import msgspec
 import orjson
 import polars as pl
 
+from hta_tui.trace import metadata
 from hta_tui.trace.columns import build_frames
 from hta_tui.trace.discover import not_regular
 from hta_tui.trace.events import Decoded, Event, EventArgs
@@ -104,6 +106,10 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
         if not os.path.islink(path):
             raise
         raise TraceFileError("a symbolic link to nothing", not_trace=True) from None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise TraceFileError("a loop of symbolic links", not_trace=True) from None
     if why is None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         with open(fd, "rb", closefd=True) as f:
@@ -329,7 +335,7 @@ def _parsed(trace: _Trace, frames: dict[str, pl.DataFrame], dropped: Counter[str
     events = frames["events"] = checked_events(frames["events"], dropped)
     if dropped and events.is_empty() and frames["flows"].is_empty():
         raise TraceFileError(f"no usable event: {dropped_text(dropped)}")
-    meta = _meta(trace)
+    meta = _meta(trace, dropped)
     meta.update(_frame_facts(events))
     meta["dropped_events"] = dict(dropped.most_common())
     return ParsedTrace(meta=meta, frames=frames)
@@ -338,7 +344,12 @@ def _parsed(trace: _Trace, frames: dict[str, pl.DataFrame], dropped: Counter[str
 def dropped_text(dropped: dict[str, int]) -> str:
     """'ts is not a number in 1 event; no ph in 3 events': what a file lost, and why."""
     ordered = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
-    return "; ".join(f"{why} in {n:,} event{'s' if n != 1 else ''}" for why, n in ordered)
+    return "; ".join(f"{why} in {n:,} {_unit(why)}{'s' if n != 1 else ''}" for why, n in ordered)
+
+
+def _unit(why: str) -> str:
+    """What a reason counts: values of the file's metadata, else events."""
+    return "value" if why.startswith(metadata.KEYS) else "event"
 
 
 #: Between two events of the traceEvents array (or, rarely, inside a string: see `_chunks`).
@@ -554,17 +565,19 @@ def _small_int(value: Any, bound: int) -> int | None:
     return value if ok else None
 
 
-def _meta(trace: _Trace) -> dict[str, Any]:
-    dist = _raw_json(trace.distributedInfo)
+def _meta(trace: _Trace, dropped: Counter[str]) -> dict[str, Any]:
+    """The file's metadata, each field checked on its own (`metadata`): a bad one dropped
+    and counted in `dropped`."""
+    dist = metadata.distributed(_raw_json(trace.distributedInfo), dropped)
     props = _raw_json(trace.deviceProperties)
     if props is None:
         props = _raw_json(trace.computeProperties)  # ROCm / older profilers
-    rank = dist.get("rank") if isinstance(dist, dict) else None
+    rank = dist.get("rank") if dist is not None else None
     name = trace.traceName
     return {
-        "distributed_info": dist if isinstance(dist, dict) else None,
+        "distributed_info": dist,
         "rank_in_file": _small_int(rank, 2**31),
-        "device_properties": props if isinstance(props, list) else [],
+        "device_properties": metadata.devices(props, dropped),
         "schema_version": _raw_json(trace.schemaVersion),
         "trace_name": name if name is None or len(name) < 4096 else name[:4096],
         "base_time_ns": _small_int(trace.baseTimeNanoseconds, 2**63),
