@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import Cache
+from hta_tui.trace.cache import Cache, note_once, uncached_entry, unwritable
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.limits import Limits
 from hta_tui.trace.parse import TraceFileError, parse_file, read_bytes
@@ -54,6 +54,11 @@ class LoadResult:
     cached: bool = False
     #: the full traceback of an unexpected error, for the debug log (never the terminal)
     detail: str | None = None
+    #: the frames themselves, when the cache could not take them (`entry` is then a path
+    #: nothing can be written to or read from: derived summaries are computed again)
+    frames: dict[str, pl.DataFrame] | None = None
+    #: what the front ends should be told once (the cache cannot be written)
+    notice: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -109,9 +114,14 @@ def _parse_and_store(
     def failed(status: str, error: str, detail: str | None = None) -> LoadResult:
         return LoadResult(tf, status, error=error, seconds=time.perf_counter() - t0, detail=detail)
 
+    kept: dict[str, pl.DataFrame] | None = None
+    notice = None
     try:
         parsed = parse_file(tf.path, limits)
-        entry = cache.store(tf, parsed)
+        try:
+            entry = cache.store(tf, parsed)
+        except OSError as exc:  # read-only, full, over quota, a file: the trace loads uncached
+            entry, kept, notice = uncached_entry(tf), parsed.frames, unwritable(cache, exc)
         meta = parsed.meta
         if after_parse is not None:
             after_parse(entry, meta, parsed.frames)
@@ -130,7 +140,8 @@ def _parse_and_store(
         return failed("error", _one_line(exc))
     except Exception as exc:
         return failed("error", f"internal error, {_one_line(exc)}", traceback.format_exc())
-    return LoadResult(tf, "loaded", meta, entry, seconds=time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    return LoadResult(tf, "loaded", meta, entry, seconds=seconds, frames=kept, notice=notice)
 
 
 def _timeout_text(limits: Limits) -> str:
@@ -239,6 +250,8 @@ def load_files(
     limits = limits or Limits.from_env()
     for result in _load(files, cache, workers, cancelled, after_parse, limits):
         _log_result(result)
+        if result.notice:
+            note_once(result.notice)
         stored = stored or (result.ok and not result.cached)
         yield result
     if stored:
