@@ -130,10 +130,8 @@ def main() -> None:
         f"| wall time (s) | {run['wall']:.1f} | <= {bound:g} (per-file limit + 10 s) |",
         f"| peak memory, report and workers (MB) | {run['peak_mb']:.0f} | < 1,000 |",
         f"| good rank's numbers as on its own | {'same' if same else 'DIFFERENT'} | same |",
-        f"| stderr | {run['err'].decode(errors='replace').strip() or '(empty)'} | "
-        "notices only |",
-        f"| good rank alone: wall (s), peak (MB) | {base['wall']:.1f}, "
-        f"{base['peak_mb']:.0f} | |",
+        f"| stderr | {run['err'].decode(errors='replace').strip() or '(empty)'} | notices only |",
+        f"| good rank alone: wall (s), peak (MB) | {base['wall']:.1f}, {base['peak_mb']:.0f} | |",
     ]
     text = "\n".join(lines) + "\n"
     args.md.write_text(text)

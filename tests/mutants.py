@@ -209,7 +209,8 @@ HUGE_RANK_NAME = "rank" + "9" * 23
 
 #: Values a cache entry's meta.json must not be trusted to hold by type.
 META_FIELDS = ["step_names", "n_events", "n_kernels", "min_ts", "max_end", "dropped_events",
-               "rank_in_file", "device_properties", "distributed_info", "path", "cache_files"]  # fmt: skip
+               "rank_in_file", "device_properties", "distributed_info", "path",
+               "cache_files"]  # fmt: skip
 
 
 def meta_swap(meta: Doc, rng: random.Random) -> Doc:

@@ -22,7 +22,6 @@ import pytest
 
 from hta_tui.analysis import catalog
 from hta_tui.analysis.gpu_metric_series import metric_series
-from hta_tui.analysis.overview import precompute
 from hta_tui.report import run_report
 from hta_tui.synth import hostile_files as hf
 from hta_tui.trace import load as load_mod
@@ -228,7 +227,8 @@ def test_a_bad_device_field_costs_only_its_field(tmp_path: Path) -> None:
     assert isinstance(sms[0], int) and sms[1] is None
     files = {f["path"]: f for f in doc["files"]}
     n = len(bad["deviceProperties"])
-    assert files["bad-device.json"]["dropped_events"] == {"deviceProperties: numSms is not a count": n}
+    want = {"deviceProperties: numSms is not a count": n}
+    assert files["bad-device.json"]["dropped_events"] == want
 
 
 # -- 4. an unwritable cache -----------------------------------------------------------------
