@@ -146,7 +146,10 @@ def _too_big(limit: int) -> str:
 #: made a file of many small members quadratic (95,000 empty members: 59 s).
 _GZIP_FEED = 1024
 _GZIP_FEED_MAX = 1 << 20
-_ZEROS = re.compile(rb"\x00*")
+#: After a member of less output than this, the next is inflated by zlib: isal's inflater
+#: costs twice zlib's to start (a gzip of 200,000 empty members), and is faster only on
+#: large members (a trace is one; bgzip's are 64 KB).
+_SMALL_MEMBER = 16_384
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:
@@ -154,30 +157,37 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     limit), member after member, in time linear in the input however many members there
     are. isal's inflate when installed (2-3x faster than zlib)."""
     try:
-        from isal import isal_zlib as inflate
+        from isal import isal_zlib as fast
     except ImportError:
-        inflate = zlib  # type: ignore[assignment]
+        fast = zlib  # type: ignore[assignment]
     parts: list[bytes] = []
-    total, pos, view = 0, 0, memoryview(data)
+    total, pos, view, size = 0, 0, memoryview(data), len(data)
+    inflate = fast
     try:
-        while pos < len(data):
+        while pos < size:
             d = inflate.decompressobj(wbits=31)
-            feed = _GZIP_FEED
-            while not d.eof and pos < len(data):
+            feed, before = _GZIP_FEED, total
+            while not d.eof and pos < size:
                 piece = view[pos : pos + feed]
                 out = d.decompress(piece, limit + 1 - total)
-                total += len(out)
-                parts.append(out)
+                if out:
+                    total += len(out)
+                    parts.append(out)
                 if total > limit:
                     raise TraceFileError(_too_big(limit), too_big=True)
                 pos += len(piece) - len(d.unused_data) - len(d.unconsumed_tail)
                 feed = min(feed * 2, _GZIP_FEED_MAX)
             if not d.eof:
                 raise TraceFileError("truncated gzip (still being written?)", incomplete=True)
-            pos = _ZEROS.match(data, pos).end()  # type: ignore[union-attr]  # padding
-    except (zlib.error, inflate.error, gzip.BadGzipFile, EOFError) as exc:
+            while pos < size and data[pos] == 0:  # padding after a member
+                pos = _ZEROS.match(data, pos).end()  # type: ignore[union-attr]
+            inflate = fast if total - before >= _SMALL_MEMBER else zlib
+    except (zlib.error, fast.error, gzip.BadGzipFile, EOFError) as exc:
         raise TraceFileError(f"corrupt gzip ({exc})") from exc
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return parts[0] if len(parts) == 1 else b"".join(parts) if parts else b""
+
+
+_ZEROS = re.compile(rb"\x00*")
 
 
 def parse_bytes(buf: bytes, *, path: str = "") -> ParsedTrace:
