@@ -141,9 +141,10 @@ def _too_big(limit: int) -> str:
     return f"larger than the {limit / 1e6:,.0f} MB limit (HTA_TUI_MAX_FILE_MB)"
 
 
-#: Input fed to the inflater at a time, first for each member, doubling up to the most: a
-#: member's leftover input is copied out once it ends, so feeding the whole rest (as before)
-#: made a file of many small members quadratic (95,000 empty members: 59 s).
+#: Input fed to the inflater at a time for each member after the first, doubling up to the
+#: most: a member's leftover input is copied out once it ends, so feeding every member the
+#: whole rest (as before) made a file of many small members quadratic (95,000 empty members:
+#: 59 s). The first is given the whole file: one copy of the rest, once.
 _GZIP_FEED = 1024
 _GZIP_FEED_MAX = 1 << 20
 #: After a member of less output than this, the next is inflated by zlib: isal's inflater
@@ -162,11 +163,12 @@ def _gunzip(data: bytes, limit: int) -> bytes:
         fast = zlib  # type: ignore[assignment]
     parts: list[bytes] = []
     total, pos, view, size = 0, 0, memoryview(data), len(data)
-    inflate = fast
+    inflate, feed = fast, size  # the first member (a trace is one) at once: its output is
+    # one piece, never copied again by a join (a 563 MB trace would be held twice)
     try:
         while pos < size:
             d = inflate.decompressobj(wbits=31)
-            feed, before = _GZIP_FEED, total
+            before = total
             while not d.eof and pos < size:
                 piece = view[pos : pos + feed]
                 out = d.decompress(piece, limit + 1 - total)
@@ -182,6 +184,7 @@ def _gunzip(data: bytes, limit: int) -> bytes:
             while pos < size and data[pos] == 0:  # padding after a member
                 pos = _ZEROS.match(data, pos).end()  # type: ignore[union-attr]
             inflate = fast if total - before >= _SMALL_MEMBER else zlib
+            feed = _GZIP_FEED
     except (zlib.error, fast.error, gzip.BadGzipFile, EOFError) as exc:
         raise TraceFileError(f"corrupt gzip ({exc})") from exc
     return parts[0] if len(parts) == 1 else b"".join(parts) if parts else b""
