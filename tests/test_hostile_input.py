@@ -30,7 +30,7 @@ from hta_tui.trace.discover import discover
 from hta_tui.trace.limits import Limits
 from hta_tui.trace.load import load_files
 from hta_tui.trace.parse import parse_bytes, read_bytes
-from tests.test_app_support import make_screen_app, settle
+from tests.test_app_support import make_screen_app, settle, wait_until
 
 GOOD = "rank-0.json"
 
@@ -426,3 +426,27 @@ async def test_app_lists_every_hostile_file_with_its_reason(
         assert "larger than the 2 MB limit" in shown and "a loop of symbolic links" in shown
         assert app.trace_set.ranks()[:1] == [0]
         assert pl.Series(app.trace_set.ranks()).max() < 2**31
+
+
+async def test_app_loads_every_trace_with_an_unwritable_cache(tmp_path: Path) -> None:
+    """A cache path that is a file: every rank loads in the app, and one toast says why."""
+    from hta_tui.app.app import HtaApp
+
+    root = tmp_path / "t"
+    write_good(root)
+    (root / "rank-1.json").write_bytes(orjson.dumps(hf.good_trace(1)))
+    where = tmp_path / "cache"
+    where.write_text("not a folder")
+    app = HtaApp(root, cache=Cache(where), watch=False, timings=False)
+    app.export_dir = tmp_path / "exports"
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await settle(pilot)
+        assert {e.status for e in app.trace_set.entries.values()} == {"loaded"}
+        assert app.trace_set.ranks() == [0, 1]
+        await wait_until(
+            pilot,
+            lambda: any("cannot be written" in n.message for n in app._notifications),
+            what="the notice",
+        )
+        toasts = [n for n in app._notifications if "cannot be written" in n.message]
+        assert len(toasts) == 1
