@@ -35,11 +35,9 @@ def checked_events(events: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
     if events.is_empty():
         return events
     events = _drop_huge_steps(events, dropped)
-    events = _unique_ids(events, "correlation", pl.col("kind").is_in(LAUNCH_KINDS),
-                         SHARED_CORRELATION, dropped)  # fmt: skip
-    return _unique_ids(
-        events, "external_id", pl.col("kind").is_in(_OP_KINDS), SHARED_EXTERNAL_ID, dropped
-    )
+    launches, ops = pl.col("kind").is_in(LAUNCH_KINDS), pl.col("kind").is_in(_OP_KINDS)
+    events = _unique_ids(events, "correlation", launches, SHARED_CORRELATION, dropped)
+    return _unique_ids(events, "external_id", ops, SHARED_EXTERNAL_ID, dropped)
 
 
 def _drop_huge_steps(events: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
