@@ -194,8 +194,10 @@ def _inline(
 @contextlib.contextmanager
 def _time_limit_here(seconds: float) -> Iterator[None]:
     """The time limit for a file parsed in this process: an alarm, on the main thread (the
-    report, scripts); a thread cannot have one, and there a small file's parse is linear."""
-    if threading.current_thread() is threading.main_thread():
+    report, scripts) when no other alarm is set there (a caller's own, a test runner's, is
+    left alone); a thread cannot have one. Either way such a file's parse is linear."""
+    free = hasattr(signal, "setitimer") and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    if free and threading.current_thread() is threading.main_thread():
         with _time_limit(seconds):
             yield
     else:
