@@ -16,11 +16,12 @@ if [ -n "${HTA_TUI_BIG_TRACE:-}" ]; then
   python bench_timeline.py --folder "$HTA_TUI_BIG_TRACE" --label "1 x 2 GB (one rank)" --append
 fi
 python bench_layouts.py       # -> LAYOUTS.md   (issue 10: every file layout, mixed-layout open)
+python bench_hostile.py       # -> HOSTILE.md   (issue 25: hostile files beside a good rank)
 {
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md; do
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md HOSTILE.md; do
     echo; sed 's/^# /## /' "$f"
   done
 } > RESULTS.md

@@ -43,6 +43,7 @@ def _apply_common(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     """The log file and the per-file limits (as environment, so parser workers see them)."""
     from hta_tui import logfile
 
+    logfile.quiet_warnings()
     try:
         args.log = logfile.setup(args.log)
     except OSError as exc:

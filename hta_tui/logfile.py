@@ -6,9 +6,22 @@ from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
+from typing import Any
 
 LOGGER = "hta_tui"
+
+
+def _log_warning(message: Any, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: str | None = None) -> None:  # fmt: skip
+    logging.getLogger(LOGGER).warning("%s:%s: %s: %s", filename, lineno, category.__name__, message)
+
+
+def quiet_warnings() -> None:
+    """A library's warning (numpy's overflow on a hostile value) goes to the debug log:
+    stderr is for one-line errors alone."""
+    warnings.showwarning = _log_warning
 
 
 def setup(path: str | Path | None = None) -> Path | None:

@@ -170,6 +170,57 @@ def duplicate_keys(data: bytes, rng: random.Random) -> bytes:
     return bytes(out + data[start:])
 
 
+def huge_digits(doc: Doc, rng: random.Random) -> Doc:
+    """Digit runs no integer holds in names: a ProfilerStep's number, others' tails."""
+    events = _events(doc)
+    for i in _pick(rng, events, rng.randint(1, 3)):
+        ev = events[i]
+        if isinstance(ev, dict):
+            digits = "9" * rng.randint(19, 40)
+            name = str(ev.get("name", ""))
+            steps = name.startswith("ProfilerStep#") or rng.random() < 0.5
+            ev["name"] = f"ProfilerStep#{digits}" if steps else f"{name}{digits}"
+    return doc
+
+
+def shared_ids(doc: Doc, rng: random.Random) -> Doc:
+    """Many events' correlation and External id set to one value (a corrupted or merged
+    file): joins on them must not grow as the square."""
+    events = _events(doc)
+    value = rng.choice([1, 0, 7, 2**40])
+    for i in _pick(rng, events, rng.randint(50, 400)):
+        ev = events[i]
+        if isinstance(ev, dict) and isinstance(ev.get("args"), dict):
+            ev["args"]["correlation"] = value
+            ev["args"]["External id"] = value
+    return doc
+
+
+def gzip_members(data: bytes, rng: random.Random) -> bytes:
+    """The trace gzipped, then up to 3,000 empty gzip members (some with zero padding)."""
+    empty = gzip.compress(b"", mtime=0)
+    tail = empty + (b"\x00" * rng.randint(0, 3))
+    return gzip.compress(data, compresslevel=1, mtime=0) + tail * rng.randint(1, 3_000)
+
+
+#: File names no rank fits in (the fuzz test names some mutants so).
+HUGE_RANK_NAME = "rank" + "9" * 23
+
+
+#: Values a cache entry's meta.json must not be trusted to hold by type.
+META_FIELDS = ["step_names", "n_events", "n_kernels", "min_ts", "max_end", "dropped_events",
+               "rank_in_file", "device_properties", "distributed_info", "path",
+               "cache_files"]  # fmt: skip
+
+
+def meta_swap(meta: Doc, rng: random.Random) -> Doc:
+    """A cache entry's meta.json with one to three fields of a wrong type."""
+    for _ in range(rng.randint(1, 3)):
+        field = rng.choice(META_FIELDS)
+        meta[field] = rng.choice([v for v in ODD_VALUES if type(v) is not type(meta.get(field))])
+    return meta
+
+
 def layout(data: bytes, rng: random.Random) -> bytes:
     return relayout(data, rng.choice(LAYOUTS))
 
@@ -182,6 +233,8 @@ DOC_KINDS: dict[str, Callable[[Doc, random.Random], Doc]] = {
     "long_names": long_names,
     "bad_events": bad_events,
     "reorder_keys": reorder_keys,
+    "huge_digits": huge_digits,
+    "shared_ids": shared_ids,
 }
 BYTE_KINDS: dict[str, Callable[[bytes, random.Random], bytes]] = {
     "truncate": truncate,
@@ -191,6 +244,7 @@ BYTE_KINDS: dict[str, Callable[[bytes, random.Random], bytes]] = {
     "duplicate_keys": duplicate_keys,
     "deep_nesting": deep_nesting,
     "layout": layout,
+    "gzip_members": gzip_members,
 }
 KINDS = [*DOC_KINDS, *BYTE_KINDS]
 

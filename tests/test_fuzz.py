@@ -26,7 +26,7 @@ from hta_tui.trace.load import load_files
 from hta_tui.trace.model import TraceSet
 from tests import dialects
 from tests.conftest import SHARED
-from tests.mutants import KINDS, mutate
+from tests.mutants import HUGE_RANK_NAME, KINDS, meta_swap, mutate
 
 N_MUTANTS = 520
 #: Real traces small enough to mutate 500 times in the suite's budget (bytes on disk, JSON).
@@ -98,6 +98,8 @@ def test_fuzz_mutants_never_take_a_load_down(tmp_path: Path, monkeypatch) -> Non
         kind = KINDS[(i // len(srcs)) % len(KINDS)]
         mutant = mutate(data, kind, seed=i)
         file = f"m{i:03d}.json" + (".gz" if kind.startswith("gzip") else "")
+        if kind == "huge_digits":  # and in the file name: no rank fits in it
+            file = f"{HUGE_RANK_NAME}-{file}"
         (root / file).write_bytes(mutant)
         recipe[file] = f"{kind} of {name}, seed {i}"
     # every file through the process pool, as a large rank would be: per-file time limit
@@ -167,6 +169,9 @@ REGRESSIONS = [
     ("huge_numbers", "current", 65, "loaded", "ts out of range"),  # InvalidOperationError
     ("gzip_flip", "synth", 320, "error", "corrupt gzip"),  # IsalError
     ("deep_nesting", "current", 385, "error", "nested too deeply"),  # RecursionError
+    # found when issue 25's kinds moved the seeds: a text stream beside numbers in a legacy
+    # "stream N" trace (TypeError building the stream column's nulls)
+    ("type_swap", "legacy", 427, "loaded", "dur is not a number"),
 ]
 
 
@@ -192,3 +197,31 @@ def test_mutants_that_used_to_crash_load_beside_a_good_rank(
         assert why in bad.meta["dropped_events"] if why else True
     else:
         assert why in bad.error
+
+
+def test_cache_entries_of_wrong_types_are_damage(tmp_path: Path) -> None:
+    """Seeded meta.json mutants of a stored entry (fields of wrong types): each lookup finds
+    the damage, the trace is parsed again and the good rank keeps its exact numbers."""
+    import json
+    import random
+
+    from hta_tui.trace.cache import META_FILE, take_notices
+
+    root = tmp_path / "t"
+    trace, expected = good_rank()
+    dialects.write(trace, root / "good.json")
+    cache = Cache(tmp_path / "c")
+    (tf,) = discover(root)
+    list(load_files([tf], cache, after_parse=precompute))
+    meta_path = cache.entry_dir(tf) / META_FILE
+    for seed in range(30):
+        meta = orjson.loads(meta_path.read_bytes())
+        # the standard library writes integers beyond 64 bits too (orjson then cannot read it)
+        meta_path.write_text(json.dumps(meta_swap(meta, random.Random(seed))))
+        take_notices()
+        ts = TraceSet(root)
+        for r in load_files([tf], cache, after_parse=precompute):
+            assert r.detail is None and not r.cached, (seed, r.error)
+            ts.apply(r)
+        assert any("cache entry damaged" in n for n in take_notices()), seed
+        check_good_rank(ts, expected)

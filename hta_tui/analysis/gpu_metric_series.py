@@ -84,7 +84,8 @@ def _device_series(
     k = kernels.filter(pl.col("device") == device)
     rows, bucket, ov = cut(k)
     occ = k["occupancy"].to_numpy()[rows]
-    ok = occ >= 0  # a missing one (NaN) is left out
+    # a missing one (NaN) is left out, and one no occupancy can be (1e308 % overflowed)
+    ok = (occ >= 0) & (occ <= 100)
     tc = k["tc"].to_numpy()[rows]
     some = np.bincount(bucket[ov > 0], minlength=n) > 0  # else no occupancy or share (null)
     with np.errstate(invalid="ignore", divide="ignore"):

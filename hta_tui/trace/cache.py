@@ -31,6 +31,7 @@ import orjson
 import polars as pl
 from platformdirs import user_cache_dir
 
+from hta_tui.trace import cache_meta
 from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile, describe
 from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
@@ -97,7 +98,7 @@ class Cache:
         except orjson.JSONDecodeError:
             discard(entry, tf.path, f"{META_FILE} is damaged")
             return None
-        problem = _check_sizes(entry, meta)
+        problem = cache_meta.problem(meta) or _check_sizes(entry, meta)
         if problem is not None:
             discard(entry, tf.path, problem)
             return None
@@ -234,6 +235,31 @@ def discard(entry: Path, trace: Path | str, problem: str) -> None:
 def note(text: str) -> None:
     with _notices_lock:
         _notices.append(text)
+
+
+_noted_once: set[str] = set()
+
+
+def note_once(text: str) -> None:
+    """A notice given once per process, however many files meet the same problem."""
+    with _notices_lock:
+        if text in _noted_once:
+            return
+        _noted_once.add(text)
+        _notices.append(text)
+
+
+def uncached_entry(tf: TraceFile) -> Path:
+    """The entry of a trace the cache could not take: under the null device, so nothing is
+    ever written there (a summary's write fails quietly) and nothing read back."""
+    return Path(os.devnull) / _digest(tf)
+
+
+def unwritable(cache: Cache, exc: OSError) -> str:
+    """The notice for a cache that cannot take an entry: read-only, full, over quota, or a
+    file where its folder should be. The traces load without it."""
+    why = exc.strerror or type(exc).__name__
+    return f"the cache {cache.root.parent} cannot be written ({why}): traces load uncached"
 
 
 def reparse(entry: Path, trace: str | Path, problem: str) -> dict[str, pl.DataFrame]:

@@ -362,7 +362,9 @@ def _streams(args: list[EventArgs], tids: list[Any], tid_col: pl.Series) -> pl.S
         stream_tids = [t if type(t) is str and t.startswith("stream") else None for t in tids]
         if any(t is not None for t in stream_tids):
             from_tid = _label_ints(pl.Series(stream_tids, dtype=pl.String))
-            out = pl.select(pl.when(pl.Series(raw).is_null()).then(from_tid).otherwise(out))
+            # (a stream of text beside numbers is no one type: its nulls are told apart here)
+            no_stream = pl.Series([x is None for x in raw], dtype=pl.Boolean)
+            out = pl.select(pl.when(no_stream).then(from_tid).otherwise(out))
             out = out.to_series()
     return out.rename("stream")
 

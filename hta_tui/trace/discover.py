@@ -54,10 +54,19 @@ class TraceFile:
         return (str(self.path), self.size, self.mtime_ns)
 
 
+#: A rank from a file name must be below this, as one from `distributedInfo` must
+#: (`rank99999999999999999999999.json` names no rank: no integer column holds it).
+MAX_RANK = 2**31
+
+
 def rank_from_name(name: str) -> int | None:
-    """`rank-3`, `rank_3`, `rank3`, `worker3` anywhere in the name."""
+    """`rank-3`, `rank_3`, `rank3`, `worker3` anywhere in the name; None for a number no
+    rank can be (the file then gets its rank as a file without one does)."""
     m = _RANK_RE.search(name)
-    return int(m.group(1)) if m else None
+    if m is None or len(m.group(1)) > 10:
+        return None
+    rank = int(m.group(1))
+    return rank if rank < MAX_RANK else None
 
 
 def span_from_name(name: str) -> str:
@@ -112,11 +121,11 @@ def not_regular(mode: int) -> str | None:
 
 
 def describe(path: Path) -> TraceFile:
-    """What stat() says of `path`; a symbolic link to nothing is described by the link itself
-    (so it is listed, and its load says why it is not a trace)."""
+    """What stat() says of `path`; a symbolic link to nothing, or in a loop of links, is
+    described by the link itself (so it is listed, and its load says why it is not a trace)."""
     try:
         st = path.stat()
-    except FileNotFoundError:
+    except OSError:  # a link to nothing, a loop of links
         st = path.lstat()  # raises when the link is gone too
     worker, stamp = handler_name(path.name) or (None, None)
     return TraceFile(
@@ -139,7 +148,10 @@ def discover(root: str | Path) -> list[TraceFile]:
     found: list[TraceFile] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for fn in sorted(filenames):
+        # a link to a folder is not followed, but one named like a trace is listed (its
+        # load says it is a folder) rather than silently left out
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        for fn in sorted([*filenames, *links]):
             p = Path(dirpath) / fn
             if is_candidate(p):
                 try:

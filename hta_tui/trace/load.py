@@ -12,6 +12,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -22,10 +23,10 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import Cache
+from hta_tui.trace.cache import Cache, note_once, uncached_entry, unwritable
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.limits import Limits
-from hta_tui.trace.parse import TraceFileError, parse_file
+from hta_tui.trace.parse import TraceFileError, parse_file, read_bytes
 from hta_tui.trace.pool import (
     START_METHOD,
     _children_skip_main,
@@ -35,7 +36,8 @@ from hta_tui.trace.pool import (
 
 log = logging.getLogger("hta_tui.load")
 
-#: Files smaller than this are parsed in the calling process: a worker start costs more.
+#: Files of less JSON than this (after gunzip) are parsed in the calling process: a worker
+#: start costs more.
 INLINE_BYTES = 2_000_000
 
 
@@ -52,6 +54,11 @@ class LoadResult:
     cached: bool = False
     #: the full traceback of an unexpected error, for the debug log (never the terminal)
     detail: str | None = None
+    #: the frames themselves, when the cache could not take them (`entry` is then a path
+    #: nothing can be written to or read from: derived summaries are computed again)
+    frames: dict[str, pl.DataFrame] | None = None
+    #: what the front ends should be told once (the cache cannot be written)
+    notice: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -107,9 +114,14 @@ def _parse_and_store(
     def failed(status: str, error: str, detail: str | None = None) -> LoadResult:
         return LoadResult(tf, status, error=error, seconds=time.perf_counter() - t0, detail=detail)
 
+    kept: dict[str, pl.DataFrame] | None = None
+    notice = None
     try:
         parsed = parse_file(tf.path, limits)
-        entry = cache.store(tf, parsed)
+        try:
+            entry = cache.store(tf, parsed)
+        except OSError as exc:  # read-only, full, over quota, a file: the trace loads uncached
+            entry, kept, notice = uncached_entry(tf), parsed.frames, unwritable(cache, exc)
         meta = parsed.meta
         if after_parse is not None:
             after_parse(entry, meta, parsed.frames)
@@ -128,7 +140,8 @@ def _parse_and_store(
         return failed("error", _one_line(exc))
     except Exception as exc:
         return failed("error", f"internal error, {_one_line(exc)}", traceback.format_exc())
-    return LoadResult(tf, "loaded", meta, entry, seconds=time.perf_counter() - t0)
+    seconds = time.perf_counter() - t0
+    return LoadResult(tf, "loaded", meta, entry, seconds=seconds, frames=kept, notice=notice)
 
 
 def _timeout_text(limits: Limits) -> str:
@@ -151,6 +164,44 @@ def _worker(
     cache.root, cache.enabled = cache_root, enabled
     with _time_limit(limits.timeout_s):
         return _parse_and_store(tf, cache, after_parse, limits)  # the caller found no entry
+
+
+def small_json(tf: TraceFile) -> bool:
+    """Whether a file is worth no worker: under INLINE_BYTES of JSON, by its size after
+    gunzip (1.9 MB of gzip can hold 563 MB of JSON), found by inflating at most that much. A
+    file that cannot be read is small: its reason comes at once."""
+    if tf.size >= INLINE_BYTES:
+        return False
+    try:
+        read_bytes(tf.path, INLINE_BYTES)
+    except TraceFileError as exc:
+        return not exc.too_big
+    except Exception:
+        return True
+    return True
+
+
+def _inline(
+    tf: TraceFile, cache: Cache, after_parse: AfterParse | None, limits: Limits
+) -> LoadResult:
+    try:
+        with _time_limit_here(limits.timeout_s):
+            return _parse_and_store(tf, cache, after_parse, limits)
+    except FileTimeout:  # the alarm rang after the file's own handlers
+        return LoadResult(tf, "error", error=_timeout_text(limits))
+
+
+@contextlib.contextmanager
+def _time_limit_here(seconds: float) -> Iterator[None]:
+    """The time limit for a file parsed in this process: an alarm, on the main thread (the
+    report, scripts) when no other alarm is set there (a caller's own, a test runner's, is
+    left alone); a thread cannot have one. Either way such a file's parse is linear."""
+    free = hasattr(signal, "setitimer") and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    if free and threading.current_thread() is threading.main_thread():
+        with _time_limit(seconds):
+            yield
+    else:
+        yield
 
 
 def _raise_timeout(signum: int, frame: Any) -> None:
@@ -201,6 +252,8 @@ def load_files(
     limits = limits or Limits.from_env()
     for result in _load(files, cache, workers, cancelled, after_parse, limits):
         _log_result(result)
+        if result.notice:
+            note_once(result.notice)
         stored = stored or (result.ok and not result.cached)
         yield result
     if stored:
@@ -229,8 +282,8 @@ def _load(
     pending: list[TraceFile] = []
     for tf in files:
         result = _cached(tf, cache)
-        if result is None and tf.size < INLINE_BYTES:
-            result = _parse_and_store(tf, cache, after_parse, limits)
+        if result is None and small_json(tf):
+            result = _inline(tf, cache, after_parse, limits)
         if result is None:
             pending.append(tf)
             continue
@@ -240,14 +293,9 @@ def _load(
     if not pending:
         return
     n = min(workers or default_workers(), len(pending))
-    if n <= 1:
-        for tf in pending:
-            yield _parse_and_store(tf, cache, after_parse, limits)
-            if cancelled is not None and cancelled():
-                return
-        return
-    # Largest first keeps both cores busy to the end; forkserver avoids forking a process that
-    # runs polars or Textual threads.
+    # Every other file in a pool, even of one process: only there does the time limit hold
+    # for a file stuck in C. Largest first keeps both cores busy to the end; forkserver avoids
+    # forking a process that runs polars or Textual threads.
     pending.sort(key=lambda tf: tf.size, reverse=True)
     while pending:
         pending = yield from _pool_round(pending, n, cache, after_parse, limits, cancelled)

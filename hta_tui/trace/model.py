@@ -7,6 +7,7 @@ never look at flows never read them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
@@ -28,13 +29,14 @@ from hta_tui.trace.schema import FRAME_SCHEMAS
 
 def _write_atomic(df: pl.DataFrame, path: Path) -> None:
     """Best effort: a read-only or vanished cache only costs a recomputation next time."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
         write_checked(df, tmp)
         os.replace(tmp, path)
     except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # a full disk keeps no half file
 
 
 STATUSES = ("pending", "loading", "loaded", "incomplete", "not_trace", "error")
@@ -173,7 +175,9 @@ class TraceSet:
         entry.error = result.error
         entry.seconds = result.seconds
         entry.cached = result.cached
-        entry.data = RankData(result.entry, result.meta) if result.ok and result.entry else None
+        entry.data = None
+        if result.ok and result.entry:  # frames kept in memory when the cache took none
+            entry.data = RankData(result.entry, result.meta, _frames=dict(result.frames or {}))
         self._changed()
         return entry
 

@@ -9,6 +9,7 @@ The events are decoded a chunk at a time, so a rank's structs never all exist at
 from __future__ import annotations
 
 import contextlib
+import errno
 import gc
 import gzip
 import os
@@ -24,22 +25,32 @@ import msgspec
 import orjson
 import polars as pl
 
+from hta_tui.trace import metadata
 from hta_tui.trace.columns import build_frames
 from hta_tui.trace.discover import not_regular
 from hta_tui.trace.events import Decoded, Event, EventArgs
 from hta_tui.trace.limits import Limits
+from hta_tui.trace.quality import checked_events
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 13
+PARSER_VERSION = 14
 
 
 class TraceFileError(Exception):
     """A file that cannot become a rank. `incomplete` files may still be being written."""
 
-    def __init__(self, message: str, *, incomplete: bool = False, not_trace: bool = False):
+    def __init__(
+        self,
+        message: str,
+        *,
+        incomplete: bool = False,
+        not_trace: bool = False,
+        too_big: bool = False,
+    ):
         super().__init__(message)
         self.incomplete = incomplete
         self.not_trace = not_trace
+        self.too_big = too_big  # over the byte limit
 
 
 class _Trace(msgspec.Struct):
@@ -96,6 +107,10 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
         if not os.path.islink(path):
             raise
         raise TraceFileError("a symbolic link to nothing", not_trace=True) from None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise TraceFileError("a loop of symbolic links", not_trace=True) from None
     if why is None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
         with open(fd, "rb", closefd=True) as f:
@@ -106,7 +121,7 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
                     # over the limit on disk, so over it as JSON too (gzip's output is never
                     # smaller than its input but for a few header bytes): refused unread, so
                     # a huge or sparse file costs no memory
-                    raise TraceFileError(_too_big(limit))
+                    raise TraceFileError(_too_big(limit), too_big=True)
                 return f.read() if limit is None else f.read(min(st.st_size, limit) + 1)
     raise TraceFileError(why, not_trace=True)
 
@@ -119,7 +134,7 @@ def read_bytes(path: str | Path, max_bytes: int | None = None) -> bytes:
     if data[:2] == b"\x1f\x8b":
         return _gunzip(data, limit)
     if len(data) > limit:
-        raise TraceFileError(_too_big(limit))
+        raise TraceFileError(_too_big(limit), too_big=True)
     return data
 
 
@@ -127,29 +142,56 @@ def _too_big(limit: int) -> str:
     return f"larger than the {limit / 1e6:,.0f} MB limit (HTA_TUI_MAX_FILE_MB)"
 
 
+#: Input fed to the inflater at a time for each member after the first, doubling up to the
+#: most: a member's leftover input is copied out once it ends, so feeding every member the
+#: whole rest (as before) made a file of many small members quadratic (95,000 empty members:
+#: 59 s). The first is given the whole file: one copy of the rest, once.
+_GZIP_FEED = 1024
+_GZIP_FEED_MAX = 1 << 20
+#: After a member of less output than this, the next is inflated by zlib: isal's inflater
+#: costs twice zlib's to start (a gzip of 200,000 empty members), and is faster only on
+#: large members (a trace is one; bgzip's are 64 KB).
+_SMALL_MEMBER = 16_384
+
+
 def _gunzip(data: bytes, limit: int) -> bytes:
     """At most `limit` bytes out, whatever the gzip trailer claims (a gzip bomb stops at the
-    limit), member after member. isal's inflate when installed (2-3x faster than zlib)."""
+    limit), member after member, in time linear in the input however many members there
+    are. isal's inflate when installed (2-3x faster than zlib)."""
     try:
-        from isal import isal_zlib as inflate
+        from isal import isal_zlib as fast
     except ImportError:
-        inflate = zlib  # type: ignore[assignment]
+        fast = zlib  # type: ignore[assignment]
     parts: list[bytes] = []
-    total, rest = 0, data
+    total, pos, view, size = 0, 0, memoryview(data), len(data)
+    inflate, feed = fast, size  # the first member (a trace is one) at once: its output is
+    # one piece, never copied again by a join (a 563 MB trace would be held twice)
     try:
-        while rest:
+        while pos < size:
             d = inflate.decompressobj(wbits=31)
-            out = d.decompress(rest, limit + 1 - total)
-            total += len(out)
-            parts.append(out)
-            if total > limit:
-                raise TraceFileError(_too_big(limit))
+            before = total
+            while not d.eof and pos < size:
+                piece = view[pos : pos + feed]
+                out = d.decompress(piece, limit + 1 - total)
+                if out:
+                    total += len(out)
+                    parts.append(out)
+                if total > limit:
+                    raise TraceFileError(_too_big(limit), too_big=True)
+                pos += len(piece) - len(d.unused_data) - len(d.unconsumed_tail)
+                feed = min(feed * 2, _GZIP_FEED_MAX)
             if not d.eof:
                 raise TraceFileError("truncated gzip (still being written?)", incomplete=True)
-            rest = d.unused_data.lstrip(b"\x00")  # padding after the last member
-    except (zlib.error, inflate.error, gzip.BadGzipFile, EOFError) as exc:
+            while pos < size and data[pos] == 0:  # padding after a member
+                pos = _ZEROS.match(data, pos).end()  # type: ignore[union-attr]
+            inflate = fast if total - before >= _SMALL_MEMBER else zlib
+            feed = _GZIP_FEED
+    except (zlib.error, fast.error, gzip.BadGzipFile, EOFError) as exc:
         raise TraceFileError(f"corrupt gzip ({exc})") from exc
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return parts[0] if len(parts) == 1 else b"".join(parts) if parts else b""
+
+
+_ZEROS = re.compile(rb"\x00*")
 
 
 def parse_bytes(buf: bytes, *, path: str = "") -> ParsedTrace:
@@ -304,10 +346,10 @@ def _is_event(before: bytes, *, whole: bool) -> bool:
 
 
 def _parsed(trace: _Trace, frames: dict[str, pl.DataFrame], dropped: Counter[str]) -> ParsedTrace:
-    events = frames["events"]
+    events = frames["events"] = checked_events(frames["events"], dropped)
     if dropped and events.is_empty() and frames["flows"].is_empty():
         raise TraceFileError(f"no usable event: {dropped_text(dropped)}")
-    meta = _meta(trace)
+    meta = _meta(trace, dropped)
     meta.update(_frame_facts(events))
     meta["dropped_events"] = dict(dropped.most_common())
     return ParsedTrace(meta=meta, frames=frames)
@@ -316,7 +358,12 @@ def _parsed(trace: _Trace, frames: dict[str, pl.DataFrame], dropped: Counter[str
 def dropped_text(dropped: dict[str, int]) -> str:
     """'ts is not a number in 1 event; no ph in 3 events': what a file lost, and why."""
     ordered = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
-    return "; ".join(f"{why} in {n:,} event{'s' if n != 1 else ''}" for why, n in ordered)
+    return "; ".join(f"{why} in {n:,} {_unit(why)}{'s' if n != 1 else ''}" for why, n in ordered)
+
+
+def _unit(why: str) -> str:
+    """What a reason counts: values of the file's metadata, else events."""
+    return "value" if why.startswith(metadata.KEYS) else "event"
 
 
 #: Between two events of the traceEvents array (or, rarely, inside a string: see `_chunks`).
@@ -533,21 +580,23 @@ def _small_int(value: Any, bound: int) -> int | None:
     return value if ok else None
 
 
-def _meta(trace: _Trace) -> dict[str, Any]:
-    dist = _raw_json(trace.distributedInfo)
+def _meta(trace: _Trace, dropped: Counter[str]) -> dict[str, Any]:
+    """The file's metadata, each field checked on its own (`metadata`): a bad one dropped
+    and counted in `dropped`."""
+    dist = metadata.distributed(_raw_json(trace.distributedInfo), dropped)
     props = _raw_json(trace.deviceProperties)
     if props is None:
         props = _raw_json(trace.computeProperties)  # ROCm / older profilers
-    rank = dist.get("rank") if isinstance(dist, dict) else None
+    rank = dist.get("rank") if dist is not None else None
     name = trace.traceName
     host = _raw_json(trace.host_name)
     return {
         # who wrote the file (with the CPU events' pid, `_frame_facts`): spans of one rank
         # come from one process
         "host_name": host[:256] if isinstance(host, str) else None,
-        "distributed_info": dist if isinstance(dist, dict) else None,
+        "distributed_info": dist,
         "rank_in_file": _small_int(rank, 2**31),
-        "device_properties": props if isinstance(props, list) else [],
+        "device_properties": metadata.devices(props, dropped),
         "schema_version": _raw_json(trace.schemaVersion),
         "trace_name": name if name is None or len(name) < 4096 else name[:4096],
         "base_time_ns": _small_int(trace.baseTimeNanoseconds, 2**63),
