@@ -1,0 +1,7 @@
+"""Critical path of a step (HTA 0.6's `critical_path_analysis`), on polars and numpy.
+
+graph    the edge table of one rank's window (HTA's edge semantics, deviations listed there)
+longest  topological order and longest path over numpy edge arrays
+path     one rank's path, its bound-by breakdown, its edges, "what if"
+tables   every rank and step as the report's tables
+"""

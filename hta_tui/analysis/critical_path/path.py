@@ -1,0 +1,189 @@
+"""The critical path of one rank's step: build the graph, take its longest path, say what
+bounds each edge on it, and re-run it with some edges scaled ("what if")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from hta_tui.analysis.critical_path import graph as g
+from hta_tui.analysis.critical_path.longest import CycleError, longest_path, topological_order
+from hta_tui.analysis.hta_view import with_times
+
+NS_PER_US = 1000
+
+
+@dataclass
+class RankPath:
+    """One rank's window, its graph, the path (edge ids) and each edge's bound type."""
+
+    rank: int
+    window: tuple[int, int]
+    graph: g.Graph
+    order: np.ndarray
+    path: np.ndarray
+    length_ns: int
+    bound: np.ndarray  # per edge: index into BOUND_NAMES
+
+
+#: Bound types by index; the last, "", is the weight-0 dependencies'.
+BOUND_NAMES: tuple[str, ...] = (*g.BOUND_TYPES, "")
+
+
+def prepared(events: pl.DataFrame, *, hta_compat: bool = False) -> pl.DataFrame:
+    """Events with `start` / `end` / `dur` on HTA's timeline (its rounding with hta_compat)."""
+    return with_times(events, hta_compat=hta_compat)
+
+
+def windows(
+    events: pl.DataFrame, annotation: str, instance_id: int | tuple[int, int] | None
+) -> tuple[int, int] | None:
+    """HTA's window: from the first to the last chosen instance of the CPU-side events whose
+    name contains `annotation` (in time order; "" = the whole trace); None when absent."""
+    if events.is_empty():
+        return None
+    if annotation == "":
+        return int(events["start"].min()), int(events["end"].max())  # type: ignore[arg-type]
+    first, last = (0, 0) if instance_id is None else (
+        instance_id if isinstance(instance_id, tuple) else (instance_id, instance_id)
+    )
+    ann = (
+        events.filter(
+            pl.col("stream").is_null() & pl.col("name").str.contains(annotation, literal=True)
+        )
+        .sort("start", "idx")
+        .slice(first, max(last - first + 1, 0))
+    )
+    if ann.is_empty():
+        return None
+    return int(ann["start"].min()), int(ann["end"].max())  # type: ignore[arg-type]
+
+
+def bound_types(graph: g.Graph, data_loading: str | None = None) -> np.ndarray:
+    """Each edge's bound type (HTA's `bound_by`): by edge type, else by the attributed event:
+    on the CPU `cpu_bound` (or `data_loading` by name), a communication kernel
+    `gpu_communication_bound`, any other GPU op `gpu_compute_bound`."""
+    nodes = graph.nodes
+    on_gpu = nodes["stream"].is_not_null().to_numpy()
+    comm = nodes.select(g.is_comm(pl.col("name")))["name"].to_numpy()
+    loading = (
+        nodes["name"].fill_null("").str.contains(data_loading).to_numpy()
+        if data_loading
+        else np.zeros(nodes.height, dtype=bool)
+    )
+    row = graph.row
+    has = row >= 0
+    r = np.maximum(row, 0)
+    ev_kind = np.where(
+        has & on_gpu[r],
+        np.where(comm[r], 2, 1),
+        np.where(has & loading[r], 5, 0),
+    )
+    t = graph.type
+    return np.select(
+        [t == g.KK, t == g.LAUNCH, (t == g.DEP) | (t == g.SYNC)],
+        [4, 3, 6],
+        ev_kind,
+    ).astype(np.int8)
+
+
+def solve(graph: g.Graph, weight: np.ndarray | None = None, order: np.ndarray | None = None) -> tuple[int, np.ndarray, np.ndarray]:
+    """(length, path edges, topological order) of a graph, with its weights or others."""
+    n = 2 * graph.nodes.height
+    if order is None:
+        order = topological_order(n, graph.src, graph.dst)
+    length, path = longest_path(n, graph.src, graph.dst, graph.weight if weight is None else weight, order)
+    return length, path, order
+
+
+def rank_path(
+    events: pl.DataFrame,
+    rank: int,
+    window: tuple[int, int],
+    *,
+    hta_launches: bool = False,
+    data_loading: str | None = None,
+) -> RankPath:
+    """One rank's critical path in a window of prepared events. CycleError when the
+    dependencies loop (then there is no path)."""
+    queue = g.queue_at(events, hta_launches=hta_launches)
+    graph = g.build(
+        events, *window, queue=queue, data_loading=data_loading, graph_kernels=not hta_launches
+    )
+    length, path, order = solve(graph)
+    return RankPath(rank, window, graph, order, path, length, bound_types(graph, data_loading))
+
+
+def breakdown(rp: RankPath, weight: np.ndarray | None = None) -> dict[str, int]:
+    """ns on the path per bound type."""
+    w = (rp.graph.weight if weight is None else weight)[rp.path]
+    sums = np.bincount(rp.bound[rp.path], weights=w, minlength=len(BOUND_NAMES))
+    return {name: int(round(sums[i])) for i, name in enumerate(BOUND_NAMES) if name}
+
+
+def edges_table(rp: RankPath, *, path_only: bool = True) -> pl.DataFrame:
+    """The path's edges in path order: type, weight, the attributed event and its bound."""
+    ids = rp.path if path_only else np.arange(rp.graph.src.size)
+    nodes = rp.graph.nodes
+    row = rp.graph.row[ids]
+    ev = nodes.select("idx", "name", "stream", "pid", "tid")[np.maximum(row, 0).tolist()]
+    ts = rp.graph.node_ts
+    miss = pl.Series(row < 0)
+    return pl.DataFrame(
+        {
+            "rank": pl.Series([rp.rank] * ids.size, dtype=pl.Int64),
+            "order": pl.Series(np.arange(ids.size), dtype=pl.Int64),
+            "type": pl.Series([g.EDGE_TYPES[t] for t in rp.graph.type[ids].tolist()], dtype=pl.String),
+            "start_ns": ts[rp.graph.src[ids]],
+            "end_ns": ts[rp.graph.dst[ids]],
+            "duration": rp.graph.weight[ids] / NS_PER_US,
+            "bound_by": pl.Series([BOUND_NAMES[b] for b in rp.bound[ids].tolist()], dtype=pl.String),
+        }
+    ).with_columns(
+        ev["idx"].cast(pl.Int64).alias("event_idx"),
+        ev["name"].alias("s_name"),
+        ev["stream"],
+        ev["pid"],
+        ev["tid"],
+    ).with_columns(
+        *(
+            pl.when(miss).then(None).otherwise(pl.col(c)).alias(c)
+            for c in ("event_idx", "s_name", "stream", "pid", "tid")
+        )
+    )
+
+
+#: What-if categories: a bound type, scaled by a factor.
+WHAT_IF_TYPES = g.BOUND_TYPES
+
+
+def what_if(
+    rp: RankPath,
+    scale: Mapping[str, float] | None = None,
+    events: Mapping[int, float] | None = None,
+) -> tuple[int, RankPath]:
+    """The path again with edge weights scaled along today's dependencies: a bound type by
+    a factor (`{"gpu_compute_bound": 0.5}` = GPU compute 2x faster; 0 removes it), or one
+    event (its trace `idx`) by a factor. Returns the new length (ns) and the new path."""
+    w = rp.graph.weight.astype(np.float64)
+    factor = np.ones(len(BOUND_NAMES))
+    for name, k in (scale or {}).items():
+        if name not in BOUND_NAMES[:-1]:
+            raise ValueError(f"unknown bound type {name!r} (one of: {', '.join(g.BOUND_TYPES)})")
+        factor[BOUND_NAMES.index(name)] = k
+    w = w * factor[rp.bound]
+    if events:
+        idx = rp.graph.nodes["idx"].to_numpy().astype(np.int64)
+        ev = np.where(rp.graph.row >= 0, idx[np.maximum(rp.graph.row, 0)], -1)
+        for i, k in events.items():
+            w = np.where(ev == i, w * k, w)
+    w_int = np.round(w).astype(np.int64)
+    length, path, _ = solve(rp.graph, w_int, rp.order)
+    new = RankPath(rp.rank, rp.window, g.Graph(rp.graph.nodes, rp.graph.src, rp.graph.dst, rp.graph.type, w_int, rp.graph.row), rp.order, path, length, rp.bound)
+    return length, new
+
+
+__all__ = ["CycleError", "RankPath", "breakdown", "edges_table", "rank_path", "what_if", "windows"]
