@@ -41,6 +41,7 @@ from hta_tui.analysis import (
     sync_summary,
     temporal,
 )
+from hta_tui.analysis.critical_path.tables import critical_path_tables
 
 Ranks = Mapping[int, pl.DataFrame]
 Tables = dict[str, pl.DataFrame]
@@ -341,6 +342,10 @@ def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
     return sync_summary.sync_tables(r, flows)
 
 
+def _critical_path(r: Ranks, o: Options) -> Tables:
+    return critical_path_tables(r, hta_compat=o.hta_compat)
+
+
 def _modules(r: Ranks, o: Options) -> Tables:
     return {"module_stats": module_view.module_view(r)}
 
@@ -446,6 +451,13 @@ ANALYSES: tuple[Analysis, ...] = (
         views=False,
     ),
     Analysis("module_stats", "nn.Module view", _modules, views=False),
+    Analysis(
+        "critical_path",
+        "Critical path per rank and step, and across ranks (HTA 0.6)",
+        _critical_path,
+        cost=1.0,
+        views=False,
+    ),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
@@ -477,6 +489,7 @@ TABLE_OWNER: dict[str, str] = {
     "operator_call_stacks": "operator_stats",
     "sync_summary": "syncs",
     "sync_verdict": "syncs",
+    "critical_path_edges": "critical_path",
 }
 
 

@@ -21,6 +21,8 @@ Where we go further than HTA 0.6.1 (DEVIATIONS, each tested):
   correlation: the first on each stream gets the launch-delay rule (one queue entry per
   launch and stream), every one a weight-0 launch -> kernel edge (it cannot start before it);
 - a CPU-only rank has a path (its threads); HTA asserts on the missing queue length;
+- on a rank without GPU work, the collective backend ops (`gloo:all_reduce`, annotations on
+  the backend's worker threads) get nodes too, so ranks can be joined there (`tables`);
 - GPU-side `ProfilerStep` copies (on a stream) are not windows;
 - negative weights (a child ending after its parent, clock skew) are set to 0 like HTA's,
   but counted and summed (`negative_edges`, `negative_ns`) instead of a log warning.
@@ -148,7 +150,8 @@ def clip(
     if not graph_kernels:
         launches = launches.filter(~pl.col("launch_name").is_in(GRAPH_LAUNCHES))
     gpu = events.filter(
-        pl.col("stream").is_not_null() & pl.col("kind").is_in(("kernel", "memcpy", "memset", "sync"))
+        pl.col("stream").is_not_null()
+        & pl.col("kind").is_in(("kernel", "memcpy", "memset", "sync"))
     ).join(launches, on="correlation", how="inner")
     return cpu, gpu
 
@@ -180,6 +183,7 @@ def build(
     queue: pl.DataFrame,
     data_loading: str | None = None,
     graph_kernels: bool = True,
+    extra_nodes: str | None = None,
 ) -> Graph:
     """The graph of one rank between w0 and w1 (ns, `start` timeline). `events` has `start`,
     `end`, `dur` (ns); `queue` the queue length at each launch and GPU op (`queue_at`)."""
@@ -189,6 +193,8 @@ def build(
     node_cpu = pl.col("cat").is_in(NODE_CATS)
     if data_loading:
         node_cpu = node_cpu | pl.col("name").str.contains(data_loading)
+    if extra_nodes:
+        node_cpu = node_cpu | pl.col("name").str.contains(extra_nodes)
     cols = ["idx", "name", "start", "end", "stream", "pid", "tid"]
     work = gpu.filter(pl.col("kind") != "sync")
     nodes = pl.concat(
@@ -231,7 +237,10 @@ def build(
     # --- kernels, launches, kernel gaps and syncs
     parts += _kernel_edges(gpu, nodes, ts, row_of_idx, queue, notes)
 
-    cat = {k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64) for k in ("src", "dst", "type", "weight", "row")}
+    cat = {
+        k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
+        for k in ("src", "dst", "type", "weight", "row")
+    }
     w = cat["weight"].astype(np.int64)
     neg = w < 0
     return Graph(
@@ -297,12 +306,20 @@ def _call_stack_edges(
         mt, db = _bracket_match(is_start[a:b])
         match[a:b] = np.where(mt >= 0, mt + a, -1)
         depth_before[a:b] = db
-        parent_tok[a:b] = _parents(is_start[a:b], db) + np.where(_parents(is_start[a:b], db) >= 0, a, 0)
+        parent_tok[a:b] = _parents(is_start[a:b], db) + np.where(
+            _parents(is_start[a:b], db) >= 0, a, 0
+        )
     event = np.where(is_start, idx, np.where(match >= 0, idx[np.maximum(match, 0)], -1))
-    ev_parent_tok = np.where(is_start, parent_tok, np.where(match >= 0, parent_tok[np.maximum(match, 0)], -1))
+    ev_parent_tok = np.where(
+        is_start, parent_tok, np.where(match >= 0, parent_tok[np.maximum(match, 0)], -1)
+    )
     ev_parent = np.where(ev_parent_tok >= 0, idx[np.maximum(ev_parent_tok, 0)], -1)
     # keep tokens of events with nodes
-    row_arr = np.array([row_of_idx.get(int(i), -1) for i in event.tolist()], dtype=np.int64) if event.size else event
+    row_arr = (
+        np.array([row_of_idx.get(int(i), -1) for i in event.tolist()], dtype=np.int64)
+        if event.size
+        else event
+    )
     keep = row_arr >= 0
     row_k = row_arr[keep]
     start_k = is_start[keep]
@@ -328,7 +345,9 @@ def _call_stack_edges(
     to_start = start_k[b]
     dep = to_start & (op_depth_before[b] == 0)
     # attribution: (start, *) -> src; (end, end) -> dest; (end, start) -> parent of src
-    parent_row = np.array([row_of_idx.get(int(i), -1) for i in parent_k[a].tolist()], dtype=np.int64)
+    parent_row = np.array(
+        [row_of_idx.get(int(i), -1) for i in parent_k[a].tolist()], dtype=np.int64
+    )
     attributed = np.where(start_k[a], row_k[a], np.where(~start_k[b], row_k[b], parent_row))
     out = [
         _edges(node[a][dep], node[b][dep], DEP, ts, np.full(dep.sum(), -1)),
@@ -374,7 +393,10 @@ def _kernel_edges(
         gpu.join(queue, on="idx", how="left")
         .with_columns(
             pl.col("name").is_in(("Stream Sync", "Context Sync")).alias("_sync_ok"),
-            pl.when(pl.col("kind") == "sync").then(pl.col("end")).otherwise(pl.col("start")).alias("_sort"),
+            pl.when(pl.col("kind") == "sync")
+            .then(pl.col("end"))
+            .otherwise(pl.col("start"))
+            .alias("_sort"),
         )
         .filter((pl.col("kind") != "sync") | pl.col("_sync_ok"))
         .sort("_sort", "idx")
@@ -398,9 +420,16 @@ def _kernel_edges(
     lstart = k["launch_start"].to_numpy()
     kstart = k["start"].to_numpy()
     has_prev = prev_row >= 0
-    launch = (q_rt == 1) & (q_k == 0) & (~has_prev | (np.nan_to_num(prev_end, nan=0) < lstart)) & (launch_row >= 0)
+    launch = (
+        (q_rt == 1)
+        & (q_k == 0)
+        & (~has_prev | (np.nan_to_num(prev_end, nan=0) < lstart))
+        & (launch_row >= 0)
+    )
     kk = ~launch & has_prev & (kstart - np.nan_to_num(prev_end, nan=0) < KERNEL_GAP_LIMIT_NS)
-    out.append(_edges(2 * launch_row[launch], 2 * krow[launch], LAUNCH, ts, np.full(launch.sum(), -1)))
+    out.append(
+        _edges(2 * launch_row[launch], 2 * krow[launch], LAUNCH, ts, np.full(launch.sum(), -1))
+    )
     out.append(_edges(2 * prev_row[kk] + 1, 2 * krow[kk], KK, ts, prev_row[kk]))
     graph = k["launch_name"].is_in(GRAPH_LAUNCHES).to_numpy() & (launch_row >= 0) & ~launch
     if graph.any():
@@ -411,7 +440,9 @@ def _kernel_edges(
     s = g.filter(pl.col("kind") == "sync")
     if not s.is_empty():
         kt = k.select("stream", "start", "row").sort("stream", "start")
-        for name, stream, end, launch_idx in s.select("name", "stream", "end", "launch_idx").iter_rows():
+        for name, stream, end, launch_idx in s.select(
+            "name", "stream", "end", "launch_idx"
+        ).iter_rows():
             dst_row = row_of_idx.get(int(launch_idx), -1)
             if dst_row < 0:
                 continue
@@ -421,7 +452,15 @@ def _kernel_edges(
                 cands = kt.filter(pl.col("start") <= end)
             last = cands.group_by("stream").agg(pl.col("row").last())["row"].to_numpy()
             if last.size:
-                out.append(_edges(2 * last + 1, np.full(last.size, 2 * dst_row + 1), SYNC, ts, np.full(last.size, -1)))
+                out.append(
+                    _edges(
+                        2 * last + 1,
+                        np.full(last.size, 2 * dst_row + 1),
+                        SYNC,
+                        ts,
+                        np.full(last.size, -1),
+                    )
+                )
     return out
 
 
@@ -438,9 +477,9 @@ def queue_at(events: pl.DataFrame, *, hta_launches: bool = True) -> pl.DataFrame
         & pl.col("correlation").is_not_null()
     ).select("correlation", pl.col("start").alias("launch_start"))
     launches = launches.unique("correlation", keep="first")
-    ops = events.filter(
-        pl.col("stream").is_not_null() & pl.col("correlation").is_not_null()
-    ).join(launches, on="correlation", how="inner")
+    ops = events.filter(pl.col("stream").is_not_null() & pl.col("correlation").is_not_null()).join(
+        launches, on="correlation", how="inner"
+    )
     # one unit per launch and stream: its first op
     ops = ops.sort("start", "idx").with_columns(
         (pl.int_range(pl.len()).over("correlation", "stream") == 0).alias("_first")
@@ -448,8 +487,20 @@ def queue_at(events: pl.DataFrame, *, hta_launches: bool = True) -> pl.DataFrame
     unit = ops.filter("_first")
     rows = pl.concat(
         [
-            unit.select("idx", "stream", pl.col("launch_start").alias("t"), pl.lit(1).alias("d"), pl.lit(1).alias("launch")),
-            unit.select("idx", "stream", pl.col("start").alias("t"), pl.lit(-1).alias("d"), pl.lit(0).alias("launch")),
+            unit.select(
+                "idx",
+                "stream",
+                pl.col("launch_start").alias("t"),
+                pl.lit(1).alias("d"),
+                pl.lit(1).alias("launch"),
+            ),
+            unit.select(
+                "idx",
+                "stream",
+                pl.col("start").alias("t"),
+                pl.lit(-1).alias("d"),
+                pl.lit(0).alias("launch"),
+            ),
         ]
     ).sort("stream", "t", "launch", "idx")
     rows = rows.with_columns(pl.col("d").cum_sum().over("stream").alias("q"))
@@ -460,4 +511,3 @@ def queue_at(events: pl.DataFrame, *, hta_launches: bool = True) -> pl.DataFrame
 
 def is_comm(name: pl.Expr) -> pl.Expr:
     return name.fill_null("").str.contains(COMM_KERNEL)
-

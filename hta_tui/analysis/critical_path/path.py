@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from hta_tui.analysis.comm_kinds import COLLECTIVE_OP
 from hta_tui.analysis.critical_path import graph as g
 from hta_tui.analysis.critical_path.longest import CycleError, longest_path, topological_order
 from hta_tui.analysis.hta_view import with_times
@@ -47,8 +48,10 @@ def windows(
         return None
     if annotation == "":
         return int(events["start"].min()), int(events["end"].max())  # type: ignore[arg-type]
-    first, last = (0, 0) if instance_id is None else (
-        instance_id if isinstance(instance_id, tuple) else (instance_id, instance_id)
+    first, last = (
+        (0, 0)
+        if instance_id is None
+        else (instance_id if isinstance(instance_id, tuple) else (instance_id, instance_id))
     )
     ann = (
         events.filter(
@@ -90,12 +93,16 @@ def bound_types(graph: g.Graph, data_loading: str | None = None) -> np.ndarray:
     ).astype(np.int8)
 
 
-def solve(graph: g.Graph, weight: np.ndarray | None = None, order: np.ndarray | None = None) -> tuple[int, np.ndarray, np.ndarray]:
+def solve(
+    graph: g.Graph, weight: np.ndarray | None = None, order: np.ndarray | None = None
+) -> tuple[int, np.ndarray, np.ndarray]:
     """(length, path edges, topological order) of a graph, with its weights or others."""
     n = 2 * graph.nodes.height
     if order is None:
         order = topological_order(n, graph.src, graph.dst)
-    length, path = longest_path(n, graph.src, graph.dst, graph.weight if weight is None else weight, order)
+    length, path = longest_path(
+        n, graph.src, graph.dst, graph.weight if weight is None else weight, order
+    )
     return length, path, order
 
 
@@ -110,8 +117,14 @@ def rank_path(
     """One rank's critical path in a window of prepared events. CycleError when the
     dependencies loop (then there is no path)."""
     queue = g.queue_at(events, hta_launches=hta_launches)
+    cpu_only = not hta_launches and events.filter(pl.col("stream").is_not_null()).is_empty()
     graph = g.build(
-        events, *window, queue=queue, data_loading=data_loading, graph_kernels=not hta_launches
+        events,
+        *window,
+        queue=queue,
+        data_loading=data_loading,
+        graph_kernels=not hta_launches,
+        extra_nodes=COLLECTIVE_OP if cpu_only else None,
     )
     length, path, order = solve(graph)
     return RankPath(rank, window, graph, order, path, length, bound_types(graph, data_loading))
@@ -121,7 +134,7 @@ def breakdown(rp: RankPath, weight: np.ndarray | None = None) -> dict[str, int]:
     """ns on the path per bound type."""
     w = (rp.graph.weight if weight is None else weight)[rp.path]
     sums = np.bincount(rp.bound[rp.path], weights=w, minlength=len(BOUND_NAMES))
-    return {name: int(round(sums[i])) for i, name in enumerate(BOUND_NAMES) if name}
+    return {name: int(np.rint(sums[i])) for i, name in enumerate(BOUND_NAMES) if name}
 
 
 def edges_table(rp: RankPath, *, path_only: bool = True) -> pl.DataFrame:
@@ -132,26 +145,34 @@ def edges_table(rp: RankPath, *, path_only: bool = True) -> pl.DataFrame:
     ev = nodes.select("idx", "name", "stream", "pid", "tid")[np.maximum(row, 0).tolist()]
     ts = rp.graph.node_ts
     miss = pl.Series(row < 0)
-    return pl.DataFrame(
-        {
-            "rank": pl.Series([rp.rank] * ids.size, dtype=pl.Int64),
-            "order": pl.Series(np.arange(ids.size), dtype=pl.Int64),
-            "type": pl.Series([g.EDGE_TYPES[t] for t in rp.graph.type[ids].tolist()], dtype=pl.String),
-            "start_ns": ts[rp.graph.src[ids]],
-            "end_ns": ts[rp.graph.dst[ids]],
-            "duration": rp.graph.weight[ids] / NS_PER_US,
-            "bound_by": pl.Series([BOUND_NAMES[b] for b in rp.bound[ids].tolist()], dtype=pl.String),
-        }
-    ).with_columns(
-        ev["idx"].cast(pl.Int64).alias("event_idx"),
-        ev["name"].alias("s_name"),
-        ev["stream"],
-        ev["pid"],
-        ev["tid"],
-    ).with_columns(
-        *(
-            pl.when(miss).then(None).otherwise(pl.col(c)).alias(c)
-            for c in ("event_idx", "s_name", "stream", "pid", "tid")
+    return (
+        pl.DataFrame(
+            {
+                "rank": pl.Series([rp.rank] * ids.size, dtype=pl.Int64),
+                "order": pl.Series(np.arange(ids.size), dtype=pl.Int64),
+                "type": pl.Series(
+                    [g.EDGE_TYPES[t] for t in rp.graph.type[ids].tolist()], dtype=pl.String
+                ),
+                "start_ns": ts[rp.graph.src[ids]],
+                "end_ns": ts[rp.graph.dst[ids]],
+                "duration": rp.graph.weight[ids] / NS_PER_US,
+                "bound_by": pl.Series(
+                    [BOUND_NAMES[b] for b in rp.bound[ids].tolist()], dtype=pl.String
+                ),
+            }
+        )
+        .with_columns(
+            ev["idx"].cast(pl.Int64).alias("event_idx"),
+            ev["name"].alias("s_name"),
+            ev["stream"],
+            ev["pid"],
+            ev["tid"],
+        )
+        .with_columns(
+            *(
+                pl.when(miss).then(None).otherwise(pl.col(c)).alias(c)
+                for c in ("event_idx", "s_name", "stream", "pid", "tid")
+            )
         )
     )
 
@@ -182,7 +203,15 @@ def what_if(
             w = np.where(ev == i, w * k, w)
     w_int = np.round(w).astype(np.int64)
     length, path, _ = solve(rp.graph, w_int, rp.order)
-    new = RankPath(rp.rank, rp.window, g.Graph(rp.graph.nodes, rp.graph.src, rp.graph.dst, rp.graph.type, w_int, rp.graph.row), rp.order, path, length, rp.bound)
+    new = RankPath(
+        rp.rank,
+        rp.window,
+        g.Graph(rp.graph.nodes, rp.graph.src, rp.graph.dst, rp.graph.type, w_int, rp.graph.row),
+        rp.order,
+        path,
+        length,
+        rp.bound,
+    )
     return length, new
 
 

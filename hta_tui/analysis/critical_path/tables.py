@@ -129,7 +129,26 @@ def _collective_nodes(
             right_on=["name", "raw_ts"],
             how="inner",
         )
-        out.append(c.select("rank", "pg", "seq", "row", pl.col("start").alias("s"), pl.col("end").alias("e")))
+        # the op that issued a call on another thread (c10d::allreduce_ for a gloo worker)
+        c10d = (
+            nodes.filter(pl.col("name").str.starts_with("c10d::"))
+            .select(pl.col("row").alias("issuer"), pl.col("raw_ts").alias("issued_ts"))
+            .sort("issued_ts")
+        )
+        c = c.sort("arrival").join_asof(
+            c10d, left_on="arrival", right_on="issued_ts", strategy="backward"
+        )
+        out.append(
+            c.select(
+                "rank",
+                "pg",
+                "seq",
+                "row",
+                pl.col("issuer").cast(pl.Int64),
+                pl.col("start").alias("s"),
+                pl.col("end").alias("e"),
+            )
+        )
     calls = pl.concat(out)
     # complete instances only: every rank of the instance has its call in its window
     return calls.with_columns(pl.len().over("pg", "seq").alias("n")).filter(pl.col("n") > 1)
@@ -147,7 +166,9 @@ def job_path(
         return None
     offset: dict[int, int] = {}
     total = 0
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("src", "dst", "type", "weight", "row", "bound", "rank")}
+    cols: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("src", "dst", "type", "weight", "row", "bound", "rank")
+    }
     for rank, rp in sorted(paths.items()):
         offset[rank] = total
         w = rp.graph.weight.copy()
@@ -173,6 +194,16 @@ def job_path(
     pairs = c.select("pg", "seq", "begin").join(
         c.select("pg", "seq", "finish", "e", "last_arrival", "rank", "row"), on=["pg", "seq"]
     )
+    issued = c.filter(pl.col("issuer").is_not_null() & (pl.col("issuer") != pl.col("row")))
+    add_issue = {
+        "src": (issued["off"] + 2 * issued["issuer"]).to_numpy(),
+        "dst": issued["begin"].to_numpy(),
+        "type": np.full(issued.height, g.DEP, dtype=np.int8),
+        "weight": np.zeros(issued.height, dtype=np.int64),
+        "row": np.full(issued.height, -1),
+        "rank": issued["rank"].to_numpy(),
+        "bound": np.full(issued.height, len(BOUND_NAMES) - 1, dtype=np.int8),
+    }
     add = {
         "src": pairs["begin"].to_numpy(),
         "dst": pairs["finish"].to_numpy(),
@@ -185,13 +216,20 @@ def job_path(
     call_bound = {}
     for rank, rp in paths.items():
         span = rp.graph.type == g.OP
-        call_bound[rank] = dict(zip(rp.graph.row[span].tolist(), rp.bound[span].tolist(), strict=False))
+        call_bound[rank] = dict(
+            zip(rp.graph.row[span].tolist(), rp.bound[span].tolist(), strict=False)
+        )
     add["bound"] = np.array(
-        [call_bound[r].get(row, 0) for r, row in zip(add["rank"].tolist(), add["row"].tolist(), strict=True)],
+        [
+            call_bound[r].get(row, 0)
+            for r, row in zip(add["rank"].tolist(), add["row"].tolist(), strict=True)
+        ],
         dtype=np.int8,
     )
     for k in cat:
-        cat[k] = np.concatenate([cat[k], add[k].astype(cat[k].dtype)])
+        cat[k] = np.concatenate(
+            [cat[k], add[k].astype(cat[k].dtype), add_issue[k].astype(cat[k].dtype)]
+        )
     order = topological_order(total, cat["src"], cat["dst"])
     length, path = longest_path(total, cat["src"], cat["dst"], cat["weight"], order)
     return length, path, cat["rank"][path], cat
@@ -260,7 +298,9 @@ def critical_path_tables(
         if joined is not None:
             length, path, _, cat = joined
             rows.append(_job_row(annotation, i, length, path, cat))
-    summary = pl.DataFrame(rows, schema=SUMMARY_COLUMNS) if rows else pl.DataFrame(schema=SUMMARY_COLUMNS)
+    summary = (
+        pl.DataFrame(rows, schema=SUMMARY_COLUMNS) if rows else pl.DataFrame(schema=SUMMARY_COLUMNS)
+    )
     edges = [
         edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
         for (_, i), rp in sorted(paths.items())
