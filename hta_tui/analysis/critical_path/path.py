@@ -11,7 +11,8 @@ import polars as pl
 
 from hta_tui.analysis.comm_kinds import COLLECTIVE_OP
 from hta_tui.analysis.critical_path import graph as g
-from hta_tui.analysis.critical_path.longest import CycleError, longest_path, topological_order
+from hta_tui.analysis.critical_path import longest
+from hta_tui.analysis.critical_path.longest import CycleError
 from hta_tui.analysis.hta_view import with_times
 
 NS_PER_US = 1000
@@ -98,11 +99,10 @@ def solve(
 ) -> tuple[int, np.ndarray, np.ndarray]:
     """(length, path edges, topological order) of a graph, with its weights or others."""
     n = 2 * graph.nodes.height
+    w = graph.weight if weight is None else weight
     if order is None:
-        order = topological_order(n, graph.src, graph.dst)
-    length, path = longest_path(
-        n, graph.src, graph.dst, graph.weight if weight is None else weight, order
-    )
+        return longest.solve(n, graph.src, graph.dst, w)
+    length, path = longest.longest_path(n, graph.src, graph.dst, w, order)
     return length, path, order
 
 

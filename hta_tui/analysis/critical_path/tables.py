@@ -18,7 +18,7 @@ import polars as pl
 
 from hta_tui.analysis import collectives
 from hta_tui.analysis.critical_path import graph as g
-from hta_tui.analysis.critical_path.longest import CycleError, longest_path, topological_order
+from hta_tui.analysis.critical_path.longest import CycleError, solve
 from hta_tui.analysis.critical_path.path import (
     BOUND_NAMES,
     NS_PER_US,
@@ -230,8 +230,7 @@ def job_path(
         cat[k] = np.concatenate(
             [cat[k], add[k].astype(cat[k].dtype), add_issue[k].astype(cat[k].dtype)]
         )
-    order = topological_order(total, cat["src"], cat["dst"])
-    length, path = longest_path(total, cat["src"], cat["dst"], cat["weight"], order)
+    length, path, _ = solve(total, cat["src"], cat["dst"], cat["weight"])
     return length, path, cat["rank"][path], cat
 
 
