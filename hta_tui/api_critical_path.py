@@ -54,10 +54,7 @@ class CriticalPath:
             [f"{k} x{v:g}" for k, v in (scale or {}).items()]
             + [f"event {i} x{v:g}" for i, v in (events or {}).items()]
         )
-        return (
-            f"step time {self.length_us / 1000:.3f} ms -> est. {new / 1e6:.3f} ms "
-            f"if {what or 'nothing changed'}, keeping today's dependencies"
-        )
+        return path.sentence(self.rank_path.length_ns, new, what or "nothing changed")
 
 
 class CriticalPathMethods:

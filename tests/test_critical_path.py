@@ -296,7 +296,20 @@ def test_report_key_and_only(tmp_path: Path) -> None:
     ta = _one(tmp_path, _step([("gemm", 50, 500)]))
     assert catalog.known("critical_path") and catalog.known("critical_path_edges")
     tables = catalog.run(ta._ranks(), ["critical_path"])
-    assert set(tables) == {"critical_path", "critical_path_edges"}
+    assert set(tables) == {"critical_path", "critical_path_edges", "critical_path_what_if"}
+    what_if = tables["critical_path_what_if"]
+    best = what_if.row(0, named=True)  # the largest saving first
+    assert best["scenario"] == "GPU compute were 2x faster"
+    assert best["estimate_us"] == 340
+    assert best["sentence"] == (
+        "step time 0.590 ms -> est. 0.340 ms if GPU compute were 2x faster, "
+        "keeping today's dependencies"
+    )
+    assert set(what_if["scenario"]) == {
+        "GPU compute were 2x faster",
+        "the CPU were 2x faster",
+        "kernel launches cost nothing",
+    }
     assert tables["critical_path"]["path_length_us"].to_list() == [590]
     assert tables["critical_path_edges"]["duration"].sum() == 590
 

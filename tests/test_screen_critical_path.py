@@ -69,6 +69,8 @@ async def test_paths_edges_and_timeline_marks(tmp_path: Path) -> None:
             (pl.col("rank") == 1) & (pl.col("instance_id") == 0)
         )
         assert edges.row_count == mine.height > 0
+        title = str(screen.query_one("#cp-what-if", Static).render())
+        assert title.startswith("Rank 1 step 0: ") and " -> est. " in title
         marks = app.critical_path_marks
         assert set(marks) == {1}
         assert set(marks[1]) == set(mine["event_idx"].drop_nulls().to_list())

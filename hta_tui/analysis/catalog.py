@@ -490,6 +490,7 @@ TABLE_OWNER: dict[str, str] = {
     "sync_summary": "syncs",
     "sync_verdict": "syncs",
     "critical_path_edges": "critical_path",
+    "critical_path_what_if": "critical_path",
 }
 
 

@@ -215,4 +215,35 @@ def what_if(
     return length, new
 
 
+#: The what-if questions asked of every path: (label, bound type, factor).
+SCENARIOS: tuple[tuple[str, str, float], ...] = (
+    ("GPU compute were 2x faster", "gpu_compute_bound", 0.5),
+    ("communication were 2x faster", "gpu_communication_bound", 0.5),
+    ("the CPU were 2x faster", "cpu_bound", 0.5),
+    ("kernel launches cost nothing", "gpu_kernel_launch_overhead", 0.0),
+    ("data loading cost nothing", "data_loading", 0.0),
+)
+
+
+def sentence(before_ns: int, after_ns: int, what: str) -> str:
+    """ "step time 212.000 ms -> est. 171.000 ms if ..., keeping today's dependencies"."""
+    return (
+        f"step time {before_ns / 1e6:.3f} ms -> est. {after_ns / 1e6:.3f} ms "
+        f"if {what}, keeping today's dependencies"
+    )
+
+
+def what_ifs(rp: RankPath) -> list[tuple[str, int, str]]:
+    """The standard questions whose bound type is on the path: (label, new length ns,
+    sentence), the largest saving first."""
+    b = breakdown(rp)
+    out = []
+    for label, bound, k in SCENARIOS:
+        if b.get(bound, 0) <= 0:
+            continue
+        new, _ = what_if(rp, {bound: k})
+        out.append((label, new, sentence(rp.length_ns, new, label)))
+    return sorted(out, key=lambda x: x[1])
+
+
 __all__ = ["CycleError", "RankPath", "breakdown", "edges_table", "rank_path", "what_if", "windows"]

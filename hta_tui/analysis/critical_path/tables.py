@@ -27,6 +27,7 @@ from hta_tui.analysis.critical_path.path import (
     edges_table,
     prepared,
     rank_path,
+    what_ifs,
     windows,
 )
 
@@ -43,6 +44,17 @@ SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "bound_by_rank": pl.Int64(),  # across ranks: the rank with the most time on the path
     "verdict": pl.String(),
     "error": pl.String(),  # why there is no path (no such annotation, cycles)
+}
+
+
+WHAT_IF_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "instance_id": pl.Int64(),
+    "scenario": pl.String(),
+    "step_us": pl.Float64(),
+    "estimate_us": pl.Float64(),  # the path again, that bound type scaled, same dependencies
+    "saved_pct": pl.Float64(),
+    "sentence": pl.String(),
 }
 
 
@@ -300,6 +312,22 @@ def critical_path_tables(
     summary = (
         pl.DataFrame(rows, schema=SUMMARY_COLUMNS) if rows else pl.DataFrame(schema=SUMMARY_COLUMNS)
     )
+    what_if = pl.DataFrame(
+        [
+            {
+                "rank": rp.rank,
+                "instance_id": i,
+                "scenario": label,
+                "step_us": rp.length_ns / NS_PER_US,
+                "estimate_us": new / NS_PER_US,
+                "saved_pct": 100 * (rp.length_ns - new) / rp.length_ns if rp.length_ns else 0.0,
+                "sentence": text,
+            }
+            for (_, i), rp in sorted(paths.items())
+            for label, new, text in what_ifs(rp)
+        ],
+        schema=WHAT_IF_COLUMNS,
+    )
     edges = [
         edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
         for (_, i), rp in sorted(paths.items())
@@ -307,4 +335,5 @@ def critical_path_tables(
     return {
         "critical_path": summary,
         "critical_path_edges": pl.concat(edges) if edges else pl.DataFrame(),
+        "critical_path_what_if": what_if,
     }

@@ -77,7 +77,9 @@ class CriticalPathScreen(AnalysisScreen):
                 BOUND_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="cp-bars"
             )
         yield FrameTable(id="cp-paths", export_name="critical_path")
-        yield Static("Path edges (enter on a path above)", classes="section-title")
+        yield TextBlock(
+            "Path edges (enter on a path above)", id="cp-what-if", classes="section-title"
+        )
         yield FrameTable(id="cp-edges", export_name="critical_path_edges", moment=EDGE_MOMENT)
 
     @staticmethod
@@ -120,6 +122,7 @@ class CriticalPathScreen(AnalysisScreen):
             pick = (int(first[0]), int(first[1]))
         mine = edges.filter((pl.col("rank") == pick[0]) & (pl.col("instance_id") == pick[1]))
         self._mark(mine)
+        self.query_one("#cp-what-if", Static).update(self._what_if(pick))
         shown = (
             mine.with_columns(
                 (pl.col("start_ns") / 1000).alias("start (us)"),
@@ -129,6 +132,21 @@ class CriticalPathScreen(AnalysisScreen):
             .rename(EDGE_HEADERS)
         )
         self.query_one("#cp-edges", FrameTable).show_frame(shown)
+
+    def _what_if(self, pick: tuple[int, int]) -> str:
+        """The path's edges under the best what-if: how much faster the step could be."""
+        table: pl.DataFrame = self.result.get("critical_path_what_if", pl.DataFrame())
+        head = f"Rank {pick[0]} step {pick[1]}"
+        if table.is_empty():
+            return f"{head}: edges in path order"
+        mine = table.filter((pl.col("rank") == pick[0]) & (pl.col("instance_id") == pick[1]))
+        if mine.is_empty():
+            return f"{head}: edges in path order"
+        best = mine.sort("estimate_us").row(0, named=True)
+        return (
+            f"{head}: {best['step_us'] / 1000:.3f} -> est. {best['estimate_us'] / 1000:.3f} ms"
+            f" if {best['scenario']}"
+        )
 
     def _mark(self, edges: pl.DataFrame) -> None:
         """The timeline marks the events of the path shown below (`t` lands on them)."""
