@@ -44,15 +44,17 @@ def main() -> None:
     ta = TraceAnalysis(args.folder)
     rank = ta.ranks[0]
     events = ta.events(rank)
-    best = float("inf")
+    best = best_cpu = float("inf")
     for _ in range(args.repeat):
         t = time.perf_counter()
+        c = time.process_time()
         ev = cp.prepared(events, hta_compat=False)
         window = cp.windows(ev, "ProfilerStep", 0)
         assert window is not None
         rp = cp.rank_path(ev, rank, window)
         cp.breakdown(rp)
         best = min(best, time.perf_counter() - t)
+        best_cpu = min(best_cpu, time.process_time() - c)
     size = sum(f.stat().st_size for f in Path(args.folder).iterdir()) / 1e6
     out = {
         "file_mb": round(size, 1),
@@ -60,6 +62,7 @@ def main() -> None:
         "step_nodes": 2 * rp.graph.nodes.height,
         "step_edges": int(rp.graph.src.size),
         "hta_tui_s": round(best, 3),
+        "hta_tui_cpu_s": round(best_cpu, 3),  # CPU time: honest on a shared machine
         "path_us": rp.length_ns / 1000,
     }
     if args.traceinsight:

@@ -338,3 +338,30 @@ def test_no_annotation_is_a_reason_not_a_crash(tmp_path: Path) -> None:
     assert ta.critical_path_analysis(0) == (None, False)
     row = critical_path_tables(ta._ranks())["critical_path"].row(0, named=True)
     assert "no 'ProfilerStep'" in row["error"]
+
+
+def test_steps_parameter(tmp_path: Path) -> None:
+    """`--set critical_path_steps=...`: the first step by default (HTA's instance 0), every
+    one, one, or a range of steps as one window."""
+    ev = _step([("gemm", 50, 500)])
+    second = [dict(e, ts=e["ts"] + 2000) for e in ev]
+    for e in second:
+        if e["name"].startswith("ProfilerStep"):
+            e["name"] = "ProfilerStep#2"
+        if "correlation" in e["args"]:
+            e["args"] = dict(e["args"], correlation=e["args"]["correlation"] + 10)
+    ta = _one(tmp_path, ev + second)
+
+    def lengths(steps: str) -> list[tuple[str, int, float]]:
+        table = catalog.run(
+            ta._ranks(), ["critical_path"], catalog.options_with({"critical_path_steps": steps})
+        )
+        return table["critical_path"].select("annotation", "instance_id", "path_length_us").rows()
+
+    assert lengths("first") == [("ProfilerStep", 0, 590)]
+    assert lengths("all") == [("ProfilerStep", 0, 590), ("ProfilerStep", 1, 590)]
+    assert lengths("1") == [("ProfilerStep", 1, 590)]
+    # both steps as one window: the thread runs one after the other, so do the paths
+    assert lengths("0-1") == [("ProfilerStep 0-1", 0, 1180)]
+    with pytest.raises(ValueError, match="first, all, N or N-M"):
+        lengths("some")

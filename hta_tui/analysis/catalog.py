@@ -41,7 +41,7 @@ from hta_tui.analysis import (
     sync_summary,
     temporal,
 )
-from hta_tui.analysis.critical_path.tables import critical_path_tables
+from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_tables
 
 Ranks = Mapping[int, pl.DataFrame]
 Tables = dict[str, pl.DataFrame]
@@ -69,6 +69,9 @@ class Options:
     #: breakdown, GPU metrics, kernel and operator views, and the distributed view (its five
     #: collective names, CPU-side timing) instead of with every collective recognised.
     tb_compat: bool = False
+    #: The critical path's steps: "first" (HTA's instance 0), "all", "N" or "N-M" (instances
+    #: of the ProfilerStep annotation, from 0; a range is one window, as HTA's tuple).
+    critical_path_steps: str = "first"
 
 
 def parameters() -> dict[str, object]:
@@ -343,7 +346,9 @@ def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
 
 
 def _critical_path(r: Ranks, o: Options) -> Tables:
-    return critical_path_tables(r, hta_compat=o.hta_compat)
+    return critical_path_tables(
+        r, instances=critical_path_instances(o.critical_path_steps), hta_compat=o.hta_compat
+    )
 
 
 def _modules(r: Ranks, o: Options) -> Tables:
@@ -455,7 +460,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "critical_path",
         "Critical path per rank and step, and across ranks (HTA 0.6)",
         _critical_path,
-        cost=1.0,
+        cost=4.0,  # the first step of 8 ranks, what-ifs included (bench/CRITICAL_PATH.md)
         views=False,
     ),
 )

@@ -58,6 +58,30 @@ WHAT_IF_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
+Instances = list[int | tuple[int, int]] | None
+
+
+def critical_path_instances(text: str) -> Instances:
+    """ "first" -> [0], "all" -> None (every instance), "3" -> [3], "2-5" -> [(2, 5)] (one
+    window over steps 2 to 5, HTA's tuple); ValueError on anything else."""
+    t = text.strip().lower()
+    if t == "first":
+        return [0]
+    if t == "all":
+        return None
+    a, dash, b = t.partition("-")
+    try:
+        if dash:
+            first, last = int(a), int(b)
+            if 0 <= first <= last:
+                return [(first, last)]
+        elif int(t) >= 0:
+            return [int(t)]
+    except ValueError:
+        pass
+    raise ValueError(f"critical_path_steps wants first, all, N or N-M, not {text!r}")
+
+
 def step_count(events: pl.DataFrame, annotation: str) -> int:
     """How many CPU-side instances of the annotation the rank has."""
     return events.filter(
@@ -93,7 +117,7 @@ def _summary(rp: RankPath, annotation: str, instance: int) -> dict[str, object]:
 def rank_paths(
     ranks: Mapping[int, pl.DataFrame],
     annotation: str = "ProfilerStep",
-    instances: list[int] | None = None,
+    instances: Instances = None,
     *,
     hta_compat: bool = False,
     data_loading: str | None = None,
@@ -104,13 +128,18 @@ def rank_paths(
     rows: list[dict[str, object]] = []
     for rank, raw in sorted(ranks.items()):
         ev = prepared(raw, hta_compat=hta_compat)
-        todo = instances if instances is not None else list(range(step_count(ev, annotation)))
+        todo: list[int | tuple[int, int]] = (
+            list(instances) if instances is not None else list(range(step_count(ev, annotation)))
+        )
         if not todo:
             rows.append(_row(rank, annotation, 0, error=f"no {annotation!r} on this rank"))
-        for i in todo:
-            w = windows(ev, annotation, i)
+        for which in todo:
+            w = windows(ev, annotation, which)
+            # a range of steps is one window, shown under its first step
+            i = which if isinstance(which, int) else which[0]
+            name = annotation if isinstance(which, int) else f"{annotation} {which[0]}-{which[1]}"
             if w is None:
-                rows.append(_row(rank, annotation, i, error=f"no instance {i} of {annotation!r}"))
+                rows.append(_row(rank, name, i, error=f"no instance {which} of {annotation!r}"))
                 continue
             try:
                 rp = rank_path(ev, rank, w, hta_launches=hta_compat, data_loading=data_loading)
@@ -118,7 +147,7 @@ def rank_paths(
                 rows.append(_row(rank, annotation, i, error=f"dependencies loop: {e}"))
                 continue
             paths[(rank, i)] = rp
-            rows.append(_summary(rp, annotation, i))
+            rows.append(_summary(rp, name, i))
     return paths, rows
 
 
@@ -286,7 +315,7 @@ def _job_row(
 def critical_path_tables(
     ranks: Mapping[int, pl.DataFrame],
     annotation: str = "ProfilerStep",
-    instances: list[int] | None = None,
+    instances: Instances = None,
     *,
     hta_compat: bool = False,
     data_loading: str | None = None,
