@@ -365,3 +365,42 @@ def test_steps_parameter(tmp_path: Path) -> None:
     assert lengths("0-1") == [("ProfilerStep 0-1", 0, 1180)]
     with pytest.raises(ValueError, match="first, all, N or N-M"):
         lengths("some")
+
+
+def test_generated_gpu_job_names_its_slow_rank(tmp_path: Path) -> None:
+    """The generator's straggler (rank 2: GPU work 30% longer) is what most steps of the job
+    waited for, and for its GPU compute."""
+    from hta_tui.synth import write_trace_dir
+
+    files = write_trace_dir(tmp_path, ranks=4, steps=3, seed=1, kernels_per_step=30, slow_rank=2)
+    frames = {r: parse_file(f).frames["events"] for r, f in enumerate(sorted(files))}
+    table = critical_path_tables(frames)["critical_path"]
+    job = table.filter(pl.col("rank").is_null())
+    assert job.height == 3
+    slow = job.filter(pl.col("bound_by_rank") == 2)
+    assert slow.height >= 2, job
+    assert set(slow["verdict"]) == {"bound by rank 2's gpu_compute_bound"}
+    # the job's path is longer than any one rank's own path of that step
+    per_rank = table.filter(pl.col("rank").is_not_null())
+    for step, length in job.select("instance_id", "path_length_us").iter_rows():
+        mine = per_rank.filter(pl.col("instance_id") == step)["path_length_us"]
+        assert length >= mine.max()
+
+
+def test_one_bad_rank_costs_only_its_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error inside one rank's graph becomes that row's one-line reason; the other rank
+    still has its path."""
+    _write(tmp_path / "t", 0, _step([("gemm", 50, 500)]))
+    _write(tmp_path / "t", 1, _step([("gemm", 50, 500)]))
+    ranks = TraceAnalysis(tmp_path / "t", cache=False)._ranks()
+    real = cp.rank_path
+
+    def flaky(events: pl.DataFrame, rank: int, *a: Any, **k: Any) -> cp.RankPath:
+        if rank == 1:
+            raise ValueError("odd value\nsecond line")
+        return real(events, rank, *a, **k)
+
+    monkeypatch.setattr("hta_tui.analysis.critical_path.tables.rank_path", flaky)
+    rows = critical_path_tables(ranks)["critical_path"].sort("rank").rows(named=True)
+    assert rows[0]["path_length_us"] == 590 and rows[0]["error"] is None
+    assert rows[1]["error"] == "ValueError: odd value"

@@ -11,6 +11,7 @@ it: the rank with the most time on the path, and what bound it there.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import numpy as np
@@ -144,7 +145,12 @@ def rank_paths(
             try:
                 rp = rank_path(ev, rank, w, hta_launches=hta_compat, data_loading=data_loading)
             except CycleError as e:
-                rows.append(_row(rank, annotation, i, error=f"dependencies loop: {e}"))
+                rows.append(_row(rank, name, i, error=f"dependencies loop: {e}"))
+                continue
+            except Exception as e:  # one rank's odd data costs only its own row
+                logging.getLogger("hta_tui").exception("critical path of rank %s failed", rank)
+                reason = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+                rows.append(_row(rank, name, i, error=reason))
                 continue
             paths[(rank, i)] = rp
             rows.append(_summary(rp, name, i))
