@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import polars as pl
 from textual.widgets import Static
 
@@ -16,7 +17,7 @@ from hta_tui.app.screens.critical_path import BoundBars, CriticalPathScreen
 from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from hta_tui.trace.parse import parse_file
+from hta_tui.trace.parse import parse_file, read_bytes
 from tests.test_app_snapshot import demo_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
@@ -73,7 +74,16 @@ async def test_paths_edges_and_timeline_marks(tmp_path: Path) -> None:
         assert title.startswith("Rank 1 step 0: ") and " -> est. " in title
         marks = app.critical_path_marks
         assert set(marks) == {1}
-        assert set(marks[1]) == set(mine["event_idx"].drop_nulls().to_list())
+        assert set(marks[1]) == set(mine["from_idx"]) | set(mine["to_idx"])
+        # `o`: the trace with this path overlaid, into the export folder
+        app.export_dir = tmp_path / "exports"
+        await pilot.press("o")
+        await wait_until(pilot, lambda: screen.last_export is not None, 60.0, "the export")
+        written = orjson.loads(read_bytes(screen.last_export))["traceEvents"]
+        assert screen.last_export.parent == tmp_path / "exports"
+        complete = [e for e in written if e.get("ph") == "X"]  # an event's idx is its rank here
+        critical = [i for i, e in enumerate(complete) if e.get("args", {}).get("critical") == 1]
+        assert critical == sorted(marks[1])
         # `t` on an edge: the timeline, with the path's events highlighted
         await pilot.press("t")
         await wait_until(pilot, lambda: isinstance(app.screen, TimelineScreen), 60.0, "timeline")

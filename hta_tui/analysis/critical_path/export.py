@@ -41,11 +41,12 @@ def overlay(
     doc = orjson.loads(read_bytes(src))
     raw = doc.get("traceEvents", []) if isinstance(doc, dict) else []
     nodes = rp.graph.nodes
-    idx = nodes["idx"].to_numpy().astype(np.int64)
+    idx = _positions(raw, nodes)
     path = rp.path
     on_path = set()
     for end in (rp.graph.src[path], rp.graph.dst[path]):
         on_path.update(idx[end // 2].tolist())
+    on_path.discard(-1)
     for i in on_path:
         if 0 <= i < len(raw) and isinstance(raw[i], dict):
             args = raw[i].get("args")
@@ -56,7 +57,7 @@ def overlay(
     keep = np.isin(rp.graph.type[path], FLOW_TYPES)
     for n, e in enumerate(path[keep].tolist()):
         for end, ph in ((int(rp.graph.src[e]), "s"), (int(rp.graph.dst[e]), "f")):
-            i = int(idx[end // 2])
+            i = int(idx[end // 2])  # -1: not found, the flow gets pid/tid 0
             ev = raw[i] if 0 <= i < len(raw) and isinstance(raw[i], dict) else {}
             ts = float(ev.get("ts", 0) or 0)
             if end % 2:
@@ -97,6 +98,30 @@ def overlay(
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_bytes(gzip.compress(data, compresslevel=6) if out.name.endswith(".gz") else data)
     tmp.replace(out)
+    return out
+
+
+def _positions(raw: list, nodes: pl.DataFrame) -> np.ndarray:
+    """Each node event's position in traceEvents (-1 when not found). An event's `idx` is
+    its rank among the file's complete ("X") events; where the parser dropped one (a bad
+    value), the later ones are found by name and nearest start instead."""
+    complete = [i for i, e in enumerate(raw) if isinstance(e, dict) and e.get("ph") == "X"]
+    names = nodes["name"].to_list()
+    starts = nodes["start"].to_list()
+    out = np.full(len(names), -1, dtype=np.int64)
+    by_name: dict[str, list[int]] | None = None
+    for k, i in enumerate(nodes["idx"].to_list()):
+        if i < len(complete) and raw[complete[i]].get("name") == names[k]:
+            out[k] = complete[i]
+            continue
+        if by_name is None:
+            by_name = {}
+            for p in complete:
+                by_name.setdefault(str(raw[p].get("name")), []).append(p)
+        cands = by_name.get(names[k], [])
+        if cands:
+            ts_us = starts[k] / 1000
+            out[k] = min(cands, key=lambda p: abs(float(raw[p].get("ts", 0) or 0) - ts_us))
     return out
 
 

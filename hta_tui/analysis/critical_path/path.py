@@ -144,6 +144,7 @@ def edges_table(rp: RankPath, *, path_only: bool = True) -> pl.DataFrame:
     row = rp.graph.row[ids]
     ev = nodes.select("idx", "name", "stream", "pid", "tid")[np.maximum(row, 0).tolist()]
     ts = rp.graph.node_ts
+    node_idx = nodes["idx"].to_numpy().astype(np.int64)
     miss = pl.Series(row < 0)
     return (
         pl.DataFrame(
@@ -155,6 +156,9 @@ def edges_table(rp: RankPath, *, path_only: bool = True) -> pl.DataFrame:
                 ),
                 "start_ns": ts[rp.graph.src[ids]],
                 "end_ns": ts[rp.graph.dst[ids]],
+                # the events whose begin/end nodes the edge joins (HTA's events on the path)
+                "from_idx": node_idx[rp.graph.src[ids] // 2],
+                "to_idx": node_idx[rp.graph.dst[ids] // 2],
                 "duration": rp.graph.weight[ids] / NS_PER_US,
                 "bound_by": pl.Series(
                     [BOUND_NAMES[b] for b in rp.bound[ids].tolist()], dtype=pl.String

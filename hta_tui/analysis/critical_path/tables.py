@@ -327,7 +327,22 @@ def critical_path_tables(
     data_loading: str | None = None,
 ) -> dict[str, pl.DataFrame]:
     """`critical_path`: one row per rank and step (and per step across ranks, rank null);
-    `critical_path_edges`: the edges of each rank's path, in path order."""
+    `critical_path_edges`: the edges of each rank's path, in path order;
+    `critical_path_what_if`: each path's standard what-ifs."""
+    return critical_path_result(
+        ranks, annotation, instances, hta_compat=hta_compat, data_loading=data_loading
+    )[0]
+
+
+def critical_path_result(
+    ranks: Mapping[int, pl.DataFrame],
+    annotation: str = "ProfilerStep",
+    instances: Instances = None,
+    *,
+    hta_compat: bool = False,
+    data_loading: str | None = None,
+) -> tuple[dict[str, pl.DataFrame], dict[tuple[int, int], RankPath]]:
+    """The tables and the paths behind them ((rank, instance) -> path: the app exports one)."""
     paths, rows = rank_paths(
         ranks, annotation, instances, hta_compat=hta_compat, data_loading=data_loading
     )
@@ -367,8 +382,9 @@ def critical_path_tables(
         edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
         for (_, i), rp in sorted(paths.items())
     ]
-    return {
+    tables = {
         "critical_path": summary,
         "critical_path_edges": pl.concat(edges) if edges else pl.DataFrame(),
         "critical_path_what_if": what_if,
     }
+    return tables, paths

@@ -9,15 +9,19 @@ edge opens the trace timeline there with every event of the path marked.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar
 
 import polars as pl
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis.critical_path.tables import critical_path_tables
+from hta_tui.analysis.critical_path import export
+from hta_tui.analysis.critical_path.path import RankPath
+from hta_tui.analysis.critical_path.tables import critical_path_result
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
@@ -70,6 +74,15 @@ class CriticalPathScreen(AnalysisScreen):
     TITLE = "Critical path"
     STEPS = "each ProfilerStep"
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("o", "overlay", "Overlay", tooltip="Write the trace with this path, for Perfetto"),
+    ]
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.picked: tuple[int, int] | None = None
+        self.last_export: Path | None = None
+
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="cp-verdict", classes="summary")
         with VerticalScroll(id="cp-bars-box", can_focus=False):
@@ -84,7 +97,8 @@ class CriticalPathScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        return critical_path_tables(frames)
+        tables, paths = critical_path_result(frames)
+        return {**tables, "paths": paths}
 
     def show(self, result: dict[str, Any]) -> None:
         summary: pl.DataFrame = result["critical_path"]
@@ -120,6 +134,7 @@ class CriticalPathScreen(AnalysisScreen):
         if pick is None:
             first = edges.select("rank", "instance_id").row(0)
             pick = (int(first[0]), int(first[1]))
+        self.picked = pick
         mine = edges.filter((pl.col("rank") == pick[0]) & (pl.col("instance_id") == pick[1]))
         self._mark(mine)
         self.query_one("#cp-what-if", Static).update(self._what_if(pick))
@@ -149,12 +164,15 @@ class CriticalPathScreen(AnalysisScreen):
         )
 
     def _mark(self, edges: pl.DataFrame) -> None:
-        """The timeline marks the events of the path shown below (`t` lands on them)."""
+        """The timeline marks the events of the path shown below (`t` lands on them): those
+        its edges join, as HTA's overlay marks them."""
         marks: dict[int, list[int]] = {}
         if not edges.is_empty():
-            on = edges.filter(pl.col("event_idx").is_not_null())
-            for rank, idx in on.group_by("rank").agg("event_idx").iter_rows():
-                marks[int(rank)] = sorted(set(idx))
+            ends = pl.concat(
+                [edges.select("rank", pl.col(c).alias("idx")) for c in ("from_idx", "to_idx")]
+            ).unique()
+            for rank, idx in ends.group_by("rank").agg("idx").iter_rows():
+                marks[int(rank)] = sorted(idx)
         self.app.critical_path_marks = marks  # type: ignore[attr-defined]
 
     @on(DataTable.RowSelected, "#cp-paths")
@@ -165,6 +183,39 @@ class CriticalPathScreen(AnalysisScreen):
             return
         self._show_edges((int(row["rank"]), int(row["step"])))
         self.query_one("#cp-edges", FrameTable).focus()
+
+    def action_overlay(self) -> None:
+        """The trace of the path shown below, with the path overlaid, into the export folder
+        (HTA's overlaid_critical_path_<name>; never inside the trace folder)."""
+        entry = self.trace_set.selected(self.picked[0]) if self.picked else None
+        rp = (self.result or {}).get("paths", {}).get(self.picked)
+        if self.picked is None or entry is None or rp is None:
+            self.notify("No path to export.", severity="warning")
+            return
+        export_dir = Path(getattr(self.app, "export_dir", Path.cwd()))
+        target = export_dir / f"overlaid_critical_path_{entry.path.name}"
+        n = 1
+        while target.exists():
+            n += 1
+            target = export_dir / f"overlaid_critical_path-{n}_{entry.path.name}"
+        self.notify(f"Writing rank {self.picked[0]} with its critical path…", title="Export")
+        self._overlay(entry.path, rp, self.picked, target)
+
+    @work(thread=True, group="export", exit_on_error=False)
+    def _overlay(self, src: Path, rp: RankPath, pick: tuple[int, int], target: Path) -> None:
+        try:
+            written = export.overlay(src, rp, target)
+        except Exception as exc:
+            self.app.call_from_thread(
+                self.notify, f"{type(exc).__name__}: {exc}", title="Export failed", severity="error"
+            )
+            return
+
+        def done() -> None:
+            self.last_export = written
+            self.notify(f"rank {pick[0]} step {pick[1]}: {written}", title="Exported")
+
+        self.app.call_from_thread(done)
 
     def on_resize(self) -> None:
         self._fit_heights()
