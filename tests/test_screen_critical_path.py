@@ -107,3 +107,27 @@ async def _on_critical_path(pilot: Any) -> None:
 
 def test_snapshot(snap_compare, tmp_path: Path) -> None:
     assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=_on_critical_path)
+
+
+async def _timeline_with_path(pilot: Any) -> None:
+    """Enter on rank 0's first step, then `t` on its first edge."""
+    screen = await open_critical_path(pilot)
+    paths = screen.query_one("#cp-paths", FrameTable)
+    paths.focus()
+    for _ in range(paths.row_count):
+        row = paths.selected_row()
+        if row is not None and row["rank"] == 0 and row["step"] == 0:
+            break
+        await pilot.press("down")
+    await pilot.press("enter")
+    await pilot.pause()
+    await pilot.press("t")
+    app = pilot.app
+    await wait_until(pilot, lambda: isinstance(app.screen, TimelineScreen), 60.0, "timeline")
+    await wait_until(pilot, lambda: screen_shows_current(app, app.screen), 60.0, "rows")
+    await pilot.pause()
+
+
+def test_snapshot_timeline_marks(snap_compare, tmp_path: Path) -> None:
+    """The timeline from a path's edge: the path's events highlighted."""
+    assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=_timeline_with_path)
