@@ -113,10 +113,13 @@ def rank_path(
     *,
     hta_launches: bool = False,
     data_loading: str | None = None,
+    queue: pl.DataFrame | None = None,
 ) -> RankPath:
     """One rank's critical path in a window of prepared events. CycleError when the
-    dependencies loop (then there is no path)."""
-    queue = g.queue_at(events, hta_launches=hta_launches)
+    dependencies loop (then there is no path). `queue`: the rank's `graph.queue_at`, when
+    several windows of one rank share it."""
+    if queue is None:
+        queue = g.queue_at(events, hta_launches=hta_launches)
     cpu_only = not hta_launches and events.filter(pl.col("stream").is_not_null()).is_empty()
     graph = g.build(
         events,

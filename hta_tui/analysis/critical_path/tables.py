@@ -134,6 +134,7 @@ def rank_paths(
         )
         if not todo:
             rows.append(_row(rank, annotation, 0, error=f"no {annotation!r} on this rank"))
+        queue: pl.DataFrame | None = None  # the rank's queue lengths, once for every step
         for which in todo:
             w = windows(ev, annotation, which)
             # a range of steps is one window, shown under its first step
@@ -143,7 +144,11 @@ def rank_paths(
                 rows.append(_row(rank, name, i, error=f"no instance {which} of {annotation!r}"))
                 continue
             try:
-                rp = rank_path(ev, rank, w, hta_launches=hta_compat, data_loading=data_loading)
+                if queue is None:
+                    queue = g.queue_at(ev, hta_launches=hta_compat)
+                rp = rank_path(
+                    ev, rank, w, hta_launches=hta_compat, data_loading=data_loading, queue=queue
+                )
             except CycleError as e:
                 rows.append(_row(rank, name, i, error=f"dependencies loop: {e}"))
                 continue
