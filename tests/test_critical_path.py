@@ -404,3 +404,25 @@ def test_one_bad_rank_costs_only_its_row(tmp_path: Path, monkeypatch: pytest.Mon
     rows = critical_path_tables(ranks)["critical_path"].sort("rank").rows(named=True)
     assert rows[0]["path_length_us"] == 590 and rows[0]["error"] is None
     assert rows[1]["error"] == "ValueError: odd value"
+
+
+def test_data_load_events_bound_by_data_loading(tmp_path: Path) -> None:
+    """HTA's `data_load_events`: time inside a matching annotation is `data_loading`; the
+    loader's 300 us precede the step's 590 on the same thread."""
+    ev = [dict(e, ts=e["ts"] + 300) for e in _step([("gemm", 50, 500)])]
+    ev[0] = _x("ProfilerStep#1", "user_annotation", T0, 1300)
+    ev.append(
+        _x(
+            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+            "user_annotation",
+            T0 + 5,
+            300,
+        )
+    )
+    ta = _one(tmp_path, ev)
+    plain, _ = ta.critical_path_analysis(0)
+    assert plain is not None and plain.length_us == 590  # an annotation is not a node
+    got, _ = ta.critical_path_analysis(0, data_load_events=[r"enumerate\(DataLoader\)"])
+    assert got is not None and got.length_us == 890
+    summary = dict(got.summary().select("bound_by", "duration_us").iter_rows())
+    assert summary["data_loading"] == 300
