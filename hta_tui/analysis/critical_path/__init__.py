@@ -3,5 +3,6 @@
 graph    the edge table of one rank's window (HTA's edge semantics, deviations listed there)
 longest  topological order and longest path over numpy edge arrays
 path     one rank's path, its bound-by breakdown, its edges, "what if"
-tables   every rank and step as the report's tables
+tables   every rank and step as the report's tables, and the path across ranks
+export   the trace with a path overlaid, for Perfetto (HTA's overlay)
 """

@@ -33,7 +33,7 @@ occur only in critical_path/alexnet, whose path is 99.97% CPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -105,7 +105,6 @@ class Graph:
     row: np.ndarray
     negative_edges: int = 0
     negative_ns: int = 0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def node_ts(self) -> np.ndarray:
@@ -188,7 +187,6 @@ def build(
     """The graph of one rank between w0 and w1 (ns, `start` timeline). `events` has `start`,
     `end`, `dur` (ns); `queue` the queue length at each launch and GPU op (`queue_at`)."""
     cpu, gpu = clip(events, w0, w1, graph_kernels=graph_kernels)
-    notes: list[str] = []
     # --- nodes: CPU ops / runtime / driver (+ data loading), GPU work
     node_cpu = pl.col("cat").is_in(NODE_CATS)
     if data_loading:
@@ -235,7 +233,7 @@ def build(
     parts += _call_stack_edges(cpu, nodes, ts, row_of_idx, is_lock)
 
     # --- kernels, launches, kernel gaps and syncs
-    parts += _kernel_edges(gpu, nodes, ts, row_of_idx, queue, notes)
+    parts += _kernel_edges(gpu, nodes, ts, row_of_idx, queue)
 
     cat = {
         k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -252,7 +250,6 @@ def build(
         row=cat["row"].astype(np.int64),
         negative_edges=int(neg.sum()),
         negative_ns=int(-w[neg].sum()),
-        notes=notes,
     )
 
 
@@ -385,7 +382,6 @@ def _kernel_edges(
     ts: np.ndarray,
     row_of_idx: dict[int, int],
     queue: pl.DataFrame,
-    notes: list[str],
 ) -> list[dict]:
     if gpu.is_empty():
         return []
