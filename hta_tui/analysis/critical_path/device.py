@@ -15,6 +15,7 @@ from hta_tui.analysis.critical_path.rules import (
     LAUNCH,
     OP,
     SYNC,
+    RowOf,
     part,
 )
 
@@ -23,7 +24,7 @@ def kernel_edges(
     gpu: pl.DataFrame,
     nodes: pl.DataFrame,
     ts: np.ndarray,
-    row_of_idx: dict[int, int],
+    row_of_idx: RowOf,
     queue: pl.DataFrame,
 ) -> list[dict]:
     if gpu.is_empty():
@@ -42,16 +43,14 @@ def kernel_edges(
     )
     out: list[dict] = []
     k = g.filter(pl.col("kind") != "sync")
-    krow = np.array([row_of_idx[int(i)] for i in k["idx"].to_list()], dtype=np.int64)
+    krow = row_of_idx(k["idx"].to_numpy())
     out.append(part(2 * krow, 2 * krow + 1, OP, ts, krow))
     # previous kernel on the stream
     k = k.with_columns(pl.Series("row", krow)).with_columns(
         pl.col("row").shift(1).over("stream").alias("prev_row"),
         pl.col("end").shift(1).over("stream").alias("prev_end"),
     )
-    launch_row = np.array(
-        [row_of_idx.get(int(i), -1) for i in k["launch_idx"].to_list()], dtype=np.int64
-    )
+    launch_row = row_of_idx(k["launch_idx"].to_numpy())
     q_rt = k["queue_runtime"].fill_null(-1).to_numpy()
     q_k = k["queue_kernel"].fill_null(-1).to_numpy()
     prev_row = k["prev_row"].fill_null(-1).to_numpy().astype(np.int64)
@@ -82,7 +81,7 @@ def kernel_edges(
         for name, stream, end, launch_idx in s.select(
             "name", "stream", "end", "launch_idx"
         ).iter_rows():
-            dst_row = row_of_idx.get(int(launch_idx), -1)
+            dst_row = int(row_of_idx(np.array([launch_idx]))[0])
             if dst_row < 0:
                 continue
             if name == "Stream Sync":

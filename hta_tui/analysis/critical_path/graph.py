@@ -55,6 +55,7 @@ from hta_tui.analysis.critical_path.rules import (
     NODE_CATS,
     OP,
     SYNC,
+    RowOf,
     is_comm,
 )
 
@@ -163,7 +164,7 @@ def build(
     ts = np.empty(2 * n, dtype=np.int64)
     ts[0::2] = nodes["start"].to_numpy()
     ts[1::2] = nodes["end"].to_numpy()
-    row_of_idx = dict(zip(nodes["idx"].to_list(), nodes["row"].to_list(), strict=True))
+    row_of_idx = RowOf(nodes["idx"].to_numpy(), nodes["row"].to_numpy())
     parts: list[dict] = []
 
     # --- the runtime lock, across threads

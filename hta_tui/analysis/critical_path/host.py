@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.critical_path.rules import BLOCKING_CALLS, DEP, LOCK_CALLS, OP, part
+from hta_tui.analysis.critical_path.rules import BLOCKING_CALLS, DEP, LOCK_CALLS, OP, RowOf, part
 
 
 def lock_edges(nodes: pl.DataFrame, ts: np.ndarray) -> tuple[list[dict], np.ndarray]:
@@ -77,7 +77,7 @@ def call_stack_edges(
     cpu: pl.DataFrame,
     nodes: pl.DataFrame,
     ts: np.ndarray,
-    row_of_idx: dict[int, int],
+    row_of_idx: RowOf,
     is_lock: np.ndarray,
 ) -> list[dict]:
     if cpu.is_empty():
@@ -117,11 +117,7 @@ def call_stack_edges(
     )
     ev_parent = np.where(ev_parent_tok >= 0, idx[np.maximum(ev_parent_tok, 0)], -1)
     # keep tokens of events with nodes
-    row_arr = (
-        np.array([row_of_idx.get(int(i), -1) for i in event.tolist()], dtype=np.int64)
-        if event.size
-        else event
-    )
+    row_arr = row_of_idx(event)
     keep = row_arr >= 0
     row_k = row_arr[keep]
     start_k = is_start[keep]
@@ -147,9 +143,7 @@ def call_stack_edges(
     to_start = start_k[b]
     dep = to_start & (op_depth_before[b] == 0)
     # attribution: (start, *) -> src; (end, end) -> dest; (end, start) -> parent of src
-    parent_row = np.array(
-        [row_of_idx.get(int(i), -1) for i in parent_k[a].tolist()], dtype=np.int64
-    )
+    parent_row = row_of_idx(parent_k[a])
     attributed = np.where(start_k[a], row_k[a], np.where(~start_k[b], row_k[b], parent_row))
     out = [
         part(node[a][dep], node[b][dep], DEP, ts, np.full(dep.sum(), -1)),

@@ -74,6 +74,20 @@ def part(src: np.ndarray, dst: np.ndarray, typ: int, ts: np.ndarray, row: np.nda
     }
 
 
+class RowOf:
+    """Event idx -> its row in the graph's nodes (-1: no nodes), looked up as arrays."""
+
+    def __init__(self, idx: np.ndarray, rows: np.ndarray) -> None:
+        idx = np.asarray(idx, dtype=np.int64)
+        self.table = np.full(int(idx.max()) + 2 if idx.size else 1, -1, dtype=np.int64)
+        self.table[idx] = rows
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        idx = np.asarray(idx, dtype=np.int64)
+        ok = (idx >= 0) & (idx < self.table.size)
+        return np.where(ok, self.table[np.where(ok, idx, 0)], -1)
+
+
 def is_comm(name: pl.Expr) -> pl.Expr:
     """HTA's communication kernels, on names."""
     return name.fill_null("").str.contains(COMM_KERNEL)
