@@ -78,6 +78,8 @@ OTHER_ORDER: dict[str, str] = {
             "memory_step_peaks",
             "comm_comp_per_rank",
             "comm_wait_transfer",
+            "critical_path",
+            "critical_path_what_if",
         ),
         "by rank and step",
     ),
@@ -101,6 +103,7 @@ OTHER_ORDER: dict[str, str] = {
     "memory_stats": "by rank, device and operator",
     "module_stats": "the module tree",
     "process_groups": "as distributedInfo lists them",
+    "critical_path_edges": "by rank and step, in path order",
 }
 
 

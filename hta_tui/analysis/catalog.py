@@ -41,6 +41,7 @@ from hta_tui.analysis import (
     sync_summary,
     temporal,
 )
+from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_tables
 
 Ranks = Mapping[int, pl.DataFrame]
 Tables = dict[str, pl.DataFrame]
@@ -68,6 +69,9 @@ class Options:
     #: breakdown, GPU metrics, kernel and operator views, and the distributed view (its five
     #: collective names, CPU-side timing) instead of with every collective recognised.
     tb_compat: bool = False
+    #: The critical path's steps: "first" (HTA's instance 0), "all", "N" or "N-M" (instances
+    #: of the ProfilerStep annotation, from 0; a range is one window, as HTA's tuple).
+    critical_path_steps: str = "first"
 
 
 def parameters() -> dict[str, object]:
@@ -346,6 +350,12 @@ def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
     return sync_summary.sync_tables(r, flows)
 
 
+def _critical_path(r: Ranks, o: Options) -> Tables:
+    return critical_path_tables(
+        r, instances=critical_path_instances(o.critical_path_steps), hta_compat=o.hta_compat
+    )
+
+
 def _modules(r: Ranks, o: Options) -> Tables:
     return {"module_stats": module_view.module_view(r)}
 
@@ -451,6 +461,13 @@ ANALYSES: tuple[Analysis, ...] = (
         views=False,
     ),
     Analysis("module_stats", "nn.Module view", _modules, views=False),
+    Analysis(
+        "critical_path",
+        "Critical path per rank and step, and across ranks (HTA 0.6)",
+        _critical_path,
+        cost=4.0,  # the first step of 8 ranks, what-ifs included (bench/CRITICAL_PATH.md)
+        views=False,
+    ),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
@@ -482,6 +499,8 @@ TABLE_OWNER: dict[str, str] = {
     "operator_call_stacks": "operator_stats",
     "sync_summary": "syncs",
     "sync_verdict": "syncs",
+    "critical_path_edges": "critical_path",
+    "critical_path_what_if": "critical_path",
 }
 
 

@@ -6,6 +6,7 @@ about."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -267,6 +268,29 @@ def matching(tl: Timeline, pattern: str) -> dict[int, np.ndarray]:
         if row.counter or hits is None or len(hits) == 0:
             continue
         out[i] = np.isin(row.idx, hits, assume_unique=False)
+    return out
+
+
+def marked(tl: Timeline, marks: Mapping[int, Sequence[int]]) -> dict[int, np.ndarray]:
+    """Per row, a mask of the events whose trace idx is in `marks[rank]` (the critical
+    path's events, say), in the same form as `matching`."""
+    out: dict[int, np.ndarray] = {}
+    pos: dict[int, np.ndarray] = {}
+    for rank, idx in marks.items():
+        frame = tl.frames.get(rank)
+        if frame is None or not idx:
+            continue
+        hits = frame.with_row_index("_pos").filter(
+            pl.col("idx").cast(pl.Int64).is_in(pl.Series(list(idx), dtype=pl.Int64).implode())
+        )["_pos"]
+        pos[rank] = np.sort(hits.to_numpy())
+    for i, row in enumerate(tl.rows):
+        hits = pos.get(row.rank)
+        if row.counter or hits is None or len(hits) == 0:
+            continue
+        mask = np.isin(row.idx, hits)
+        if mask.any():
+            out[i] = mask
     return out
 
 

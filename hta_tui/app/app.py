@@ -53,6 +53,7 @@ RECHECK = 1.0
 
 #: The screens' style files (hta_tui/app/screens/NAME.tcss), all loaded with the app's.
 SCREEN_STYLES = (
+    "critical_path",
     "detail",
     "diff",
     "distributed",
@@ -138,6 +139,9 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         if self.compare_set is not None and self.compare_root is not None:
             self._sides[TEST] = SideState(self.compare_root, self.compare_set)
         self._label = folder_label(self.root)
+        #: rank -> trace idx of the events on the critical path the Critical path view shows
+        #: last: the trace timeline marks them
+        self.critical_path_marks: dict[int, list[int]] = {}
         #: the status bar's: comparing, both sides'
         self._status_label = self._label
         self._status_sides = [self._sides[MAIN]]

@@ -87,6 +87,7 @@ class TimelineScreen(AnalysisScreen):
 
     def show(self, result: Timeline) -> None:
         self.view.set_timeline(result)
+        self._mark_critical_path()
         if self.target is not None:
             self._go_to_target()
         else:
@@ -101,7 +102,17 @@ class TimelineScreen(AnalysisScreen):
         self.target = moment
         views = self.query(TimelineView)  # empty until the screen's first compose
         if views and views.first().timeline is not None:
+            self._mark_critical_path()
             self._go_to_target()
+
+    def _mark_critical_path(self) -> None:
+        """The events of the path the Critical path view shows last are highlighted (as `/`
+        highlights names; a name typed after `/` replaces them)."""
+        marks = getattr(self.app, "critical_path_marks", None)
+        tl = self.view.timeline
+        if not marks or tl is None or self.query_one("#filter", Input).value.strip():
+            return
+        self.view.set_matches(te.marked(tl, marks))
 
     def _go_to_target(self) -> None:
         m, self.target = self.target, None
@@ -284,6 +295,8 @@ class TimelineScreen(AnalysisScreen):
             return
         text = self.query_one("#filter", Input).value.strip()
         self.view.set_matches(te.matching(tl, text))
+        if not text:
+            self._mark_critical_path()
         if text:
             total = sum(int(m.sum()) for m in self.view.matches.values())
             self._say(f"{total} events match {printable(text)!r}")

@@ -1,0 +1,147 @@
+"""The device side of the critical-path graph: each GPU op's span, the launch delay when
+its stream was empty, the gap from the previous op on its stream, Stream / Context Sync
+dependencies to the waiting call, and the launch-queue lengths those rules read."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from hta_tui.analysis.critical_path.rules import (
+    GRAPH_LAUNCHES,
+    HTA_LAUNCHES,
+    KERNEL_GAP_LIMIT_NS,
+    KK,
+    LAUNCH,
+    OP,
+    SYNC,
+    RowOf,
+    part,
+)
+
+
+def kernel_edges(
+    gpu: pl.DataFrame,
+    nodes: pl.DataFrame,
+    ts: np.ndarray,
+    row_of_idx: RowOf,
+    queue: pl.DataFrame,
+) -> list[dict]:
+    if gpu.is_empty():
+        return []
+    g = (
+        gpu.join(queue, on="idx", how="left")
+        .with_columns(
+            pl.col("name").is_in(("Stream Sync", "Context Sync")).alias("_sync_ok"),
+            pl.when(pl.col("kind") == "sync")
+            .then(pl.col("end"))
+            .otherwise(pl.col("start"))
+            .alias("_sort"),
+        )
+        .filter((pl.col("kind") != "sync") | pl.col("_sync_ok"))
+        .sort("_sort", "idx")
+    )
+    out: list[dict] = []
+    k = g.filter(pl.col("kind") != "sync")
+    krow = row_of_idx(k["idx"].to_numpy())
+    out.append(part(2 * krow, 2 * krow + 1, OP, ts, krow))
+    # previous kernel on the stream
+    k = k.with_columns(pl.Series("row", krow)).with_columns(
+        pl.col("row").shift(1).over("stream").alias("prev_row"),
+        pl.col("end").shift(1).over("stream").alias("prev_end"),
+    )
+    launch_row = row_of_idx(k["launch_idx"].to_numpy())
+    q_rt = k["queue_runtime"].fill_null(-1).to_numpy()
+    q_k = k["queue_kernel"].fill_null(-1).to_numpy()
+    prev_row = k["prev_row"].fill_null(-1).to_numpy().astype(np.int64)
+    prev_end = k["prev_end"].to_numpy()
+    lstart = k["launch_start"].to_numpy()
+    kstart = k["start"].to_numpy()
+    has_prev = prev_row >= 0
+    launch = (
+        (q_rt == 1)
+        & (q_k == 0)
+        & (~has_prev | (np.nan_to_num(prev_end, nan=0) < lstart))
+        & (launch_row >= 0)
+    )
+    kk = ~launch & has_prev & (kstart - np.nan_to_num(prev_end, nan=0) < KERNEL_GAP_LIMIT_NS)
+    out.append(
+        part(2 * launch_row[launch], 2 * krow[launch], LAUNCH, ts, np.full(launch.sum(), -1))
+    )
+    out.append(part(2 * prev_row[kk] + 1, 2 * krow[kk], KK, ts, prev_row[kk]))
+    graph = k["launch_name"].is_in(GRAPH_LAUNCHES).to_numpy() & (launch_row >= 0) & ~launch
+    if graph.any():
+        e = part(2 * launch_row[graph], 2 * krow[graph], LAUNCH, ts, np.full(graph.sum(), -1))
+        e["weight"] = np.zeros(graph.sum(), dtype=np.int64)
+        out.append(e)
+    # syncs: the last kernel (by start, before the sync ends) -> the waiting call's end
+    s = g.filter(pl.col("kind") == "sync")
+    if not s.is_empty():
+        kt = k.select("stream", "start", "row").sort("stream", "start")
+        for name, stream, end, launch_idx in s.select(
+            "name", "stream", "end", "launch_idx"
+        ).iter_rows():
+            dst_row = int(row_of_idx(np.array([launch_idx]))[0])
+            if dst_row < 0:
+                continue
+            if name == "Stream Sync":
+                cands = kt.filter((pl.col("stream") == stream) & (pl.col("start") <= end))
+            else:
+                cands = kt.filter(pl.col("start") <= end)
+            last = cands.group_by("stream").agg(pl.col("row").last())["row"].to_numpy()
+            if last.size:
+                out.append(
+                    part(
+                        2 * last + 1,
+                        np.full(last.size, 2 * dst_row + 1),
+                        SYNC,
+                        ts,
+                        np.full(last.size, -1),
+                    )
+                )
+    return out
+
+
+def queue_at(events: pl.DataFrame, *, hta_launches: bool = True) -> pl.DataFrame:
+    """Launch-queue length per stream after each launch's +1 (`queue_runtime`, on the GPU
+    op's row) and after each GPU op's -1 (`queue_kernel`), over the whole rank (HTA's
+    `_get_queue_length_time_series_for_rank`). A graph launch counts once per stream: its
+    first op there (DEVIATION, see module)."""
+    names = HTA_LAUNCHES + (() if hta_launches else GRAPH_LAUNCHES)
+    launches = events.filter(
+        pl.col("stream").is_null()
+        & pl.col("kind").is_in(("runtime", "driver"))
+        & pl.col("name").is_in(names)
+        & pl.col("correlation").is_not_null()
+    ).select("correlation", pl.col("start").alias("launch_start"))
+    launches = launches.unique("correlation", keep="first")
+    ops = events.filter(pl.col("stream").is_not_null() & pl.col("correlation").is_not_null()).join(
+        launches, on="correlation", how="inner"
+    )
+    # one unit per launch and stream: its first op
+    ops = ops.sort("start", "idx").with_columns(
+        (pl.int_range(pl.len()).over("correlation", "stream") == 0).alias("_first")
+    )
+    unit = ops.filter("_first")
+    rows = pl.concat(
+        [
+            unit.select(
+                "idx",
+                "stream",
+                pl.col("launch_start").alias("t"),
+                pl.lit(1).alias("d"),
+                pl.lit(1).alias("launch"),
+            ),
+            unit.select(
+                "idx",
+                "stream",
+                pl.col("start").alias("t"),
+                pl.lit(-1).alias("d"),
+                pl.lit(0).alias("launch"),
+            ),
+        ]
+    ).sort("stream", "t", "launch", "idx")
+    rows = rows.with_columns(pl.col("d").cum_sum().over("stream").alias("q"))
+    rt = rows.filter(pl.col("launch") == 1).select("idx", pl.col("q").alias("queue_runtime"))
+    kq = rows.filter(pl.col("launch") == 0).select("idx", pl.col("q").alias("queue_kernel"))
+    return rt.join(kq, on="idx", how="full", coalesce=True)

@@ -1,0 +1,256 @@
+"""The critical path of one rank's step: build the graph, take its longest path, say what
+bounds each edge on it, and re-run it with some edges scaled ("what if")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from hta_tui.analysis.comm_kinds import COLLECTIVE_OP
+from hta_tui.analysis.critical_path import graph as g
+from hta_tui.analysis.critical_path import longest
+from hta_tui.analysis.critical_path.longest import CycleError
+from hta_tui.analysis.hta_view import with_times
+
+NS_PER_US = 1000
+
+
+@dataclass
+class RankPath:
+    """One rank's window, its graph, the path (edge ids) and each edge's bound type."""
+
+    rank: int
+    window: tuple[int, int]
+    graph: g.Graph
+    order: np.ndarray
+    path: np.ndarray
+    length_ns: int
+    bound: np.ndarray  # per edge: index into BOUND_NAMES
+
+
+#: Bound types by index; the last, "", is the weight-0 dependencies'.
+BOUND_NAMES: tuple[str, ...] = (*g.BOUND_TYPES, "")
+
+
+def prepared(events: pl.DataFrame, *, hta_compat: bool = False) -> pl.DataFrame:
+    """Events with `start` / `end` / `dur` on HTA's timeline (its rounding with hta_compat)."""
+    return with_times(events, hta_compat=hta_compat)
+
+
+def windows(
+    events: pl.DataFrame, annotation: str, instance_id: int | tuple[int, int] | None
+) -> tuple[int, int] | None:
+    """HTA's window: from the first to the last chosen instance of the CPU-side events whose
+    name contains `annotation` (in time order; "" = the whole trace); None when absent."""
+    if events.is_empty():
+        return None
+    if annotation == "":
+        return int(events["start"].min()), int(events["end"].max())  # type: ignore[arg-type]
+    first, last = (
+        (0, 0)
+        if instance_id is None
+        else (instance_id if isinstance(instance_id, tuple) else (instance_id, instance_id))
+    )
+    ann = (
+        events.filter(
+            pl.col("stream").is_null() & pl.col("name").str.contains(annotation, literal=True)
+        )
+        .sort("start", "idx")
+        .slice(first, max(last - first + 1, 0))
+    )
+    if ann.is_empty():
+        return None
+    return int(ann["start"].min()), int(ann["end"].max())  # type: ignore[arg-type]
+
+
+def bound_types(graph: g.Graph, data_loading: str | None = None) -> np.ndarray:
+    """Each edge's bound type (HTA's `bound_by`): by edge type, else by the attributed event:
+    on the CPU `cpu_bound` (or `data_loading` by name), a communication kernel
+    `gpu_communication_bound`, any other GPU op `gpu_compute_bound`."""
+    nodes = graph.nodes
+    on_gpu = nodes["stream"].is_not_null().to_numpy()
+    comm = nodes.select(g.is_comm(pl.col("name")))["name"].to_numpy()
+    loading = (
+        nodes["name"].fill_null("").str.contains(data_loading).to_numpy()
+        if data_loading
+        else np.zeros(nodes.height, dtype=bool)
+    )
+    row = graph.row
+    has = row >= 0
+    r = np.maximum(row, 0)
+    ev_kind = np.where(
+        has & on_gpu[r],
+        np.where(comm[r], 2, 1),
+        np.where(has & loading[r], 5, 0),
+    )
+    t = graph.type
+    return np.select(
+        [t == g.KK, t == g.LAUNCH, (t == g.DEP) | (t == g.SYNC)],
+        [4, 3, 6],
+        ev_kind,
+    ).astype(np.int8)
+
+
+def solve(
+    graph: g.Graph, weight: np.ndarray | None = None, order: np.ndarray | None = None
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """(length, path edges, topological order) of a graph, with its weights or others."""
+    n = 2 * graph.nodes.height
+    w = graph.weight if weight is None else weight
+    if order is None:
+        return longest.solve(n, graph.src, graph.dst, w)
+    length, path = longest.longest_path(n, graph.src, graph.dst, w, order)
+    return length, path, order
+
+
+def rank_path(
+    events: pl.DataFrame,
+    rank: int,
+    window: tuple[int, int],
+    *,
+    hta_launches: bool = False,
+    data_loading: str | None = None,
+    queue: pl.DataFrame | None = None,
+) -> RankPath:
+    """One rank's critical path in a window of prepared events. CycleError when the
+    dependencies loop (then there is no path). `queue`: the rank's `graph.queue_at`, when
+    several windows of one rank share it."""
+    if queue is None:
+        queue = g.queue_at(events, hta_launches=hta_launches)
+    cpu_only = not hta_launches and events.filter(pl.col("stream").is_not_null()).is_empty()
+    graph = g.build(
+        events,
+        *window,
+        queue=queue,
+        data_loading=data_loading,
+        graph_kernels=not hta_launches,
+        extra_nodes=COLLECTIVE_OP if cpu_only else None,
+    )
+    length, path, order = solve(graph)
+    return RankPath(rank, window, graph, order, path, length, bound_types(graph, data_loading))
+
+
+def breakdown(rp: RankPath, weight: np.ndarray | None = None) -> dict[str, int]:
+    """ns on the path per bound type."""
+    w = (rp.graph.weight if weight is None else weight)[rp.path]
+    sums = np.bincount(rp.bound[rp.path], weights=w, minlength=len(BOUND_NAMES))
+    return {name: int(np.rint(sums[i])) for i, name in enumerate(BOUND_NAMES) if name}
+
+
+def edges_table(rp: RankPath, *, path_only: bool = True) -> pl.DataFrame:
+    """The path's edges in path order: type, weight, the attributed event and its bound."""
+    ids = rp.path if path_only else np.arange(rp.graph.src.size)
+    nodes = rp.graph.nodes
+    row = rp.graph.row[ids]
+    ev = nodes.select("idx", "name", "stream", "pid", "tid")[np.maximum(row, 0).tolist()]
+    ts = rp.graph.node_ts
+    node_idx = nodes["idx"].to_numpy().astype(np.int64)
+    miss = pl.Series(row < 0)
+    return (
+        pl.DataFrame(
+            {
+                "rank": pl.Series([rp.rank] * ids.size, dtype=pl.Int64),
+                "order": pl.Series(np.arange(ids.size), dtype=pl.Int64),
+                "type": pl.Series(
+                    [g.EDGE_TYPES[t] for t in rp.graph.type[ids].tolist()], dtype=pl.String
+                ),
+                "start_ns": ts[rp.graph.src[ids]],
+                "end_ns": ts[rp.graph.dst[ids]],
+                # the events whose begin/end nodes the edge joins (HTA's events on the path)
+                "from_idx": node_idx[rp.graph.src[ids] // 2],
+                "to_idx": node_idx[rp.graph.dst[ids] // 2],
+                "duration": rp.graph.weight[ids] / NS_PER_US,
+                "bound_by": pl.Series(
+                    [BOUND_NAMES[b] for b in rp.bound[ids].tolist()], dtype=pl.String
+                ),
+            }
+        )
+        .with_columns(
+            ev["idx"].cast(pl.Int64).alias("event_idx"),
+            ev["name"].alias("s_name"),
+            ev["stream"],
+            ev["pid"],
+            ev["tid"],
+        )
+        .with_columns(
+            *(
+                pl.when(miss).then(None).otherwise(pl.col(c)).alias(c)
+                for c in ("event_idx", "s_name", "stream", "pid", "tid")
+            )
+        )
+    )
+
+
+#: What-if categories: a bound type, scaled by a factor.
+WHAT_IF_TYPES = g.BOUND_TYPES
+
+
+def what_if(
+    rp: RankPath,
+    scale: Mapping[str, float] | None = None,
+    events: Mapping[int, float] | None = None,
+) -> tuple[int, RankPath]:
+    """The path again with edge weights scaled along today's dependencies: a bound type by
+    a factor (`{"gpu_compute_bound": 0.5}` = GPU compute 2x faster; 0 removes it), or one
+    event (its trace `idx`) by a factor. Returns the new length (ns) and the new path."""
+    w = rp.graph.weight.astype(np.float64)
+    factor = np.ones(len(BOUND_NAMES))
+    for name, k in (scale or {}).items():
+        if name not in BOUND_NAMES[:-1]:
+            raise ValueError(f"unknown bound type {name!r} (one of: {', '.join(g.BOUND_TYPES)})")
+        factor[BOUND_NAMES.index(name)] = k
+    w = w * factor[rp.bound]
+    if events:
+        idx = rp.graph.nodes["idx"].to_numpy().astype(np.int64)
+        ev = np.where(rp.graph.row >= 0, idx[np.maximum(rp.graph.row, 0)], -1)
+        for i, k in events.items():
+            w = np.where(ev == i, w * k, w)
+    w_int = np.round(w).astype(np.int64)
+    length, path, _ = solve(rp.graph, w_int, rp.order)
+    new = RankPath(
+        rp.rank,
+        rp.window,
+        g.Graph(rp.graph.nodes, rp.graph.src, rp.graph.dst, rp.graph.type, w_int, rp.graph.row),
+        rp.order,
+        path,
+        length,
+        rp.bound,
+    )
+    return length, new
+
+
+#: The what-if questions asked of every path: (label, bound type, factor).
+SCENARIOS: tuple[tuple[str, str, float], ...] = (
+    ("GPU compute were 2x faster", "gpu_compute_bound", 0.5),
+    ("communication were 2x faster", "gpu_communication_bound", 0.5),
+    ("the CPU were 2x faster", "cpu_bound", 0.5),
+    ("kernel launches cost nothing", "gpu_kernel_launch_overhead", 0.0),
+    ("data loading cost nothing", "data_loading", 0.0),
+)
+
+
+def sentence(before_ns: int, after_ns: int, what: str) -> str:
+    """ "step time 212.000 ms -> est. 171.000 ms if ..., keeping today's dependencies"."""
+    return (
+        f"step time {before_ns / 1e6:.3f} ms -> est. {after_ns / 1e6:.3f} ms "
+        f"if {what}, keeping today's dependencies"
+    )
+
+
+def what_ifs(rp: RankPath) -> list[tuple[str, int, str]]:
+    """The standard questions whose bound type is on the path: (label, new length ns,
+    sentence), the largest saving first."""
+    b = breakdown(rp)
+    out = []
+    for label, bound, k in SCENARIOS:
+        if b.get(bound, 0) <= 0:
+            continue
+        new, _ = what_if(rp, {bound: k})
+        out.append((label, new, sentence(rp.length_ns, new, label)))
+    return sorted(out, key=lambda x: x[1])
+
+
+__all__ = ["CycleError", "RankPath", "breakdown", "edges_table", "rank_path", "what_if", "windows"]

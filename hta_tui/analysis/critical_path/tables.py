@@ -1,0 +1,395 @@
+"""Every rank's and step's critical path as tables (the report's `critical_path` key), and
+the path across ranks: a collective ends on every rank only after the last rank reached it.
+
+Across ranks: each rank's graph of step i, side by side, plus for each collective instance
+(matched by `collectives`: process group, sequence) an edge from every rank's call start to
+every rank's call end weighing the transfer (end - last arrival), while the call's own wait
+(the edge into its end on its rank) weighs 0, like a blocking sync call in HTA. The longest
+path of that graph may then run through the rank that held everyone up, and the table names
+it: the rank with the most time on the path, and what bound it there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import numpy as np
+import polars as pl
+
+from hta_tui.analysis import collectives
+from hta_tui.analysis.critical_path import graph as g
+from hta_tui.analysis.critical_path.longest import CycleError, solve
+from hta_tui.analysis.critical_path.path import (
+    BOUND_NAMES,
+    NS_PER_US,
+    RankPath,
+    breakdown,
+    edges_table,
+    prepared,
+    rank_path,
+    what_ifs,
+    windows,
+)
+
+SUMMARY_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),  # null on the rows of the path across ranks
+    "annotation": pl.String(),
+    "instance_id": pl.Int64(),
+    "path_length_us": pl.Float64(),
+    **{f"{b}_us": pl.Float64() for b in g.BOUND_TYPES},
+    **{f"{b}_pct": pl.Float64() for b in g.BOUND_TYPES},
+    "negative_edges": pl.Int64(),  # edges of negative weight set to 0 (as HTA does)
+    "negative_us": pl.Float64(),
+    "ranks_on_path": pl.String(),  # across ranks: the ranks the path runs through
+    "bound_by_rank": pl.Int64(),  # across ranks: the rank with the most time on the path
+    "verdict": pl.String(),
+    "error": pl.String(),  # why there is no path (no such annotation, cycles)
+}
+
+
+WHAT_IF_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "instance_id": pl.Int64(),
+    "scenario": pl.String(),
+    "step_us": pl.Float64(),
+    "estimate_us": pl.Float64(),  # the path again, that bound type scaled, same dependencies
+    "saved_pct": pl.Float64(),
+    "sentence": pl.String(),
+}
+
+
+Instances = list[int | tuple[int, int]] | None
+
+
+def critical_path_instances(text: str) -> Instances:
+    """ "first" -> [0], "all" -> None (every instance), "3" -> [3], "2-5" -> [(2, 5)] (one
+    window over steps 2 to 5, HTA's tuple); ValueError on anything else."""
+    t = text.strip().lower()
+    if t == "first":
+        return [0]
+    if t == "all":
+        return None
+    a, dash, b = t.partition("-")
+    try:
+        if dash:
+            first, last = int(a), int(b)
+            if 0 <= first <= last:
+                return [(first, last)]
+        elif int(t) >= 0:
+            return [int(t)]
+    except ValueError:
+        pass
+    raise ValueError(f"critical_path_steps wants first, all, N or N-M, not {text!r}")
+
+
+def step_count(events: pl.DataFrame, annotation: str) -> int:
+    """How many CPU-side instances of the annotation the rank has."""
+    return events.filter(
+        pl.col("stream").is_null() & pl.col("name").str.contains(annotation, literal=True)
+    ).height
+
+
+def _row(rank: int | None, annotation: str, instance: int, **kw: object) -> dict[str, object]:
+    row: dict[str, object] = dict.fromkeys(SUMMARY_COLUMNS)
+    row.update(rank=rank, annotation=annotation, instance_id=instance, **kw)
+    return row
+
+
+def _summary(rp: RankPath, annotation: str, instance: int) -> dict[str, object]:
+    b = breakdown(rp)
+    total = rp.length_ns
+    top = max(g.BOUND_TYPES, key=lambda k: b[k])
+    row = _row(
+        rp.rank,
+        annotation,
+        instance,
+        path_length_us=total / NS_PER_US,
+        negative_edges=rp.graph.negative_edges,
+        negative_us=rp.graph.negative_ns / NS_PER_US,
+        verdict=f"{top} {100 * b[top] / total:.0f}%" if total else "empty path",
+    )
+    for k in g.BOUND_TYPES:
+        row[f"{k}_us"] = b[k] / NS_PER_US
+        row[f"{k}_pct"] = 100 * b[k] / total if total else 0.0
+    return row
+
+
+def rank_paths(
+    ranks: Mapping[int, pl.DataFrame],
+    annotation: str = "ProfilerStep",
+    instances: Instances = None,
+    *,
+    hta_compat: bool = False,
+    data_loading: str | None = None,
+) -> tuple[dict[tuple[int, int], RankPath], list[dict[str, object]]]:
+    """Each rank's path per instance (all of them by default), and a summary row for each
+    (with the reason where a rank has none)."""
+    paths: dict[tuple[int, int], RankPath] = {}
+    rows: list[dict[str, object]] = []
+    for rank, raw in sorted(ranks.items()):
+        ev = prepared(raw, hta_compat=hta_compat)
+        todo: list[int | tuple[int, int]] = (
+            list(instances) if instances is not None else list(range(step_count(ev, annotation)))
+        )
+        if not todo:
+            rows.append(_row(rank, annotation, 0, error=f"no {annotation!r} on this rank"))
+        queue: pl.DataFrame | None = None  # the rank's queue lengths, once for every step
+        for which in todo:
+            w = windows(ev, annotation, which)
+            # a range of steps is one window, shown under its first step
+            i = which if isinstance(which, int) else which[0]
+            name = annotation if isinstance(which, int) else f"{annotation} {which[0]}-{which[1]}"
+            if w is None:
+                rows.append(_row(rank, name, i, error=f"no instance {which} of {annotation!r}"))
+                continue
+            try:
+                if queue is None:
+                    queue = g.queue_at(ev, hta_launches=hta_compat)
+                rp = rank_path(
+                    ev, rank, w, hta_launches=hta_compat, data_loading=data_loading, queue=queue
+                )
+            except CycleError as e:
+                rows.append(_row(rank, name, i, error=f"dependencies loop: {e}"))
+                continue
+            except Exception as e:  # one rank's odd data costs only its own row
+                logging.getLogger("hta_tui").exception("critical path of rank %s failed", rank)
+                reason = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+                rows.append(_row(rank, name, i, error=reason))
+                continue
+            paths[(rank, i)] = rp
+            rows.append(_summary(rp, name, i))
+    return paths, rows
+
+
+def _collective_nodes(
+    ranks: Mapping[int, pl.DataFrame], paths: Mapping[int, RankPath]
+) -> pl.DataFrame:
+    """Matched collective calls inside the ranks' windows: rank, pg, seq, the call's row in
+    its rank's graph, its start and end (ns)."""
+    calls = collectives.calls({r: ranks[r] for r in paths})
+    if calls.is_empty():
+        return pl.DataFrame()
+    out = []
+    for rank, rp in paths.items():
+        nodes = rp.graph.nodes.join(
+            ranks[rank].select("idx", pl.col("ts").alias("raw_ts")), on="idx"
+        )
+        c = calls.filter(pl.col("rank") == rank).join(
+            nodes.select("row", "name", "raw_ts", "start", "end"),
+            left_on=["name", "ts"],
+            right_on=["name", "raw_ts"],
+            how="inner",
+        )
+        # the op that issued a call on another thread (c10d::allreduce_ for a gloo worker)
+        c10d = (
+            nodes.filter(pl.col("name").str.starts_with("c10d::"))
+            .select(pl.col("row").alias("issuer"), pl.col("raw_ts").alias("issued_ts"))
+            .sort("issued_ts")
+        )
+        c = c.sort("arrival").join_asof(
+            c10d, left_on="arrival", right_on="issued_ts", strategy="backward"
+        )
+        out.append(
+            c.select(
+                "rank",
+                "pg",
+                "seq",
+                "row",
+                pl.col("issuer").cast(pl.Int64),
+                pl.col("start").alias("s"),
+                pl.col("end").alias("e"),
+            )
+        )
+    calls = pl.concat(out)
+    # complete instances only: every rank of the instance has its call in its window
+    return calls.with_columns(pl.len().over("pg", "seq").alias("n")).filter(pl.col("n") > 1)
+
+
+def job_path(
+    ranks: Mapping[int, pl.DataFrame],
+    paths: Mapping[int, RankPath],
+) -> tuple[int, np.ndarray, np.ndarray, dict[str, np.ndarray]] | None:
+    """The longest path through every rank's graph of one step, joined at collectives.
+    Returns (length ns, path edge ids, edge ranks, the joined edge columns); None when no
+    two ranks share a collective in the step."""
+    calls = _collective_nodes(ranks, paths)
+    if calls.is_empty():
+        return None
+    offset: dict[int, int] = {}
+    total = 0
+    cols: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("src", "dst", "type", "weight", "row", "bound", "rank")
+    }
+    for rank, rp in sorted(paths.items()):
+        offset[rank] = total
+        w = rp.graph.weight.copy()
+        cols["src"].append(rp.graph.src + total)
+        cols["dst"].append(rp.graph.dst + total)
+        cols["type"].append(rp.graph.type)
+        cols["weight"].append(w)
+        cols["row"].append(rp.graph.row)
+        cols["bound"].append(rp.bound)
+        cols["rank"].append(np.full(w.size, rank))
+        total += 2 * rp.graph.nodes.height
+    cat = {k: np.concatenate(v) for k, v in cols.items()}
+    # the wait inside each call weighs 0: edges into the call's end node
+    c = calls.with_columns(
+        pl.col("rank").replace_strict(offset, return_dtype=pl.Int64).alias("off")
+    ).with_columns(
+        (pl.col("off") + 2 * pl.col("row")).alias("begin"),
+        (pl.col("off") + 2 * pl.col("row") + 1).alias("finish"),
+        pl.col("s").max().over("pg", "seq").alias("last_arrival"),
+    )
+    ends = c["finish"].to_numpy()
+    cat["weight"] = np.where(np.isin(cat["dst"], ends), 0, cat["weight"])
+    pairs = c.select("pg", "seq", "begin").join(
+        c.select("pg", "seq", "finish", "e", "last_arrival", "rank", "row"), on=["pg", "seq"]
+    )
+    issued = c.filter(pl.col("issuer").is_not_null() & (pl.col("issuer") != pl.col("row")))
+    add_issue = {
+        "src": (issued["off"] + 2 * issued["issuer"]).to_numpy(),
+        "dst": issued["begin"].to_numpy(),
+        "type": np.full(issued.height, g.DEP, dtype=np.int8),
+        "weight": np.zeros(issued.height, dtype=np.int64),
+        "row": np.full(issued.height, -1),
+        "rank": issued["rank"].to_numpy(),
+        "bound": np.full(issued.height, len(BOUND_NAMES) - 1, dtype=np.int8),
+    }
+    add = {
+        "src": pairs["begin"].to_numpy(),
+        "dst": pairs["finish"].to_numpy(),
+        "type": np.full(pairs.height, g.SYNC, dtype=np.int8),
+        "weight": np.maximum(pairs["e"].to_numpy() - pairs["last_arrival"].to_numpy(), 0),
+        "row": pairs["row"].to_numpy(),
+        "rank": pairs["rank"].to_numpy(),
+    }
+    # the transfer is the call's own time: bound like the call's span
+    call_bound = {}
+    for rank, rp in paths.items():
+        span = rp.graph.type == g.OP
+        call_bound[rank] = dict(
+            zip(rp.graph.row[span].tolist(), rp.bound[span].tolist(), strict=False)
+        )
+    add["bound"] = np.array(
+        [
+            call_bound[r].get(row, 0)
+            for r, row in zip(add["rank"].tolist(), add["row"].tolist(), strict=True)
+        ],
+        dtype=np.int8,
+    )
+    for k in cat:
+        cat[k] = np.concatenate(
+            [cat[k], add[k].astype(cat[k].dtype), add_issue[k].astype(cat[k].dtype)]
+        )
+    length, path, _ = solve(total, cat["src"], cat["dst"], cat["weight"])
+    return length, path, cat["rank"][path], cat
+
+
+def _job_row(
+    annotation: str, instance: int, length: int, path: np.ndarray, cat: dict[str, np.ndarray]
+) -> dict[str, object]:
+    w = cat["weight"][path]
+    b = np.bincount(cat["bound"][path], weights=w, minlength=len(BOUND_NAMES))
+    ranks_on = cat["rank"][path]
+    per_rank = pl.DataFrame({"rank": ranks_on, "w": w, "bound": cat["bound"][path]})
+    by_rank = per_rank.group_by("rank").agg(pl.col("w").sum()).sort("w", "rank", descending=True)
+    top_rank = int(by_rank["rank"][0]) if by_rank.height else None
+    top_bound = (
+        per_rank.filter(pl.col("rank") == top_rank)
+        .group_by("bound")
+        .agg(pl.col("w").sum())
+        .sort("w", descending=True)["bound"][0]
+        if top_rank is not None
+        else None
+    )
+    crossed = ", ".join(str(r) for r in dict.fromkeys(ranks_on.tolist()))
+    row = _row(
+        None,
+        annotation,
+        instance,
+        path_length_us=length / NS_PER_US,
+        ranks_on_path=crossed,
+        bound_by_rank=top_rank,
+        verdict=(
+            f"bound by rank {top_rank}'s {BOUND_NAMES[top_bound] or 'dependencies'}"
+            if top_rank is not None and top_bound is not None
+            else "empty path"
+        ),
+    )
+    for i, k in enumerate(g.BOUND_TYPES):
+        row[f"{k}_us"] = b[i] / NS_PER_US
+        row[f"{k}_pct"] = 100 * b[i] / length if length else 0.0
+    return row
+
+
+def critical_path_tables(
+    ranks: Mapping[int, pl.DataFrame],
+    annotation: str = "ProfilerStep",
+    instances: Instances = None,
+    *,
+    hta_compat: bool = False,
+    data_loading: str | None = None,
+) -> dict[str, pl.DataFrame]:
+    """`critical_path`: one row per rank and step (and per step across ranks, rank null);
+    `critical_path_edges`: the edges of each rank's path, in path order;
+    `critical_path_what_if`: each path's standard what-ifs."""
+    return critical_path_result(
+        ranks, annotation, instances, hta_compat=hta_compat, data_loading=data_loading
+    )[0]
+
+
+def critical_path_result(
+    ranks: Mapping[int, pl.DataFrame],
+    annotation: str = "ProfilerStep",
+    instances: Instances = None,
+    *,
+    hta_compat: bool = False,
+    data_loading: str | None = None,
+) -> tuple[dict[str, pl.DataFrame], dict[tuple[int, int], RankPath]]:
+    """The tables and the paths behind them ((rank, instance) -> path: the app exports one)."""
+    paths, rows = rank_paths(
+        ranks, annotation, instances, hta_compat=hta_compat, data_loading=data_loading
+    )
+    steps = sorted({i for _, i in paths})
+    for i in steps:
+        per_rank = {r: rp for (r, j), rp in paths.items() if j == i}
+        if len(per_rank) < 2:
+            continue
+        try:
+            joined = job_path(ranks, per_rank)
+        except CycleError as e:
+            rows.append(_row(None, annotation, i, error=f"dependencies loop across ranks: {e}"))
+            continue
+        if joined is not None:
+            length, path, _, cat = joined
+            rows.append(_job_row(annotation, i, length, path, cat))
+    summary = (
+        pl.DataFrame(rows, schema=SUMMARY_COLUMNS) if rows else pl.DataFrame(schema=SUMMARY_COLUMNS)
+    )
+    what_if = pl.DataFrame(
+        [
+            {
+                "rank": rp.rank,
+                "instance_id": i,
+                "scenario": label,
+                "step_us": rp.length_ns / NS_PER_US,
+                "estimate_us": new / NS_PER_US,
+                "saved_pct": 100 * (rp.length_ns - new) / rp.length_ns if rp.length_ns else 0.0,
+                "sentence": text,
+            }
+            for (_, i), rp in sorted(paths.items())
+            for label, new, text in what_ifs(rp)
+        ],
+        schema=WHAT_IF_COLUMNS,
+    )
+    edges = [
+        edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
+        for (_, i), rp in sorted(paths.items())
+    ]
+    tables = {
+        "critical_path": summary,
+        "critical_path_edges": pl.concat(edges) if edges else pl.DataFrame(),
+        "critical_path_what_if": what_if,
+    }
+    return tables, paths
