@@ -13,6 +13,7 @@ tables are empty.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -20,29 +21,14 @@ from typing import Any
 import polars as pl
 
 from hta_tui.analysis import (
-    annotations,
-    aten_ops,
     collectives,
-    comm_overview,
-    comm_plugin,
-    comm_stats,
     comm_topology,
     diff,
-    gpu_metric_series,
     gpu_metrics,
-    idle,
-    kernel_view,
     kernels,
-    launch,
-    memory,
-    operators,
-    overlap,
     queue,
-    sequences,
-    step_breakdown,
-    step_time_stats,
+    registry,
     steps,
-    temporal,
 )
 from hta_tui.analysis.counters_export import CountersWritten, write_counters_trace
 from hta_tui.analysis.overview import file_table, precompute
@@ -94,9 +80,49 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
             return frames
         return {r: frames[r] for r in ranks if r in frames}
 
+    # -- the registry's door -----------------------------------------------------------------
+    def options(self, **values: Any) -> registry.Options:
+        """The analyses' options: HTA's defaults, this object's `hta_compat`, and `values` by
+        HTA's keywords (`consecutive_kernel_delay=30`) or the report's (`--set` names)."""
+        return registry.options_from(registry.Options(hta_compat=self.hta_compat), **values)
+
+    def tables(
+        self, *names: str, ranks: Iterable[int] | None = None, **options: Any
+    ) -> dict[str, pl.DataFrame]:
+        """Any tables the report gives, by name (`hta-tui report --list`), through the one
+        registry of analyses; only the tables named are made."""
+        events = self._ranks(ranks)
+
+        def frames(name: str) -> dict[int, pl.DataFrame]:
+            return {r: f for r, f in self.trace_set.frames(name).items() if r in events}
+
+        return registry.tables(events, names, self.options(**options), frames=frames)
+
+    def table(self, name: str, ranks: Iterable[int] | None = None, **options: Any) -> pl.DataFrame:
+        """One table by name (`tables`)."""
+        return self.tables(name, ranks=ranks, **options)[name]
+
+    def __getattr__(self, attr: str) -> Any:
+        """`get_<table>` for every declared table without a method of its own: an analysis
+        added to the registry is in the API at once."""
+        name = attr.removeprefix("get_")
+        if attr.startswith("get_") and registry.known(name):
+            return functools.partial(self.table, name)
+        raise AttributeError(attr)
+
+    def _per_rank(
+        self, table: pl.DataFrame, ranks: Iterable[int] | None
+    ) -> dict[int, pl.DataFrame]:
+        """A table with a rank column as HTA's dict: every rank asked, empty where it has none."""
+        chosen = sorted(self._ranks(ranks))
+        body = table.drop("rank") if "rank" in table.columns else table
+        if "rank" not in table.columns:
+            return {r: body.clear() for r in chosen}
+        return {r: table.filter(pl.col("rank") == r).drop("rank") for r in chosen}
+
     # -- HTA's methods -----------------------------------------------------------------------
     def get_temporal_breakdown(self, visualize: bool = True) -> pl.DataFrame:
-        return temporal.temporal_breakdown(self._ranks(), hta_compat=self.hta_compat)
+        return self.table("temporal_breakdown")
 
     def get_idle_time_breakdown(
         self,
@@ -107,12 +133,11 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         show_idle_interval_stats: bool = False,
         consecutive_kernel_delay: int = 30,
     ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-        breakdown, stats = idle.idle_time_breakdown(
-            self._ranks(ranks),
-            consecutive_kernel_delay_us=consecutive_kernel_delay,
-            hta_compat=self.hta_compat,
-            show_idle_interval_stats=show_idle_interval_stats,
+        names = ["idle_time_breakdown"] + (
+            ["idle_interval_stats"] if show_idle_interval_stats else []
         )
+        got = self.tables(*names, ranks=ranks, consecutive_kernel_delay=consecutive_kernel_delay)
+        breakdown, stats = got["idle_time_breakdown"], got.get("idle_interval_stats")
         if streams is not None:
             breakdown = breakdown.filter(pl.col("stream").is_in(streams))
             if stats is not None:
@@ -127,34 +152,36 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         include_memory_kernels: bool = True,
         image_renderer: str | None = None,
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
-        return kernels.gpu_kernel_breakdown(
-            self._ranks(),
+        got = self.tables(
+            "gpu_kernel_type_breakdown",
+            "gpu_kernel_breakdown",
             duration_ratio=duration_ratio,
             num_kernels=num_kernels,
             include_memory_kernels=include_memory_kernels,
-            hta_compat=self.hta_compat,
         )
+        return got["gpu_kernel_type_breakdown"], got["gpu_kernel_breakdown"]
 
     def get_kernel_duration_stats(self, ranks: list[int] | None = None) -> pl.DataFrame:
         """count, sum, mean, std, min, median, max of every GPU event name (beyond HTA)."""
-        return kernels.kernel_duration_stats(self._ranks(ranks), hta_compat=self.hta_compat)
+        return self.table("kernel_duration_stats", ranks)
 
     def get_kernel_duration_distribution(
         self, name: str, ranks: list[int] | None = None, bins: int = 30
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
-        """One kernel's duration per rank (percentiles) and a shared histogram (beyond HTA)."""
+        """One kernel's duration per rank (percentiles) and a shared histogram (beyond HTA;
+        a lookup of one kernel, not a table of the report)."""
         return kernels.kernel_duration_distribution(
             self._ranks(ranks), name, bins=bins, hta_compat=self.hta_compat
         )
 
     def get_comm_comp_overlap(self, visualize: bool = True) -> pl.DataFrame:
-        return overlap.comm_comp_overlap(self._ranks(), hta_compat=self.hta_compat)
+        return self.table("comm_comp_overlap")
 
     def get_queue_length_time_series(self, ranks: list[int] | None = None) -> pl.DataFrame:
-        return queue.queue_length_series(self._ranks(ranks), hta_compat=self.hta_compat)
+        return self.table("queue_length_time_series", ranks)
 
     def get_queue_length_summary(self, ranks: list[int] | None = None) -> pl.DataFrame:
-        return queue.queue_length_summary(self._ranks(ranks), hta_compat=self.hta_compat)
+        return self.table("queue_length_summary", ranks)
 
     def get_time_spent_blocked_on_full_queue(
         self,
@@ -164,6 +191,8 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         """Per rank and stream (HTA keeps only one stream per rank). `queue_length_dict` may
         be the frame `get_queue_length_time_series` returned, to reuse it."""
         series = queue_length_dict
+        if series is None:
+            return self.table("time_spent_blocked_on_full_queue", max_queue_length=max_queue_length)
         if isinstance(series, Mapping):
             series = pl.concat(list(series.values()), how="diagonal_relaxed") if series else None
         return queue.time_blocked_on_full_queue(
@@ -171,10 +200,10 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         )
 
     def get_memory_bw_time_series(self, ranks: list[int] | None = None) -> pl.DataFrame:
-        return memory.memory_bw_series(self._ranks(ranks), hta_compat=self.hta_compat)
+        return self.table("memory_bw_time_series", ranks)
 
     def get_memory_bw_summary(self, ranks: list[int] | None = None) -> pl.DataFrame:
-        return memory.memory_bw_summary(self._ranks(ranks), hta_compat=self.hta_compat)
+        return self.table("memory_bw_summary", ranks)
 
     def get_cuda_kernel_launch_stats(
         self,
@@ -184,13 +213,14 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         include_memory_events: bool = True,
         visualize: bool = True,
     ) -> dict[int, pl.DataFrame]:
-        return launch.cuda_kernel_launch_stats(
-            self._ranks(ranks),
+        table = self.table(
+            "cuda_kernel_launch_stats",
+            ranks,
             runtime_cutoff=runtime_cutoff,
             launch_delay_cutoff=launch_delay_cutoff,
             include_memory_events=include_memory_events,
-            hta_compat=self.hta_compat,
         )
+        return self._per_rank(table, ranks)
 
     def get_frequent_cuda_kernel_sequences(
         self,
@@ -204,22 +234,21 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
     ) -> pl.DataFrame:
         """Every kernel pattern the operator launches (HTA too returns all; `top_k` only
         limited its trace overlay, which is not written). `rank=None`: the smallest rank."""
-        return sequences.frequent_cuda_kernel_sequences(
-            self._ranks(),
-            operator_name,
-            rank=rank,
+        return self.table(
+            "frequent_cuda_kernel_sequences",
+            None if rank is None else [rank],
+            operator_name=operator_name,
             min_pattern_len=min_pattern_len,
             top_k=top_k,
-            hta_compat=self.hta_compat,
         )
 
     def get_aten_op_kernels_and_delay(
         self, ranks: list[int] | None = None, sort_by: list[str] | None = None
     ) -> dict[int, pl.DataFrame]:
-        table = aten_ops.aten_op_kernels_and_delay(
-            self._ranks(ranks),
-            sort_by=tuple(sort_by) if sort_by else ("occurrence_count",),
-            hta_compat=self.hta_compat,
+        table = self.table(
+            "aten_op_kernels_and_delay",
+            ranks,
+            sort_by=",".join(sort_by) if sort_by else "occurrence_count",
         )
         return {
             int(key[0]): part.drop("rank")
@@ -227,11 +256,11 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         }
 
     def get_profiler_steps(self) -> list[int]:
-        return steps.profiler_steps(self._ranks())
+        return self.table("profiler_steps")["step"].to_list()
 
     def get_iterations(self) -> pl.DataFrame:
         """Start, end and duration of every ProfilerStep on every rank."""
-        return steps.iterations(self._ranks(), hta_compat=self.hta_compat)
+        return self.table("iterations")
 
     # -- the TensorBoard plugin's views (beyond HTA) ---------------------------------------
     def get_step_time_breakdown(
@@ -239,46 +268,46 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
     ) -> pl.DataFrame:
         """Per rank and used step: Kernel, Memcpy, Memset, Communication, Runtime, DataLoader,
         CPU Exec, Other (us), adding up to the step time (the plugin's Overview)."""
-        return step_breakdown.step_time_breakdown(self._ranks(ranks), tb_compat=tb_compat)
+        return self.table("step_time_breakdown", ranks, tb_compat=tb_compat)
 
     def get_step_selection(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False
     ) -> pl.DataFrame:
         """Every step, whether the breakdown uses it, and why not."""
-        return step_breakdown.step_selection(self._ranks(ranks), tb_compat=tb_compat)
+        return self.table("step_selection", ranks, tb_compat=tb_compat)
 
     def get_step_time_stats(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         """(per-rank mean, p50, p95, max, jitter; outlier steps with their cause)."""
-        breakdown = self.get_step_time_breakdown(ranks, tb_compat=tb_compat)
-        return step_time_stats.step_time_stats(breakdown), step_time_stats.outlier_steps(breakdown)
+        got = self.tables("step_time_stats", "outlier_steps", ranks=ranks, tb_compat=tb_compat)
+        return got["step_time_stats"], got["outlier_steps"]
 
     def get_gpu_metrics(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False
     ) -> pl.DataFrame:
         """Per rank and GPU: utilization, est. SM efficiency, est. achieved occupancy and
         kernel time on tensor cores (modern and plugin lists), over the used steps."""
-        return gpu_metrics.gpu_metrics(self._ranks(ranks), tb_compat=tb_compat)
+        return self.table("gpu_metrics", ranks, tb_compat=tb_compat)
 
     def get_gpu_utilization_series(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False
     ) -> pl.DataFrame:
         """The plugin's bucketed GPU utilization (0-1) over the whole trace."""
-        return gpu_metrics.utilization_series(self._ranks(ranks), tb_compat=tb_compat)
+        return self.table("gpu_utilization_series", ranks, tb_compat=tb_compat)
 
     def get_gpu_sm_efficiency_series(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False
     ) -> pl.DataFrame:
         """The plugin's est. SM efficiency counter: one row per stretch between kernel edges."""
-        return gpu_metrics.sm_efficiency_series(self._ranks(ranks), tb_compat=tb_compat)
+        return self.table("gpu_sm_efficiency_series", ranks, tb_compat=tb_compat)
 
     def get_gpu_metric_series(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False
     ) -> pl.DataFrame:
         """Utilization, est. SM efficiency, est. achieved occupancy and tensor-core share (%)
         per rank, GPU and bucket of the plugin's utilization counter."""
-        return gpu_metric_series.metric_series(self._ranks(ranks), tb_compat=tb_compat)
+        return self.table("gpu_metric_series", ranks, tb_compat=tb_compat)
 
     def get_gpu_devices(self) -> pl.DataFrame:
         """The GPUs each rank ran kernels on, as its trace describes them (deviceProperties)."""
@@ -290,8 +319,8 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
     ) -> pl.DataFrame:
         """The plugin's Kernel view: per kernel (or kernel + launching op + launch properties),
         tensor cores (both lists), mean blocks per SM, mean est. achieved occupancy."""
-        fn = kernel_view.kernel_op_table if by_operator else kernel_view.kernel_table
-        return fn(self._ranks(ranks), tb_compat=tb_compat)
+        name = "kernel_view_by_op" if by_operator else "kernel_view"
+        return self.table(name, ranks, tb_compat=tb_compat)
 
     def get_operator_stats(
         self,
@@ -301,15 +330,14 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         tb_compat: bool = False,
     ) -> pl.DataFrame:
         """The plugin's Operator view: calls, device and host self/total, tensor cores."""
-        return operators.operator_stats(
-            self._ranks(ranks), by_input_shape=by_input_shape, tb_compat=tb_compat
-        )
+        name = "operator_stats_by_input_shape" if by_input_shape else "operator_stats"
+        return self.table(name, ranks, tb_compat=tb_compat)
 
     def get_operator_call_stacks(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False
     ) -> pl.DataFrame:
         """Operator rows per recorded `Call stack` (traces made `with_stack`, PyTorch < 2)."""
-        return operators.operator_stacks(self._ranks(ranks), tb_compat=tb_compat)
+        return self.table("operator_call_stacks", ranks, tb_compat=tb_compat)
 
     def get_potential_stragglers(
         self,
@@ -323,7 +351,9 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         return steps.potential_stragglers(table, num_candidates)
 
     def get_straggler_candidates(self, profiler_steps: list[int] | None = None) -> pl.DataFrame:
-        return steps.straggler_candidates(
+        if profiler_steps is None:
+            return self.table("straggler_scores")
+        return steps.straggler_candidates(  # steps chosen by the caller: beyond the report
             self._ranks(), steps=profiler_steps, hta_compat=self.hta_compat
         )
 
@@ -331,30 +361,27 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         """Computation / overlapping / communication / other per rank and step (and "all"):
         the TensorBoard plugin's Distributed view, with every collective recognised, or
         exactly the plugin's with `tb_compat`."""
-        if tb_compat:
-            return comm_plugin.overlap(self._ranks())
-        return comm_overview.comm_comp_per_rank(self._ranks())
+        return self.table("comm_comp_per_rank", tb_compat=tb_compat)
 
     def get_comm_wait_transfer(self, tb_compat: bool = False) -> pl.DataFrame:
         """Transfer vs synchronizing (waiting) time per rank and step; `tb_compat`: the
         plugin's definition (shortest duration of any rank = transfer)."""
-        if tb_compat:
-            return comm_plugin.waittime(self._ranks())
-        return comm_overview.wait_transfer_per_step(self._ranks())
+        return self.table("comm_wait_transfer", tb_compat=tb_compat)
 
     def get_collectives(self) -> pl.DataFrame:
         """Every collective call of every rank, matched across ranks by process group and
-        sequence, with each rank's wait and transfer time (ns)."""
+        sequence, with each rank's wait and transfer time (ns; the report's `collectives`
+        table gives them in us)."""
         return collectives.calls(self._ranks())
 
     def get_comm_ops_stats(self) -> pl.DataFrame:
         """Calls, bytes, latency, wait, transfer and algorithm / bus bandwidth per rank and
         collective kind."""
-        return comm_stats.comm_ops_stats(self._ranks())
+        return self.table("comm_ops_stats")
 
     def get_collective_stragglers(self) -> pl.DataFrame:
         """The ranks the others wait for at collectives, costliest first, each with why."""
-        return comm_stats.collective_stragglers(self._ranks())
+        return self.table("collective_stragglers")
 
     def get_distributed_hierarchy(self) -> pl.DataFrame:
         """Node, process and GPU (name, memory, compute capability) of every rank."""
@@ -367,9 +394,10 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
     def get_gpu_user_annotation_breakdown(
         self, use_gpu_annotation: bool = True, visualize: bool = True, **_: Any
     ) -> pl.DataFrame:
-        return annotations.user_annotation_breakdown(
-            self._ranks(), gpu=use_gpu_annotation, hta_compat=self.hta_compat
+        name = (
+            "gpu_user_annotation_breakdown" if use_gpu_annotation else "user_annotation_breakdown"
         )
+        return self.table(name)
 
     def generate_trace_with_counters(
         self,

@@ -186,32 +186,49 @@ def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None, o
     )
 
 
+def list_analyses(out: Any = None) -> None:
+    """`report --list`: every declared analysis (analysis/registry.py), its cost class, the
+    options it reads (HTA's names), the frames it reads besides events, its other tables."""
+    from hta_tui.analysis.registry import ANALYSES, HTA_NAMES, TABLE_OWNER, parameters
+
+    out = out or sys.stdout
+    for a in ANALYSES:
+        print(f"{a.name:34} {a.title}{'' if a.default else ' (only when named)'}", file=out)
+        facts = [f"cost: {a.cost_class}"]
+        if a.hta_options:
+            facts.append(f"options: {', '.join(a.hta_options)}")
+        if a.frames:
+            facts.append(f"reads: {', '.join(a.frames)}")
+        print(f"{'':36}{'; '.join(facts)}", file=out)
+    print("\ntables of the analyses above, also accepted by --only:", file=out)
+    for table, owner in TABLE_OWNER.items():
+        print(f"  {table:32} (from {owner})", file=out)
+    print("\nparameters (--set NAME=VALUE, or HTA's name), with their defaults:", file=out)
+    for name, value in parameters().items():
+        hta = f"  (HTA: {HTA_NAMES[name]})" if name in HTA_NAMES else ""
+        print(f"  {name}={value}{hta}", file=out)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         parser = report_parser()
         if "--list" in argv[1:]:
-            from hta_tui.analysis.catalog import ANALYSES, TABLE_OWNER, parameters
-
-            for a in ANALYSES:
-                print(f"{a.name:34} {a.title}{'' if a.default else ' (only when named)'}")
-            print("\ntables of the analyses above, also accepted by --only:")
-            for table, owner in TABLE_OWNER.items():
-                print(f"  {table:32} (from {owner})")
-            print("\nparameters (--set NAME=VALUE), with their defaults:")
-            for name, value in parameters().items():
-                print(f"  {name}={value}")
+            try:
+                list_analyses()
+            except BrokenPipeError:  # `| head`
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK
         args = parser.parse_args(argv[1:])
         _apply_common(args, parser)
         only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
         if only:
-            from hta_tui.analysis.catalog import known
+            from hta_tui.analysis.registry import known
 
             unknown = [n for n in only if not known(n)]
             if unknown:
                 parser.error(f"unknown analysis: {', '.join(unknown)} (see --list)")
-        from hta_tui.analysis.catalog import options_with
+        from hta_tui.analysis.registry import options_with
 
         if any("=" not in item for item in args.set):
             parser.error("--set wants NAME=VALUE")

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
-from hta_tui.analysis import catalog, comm_topology, gpu_metrics
+from hta_tui.analysis import comm_topology, gpu_metrics, registry
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
@@ -40,7 +40,7 @@ FILE_KEYS = (
 
 
 def build_tables(
-    ts: TraceSet, *, names: list[str] | None = None, options: catalog.Options | None = None
+    ts: TraceSet, *, names: list[str] | None = None, options: registry.Options | None = None
 ) -> dict[str, pl.DataFrame]:
     """ "files" and every selected analysis's tables, in catalog order.
 
@@ -48,21 +48,21 @@ def build_tables(
     frames, see tests/test_overview.py), so `--only temporal_breakdown` reads no frame when
     the cache is warm.
     """
-    options = options or catalog.Options()
-    selected = [a.name for a in catalog.select(names)]
+    options = options or registry.Options()
+    selected = [a.name for a in registry.select(names)]
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
     if "temporal_breakdown" in selected:
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
-        tables.update(catalog.run(ts.frames(), rest, options, frames=ts.frames))
+        tables.update(registry.run(ts.frames(), rest, options, frames=ts.frames))
     if "comm_comp_per_rank" in selected:  # the distributed view's file-metadata tables
         tables.update(comm_topology.tables(ts))
     if "gpu_metrics" in selected:  # the GPUs' own description lives in the file's metadata
         metas = {r: d.meta for r, d in ts.loaded().items()}
         devices = gpu_metrics.device_table(metas, tables.get("gpu_metrics"))
         tables["gpu_devices"] = devices
-    return {"files": tables["files"], **catalog.wanted_tables(names, tables)}
+    return {"files": tables["files"], **registry.wanted_tables(names, tables)}
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
@@ -72,7 +72,7 @@ def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
 
 def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
     return {
-        name: file_records(df) if name == "files" else catalog.json_value(name, df)
+        name: file_records(df) if name == "files" else registry.json_value(name, df)
         for name, df in tables.items()
     }
 
@@ -144,7 +144,7 @@ def run_report(
     hta_compat: bool = False,
     out: TextIO | None = None,
     cache: Cache | None = None,
-    options: catalog.Options | None = None,
+    options: registry.Options | None = None,
     width: int | None = None,
     rows: int | None = None,
 ) -> int:
@@ -154,7 +154,7 @@ def run_report(
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
-    options = dataclasses.replace(options or catalog.Options(), hta_compat=hta_compat)
+    options = dataclasses.replace(options or registry.Options(), hta_compat=hta_compat)
     tables = build_tables(ts, names=only, options=options)
     _print_notices()
     if csv_dir is not None:

@@ -1,0 +1,829 @@
+"""The one door to every analysis: each is declared once here (name, function, the tables
+it gives, the options it reads by HTA's names, the frames it reads, its cost class), and the
+report, `--only`, `--list`, the Python API and the app's screens all call through it, so
+adding an analysis is one `Analysis(...)` in `ANALYSES` (or `declare`) plus its view.
+
+Each entry turns the loaded ranks into named tables; the names are the report's top-level
+JSON keys and the CSV file names (HTA's method name without `get_`, plus further names where
+HTA returns several tables). A function answers its tables lazily (name -> a function making
+it), so one table asked for by the API or a screen costs only that table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import polars as pl
+
+from hta_tui.analysis import (
+    annotations,
+    aten_ops,
+    collectives,
+    comm_overview,
+    comm_plugin,
+    comm_stats,
+    gpu_metric_series,
+    gpu_metrics,
+    idle,
+    kernel_view,
+    kernels,
+    launch,
+    memory,
+    memory_view,
+    module_view,
+    operators,
+    overlap,
+    queue,
+    scheduling,
+    sequences,
+    step_breakdown,
+    step_time_stats,
+    steps,
+    sync_summary,
+    temporal,
+)
+from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_tables
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Options:
+    """HTA's parameters, with HTA's defaults."""
+
+    hta_compat: bool = False
+    consecutive_kernel_delay_us: float = 30
+    duration_ratio: float = 0.8
+    num_kernels: int = 10
+    include_memory_kernels: bool = True
+    runtime_cutoff_us: float = 50
+    launch_delay_cutoff_us: float = 100
+    #: Kernel launch statistics count memcpy / memset launches too (HTA's default).
+    include_memory_events: bool = True
+    max_queue_length: int = 1024
+    #: ATen ops ordered within a rank by these columns, largest first (comma-separated).
+    sort_by: str = "occurrence_count"
+    #: Frequent kernel sequences need an operator; a ProfilerStep's sequences by default.
+    operator_name: str = "ProfilerStep"
+    min_pattern_len: int = 3
+    top_k: int = 5
+    #: The TensorBoard plugin's own rules, its blind spots included, for its views: the step
+    #: breakdown, GPU metrics, kernel and operator views, and the distributed view (its five
+    #: collective names, CPU-side timing) instead of with every collective recognised.
+    tb_compat: bool = False
+    #: The critical path's steps: "first" (HTA's instance 0), "all", "N" or "N-M" (instances
+    #: of the ProfilerStep annotation, from 0; a range is one window, as HTA's tuple).
+    critical_path_steps: str = "first"
+
+
+#: HTA's keyword where an option's name here differs (ours says its unit): the API takes
+#: HTA's keyword (`consecutive_kernel_delay=30`), `--set` and `options_with` take either.
+HTA_NAMES: dict[str, str] = {
+    "consecutive_kernel_delay_us": "consecutive_kernel_delay",
+    "runtime_cutoff_us": "runtime_cutoff",
+    "launch_delay_cutoff_us": "launch_delay_cutoff",
+}
+_FIELD_OF = {hta: field for field, hta in HTA_NAMES.items()}
+
+
+def parameters() -> dict[str, object]:
+    """The analyses' parameters a user sets by name (`options_with`), with their defaults;
+    `hta_compat` is a mode of its own."""
+    return {k: v for k, v in dataclasses.asdict(Options()).items() if k != "hta_compat"}
+
+
+def field_name(name: str) -> str:
+    """An option's field here, from its name here or HTA's keyword."""
+    return _FIELD_OF.get(name, name)
+
+
+def options_with(settings: Mapping[str, str], base: Options | None = None) -> Options:
+    """HTA's defaults (or `base`) with parameters given as text ("top_k" -> "10"), each
+    converted to its field's type and named here or as HTA does; ValueError names an unknown
+    parameter or a value of the wrong type."""
+    fields = {f.name: f for f in dataclasses.fields(Options) if f.name in parameters()}
+    changes: dict[str, object] = {}
+    for given, text in settings.items():
+        name = field_name(given)
+        field = fields.get(name)
+        if field is None:
+            raise ValueError(f"unknown parameter {given!r} (one of: {', '.join(fields)})")
+        kind = {"bool": bool, "int": int, "float": float}.get(str(field.type), str)
+        try:
+            if kind is bool:
+                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(text)
+                changes[name] = text.lower() in ("true", "1", "yes")
+            else:
+                changes[name] = kind(text)
+        except ValueError:
+            wanted = {int: "an integer", float: "a number", bool: "true or false"}.get(kind, "text")
+            raise ValueError(f"{given} wants {wanted}, not {text!r}") from None
+    return dataclasses.replace(base or Options(), **changes)
+
+
+def options_from(base: Options | None = None, **values: object) -> Options:
+    """`base` (HTA's defaults) with typed values by HTA's keywords or ours (the API's door);
+    ValueError names an unknown one."""
+    known_fields = {f.name for f in dataclasses.fields(Options)}
+    unknown = [k for k in values if field_name(k) not in known_fields]
+    if unknown:
+        raise ValueError(f"unknown parameter {', '.join(map(repr, unknown))}")
+    changes = {field_name(k): v for k, v in values.items()}
+    return dataclasses.replace(base or Options(), **changes)
+
+
+Ranks = Mapping[int, pl.DataFrame]
+Tables = dict[str, pl.DataFrame]
+#: table name -> the function making it: an analysis's answer, made only when asked for
+Lazy = dict[str, Callable[[], pl.DataFrame]]
+#: a frame name (trace/schema.py) -> that frame of every rank
+FrameGetter = Callable[[str], Ranks]
+
+#: Cost classes by seconds on 8 ranks of 100 MB (`Analysis.cost`): "light" below the first
+#: bound, "heavy" from the second.
+COST_CLASSES = ((0.2, "light"), (1.0, "medium"), (float("inf"), "heavy"))
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One analysis, declared once: all the report, `--only`, `--list`, the API and the
+    screens know of it."""
+
+    name: str
+    title: str
+    #: (ranks, options, **frames) -> {table: function making it}; its first table is `name`.
+    function: Callable[..., Lazy]
+    #: Large per-event outputs (time series) run only when asked for by name.
+    default: bool = True
+    #: Frames besides events it reads, each passed as a keyword argument.
+    frames: tuple[str, ...] = ()
+    #: Seconds it takes on 8 ranks of 100 MB (bench/ANALYSES.md, roughly): `run` starts the
+    #: longest first, so no long one is left to run alone at the end.
+    cost: float = 0.0
+    #: Starts from HTA's shared per-rank views (`hta_view`): `run` starts it once the first
+    #: such analysis has built them (`scheduling`).
+    views: bool = True
+    #: The `Options` fields it reads (`--list` shows them by HTA's names).
+    options: tuple[str, ...] = ()
+    #: The tables it gives besides the one named after it.
+    also: tuple[str, ...] = ()
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return (self.name, *self.also)
+
+    @property
+    def cost_class(self) -> str:
+        return next(label for bound, label in COST_CLASSES if self.cost < bound)
+
+    @property
+    def hta_options(self) -> tuple[str, ...]:
+        """Its options by HTA's keywords."""
+        return tuple(HTA_NAMES.get(o, o) for o in self.options)
+
+    def lazy(self, ranks: Ranks, options: Options | None = None, **frames: Ranks) -> Lazy:
+        """Its tables, each made when called."""
+        return self.function(ranks, options or Options(), **frames)
+
+    def run(self, ranks: Ranks, options: Options | None = None, **frames: Ranks) -> Tables:
+        """Every table it gives."""
+        return {t: make() for t, make in self.lazy(ranks, options, **frames).items()}
+
+
+def once(make: Callable[[], T]) -> Callable[[], T]:
+    """What two tables start from, made the first time one asks for it."""
+    return functools.cache(make)
+
+
+def picked(make: Callable[[], Mapping[str, pl.DataFrame]], names: Iterable[str]) -> Lazy:
+    """Lazy tables taken from one function answering several (made once)."""
+    made = once(make)
+    return {n: functools.partial(lambda n: made()[n], n) for n in names}
+
+
+def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """rank -> frame (HTA's dict answers) as one frame with a leading rank column."""
+    frames = [
+        df.select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        for rank, df in sorted(per_rank.items())
+        if not df.is_empty()
+    ]
+    if frames:
+        return pl.concat(frames, how="diagonal_relaxed")
+    first = next(iter(per_rank.values()), pl.DataFrame())
+    return first.select(pl.lit(None, pl.Int64).alias("rank"), pl.all()).clear()
+
+
+def _temporal(r: Ranks, o: Options) -> Lazy:
+    return {"temporal_breakdown": lambda: temporal.temporal_breakdown(r, hta_compat=o.hta_compat)}
+
+
+def _idle(r: Ranks, o: Options) -> Lazy:
+    def both() -> dict[str, pl.DataFrame]:
+        breakdown, stats = idle.idle_time_breakdown(
+            r,
+            consecutive_kernel_delay_us=o.consecutive_kernel_delay_us,
+            hta_compat=o.hta_compat,
+            show_idle_interval_stats=True,
+        )
+        assert stats is not None
+        return {"idle_time_breakdown": breakdown, "idle_interval_stats": stats}
+
+    return picked(both, ("idle_time_breakdown", "idle_interval_stats"))
+
+
+def _kernels(r: Ranks, o: Options) -> Lazy:
+    def both() -> dict[str, pl.DataFrame]:
+        kernel_type, per_kernel = kernels.gpu_kernel_breakdown(
+            r,
+            duration_ratio=o.duration_ratio,
+            num_kernels=o.num_kernels,
+            include_memory_kernels=o.include_memory_kernels,
+            hta_compat=o.hta_compat,
+        )
+        return {"gpu_kernel_breakdown": per_kernel, "gpu_kernel_type_breakdown": kernel_type}
+
+    return picked(both, ("gpu_kernel_breakdown", "gpu_kernel_type_breakdown"))
+
+
+def _kernel_stats(r: Ranks, o: Options) -> Lazy:
+    return {
+        "kernel_duration_stats": lambda: kernels.kernel_duration_stats(r, hta_compat=o.hta_compat)
+    }
+
+
+def _overlap(r: Ranks, o: Options) -> Lazy:
+    return {"comm_comp_overlap": lambda: overlap.comm_comp_overlap(r, hta_compat=o.hta_compat)}
+
+
+def _queue_summary(r: Ranks, o: Options) -> Lazy:
+    series = once(lambda: queue.queue_length_series(r, hta_compat=o.hta_compat))
+    return {
+        "queue_length_summary": lambda: queue.queue_length_summary_from_series(series()),
+        "time_spent_blocked_on_full_queue": lambda: queue.time_blocked_on_full_queue(
+            r, o.max_queue_length, hta_compat=o.hta_compat, series=series()
+        ),
+    }
+
+
+def _queue_series(r: Ranks, o: Options) -> Lazy:
+    return {
+        "queue_length_time_series": lambda: queue.queue_length_series(r, hta_compat=o.hta_compat)
+    }
+
+
+def _memory_summary(r: Ranks, o: Options) -> Lazy:
+    return {"memory_bw_summary": lambda: memory.memory_bw_summary(r, hta_compat=o.hta_compat)}
+
+
+def _memory_series(r: Ranks, o: Options) -> Lazy:
+    return {"memory_bw_time_series": lambda: memory.memory_bw_series(r, hta_compat=o.hta_compat)}
+
+
+def _launch(r: Ranks, o: Options) -> Lazy:
+    def table() -> pl.DataFrame:
+        per_rank = launch.cuda_kernel_launch_stats(
+            r,
+            runtime_cutoff=o.runtime_cutoff_us,
+            launch_delay_cutoff=o.launch_delay_cutoff_us,
+            include_memory_events=o.include_memory_events,
+            hta_compat=o.hta_compat,
+        )
+        return with_rank(per_rank)
+
+    return {"cuda_kernel_launch_stats": table}
+
+
+def _sequences(r: Ranks, o: Options) -> Lazy:
+    return {
+        "frequent_cuda_kernel_sequences": lambda: sequences.frequent_cuda_kernel_sequences(
+            r,
+            o.operator_name,
+            min_pattern_len=o.min_pattern_len,
+            top_k=o.top_k,
+            hta_compat=o.hta_compat,
+        )
+    }
+
+
+def _aten(r: Ranks, o: Options) -> Lazy:
+    return {
+        "aten_op_kernels_and_delay": lambda: aten_ops.aten_op_kernels_and_delay(
+            r,
+            sort_by=tuple(c.strip() for c in o.sort_by.split(",") if c.strip()),
+            hta_compat=o.hta_compat,
+        )
+    }
+
+
+def _steps(r: Ranks, o: Options) -> Lazy:
+    scores = once(lambda: steps.straggler_candidates(r, hta_compat=o.hta_compat))
+    return {
+        "profiler_steps": lambda: pl.DataFrame(
+            {"step": steps.profiler_steps(r)}, schema={"step": pl.Int64()}
+        ),
+        "iterations": lambda: steps.iterations(r, hta_compat=o.hta_compat),
+        "potential_stragglers": lambda: pl.DataFrame(
+            {"rank": steps.potential_stragglers(scores())}, schema={"rank": pl.Int64()}
+        ),
+        "straggler_scores": scores,
+    }
+
+
+#: Tables that HTA answers with a list: the report's JSON writes them as a list of that column
+#: (`"potential_stragglers": [3]`), the text and CSV outputs as one-column tables.
+LIST_KEYS: dict[str, str] = {"potential_stragglers": "rank"}
+
+
+def json_value(name: str, table: pl.DataFrame) -> list[object]:
+    """A table as the report's JSON writes it: records, or a list for `LIST_KEYS`."""
+    if name in LIST_KEYS:
+        return table[LIST_KEYS[name]].to_list()
+    return table.to_dicts()
+
+
+def _annotations(r: Ranks, o: Options) -> Lazy:
+    return {
+        "user_annotation_breakdown": lambda: annotations.user_annotation_breakdown(
+            r, gpu=False, hta_compat=o.hta_compat
+        ),
+        "gpu_user_annotation_breakdown": lambda: annotations.user_annotation_breakdown(
+            r, gpu=True, hta_compat=o.hta_compat
+        ),
+    }
+
+
+def _step_time(r: Ranks, o: Options) -> Lazy:
+    breakdown = once(lambda: step_breakdown.step_time_breakdown(r, tb_compat=o.tb_compat))
+    return {
+        "step_time_breakdown": breakdown,
+        "step_selection": lambda: step_breakdown.step_selection(r, tb_compat=o.tb_compat),
+        "step_time_stats": lambda: step_time_stats.step_time_stats(breakdown()),
+        "outlier_steps": lambda: step_time_stats.outlier_steps(breakdown()),
+    }
+
+
+def _gpu_metrics(r: Ranks, o: Options) -> Lazy:
+    return {
+        "gpu_metrics": lambda: gpu_metrics.gpu_metrics(r, tb_compat=o.tb_compat),
+        "gpu_utilization_series": lambda: gpu_metrics.utilization_series(r, tb_compat=o.tb_compat),
+    }
+
+
+def _metric_series(r: Ranks, o: Options) -> Lazy:
+    return {"gpu_metric_series": lambda: gpu_metric_series.metric_series(r, tb_compat=o.tb_compat)}
+
+
+def _sm_series(r: Ranks, o: Options) -> Lazy:
+    return {
+        "gpu_sm_efficiency_series": lambda: gpu_metrics.sm_efficiency_series(
+            r, tb_compat=o.tb_compat
+        )
+    }
+
+
+def _kernel_view(r: Ranks, o: Options) -> Lazy:
+    return {"kernel_view": lambda: kernel_view.kernel_table(r, tb_compat=o.tb_compat)}
+
+
+def _kernel_view_by_op(r: Ranks, o: Options) -> Lazy:
+    return {"kernel_view_by_op": lambda: kernel_view.kernel_op_table(r, tb_compat=o.tb_compat)}
+
+
+def _operators(r: Ranks, o: Options) -> Lazy:
+    def three() -> dict[str, pl.DataFrame]:
+        t = operators.operator_tables(r, tb_compat=o.tb_compat)
+        return {
+            "operator_stats": t["name"],
+            "operator_stats_by_input_shape": t["shape"],
+            "operator_call_stacks": t["stack"],
+        }
+
+    return picked(
+        three, ("operator_stats", "operator_stats_by_input_shape", "operator_call_stacks")
+    )
+
+
+def _memory_curve(r: Ranks, o: Options, memory: Ranks) -> Lazy:
+    return {"memory_curve": lambda: memory_view.curve(r, memory)}
+
+
+def _memory_events(r: Ranks, o: Options, memory: Ranks) -> Lazy:
+    return {"memory_events": lambda: memory_view.event_table(r, memory)}
+
+
+def _memory_stats(r: Ranks, o: Options, memory: Ranks) -> Lazy:
+    return {"memory_stats": lambda: memory_view.stats(r, memory)}
+
+
+def _memory_peak(r: Ranks, o: Options, memory: Ranks) -> Lazy:
+    return {
+        "memory_peak": lambda: memory_view.live_at_peak(r, memory),
+        "memory_device_peaks": lambda: memory_view.peaks(r, memory),
+    }
+
+
+def _memory_leaks(r: Ranks, o: Options, memory: Ranks) -> Lazy:
+    return {"memory_leaks": lambda: memory_view.leaks(r, memory)}
+
+
+def _memory_step_peaks(r: Ranks, o: Options, memory: Ranks) -> Lazy:
+    return {"memory_step_peaks": lambda: memory_view.step_peaks(r, memory)}
+
+
+_MEM = ("memory",)
+
+
+def _collectives_table(r: Ranks) -> pl.DataFrame:
+    return collectives.calls(r).select(
+        *(
+            c
+            for c in collectives.MATCHED_COLUMNS
+            if c not in ("wait", "transfer", "late_by", "on_gpu")
+        ),
+        (pl.col("wait") / 1000).alias("wait_us"),
+        (pl.col("transfer") / 1000).alias("transfer_us"),
+        (pl.col("late_by") / 1000).alias("late_by_us"),
+    )
+
+
+def _distributed(r: Ranks, o: Options) -> Lazy:
+    return {
+        "comm_comp_per_rank": lambda: (
+            comm_plugin.overlap(r) if o.tb_compat else comm_overview.comm_comp_per_rank(r)
+        ),
+        "comm_wait_transfer": lambda: (
+            comm_plugin.waittime(r) if o.tb_compat else comm_overview.wait_transfer_per_step(r)
+        ),
+        "collectives": lambda: _collectives_table(r),
+        "collective_instances": lambda: comm_stats.collective_instances(r),
+        "comm_ops_stats": lambda: comm_stats.comm_ops_stats(r),
+        "collective_stragglers": lambda: comm_stats.collective_stragglers(r),
+    }
+
+
+_SYNC_TABLES = ("syncs", "sync_summary", "sync_verdict")
+
+
+def _syncs(r: Ranks, o: Options, flows: Ranks) -> Lazy:
+    return picked(lambda: sync_summary.sync_tables(r, flows), _SYNC_TABLES)
+
+
+_PATH_TABLES = ("critical_path", "critical_path_edges", "critical_path_what_if")
+
+
+def _critical_path(r: Ranks, o: Options) -> Lazy:
+    def made() -> Mapping[str, pl.DataFrame]:
+        steps_asked = critical_path_instances(o.critical_path_steps)
+        return critical_path_tables(r, instances=steps_asked, hta_compat=o.hta_compat)
+
+    return picked(made, _PATH_TABLES)
+
+
+def _modules(r: Ranks, o: Options) -> Lazy:
+    return {"module_stats": lambda: module_view.module_view(r)}
+
+
+_H = ("hta_compat",)
+_TB = ("tb_compat",)
+
+#: Every analysis, in the report's order.
+ANALYSES: list[Analysis] = [
+    Analysis("temporal_breakdown", "Temporal breakdown", _temporal, cost=0.4, options=_H),
+    Analysis(
+        "idle_time_breakdown",
+        "Idle time breakdown",
+        _idle,
+        cost=0.2,
+        options=("consecutive_kernel_delay_us", *_H),
+        also=("idle_interval_stats",),
+    ),
+    Analysis(
+        "gpu_kernel_breakdown",
+        "GPU kernel breakdown",
+        _kernels,
+        cost=0.15,
+        options=("duration_ratio", "num_kernels", "include_memory_kernels", *_H),
+        also=("gpu_kernel_type_breakdown",),
+    ),
+    Analysis("kernel_duration_stats", "Kernel duration statistics", _kernel_stats, options=_H),
+    Analysis("comm_comp_overlap", "Communication / computation overlap", _overlap, options=_H),
+    Analysis(
+        "queue_length_summary",
+        "Queue length per stream",
+        _queue_summary,
+        cost=0.2,
+        options=("max_queue_length", *_H),
+        also=("time_spent_blocked_on_full_queue",),
+    ),
+    Analysis(
+        "queue_length_time_series", "Queue length over time", _queue_series, False, options=_H
+    ),
+    Analysis("memory_bw_summary", "Memory bandwidth", _memory_summary, options=_H),
+    Analysis(
+        "memory_bw_time_series", "Memory bandwidth over time", _memory_series, False, options=_H
+    ),
+    Analysis(
+        "cuda_kernel_launch_stats",
+        "Kernel launch statistics",
+        _launch,
+        options=("runtime_cutoff_us", "launch_delay_cutoff_us", "include_memory_events", *_H),
+    ),
+    Analysis(
+        "frequent_cuda_kernel_sequences",
+        "Frequent kernel sequences",
+        _sequences,
+        cost=0.15,
+        options=("operator_name", "min_pattern_len", "top_k", *_H),
+    ),
+    Analysis(
+        "aten_op_kernels_and_delay",
+        "ATen ops: kernels and delays",
+        _aten,
+        cost=0.3,
+        options=("sort_by", *_H),
+    ),
+    Analysis(
+        "profiler_steps",
+        "Profiler steps and straggler candidates",
+        _steps,
+        cost=0.15,
+        options=_H,
+        also=("iterations", "potential_stragglers", "straggler_scores"),
+    ),
+    Analysis(
+        "user_annotation_breakdown",
+        "User annotations",
+        _annotations,
+        options=_H,
+        also=("gpu_user_annotation_breakdown",),
+    ),
+    Analysis(
+        "step_time_breakdown",
+        "Step time: where it goes (TensorBoard Overview)",
+        _step_time,
+        cost=0.8,
+        views=False,
+        options=_TB,
+        also=("step_selection", "step_time_stats", "outlier_steps"),
+    ),
+    Analysis(
+        "gpu_metrics",
+        "GPU utilization, SM efficiency, occupancy (TensorBoard)",
+        _gpu_metrics,
+        cost=0.6,
+        views=False,
+        options=_TB,
+        also=("gpu_utilization_series", "gpu_devices"),
+    ),
+    Analysis(
+        "kernel_view",
+        "Kernels: tensor cores, blocks per SM, occupancy (TensorBoard)",
+        _kernel_view,
+        cost=0.1,
+        views=False,
+        options=_TB,
+    ),
+    Analysis(
+        "gpu_sm_efficiency_series",
+        "Est. SM efficiency over time",
+        _sm_series,
+        False,
+        views=False,
+        options=_TB,
+    ),
+    Analysis(
+        "gpu_metric_series",
+        "The four GPU metrics per time bucket",
+        _metric_series,
+        cost=0.1,
+        views=False,
+        options=_TB,
+    ),
+    # These two share the plugin's operator tree (op_tree.build, built once per rank)
+    Analysis(
+        "kernel_view_by_op",
+        "Kernels by launching op (TensorBoard)",
+        _kernel_view_by_op,
+        cost=0.2,
+        views=False,
+        options=_TB,
+    ),
+    Analysis(
+        "operator_stats",
+        "Operators: host and device time (TensorBoard)",
+        _operators,
+        cost=0.8,
+        views=False,
+        options=_TB,
+        also=("operator_stats_by_input_shape", "operator_call_stacks"),
+    ),
+    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
+    Analysis(
+        "memory_events",
+        "Memory events: allocation / free pairs",
+        _memory_events,
+        frames=_MEM,
+        views=False,
+    ),
+    Analysis(
+        "memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM, views=False
+    ),
+    Analysis(
+        "memory_peak",
+        "Memory alive at each device's peak",
+        _memory_peak,
+        frames=_MEM,
+        views=False,
+        also=("memory_device_peaks",),
+    ),
+    Analysis(
+        "memory_leaks",
+        "Memory never freed (leak candidates)",
+        _memory_leaks,
+        frames=_MEM,
+        views=False,
+    ),
+    Analysis(
+        "memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM, views=False
+    ),
+    Analysis(
+        "comm_comp_per_rank",
+        "Distributed: collectives, waits, stragglers",
+        _distributed,
+        cost=0.3,
+        views=False,
+        options=_TB,
+        also=(
+            "comm_wait_transfer",
+            "collectives",
+            "collective_instances",
+            "comm_ops_stats",
+            "collective_stragglers",
+            "distributed_hierarchy",
+            "process_groups",
+        ),
+    ),
+    Analysis(
+        "syncs",
+        "Host-device syncs and who caused them",
+        _syncs,
+        frames=("flows",),
+        cost=0.5,
+        views=False,
+        also=_SYNC_TABLES[1:],
+    ),
+    Analysis("module_stats", "nn.Module view", _modules, views=False),
+    Analysis(
+        "critical_path",
+        "Critical path per rank and step, and across ranks (HTA 0.6)",
+        _critical_path,
+        cost=4.0,  # the first step of 8 ranks, what-ifs included (bench/CRITICAL_PATH.md)
+        views=False,
+        options=("critical_path_steps", *_H),
+        also=_PATH_TABLES[1:],
+    ),
+]
+
+#: name -> its declaration; table -> the analysis giving it (every key the report prints is a
+#: name `--only` accepts). Both follow `ANALYSES` (`declare`, `withdraw`), changed in place.
+BY_NAME: dict[str, Analysis] = {}
+TABLE_OWNER: dict[str, str] = {}
+
+
+def _index() -> None:
+    BY_NAME.clear()
+    TABLE_OWNER.clear()
+    for a in ANALYSES:
+        BY_NAME[a.name] = a
+        TABLE_OWNER.update(dict.fromkeys(a.also, a.name))
+
+
+_index()
+
+
+def declare(analysis: Analysis) -> Analysis:
+    """Add an analysis (a plugin, a test): from then on the report, `--only`, `--list` and
+    the API know it. ValueError when a name it gives is taken."""
+    taken = [t for t in analysis.tables if known(t)]
+    if taken:
+        raise ValueError(f"already declared: {', '.join(taken)}")
+    ANALYSES.append(analysis)
+    _index()
+    return analysis
+
+
+def withdraw(name: str) -> None:
+    """Remove a declared analysis (`declare` undone)."""
+    ANALYSES[:] = [a for a in ANALYSES if a.name != name]
+    _index()
+
+
+def known(name: str) -> bool:
+    """Is `name` an analysis or a table of one?"""
+    return name in BY_NAME or name in TABLE_OWNER
+
+
+def owner(table_name: str) -> Analysis:
+    """The analysis giving a table (KeyError for an unknown name)."""
+    return BY_NAME[TABLE_OWNER.get(table_name, table_name)]
+
+
+def select(names: list[str] | None) -> list[Analysis]:
+    """The analyses to run: the named ones, or those giving the named tables (KeyError names
+    an unknown one), else defaults."""
+    if not names:
+        return [a for a in ANALYSES if a.default]
+    unknown = [n for n in names if not known(n)]
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    owners = dict.fromkeys(TABLE_OWNER.get(n, n) for n in names)
+    return [BY_NAME[n] for n in owners]
+
+
+def wanted_tables(names: list[str] | None, tables: Tables) -> Tables:
+    """The tables asked for: all of a named analysis, only the named table of the others."""
+    if not names:
+        return tables
+    asked_analyses = {n for n in names if n in BY_NAME}
+    owner_of = {t: TABLE_OWNER.get(t, t) for t in tables}
+    return {t: df for t, df in tables.items() if t in names or owner_of[t] in asked_analyses}
+
+
+#: The polars engine the analyses run on (`run`).
+ENGINE = "in-memory"
+
+
+def _frames_for(a: Analysis, frames: FrameGetter | None) -> dict[str, Ranks]:
+    return {f: frames(f) if frames is not None else {} for f in a.frames}
+
+
+def tables(
+    ranks: Ranks,
+    names: Iterable[str],
+    options: Options | None = None,
+    *,
+    frames: FrameGetter | None = None,
+) -> Tables:
+    """The named tables only, in the order asked: each analysis set up once, and only the
+    tables asked for made (the door of the API and the screens: one table costs one table).
+    KeyError for an unknown name, or a table only the report makes (from file metadata)."""
+    names = list(names)
+    unknown = [n for n in names if not known(n)]
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    lazies: dict[str, Lazy] = {}
+    out: Tables = {}
+    with pl.Config(engine_affinity=ENGINE):
+        for n in names:
+            a = owner(n)
+            if a.name not in lazies:
+                lazies[a.name] = a.lazy(ranks, options, **_frames_for(a, frames))
+            if n not in lazies[a.name]:
+                raise KeyError(f"{n} comes from the files' metadata (the report gives it)")
+            out[n] = lazies[a.name][n]()
+    return out
+
+
+def table(
+    ranks: Ranks, name: str, options: Options | None = None, *, frames: FrameGetter | None = None
+) -> pl.DataFrame:
+    """One table by its name (`tables`)."""
+    return tables(ranks, [name], options, frames=frames)[name]
+
+
+def run(
+    ranks: Ranks,
+    names: list[str] | None = None,
+    options: Options | None = None,
+    *,
+    threads: int = 2,
+    frames: FrameGetter | None = None,
+) -> Tables:
+    """Run the selected analyses over the loaded ranks; tables in declaration order.
+
+    They run `threads` at a time (`scheduling`): most of their queries are small and
+    single-threaded inside polars, which releases the GIL, so two cores finish them sooner.
+    The first analysis on HTA's views builds them while analyses that need none run beside
+    it; then the longest first. Queries run on polars' in-memory engine: its default since
+    2.0, the streaming engine, costs more on these many small queries (bench/ANALYSES.md).
+    """
+    options = options or Options()
+    chosen = select(names)
+    if not chosen:
+        return {}
+
+    def call(a: Analysis) -> Tables:
+        return a.run(ranks, options, **_frames_for(a, frames))
+
+    with pl.Config(engine_affinity=ENGINE):
+        results = scheduling.run_all(chosen, call, threads)
+    out: Tables = {}
+    for a in chosen:
+        out.update(results[a.name])
+    return out
