@@ -236,8 +236,8 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         limited its trace overlay, which is not written). `rank=None`: the smallest rank."""
         return self.table(
             "frequent_cuda_kernel_sequences",
-            None if rank is None else [rank],
             operator_name=operator_name,
+            rank=-1 if rank is None else rank,
             min_pattern_len=min_pattern_len,
             top_k=top_k,
         )

@@ -69,6 +69,8 @@ class Options:
     sort_by: str = "occurrence_count"
     #: Frequent kernel sequences need an operator; a ProfilerStep's sequences by default.
     operator_name: str = "ProfilerStep"
+    #: ... and on this rank (-1: the smallest, HTA's `rank=None`).
+    rank: int = -1
     min_pattern_len: int = 3
     top_k: int = 5
     #: The TensorBoard plugin's own rules, its blind spots included, for its views: the step
@@ -304,6 +306,7 @@ def _sequences(r: Ranks, o: Options) -> Lazy:
         "frequent_cuda_kernel_sequences": lambda: sequences.frequent_cuda_kernel_sequences(
             r,
             o.operator_name,
+            rank=None if o.rank < 0 else o.rank,
             min_pattern_len=o.min_pattern_len,
             top_k=o.top_k,
             hta_compat=o.hta_compat,
@@ -539,7 +542,7 @@ ANALYSES: list[Analysis] = [
         "Frequent kernel sequences",
         _sequences,
         cost=0.15,
-        options=("operator_name", "min_pattern_len", "top_k", *_H),
+        options=("operator_name", "rank", "min_pattern_len", "top_k", *_H),
     ),
     Analysis(
         "aten_op_kernels_and_delay",
@@ -779,14 +782,13 @@ def tables(
         raise KeyError(", ".join(unknown))
     lazies: dict[str, Lazy] = {}
     out: Tables = {}
-    with pl.Config(engine_affinity=ENGINE):
-        for n in names:
-            a = owner(n)
-            if a.name not in lazies:
-                lazies[a.name] = a.lazy(ranks, options, **_frames_for(a, frames))
-            if n not in lazies[a.name]:
-                raise KeyError(f"{n} comes from the files' metadata (the report gives it)")
-            out[n] = lazies[a.name][n]()
+    for n in names:  # on the caller's polars engine (`run` sets the report's)
+        a = owner(n)
+        if a.name not in lazies:
+            lazies[a.name] = a.lazy(ranks, options, **_frames_for(a, frames))
+        if n not in lazies[a.name]:
+            raise KeyError(f"{n} comes from the files' metadata (the report gives it)")
+        out[n] = lazies[a.name][n]()
     return out
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis.queue import queue_length_series
-from hta_tui.analysis.timeline_rows import Row, make_row
+from hta_tui.analysis.timeline_row import Row, make_row
 from hta_tui.trace.schema import KINDS
 
 #: the lane of a device's memory track (its utilisation track is -1)

@@ -118,6 +118,9 @@ class AnalysisScreen(Screen):
 
     #: Shown in the header line and the command palette.
     TITLE: ClassVar[str] = ""
+    #: The registry's tables (analysis/registry.py) the screen shows: its `compute` asks the
+    #: registry for them, the one door the report and the API go through too.
+    ANALYSES: ClassVar[tuple[str, ...]] = ()
     #: Shows the rank chosen with `r` on any screen (the app's `rank_choice`).
     FOLLOWS_RANK: ClassVar[bool] = True
     #: Worker groups whose results the screen shows (a screen with lookups of its own adds

@@ -28,7 +28,7 @@ from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import diff, steps
+from hta_tui.analysis import diff, registry
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
@@ -112,7 +112,7 @@ def display_frame(comp: pl.DataFrame) -> pl.DataFrame:
 
 def median_step(events: pl.DataFrame) -> tuple[float, int] | None:
     """(median ProfilerStep duration in us, number of steps) of one side, None without."""
-    its = steps.iterations({0: events})
+    its = registry.table({0: events}, "iterations")
     if its.is_empty():
         return None
     return float(its["dur"].median()), its.height  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
-from hta_tui.analysis import comm_overview, comm_stats
+from hta_tui.analysis import comm_stats, registry
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -104,6 +104,13 @@ class CommBars(StackedBars):
 
 class DistributedScreen(AnalysisScreen):
     TITLE = "Distributed"
+    ANALYSES = (
+        "comm_comp_per_rank",
+        "collective_stragglers",
+        "collective_instances",
+        "comm_ops_stats",
+        "comm_wait_transfer",
+    )
     STEPS = "every ProfilerStep"
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -132,14 +139,14 @@ class DistributedScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        overview = comm_overview.comm_comp_per_rank(frames)
+        got = registry.tables(frames, DistributedScreen.ANALYSES)
         return {
-            "means": overview.filter(pl.col("step") == "all"),
-            "stragglers": comm_stats.collective_stragglers(frames),
-            "instances": comm_stats.collective_instances(frames),
+            "means": got["comm_comp_per_rank"].filter(pl.col("step") == "all"),
+            "stragglers": got["collective_stragglers"],
+            "instances": got["collective_instances"],
             "last_calls": comm_stats.collective_last_calls(frames),
-            "ops": comm_stats.comm_ops_stats(frames),
-            "wait": comm_overview.wait_transfer_per_step(frames),
+            "ops": got["comm_ops_stats"],
+            "wait": got["comm_wait_transfer"],
         }
 
     def show(self, result: dict[str, Any]) -> None:

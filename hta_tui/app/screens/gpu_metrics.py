@@ -17,7 +17,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import gpu_metric_series, gpu_metrics
+from hta_tui.analysis import gpu_metric_series, gpu_metrics, registry
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.screens.timelines import line_colours
@@ -50,7 +50,7 @@ def metrics_table(
     frames: dict[int, pl.DataFrame], metas: dict[int, dict[str, Any]]
 ) -> pl.DataFrame:
     """The four metrics per rank and GPU, with the GPU's deviceProperties beside them."""
-    metrics = gpu_metrics.gpu_metrics(frames)
+    metrics = registry.table(frames, "gpu_metrics")
     if metrics.is_empty():
         return metrics
     devices = gpu_metrics.device_table(metas, metrics)
@@ -62,6 +62,7 @@ def metrics_table(
 
 class GpuMetricsScreen(AnalysisScreen):
     TITLE = "GPU metrics"
+    ANALYSES = ("gpu_metrics", "gpu_metric_series")
     STEPS = "as the TensorBoard plugin"  # which steps: steps_text
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
@@ -87,7 +88,7 @@ class GpuMetricsScreen(AnalysisScreen):
         return {
             "kernels": kernels,
             "table": metrics_table(frames, metas),
-            "series": gpu_metric_series.metric_series(frames),
+            "series": registry.table(frames, "gpu_metric_series"),
         }
 
     def show(self, result: dict[str, Any]) -> None:

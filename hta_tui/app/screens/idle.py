@@ -20,7 +20,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
-from hta_tui.analysis import gaps, idle
+from hta_tui.analysis import gaps, idle, registry
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -109,6 +109,7 @@ class ThresholdDialog(ModalScreen[float | None]):
 
 class IdleScreen(AnalysisScreen):
     TITLE = "Idle time"
+    ANALYSES = ("idle_time_breakdown", "idle_interval_stats")
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "threshold", "Cutoff", tooltip="Edit the kernel-wait threshold (us)"),
@@ -150,9 +151,12 @@ class IdleScreen(AnalysisScreen):
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         threshold = float(params.get("threshold", DEFAULT_THRESHOLD))
-        breakdown, stats = idle.idle_time_breakdown(
-            frames, consecutive_kernel_delay_us=threshold, show_idle_interval_stats=True
+        got = registry.tables(
+            frames,
+            IdleScreen.ANALYSES,
+            registry.Options(consecutive_kernel_delay_us=threshold),
         )
+        breakdown, stats = got["idle_time_breakdown"], got["idle_interval_stats"]
         longest = gaps.longest_gaps(frames, consecutive_kernel_delay_us=threshold, n=TOP_GAPS)
         # One bar per rank and stream: its idle time per category (light reshaping).
         per_stream = (

@@ -17,7 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from hta_tui.analysis import kernel_detail, kernels
+from hta_tui.analysis import kernel_detail, registry
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -111,6 +111,7 @@ class TypeBreakdown(Widget):
 
 class KernelsScreen(AnalysisScreen):
     TITLE = "Kernels"
+    ANALYSES = ("gpu_kernel_type_breakdown",)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
@@ -141,8 +142,10 @@ class KernelsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        type_df, _ = kernels.gpu_kernel_breakdown(
-            frames, duration_ratio=DURATION_RATIO, num_kernels=NUM_KERNELS
+        type_df = registry.table(
+            frames,
+            "gpu_kernel_type_breakdown",
+            registry.Options(duration_ratio=DURATION_RATIO, num_kernels=NUM_KERNELS),
         )
         by_op = bool(params.get("by_op", False))
         if by_op:

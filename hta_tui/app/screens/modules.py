@@ -15,7 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import module_view
+from hta_tui.analysis import registry
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.icicle import icicle_lines
@@ -60,6 +60,7 @@ def visible_rows(table: pl.DataFrame, folded: set[str]) -> pl.DataFrame:
 
 class ModulesScreen(AnalysisScreen):
     TITLE = "Modules"
+    ANALYSES = ("module_stats",)
     STEPS = "whole trace"
 
     def __init__(self, **kw: Any) -> None:
@@ -74,10 +75,10 @@ class ModulesScreen(AnalysisScreen):
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         for rank in sorted(frames):
-            table = module_view.module_view({rank: frames[rank]})
+            table = registry.table({rank: frames[rank]}, "module_stats")
             if not table.is_empty():
                 return {"rank": rank, "table": table}
-        return {"rank": None, "table": module_view.module_view({})}
+        return {"rank": None, "table": registry.table({}, "module_stats")}
 
     def show(self, result: dict[str, Any]) -> None:
         table: pl.DataFrame = result["table"]

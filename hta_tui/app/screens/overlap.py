@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import exposed_comm, overlap
+from hta_tui.analysis import exposed_comm, registry
 from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
@@ -65,6 +65,7 @@ MIN_BLOCK = 7
 
 class OverlapScreen(AnalysisScreen):
     TITLE = "Comm/comp overlap"
+    ANALYSES = ("comm_comp_overlap",)
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="overlap-summary", classes="summary")
@@ -79,7 +80,7 @@ class OverlapScreen(AnalysisScreen):
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         per_rank = (
-            overlap.comm_comp_overlap(frames)
+            registry.table(frames, "comm_comp_overlap")
             .join(
                 exposed_comm.exposed_comm_per_rank(frames),
                 on="rank",

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from hta_tui.analysis import step_breakdown
+from hta_tui.analysis import registry
 from hta_tui.analysis.scope import StepScope, describe_steps
 
 
 def describe_plugin_steps(frames: Mapping[int, pl.DataFrame]) -> str:
-    selection = step_breakdown.step_selection(frames)
+    selection = registry.table(frames, "step_selection")
     if selection.is_empty():
         return "whole trace (no ProfilerStep)"
     used = tuple(selection.filter("used")["step"].unique().sort().to_list())

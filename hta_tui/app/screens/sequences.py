@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import kernel_detail, sequences
+from hta_tui.analysis import kernel_detail, registry, sequences
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
@@ -30,6 +30,7 @@ TOP_K = 5
 
 class SequencesScreen(AnalysisScreen):
     TITLE = "Kernel sequences"
+    ANALYSES = ("frequent_cuda_kernel_sequences",)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "focus_operators", "Operators", tooltip="Back to the operator list"),
@@ -69,9 +70,10 @@ class SequencesScreen(AnalysisScreen):
         operator = params.get("operator")
         patterns = None
         if operator:
-            patterns = sequences.frequent_cuda_kernel_sequences(
-                frames, operator, rank=rank, min_pattern_len=MIN_PATTERN_LEN, top_k=TOP_K
+            options = registry.Options(
+                operator_name=operator, rank=rank, min_pattern_len=MIN_PATTERN_LEN, top_k=TOP_K
             )
+            patterns = registry.table(frames, "frequent_cuda_kernel_sequences", options)
         return {"rank": rank, "operators": operators, "operator": operator, "patterns": patterns}
 
     @staticmethod

@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from hta_tui.analysis import step_breakdown, step_time_stats, tb_roles
+from hta_tui.analysis import registry, step_time_stats, tb_roles
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -58,6 +58,7 @@ class StepTimeBars(StackedBars):
 
 class StepTimeScreen(AnalysisScreen):
     TITLE = "Step time"
+    ANALYSES = ("step_time_breakdown", "step_selection", "outlier_steps")
     STEPS = "as the TensorBoard plugin"  # which steps: steps_text
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
@@ -75,8 +76,8 @@ class StepTimeScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        breakdown = step_breakdown.step_time_breakdown(frames)
-        selection = step_breakdown.step_selection(frames)
+        got = registry.tables(frames, StepTimeScreen.ANALYSES)
+        breakdown, selection = got["step_time_breakdown"], got["step_selection"]
         means = breakdown.group_by("rank").agg(pl.all().exclude("rank", "step").mean()).sort("rank")
         step = pl.col("step_time (us)")
         shares = [
@@ -89,7 +90,7 @@ class StepTimeScreen(AnalysisScreen):
             "means": means,
             "table": table,
             "dropped": selection.filter(~pl.col("used")) if not selection.is_empty() else selection,
-            "outliers": step_time_stats.outlier_steps(breakdown),
+            "outliers": got["outlier_steps"],
         }
 
     def show(self, result: dict[str, Any]) -> None:

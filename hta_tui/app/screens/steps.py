@@ -23,7 +23,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
-from hta_tui.analysis import annotations, step_compare, steps
+from hta_tui.analysis import registry, step_compare
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -129,6 +129,12 @@ class StepBars(Widget):
 
 class StepsScreen(AnalysisScreen):
     TITLE = "Steps & stragglers"
+    ANALYSES = (
+        "iterations",
+        "straggler_scores",
+        "user_annotation_breakdown",
+        "gpu_user_annotation_breakdown",
+    )
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -168,8 +174,10 @@ class StepsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        iters = steps.iterations(frames)
-        stragglers = steps.straggler_candidates(frames)
+        gpu = bool(params.get("gpu", False))
+        notes = "gpu_user_annotation_breakdown" if gpu else "user_annotation_breakdown"
+        got = registry.tables(frames, ["iterations", "straggler_scores", notes])
+        iters, stragglers = got["iterations"], got["straggler_scores"]
         return {
             "iterations": iters,
             "spread": step_compare.step_spread(iters),
@@ -177,9 +185,7 @@ class StepsScreen(AnalysisScreen):
             "stragglers": stragglers.sort(["straggler", "rank"], descending=[True, False]).select(
                 STRAGGLER_ORDER
             ),
-            "annotations": annotations.user_annotation_breakdown(
-                frames, gpu=bool(params.get("gpu", False))
-            ),
+            "annotations": got[notes],
             "gpu": bool(params.get("gpu", False)),
         }
 

@@ -12,7 +12,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import sync_summary
+from hta_tui.analysis import registry
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -56,6 +56,7 @@ _KEYS = ("rank", "phase", "module", "operator", "call_site")
 
 class SyncsScreen(AnalysisScreen):
     TITLE = "Syncs"
+    ANALYSES = ("syncs", "sync_summary", "sync_verdict")
     STEPS = "whole trace"
 
     def compose_body(self) -> ComposeResult:
@@ -67,15 +68,18 @@ class SyncsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, pl.DataFrame]:
-        return sync_summary.sync_tables(frames)
+        return registry.tables(frames, SyncsScreen.ANALYSES)
 
     def compute_on(
         self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params
     ) -> dict[str, pl.DataFrame]:
         """The flows frames besides the events: a backward sync follows its fwdbwd flow to the
         forward op (the sequence number alone when a trace has none)."""
-        flows = ts.frames("flows")
-        return sync_summary.sync_tables(frames, {r: flows[r] for r in frames if r in flows})
+
+        def chosen(name: str) -> dict[int, pl.DataFrame]:
+            return {r: f for r, f in ts.frames(name).items() if r in frames}
+
+        return registry.tables(frames, self.ANALYSES, frames=chosen)
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]

@@ -21,7 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import SelectionList, Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
-from hta_tui.analysis import memory, queue
+from hta_tui.analysis import memory, queue, registry
 from hta_tui.analysis.counters_export import write_counters_trace
 from hta_tui.analysis.downsample import step_bucket_max
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -101,6 +101,7 @@ class StreamPicker(ModalScreen[list[int] | None]):
 
 class TimelinesScreen(AnalysisScreen):
     TITLE = "Timelines"
+    ANALYSES = ("queue_length_time_series", "memory_bw_time_series")
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "pick_streams", "Streams", tooltip="Pick the streams to draw"),
@@ -156,8 +157,8 @@ class TimelinesScreen(AnalysisScreen):
         rank = params.rank if params.rank in frames else min(frames)
         events = frames[rank]
         one = {rank: events}
-        q_series = queue.queue_length_series(one)
-        m_series = memory.memory_bw_series(one)
+        series = registry.tables(one, ["queue_length_time_series", "memory_bw_time_series"])
+        q_series, m_series = series["queue_length_time_series"], series["memory_bw_time_series"]
         out: dict[str, Any] = {
             "rank": rank,
             "queue_summary": queue.queue_length_summary_from_series(q_series),
