@@ -1,0 +1,276 @@
+"""One door to the analyses (analysis/registry.py): an analysis declared once is in `--list`,
+the report, `--only` and the API; the screens and the API ask the registry for the tables the
+report gives instead of calling the analysis functions themselves; one table costs one table;
+options go by HTA's names."""
+
+from __future__ import annotations
+
+import ast
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from hta_tui import cli
+from hta_tui.analysis import comm_overview, comm_stats, idle, registry
+from hta_tui.api import TraceAnalysis
+from hta_tui.app.screens.base import Params
+from hta_tui.app.screens.registry import SCREENS
+from hta_tui.report import build_tables
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import open_set
+
+PKG = Path(__file__).resolve().parents[1] / "hta_tui"
+
+
+@pytest.fixture(scope="module")
+def job_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("synth")
+    write_trace_dir(d, ranks=2, steps=3, seed=11)
+    return d, tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(scope="module")
+def job(job_dir: tuple[Path, Path]):
+    return open_set(job_dir[0], Cache(job_dir[1]))
+
+
+def _kernel_counts(r: registry.Ranks, o: registry.Options) -> registry.Lazy:
+    """A new analysis: kernels per rank, and the `top_k` longest of them (an option)."""
+
+    def counts() -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "rank": list(r),
+                "kernels": [int((ev["kind"] == "kernel").sum()) for ev in r.values()],
+            },
+            schema={"rank": pl.Int64, "kernels": pl.Int64},
+        )
+
+    def longest() -> pl.DataFrame:
+        frames = [
+            ev.filter(pl.col("kind") == "kernel").select(pl.lit(rank).alias("rank"), "name", "dur")
+            for rank, ev in r.items()
+        ]
+        return pl.concat(frames).sort("dur", descending=True).head(o.top_k)
+
+    return {"kernel_counts": counts, "longest_kernels": longest}
+
+
+@pytest.fixture
+def declared() -> Iterator[registry.Analysis]:
+    a = registry.declare(
+        registry.Analysis(
+            "kernel_counts",
+            "Kernels per rank (declared by a test)",
+            _kernel_counts,
+            default=False,
+            options=("top_k",),
+            also=("longest_kernels",),
+        )
+    )
+    try:
+        yield a
+    finally:
+        registry.withdraw(a.name)
+
+
+def test_one_declaration_reaches_list_report_only_and_api(
+    declared: registry.Analysis, job, job_dir: tuple[Path, Path]
+) -> None:
+    listed = io.StringIO()
+    cli.list_analyses(listed)
+    text = listed.getvalue()
+    assert "kernel_counts" in text and "Kernels per rank (declared by a test)" in text
+    assert "longest_kernels" in text and "(from kernel_counts)" in text
+
+    want = {
+        r: int((f["kind"] == "kernel").sum()) for r, f in job.frames().items()
+    }  # the truth, counted here from the frames
+    tables = build_tables(job, names=["kernel_counts"])
+    assert list(tables) == ["files", "kernel_counts", "longest_kernels"]
+    assert dict(tables["kernel_counts"].iter_rows()) == want
+    only = build_tables(job, names=["longest_kernels"])
+    assert list(only) == ["files", "longest_kernels"]
+    assert only["longest_kernels"].height == registry.Options().top_k
+
+    ta = TraceAnalysis(job_dir[0], cache=Cache(job_dir[1]))
+    assert dict(ta.get_kernel_counts().iter_rows()) == want
+    assert ta.get_longest_kernels(top_k=2).height == 2  # an option by its name
+    assert dict(ta.get_kernel_counts(ranks=[1]).iter_rows()) == {1: want[1]}
+    assert cli.main(["report", str(job_dir[0]), "--only", "kernel_counts", "--json"]) == 0
+
+
+def test_withdrawn_analysis_is_gone_everywhere(declared: registry.Analysis) -> None:
+    registry.withdraw(declared.name)
+    assert not registry.known("kernel_counts") and not registry.known("longest_kernels")
+    registry.declare(declared)  # the fixture withdraws it again
+
+
+def test_a_taken_name_is_refused(declared: registry.Analysis) -> None:
+    with pytest.raises(ValueError, match="temporal_breakdown"):
+        registry.declare(
+            registry.Analysis("temporal_breakdown", "again", _kernel_counts)  # type: ignore[arg-type]
+        )
+
+
+def test_every_table_declared_with_its_analysis(job) -> None:
+    """The names an analysis declares are the tables it gives (the metadata tables the report
+    adds from the files aside): `--only`, `--list` and the API rely on them."""
+    metadata = {"distributed_hierarchy", "process_groups", "gpu_devices"}
+    for a in registry.ANALYSES:
+        lazy = a.lazy(job.frames(), registry.Options(), **{f: job.frames(f) for f in a.frames})
+        assert set(lazy) == set(a.tables) - metadata, a.name
+
+
+def test_one_table_costs_one_table(job, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking for one table of the distributed view makes none of its others."""
+
+    def refuse(*args: object, **kw: object) -> None:
+        raise AssertionError("made a table not asked for")
+
+    monkeypatch.setattr(comm_overview, "comm_comp_per_rank", refuse)
+    monkeypatch.setattr(comm_overview, "wait_transfer_per_step", refuse)
+    monkeypatch.setattr(comm_stats, "collective_instances", refuse)
+    got = registry.table(job.frames(), "comm_ops_stats")
+    assert "rank" in got.columns
+
+
+def test_tables_shared_inside_an_analysis_are_made_once(job, monkeypatch) -> None:
+    calls = []
+    real = idle.idle_time_breakdown
+
+    def counted(*args: object, **kw: object):
+        calls.append(1)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(idle, "idle_time_breakdown", counted)
+    got = registry.tables(job.frames(), ["idle_time_breakdown", "idle_interval_stats"])
+    assert len(calls) == 1 and set(got) == {"idle_time_breakdown", "idle_interval_stats"}
+
+
+def test_options_by_hta_names() -> None:
+    """HTA's keyword and ours name the same option, in `--set` and in the API's door."""
+    assert registry.options_with({"consecutive_kernel_delay": "7"}) == registry.options_with(
+        {"consecutive_kernel_delay_us": "7"}
+    )
+    assert registry.options_from(runtime_cutoff=5).runtime_cutoff_us == 5
+    with pytest.raises(ValueError, match="no_such"):
+        registry.options_from(no_such=1)
+    for a in registry.ANALYSES:
+        assert set(a.options) <= set(registry.parameters()) | {"hta_compat"}, a.name
+
+
+def test_list_says_cost_options_and_frames_of_each() -> None:
+    out = io.StringIO()
+    cli.list_analyses(out)
+    text = out.getvalue()
+    assert "options: consecutive_kernel_delay, hta_compat" in text  # HTA's name, not ours
+    assert "reads: flows" in text and "reads: memory" in text
+    assert "cost: heavy" in text  # the critical path
+    assert text.count("cost: ") == len(registry.ANALYSES)
+
+
+def test_api_methods_answer_what_the_report_gives(job, job_dir: tuple[Path, Path]) -> None:
+    ta = TraceAnalysis(job_dir[0], cache=Cache(job_dir[1]))
+    report = build_tables(job, names=["idle_time_breakdown", "step_time_breakdown"])
+    breakdown, stats = ta.get_idle_time_breakdown(show_idle_interval_stats=True)
+    assert_frame_equal(breakdown, report["idle_time_breakdown"])
+    assert stats is not None
+    assert_frame_equal(stats, report["idle_interval_stats"])
+    assert_frame_equal(ta.get_step_selection(), report["step_selection"])
+    _, outliers = ta.get_step_time_stats()
+    assert_frame_equal(outliers, report["outlier_steps"])
+
+
+def _analysis_calls(path: Path) -> set[str]:
+    """`module.function` of hta_tui.analysis that a file refers to."""
+    tree = ast.parse(path.read_text())
+    modules: dict[str, str] = {}
+    functions: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hta_tui.analysis"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                is_module = (PKG.parent / (full.replace(".", "/") + ".py")).exists()
+                (modules if is_module else functions)[a.asname or a.name] = full
+    out = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+        ):
+            out.add(f"{modules[node.value.id]}.{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in functions:
+            out.add(functions[node.id])
+    return out
+
+
+#: Front-end calls of a function the registry wraps, each with why it cannot be the
+#: registry's table: a parameter the report does not have, or work on a table already made.
+SECOND_DOORS_ALLOWED = {
+    ("app/screens/timelines.py", "hta_tui.analysis.queue.queue_length_summary_from_series"),
+    ("app/screens/timelines.py", "hta_tui.analysis.queue.time_blocked_on_full_queue"),
+    ("app/screens/step_time.py", "hta_tui.analysis.step_time_stats.outlier_steps"),
+    ("api_memory.py", "hta_tui.analysis.memory_view.curve"),  # max_points
+    ("api.py", "hta_tui.analysis.collectives.calls"),  # ns and every column, as HTA's
+    ("api.py", "hta_tui.analysis.queue.time_blocked_on_full_queue"),  # the caller's series
+    ("api.py", "hta_tui.analysis.steps.potential_stragglers"),  # num_candidates
+    ("api.py", "hta_tui.analysis.steps.straggler_candidates"),  # the caller's steps
+    ("api_critical_path.py", "hta_tui.analysis.critical_path.tables.critical_path_tables"),
+}
+
+
+def test_front_ends_call_no_analysis_the_registry_wraps() -> None:
+    """The screens, the API and the report reach every table the registry gives through it,
+    not by calling the function behind it (which is how options and names drifted)."""
+    wrapped = _analysis_calls(PKG / "analysis" / "registry.py") - {
+        "hta_tui.analysis.scheduling.run_all"
+    }
+    files = [*(PKG / "app").rglob("*.py"), *PKG.glob("api*.py"), PKG / "report.py"]
+    found = {
+        (str(f.relative_to(PKG)), call) for f in files for call in _analysis_calls(f) & wrapped
+    }
+    assert found <= SECOND_DOORS_ALLOWED, sorted(found - SECOND_DOORS_ALLOWED)
+
+
+def _screens_with_analyses() -> list[type]:
+    return [cls for e in SCREENS if getattr(cls := e.load(), "ANALYSES", ())]
+
+
+def test_screens_declare_registry_tables() -> None:
+    screens = _screens_with_analyses()
+    assert len(screens) >= 10
+    for cls in screens:
+        unknown = [n for n in cls.ANALYSES if not registry.known(n)]
+        assert not unknown, (cls.__name__, unknown)
+
+
+def test_every_screen_computes_through_the_registry(job, monkeypatch) -> None:
+    """Each screen's computation asks the registry for the tables it declares (recorded at
+    the door) and shows what the registry gave."""
+    asked: list[str] = []
+    real = registry.tables
+
+    def recording(ranks, names, options=None, *, frames=None):
+        names = list(names)
+        asked.extend(names)
+        return real(ranks, names, options, frames=frames)
+
+    monkeypatch.setattr(registry, "tables", recording)
+    frames = job.frames()
+    for cls in _screens_with_analyses():
+        asked.clear()
+        screen = cls.__new__(cls)  # its computation only: no app, no widgets
+        params = Params(extra={"operator": "ProfilerStep#1"})
+        result = cls.compute_on(screen, job, frames, params)
+        assert result is not None
+        want = set(cls.ANALYSES)
+        if cls.__name__ == "StepsScreen":  # CPU or GPU annotations, as `g` says
+            want -= {"gpu_user_annotation_breakdown"}
+        assert want <= set(asked), (cls.__name__, sorted(want - set(asked)))
