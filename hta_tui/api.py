@@ -22,9 +22,7 @@ import polars as pl
 
 from hta_tui.analysis import (
     collectives,
-    comm_topology,
     diff,
-    gpu_metrics,
     kernels,
     queue,
     registry,
@@ -92,11 +90,9 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         """Any tables the report gives, by name (`hta-tui report --list`), through the one
         registry of analyses; only the tables named are made."""
         events = self._ranks(ranks)
-
-        def frames(name: str) -> dict[int, pl.DataFrame]:
-            return {r: f for r, f in self.trace_set.frames(name).items() if r in events}
-
-        return registry.tables(events, names, self.options(**options), frames=frames)
+        frames = registry.trace_frames(self.trace_set, events)
+        meta = registry.trace_meta(self.trace_set, events)
+        return registry.tables(events, names, self.options(**options), frames=frames, meta=meta)
 
     def table(self, name: str, ranks: Iterable[int] | None = None, **options: Any) -> pl.DataFrame:
         """One table by name (`tables`)."""
@@ -311,8 +307,7 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
 
     def get_gpu_devices(self) -> pl.DataFrame:
         """The GPUs each rank ran kernels on, as its trace describes them (deviceProperties)."""
-        metas = {r: d.meta for r, d in self.trace_set.loaded().items()}
-        return gpu_metrics.device_table(metas, self.get_gpu_metrics())
+        return self.table("gpu_devices")
 
     def get_kernel_view(
         self, ranks: list[int] | None = None, *, by_operator: bool = False, tb_compat: bool = False
@@ -385,11 +380,11 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
 
     def get_distributed_hierarchy(self) -> pl.DataFrame:
         """Node, process and GPU (name, memory, compute capability) of every rank."""
-        return comm_topology.tables(self.trace_set)["distributed_hierarchy"]
+        return self.table("distributed_hierarchy")
 
     def get_process_groups(self) -> pl.DataFrame:
         """The job's process groups (distributedInfo.pg_config) and the ranks that list them."""
-        return comm_topology.tables(self.trace_set)["process_groups"]
+        return self.table("process_groups")
 
     def get_gpu_user_annotation_breakdown(
         self, use_gpu_annotation: bool = True, visualize: bool = True, **_: Any

@@ -197,8 +197,9 @@ def list_analyses(out: Any = None) -> None:
         facts = [f"cost: {a.cost_class}"]
         if a.hta_options:
             facts.append(f"options: {', '.join(a.hta_options)}")
-        if a.frames:
-            facts.append(f"reads: {', '.join(a.frames)}")
+        reads = [*a.frames, *(["the files' metadata"] if a.meta else [])]
+        if reads:
+            facts.append(f"reads: {', '.join(reads)}")
         print(f"{'':36}{'; '.join(facts)}", file=out)
     print("\ntables of the analyses above, also accepted by --only:", file=out)
     for table, owner in TABLE_OWNER.items():

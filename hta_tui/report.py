@@ -14,7 +14,7 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
-from hta_tui.analysis import comm_topology, gpu_metrics, registry
+from hta_tui.analysis import registry
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
@@ -42,7 +42,7 @@ FILE_KEYS = (
 def build_tables(
     ts: TraceSet, *, names: list[str] | None = None, options: registry.Options | None = None
 ) -> dict[str, pl.DataFrame]:
-    """ "files" and every selected analysis's tables, in catalog order.
+    """ "files" and every selected analysis's tables, in the registry's order.
 
     The temporal breakdown comes from the per-file summaries (equal to the analysis over the
     frames, see tests/test_overview.py), so `--only temporal_breakdown` reads no frame when
@@ -55,13 +55,9 @@ def build_tables(
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
-        tables.update(registry.run(ts.frames(), rest, options, frames=ts.frames))
-    if "comm_comp_per_rank" in selected:  # the distributed view's file-metadata tables
-        tables.update(comm_topology.tables(ts))
-    if "gpu_metrics" in selected:  # the GPUs' own description lives in the file's metadata
-        metas = {r: d.meta for r, d in ts.loaded().items()}
-        devices = gpu_metrics.device_table(metas, tables.get("gpu_metrics"))
-        tables["gpu_devices"] = devices
+        tables.update(
+            registry.run(ts.frames(), rest, options, frames=ts.frames, meta=registry.trace_meta(ts))
+        )
     return {"files": tables["files"], **registry.wanted_tables(names, tables)}
 
 

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from hta_tui import TraceAnalysis
-from hta_tui.analysis import catalog
+from hta_tui.analysis import catalog, registry
 from hta_tui.cli import main
 from hta_tui.report import run_report
 from hta_tui.synth import write_trace_dir
@@ -124,9 +124,12 @@ def test_report_has_one_key_per_analysis(synth_dir: Path, tmp_path: Path) -> Non
     out = io.StringIO()
     assert run_report(synth_dir, as_json=True, out=out, cache=Cache(tmp_path / "c")) == 0
     doc = orjson.loads(out.getvalue())
-    tables = catalog.run(TraceAnalysis(synth_dir, cache=Cache(tmp_path / "c")).trace_set.frames())
-    # gpu_devices, distributed_hierarchy, process_groups come from the files' metadata
-    assert list(doc) == ["files", *tables, "distributed_hierarchy", "process_groups", "gpu_devices"]
+    ts = TraceAnalysis(synth_dir, cache=Cache(tmp_path / "c")).trace_set
+    # gpu_devices, distributed_hierarchy, process_groups come from the files' metadata, each
+    # next to the analysis that declares it
+    tables = catalog.run(ts.frames(), meta=registry.trace_meta(ts))
+    assert list(doc) == ["files", *tables]
+    assert {"distributed_hierarchy", "process_groups", "gpu_devices"} <= set(tables)
     for name, df in tables.items():
         assert len(doc[name]) == df.height, name
         if df.height:

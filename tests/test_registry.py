@@ -119,12 +119,12 @@ def test_a_taken_name_is_refused(declared: registry.Analysis) -> None:
 
 
 def test_every_table_declared_with_its_analysis(job) -> None:
-    """The names an analysis declares are the tables it gives (the metadata tables the report
-    adds from the files aside): `--only`, `--list` and the API rely on them."""
-    metadata = {"distributed_hierarchy", "process_groups", "gpu_devices"}
+    """The names an analysis declares are the tables it gives: `--only`, `--list` and the API
+    rely on them."""
     for a in registry.ANALYSES:
-        lazy = a.lazy(job.frames(), registry.Options(), **{f: job.frames(f) for f in a.frames})
-        assert set(lazy) == set(a.tables) - metadata, a.name
+        more = {f: job.frames(f) for f in a.frames}
+        lazy = a.lazy(job.frames(), registry.Options(), **more, **({"meta": {}} if a.meta else {}))
+        assert set(lazy) == set(a.tables), a.name
 
 
 def test_one_table_costs_one_table(job, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,10 +257,10 @@ def test_every_screen_computes_through_the_registry(job, monkeypatch) -> None:
     asked: list[str] = []
     real = registry.tables
 
-    def recording(ranks, names, options=None, *, frames=None):
+    def recording(ranks, names, options=None, *, frames=None, meta=None):
         names = list(names)
         asked.extend(names)
-        return real(ranks, names, options, frames=frames)
+        return real(ranks, names, options, frames=frames, meta=meta)
 
     monkeypatch.setattr(registry, "tables", recording)
     frames = job.frames()

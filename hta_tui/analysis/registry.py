@@ -15,7 +15,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -26,6 +26,7 @@ from hta_tui.analysis import (
     comm_overview,
     comm_plugin,
     comm_stats,
+    comm_topology,
     gpu_metric_series,
     gpu_metrics,
     idle,
@@ -47,6 +48,7 @@ from hta_tui.analysis import (
     temporal,
 )
 from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_tables
+from hta_tui.trace.model import TraceSet
 
 T = TypeVar("T")
 
@@ -145,6 +147,27 @@ Tables = dict[str, pl.DataFrame]
 Lazy = dict[str, Callable[[], pl.DataFrame]]
 #: a frame name (trace/schema.py) -> that frame of every rank
 FrameGetter = Callable[[str], Ranks]
+#: rank -> its file's metadata (trace/metadata.py) and "path": for `Analysis.meta`
+Metas = Mapping[int, dict[str, Any]]
+
+
+def trace_frames(ts: TraceSet, ranks: Iterable[int] | None = None) -> FrameGetter:
+    """The frames of a trace set's loaded ranks, or of `ranks` only."""
+    if ranks is None:
+        return ts.frames
+    wanted = set(ranks)
+    return lambda name: {r: f for r, f in ts.frames(name).items() if r in wanted}
+
+
+def trace_meta(ts: TraceSet, ranks: Iterable[int] | None = None) -> dict[int, dict[str, Any]]:
+    """The file metadata of a trace set's loaded ranks (or of `ranks`), each with its path."""
+    out = {}
+    for rank, data in ts.loaded().items():
+        if ranks is None or rank in ranks:
+            entry = ts.selected(rank)
+            out[rank] = {**data.meta, "path": str(entry.path) if entry else ""}
+    return out
+
 
 #: Cost classes by seconds on 8 ranks of 100 MB (`Analysis.cost`): "light" below the first
 #: bound, "heavy" from the second.
@@ -174,6 +197,9 @@ class Analysis:
     options: tuple[str, ...] = ()
     #: The tables it gives besides the one named after it.
     also: tuple[str, ...] = ()
+    #: Reads the files' metadata too (`Metas`, keyword `meta`): without it (`run` given
+    #: none) the tables made from it come empty.
+    meta: bool = False
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -371,10 +397,16 @@ def _step_time(r: Ranks, o: Options) -> Lazy:
     }
 
 
-def _gpu_metrics(r: Ranks, o: Options) -> Lazy:
+def _gpu_metrics(r: Ranks, o: Options, meta: Metas | None = None) -> Lazy:
+    meta = meta or {}
+    metrics = once(lambda: gpu_metrics.gpu_metrics(r, tb_compat=o.tb_compat))
     return {
-        "gpu_metrics": lambda: gpu_metrics.gpu_metrics(r, tb_compat=o.tb_compat),
+        "gpu_metrics": metrics,
         "gpu_utilization_series": lambda: gpu_metrics.utilization_series(r, tb_compat=o.tb_compat),
+        # the GPUs the ranks ran kernels on, as their files describe them
+        "gpu_devices": lambda: gpu_metrics.device_table(
+            {k: m for k, m in meta.items() if k in r}, metrics()
+        ),
     }
 
 
@@ -455,7 +487,8 @@ def _collectives_table(r: Ranks) -> pl.DataFrame:
     )
 
 
-def _distributed(r: Ranks, o: Options) -> Lazy:
+def _distributed(r: Ranks, o: Options, meta: Metas | None = None) -> Lazy:
+    meta = meta or {}
     return {
         "comm_comp_per_rank": lambda: (
             comm_plugin.overlap(r) if o.tb_compat else comm_overview.comm_comp_per_rank(r)
@@ -467,6 +500,13 @@ def _distributed(r: Ranks, o: Options) -> Lazy:
         "collective_instances": lambda: comm_stats.collective_instances(r),
         "comm_ops_stats": lambda: comm_stats.comm_ops_stats(r),
         "collective_stragglers": lambda: comm_stats.collective_stragglers(r),
+        # node / process / GPU and process groups: from the files' metadata
+        "distributed_hierarchy": lambda: comm_topology.hierarchy(
+            {k: (str(m.get("path", "")), m, r[k]) for k, m in meta.items() if k in r}
+        ),
+        "process_groups": lambda: comm_topology.process_groups(
+            {k: m for k, m in meta.items() if k in r}
+        ),
     }
 
 
@@ -581,6 +621,7 @@ ANALYSES: list[Analysis] = [
         _gpu_metrics,
         cost=0.6,
         views=False,
+        meta=True,
         options=_TB,
         also=("gpu_utilization_series", "gpu_devices"),
     ),
@@ -661,6 +702,7 @@ ANALYSES: list[Analysis] = [
         _distributed,
         cost=0.3,
         views=False,
+        meta=True,
         options=_TB,
         also=(
             "comm_wait_transfer",
@@ -762,8 +804,12 @@ def wanted_tables(names: list[str] | None, tables: Tables) -> Tables:
 ENGINE = "in-memory"
 
 
-def _frames_for(a: Analysis, frames: FrameGetter | None) -> dict[str, Ranks]:
-    return {f: frames(f) if frames is not None else {} for f in a.frames}
+def _inputs(a: Analysis, frames: FrameGetter | None, meta: Metas | None) -> dict[str, Any]:
+    """What an analysis reads besides the events, as keyword arguments."""
+    out: dict[str, Any] = {f: frames(f) if frames is not None else {} for f in a.frames}
+    if a.meta:
+        out["meta"] = meta or {}
+    return out
 
 
 def tables(
@@ -772,6 +818,7 @@ def tables(
     options: Options | None = None,
     *,
     frames: FrameGetter | None = None,
+    meta: Metas | None = None,
 ) -> Tables:
     """The named tables only, in the order asked: each analysis set up once, and only the
     tables asked for made (the door of the API and the screens: one table costs one table).
@@ -785,18 +832,23 @@ def tables(
     for n in names:  # on the caller's polars engine (`run` sets the report's)
         a = owner(n)
         if a.name not in lazies:
-            lazies[a.name] = a.lazy(ranks, options, **_frames_for(a, frames))
+            lazies[a.name] = a.lazy(ranks, options, **_inputs(a, frames, meta))
         if n not in lazies[a.name]:
-            raise KeyError(f"{n} comes from the files' metadata (the report gives it)")
+            raise KeyError(f"{a.name} did not give {n}")
         out[n] = lazies[a.name][n]()
     return out
 
 
 def table(
-    ranks: Ranks, name: str, options: Options | None = None, *, frames: FrameGetter | None = None
+    ranks: Ranks,
+    name: str,
+    options: Options | None = None,
+    *,
+    frames: FrameGetter | None = None,
+    meta: Metas | None = None,
 ) -> pl.DataFrame:
     """One table by its name (`tables`)."""
-    return tables(ranks, [name], options, frames=frames)[name]
+    return tables(ranks, [name], options, frames=frames, meta=meta)[name]
 
 
 def run(
@@ -806,6 +858,7 @@ def run(
     *,
     threads: int = 2,
     frames: FrameGetter | None = None,
+    meta: Metas | None = None,
 ) -> Tables:
     """Run the selected analyses over the loaded ranks; tables in declaration order.
 
@@ -821,7 +874,7 @@ def run(
         return {}
 
     def call(a: Analysis) -> Tables:
-        return a.run(ranks, options, **_frames_for(a, frames))
+        return a.run(ranks, options, **_inputs(a, frames, meta))
 
     with pl.Config(engine_affinity=ENGINE):
         results = scheduling.run_all(chosen, call, threads)

@@ -17,7 +17,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import gpu_metric_series, gpu_metrics, registry
+from hta_tui.analysis import gpu_metric_series, registry
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.screens.timelines import line_colours
@@ -50,10 +50,10 @@ def metrics_table(
     frames: dict[int, pl.DataFrame], metas: dict[int, dict[str, Any]]
 ) -> pl.DataFrame:
     """The four metrics per rank and GPU, with the GPU's deviceProperties beside them."""
-    metrics = registry.table(frames, "gpu_metrics")
+    got = registry.tables(frames, ["gpu_metrics", "gpu_devices"], meta=metas)
+    metrics, devices = got["gpu_metrics"], got["gpu_devices"]
     if metrics.is_empty():
         return metrics
-    devices = gpu_metrics.device_table(metas, metrics)
     if not devices.is_empty():
         metrics = metrics.join(devices, on=["rank", "device"], how="left")
     keep = [c for c in HEADERS if c in metrics.columns]
@@ -62,7 +62,7 @@ def metrics_table(
 
 class GpuMetricsScreen(AnalysisScreen):
     TITLE = "GPU metrics"
-    ANALYSES = ("gpu_metrics", "gpu_metric_series")
+    ANALYSES = ("gpu_metrics", "gpu_devices", "gpu_metric_series")
     STEPS = "as the TensorBoard plugin"  # which steps: steps_text
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
