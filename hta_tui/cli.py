@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +201,10 @@ def list_analyses(out: Any = None) -> None:
         reads = [*a.frames, *(["the files' metadata"] if a.meta else [])]
         if reads:
             facts.append(f"reads: {', '.join(reads)}")
-        print(f"{'':36}{'; '.join(facts)}", file=out)
+        print(
+            textwrap.fill("; ".join(facts), 88, initial_indent=" " * 4, subsequent_indent=" " * 6),
+            file=out,
+        )
     print("\ntables of the analyses above, also accepted by --only:", file=out)
     for table, owner in TABLE_OWNER.items():
         print(f"  {table:32} (from {owner})", file=out)

@@ -131,7 +131,7 @@ def process_groups(metas: Mapping[int, dict[str, Any]]) -> pl.DataFrame:
 
 def tables(ts: TraceSet) -> dict[str, pl.DataFrame]:
     """`distributed_hierarchy` and `process_groups` of the loaded ranks: from each file's
-    metadata, which the catalog's analyses (events only) do not see."""
+    metadata (the registry's analyses get it as `meta`)."""
     loaded = ts.loaded()
     files = {}
     for rank, data in loaded.items():

@@ -76,7 +76,7 @@ def build(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[pl.DataFram
     """(`tree`'s nodes, the runtime calls with their owner node: `correlation`,
     `external_id`, `pos`, `ts`, `dur`). Built once per frame and mode: the operator and the
     kernel-by-operator views share it."""
-    with _building:  # the two views run side by side in `catalog.run`: one builds, one waits
+    with _building:  # the two views run side by side in `registry.run`: one builds, one waits
         built = job_cached(
             {0: events},
             "tb_op_tree",

@@ -1,4 +1,4 @@
-"""In which order, and on which thread, `catalog.run` runs the analyses.
+"""In which order, and on which thread, `registry.run` runs the analyses.
 
 Analyses that start from HTA's shared per-rank views (`hta_view`) wait for the first of them,
 which builds those views (run together, each would build them again). The others (syncs,
