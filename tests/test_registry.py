@@ -105,6 +105,20 @@ def test_one_declaration_reaches_list_report_only_and_api(
     assert cli.main(["report", str(job_dir[0]), "--only", "kernel_counts", "--json"]) == 0
 
 
+def test_a_function_may_answer_its_tables_made(job) -> None:
+    """An analysis written the eager way (name -> table) is declared as it is."""
+
+    def eager(r: registry.Ranks, o: registry.Options) -> dict[str, pl.DataFrame]:
+        return {"rank_count": pl.DataFrame({"ranks": [len(r)]})}
+
+    a = registry.declare(registry.Analysis("rank_count", "Ranks", eager))  # type: ignore[arg-type]
+    try:
+        assert registry.table(job.frames(), "rank_count")["ranks"].to_list() == [2]
+        assert registry.run(job.frames(), ["rank_count"])["rank_count"].item() == 2
+    finally:
+        registry.withdraw(a.name)
+
+
 def test_withdrawn_analysis_is_gone_everywhere(declared: registry.Analysis) -> None:
     registry.withdraw(declared.name)
     assert not registry.known("kernel_counts") and not registry.known("longest_kernels")

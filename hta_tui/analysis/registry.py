@@ -214,13 +214,22 @@ class Analysis:
         """Its options by HTA's keywords."""
         return tuple(HTA_NAMES.get(o, o) for o in self.options)
 
-    def lazy(self, ranks: Ranks, options: Options | None = None, **frames: Ranks) -> Lazy:
-        """Its tables, each made when called."""
-        return self.function(ranks, options or Options(), **frames)
+    def lazy(self, ranks: Ranks, options: Options | None = None, **frames: Any) -> Lazy:
+        """Its tables, each made when called (a function may also answer its tables made
+        already: they are wrapped)."""
+        answer = self.function(ranks, options or Options(), **frames)
+        return {
+            name: (functools.partial(_given, made) if isinstance(made, pl.DataFrame) else made)
+            for name, made in answer.items()
+        }
 
-    def run(self, ranks: Ranks, options: Options | None = None, **frames: Ranks) -> Tables:
+    def run(self, ranks: Ranks, options: Options | None = None, **frames: Any) -> Tables:
         """Every table it gives."""
         return {t: make() for t, make in self.lazy(ranks, options, **frames).items()}
+
+
+def _given(table: pl.DataFrame) -> pl.DataFrame:
+    return table
 
 
 def once(make: Callable[[], T]) -> Callable[[], T]:
