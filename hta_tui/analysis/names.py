@@ -90,12 +90,15 @@ def _drop_return_type(name: str) -> str:
 
 def fold_name(name: str, keep: int = 1) -> str:
     """`void at::native::foo<4, at::native::Bar<float>>(int, ...)` -> `foo<4, Bar<…>>`
-    (`keep=0`: `foo<…>`, for the narrowest columns).
+    (`keep=0`: `foo<…>`, for the narrowest columns). Only a final `(...)` is a parameter list:
+    `enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__` is not cut to `enumerate`.
     Copies and sets (`Memcpy HtoD (Device -> Pageable)`) and plain names (`aten::linear`)
     stay as they are."""
     if name.startswith(("Memcpy", "Memset", "dma")) or not any(c in name for c in "<("):
         return name
-    text = _strip_parameters(name.replace("(anonymous namespace)::", "").strip())
+    text = name.replace("(anonymous namespace)::", "").strip()
+    if text.endswith(")"):  # a parameter list; `enumerate(DataLoader)#_...__next__` has none
+        text = _strip_parameters(text)
     text = _NAMESPACE.sub("", _drop_return_type(text))
     return _SPACES.sub(" ", _fold_templates(text, keep)).strip() or name
 
