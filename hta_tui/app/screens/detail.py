@@ -30,6 +30,7 @@ from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.ticks import label, linear_ticks
 from hta_tui.printable import printable
+from hta_tui.trace.model import TraceSet
 
 BINS = 30
 MAX_POINTS = 300
@@ -99,8 +100,14 @@ class KernelDetailScreen(AnalysisScreen):
             self.set_params(name=chosen)
         super().on_screen_resume()
 
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        """Run times count from the trace set's start, as the timeline's do."""
+        return self.compute(frames, params, ts.origin_ns)
+
     @staticmethod
-    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+    def compute(
+        frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
+    ) -> dict[str, Any]:
         name = params.get("name")
         auto = False
         if not name:
@@ -119,10 +126,12 @@ class KernelDetailScreen(AnalysisScreen):
             "auto": auto,
             "summary": summary,
             "bins": bins,
-            "occurrences": kernel_detail.kernel_occurrences(frames, name, max_points=MAX_POINTS),
+            "occurrences": kernel_detail.kernel_occurrences(
+                frames, name, max_points=MAX_POINTS, origin_ns=origin_ns
+            ),
             "launchers": kernel_detail.kernel_launchers(frames, name),
             "streams": kernel_detail.kernel_streams(frames, name),
-            "runs": kernel_detail.kernel_runs(frames, name),
+            "runs": kernel_detail.kernel_runs(frames, name, origin_ns=origin_ns),
             "ranks": sorted(frames),
         }
 
@@ -265,7 +274,7 @@ class KernelDetailScreen(AnalysisScreen):
         bucketed = bool(occ.height) and int(occ["n"].max()) > 1  # type: ignore[arg-type]
         what = "longest run per time bucket" if bucketed else "every run"
         more = f" (legend: first {LEGEND_RANKS} ranks)" if len(ranks) > LEGEND_RANKS else ""
-        plt.title(f"duration (us) over time (ms): {what}{more}")
+        plt.title(f"duration (us) over time (ms from trace start): {what}{more}")
         if self._ascii:
             plt.frame(False)
         plot.refresh()
