@@ -24,7 +24,7 @@ from textual_plotext import PlotextPlot
 from hta_tui.analysis import kernel_detail, kernels
 from hta_tui.analysis.names import fold_name
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
@@ -52,8 +52,7 @@ class KernelDetailScreen(AnalysisScreen):
     TITLE = "Kernel detail"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("right_square_bracket", "next_tab", "Next tab", key_display="]"),
-        Binding("left_square_bracket", "prev_tab", "Prev tab", key_display="[", show=False),
+        TABLE_BINDING,
         Binding("escape", "back", "Back", show=True),
         Binding("n", "toggle_name", "Full name", tooltip="The kernel's full name or short one"),
     ]
@@ -285,8 +284,5 @@ class KernelDetailScreen(AnalysisScreen):
         current = tabs.active if tabs.active in TABS else TABS[0]
         tabs.active = TABS[(TABS.index(current) + delta) % len(TABS)]
 
-    def action_next_tab(self) -> None:
+    def action_next_table(self) -> None:
         self._switch(1)
-
-    def action_prev_tab(self) -> None:
-        self._switch(-1)

@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from hta_tui.analysis import gaps, idle
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
@@ -113,14 +113,7 @@ class IdleScreen(AnalysisScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "threshold", "Cutoff", tooltip="Edit the kernel-wait threshold (us)"),
-        # off the footer (full at 80 columns); the tabs show there are tables, `?` lists it
-        Binding(
-            "v",
-            "next_table",
-            "Table",
-            show=False,
-            tooltip="Next table: breakdown, interval stats, longest gaps",
-        ),
+        TABLE_BINDING,
     ]
 
     def default_params(self) -> dict[str, Any]:
