@@ -164,6 +164,10 @@ def _common_prefix(a: str, b: str) -> int:
     return i
 
 
+#: Below this width a cut keeps the head and the differing part, no tail.
+NARROW = 24
+
+
 def _cut_around(text: str, at: int, width: int) -> str:
     """`text` in `width` characters, keeping its head, its tail and the part from `at` (the
     first character that tells it from a neighbour; moved back to the start of its word)."""
@@ -174,14 +178,14 @@ def _cut_around(text: str, at: int, width: int) -> str:
         if found is not None:
             start = found
             break
-    tail = max(2, width // 6)
+    tail = max(2, width // 6) if width >= NARROW else 0  # a narrow cut keeps no tail
     if at + min(12, width // 4) < width - 1 - tail:  # the difference and what follows it fit
         return text[: width - 1 - tail] + "…" + text[n - tail :]
-    head = max(2, width // 4)
+    head = max(2, width // 4 if width >= NARROW else width // 3)
     if n - start <= width - 1 - head:  # the kept part runs to the end
         return text[: width - 1 - (n - start)] + "…" + text[start:]
     middle = max(width - head - tail - 2, 1)
-    return text[:head] + "…" + text[start : start + middle] + "…" + text[n - tail :]
+    return text[:head] + "…" + text[start : start + middle] + "…" + text[n - tail :][:tail]
 
 
 def distinct_cuts(texts: list[str], width: int) -> list[str]:
