@@ -96,6 +96,8 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit hta-tui"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Show every key"),
+        # where no table row names a moment, `t` says why instead of doing nothing
+        Binding("t", "no_timeline", "Timeline", show=False, tooltip="Why t does nothing here"),
         *nav_bindings(),
     ]
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import polars as pl
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, OptionList, Static
@@ -108,6 +109,14 @@ class RankPicker(ModalScreen[int | None]):
         self.dismiss(None)
 
 
+#: One key per idea: `v` shows a view's next table (its tabs), in every view that has several,
+#: and the footer shows it right after `?` and `q` (footer.FIRST). `[` and `]` move in time
+#: (memory, timeline), never between tables.
+TABLE_BINDING = Binding("v", "next_table", "Table", tooltip="Next table (the tabs above it)")
+#: Keys that act at once even while a view loads: leaving it, help, the palette.
+NOT_QUEUED = frozenset({"escape", "question_mark", "q", "ctrl+p", "ctrl+c", "tab", "shift+tab"})
+
+
 class AnalysisScreen(Screen):
     """Base of the numbered analysis screens (see the module docstring)."""
 
@@ -140,6 +149,8 @@ class AnalysisScreen(Screen):
         self._last_compute = -1e9
         self._charts_scheduled = 0  # by `draw_later`, not drawn yet
         self.scope_text = ""  # what the shown numbers cover (`_scope`)
+        #: keys typed while the view loaded, acted on once it has (`_replay_keys`)
+        self._queued_keys: list[str] = []
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
@@ -357,7 +368,47 @@ class AnalysisScreen(Screen):
         self.query_one("#body").loading = False
         self.show(msg.result)
         self._apply_filter()
+        if self._queued_keys:  # after `show`'s own focus moves
+            self.call_after_refresh(self.call_after_refresh, self._replay_keys)
         self._maybe_refresh()
+
+    # -- keys typed while loading ----------------------------------------------------------
+    def on_key(self, event: events.Key) -> None:
+        """While the view loads, its keys (`v`, `s`, `t`, `enter`, arrows...) would reach an
+        empty table and be lost: they wait and are acted on, in order, once it has loaded.
+        Keys of other views (digits, capitals), `?`, `q` and `escape` act at once."""
+        if not self._loading_first() or event.key in NOT_QUEUED:
+            return
+        if isinstance(self.focused, Input):
+            return
+        if self._app_key(event.key) and not self._own_key(event.key):
+            return
+        event.stop()
+        event.prevent_default()
+        self._queued_keys.append(event.key)
+
+    def _loading_first(self) -> bool:
+        """Loading and nothing shown yet: the body is the loading indicator."""
+        try:
+            return bool(self.query_one("#body").loading) and self._shown_key is None
+        except NoMatches:
+            return False
+
+    def _app_key(self, key: str) -> bool:
+        return key in self.app._bindings.key_to_bindings
+
+    def _own_key(self, key: str) -> bool:
+        """Bound by this view or one of its widgets (a table's `s`, `t`, `e`)."""
+        for node in self.query("*"):
+            if key in node._bindings.key_to_bindings:
+                return True
+        return key in self._bindings.key_to_bindings
+
+    def _replay_keys(self) -> None:
+        keys, self._queued_keys = self._queued_keys, []
+        for key in keys:  # sent as the terminal's would be: from the app, so they reach it
+            event = events.Key(key, key if len(key) == 1 else None).set_sender(self.app)
+            self.app.post_message(event)
 
     # -- actions -------------------------------------------------------------------------------
     def action_pick_rank(self) -> None:

@@ -56,14 +56,20 @@ DISPLAY: dict[str, str] = {
 }
 #: The drawn name column: the op's or kernel's short name (the full `name` is not drawn).
 SHORT = "op"
+#: The drawn count column, both sides' counts in one (`6`, or `4→6` where they differ), so
+#: that the op's name has room at 80 columns; the three count columns stay in the frame.
+COUNTS = "n"
+#: Columns kept in the frame (exports, tests, drill-down) but not drawn.
+HIDDEN = frozenset({"name", "ctrl n", "test n", "diff n"})
 #: the change marker -> component class suffix (colour from the theme)
 MARK_STYLE = {"+": "slower", "-": "faster", "new": "new", "gone": "gone", "=": "same"}
-#: temporal_breakdown metric -> (label, percentage metric)
+#: temporal_breakdown metric -> (label saying what the row sums, percentage metric); HTA's
+#: `kernel_time` is the GPU's whole span, first kernel to last, the other three together
 TEMPORAL = (
-    ("idle_time(us)", "idle", "idle_time_pctg"),
-    ("compute_time(us)", "compute", "compute_time_pctg"),
-    ("non_compute_time(us)", "non-compute", "non_compute_time_pctg"),
-    ("kernel_time(us)", "kernel", None),
+    ("idle_time(us)", "idle: no GPU work", "idle_time_pctg"),
+    ("compute_time(us)", "compute kernels", "compute_time_pctg"),
+    ("non_compute_time(us)", "comm+memory kernels", "non_compute_time_pctg"),
+    ("kernel_time(us)", "span: the 3 above", None),
 )
 
 
@@ -107,7 +113,30 @@ def display_frame(comp: pl.DataFrame) -> pl.DataFrame:
         .sort(pl.col("diff_duration").abs(), "name", descending=[True, False], nulls_last=True)
         .select("chg", *[pl.col(k).alias(v) for k, v in DISPLAY.items()])
     )
-    return shown.select(pl.exclude("name"), fold_names(shown["name"], keep=0).alias(SHORT), "name")
+    return shown.select(
+        pl.exclude("name"),
+        count_text(pl.col("ctrl n"), pl.col("test n")).alias(COUNTS),
+        fold_names(shown["name"], keep=0).alias(SHORT),
+        "name",
+    )
+
+
+def count_text(control: pl.Expr, test: pl.Expr) -> pl.Expr:
+    """Both sides' counts in one cell: `6` when equal, `4→6` when not (means: one decimal)."""
+
+    def text(e: pl.Expr) -> pl.Expr:
+        whole = e.round(0) == e
+        return (
+            pl.when(whole)
+            .then(e.cast(pl.Int64).cast(pl.String))
+            .otherwise(e.round(1).cast(pl.String))
+        )
+
+    return (
+        pl.when(control == test)
+        .then(text(test))
+        .otherwise(pl.format("{}→{}", text(control), text(test)))
+    )
 
 
 def median_step(events: pl.DataFrame) -> tuple[float, int] | None:
@@ -443,9 +472,9 @@ class DiffScreen(AnalysisScreen):
         text = Text(step_headline(result.get("step_time", {})) + "\n", style="bold")
         text.append_text(self._temporal_text(result["temporal"]))
         temporal.update(text)
-        table.hidden_columns = frozenset({"name"})
-        # elided in the middle, so the end that tells two kernels apart stays in view
-        table.max_text = self.text_room(60, least=16)
+        table.hidden_columns = HIDDEN
+        # cut where two names differ (names.distinct_cuts); 80 columns leave it 36
+        table.max_text = self.text_room(44, least=16)
         table.show_frame(result["table"])
         summary.update(self._summary_text(result))
         self._show_name()

@@ -18,14 +18,14 @@ from typing import Any, ClassVar
 
 import polars as pl
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
 from hta_tui.analysis import comm_overview, comm_stats
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
@@ -107,9 +107,7 @@ class DistributedScreen(AnalysisScreen):
     STEPS = "every ProfilerStep"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "v", "next_table", "Table", tooltip="Stragglers, collectives, comm ops, wait/transfer"
-        ),
+        TABLE_BINDING,
     ]
 
     def compose_body(self) -> ComposeResult:

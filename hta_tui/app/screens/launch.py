@@ -28,7 +28,7 @@ from hta_tui.analysis.downsample import thin_points
 from hta_tui.analysis.launch_kernels import launch_table
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -116,7 +116,7 @@ class LaunchScreen(AnalysisScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "edit_cutoffs", "Cutoffs", tooltip="Edit the outlier cutoffs (us)"),
-        Binding("v", "next_table", "Table", tooltip="Next table"),
+        TABLE_BINDING,
         Binding("p", "toggle_plot", "Plot", tooltip="CPU vs GPU time, or launch delay over time"),
         Binding("enter", "drill", "Kernel", tooltip="Open the kernel of the row", show=False),
     ]

@@ -24,7 +24,13 @@ from hta_tui.analysis.memory_view import FileMemory, ranks_with_memory
 from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
 from hta_tui.app.environment import one_line
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Computed, ComputeFailed, Params
+from hta_tui.app.screens.base import (
+    TABLE_BINDING,
+    AnalysisScreen,
+    Computed,
+    ComputeFailed,
+    Params,
+)
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -70,7 +76,7 @@ class MemoryScreen(AnalysisScreen):
         Binding("right_square_bracket", "pan(0.5)", "Later", key_display="]"),
         Binding("z", "reset_zoom", "All"),
         Binding("d", "next_device", "Device"),
-        Binding("v", "next_tab", "Table", show=False),
+        TABLE_BINDING,
     ]
 
     def default_params(self) -> dict[str, Any]:
@@ -269,7 +275,7 @@ class MemoryScreen(AnalysisScreen):
         nxt = w.devices[(w.devices.index(w.device) + 1) % len(w.devices)] if w.device else None
         self.set_params(device=nxt, view=None)
 
-    def action_next_tab(self) -> None:
+    def action_next_table(self) -> None:
         tabs = self.query_one(TabbedContent)
         tabs.active = (
             TABS[(TABS.index(tabs.active) + 1) % len(TABS)] if tabs.active in TABS else TABS[0]

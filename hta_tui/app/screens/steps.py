@@ -26,7 +26,7 @@ from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 from hta_tui.analysis import annotations, step_compare, steps
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
 
@@ -138,9 +138,7 @@ class StepsScreen(AnalysisScreen):
             priority=True,  # over the tables' `g` (top): the screen's toggle wins
             tooltip="Annotations on the CPU or on the GPU",
         ),
-        Binding(
-            "v", "next_table", "Table", tooltip="Per step, iterations, stragglers, annotations"
-        ),
+        TABLE_BINDING,
     ]
 
     def default_params(self) -> dict[str, Any]:

@@ -234,8 +234,8 @@ class TimelineScreen(AnalysisScreen):
         stack = " > ".join(str(s) for s in d["stack"][-4:]) or "-"
         lines = [
             f"{d['name']}",
-            f"{d['kind']} · rank {d['rank']} {d['row']} · start {d['start_us']:.3f} us · "
-            f"dur {d['dur_us']:.3f} us",
+            f"{d['kind']} · rank {d['rank']} {d['row']} · "
+            f"start {d['start_us']:,.3f} us from trace start · dur {d['dur_us']:,.3f} us",
             f"stack: {stack}",
             args,
         ]
