@@ -24,6 +24,7 @@ from hta_tui.analysis import (
     gpu_metric_series,
     gpu_metrics,
     idle,
+    kernel_owners,
     kernel_view,
     kernels,
     launch,
@@ -279,6 +280,13 @@ def _kernel_view_by_op(r: Ranks, o: Options) -> Tables:
     return {"kernel_view_by_op": kernel_view.kernel_op_table(r, tb_compat=o.tb_compat)}
 
 
+def _attribution(r: Ranks, o: Options) -> Tables:
+    return {
+        "kernel_attribution": kernel_owners.kernel_attribution(r),
+        "unattributed_kernels": kernel_owners.unattributed_kernels(r),
+    }
+
+
 def _operators(r: Ranks, o: Options) -> Tables:
     tables = operators.operator_tables(r, tb_compat=o.tb_compat)
     return {
@@ -406,6 +414,13 @@ ANALYSES: tuple[Analysis, ...] = (
         cost=0.8,
         views=False,
     ),
+    Analysis(
+        "kernel_attribution",
+        "Kernel time with no operator, graph launches (and why)",
+        _attribution,
+        cost=0.2,
+        views=False,
+    ),
     Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
     Analysis(
         "memory_events",
@@ -473,6 +488,7 @@ TABLE_OWNER: dict[str, str] = {
     "outlier_steps": "step_time_breakdown",
     "gpu_utilization_series": "gpu_metrics",
     "gpu_devices": "gpu_metrics",
+    "unattributed_kernels": "kernel_attribution",
     "operator_stats_by_input_shape": "operator_stats",
     "operator_call_stacks": "operator_stats",
     "sync_summary": "syncs",

@@ -1,0 +1,265 @@
+"""Kernels of a launch: every GPU op joined to the CPU call that launched it and to the
+operator, nn.Module and step around that call, and what that says about the kernel time that
+belongs to no operator.
+
+A launch call (runtime or driver event) and its GPU work share a `correlation`. A CUDA / HIP
+graph launch (`cudaGraphLaunch`, `hipGraphLaunch`, `cuGraphLaunch`) runs a whole graph under
+one correlation, so one call owns many kernels: `kernel_owners` joins many to one, and every
+kernel of a graph gets the launch's operator and module (tools that join one to one, or that
+key the launch's row by its own duration, put a graph-heavy trace's GPU time in one row or
+nowhere). Where several CPU calls share a correlation (a runtime call and the driver call it
+makes), the earliest owns the work, as in the operator view (op_tree).
+
+The operator is the innermost `cpu_op` around the launch on its thread, the module the
+innermost `nn.Module` frame (`host_context`); a kernel with none says why (`owner`):
+- `operator`: an operator encloses its launch;
+- `launch outside any operator`: the launch runs with no operator around it (a graph replay
+  called straight from Python, as vLLM and SGLang do, or a Triton launch);
+- `no launch event`: no CPU call has the kernel's correlation (launched before the profiler
+  started, or CPU activities not recorded);
+- `no correlation`: the kernel has no correlation id at all.
+
+`kernel_attribution` sums this per rank, with a one-line verdict, and counts graph launches
+that have no GPU events (a graph replayed while the profiler recorded no kernels: only the
+launch's CPU time is known). The critical path and any other analysis that needs "which
+launch, operator or module ran this kernel" should read `kernel_owners`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import polars as pl
+
+from hta_tui.analysis.hta_view import job_cached, us
+from hta_tui.analysis.host_context import context
+from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
+
+OWNED = "operator"
+OUTSIDE = "launch outside any operator"
+NO_LAUNCH = "no launch event"
+NO_CORRELATION = "no correlation"
+
+OWNER_COLUMNS: dict[str, pl.DataType] = {
+    "idx": pl.UInt32(),  # the GPU op's row in its events frame
+    "name": pl.String(),
+    "kind": pl.String(),
+    "stream": pl.Int64(),
+    "ts": pl.Int64(),
+    "dur": pl.Int64(),
+    "correlation": pl.Int64(),
+    "launch_idx": pl.UInt32(),  # the launch call's row (null: no launch event)
+    "launch": pl.String(),  # its name: cudaLaunchKernel, cudaGraphLaunch, cuLaunchKernel...
+    "launch_dur": pl.Int64(),
+    "graph": pl.Boolean(),  # launched by a CUDA / HIP graph launch
+    "launch_ops": pl.UInt32(),  # GPU ops of that launch (a graph's kernels, memcpys...)
+    "operator": pl.String(),  # innermost cpu_op around the launch
+    "op_stack": pl.String(),
+    "module": pl.String(),  # innermost nn.Module frame around the launch
+    "module_path": pl.String(),
+    "step": pl.String(),
+    "owner": pl.String(),  # OWNED, OUTSIDE, NO_LAUNCH or NO_CORRELATION
+}
+
+ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "kernels": pl.UInt32(),
+    "kernel_time (us)": pl.Float64(),
+    "no_operator (us)": pl.Float64(),
+    "no_operator_pct": pl.Float64(),
+    "outside_any_operator (us)": pl.Float64(),
+    "no_launch_event (us)": pl.Float64(),
+    "graph_launches": pl.UInt32(),
+    "graph_kernels": pl.UInt32(),
+    "graph_kernel_time (us)": pl.Float64(),
+    "graph_launches_without_kernels": pl.UInt32(),
+    "graph_launch_cpu_without_kernels (us)": pl.Float64(),
+    "verdict": pl.String(),
+}
+
+
+def is_graph_launch(name: pl.Expr | None = None) -> pl.Expr:
+    """A CUDA or HIP graph launch (runtime or driver API, any version suffix)."""
+    name = pl.col("name") if name is None else name
+    return name.str.contains(r"^(cuda|hip|cu)GraphLaunch").fill_null(False)
+
+
+def _launches(events: pl.DataFrame) -> pl.DataFrame:
+    """The earliest CPU call of each correlation: idx, pid, tid, ts, dur, name."""
+    return (
+        events.lazy()
+        .filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("correlation").is_not_null())
+        .select("idx", "pid", "tid", "ts", "dur", "name", "correlation")
+        .sort("ts", "idx")
+        .unique("correlation", keep="first", maintain_order=True)
+        .collect()
+    )
+
+
+def kernel_owners(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per GPU op (kernel, memcpy, memset) with its launch and that launch's operator,
+    module and step (`OWNER_COLUMNS`, in file order). Built once per events frame."""
+    return job_cached({0: events}, "kernel_owners", lambda: _owners(events))
+
+
+def _owners(events: pl.DataFrame) -> pl.DataFrame:
+    gpu = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select(
+        "idx", "name", pl.col("kind").cast(pl.String), "stream", "ts", "dur", "correlation"
+    )
+    launches = _launches(events)
+    ops = gpu.group_by("correlation").agg(pl.len().cast(pl.UInt32).alias("launch_ops"))
+    used = launches.join(ops.drop_nulls(), on="correlation", how="semi")
+    around = context(events, used.select("idx", "pid", "tid", "ts", "dur")).select(
+        pl.col("q").alias("launch_idx"), "operator", "op_stack", "module", "module_path", "step"
+    )
+    owner = (
+        pl.when(pl.col("correlation").is_null())
+        .then(pl.lit(NO_CORRELATION))
+        .when(pl.col("launch_idx").is_null())
+        .then(pl.lit(NO_LAUNCH))
+        .when(pl.col("operator").is_null())
+        .then(pl.lit(OUTSIDE))
+        .otherwise(pl.lit(OWNED))
+    )
+    out = (
+        gpu.join(
+            used.select(
+                "correlation",
+                pl.col("idx").alias("launch_idx"),
+                pl.col("name").alias("launch"),
+                pl.col("dur").alias("launch_dur"),
+            ),
+            on="correlation",
+            how="left",
+            maintain_order="left",
+        )
+        .join(ops, on="correlation", how="left", maintain_order="left")
+        .join(around, on="launch_idx", how="left", maintain_order="left")
+        .with_columns(is_graph_launch(pl.col("launch")).alias("graph"), owner.alias("owner"))
+    )
+    return out.select(list(OWNER_COLUMNS)).cast(OWNER_COLUMNS)
+
+
+def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
+    """One line: the share of kernel time with no operator, and why."""
+    if not row["kernels"]:
+        return "no GPU kernels"
+    pct = row["no_operator_pct"] or 0.0
+    parts = []
+    if pct == 0:
+        parts.append("every kernel's time belongs to an operator")
+    else:
+        share = f"{pct:.1f}%" if pct >= 0.1 else "<0.1%"
+        parts.append(
+            f"{share} of kernel time ({row['no_operator (us)']:,.0f} us) belongs to no operator"
+        )
+        why = []
+        for launch, calls, time in outside_by.iter_rows():
+            why.append(f"{calls} {launch} call{'s' if calls != 1 else ''} outside any operator")
+        if row["no_launch_event (us)"]:
+            why.append(f"{row['no_launch_event (us)']:,.0f} us of kernels with no launch event")
+        if why:
+            parts[-1] += ": " + "; ".join(why)
+    if row["graph_launches_without_kernels"]:
+        n = row["graph_launches_without_kernels"]
+        parts.append(
+            f"{n} graph launch{'es' if n != 1 else ''} with no kernel events "
+            f"({row['graph_launch_cpu_without_kernels (us)']:,.0f} us on the CPU): "
+            "profiled without the graph's kernels"
+        )
+    return "; ".join(parts)
+
+
+def rank_attribution(events: pl.DataFrame) -> pl.DataFrame:
+    """One rank's row of `kernel_attribution` (no `rank` column)."""
+    owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+    dur = pl.col("dur")
+    none = pl.col("owner") != OWNED
+    sums = owners.select(
+        pl.len().cast(pl.UInt32).alias("kernels"),
+        us(dur.sum()).alias("kernel_time (us)"),
+        us(dur.filter(none).sum()).alias("no_operator (us)"),
+        us(dur.filter(pl.col("owner") == OUTSIDE).sum()).alias("outside_any_operator (us)"),
+        us(dur.filter(pl.col("owner").is_in([NO_LAUNCH, NO_CORRELATION])).sum()).alias(
+            "no_launch_event (us)"
+        ),
+        pl.col("graph").sum().cast(pl.UInt32).alias("graph_kernels"),
+        us(dur.filter("graph").sum()).alias("graph_kernel_time (us)"),
+    )
+    graphs = events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
+    gpu_corr = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS))["correlation"].drop_nulls()
+    bare = graphs.filter(~pl.col("correlation").is_in(gpu_corr.implode()).fill_null(False))
+    row = sums.with_columns(
+        pl.lit(graphs.height, pl.UInt32).alias("graph_launches"),
+        pl.lit(bare.height, pl.UInt32).alias("graph_launches_without_kernels"),
+        pl.lit(float(bare["dur"].sum()) / 1000, pl.Float64).alias(
+            "graph_launch_cpu_without_kernels (us)"
+        ),
+        pl.when(pl.col("kernel_time (us)") > 0)
+        .then(100 * pl.col("no_operator (us)") / pl.col("kernel_time (us)"))
+        .otherwise(0.0)
+        .alias("no_operator_pct"),
+    ).row(0, named=True)
+    outside_by = (
+        owners.filter(pl.col("owner") == OUTSIDE)
+        .group_by("launch")
+        .agg(pl.col("launch_idx").n_unique().alias("calls"), dur.sum().alias("t"))
+        .sort("t", "launch", descending=[True, False])
+        .select("launch", "calls", "t")
+        .head(3)
+    )
+    row["verdict"] = _verdict(row, outside_by)
+    schema = {k: v for k, v in ATTRIBUTION_COLUMNS.items() if k != "rank"}
+    return pl.DataFrame([{k: row[k] for k in schema}], schema=schema)
+
+
+def kernel_attribution(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Per rank (`ATTRIBUTION_COLUMNS`): kernel time, the time and share that belongs to no
+    operator (outside any operator, no launch event), graph launches and their kernels, graph
+    launches with no kernel events and their CPU time, and a one-line verdict."""
+    frames = [
+        rank_attribution(events).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        for rank, events in sorted(ranks.items())
+    ]
+    if not frames:
+        return pl.DataFrame(schema=ATTRIBUTION_COLUMNS)
+    return pl.concat(frames).cast(ATTRIBUTION_COLUMNS)
+
+
+def unattributed_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """The kernel time that belongs to no operator per rank, reason and launch: kernels,
+    time (us), share of the rank's kernel time (%); costliest first."""
+    frames = []
+    for rank, events in sorted(ranks.items()):
+        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+        total = owners["dur"].sum()
+        frames.append(
+            owners.filter(pl.col("owner") != OWNED)
+            .group_by("owner", "launch")
+            .agg(
+                pl.len().cast(pl.UInt32).alias("kernels"),
+                pl.col("launch_idx").drop_nulls().n_unique().cast(pl.UInt32).alias("launches"),
+                pl.col("dur").sum().alias("__t"),
+            )
+            .select(
+                pl.lit(rank, pl.Int64).alias("rank"),
+                pl.col("owner").alias("reason"),
+                "launch",
+                "launches",
+                "kernels",
+                us(pl.col("__t")).alias("time (us)"),
+                (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
+            )
+        )
+    schema = {
+        "rank": pl.Int64(), "reason": pl.String(), "launch": pl.String(),
+        "launches": pl.UInt32(), "kernels": pl.UInt32(), "time (us)": pl.Float64(),
+        "share_pct": pl.Float64(),
+    }  # fmt: skip
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return (
+        pl.concat(frames)
+        .cast(schema)
+        .sort(["rank", "time (us)", "reason", "launch"], descending=[False, True, False, False])
+    )
