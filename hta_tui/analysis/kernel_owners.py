@@ -31,8 +31,8 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from hta_tui.analysis.hta_view import job_cached, us
 from hta_tui.analysis.host_context import context
+from hta_tui.analysis.hta_view import job_cached, us
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
 
 OWNED = "operator"
@@ -154,7 +154,7 @@ def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
             f"{share} of kernel time ({row['no_operator (us)']:,.0f} us) belongs to no operator"
         )
         why = []
-        for launch, calls, time in outside_by.iter_rows():
+        for launch, calls, _time in outside_by.iter_rows():
             why.append(f"{calls} {launch} call{'s' if calls != 1 else ''} outside any operator")
         if row["no_launch_event (us)"]:
             why.append(f"{row['no_launch_event (us)']:,.0f} us of kernels with no launch event")
@@ -170,12 +170,21 @@ def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
     return "; ".join(parts)
 
 
-def rank_attribution(events: pl.DataFrame) -> pl.DataFrame:
-    """One rank's row of `kernel_attribution` (no `rank` column)."""
-    owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+def _graph_launches(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A rank's graph launch calls, and those of them with no GPU op (their kernels were not
+    recorded): `dur` only."""
+    graphs = events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
+    gpu_corr = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS))["correlation"].drop_nulls()
+    bare = graphs.filter(~pl.col("correlation").is_in(gpu_corr.implode()).fill_null(False))
+    return graphs.select("dur"), bare.select("dur")
+
+
+def _summary(owners: pl.DataFrame, graphs: pl.DataFrame, bare: pl.DataFrame) -> dict:
+    """`ATTRIBUTION_COLUMNS` (but rank) of these kernels (`kernel_owners` rows, `launch_idx`
+    unique per launch) and graph launches, as one dict."""
     dur = pl.col("dur")
     none = pl.col("owner") != OWNED
-    sums = owners.select(
+    row = owners.select(
         pl.len().cast(pl.UInt32).alias("kernels"),
         us(dur.sum()).alias("kernel_time (us)"),
         us(dur.filter(none).sum()).alias("no_operator (us)"),
@@ -185,21 +194,12 @@ def rank_attribution(events: pl.DataFrame) -> pl.DataFrame:
         ),
         pl.col("graph").sum().cast(pl.UInt32).alias("graph_kernels"),
         us(dur.filter("graph").sum()).alias("graph_kernel_time (us)"),
-    )
-    graphs = events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
-    gpu_corr = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS))["correlation"].drop_nulls()
-    bare = graphs.filter(~pl.col("correlation").is_in(gpu_corr.implode()).fill_null(False))
-    row = sums.with_columns(
-        pl.lit(graphs.height, pl.UInt32).alias("graph_launches"),
-        pl.lit(bare.height, pl.UInt32).alias("graph_launches_without_kernels"),
-        pl.lit(float(bare["dur"].sum()) / 1000, pl.Float64).alias(
-            "graph_launch_cpu_without_kernels (us)"
-        ),
-        pl.when(pl.col("kernel_time (us)") > 0)
-        .then(100 * pl.col("no_operator (us)") / pl.col("kernel_time (us)"))
-        .otherwise(0.0)
-        .alias("no_operator_pct"),
     ).row(0, named=True)
+    total = row["kernel_time (us)"]
+    row["no_operator_pct"] = 100 * row["no_operator (us)"] / total if total else 0.0
+    row["graph_launches"] = graphs.height
+    row["graph_launches_without_kernels"] = bare.height
+    row["graph_launch_cpu_without_kernels (us)"] = float(bare["dur"].sum()) / 1000
     outside_by = (
         owners.filter(pl.col("owner") == OUTSIDE)
         .group_by("launch")
@@ -209,8 +209,40 @@ def rank_attribution(events: pl.DataFrame) -> pl.DataFrame:
         .head(3)
     )
     row["verdict"] = _verdict(row, outside_by)
+    return row
+
+
+def rank_attribution(events: pl.DataFrame) -> pl.DataFrame:
+    """One rank's row of `kernel_attribution` (no `rank` column)."""
+    owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+    row = _summary(owners, *_graph_launches(events))
     schema = {k: v for k, v in ATTRIBUTION_COLUMNS.items() if k != "rank"}
     return pl.DataFrame([{k: row[k] for k in schema}], schema=schema)
+
+
+def job_verdict(ranks: Mapping[int, pl.DataFrame]) -> str | None:
+    """The verdict over the ranks together (a launch is told apart by rank), or None when
+    every kernel's time belongs to an operator and no graph launch lacks its kernels: the
+    app's views say it only when there is something to say."""
+    owners, graphs, bare = [], [], []
+    for rank, events in sorted(ranks.items()):
+        owners.append(
+            kernel_owners(events)
+            .filter(pl.col("kind") == "kernel")
+            .with_columns(pl.struct(pl.lit(rank), "launch_idx").alias("launch_idx"))
+        )
+        g, b = _graph_launches(events)
+        graphs.append(g)
+        bare.append(b)
+    if not owners:
+        return None
+    row = _summary(pl.concat(owners), pl.concat(graphs), pl.concat(bare))
+    if not row["kernels"] or (
+        not row["no_operator (us)"] and not row["graph_launches_without_kernels"]
+    ):
+        return None
+    verdict: str = row["verdict"]
+    return verdict[:1].upper() + verdict[1:]
 
 
 def kernel_attribution(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
