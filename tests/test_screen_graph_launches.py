@@ -11,8 +11,8 @@ from textual.widgets import Static
 
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.screens.operators import OperatorsScreen
-from hta_tui.synth.graph_replay import make_graph_replay
 from hta_tui.synth.files import write_trace
+from hta_tui.synth.graph_replay import make_graph_replay
 from tests.test_app_support import make_screen_app, open_view
 
 SIZE = (80, 24)
