@@ -4,20 +4,27 @@ lane, and the lanes sit under their stream."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
+from hta_tui.analysis import kernel_owners as ko
 from hta_tui.analysis import lanes
-from hta_tui.analysis.timeline_rows import stream_of
+from hta_tui.analysis.timeline_rows import LANE_STRIDE, build_timeline, stream_of
 from hta_tui.synth.constants import COMPUTE_STREAM
 from hta_tui.synth.files import write_trace
 from hta_tui.synth.graph_replay import make_graph_replay
+from hta_tui.trace.parse import parse_bytes, read_bytes
+from hta_tui.trace.schema import KINDS
 from tests.test_app_support import make_screen_app
 from tests.test_screen_timeline import open_timeline, to_row
 
 SIZE = (80, 24)
+SYNC = KINDS.index("sync")
 
 
 @pytest.mark.parametrize(
@@ -75,3 +82,36 @@ async def test_overlapping_kernels_of_a_stream_each_show_in_a_lane(tmp_path: Pat
                 last = screen.view.selected
                 seen += 1
         assert seen == 26
+
+
+@pytest.mark.shared
+def test_b200_overlapping_kernels_are_counted_and_each_drawn_in_a_lane(shared: Path) -> None:
+    """tracelens_b200_eager_nccl has GPU ops that start before the one before them on their
+    stream ends (raw JSON, per stream): `kernel_attribution` counts them, and the timeline
+    draws every GPU op of the trace in a lane where none overlaps another."""
+    (path,) = (shared / "traces" / "tracelens_b200_eager_nccl").iterdir()
+    with gzip.open(path) as f:
+        raw = json.load(f)["traceEvents"]
+    by_stream: dict[int, list[tuple[float, float]]] = {}
+    for e in raw:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            by_stream.setdefault(e["args"]["stream"], []).append((e["ts"], e["ts"] + e["dur"]))
+    expected = 0
+    for spans in by_stream.values():
+        reach = None
+        for start, end in sorted(spans, key=lambda se: (se[0], -se[1])):
+            expected += reach is not None and start < reach
+            reach = end if reach is None else max(reach, end)
+    assert expected > 0
+    events = parse_bytes(read_bytes(path)).frames["events"]
+    row = ko.kernel_attribution({0: events}).row(0, named=True)
+    assert row["overlapping_on_stream"] == expected
+    assert f"{expected} GPU ops overlap an earlier one on their stream" in row["verdict"]
+    tl = build_timeline({0: events})
+    gpu = [r for r in tl.rows if r.key[1] == "gpu" and r.key[3] >= 0]
+    assert any(r.key[3] >= LANE_STRIDE for r in gpu)  # some stream needed a second lane
+    for r in gpu:
+        assert lanes.overlapping(r.starts[r.kinds != SYNC], r.ends[r.kinds != SYNC]) == 0
+    work = events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    drawn = np.concatenate([r.idx for r in gpu])
+    assert set(work["idx"].to_list()) <= set(drawn.tolist())

@@ -74,6 +74,7 @@ ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     "graph_kernel_time (us)": pl.Float64(),
     "graph_launches_without_kernels": pl.UInt32(),
     "graph_launch_cpu_without_kernels (us)": pl.Float64(),
+    "overlapping_on_stream": pl.UInt32(),
     "verdict": pl.String(),
 }
 
@@ -167,6 +168,13 @@ def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
             f"({row['graph_launch_cpu_without_kernels (us)']:,.0f} us on the CPU): "
             "profiled without the graph's kernels"
         )
+    if row["overlapping_on_stream"]:
+        n = row["overlapping_on_stream"]
+        parts.append(
+            f"{n} GPU op{'s overlap' if n != 1 else ' overlaps'} an earlier one on "
+            f"{'their' if n != 1 else 'its'} stream "
+            "(the timeline shows them in lanes; Perfetto drops those not nested)"
+        )
     return "; ".join(parts)
 
 
@@ -179,9 +187,27 @@ def _graph_launches(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return graphs.select("dur"), bare.select("dur")
 
 
-def _summary(owners: pl.DataFrame, graphs: pl.DataFrame, bare: pl.DataFrame) -> dict:
+def overlapping_on_stream(events: pl.DataFrame) -> int:
+    """GPU ops (kernels, memcpys, memsets) that start before an earlier op of their stream
+    ended: what a timeline that nests a stream's events by time hides, and what Perfetto
+    drops when they are not nested (the app's timeline packs them into lanes, `lanes`)."""
+    ops = events.lazy().filter(
+        pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("stream").is_not_null()
+    )
+    return (
+        ops.select("stream", "ts", (pl.col("ts") + pl.col("dur")).alias("end"))
+        .sort(["stream", "ts", "end"], descending=[False, False, True])
+        .select((pl.col("ts") < pl.col("end").cum_max().shift(1).over("stream")).sum())
+        .collect()
+        .item()
+    )
+
+
+def _summary(
+    owners: pl.DataFrame, graphs: pl.DataFrame, bare: pl.DataFrame, overlapping: int
+) -> dict:
     """`ATTRIBUTION_COLUMNS` (but rank) of these kernels (`kernel_owners` rows, `launch_idx`
-    unique per launch) and graph launches, as one dict."""
+    unique per launch), graph launches and overlapping GPU ops, as one dict."""
     dur = pl.col("dur")
     none = pl.col("owner") != OWNED
     row = owners.select(
@@ -200,6 +226,7 @@ def _summary(owners: pl.DataFrame, graphs: pl.DataFrame, bare: pl.DataFrame) -> 
     row["graph_launches"] = graphs.height
     row["graph_launches_without_kernels"] = bare.height
     row["graph_launch_cpu_without_kernels (us)"] = float(bare["dur"].sum()) / 1000
+    row["overlapping_on_stream"] = overlapping
     outside_by = (
         owners.filter(pl.col("owner") == OUTSIDE)
         .group_by("launch")
@@ -215,7 +242,7 @@ def _summary(owners: pl.DataFrame, graphs: pl.DataFrame, bare: pl.DataFrame) -> 
 def rank_attribution(events: pl.DataFrame) -> pl.DataFrame:
     """One rank's row of `kernel_attribution` (no `rank` column)."""
     owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
-    row = _summary(owners, *_graph_launches(events))
+    row = _summary(owners, *_graph_launches(events), overlapping_on_stream(events))
     schema = {k: v for k, v in ATTRIBUTION_COLUMNS.items() if k != "rank"}
     return pl.DataFrame([{k: row[k] for k in schema}], schema=schema)
 
@@ -225,7 +252,9 @@ def job_verdict(ranks: Mapping[int, pl.DataFrame]) -> str | None:
     every kernel's time belongs to an operator and no graph launch lacks its kernels: the
     app's views say it only when there is something to say."""
     owners, graphs, bare = [], [], []
+    overlapping = 0
     for rank, events in sorted(ranks.items()):
+        overlapping += overlapping_on_stream(events)
         owners.append(
             kernel_owners(events)
             .filter(pl.col("kind") == "kernel")
@@ -236,10 +265,13 @@ def job_verdict(ranks: Mapping[int, pl.DataFrame]) -> str | None:
         bare.append(b)
     if not owners:
         return None
-    row = _summary(pl.concat(owners), pl.concat(graphs), pl.concat(bare))
-    if not row["kernels"] or (
-        not row["no_operator (us)"] and not row["graph_launches_without_kernels"]
-    ):
+    row = _summary(pl.concat(owners), pl.concat(graphs), pl.concat(bare), overlapping)
+    quiet = not (
+        row["no_operator (us)"]
+        or row["graph_launches_without_kernels"]
+        or row["overlapping_on_stream"]
+    )
+    if not row["kernels"] or quiet:
         return None
     verdict: str = row["verdict"]
     return verdict[:1].upper() + verdict[1:]
