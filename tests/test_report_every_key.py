@@ -36,6 +36,7 @@ BY_TIME: dict[str, str] = {
     "operator_stats_by_input_shape": "device_self_duration (us)",
     "operator_call_stacks": "device_self_duration (us)",
     "unattributed_kernels": "time (us)",
+    "kernel_backends": "time (us)",
     "memory_peak": "live_mb",
     "memory_leaks": "never_freed_mb",
     "sync_summary": "blocked (us)",

@@ -284,6 +284,7 @@ def _attribution(r: Ranks, o: Options) -> Tables:
     return {
         "kernel_attribution": kernel_owners.kernel_attribution(r),
         "unattributed_kernels": kernel_owners.unattributed_kernels(r),
+        "kernel_backends": kernel_owners.kernel_backends(r),
     }
 
 
@@ -416,7 +417,7 @@ ANALYSES: tuple[Analysis, ...] = (
     ),
     Analysis(
         "kernel_attribution",
-        "Kernel time with no operator, graph launches (and why)",
+        "Kernel time with no operator, graph launches, backends (and why)",
         _attribution,
         cost=0.2,
         views=False,
@@ -489,6 +490,7 @@ TABLE_OWNER: dict[str, str] = {
     "gpu_utilization_series": "gpu_metrics",
     "gpu_devices": "gpu_metrics",
     "unattributed_kernels": "kernel_attribution",
+    "kernel_backends": "kernel_attribution",
     "operator_stats_by_input_shape": "operator_stats",
     "operator_call_stacks": "operator_stats",
     "sync_summary": "syncs",

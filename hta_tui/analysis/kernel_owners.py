@@ -31,6 +31,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from hta_tui.analysis import kernel_backend
 from hta_tui.analysis.host_context import context
 from hta_tui.analysis.hta_view import job_cached, us
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
@@ -59,6 +60,8 @@ OWNER_COLUMNS: dict[str, pl.DataType] = {
     "module_path": pl.String(),
     "step": pl.String(),
     "owner": pl.String(),  # OWNED, OUTSIDE, NO_LAUNCH or NO_CORRELATION
+    "backend": pl.String(),  # cuBLAS, cuDNN, Triton, NCCL, MIOpen... (kernel_backend)
+    "compiled_region": pl.String(),  # innermost torch.compile region around the launch
 }
 
 ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
@@ -111,7 +114,16 @@ def _owners(events: pl.DataFrame) -> pl.DataFrame:
     ops = gpu.group_by("correlation").agg(pl.len().cast(pl.UInt32).alias("launch_ops"))
     used = launches.join(ops.drop_nulls(), on="correlation", how="semi")
     around = context(events, used.select("idx", "pid", "tid", "ts", "dur")).select(
-        pl.col("q").alias("launch_idx"), "operator", "op_stack", "module", "module_path", "step"
+        pl.col("q").alias("launch_idx"),
+        "operator",
+        "op_stack",
+        "module",
+        "module_path",
+        "step",
+        pl.coalesce(
+            kernel_backend.compiled_region(pl.col("op_stack")),
+            kernel_backend.compiled_region(pl.col("annotation")),
+        ).alias("compiled_region"),
     )
     owner = (
         pl.when(pl.col("correlation").is_null())
@@ -137,6 +149,15 @@ def _owners(events: pl.DataFrame) -> pl.DataFrame:
         .join(ops, on="correlation", how="left", maintain_order="left")
         .join(around, on="launch_idx", how="left", maintain_order="left")
         .with_columns(is_graph_launch(pl.col("launch")).alias("graph"), owner.alias("owner"))
+    )
+    # the backend of each distinct (name, launch): a few hundred, not a row per kernel
+    names = (
+        out.select("name", "launch")
+        .unique()
+        .with_columns(kernel_backend.backend(pl.col("name"), pl.col("launch")).alias("backend"))
+    )
+    out = out.join(
+        names, on=["name", "launch"], how="left", nulls_equal=True, maintain_order="left"
     )
     return out.select(list(OWNER_COLUMNS)).cast(OWNER_COLUMNS)
 
@@ -326,4 +347,66 @@ def unattributed_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         pl.concat(frames)
         .cast(schema)
         .sort(["rank", "time (us)", "reason", "launch"], descending=[False, True, False, False])
+    )
+
+
+BACKEND_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "backend": pl.String(),
+    "compiled_region": pl.String(),  # null: launched outside any compiled region
+    "kernels": pl.UInt32(),
+    "time (us)": pl.Float64(),
+    "share_pct": pl.Float64(),  # of the rank's kernel time
+}
+
+
+def kernel_backends(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Kernel time per rank, backend (cuBLAS, Triton, NCCL, MIOpen...) and the compiled
+    region that launched it (`CompiledFunction`, `Torch-Compiled Region: 0/0`; null for
+    eager code): where compiled and library code spend the GPU's time, costliest first."""
+    frames = []
+    for rank, events in sorted(ranks.items()):
+        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+        total = owners["dur"].sum()
+        frames.append(
+            owners.group_by("backend", "compiled_region")
+            .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"))
+            .select(
+                pl.lit(rank, pl.Int64).alias("rank"),
+                "backend",
+                "compiled_region",
+                "kernels",
+                us(pl.col("__t")).alias("time (us)"),
+                (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
+            )
+        )
+    if not frames:
+        return pl.DataFrame(schema=BACKEND_COLUMNS)
+    return (
+        pl.concat(frames)
+        .cast(BACKEND_COLUMNS)
+        .sort(
+            ["rank", "time (us)", "backend", "compiled_region"],
+            descending=[False, True, False, False],
+            nulls_last=True,
+        )
+    )
+
+
+def backend_by_name(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`name` -> `backend` of every kernel name of the ranks (the backend most of its kernels
+    have, where launches differ): for the views that list kernels by name."""
+    parts = [
+        kernel_owners(events).filter(pl.col("kind") == "kernel").select("name", "backend")
+        for _, events in sorted(ranks.items())
+    ]
+    if not parts:
+        return pl.DataFrame(schema={"name": pl.String, "backend": pl.String})
+    return (
+        pl.concat(parts)
+        .group_by("name", "backend")
+        .len()
+        .sort(["name", "len", "backend"], descending=[False, True, False])
+        .unique("name", keep="first", maintain_order=True)
+        .select("name", "backend")
     )

@@ -271,6 +271,8 @@ class KernelsScreen(AnalysisScreen):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(printable(row["name"]))
         kind = row.get("type") or row.get("operator")
+        if row.get("backend"):
+            kind = f"{kind}, {row['backend']}"
         text.append(f"  ({kind})", style="dim")
         label.update(text)
 
