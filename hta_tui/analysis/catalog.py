@@ -17,6 +17,7 @@ import polars as pl
 from hta_tui.analysis import (
     annotations,
     aten_ops,
+    collective_streams,
     collectives,
     comm_overview,
     comm_plugin,
@@ -346,6 +347,13 @@ def _distributed(r: Ranks, o: Options) -> Tables:
     }
 
 
+def _collectives_hidden(r: Ranks, o: Options) -> Tables:
+    return {
+        "collectives_hidden": collective_streams.collectives_hidden(r),
+        "collective_streams": collective_streams.collective_streams(r),
+    }
+
+
 def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
     return sync_summary.sync_tables(r, flows)
 
@@ -454,6 +462,13 @@ ANALYSES: tuple[Analysis, ...] = (
         views=False,
     ),
     Analysis(
+        "collectives_hidden",
+        "Collectives per process group, stream, step and layer: hidden, exposed, serialised",
+        _collectives_hidden,
+        cost=0.2,
+        views=False,
+    ),
+    Analysis(
         "syncs",
         "Host-device syncs and who caused them",
         _syncs,
@@ -493,6 +508,7 @@ TABLE_OWNER: dict[str, str] = {
     "kernel_backends": "kernel_attribution",
     "operator_stats_by_input_shape": "operator_stats",
     "operator_call_stacks": "operator_stats",
+    "collective_streams": "collectives_hidden",
     "sync_summary": "syncs",
     "sync_verdict": "syncs",
 }
