@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from hta_tui.analysis import diff, kernel_view, launch, module_view, operators, step_breakdown
 from hta_tui.analysis import kernel_owners as ko
-from hta_tui.analysis import kernel_view, launch, module_view, operators
 from hta_tui.synth import graph_replay as gr
 from hta_tui.synth.files import write_trace
 from hta_tui.trace.parse import parse_bytes, read_bytes
@@ -161,3 +161,19 @@ def test_triton_launches_outside_any_operator_on_b200(shared: Path) -> None:
     assert set(table["launch"]) == {bare[k["args"]["correlation"]] for k in kernels}
     expected = sum(k["dur"] for k in kernels)
     assert table["time (us)"].sum() == pytest.approx(expected)
+
+
+def test_step_breakdown_and_diff_count_every_graph_kernel(tmp_path: Path) -> None:
+    """The step breakdown puts each replay's kernels in its step, and the diff of a
+    12-kernel and an 8-kernel graph counts the kernels each replay ran (one iteration)."""
+    events = _events(tmp_path, steps=3, kernels=12)
+    steps = step_breakdown.step_time_breakdown({0: events})
+    assert set(steps["Kernel (us)"]) == {12 * gr.KERNEL_US + gr.COPY_KERNEL_US}
+    path = write_trace(gr.make_graph_replay(steps=3, kernels=8), tmp_path / "b.json")
+    test = parse_bytes(read_bytes(path)).frames["events"]
+    table = diff.compare_traces(events, test, device_type="GPU")
+    counts = dict(table.select("name", "Control_counts").rows())
+    assert counts == {name: 3 for name in gr.GRAPH_KERNELS} | {"copy_kernel": 1}
+    assert dict(table.select("name", "Test_counts").rows()) == (
+        {name: 2 for name in gr.GRAPH_KERNELS} | {"copy_kernel": 1}
+    )
