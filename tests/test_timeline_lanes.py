@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -62,7 +63,7 @@ async def test_overlapping_kernels_of_a_stream_each_show_in_a_lane(tmp_path: Pat
         ]
         assert [r.label for r in stream] == [
             f"stream {COMPUTE_STREAM}",
-            f"stream {COMPUTE_STREAM} · lane 2",
+            f"stream {COMPUTE_STREAM} (2)",
         ]
         for r in stream:  # no event of a lane hides part of another
             assert lanes.overlapping(r.starts, r.ends) == 0
@@ -115,3 +116,15 @@ def test_b200_overlapping_kernels_are_counted_and_each_drawn_in_a_lane(shared: P
     work = events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
     drawn = np.concatenate([r.idx for r in gpu])
     assert set(work["idx"].to_list()) <= set(drawn.tolist())
+
+
+def test_snapshot_timeline_with_a_second_lane(snap_compare, tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    write_trace(make_graph_replay(steps=1, kernels=6, overlap=True), root / "rank-0.json")
+    app = make_screen_app(root, tmp_path)
+
+    async def run_before(pilot: Any) -> None:
+        await open_timeline(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -325,7 +325,7 @@ def rank_rows(
             rows.append(
                 make_row(
                     (rank, side, int(group), int(lane) + int(k) * LANE_STRIDE),
-                    label if k == 0 else f"{label} · lane {k + 1}",
+                    label if k == 0 else f"{label} ({k + 1})",
                     start[mine],
                     end[mine],
                     kinds[mine],
