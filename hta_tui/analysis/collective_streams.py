@@ -165,9 +165,8 @@ def collective_streams(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         pl.when("serialised")
         .then(
             pl.format(
-                "all-gathers and reduce-scatters serialise on stream {}: a reduce-scatter "
-                "waits behind the next layer's all-gather (or the other way round); give "
-                "them a stream each",
+                "all-gathers and reduce-scatters serialise on stream {}: one waits behind "
+                "the other; give them a stream each",
                 pl.col("stream"),
             )
         )
