@@ -74,3 +74,24 @@ def test_real_nccl_kernels_by_process_group_and_stream(shared: Path) -> None:
     assert table["time (us)"].sum() == pytest.approx(sum(e["dur"] for e in nccl))
     want = {(str(e["args"]["Process Group Name"]), e["args"]["stream"]) for e in nccl}
     assert set(table.select("pg", "stream").rows()) == want
+
+
+def test_api_methods(tmp_path: Path) -> None:
+    """The TraceAnalysis methods give the analyses' tables."""
+    from hta_tui.api import TraceAnalysis
+    from hta_tui.synth.graph_replay import make_graph_replay
+
+    roots = {}
+    for name, trace in (("fsdp", fsdp.make_fsdp()), ("graph", make_graph_replay(inside_op=False))):
+        roots[name] = tmp_path / name
+        roots[name].mkdir()
+        write_trace(trace, roots[name] / "rank-0.json")
+    ta = TraceAnalysis(roots["fsdp"], cache=False)
+    assert ta.get_collective_streams()["serialised"].to_list() == [True]
+    assert ta.get_collectives_hidden()["calls"].sum() == 12
+    ta = TraceAnalysis(roots["graph"], cache=False)
+    attribution = ta.get_kernel_attribution()
+    assert attribution["no_operator_pct"].round(1).to_list() == [99.7]
+    assert ta.get_kernel_owners(0)["graph"].sum() == 24
+    assert set(ta.get_unattributed_kernels()["launch"]) == {"cudaGraphLaunch"}
+    assert "Triton" in set(ta.get_kernel_backends()["backend"])
