@@ -58,9 +58,3 @@ def backend(name: pl.Expr, launch: pl.Expr | None = None) -> pl.Expr:
 #: the autograd engine's `evaluate_function: CompiledFunctionBackward`, whose gradient
 #: accumulation is eager code)
 COMPILED_RE = r"^(Torch-Compiled Region: |CompiledFunction(Backward)?$|## Call CompiledFxGraph)"
-
-
-def compiled_region(stack: pl.Expr) -> pl.Expr:
-    """The innermost compiled region in a " > "-joined stack of host events (null: none)."""
-    parts = stack.str.split(" > ")
-    return parts.list.eval(pl.element().filter(pl.element().str.contains(COMPILED_RE))).list.last()

@@ -10,8 +10,8 @@ key the launch's row by its own duration, put a graph-heavy trace's GPU time in 
 nowhere). Where several CPU calls share a correlation (a runtime call and the driver call it
 makes), the earliest owns the work, as in the operator view (op_tree).
 
-The operator is the innermost `cpu_op` around the launch on its thread, the module the
-innermost `nn.Module` frame (`host_context`); a kernel with none says why (`owner`):
+The operator is the innermost `cpu_op` around the launch on its thread (not a ProfilerStep),
+the module the innermost `nn.Module` frame; a kernel with none says why (`owner`):
 - `operator`: an operator encloses its launch;
 - `launch outside any operator`: the launch runs with no operator around it (a graph replay
   called straight from Python, as vLLM and SGLang do, or a Triton launch);
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis import kernel_backend
-from hta_tui.analysis.host_context import context
+from hta_tui.analysis import kernel_backend, nesting
 from hta_tui.analysis.hta_view import job_cached, us
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
 
@@ -55,13 +55,11 @@ OWNER_COLUMNS: dict[str, pl.DataType] = {
     "graph": pl.Boolean(),  # launched by a CUDA / HIP graph launch
     "launch_ops": pl.UInt32(),  # GPU ops of that launch (a graph's kernels, memcpys...)
     "operator": pl.String(),  # innermost cpu_op around the launch
-    "op_stack": pl.String(),
     "module": pl.String(),  # innermost nn.Module frame around the launch
-    "module_path": pl.String(),
     "step": pl.String(),
     "owner": pl.String(),  # OWNED, OUTSIDE, NO_LAUNCH or NO_CORRELATION
     "backend": pl.String(),  # cuBLAS, cuDNN, Triton, NCCL, MIOpen... (kernel_backend)
-    "compiled_region": pl.String(),  # innermost torch.compile region around the launch
+    "compiled_region": pl.String(),  # outermost torch.compile region around the launch
 }
 
 ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
@@ -100,6 +98,99 @@ def _launches(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+_STEP_RE = r"^ProfilerStep\s*#\s*\d+"
+
+
+def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """Per launch (`launch_idx`): the innermost cpu op (`operator`), nn.Module frame
+    (`module`, without "nn.Module: ") and ProfilerStep (`step`) around it on its thread, and
+    the outermost compiled region (`Torch-Compiled Region: 0/1` rather than the inductor graph
+    it calls; `CompiledFunctionBackward` in the backward pass). The launches and the host
+    ranges that can name these are nested once per thread (`nesting`, numpy), then every
+    launch climbs its parents level by level together: a few vectorised steps per level, no
+    loop over events."""
+    is_module = (pl.col("kind") == "python") & pl.col("python_module_id").is_not_null()
+    holders = events.filter(pl.col("kind").is_in(["cpu_op", "annotation"]) | is_module).select(
+        "pid", "tid", "ts", "dur", "name",
+        pl.when(pl.col("kind") == "cpu_op").then(1).when(is_module).then(3).otherwise(2)
+        .cast(pl.Int8).alias("type"),
+    )  # fmt: skip
+    rows = pl.concat(
+        [
+            launches.select(
+                "pid",
+                "tid",
+                "ts",
+                "dur",
+                pl.lit(None, pl.String).alias("name"),
+                pl.lit(0, pl.Int8).alias("type"),
+            ),
+            holders,
+        ]
+    ).with_columns(
+        pl.struct(pl.col("pid").fill_null(0), pl.col("tid").fill_null(0))
+        .rank("dense")
+        .alias("thread"),
+        pl.col("name").str.contains(_STEP_RE).fill_null(False).alias("is_step"),
+        pl.col("name")
+        .str.contains(kernel_backend.COMPILED_RE)
+        .fill_null(False)
+        .alias("is_compiled"),
+    )
+    n_launch = launches.height
+    thread = rows["thread"].to_numpy().astype(np.int64)
+    start = rows["ts"].to_numpy()
+    end = start + rows["dur"].to_numpy()
+    kind = rows["type"].to_numpy()
+    # by thread, start, longer first; at equal extents a range encloses a launch
+    order = np.lexsort((kind == 0, -end, start, thread))
+    parent_sorted = nesting.parents(
+        thread[order], nesting.depths(thread[order], start[order], end[order])
+    )
+    where = np.empty_like(order)
+    where[order] = np.arange(order.size)
+    parent = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)[where]
+    is_step = rows["is_step"].to_numpy()
+    is_compiled = rows["is_compiled"].to_numpy()
+    wanted = {
+        "operator": (kind == 1) & ~is_step,  # a ProfilerStep cpu op (older traces) is none
+        "module": kind == 3,
+        "step": (kind != 3) & is_step,
+        "compiled_region": (kind != 3) & is_compiled,
+    }
+    found = {k: np.full(n_launch, -1, dtype=np.int64) for k in wanted}
+    cur = parent[:n_launch]
+    active = np.flatnonzero(cur >= 0)
+    while active.size:
+        at = cur[active]
+        for key, mask in wanted.items():
+            hit = mask[at]
+            if key != "compiled_region":  # the innermost, but the outermost region
+                hit &= found[key][active] < 0
+            found[key][active[hit]] = at[hit]
+        cur[active] = parent[at]
+        active = active[cur[active] >= 0]
+    names = rows["name"]
+
+    def named(key: str) -> pl.Series:
+        picked = found[key]
+        return (
+            names.gather(np.maximum(picked, 0))
+            .set(pl.Series(picked < 0), None)  # type: ignore[arg-type]
+            .alias(key)
+        )
+
+    return pl.DataFrame(
+        [
+            launches["idx"].alias("launch_idx"),
+            named("operator"),
+            named("module").str.strip_prefix("nn.Module: "),
+            named("step"),
+            named("compiled_region"),
+        ]
+    )
+
+
 def kernel_owners(events: pl.DataFrame) -> pl.DataFrame:
     """One row per GPU op (kernel, memcpy, memset) with its launch and that launch's operator,
     module and step (`OWNER_COLUMNS`, in file order). Built once per events frame."""
@@ -113,18 +204,7 @@ def _owners(events: pl.DataFrame) -> pl.DataFrame:
     launches = _launches(events)
     ops = gpu.group_by("correlation").agg(pl.len().cast(pl.UInt32).alias("launch_ops"))
     used = launches.join(ops.drop_nulls(), on="correlation", how="semi")
-    around = context(events, used.select("idx", "pid", "tid", "ts", "dur")).select(
-        pl.col("q").alias("launch_idx"),
-        "operator",
-        "op_stack",
-        "module",
-        "module_path",
-        "step",
-        pl.coalesce(
-            kernel_backend.compiled_region(pl.col("op_stack")),
-            kernel_backend.compiled_region(pl.col("annotation")),
-        ).alias("compiled_region"),
-    )
+    around = _around(events, used.select("idx", "pid", "tid", "ts", "dur"))
     owner = (
         pl.when(pl.col("correlation").is_null())
         .then(pl.lit(NO_CORRELATION))
