@@ -26,7 +26,7 @@ from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
-from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.app.widgets.text_line import TextBlock, TextLine
 
 #: (category, legend label, Unicode glyph, ASCII glyph)
 OVERLAP_CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
@@ -104,7 +104,7 @@ class OverlapScreen(AnalysisScreen):
                 OVERLAP_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="overlap-bars"
             )
         yield FrameTable(id="overlap-table", key_column="rank", export_name="overlap")
-        yield Static(KERNELS_TITLE, id="comm-title", classes="section-title")
+        yield TextLine(KERNELS_TITLE, id="comm-title", classes="section-title")
         yield FrameTable(id="comm-kernels", key_column="name", export_name="comm_kernels")
 
     @staticmethod
