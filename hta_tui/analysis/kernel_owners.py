@@ -19,6 +19,10 @@ the module the innermost `nn.Module` frame; a kernel with none says why (`owner`
   started, or CPU activities not recorded);
 - `no correlation`: the kernel has no correlation id at all.
 
+Each kernel also gets its backend (cuBLAS, Triton, NCCL, MIOpen...: `kernel_backend`) and the
+outermost compiled region around its launch (`Torch-Compiled Region: 0/1`,
+`CompiledFunction`, `CompiledFunctionBackward`; `kernel_backends` sums kernel time by both).
+
 `kernel_attribution` sums this per rank, with a one-line verdict, and counts graph launches
 that have no GPU events (a graph replayed while the profiler recorded no kernels: only the
 launch's CPU time is known). The critical path and any other analysis that needs "which
