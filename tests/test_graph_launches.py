@@ -9,6 +9,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -120,13 +121,14 @@ def test_real_graph_launches_own_all_their_kernels(shared: Path) -> None:
             if k["cat"] == "kernel":
                 per_graph[corr] = per_graph.get(corr, 0) + 1
     no_launch_us = sum(k["dur"] for k in kernels if k["args"]["correlation"] not in runtime)
-    owners = ko.kernel_owners(_load(shared, case)).filter(pl.col("kind") == "kernel")
+    events = _load(shared, case)
+    owners = ko.kernel_owners(events).filter(pl.col("kind") == "kernel")
     graph = owners.filter(pl.col("graph"))
     assert graph.height == sum(per_graph.values()) > 0
     got = dict(graph.group_by("correlation").agg(pl.len()).rows())
     assert got == per_graph
     assert dict(graph.select("correlation", "launch_ops").unique().rows()) == ops_per_graph
-    row = ko.kernel_attribution({0: _load(shared, case)}).row(0, named=True)
+    row = ko.kernel_attribution({0: events}).row(0, named=True)
     assert row["no_launch_event (us)"] == pytest.approx(no_launch_us)
     assert f"{no_launch_us:,.0f} us of kernels with no launch event" in row["verdict"]
 
@@ -138,6 +140,10 @@ def test_triton_launches_outside_any_operator_on_b200(shared: Path) -> None:
     case = "tracelens_b200_eager_nccl"
     raw = _raw(shared, case)
     ops = [e for e in raw if e.get("cat") == "cpu_op"]
+    op_pid = np.array([o["pid"] for o in ops])
+    op_tid = np.array([o["tid"] for o in ops])
+    op_ts = np.array([o["ts"] for o in ops])
+    op_end = op_ts + np.array([o["dur"] for o in ops])
     launches = [
         e
         for e in raw
@@ -145,13 +151,8 @@ def test_triton_launches_outside_any_operator_on_b200(shared: Path) -> None:
     ]
 
     def inside(e: dict) -> bool:
-        return any(
-            o["pid"] == e["pid"]
-            and o["tid"] == e["tid"]
-            and o["ts"] <= e["ts"]
-            and o["ts"] + o["dur"] >= e["ts"] + e["dur"]
-            for o in ops
-        )
+        mine = (op_pid == e["pid"]) & (op_tid == e["tid"])
+        return bool((mine & (op_ts <= e["ts"]) & (op_end >= e["ts"] + e["dur"])).any())
 
     bare = {e["args"]["correlation"]: e["name"] for e in launches if not inside(e)}
     kernels = [e for e in raw if e.get("cat") == "kernel" and e["args"]["correlation"] in bare]

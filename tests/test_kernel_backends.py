@@ -8,6 +8,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -101,18 +102,21 @@ def test_kernels_of_compiled_regions(shared: Path, case: str, region: str) -> No
         if e.get("ph") == "X" and e.get("cat") != "python_function" and e["name"].startswith(region)
     ]
     assert regions
+    r_pid = np.array([r["pid"] for r in regions])
+    r_tid = np.array([r["tid"] for r in regions])
+    r_ts = np.array([r["ts"] for r in regions])
+    r_end = r_ts + np.array([r["dur"] for r in regions])
     launches = {
         e["args"]["correlation"]
         for e in raw
         if e.get("cat") in ("cuda_runtime", "cuda_driver")
         and "correlation" in e.get("args", {})
-        and any(
-            r["pid"] == e["pid"]
-            and r["tid"] == e["tid"]
-            and r["ts"] <= e["ts"]
-            and r["ts"] + r["dur"] >= e["ts"] + e["dur"]
-            for r in regions
-        )
+        and (
+            (r_pid == e["pid"])
+            & (r_tid == e["tid"])
+            & (r_ts <= e["ts"])
+            & (r_end >= e["ts"] + e["dur"])
+        ).any()
     }
     expected = sum(
         1 for e in raw if e.get("cat") == "kernel" and e["args"]["correlation"] in launches
