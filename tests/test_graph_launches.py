@@ -56,9 +56,12 @@ def test_every_kernel_of_a_graph_replay_belongs_to_its_launchs_operator(tmp_path
     assert graphs["gpu_ops"].to_list() == [12]  # HTA's steps: the last one left out
 
 
-def test_graph_replay_outside_any_operator_is_said_with_its_share(tmp_path: Path) -> None:
-    """vLLM's shape: the replay is called from Python, no operator around it."""
-    events = _events(tmp_path, steps=2, kernels=12, inside_op=False)
+@pytest.mark.parametrize("launch", ["cudaGraphLaunch", "hipGraphLaunch"])
+def test_graph_replay_outside_any_operator_is_said_with_its_share(
+    tmp_path: Path, launch: str
+) -> None:
+    """vLLM's shape: the replay is called from Python, no operator around it (CUDA or HIP)."""
+    events = _events(tmp_path, steps=2, kernels=12, inside_op=False, launch=launch)
     owners = ko.kernel_owners(events)
     graph = owners.filter(pl.col("graph"))
     assert set(graph["owner"]) == {ko.OUTSIDE}
@@ -68,12 +71,12 @@ def test_graph_replay_outside_any_operator_is_said_with_its_share(tmp_path: Path
     assert row["no_operator (us)"] == graph_us
     assert row["no_operator_pct"] == pytest.approx(100 * graph_us / (graph_us + copy_us))
     assert row["verdict"] == (
-        "99.7% of kernel time (1,200 us) belongs to no operator: "
-        "2 cudaGraphLaunch calls outside any operator"
+        f"99.7% of kernel time (1,200 us) belongs to no operator: "
+        f"2 {launch} calls outside any operator"
     )
     table = ko.unattributed_kernels({0: events})
     assert table.select("reason", "launch", "launches", "kernels").rows() == [
-        (ko.OUTSIDE, gr.GRAPH_LAUNCH, 2, 24)
+        (ko.OUTSIDE, launch, 2, 24)
     ]
 
 

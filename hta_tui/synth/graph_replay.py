@@ -9,7 +9,8 @@ plain `aten::copy_` launching one short kernel. `inside_op=False` is the vLLM sh
 replay is called from Python with no operator around it, so nearly all kernel time belongs
 to no operator. `with_kernels=False` leaves the graph's kernels out (a trace profiled
 without them); `overlap=True` lets each graph kernel start before the one before it ends
-(kernels of one stream that overlap, which a timeline must not drop).
+(kernels of one stream that overlap, which a timeline must not drop); `launch="hipGraphLaunch"`
+writes ROCm's graph launch.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def _kernel(name: str, ts: float, dur: float, corr: int, **args: Any) -> dict[st
 
 def _step(
     step: int, t0: float, corr: int, *, kernels: int, inside_op: bool, with_kernels: bool,
-    overlap: bool,
+    overlap: bool, launch: str,
 ) -> list[dict[str, Any]]:  # fmt: skip
     graph_us = kernels * KERNEL_US
     step_us = graph_us + 200.0
@@ -67,7 +68,7 @@ def _step(
     ]  # fmt: skip
     if inside_op:
         ev.append(_x("cpu_op", COMPILED_OP, PID, TID, t0 + 5, 50.0))
-    ev.append(_x("cuda_runtime", GRAPH_LAUNCH, PID, TID, t0 + 10, LAUNCH_US, correlation=corr))
+    ev.append(_x("cuda_runtime", launch, PID, TID, t0 + 10, LAUNCH_US, correlation=corr))
     gpu = t0 + 50
     step_ = KERNEL_US * (0.6 if overlap else 1.0)
     if with_kernels:
@@ -88,6 +89,7 @@ def make_graph_replay(
     inside_op: bool = True,
     with_kernels: bool = True,
     overlap: bool = False,
+    launch: str = GRAPH_LAUNCH,
 ) -> dict[str, Any]:
     """The trace as a dict (write it with `files.write_trace`); see the module docstring."""
     events: list[dict[str, Any]] = [
@@ -97,7 +99,7 @@ def make_graph_replay(
     for step in range(1, steps + 1):
         events += _step(
             step, t, 100 * step, kernels=kernels, inside_op=inside_op,
-            with_kernels=with_kernels, overlap=overlap,
+            with_kernels=with_kernels, overlap=overlap, launch=launch,
         )  # fmt: skip
         t += kernels * KERNEL_US + 400.0
     return {
