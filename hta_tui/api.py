@@ -47,13 +47,14 @@ from hta_tui.analysis import (
 from hta_tui.analysis.counters_export import CountersWritten, write_counters_trace
 from hta_tui.analysis.overview import file_table, precompute
 from hta_tui.api_critical_path import CriticalPathMethods
+from hta_tui.api_kernels import KernelOwnerMethods
 from hta_tui.api_memory import MemoryMethods
 from hta_tui.api_syncs import SyncFinderMethods
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 
 
-class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
+class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, KernelOwnerMethods):
     """Every loaded rank of a trace folder (or file), analysed like HTA's TraceAnalysis.
 
     `hta_compat=True` reproduces HTA's rounding of fractional timestamps (see README);

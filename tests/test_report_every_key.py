@@ -4,7 +4,7 @@ left out and how to get them, prints whole numbers as integers (one format per c
 lists named things most time first.
 
 The trace: two GPU ranks with memory events (a leak), and the sync story (syncs, modules,
-Python stacks) as a third rank, so that every table but four has rows.
+Python stacks) as a third rank, so that every table but five has rows.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ BY_TIME: dict[str, str] = {
     "operator_stats": "device_self_duration (us)",
     "operator_stats_by_input_shape": "device_self_duration (us)",
     "operator_call_stacks": "device_self_duration (us)",
+    "unattributed_kernels": "time (us)",
+    "kernel_backends": "time (us)",
+    "collectives_hidden": "exposed (us)",
     "memory_peak": "live_mb",
     "memory_leaks": "never_freed_mb",
     "sync_summary": "blocked (us)",
@@ -50,6 +53,7 @@ OTHER_ORDER: dict[str, str] = {
             "straggler_scores",
             "potential_stragglers",
             "sync_verdict",
+            "kernel_attribution",
             "distributed_hierarchy",
             "step_time_stats",
         ),
@@ -61,6 +65,7 @@ OTHER_ORDER: dict[str, str] = {
             "idle_interval_stats",
             "queue_length_summary",
             "time_spent_blocked_on_full_queue",
+            "collective_streams",
         ),
         "by rank and stream",
     ),
@@ -144,15 +149,17 @@ def test_every_key_is_in_readme_and_has_an_order() -> None:
     assert sorted([*BY_TIME, *OTHER_ORDER]) == sorted(ALL_KEYS)
 
 
-def test_the_trace_fills_every_table_but_four(outputs: tuple[dict, str]) -> None:
+def test_the_trace_fills_every_table_but_five(outputs: tuple[dict, str]) -> None:
     doc, _ = outputs
     empty = {k for k in ALL_KEYS if not doc[k]}
-    # a queue never full, no straggler among two ranks, no call stacks in 2.x traces
+    # a queue never full, no straggler among two ranks, no call stacks in 2.x traces, every
+    # kernel launched inside an operator
     assert empty == {
         "time_spent_blocked_on_full_queue",
         "potential_stragglers",
         "collective_stragglers",
         "operator_call_stacks",
+        "unattributed_kernels",
     }
 
 

@@ -17,6 +17,7 @@ import polars as pl
 from hta_tui.analysis import (
     annotations,
     aten_ops,
+    collective_streams,
     collectives,
     comm_overview,
     comm_plugin,
@@ -24,6 +25,7 @@ from hta_tui.analysis import (
     gpu_metric_series,
     gpu_metrics,
     idle,
+    kernel_owners,
     kernel_view,
     kernels,
     launch,
@@ -283,6 +285,14 @@ def _kernel_view_by_op(r: Ranks, o: Options) -> Tables:
     return {"kernel_view_by_op": kernel_view.kernel_op_table(r, tb_compat=o.tb_compat)}
 
 
+def _attribution(r: Ranks, o: Options) -> Tables:
+    return {
+        "kernel_attribution": kernel_owners.kernel_attribution(r),
+        "unattributed_kernels": kernel_owners.unattributed_kernels(r),
+        "kernel_backends": kernel_owners.kernel_backends(r),
+    }
+
+
 def _operators(r: Ranks, o: Options) -> Tables:
     tables = operators.operator_tables(r, tb_compat=o.tb_compat)
     return {
@@ -343,6 +353,13 @@ def _distributed(r: Ranks, o: Options) -> Tables:
         "collective_instances": comm_stats.collective_instances(r),
         "comm_ops_stats": comm_stats.comm_ops_stats(r),
         "collective_stragglers": comm_stats.collective_stragglers(r),
+    }
+
+
+def _collectives_hidden(r: Ranks, o: Options) -> Tables:
+    return {
+        "collectives_hidden": collective_streams.collectives_hidden(r),
+        "collective_streams": collective_streams.collective_streams(r),
     }
 
 
@@ -421,6 +438,13 @@ ANALYSES: tuple[Analysis, ...] = (
         cost=0.8,
         views=False,
     ),
+    Analysis(
+        "kernel_attribution",
+        "Kernel time with no operator, graph launches, backends (and why)",
+        _attribution,
+        cost=0.2,
+        views=False,
+    ),
     Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
     Analysis(
         "memory_events",
@@ -450,6 +474,13 @@ ANALYSES: tuple[Analysis, ...] = (
         "Distributed: collectives, waits, stragglers",
         _distributed,
         cost=0.3,
+        views=False,
+    ),
+    Analysis(
+        "collectives_hidden",
+        "Collectives per process group, stream, step and layer: hidden, exposed, serialised",
+        _collectives_hidden,
+        cost=0.2,
         views=False,
     ),
     Analysis(
@@ -495,8 +526,11 @@ TABLE_OWNER: dict[str, str] = {
     "outlier_steps": "step_time_breakdown",
     "gpu_utilization_series": "gpu_metrics",
     "gpu_devices": "gpu_metrics",
+    "unattributed_kernels": "kernel_attribution",
+    "kernel_backends": "kernel_attribution",
     "operator_stats_by_input_shape": "operator_stats",
     "operator_call_stacks": "operator_stats",
+    "collective_streams": "collectives_hidden",
     "sync_summary": "syncs",
     "sync_verdict": "syncs",
     "critical_path_edges": "critical_path",

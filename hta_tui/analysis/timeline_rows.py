@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from hta_tui.analysis import lanes
 from hta_tui.analysis.intervals import merge_intervals
-from hta_tui.trace.schema import KINDS
+from hta_tui.trace.schema import GPU_WORK_KINDS, KINDS
 
 #: Buckets of the level-of-detail summary per row (over the whole trace span).
 LOD_BUCKETS = 8192
@@ -28,6 +29,8 @@ GPU_ROW_KINDS = ("kernel", "memcpy", "memset", "sync")
 #: Not drawn: the profiler's own span covers the whole trace; GPU annotations overlap kernels.
 SKIPPED_KINDS = ("trace_span", "gpu_annotation")
 NONE = 255  # kind code of "nothing here"
+#: a stream's extra lanes (kernels that overlap, `lanes`): key lane = stream + k * LANE_STRIDE
+LANE_STRIDE = 2**40
 
 
 @dataclass
@@ -44,7 +47,8 @@ class Lod:
 class Row:
     """One lane of the timeline. `key` = (rank, "cpu"|"gpu", pid or device, tid or stream);
     a device's utilisation track is lane -1, its memory -2, a stream's queue length
-    -1000 - stream (`timeline_counters`)."""
+    -1000 - stream (`timeline_counters`); a stream's overlapping kernels go to extra lanes,
+    stream + k * LANE_STRIDE (`stream_of` gives the stream back)."""
 
     key: tuple[int, str, int, int]
     label: str
@@ -313,17 +317,22 @@ def rank_rows(
         label = _gpu_label(lane) if on_gpu else names.get((group, lane), f"thread {lane}")
         start, end = part["start"].to_numpy(), part["end"].to_numpy()
         order = np.lexsort((-end, start))  # by start; parents (longer) first on ties
-        rows.append(
-            make_row(
-                (rank, side, int(group), int(lane)),
-                label,
-                start[order],
-                end[order],
-                part["kind"].to_numpy()[order],
-                part["idx"].to_numpy()[order],
-                span_ns=span_ns,
+        start, end = start[order], end[order]
+        kinds, idx = part["kind"].to_numpy()[order], part["idx"].to_numpy()[order]
+        sub = _stream_lanes(start, end, kinds) if on_gpu else np.zeros(len(start), np.uint8)
+        for k in np.unique(sub) if len(sub) else [0]:
+            mine = sub == k
+            rows.append(
+                make_row(
+                    (rank, side, int(group), int(lane) + int(k) * LANE_STRIDE),
+                    label if k == 0 else f"{label} ({k + 1})",
+                    start[mine],
+                    end[mine],
+                    kinds[mine],
+                    idx[mine],
+                    span_ns=span_ns,
+                )
             )
-        )
     gpu = lanes.filter("gpu")
     if not gpu.is_empty():
         union = merge_intervals(gpu, "start", "end", by="group").sort("group", "start")
@@ -346,9 +355,31 @@ def rank_rows(
     return rows
 
 
-def _order(r: Row) -> tuple[bool, int, int]:
-    """CPU processes first, then devices; in a device its counters (lanes < 0), streams."""
-    return (r.key[1] != "cpu", r.key[2], r.key[3])
+def _order(r: Row) -> tuple[bool, int, int, int]:
+    """CPU processes first, then devices; in a device its counters (lanes < 0), streams,
+    each stream's extra lanes right after it."""
+    lane = r.key[3]
+    if lane < 0:
+        return (r.key[1] != "cpu", r.key[2], lane, 0)
+    return (r.key[1] != "cpu", r.key[2], lane % LANE_STRIDE, lane // LANE_STRIDE)
+
+
+def stream_of(key: tuple[int, str, int, int]) -> int:
+    """The stream (or thread) of a row's key, whichever of its lanes the row is."""
+    return key[3] % LANE_STRIDE if key[3] >= 0 else key[3]
+
+
+_WORK_CODES = np.array([KINDS.index(k) for k in GPU_WORK_KINDS], dtype=np.uint8)
+
+
+def _stream_lanes(start: np.ndarray, end: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """A stream's lane per event: its kernels, memcpys and memsets packed so that none
+    overlaps another in a lane (`lanes.pack`); syncs stay in the first lane."""
+    sub = np.zeros(len(start), dtype=np.uint8)
+    work = np.isin(kinds, _WORK_CODES)
+    if work.any():
+        sub[work] = lanes.pack(start[work], end[work])
+    return sub
 
 
 def counter_rows(
@@ -363,7 +394,7 @@ def counter_rows(
     allocated per device (`timeline_counters`, which builds rows with this module)."""
     from hta_tui.analysis.timeline_counters import memory_rows, queue_rows
 
-    devices = {r.key[3]: r.key[2] for r in own if r.key[1] == "gpu" and r.key[3] >= 0}
+    devices = {r.key[3]: r.key[2] for r in own if r.key[1] == "gpu" and 0 <= r.key[3] < LANE_STRIDE}
     extra = queue_rows(rank, events, origin_ns, span_ns, devices)
     mem = (memory or {}).get(rank)
     if mem is not None:

@@ -1,5 +1,6 @@
 """The Kernels view's TensorBoard columns (key `K`): tensor cores used, mean blocks per SM and
-mean est. achieved occupancy beside HTA's statistics, and the plugin's second grouping, per
+mean est. achieved occupancy beside HTA's statistics, each kernel's backend (cuBLAS, Triton,
+MIOpen...: analysis/kernel_backend.py), and the plugin's second grouping, per
 kernel + launching operator + launch properties (`v`).
 
 Both come from analysis/kernel_view.py over every kernel of the ranks shown (the plugin's
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.analysis import kernel_view
+from hta_tui.analysis import kernel_owners, kernel_view
 
 #: kernel_view column -> header
 HEADERS: dict[str, str] = {
@@ -45,6 +46,7 @@ def with_kernel_view(table: pl.DataFrame, frames: dict[int, pl.DataFrame]) -> pl
             pl.lit(None, pl.Boolean).alias("tc"),
             pl.lit(None, pl.Float64).alias("blocks/SM"),
             pl.lit(None, pl.Float64).alias("occupancy %"),
+            pl.lit(None, pl.String).alias("backend"),
         )
     view = kernel_view.job_kernel_table(frames)
     extra = view.select("name", *HEADERS).rename(HEADERS) if not view.is_empty() else None
@@ -54,9 +56,11 @@ def with_kernel_view(table: pl.DataFrame, frames: dict[int, pl.DataFrame]) -> pl
                     "occupancy %": pl.Float64}
         )  # fmt: skip
     joined = table.join(extra, on="name", how="left", maintain_order="left")
+    backends = kernel_owners.backend_by_name(frames)
+    joined = joined.join(backends, on="name", how="left", maintain_order="left")
     cols = table.columns
     at = cols.index("mean us") + 1 if "mean us" in cols else len(cols)
-    return joined.select(*cols[:at], *HEADERS.values(), *cols[at:])
+    return joined.select(*cols[:at], *HEADERS.values(), "backend", *cols[at:])
 
 
 def by_operator(frames: dict[int, pl.DataFrame]) -> pl.DataFrame:

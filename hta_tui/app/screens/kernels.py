@@ -17,7 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from hta_tui.analysis import kernel_detail, kernels
+from hta_tui.analysis import kernel_detail, kernel_owners, kernels
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -163,7 +163,13 @@ class KernelsScreen(AnalysisScreen):
             )
             last = [c for c in ("type", "ranks", "name", WIDER) if c in table.columns]
             table = table.select("kernel", pl.exclude("kernel", *last), *last)
-        return {"types": type_df, "kernels": table, "ranks": len(frames), "by_op": by_op}
+        return {
+            "types": type_df,
+            "kernels": table,
+            "ranks": len(frames),
+            "by_op": by_op,
+            "attribution": kernel_owners.job_verdict(frames),
+        }
 
     def show(self, result: dict[str, Any]) -> None:
         types: pl.DataFrame = result["types"]
@@ -179,22 +185,24 @@ class KernelsScreen(AnalysisScreen):
         kernel_table.show_frame(self._fitted(table))
         summary = self.query_one("#kernels-summary", Static)
         if table.is_empty():
-            summary.update(
+            text = (
                 "No GPU kernels in these ranks (a CPU-only trace, or no kernel in the "
                 "profiled steps)."
             )
         elif result.get("by_op"):
-            summary.update(
-                # the plugin's table counts every step (the title says so); the bars, HTA's
-                "Per kernel + op + launch props, whole trace (bars: HTA's steps); v: per kernel"
-            )
+            # the plugin's table counts every step (the title says so); the bars, HTA's
+            text = "Per kernel + op + launch props, whole trace (bars: HTA's steps); v: per kernel"
         elif self.params.get("fold", True):
-            summary.update(
+            text = (
                 f"Top kernels/type (HTA: {DURATION_RATIO:.0%} of time, max {NUM_KERNELS}) "
                 "+ others; o: all; v: by op"
             )
         else:
-            summary.update(f"Every kernel ({table.height}); o: top kernels + others; v: by op")
+            text = f"Every kernel ({table.height}); o: top kernels + others; v: by op"
+        if result.get("attribution") and not table.is_empty():
+            # kernel time with no operator, and why: said, never left silent
+            text += "\n" + result["attribution"]
+        summary.update(text)
         self._show_name()
 
     def _name_room(self) -> int:
@@ -263,6 +271,8 @@ class KernelsScreen(AnalysisScreen):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(printable(row["name"]))
         kind = row.get("type") or row.get("operator")
+        if row.get("backend"):
+            kind = f"{kind}, {row['backend']}"
         text.append(f"  ({kind})", style="dim")
         label.update(text)
 
