@@ -130,7 +130,10 @@ def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("every_key")
     memory = MemoryOptions(leak_op="aten::linear")
     write_trace_dir(d, ranks=2, steps=3, seed=3, kernels_per_step=40, memory=memory)
-    write_trace(make_sync_story(steps=2), d / "rank-2.json")
+    story = make_sync_story(steps=2)
+    # its own rank: a file of another process that says rank 0 is a conflict, not rank 0
+    story["distributedInfo"]["rank"] = 2
+    write_trace(story, d / "rank-2.json")
     return d
 
 
@@ -149,15 +152,15 @@ def test_every_key_is_in_readme_and_has_an_order() -> None:
     assert sorted([*BY_TIME, *OTHER_ORDER]) == sorted(ALL_KEYS)
 
 
-def test_the_trace_fills_every_table_but_five(outputs: tuple[dict, str]) -> None:
+def test_the_trace_fills_every_table_but_four(outputs: tuple[dict, str]) -> None:
     doc, _ = outputs
     empty = {k for k in ALL_KEYS if not doc[k]}
-    # a queue never full, no straggler among two ranks, no call stacks in 2.x traces, every
-    # kernel launched inside an operator
+    # a queue never full, no step straggler among the ranks (the collective straggler is rank
+    # 1, last at every all_reduce of the two generated ranks), no call stacks in 2.x traces,
+    # every kernel launched inside an operator
     assert empty == {
         "time_spent_blocked_on_full_queue",
         "potential_stragglers",
-        "collective_stragglers",
         "operator_call_stacks",
         "unattributed_kernels",
     }
