@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -18,7 +19,7 @@ from hta_tui.analysis import catalog, comm_topology, gpu_metrics
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
-from hta_tui.report_text import write_text
+from hta_tui.report_text import SERIES, terminal_width, write_text
 from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet, open_set
 from hta_tui.trace.parse import dropped_text
@@ -102,10 +103,34 @@ def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = Fal
     return paths
 
 
-def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO, **text: Any) -> None:
+def _text(
+    tables: dict[str, pl.DataFrame],
+    root: Path,
+    out: TextIO,
+    named: list[str] | None = None,
+    **text: Any,
+) -> None:
+    """The text report; long time series only when `named` (--only) names them."""
     # names and paths from the traces are data: shown as written, never terminal control
     tables = {name: printable_frame(df) for name, df in tables.items()}
-    write_text(_flat_files(tables), {"files": f"Files in {printable(root)}"}, out, **text)
+    left = {n: df.height for n, df in tables.items() if n in SERIES and n not in (named or ())}
+    left = {n: rows for n, rows in left.items() if rows}  # an empty one says so, as ever
+    shown = {n: df for n, df in tables.items() if n not in left}
+    write_text(_flat_files(shown), {"files": f"Files in {printable(root)}"}, out, **text)
+    if left:
+        names = ", ".join(f"{n} ({rows:,} rows)" for n, rows in left.items())
+        note = (
+            f"(time series left out: {names}; --only NAME prints one, "
+            "--json and --csv DIR have them)"
+        )
+        print(textwrap.fill(note, text.get("width") or terminal_width()), file=out)
+
+
+def _no_trace_text(ts: TraceSet, out: TextIO, **text: Any) -> None:
+    """Files were found but none loaded: their reasons, and no empty analysis sections."""
+    files = {"files": printable_frame(file_table(ts).select(FILE_KEYS))}
+    write_text(_flat_files(files), {"files": f"Files in {printable(ts.root)}"}, out, **text)
+    print("(no trace loaded, so no analysis to show)", file=out)
 
 
 def _shape(width: int | None, rows: int | None) -> dict[str, Any]:
@@ -141,6 +166,8 @@ def run_report(
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     ts = open_set(path, cache, workers=workers, after_parse=precompute)
+    if not ts.entries:  # one line, not an empty section per table
+        print(f"hta-tui: no trace files in {printable(path)}", file=sys.stderr)
     options = dataclasses.replace(options or catalog.Options(), hta_compat=hta_compat)
     tables = build_tables(ts, names=only, options=options)
     _print_notices()
@@ -149,8 +176,10 @@ def run_report(
     if as_json:
         doc = _records(tables)
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
-    elif csv_dir is None:
-        _text(tables, ts.root, out, **_shape(width, rows))
+    elif csv_dir is None and ts.entries and not ts.loaded():
+        _no_trace_text(ts, out, **_shape(width, rows))
+    elif csv_dir is None and ts.entries:
+        _text(tables, ts.root, out, only, **_shape(width, rows))
     return 0 if ts.loaded() else 1
 
 
