@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
-from hta_tui.analysis import catalog, comm_topology, gpu_metrics
+from hta_tui.analysis import catalog, comm_topology, coverage, gpu_metrics
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
@@ -54,8 +54,40 @@ def build_tables(
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
-    """The JSON shape: one list of records per table."""
-    return _records(build_tables(ts, **kw))
+    """The JSON shape: one list of records per table, and what each covers ("scope")."""
+    tables = build_tables(ts, **kw)
+    return {**_records(tables), "scope": table_scopes(ts, tables, kw.get("options"))}
+
+
+def table_scopes(
+    ts: TraceSet, tables: dict[str, pl.DataFrame], options: catalog.Options | None
+) -> dict[str, Any]:
+    """Per table: its ranks, the span (file) of each, the steps its numbers cover, what a step
+    is there and whose definitions (analysis/coverage.py)."""
+    spans = {}
+    for rank in ts.loaded():
+        entry = ts.selected(rank)
+        if entry is not None:
+            several = len(ts.spans(rank)) > 1
+            spans[rank] = {
+                "span": entry.file.span_hint if several else "",
+                "path": _relative(entry.path, ts.root),
+            }
+    return coverage.table_scopes(
+        list(catalog.ANALYSES),
+        {t: df for t, df in tables.items() if t != "files"},
+        catalog.TABLE_OWNER,
+        ts.frames(),
+        options or catalog.Options(),
+        spans,
+    )
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:  # the root is the file itself
+        return path.name
 
 
 def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
@@ -174,7 +206,7 @@ def run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        doc = _records(tables)
+        doc = {**_records(tables), "scope": table_scopes(ts, tables, options)}
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None and ts.entries and not ts.loaded():
         _no_trace_text(ts, out, **_shape(width, rows))

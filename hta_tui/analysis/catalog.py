@@ -114,6 +114,12 @@ class Analysis:
     #: Starts from HTA's shared per-rank views (`hta_view`): `run` starts it once the first
     #: such analysis has built them (`scheduling`).
     views: bool = True
+    #: Which steps its numbers cover (`coverage.STEPS`): HTA's (the last left out), the
+    #: plugin's (moved to their GPU work), every ProfilerStep, or the whole trace.
+    steps: str = "hta"
+    #: Whose definitions it follows (`coverage.DEFINITIONS`): HTA's, the TensorBoard
+    #: plugin's, or this project's own.
+    definitions: str = "hta"
 
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
@@ -251,6 +257,7 @@ def _step_time(r: Ranks, o: Options) -> Tables:
     return {
         "step_time_breakdown": breakdown,
         "step_selection": step_breakdown.step_selection(r, tb_compat=o.tb_compat),
+        "step_time_average": step_time_stats.step_time_average(breakdown),
         "step_time_stats": step_time_stats.step_time_stats(breakdown),
         "outlier_steps": step_time_stats.outlier_steps(breakdown),
     }
@@ -338,7 +345,7 @@ def _distributed(r: Ranks, o: Options) -> Tables:
 
 
 def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
-    return sync_summary.sync_tables(r, flows)
+    return sync_summary.sync_tables(r, flows, tb_compat=o.tb_compat)
 
 
 def _modules(r: Ranks, o: Options) -> Tables:
@@ -366,6 +373,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _step_time,
         cost=0.8,
         views=False,
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "gpu_metrics",
@@ -373,6 +382,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _gpu_metrics,
         cost=0.6,
         views=False,
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "kernel_view",
@@ -380,9 +391,17 @@ ANALYSES: tuple[Analysis, ...] = (
         _kernel_view,
         cost=0.1,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False, views=False
+        "gpu_sm_efficiency_series",
+        "Est. SM efficiency over time",
+        _sm_series,
+        False,
+        views=False,
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "gpu_metric_series",
@@ -390,6 +409,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _metric_series,
         cost=0.1,
         views=False,
+        steps="plugin",
+        definitions="plugin",
     ),
     # These two share the plugin's operator tree (op_tree.build, built once per rank)
     Analysis(
@@ -398,6 +419,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _kernel_view_by_op,
         cost=0.2,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "operator_stats",
@@ -405,20 +428,44 @@ ANALYSES: tuple[Analysis, ...] = (
         _operators,
         cost=0.8,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
-    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
+    Analysis(
+        "memory_curve",
+        "Memory curve (downsampled)",
+        _memory_curve,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
+    ),
     Analysis(
         "memory_events",
         "Memory events: allocation / free pairs",
         _memory_events,
         frames=_MEM,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM, views=False
+        "memory_stats",
+        "Memory statistics per operator",
+        _memory_stats,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM, views=False
+        "memory_peak",
+        "Memory alive at each device's peak",
+        _memory_peak,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "memory_leaks",
@@ -426,9 +473,17 @@ ANALYSES: tuple[Analysis, ...] = (
         _memory_leaks,
         frames=_MEM,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM, views=False
+        "memory_step_peaks",
+        "Memory peak per step",
+        _memory_step_peaks,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "comm_comp_per_rank",
@@ -436,6 +491,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _distributed,
         cost=0.3,
         views=False,
+        steps="every",
+        definitions="plugin",
     ),
     Analysis(
         "syncs",
@@ -444,8 +501,12 @@ ANALYSES: tuple[Analysis, ...] = (
         frames=("flows",),
         cost=0.5,
         views=False,
+        steps="whole",
+        definitions="own",
     ),
-    Analysis("module_stats", "nn.Module view", _modules, views=False),
+    Analysis(
+        "module_stats", "nn.Module view", _modules, views=False, steps="whole", definitions="plugin"
+    ),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
@@ -469,6 +530,7 @@ TABLE_OWNER: dict[str, str] = {
     "distributed_hierarchy": "comm_comp_per_rank",
     "process_groups": "comm_comp_per_rank",
     "step_selection": "step_time_breakdown",
+    "step_time_average": "step_time_breakdown",
     "step_time_stats": "step_time_breakdown",
     "outlier_steps": "step_time_breakdown",
     "gpu_utilization_series": "gpu_metrics",

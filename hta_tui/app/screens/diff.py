@@ -28,7 +28,7 @@ from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import diff, steps
+from hta_tui.analysis import diff, step_breakdown
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
@@ -111,11 +111,16 @@ def display_frame(comp: pl.DataFrame) -> pl.DataFrame:
 
 
 def median_step(events: pl.DataFrame) -> tuple[float, int] | None:
-    """(median ProfilerStep duration in us, number of steps) of one side, None without."""
-    its = steps.iterations({0: events})
-    if its.is_empty():
+    """(median step time in us, number of steps) of one side, None without ProfilerStep: the
+    steps the step-time view shows (`step_breakdown.used_steps`), so one step has one length
+    on every screen."""
+    if not diff.step_numbers(events):
         return None
-    return float(its["dur"].median()), its.height  # type: ignore[arg-type]
+    used = step_breakdown.used_steps({0: events})
+    if used.is_empty():
+        return None
+    length = (used["end"] - used["start"]).median()
+    return float(length) / 1000, used.height  # type: ignore[arg-type]
 
 
 def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
@@ -125,7 +130,7 @@ def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
         return "Step time: no ProfilerStep on " + ("either side" if c is t else "one side")
     change = f" ({(t[0] - c[0]) / c[0]:+.1%})" if c[0] else ""
     return (
-        f"Step time (median of {c[1]} | {t[1]} steps): control {fmt_us(c[0])}, "
+        f"Step time (median of {c[1]} | {t[1]} steps, as in B): control {fmt_us(c[0])}, "
         f"test {fmt_us(t[0])}{change}"
     )
 
