@@ -65,6 +65,7 @@ class StepTimeBars(StackedBars):
 class StepTimeScreen(AnalysisScreen):
     TITLE = "Step time"
     STEPS = "as the TensorBoard plugin"  # which steps: steps_text
+    PLUGIN_WHY = "cuda_runtime counts as Runtime, NCCL as Comm"
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         return describe_plugin_steps(frames)
@@ -91,7 +92,9 @@ class StepTimeScreen(AnalysisScreen):
             for c in tb_roles.CATEGORIES
         ]
         table = breakdown.select("rank", "step", step.alias("step (us)"), *shares)
-        if not selection.is_empty():  # how far each step's bounds were moved to the device
+        moves = pl.col("start_moved (us)").abs() + pl.col("end_moved (us)").abs()
+        if not selection.is_empty() and selection.select(moves.sum()).item() > 0:
+            # how far each step's bounds were moved to the device (none moved: no columns)
             moved = selection.select(
                 "rank",
                 "step",
@@ -168,7 +171,7 @@ def moved_line(selection: pl.DataFrame | None) -> str:
         "_m", descending=True, maintain_order=True
     )
     if most.is_empty() or most["_m"][0] == 0:
-        return "Steps: the ProfilerStep ranges as recorded, none moved to its GPU work"
+        return "Steps: the ProfilerStep ranges as recorded (none moved to GPU work)"
     m = most.row(0, named=True)
     return (
         f"Steps {MOVED_WHY}, most r{m['rank']} step {m['step']}: start "
