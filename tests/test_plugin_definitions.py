@@ -34,8 +34,10 @@ def _title(screen: Any) -> str:
 async def _switched(pilot: Any, screen: Any, compat: bool) -> None:
     await wait_until(
         pilot,
-        lambda: bool(screen.params.get("tb_compat")) == compat
-        and screen_shows_current(pilot.app, screen),
+        lambda: (
+            bool(screen.params.get("tb_compat")) == compat
+            and screen_shows_current(pilot.app, screen)
+        ),
         60.0,
         "the view in the other definitions",
     )
