@@ -158,3 +158,20 @@ def test_plugins_overview_averages_are_in_the_json(shared: Path, tmp_path: Path,
             assert abs(row[f"{name} (%)"] - child["extra"]) <= 0.006, name
         checked += 1
     assert checked > 0
+
+
+def test_compare_report_step_time_is_the_step_time_views(shared: Path, tmp_path: Path) -> None:
+    from hta_tui.report import run_compare_report
+
+    out = io.StringIO()
+    root = shared / "traces" / "trace_compare"
+    cache = Cache(tmp_path / "c")
+    assert run_compare_report(root / "base", root / "test", as_json=True, out=out, cache=cache) == 0
+    step_time = orjson.loads(out.getvalue())["step_time"]
+    for side in ("base", "test"):
+        events = parse_file(next((root / side).glob("*.json.gz"))).frames["events"]
+        shown = StepTimeScreen.compute({1: events}, Params())["table"]
+        got = step_time["control" if side == "base" else "test"]
+        assert got["steps"] == shown.height
+        assert got["median (us)"] == pytest.approx(shown["step (us)"].median())
+        assert "moved to the GPU work" in got["step_definition"]
