@@ -175,3 +175,17 @@ def test_compare_report_step_time_is_the_step_time_views(shared: Path, tmp_path:
         assert got["steps"] == shown.height
         assert got["median (us)"] == pytest.approx(shown["step (us)"].median())
         assert "moved to the GPU work" in got["step_definition"]
+
+
+def test_api_gives_the_plugins_average_row(shared: Path) -> None:
+    from hta_tui import TraceAnalysis
+
+    case = "trace_compare/base"
+    [average] = json.loads(
+        (shared / "oracle-tb" / case / "base" / "default" / "overview.json").read_text()
+    )["performance"]
+    ta = TraceAnalysis(shared / "traces" / case, cache=False)
+    [row] = ta.get_step_time_average(tb_compat=True).to_dicts()
+    assert abs(row["step_time (us)"] - average["value"]) <= 0.5
+    for child in average["children"]:
+        assert abs(row[f"{child['name']} (%)"] - child["extra"]) <= 0.006
