@@ -68,10 +68,13 @@ def test_sync_verdict_shares_are_of_the_step_time_views_steps(shared: Path, tmp_
     assert "moved to the GPU work" in scope["step_time_definition"]
 
 
-def test_diff_step_time_is_the_step_time_views(shared: Path) -> None:
+@pytest.mark.parametrize("tb_compat", [False, True])
+def test_diff_step_time_is_the_step_time_views(shared: Path, tb_compat: bool) -> None:
+    """In either rules (`X`), the diff's headline and the step-time view agree."""
     events = _events(shared)
-    shown = StepTimeScreen.compute({1: events}, Params())["table"]
-    median, count = median_step(events)  # type: ignore[misc]
+    params = Params(extra={"tb_compat": tb_compat})
+    shown = StepTimeScreen.compute({1: events}, params)["table"]
+    median, count = median_step(events, tb_compat=tb_compat)  # type: ignore[misc]
     assert count == shown.height
     assert median == pytest.approx(shown["step (us)"].median())
 

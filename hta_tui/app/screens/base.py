@@ -130,6 +130,8 @@ class AnalysisScreen(Screen):
     #: and why (one short clause). Such a view follows the app's definitions switch (`X`:
     #: `tb_compat`, the plugin's rules exactly) and its title says which are shown.
     PLUGIN_WHY: ClassVar[str | None] = None
+    #: Uses the step-time view's steps (the diff's step time), so follows `X` as well.
+    PLUGIN_STEPS: ClassVar[bool] = False
 
     #: Shown in the header line and the command palette.
     TITLE: ClassVar[str] = ""
@@ -239,9 +241,12 @@ class AnalysisScreen(Screen):
 
     def _title_text(self) -> str:
         title = self._with_scope(self._where())
-        entries = self.trace_set.entries.values()
+        ts = self.trace_set
+        if not isinstance(ts, TraceSet):
+            return title
+        entries = ts.entries.values()
         busy = sum(e.status in ("pending", "loading") for e in entries)
-        if busy and self.trace_set.loaded():  # numbers of the ranks landed so far
+        if busy and ts.loaded():  # numbers of the ranks landed so far
             title += f"  ·  loading {busy} of {len(entries)} files"
         return title
 
@@ -249,7 +254,7 @@ class AnalysisScreen(Screen):
         """What the view says instead of numbers while no rank is loaded (None once one is):
         never a verdict ("no GPU", "no steps") about data it has not seen."""
         ts = self.trace_set
-        if ts.loaded():
+        if not isinstance(ts, TraceSet) or ts.loaded():  # the diff waits for both sides itself
             return None
         entries = list(ts.entries.values())
         busy = sum(e.status in ("pending", "loading") for e in entries)
@@ -315,7 +320,8 @@ class AnalysisScreen(Screen):
         every = bool(getattr(self.app, "every_step", False))
         if every != bool(self.params.get("every_step", False)):
             self.params = replace(self.params, extra={**self.params.extra, "every_step": every})
-        compat = bool(getattr(self.app, "tb_compat", False)) and self.PLUGIN_WHY is not None
+        follows = self.PLUGIN_WHY is not None or self.PLUGIN_STEPS
+        compat = bool(getattr(self.app, "tb_compat", False)) and follows
         if compat != bool(self.params.get("tb_compat", False)):
             self.params = replace(self.params, extra={**self.params.extra, "tb_compat": compat})
 

@@ -110,13 +110,13 @@ def display_frame(comp: pl.DataFrame) -> pl.DataFrame:
     return shown.select(pl.exclude("name"), fold_names(shown["name"], keep=0).alias(SHORT), "name")
 
 
-def median_step(events: pl.DataFrame) -> tuple[float, int] | None:
+def median_step(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[float, int] | None:
     """(median step time in us, number of steps) of one side, None without ProfilerStep: the
     steps the step-time view shows (`step_breakdown.used_steps`), so one step has one length
     on every screen."""
     if not diff.step_numbers(events):
         return None
-    used = step_breakdown.used_steps({0: events})
+    used = step_breakdown.used_steps({0: events}, tb_compat=tb_compat)
     if used.is_empty():
         return None
     length = (used["end"] - used["start"]).median()
@@ -307,6 +307,7 @@ class SidePicker(ModalScreen[tuple[Any, Any] | None]):
 class DiffScreen(AnalysisScreen):
     TITLE = "Diff"
     FOLLOWS_RANK = False  # each side has its own rank (`r` here picks both)
+    PLUGIN_STEPS = True  # its step time: the step-time view's steps, in the same rules (X)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Ranks", tooltip="The rank compared on each side"),
@@ -378,6 +379,7 @@ class DiffScreen(AnalysisScreen):
             return out
         c_choice, t_choice = params.get("control_iteration"), params.get("test_iteration")
         average = "all" in (c_choice, t_choice)
+        compat = bool(params.get("tb_compat", False))  # the step-time view's rules (X)
         kw: dict[str, Any] = {
             "control_iteration": side_iterations(control, c_choice, average),
             "test_iteration": side_iterations(test, t_choice, average),
@@ -399,7 +401,10 @@ class DiffScreen(AnalysisScreen):
             test_iterations=diff.complete_iterations(test),
             control_steps=diff.step_numbers(control),
             test_steps=diff.step_numbers(test),
-            step_time={"control": median_step(control), "test": median_step(test)},
+            step_time={
+                "control": median_step(control, tb_compat=compat),
+                "test": median_step(test, tb_compat=compat),
+            },
         )
         return out
 
