@@ -130,7 +130,7 @@ def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
         return "Step time: no ProfilerStep on " + ("either side" if c is t else "one side")
     change = f" ({(t[0] - c[0]) / c[0]:+.1%})" if c[0] else ""
     return (
-        f"Step time (median of {c[1]} | {t[1]} steps, as in B): control {fmt_us(c[0])}, "
+        f"Step time (B's steps, median of {c[1]} | {t[1]}): control {fmt_us(c[0])}, "
         f"test {fmt_us(t[0])}{change}"
     )
 
