@@ -255,6 +255,14 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, Kerne
         breakdown = self.get_step_time_breakdown(ranks, tb_compat=tb_compat)
         return step_time_stats.step_time_stats(breakdown), step_time_stats.outlier_steps(breakdown)
 
+    def get_step_time_average(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """Per rank, the plugin's "Average Step Time" row: the mean step and each category's
+        mean (us) and share (%)."""
+        breakdown = self.get_step_time_breakdown(ranks, tb_compat=tb_compat)
+        return step_time_stats.step_time_average(breakdown)
+
     def get_gpu_metrics(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False
     ) -> pl.DataFrame:

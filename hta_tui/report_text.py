@@ -41,6 +41,23 @@ FOLDED: dict[str, str] = {"gpu_kernel_breakdown": "name", "kernel_duration_stats
 #: is not its rank's file.
 KEPT_WHOLE = frozenset(("path", "error", "span", "conflict"))
 
+#: Columns that hold sentences (a verdict, why a step was left out): wrapped at word
+#: boundaries over several lines of their row, never cut mid-word.
+SENTENCES = frozenset(("verdict", "reason", "why"))
+
+#: Long time series (a row per bucket, point or stretch): left out of the text report unless
+#: named with --only; --json and --csv keep them.
+SERIES = frozenset(
+    (
+        "gpu_utilization_series",
+        "gpu_metric_series",
+        "gpu_sm_efficiency_series",
+        "memory_curve",
+        "queue_length_time_series",
+        "memory_bw_time_series",
+    )
+)
+
 #: Columns that identify a row; repeated in every column group of a wide table.
 KEY_COLUMNS = frozenset(
     (
@@ -94,6 +111,12 @@ def column_text(s: pl.Series, max_text: int, *, whole: bool = False) -> list[str
     return texts if whole else distinct_cuts(texts, max_text)
 
 
+def wrap_words(text: str, width: int) -> list[str]:
+    """A sentence over lines of at most `width`, broken between words (a word longer than
+    the width alone is broken inside)."""
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
+
+
 def column_groups(widths: Sequence[int], keys: Sequence[int], width: int) -> list[list[int]]:
     """Column indices per printed block: the key columns, then as many others as fit."""
     others = [i for i in range(len(widths)) if i not in keys]
@@ -134,9 +157,16 @@ def table_lines(df: pl.DataFrame, width: int, whole: frozenset[str] = frozenset(
         keys.append(i)
     # a text column must fit beside the key columns repeated in its group
     room = width - sum(widths[k] + 3 for k in keys) - 4
+    wrapped: dict[int, list[list[str]]] = {}
     for i, c in enumerate(df.columns):
         text = not numeric[i] and df[c].dtype != pl.Boolean
-        if i not in keys and widths[i] > room and text and c not in whole:
+        if i in keys or not text or c in whole:
+            continue
+        if c in SENTENCES:
+            full = column_text(df[c], 10**9, whole=True)
+            wrapped[i] = [wrap_words(v, max(room, len(c), 8)) for v in full]
+            widths[i] = max([len(c), *(len(line) for v in wrapped[i] for line in v)])
+        elif widths[i] > room:
             cells[i] = column_text(df[c], max(room, len(c), 8))
             widths[i] = max([len(c), *(len(v) for v in cells[i])])
     lines: list[str] = []
@@ -150,7 +180,10 @@ def table_lines(df: pl.DataFrame, width: int, whole: frozenset[str] = frozenset(
         lines.append("| " + " | ".join(cell(i, df.columns[i]) for i in group) + " |")
         lines.append("|" + "|".join("-" * (widths[i] + 2) for i in group) + "|")
         for r in range(df.height):
-            lines.append("| " + " | ".join(cell(i, cells[i][r]) for i in group) + " |")
+            parts = {i: wrapped[i][r] if i in wrapped else [cells[i][r]] for i in group}
+            for k in range(max(len(p) for p in parts.values())):
+                texts = (cell(i, parts[i][k] if k < len(parts[i]) else "") for i in group)
+                lines.append("| " + " | ".join(texts) + " |")
     return lines  # wider than `width` only where a `whole` column is (file paths)
 
 

@@ -126,7 +126,15 @@ def test_report_has_one_key_per_analysis(synth_dir: Path, tmp_path: Path) -> Non
     doc = orjson.loads(out.getvalue())
     tables = catalog.run(TraceAnalysis(synth_dir, cache=Cache(tmp_path / "c")).trace_set.frames())
     # gpu_devices, distributed_hierarchy, process_groups come from the files' metadata
-    assert list(doc) == ["files", *tables, "distributed_hierarchy", "process_groups", "gpu_devices"]
+    assert list(doc) == [
+        "files",
+        *tables,
+        "distributed_hierarchy",
+        "process_groups",
+        "gpu_devices",
+        "scope",  # what each table covers (issue 24, point 5)
+    ]
+    assert set(doc["scope"]) == set(doc) - {"files", "scope"}
     for name, df in tables.items():
         assert len(doc[name]) == df.height, name
         if df.height:
@@ -146,7 +154,7 @@ def test_report_only_and_csv(synth_dir: Path, tmp_path: Path) -> None:
     )
     assert rc == 0
     doc = orjson.loads(out.getvalue())
-    assert list(doc) == ["files", "comm_comp_overlap", "memory_bw_time_series"]
+    assert list(doc) == ["files", "comm_comp_overlap", "memory_bw_time_series", "scope"]
     assert len(doc["memory_bw_time_series"]) > 0
     files = sorted(p.name for p in (tmp_path / "csv").iterdir())
     assert files == ["comm_comp_overlap.csv", "files.csv", "memory_bw_time_series.csv"]

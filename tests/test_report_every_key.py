@@ -56,6 +56,7 @@ OTHER_ORDER: dict[str, str] = {
             "kernel_attribution",
             "distributed_hierarchy",
             "step_time_stats",
+            "step_time_average",
         ),
         "by rank",
     ),
@@ -175,7 +176,8 @@ def test_only_takes_every_key(
     assert main(["report", str(trace_dir), "--only", key, "--json", "--no-cache"]) == 0, key
     doc = orjson.loads(capsys.readouterr().out)
     siblings = {t for t, owner in catalog.TABLE_OWNER.items() if owner == key}
-    assert set(doc) == {"files", key} | siblings
+    assert set(doc) == {"files", "scope", key} | siblings
+    assert set(doc["scope"]) == {key} | siblings  # what each covers (issue 24, point 5)
 
 
 @pytest.mark.parametrize("key", ALL_KEYS)

@@ -120,6 +120,12 @@ class Analysis:
     #: Starts from HTA's shared per-rank views (`hta_view`): `run` starts it once the first
     #: such analysis has built them (`scheduling`).
     views: bool = True
+    #: Which steps its numbers cover (`coverage.STEPS`): HTA's (the last left out), the
+    #: plugin's (moved to their GPU work), every ProfilerStep, or the whole trace.
+    steps: str = "hta"
+    #: Whose definitions it follows (`coverage.DEFINITIONS`): HTA's, the TensorBoard
+    #: plugin's, or this project's own.
+    definitions: str = "hta"
 
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
@@ -257,6 +263,7 @@ def _step_time(r: Ranks, o: Options) -> Tables:
     return {
         "step_time_breakdown": breakdown,
         "step_selection": step_breakdown.step_selection(r, tb_compat=o.tb_compat),
+        "step_time_average": step_time_stats.step_time_average(breakdown),
         "step_time_stats": step_time_stats.step_time_stats(breakdown),
         "outlier_steps": step_time_stats.outlier_steps(breakdown),
     }
@@ -364,7 +371,7 @@ def _collectives_hidden(r: Ranks, o: Options) -> Tables:
 
 
 def _syncs(r: Ranks, o: Options, flows: Ranks) -> Tables:
-    return sync_summary.sync_tables(r, flows)
+    return sync_summary.sync_tables(r, flows, tb_compat=o.tb_compat)
 
 
 def _critical_path(r: Ranks, o: Options) -> Tables:
@@ -398,6 +405,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _step_time,
         cost=0.8,
         views=False,
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "gpu_metrics",
@@ -405,6 +414,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _gpu_metrics,
         cost=0.6,
         views=False,
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "kernel_view",
@@ -412,9 +423,17 @@ ANALYSES: tuple[Analysis, ...] = (
         _kernel_view,
         cost=0.1,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "gpu_sm_efficiency_series", "Est. SM efficiency over time", _sm_series, False, views=False
+        "gpu_sm_efficiency_series",
+        "Est. SM efficiency over time",
+        _sm_series,
+        False,
+        views=False,
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "gpu_metric_series",
@@ -422,6 +441,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _metric_series,
         cost=0.1,
         views=False,
+        steps="plugin",
+        definitions="plugin",
     ),
     # These two share the plugin's operator tree (op_tree.build, built once per rank)
     Analysis(
@@ -430,6 +451,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _kernel_view_by_op,
         cost=0.2,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "operator_stats",
@@ -437,6 +460,17 @@ ANALYSES: tuple[Analysis, ...] = (
         _operators,
         cost=0.8,
         views=False,
+        steps="whole",
+        definitions="plugin",
+    ),
+    Analysis(
+        "memory_curve",
+        "Memory curve (downsampled)",
+        _memory_curve,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "kernel_attribution",
@@ -444,20 +478,35 @@ ANALYSES: tuple[Analysis, ...] = (
         _attribution,
         cost=0.2,
         views=False,
+        steps="whole",
+        definitions="own",
     ),
-    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
     Analysis(
         "memory_events",
         "Memory events: allocation / free pairs",
         _memory_events,
         frames=_MEM,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM, views=False
+        "memory_stats",
+        "Memory statistics per operator",
+        _memory_stats,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "memory_peak", "Memory alive at each device's peak", _memory_peak, frames=_MEM, views=False
+        "memory_peak",
+        "Memory alive at each device's peak",
+        _memory_peak,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "memory_leaks",
@@ -465,9 +514,17 @@ ANALYSES: tuple[Analysis, ...] = (
         _memory_leaks,
         frames=_MEM,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM, views=False
+        "memory_step_peaks",
+        "Memory peak per step",
+        _memory_step_peaks,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "comm_comp_per_rank",
@@ -475,6 +532,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _distributed,
         cost=0.3,
         views=False,
+        steps="every",
+        definitions="plugin",
     ),
     Analysis(
         "collectives_hidden",
@@ -482,6 +541,8 @@ ANALYSES: tuple[Analysis, ...] = (
         _collectives_hidden,
         cost=0.2,
         views=False,
+        steps="every",
+        definitions="own",
     ),
     Analysis(
         "syncs",
@@ -490,14 +551,20 @@ ANALYSES: tuple[Analysis, ...] = (
         frames=("flows",),
         cost=0.5,
         views=False,
+        steps="whole",
+        definitions="own",
     ),
-    Analysis("module_stats", "nn.Module view", _modules, views=False),
+    Analysis(
+        "module_stats", "nn.Module view", _modules, views=False, steps="whole", definitions="plugin"
+    ),
     Analysis(
         "critical_path",
         "Critical path per rank and step, and across ranks (HTA 0.6)",
         _critical_path,
         cost=4.0,  # the first step of 8 ranks, what-ifs included (bench/CRITICAL_PATH.md)
         views=False,
+        steps="every",  # the ProfilerSteps critical_path_steps names, as on the host
+        definitions="hta",
     ),
 )
 
@@ -522,6 +589,7 @@ TABLE_OWNER: dict[str, str] = {
     "distributed_hierarchy": "comm_comp_per_rank",
     "process_groups": "comm_comp_per_rank",
     "step_selection": "step_time_breakdown",
+    "step_time_average": "step_time_breakdown",
     "step_time_stats": "step_time_breakdown",
     "outlier_steps": "step_time_breakdown",
     "gpu_utilization_series": "gpu_metrics",

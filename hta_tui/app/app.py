@@ -98,6 +98,13 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Show every key"),
         # where no table row names a moment, `t` says why instead of doing nothing
         Binding("t", "no_timeline", "Timeline", show=False, tooltip="Why t does nothing here"),
+        Binding(
+            "X",
+            "plugin_definitions",
+            "Plugin's rules",
+            show=False,
+            tooltip="The TensorBoard plugin's views: its own rules exactly, or hta-tui's fixes",
+        ),
         *nav_bindings(),
     ]
 
@@ -164,6 +171,9 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self.rank_choice: int | None = None
         #: every screen includes the last ProfilerStep, which HTA leaves out (`H`)
         self.every_step = False
+        #: the TensorBoard plugin's views use its own rules exactly (`X`), not this project's
+        #: fixes for traces newer than 2021 (the report's `--set tb_compat=true`)
+        self.tb_compat = False
         #: the kernel the detail screen shows (set by enter on the kernels screen)
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []

@@ -29,6 +29,7 @@ class NavigationMixin(AppMixin):
 
     compare_set: TraceSet | None
     selected_kernel: str | None
+    tb_compat: bool
     _mode_history: list[str]
     #: section key -> the view last shown in it (its digit opens that one)
     _section_last: dict[str, str]
@@ -125,8 +126,29 @@ class NavigationMixin(AppMixin):
         rows.sort(key=lambda r: {screen_name: 0, "everywhere": 2}.get(r[2], 1))
         return rows + help_rows(self.comparing)
 
+    def action_plugin_definitions(self) -> None:
+        """`X`: the TensorBoard plugin's views switch between its own rules (its numbers
+        exactly, `tb_compat`) and this project's (fixed for traces newer than 2021); every
+        such view recomputes and its title says which it shows."""
+        self.tb_compat = not self.tb_compat
+        which = (
+            "the TensorBoard plugin's own rules (its numbers exactly)"
+            if self.tb_compat
+            else "hta-tui's rules (the plugin's, fixed for traces newer than 2021)"
+        )
+        self.notify(f"Plugin views: {which}", timeout=4)
+        refresh = getattr(self.screen, "_maybe_refresh", None)
+        if refresh is not None:
+            refresh(force=True)
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "X Definitions: TensorBoard plugin's own / hta-tui's",
+            "Step time, GPU metrics, kernels, operators, distributed: the plugin's rules "
+            "exactly, or hta-tui's fixes for newer traces",
+            self.action_plugin_definitions,
+        )
         yield SystemCommand(
             "Reload", "Discover and load the trace folder again", self.action_reload
         )

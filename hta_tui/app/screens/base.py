@@ -30,10 +30,12 @@ from textual.worker import get_current_worker
 from hta_tui.analysis import scope
 from hta_tui.app.environment import one_line
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
+from hta_tui.app.sides import folder_label
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.title_line import TitleLine
 from hta_tui.trace.model import TraceSet
 
@@ -117,6 +119,14 @@ TABLE_BINDING = Binding("v", "next_table", "Table", tooltip="Next table (the tab
 NOT_QUEUED = frozenset({"escape", "question_mark", "q", "ctrl+p", "ctrl+c", "tab", "shift+tab"})
 
 
+def definitions_text(why: str, *, tb_compat: bool) -> str:
+    """The title part saying whose definitions a plugin view shows, and the key that
+    switches them: the plugin's own, or this project's with why they differ."""
+    if tb_compat:
+        return "the TensorBoard plugin's own rules (X: hta-tui's)"
+    return f"hta-tui's rules: {why} (X: plugin's)"
+
+
 class AnalysisScreen(Screen):
     """Base of the numbered analysis screens (see the module docstring)."""
 
@@ -124,6 +134,13 @@ class AnalysisScreen(Screen):
     #: out unless `a`): "whole trace", "every ProfilerStep", ... so two screens whose numbers
     #: differ say why.
     STEPS: ClassVar[str | None] = None
+
+    #: A view of the TensorBoard plugin's: where its numbers differ from the plugin's own,
+    #: and why (one short clause). Such a view follows the app's definitions switch (`X`:
+    #: `tb_compat`, the plugin's rules exactly) and its title says which are shown.
+    PLUGIN_WHY: ClassVar[str | None] = None
+    #: Uses the step-time view's steps (the diff's step time), so follows `X` as well.
+    PLUGIN_STEPS: ClassVar[bool] = False
 
     #: Shown in the header line and the command palette.
     TITLE: ClassVar[str] = ""
@@ -208,6 +225,7 @@ class AnalysisScreen(Screen):
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield TitleLine(self.TITLE, id="screen-title", classes="screen-title")
+        yield TextBlock("", id="waiting", classes="summary")
         with Vertical(id="body"):
             yield from self.compose_body()
         yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")
@@ -216,6 +234,7 @@ class AnalysisScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
+        self.query_one("#waiting").display = False
         self.set_interval(POLL, self._maybe_refresh)
         self._maybe_refresh()
 
@@ -232,7 +251,47 @@ class AnalysisScreen(Screen):
         return self.app.trace_set  # type: ignore[attr-defined]
 
     def _title_text(self) -> str:
-        return self._with_scope(self._where())
+        title = self._with_scope(self._where())
+        ts = self.trace_set
+        if not isinstance(ts, TraceSet):
+            return title
+        entries = ts.entries.values()
+        busy = sum(e.status in ("pending", "loading") for e in entries)
+        if busy and ts.loaded():  # numbers of the ranks landed so far
+            title += f"  ·  loading {busy} of {len(entries)} files"
+        return title
+
+    def waiting_text(self) -> str | None:
+        """What the view says instead of numbers while no rank is loaded (None once one is):
+        never a verdict ("no GPU", "no steps") about data it has not seen."""
+        ts = self.trace_set
+        if not isinstance(ts, TraceSet) or ts.loaded():  # the diff waits for both sides itself
+            return None
+        entries = list(ts.entries.values())
+        busy = sum(e.status in ("pending", "loading") for e in entries)
+        scanning = getattr(self.app, "scanning", None)
+        root = folder_label(ts.root)
+        if busy:
+            return f"Loading {busy} of {len(entries)} files in {root}: numbers once a rank lands."
+        if not entries and callable(scanning) and scanning():
+            return f"Looking for trace files in {root}…"
+        if not entries:
+            watching = getattr(self.app, "watcher_state", "off") != "off"
+            return f"No trace files in {root}" + (
+                " yet; watching for new ones." if watching else "."
+            )
+        return f"No trace loaded: none of the {len(entries)} files could be read (1 O says why)."
+
+    def _show_waiting(self) -> bool:
+        """Main thread: the waiting text in place of the body, or the body back; True while
+        waiting."""
+        text = self.waiting_text()
+        waiting = self.query_one("#waiting", TextBlock)
+        waiting.display = text is not None
+        self.query_one("#body").display = text is None
+        if text is not None:
+            waiting.update(text)
+        return text is not None
 
     def _where(self) -> str:
         if self.params.rank is not None:
@@ -272,6 +331,10 @@ class AnalysisScreen(Screen):
         every = bool(getattr(self.app, "every_step", False))
         if every != bool(self.params.get("every_step", False)):
             self.params = replace(self.params, extra={**self.params.extra, "every_step": every})
+        follows = self.PLUGIN_WHY is not None or self.PLUGIN_STEPS
+        compat = bool(getattr(self.app, "tb_compat", False)) and follows
+        if compat != bool(self.params.get("tb_compat", False)):
+            self.params = replace(self.params, extra={**self.params.extra, "tb_compat": compat})
 
     def _maybe_refresh(self, force: bool = False) -> None:
         if not self.is_current and not force:
@@ -291,7 +354,7 @@ class AnalysisScreen(Screen):
         self._computing = want
         self.query_one("#screen-title", Static).update(self._title_text())
         body = self.query_one("#body")
-        if self._shown_key is None:
+        if not self._show_waiting() and self._shown_key is None:
             body.loading = True
         self._compute(ts.snapshot(), self.params)
 
@@ -321,7 +384,8 @@ class AnalysisScreen(Screen):
             return
         if worker.is_cancelled:
             return
-        self.post_message(Computed(result, ts.generation, params, self._scope(ts, frames, every)))
+        scope_text = self._scope(ts, frames, every, compat=bool(params.get("tb_compat", False)))
+        self.post_message(Computed(result, ts.generation, params, scope_text))
 
     @on(ComputeFailed)
     def _compute_failed(self, msg: ComputeFailed) -> None:
@@ -338,13 +402,18 @@ class AnalysisScreen(Screen):
         self.query_one("#body").loading = False
         self.app.notify(f"{self.TITLE} failed: {msg.reason}", severity="error", timeout=10)
 
-    def _scope(self, ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool) -> str:
+    def _scope(
+        self, ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool, compat: bool = False
+    ) -> str:
         """Worker thread: the steps and spans the numbers cover (the title says the ranks)."""
         if not frames:
             return ""
         spans = span_scope(ts, sorted(frames))
         steps = self.steps_text(frames, every)
-        return "  ·  ".join([steps, spans] if spans else [steps])
+        parts = [steps, spans] if spans else [steps]
+        if self.PLUGIN_WHY is not None:
+            parts.append(definitions_text(self.PLUGIN_WHY, tb_compat=compat))
+        return "  ·  ".join(parts)
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         """Worker thread: the steps part of the scope. HTA's analyses: its steps, the last
@@ -366,6 +435,7 @@ class AnalysisScreen(Screen):
         self.scope_text = msg.scope
         self.query_one("#screen-title", Static).update(self._title_text())
         self.query_one("#body").loading = False
+        self._show_waiting()
         self.show(msg.result)
         self._apply_filter()
         if self._queued_keys:  # after `show`'s own focus moves

@@ -28,7 +28,7 @@ from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import diff, steps
+from hta_tui.analysis import diff, step_breakdown
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
@@ -139,12 +139,17 @@ def count_text(control: pl.Expr, test: pl.Expr) -> pl.Expr:
     )
 
 
-def median_step(events: pl.DataFrame) -> tuple[float, int] | None:
-    """(median ProfilerStep duration in us, number of steps) of one side, None without."""
-    its = steps.iterations({0: events})
-    if its.is_empty():
+def median_step(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[float, int] | None:
+    """(median step time in us, number of steps) of one side, None without ProfilerStep: the
+    steps the step-time view shows (`step_breakdown.used_steps`), so one step has one length
+    on every screen."""
+    if not diff.step_numbers(events):
         return None
-    return float(its["dur"].median()), its.height  # type: ignore[arg-type]
+    used = step_breakdown.used_steps({0: events}, tb_compat=tb_compat)
+    if used.is_empty():
+        return None
+    length = (used["end"] - used["start"]).median()
+    return float(length) / 1000, used.height  # type: ignore[arg-type]
 
 
 def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
@@ -154,7 +159,7 @@ def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
         return "Step time: no ProfilerStep on " + ("either side" if c is t else "one side")
     change = f" ({(t[0] - c[0]) / c[0]:+.1%})" if c[0] else ""
     return (
-        f"Step time (median of {c[1]} | {t[1]} steps): control {fmt_us(c[0])}, "
+        f"Step time (B's steps, median of {c[1]} | {t[1]}): control {fmt_us(c[0])}, "
         f"test {fmt_us(t[0])}{change}"
     )
 
@@ -331,6 +336,7 @@ class SidePicker(ModalScreen[tuple[Any, Any] | None]):
 class DiffScreen(AnalysisScreen):
     TITLE = "Diff"
     FOLLOWS_RANK = False  # each side has its own rank (`r` here picks both)
+    PLUGIN_STEPS = True  # its step time: the step-time view's steps, in the same rules (X)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Ranks", tooltip="The rank compared on each side"),
@@ -402,6 +408,7 @@ class DiffScreen(AnalysisScreen):
             return out
         c_choice, t_choice = params.get("control_iteration"), params.get("test_iteration")
         average = "all" in (c_choice, t_choice)
+        compat = bool(params.get("tb_compat", False))  # the step-time view's rules (X)
         kw: dict[str, Any] = {
             "control_iteration": side_iterations(control, c_choice, average),
             "test_iteration": side_iterations(test, t_choice, average),
@@ -423,7 +430,10 @@ class DiffScreen(AnalysisScreen):
             test_iterations=diff.complete_iterations(test),
             control_steps=diff.step_numbers(control),
             test_steps=diff.step_numbers(test),
-            step_time={"control": median_step(control), "test": median_step(test)},
+            step_time={
+                "control": median_step(control, tb_compat=compat),
+                "test": median_step(test, tb_compat=compat),
+            },
         )
         return out
 

@@ -22,7 +22,7 @@ from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
-from hta_tui.analysis import comm_overview, comm_stats
+from hta_tui.analysis import comm_overview, comm_plugin, comm_stats
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
@@ -105,6 +105,7 @@ class CommBars(StackedBars):
 class DistributedScreen(AnalysisScreen):
     TITLE = "Distributed"
     STEPS = "every ProfilerStep"
+    PLUGIN_WHY = "every collective counted, timed on the GPU"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         TABLE_BINDING,
@@ -130,14 +131,16 @@ class DistributedScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        overview = comm_overview.comm_comp_per_rank(frames)
+        compat = bool(params.get("tb_compat", False))  # the plugin's own formulas (X)
+        overview = (comm_plugin.overlap if compat else comm_overview.comm_comp_per_rank)(frames)
+        waits = comm_plugin.waittime if compat else comm_overview.wait_transfer_per_step
         return {
             "means": overview.filter(pl.col("step") == "all"),
             "stragglers": comm_stats.collective_stragglers(frames),
             "instances": comm_stats.collective_instances(frames),
             "last_calls": comm_stats.collective_last_calls(frames),
             "ops": comm_stats.comm_ops_stats(frames),
-            "wait": comm_overview.wait_transfer_per_step(frames),
+            "wait": waits(frames),
         }
 
     def show(self, result: dict[str, Any]) -> None:

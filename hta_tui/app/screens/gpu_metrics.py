@@ -47,10 +47,10 @@ HEADERS: dict[str, str] = {
 
 
 def metrics_table(
-    frames: dict[int, pl.DataFrame], metas: dict[int, dict[str, Any]]
+    frames: dict[int, pl.DataFrame], metas: dict[int, dict[str, Any]], *, tb_compat: bool = False
 ) -> pl.DataFrame:
     """The four metrics per rank and GPU, with the GPU's deviceProperties beside them."""
-    metrics = gpu_metrics.gpu_metrics(frames)
+    metrics = gpu_metrics.gpu_metrics(frames, tb_compat=tb_compat)
     if metrics.is_empty():
         return metrics
     devices = gpu_metrics.device_table(metas, metrics)
@@ -63,6 +63,7 @@ def metrics_table(
 class GpuMetricsScreen(AnalysisScreen):
     TITLE = "GPU metrics"
     STEPS = "as the TensorBoard plugin"  # which steps: steps_text
+    PLUGIN_WHY = "tensor cores of every kernel, modern list"
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         return describe_plugin_steps(frames)
@@ -84,10 +85,11 @@ class GpuMetricsScreen(AnalysisScreen):
         kernels = sum(
             int(d.meta.get("n_kernels") or 0) for r, d in ts.loaded().items() if r in frames
         )
+        tb_compat = bool(params.get("tb_compat", False))
         return {
             "kernels": kernels,
-            "table": metrics_table(frames, metas),
-            "series": gpu_metric_series.metric_series(frames),
+            "table": metrics_table(frames, metas, tb_compat=tb_compat),
+            "series": gpu_metric_series.metric_series(frames, tb_compat=tb_compat),
         }
 
     def show(self, result: dict[str, Any]) -> None:

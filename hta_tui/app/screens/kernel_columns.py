@@ -39,7 +39,9 @@ BY_OP: dict[str, str] = {
 }
 
 
-def with_kernel_view(table: pl.DataFrame, frames: dict[int, pl.DataFrame]) -> pl.DataFrame:
+def with_kernel_view(
+    table: pl.DataFrame, frames: dict[int, pl.DataFrame], *, tb_compat: bool = False
+) -> pl.DataFrame:
     """HTA's per-kernel table with the plugin's three columns after `mean us`."""
     if table.is_empty():
         return table.with_columns(
@@ -48,7 +50,7 @@ def with_kernel_view(table: pl.DataFrame, frames: dict[int, pl.DataFrame]) -> pl
             pl.lit(None, pl.Float64).alias("occupancy %"),
             pl.lit(None, pl.String).alias("backend"),
         )
-    view = kernel_view.job_kernel_table(frames)
+    view = kernel_view.job_kernel_table(frames, tb_compat=tb_compat)
     extra = view.select("name", *HEADERS).rename(HEADERS) if not view.is_empty() else None
     if extra is None:
         extra = pl.DataFrame(
@@ -63,9 +65,9 @@ def with_kernel_view(table: pl.DataFrame, frames: dict[int, pl.DataFrame]) -> pl
     return joined.select(*cols[:at], *HEADERS.values(), "backend", *cols[at:])
 
 
-def by_operator(frames: dict[int, pl.DataFrame]) -> pl.DataFrame:
+def by_operator(frames: dict[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
     """Per kernel + launching operator + grid, block, registers, shared memory."""
-    view = kernel_view.job_kernel_table(frames, by_operator=True)
+    view = kernel_view.job_kernel_table(frames, by_operator=True, tb_compat=tb_compat)
     if view.is_empty():
         return pl.DataFrame(schema={h: pl.String for h in BY_OP.values()})
     return view.select(*BY_OP).rename(BY_OP)

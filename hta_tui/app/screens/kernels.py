@@ -111,6 +111,7 @@ class TypeBreakdown(Widget):
 
 class KernelsScreen(AnalysisScreen):
     TITLE = "Kernels"
+    PLUGIN_WHY = "tensor cores by a modern list"  # its tc, blocks/SM, occupancy columns
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
@@ -141,12 +142,13 @@ class KernelsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        compat = bool(params.get("tb_compat", False))  # the plugin's columns by its rules (X)
         type_df, _ = kernels.gpu_kernel_breakdown(
             frames, duration_ratio=DURATION_RATIO, num_kernels=NUM_KERNELS
         )
         by_op = bool(params.get("by_op", False))
         if by_op:
-            table = kernel_columns.by_operator(frames)
+            table = kernel_columns.by_operator(frames, tb_compat=compat)
         else:
             table = kernel_detail.kernel_table(
                 frames,
@@ -154,7 +156,7 @@ class KernelsScreen(AnalysisScreen):
                 duration_ratio=DURATION_RATIO,
                 num_kernels=NUM_KERNELS,
             )
-            table = kernel_columns.with_kernel_view(table, frames)
+            table = kernel_columns.with_kernel_view(table, frames, tb_compat=compat)
         if not params.get("full_names", False):
             # the short name in the name's place; the full one stays for detail and export
             table = table.with_columns(

@@ -61,6 +61,7 @@ def display(table: pl.DataFrame, *, gpu: bool) -> pl.DataFrame:
 class OperatorsScreen(AnalysisScreen):
     TITLE = "Operators"
     STEPS = "whole trace"
+    PLUGIN_WHY = "device times through cuda_runtime launches"
     WORKER_GROUPS = ("screen", "operator-stacks")
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -83,7 +84,9 @@ class OperatorsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        tables = operators.job_operator_tables(frames)
+        tables = operators.job_operator_tables(
+            frames, tb_compat=bool(params.get("tb_compat", False))
+        )
         gpu = any(
             ev.select(pl.col("kind").is_in(GPU_WORK_KINDS).any()).item() for ev in frames.values()
         )

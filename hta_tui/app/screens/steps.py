@@ -127,6 +127,10 @@ class StepBars(Widget):
         return Text("\n", no_wrap=True).join(lines)
 
 
+#: Which steps these are: HTA's, not the step-time view's (moved to their GPU work).
+HOST_STEPS = "host ProfilerStep ranges, as HTA; B moves them to their GPU work"
+
+
 class StepsScreen(AnalysisScreen):
     TITLE = "Steps & stragglers"
 
@@ -240,7 +244,7 @@ class StepsScreen(AnalysisScreen):
         n_ranks = result["iterations"]["rank"].n_unique()
         head = (
             f"{spread.height} step{'s' if spread.height != 1 else ''} on {n_ranks} "
-            f"rank{'s' if n_ranks != 1 else ''}. "
+            f"rank{'s' if n_ranks != 1 else ''} ({HOST_STEPS}). "
         )
         head += StepsScreen._collectives(s)
         if flagged.is_empty():

@@ -56,7 +56,8 @@ _KEYS = ("rank", "phase", "module", "operator", "call_site")
 
 class SyncsScreen(AnalysisScreen):
     TITLE = "Syncs"
-    STEPS = "whole trace"
+    STEPS = "whole trace, % of B's steps"  # step time: the step-time view's steps
+    PLUGIN_STEPS = True  # ... in the rules it shows them (X)
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="sync-verdict", classes="summary")
@@ -67,7 +68,7 @@ class SyncsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, pl.DataFrame]:
-        return sync_summary.sync_tables(frames)
+        return sync_summary.sync_tables(frames, tb_compat=bool(params.get("tb_compat", False)))
 
     def compute_on(
         self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params
@@ -75,7 +76,11 @@ class SyncsScreen(AnalysisScreen):
         """The flows frames besides the events: a backward sync follows its fwdbwd flow to the
         forward op (the sequence number alone when a trace has none)."""
         flows = ts.frames("flows")
-        return sync_summary.sync_tables(frames, {r: flows[r] for r in frames if r in flows})
+        return sync_summary.sync_tables(
+            frames,
+            {r: flows[r] for r in frames if r in flows},
+            tb_compat=bool(params.get("tb_compat", False)),
+        )
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]
