@@ -167,6 +167,19 @@ class TraceSet:
         return snap
 
     def apply(self, result: LoadResult) -> FileEntry:
+        entry = self._apply_one(result)
+        self._changed()
+        return entry
+
+    def apply_many(self, results: list[LoadResult]) -> None:
+        """Several results at once, ranks reassigned once for the batch: a session applies
+        whatever landed since its last turn together (one generation, not one per file)."""
+        for result in results:
+            self._apply_one(result)
+        if results:
+            self._changed()
+
+    def _apply_one(self, result: LoadResult) -> FileEntry:
         entry = self.entries.get(result.file.path)
         if entry is None or entry.file.key != result.file.key:
             entry = FileEntry(result.file)
@@ -178,7 +191,6 @@ class TraceSet:
         entry.data = None
         if result.ok and result.entry:  # frames kept in memory when the cache took none
             entry.data = RankData(result.entry, result.meta, _frames=dict(result.frames or {}))
-        self._changed()
         return entry
 
     def remove(self, path: Path) -> None:

@@ -24,6 +24,7 @@ from textual_plotext import PlotextPlot
 from hta_tui.analysis import memory, queue
 from hta_tui.analysis.counters_export import write_counters_trace
 from hta_tui.analysis.downsample import step_bucket_max
+from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -236,7 +237,7 @@ class TimelinesScreen(AnalysisScreen):
             return
         rank = result.get("rank")
         colours = line_colours(self.app)
-        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        marker = "*" if hta_app(self).ascii else "braille"
         q_plot = self.query_one("#queue-plot", PlotextPlot)
         m_plot = self.query_one("#memory-plot", PlotextPlot)
         q_note = self.query_one("#queue-note", Static)
@@ -328,7 +329,7 @@ class TimelinesScreen(AnalysisScreen):
         if entry is None or entry.data is None:
             self.notify("No loaded rank to export.", severity="warning")
             return
-        export_dir = Path(getattr(self.app, "export_dir", Path.cwd()))
+        export_dir = hta_app(self).export_dir
         target = export_dir / counters_name(entry.path)
         n = 1
         while target.exists():
