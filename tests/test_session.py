@@ -280,3 +280,32 @@ def test_report_and_api_open_their_files_through_the_session(tmp_path: Path, mon
     assert ta.session.trace_set is ta.trace_set
     api_errors = dict(zip(ta.files()["path"], ta.files()["error"], strict=True))
     assert api_errors["rank-1.json"] == "vetoed by the session"
+
+
+def test_the_overview_uses_what_the_loader_computed_without_reading_it_back(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A file parsed now hands its overview numbers and step breakdown to the session with
+    its result: building the overview's tables reads no derived table back from the cache."""
+    from hta_tui.analysis import overview, step_overview
+    from hta_tui.session import open_session
+    from hta_tui.trace import model
+    from tests.test_app_support import write_ranks
+
+    write_ranks(tmp_path / "a", 2)
+    s = open_session(
+        tmp_path / "a", Cache(tmp_path / "cache"), after_parse=step_overview.precompute
+    )
+    ts = s.trace_set
+    assert [e.status for e in ts.entries.values()] == ["loaded", "loaded"]
+
+    def no_read_back(path: Path) -> Any:
+        raise AssertionError(f"read back {path.name}")
+
+    monkeypatch.setattr(model, "read_checked", no_read_back)
+    files_table = overview.file_table(ts)
+    # rank_trace: per step a GEMM of 400 - 60 * rank us, the all-reduce (200) and the copy
+    # (40) after it, no overlap; three steps
+    assert files_table.sort("rank")["gpu_busy_us"].to_list() == [3 * 640.0, 3 * 580.0]
+    steps = step_overview.step_table(ts)
+    assert sorted(steps["rank"].unique().to_list()) == [0, 1]

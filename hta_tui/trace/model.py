@@ -75,6 +75,11 @@ class RankData:
             self._memos[key] = df
         return df
 
+    def memos(self) -> dict[str, pl.DataFrame]:
+        """The derived tables computed or read so far (a parser worker hands them back)."""
+        with self._lock:
+            return dict(self._memos)
+
     def frame(self, name: str = "events") -> pl.DataFrame:
         """A damaged cache entry (found when a frame is read) is parsed again; a trace that
         cannot be parsed any more gives empty frames. Either way a notice says so."""
@@ -190,7 +195,12 @@ class TraceSet:
         entry.cached = result.cached
         entry.data = None
         if result.ok and result.entry:  # frames kept in memory when the cache took none
-            entry.data = RankData(result.entry, result.meta, _frames=dict(result.frames or {}))
+            entry.data = RankData(
+                result.entry,
+                result.meta,
+                _frames=dict(result.frames or {}),
+                _memos=dict(result.memos or {}),  # what the parser worker computed
+            )
         return entry
 
     def remove(self, path: Path) -> None:
