@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,38 @@ async def test_a_screen_follows_a_file_the_session_loads(tmp_path: Path) -> None
             what="the view to show both ranks",
         )
         assert sorted(app.trace_set.loaded()) == [0, 1]
+
+
+async def test_wake_ups_soon_after_an_apply_wait_for_one_deferred_apply(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Files landing one by one are applied in batches: a wake-up soon after an apply (here
+    the clock stands still) leaves the queue for one timer, which takes all of it."""
+    from hta_tui.app import loading
+    from hta_tui.app.loading import SessionReady
+
+    root = tmp_path / "traces"
+    write_rank(root, 0, world=3)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        applied: list[int] = []
+        real = app.session.apply_pending
+
+        def counted() -> list[Any]:
+            changes = real()
+            if changes:  # an apply that found something queued
+                applied.append(len(changes))
+            return changes
+
+        monkeypatch.setattr(app.session, "apply_pending", counted)
+        monkeypatch.setattr(loading, "monotonic", lambda: 1000.0)
+        app._last_apply = 1000.0  # an apply just happened
+        app.session.reload([write_rank(root, 1, world=3), write_rank(root, 2, world=3)])
+        while app.session._busy:  # the event loop is held: every wake-up waits in the queue
+            time.sleep(0.01)
+        app._on_session_ready(SessionReady())
+        assert applied == [] and not app.session.idle  # queued, not applied yet
+        await settle(pilot)
+        assert applied == [1]
+        assert sorted(app.trace_set.loaded()) == [0, 1, 2]

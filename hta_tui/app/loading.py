@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from time import monotonic
+from typing import Any
 
 from textual.message import Message
 
@@ -41,12 +43,20 @@ class DataState:
     watch: str = "off"
 
 
+#: The session's queue is applied at most this often (seconds). Each apply reassigns ranks
+#: (work in the number of files), so 1,000 files landing one by one would cost 1,000 of them
+#: on the UI thread; a wake-up within this time of the last apply waits for one timer.
+APPLY_INTERVAL = 0.2
+
+
 class LoadingMixin(AppMixin):
     """The loading half of HtaApp; `session`, `data` and `watcher_state` are HtaApp's."""
 
     session: LiveSession
     data: DataState
     watcher_state: str
+    _last_apply: float = float("-inf")
+    _apply_timer: Any = None
 
     def scanning(self, side: str = MAIN) -> bool:
         """Is a full scan of that side's folder ("main" or "test") still listing files?"""
@@ -74,6 +84,15 @@ class LoadingMixin(AppMixin):
         self.post_message(SessionReady())
 
     def _on_session_ready(self, _msg: SessionReady) -> None:
+        wait = self._last_apply + APPLY_INTERVAL - monotonic()
+        if wait <= 0:
+            self._apply_session()
+        elif self._apply_timer is None:  # one deferred apply takes whatever lands meanwhile
+            self._apply_timer = self.set_timer(wait, self._apply_session)
+
+    def _apply_session(self) -> None:
+        self._apply_timer = None
+        self._last_apply = monotonic()
         self.session.apply_pending()  # listeners: _session_changed, once per side
         self._set_data()
 
