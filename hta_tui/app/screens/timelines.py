@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.containers import Vertical
@@ -38,9 +38,9 @@ DEFAULT_STREAMS = 3
 LINE_COLOURS = ("primary", "warning", "success", "error", "secondary", "accent")
 
 
-def line_colours(app: Any) -> list[tuple[int, int, int]]:
+def line_colours(app: App[Any]) -> list[tuple[int, int, int]]:
     """RGB of the theme's accent colours, for chart lines (no raw colours)."""
-    variables = getattr(app, "theme_variables", {}) or {}
+    variables = app.theme_variables
     out = []
     for name in LINE_COLOURS:
         value = variables.get(name)
