@@ -155,7 +155,10 @@ def run_report(
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     # the session the app opens its files through too: the same files, ranks and reasons
-    ts = open_session(path, cache, workers=workers, after_parse=precompute).trace_set
+    session = open_session(path, cache, workers=workers, after_parse=precompute)
+    ts = session.trace_set
+    for notice in session.notices:  # a loader that failed, say
+        print(f"hta-tui: note: {printable(notice.text)}", file=sys.stderr)
     options = dataclasses.replace(options or catalog.Options(), hta_compat=hta_compat)
     tables = build_tables(ts, names=only, options=options)
     _print_notices()

@@ -309,3 +309,22 @@ def test_the_overview_uses_what_the_loader_computed_without_reading_it_back(
     assert files_table.sort("rank")["gpu_busy_us"].to_list() == [3 * 640.0, 3 * 580.0]
     steps = step_overview.step_table(ts)
     assert sorted(steps["rank"].unique().to_list()) == [0, 1]
+
+
+def test_the_report_says_when_the_session_failed_to_list_the_folder(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A scan that fails is a one-line note on stderr and a failing exit code, not a report
+    of an empty folder that says nothing."""
+    import io
+
+    from hta_tui.report import run_report
+
+    def unreadable(root: Path) -> list[TraceFile]:
+        raise PermissionError(13, "Permission denied", str(root))
+
+    monkeypatch.setattr(live_module, "discover", unreadable)
+    code = run_report(tmp_path / "a", out=io.StringIO(), cache=Cache(tmp_path / "cache"), only=[])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "hta-tui: note: loading failed: PermissionError" in err

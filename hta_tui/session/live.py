@@ -144,6 +144,8 @@ class LiveSession:
         self._closed = False
         self._stops: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         self._listeners: list[Callable[[Change], None]] = []
+        #: what `open_session` was told while loading (a front end without notices prints it)
+        self.notices: list[Notice] = []
 
     # -- what front ends read -------------------------------------------------------------------
     @property
@@ -495,5 +497,5 @@ def open_session(
         after_parse=after_parse,
     )
     session.scan()
-    session.wait()
+    session.notices = [notice for change in session.wait() for notice in change.notices]
     return session
