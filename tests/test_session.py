@@ -328,3 +328,35 @@ def test_the_report_says_when_the_session_failed_to_list_the_folder(
     err = capsys.readouterr().err
     assert code == 1
     assert "hta-tui: note: loading failed: PermissionError" in err
+
+
+def test_the_overview_makes_rows_again_only_for_changed_files(tmp_path: Path, monkeypatch) -> None:
+    """A file landing among others makes one new row of the file table; the table is the one
+    `overview.file_table` makes from scratch."""
+    from polars.testing import assert_frame_equal
+
+    from hta_tui.analysis import overview, overview_rows
+    from hta_tui.session import open_session
+    from tests.test_app_support import write_rank, write_ranks
+
+    root = tmp_path / "a"
+    write_ranks(root, 3)
+    s = open_session(root, Cache(tmp_path / "cache"))
+    table, kept = overview_rows.update_file_table(s.trace_set, None)
+    assert_frame_equal(table, overview.file_table(s.trace_set))
+    made: list[str] = []
+    real = overview.file_row
+
+    def counted(ts: Any, entry: Any) -> dict[str, object]:
+        made.append(entry.path.name)
+        return real(ts, entry)
+
+    monkeypatch.setattr(overview, "file_row", counted)
+    new = write_rank(root, 3, world=3)
+    s.reload([new])
+    s.wait()
+    table, kept = overview_rows.update_file_table(s.trace_set, kept)
+    assert made == [new.name]
+    monkeypatch.setattr(overview, "file_row", real)
+    assert_frame_equal(table, overview.file_table(s.trace_set))
+    assert table["path"].to_list()[-1] == new.name

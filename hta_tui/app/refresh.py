@@ -13,6 +13,7 @@ from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.analysis.overview_rows import KeptRows
 from hta_tui.app.environment import one_line
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
@@ -41,6 +42,8 @@ class RefreshMixin(AppMixin):
     _overview_worker: Worker | None
     _overview_requested: tuple[Any, ...] | None
     _overview_shown: int
+    #: the overview's file rows of its last computation, reused where nothing changed
+    _kept_rows: KeptRows | None = None
 
     @property
     def settled(self) -> bool:
@@ -63,11 +66,13 @@ class RefreshMixin(AppMixin):
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False, name="overview")
     def _compute_overview(self, ts: TraceSet, generation: int, ctx: dict[str, Any]) -> None:
-        from hta_tui.analysis.overview import file_table, temporal_table
+        from hta_tui.analysis.overview import temporal_table
+        from hta_tui.analysis.overview_rows import update_file_table
         from hta_tui.analysis.step_overview import step_table
 
         worker = get_current_worker()
-        files = file_table(ts)
+        # rows made again only for the files that changed (one worker at a time: exclusive)
+        files, self._kept_rows = update_file_table(ts, self._kept_rows)
         if worker.is_cancelled:
             return
         temporal = temporal_table(ts, every_step=ctx["every_step"])
