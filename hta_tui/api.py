@@ -50,8 +50,9 @@ from hta_tui.api_critical_path import CriticalPathMethods
 from hta_tui.api_kernels import KernelOwnerMethods
 from hta_tui.api_memory import MemoryMethods
 from hta_tui.api_syncs import SyncFinderMethods
+from hta_tui.session import LiveSession, open_session
 from hta_tui.trace.cache import Cache
-from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.model import TraceSet
 
 
 class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, KernelOwnerMethods):
@@ -72,9 +73,11 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, Kerne
         cache_obj = cache if isinstance(cache, Cache) else Cache(enabled=bool(cache))
         self.trace_dir = Path(trace_dir)
         self.hta_compat = hta_compat
-        self.trace_set: TraceSet = open_set(
+        #: the files, opened through the session the app and the report use
+        self.session: LiveSession = open_session(
             self.trace_dir, cache_obj, workers=workers, after_parse=precompute
         )
+        self.trace_set: TraceSet = self.session.trace_set
 
     # -- what was loaded ---------------------------------------------------------------------
     @property

@@ -20,8 +20,9 @@ from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import SERIES, terminal_width, write_text
+from hta_tui.session import open_session
 from hta_tui.trace.cache import Cache, take_notices
-from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.model import TraceSet
 from hta_tui.trace.parse import dropped_text
 
 #: `shown`, `worker`, `timestamp` say which span each rank's numbers cover; `conflict` why a
@@ -210,7 +211,11 @@ def run_report(
     `width` and `rows` shape the text output (terminal width, 50 rows)."""
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
-    ts = open_set(path, cache, workers=workers, after_parse=precompute)
+    # the session the app opens its files through too: the same files, ranks and reasons
+    session = open_session(path, cache, workers=workers, after_parse=precompute)
+    ts = session.trace_set
+    for notice in session.notices:  # a loader that failed, say
+        print(f"hta-tui: note: {printable(notice.text)}", file=sys.stderr)
     if not ts.entries:  # one line, not an empty section per table
         print(f"hta-tui: no trace files in {printable(path)}", file=sys.stderr)
     options = dataclasses.replace(options or catalog.Options(), hta_compat=hta_compat)
@@ -293,8 +298,9 @@ def run_compare_report(
 ) -> int:
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
-    control = open_set(control_path, cache, after_parse=precompute)
-    test = open_set(test_path, cache, after_parse=precompute)
+    session = open_session(control_path, cache, compare=test_path, after_parse=precompute)
+    control, test = session.trace_set, session.compare_set
+    assert test is not None  # a session given `compare` has its test side
     doc = build_compare(control, test, **kw)
     _print_notices()
     if as_json:

@@ -136,10 +136,7 @@ class NavigationMixin(AppMixin):
             if self.tb_compat
             else "hta-tui's rules (the plugin's, fixed for traces newer than 2021)"
         )
-        self.notify(f"Plugin views: {which}", timeout=4)
-        refresh = getattr(self.screen, "_maybe_refresh", None)
-        if refresh is not None:
-            refresh(force=True)
+        self.notify(f"Plugin views: {which}", timeout=4)  # screens watch `tb_compat`
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -5,6 +5,10 @@ A screen subclass says what to compute (`compute`, a pure function of the loaded
 screen's parameters, run in a thread worker: it must not touch widgets) and how to show it
 (`show`, main thread). The base class runs `compute` whenever the trace set or a parameter
 changes, drops results of an older state, and shows a loading state meanwhile.
+
+Nothing polls: a screen watches the app's reactive values (`data`, the session's state;
+`rank_choice`; `every_step`) and refreshes when one changes while it is shown, or when it is
+shown again (`on_screen_resume`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
 from hta_tui.app.sides import folder_label
@@ -39,8 +44,6 @@ from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.title_line import TitleLine
 from hta_tui.trace.model import TraceSet
 
-#: How often a screen looks for a changed trace set (seconds); results arrive when ready.
-POLL = 0.25
 #: While files are still landing, recompute at most this often (seconds).
 MIN_INTERVAL = 1.0
 
@@ -164,6 +167,7 @@ class AnalysisScreen(Screen):
         self._shown_key: tuple[int, Params] | None = None
         self._computing: tuple[int, Params] | None = None
         self._last_compute = -1e9
+        self._refresh_timer: Any = None  # a refresh held back by MIN_INTERVAL
         self._charts_scheduled = 0  # by `draw_later`, not drawn yet
         self.scope_text = ""  # what the shown numbers cover (`_scope`)
         #: keys typed while the view loaded, acted on once it has (`_replay_keys`)
@@ -235,20 +239,25 @@ class AnalysisScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
         self.query_one("#waiting").display = False
-        self.set_interval(POLL, self._maybe_refresh)
+        app = hta_app(self)
+        for name in ("data", "rank_choice", "every_step", "tb_compat"):
+            self.watch(app, name, self._app_changed, init=False)
+        self._maybe_refresh()
+
+    def _app_changed(self) -> None:
+        """The session or a choice every screen follows changed: shown again if visible."""
         self._maybe_refresh()
 
     def on_screen_resume(self) -> None:
-        info = getattr(self.app, "status_info", None)
-        if info is not None:
-            for bar in self.query(StatusBar):
-                bar.show(info)
+        info = hta_app(self).status_info
+        for bar in self.query(StatusBar):
+            bar.show(info)
         self._maybe_refresh()
 
     # -- refresh -------------------------------------------------------------------------------
     @property
     def trace_set(self) -> TraceSet:
-        return self.app.trace_set  # type: ignore[attr-defined]
+        return hta_app(self).trace_set
 
     def _title_text(self) -> str:
         title = self._with_scope(self._where())
@@ -269,14 +278,14 @@ class AnalysisScreen(Screen):
             return None
         entries = list(ts.entries.values())
         busy = sum(e.status in ("pending", "loading") for e in entries)
-        scanning = getattr(self.app, "scanning", None)
+        scanning = hta_app(self).scanning
         root = folder_label(ts.root)
         if busy:
             return f"Loading {busy} of {len(entries)} files in {root}: numbers once a rank lands."
         if not entries and callable(scanning) and scanning():
             return f"Looking for trace files in {root}…"
         if not entries:
-            watching = getattr(self.app, "watcher_state", "off") != "off"
+            watching = hta_app(self).watcher_state != "off"
             return f"No trace files in {root}" + (
                 " yet; watching for new ones." if watching else "."
             )
@@ -325,14 +334,15 @@ class AnalysisScreen(Screen):
     def _follow_rank(self) -> None:
         """The rank chosen with `r` and the steps chosen with `a` on any screen hold on every
         screen."""
-        rank = getattr(self.app, "rank_choice", self.params.rank)
+        app = hta_app(self)
+        rank = app.rank_choice
         if rank != self.params.rank and self.FOLLOWS_RANK:
             self.params = replace(self.params, rank=rank)
-        every = bool(getattr(self.app, "every_step", False))
+        every = bool(app.every_step)
         if every != bool(self.params.get("every_step", False)):
             self.params = replace(self.params, extra={**self.params.extra, "every_step": every})
         follows = self.PLUGIN_WHY is not None or self.PLUGIN_STEPS
-        compat = bool(getattr(self.app, "tb_compat", False)) and follows
+        compat = hta_app(self).tb_compat and follows
         if compat != bool(self.params.get("tb_compat", False)):
             self.params = replace(self.params, extra={**self.params.extra, "tb_compat": compat})
 
@@ -345,10 +355,13 @@ class AnalysisScreen(Screen):
         if want == self._shown_key or want == self._computing:
             return
         if self._computing is not None and not force:
-            return  # the running one finishes first; the next poll starts ours
+            return  # the running one finishes first; its result calls this again
         loading = any(e.status in ("pending", "loading") for e in ts.entries.values())
         now = time.monotonic()
-        if loading and self._shown_key is not None and now - self._last_compute < MIN_INTERVAL:
+        wait = MIN_INTERVAL - (now - self._last_compute)
+        if loading and self._shown_key is not None and wait > 0:
+            if self._refresh_timer is None:  # one deferred refresh, not a poll
+                self._refresh_timer = self.set_timer(wait, self._deferred_refresh)
             return
         self._last_compute = now
         self._computing = want
@@ -357,6 +370,10 @@ class AnalysisScreen(Screen):
         if not self._show_waiting() and self._shown_key is None:
             body.loading = True
         self._compute(ts.snapshot(), self.params)
+
+    def _deferred_refresh(self) -> None:
+        self._refresh_timer = None
+        self._maybe_refresh()
 
     @staticmethod
     def frames_for(ts: TraceSet, params: Params) -> dict[int, pl.DataFrame]:
@@ -401,6 +418,7 @@ class AnalysisScreen(Screen):
         self.query_one("#screen-title", Static).update(self._title_text())
         self.query_one("#body").loading = False
         self.app.notify(f"{self.TITLE} failed: {msg.reason}", severity="error", timeout=10)
+        self._maybe_refresh()  # the set may have changed while this one ran
 
     def _scope(
         self, ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool, compat: bool = False
@@ -487,15 +505,15 @@ class AnalysisScreen(Screen):
         def chosen(value: int | None) -> None:
             if value is not None:
                 rank = None if value == -1 else value
-                self.app.rank_choice = rank  # type: ignore[attr-defined]
+                hta_app(self).rank_choice = rank
                 self.set_params(rank=rank)
 
         self.app.push_screen(RankPicker(ranks, self.params.rank), chosen)
 
     def action_every_step(self) -> None:
         """Include HTA's left-out last step on every screen, or leave it out again."""
-        app = self.app
-        app.every_step = not getattr(app, "every_step", False)  # type: ignore[attr-defined]
+        app = hta_app(self)
+        app.every_step = not app.every_step  # every screen watching it follows
         self._maybe_refresh(force=True)
 
     def action_filter(self) -> None:
@@ -526,7 +544,7 @@ class AnalysisScreen(Screen):
     def _open_timeline(self, msg: FrameTable.OpenTimeline) -> None:
         """`t` on a table row: the timeline screen, zoomed to the row's moment."""
         msg.stop()
-        self.app.action_goto("timeline")  # type: ignore[attr-defined]
+        hta_app(self).action_goto("timeline")
         screen = self.app.screen
         if hasattr(screen, "show_moment"):
             screen.show_moment(msg.moment)
@@ -542,4 +560,4 @@ class AnalysisScreen(Screen):
             if tables:
                 tables[0].focus()
             return
-        self.app.action_go_back()  # type: ignore[attr-defined]
+        hta_app(self).action_go_back()

@@ -23,6 +23,7 @@ from textual_plotext import PlotextPlot
 
 from hta_tui.analysis import kernel_detail, kernels
 from hta_tui.analysis.names import fold_name
+from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -94,7 +95,7 @@ class KernelDetailScreen(AnalysisScreen):
         super().set_params(**changes)
 
     def on_screen_resume(self) -> None:
-        chosen = getattr(self.app, "selected_kernel", None)
+        chosen = hta_app(self).selected_kernel
         if chosen and chosen != self.params.get("name"):
             self.set_params(name=chosen)
         super().on_screen_resume()
@@ -208,7 +209,7 @@ class KernelDetailScreen(AnalysisScreen):
 
     @property
     def _ascii(self) -> bool:
-        return bool(getattr(self.app, "ascii", False))
+        return hta_app(self).ascii
 
     def _draw_ranks(self, summary: pl.DataFrame) -> None:
         plot, plt = self._plot("#ranks-plot")

@@ -30,6 +30,7 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff, step_breakdown
 from hta_tui.analysis.names import fold_names
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
@@ -353,12 +354,14 @@ class DiffScreen(AnalysisScreen):
 
     def default_params(self) -> dict[str, Any]:
         try:
-            app = self.app
+            app = hta_app(self)
         except Exception:  # built outside an app (tests of the class)
-            app = None
+            return {**self._defaults(), "control_rank": None, "test_rank": None}
+        return {**self._defaults(), "control_rank": app.control_rank, "test_rank": app.test_rank}
+
+    @staticmethod
+    def _defaults() -> dict[str, Any]:
         return {
-            "control_rank": getattr(app, "control_rank", None),
-            "test_rank": getattr(app, "test_rank", None),
             "device": "ALL",
             "short": False,
             "self_time": False,
@@ -368,10 +371,9 @@ class DiffScreen(AnalysisScreen):
 
     @property
     def trace_set(self) -> PairSources:  # type: ignore[override]
-        app: Any = self.app
-        scanning = getattr(app, "scanning", None)
-        flags = (scanning("main"), scanning("test")) if scanning else (False, False)
-        return PairSources(app.trace_set, getattr(app, "compare_set", None), flags)
+        app = hta_app(self)
+        flags = (app.scanning("main"), app.scanning("test"))
+        return PairSources(app.trace_set, app.compare_set, flags)
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="diff-sides")
@@ -439,8 +441,8 @@ class DiffScreen(AnalysisScreen):
 
     # -- showing --------------------------------------------------------------------------------
     def _side_label(self, side: str, result: dict[str, Any]) -> str:
-        app = self.app
-        root = app.root if side == "control" else getattr(app, "compare_root", None)  # type: ignore[attr-defined]
+        app = hta_app(self)
+        root = app.root if side == "control" else app.compare_root
         name = "-" if root is None else printable(root.name or str(root))
         rank = result.get(f"{side}_rank")
         text = f"{side}: {name} rank {rank if rank is not None else '-'}"
@@ -699,7 +701,7 @@ class DiffDetailScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#body").loading = True
-        info = getattr(self.app, "status_info", None)
+        info = hta_app(self).status_info
         if info is not None:
             self.query_one(StatusBar).show(info)
         self._compute()
@@ -741,4 +743,4 @@ class DiffDetailScreen(Screen):
         stats_table.focus()
 
     def action_back(self) -> None:
-        self.app.action_go_back()  # type: ignore[attr-defined]
+        hta_app(self).action_go_back()

@@ -23,6 +23,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
 from hta_tui.analysis import comm_overview, comm_plugin, comm_stats
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
@@ -114,9 +115,7 @@ class DistributedScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="dist-summary", classes="summary")
         with VerticalScroll(id="dist-bars-box", can_focus=False):
-            yield CommBars(
-                CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="dist-bars"
-            )
+            yield CommBars(CATEGORIES, ascii=hta_app(self).ascii, id="dist-bars")
         with TabbedContent(id="dist-tabs"):
             with TabPane("Stragglers", id=TABS[0]):
                 yield FrameTable(id="dist-stragglers", key_column="rank", export_name="stragglers")

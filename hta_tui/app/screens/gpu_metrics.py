@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import gpu_metric_series, gpu_metrics
+from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.screens.timelines import line_colours
@@ -134,7 +135,7 @@ class GpuMetricsScreen(AnalysisScreen):
             return
         x = (series["since_start (us)"] / 1000).to_list()
         colours = line_colours(self.app)
-        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        marker = "*" if hta_app(self).ascii else "braille"
         for i, (col, label) in enumerate(gpu_metric_series.SERIES.items()):
             values = series[col]
             # a bucket without kernels has no occupancy or tensor-core share: drawn as 0

@@ -21,6 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import gaps, idle
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
@@ -129,9 +130,7 @@ class IdleScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="idle-summary", classes="summary")
         with VerticalScroll(id="idle-bars-box", can_focus=False):
-            yield IdleBars(
-                IDLE_BAR_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="idle-bars"
-            )
+            yield IdleBars(IDLE_BAR_CATEGORIES, ascii=hta_app(self).ascii, id="idle-bars")
         with TabbedContent(id="idle-tabs"):
             with TabPane("Breakdown", id=TABS[0]):
                 yield FrameTable(id="idle-breakdown", export_name="idle_breakdown")
@@ -233,7 +232,7 @@ class IdleScreen(AnalysisScreen):
         """Enter on a gap: the detail of the kernel it delays."""
         row = self.query_one("#idle-gaps", FrameTable).selected_row()
         if row is not None:
-            self.app.show_kernel(row["after"])  # type: ignore[attr-defined]
+            hta_app(self).show_kernel(row["after"])
 
     def _focus_table(self) -> None:
         tabs = self.query_one("#idle-tabs", TabbedContent)

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Input, Static
 
 from hta_tui.analysis import kernel_detail, kernel_owners, kernels
 from hta_tui.analysis.names import fold_names
+from hta_tui.app.access import hta_app
 from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -133,7 +134,7 @@ class KernelsScreen(AnalysisScreen):
         return {"fold": True, "full_names": False, "by_op": False}
 
     def compose_body(self) -> ComposeResult:
-        ascii = bool(getattr(self.app, "ascii", False))
+        ascii = hta_app(self).ascii
         yield Static("GPU time by kernel type (us, all ranks summed)", classes="section-title")
         yield TypeBreakdown(ascii=ascii, id="kernel-types")
         yield TextBlock("", id="kernels-summary", classes="summary")
@@ -291,4 +292,4 @@ class KernelsScreen(AnalysisScreen):
                 timeout=5,
             )
             return
-        self.app.show_kernel(row["name"])  # type: ignore[attr-defined]
+        hta_app(self).show_kernel(row["name"])

@@ -22,6 +22,7 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis.memory_view import FileMemory, ranks_with_memory
 from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
+from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import (
@@ -214,7 +215,7 @@ class MemoryScreen(AnalysisScreen):
         if window is None or window.curve.is_empty():
             return
         colours = line_colours(self.app)
-        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        marker = "*" if hta_app(self).ascii else "braille"
         x = window.curve["time_ms"].to_list()
         plt.plot(
             x,

@@ -22,6 +22,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import collective_streams, exposed_comm, overlap
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
@@ -100,9 +101,7 @@ class OverlapScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="overlap-summary", classes="summary")
         with VerticalScroll(id="overlap-bars-box", can_focus=False):
-            yield OverlapBars(
-                OVERLAP_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="overlap-bars"
-            )
+            yield OverlapBars(OVERLAP_CATEGORIES, ascii=hta_app(self).ascii, id="overlap-bars")
         yield FrameTable(id="overlap-table", key_column="rank", export_name="overlap")
         yield TextLine(KERNELS_TITLE, id="comm-title", classes="section-title")
         yield FrameTable(id="comm-kernels", key_column="name", export_name="comm_kernels")
@@ -179,7 +178,7 @@ class OverlapScreen(AnalysisScreen):
         """Enter on a communication kernel: its kernel detail screen."""
         row = self.query_one("#comm-kernels", FrameTable).selected_row()
         if row is not None and "name" in row:
-            self.app.show_kernel(row["name"])  # type: ignore[attr-defined]
+            hta_app(self).show_kernel(row["name"])
 
     @staticmethod
     def _summary(per_rank: pl.DataFrame, known: pl.DataFrame) -> str:

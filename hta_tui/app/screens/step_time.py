@@ -18,6 +18,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from hta_tui.analysis import step_breakdown, step_time_stats, tb_roles
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -73,9 +74,7 @@ class StepTimeScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="step-time-summary", classes="summary")
         with VerticalScroll(id="step-time-bars-box", can_focus=False):
-            yield StepTimeBars(
-                CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="step-time-bars"
-            )
+            yield StepTimeBars(CATEGORIES, ascii=hta_app(self).ascii, id="step-time-bars")
         yield FrameTable(
             id="step-time-table", key_column="step", export_name="step_time", moment=STEP_MOMENT
         )

@@ -24,6 +24,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import annotations, step_compare, steps
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
@@ -155,7 +156,7 @@ class StepsScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="steps-summary", classes="summary")
         with VerticalScroll(id="steps-bars-box", can_focus=False):
-            yield StepBars(ascii=bool(getattr(self.app, "ascii", False)), id="steps-bars")
+            yield StepBars(ascii=hta_app(self).ascii, id="steps-bars")
         with TabbedContent(id="steps-tabs"):
             with TabPane("Per step", id=TABS[0]):
                 yield FrameTable(id="steps-per-step", key_column="iter", export_name="step_spread")
