@@ -4,6 +4,7 @@ an empty watched folder says "no trace files yet" on every view, not "no Profile
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ from textual.widgets import Static
 from hta_tui.app.screens.gpu_metrics import GpuMetricsScreen
 from hta_tui.app.screens.step_time import StepTimeScreen
 from hta_tui.app.widgets.title_line import TitleLine
+from hta_tui.session import live as live_module
+from hta_tui.trace import load as trace_load
 from hta_tui.trace.discover import TraceFile
 from tests.test_app_support import make_screen_app, settle, wait_until, write_rank
 
@@ -92,19 +95,26 @@ async def test_a_view_says_loading_until_a_rank_lands(tmp_path: Path) -> None:
 
 
 async def _waiting(pilot: Any) -> None:
-    """A file listed, none loaded yet: the step-time view's loading line."""
-    app = pilot.app
-    await settle(pilot, 30.0)
-    path = write_rank(app.trace_set.root, 0)
-    stat = path.stat()
-    app.trace_set.add_pending(TraceFile(path, stat.st_size, stat.st_mtime_ns, 0, ""))
+    """A file listed, none loaded yet (its load held back): the step-time view's loading
+    line, with the status bar counting the same file as loading."""
     screen = await _open(pilot, "B", StepTimeScreen)
     await wait_until(pilot, lambda: "Loading 1 of 1" in _seen(screen), 30.0, "the loading line")
     await pilot.pause()
 
 
-def test_snapshot_loading(snap_compare, tmp_path: Path) -> None:
+def test_snapshot_loading(snap_compare, tmp_path: Path, monkeypatch) -> None:
     root = tmp_path / "traces"
     root.mkdir()
+    write_rank(root, 0)
+    gate = threading.Event()
+
+    def held(files, cache, **kw):
+        gate.wait(30)  # the file "takes long": listed, not loaded
+        yield from trace_load.load_files(files, cache, **kw)
+
+    monkeypatch.setattr(live_module, "load_files", held)
     app = make_screen_app(root, tmp_path)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_waiting)
+    try:
+        assert snap_compare(app, terminal_size=SIZE, run_before=_waiting)
+    finally:
+        gate.set()
