@@ -31,13 +31,15 @@ from hta_tui.analysis import (
 from hta_tui.analysis.counters_export import CountersWritten, write_counters_trace
 from hta_tui.analysis.overview import file_table, precompute
 from hta_tui.api_critical_path import CriticalPathMethods
+from hta_tui.api_kernels import KernelOwnerMethods
 from hta_tui.api_memory import MemoryMethods
 from hta_tui.api_syncs import SyncFinderMethods
+from hta_tui.session import LiveSession, open_session
 from hta_tui.trace.cache import Cache
-from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.model import TraceSet
 
 
-class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
+class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, KernelOwnerMethods):
     """Every loaded rank of a trace folder (or file), analysed like HTA's TraceAnalysis.
 
     `hta_compat=True` reproduces HTA's rounding of fractional timestamps (see README);
@@ -55,9 +57,11 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         cache_obj = cache if isinstance(cache, Cache) else Cache(enabled=bool(cache))
         self.trace_dir = Path(trace_dir)
         self.hta_compat = hta_compat
-        self.trace_set: TraceSet = open_set(
+        #: the files, opened through the session the app and the report use
+        self.session: LiveSession = open_session(
             self.trace_dir, cache_obj, workers=workers, after_parse=precompute
         )
+        self.trace_set: TraceSet = self.session.trace_set
 
     # -- what was loaded ---------------------------------------------------------------------
     @property
@@ -278,6 +282,13 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods):
         """(per-rank mean, p50, p95, max, jitter; outlier steps with their cause)."""
         got = self.tables("step_time_stats", "outlier_steps", ranks=ranks, tb_compat=tb_compat)
         return got["step_time_stats"], got["outlier_steps"]
+
+    def get_step_time_average(
+        self, ranks: list[int] | None = None, *, tb_compat: bool = False
+    ) -> pl.DataFrame:
+        """Per rank, the plugin's "Average Step Time" row: the mean step and each category's
+        mean (us) and share (%)."""
+        return self.table("step_time_average", ranks, tb_compat=tb_compat)
 
     def get_gpu_metrics(
         self, ranks: list[int] | None = None, *, tb_compat: bool = False

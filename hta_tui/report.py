@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, TextIO
 
 import orjson
 import polars as pl
 
-from hta_tui.analysis import registry
+from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.printable import json_printable, printable, printable_frame
-from hta_tui.report_text import write_text
+from hta_tui.report_text import SERIES, terminal_width, write_text
+from hta_tui.session import open_session
 from hta_tui.trace.cache import Cache, take_notices
-from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.model import TraceSet
 from hta_tui.trace.parse import dropped_text
 
 #: `shown`, `worker`, `timestamp` say which span each rank's numbers cover; `conflict` why a
@@ -62,8 +64,40 @@ def build_tables(
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
-    """The JSON shape: one list of records per table."""
-    return _records(build_tables(ts, **kw))
+    """The JSON shape: one list of records per table, and what each covers ("scope")."""
+    tables = build_tables(ts, **kw)
+    return {**_records(tables), "scope": table_scopes(ts, tables, kw.get("options"))}
+
+
+def table_scopes(
+    ts: TraceSet, tables: dict[str, pl.DataFrame], options: registry.Options | None
+) -> dict[str, Any]:
+    """Per table: its ranks, the span (file) of each, the steps its numbers cover, what a step
+    is there and whose definitions (analysis/coverage.py)."""
+    spans = {}
+    for rank in ts.loaded():
+        entry = ts.selected(rank)
+        if entry is not None:
+            several = len(ts.spans(rank)) > 1
+            spans[rank] = {
+                "span": entry.file.span_hint if several else "",
+                "path": _relative(entry.path, ts.root),
+            }
+    return coverage.table_scopes(
+        list(registry.ANALYSES),
+        {t: df for t, df in tables.items() if t != "files"},
+        registry.TABLE_OWNER,
+        ts.frames(),
+        options or registry.Options(),
+        spans,
+    )
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:  # the root is the file itself
+        return path.name
 
 
 def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
@@ -111,10 +145,34 @@ def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = Fal
     return paths
 
 
-def _text(tables: dict[str, pl.DataFrame], root: Path, out: TextIO, **text: Any) -> None:
+def _text(
+    tables: dict[str, pl.DataFrame],
+    root: Path,
+    out: TextIO,
+    named: list[str] | None = None,
+    **text: Any,
+) -> None:
+    """The text report; long time series only when `named` (--only) names them."""
     # names and paths from the traces are data: shown as written, never terminal control
     tables = {name: printable_frame(df) for name, df in tables.items()}
-    write_text(_flat_files(tables), {"files": f"Files in {printable(root)}"}, out, **text)
+    left = {n: df.height for n, df in tables.items() if n in SERIES and n not in (named or ())}
+    left = {n: rows for n, rows in left.items() if rows}  # an empty one says so, as ever
+    shown = {n: df for n, df in tables.items() if n not in left}
+    write_text(_flat_files(shown), {"files": f"Files in {printable(root)}"}, out, **text)
+    if left:
+        names = ", ".join(f"{n} ({rows:,} rows)" for n, rows in left.items())
+        note = (
+            f"(time series left out: {names}; --only NAME prints one, "
+            "--json and --csv DIR have them)"
+        )
+        print(textwrap.fill(note, text.get("width") or terminal_width()), file=out)
+
+
+def _no_trace_text(ts: TraceSet, out: TextIO, **text: Any) -> None:
+    """Files were found but none loaded: their reasons, and no empty analysis sections."""
+    files = {"files": printable_frame(file_table(ts).select(FILE_KEYS))}
+    write_text(_flat_files(files), {"files": f"Files in {printable(ts.root)}"}, out, **text)
+    print("(no trace loaded, so no analysis to show)", file=out)
 
 
 def _shape(width: int | None, rows: int | None) -> dict[str, Any]:
@@ -149,17 +207,25 @@ def run_report(
     `width` and `rows` shape the text output (terminal width, 50 rows)."""
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
-    ts = open_set(path, cache, workers=workers, after_parse=precompute)
+    # the session the app opens its files through too: the same files, ranks and reasons
+    session = open_session(path, cache, workers=workers, after_parse=precompute)
+    ts = session.trace_set
+    for notice in session.notices:  # a loader that failed, say
+        print(f"hta-tui: note: {printable(notice.text)}", file=sys.stderr)
+    if not ts.entries:  # one line, not an empty section per table
+        print(f"hta-tui: no trace files in {printable(path)}", file=sys.stderr)
     options = dataclasses.replace(options or registry.Options(), hta_compat=hta_compat)
     tables = build_tables(ts, names=only, options=options)
     _print_notices()
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        doc = _records(tables)
+        doc = {**_records(tables), "scope": table_scopes(ts, tables, options)}
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
-    elif csv_dir is None:
-        _text(tables, ts.root, out, **_shape(width, rows))
+    elif csv_dir is None and ts.entries and not ts.loaded():
+        _no_trace_text(ts, out, **_shape(width, rows))
+    elif csv_dir is None and ts.entries:
+        _text(tables, ts.root, out, only, **_shape(width, rows))
     return 0 if ts.loaded() else 1
 
 
@@ -191,10 +257,27 @@ def build_compare(
     kw = {"device_type": device_type, "use_short_name": use_short_name, "hta_compat": hta_compat}
     doc["compare_traces"] = diff.compare_traces(c_events, t_events, **kw).to_dicts()
     doc["ops_diff"] = diff.ops_diff(c_events, t_events, **kw)
+    doc["step_time"] = {  # the step-time view's steps, on each side (one step, one length)
+        side: _median_step(events) for side, events in (("control", c_events), ("test", t_events))
+    }
     breakdowns = diff.breakdown_diff(c_events, t_events, hta_compat=hta_compat)
     for name, df in breakdowns.items():
         doc[f"{name}_diff"] = df.to_dicts()
     return doc
+
+
+def _median_step(events: pl.DataFrame) -> dict[str, Any]:
+    """One side's median step (us) and step count, over the steps the step-time view shows
+    (`coverage.STEPS["plugin"]` says what they are)."""
+    from hta_tui.analysis import step_breakdown
+
+    used = step_breakdown.used_steps({0: events})
+    lengths = (used["end"] - used["start"]) / 1000
+    return {
+        "median (us)": float(lengths.median()) if used.height else None,  # type: ignore[arg-type]
+        "steps": used.height,
+        "step_definition": coverage.STEPS["plugin"],
+    }
 
 
 def run_compare_report(
@@ -211,8 +294,9 @@ def run_compare_report(
 ) -> int:
     out = out or sys.stdout
     cache = cache if cache is not None else Cache(enabled=not no_cache)
-    control = open_set(control_path, cache, after_parse=precompute)
-    test = open_set(test_path, cache, after_parse=precompute)
+    session = open_session(control_path, cache, compare=test_path, after_parse=precompute)
+    control, test = session.trace_set, session.compare_set
+    assert test is not None  # a session given `compare` has its test side
     doc = build_compare(control, test, **kw)
     _print_notices()
     if as_json:

@@ -15,7 +15,7 @@ from typing import TextIO
 
 import polars as pl
 
-from hta_tui.analysis.names import fold_names
+from hta_tui.analysis.names import distinct_cuts, fold_names
 
 #: Rows shown per table unless --rows says otherwise (0: all).
 DEFAULT_ROWS = 50
@@ -41,10 +41,43 @@ FOLDED: dict[str, str] = {"gpu_kernel_breakdown": "name", "kernel_duration_stats
 #: is not its rank's file.
 KEPT_WHOLE = frozenset(("path", "error", "span", "conflict"))
 
+#: Columns that hold sentences (a verdict, why a step was left out): wrapped at word
+#: boundaries over several lines of their row, never cut mid-word.
+SENTENCES = frozenset(("verdict", "reason", "why"))
+
+#: Long time series (a row per bucket, point or stretch): left out of the text report unless
+#: named with --only; --json and --csv keep them.
+SERIES = frozenset(
+    (
+        "gpu_utilization_series",
+        "gpu_metric_series",
+        "gpu_sm_efficiency_series",
+        "memory_curve",
+        "queue_length_time_series",
+        "memory_bw_time_series",
+    )
+)
+
 #: Columns that identify a row; repeated in every column group of a wide table.
 KEY_COLUMNS = frozenset(
-    ("rank", "stream", "name", "kernel_type", "idle_category", "path", "aten_op_name", "step")
+    (
+        "rank",
+        "stream",
+        "device",
+        "name",
+        "kernel_type",
+        "idle_category",
+        "path",
+        "aten_op_name",
+        "step",
+        "stack",
+        "call_site",
+        "operator",
+        "module",
+    )
 )
+#: A key column's text is cut to no fewer characters than this to fit beside the others.
+KEY_TEXT_LEAST = 16
 
 
 def terminal_width() -> int:
@@ -62,7 +95,7 @@ def _decimals(name: str) -> int:
 
 def column_text(s: pl.Series, max_text: int, *, whole: bool = False) -> list[str]:
     """One column's cells as text, in one format for the whole column; text cut in the
-    middle to `max_text` unless `whole`."""
+    middle to `max_text` unless `whole`, keeping what tells two texts apart."""
     if s.dtype.is_float():
         finite = s.drop_nulls().drop_nans()
         whole = finite.is_empty() or bool((finite == finite.round(0)).all())
@@ -74,15 +107,14 @@ def column_text(s: pl.Series, max_text: int, *, whole: bool = False) -> list[str
         return ["" if v is None else ("yes" if v else "no") for v in s.to_list()]
     if s.dtype.is_nested():  # lists of ranks, structs: as Python writes them
         return ["" if v is None else str(v)[:max_text] for v in s.to_list()]
-    out = []
-    if whole:
-        max_text = 10**9
-    for v in s.cast(pl.String, strict=False).to_list():
-        text = "" if v is None else v.replace("\n", " ")
-        head = (max_text - 1) // 2
-        cut = text[:head] + "…" + text[len(text) - (max_text - 1 - head) :]
-        out.append(text if len(text) <= max_text else cut)
-    return out
+    texts = ["" if v is None else v.replace("\n", " ") for v in s.cast(pl.String, strict=False)]
+    return texts if whole else distinct_cuts(texts, max_text)
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """A sentence over lines of at most `width`, broken between words (a word longer than
+    the width alone is broken inside)."""
+    return textwrap.wrap(text, width, break_on_hyphens=False) or [""]
 
 
 def column_groups(widths: Sequence[int], keys: Sequence[int], width: int) -> list[list[int]]:
@@ -112,16 +144,29 @@ def table_lines(df: pl.DataFrame, width: int, whole: frozenset[str] = frozenset(
         max([len(c), *(len(v) for v in col)]) for c, col in zip(df.columns, cells, strict=True)
     ]
     numeric = [df[c].dtype.is_numeric() for c in df.columns]
-    keys = []
+    keys: list[int] = []
     for i, c in enumerate(df.columns):
-        if c not in KEY_COLUMNS or sum(widths[k] + 3 for k in [*keys, i]) > width // 2:
+        if c not in KEY_COLUMNS:
             break
+        room = width // 2 - sum(widths[k] + 3 for k in keys) - 3
+        if widths[i] > room:  # a long name is cut to fit, never left out of a group
+            if numeric[i] or c in whole or room < max(len(c), KEY_TEXT_LEAST):
+                break
+            cells[i] = column_text(df[c], room)
+            widths[i] = max([len(c), *(len(v) for v in cells[i])])
         keys.append(i)
     # a text column must fit beside the key columns repeated in its group
     room = width - sum(widths[k] + 3 for k in keys) - 4
+    wrapped: dict[int, list[list[str]]] = {}
     for i, c in enumerate(df.columns):
         text = not numeric[i] and df[c].dtype != pl.Boolean
-        if i not in keys and widths[i] > room and text and c not in whole:
+        if i in keys or not text or c in whole:
+            continue
+        if c in SENTENCES:
+            full = column_text(df[c], 10**9, whole=True)
+            wrapped[i] = [wrap_words(v, max(room, len(c), 8)) for v in full]
+            widths[i] = max([len(c), *(len(line) for v in wrapped[i] for line in v)])
+        elif widths[i] > room:
             cells[i] = column_text(df[c], max(room, len(c), 8))
             widths[i] = max([len(c), *(len(v) for v in cells[i])])
     lines: list[str] = []
@@ -135,7 +180,10 @@ def table_lines(df: pl.DataFrame, width: int, whole: frozenset[str] = frozenset(
         lines.append("| " + " | ".join(cell(i, df.columns[i]) for i in group) + " |")
         lines.append("|" + "|".join("-" * (widths[i] + 2) for i in group) + "|")
         for r in range(df.height):
-            lines.append("| " + " | ".join(cell(i, cells[i][r]) for i in group) + " |")
+            parts = {i: wrapped[i][r] if i in wrapped else [cells[i][r]] for i in group}
+            for k in range(max(len(p) for p in parts.values())):
+                texts = (cell(i, parts[i][k] if k < len(parts[i]) else "") for i in group)
+                lines.append("| " + " | ".join(texts) + " |")
     return lines  # wider than `width` only where a `whole` column is (file paths)
 
 

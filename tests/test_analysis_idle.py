@@ -87,12 +87,14 @@ def test_longest_gaps_are_never_negative(ranks: Any) -> None:
     from hta_tui.analysis.gaps import longest_gaps
 
     got = longest_gaps(ranks)
-    assert got.select("gap (us)", "at (us)", "before", "after").rows() == [
-        (5.0, 100.0, "k0", "k2"),
-        (0.0, 100.0, "k0", "k1"),  # k1 runs inside k0: no gap
+    # times from the trace's start, the CPU op 20 us before k0 (issue 24, point 15)
+    at = "start (us from trace start)"
+    assert got.select("gap (us)", at, "before", "after").rows() == [
+        (5.0, 120.0, "k0", "k2"),
+        (0.0, 120.0, "k0", "k1"),  # k1 runs inside k0: no gap
     ]
     hta = longest_gaps(ranks, hta_compat=True)  # HTA's signed gaps, from the previous kernel
-    assert hta.select("gap (us)", "at (us)", "before").rows() == [
-        (25.0, 80.0, "k1"),
-        (-50.0, 100.0, "k0"),
+    assert hta.select("gap (us)", at, "before").rows() == [
+        (25.0, 100.0, "k1"),
+        (-50.0, 120.0, "k0"),
     ]

@@ -128,8 +128,13 @@ def test_report_has_one_key_per_analysis(synth_dir: Path, tmp_path: Path) -> Non
     # gpu_devices, distributed_hierarchy, process_groups come from the files' metadata, each
     # next to the analysis that declares it
     tables = catalog.run(ts.frames(), meta=registry.trace_meta(ts))
-    assert list(doc) == ["files", *tables]
+    assert list(doc) == [
+        "files",
+        *tables,
+        "scope",  # what each table covers (issue 24, point 5)
+    ]
     assert {"distributed_hierarchy", "process_groups", "gpu_devices"} <= set(tables)
+    assert set(doc["scope"]) == set(doc) - {"files", "scope"}
     for name, df in tables.items():
         assert len(doc[name]) == df.height, name
         if df.height:
@@ -149,7 +154,7 @@ def test_report_only_and_csv(synth_dir: Path, tmp_path: Path) -> None:
     )
     assert rc == 0
     doc = orjson.loads(out.getvalue())
-    assert list(doc) == ["files", "comm_comp_overlap", "memory_bw_time_series"]
+    assert list(doc) == ["files", "comm_comp_overlap", "memory_bw_time_series", "scope"]
     assert len(doc["memory_bw_time_series"]) > 0
     files = sorted(p.name for p in (tmp_path / "csv").iterdir())
     assert files == ["comm_comp_overlap.csv", "files.csv", "memory_bw_time_series.csv"]

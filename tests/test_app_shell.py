@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import shutil
 import threading
@@ -13,19 +12,18 @@ from textual.notifications import Notify
 from textual.widgets import Footer, ProgressBar, Static
 from textual.widgets._footer import FooterKey
 
-from hta_tui.app import loading as loading_module
 from hta_tui.app.app import HtaApp, run_app
 from hta_tui.app.format import FileRow, elide_end, elide_middle, fit_columns, status_label
-from hta_tui.app.messages import FileLoaded, FilesFound, OverviewReady
+from hta_tui.app.loading import SessionReady
+from hta_tui.app.messages import OverviewReady
 from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.screens.overview import FilesTable, OverviewScreen
 from hta_tui.app.widgets.bars import StackedBars, split_cells
 from hta_tui.app.widgets.status import StatusBar
+from hta_tui.session import live as loading_module
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace import watch as watch_module
 from hta_tui.trace.cache import Cache
-from hta_tui.trace.discover import describe
-from hta_tui.trace.load import LoadResult
 from tests.test_app_support import (
     listing,
     settle,
@@ -80,11 +78,10 @@ async def test_overview_lists_every_file_with_rank_and_status(tmp_path: Path) ->
         info = app.screen.query_one(StatusBar).info
         assert (info.total, info.done, info.loaded, info.errors) == (4, 4, 4, 0)
         assert not info.loading
-    # one FileLoaded per file, all of the one scan; overviews come tagged with a generation
-    loaded = [m for m in messages if isinstance(m, FileLoaded)]
-    assert sorted(m.result.file.path.name for m in loaded) == sorted(p.name for p in paths)
-    assert {m.generation for m in loaded} == {1}
-    assert any(isinstance(m, FilesFound) and m.full for m in messages)
+    # the session wakes the app once per batch of changes, never once per file (a waiting
+    # wake-up stands for any number); overviews come tagged with a generation
+    wakes = [m for m in messages if isinstance(m, SessionReady)]
+    assert 1 <= len(wakes) <= 2 * len(paths)
     gens = [m.generation for m in messages if isinstance(m, OverviewReady)]
     assert gens == sorted(gens)
     # the trace folder is untouched; parsed frames went to the test's cache only
@@ -273,25 +270,6 @@ async def test_a_crashed_loader_fails_its_files_not_the_app(tmp_path: Path, monk
         assert all("pool exploded" in r.reason for r in rows)
     notes = [m.notification for m in messages if isinstance(m, Notify)]
     assert any("pool exploded" in n.message and n.severity == "error" for n in notes)
-
-
-async def test_stale_results_are_dropped(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    (path,) = write_ranks(root, 1)
-    app = make_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        old = describe(path)
-        generation = app.trace_set.generation
-        # a result of an older scan
-        app.post_message(FileLoaded(LoadResult(old, "error", error="old scan"), 0))
-        # a result for a version of the file the set no longer has
-        moved = dataclasses.replace(old, mtime_ns=old.mtime_ns - 1)
-        app.post_message(FileLoaded(LoadResult(moved, "error", error="old version"), 1))
-        await pilot.pause()
-        await pilot.pause()
-        assert app.trace_set.generation == generation
-        assert app.trace_set.entries[path].status == "loaded"
 
 
 async def test_one_file_as_the_root(tmp_path: Path) -> None:

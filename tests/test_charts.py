@@ -68,7 +68,7 @@ async def test_time_chart_names_each_rank_with_its_own_marker(
         await wait_until(pilot, lambda: app.settled)
         await pilot.press("K")
         await wait_until(pilot, lambda: screen_ready(app))
-        await pilot.press("enter", "right_square_bracket", "right_square_bracket")
+        await pilot.press("enter", "v", "v")
         text = await _picture(app, pilot, "#time-plot")
         legend = dict(re.findall(r"(\S)\1 (r\d)", text))  # "•• r0": marker, rank
         assert set(legend.values()) == {"r0", "r1", "r2"}

@@ -279,8 +279,15 @@ def test_compare_report_shows_names_as_escapes(hostile_root: Path, tmp_path: Pat
     shown = {}
     for as_json in (False, True):
         out = io.StringIO()
+        # a pinned width: the name column's share of it (not the runner's terminal) decides
+        # how much of a name is shown
         code = run_compare_report(
-            hostile_root, hostile_root, as_json=as_json, cache=Cache(tmp_path / "c"), out=out
+            hostile_root,
+            hostile_root,
+            as_json=as_json,
+            cache=Cache(tmp_path / "c"),
+            out=out,
+            width=200,
         )
         assert code == 0
         shown[as_json] = out.getvalue()

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "hta_tui.api",
             "hta_tui.api_critical_path",
+            "hta_tui.api_kernels",
             "hta_tui.api_memory",
             "hta_tui.api_syncs",
             "hta_tui.report",

@@ -4,7 +4,7 @@ left out and how to get them, prints whole numbers as integers (one format per c
 lists named things most time first.
 
 The trace: two GPU ranks with memory events (a leak), and the sync story (syncs, modules,
-Python stacks) as a third rank, so that every table but four has rows.
+Python stacks) as a third rank, so that every table but five has rows.
 """
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ BY_TIME: dict[str, str] = {
     "operator_stats": "device_self_duration (us)",
     "operator_stats_by_input_shape": "device_self_duration (us)",
     "operator_call_stacks": "device_self_duration (us)",
+    "unattributed_kernels": "time (us)",
+    "kernel_backends": "time (us)",
+    "collectives_hidden": "exposed (us)",
     "memory_peak": "live_mb",
     "memory_leaks": "never_freed_mb",
     "sync_summary": "blocked (us)",
@@ -50,8 +53,10 @@ OTHER_ORDER: dict[str, str] = {
             "straggler_scores",
             "potential_stragglers",
             "sync_verdict",
+            "kernel_attribution",
             "distributed_hierarchy",
             "step_time_stats",
+            "step_time_average",
         ),
         "by rank",
     ),
@@ -61,6 +66,7 @@ OTHER_ORDER: dict[str, str] = {
             "idle_interval_stats",
             "queue_length_summary",
             "time_spent_blocked_on_full_queue",
+            "collective_streams",
         ),
         "by rank and stream",
     ),
@@ -125,7 +131,10 @@ def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("every_key")
     memory = MemoryOptions(leak_op="aten::linear")
     write_trace_dir(d, ranks=2, steps=3, seed=3, kernels_per_step=40, memory=memory)
-    write_trace(make_sync_story(steps=2), d / "rank-2.json")
+    story = make_sync_story(steps=2)
+    # its own rank: a file of another process that says rank 0 is a conflict, not rank 0
+    story["distributedInfo"]["rank"] = 2
+    write_trace(story, d / "rank-2.json")
     return d
 
 
@@ -147,12 +156,14 @@ def test_every_key_is_in_readme_and_has_an_order() -> None:
 def test_the_trace_fills_every_table_but_four(outputs: tuple[dict, str]) -> None:
     doc, _ = outputs
     empty = {k for k in ALL_KEYS if not doc[k]}
-    # a queue never full, no straggler among two ranks, no call stacks in 2.x traces
+    # a queue never full, no step straggler among the ranks (the collective straggler is rank
+    # 1, last at every all_reduce of the two generated ranks), no call stacks in 2.x traces,
+    # every kernel launched inside an operator
     assert empty == {
         "time_spent_blocked_on_full_queue",
         "potential_stragglers",
-        "collective_stragglers",
         "operator_call_stacks",
+        "unattributed_kernels",
     }
 
 
@@ -165,7 +176,8 @@ def test_only_takes_every_key(
     assert main(["report", str(trace_dir), "--only", key, "--json", "--no-cache"]) == 0, key
     doc = orjson.loads(capsys.readouterr().out)
     siblings = {t for t, owner in catalog.TABLE_OWNER.items() if owner == key}
-    assert set(doc) == {"files", key} | siblings
+    assert set(doc) == {"files", "scope", key} | siblings
+    assert set(doc["scope"]) == {key} | siblings  # what each covers (issue 24, point 5)
 
 
 @pytest.mark.parametrize("key", ALL_KEYS)

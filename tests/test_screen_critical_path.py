@@ -1,4 +1,4 @@
-"""The Critical path view (key `X`): what it shows equals the analysis on the same data,
+"""The Critical path view (key `J`): what it shows equals the analysis on the same data,
 enter drills into a path's edges, `t` on an edge opens the timeline with the path marked;
 its snapshot at 80x24."""
 
@@ -27,7 +27,7 @@ SIZE = (80, 24)
 async def open_critical_path(pilot: Any) -> CriticalPathScreen:
     app = pilot.app
     await settle(pilot)
-    await pilot.press("X")
+    await pilot.press("J")
 
     def ready() -> bool:
         s = app.screen_stack[0]

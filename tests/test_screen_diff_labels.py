@@ -16,6 +16,7 @@ from textual.widgets import Static
 
 from hta_tui.analysis import diff
 from hta_tui.app.format import fmt_us
+from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.diff import DiffTable
 from hta_tui.synth import write_trace_dir
 from tests.test_screen_diff import make_app, start
@@ -35,16 +36,18 @@ def _plain(cell: Any) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
 
 
-def _median_step_us(folder: Path) -> float:
-    """From the raw events: ProfilerStep durations, the last step left out as HTA does."""
+def _median_step_us(folder: Path) -> tuple[float, int]:
+    """The median step and the steps of the step-time view (B), as that view computes them:
+    the diff's headline is about the same steps (issue 24, point 2)."""
+    from hta_tui.app.screens.step_time import StepTimeScreen
     from hta_tui.trace.cache import Cache
     from hta_tui.trace.model import open_set
 
     with_tmp = folder.parent / "median-cache"
-    ev = next(iter(open_set(folder, Cache(with_tmp)).frames().values()))
-    steps = ev.filter(pl.col("name").str.starts_with("ProfilerStep")).sort("ts")
+    frames = open_set(folder, Cache(with_tmp)).frames()
+    table = StepTimeScreen.compute(frames, Params())["table"]
     shutil.rmtree(with_tmp, ignore_errors=True)
-    return float(steps.head(steps.height - 1)["dur"].median()) / 1000  # ns -> us
+    return float(table["step (us)"].median()), table.height  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
@@ -74,9 +77,9 @@ async def test_labels_headline_and_sides(runs, tmp_path: Path) -> None:
         screen = await start(pilot)
         top = str(screen.query_one("#diff-temporal", Static).render())
         lines = top.splitlines()
-        # the step-time headline, from the raw ProfilerStep events of each side
-        c, t = _median_step_us(control), _median_step_us(test)
-        assert lines[0].startswith("Step time (median of 3 | 3 steps)")
+        # the step-time headline: the steps of the step-time view, on each side
+        (c, nc), (t, nt) = _median_step_us(control), _median_step_us(test)
+        assert lines[0].startswith(f"Step time (B's steps, median of {nc} | {nt})")
         assert f"control {fmt_us(c)}, test {fmt_us(t)} ({(t - c) / c:+.1%})" in lines[0]
         # the whole-trace block: time change and share change apart
         assert lines[1].split()[:3] == ["GPU,", "whole", "trace"]

@@ -23,13 +23,21 @@ rank's `events` frame. How HTA gets there, and so how we do:
    DEVIATION (default mode only, none in the reference traces): a CPU-side kind that carries a
    `stream` arg (a Triton launch's cpu_op) is a CPU event, takes its iteration by time, and
    counts under CPU; with `hta_compat=True` it is a GPU event as in HTA (iteration by
-   correlation; `stream == 0` gets none, HTA's `stream > 0`).
+   correlation; `stream == 0` gets none, HTA's `stream > 0`). A GPU-side annotation
+   (`gpu_user_annotation`, often without a stream) is no CPU op by default: it has no launch,
+   so no iteration, and is never compared (HTA counts `ProfilerStep#N` twice there).
 5. Per side, count and total duration per name (or `shorten_name`), outer-joined on the name,
    missing = 0, `diff_* = test - control`, category "+", "-" or "=" from the count change.
    Rows in HTA's order (pandas' outer concat): the control's names sorted, then the names
    only the test has, sorted.
    Durations are float microseconds (HTA: the integer `dur` column in microseconds; exact
    nanoseconds here by default, HTA's rounded ones with `hta_compat=True`, see `hta_view`).
+
+6. DEVIATION (default mode only): a Python frame (`file(line): function`, `with_stack=True`)
+   that one side has and the other has not, with a frame of the same file and function on
+   the other side, is one row named with both lines (`module.py(1743->1750): _call_impl`):
+   two torch versions number the same code differently, and HTA shows it "gone" and "new".
+   `kernel_diff_detail` takes that name too. `hta_compat=True` keeps HTA's two rows.
 
 Other deviations (both modes, no effect on the reference traces): only CPU-side ProfilerStep
 events define iterations (HTA would also use a `gpu_user_annotation` named ProfilerStep#N,
@@ -44,6 +52,7 @@ kernel, both sides, with the kernels a CPU op launches).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Literal
 
@@ -97,7 +106,10 @@ def _cpu_side(*, hta_compat: bool) -> pl.Expr:
     no_stream = pl.col("stream").is_null() | (pl.col("stream") < 0)
     if hta_compat:
         return no_stream
-    return no_stream | pl.col("kind").is_in(CPU_KINDS)
+    # a GPU-side annotation (`ProfilerStep#6` on the GPU's clock) is no CPU op, even without
+    # a stream: counted as one, step 6 came out twice, 82 ms inside a 47 ms step
+    on_gpu = pl.col("kind") == "gpu_annotation"
+    return (no_stream & ~on_gpu) | pl.col("kind").is_in(CPU_KINDS)
 
 
 def _gpu_side(*, hta_compat: bool) -> pl.Expr:
@@ -301,6 +313,56 @@ def _summary(
     return out
 
 
+#: A Python frame's name (`with_stack=True`): `file(first line): function`.
+_FRAME_RE = r"^(.*)\((\d+)\): (.+)$"
+#: A frame matched across the sides by file and function: `file(control line->test line): f`.
+_MOVED_RE = r"^(.*)\((\d+)->(\d+)\): (.+)$"
+
+
+def _frame_parts(names: pl.Series) -> pl.DataFrame:
+    """name, file, line, function and the frame's rank among the side's frames of one file
+    and function (by line), for the names that are Python frames."""
+    return (
+        pl.DataFrame({"name": names.unique()}, schema={"name": pl.String})
+        .with_columns(
+            pl.col("name").str.extract(_FRAME_RE, 1).alias("file"),
+            pl.col("name").str.extract(_FRAME_RE, 2).cast(pl.Int64).alias("line"),
+            pl.col("name").str.extract(_FRAME_RE, 3).alias("function"),
+        )
+        .filter(pl.col("line").is_not_null())
+        .with_columns(
+            pl.col("line").rank("ordinal").over("file", "function").alias("nth"),
+            pl.len().over("file", "function").alias("of"),
+        )
+    )
+
+
+def moved_frames(control: pl.Series, test: pl.Series) -> pl.DataFrame:
+    """Python frames one side has and the other has not, paired by file and function where
+    only their line numbers differ (two torch versions, the same code): name (control),
+    test_name, and `joined`, the row's name with both lines (`module.py(1743->1750): f`).
+    Where a file has several functions of that name gone and new, they pair in line order,
+    and only when both sides have as many of them."""
+    c = _frame_parts(control.filter(~control.is_in(test.implode())))
+    t = _frame_parts(test.filter(~test.is_in(control.implode())))
+    pairs = c.join(t, on=["file", "function", "nth", "of"], how="inner", suffix="_t")
+    return pairs.select(
+        "name",
+        pl.col("name_t").alias("test_name"),
+        pl.format("{}({}->{}): {}", "file", "line", "line_t", "function").alias("joined"),
+    )
+
+
+def side_name(name: str, side: str) -> str:
+    """The name a row of `moved_frames` has on one side (`CONTROL` or `TEST`); other names
+    are the same on both."""
+    found = re.match(_MOVED_RE, name)
+    if found is None:
+        return name
+    file, c_line, t_line, function = found.groups()
+    return f"{file}({c_line if side == CONTROL else t_line}): {function}"
+
+
 def compare_traces(
     control: pl.DataFrame,
     test: pl.DataFrame,
@@ -338,6 +400,14 @@ def compare_traces(
     c = _summary(control, control_iteration, **kw)
     t = _summary(test, test_iteration, **kw)
     keys = ["name", "input_dims"] if match_shapes else ["name"]
+    if not hta_compat:  # one row for a Python frame whose line moved (module point 6)
+        moved = moved_frames(c["name"], t["name"])
+        c = c.join(moved.select("name", "joined"), on="name", how="left")
+        t = t.join(moved.select(pl.col("test_name").alias("name"), "joined"), on="name", how="left")
+        c, t = (
+            side.with_columns(pl.coalesce("joined", "name").alias("name")).drop("joined")
+            for side in (c, t)
+        )
     count_type = pl.Float64 if average_iterations else pl.Int64
     c = c.rename(
         {"counts": f"{CONTROL}_counts", "total_duration": f"{CONTROL}_total_duration"}
@@ -622,7 +692,7 @@ def kernel_diff_detail(
             scoped = scoped.join(short_names(scoped["name"]), on="name", how="left")
             match = pl.col("short_name") == name
         else:
-            match = pl.col("name") == name
+            match = pl.col("name") == side_name(name, side)
         if input_dims is not None:
             match = match & (pl.col("input_dims") == input_dims)
         hits = scoped.filter(match)

@@ -81,6 +81,10 @@ def _covered_before(points: pl.LazyFrame, comp: pl.LazyFrame, at: str, out: str)
     )
 
 
+#: for other analyses that measure how much of some intervals computation covers
+covered_before = _covered_before
+
+
 def comm_kernels_exposed(
     ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False
 ) -> pl.DataFrame:

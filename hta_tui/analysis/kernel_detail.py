@@ -321,10 +321,12 @@ def kernel_occurrences(
     *,
     max_points: int = 300,
     hta_compat: bool = False,
+    origin_ns: int | None = None,
 ) -> pl.DataFrame:
     """When the GPU events called `name` ran and how long they took, for a chart.
 
-    rank, time (ms since the first GPU event of `ranks`), dur (us), n. With at most
+    rank, time (ms from `origin_ns`, default `trace_origin`: the trace's start, as on the
+    timeline), dur (us), n. With at most
     `max_points` events, one row per event (n = 1); with more, the span is cut into
     `max_points / ranks` equal buckets (so at most about `max_points` rows in all) and each
     (rank, bucket) gives the bucket's middle, the longest duration in it (spikes stay
@@ -334,7 +336,7 @@ def kernel_occurrences(
     rows = gpu.filter(pl.col("name") == name)
     if rows.is_empty():
         return pl.DataFrame(schema=OCCURRENCE_COLUMNS)
-    origin = int(gpu["start"].min())  # type: ignore[arg-type]
+    origin = (trace_origin(ranks) or 0) if origin_ns is None else origin_ns
     t = (pl.col("start") - origin).cast(pl.Float64) / 1e6
     if rows.height <= max_points:
         out = rows.select(
@@ -354,21 +356,39 @@ def kernel_occurrences(
     return out.cast(OCCURRENCE_COLUMNS).select(list(OCCURRENCE_COLUMNS)).sort(["rank", "time (ms)"])
 
 
+#: A table's times count from the trace's start, as the timeline's do (one number per moment
+#: on every screen), and their column says so.
+START = "start (us from trace start)"
+
 RUN_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
     "stream": pl.Int64(),
     "dur (us)": pl.Float64(),
-    "start (ms)": pl.Float64(),  # since the first GPU event of the ranks, as `time (ms)`
+    START: pl.Float64(),  # from `origin_ns`, the timeline's origin
     "correlation": pl.Int64(),
     "ts": pl.Int64(),  # ns as in the file (the run's place on the timeline)
 }
 
 
+def trace_origin(ranks: Mapping[int, pl.DataFrame]) -> int | None:
+    """The earliest event of the ranks (ns as in the file): the timeline's origin when every
+    rank is given (`TraceSet.origin_ns`)."""
+    firsts = [f["ts"].min() for f in ranks.values() if not f.is_empty()]
+    firsts = [int(v) for v in firsts if v is not None]  # type: ignore[arg-type]
+    return min(firsts) if firsts else None
+
+
 def kernel_runs(
-    ranks: Mapping[int, pl.DataFrame], name: str, *, top: int = 200, hta_compat: bool = False
+    ranks: Mapping[int, pl.DataFrame],
+    name: str,
+    *,
+    top: int = 200,
+    hta_compat: bool = False,
+    origin_ns: int | None = None,
 ) -> pl.DataFrame:
     """The `top` longest runs of the GPU events called `name` (`RUN_COLUMNS`), longest
-    first: single instances a user can open on the timeline."""
+    first: single instances a user can open on the timeline. Starts are us from `origin_ns`
+    (default `trace_origin`), the timeline's origin: the same number there and here."""
     gpu = kernels.gpu_table(ranks, hta_compat=hta_compat)
     parts = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=("ts",)).items():
@@ -386,7 +406,7 @@ def kernel_runs(
             )
     if not parts or gpu.is_empty():
         return pl.DataFrame(schema=RUN_COLUMNS)
-    origin = int(gpu["start"].min())  # type: ignore[arg-type]
+    origin = trace_origin(ranks) if origin_ns is None else origin_ns
     return (
         pl.concat(parts, how="vertical_relaxed")
         .top_k(top, by="dur")
@@ -395,7 +415,7 @@ def kernel_runs(
             "rank",
             "stream",
             us(pl.col("dur")).alias("dur (us)"),
-            ((pl.col("start") - origin).cast(pl.Float64) / 1e6).alias("start (ms)"),
+            us(pl.col("ts") - (origin or 0)).alias(START),
             "correlation",
             "ts",
         )

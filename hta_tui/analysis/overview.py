@@ -95,12 +95,16 @@ def summary(data: RankData, *, step_filter: bool, hta_compat: bool = False) -> d
     return row.row(0, named=True)
 
 
-def precompute(entry: Path, meta: dict, frames: dict[str, pl.DataFrame] | None = None) -> None:
+def precompute(
+    entry: Path, meta: dict, frames: dict[str, pl.DataFrame] | None = None
+) -> dict[str, pl.DataFrame]:
     """Run in the parser worker right after a file is stored (`load_files(after_parse=...)`):
     the overview row, assuming this rank's own steps decide HTA's filter - true unless ranks
-    disagree, in which case the app recomputes it. `frames`: the parsed frames, if at hand."""
+    disagree, in which case the app recomputes it. `frames`: the parsed frames, if at hand.
+    Returns the memos computed, which travel back with the load's result."""
     data = RankData(entry, meta, _frames=dict(frames or {}))
     summary(data, step_filter=len(meta.get("step_names", ())) >= 2)
+    return data.memos()
 
 
 def _relative(ts: TraceSet, entry: FileEntry) -> str:

@@ -22,6 +22,7 @@ import polars as pl
 from hta_tui.analysis import (
     annotations,
     aten_ops,
+    collective_streams,
     collectives,
     comm_overview,
     comm_plugin,
@@ -30,6 +31,7 @@ from hta_tui.analysis import (
     gpu_metric_series,
     gpu_metrics,
     idle,
+    kernel_owners,
     kernel_view,
     kernels,
     launch,
@@ -200,6 +202,12 @@ class Analysis:
     #: Reads the files' metadata too (`Metas`, keyword `meta`): without it (`run` given
     #: none) the tables made from it come empty.
     meta: bool = False
+    #: Which steps its numbers cover (`coverage.STEPS`): HTA's (the last left out), the
+    #: plugin's (moved to their GPU work), every ProfilerStep, or the whole trace.
+    steps: str = "hta"
+    #: Whose definitions it follows (`coverage.DEFINITIONS`): HTA's, the TensorBoard
+    #: plugin's, or this project's own.
+    definitions: str = "hta"
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -401,6 +409,7 @@ def _step_time(r: Ranks, o: Options) -> Lazy:
     return {
         "step_time_breakdown": breakdown,
         "step_selection": lambda: step_breakdown.step_selection(r, tb_compat=o.tb_compat),
+        "step_time_average": lambda: step_time_stats.step_time_average(breakdown()),
         "step_time_stats": lambda: step_time_stats.step_time_stats(breakdown()),
         "outlier_steps": lambda: step_time_stats.outlier_steps(breakdown()),
     }
@@ -437,6 +446,14 @@ def _kernel_view(r: Ranks, o: Options) -> Lazy:
 
 def _kernel_view_by_op(r: Ranks, o: Options) -> Lazy:
     return {"kernel_view_by_op": lambda: kernel_view.kernel_op_table(r, tb_compat=o.tb_compat)}
+
+
+def _attribution(r: Ranks, o: Options) -> Lazy:
+    return {
+        "kernel_attribution": lambda: kernel_owners.kernel_attribution(r),
+        "unattributed_kernels": lambda: kernel_owners.unattributed_kernels(r),
+        "kernel_backends": lambda: kernel_owners.kernel_backends(r),
+    }
 
 
 def _operators(r: Ranks, o: Options) -> Lazy:
@@ -519,11 +536,18 @@ def _distributed(r: Ranks, o: Options, meta: Metas | None = None) -> Lazy:
     }
 
 
+def _collectives_hidden(r: Ranks, o: Options) -> Lazy:
+    return {
+        "collectives_hidden": lambda: collective_streams.collectives_hidden(r),
+        "collective_streams": lambda: collective_streams.collective_streams(r),
+    }
+
+
 _SYNC_TABLES = ("syncs", "sync_summary", "sync_verdict")
 
 
 def _syncs(r: Ranks, o: Options, flows: Ranks) -> Lazy:
-    return picked(lambda: sync_summary.sync_tables(r, flows), _SYNC_TABLES)
+    return picked(lambda: sync_summary.sync_tables(r, flows, tb_compat=o.tb_compat), _SYNC_TABLES)
 
 
 _PATH_TABLES = ("critical_path", "critical_path_edges", "critical_path_what_if")
@@ -622,7 +646,9 @@ ANALYSES: list[Analysis] = [
         cost=0.8,
         views=False,
         options=_TB,
-        also=("step_selection", "step_time_stats", "outlier_steps"),
+        also=("step_selection", "step_time_average", "step_time_stats", "outlier_steps"),
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "gpu_metrics",
@@ -633,6 +659,8 @@ ANALYSES: list[Analysis] = [
         meta=True,
         options=_TB,
         also=("gpu_utilization_series", "gpu_devices"),
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "kernel_view",
@@ -641,6 +669,8 @@ ANALYSES: list[Analysis] = [
         cost=0.1,
         views=False,
         options=_TB,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "gpu_sm_efficiency_series",
@@ -649,6 +679,8 @@ ANALYSES: list[Analysis] = [
         False,
         views=False,
         options=_TB,
+        steps="plugin",
+        definitions="plugin",
     ),
     Analysis(
         "gpu_metric_series",
@@ -657,6 +689,8 @@ ANALYSES: list[Analysis] = [
         cost=0.1,
         views=False,
         options=_TB,
+        steps="plugin",
+        definitions="plugin",
     ),
     # These two share the plugin's operator tree (op_tree.build, built once per rank)
     Analysis(
@@ -666,6 +700,8 @@ ANALYSES: list[Analysis] = [
         cost=0.2,
         views=False,
         options=_TB,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "operator_stats",
@@ -675,17 +711,45 @@ ANALYSES: list[Analysis] = [
         views=False,
         options=_TB,
         also=("operator_stats_by_input_shape", "operator_call_stacks"),
+        steps="whole",
+        definitions="plugin",
     ),
-    Analysis("memory_curve", "Memory curve (downsampled)", _memory_curve, frames=_MEM, views=False),
+    Analysis(
+        "memory_curve",
+        "Memory curve (downsampled)",
+        _memory_curve,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
+    ),
+    Analysis(
+        "kernel_attribution",
+        "Kernel time with no operator, graph launches, backends (and why)",
+        _attribution,
+        cost=0.2,
+        views=False,
+        also=("unattributed_kernels", "kernel_backends"),
+        steps="whole",
+        definitions="own",
+    ),
     Analysis(
         "memory_events",
         "Memory events: allocation / free pairs",
         _memory_events,
         frames=_MEM,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "memory_stats", "Memory statistics per operator", _memory_stats, frames=_MEM, views=False
+        "memory_stats",
+        "Memory statistics per operator",
+        _memory_stats,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "memory_peak",
@@ -694,6 +758,8 @@ ANALYSES: list[Analysis] = [
         frames=_MEM,
         views=False,
         also=("memory_device_peaks",),
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "memory_leaks",
@@ -701,9 +767,17 @@ ANALYSES: list[Analysis] = [
         _memory_leaks,
         frames=_MEM,
         views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
-        "memory_step_peaks", "Memory peak per step", _memory_step_peaks, frames=_MEM, views=False
+        "memory_step_peaks",
+        "Memory peak per step",
+        _memory_step_peaks,
+        frames=_MEM,
+        views=False,
+        steps="whole",
+        definitions="plugin",
     ),
     Analysis(
         "comm_comp_per_rank",
@@ -722,6 +796,18 @@ ANALYSES: list[Analysis] = [
             "distributed_hierarchy",
             "process_groups",
         ),
+        steps="every",
+        definitions="plugin",
+    ),
+    Analysis(
+        "collectives_hidden",
+        "Collectives per process group, stream, step and layer: hidden, exposed, serialised",
+        _collectives_hidden,
+        cost=0.2,
+        views=False,
+        also=("collective_streams",),
+        steps="every",
+        definitions="own",
     ),
     Analysis(
         "syncs",
@@ -730,9 +816,14 @@ ANALYSES: list[Analysis] = [
         frames=("flows",),
         cost=0.5,
         views=False,
+        options=_TB,
         also=_SYNC_TABLES[1:],
+        steps="whole",
+        definitions="own",
     ),
-    Analysis("module_stats", "nn.Module view", _modules, views=False),
+    Analysis(
+        "module_stats", "nn.Module view", _modules, views=False, steps="whole", definitions="plugin"
+    ),
     Analysis(
         "critical_path",
         "Critical path per rank and step, and across ranks (HTA 0.6)",
@@ -741,6 +832,8 @@ ANALYSES: list[Analysis] = [
         views=False,
         options=("critical_path_steps", *_H),
         also=_PATH_TABLES[1:],
+        steps="every",  # the ProfilerSteps critical_path_steps names, as on the host
+        definitions="hta",
     ),
 ]
 

@@ -90,3 +90,18 @@ def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
             "reason",
         ),
     )
+
+
+def used_steps(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    """rank, step, start, end (ns, as in the file): the steps the step-time view shows, each
+    moved to the GPU work it launched. The one step definition the step-time view, the diff's
+    step time and the sync verdict share."""
+    return each_rank(
+        ranks,
+        lambda ev: (
+            tb_steps.profiler_steps(ev, tb_compat=tb_compat)
+            .filter("used")
+            .select("step", "start", "end")
+        ),
+        {"rank": pl.Int64(), "step": pl.Int64(), "start": pl.Int64(), "end": pl.Int64()},
+    )

@@ -38,11 +38,15 @@ def step_table(ts: TraceSet) -> pl.DataFrame:
     return pl.concat(parts, how="diagonal_relaxed").select(list(step_breakdown.COLUMNS))
 
 
-def precompute(entry: Path, meta: dict, frames: dict[str, pl.DataFrame] | None = None) -> None:
+def precompute(
+    entry: Path, meta: dict, frames: dict[str, pl.DataFrame] | None = None
+) -> dict[str, pl.DataFrame]:
     """The app's `after_parse`: the overview's numbers and the step breakdown, while the
-    parser worker still holds the frames."""
-    overview.precompute(entry, meta, frames)
+    parser worker still holds the frames; returned too, so the app need not read them back."""
+    memos = overview.precompute(entry, meta, frames)
+    data = RankData(entry, meta, _frames=dict(frames or {}))
     try:
-        rank_steps(RankData(entry, meta, _frames=dict(frames or {})))
+        rank_steps(data)
     except Exception:  # the file still loads; the overview computes it again and says why
         logging.getLogger("hta_tui").exception("step breakdown of %s failed", entry)
+    return {**memos, **data.memos()}

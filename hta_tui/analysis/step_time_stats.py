@@ -72,3 +72,16 @@ def outlier_steps(breakdown: pl.DataFrame, z_threshold: float = Z_THRESHOLD) -> 
         pl.max_horizontal(_CATS).alias("cause_excess (us)"),
         *(pl.col(c).alias(f"+{c}") for c in _CATS),
     ).sort("rank", "z", descending=[False, True])
+
+
+def step_time_average(breakdown: pl.DataFrame) -> pl.DataFrame:
+    """Per rank, the plugin's Overview row "Average Step Time": the mean step and each
+    category's mean (us) and share of the mean step (%, the plugin's `extra`), as the step-time
+    view's bars show them."""
+    means = [pl.col(c).mean().alias(c) for c in ["step_time (us)", *_CATS]]
+    table = breakdown.group_by("rank").agg(pl.len().cast(pl.UInt32).alias("steps"), *means)
+    shares = [
+        (100 * pl.col(c) / pl.col("step_time (us)")).fill_nan(None).alias(f"{c[:-5]} (%)")
+        for c in _CATS
+    ]
+    return table.with_columns(shares).sort("rank")

@@ -2,8 +2,10 @@
 
 The table answers "which line makes the host wait": syncs that share a rank, phase, module,
 operator and call site are one row, sorted by blocked time. Shares are of the rank's step
-time: the summed durations of its ProfilerStep#N ranges, or, without steps, the span of its
-CPU events; per-step figures divide by the number of steps (1 without steps).
+time as the step-time view shows it (`step_breakdown.used_steps`: each ProfilerStep moved to
+the GPU work it launched, the plugin's trailing steps without GPU work left out; without
+steps, the host ops' span), so a verdict and the step-time view never give one step two
+lengths; per-step figures divide by the number of those steps.
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ from collections.abc import Mapping
 
 import polars as pl
 
+from hta_tui.analysis import step_breakdown
 from hta_tui.analysis.hta_view import us
 from hta_tui.analysis.syncs import SYNC_COLUMNS, syncs
 
 GROUP_KEYS: tuple[str, ...] = ("rank", "phase", "module", "operator", "call_site")
-_STEP_RE = r"^ProfilerStep\s*#\s*\d+$"
 
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     **{k: SYNC_COLUMNS[k] for k in GROUP_KEYS},
@@ -41,36 +43,21 @@ VERDICT_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def step_time(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
-    """rank, steps, step_ns: the rank's ProfilerStep time (or CPU span) and step count."""
-    cpu = pl.col("kind").is_in(("cpu_op", "annotation", "runtime"))
-    # The regex on the few names the cheap prefix test lets through; one pass per rank.
-    maybe = cpu & pl.col("name").str.starts_with("ProfilerStep")
-    is_step = pl.col("name").filter(maybe).str.contains(_STEP_RE)
-    rows = [
-        events.lazy().select(
-            pl.lit(rank, pl.Int64).alias("rank"),
-            pl.col("name").filter(maybe).filter(is_step).n_unique().cast(pl.UInt32).alias("steps"),
-            pl.col("dur").filter(maybe).filter(is_step).sum().alias("in_steps"),
-            (
-                (pl.col("ts") + pl.col("dur")).filter(cpu).max() - pl.col("ts").filter(cpu).min()
-            ).alias("span"),
-        )
-        for rank, events in ranks.items()
-    ]
+def step_time(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    """rank, steps, step_ns: the rank's steps as the step-time view counts them, and their
+    summed time (a rank without any: one step of 0 ns)."""
     schema = {"rank": pl.Int64(), "steps": pl.UInt32(), "step_ns": pl.Int64()}
-    if not rows:
-        return pl.DataFrame(schema=schema)
+    used = step_breakdown.used_steps(ranks, tb_compat=tb_compat)
+    per_rank = used.group_by("rank").agg(
+        pl.len().alias("steps"), (pl.col("end") - pl.col("start")).sum().alias("step_ns")
+    )
+    every = pl.DataFrame({"rank": sorted(ranks)}, schema={"rank": pl.Int64()})
     return (
-        pl.concat(pl.collect_all(rows))
+        every.join(per_rank, on="rank", how="left")
         .select(
             "rank",
-            pl.max_horizontal("steps", pl.lit(1, pl.UInt32)).alias("steps"),
-            pl.when(pl.col("steps") > 0)
-            .then(pl.col("in_steps"))
-            .otherwise(pl.col("span"))
-            .fill_null(0)
-            .alias("step_ns"),
+            pl.col("steps").fill_null(1),
+            pl.col("step_ns").fill_null(0),
         )
         .cast(schema)
     )
@@ -154,11 +141,15 @@ def sync_verdict(summary: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def sync_tables(
-    ranks: Mapping[int, pl.DataFrame], flows: Mapping[int, pl.DataFrame] | None = None
+    ranks: Mapping[int, pl.DataFrame],
+    flows: Mapping[int, pl.DataFrame] | None = None,
+    *,
+    tb_compat: bool = False,
 ) -> dict[str, pl.DataFrame]:
-    """The report's three tables: syncs, sync_summary, sync_verdict."""
+    """The report's three tables: syncs, sync_summary, sync_verdict (`tb_compat`: shares of
+    the steps the step-time view shows in that mode)."""
     table = syncs(ranks, flows)
-    steps = step_time(ranks)
+    steps = step_time(ranks, tb_compat=tb_compat)
     summary = sync_summary(table, steps)
     return {
         "syncs": table,

@@ -41,7 +41,8 @@ class Lod:
 class Row:
     """One lane of the timeline. `key` = (rank, "cpu"|"gpu", pid or device, tid or stream);
     a device's utilisation track is lane -1, its memory -2, a stream's queue length
-    -1000 - stream (`timeline_counters`)."""
+    -1000 - stream (`timeline_counters`); a stream's overlapping kernels go to extra lanes,
+    stream + k * LANE_STRIDE (`timeline_rows.stream_of` gives the stream back)."""
 
     key: tuple[int, str, int, int]
     label: str

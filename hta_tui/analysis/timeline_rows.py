@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from hta_tui.analysis import lanes
 from hta_tui.analysis.intervals import merge_intervals
 from hta_tui.analysis.timeline_counters import memory_rows, queue_rows
 from hta_tui.analysis.timeline_row import (  # noqa: F401  (the timeline's API, from here too)
@@ -25,7 +26,10 @@ from hta_tui.analysis.timeline_row import (  # noqa: F401  (the timeline's API, 
     make_row,
     search,
 )
-from hta_tui.trace.schema import KINDS
+from hta_tui.trace.schema import GPU_WORK_KINDS, KINDS
+
+#: a stream's extra lanes (kernels that overlap, `lanes`): key lane = stream + k * LANE_STRIDE
+LANE_STRIDE = 2**40
 
 
 def _thread_names(threads: pl.DataFrame | None) -> dict[tuple[int, int], str]:
@@ -89,17 +93,22 @@ def rank_rows(
         label = _gpu_label(lane) if on_gpu else names.get((group, lane), f"thread {lane}")
         start, end = part["start"].to_numpy(), part["end"].to_numpy()
         order = np.lexsort((-end, start))  # by start; parents (longer) first on ties
-        rows.append(
-            make_row(
-                (rank, side, int(group), int(lane)),
-                label,
-                start[order],
-                end[order],
-                part["kind"].to_numpy()[order],
-                part["idx"].to_numpy()[order],
-                span_ns=span_ns,
+        start, end = start[order], end[order]
+        kinds, idx = part["kind"].to_numpy()[order], part["idx"].to_numpy()[order]
+        sub = _stream_lanes(start, end, kinds) if on_gpu else np.zeros(len(start), np.uint8)
+        for k in np.unique(sub) if len(sub) else [0]:
+            mine = sub == k
+            rows.append(
+                make_row(
+                    (rank, side, int(group), int(lane) + int(k) * LANE_STRIDE),
+                    label if k == 0 else f"{label} ({k + 1})",
+                    start[mine],
+                    end[mine],
+                    kinds[mine],
+                    idx[mine],
+                    span_ns=span_ns,
+                )
             )
-        )
     gpu = lanes.filter("gpu")
     if not gpu.is_empty():
         union = merge_intervals(gpu, "start", "end", by="group").sort("group", "start")
@@ -122,9 +131,31 @@ def rank_rows(
     return rows
 
 
-def _order(r: Row) -> tuple[bool, int, int]:
-    """CPU processes first, then devices; in a device its counters (lanes < 0), streams."""
-    return (r.key[1] != "cpu", r.key[2], r.key[3])
+def _order(r: Row) -> tuple[bool, int, int, int]:
+    """CPU processes first, then devices; in a device its counters (lanes < 0), streams,
+    each stream's extra lanes right after it."""
+    lane = r.key[3]
+    if lane < 0:
+        return (r.key[1] != "cpu", r.key[2], lane, 0)
+    return (r.key[1] != "cpu", r.key[2], lane % LANE_STRIDE, lane // LANE_STRIDE)
+
+
+def stream_of(key: tuple[int, str, int, int]) -> int:
+    """The stream (or thread) of a row's key, whichever of its lanes the row is."""
+    return key[3] % LANE_STRIDE if key[3] >= 0 else key[3]
+
+
+_WORK_CODES = np.array([KINDS.index(k) for k in GPU_WORK_KINDS], dtype=np.uint8)
+
+
+def _stream_lanes(start: np.ndarray, end: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+    """A stream's lane per event: its kernels, memcpys and memsets packed so that none
+    overlaps another in a lane (`lanes.pack`); syncs stay in the first lane."""
+    sub = np.zeros(len(start), dtype=np.uint8)
+    work = np.isin(kinds, _WORK_CODES)
+    if work.any():
+        sub[work] = lanes.pack(start[work], end[work])
+    return sub
 
 
 def counter_rows(
@@ -137,7 +168,7 @@ def counter_rows(
 ) -> list[Row]:
     """The rank's counter tracks beyond GPU utilisation: queue length per stream, memory
     allocated per device (`timeline_counters`)."""
-    devices = {r.key[3]: r.key[2] for r in own if r.key[1] == "gpu" and r.key[3] >= 0}
+    devices = {r.key[3]: r.key[2] for r in own if r.key[1] == "gpu" and 0 <= r.key[3] < LANE_STRIDE}
     extra = queue_rows(rank, events, origin_ns, span_ns, devices)
     mem = (memory or {}).get(rank)
     if mem is not None:

@@ -1,19 +1,21 @@
-"""The Textual app: owns the TraceSet (both sides' when comparing) and its workers.
+"""The Textual app: a shell over a `session.LiveSession`, which owns the trace sets (both
+sides' when comparing) and loads, reloads and watches them on its own threads.
 
 What it does is split by concern, each a mixin of HtaApp:
-    loading     discover, load and watch each side's folder; apply loading messages
-    refresh     status bars and the overview, ten times a second
+    loading     the session's changes -> one reactive value, `data`, that screens watch
+    refresh     status bars and the overview, when `data` or `every_step` changes
     navigation  numbered screens, back, drill-down, help, command palette
-    sides       the trace sets (main, and test when comparing) and their scan generations
+    sides       folder labels for the status bar
 
-Comparing (`compare=TEST`): the test side is a second TraceSet (`compare_set`) loaded and
-watched by the same workers and handlers; every loading message carries the side it belongs to
-(`msg.side`, "main" or "test"), and each side has its own scan generation.
+No timer asks whether anything changed: the session wakes the app (one coalescing message per
+batch of changes), and screens `watch` the app's reactive values (`data`, `rank_choice`,
+`every_step`). The one interval left is the garbage-collection pacer's, which looks for a quiet
+moment (time passing, not data changing); the recheck of incomplete files runs on the
+session's watcher thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +24,7 @@ from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.filter import LineFilter
+from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker
 
@@ -29,27 +32,25 @@ from hta_tui.analysis.step_overview import precompute
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.environment import export_dir, unicode_ok
 from hta_tui.app.gc_pacing import GcPacer
-from hta_tui.app.loading import LoadingMixin
+from hta_tui.app.loading import DataState, LoadingMixin
 from hta_tui.app.navigation import NavigationMixin
 from hta_tui.app.refresh import RefreshMixin
 from hta_tui.app.screens.navigation import nav_bindings
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.registry import DIFF, SCREENS
-from hta_tui.app.sides import MAIN, TEST, SideState, folder_label, same_path
+from hta_tui.app.sides import folder_label, same_path
 from hta_tui.app.widgets.status import StatusInfo
 from hta_tui.printable import printable
+from hta_tui.session import MAIN, TEST, LiveSession
 from hta_tui.themes import DEFAULT as DEFAULT_THEME
 from hta_tui.themes import THEMES
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet
 from hta_tui.trace.pool import prepare_pool
 
-#: Status bars and the overview are refreshed at most this often (seconds).
-TICK = 0.1
-#: How often the garbage-collection pacer looks for a quiet moment (seconds).
+#: How often the garbage-collection pacer looks for a quiet moment (seconds). Not a poll of
+#: the data: a quiet moment is time without input, which nothing can announce.
 GC_TICK = 0.1
-#: While watching, incomplete files are stat'ed this often (seconds) in case an event was missed.
-RECHECK = 1.0
 
 #: The screens' style files (hta_tui/app/screens/NAME.tcss), all loaded with the app's.
 SCREEN_STYLES = (
@@ -93,9 +94,29 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
     TITLE = "hta-tui"
     DEFAULT_MODE = "overview"
 
+    #: The session's state (each side's generation, scanning, watcher): set once per batch
+    #: of changes; the status bars, the overview and the screens watch it.
+    data: var[DataState] = var(DataState(), init=False)
+    #: the rank every screen shows (None: all), chosen with `r` on any screen
+    rank_choice: var[int | None] = var(None, init=False)
+    #: every screen includes the last ProfilerStep, which HTA leaves out (`H`)
+    every_step: var[bool] = var(False, init=False)
+    #: the TensorBoard plugin's views use its own rules exactly (`X`), not this project's
+    #: fixes for traces newer than 2021 (the report's `--set tb_compat=true`)
+    tb_compat: var[bool] = var(False, init=False)
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit hta-tui"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Show every key"),
+        # where no table row names a moment, `t` says why instead of doing nothing
+        Binding("t", "no_timeline", "Timeline", show=False, tooltip="Why t does nothing here"),
+        Binding(
+            "X",
+            "plugin_definitions",
+            "Plugin's rules",
+            show=False,
+            tooltip="The TensorBoard plugin's views: its own rules exactly, or hta-tui's fixes",
+        ),
         *nav_bindings(),
     ]
 
@@ -129,39 +150,36 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self.ascii = (not unicode_ok()) if ascii is None else ascii
         if theme is not None:
             self.theme = theme
-        self.trace_set = TraceSet(self.root)
         #: comparing: the test side (`path` is the control), and each side's chosen rank
         self.compare_root = Path(compare) if compare is not None else None
-        self.compare_set = TraceSet(self.compare_root) if self.compare_root is not None else None
+        self.session = LiveSession(
+            self.root,
+            cache=cache,
+            compare=self.compare_root,
+            workers=workers,
+            poll=poll,
+            wake=self._wake,
+            after_parse=precompute,
+        )
+        self.session.subscribe(self._session_changed)
         self.control_rank = control_rank
         self.test_rank = test_rank
-        self._sides: dict[str, SideState] = {MAIN: SideState(self.root, self.trace_set)}
-        if self.compare_set is not None and self.compare_root is not None:
-            self._sides[TEST] = SideState(self.compare_root, self.compare_set)
         self._label = folder_label(self.root)
         #: rank -> trace idx of the events on the critical path the Critical path view shows
         #: last: the trace timeline marks them
         self.critical_path_marks: dict[int, list[int]] = {}
         #: the status bar's: comparing, both sides'
         self._status_label = self._label
-        self._status_sides = [self._sides[MAIN]]
+        self._status_sides = [self.session.sides[MAIN]]
         if self.compare_root is not None and not same_path(self.compare_root, self.root):
             self._status_label += " vs " + folder_label(self.compare_root)
-            self._status_sides.append(self._sides[TEST])
+            self._status_sides.append(self.session.sides[TEST])
         self.watcher_state = "off"
         self.status_info = StatusInfo(root=self._status_label, scanning=True)
         self.overview_data: OverviewData | None = None
         self._overview_worker: Worker | None = None
         self._overview_requested: tuple[Any, ...] | None = None
         self._overview_shown = -1
-        self._worker_paths: dict[Worker, list[Path]] = {}
-        self._worker_side: dict[Worker, str] = {}
-        self._stop_watch: asyncio.Event | None = None
-        self._recheck_workers: dict[str, Worker] = {}
-        #: the rank every screen shows (None: all), chosen with `r` on any screen
-        self.rank_choice: int | None = None
-        #: every screen includes the last ProfilerStep, which HTA leaves out (`H`)
-        self.every_step = False
         #: the kernel the detail screen shows (set by enter on the kernels screen)
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
@@ -178,6 +196,16 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
                 self.add_mode(entry.mode, lambda entry=entry: self._styled(entry.load()()))
         if self.comparing:
             self.add_mode(DIFF.mode, lambda: self._styled(DIFF.load()()))
+
+    @property
+    def trace_set(self) -> TraceSet:
+        """The main side's files (the control when comparing)."""
+        return self.session.trace_set
+
+    @property
+    def compare_set(self) -> TraceSet | None:
+        """The test side's files when comparing."""
+        return self.session.compare_set
 
     def get_line_filters(self) -> list[LineFilter]:
         """Textual's filters, then the guard that keeps control characters off the terminal."""
@@ -215,21 +243,18 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
     # -- lifecycle ------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self.set_class(self.ascii, "-ascii")  # ascii.tcss: box borders without box glyphs
-        self.set_interval(TICK, self._tick)
         self.set_interval(GC_TICK, self.gc_pacer.tick)
         self.gc_pacer.start()
-        self.set_interval(RECHECK, self._recheck_incomplete)
         if self.watch_enabled:
-            for side in self._sides:
-                self._run_watch(side)
+            self.session.watch()
         self.action_reload()
 
     def on_unmount(self) -> None:
         self.gc_pacer.stop()
+        self.session.close()
 
     async def action_quit(self) -> None:
-        if self._stop_watch is not None:
-            self._stop_watch.set()
+        self.session.close()
         self.exit(0)
 
 

@@ -1,68 +1,19 @@
-"""Messages workers post to the app. Workers never touch widgets or the TraceSet: they post one
-of these, and the app applies it on its own thread.
+"""Messages the app's workers post to it. Workers never touch widgets or the TraceSet: they
+post one of these, and the app applies it on its own thread. The session's changes come as
+`loading.SessionReady`.
 
 Every message carries the generation it was made for, so the app can drop results that arrive
-after the state they describe has moved on (a thread worker cannot be killed, so an old load can
-still post late).
+after the state they describe has moved on (a thread worker cannot be killed).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 if TYPE_CHECKING:
     import polars as pl
-
-    from hta_tui.trace.discover import TraceFile
-    from hta_tui.trace.load import LoadResult
-
-
-class FilesFound(Message):
-    """Trace candidates were listed (`full`: a whole-folder scan) or stat'ed again (a change)."""
-
-    def __init__(self, files: list[TraceFile], generation: int, *, full: bool) -> None:
-        super().__init__()
-        self.files = files
-        self.generation = generation
-        self.full = full
-
-
-class FileLoaded(Message):
-    """One file finished loading (whatever its status). `generation` is the app's scan number."""
-
-    def __init__(self, result: LoadResult, generation: int) -> None:
-        super().__init__()
-        self.result = result
-        self.generation = generation
-
-
-class FileGone(Message):
-    """A file reported as changed had vanished by the time it was stat'ed."""
-
-    def __init__(self, path: Path, generation: int) -> None:
-        super().__init__()
-        self.path = path
-        self.generation = generation
-
-
-class FilesChanged(Message):
-    """A batch of changes from the watcher (`hta_tui.trace.watch.Change`s)."""
-
-    def __init__(self, changes: list[Any]) -> None:
-        super().__init__()
-        self.changes = changes
-
-
-class WatchState(Message):
-    """The watcher started ("watching" / "polling") or stopped ("off", with the reason)."""
-
-    def __init__(self, state: str, reason: str | None = None) -> None:
-        super().__init__()
-        self.state = state
-        self.reason = reason
 
 
 class OverviewReady(Message):
@@ -78,3 +29,7 @@ class OverviewReady(Message):
         self.temporal = temporal
         self.generation = generation
         self.data = data
+
+    def can_replace(self, message: Message) -> bool:
+        """A newer overview waiting in the queue makes an older one pointless."""
+        return isinstance(message, OverviewReady) and message.generation <= self.generation

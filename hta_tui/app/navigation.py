@@ -12,7 +12,16 @@ from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.screens.navigation import help_rows, palette_entries
 from hta_tui.app.screens.registry import BY_MODE, BY_SECTION, DIFF
+from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.model import TraceSet
+
+#: Why `0` and `F` do nothing without a second run.
+NO_DIFF = "0 / F: the diff compares two runs: start hta-tui CONTROL --compare TEST"
+#: Why `t` does nothing: the focused table's rows are totals, or no table row is focused.
+NO_MOMENT_TABLE = "this table's rows are totals, not moments; t opens the timeline from a row "
+NO_MOMENT_TABLE += "that names one (a launch, an idle gap, a sync, a step, a kernel's run)"
+NO_MOMENT_HERE = "no table row here names a moment (a launch, an idle gap, a sync, a step, "
+NO_MOMENT_HERE += "a kernel's run); t opens the timeline from one"
 
 
 class NavigationMixin(AppMixin):
@@ -20,6 +29,7 @@ class NavigationMixin(AppMixin):
 
     compare_set: TraceSet | None
     selected_kernel: str | None
+    tb_compat: bool
     _mode_history: list[str]
     #: section key -> the view last shown in it (its digit opens that one)
     _section_last: dict[str, str]
@@ -28,15 +38,11 @@ class NavigationMixin(AppMixin):
     def comparing(self) -> bool:
         return self.compare_set is not None
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # the diff's keys do nothing unless comparing
-        diff = (action == "goto" and parameters == (DIFF.mode,)) or (
-            action == "section" and parameters == (DIFF.section,)
-        )
-        return not (diff and not self.comparing)
-
     def action_goto(self, mode: str) -> None:
         """Show a numbered screen (each keeps its own state: its mode's screen stack)."""
+        if mode == DIFF.mode and not self.comparing:
+            self.notify(NO_DIFF, timeout=6)  # `0` and `F` say why they do nothing
+            return
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss(None)
         if mode == self.current_mode:
@@ -50,6 +56,9 @@ class NavigationMixin(AppMixin):
     def action_section(self, key: str) -> None:
         """A section's digit: the view last shown in that section; pressed again inside it,
         the section's next view."""
+        if key == DIFF.section and not self.comparing:
+            self.notify(NO_DIFF, timeout=6)
+            return
         views = BY_SECTION.get(key, (DIFF,) if key == DIFF.section else ())
         modes = [e.mode for e in views]
         if not modes:
@@ -74,11 +83,22 @@ class NavigationMixin(AppMixin):
         if hasattr(screen, "set_params"):
             screen.set_params(name=name)
 
+    def action_no_timeline(self) -> None:
+        """`t` where no table row names a moment: one line saying why (a table of moments
+        handles `t` itself)."""
+        focused = self.focused
+        if isinstance(focused, FrameTable) and focused.moment is None:
+            self.notify(f"t: {NO_MOMENT_TABLE}", timeout=6)
+        else:
+            self.notify(f"t: {NO_MOMENT_HERE}", timeout=6)
+
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss(None)
             return
-        self.push_screen(HelpScreen(self.binding_rows(self.screen)))
+        rows = self.binding_rows(self.screen)
+        views = len(rows) - len(help_rows(self.comparing))
+        self.push_screen(HelpScreen(rows, start=views))  # opens on the list of views
 
     def binding_rows(self, screen: Screen) -> list[tuple[str, str, str]]:
         """(keys, description, where): the keys of `screen` (shown in the footer or not;
@@ -106,8 +126,26 @@ class NavigationMixin(AppMixin):
         rows.sort(key=lambda r: {screen_name: 0, "everywhere": 2}.get(r[2], 1))
         return rows + help_rows(self.comparing)
 
+    def action_plugin_definitions(self) -> None:
+        """`X`: the TensorBoard plugin's views switch between its own rules (its numbers
+        exactly, `tb_compat`) and this project's (fixed for traces newer than 2021); every
+        such view recomputes and its title says which it shows."""
+        self.tb_compat = not self.tb_compat
+        which = (
+            "the TensorBoard plugin's own rules (its numbers exactly)"
+            if self.tb_compat
+            else "hta-tui's rules (the plugin's, fixed for traces newer than 2021)"
+        )
+        self.notify(f"Plugin views: {which}", timeout=4)  # screens watch `tb_compat`
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "X Definitions: TensorBoard plugin's own / hta-tui's",
+            "Step time, GPU metrics, kernels, operators, distributed: the plugin's rules "
+            "exactly, or hta-tui's fixes for newer traces",
+            self.action_plugin_definitions,
+        )
         yield SystemCommand(
             "Reload", "Discover and load the trace folder again", self.action_reload
         )

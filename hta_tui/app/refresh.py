@@ -1,6 +1,7 @@
-"""The throttled refresh, mixed into HtaApp: ten times a second, the status bars follow the
-trace sets, and when the set has changed and no overview computation is running, a snapshot of
-it goes to _compute_overview (thread) -> OverviewReady -> the overview screen."""
+"""The refresh, mixed into HtaApp, pushed rather than polled: when the session's state
+(`HtaApp.data`) or `every_step` changes, the status bars follow the trace sets, and a snapshot
+of the set goes to _compute_overview (thread) -> OverviewReady -> the overview screen. One
+overview computation runs at a time; a change meanwhile starts the next when it ends."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from collections import Counter
 from typing import Any
 
 from textual import work
-from textual.worker import Worker, get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.analysis.overview_rows import KeptRows
 from hta_tui.app.environment import one_line
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
@@ -19,8 +21,8 @@ from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.plugin_steps import describe_used
 from hta_tui.app.screens.step_time import overview_rows
-from hta_tui.app.sides import SideState
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
+from hta_tui.session import LiveSession, Side
 from hta_tui.trace.cache import take_notices
 from hta_tui.trace.model import TraceSet
 
@@ -28,7 +30,7 @@ from hta_tui.trace.model import TraceSet
 class RefreshMixin(AppMixin):
     """The refreshing half of HtaApp; the attributes below are set by HtaApp.__init__."""
 
-    trace_set: TraceSet
+    session: LiveSession
     timings: bool
     every_step: bool
     watcher_state: str
@@ -36,38 +38,41 @@ class RefreshMixin(AppMixin):
     overview_data: OverviewData | None
     _label: str
     _status_label: str
-    _sides: dict[str, SideState]
-    _status_sides: list[SideState]
+    _status_sides: list[Side]
     _overview_worker: Worker | None
     _overview_requested: tuple[Any, ...] | None
     _overview_shown: int
+    #: the overview's file rows of its last computation, reused where nothing changed
+    _kept_rows: KeptRows | None = None
 
     @property
     def settled(self) -> bool:
         """Nothing left to do: no file loading, no overview computing or out of date (tests)."""
-        busy = any(
-            w.group in ("load", "reload", "overview") and not w.is_finished for w in self.workers
+        busy = not self.session.idle or any(
+            w.group == "overview" and not w.is_finished for w in self.workers
         )
         sides_done = all(
             not state.scanning
             and state.trace_set.counts().get("pending", 0) == 0
             and state.trace_set.counts().get("loading", 0) == 0
-            for state in self._sides.values()
+            for state in self.session.sides.values()
         )
         return (
             not busy
             and sides_done
             and self._overview_requested == self._overview_key()
-            and self._overview_shown == self.trace_set.generation
+            and self._overview_shown == self.session.trace_set.generation
         )
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False, name="overview")
     def _compute_overview(self, ts: TraceSet, generation: int, ctx: dict[str, Any]) -> None:
-        from hta_tui.analysis.overview import file_table, temporal_table
+        from hta_tui.analysis.overview import temporal_table
+        from hta_tui.analysis.overview_rows import update_file_table
         from hta_tui.analysis.step_overview import step_table
 
         worker = get_current_worker()
-        files = file_table(ts)
+        # rows made again only for the files that changed (one worker at a time: exclusive)
+        files, self._kept_rows = update_file_table(ts, self._kept_rows)
         if worker.is_cancelled:
             return
         temporal = temporal_table(ts, every_step=ctx["every_step"])
@@ -114,12 +119,43 @@ class RefreshMixin(AppMixin):
                 screen.show_overview(self.overview_data)
 
     def _overview_key(self) -> tuple[Any, ...]:
-        return (self.trace_set.generation, self.watcher_state != "off", self.every_step)
+        # the scan's end changes what an empty overview says, not the set
+        scanning = any(side.scanning for side in self.session.sides.values())
+        return (
+            self.session.trace_set.generation,
+            self.watcher_state != "off",
+            self.every_step,
+            scanning,
+        )
 
-    def _tick(self) -> None:
+    # -- pushed: Textual calls these when the reactive values change -----------------------------
+    def watch_data(self) -> None:
+        self._show_notices()
+        self._refresh_status()
+        self._request_overview()
+
+    def watch_every_step(self) -> None:
+        self._request_overview()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker ended (screens' too: their messages bubble here): frames it read may have
+        found damaged cache entries; the overview's end starts the next one if it is due."""
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        self._show_notices()
+        if event.worker is not self._overview_worker:
+            return
+        self._overview_worker = None
+        if event.state == WorkerState.ERROR:
+            reason = one_line(event.worker.error)
+            self.notify(f"overview failed: {reason}", severity="error", timeout=10)
+        self._request_overview()
+
+    def _show_notices(self) -> None:
         for text in take_notices():  # damaged cache entries, parsed again
             self.notify(text, title="Cache", severity="warning", timeout=8)
-        ts = self.trace_set
+
+    def _refresh_status(self) -> None:
         # comparing: both sides' files, so a broken file of the test side shows too
         counts: Counter[str] = Counter()
         for state in self._status_sides:
@@ -140,14 +176,19 @@ class RefreshMixin(AppMixin):
             for screen in self.screen_stack:
                 for bar in screen.query(StatusBar):
                     bar.show(info)
+
+    def _request_overview(self) -> None:
+        """Compute the overview of the current set, unless it is computed or computing."""
         key = self._overview_key()
-        if self._overview_worker is None and key != self._overview_requested:
-            self._overview_requested = key
-            ctx = {
-                "timings": self.timings,
-                "watching": self.watcher_state != "off",
-                "loading": info.loading,
-                "root": self._label,
-                "every_step": self.every_step,
-            }
-            self._overview_worker = self._compute_overview(ts.snapshot(), ts.generation, ctx)
+        if self._overview_worker is not None or key == self._overview_requested:
+            return
+        self._overview_requested = key
+        ts = self.session.trace_set
+        ctx = {
+            "timings": self.timings,
+            "watching": self.watcher_state != "off",
+            "loading": self.status_info.loading,
+            "root": self._label,
+            "every_step": self.every_step,
+        }
+        self._overview_worker = self._compute_overview(ts.snapshot(), ts.generation, ctx)

@@ -59,6 +59,9 @@ class LoadResult:
     frames: dict[str, pl.DataFrame] | None = None
     #: what the front ends should be told once (the cache cannot be written)
     notice: str | None = None
+    #: the derived tables `after_parse` computed (`RankData.memo` keys), handed to the owner
+    #: with the result so it does not read back what the worker just wrote
+    memos: dict[str, pl.DataFrame] | None = None
 
     @property
     def ok(self) -> bool:
@@ -67,8 +70,9 @@ class LoadResult:
 
 #: Called in the worker, right after a file is parsed and stored, with (entry, meta, frames):
 #: where a front end precomputes per-file summaries (into the entry) while the frames are in
-#: memory, without reading them back.
-AfterParse = Callable[[Path, dict[str, Any], dict[str, pl.DataFrame]], None]
+#: memory, without reading them back. What it returns (memo key -> table) travels back with
+#: the result (`LoadResult.memos`).
+AfterParse = Callable[[Path, dict[str, Any], dict[str, pl.DataFrame]], Any]
 
 
 def load_one(
@@ -123,8 +127,7 @@ def _parse_and_store(
         except OSError as exc:  # read-only, full, over quota, a file: the trace loads uncached
             entry, kept, notice = uncached_entry(tf), parsed.frames, unwritable(cache, exc)
         meta = parsed.meta
-        if after_parse is not None:
-            after_parse(entry, meta, parsed.frames)
+        memos = after_parse(entry, meta, parsed.frames) if after_parse is not None else None
     except TraceFileError as exc:
         status = "incomplete" if exc.incomplete else "not_trace" if exc.not_trace else "error"
         return failed(status, str(exc))
@@ -141,7 +144,10 @@ def _parse_and_store(
     except Exception as exc:
         return failed("error", f"internal error, {_one_line(exc)}", traceback.format_exc())
     seconds = time.perf_counter() - t0
-    return LoadResult(tf, "loaded", meta, entry, seconds=seconds, frames=kept, notice=notice)
+    memos = memos if isinstance(memos, dict) else None
+    return LoadResult(
+        tf, "loaded", meta, entry, seconds=seconds, frames=kept, notice=notice, memos=memos
+    )
 
 
 def _timeout_text(limits: Limits) -> str:

@@ -75,6 +75,11 @@ class RankData:
             self._memos[key] = df
         return df
 
+    def memos(self) -> dict[str, pl.DataFrame]:
+        """The derived tables computed or read so far (a parser worker hands them back)."""
+        with self._lock:
+            return dict(self._memos)
+
     def frame(self, name: str = "events") -> pl.DataFrame:
         """A damaged cache entry (found when a frame is read) is parsed again; a trace that
         cannot be parsed any more gives empty frames. Either way a notice says so."""
@@ -167,6 +172,19 @@ class TraceSet:
         return snap
 
     def apply(self, result: LoadResult) -> FileEntry:
+        entry = self._apply_one(result)
+        self._changed()
+        return entry
+
+    def apply_many(self, results: list[LoadResult]) -> None:
+        """Several results at once, ranks reassigned once for the batch: a session applies
+        whatever landed since its last turn together (one generation, not one per file)."""
+        for result in results:
+            self._apply_one(result)
+        if results:
+            self._changed()
+
+    def _apply_one(self, result: LoadResult) -> FileEntry:
         entry = self.entries.get(result.file.path)
         if entry is None or entry.file.key != result.file.key:
             entry = FileEntry(result.file)
@@ -177,8 +195,12 @@ class TraceSet:
         entry.cached = result.cached
         entry.data = None
         if result.ok and result.entry:  # frames kept in memory when the cache took none
-            entry.data = RankData(result.entry, result.meta, _frames=dict(result.frames or {}))
-        self._changed()
+            entry.data = RankData(
+                result.entry,
+                result.meta,
+                _frames=dict(result.frames or {}),
+                _memos=dict(result.memos or {}),  # what the parser worker computed
+            )
         return entry
 
     def remove(self, path: Path) -> None:

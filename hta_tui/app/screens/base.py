@@ -5,6 +5,10 @@ A screen subclass says what to compute (`compute`, a pure function of the loaded
 screen's parameters, run in a thread worker: it must not touch widgets) and how to show it
 (`show`, main thread). The base class runs `compute` whenever the trace set or a parameter
 changes, drops results of an older state, and shows a loading state meanwhile.
+
+Nothing polls: a screen watches the app's reactive values (`data`, the session's state;
+`rank_choice`; `every_step`) and refreshes when one changes while it is shown, or when it is
+shown again (`on_screen_resume`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import polars as pl
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, OptionList, Static
@@ -27,17 +32,18 @@ from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
+from hta_tui.app.sides import folder_label
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
+from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.title_line import TitleLine
 from hta_tui.trace.model import TraceSet
 
-#: How often a screen looks for a changed trace set (seconds); results arrive when ready.
-POLL = 0.25
 #: While files are still landing, recompute at most this often (seconds).
 MIN_INTERVAL = 1.0
 
@@ -108,6 +114,22 @@ class RankPicker(ModalScreen[int | None]):
         self.dismiss(None)
 
 
+#: One key per idea: `v` shows a view's next table (its tabs), in every view that has several,
+#: and the footer shows it right after `?` and `q` (footer.FIRST). `[` and `]` move in time
+#: (memory, timeline), never between tables.
+TABLE_BINDING = Binding("v", "next_table", "Table", tooltip="Next table (the tabs above it)")
+#: Keys that act at once even while a view loads: leaving it, help, the palette.
+NOT_QUEUED = frozenset({"escape", "question_mark", "q", "ctrl+p", "ctrl+c", "tab", "shift+tab"})
+
+
+def definitions_text(why: str, *, tb_compat: bool) -> str:
+    """The title part saying whose definitions a plugin view shows, and the key that
+    switches them: the plugin's own, or this project's with why they differ."""
+    if tb_compat:
+        return "the TensorBoard plugin's own rules (X: hta-tui's)"
+    return f"hta-tui's rules: {why} (X: plugin's)"
+
+
 class AnalysisScreen(Screen):
     """Base of the numbered analysis screens (see the module docstring)."""
 
@@ -115,6 +137,13 @@ class AnalysisScreen(Screen):
     #: out unless `a`): "whole trace", "every ProfilerStep", ... so two screens whose numbers
     #: differ say why.
     STEPS: ClassVar[str | None] = None
+
+    #: A view of the TensorBoard plugin's: where its numbers differ from the plugin's own,
+    #: and why (one short clause). Such a view follows the app's definitions switch (`X`:
+    #: `tb_compat`, the plugin's rules exactly) and its title says which are shown.
+    PLUGIN_WHY: ClassVar[str | None] = None
+    #: Uses the step-time view's steps (the diff's step time), so follows `X` as well.
+    PLUGIN_STEPS: ClassVar[bool] = False
 
     #: Shown in the header line and the command palette.
     TITLE: ClassVar[str] = ""
@@ -141,8 +170,11 @@ class AnalysisScreen(Screen):
         self._shown_key: tuple[int, Params] | None = None
         self._computing: tuple[int, Params] | None = None
         self._last_compute = -1e9
+        self._refresh_timer: Any = None  # a refresh held back by MIN_INTERVAL
         self._charts_scheduled = 0  # by `draw_later`, not drawn yet
         self.scope_text = ""  # what the shown numbers cover (`_scope`)
+        #: keys typed while the view loaded, acted on once it has (`_replay_keys`)
+        self._queued_keys: list[str] = []
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
@@ -200,6 +232,7 @@ class AnalysisScreen(Screen):
     # -- layout --------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield TitleLine(self.TITLE, id="screen-title", classes="screen-title")
+        yield TextBlock("", id="waiting", classes="summary")
         with Vertical(id="body"):
             yield from self.compose_body()
         yield Input(placeholder="filter (enter to keep, escape to clear)", id="filter")
@@ -208,23 +241,69 @@ class AnalysisScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#filter", Input).display = False
-        self.set_interval(POLL, self._maybe_refresh)
+        self.query_one("#waiting").display = False
+        app = hta_app(self)
+        for name in ("data", "rank_choice", "every_step", "tb_compat"):
+            self.watch(app, name, self._app_changed, init=False)
+        self._maybe_refresh()
+
+    def _app_changed(self) -> None:
+        """The session or a choice every screen follows changed: shown again if visible."""
         self._maybe_refresh()
 
     def on_screen_resume(self) -> None:
-        info = getattr(self.app, "status_info", None)
-        if info is not None:
-            for bar in self.query(StatusBar):
-                bar.show(info)
+        info = hta_app(self).status_info
+        for bar in self.query(StatusBar):
+            bar.show(info)
         self._maybe_refresh()
 
     # -- refresh -------------------------------------------------------------------------------
     @property
     def trace_set(self) -> TraceSet:
-        return self.app.trace_set  # type: ignore[attr-defined]
+        return hta_app(self).trace_set
 
     def _title_text(self) -> str:
-        return self._with_scope(self._where())
+        title = self._with_scope(self._where())
+        ts = self.trace_set
+        if not isinstance(ts, TraceSet):
+            return title
+        entries = ts.entries.values()
+        busy = sum(e.status in ("pending", "loading") for e in entries)
+        if busy and ts.loaded():  # numbers of the ranks landed so far
+            title += f"  ·  loading {busy} of {len(entries)} files"
+        return title
+
+    def waiting_text(self) -> str | None:
+        """What the view says instead of numbers while no rank is loaded (None once one is):
+        never a verdict ("no GPU", "no steps") about data it has not seen."""
+        ts = self.trace_set
+        if not isinstance(ts, TraceSet) or ts.loaded():  # the diff waits for both sides itself
+            return None
+        entries = list(ts.entries.values())
+        busy = sum(e.status in ("pending", "loading") for e in entries)
+        scanning = hta_app(self).scanning
+        root = folder_label(ts.root)
+        if busy:
+            return f"Loading {busy} of {len(entries)} files in {root}: numbers once a rank lands."
+        if not entries and callable(scanning) and scanning():
+            return f"Looking for trace files in {root}…"
+        if not entries:
+            watching = hta_app(self).watcher_state != "off"
+            return f"No trace files in {root}" + (
+                " yet; watching for new ones." if watching else "."
+            )
+        return f"No trace loaded: none of the {len(entries)} files could be read (1 O says why)."
+
+    def _show_waiting(self) -> bool:
+        """Main thread: the waiting text in place of the body, or the body back; True while
+        waiting."""
+        text = self.waiting_text()
+        waiting = self.query_one("#waiting", TextBlock)
+        waiting.display = text is not None
+        self.query_one("#body").display = text is None
+        if text is not None:
+            waiting.update(text)
+        return text is not None
 
     def _where(self) -> str:
         if self.params.rank is not None:
@@ -258,12 +337,17 @@ class AnalysisScreen(Screen):
     def _follow_rank(self) -> None:
         """The rank chosen with `r` and the steps chosen with `a` on any screen hold on every
         screen."""
-        rank = getattr(self.app, "rank_choice", self.params.rank)
+        app = hta_app(self)
+        rank = app.rank_choice
         if rank != self.params.rank and self.FOLLOWS_RANK:
             self.params = replace(self.params, rank=rank)
-        every = bool(getattr(self.app, "every_step", False))
+        every = bool(app.every_step)
         if every != bool(self.params.get("every_step", False)):
             self.params = replace(self.params, extra={**self.params.extra, "every_step": every})
+        follows = self.PLUGIN_WHY is not None or self.PLUGIN_STEPS
+        compat = hta_app(self).tb_compat and follows
+        if compat != bool(self.params.get("tb_compat", False)):
+            self.params = replace(self.params, extra={**self.params.extra, "tb_compat": compat})
 
     def _maybe_refresh(self, force: bool = False) -> None:
         if not self.is_current and not force:
@@ -274,18 +358,25 @@ class AnalysisScreen(Screen):
         if want == self._shown_key or want == self._computing:
             return
         if self._computing is not None and not force:
-            return  # the running one finishes first; the next poll starts ours
+            return  # the running one finishes first; its result calls this again
         loading = any(e.status in ("pending", "loading") for e in ts.entries.values())
         now = time.monotonic()
-        if loading and self._shown_key is not None and now - self._last_compute < MIN_INTERVAL:
+        wait = MIN_INTERVAL - (now - self._last_compute)
+        if loading and self._shown_key is not None and wait > 0:
+            if self._refresh_timer is None:  # one deferred refresh, not a poll
+                self._refresh_timer = self.set_timer(wait, self._deferred_refresh)
             return
         self._last_compute = now
         self._computing = want
         self.query_one("#screen-title", Static).update(self._title_text())
         body = self.query_one("#body")
-        if self._shown_key is None:
+        if not self._show_waiting() and self._shown_key is None:
             body.loading = True
         self._compute(ts.snapshot(), self.params)
+
+    def _deferred_refresh(self) -> None:
+        self._refresh_timer = None
+        self._maybe_refresh()
 
     @staticmethod
     def frames_for(ts: TraceSet, params: Params) -> dict[int, pl.DataFrame]:
@@ -313,7 +404,8 @@ class AnalysisScreen(Screen):
             return
         if worker.is_cancelled:
             return
-        self.post_message(Computed(result, ts.generation, params, self._scope(ts, frames, every)))
+        scope_text = self._scope(ts, frames, every, compat=bool(params.get("tb_compat", False)))
+        self.post_message(Computed(result, ts.generation, params, scope_text))
 
     @on(ComputeFailed)
     def _compute_failed(self, msg: ComputeFailed) -> None:
@@ -329,14 +421,20 @@ class AnalysisScreen(Screen):
         self.query_one("#screen-title", Static).update(self._title_text())
         self.query_one("#body").loading = False
         self.app.notify(f"{self.TITLE} failed: {msg.reason}", severity="error", timeout=10)
+        self._maybe_refresh()  # the set may have changed while this one ran
 
-    def _scope(self, ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool) -> str:
+    def _scope(
+        self, ts: TraceSet, frames: dict[int, pl.DataFrame], every: bool, compat: bool = False
+    ) -> str:
         """Worker thread: the steps and spans the numbers cover (the title says the ranks)."""
         if not frames:
             return ""
         spans = span_scope(ts, sorted(frames))
         steps = self.steps_text(frames, every)
-        return "  ·  ".join([steps, spans] if spans else [steps])
+        parts = [steps, spans] if spans else [steps]
+        if self.PLUGIN_WHY is not None:
+            parts.append(definitions_text(self.PLUGIN_WHY, tb_compat=compat))
+        return "  ·  ".join(parts)
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         """Worker thread: the steps part of the scope. HTA's analyses: its steps, the last
@@ -358,9 +456,50 @@ class AnalysisScreen(Screen):
         self.scope_text = msg.scope
         self.query_one("#screen-title", Static).update(self._title_text())
         self.query_one("#body").loading = False
+        self._show_waiting()
         self.show(msg.result)
         self._apply_filter()
+        if self._queued_keys:  # after `show`'s own focus moves
+            self.call_after_refresh(self.call_after_refresh, self._replay_keys)
         self._maybe_refresh()
+
+    # -- keys typed while loading ----------------------------------------------------------
+    def on_key(self, event: events.Key) -> None:
+        """While the view loads, its keys (`v`, `s`, `t`, `enter`, arrows...) would reach an
+        empty table and be lost: they wait and are acted on, in order, once it has loaded.
+        Keys of other views (digits, capitals), `?`, `q` and `escape` act at once."""
+        if not self._loading_first() or event.key in NOT_QUEUED:
+            return
+        if isinstance(self.focused, Input):
+            return
+        if self._app_key(event.key) and not self._own_key(event.key):
+            return
+        event.stop()
+        event.prevent_default()
+        self._queued_keys.append(event.key)
+
+    def _loading_first(self) -> bool:
+        """Loading and nothing shown yet: the body is the loading indicator."""
+        try:
+            return bool(self.query_one("#body").loading) and self._shown_key is None
+        except NoMatches:
+            return False
+
+    def _app_key(self, key: str) -> bool:
+        return key in self.app._bindings.key_to_bindings
+
+    def _own_key(self, key: str) -> bool:
+        """Bound by this view or one of its widgets (a table's `s`, `t`, `e`)."""
+        for node in self.query("*"):
+            if key in node._bindings.key_to_bindings:
+                return True
+        return key in self._bindings.key_to_bindings
+
+    def _replay_keys(self) -> None:
+        keys, self._queued_keys = self._queued_keys, []
+        for key in keys:  # sent as the terminal's would be: from the app, so they reach it
+            event = events.Key(key, key if len(key) == 1 else None).set_sender(self.app)
+            self.app.post_message(event)
 
     # -- actions -------------------------------------------------------------------------------
     def action_pick_rank(self) -> None:
@@ -369,15 +508,15 @@ class AnalysisScreen(Screen):
         def chosen(value: int | None) -> None:
             if value is not None:
                 rank = None if value == -1 else value
-                self.app.rank_choice = rank  # type: ignore[attr-defined]
+                hta_app(self).rank_choice = rank
                 self.set_params(rank=rank)
 
         self.app.push_screen(RankPicker(ranks, self.params.rank), chosen)
 
     def action_every_step(self) -> None:
         """Include HTA's left-out last step on every screen, or leave it out again."""
-        app = self.app
-        app.every_step = not getattr(app, "every_step", False)  # type: ignore[attr-defined]
+        app = hta_app(self)
+        app.every_step = not app.every_step  # every screen watching it follows
         self._maybe_refresh(force=True)
 
     def action_filter(self) -> None:
@@ -408,7 +547,7 @@ class AnalysisScreen(Screen):
     def _open_timeline(self, msg: FrameTable.OpenTimeline) -> None:
         """`t` on a table row: the timeline screen, zoomed to the row's moment."""
         msg.stop()
-        self.app.action_goto("timeline")  # type: ignore[attr-defined]
+        hta_app(self).action_goto("timeline")
         screen = self.app.screen
         if hasattr(screen, "show_moment"):
             screen.show_moment(msg.moment)
@@ -424,4 +563,4 @@ class AnalysisScreen(Screen):
             if tables:
                 tables[0].focus()
             return
-        self.app.action_go_back()  # type: ignore[attr-defined]
+        hta_app(self).action_go_back()

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Static
 from hta_tui.analysis.critical_path import export
 from hta_tui.analysis.critical_path.path import RankPath
 from hta_tui.analysis.critical_path.tables import critical_path_result
+from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
@@ -86,9 +87,7 @@ class CriticalPathScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="cp-verdict", classes="summary")
         with VerticalScroll(id="cp-bars-box", can_focus=False):
-            yield BoundBars(
-                BOUND_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="cp-bars"
-            )
+            yield BoundBars(BOUND_CATEGORIES, ascii=hta_app(self).ascii, id="cp-bars")
         yield FrameTable(id="cp-paths", export_name="critical_path")
         yield TextBlock(
             "Path edges (enter on a path above)", id="cp-what-if", classes="section-title"
@@ -173,7 +172,7 @@ class CriticalPathScreen(AnalysisScreen):
             ).unique()
             for rank, idx in ends.group_by("rank").agg("idx").iter_rows():
                 marks[int(rank)] = sorted(idx)
-        self.app.critical_path_marks = marks  # type: ignore[attr-defined]
+        hta_app(self).critical_path_marks = marks
 
     @on(DataTable.RowSelected, "#cp-paths")
     def _drill_down(self, event: DataTable.RowSelected) -> None:
@@ -192,7 +191,7 @@ class CriticalPathScreen(AnalysisScreen):
         if self.picked is None or entry is None or rp is None:
             self.notify("No path to export.", severity="warning")
             return
-        export_dir = Path(getattr(self.app, "export_dir", Path.cwd()))
+        export_dir = hta_app(self).export_dir
         target = export_dir / f"overlaid_critical_path_{entry.path.name}"
         n = 1
         while target.exists():

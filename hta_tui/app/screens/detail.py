@@ -23,13 +23,15 @@ from textual_plotext import PlotextPlot
 
 from hta_tui.analysis import kernel_detail, kernels
 from hta_tui.analysis.names import fold_name
+from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.ticks import label, linear_ticks
 from hta_tui.printable import printable
+from hta_tui.trace.model import TraceSet
 
 BINS = 30
 MAX_POINTS = 300
@@ -51,8 +53,7 @@ class KernelDetailScreen(AnalysisScreen):
     TITLE = "Kernel detail"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("right_square_bracket", "next_tab", "Next tab", key_display="]"),
-        Binding("left_square_bracket", "prev_tab", "Prev tab", key_display="[", show=False),
+        TABLE_BINDING,
         Binding("escape", "back", "Back", show=True),
         Binding("n", "toggle_name", "Full name", tooltip="The kernel's full name or short one"),
     ]
@@ -94,13 +95,19 @@ class KernelDetailScreen(AnalysisScreen):
         super().set_params(**changes)
 
     def on_screen_resume(self) -> None:
-        chosen = getattr(self.app, "selected_kernel", None)
+        chosen = hta_app(self).selected_kernel
         if chosen and chosen != self.params.get("name"):
             self.set_params(name=chosen)
         super().on_screen_resume()
 
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        """Run times count from the trace set's start, as the timeline's do."""
+        return self.compute(frames, params, ts.origin_ns)
+
     @staticmethod
-    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+    def compute(
+        frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
+    ) -> dict[str, Any]:
         name = params.get("name")
         auto = False
         if not name:
@@ -119,10 +126,12 @@ class KernelDetailScreen(AnalysisScreen):
             "auto": auto,
             "summary": summary,
             "bins": bins,
-            "occurrences": kernel_detail.kernel_occurrences(frames, name, max_points=MAX_POINTS),
+            "occurrences": kernel_detail.kernel_occurrences(
+                frames, name, max_points=MAX_POINTS, origin_ns=origin_ns
+            ),
             "launchers": kernel_detail.kernel_launchers(frames, name),
             "streams": kernel_detail.kernel_streams(frames, name),
-            "runs": kernel_detail.kernel_runs(frames, name),
+            "runs": kernel_detail.kernel_runs(frames, name, origin_ns=origin_ns),
             "ranks": sorted(frames),
         }
 
@@ -200,7 +209,7 @@ class KernelDetailScreen(AnalysisScreen):
 
     @property
     def _ascii(self) -> bool:
-        return bool(getattr(self.app, "ascii", False))
+        return hta_app(self).ascii
 
     def _draw_ranks(self, summary: pl.DataFrame) -> None:
         plot, plt = self._plot("#ranks-plot")
@@ -265,7 +274,7 @@ class KernelDetailScreen(AnalysisScreen):
         bucketed = bool(occ.height) and int(occ["n"].max()) > 1  # type: ignore[arg-type]
         what = "longest run per time bucket" if bucketed else "every run"
         more = f" (legend: first {LEGEND_RANKS} ranks)" if len(ranks) > LEGEND_RANKS else ""
-        plt.title(f"duration (us) over time (ms): {what}{more}")
+        plt.title(f"duration (us) over time (ms from trace start): {what}{more}")
         if self._ascii:
             plt.frame(False)
         plot.refresh()
@@ -276,8 +285,5 @@ class KernelDetailScreen(AnalysisScreen):
         current = tabs.active if tabs.active in TABS else TABS[0]
         tabs.active = TABS[(TABS.index(current) + delta) % len(TABS)]
 
-    def action_next_tab(self) -> None:
+    def action_next_table(self) -> None:
         self._switch(1)
-
-    def action_prev_tab(self) -> None:
-        self._switch(-1)

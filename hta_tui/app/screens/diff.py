@@ -28,8 +28,9 @@ from textual.widgets import DataTable, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import diff, registry
+from hta_tui.analysis import diff, step_breakdown
 from hta_tui.analysis.names import fold_names
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
@@ -56,14 +57,20 @@ DISPLAY: dict[str, str] = {
 }
 #: The drawn name column: the op's or kernel's short name (the full `name` is not drawn).
 SHORT = "op"
+#: The drawn count column, both sides' counts in one (`6`, or `4→6` where they differ), so
+#: that the op's name has room at 80 columns; the three count columns stay in the frame.
+COUNTS = "n"
+#: Columns kept in the frame (exports, tests, drill-down) but not drawn.
+HIDDEN = frozenset({"name", "ctrl n", "test n", "diff n"})
 #: the change marker -> component class suffix (colour from the theme)
 MARK_STYLE = {"+": "slower", "-": "faster", "new": "new", "gone": "gone", "=": "same"}
-#: temporal_breakdown metric -> (label, percentage metric)
+#: temporal_breakdown metric -> (label saying what the row sums, percentage metric); HTA's
+#: `kernel_time` is the GPU's whole span, first kernel to last, the other three together
 TEMPORAL = (
-    ("idle_time(us)", "idle", "idle_time_pctg"),
-    ("compute_time(us)", "compute", "compute_time_pctg"),
-    ("non_compute_time(us)", "non-compute", "non_compute_time_pctg"),
-    ("kernel_time(us)", "kernel", None),
+    ("idle_time(us)", "idle: no GPU work", "idle_time_pctg"),
+    ("compute_time(us)", "compute kernels", "compute_time_pctg"),
+    ("non_compute_time(us)", "comm+memory kernels", "non_compute_time_pctg"),
+    ("kernel_time(us)", "span: the 3 above", None),
 )
 
 
@@ -107,15 +114,43 @@ def display_frame(comp: pl.DataFrame) -> pl.DataFrame:
         .sort(pl.col("diff_duration").abs(), "name", descending=[True, False], nulls_last=True)
         .select("chg", *[pl.col(k).alias(v) for k, v in DISPLAY.items()])
     )
-    return shown.select(pl.exclude("name"), fold_names(shown["name"], keep=0).alias(SHORT), "name")
+    return shown.select(
+        pl.exclude("name"),
+        count_text(pl.col("ctrl n"), pl.col("test n")).alias(COUNTS),
+        fold_names(shown["name"], keep=0).alias(SHORT),
+        "name",
+    )
 
 
-def median_step(events: pl.DataFrame) -> tuple[float, int] | None:
-    """(median ProfilerStep duration in us, number of steps) of one side, None without."""
-    its = registry.table({0: events}, "iterations")
-    if its.is_empty():
+def count_text(control: pl.Expr, test: pl.Expr) -> pl.Expr:
+    """Both sides' counts in one cell: `6` when equal, `4→6` when not (means: one decimal)."""
+
+    def text(e: pl.Expr) -> pl.Expr:
+        whole = e.round(0) == e
+        return (
+            pl.when(whole)
+            .then(e.cast(pl.Int64).cast(pl.String))
+            .otherwise(e.round(1).cast(pl.String))
+        )
+
+    return (
+        pl.when(control == test)
+        .then(text(test))
+        .otherwise(pl.format("{}→{}", text(control), text(test)))
+    )
+
+
+def median_step(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[float, int] | None:
+    """(median step time in us, number of steps) of one side, None without ProfilerStep: the
+    steps the step-time view shows (`step_breakdown.used_steps`), so one step has one length
+    on every screen."""
+    if not diff.step_numbers(events):
         return None
-    return float(its["dur"].median()), its.height  # type: ignore[arg-type]
+    used = step_breakdown.used_steps({0: events}, tb_compat=tb_compat)
+    if used.is_empty():
+        return None
+    length = (used["end"] - used["start"]).median()
+    return float(length) / 1000, used.height  # type: ignore[arg-type]
 
 
 def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
@@ -125,7 +160,7 @@ def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
         return "Step time: no ProfilerStep on " + ("either side" if c is t else "one side")
     change = f" ({(t[0] - c[0]) / c[0]:+.1%})" if c[0] else ""
     return (
-        f"Step time (median of {c[1]} | {t[1]} steps): control {fmt_us(c[0])}, "
+        f"Step time (B's steps, median of {c[1]} | {t[1]}): control {fmt_us(c[0])}, "
         f"test {fmt_us(t[0])}{change}"
     )
 
@@ -302,6 +337,7 @@ class SidePicker(ModalScreen[tuple[Any, Any] | None]):
 class DiffScreen(AnalysisScreen):
     TITLE = "Diff"
     FOLLOWS_RANK = False  # each side has its own rank (`r` here picks both)
+    PLUGIN_STEPS = True  # its step time: the step-time view's steps, in the same rules (X)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "pick_rank", "Ranks", tooltip="The rank compared on each side"),
@@ -318,12 +354,14 @@ class DiffScreen(AnalysisScreen):
 
     def default_params(self) -> dict[str, Any]:
         try:
-            app = self.app
+            app = hta_app(self)
         except Exception:  # built outside an app (tests of the class)
-            app = None
+            return {**self._defaults(), "control_rank": None, "test_rank": None}
+        return {**self._defaults(), "control_rank": app.control_rank, "test_rank": app.test_rank}
+
+    @staticmethod
+    def _defaults() -> dict[str, Any]:
         return {
-            "control_rank": getattr(app, "control_rank", None),
-            "test_rank": getattr(app, "test_rank", None),
             "device": "ALL",
             "short": False,
             "self_time": False,
@@ -333,10 +371,9 @@ class DiffScreen(AnalysisScreen):
 
     @property
     def trace_set(self) -> PairSources:  # type: ignore[override]
-        app: Any = self.app
-        scanning = getattr(app, "scanning", None)
-        flags = (scanning("main"), scanning("test")) if scanning else (False, False)
-        return PairSources(app.trace_set, getattr(app, "compare_set", None), flags)
+        app = hta_app(self)
+        flags = (app.scanning("main"), app.scanning("test"))
+        return PairSources(app.trace_set, app.compare_set, flags)
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="diff-sides")
@@ -373,6 +410,7 @@ class DiffScreen(AnalysisScreen):
             return out
         c_choice, t_choice = params.get("control_iteration"), params.get("test_iteration")
         average = "all" in (c_choice, t_choice)
+        compat = bool(params.get("tb_compat", False))  # the step-time view's rules (X)
         kw: dict[str, Any] = {
             "control_iteration": side_iterations(control, c_choice, average),
             "test_iteration": side_iterations(test, t_choice, average),
@@ -394,14 +432,17 @@ class DiffScreen(AnalysisScreen):
             test_iterations=diff.complete_iterations(test),
             control_steps=diff.step_numbers(control),
             test_steps=diff.step_numbers(test),
-            step_time={"control": median_step(control), "test": median_step(test)},
+            step_time={
+                "control": median_step(control, tb_compat=compat),
+                "test": median_step(test, tb_compat=compat),
+            },
         )
         return out
 
     # -- showing --------------------------------------------------------------------------------
     def _side_label(self, side: str, result: dict[str, Any]) -> str:
-        app = self.app
-        root = app.root if side == "control" else getattr(app, "compare_root", None)  # type: ignore[attr-defined]
+        app = hta_app(self)
+        root = app.root if side == "control" else app.compare_root
         name = "-" if root is None else printable(root.name or str(root))
         rank = result.get(f"{side}_rank")
         text = f"{side}: {name} rank {rank if rank is not None else '-'}"
@@ -443,9 +484,9 @@ class DiffScreen(AnalysisScreen):
         text = Text(step_headline(result.get("step_time", {})) + "\n", style="bold")
         text.append_text(self._temporal_text(result["temporal"]))
         temporal.update(text)
-        table.hidden_columns = frozenset({"name"})
-        # elided in the middle, so the end that tells two kernels apart stays in view
-        table.max_text = self.text_room(60, least=16)
+        table.hidden_columns = HIDDEN
+        # cut where two names differ (names.distinct_cuts); 80 columns leave it 36
+        table.max_text = self.text_room(44, least=16)
         table.show_frame(result["table"])
         summary.update(self._summary_text(result))
         self._show_name()
@@ -660,7 +701,7 @@ class DiffDetailScreen(Screen):
 
     def on_mount(self) -> None:
         self.query_one("#body").loading = True
-        info = getattr(self.app, "status_info", None)
+        info = hta_app(self).status_info
         if info is not None:
             self.query_one(StatusBar).show(info)
         self._compute()
@@ -702,4 +743,4 @@ class DiffDetailScreen(Screen):
         stats_table.focus()
 
     def action_back(self) -> None:
-        self.app.action_go_back()  # type: ignore[attr-defined]
+        hta_app(self).action_go_back()

@@ -18,14 +18,15 @@ from typing import Any, ClassVar
 
 import polars as pl
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
 from hta_tui.analysis import comm_stats, registry
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
@@ -112,19 +113,16 @@ class DistributedScreen(AnalysisScreen):
         "comm_wait_transfer",
     )
     STEPS = "every ProfilerStep"
+    PLUGIN_WHY = "every collective counted, timed on the GPU"
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "v", "next_table", "Table", tooltip="Stragglers, collectives, comm ops, wait/transfer"
-        ),
+        TABLE_BINDING,
     ]
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="dist-summary", classes="summary")
         with VerticalScroll(id="dist-bars-box", can_focus=False):
-            yield CommBars(
-                CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="dist-bars"
-            )
+            yield CommBars(CATEGORIES, ascii=hta_app(self).ascii, id="dist-bars")
         with TabbedContent(id="dist-tabs"):
             with TabPane("Stragglers", id=TABS[0]):
                 yield FrameTable(id="dist-stragglers", key_column="rank", export_name="stragglers")
@@ -139,7 +137,10 @@ class DistributedScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        got = registry.tables(frames, DistributedScreen.ANALYSES)
+        compat = bool(params.get("tb_compat", False))  # the plugin's own formulas (X)
+        got = registry.tables(
+            frames, DistributedScreen.ANALYSES, registry.Options(tb_compat=compat)
+        )
         return {
             "means": got["comm_comp_per_rank"].filter(pl.col("step") == "all"),
             "stragglers": got["collective_stragglers"],

@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import gpu_metric_series, registry
+from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.screens.timelines import line_colours
@@ -47,10 +48,15 @@ HEADERS: dict[str, str] = {
 
 
 def metrics_table(
-    frames: dict[int, pl.DataFrame], metas: dict[int, dict[str, Any]]
+    frames: dict[int, pl.DataFrame], metas: dict[int, dict[str, Any]], *, tb_compat: bool = False
 ) -> pl.DataFrame:
     """The four metrics per rank and GPU, with the GPU's deviceProperties beside them."""
-    got = registry.tables(frames, ["gpu_metrics", "gpu_devices"], meta=metas)
+    got = registry.tables(
+        frames,
+        ["gpu_metrics", "gpu_devices"],
+        registry.Options(tb_compat=tb_compat),
+        meta=metas,
+    )
     metrics, devices = got["gpu_metrics"], got["gpu_devices"]
     if metrics.is_empty():
         return metrics
@@ -64,6 +70,7 @@ class GpuMetricsScreen(AnalysisScreen):
     TITLE = "GPU metrics"
     ANALYSES = ("gpu_metrics", "gpu_devices", "gpu_metric_series")
     STEPS = "as the TensorBoard plugin"  # which steps: steps_text
+    PLUGIN_WHY = "tensor cores of every kernel, modern list"
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         return describe_plugin_steps(frames)
@@ -85,10 +92,13 @@ class GpuMetricsScreen(AnalysisScreen):
         kernels = sum(
             int(d.meta.get("n_kernels") or 0) for r, d in ts.loaded().items() if r in frames
         )
+        tb_compat = bool(params.get("tb_compat", False))
         return {
             "kernels": kernels,
-            "table": metrics_table(frames, metas),
-            "series": registry.table(frames, "gpu_metric_series"),
+            "table": metrics_table(frames, metas, tb_compat=tb_compat),
+            "series": registry.table(
+                frames, "gpu_metric_series", registry.Options(tb_compat=tb_compat)
+            ),
         }
 
     def show(self, result: dict[str, Any]) -> None:
@@ -133,7 +143,7 @@ class GpuMetricsScreen(AnalysisScreen):
             return
         x = (series["since_start (us)"] / 1000).to_list()
         colours = line_colours(self.app)
-        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        marker = "*" if hta_app(self).ascii else "braille"
         for i, (col, label) in enumerate(gpu_metric_series.SERIES.items()):
             values = series[col]
             # a bucket without kernels has no occupancy or tensor-core share: drawn as 0

@@ -24,10 +24,14 @@ class HelpScreen(ModalScreen[None]):
         *nav_bindings("app."),  # straight from here to any view
     ]
 
-    def __init__(self, rows: list[tuple[str, str, str]], *, title: str = "Keys") -> None:
+    def __init__(
+        self, rows: list[tuple[str, str, str]], *, title: str = "Keys", start: int = 0
+    ) -> None:
         super().__init__()
         self.rows = rows
         self.title_text = title
+        #: the row the table opens on (the list of views: what `?` is mostly opened for)
+        self.start = min(max(start, 0), max(len(rows) - 1, 0))
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box") as box:
@@ -49,6 +53,9 @@ class HelpScreen(ModalScreen[None]):
         for key, action, where in self.rows:
             table.add_row(Text(key, style="bold"), Text(action), Text(where))
         table.focus()
+        if self.start:
+            table.move_cursor(row=self.start, animate=False)
+            self.call_after_refresh(table.scroll_to, y=self.start, animate=False)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -21,20 +21,22 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import gaps, idle, registry
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
+from hta_tui.trace.model import TraceSet
 
 #: HTA's default consecutive_kernel_delay (us).
 DEFAULT_THRESHOLD = 30.0
 #: `t` on a gap: the timeline from the gap's start (us after the rank's first kernel) to the
 #: kernel it delays.
 GAP_MOMENT = MomentColumns(
-    "at (us)", base="rank_gpu", dur="gap (us)", name="after", stream="stream", name_at_end=True
+    gaps.START, base="job", dur="gap (us)", name="after", stream="stream", name_at_end=True
 )
 #: How many of the longest gaps the gaps table lists.
 TOP_GAPS = 200
@@ -113,14 +115,7 @@ class IdleScreen(AnalysisScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "threshold", "Cutoff", tooltip="Edit the kernel-wait threshold (us)"),
-        # off the footer (full at 80 columns); the tabs show there are tables, `?` lists it
-        Binding(
-            "v",
-            "next_table",
-            "Table",
-            show=False,
-            tooltip="Next table: breakdown, interval stats, longest gaps",
-        ),
+        TABLE_BINDING,
     ]
 
     def default_params(self) -> dict[str, Any]:
@@ -136,9 +131,7 @@ class IdleScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="idle-summary", classes="summary")
         with VerticalScroll(id="idle-bars-box", can_focus=False):
-            yield IdleBars(
-                IDLE_BAR_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="idle-bars"
-            )
+            yield IdleBars(IDLE_BAR_CATEGORIES, ascii=hta_app(self).ascii, id="idle-bars")
         with TabbedContent(id="idle-tabs"):
             with TabPane("Breakdown", id=TABS[0]):
                 yield FrameTable(id="idle-breakdown", export_name="idle_breakdown")
@@ -148,8 +141,14 @@ class IdleScreen(AnalysisScreen):
                 yield FrameTable(id="idle-gaps", export_name="idle_gaps", moment=GAP_MOMENT)
                 yield TextBlock("", id="idle-gap-detail")
 
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        """Gap times count from the trace set's start, as the timeline's do."""
+        return self.compute(frames, params, ts.origin_ns)
+
     @staticmethod
-    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+    def compute(
+        frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
+    ) -> dict[str, Any]:
         threshold = float(params.get("threshold", DEFAULT_THRESHOLD))
         got = registry.tables(
             frames,
@@ -157,7 +156,9 @@ class IdleScreen(AnalysisScreen):
             registry.Options(consecutive_kernel_delay_us=threshold),
         )
         breakdown, stats = got["idle_time_breakdown"], got["idle_interval_stats"]
-        longest = gaps.longest_gaps(frames, consecutive_kernel_delay_us=threshold, n=TOP_GAPS)
+        longest = gaps.longest_gaps(
+            frames, consecutive_kernel_delay_us=threshold, n=TOP_GAPS, origin_ns=origin_ns
+        )
         # One bar per rank and stream: its idle time per category (light reshaping).
         per_stream = (
             breakdown.pivot(on="idle_category", index=["rank", "stream"], values="idle_time")
@@ -224,7 +225,8 @@ class IdleScreen(AnalysisScreen):
         detail.update(
             printable(
                 f"rank {row['rank']} stream {row['stream']}: {fmt_us(row['gap (us)'])} "
-                f"{row['idle_category']} at {fmt_us(row['at (us)'])}, after {row['before']} "
+                f"{row['idle_category']} at {fmt_us(row[gaps.START])} from trace start, "
+                f"after {row['before']} "
                 f"and before {row['after']}"
             )
         )
@@ -234,7 +236,7 @@ class IdleScreen(AnalysisScreen):
         """Enter on a gap: the detail of the kernel it delays."""
         row = self.query_one("#idle-gaps", FrameTable).selected_row()
         if row is not None:
-            self.app.show_kernel(row["after"])  # type: ignore[attr-defined]
+            hta_app(self).show_kernel(row["after"])
 
     def _focus_table(self) -> None:
         tabs = self.query_one("#idle-tabs", TabbedContent)

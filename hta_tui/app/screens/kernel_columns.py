@@ -1,5 +1,6 @@
 """The Kernels view's TensorBoard columns (key `K`): tensor cores used, mean blocks per SM and
-mean est. achieved occupancy beside HTA's statistics, and the plugin's second grouping, per
+mean est. achieved occupancy beside HTA's statistics, each kernel's backend (cuBLAS, Triton,
+MIOpen...: analysis/kernel_backend.py), and the plugin's second grouping, per
 kernel + launching operator + launch properties (`v`).
 
 Both come from analysis/kernel_view.py over every kernel of the ranks shown (the plugin's
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.analysis import kernel_view
+from hta_tui.analysis import kernel_owners, kernel_view
 
 #: kernel_view column -> header
 HEADERS: dict[str, str] = {
@@ -38,15 +39,18 @@ BY_OP: dict[str, str] = {
 }
 
 
-def with_kernel_view(table: pl.DataFrame, frames: dict[int, pl.DataFrame]) -> pl.DataFrame:
+def with_kernel_view(
+    table: pl.DataFrame, frames: dict[int, pl.DataFrame], *, tb_compat: bool = False
+) -> pl.DataFrame:
     """HTA's per-kernel table with the plugin's three columns after `mean us`."""
     if table.is_empty():
         return table.with_columns(
             pl.lit(None, pl.Boolean).alias("tc"),
             pl.lit(None, pl.Float64).alias("blocks/SM"),
             pl.lit(None, pl.Float64).alias("occupancy %"),
+            pl.lit(None, pl.String).alias("backend"),
         )
-    view = kernel_view.job_kernel_table(frames)
+    view = kernel_view.job_kernel_table(frames, tb_compat=tb_compat)
     extra = view.select("name", *HEADERS).rename(HEADERS) if not view.is_empty() else None
     if extra is None:
         extra = pl.DataFrame(
@@ -54,14 +58,16 @@ def with_kernel_view(table: pl.DataFrame, frames: dict[int, pl.DataFrame]) -> pl
                     "occupancy %": pl.Float64}
         )  # fmt: skip
     joined = table.join(extra, on="name", how="left", maintain_order="left")
+    backends = kernel_owners.backend_by_name(frames)
+    joined = joined.join(backends, on="name", how="left", maintain_order="left")
     cols = table.columns
     at = cols.index("mean us") + 1 if "mean us" in cols else len(cols)
-    return joined.select(*cols[:at], *HEADERS.values(), *cols[at:])
+    return joined.select(*cols[:at], *HEADERS.values(), "backend", *cols[at:])
 
 
-def by_operator(frames: dict[int, pl.DataFrame]) -> pl.DataFrame:
+def by_operator(frames: dict[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
     """Per kernel + launching operator + grid, block, registers, shared memory."""
-    view = kernel_view.job_kernel_table(frames, by_operator=True)
+    view = kernel_view.job_kernel_table(frames, by_operator=True, tb_compat=tb_compat)
     if view.is_empty():
         return pl.DataFrame(schema={h: pl.String for h in BY_OP.values()})
     return view.select(*BY_OP).rename(BY_OP)

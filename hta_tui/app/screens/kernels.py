@@ -17,8 +17,9 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from hta_tui.analysis import kernel_detail, registry
+from hta_tui.analysis import kernel_detail, kernel_owners, registry
 from hta_tui.analysis.names import fold_names
+from hta_tui.app.access import hta_app
 from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -112,6 +113,7 @@ class TypeBreakdown(Widget):
 class KernelsScreen(AnalysisScreen):
     TITLE = "Kernels"
     ANALYSES = ("gpu_kernel_type_breakdown",)
+    PLUGIN_WHY = "tensor cores by a modern list"  # its tc, blocks/SM, occupancy columns
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
@@ -133,7 +135,7 @@ class KernelsScreen(AnalysisScreen):
         return {"fold": True, "full_names": False, "by_op": False}
 
     def compose_body(self) -> ComposeResult:
-        ascii = bool(getattr(self.app, "ascii", False))
+        ascii = hta_app(self).ascii
         yield Static("GPU time by kernel type (us, all ranks summed)", classes="section-title")
         yield TypeBreakdown(ascii=ascii, id="kernel-types")
         yield TextBlock("", id="kernels-summary", classes="summary")
@@ -142,6 +144,7 @@ class KernelsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        compat = bool(params.get("tb_compat", False))  # the plugin's columns by its rules (X)
         type_df = registry.table(
             frames,
             "gpu_kernel_type_breakdown",
@@ -149,7 +152,7 @@ class KernelsScreen(AnalysisScreen):
         )
         by_op = bool(params.get("by_op", False))
         if by_op:
-            table = kernel_columns.by_operator(frames)
+            table = kernel_columns.by_operator(frames, tb_compat=compat)
         else:
             table = kernel_detail.kernel_table(
                 frames,
@@ -157,7 +160,7 @@ class KernelsScreen(AnalysisScreen):
                 duration_ratio=DURATION_RATIO,
                 num_kernels=NUM_KERNELS,
             )
-            table = kernel_columns.with_kernel_view(table, frames)
+            table = kernel_columns.with_kernel_view(table, frames, tb_compat=compat)
         if not params.get("full_names", False):
             # the short name in the name's place; the full one stays for detail and export
             table = table.with_columns(
@@ -166,7 +169,13 @@ class KernelsScreen(AnalysisScreen):
             )
             last = [c for c in ("type", "ranks", "name", WIDER) if c in table.columns]
             table = table.select("kernel", pl.exclude("kernel", *last), *last)
-        return {"types": type_df, "kernels": table, "ranks": len(frames), "by_op": by_op}
+        return {
+            "types": type_df,
+            "kernels": table,
+            "ranks": len(frames),
+            "by_op": by_op,
+            "attribution": kernel_owners.job_verdict(frames),
+        }
 
     def show(self, result: dict[str, Any]) -> None:
         types: pl.DataFrame = result["types"]
@@ -182,22 +191,24 @@ class KernelsScreen(AnalysisScreen):
         kernel_table.show_frame(self._fitted(table))
         summary = self.query_one("#kernels-summary", Static)
         if table.is_empty():
-            summary.update(
+            text = (
                 "No GPU kernels in these ranks (a CPU-only trace, or no kernel in the "
                 "profiled steps)."
             )
         elif result.get("by_op"):
-            summary.update(
-                # the plugin's table counts every step (the title says so); the bars, HTA's
-                "Per kernel + op + launch props, whole trace (bars: HTA's steps); v: per kernel"
-            )
+            # the plugin's table counts every step (the title says so); the bars, HTA's
+            text = "Per kernel + op + launch props, whole trace (bars: HTA's steps); v: per kernel"
         elif self.params.get("fold", True):
-            summary.update(
+            text = (
                 f"Top kernels/type (HTA: {DURATION_RATIO:.0%} of time, max {NUM_KERNELS}) "
                 "+ others; o: all; v: by op"
             )
         else:
-            summary.update(f"Every kernel ({table.height}); o: top kernels + others; v: by op")
+            text = f"Every kernel ({table.height}); o: top kernels + others; v: by op"
+        if result.get("attribution") and not table.is_empty():
+            # kernel time with no operator, and why: said, never left silent
+            text += "\n" + result["attribution"]
+        summary.update(text)
         self._show_name()
 
     def _name_room(self) -> int:
@@ -266,6 +277,8 @@ class KernelsScreen(AnalysisScreen):
         text = Text(no_wrap=True, overflow="ellipsis")
         text.append(printable(row["name"]))
         kind = row.get("type") or row.get("operator")
+        if row.get("backend"):
+            kind = f"{kind}, {row['backend']}"
         text.append(f"  ({kind})", style="dim")
         label.update(text)
 
@@ -282,4 +295,4 @@ class KernelsScreen(AnalysisScreen):
                 timeout=5,
             )
             return
-        self.app.show_kernel(row["name"])  # type: ignore[attr-defined]
+        hta_app(self).show_kernel(row["name"])

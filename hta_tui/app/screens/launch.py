@@ -27,8 +27,9 @@ from hta_tui.analysis import launch
 from hta_tui.analysis.downsample import thin_points
 from hta_tui.analysis.launch_kernels import launch_table
 from hta_tui.analysis.names import fold_names
+from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -116,7 +117,7 @@ class LaunchScreen(AnalysisScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "edit_cutoffs", "Cutoffs", tooltip="Edit the outlier cutoffs (us)"),
-        Binding("v", "next_table", "Table", tooltip="Next table"),
+        TABLE_BINDING,
         Binding("p", "toggle_plot", "Plot", tooltip="CPU vs GPU time, or launch delay over time"),
         Binding("enter", "drill", "Kernel", tooltip="Open the kernel of the row", show=False),
     ]
@@ -230,7 +231,7 @@ class LaunchScreen(AnalysisScreen):
         plt.clear_figure()
         plot.display = result["launches"] > 0
         colour = line_colours(self.app)[0]
-        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        marker = "*" if hta_app(self).ascii else "braille"
         if self.plot_kind == "scatter":
             pts: pl.DataFrame = result["scatter"]
             if not pts.is_empty():
@@ -317,4 +318,4 @@ class LaunchScreen(AnalysisScreen):
         if not name:
             self.notify("No kernel on this row.", severity="warning")
             return
-        self.app.show_kernel(name)  # type: ignore[attr-defined]
+        hta_app(self).show_kernel(name)

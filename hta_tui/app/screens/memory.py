@@ -22,9 +22,16 @@ from textual.worker import get_current_worker
 
 from hta_tui.analysis.memory_view import FileMemory, ranks_with_memory
 from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
+from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Computed, ComputeFailed, Params
+from hta_tui.app.screens.base import (
+    TABLE_BINDING,
+    AnalysisScreen,
+    Computed,
+    ComputeFailed,
+    Params,
+)
 from hta_tui.app.screens.timelines import line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -70,7 +77,7 @@ class MemoryScreen(AnalysisScreen):
         Binding("right_square_bracket", "pan(0.5)", "Later", key_display="]"),
         Binding("z", "reset_zoom", "All"),
         Binding("d", "next_device", "Device"),
-        Binding("v", "next_tab", "Table", show=False),
+        TABLE_BINDING,
     ]
 
     def default_params(self) -> dict[str, Any]:
@@ -208,7 +215,7 @@ class MemoryScreen(AnalysisScreen):
         if window is None or window.curve.is_empty():
             return
         colours = line_colours(self.app)
-        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        marker = "*" if hta_app(self).ascii else "braille"
         x = window.curve["time_ms"].to_list()
         plt.plot(
             x,
@@ -269,7 +276,7 @@ class MemoryScreen(AnalysisScreen):
         nxt = w.devices[(w.devices.index(w.device) + 1) % len(w.devices)] if w.device else None
         self.set_params(device=nxt, view=None)
 
-    def action_next_tab(self) -> None:
+    def action_next_table(self) -> None:
         tabs = self.query_one(TabbedContent)
         tabs.active = (
             TABS[(TABS.index(tabs.active) + 1) % len(TABS)] if tabs.active in TABS else TABS[0]

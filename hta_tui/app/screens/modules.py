@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import registry
+from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.icicle import icicle_lines
@@ -101,7 +102,7 @@ class ModulesScreen(AnalysisScreen):
         table: pl.DataFrame = self.result["table"]
         value = "device total (us)" if table["device total (us)"].sum() > 0 else "host total (us)"
         width = max(10, self.size.width - 2)
-        ascii_ = bool(getattr(self.app, "ascii", False))
+        ascii_ = hta_app(self).ascii
         lines = icicle_lines(table, width, depth=ICICLE_DEPTH, value=value, ascii=ascii_)
         icicle = self.query_one("#module-icicle", Static)
         icicle.display = bool(lines)

@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Static
 
-from hta_tui.analysis import operator_stacks, operators
+from hta_tui.analysis import kernel_owners, operator_stacks, operators
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -61,6 +61,7 @@ def display(table: pl.DataFrame, *, gpu: bool) -> pl.DataFrame:
 class OperatorsScreen(AnalysisScreen):
     TITLE = "Operators"
     STEPS = "whole trace"
+    PLUGIN_WHY = "device times through cuda_runtime launches"
     WORKER_GROUPS = ("screen", "operator-stacks")
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -83,7 +84,9 @@ class OperatorsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        tables = operators.job_operator_tables(frames)
+        tables = operators.job_operator_tables(
+            frames, tb_compat=bool(params.get("tb_compat", False))
+        )
         gpu = any(
             ev.select(pl.col("kind").is_in(GPU_WORK_KINDS).any()).item() for ev in frames.values()
         )
@@ -97,6 +100,7 @@ class OperatorsScreen(AnalysisScreen):
             "python": operator_stacks.has_python_frames(frames),
             "ops": table["name"].n_unique() if not table.is_empty() else 0,
             "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
+            "attribution": kernel_owners.job_verdict(frames) if gpu else None,
         }
 
     def _fit(self, table: FrameTable) -> bool:
@@ -205,4 +209,7 @@ def summary(result: dict[str, Any]) -> str:
     head += "per operator)" if result["by_shape"] else "per input shape)"
     if not result["gpu"]:
         return head + "\nCPU-only trace: no GPU work, so host times only (no device columns)."
-    return head + "\nSorted by device self time; tensor cores: modern kernel list."
+    head += "\nSorted by device self time; tensor cores: modern kernel list."
+    if result.get("attribution"):  # kernel time no operator's device time counts, and why
+        head += "\n" + result["attribution"]
+    return head

@@ -5,6 +5,9 @@ Per rank a bar splits the NCCL time (union of COMMUNICATION kernels) into the pa
 behind computation and the exposed part; the table gives the numbers, HTA's overlap percentage
 first. Below, every communication kernel name per rank with its time and its exposed time (no
 computation kernel running meanwhile), the most exposed first; enter opens a kernel's detail.
+`v` shows instead the collectives per process group, stream, step and layer (FSDP's
+all-gathers and reduce-scatters, `collective_streams`); the summary flags a stream where
+all-gathers and reduce-scatters serialise.
 """
 
 from __future__ import annotations
@@ -14,15 +17,17 @@ from typing import Any, ClassVar
 import polars as pl
 from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from hta_tui.analysis import exposed_comm, registry
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
-from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.app.widgets.text_line import TextBlock, TextLine
 
 #: (category, legend label, Unicode glyph, ASCII glyph)
 OVERLAP_CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
@@ -48,6 +53,21 @@ KERNEL_HEADERS: dict[str, str] = {
     "count": "count",
     "name": "name",
 }
+#: The collectives per stream and layer; the module (layer) last, it can be long.
+LAYER_HEADERS: dict[str, str] = {
+    "rank": "rank",
+    "exposed (us)": "exposed (us)",
+    "hidden_pct": "hidden %",
+    "kind": "kind",
+    "stream": "stream",
+    "step": "step",
+    "calls": "calls",
+    "time (us)": "time (us)",
+    "pg": "group",
+    "module": "layer",
+}
+KERNELS_TITLE = "Communication kernels, most exposed first (v: per stream and layer)"
+LAYERS_TITLE = "Collectives by stream, step, layer (whole trace), most exposed; v: kernels"
 
 
 class OverlapBars(StackedBars):
@@ -65,16 +85,26 @@ MIN_BLOCK = 7
 
 class OverlapScreen(AnalysisScreen):
     TITLE = "Comm/comp overlap"
-    ANALYSES = ("comm_comp_overlap",)
+    ANALYSES = ("comm_comp_overlap", "collective_streams")  # `v`: collectives_hidden too
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "v",
+            "toggle_layers",
+            "Table",
+            tooltip="Communication kernels, or collectives per stream, step and layer",
+        ),
+    ]
+
+    def default_params(self) -> dict[str, Any]:
+        return {"layers": False}
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="overlap-summary", classes="summary")
         with VerticalScroll(id="overlap-bars-box", can_focus=False):
-            yield OverlapBars(
-                OVERLAP_CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="overlap-bars"
-            )
+            yield OverlapBars(OVERLAP_CATEGORIES, ascii=hta_app(self).ascii, id="overlap-bars")
         yield FrameTable(id="overlap-table", key_column="rank", export_name="overlap")
-        yield Static("Communication kernels, most exposed first", classes="section-title")
+        yield TextLine(KERNELS_TITLE, id="comm-title", classes="section-title")
         yield FrameTable(id="comm-kernels", key_column="name", export_name="comm_kernels")
 
     @staticmethod
@@ -90,14 +120,28 @@ class OverlapScreen(AnalysisScreen):
             .rename(RANK_HEADERS)
             .select(list(RANK_HEADERS.values()))
         )
-        comm = exposed_comm.comm_kernels_exposed(frames).rename(KERNEL_HEADERS)
-        return {"overlap": per_rank, "comm": comm.select(list(KERNEL_HEADERS.values()))}
+        layers = bool(params.get("layers", False))
+        if layers:
+            table = registry.table(frames, "collectives_hidden")
+            comm = table.rename(LAYER_HEADERS).select(list(LAYER_HEADERS.values()))
+        else:
+            comm = exposed_comm.comm_kernels_exposed(frames).rename(KERNEL_HEADERS)
+            comm = comm.select(list(KERNEL_HEADERS.values()))
+        streams = registry.table(frames, "collective_streams")
+        return {
+            "overlap": per_rank,
+            "comm": comm,
+            "layers": layers,
+            "serialised": streams.filter("serialised").select("rank", "verdict"),
+        }
 
     def show(self, result: dict[str, Any]) -> None:
         per_rank: pl.DataFrame = result["overlap"]
         comm: pl.DataFrame = result["comm"]
         self.query_one("#overlap-table", FrameTable).show_frame(per_rank)
         self.query_one("#comm-kernels", FrameTable).show_frame(comm)
+        title = LAYERS_TITLE if result.get("layers") else KERNELS_TITLE
+        self.query_one("#comm-title", Static).update(title)
         known = per_rank.filter(pl.col("overlap %").is_not_null())
         self.query_one("#overlap-bars-box").display = not known.is_empty()
         self.query_one("#overlap-bars", OverlapBars).set_rows(
@@ -106,7 +150,13 @@ class OverlapScreen(AnalysisScreen):
                 for r in known.iter_rows(named=True)
             ]
         )
-        self.query_one("#overlap-summary", Static).update(self._summary(per_rank, known))
+        summary = self._summary(per_rank, known)
+        serialised = result.get("serialised")
+        if serialised is not None and not serialised.is_empty():
+            rank, verdict = serialised.row(0)
+            more = f" (and {serialised.height - 1} more)" if serialised.height > 1 else ""
+            summary += f"\nRank {rank}: {verdict}{more}."
+        self.query_one("#overlap-summary", Static).update(summary)
         self._fit_heights()
         if self.focused is None:
             self.call_after_refresh(self.query_one("#overlap-table", FrameTable).focus)
@@ -121,12 +171,15 @@ class OverlapScreen(AnalysisScreen):
         for widget in self.query("#overlap-bars-box, #overlap-table"):
             widget.styles.max_height = room
 
+    def action_toggle_layers(self) -> None:
+        self.set_params(layers=not self.params.get("layers", False))
+
     @on(DataTable.RowSelected, "#comm-kernels")
     def _drill_down(self, event: DataTable.RowSelected) -> None:
         """Enter on a communication kernel: its kernel detail screen."""
         row = self.query_one("#comm-kernels", FrameTable).selected_row()
-        if row is not None:
-            self.app.show_kernel(row["name"])  # type: ignore[attr-defined]
+        if row is not None and "name" in row:
+            hta_app(self).show_kernel(row["name"])
 
     @staticmethod
     def _summary(per_rank: pl.DataFrame, known: pl.DataFrame) -> str:

@@ -20,6 +20,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import (
     TEMPORAL_COLUMNS,
     FileRow,
@@ -148,14 +149,14 @@ class OverviewScreen(Screen):
     def on_mount(self) -> None:
         self.query_one("#files", FilesTable).focus()
         self.watch(self.app, "theme", self._restyle, init=False)
-        data = getattr(self.app, "overview_data", None)
-        self.show_overview(data if isinstance(data, OverviewData) else self.data)
+        data = hta_app(self).overview_data
+        self.show_overview(data if data is not None else self.data)
 
     def on_screen_resume(self) -> None:
         # the app updates the overview of the current mode only: what landed while another
         # view was shown (ranks loaded, `H` pressed there) shows on the way back
-        data = getattr(self.app, "overview_data", None)
-        if isinstance(data, OverviewData) and data is not self.data:
+        data = hta_app(self).overview_data
+        if data is not None and data is not self.data:
             self.show_overview(data)
 
     def _restyle(self, _theme: str) -> None:
@@ -326,7 +327,7 @@ class OverviewScreen(Screen):
         if not self._rows or not 0 <= table.cursor_row < len(self._rows):
             return
         row = self._rows[table.cursor_row]
-        ts = self.app.trace_set  # type: ignore[attr-defined]
+        ts = hta_app(self).trace_set
         root = ts.root if ts.root.is_dir() else ts.root.parent
         entry = ts.entries.get(root / row.key)
         if entry is None or entry.rank is None or entry.status != "loaded":
@@ -334,7 +335,7 @@ class OverviewScreen(Screen):
             return
         if len(ts.spans(entry.rank)) < 2 and not ts.conflicts(entry.rank):
             return
-        ts.select_span(entry.rank, entry.path)
+        hta_app(self).select_span(entry.rank, entry.path)  # every screen hears of it
         self.notify(f"rank {entry.rank} now shows {row.name}")
 
     @on(DataTable.RowHighlighted, "#files")
@@ -367,6 +368,6 @@ class OverviewScreen(Screen):
 
     def action_every_step(self) -> None:
         """Include HTA's left-out last step here and on every screen, or leave it out again:
-        the app's next tick computes the temporal breakdown again."""
-        app = self.app
-        app.every_step = not getattr(app, "every_step", False)  # type: ignore[attr-defined]
+        the app, watching it, computes the temporal breakdown again."""
+        app = hta_app(self)
+        app.every_step = not app.every_step

@@ -61,7 +61,7 @@ SCREENS: tuple[ScreenEntry, ...] = (
     _screen("1", "O", "overview", "Overview", "overview", "OverviewScreen"),
     _screen("1", "B", "step_time", "Step time", "step_time", "StepTimeScreen"),
     _screen("1", "V", "gpu_metrics", "GPU metrics", "gpu_metrics", "GpuMetricsScreen"),
-    _screen("1", "X", "critical_path", "Critical path", "critical_path", "CriticalPathScreen"),
+    _screen("1", "J", "critical_path", "Critical path", "critical_path", "CriticalPathScreen"),
     _screen("2", "K", "kernels", "Kernels", "kernels", "KernelsScreen"),
     _screen("2", "E", "detail", "Kernel detail", "detail", "KernelDetailScreen"),
     _screen("2", "L", "launch", "Kernel launches", "launch", "LaunchScreen"),

@@ -18,6 +18,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from hta_tui.analysis import registry, step_time_stats, tb_roles
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -44,6 +45,12 @@ _SHORT = ("kern%", "cpy%", "set%", "comm%", "rt%", "data%", "cpu%", "oth%")
 SHORT: dict[str, str] = dict(zip(tb_roles.CATEGORIES, _SHORT, strict=True))
 
 
+#: The table's columns saying how far a step's start and end were moved to the device.
+MOVED_START, MOVED_END = "start+us", "end+us"
+
+#: Why a step's bounds move (the plugin's rule, tb_steps.py), said once under the summary.
+MOVED_WHY = "moved to their GPU work (plugin's rule)"
+
 #: `t` on a rank's step: its ProfilerStep event.
 STEP_MOMENT = MomentColumns(None, name="step", name_format="ProfilerStep#{}")
 
@@ -60,6 +67,7 @@ class StepTimeScreen(AnalysisScreen):
     TITLE = "Step time"
     ANALYSES = ("step_time_breakdown", "step_selection", "outlier_steps")
     STEPS = "as the TensorBoard plugin"  # which steps: steps_text
+    PLUGIN_WHY = "cuda_runtime counts as Runtime, NCCL as Comm"
 
     def steps_text(self, frames: dict[int, pl.DataFrame], every: bool) -> str:
         return describe_plugin_steps(frames)
@@ -67,16 +75,17 @@ class StepTimeScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="step-time-summary", classes="summary")
         with VerticalScroll(id="step-time-bars-box", can_focus=False):
-            yield StepTimeBars(
-                CATEGORIES, ascii=bool(getattr(self.app, "ascii", False)), id="step-time-bars"
-            )
+            yield StepTimeBars(CATEGORIES, ascii=hta_app(self).ascii, id="step-time-bars")
         yield FrameTable(
             id="step-time-table", key_column="step", export_name="step_time", moment=STEP_MOMENT
         )
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        got = registry.tables(frames, StepTimeScreen.ANALYSES)
+        tb_compat = bool(params.get("tb_compat", False))
+        got = registry.tables(
+            frames, StepTimeScreen.ANALYSES, registry.Options(tb_compat=tb_compat)
+        )
         breakdown, selection = got["step_time_breakdown"], got["step_selection"]
         means = breakdown.group_by("rank").agg(pl.all().exclude("rank", "step").mean()).sort("rank")
         step = pl.col("step_time (us)")
@@ -85,7 +94,18 @@ class StepTimeScreen(AnalysisScreen):
             for c in tb_roles.CATEGORIES
         ]
         table = breakdown.select("rank", "step", step.alias("step (us)"), *shares)
+        moves = pl.col("start_moved (us)").abs() + pl.col("end_moved (us)").abs()
+        if not selection.is_empty() and selection.select(moves.sum()).item() > 0:
+            # how far each step's bounds were moved to the device (none moved: no columns)
+            moved = selection.select(
+                "rank",
+                "step",
+                pl.col("start_moved (us)").alias(MOVED_START),
+                pl.col("end_moved (us)").alias(MOVED_END),
+            ).unique(["rank", "step"], keep="first", maintain_order=True)
+            table = table.join(moved, on=["rank", "step"], how="left", maintain_order="left")
         return {
+            "selection": selection,
             "breakdown": breakdown,
             "means": means,
             "table": table,
@@ -138,7 +158,27 @@ def summary(result: dict[str, Any]) -> str:
         second = f"Left out: rank {d['rank']} step {d['step']}: {d['reason']}"
     else:
         second = "Steady: no step stands out."
-    return f"{first}\n{second}"
+    third = moved_line(result.get("selection"))
+    return f"{first}\n{second}" + (f"\n{third}" if third else "")
+
+
+def moved_line(selection: pl.DataFrame | None) -> str:
+    """The step most moved to the device, and why steps move (`start+us`, `end+us` give
+    every step's): a step here is the plugin's, not the host range HTA's views use."""
+    if selection is None or selection.is_empty():
+        return ""
+    used = selection.filter("used")
+    start, end = pl.col("start_moved (us)"), pl.col("end_moved (us)")
+    most = used.with_columns(pl.max_horizontal(start.abs(), end.abs()).alias("_m")).sort(
+        "_m", descending=True, maintain_order=True
+    )
+    if most.is_empty() or most["_m"][0] == 0:
+        return "Steps: the ProfilerStep ranges as recorded (none moved to GPU work)"
+    m = most.row(0, named=True)
+    return (
+        f"Steps {MOVED_WHY}, most r{m['rank']} step {m['step']}: start "
+        f"+{fmt_us(m['start_moved (us)'])}, end +{fmt_us(m['end_moved (us)'])}"
+    )
 
 
 def overview_rows(breakdown: pl.DataFrame) -> tuple[str, tuple[float, ...] | None]:

@@ -24,9 +24,10 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import registry, step_compare
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
 
@@ -127,6 +128,10 @@ class StepBars(Widget):
         return Text("\n", no_wrap=True).join(lines)
 
 
+#: Which steps these are: HTA's, not the step-time view's (moved to their GPU work).
+HOST_STEPS = "host ProfilerStep ranges, as HTA; B moves them to their GPU work"
+
+
 class StepsScreen(AnalysisScreen):
     TITLE = "Steps & stragglers"
     ANALYSES = (
@@ -144,9 +149,7 @@ class StepsScreen(AnalysisScreen):
             priority=True,  # over the tables' `g` (top): the screen's toggle wins
             tooltip="Annotations on the CPU or on the GPU",
         ),
-        Binding(
-            "v", "next_table", "Table", tooltip="Per step, iterations, stragglers, annotations"
-        ),
+        TABLE_BINDING,
     ]
 
     def default_params(self) -> dict[str, Any]:
@@ -159,7 +162,7 @@ class StepsScreen(AnalysisScreen):
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="steps-summary", classes="summary")
         with VerticalScroll(id="steps-bars-box", can_focus=False):
-            yield StepBars(ascii=bool(getattr(self.app, "ascii", False)), id="steps-bars")
+            yield StepBars(ascii=hta_app(self).ascii, id="steps-bars")
         with TabbedContent(id="steps-tabs"):
             with TabPane("Per step", id=TABS[0]):
                 yield FrameTable(id="steps-per-step", key_column="iter", export_name="step_spread")
@@ -248,7 +251,7 @@ class StepsScreen(AnalysisScreen):
         n_ranks = result["iterations"]["rank"].n_unique()
         head = (
             f"{spread.height} step{'s' if spread.height != 1 else ''} on {n_ranks} "
-            f"rank{'s' if n_ranks != 1 else ''}. "
+            f"rank{'s' if n_ranks != 1 else ''} ({HOST_STEPS}). "
         )
         head += StepsScreen._collectives(s)
         if flagged.is_empty():

@@ -57,7 +57,8 @@ _KEYS = ("rank", "phase", "module", "operator", "call_site")
 class SyncsScreen(AnalysisScreen):
     TITLE = "Syncs"
     ANALYSES = ("syncs", "sync_summary", "sync_verdict")
-    STEPS = "whole trace"
+    STEPS = "whole trace, % of B's steps"  # step time: the step-time view's steps
+    PLUGIN_STEPS = True  # ... in the rules it shows them (X)
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="sync-verdict", classes="summary")
@@ -68,7 +69,8 @@ class SyncsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, pl.DataFrame]:
-        return registry.tables(frames, SyncsScreen.ANALYSES)
+        options = registry.Options(tb_compat=bool(params.get("tb_compat", False)))
+        return registry.tables(frames, SyncsScreen.ANALYSES, options)
 
     def compute_on(
         self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params
@@ -79,7 +81,8 @@ class SyncsScreen(AnalysisScreen):
         def chosen(name: str) -> dict[int, pl.DataFrame]:
             return {r: f for r, f in ts.frames(name).items() if r in frames}
 
-        return registry.tables(frames, self.ANALYSES, frames=chosen)
+        options = registry.Options(tb_compat=bool(params.get("tb_compat", False)))
+        return registry.tables(frames, self.ANALYSES, options, frames=chosen)
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]

@@ -22,6 +22,7 @@ from textual.widgets import Input, Static
 from hta_tui.analysis import timeline_events as te
 from hta_tui.analysis.timeline_counters import QUEUE_LANE
 from hta_tui.analysis.timeline_rows import Timeline, build_timeline, busy_before, innermost_at
+from hta_tui.app.access import hta_app
 from hta_tui.app.moment import Moment
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.text_line import TextBlock
@@ -61,7 +62,7 @@ class TimelineScreen(AnalysisScreen):
         self.flow_targets: list[te.Ref] = []
 
     def compose_body(self) -> ComposeResult:
-        yield TimelineView(ascii=bool(getattr(self.app, "ascii", False)), id="timeline-view")
+        yield TimelineView(ascii=hta_app(self).ascii, id="timeline-view")
         yield TextBlock("", id="timeline-details")
 
     @property
@@ -108,7 +109,7 @@ class TimelineScreen(AnalysisScreen):
     def _mark_critical_path(self) -> None:
         """The events of the path the Critical path view shows last are highlighted (as `/`
         highlights names; a name typed after `/` replaces them)."""
-        marks = getattr(self.app, "critical_path_marks", None)
+        marks = hta_app(self).critical_path_marks
         tl = self.view.timeline
         if not marks or tl is None or self.query_one("#filter", Input).value.strip():
             return
@@ -234,8 +235,8 @@ class TimelineScreen(AnalysisScreen):
         stack = " > ".join(str(s) for s in d["stack"][-4:]) or "-"
         lines = [
             f"{d['name']}",
-            f"{d['kind']} · rank {d['rank']} {d['row']} · start {d['start_us']:.3f} us · "
-            f"dur {d['dur_us']:.3f} us",
+            f"{d['kind']} · rank {d['rank']} {d['row']} · "
+            f"start {d['start_us']:,.3f} us from trace start · dur {d['dur_us']:,.3f} us",
             f"stack: {stack}",
             args,
         ]

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import polars as pl
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.containers import Vertical
@@ -24,6 +24,7 @@ from textual_plotext import PlotextPlot
 from hta_tui.analysis import memory, queue, registry
 from hta_tui.analysis.counters_export import write_counters_trace
 from hta_tui.analysis.downsample import step_bucket_max
+from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
@@ -37,9 +38,9 @@ DEFAULT_STREAMS = 3
 LINE_COLOURS = ("primary", "warning", "success", "error", "secondary", "accent")
 
 
-def line_colours(app: Any) -> list[tuple[int, int, int]]:
+def line_colours(app: App[Any]) -> list[tuple[int, int, int]]:
     """RGB of the theme's accent colours, for chart lines (no raw colours)."""
-    variables = getattr(app, "theme_variables", {}) or {}
+    variables = app.theme_variables
     out = []
     for name in LINE_COLOURS:
         value = variables.get(name)
@@ -237,7 +238,7 @@ class TimelinesScreen(AnalysisScreen):
             return
         rank = result.get("rank")
         colours = line_colours(self.app)
-        marker = "*" if getattr(self.app, "ascii", False) else "braille"
+        marker = "*" if hta_app(self).ascii else "braille"
         q_plot = self.query_one("#queue-plot", PlotextPlot)
         m_plot = self.query_one("#memory-plot", PlotextPlot)
         q_note = self.query_one("#queue-note", Static)
@@ -329,7 +330,7 @@ class TimelinesScreen(AnalysisScreen):
         if entry is None or entry.data is None:
             self.notify("No loaded rank to export.", severity="warning")
             return
-        export_dir = Path(getattr(self.app, "export_dir", Path.cwd()))
+        export_dir = hta_app(self).export_dir
         target = export_dir / counters_name(entry.path)
         n = 1
         while target.exists():

@@ -9,8 +9,9 @@ from textual.app import ComposeResult
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-#: Actions shown before the screen's own keys, in this order.
-FIRST = ("help", "quit")
+#: Actions shown before the screen's own keys, in this order: `v`, a view's next table, is
+#: one key everywhere and must not fall off the right end at 80 columns.
+FIRST = ("help", "quit", "next_table")
 
 
 class KeysFooter(Footer):

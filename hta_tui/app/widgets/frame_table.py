@@ -24,6 +24,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from hta_tui.analysis.names import distinct_cuts
 from hta_tui.analysis.tables import csv_for_people
 from hta_tui.app.moment import Moment, MomentColumns
 from hta_tui.app.safe_text import as_text
@@ -98,6 +99,16 @@ def format_value(
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(printable, value)) + "]"
     return elide(printable(value), max_text)
+
+
+def column_cells(col: pl.Series, style: str = "d1", max_text: int = MAX_TEXT) -> list[str]:
+    """A column's cells as drawn (`format_value`); texts cut to `max_text` so that two that
+    differ still look different (`distinct_cuts`: the differing part is kept)."""
+    values = col.to_list()
+    if col.dtype not in (pl.String, pl.Categorical) and not isinstance(col.dtype, pl.Enum):
+        return [format_value(v, col.dtype, style, max_text) for v in values]
+    whole = ["-" if v is None else printable(v) for v in values]
+    return distinct_cuts(whole, max_text)
 
 
 def text_match(df: pl.DataFrame, col: str, needle: str) -> pl.Expr | None:
@@ -321,12 +332,9 @@ class FrameTable(PlainCells):
         schema = shown.schema
         styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
         texts: dict[str, list[Any]] = {
-            c: [
-                format_value(
-                    v, schema[c], styles.get(c, "d1"), self.column_max_text.get(c, self.max_text)
-                )
-                for v in shown[c].to_list()
-            ]
+            c: column_cells(
+                shown[c], styles.get(c, "d1"), self.column_max_text.get(c, self.max_text)
+            )
             for c in shown.columns
         }
         self._text_widths = {

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
 
+from hta_tui.app.access import hta_app
 from hta_tui.app.format import elide_middle
 from hta_tui.printable import printable
 
@@ -40,7 +41,7 @@ def _plural(n: int, word: str) -> str:
 
 class StatusBar(Horizontal):
     """Docked above the footer. The app pushes a `StatusInfo` into every instance it finds, at
-    most about ten times a second; a newly mounted bar asks the app for the current one."""
+    each change of the session; a newly mounted bar asks the app for the current one."""
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -53,8 +54,7 @@ class StatusBar(Horizontal):
         yield Label(id="status-watch")
 
     def on_mount(self) -> None:
-        info = getattr(self.app, "status_info", None)
-        self.show(info if isinstance(info, StatusInfo) else self.info, force=True)
+        self.show(hta_app(self).status_info, force=True)
 
     def show(self, info: StatusInfo, *, force: bool = False) -> None:
         if info == self.info and not force:

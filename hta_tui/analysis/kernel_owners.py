@@ -1,0 +1,496 @@
+"""Kernels of a launch: every GPU op joined to the CPU call that launched it and to the
+operator, nn.Module and step around that call, and what that says about the kernel time that
+belongs to no operator.
+
+A launch call (runtime or driver event) and its GPU work share a `correlation`. A CUDA / HIP
+graph launch (`cudaGraphLaunch`, `hipGraphLaunch`, `cuGraphLaunch`) runs a whole graph under
+one correlation, so one call owns many kernels: `kernel_owners` joins many to one, and every
+kernel of a graph gets the launch's operator and module (tools that join one to one, or that
+key the launch's row by its own duration, put a graph-heavy trace's GPU time in one row or
+nowhere). Where several CPU calls share a correlation (a runtime call and the driver call it
+makes), the earliest owns the work, as in the operator view (op_tree).
+
+The operator is the innermost `cpu_op` around the launch on its thread (not a ProfilerStep),
+the module the innermost `nn.Module` frame; a kernel with none says why (`owner`):
+- `operator`: an operator encloses its launch;
+- `launch outside any operator`: the launch runs with no operator around it (a graph replay
+  called straight from Python, as vLLM and SGLang do, or a Triton launch);
+- `no launch event`: no CPU call has the kernel's correlation (launched before the profiler
+  started, or CPU activities not recorded);
+- `no correlation`: the kernel has no correlation id at all.
+
+Each kernel also gets its backend (cuBLAS, Triton, NCCL, MIOpen...: `kernel_backend`) and the
+outermost compiled region around its launch (`Torch-Compiled Region: 0/1`,
+`CompiledFunction`, `CompiledFunctionBackward`; `kernel_backends` sums kernel time by both).
+
+`kernel_attribution` sums this per rank, with a one-line verdict, and counts graph launches
+that have no GPU events (a graph replayed while the profiler recorded no kernels: only the
+launch's CPU time is known). The critical path and any other analysis that needs "which
+launch, operator or module ran this kernel" should read `kernel_owners`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import polars as pl
+
+from hta_tui.analysis import kernel_backend, nesting
+from hta_tui.analysis.hta_view import job_cached, us
+from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
+
+OWNED = "operator"
+OUTSIDE = "launch outside any operator"
+NO_LAUNCH = "no launch event"
+NO_CORRELATION = "no correlation"
+
+OWNER_COLUMNS: dict[str, pl.DataType] = {
+    "idx": pl.UInt32(),  # the GPU op's row in its events frame
+    "name": pl.String(),
+    "kind": pl.String(),
+    "stream": pl.Int64(),
+    "ts": pl.Int64(),
+    "dur": pl.Int64(),
+    "correlation": pl.Int64(),
+    "launch_idx": pl.UInt32(),  # the launch call's row (null: no launch event)
+    "launch": pl.String(),  # its name: cudaLaunchKernel, cudaGraphLaunch, cuLaunchKernel...
+    "launch_dur": pl.Int64(),
+    "graph": pl.Boolean(),  # launched by a CUDA / HIP graph launch
+    "launch_ops": pl.UInt32(),  # GPU ops of that launch (a graph's kernels, memcpys...)
+    "operator": pl.String(),  # innermost cpu_op around the launch
+    "module": pl.String(),  # innermost nn.Module frame around the launch
+    "step": pl.String(),
+    "owner": pl.String(),  # OWNED, OUTSIDE, NO_LAUNCH or NO_CORRELATION
+    "backend": pl.String(),  # cuBLAS, cuDNN, Triton, NCCL, MIOpen... (kernel_backend)
+    "compiled_region": pl.String(),  # outermost torch.compile region around the launch
+}
+
+ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "kernels": pl.UInt32(),
+    "kernel_time (us)": pl.Float64(),
+    "no_operator (us)": pl.Float64(),
+    "no_operator_pct": pl.Float64(),
+    "outside_any_operator (us)": pl.Float64(),
+    "no_launch_event (us)": pl.Float64(),
+    "graph_launches": pl.UInt32(),
+    "graph_kernels": pl.UInt32(),
+    "graph_kernel_time (us)": pl.Float64(),
+    "graph_launches_without_kernels": pl.UInt32(),
+    "graph_launch_cpu_without_kernels (us)": pl.Float64(),
+    "overlapping_on_stream": pl.UInt32(),
+    "verdict": pl.String(),
+}
+
+
+def is_graph_launch(name: pl.Expr | None = None) -> pl.Expr:
+    """A CUDA or HIP graph launch (runtime or driver API, any version suffix)."""
+    name = pl.col("name") if name is None else name
+    return name.str.contains(r"^(cuda|hip|cu)GraphLaunch").fill_null(False)
+
+
+def _launches(events: pl.DataFrame) -> pl.DataFrame:
+    """The earliest CPU call of each correlation: idx, pid, tid, ts, dur, name."""
+    return (
+        events.lazy()
+        .filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("correlation").is_not_null())
+        .select("idx", "pid", "tid", "ts", "dur", "name", "correlation")
+        .sort("ts", "idx")
+        .unique("correlation", keep="first", maintain_order=True)
+        .collect()
+    )
+
+
+_STEP_RE = r"^ProfilerStep\s*#\s*\d+"
+
+
+def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+    """Per launch (`launch_idx`): the innermost cpu op (`operator`), nn.Module frame
+    (`module`, without "nn.Module: ") and ProfilerStep (`step`) around it on its thread, and
+    the outermost compiled region (`Torch-Compiled Region: 0/1` rather than the inductor graph
+    it calls; `CompiledFunctionBackward` in the backward pass). The launches and the host
+    ranges that can name these are nested once per thread (`nesting`, numpy), then every
+    launch climbs its parents level by level together: a few vectorised steps per level, no
+    loop over events."""
+    is_module = (pl.col("kind") == "python") & pl.col("python_module_id").is_not_null()
+    holders = events.filter(pl.col("kind").is_in(["cpu_op", "annotation"]) | is_module).select(
+        "pid", "tid", "ts", "dur", "name",
+        pl.when(pl.col("kind") == "cpu_op").then(1).when(is_module).then(3).otherwise(2)
+        .cast(pl.Int8).alias("type"),
+    )  # fmt: skip
+    rows = pl.concat(
+        [
+            launches.select(
+                "pid",
+                "tid",
+                "ts",
+                "dur",
+                pl.lit(None, pl.String).alias("name"),
+                pl.lit(0, pl.Int8).alias("type"),
+            ),
+            holders,
+        ]
+    ).with_columns(
+        pl.struct(pl.col("pid").fill_null(0), pl.col("tid").fill_null(0))
+        .rank("dense")
+        .alias("thread"),
+        pl.col("name").str.contains(_STEP_RE).fill_null(False).alias("is_step"),
+        pl.col("name")
+        .str.contains(kernel_backend.COMPILED_RE)
+        .fill_null(False)
+        .alias("is_compiled"),
+    )
+    n_launch = launches.height
+    thread = rows["thread"].to_numpy().astype(np.int64)
+    start = rows["ts"].to_numpy()
+    end = start + rows["dur"].to_numpy()
+    kind = rows["type"].to_numpy()
+    # by thread, start, longer first; at equal extents a range encloses a launch
+    order = np.lexsort((kind == 0, -end, start, thread))
+    parent_sorted = nesting.parents(
+        thread[order], nesting.depths(thread[order], start[order], end[order])
+    )
+    where = np.empty_like(order)
+    where[order] = np.arange(order.size)
+    parent = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], -1)[where]
+    is_step = rows["is_step"].to_numpy()
+    is_compiled = rows["is_compiled"].to_numpy()
+    wanted = {
+        "operator": (kind == 1) & ~is_step,  # a ProfilerStep cpu op (older traces) is none
+        "module": kind == 3,
+        "step": (kind != 3) & is_step,
+        "compiled_region": (kind != 3) & is_compiled,
+    }
+    found = {k: np.full(n_launch, -1, dtype=np.int64) for k in wanted}
+    cur = parent[:n_launch]
+    active = np.flatnonzero(cur >= 0)
+    while active.size:
+        at = cur[active]
+        for key, mask in wanted.items():
+            hit = mask[at]
+            if key != "compiled_region":  # the innermost, but the outermost region
+                hit &= found[key][active] < 0
+            found[key][active[hit]] = at[hit]
+        cur[active] = parent[at]
+        active = active[cur[active] >= 0]
+    names = rows["name"]
+
+    def named(key: str) -> pl.Series:
+        picked = found[key]
+        return (
+            names.gather(np.maximum(picked, 0))
+            .set(pl.Series(picked < 0), None)  # type: ignore[arg-type]
+            .alias(key)
+        )
+
+    return pl.DataFrame(
+        [
+            launches["idx"].alias("launch_idx"),
+            named("operator"),
+            named("module").str.strip_prefix("nn.Module: "),
+            named("step"),
+            named("compiled_region"),
+        ]
+    )
+
+
+def kernel_owners(events: pl.DataFrame) -> pl.DataFrame:
+    """One row per GPU op (kernel, memcpy, memset) with its launch and that launch's operator,
+    module and step (`OWNER_COLUMNS`, in file order). Built once per events frame."""
+    return job_cached({0: events}, "kernel_owners", lambda: _owners(events))
+
+
+def _owners(events: pl.DataFrame) -> pl.DataFrame:
+    gpu = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select(
+        "idx", "name", pl.col("kind").cast(pl.String), "stream", "ts", "dur", "correlation"
+    )
+    launches = _launches(events)
+    ops = gpu.group_by("correlation").agg(pl.len().cast(pl.UInt32).alias("launch_ops"))
+    used = launches.join(ops.drop_nulls(), on="correlation", how="semi")
+    around = _around(events, used.select("idx", "pid", "tid", "ts", "dur"))
+    owner = (
+        pl.when(pl.col("correlation").is_null())
+        .then(pl.lit(NO_CORRELATION))
+        .when(pl.col("launch_idx").is_null())
+        .then(pl.lit(NO_LAUNCH))
+        .when(pl.col("operator").is_null())
+        .then(pl.lit(OUTSIDE))
+        .otherwise(pl.lit(OWNED))
+    )
+    out = (
+        gpu.join(
+            used.select(
+                "correlation",
+                pl.col("idx").alias("launch_idx"),
+                pl.col("name").alias("launch"),
+                pl.col("dur").alias("launch_dur"),
+            ),
+            on="correlation",
+            how="left",
+            maintain_order="left",
+        )
+        .join(ops, on="correlation", how="left", maintain_order="left")
+        .join(around, on="launch_idx", how="left", maintain_order="left")
+        .with_columns(is_graph_launch(pl.col("launch")).alias("graph"), owner.alias("owner"))
+    )
+    # the backend of each distinct (name, launch): a few hundred, not a row per kernel
+    names = (
+        out.select("name", "launch")
+        .unique()
+        .with_columns(kernel_backend.backend(pl.col("name"), pl.col("launch")).alias("backend"))
+    )
+    out = out.join(
+        names, on=["name", "launch"], how="left", nulls_equal=True, maintain_order="left"
+    )
+    return out.select(list(OWNER_COLUMNS)).cast(OWNER_COLUMNS)
+
+
+def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
+    """One line: the share of kernel time with no operator, and why."""
+    if not row["kernels"]:
+        return "no GPU kernels"
+    pct = row["no_operator_pct"] or 0.0
+    parts = []
+    if pct == 0:
+        parts.append("every kernel's time belongs to an operator")
+    else:
+        share = f"{pct:.1f}%" if pct >= 0.1 else "<0.1%"
+        parts.append(
+            f"{share} of kernel time ({row['no_operator (us)']:,.0f} us) belongs to no operator"
+        )
+        why = []
+        for launch, calls, _time in outside_by.iter_rows():
+            why.append(f"{calls} {launch} call{'s' if calls != 1 else ''} outside any operator")
+        if row["no_launch_event (us)"]:
+            why.append(f"{row['no_launch_event (us)']:,.0f} us of kernels with no launch event")
+        if why:
+            parts[-1] += ": " + "; ".join(why)
+    if row["graph_launches_without_kernels"]:
+        n = row["graph_launches_without_kernels"]
+        parts.append(
+            f"{n} graph launch{'es' if n != 1 else ''} with no kernel events "
+            f"({row['graph_launch_cpu_without_kernels (us)']:,.0f} us on the CPU): "
+            "profiled without the graph's kernels"
+        )
+    if row["overlapping_on_stream"]:
+        n = row["overlapping_on_stream"]
+        parts.append(
+            f"{n} GPU op{'s overlap' if n != 1 else ' overlaps'} an earlier one on "
+            f"{'their' if n != 1 else 'its'} stream "
+            "(the timeline shows them in lanes; Perfetto drops those not nested)"
+        )
+    return "; ".join(parts)
+
+
+def _graph_launches(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A rank's graph launch calls, and those of them with no GPU op (their kernels were not
+    recorded): `dur` only."""
+    graphs = events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
+    gpu_corr = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS))["correlation"].drop_nulls()
+    bare = graphs.filter(~pl.col("correlation").is_in(gpu_corr.implode()).fill_null(False))
+    return graphs.select("dur"), bare.select("dur")
+
+
+def overlapping_on_stream(events: pl.DataFrame) -> int:
+    """GPU ops (kernels, memcpys, memsets) that start before an earlier op of their stream
+    ended: what a timeline that nests a stream's events by time hides, and what Perfetto
+    drops when they are not nested (the app's timeline packs them into lanes, `lanes`)."""
+    ops = events.lazy().filter(
+        pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("stream").is_not_null()
+    )
+    return (
+        ops.select("stream", "ts", (pl.col("ts") + pl.col("dur")).alias("end"))
+        .sort(["stream", "ts", "end"], descending=[False, False, True])
+        .select((pl.col("ts") < pl.col("end").cum_max().shift(1).over("stream")).sum())
+        .collect()
+        .item()
+    )
+
+
+def _summary(
+    owners: pl.DataFrame, graphs: pl.DataFrame, bare: pl.DataFrame, overlapping: int
+) -> dict:
+    """`ATTRIBUTION_COLUMNS` (but rank) of these kernels (`kernel_owners` rows, `launch_idx`
+    unique per launch), graph launches and overlapping GPU ops, as one dict."""
+    dur = pl.col("dur")
+    none = pl.col("owner") != OWNED
+    row = owners.select(
+        pl.len().cast(pl.UInt32).alias("kernels"),
+        us(dur.sum()).alias("kernel_time (us)"),
+        us(dur.filter(none).sum()).alias("no_operator (us)"),
+        us(dur.filter(pl.col("owner") == OUTSIDE).sum()).alias("outside_any_operator (us)"),
+        us(dur.filter(pl.col("owner").is_in([NO_LAUNCH, NO_CORRELATION])).sum()).alias(
+            "no_launch_event (us)"
+        ),
+        pl.col("graph").sum().cast(pl.UInt32).alias("graph_kernels"),
+        us(dur.filter("graph").sum()).alias("graph_kernel_time (us)"),
+    ).row(0, named=True)
+    total = row["kernel_time (us)"]
+    row["no_operator_pct"] = 100 * row["no_operator (us)"] / total if total else 0.0
+    row["graph_launches"] = graphs.height
+    row["graph_launches_without_kernels"] = bare.height
+    row["graph_launch_cpu_without_kernels (us)"] = float(bare["dur"].sum()) / 1000
+    row["overlapping_on_stream"] = overlapping
+    outside_by = (
+        owners.filter(pl.col("owner") == OUTSIDE)
+        .group_by("launch")
+        .agg(pl.col("launch_idx").n_unique().alias("calls"), dur.sum().alias("t"))
+        .sort("t", "launch", descending=[True, False])
+        .select("launch", "calls", "t")
+        .head(3)
+    )
+    row["verdict"] = _verdict(row, outside_by)
+    return row
+
+
+def rank_attribution(events: pl.DataFrame) -> pl.DataFrame:
+    """One rank's row of `kernel_attribution` (no `rank` column)."""
+    owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+    row = _summary(owners, *_graph_launches(events), overlapping_on_stream(events))
+    schema = {k: v for k, v in ATTRIBUTION_COLUMNS.items() if k != "rank"}
+    return pl.DataFrame([{k: row[k] for k in schema}], schema=schema)
+
+
+def job_verdict(ranks: Mapping[int, pl.DataFrame]) -> str | None:
+    """The verdict over the ranks together (a launch is told apart by rank), or None when
+    every kernel's time belongs to an operator and no graph launch lacks its kernels: the
+    app's views say it only when there is something to say."""
+    owners, graphs, bare = [], [], []
+    overlapping = 0
+    for rank, events in sorted(ranks.items()):
+        overlapping += overlapping_on_stream(events)
+        owners.append(
+            kernel_owners(events)
+            .filter(pl.col("kind") == "kernel")
+            .with_columns(pl.struct(pl.lit(rank), "launch_idx").alias("launch_idx"))
+        )
+        g, b = _graph_launches(events)
+        graphs.append(g)
+        bare.append(b)
+    if not owners:
+        return None
+    row = _summary(pl.concat(owners), pl.concat(graphs), pl.concat(bare), overlapping)
+    quiet = not (
+        row["no_operator (us)"]
+        or row["graph_launches_without_kernels"]
+        or row["overlapping_on_stream"]
+    )
+    if not row["kernels"] or quiet:
+        return None
+    verdict: str = row["verdict"]
+    return verdict[:1].upper() + verdict[1:]
+
+
+def kernel_attribution(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Per rank (`ATTRIBUTION_COLUMNS`): kernel time, the time and share that belongs to no
+    operator (outside any operator, no launch event), graph launches and their kernels, graph
+    launches with no kernel events and their CPU time, and a one-line verdict."""
+    frames = [
+        rank_attribution(events).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        for rank, events in sorted(ranks.items())
+    ]
+    if not frames:
+        return pl.DataFrame(schema=ATTRIBUTION_COLUMNS)
+    return pl.concat(frames).cast(ATTRIBUTION_COLUMNS)
+
+
+def unattributed_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """The kernel time that belongs to no operator per rank, reason and launch: kernels,
+    time (us), share of the rank's kernel time (%); costliest first."""
+    frames = []
+    for rank, events in sorted(ranks.items()):
+        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+        total = owners["dur"].sum()
+        frames.append(
+            owners.filter(pl.col("owner") != OWNED)
+            .group_by("owner", "launch")
+            .agg(
+                pl.len().cast(pl.UInt32).alias("kernels"),
+                pl.col("launch_idx").drop_nulls().n_unique().cast(pl.UInt32).alias("launches"),
+                pl.col("dur").sum().alias("__t"),
+            )
+            .select(
+                pl.lit(rank, pl.Int64).alias("rank"),
+                pl.col("owner").alias("reason"),
+                "launch",
+                "launches",
+                "kernels",
+                us(pl.col("__t")).alias("time (us)"),
+                (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
+            )
+        )
+    schema = {
+        "rank": pl.Int64(), "reason": pl.String(), "launch": pl.String(),
+        "launches": pl.UInt32(), "kernels": pl.UInt32(), "time (us)": pl.Float64(),
+        "share_pct": pl.Float64(),
+    }  # fmt: skip
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return (
+        pl.concat(frames)
+        .cast(schema)
+        .sort(["rank", "time (us)", "reason", "launch"], descending=[False, True, False, False])
+    )
+
+
+BACKEND_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "backend": pl.String(),
+    "compiled_region": pl.String(),  # null: launched outside any compiled region
+    "kernels": pl.UInt32(),
+    "time (us)": pl.Float64(),
+    "share_pct": pl.Float64(),  # of the rank's kernel time
+}
+
+
+def kernel_backends(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Kernel time per rank, backend (cuBLAS, Triton, NCCL, MIOpen...) and the compiled
+    region that launched it (`CompiledFunction`, `Torch-Compiled Region: 0/0`; null for
+    eager code): where compiled and library code spend the GPU's time, costliest first."""
+    frames = []
+    for rank, events in sorted(ranks.items()):
+        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+        total = owners["dur"].sum()
+        frames.append(
+            owners.group_by("backend", "compiled_region")
+            .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"))
+            .select(
+                pl.lit(rank, pl.Int64).alias("rank"),
+                "backend",
+                "compiled_region",
+                "kernels",
+                us(pl.col("__t")).alias("time (us)"),
+                (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
+            )
+        )
+    if not frames:
+        return pl.DataFrame(schema=BACKEND_COLUMNS)
+    return (
+        pl.concat(frames)
+        .cast(BACKEND_COLUMNS)
+        .sort(
+            ["rank", "time (us)", "backend", "compiled_region"],
+            descending=[False, True, False, False],
+            nulls_last=True,
+        )
+    )
+
+
+def backend_by_name(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`name` -> `backend` of every kernel name of the ranks (the backend most of its kernels
+    have, where launches differ): for the views that list kernels by name."""
+    parts = [
+        kernel_owners(events).filter(pl.col("kind") == "kernel").select("name", "backend")
+        for _, events in sorted(ranks.items())
+    ]
+    if not parts:
+        return pl.DataFrame(schema={"name": pl.String, "backend": pl.String})
+    return (
+        pl.concat(parts)
+        .group_by("name", "backend")
+        .len()
+        .sort(["name", "len", "backend"], descending=[False, True, False])
+        .unique("name", keep="first", maintain_order=True)
+        .select("name", "backend")
+    )

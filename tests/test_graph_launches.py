@@ -1,0 +1,183 @@
+"""Issue 31 point 1 and issue 24 point 13: the kernels of a CUDA / HIP graph launch belong to
+the launch and to the operator and module around it, and kernel time that belongs to no
+operator is said, with its share and why (a graph replay outside any operator, no launch
+event), as are graph launches whose kernels were not recorded."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from hta_tui.analysis import diff, kernel_view, launch, module_view, operators, step_breakdown
+from hta_tui.analysis import kernel_owners as ko
+from hta_tui.synth import graph_replay as gr
+from hta_tui.synth.files import write_trace
+from hta_tui.trace.parse import parse_bytes, read_bytes
+
+
+def _events(tmp_path: Path, **kw: object) -> pl.DataFrame:
+    path = write_trace(gr.make_graph_replay(**kw), tmp_path / "graph.json")  # type: ignore[arg-type]
+    return parse_bytes(read_bytes(path)).frames["events"]
+
+
+def test_every_kernel_of_a_graph_replay_belongs_to_its_launchs_operator(tmp_path: Path) -> None:
+    events = _events(tmp_path, steps=2, kernels=12)
+    owners = ko.kernel_owners(events)
+    graph = owners.filter(pl.col("launch") == gr.GRAPH_LAUNCH)
+    assert graph.height == 24  # every kernel of both replays
+    assert graph["graph"].all()
+    assert set(graph["launch_ops"]) == {12}
+    assert set(graph["operator"]) == {gr.COMPILED_OP}
+    assert set(graph["module"]) == {gr.MODULE}
+    assert set(graph["step"]) == {"ProfilerStep#1", "ProfilerStep#2"}
+    assert set(owners["owner"]) == {ko.OWNED}
+    row = ko.kernel_attribution({0: events}).row(0, named=True)
+    assert row["no_operator_pct"] == 0.0
+    assert row["no_operator (us)"] == 0.0
+    assert (row["graph_launches"], row["graph_kernels"]) == (2, 24)
+    assert row["graph_kernel_time (us)"] == 24 * gr.KERNEL_US
+    assert row["verdict"] == "every kernel's time belongs to an operator"
+    assert ko.unattributed_kernels({0: events}).is_empty()
+    # the views count the graph's kernels where its launch sits
+    graph_us = 24 * gr.KERNEL_US
+    ops = operators.operator_stats({0: events}).filter(pl.col("name") == gr.COMPILED_OP)
+    assert ops["device_self_duration (us)"].item() == graph_us
+    by_op = kernel_view.kernel_op_table({0: events}).filter(pl.col("operator") == gr.COMPILED_OP)
+    assert by_op["total (us)"].sum() == graph_us
+    modules = module_view.module_view({0: events}).filter(pl.col("module") == gr.MODULE)
+    assert modules["device total (us)"].item() == graph_us + 2 * gr.COPY_KERNEL_US
+    stats = launch.cuda_kernel_launch_stats({0: events})[0]
+    graphs = stats.filter(pl.col("launch") == gr.GRAPH_LAUNCH)
+    assert graphs["gpu_ops"].to_list() == [12]  # HTA's steps: the last one left out
+
+
+@pytest.mark.parametrize("launch", ["cudaGraphLaunch", "hipGraphLaunch"])
+def test_graph_replay_outside_any_operator_is_said_with_its_share(
+    tmp_path: Path, launch: str
+) -> None:
+    """vLLM's shape: the replay is called from Python, no operator around it (CUDA or HIP)."""
+    events = _events(tmp_path, steps=2, kernels=12, inside_op=False, launch=launch)
+    owners = ko.kernel_owners(events)
+    graph = owners.filter(pl.col("graph"))
+    assert set(graph["owner"]) == {ko.OUTSIDE}
+    assert set(graph["module"]) == {gr.MODULE}  # still in its module
+    row = ko.kernel_attribution({0: events}).row(0, named=True)
+    graph_us, copy_us = 24 * gr.KERNEL_US, 2 * gr.COPY_KERNEL_US
+    assert row["no_operator (us)"] == graph_us
+    assert row["no_operator_pct"] == pytest.approx(100 * graph_us / (graph_us + copy_us))
+    assert row["verdict"] == (
+        f"99.7% of kernel time (1,200 us) belongs to no operator: "
+        f"2 {launch} calls outside any operator"
+    )
+    table = ko.unattributed_kernels({0: events})
+    assert table.select("reason", "launch", "launches", "kernels").rows() == [
+        (ko.OUTSIDE, launch, 2, 24)
+    ]
+
+
+def test_graph_launch_without_kernel_events_is_said_with_its_cpu_time(tmp_path: Path) -> None:
+    events = _events(tmp_path, steps=3, kernels=12, with_kernels=False)
+    row = ko.kernel_attribution({0: events}).row(0, named=True)
+    assert (row["graph_launches"], row["graph_kernels"]) == (3, 0)
+    assert row["graph_launches_without_kernels"] == 3
+    assert row["graph_launch_cpu_without_kernels (us)"] == 3 * gr.LAUNCH_US
+    assert "3 graph launches with no kernel events (90 us on the CPU)" in row["verdict"]
+
+
+def _raw(shared: Path, case: str) -> list[dict]:
+    (path,) = (shared / "traces" / case).iterdir()
+    with gzip.open(path) as f:
+        return json.load(f)["traceEvents"]
+
+
+def _load(shared: Path, case: str) -> pl.DataFrame:
+    (path,) = (shared / "traces" / case).iterdir()
+    return parse_bytes(read_bytes(path)).frames["events"]
+
+
+@pytest.mark.shared
+def test_real_graph_launches_own_all_their_kernels(shared: Path) -> None:
+    """negative_queue_length_values_check replays CUDA graphs of Triton kernels: each kernel
+    of a cudaGraphLaunch's correlation is that launch's, and the kernel time with no launch
+    event is what the raw JSON says (kernels whose correlation no runtime call has)."""
+    case = "negative_queue_length_values_check"
+    raw = _raw(shared, case)
+    runtime = {
+        e["args"]["correlation"]: e["name"]
+        for e in raw
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
+    kernels = [e for e in raw if e.get("cat") == "kernel"]
+    per_graph: dict[int, int] = {}
+    ops_per_graph: dict[int, int] = {}  # kernels, memcpys and memsets of each graph
+    for k in raw:
+        corr = k.get("args", {}).get("correlation")
+        if k.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and (
+            runtime.get(corr) == "cudaGraphLaunch"
+        ):
+            ops_per_graph[corr] = ops_per_graph.get(corr, 0) + 1
+            if k["cat"] == "kernel":
+                per_graph[corr] = per_graph.get(corr, 0) + 1
+    no_launch_us = sum(k["dur"] for k in kernels if k["args"]["correlation"] not in runtime)
+    events = _load(shared, case)
+    owners = ko.kernel_owners(events).filter(pl.col("kind") == "kernel")
+    graph = owners.filter(pl.col("graph"))
+    assert graph.height == sum(per_graph.values()) > 0
+    got = dict(graph.group_by("correlation").agg(pl.len()).rows())
+    assert got == per_graph
+    assert dict(graph.select("correlation", "launch_ops").unique().rows()) == ops_per_graph
+    row = ko.kernel_attribution({0: events}).row(0, named=True)
+    assert row["no_launch_event (us)"] == pytest.approx(no_launch_us)
+    assert f"{no_launch_us:,.0f} us of kernels with no launch event" in row["verdict"]
+
+
+@pytest.mark.shared
+def test_triton_launches_outside_any_operator_on_b200(shared: Path) -> None:
+    """tracelens_b200_eager_nccl: the kernels whose driver launch no cpu_op encloses (raw
+    JSON, by time on the launch's thread) are the ones said to belong to no operator."""
+    case = "tracelens_b200_eager_nccl"
+    raw = _raw(shared, case)
+    ops = [e for e in raw if e.get("cat") == "cpu_op"]
+    op_pid = np.array([o["pid"] for o in ops])
+    op_tid = np.array([o["tid"] for o in ops])
+    op_ts = np.array([o["ts"] for o in ops])
+    op_end = op_ts + np.array([o["dur"] for o in ops])
+    launches = [
+        e
+        for e in raw
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    ]
+
+    def inside(e: dict) -> bool:
+        mine = (op_pid == e["pid"]) & (op_tid == e["tid"])
+        return bool((mine & (op_ts <= e["ts"]) & (op_end >= e["ts"] + e["dur"])).any())
+
+    bare = {e["args"]["correlation"]: e["name"] for e in launches if not inside(e)}
+    kernels = [e for e in raw if e.get("cat") == "kernel" and e["args"]["correlation"] in bare]
+    assert kernels  # the trace has some
+    table = ko.unattributed_kernels({0: _load(shared, case)})
+    assert table.filter(pl.col("reason") == ko.OUTSIDE)["kernels"].sum() == len(kernels)
+    assert set(table["launch"]) == {bare[k["args"]["correlation"]] for k in kernels}
+    expected = sum(k["dur"] for k in kernels)
+    assert table["time (us)"].sum() == pytest.approx(expected)
+
+
+def test_step_breakdown_and_diff_count_every_graph_kernel(tmp_path: Path) -> None:
+    """The step breakdown puts each replay's kernels in its step, and the diff of a
+    12-kernel and an 8-kernel graph counts the kernels each replay ran (one iteration)."""
+    events = _events(tmp_path, steps=3, kernels=12)
+    steps = step_breakdown.step_time_breakdown({0: events})
+    assert set(steps["Kernel (us)"]) == {12 * gr.KERNEL_US + gr.COPY_KERNEL_US}
+    path = write_trace(gr.make_graph_replay(steps=3, kernels=8), tmp_path / "b.json")
+    test = parse_bytes(read_bytes(path)).frames["events"]
+    table = diff.compare_traces(events, test, device_type="GPU")
+    counts = dict(table.select("name", "Control_counts").rows())
+    assert counts == {name: 3 for name in gr.GRAPH_KERNELS} | {"copy_kernel": 1}
+    assert dict(table.select("name", "Test_counts").rows()) == (
+        {name: 2 for name in gr.GRAPH_KERNELS} | {"copy_kernel": 1}
+    )

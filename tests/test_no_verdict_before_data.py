@@ -1,0 +1,120 @@
+"""Issue 24, point 4: no verdict before the data. While no rank has loaded, a view says that it
+is loading (never "No GPU: a CPU-only trace" or "No steps" about data it has not seen), and
+an empty watched folder says "no trace files yet" on every view, not "no ProfilerStep"."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Static
+
+from hta_tui.app.screens.gpu_metrics import GpuMetricsScreen
+from hta_tui.app.screens.step_time import StepTimeScreen
+from hta_tui.app.widgets.title_line import TitleLine
+from hta_tui.session import live as live_module
+from hta_tui.trace import load as trace_load
+from hta_tui.trace.discover import TraceFile
+from tests.test_app_support import make_screen_app, settle, wait_until, write_rank
+
+SIZE = (80, 24)
+
+#: The verdicts a view may give only about data it has seen.
+VERDICTS = ("No GPU", "CPU-only", "No steps", "no ProfilerStep", "No GPU kernels")
+
+
+def _seen(screen: Any) -> str:
+    """Every line the view shows the user: title, waiting line and the visible body text."""
+    title = screen.query_one("#screen-title", TitleLine).text
+    texts = [title]
+    waiting = screen.query_one("#waiting", Static)
+    if waiting.display:
+        texts.append(str(waiting.render()))
+    if screen.query_one("#body").display:
+        texts += [str(s.render()) for s in screen.query_one("#body").query(Static) if s.display]
+    return "\n".join(texts)
+
+
+async def _open(pilot: Any, key: str, cls: type) -> Any:
+    await pilot.press(key)
+    await wait_until(
+        pilot,
+        lambda: isinstance(pilot.app.screen, cls) and pilot.app.screen.result is not None,
+        60.0,
+        cls.__name__,
+    )
+    await pilot.pause()
+    return pilot.app.screen
+
+
+async def test_an_empty_watched_folder_says_no_trace_files_yet(tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    app = make_screen_app(root, tmp_path, watch=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.watcher_state != "off", 30.0, "the watcher")
+        await settle(pilot, 30.0)
+        for key, cls in (("B", StepTimeScreen), ("V", GpuMetricsScreen)):
+            screen = await _open(pilot, key, cls)
+            seen = _seen(screen)
+            assert "No trace files in traces/ yet; watching for new ones." in seen, seen
+            assert not any(v in seen for v in VERDICTS), seen
+
+
+async def test_a_view_says_loading_until_a_rank_lands(tmp_path: Path) -> None:
+    """A file listed but not loaded yet (a cold open's first seconds): the views say they
+    are loading; once a rank lands, its numbers replace the line."""
+    root = tmp_path / "traces"
+    root.mkdir()
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, 30.0)
+        path = write_rank(root, 0)
+        stat = path.stat()
+        app.trace_set.add_pending(TraceFile(path, stat.st_size, stat.st_mtime_ns, 0, ""))
+        for key, cls in (("B", StepTimeScreen), ("V", GpuMetricsScreen)):
+            screen = await _open(pilot, key, cls)
+            await wait_until(
+                pilot, lambda s=screen: "Loading 1 of 1 files" in _seen(s), 30.0, "loading"
+            )
+            seen = _seen(screen)
+            assert not any(v in seen for v in VERDICTS), seen
+        app.action_reload()  # the file loads: the numbers replace the waiting line
+        screen = app.screen
+        await wait_until(
+            pilot,
+            lambda: bool(app.trace_set.loaded()) and screen.shows_current,
+            60.0,
+            "the loaded rank",
+        )
+        await pilot.pause()
+        assert not screen.query_one("#waiting", Static).display
+        assert screen.query_one("#body").display
+        assert "NVIDIA" in _seen(screen) or "util" in str(screen.result["table"].columns)
+
+
+async def _waiting(pilot: Any) -> None:
+    """A file listed, none loaded yet (its load held back): the step-time view's loading
+    line, with the status bar counting the same file as loading."""
+    screen = await _open(pilot, "B", StepTimeScreen)
+    await wait_until(pilot, lambda: "Loading 1 of 1" in _seen(screen), 30.0, "the loading line")
+    await pilot.pause()
+
+
+def test_snapshot_loading(snap_compare, tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    write_rank(root, 0)
+    gate = threading.Event()
+
+    def held(files, cache, **kw):
+        gate.wait(30)  # the file "takes long": listed, not loaded
+        yield from trace_load.load_files(files, cache, **kw)
+
+    monkeypatch.setattr(live_module, "load_files", held)
+    app = make_screen_app(root, tmp_path)
+    try:
+        assert snap_compare(app, terminal_size=SIZE, run_before=_waiting)
+    finally:
+        gate.set()

@@ -1,0 +1,60 @@
+"""Issue 24 point 13 in the app: the Kernels and Operators views say how much kernel time
+belongs to no operator and why (a graph replay outside any operator), at 80x24; a trace
+whose kernels all have an operator says nothing more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Static
+
+from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.operators import OperatorsScreen
+from hta_tui.synth.files import write_trace
+from hta_tui.synth.graph_replay import make_graph_replay
+from tests.test_app_support import make_screen_app, open_view
+
+SIZE = (80, 24)
+SAID = (
+    "99.7% of kernel time (1,200 us) belongs to no operator: "
+    "2 cudaGraphLaunch calls outside any operator"
+)
+
+
+def _root(tmp_path: Path, **kw: Any) -> Path:
+    root = tmp_path / "traces"
+    root.mkdir()
+    write_trace(make_graph_replay(**kw), root / "rank-0.json")
+    return root
+
+
+def _text(screen: Any, selector: str) -> str:
+    return " ".join(str(screen.query_one(selector, Static).render()).split())
+
+
+async def test_views_say_the_kernel_time_with_no_operator(tmp_path: Path) -> None:
+    app = make_screen_app(_root(tmp_path, inside_op=False), tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        kernels = await open_view(pilot, "K", KernelsScreen)
+        assert SAID in _text(kernels, "#kernels-summary")
+        ops = await open_view(pilot, "R", OperatorsScreen)
+        assert SAID in _text(ops, "#operators-summary")
+
+
+async def test_views_say_nothing_more_when_every_kernel_has_an_operator(tmp_path: Path) -> None:
+    app = make_screen_app(_root(tmp_path, inside_op=True), tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        kernels = await open_view(pilot, "K", KernelsScreen)
+        assert "no operator" not in _text(kernels, "#kernels-summary")
+
+
+def test_snapshot_kernels_with_a_graph_replay_outside_any_operator(
+    snap_compare, tmp_path: Path
+) -> None:
+    app = make_screen_app(_root(tmp_path, inside_op=False), tmp_path)
+
+    async def run_before(pilot: Any) -> None:
+        await open_view(pilot, "K", KernelsScreen)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
