@@ -19,7 +19,7 @@ from hta_tui.analysis import comm_overview, comm_stats, idle, registry
 from hta_tui.api import TraceAnalysis
 from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.registry import SCREENS
-from hta_tui.report import build_tables
+from hta_tui.report import build_report, build_tables
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
@@ -199,6 +199,50 @@ def test_api_methods_answer_what_the_report_gives(job, job_dir: tuple[Path, Path
     assert_frame_equal(ta.get_step_selection(), report["step_selection"])
     _, outliers = ta.get_step_time_stats()
     assert_frame_equal(outliers, report["outlier_steps"])
+
+
+def test_a_declaration_says_what_its_tables_cover(job) -> None:
+    """`steps` and `definitions` on a declaration reach `report --json`'s scope for each of
+    its tables (analysis/coverage.py reads the registry)."""
+    from hta_tui.analysis import coverage
+
+    def both(r: registry.Ranks, o: registry.Options) -> registry.Lazy:
+        return {
+            "whole_count": lambda: pl.DataFrame({"n": [len(r)]}),
+            "whole_too": lambda: pl.DataFrame(),
+        }
+
+    a = registry.declare(
+        registry.Analysis(
+            "whole_count", "Ranks", both, also=("whole_too",), steps="whole", definitions="own"
+        )
+    )
+    try:
+        scope = build_report(job, names=["whole_count"])["scope"]
+    finally:
+        registry.withdraw(a.name)
+    assert set(scope) == {"whole_count", "whole_too"}
+    for table in scope.values():
+        assert table["steps"] is None and table["ranks"] == [0, 1]
+        assert table["step_definition"] == coverage.STEPS["whole"]
+        assert table["definitions"] == coverage.DEFINITIONS["own"][0]
+
+
+def test_kernel_and_collective_methods_answer_the_report(job, job_dir) -> None:
+    """The API's kernel attribution, backends and collectives-per-stream methods give the
+    report's tables (the registry's door), rank by rank too."""
+    ta = TraceAnalysis(job_dir[0], cache=Cache(job_dir[1]))
+    names = ["kernel_attribution", "collectives_hidden", "step_time_average"]
+    report = build_tables(job, names=names)
+    assert {"unattributed_kernels", "kernel_backends", "collective_streams"} <= set(report)
+    assert_frame_equal(ta.get_kernel_attribution(), report["kernel_attribution"])
+    assert_frame_equal(ta.get_unattributed_kernels(), report["unattributed_kernels"])
+    assert_frame_equal(ta.get_kernel_backends(), report["kernel_backends"])
+    assert_frame_equal(ta.get_collectives_hidden(), report["collectives_hidden"])
+    assert_frame_equal(ta.get_collective_streams(), report["collective_streams"])
+    assert_frame_equal(ta.get_step_time_average(), report["step_time_average"])
+    assert set(ta.get_kernel_backends(ranks=[1])["rank"].to_list()) <= {1}
+    assert report["kernel_backends"]["rank"].n_unique() == 2  # both ranks ran kernels
 
 
 def _analysis_calls(path: Path) -> set[str]:
