@@ -24,7 +24,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
@@ -223,7 +223,8 @@ class DiffTable(FrameTable):
             return {}
         marks: list[Text] = []
         numbers: list[Text] = []
-        style_of = float_style(shown["diff us"])  # the column's one format, with a sign
+        # the column's one format (over the whole view, not this slice), with a sign
+        style_of = self.float_styles.get("diff us") or float_style(shown["diff us"])
         for mark, change in shown.select("chg", "diff us").iter_rows():
             style = self.get_component_rich_style(
                 f"diff-table--{MARK_STYLE.get(mark, 'same')}", partial=True
@@ -531,8 +532,8 @@ class DiffScreen(AnalysisScreen):
         return text
 
     # -- interaction ----------------------------------------------------------------------------
-    @on(DataTable.RowHighlighted, "#diff-table")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FrameTable.RowHighlighted, "#diff-table")
+    def _highlighted(self, event: FrameTable.RowHighlighted) -> None:
         self._show_name()
 
     def _show_name(self) -> None:
@@ -598,8 +599,8 @@ class DiffScreen(AnalysisScreen):
         )
         self.app.push_screen(picker, chosen)
 
-    @on(DataTable.RowSelected, "#diff-table")
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#diff-table")
+    def _selected(self, event: FrameTable.RowSelected) -> None:
         event.stop()
         row = self.query_one("#diff-table", DiffTable).selected_row()
         result = self.result or {}

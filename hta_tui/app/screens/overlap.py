@@ -15,7 +15,7 @@ import polars as pl
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from hta_tui.analysis import exposed_comm, overlap
 from hta_tui.app.format import fmt_us
@@ -120,8 +120,8 @@ class OverlapScreen(AnalysisScreen):
         for widget in self.query("#overlap-bars-box, #overlap-table"):
             widget.styles.max_height = room
 
-    @on(DataTable.RowSelected, "#comm-kernels")
-    def _drill_down(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#comm-kernels")
+    def _drill_down(self, event: FrameTable.RowSelected) -> None:
         """Enter on a communication kernel: its kernel detail screen."""
         row = self.query_one("#comm-kernels", FrameTable).selected_row()
         if row is not None:
