@@ -22,10 +22,9 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import OptionList, Static
-from textual.widgets.option_list import Option
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff, steps
@@ -35,6 +34,7 @@ from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable, float_style, format_value
+from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
@@ -237,12 +237,11 @@ class DiffTable(FrameTable):
         return {"chg": marks, "diff us": numbers}
 
 
-class SidePicker(ModalScreen[tuple[Any, Any] | None]):
+class SidePicker(Picker):
     """One choice per side (control | test): enter picks in the control list and moves to the
     test list; enter there closes with both. Escape cancels."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel"),
         Binding("tab", "focus_next", "Next list", show=False),
     ]
 
@@ -253,47 +252,12 @@ class SidePicker(ModalScreen[tuple[Any, Any] | None]):
         test: list[tuple[str, Any]],
         current: tuple[Any, Any],
     ) -> None:
-        super().__init__()
-        self.title_text = title
-        self.choices = {"control": control, "test": test}
-        self.current = list(current)
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="side-picker"):
-            yield Static(self.title_text, classes="picker-title")
-            with Horizontal(id="side-picker-lists"):
-                for side in ("control", "test"):
-                    with Vertical(classes="side-picker-side"):
-                        yield Static(side, classes="side-picker-label")
-                        options = [
-                            Option(label, id=str(i))
-                            for i, (label, _) in enumerate(self.choices[side])
-                        ]
-                        yield OptionList(*options, id=f"pick-{side}")
-            yield Static("enter: pick (control, then test) · escape: cancel", classes="hint")
-
-    def on_mount(self) -> None:
-        for n, side in enumerate(("control", "test")):
-            values = [v for _, v in self.choices[side]]
-            lst = self.query_one(f"#pick-{side}", OptionList)
-            if values:
-                lst.highlighted = values.index(self.current[n]) if self.current[n] in values else 0
-        self.query_one("#pick-control", OptionList).focus()
-
-    @on(OptionList.OptionSelected)
-    def _picked(self, event: OptionList.OptionSelected) -> None:
-        event.stop()
-        side = "control" if event.option_list.id == "pick-control" else "test"
-        value = self.choices[side][int(event.option.id or 0)][1]
-        if side == "control":
-            self.current[0] = value
-            self.query_one("#pick-test", OptionList).focus()
-        else:
-            self.current[1] = value
-            self.dismiss((self.current[0], self.current[1]))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+        sides = [
+            Choices(options, now, label=side, id=f"pick-{side}")
+            for side, options, now in (("control", control, current[0]), ("test", test, current[1]))
+        ]
+        hint = "enter: pick (control, then test) · escape: cancel"
+        super().__init__(title, sides, box_id="side-picker", hint=hint, hint_class="hint")
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,18 +15,14 @@ import polars as pl
 from rich.cells import cell_len
 from rich.text import Text
 from textual.actions import SkipAction
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
-from textual.widgets.option_list import Option
 
 from hta_tui.analysis.tables import csv_for_people
 from hta_tui.app.moment import Moment, MomentColumns
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.widgets.frame_view import FrameView, ViewColumn
+from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.printable import printable
 
 #: Views up to this many rows have every cell formatted once to size the columns exactly
@@ -132,32 +128,13 @@ def column_bound(col: pl.Series, style: str, max_text: int) -> int:
     return 0
 
 
-class ColumnPicker(ModalScreen[str | None]):
+class ColumnPicker(Picker):
     """The columns of a table, to sort by one."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
     def __init__(self, columns: list[str], current: str | None) -> None:
-        super().__init__()
+        choices = Choices([(c, c) for c in columns], current, fallback=None)
+        super().__init__("Sort by", [choices], box_id="column-picker")
         self.columns = columns
-        self.current = current
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="column-picker"):
-            yield Static("Sort by", classes="picker-title")
-            yield OptionList(*(Option(as_text(c), id=c) for c in self.columns))
-
-    def on_mount(self) -> None:
-        options = self.query_one(OptionList)
-        if self.current in self.columns:
-            options.highlighted = self.columns.index(self.current)
-        options.focus()
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class FrameTable(FrameView):
