@@ -8,6 +8,7 @@ no row cap. Refreshing with new data keeps the cursor's row key and the sort the
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +30,8 @@ from hta_tui.printable import printable
 #: (as wide as their widest text); a longer one measures its first WIDTH_ROWS rows exactly
 #: and the rest from its columns' extremes (`column_bound`), without formatting them.
 WIDTH_ROWS = 500
+#: Frames of more rows than this are filtered, sorted and measured in a thread.
+THREAD_ROWS = 200_000
 
 
 #: Longer texts (C++ kernel names run to 300 characters) are cut in the middle for display;
@@ -128,6 +131,18 @@ def column_bound(col: pl.Series, style: str, max_text: int) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A view ready to draw (`FrameTable._prepare`)."""
+
+    view: pl.DataFrame
+    shown: pl.DataFrame
+    styles: dict[str, str]
+    widths: dict[str, int]
+    columns: list[ViewColumn]
+    target: int
+
+
 class ColumnPicker(Picker):
     """The columns of a table, to sort by one."""
 
@@ -195,15 +210,18 @@ class FrameTable(FrameView):
         self.float_styles: dict[str, str] = {}
         #: the last filtered frame and views (`_view`), by what they were made from
         self._views: dict[Any, tuple[pl.DataFrame, Any, pl.DataFrame]] = {}
-        #: the drawn columns of the view, and each one's width
+        #: the view drawn (every column), its drawn columns, and each one's width
+        self._current: pl.DataFrame = pl.DataFrame()
         self._shown: pl.DataFrame = pl.DataFrame()
         self._widths: dict[str, int] = {}
+        self._generation = 0  # of the view asked for last (`_render_frame`)
+        self._preparing = False  # a view being made in a thread
 
     @property
     def rows_pending(self) -> bool:
-        """Rows still to add: never any (rows are formatted as they come on screen); kept
-        for the screens that wait on it."""
-        return False
+        """A new view (of a big frame) is being made in a thread: the rows shown are not
+        the latest yet (tests, screenshots and screens' `shows_current` wait for none)."""
+        return self._preparing
 
     # -- data ----------------------------------------------------------------------------------
     def show_frame(self, df: pl.DataFrame) -> None:
@@ -251,8 +269,8 @@ class FrameTable(FrameView):
         return out
 
     def selected_row(self) -> dict[str, Any] | None:
-        """The row under the cursor, as a dict of the frame's columns."""
-        df = self._view(None)
+        """The row under the cursor, as a dict of the frame's columns (of the view drawn)."""
+        df = self._current
         if df.is_empty() or not 0 <= self.cursor_row < df.height:
             return None
         return df.row(self.cursor_row, named=True)
@@ -280,16 +298,18 @@ class FrameTable(FrameView):
         number formats). Columns are as wide as the plain texts, or these where wider."""
         return {}
 
-    def _texts(self, shown: pl.DataFrame) -> dict[str, list[Any]]:
-        """The cells of `shown` as texts; numbers right-aligned to their column's width once
-        it is known."""
+    def _texts(
+        self, shown: pl.DataFrame, styles: dict[str, str], widths: dict[str, int]
+    ) -> dict[str, list[Any]]:
+        """The cells of `shown` as texts in the columns' number `styles`; numbers
+        right-aligned to their column's width where `widths` has it."""
         schema = shown.schema
         texts: dict[str, list[Any]] = {}
         for c in shown.columns:
-            style = self.float_styles.get(c, "d1")
             cap = self.column_max_text.get(c, self.max_text)
-            cells = [format_value(v, schema[c], style, cap) for v in shown[c].to_list()]
-            width = self._widths.get(c)
+            values = shown[c].to_list()
+            cells = [format_value(v, schema[c], styles.get(c, "d1"), cap) for v in values]
+            width = widths.get(c)
             if width is not None and schema[c].is_numeric():
                 cells = [t.rjust(width) for t in cells]
             texts[c] = cells
@@ -299,16 +319,18 @@ class FrameTable(FrameView):
         """Cells of the view's rows [start, stop): the one place cells are formatted, for the
         rows `FrameView` is about to draw."""
         shown = self._shown.slice(start, stop - start)
-        texts = self._texts(shown)
+        texts = self._texts(shown, self.float_styles, self._widths)
         texts.update(self.restyle(shown))
         return list(zip(*(texts[c] for c in shown.columns), strict=True))
 
-    def _measure(self, shown: pl.DataFrame) -> dict[str, int]:
+    def _restyled(self) -> bool:
+        return type(self).restyle is not FrameTable.restyle
+
+    def _measure(self, shown: pl.DataFrame, styles: dict[str, str]) -> dict[str, int]:
         """Each drawn column's widest cell: exactly over the first WIDTH_ROWS rows (restyled
         cells included), from the columns' extremes beyond them."""
         head = shown.head(WIDTH_ROWS)
-        self._widths = {}
-        texts = self._texts(head)
+        texts = self._texts(head, styles, {})
         widths = {name: max(map(cell_len, cells), default=0) for name, cells in texts.items()}
         for name, cells in self.restyle(head).items():  # a restyled cell may be wider
             widest = max(
@@ -318,21 +340,20 @@ class FrameTable(FrameView):
         if shown.height > WIDTH_ROWS:
             for name in shown.columns:
                 cap = self.column_max_text.get(name, self.max_text)
-                bound = column_bound(shown[name], self.float_styles.get(name, "d1"), cap)
+                bound = column_bound(shown[name], styles.get(name, "d1"), cap)
                 widths[name] = max(widths[name], bound)
         return widths
 
-    def _render_frame(self) -> None:
-        """Work out the view (filter, sort), its number formats and column widths, and hand
-        its rows to `FrameView`, which formats those on screen as it draws them. The cursor
-        goes to the first row with the key of the row now at its place."""
-        keep = self.selected_row()
+    def _prepare(self, cursor: int) -> Prepared:
+        """The view (filter, sort), its number formats, column widths and headers, and the
+        row for the cursor: the first with the key of the view's row at `cursor` (none: the
+        top). Pure of the widget's drawn state, so it may run in a thread."""
         df = self._view(None)
         drawn = [c for c in df.columns if c not in self.hidden_columns]
         shown = df.select(drawn)
         schema = shown.schema
-        self.float_styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
-        widths = self._measure(shown)
+        styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
+        widths = self._measure(shown, styles)
         columns = []
         for name in drawn:
             arrow = ""
@@ -344,13 +365,41 @@ class FrameTable(FrameView):
                 widths[name] = max(len(header), widths[name])
                 header = header.rjust(widths[name])
             columns.append(ViewColumn(name, as_text(header), widths[name]))
-        self._widths = widths
-        self._shown = shown
         target = 0
-        if keep is not None and self.key_column and self.key_column in df.columns:
-            hits = (df[self.key_column] == keep.get(self.key_column)).fill_null(False).arg_true()
+        if self.key_column and self.key_column in df.columns and 0 <= cursor < df.height:
+            key = df[self.key_column][cursor]
+            hits = (df[self.key_column] == key).fill_null(False).arg_true()
             target = int(hits[0]) if hits.len() else 0
-        self.set_rows(columns, shown.height, self._rows, cursor_row=target)
+        return Prepared(df, shown, styles, widths, columns, target)
+
+    def _render_frame(self) -> None:
+        """Work out the view and hand its rows to `FrameView`, which formats those on
+        screen as it draws them. A frame of more than THREAD_ROWS rows is filtered, sorted
+        and measured in a thread (a million rows sort in about a second on a busy machine):
+        the old view stays on screen, answering keys, until the new one is ready."""
+        self._generation += 1
+        generation, cursor = self._generation, self.cursor_row
+        if self.frame.height <= THREAD_ROWS or self._restyled() or not self.is_attached:
+            self._apply(self._prepare(cursor), generation)
+            return
+        self._preparing = True
+
+        def prepare() -> None:
+            prepared = self._prepare(cursor)
+            if self.is_attached:
+                self.app.call_from_thread(self._apply, prepared, generation)
+
+        self.run_worker(prepare, thread=True, group="frame-table", exit_on_error=False)
+
+    def _apply(self, prepared: Prepared, generation: int) -> None:
+        if generation != self._generation:
+            return  # a newer view is on its way
+        self._preparing = False
+        self._current = prepared.view
+        self._shown = prepared.shown
+        self.float_styles = prepared.styles
+        self._widths = prepared.widths
+        self.set_rows(prepared.columns, prepared.shown.height, self._rows, prepared.target)
 
     # -- actions -------------------------------------------------------------------------------
     def action_sort(self) -> None:
