@@ -389,7 +389,9 @@ class FrameTable(FrameView):
             if self.is_attached:
                 self.app.call_from_thread(self._apply, prepared, generation)
 
-        self.run_worker(prepare, thread=True, group="frame-table", exit_on_error=False)
+        self.run_worker(
+            prepare, thread=True, group="frame-table", exclusive=True, exit_on_error=False
+        )
 
     def _apply(self, prepared: Prepared, generation: int) -> None:
         if generation != self._generation:
