@@ -126,6 +126,14 @@ async def wait_until(pilot: Any, predicate: Any, timeout: float = 15.0, what: st
         await pilot.pause(0.02)
 
 
+async def wait_patiently(pilot: Any, predicate: Any, timeout: float = 60.0, what: str = "") -> None:
+    """`wait_until`, letting the app run a moment first (its first moments can look settled
+    before the folder is even listed), with a minute's patience (several screens' workers
+    on a busy machine)."""
+    await pilot.pause(0.05)
+    await wait_until(pilot, predicate, timeout, what)
+
+
 def screen_shows_current(app: HtaApp, screen: Any) -> bool:
     """An analysis screen shows the numbers of the current trace set and its parameters, whole
     (`AnalysisScreen.shows_current`)."""
@@ -195,6 +203,7 @@ class PilotHelpers:
     for a test, with its own cache and export folder under the test's tmp_path."""
 
     wait_until = staticmethod(wait_until)
+    wait_patiently = staticmethod(wait_patiently)
     settle = staticmethod(settle)
     open_view = staticmethod(open_view)
     press_view = staticmethod(press_view)

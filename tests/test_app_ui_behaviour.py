@@ -15,9 +15,6 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 
-#: seconds to wait for the app (a slow, shared machine)
-WAIT = 60.0
-
 
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -29,10 +26,10 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def test_every_screen_survives_resizes(traces: Path, tmp_path: Path, ui: Any) -> None:
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ui.wait_until(pilot, lambda: app.settled, WAIT)
+        await ui.wait_patiently(pilot, lambda: app.settled)
         for entry in SCREENS:
             await pilot.press(entry.key)
-            await ui.wait_until(pilot, lambda: ui.app_idle(app), WAIT)
+            await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
             assert app.current_mode == entry.mode
             for size in ((60, 20), (160, 50), (80, 24)):
                 await pilot.resize_terminal(*size)
@@ -51,9 +48,9 @@ async def test_live_update_keeps_screen_and_selection(
     extra.rename(held)  # rank 2 arrives later
     app = HtaApp(folder, cache=Cache(tmp_path / "c"), watch=True)
     async with app.run_test(size=(100, 30)) as pilot:
-        await ui.wait_until(pilot, lambda: app.settled and app.watcher_state != "off", WAIT)
+        await ui.wait_patiently(pilot, lambda: app.settled and app.watcher_state != "off")
         await pilot.press("K")
-        await ui.wait_until(pilot, lambda: ui.app_idle(app), WAIT)
+        await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
         table = app.screen.query(FrameTable).last()
         table.focus()
         await pilot.press("j", "j", "j")
@@ -61,15 +58,14 @@ async def test_live_update_keeps_screen_and_selection(
         assert chosen is not None
         generation = app.trace_set.generation
         shutil.copy(held, folder / extra.name)
-        await ui.wait_until(pilot, lambda: len(app.trace_set.loaded()) == 3, WAIT)
-        await ui.wait_until(
+        await ui.wait_patiently(pilot, lambda: len(app.trace_set.loaded()) == 3)
+        await ui.wait_patiently(
             pilot,
             lambda: (
                 app.screen._shown_key is not None
                 and app.screen._shown_key[0] > generation
                 and ui.app_idle(app)
             ),
-            WAIT,
         )
         assert app.current_mode == "kernels"
         assert table.selected_row()["name"] == chosen["name"]
@@ -84,7 +80,7 @@ async def test_no_color_is_readable(
     monkeypatch.setenv("NO_COLOR", "1")
     app = HtaApp(folder, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await ui.wait_until(pilot, lambda: app.settled, WAIT)
+        await ui.wait_patiently(pilot, lambda: app.settled)
         assert app.no_color
         svg = app.export_screenshot()
         # states are told apart by words, not only colours
@@ -100,14 +96,14 @@ async def test_theme_change_restyles_screens_built_before_and_after(
 
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await ui.wait_until(pilot, lambda: app.settled, WAIT)
+        await ui.wait_patiently(pilot, lambda: app.settled)
         await pilot.press("K")
-        await ui.wait_until(pilot, lambda: ui.app_idle(app), WAIT)
+        await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
         dark_table = app.screen.query(FrameTable).first().styles.background
         app.theme = "hta-light"
         await pilot.pause()
         await pilot.press("I")  # built after the change
-        await ui.wait_until(pilot, lambda: ui.app_idle(app), WAIT)
+        await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
         light = Color.parse(app.current_theme.background or "")
         assert app.screen.styles.background == light
         light_table = app.screen.query(FrameTable).first().styles.background
