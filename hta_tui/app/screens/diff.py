@@ -258,6 +258,7 @@ class SidePicker(Picker):
         ]
         hint = "enter: pick (control, then test) · escape: cancel"
         super().__init__(title, sides, box_id="side-picker", hint=hint, hint_class="hint")
+        self.choices = {"control": control, "test": test}
 
 
 # --------------------------------------------------------------------------------------------
