@@ -99,6 +99,17 @@ TABLE_BINDING = Binding("v", "next_table", "Table", tooltip="Next table (the tab
 NOT_QUEUED = frozenset({"escape", "question_mark", "q", "ctrl+p", "ctrl+c", "tab", "shift+tab"})
 
 
+def bound_keys(node: object) -> set[str]:
+    """The keys a node's class declares in BINDINGS (its bases' included): the public
+    declarations, not Textual's private map of them."""
+    keys: set[str] = set()
+    for cls in type(node).__mro__:
+        for b in vars(cls).get("BINDINGS", ()):
+            key = b.key if isinstance(b, Binding) else b[0]
+            keys.update(k.strip() for k in key.split(","))
+    return keys
+
+
 def definitions_text(why: str, *, tb_compat: bool) -> str:
     """The title part saying whose definitions a plugin view shows, and the key that
     switches them: the plugin's own, or this project's with why they differ."""
@@ -460,14 +471,11 @@ class AnalysisScreen(Screen):
             return False
 
     def _app_key(self, key: str) -> bool:
-        return key in self.app._bindings.key_to_bindings
+        return key in bound_keys(self.app)
 
     def _own_key(self, key: str) -> bool:
         """Bound by this view or one of its widgets (a table's `s`, `t`, `e`)."""
-        for node in self.query("*"):
-            if key in node._bindings.key_to_bindings:
-                return True
-        return key in self._bindings.key_to_bindings
+        return key in bound_keys(self) or any(key in bound_keys(n) for n in self.query("*"))
 
     def _replay_keys(self) -> None:
         keys, self._queued_keys = self._queued_keys, []
