@@ -10,6 +10,7 @@ python bench_diff.py          # -> DIFF.md      (issue 5: trace diff)
 python bench_tb_plugin.py     # -> TB_PLUGIN.md (issue 11: against the TensorBoard plugin)
 python bench_memory.py        # -> MEMORY.md    (issue 12: 1 M memory events, the memory screen's keys)
 python bench_timeline.py      # -> TIMELINE.md  (issue 15: timeline frame time per zoom, 8 x 100 MB)
+python bench_frame_view.py    # -> FRAME_VIEW.md (issue 26: keys on a table of a million rows)
 # ... and one big rank, when one is given (generate it with
 # `python -m hta_tui.synth BIG --ranks 1 --target-mb 2000 --slow-rank -1`; not committed)
 if [ -n "${HTA_TUI_BIG_TRACE:-}" ]; then
@@ -21,7 +22,7 @@ python bench_hostile.py       # -> HOSTILE.md   (issue 25: hostile files beside 
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md HOSTILE.md; do
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md; do
     echo; sed 's/^# /## /' "$f"
   done
 } > RESULTS.md

@@ -48,6 +48,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.fixturenames.insert(0, "shared")
 
 
+@pytest.fixture
+def ui(tmp_path: Path) -> Any:
+    """The Pilot helpers (tests/test_app_support.py `PilotHelpers`): `ui.wait_until`,
+    `ui.settle`, `ui.open_view`, `ui.press_view`, `ui.app(root)`..."""
+    from tests.test_app_support import PilotHelpers
+
+    return PilotHelpers(tmp_path)
+
+
 @pytest.fixture(autouse=True)
 def _no_cache_notices_from_other_tests() -> None:
     """Notices of damaged cache entries are process-wide (`trace.cache.take_notices`): one

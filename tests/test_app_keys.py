@@ -15,7 +15,8 @@ from hta_tui.app.screens.registry import SCREENS
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
-from tests.test_app_ui_behaviour import screen_ready, wait_until
+from tests.test_app_support import app_idle as screen_ready
+from tests.test_app_support import wait_patiently as wait_until
 
 
 @pytest.fixture(scope="module")

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from hta_tui.app.app import HtaApp
 from hta_tui.synth import make_trace, write_trace
 from hta_tui.trace.cache import Cache
 
 
-async def settle(app: HtaApp, pilot) -> None:
-    for _ in range(300):
-        await pilot.pause(0.05)
-        if app.settled:
-            return
-    raise AssertionError("app did not settle")
-
-
-async def test_enter_on_an_older_span_selects_it(tmp_path: Path) -> None:
+async def test_enter_on_an_older_span_selects_it(tmp_path: Path, ui: Any) -> None:
     d = tmp_path / "t"
     d.mkdir()
     old = write_trace(
@@ -31,14 +24,14 @@ async def test_enter_on_an_older_span_selects_it(tmp_path: Path) -> None:
     os.utime(new, ns=(2 * 10**18, 2 * 10**18))
     app = HtaApp(d, cache=Cache(tmp_path / "cache"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+        await ui.settle(pilot)
         ts = app.trace_set
         assert ts.selected(0).path == new
         table = app.screen.query_one("#files")
         keys = [r.key for r in app.screen._rows]
         table.move_cursor(row=keys.index(old.name))
         await pilot.press("enter")
-        await settle(app, pilot)
+        await ui.settle(pilot)
         assert ts.selected(0).path == old
         # the overview now shows the old span's numbers, not the new one's
         from hta_tui.analysis.temporal import temporal_breakdown
@@ -55,6 +48,7 @@ async def test_enter_on_an_older_span_selects_it(tmp_path: Path) -> None:
 
 async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
     tmp_path: Path,
+    ui: Any,
 ) -> None:
     """Issue 17: both spans of a rank showed as `worker0.1795489…pt.trace.json.gz`, and
     nothing said which one the screens analyse."""
@@ -72,7 +66,7 @@ async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
         os.utime(p, ns=((i + 1) * 10**18, (i + 1) * 10**18))
     app = HtaApp(d, cache=Cache(tmp_path / "cache"), watch=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(app, pilot)
+        await ui.settle(pilot)
         table = app.screen.query_one("#files")
         keys = [r.key for r in app.screen._rows]
         column = [str(c.key.value) for c in table.ordered_columns].index("file")
@@ -86,7 +80,7 @@ async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
         assert "1795489276924276875" in shown[names[1]]
         table.move_cursor(row=keys.index(names[0]))
         await pilot.press("enter")
-        await settle(app, pilot)
+        await ui.settle(pilot)
         assert cells()[names[0]].startswith("● ") and not cells()[names[1]].startswith("● ")
         # the screens say which span they analyse
         await pilot.press("K")
@@ -98,10 +92,9 @@ async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
         assert "r0 span 1/2" in title
 
 
-async def test_a_conflicting_file_is_listed_and_enter_picks_it(tmp_path: Path) -> None:
+async def test_a_conflicting_file_is_listed_and_enter_picks_it(tmp_path: Path, ui: Any) -> None:
     """Issue 25.6: a newer one-event file saying rank 0 does not replace rank 0; the file list
     says why under its name, and enter on it makes it the rank's file."""
-    from tests.test_app_support import settle as settled
     from tests.test_app_support import write_rank
     from tests.test_span_identity import write_stray
 
@@ -111,7 +104,7 @@ async def test_a_conflicting_file_is_listed_and_enter_picks_it(tmp_path: Path) -
     stray = write_stray(d)
     app = HtaApp(d, cache=Cache(tmp_path / "cache"), watch=False, timings=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await settled(pilot)
+        await ui.settle(pilot)
         ts = app.trace_set
         assert ts.selected(0).path == real
         rows = {r.key: r for r in app.screen._rows}
@@ -125,7 +118,7 @@ async def test_a_conflicting_file_is_listed_and_enter_picks_it(tmp_path: Path) -
         detail = str(app.screen.query_one("#file-detail").render())
         assert "conflict: pid 4242 says rank 0; shown: pid 100  (enter: show it)" in detail
         await pilot.press("enter")
-        await settled(pilot)
+        await ui.settle(pilot)
         assert ts.selected(0).path == stray
         rows = {r.key: r for r in app.screen._rows}
         assert rows[real.name].reason.startswith("conflict: pid 100 says rank 0")

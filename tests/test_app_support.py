@@ -126,6 +126,14 @@ async def wait_until(pilot: Any, predicate: Any, timeout: float = 15.0, what: st
         await pilot.pause(0.02)
 
 
+async def wait_patiently(pilot: Any, predicate: Any, timeout: float = 60.0, what: str = "") -> None:
+    """`wait_until`, letting the app run a moment first (its first moments can look settled
+    before the folder is even listed), with a minute's patience (several screens' workers
+    on a busy machine)."""
+    await pilot.pause(0.05)
+    await wait_until(pilot, predicate, timeout, what)
+
+
 def screen_shows_current(app: HtaApp, screen: Any) -> bool:
     """An analysis screen shows the numbers of the current trace set and its parameters, whole
     (`AnalysisScreen.shows_current`)."""
@@ -148,19 +156,68 @@ def make_screen_app(root: Path, tmp_path: Path, **kw: Any) -> HtaApp:
     return app
 
 
-async def open_view(pilot: Any, key: str, cls: type, timeout: float = 60.0) -> Any:
-    """Press a view's key once the app has settled; the view once it shows current numbers."""
+def base_screen(app: HtaApp) -> Any:
+    """The current mode's screen, under any dialog."""
+    return app.screen_stack[0]
+
+
+async def wait_view(pilot: Any, cls: type, timeout: float = 15.0) -> Any:
+    """Until the mode's screen is a `cls` showing current numbers; that screen."""
     app = pilot.app
-    await settle(pilot)
-    await pilot.press(key)
 
     def ready() -> bool:
-        s = app.screen_stack[0]
+        s = base_screen(app)
         return isinstance(s, cls) and screen_shows_current(app, s)
 
     await wait_until(pilot, ready, timeout, cls.__name__)
     await pilot.pause()
-    return app.screen_stack[0]
+    return base_screen(app)
+
+
+async def press_view(pilot: Any, key: str, cls: type, timeout: float = 15.0) -> Any:
+    """Press a view's key; the view once it shows current numbers."""
+    await pilot.press(key)
+    return await wait_view(pilot, cls, timeout)
+
+
+async def open_view(pilot: Any, key: str, cls: type, timeout: float = 60.0) -> Any:
+    """Press a view's key once the app has settled; the view once it shows current numbers."""
+    await settle(pilot)
+    return await press_view(pilot, key, cls, timeout)
+
+
+def app_idle(app: HtaApp) -> bool:
+    """Settled, no screen or load worker running, the screen's numbers and charts drawn."""
+    busy = any(w.group in ("screen", "load", "reload") and not w.is_finished for w in app.workers)
+    return (
+        app.settled
+        and not busy
+        and getattr(app.screen, "result", True) is not None
+        and getattr(app.screen, "charts_pending", 0) == 0
+    )
+
+
+class PilotHelpers:
+    """The Pilot helpers, handed to a test as the `ui` fixture (conftest.py): waiting on the
+    app by polling a condition (never a fixed sleep), settling, opening a view, and the app
+    for a test, with its own cache and export folder under the test's tmp_path."""
+
+    wait_until = staticmethod(wait_until)
+    wait_patiently = staticmethod(wait_patiently)
+    settle = staticmethod(settle)
+    open_view = staticmethod(open_view)
+    press_view = staticmethod(press_view)
+    wait_view = staticmethod(wait_view)
+    base_screen = staticmethod(base_screen)
+    app_idle = staticmethod(app_idle)
+    shows_current = staticmethod(screen_shows_current)
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+
+    def app(self, root: Path, **kw: Any) -> HtaApp:
+        """`make_screen_app` on `root`, under this test's tmp_path."""
+        return make_screen_app(root, self.tmp_path, **kw)
 
 
 def write_cpu_ranks(root: Path, ranks: int = 2) -> Path:

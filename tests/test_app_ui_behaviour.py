@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,24 +16,6 @@ from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 
 
-async def wait_until(pilot, predicate, timeout: float = 60.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError("condition not reached")
-
-
-def screen_ready(app: HtaApp) -> bool:
-    busy = any(w.group in ("screen", "load", "reload") and not w.is_finished for w in app.workers)
-    return (
-        app.settled
-        and not busy
-        and getattr(app.screen, "result", True) is not None
-        and getattr(app.screen, "charts_pending", 0) == 0
-    )
-
-
 @pytest.fixture(scope="module")
 def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("ui") / "traces"
@@ -40,13 +23,13 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-async def test_every_screen_survives_resizes(traces: Path, tmp_path: Path) -> None:
+async def test_every_screen_survives_resizes(traces: Path, tmp_path: Path, ui: Any) -> None:
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: app.settled)
+        await ui.wait_patiently(pilot, lambda: app.settled)
         for entry in SCREENS:
             await pilot.press(entry.key)
-            await wait_until(pilot, lambda: screen_ready(app))
+            await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
             assert app.current_mode == entry.mode
             for size in ((60, 20), (160, 50), (80, 24)):
                 await pilot.resize_terminal(*size)
@@ -55,7 +38,9 @@ async def test_every_screen_survives_resizes(traces: Path, tmp_path: Path) -> No
             assert app.return_code is None  # no crash
 
 
-async def test_live_update_keeps_screen_and_selection(traces: Path, tmp_path: Path) -> None:
+async def test_live_update_keeps_screen_and_selection(
+    traces: Path, tmp_path: Path, ui: Any
+) -> None:
     folder = tmp_path / "live"
     shutil.copytree(traces, folder)
     extra = sorted(folder.glob("rank-2.*"))[0]
@@ -63,9 +48,9 @@ async def test_live_update_keeps_screen_and_selection(traces: Path, tmp_path: Pa
     extra.rename(held)  # rank 2 arrives later
     app = HtaApp(folder, cache=Cache(tmp_path / "c"), watch=True)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_until(pilot, lambda: app.settled and app.watcher_state != "off")
+        await ui.wait_patiently(pilot, lambda: app.settled and app.watcher_state != "off")
         await pilot.press("K")
-        await wait_until(pilot, lambda: screen_ready(app))
+        await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
         table = app.screen.query(FrameTable).last()
         table.focus()
         await pilot.press("j", "j", "j")
@@ -73,13 +58,13 @@ async def test_live_update_keeps_screen_and_selection(traces: Path, tmp_path: Pa
         assert chosen is not None
         generation = app.trace_set.generation
         shutil.copy(held, folder / extra.name)
-        await wait_until(pilot, lambda: len(app.trace_set.loaded()) == 3)
-        await wait_until(
+        await ui.wait_patiently(pilot, lambda: len(app.trace_set.loaded()) == 3)
+        await ui.wait_patiently(
             pilot,
             lambda: (
                 app.screen._shown_key is not None
                 and app.screen._shown_key[0] > generation
-                and screen_ready(app)
+                and ui.app_idle(app)
             ),
         )
         assert app.current_mode == "kernels"
@@ -87,7 +72,7 @@ async def test_live_update_keeps_screen_and_selection(traces: Path, tmp_path: Pa
 
 
 async def test_no_color_is_readable(
-    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    traces: Path, tmp_path: Path, ui: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = tmp_path / "nc"
     shutil.copytree(traces, folder)
@@ -95,7 +80,7 @@ async def test_no_color_is_readable(
     monkeypatch.setenv("NO_COLOR", "1")
     app = HtaApp(folder, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_until(pilot, lambda: app.settled)
+        await ui.wait_patiently(pilot, lambda: app.settled)
         assert app.no_color
         svg = app.export_screenshot()
         # states are told apart by words, not only colours
@@ -103,7 +88,7 @@ async def test_no_color_is_readable(
 
 
 async def test_theme_change_restyles_screens_built_before_and_after(
-    traces: Path, tmp_path: Path
+    traces: Path, tmp_path: Path, ui: Any
 ) -> None:
     """New screens skip Textual's app-wide restyle (app._styled): a theme picked mid-session
     must still reach a screen built earlier and one built afterwards, tables included."""
@@ -111,14 +96,14 @@ async def test_theme_change_restyles_screens_built_before_and_after(
 
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
-        await wait_until(pilot, lambda: app.settled)
+        await ui.wait_patiently(pilot, lambda: app.settled)
         await pilot.press("K")
-        await wait_until(pilot, lambda: screen_ready(app))
+        await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
         dark_table = app.screen.query(FrameTable).first().styles.background
         app.theme = "hta-light"
         await pilot.pause()
         await pilot.press("I")  # built after the change
-        await wait_until(pilot, lambda: screen_ready(app))
+        await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
         light = Color.parse(app.current_theme.background or "")
         assert app.screen.styles.background == light
         light_table = app.screen.query(FrameTable).first().styles.background

@@ -16,7 +16,8 @@ from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.ticks import label, linear_ticks, log_ticks
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
-from tests.test_app_ui_behaviour import screen_ready, wait_until
+from tests.test_app_support import app_idle as screen_ready
+from tests.test_app_support import wait_patiently as wait_until
 
 
 def test_ticks_are_round_values() -> None:

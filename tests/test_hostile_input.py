@@ -122,6 +122,37 @@ def test_a_file_parsed_inline_has_the_time_limit(tmp_path: Path, monkeypatch) ->
     )
 
 
+def test_a_small_file_loaded_off_the_main_thread_goes_to_the_pool(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The app's session loads on its own threads, where no alarm can stop a parse: there a
+    small file is parsed in the pool too, under the time limit, never inline."""
+    import threading
+
+    root = tmp_path / "t"
+    write_good(root)
+    inline: list[str] = []
+    real = load_mod._inline
+
+    def spy(tf, *a, **kw):
+        inline.append(tf.path.name)
+        return real(tf, *a, **kw)
+
+    monkeypatch.setattr(load_mod, "_inline", spy)
+    statuses: list[str] = []
+
+    def load() -> None:
+        statuses.extend(r.status for r in load_files(discover(root), Cache(enabled=False)))
+
+    thread = threading.Thread(target=load)
+    thread.start()
+    thread.join(120)
+    assert statuses == ["loaded"]
+    assert inline == []
+    load()  # the main thread may parse it here, under its alarm
+    assert inline == [GOOD]
+
+
 def test_gzip_members_inflate_in_work_linear_in_the_file(monkeypatch) -> None:
     """3,000 empty gzip members after a trace: the bytes handed to the inflater stay within a
     small multiple of the file (each member was given the whole rest: quadratic, 59 s for

@@ -16,7 +16,8 @@ from hta_tui.app.screens.registry import SCREENS
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
-from tests.test_app_ui_behaviour import screen_ready, wait_until
+from tests.test_app_support import app_idle as screen_ready
+from tests.test_app_support import wait_patiently as wait_until
 
 STEPS = 4  # what the generator is told to write: ProfilerStep#2 .. #5 on every rank (#1 is
 # the warm-up step the profiler schedule skips)

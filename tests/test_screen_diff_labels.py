@@ -58,11 +58,11 @@ async def test_no_number_is_clipped(runs, tmp_path: Path, size: tuple[int, int])
         screen = await start(pilot)
         table = screen.query_one("#diff-table", DiffTable)
         frame = table.view_frame
-        columns = list(table.columns.values())
-        at = [str(c.key.value) for c in columns].index("diff us")
-        width = columns[at].content_width
+        columns = table.view_columns
+        at = [c.key for c in columns].index("diff us")
+        width = columns[at].width
         for i in range(min(table.row_count, frame.height)):
-            shown = _plain(table.get_row_at(i)[at]).strip()
+            shown = table.row_texts(i)[at].strip()
             value = frame["diff us"][i]
             assert len(shown) <= width
             digits = f"{abs(value):,.1f}".split(".")[0]  # every integer digit is drawn
@@ -131,7 +131,7 @@ async def test_names_are_short_in_the_table_and_whole_below(runs, tmp_path: Path
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await start(pilot)
         table = screen.query_one("#diff-table", DiffTable)
-        drawn = [str(c.key.value) for c in table.ordered_columns]
+        drawn = [c.key for c in table.view_columns]
         assert drawn[-1] == "op" and "name" not in drawn
         frame = table.view_frame
         full = frame["name"].to_list()

@@ -12,7 +12,8 @@ from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
-from tests.test_app_ui_behaviour import screen_ready, wait_until
+from tests.test_app_support import app_idle as screen_ready
+from tests.test_app_support import wait_patiently as wait_until
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from polars.testing import assert_frame_equal
 from textual.widgets import Input, Static
 
 from hta_tui.analysis import annotations, exposed_comm, gaps, idle, overlap, step_compare, steps
-from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.idle import IdleScreen, ThresholdDialog
 from hta_tui.app.screens.overlap import KERNEL_HEADERS, RANK_HEADERS, OverlapScreen
 from hta_tui.app.screens.steps import StepBars, StepsScreen
@@ -25,7 +24,6 @@ from hta_tui.trace.parse import TraceFileError, parse_file
 from tests.test_app_support import (
     T0,
     rank_trace,
-    screen_shows_current,
     settle,
     wait_until,
     write_rank,
@@ -45,29 +43,6 @@ def synth_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def base_screen(app: HtaApp) -> Any:
-    """The current mode's screen under any dialog."""
-    return app.screen_stack[0]
-
-
-def screen_ready(app: HtaApp, cls: type) -> bool:
-    s = base_screen(app)
-    return isinstance(s, cls) and screen_shows_current(app, s)
-
-
-async def open_screen(pilot: Any, key: str) -> Any:
-    app = pilot.app
-    await pilot.press(key)
-    await wait_until(pilot, lambda: screen_ready(app, SCREEN_KEYS[key]), what=f"screen {key}")
-    await pilot.pause()
-    return base_screen(app)
-
-
-async def wait_screen(pilot: Any, cls: type) -> None:
-    await wait_until(pilot, lambda: screen_ready(pilot.app, cls), what=cls.__name__)
-    await pilot.pause()
-
-
 def table(screen: Any, id: str) -> FrameTable:
     return screen.query_one(f"#{id}", FrameTable)
 
@@ -75,11 +50,11 @@ def table(screen: Any, id: str) -> FrameTable:
 # -- screen 2: idle time -------------------------------------------------------------------------
 
 
-async def test_idle_numbers_and_threshold(synth_root: Path, tmp_path: Path) -> None:
+async def test_idle_numbers_and_threshold(synth_root: Path, tmp_path: Path, ui: Any) -> None:
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "I")
+        screen = await ui.press_view(pilot, "I", SCREEN_KEYS["I"])
         frames = app.trace_set.frames()
         want, want_stats = idle.idle_time_breakdown(frames, show_idle_interval_stats=True)
         assert_frame_equal(table(screen, "idle-breakdown").frame, want)
@@ -96,7 +71,7 @@ async def test_idle_numbers_and_threshold(synth_root: Path, tmp_path: Path) -> N
         box = app.screen.query_one("#threshold-input", Input)
         assert box.value == "30"
         await pilot.press("end", *["backspace"] * 4, "2", ".", "5", "enter")
-        await wait_screen(pilot, IdleScreen)
+        await ui.wait_view(pilot, IdleScreen)
         assert screen.params.get("threshold") == 2.5
         got = table(screen, "idle-breakdown").frame
         new, new_stats = idle.idle_time_breakdown(
@@ -121,17 +96,19 @@ async def test_idle_numbers_and_threshold(synth_root: Path, tmp_path: Path) -> N
         assert screen.params.get("threshold") == 2.5
 
 
-async def test_idle_rank_switch_filter_sort_export(synth_root: Path, tmp_path: Path) -> None:
+async def test_idle_rank_switch_filter_sort_export(
+    synth_root: Path, tmp_path: Path, ui: Any
+) -> None:
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "I")
+        screen = await ui.press_view(pilot, "I", SCREEN_KEYS["I"])
         frames = app.trace_set.frames()
         # `r`: rank 2 only
         await pilot.press("r")
         await pilot.pause()
         await pilot.press("down", "down", "down", "enter")  # all, 0, 1, 2
-        await wait_screen(pilot, IdleScreen)
+        await ui.wait_view(pilot, IdleScreen)
         assert screen.params.rank == 2
         want, _ = idle.idle_time_breakdown({2: frames[2]})
         assert_frame_equal(table(screen, "idle-breakdown").frame, want)
@@ -174,11 +151,11 @@ async def test_idle_rank_switch_filter_sort_export(synth_root: Path, tmp_path: P
 # -- screen 9: steps ---------------------------------------------------------------------------
 
 
-async def test_steps_flags_slow_rank(synth_root: Path, tmp_path: Path) -> None:
+async def test_steps_flags_slow_rank(synth_root: Path, tmp_path: Path, ui: Any) -> None:
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "P")
+        screen = await ui.press_view(pilot, "P", SCREEN_KEYS["P"])
         frames = app.trace_set.frames()
         iters = steps.iterations(frames)
         assert_frame_equal(table(screen, "steps-iterations").frame, iters)
@@ -206,7 +183,7 @@ async def test_steps_flags_slow_rank(synth_root: Path, tmp_path: Path) -> None:
             annotations.user_annotation_breakdown(frames),
         )
         await pilot.press("g")  # GPU annotations, even with a table focused
-        await wait_screen(pilot, StepsScreen)
+        await ui.wait_view(pilot, StepsScreen)
         assert screen.params.get("gpu") is True
         assert_frame_equal(
             table(screen, "steps-annotations").frame,
@@ -221,7 +198,7 @@ async def test_steps_flags_slow_rank(synth_root: Path, tmp_path: Path) -> None:
         assert screen.params.get("gpu") is True
 
 
-async def test_steps_empty_without_profiler_steps(tmp_path: Path) -> None:
+async def test_steps_empty_without_profiler_steps(tmp_path: Path, ui: Any) -> None:
     root = tmp_path / "traces"
     root.mkdir()
     trace = rank_trace(0)
@@ -234,7 +211,7 @@ async def test_steps_empty_without_profiler_steps(tmp_path: Path) -> None:
     app = make_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "P")
+        screen = await ui.press_view(pilot, "P", SCREEN_KEYS["P"])
         assert "No ProfilerStep" in str(screen.query_one("#steps-summary", Static).render())
         assert not screen.query_one("#steps-bars-box").display
         assert table(screen, "steps-iterations").frame.is_empty()
@@ -243,11 +220,11 @@ async def test_steps_empty_without_profiler_steps(tmp_path: Path) -> None:
 # -- screen 5: overlap -------------------------------------------------------------------------
 
 
-async def test_overlap_numbers(synth_root: Path, tmp_path: Path) -> None:
+async def test_overlap_numbers(synth_root: Path, tmp_path: Path, ui: Any) -> None:
     app = make_app(synth_root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "C")
+        screen = await ui.press_view(pilot, "C", SCREEN_KEYS["C"])
         frames = app.trace_set.frames()
         shown = table(screen, "overlap-table").frame
         inv = {v: k for k, v in RANK_HEADERS.items()}
@@ -284,12 +261,12 @@ def case_frames(folder: Path) -> dict[int, pl.DataFrame]:
 
 
 @pytest.mark.parametrize("case", FULL_APP_CASES)
-async def test_shared_traces_in_app(shared: Path, case: str, tmp_path: Path) -> None:
+async def test_shared_traces_in_app(shared: Path, case: str, tmp_path: Path, ui: Any) -> None:
     app = make_app(shared / "traces" / case, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, timeout=60)
         for key, summary in SUMMARIES.items():
-            screen = await open_screen(pilot, key)
+            screen = await ui.press_view(pilot, key, SCREEN_KEYS[key])
             text = str(screen.query_one(summary, Static).render())
             assert text.strip()
             assert not [w for w in app.workers if w.group == "screen" and w.error is not None]
@@ -298,7 +275,7 @@ async def test_shared_traces_in_app(shared: Path, case: str, tmp_path: Path) -> 
                 assert want[key] in text
 
 
-async def test_shared_traces_every_case(shared: Path, tmp_path: Path) -> None:
+async def test_shared_traces_every_case(shared: Path, tmp_path: Path, ui: Any) -> None:
     """Each case's frames through each screen's compute and show: a sentence, no exception,
     ASCII-only charts when the app draws without Unicode."""
     cases = {p.name: case_frames(p) for p in sorted((shared / "traces").iterdir()) if p.is_dir()}
@@ -309,7 +286,7 @@ async def test_shared_traces_every_case(shared: Path, tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         for key, summary in SUMMARIES.items():
-            screen = await open_screen(pilot, key)
+            screen = await ui.press_view(pilot, key, SCREEN_KEYS[key])
             for case, frames in cases.items():  # no pause per case: show() is synchronous
                 result = type(screen).compute(frames, screen.params)
                 screen.result = result
@@ -358,10 +335,10 @@ def snapshot_root(tmp_path: Path) -> Path:
     return root
 
 
-def _run_before(key: str):
+def _run_before(key: str, ui: Any):
     async def run_before(pilot: Any) -> None:
-        await settle(pilot)
-        await open_screen(pilot, key)
+        await ui.settle(pilot)
+        await ui.press_view(pilot, key, SCREEN_KEYS[key])
         await pilot.pause()
 
     return run_before
@@ -369,6 +346,6 @@ def _run_before(key: str):
 
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
 @pytest.mark.parametrize("key", ["I", "C", "P"], ids=["2", "5", "9"])  # the snapshots' names
-def test_snapshot(snap_compare, tmp_path: Path, key: str, theme: str) -> None:
+def test_snapshot(snap_compare, tmp_path: Path, key: str, theme: str, ui: Any) -> None:
     app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(key))
+    assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(key, ui))

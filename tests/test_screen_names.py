@@ -13,7 +13,8 @@ from hta_tui.app.app import HtaApp
 from hta_tui.app.widgets.frame_table import FrameTable, elide
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
-from tests.test_app_ui_behaviour import screen_ready, wait_until
+from tests.test_app_support import app_idle as screen_ready
+from tests.test_app_support import wait_patiently as wait_until
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _drawn(table: FrameTable, column: int) -> list[str]:
-    return [str(table.get_row_at(i)[column]) for i in range(table.row_count)]
+    return [table.row_texts(i)[column] for i in range(table.row_count)]
 
 
 async def test_short_names_first_and_distinct_at_80_columns(traces: Path, tmp_path: Path) -> None:
@@ -36,7 +37,7 @@ async def test_short_names_first_and_distinct_at_80_columns(traces: Path, tmp_pa
         table = app.screen.query_one("#kernel-table", FrameTable)
         full = table.view_frame["name"].to_list()
         assert any(len(n) > 80 for n in full)  # names that cannot fit
-        assert str(table.ordered_columns[0].label).strip() == "kernel"
+        assert str(table.view_columns[0].label).strip() == "kernel"
         drawn = _drawn(table, 0)
         assert all(len(t) <= 80 - 42 for t in drawn)
         # as many distinct names on screen as there are distinct kernels (issue 24, point
@@ -49,7 +50,7 @@ async def test_short_names_first_and_distinct_at_80_columns(traces: Path, tmp_pa
         await pilot.press("n")
         await wait_until(pilot, lambda: screen_ready(app) and app.screen.params.get("full_names"))
         assert "kernel" not in table.frame.columns
-        labels = [c.strip() for c in map(str, (c.label for c in table.ordered_columns))]
+        labels = [c.strip() for c in map(str, (c.label for c in table.view_columns))]
         assert labels[-3] == "name"
         assert full[0] in _drawn(table, labels.index("name"))
 

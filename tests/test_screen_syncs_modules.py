@@ -158,7 +158,7 @@ async def test_syncs_of_several_ranks_say_which_rank_and_fold_kernel_names(
             if "<" not in name and not name.startswith("void "):
                 assert short[name] == name[: name.index("(")]
         # drawn: the short name; the full one is kept for the export and not drawn
-        drawn = [str(c.key.value) for c in instances.ordered_columns]
+        drawn = [c.key for c in instances.view_columns]
         assert "waited for" in drawn and "waited for (full name)" not in drawn
 
 

@@ -202,12 +202,18 @@ def _time_limit_here(seconds: float) -> Iterator[None]:
     """The time limit for a file parsed in this process: an alarm, on the main thread (the
     report, scripts) when no other alarm is set there (a caller's own, a test runner's, is
     left alone); a thread cannot have one. Either way such a file's parse is linear."""
-    free = hasattr(signal, "setitimer") and signal.getitimer(signal.ITIMER_REAL)[0] == 0
-    if free and threading.current_thread() is threading.main_thread():
+    if _alarm_here():
         with _time_limit(seconds):
             yield
     else:
         yield
+
+
+def _alarm_here() -> bool:
+    """Whether this thread can limit a parse's time with an alarm: the main thread, with no
+    alarm of its caller's (a test runner's) already set."""
+    free = hasattr(signal, "setitimer") and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    return free and threading.current_thread() is threading.main_thread()
 
 
 def _raise_timeout(signum: int, frame: Any) -> None:
@@ -286,9 +292,12 @@ def _load(
     limits: Limits,
 ) -> Iterator[LoadResult]:
     pending: list[TraceFile] = []
+    # Off the main thread (the app's session) no alarm can stop a parse: there every file
+    # goes to the pool, where the time limit holds however small the file.
+    inline = _alarm_here()
     for tf in files:
         result = _cached(tf, cache)
-        if result is None and small_json(tf):
+        if result is None and inline and small_json(tf):
             result = _inline(tf, cache, after_parse, limits)
         if result is None:
             pending.append(tf)

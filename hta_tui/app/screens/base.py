@@ -26,9 +26,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Input, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.screen import Screen
+from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
@@ -38,6 +37,7 @@ from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_sc
 from hta_tui.app.sides import folder_label
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.app.widgets.text_line import TextBlock
@@ -81,37 +81,14 @@ class Computed(Message):
         self.scope = scope
 
 
-class RankPicker(ModalScreen[int | None]):
+class RankPicker(Picker):
     """Pick one rank, or all ranks (returns -1 for all; dismissing returns None)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
     def __init__(self, ranks: list[int], current: int | None) -> None:
-        super().__init__()
+        options = [("all ranks", -1), *((f"rank {r}", r) for r in ranks)]
+        choices = Choices(options, -1 if current is None else current, id="rank-options")
+        super().__init__("Rank", [choices], box_id="rank-picker")
         self.ranks = ranks
-        self.current = current
-
-    def compose(self) -> ComposeResult:
-        options = [Option("all ranks", id="all")] + [
-            Option(f"rank {r}", id=str(r)) for r in self.ranks
-        ]
-        with Vertical(id="rank-picker"):
-            yield Static("Rank", classes="picker-title")
-            yield OptionList(*options, id="rank-options")
-
-    def on_mount(self) -> None:
-        options = self.query_one(OptionList)
-        ids = ["all", *map(str, self.ranks)]
-        want = "all" if self.current is None else str(self.current)
-        options.highlighted = ids.index(want) if want in ids else 0
-        options.focus()
-
-    @on(OptionList.OptionSelected)
-    def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(-1 if event.option.id == "all" else int(event.option.id or 0))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 #: One key per idea: `v` shows a view's next table (its tabs), in every view that has several,
@@ -120,6 +97,17 @@ class RankPicker(ModalScreen[int | None]):
 TABLE_BINDING = Binding("v", "next_table", "Table", tooltip="Next table (the tabs above it)")
 #: Keys that act at once even while a view loads: leaving it, help, the palette.
 NOT_QUEUED = frozenset({"escape", "question_mark", "q", "ctrl+p", "ctrl+c", "tab", "shift+tab"})
+
+
+def bound_keys(node: object) -> set[str]:
+    """The keys a node's class declares in BINDINGS (its bases' included): the public
+    declarations, not Textual's private map of them."""
+    keys: set[str] = set()
+    for cls in type(node).__mro__:
+        for b in vars(cls).get("BINDINGS", ()):
+            key = b.key if isinstance(b, Binding) else b[0]
+            keys.update(k.strip() for k in key.split(","))
+    return keys
 
 
 def definitions_text(why: str, *, tb_compat: bool) -> str:
@@ -486,14 +474,11 @@ class AnalysisScreen(Screen):
             return False
 
     def _app_key(self, key: str) -> bool:
-        return key in self.app._bindings.key_to_bindings
+        return key in bound_keys(self.app)
 
     def _own_key(self, key: str) -> bool:
         """Bound by this view or one of its widgets (a table's `s`, `t`, `e`)."""
-        for node in self.query("*"):
-            if key in node._bindings.key_to_bindings:
-                return True
-        return key in self._bindings.key_to_bindings
+        return key in bound_keys(self) or any(key in bound_keys(n) for n in self.query("*"))
 
     def _replay_keys(self) -> None:
         keys, self._queued_keys = self._queued_keys, []

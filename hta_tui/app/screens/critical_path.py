@@ -17,7 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from hta_tui.analysis.critical_path import export
 from hta_tui.analysis.critical_path.path import RankPath
@@ -174,8 +174,8 @@ class CriticalPathScreen(AnalysisScreen):
                 marks[int(rank)] = sorted(idx)
         hta_app(self).critical_path_marks = marks
 
-    @on(DataTable.RowSelected, "#cp-paths")
-    def _drill_down(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#cp-paths")
+    def _drill_down(self, event: FrameTable.RowSelected) -> None:
         """Enter on a rank's path: its edges."""
         row = self.query_one("#cp-paths", FrameTable).selected_row()
         if row is None or row.get("rank") is None or self.result is None:

@@ -22,10 +22,9 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff, step_breakdown
@@ -36,6 +35,7 @@ from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable, float_style, format_value
+from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
@@ -258,7 +258,8 @@ class DiffTable(FrameTable):
             return {}
         marks: list[Text] = []
         numbers: list[Text] = []
-        style_of = float_style(shown["diff us"])  # the column's one format, with a sign
+        # the column's one format (over the whole view, not this slice), with a sign
+        style_of = self.float_styles.get("diff us") or float_style(shown["diff us"])
         for mark, change in shown.select("chg", "diff us").iter_rows():
             style = self.get_component_rich_style(
                 f"diff-table--{MARK_STYLE.get(mark, 'same')}", partial=True
@@ -271,12 +272,11 @@ class DiffTable(FrameTable):
         return {"chg": marks, "diff us": numbers}
 
 
-class SidePicker(ModalScreen[tuple[Any, Any] | None]):
+class SidePicker(Picker):
     """One choice per side (control | test): enter picks in the control list and moves to the
     test list; enter there closes with both. Escape cancels."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel"),
         Binding("tab", "focus_next", "Next list", show=False),
     ]
 
@@ -287,47 +287,13 @@ class SidePicker(ModalScreen[tuple[Any, Any] | None]):
         test: list[tuple[str, Any]],
         current: tuple[Any, Any],
     ) -> None:
-        super().__init__()
-        self.title_text = title
+        sides = [
+            Choices(options, now, label=side, id=f"pick-{side}")
+            for side, options, now in (("control", control, current[0]), ("test", test, current[1]))
+        ]
+        hint = "enter: pick (control, then test) · escape: cancel"
+        super().__init__(title, sides, box_id="side-picker", hint=hint, hint_class="hint")
         self.choices = {"control": control, "test": test}
-        self.current = list(current)
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="side-picker"):
-            yield Static(self.title_text, classes="picker-title")
-            with Horizontal(id="side-picker-lists"):
-                for side in ("control", "test"):
-                    with Vertical(classes="side-picker-side"):
-                        yield Static(side, classes="side-picker-label")
-                        options = [
-                            Option(label, id=str(i))
-                            for i, (label, _) in enumerate(self.choices[side])
-                        ]
-                        yield OptionList(*options, id=f"pick-{side}")
-            yield Static("enter: pick (control, then test) · escape: cancel", classes="hint")
-
-    def on_mount(self) -> None:
-        for n, side in enumerate(("control", "test")):
-            values = [v for _, v in self.choices[side]]
-            lst = self.query_one(f"#pick-{side}", OptionList)
-            if values:
-                lst.highlighted = values.index(self.current[n]) if self.current[n] in values else 0
-        self.query_one("#pick-control", OptionList).focus()
-
-    @on(OptionList.OptionSelected)
-    def _picked(self, event: OptionList.OptionSelected) -> None:
-        event.stop()
-        side = "control" if event.option_list.id == "pick-control" else "test"
-        value = self.choices[side][int(event.option.id or 0)][1]
-        if side == "control":
-            self.current[0] = value
-            self.query_one("#pick-test", OptionList).focus()
-        else:
-            self.current[1] = value
-            self.dismiss((self.current[0], self.current[1]))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -572,8 +538,8 @@ class DiffScreen(AnalysisScreen):
         return text
 
     # -- interaction ----------------------------------------------------------------------------
-    @on(DataTable.RowHighlighted, "#diff-table")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FrameTable.RowHighlighted, "#diff-table")
+    def _highlighted(self, event: FrameTable.RowHighlighted) -> None:
         self._show_name()
 
     def _show_name(self) -> None:
@@ -639,8 +605,8 @@ class DiffScreen(AnalysisScreen):
         )
         self.app.push_screen(picker, chosen)
 
-    @on(DataTable.RowSelected, "#diff-table")
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#diff-table")
+    def _selected(self, event: FrameTable.RowSelected) -> None:
         event.stop()
         row = self.query_one("#diff-table", DiffTable).selected_row()
         result = self.result or {}

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 from textual import on
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from hta_tui.analysis import gpu_metric_series, registry
 from hta_tui.app.access import hta_app
@@ -116,8 +116,8 @@ class GpuMetricsScreen(AnalysisScreen):
         """The highlighted GPU's row (the first until the cursor moves)."""
         return self.query_one("#gpu-table", FrameTable).selected_row()
 
-    @on(DataTable.RowHighlighted, "#gpu-table")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FrameTable.RowHighlighted, "#gpu-table")
+    def _highlighted(self, event: FrameTable.RowHighlighted) -> None:
         self._describe()
         self._draw()
 

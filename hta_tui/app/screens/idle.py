@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import gaps, idle, registry
 from hta_tui.app.access import hta_app
@@ -211,8 +211,8 @@ class IdleScreen(AnalysisScreen):
             f"between kernels, {share:.0f}% {main}."
         )
 
-    @on(DataTable.RowHighlighted, "#idle-gaps")
-    def _gap_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FrameTable.RowHighlighted, "#idle-gaps")
+    def _gap_highlighted(self, event: FrameTable.RowHighlighted) -> None:
         self._show_gap()
 
     def _show_gap(self) -> None:
@@ -231,8 +231,8 @@ class IdleScreen(AnalysisScreen):
             )
         )
 
-    @on(DataTable.RowSelected, "#idle-gaps")
-    def _drill_down(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#idle-gaps")
+    def _drill_down(self, event: FrameTable.RowSelected) -> None:
         """Enter on a gap: the detail of the kernel it delays."""
         row = self.query_one("#idle-gaps", FrameTable).selected_row()
         if row is not None:

@@ -15,7 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from hta_tui.analysis import kernel_detail, kernel_owners, registry
 from hta_tui.analysis.names import fold_names
@@ -264,8 +264,8 @@ class KernelsScreen(AnalysisScreen):
             self.notify("every kernel listed while filtering (t folds them again)", timeout=4)
         super()._apply_filter()
 
-    @on(DataTable.RowHighlighted, "#kernel-table")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FrameTable.RowHighlighted, "#kernel-table")
+    def _highlighted(self, event: FrameTable.RowHighlighted) -> None:
         self._show_name()
 
     def _show_name(self) -> None:
@@ -282,8 +282,8 @@ class KernelsScreen(AnalysisScreen):
         text.append(f"  ({kind})", style="dim")
         label.update(text)
 
-    @on(DataTable.RowSelected, "#kernel-table")
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#kernel-table")
+    def _selected(self, event: FrameTable.RowSelected) -> None:
         event.stop()
         row = self.query_one("#kernel-table", FrameTable).selected_row()
         if row is None:

@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Input, Label, Static, TabbedContent, TabPane
+from textual.widgets import Input, Label, Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
 from hta_tui.analysis import launch
@@ -53,9 +53,6 @@ SHOWN = (
     "correlation",
 )
 TABS = ("short", "runtime", "delay")
-#: Rows each table draws (sorting, filtering and export see them all): outlier lists run to
-#: thousands of rows, and drawing 2,000 rows three times costs a second per recompute.
-MAX_ROWS = 300
 PLOTS = ("scatter", "delay")
 
 #: `t` on a launch row: the kernel it launched (its correlation id; `ts` is ns as written).
@@ -141,21 +138,18 @@ class LaunchScreen(AnalysisScreen):
                 yield FrameTable(
                     id="short-table",
                     export_name="short_gpu_kernels",
-                    max_rows=MAX_ROWS,
                     moment=LAUNCH_MOMENT,
                 )
             with TabPane("Runtime outliers", id="runtime"):
                 yield FrameTable(
                     id="runtime-table",
                     export_name="runtime_outliers",
-                    max_rows=MAX_ROWS,
                     moment=LAUNCH_MOMENT,
                 )
             with TabPane("Delay outliers", id="delay"):
                 yield FrameTable(
                     id="delay-table",
                     export_name="launch_delay_outliers",
-                    max_rows=MAX_ROWS,
                     moment=LAUNCH_MOMENT,
                 )
 
@@ -306,11 +300,11 @@ class LaunchScreen(AnalysisScreen):
         if table is not None:
             self._open_kernel(table)
 
-    @on(DataTable.RowSelected)
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
-        if isinstance(event.data_table, FrameTable):
+    @on(FrameTable.RowSelected)
+    def _row_selected(self, event: FrameTable.RowSelected) -> None:
+        if isinstance(event.view, FrameTable):
             event.stop()
-            self._open_kernel(event.data_table)
+            self._open_kernel(event.view)
 
     def _open_kernel(self, table: FrameTable) -> None:
         row = table.selected_row()

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 from textual import on
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from hta_tui.analysis import registry
 from hta_tui.app.access import hta_app
@@ -112,8 +112,8 @@ class ModulesScreen(AnalysisScreen):
             rows.select(*HEADERS, "path").rename(HEADERS)
         )
 
-    @on(DataTable.RowSelected, "#module-tree")
-    def _toggle(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#module-tree")
+    def _toggle(self, event: FrameTable.RowSelected) -> None:
         tree = self.query_one("#module-tree", FrameTable)
         row = tree.selected_row()
         if row is None:

@@ -16,7 +16,7 @@ import polars as pl
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from hta_tui.analysis import kernel_owners, operator_stacks, operators
 from hta_tui.app.safe_text import as_text
@@ -133,8 +133,8 @@ class OperatorsScreen(AnalysisScreen):
     def action_toggle_shapes(self) -> None:
         self.set_params(by_shape=not self.params.get("by_shape", False))
 
-    @on(DataTable.RowHighlighted, "#operators-table")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FrameTable.RowHighlighted, "#operators-table")
+    def _highlighted(self, event: FrameTable.RowHighlighted) -> None:
         self._show_stacks()
 
     def _show_shape(self) -> None:

@@ -19,7 +19,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from hta_tui.analysis import exposed_comm, registry
 from hta_tui.app.access import hta_app
@@ -174,8 +174,8 @@ class OverlapScreen(AnalysisScreen):
     def action_toggle_layers(self) -> None:
         self.set_params(layers=not self.params.get("layers", False))
 
-    @on(DataTable.RowSelected, "#comm-kernels")
-    def _drill_down(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#comm-kernels")
+    def _drill_down(self, event: FrameTable.RowSelected) -> None:
         """Enter on a communication kernel: its kernel detail screen."""
         row = self.query_one("#comm-kernels", FrameTable).selected_row()
         if row is not None and "name" in row:

@@ -16,7 +16,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from hta_tui.analysis import kernel_detail, registry, sequences
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -134,8 +134,8 @@ class SequencesScreen(AnalysisScreen):
         self._show_kernels()
 
     # -- interaction -----------------------------------------------------------------------
-    @on(DataTable.RowSelected, "#operators-table")
-    def _operator_chosen(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#operators-table")
+    def _operator_chosen(self, event: FrameTable.RowSelected) -> None:
         event.stop()
         row = self.query_one("#operators-table", FrameTable).selected_row()
         if row is None:
@@ -143,12 +143,12 @@ class SequencesScreen(AnalysisScreen):
         self._focus_patterns = True
         self.set_params(operator=row["operator"])
 
-    @on(DataTable.RowHighlighted, "#patterns-table")
-    def _pattern_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FrameTable.RowHighlighted, "#patterns-table")
+    def _pattern_highlighted(self, event: FrameTable.RowHighlighted) -> None:
         self._show_kernels()
 
-    @on(DataTable.RowSelected, "#patterns-table")
-    def _pattern_selected(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#patterns-table")
+    def _pattern_selected(self, event: FrameTable.RowSelected) -> None:
         event.stop()
         self._show_kernels()
 

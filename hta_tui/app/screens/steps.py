@@ -21,7 +21,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import registry, step_compare
 from hta_tui.app.access import hta_app
@@ -286,8 +286,8 @@ class StepsScreen(AnalysisScreen):
         if tables:
             tables[0].focus()
 
-    @on(DataTable.RowHighlighted, "#steps-per-step")
-    def _step_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(FrameTable.RowHighlighted, "#steps-per-step")
+    def _step_highlighted(self, event: FrameTable.RowHighlighted) -> None:
         self._show_step()
 
     # -- actions -------------------------------------------------------------------------------

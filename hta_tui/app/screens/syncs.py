@@ -10,7 +10,7 @@ from __future__ import annotations
 import polars as pl
 from textual import on
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from hta_tui.analysis import registry
 from hta_tui.analysis.names import fold_names
@@ -123,8 +123,8 @@ class SyncsScreen(AnalysisScreen):
         short = fold_names(shown["waited for"], keep=0)
         box.show_frame(ranks_first(shown.with_columns(pl.col("waited for").alias(FULL), short)))
 
-    @on(DataTable.RowSelected, "#sync-summary")
-    def _drill_down(self, event: DataTable.RowSelected) -> None:
+    @on(FrameTable.RowSelected, "#sync-summary")
+    def _drill_down(self, event: FrameTable.RowSelected) -> None:
         """Enter on a call site: its syncs only."""
         row = self.query_one("#sync-summary", FrameTable).selected_row()
         if row is None or self.result is None:

@@ -16,9 +16,7 @@ from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.color import Color
-from textual.containers import Vertical
-from textual.screen import ModalScreen
-from textual.widgets import SelectionList, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
 from hta_tui.analysis import memory, queue, registry
@@ -27,6 +25,7 @@ from hta_tui.analysis.downsample import step_bucket_max
 from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
 
@@ -63,41 +62,23 @@ def counters_name(src: Path) -> str:
     return f"{name}_with_counters.json{'.gz' if gz else ''}"
 
 
-class StreamPicker(ModalScreen[list[int] | None]):
+class StreamPicker(Picker):
     """Tick the streams to draw (space toggles, enter applies, escape cancels)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel"),
         Binding("enter", "apply", "Apply", priority=True),
     ]
 
     def __init__(self, streams: list[tuple[int, int]], chosen: list[int]) -> None:
-        super().__init__()
+        options = [(f"stream {s}  ({n:,} launch{'' if n == 1 else 'es'})", s) for s, n in streams]
+        super().__init__(
+            "Streams to draw",
+            [Choices(options, chosen, id="stream-options")],
+            box_id="stream-picker",
+            hint="space: toggle · enter: apply · escape: cancel",
+            multiple=True,
+        )
         self.streams = streams  # (stream, launches)
-        self.chosen = chosen
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="stream-picker"):
-            yield Static("Streams to draw", classes="picker-title")
-            yield SelectionList[int](
-                *[
-                    (f"stream {s}  ({n:,} launch{'' if n == 1 else 'es'})", s, s in self.chosen)
-                    for s, n in self.streams
-                ],
-                id="stream-options",
-            )
-            yield Static("space: toggle · enter: apply · escape: cancel", classes="picker-hint")
-
-    def on_mount(self) -> None:
-        self.query_one(SelectionList).focus()
-
-    def action_apply(self) -> None:
-        picked = list(self.query_one(SelectionList).selected)
-        order = [s for s, _ in self.streams]
-        self.dismiss(sorted(picked, key=order.index))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class TimelinesScreen(AnalysisScreen):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from textual.app import ComposeResult
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
@@ -19,9 +20,15 @@ class KeysFooter(Footer):
     groups are not used in hta-tui, so each action is one key."""
 
     FIRST: ClassVar[tuple[str, ...]] = FIRST
+    #: the screen has told its bindings (Footer's own flag is private)
+    bindings_ready = False
+
+    def bindings_changed(self, screen: Screen) -> None:
+        self.bindings_ready = True
+        super().bindings_changed(screen)
 
     def compose(self) -> ComposeResult:
-        if not self._bindings_ready:
+        if not self.bindings_ready:
             return
         actions: dict[str, tuple] = {}
         for _node, binding, enabled, tooltip in self.screen.active_bindings.values():

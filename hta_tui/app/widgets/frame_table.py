@@ -1,13 +1,14 @@
-"""A DataTable over a polars frame: filter, sort and export exactly what is shown.
+"""A polars frame as a table: filter, sort and export exactly what is shown.
 
-The frame stays the source of truth; the table only draws its first `max_rows` rows, so a
-100k-row kernel list costs what a screenful does (the analyses aggregate first anyway).
-Refreshing with new data keeps the cursor on the same row key and the sort the user chose.
+The frame stays the source of truth; `FrameView` draws it line by line, so only the rows on
+screen are sliced and formatted: a million-row event list costs what a screenful does, with
+no row cap. Refreshing with new data keeps the cursor's row key and the sort the user chose.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,32 +16,23 @@ import polars as pl
 from rich.cells import cell_len
 from rich.text import Text
 from textual.actions import SkipAction
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
-from textual.geometry import Size
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import OptionList, Static
-from textual.widgets.option_list import Option
 
 from hta_tui.analysis.names import distinct_cuts
 from hta_tui.analysis.tables import csv_for_people
 from hta_tui.app.moment import Moment, MomentColumns
 from hta_tui.app.safe_text import as_text
-from hta_tui.app.widgets.plain_cells import PlainCells
+from hta_tui.app.widgets.frame_view import FrameView, ViewColumn
+from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.printable import printable
 
-#: Rows drawn; sorting, filtering and export always use every row. Drawing is what costs
-#: (a DataTable measures each cell on the UI thread), and nobody scrolls past a few hundred.
-MAX_ROWS = 400
-#: Rows added at once when a table is drawn (a screenful); the rest follow BATCH at a time,
-#: one batch per turn of the event loop, so a key pressed meanwhile is answered first. Each
-#: batch makes DataTable redraw every visible row (15-20 ms), so the rest come in one.
-FIRST_ROWS = 60
-BATCH = MAX_ROWS
-#: Seconds a table hidden in its screen (another tab) waits before drawing new data.
-HIDDEN_DRAW_DELAY = 0.3
+#: Views up to this many rows have every cell formatted once to size the columns exactly
+#: (as wide as their widest text); a longer one measures its first WIDTH_ROWS rows exactly
+#: and the rest from its columns' extremes (`column_bound`), without formatting them.
+WIDTH_ROWS = 500
+#: Frames of more rows than this are filtered, sorted and measured in a thread.
+THREAD_ROWS = 200_000
 
 
 #: Longer texts (C++ kernel names run to 300 characters) are cut in the middle for display;
@@ -137,35 +129,41 @@ def sorted_head(df: pl.DataFrame, col: str, descending: bool, limit: int | None)
     return head.sort([col, "__row"], descending=[descending, False], nulls_last=True).drop("__row")
 
 
-class ColumnPicker(ModalScreen[str | None]):
+def column_bound(col: pl.Series, style: str, max_text: int) -> int:
+    """The widest a cell of `col` can be drawn, from the column's extremes (its longest
+    text, capped as drawn; its smallest and largest number), without formatting each cell."""
+    dtype = col.dtype
+    if dtype.is_numeric():
+        ends = [col.min(), col.max()]
+        return max((len(format_value(v, dtype, style, max_text)) for v in ends), default=1)
+    if dtype == pl.String or isinstance(dtype, (pl.Categorical, pl.Enum)):
+        longest = col.cast(pl.String).str.len_chars().max()
+        return min(int(longest or 1), max_text)  # type: ignore[arg-type]
+    return 0
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A view ready to draw (`FrameTable._prepare`)."""
+
+    view: pl.DataFrame
+    shown: pl.DataFrame
+    styles: dict[str, str]
+    widths: dict[str, int]
+    columns: list[ViewColumn]
+    target: int
+
+
+class ColumnPicker(Picker):
     """The columns of a table, to sort by one."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
     def __init__(self, columns: list[str], current: str | None) -> None:
-        super().__init__()
+        choices = Choices([(c, c) for c in columns], current, fallback=None)
+        super().__init__("Sort by", [choices], box_id="column-picker")
         self.columns = columns
-        self.current = current
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="column-picker"):
-            yield Static("Sort by", classes="picker-title")
-            yield OptionList(*(Option(as_text(c), id=c) for c in self.columns))
-
-    def on_mount(self) -> None:
-        options = self.query_one(OptionList)
-        if self.current in self.columns:
-            options.highlighted = self.columns.index(self.current)
-        options.focus()
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
-class FrameTable(PlainCells):
+class FrameTable(FrameView):
     """Shows a polars frame. `s` sorts by the cursor's column (again: reverses), `e` exports
     the filtered, sorted view to CSV; the screen drives the filter (`set_filter`)."""
 
@@ -199,7 +197,6 @@ class FrameTable(PlainCells):
         *,
         key_column: str | None = None,
         export_name: str = "table",
-        max_rows: int = MAX_ROWS,
         moment: MomentColumns | None = None,
         **kw: Any,
     ) -> None:
@@ -208,7 +205,6 @@ class FrameTable(PlainCells):
         super().__init__(**kw)
         self.key_column = key_column
         self.export_name = export_name
-        self.max_rows = max_rows
         #: the columns naming a moment, for `t` (None: the key belongs to the screen)
         self.moment = moment
         self.frame: pl.DataFrame = pl.DataFrame()
@@ -221,42 +217,29 @@ class FrameTable(PlainCells):
         self.column_max_text: dict[str, int] = {}
         self.filter_text = ""
         self.sort_by: tuple[str, bool] | None = None  # (column, descending)
-        #: each drawn column's widest cell (`_render_frame`), so nothing needs measuring
-        self._text_widths: dict[str, int] = {}
-        self._generation = 0  # bumped by each redraw; stale row batches stop
+        #: each drawn float column's one number format (`float_style`, over the whole view)
+        self.float_styles: dict[str, str] = {}
         #: the last filtered frame and views (`_view`), by what they were made from
         self._views: dict[Any, tuple[pl.DataFrame, Any, pl.DataFrame]] = {}
-        self._draw_when_shown = False
-        self._rows_pending = False  # row batches still to add (`_add_rows`)
+        #: the view drawn (every column), its drawn columns, and each one's width
+        self._current: pl.DataFrame = pl.DataFrame()
+        self._shown: pl.DataFrame = pl.DataFrame()
+        self._widths: dict[str, int] = {}
+        self._generation = 0  # of the view asked for last (`_render_frame`)
+        self._preparing = False  # a view being made in a thread
 
     @property
     def rows_pending(self) -> bool:
-        """Rows of the frame not in the table yet (tests and screenshots wait for none)."""
-        return self._rows_pending
+        """A new view (of a big frame) is being made in a thread: the rows shown are not
+        the latest yet (tests, screenshots and screens' `shows_current` wait for none)."""
+        return self._preparing
 
     # -- data ----------------------------------------------------------------------------------
     def show_frame(self, df: pl.DataFrame) -> None:
-        """Show `df`. A table hidden in its screen (in another tab) draws a moment later, or
-        when it is shown if that is sooner: a screen of three tabbed tables drew all three
-        within the key press before."""
+        """Show `df`: only the view's size, number formats and column widths are worked out
+        here; cells are formatted when their rows come on screen."""
         self.frame = df
-        hidden = self.is_attached and self.screen.is_current and not self._displayed()
-        self._draw_when_shown = hidden
-        if hidden:
-            self.set_timer(HIDDEN_DRAW_DELAY, self._draw_pending)
-        else:
-            self._render_frame()
-
-    def _displayed(self) -> bool:
-        return all(node.display for node in self.ancestors_with_self if node is not self.screen)
-
-    def on_show(self) -> None:
-        self._draw_pending()
-
-    def _draw_pending(self) -> None:
-        if self._draw_when_shown and self.is_attached:
-            self._draw_when_shown = False
-            self._render_frame()
+        self._render_frame()
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text.strip()
@@ -265,7 +248,7 @@ class FrameTable(PlainCells):
     @property
     def view_frame(self) -> pl.DataFrame:
         """The frame as shown: filtered (any text column contains the filter, any case) and
-        sorted; before the `max_rows` cut, so exports are complete."""
+        sorted; every row (there is no cap), so exports are complete."""
         return self._view(None)
 
     def _view(self, limit: int | None) -> pl.DataFrame:
@@ -297,11 +280,15 @@ class FrameTable(PlainCells):
         return out
 
     def selected_row(self) -> dict[str, Any] | None:
-        """The row under the cursor, as a dict of the frame's columns."""
-        df = self._view(self.max_rows)
-        if df.is_empty() or not 0 <= self.cursor_row < min(df.height, self.max_rows):
+        """The row under the cursor, as a dict of the frame's columns (of the view drawn)."""
+        df = self._current
+        if df.is_empty() or not 0 <= self.cursor_row < df.height:
             return None
         return df.row(self.cursor_row, named=True)
+
+    def row_texts(self, row: int) -> list[str]:
+        """The cells of the view's `row` as drawn (tests and exports of the screen read it)."""
+        return [c.plain if isinstance(c, Text) else str(c) for c in self.row_cells(row)]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return self.moment is not None if action == "timeline" else True
@@ -318,95 +305,115 @@ class FrameTable(PlainCells):
 
     def restyle(self, shown: pl.DataFrame) -> dict[str, list[Any]]:
         """Subclasses: cells (Rich renderables) to draw instead of the plain texts, by column,
-        for the rows drawn (`shown`). Column widths stay those of the plain texts."""
+        for the rows `shown` (a slice of the view; `float_styles` holds the whole view's
+        number formats). Columns are as wide as the plain texts, or these where wider."""
         return {}
 
-    def _render_frame(self) -> None:
-        keep = self.selected_row()
-        df = self._view(self.max_rows)
-        self.clear(columns=True)
-        self._generation += 1
-        numeric = {c for c, t in df.schema.items() if t.is_numeric()}
+    def _texts(
+        self, shown: pl.DataFrame, styles: dict[str, str], widths: dict[str, int]
+    ) -> dict[str, list[Any]]:
+        """The cells of `shown` as texts in the columns' number `styles`; numbers
+        right-aligned to their column's width where `widths` has it."""
+        schema = shown.schema
+        texts: dict[str, list[Any]] = {}
+        for c in shown.columns:
+            cap = self.column_max_text.get(c, self.max_text)
+            # texts cut so that two that differ still look different (`column_cells`) among
+            # the rows formatted together: a page of the view, or the rows that size it
+            cells = column_cells(shown[c], styles.get(c, "d1"), cap)
+            width = widths.get(c)
+            if width is not None and schema[c].is_numeric():
+                cells = [t.rjust(width) for t in cells]
+            texts[c] = cells
+        return texts
+
+    def _rows(self, start: int, stop: int) -> list[tuple[Any, ...]]:
+        """Cells of the view's rows [start, stop): the one place cells are formatted, for the
+        rows `FrameView` is about to draw."""
+        shown = self._shown.slice(start, stop - start)
+        texts = self._texts(shown, self.float_styles, self._widths)
+        texts.update(self.restyle(shown))
+        return list(zip(*(texts[c] for c in shown.columns), strict=True))
+
+    def _restyled(self) -> bool:
+        return type(self).restyle is not FrameTable.restyle
+
+    def _measure(self, shown: pl.DataFrame, styles: dict[str, str]) -> dict[str, int]:
+        """Each drawn column's widest cell: exactly over the first WIDTH_ROWS rows (restyled
+        cells included), from the columns' extremes beyond them."""
+        head = shown.head(WIDTH_ROWS)
+        texts = self._texts(head, styles, {})
+        widths = {name: max(map(cell_len, cells), default=0) for name, cells in texts.items()}
+        for name, cells in self.restyle(head).items():  # a restyled cell may be wider
+            widest = max(
+                (cell_len(c.plain if isinstance(c, Text) else str(c)) for c in cells), default=0
+            )
+            widths[name] = max(widths.get(name, 0), widest)
+        if shown.height > WIDTH_ROWS:
+            for name in shown.columns:
+                cap = self.column_max_text.get(name, self.max_text)
+                bound = column_bound(shown[name], styles.get(name, "d1"), cap)
+                widths[name] = max(widths[name], bound)
+        return widths
+
+    def _prepare(self, cursor: int) -> Prepared:
+        """The view (filter, sort), its number formats, column widths and headers, and the
+        row for the cursor: the first with the key of the view's row at `cursor` (none: the
+        top). Pure of the widget's drawn state, so it may run in a thread."""
+        df = self._view(None)
         drawn = [c for c in df.columns if c not in self.hidden_columns]
-        shown = df.head(self.max_rows).select(drawn)
+        shown = df.select(drawn)
         schema = shown.schema
         styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
-        texts: dict[str, list[Any]] = {
-            c: column_cells(
-                shown[c], styles.get(c, "d1"), self.column_max_text.get(c, self.max_text)
-            )
-            for c in shown.columns
-        }
-        self._text_widths = {
-            name: max(map(cell_len, cells), default=0) for name, cells in texts.items()
-        }
+        widths = self._measure(shown, styles)
+        columns = []
         for name in drawn:
             arrow = ""
             if self.sort_by is not None and self.sort_by[0] == name:
                 arrow = " ▼" if self.sort_by[1] else " ▲"
             header = printable(name) + arrow
-            if name in numeric:
-                # DataTable sizes a column to its widest cell and ignores justify inside it:
-                # pad numbers to one width so their digits line up on the right.
-                width = max(len(header), self._text_widths[name])
-                texts[name] = [t.rjust(width) for t in texts[name]]
-                header = header.rjust(width)
-                self._text_widths[name] = width
-            self.add_column(header, key=name)
-        restyled = self.restyle(shown)
-        for name, cells in restyled.items():  # a restyled cell may be wider (a sign added)
-            widest = max(
-                (cell_len(c.plain if isinstance(c, Text) else str(c)) for c in cells), default=0
-            )
-            self._text_widths[name] = max(self._text_widths.get(name, 0), widest)
-        texts.update(restyled)
-        # Row keys are the row positions (subclasses restyle cells by them).
-        rows = list(zip(*(texts[c] for c in shown.columns), strict=True))
-        target = None
-        if keep is not None and self.key_column and self.key_column in df.columns:
-            match = (
-                df.head(self.max_rows)
-                .with_row_index("__i")
-                .filter(pl.col(self.key_column) == keep.get(self.key_column))
-            )
-            if not match.is_empty():
-                target = int(match["__i"][0])
-        self._add_rows(rows, 0, FIRST_ROWS, target, self._generation)
+            if schema[name].is_numeric():
+                # pad numbers to one width so their digits line up on the right
+                widths[name] = max(len(header), widths[name])
+                header = header.rjust(widths[name])
+            columns.append(ViewColumn(name, as_text(header), widths[name]))
+        target = 0
+        if self.key_column and self.key_column in df.columns and 0 <= cursor < df.height:
+            key = df[self.key_column][cursor]
+            hits = (df[self.key_column] == key).fill_null(False).arg_true()
+            target = int(hits[0]) if hits.len() else 0
+        return Prepared(df, shown, styles, widths, columns, target)
 
-    def _add_rows(
-        self, rows: list[tuple[Any, ...]], start: int, count: int, target: int | None, gen: int
-    ) -> None:
-        """Rows `start` to `start + count`, then the rest BATCH at a time, each batch in its
-        own turn of the event loop: a key pressed meanwhile is answered between batches."""
-        if gen != self._generation or not self.is_attached:
-            return  # the table was redrawn since
-        stop = min(start + count, len(rows))
-        for i in range(start, stop):
-            self.add_row(*rows[i], key=str(i))
-        # The widths are known (`_render_frame`): set them now rather than on DataTable's
-        # next idle, which a busy app may not reach before the next frame (a table drawn with
-        # its columns at their headers' widths; it broke a snapshot test on a loaded CI box).
-        self._update_dimensions(())
-        if target is not None and start <= target < stop:
-            self.move_cursor(row=target, animate=False)
-        self._rows_pending = stop < len(rows)
-        if self._rows_pending:
-            self.call_later(self._add_rows, rows, stop, BATCH, target, gen)
+    def _render_frame(self) -> None:
+        """Work out the view and hand its rows to `FrameView`, which formats those on
+        screen as it draws them. A frame of more than THREAD_ROWS rows is filtered, sorted
+        and measured in a thread (a million rows sort in about a second on a busy machine):
+        the old view stays on screen, answering keys, until the new one is ready."""
+        self._generation += 1
+        generation, cursor = self._generation, self.cursor_row
+        if self.frame.height <= THREAD_ROWS or self._restyled() or not self.is_attached:
+            self._apply(self._prepare(cursor), generation)
+            return
+        self._preparing = True
 
-    def _update_dimensions(self, new_rows: Any) -> None:
-        """Every cell is one line of text (`_render_frame`), so a column is as wide as its
-        widest text, known already: DataTable would render and measure each cell again,
-        80 ms of frozen UI for a 400-row table. (Overrides a private method of the pinned
-        Textual; every snapshot test checks the widths.)"""
-        for column in self.ordered_columns:
-            width = self._text_widths.get(str(column.key.value))
-            if width is not None:
-                column.content_width = max(column.content_width, width)
-        data_width = sum(column.get_render_width(self) for column in self.columns.values())
-        header = self.header_height if self.show_header else 0
-        self.virtual_size = Size(
-            data_width + self._row_label_column_width, self._total_row_height + header
+        def prepare() -> None:
+            prepared = self._prepare(cursor)
+            if self.is_attached:
+                self.app.call_from_thread(self._apply, prepared, generation)
+
+        self.run_worker(
+            prepare, thread=True, group="frame-table", exclusive=True, exit_on_error=False
         )
+
+    def _apply(self, prepared: Prepared, generation: int) -> None:
+        if generation != self._generation:
+            return  # a newer view is on its way
+        self._preparing = False
+        self._current = prepared.view
+        self._shown = prepared.shown
+        self.float_styles = prepared.styles
+        self._widths = prepared.widths
+        self.set_rows(prepared.columns, prepared.shown.height, self._rows, prepared.target)
 
     # -- actions -------------------------------------------------------------------------------
     def action_sort(self) -> None:
