@@ -41,7 +41,7 @@ BOUND_CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
 #: Summary columns shown, numbers first (the verdict is long).
 PATH_HEADERS: dict[str, str] = {
     "rank": "rank",
-    "instance_id": "step",
+    "step": "step",
     "path_length_us": "path (us)",
     "verdict": "bound by",
     "ranks_on_path": "ranks crossed",
@@ -60,6 +60,12 @@ EDGE_HEADERS: dict[str, str] = {
 #: `t` on an edge: its start on the timeline (as written in the trace), the event by name.
 EDGE_MOMENT = MomentColumns("start (us)", base="abs", dur="dur (us)", name="event")
 MIN_BLOCK = 5
+
+
+def _step(row: dict[str, Any]) -> object:
+    """A path's step as every other view names it: N of ProfilerStep#N (HTA's instance
+    index only for an unnumbered annotation)."""
+    return row["step"] if row.get("step") is not None else row["instance_id"]
 
 
 class BoundBars(StackedBars):
@@ -110,7 +116,7 @@ class CriticalPathScreen(AnalysisScreen):
         self.query_one("#cp-bars", BoundBars).set_rows(
             [
                 BarRow(
-                    f"r{r['rank']} s{r['instance_id']}",
+                    f"r{r['rank']} s{_step(r)}",
                     tuple(r[f"{c[0]}_us"] for c in BOUND_CATEGORIES),
                 )
                 for r in ok.iter_rows(named=True)
@@ -148,10 +154,31 @@ class CriticalPathScreen(AnalysisScreen):
         )
         self.query_one("#cp-edges", FrameTable).show_frame(shown)
 
+    def _summary_rows(self) -> pl.DataFrame:
+        table = (self.result or {}).get("critical_path")
+        return table if isinstance(table, pl.DataFrame) else pl.DataFrame()
+
+    def _step_of(self, pick: tuple[int, int]) -> object:
+        """The step number of (rank, instance), as the table shows it."""
+        rows = self._summary_rows()
+        if "step" in rows.columns:
+            mine = rows.filter((pl.col("rank") == pick[0]) & (pl.col("instance_id") == pick[1]))
+            if mine.height:
+                return _step(mine.row(0, named=True))
+        return pick[1]
+
+    def _instance_of(self, rank: int, step: object) -> tuple[int, int] | None:
+        """(rank, instance) of the table row showing `step` for `rank`."""
+        rows = self._summary_rows().filter(pl.col("rank") == rank)
+        for row in rows.iter_rows(named=True):
+            if _step(row) == step and row["error"] is None:
+                return rank, int(row["instance_id"])
+        return None
+
     def _what_if(self, pick: tuple[int, int]) -> str:
         """The path's edges under the best what-if: how much faster the step could be."""
         table: pl.DataFrame = self.result.get("critical_path_what_if", pl.DataFrame())
-        head = f"Rank {pick[0]} step {pick[1]}"
+        head = f"Rank {pick[0]} step {self._step_of(pick)}"
         if table.is_empty():
             return f"{head}: edges in path order"
         mine = table.filter((pl.col("rank") == pick[0]) & (pl.col("instance_id") == pick[1]))
@@ -181,7 +208,10 @@ class CriticalPathScreen(AnalysisScreen):
         row = self.query_one("#cp-paths", FrameTable).selected_row()
         if row is None or row.get("rank") is None or self.result is None:
             return
-        self._show_edges((int(row["rank"]), int(row["step"])))
+        pick = self._instance_of(int(row["rank"]), row.get("step"))
+        if pick is None:
+            return
+        self._show_edges(pick)
         self.query_one("#cp-edges", FrameTable).focus()
 
     def action_overlay(self) -> None:
@@ -213,7 +243,7 @@ class CriticalPathScreen(AnalysisScreen):
 
         def done() -> None:
             self.last_export = written
-            self.notify(f"rank {pick[0]} step {pick[1]}: {written}", title="Exported")
+            self.notify(f"rank {pick[0]} step {self._step_of(pick)}: {written}", title="Exported")
 
         self.app.call_from_thread(done)
 
@@ -230,7 +260,7 @@ class CriticalPathScreen(AnalysisScreen):
         if per_rank.is_empty():
             return "No trace loaded yet."
         lines = [
-            f"step {r['instance_id']}: {r['path_length_us'] / 1000:.3f} ms, "
+            f"step {_step(r)}: {r['path_length_us'] / 1000:.3f} ms, "
             f"{printable(r['verdict'] or '')} (ranks {r['ranks_on_path']})"
             for r in job.iter_rows(named=True)
             if r["error"] is None
@@ -241,7 +271,7 @@ class CriticalPathScreen(AnalysisScreen):
                 return printable(per_rank["error"].drop_nulls().first() or "no path")
             worst = ok.sort("path_length_us", descending=True).row(0, named=True)
             lines = [
-                f"longest: rank {worst['rank']} step {worst['instance_id']}, "
+                f"longest: rank {worst['rank']} step {_step(worst)}, "
                 f"{worst['path_length_us'] / 1000:.3f} ms, {worst['verdict']}"
             ]
         return "\n".join(lines[:2])

@@ -1,0 +1,39 @@
+"""Issue 24's last point: what a walk through every view at 80x24 found contradicting another
+view (the same step, rank or number said two ways), each fix on a small generated trace."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+
+from hta_tui.analysis.critical_path.tables import critical_path_tables
+from hta_tui.synth import write_trace_dir
+from hta_tui.trace.parse import parse_file
+
+
+def _frames(root: Path, **kw: int) -> dict[int, pl.DataFrame]:
+    files = write_trace_dir(root, seed=0, kernels_per_step=6, **kw)
+    return {r: parse_file(f).frames["events"] for r, f in enumerate(sorted(files))}
+
+
+def _step_names(frame: pl.DataFrame) -> list[int]:
+    """The N of each CPU-side ProfilerStep#N, in time order: how the trace names its steps."""
+    names = frame.filter(
+        pl.col("stream").is_null() & pl.col("name").str.starts_with("ProfilerStep#")
+    ).sort("ts")["name"]
+    return [int(re.sub(r".*#", "", n)) for n in names]
+
+
+def test_critical_path_names_a_step_by_its_profiler_step_number(tmp_path: Path) -> None:
+    """The critical path called the job's first step `step 0` (HTA's instance index) where
+    every other view says `step 2` (ProfilerStep#2, the first a default schedule records)."""
+    frames = _frames(tmp_path / "traces", ranks=2, steps=3)
+    table = critical_path_tables(frames)["critical_path"]
+    for rank, frame in frames.items():
+        mine = table.filter(pl.col("rank") == rank).sort("instance_id")
+        assert mine["step"].to_list() == _step_names(frame)
+    across = table.filter(pl.col("rank").is_null()).sort("instance_id")
+    assert across.height == 3
+    assert across["step"].to_list() == _step_names(frames[0])
