@@ -9,6 +9,12 @@ from pathlib import Path
 import polars as pl
 
 from hta_tui.analysis.critical_path.tables import critical_path_tables
+from hta_tui.analysis.scope import (
+    describe_steps,
+    every_step_frames,
+    step_scope,
+    steps_from_names,
+)
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.parse import parse_file
 
@@ -37,3 +43,17 @@ def test_critical_path_names_a_step_by_its_profiler_step_number(tmp_path: Path) 
     across = table.filter(pl.col("rank").is_null()).sort("instance_id")
     assert across.height == 3
     assert across["step"].to_list() == _step_names(frames[0])
+
+
+def test_one_step_kept_is_not_read_as_two_left_out(tmp_path: Path) -> None:
+    """pytorch_cpu_vit_memory (steps 6 and 7): titles said `steps 6, 7 left out as HTA`,
+    which reads as both steps left out; HTA keeps step 6 and leaves out 7."""
+    frames = _frames(tmp_path / "traces", ranks=1, steps=2)
+    scope = step_scope(frames)
+    assert scope.kept == (2,) and scope.left_out == (3,)
+    want = "step 2 only, 3 left out as HTA (H)"
+    assert describe_steps(scope, every_step=False) == want
+    assert steps_from_names({"ProfilerStep#2", "ProfilerStep#3"}) == want  # the overview's
+    every = step_scope(every_step_frames(frames))
+    assert describe_steps(every, every_step=True) == "steps 2-3, the last included (H)"
+    assert steps_from_names({"ProfilerStep#2"}) == "step 2"
