@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import orjson
 import polars as pl
 
 from hta_tui.analysis.critical_path.tables import critical_path_tables
@@ -15,8 +16,18 @@ from hta_tui.analysis.scope import (
     step_scope,
     steps_from_names,
 )
+from hta_tui.app.screens.critical_path import CriticalPathScreen
+from hta_tui.app.screens.distributed import DistributedScreen
+from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.parse import parse_file
+from tests.test_app_support import (
+    make_screen_app,
+    rank_trace,
+    screen_shows_current,
+    settle,
+    wait_until,
+)
 
 
 def _frames(root: Path, **kw: int) -> dict[int, pl.DataFrame]:
@@ -57,3 +68,42 @@ def test_one_step_kept_is_not_read_as_two_left_out(tmp_path: Path) -> None:
     every = step_scope(every_step_frames(frames))
     assert describe_steps(every, every_step=True) == "steps 2-3, the last included (H)"
     assert steps_from_names({"ProfilerStep#2"}) == "step 2"
+
+
+def _write_stepless(root: Path) -> None:
+    """Two ranks whose steps are no ProfilerStep (a training loop's own `train_step` ranges),
+    as tracelens_mi300_ddp_resnet18."""
+    root.mkdir(parents=True)
+    for rank in range(2):
+        trace = rank_trace(rank, world=2)
+        for e in trace["traceEvents"]:
+            if str(e.get("name", "")).startswith("ProfilerStep#"):
+                e["name"] = "train_step"
+        (root / f"rank-{rank}.trace.json").write_bytes(orjson.dumps(trace))
+
+
+async def test_views_of_every_profiler_step_say_when_there_is_none(tmp_path: Path) -> None:
+    """On a trace without ProfilerStep the distributed view's title said `every ProfilerStep`
+    and the critical path's `each ProfilerStep`, where the others say `whole trace (no
+    ProfilerStep)`; with steps, both now use the same words."""
+    root = tmp_path / "traces"
+    _write_stepless(root)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for key, cls, want in (
+            ("W", DistributedScreen, "whole trace (no ProfilerStep)"),
+            ("J", CriticalPathScreen, "no ProfilerStep: no step to follow"),
+            ("K", KernelsScreen, "whole trace (no ProfilerStep)"),
+        ):
+            await pilot.press(key)
+            await wait_until(
+                pilot,
+                lambda c=cls: isinstance(app.screen, c) and screen_shows_current(app, app.screen),
+                60.0,
+                cls.__name__,
+            )
+            await pilot.pause()
+            assert want in app.screen.scope_text, (key, app.screen.scope_text)
+            assert "every ProfilerStep" not in app.screen.scope_text
+    assert CriticalPathScreen.STEPS == DistributedScreen.STEPS == "every ProfilerStep"

@@ -78,7 +78,8 @@ class BoundBars(StackedBars):
 
 class CriticalPathScreen(AnalysisScreen):
     TITLE = "Critical path"
-    STEPS = "each ProfilerStep"
+    STEPS = "every ProfilerStep"  # the distributed view's words for the same steps
+    NO_STEPS = "no ProfilerStep: no step to follow"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "overlay", "Overlay", tooltip="Write the trace with this path, for Perfetto"),
