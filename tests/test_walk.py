@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+from textual.widgets import Static
 
 from hta_tui.analysis.critical_path.tables import critical_path_tables
 from hta_tui.analysis.scope import (
@@ -19,6 +20,7 @@ from hta_tui.analysis.scope import (
 from hta_tui.app.screens.critical_path import CriticalPathScreen
 from hta_tui.app.screens.distributed import DistributedScreen
 from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.step_time import StepTimeScreen
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.parse import parse_file
 from tests.test_app_support import (
@@ -71,14 +73,14 @@ def test_one_step_kept_is_not_read_as_two_left_out(tmp_path: Path) -> None:
 
 
 def _write_stepless(root: Path) -> None:
-    """Two ranks whose steps are no ProfilerStep (a training loop's own `train_step` ranges),
-    as tracelens_mi300_ddp_resnet18."""
+    """Two ranks whose steps are no ProfilerStep (a training loop's own `train_step` ops), as
+    tracelens_mi300_ddp_resnet18."""
     root.mkdir(parents=True)
     for rank in range(2):
         trace = rank_trace(rank, world=2)
         for e in trace["traceEvents"]:
             if str(e.get("name", "")).startswith("ProfilerStep#"):
-                e["name"] = "train_step"
+                e.update(name="train_step", cat="cpu_op")  # host ops the plugin spans
         (root / f"rank-{rank}.trace.json").write_bytes(orjson.dumps(trace))
 
 
@@ -107,3 +109,36 @@ async def test_views_of_every_profiler_step_say_when_there_is_none(tmp_path: Pat
             assert want in app.screen.scope_text, (key, app.screen.scope_text)
             assert "every ProfilerStep" not in app.screen.scope_text
     assert CriticalPathScreen.STEPS == DistributedScreen.STEPS == "every ProfilerStep"
+
+
+async def test_the_plugins_whole_trace_step_is_called_the_whole_trace(tmp_path: Path) -> None:
+    """Without ProfilerStep the plugin's one step "0" is the whole trace: the step-time view
+    and the overview's step box said `step 0, as the TensorBoard plugin` (and `the ProfilerStep
+    ranges as recorded`) beside a temporal breakdown of the `whole trace (no ProfilerStep)`."""
+    root = tmp_path / "traces"
+    _write_stepless(root)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        box = app.screen.query_one("#overview-step-box")
+        await wait_until(pilot, lambda: "plugin" in str(box.border_title), 30.0, "step box")
+        assert "whole trace as step 0 (no ProfilerStep)" in str(box.border_title)
+        assert "whole trace (no ProfilerStep)" in str(
+            app.screen.query_one("#temporal-box").border_title
+        )
+        await pilot.press("B")
+        await wait_until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, StepTimeScreen) and screen_shows_current(app, app.screen)
+            ),
+            60.0,
+            "step time",
+        )
+        await pilot.pause()
+        screen = app.screen
+        assert "whole trace as step 0 (no ProfilerStep)" in screen.scope_text
+        text = str(screen.query_one("#step-time-summary", Static).render())
+        assert "Step 0 is the whole trace: no ProfilerStep" in text
+        assert "ProfilerStep ranges as recorded" not in text
+        assert all(len(line) <= 78 for line in text.splitlines() if "Step 0" in line)
