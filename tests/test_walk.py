@@ -8,9 +8,11 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+import pytest
 from textual.widgets import Static
 
 from hta_tui.analysis.critical_path.tables import critical_path_tables
+from hta_tui.analysis.kernel_detail import START
 from hta_tui.analysis.scope import (
     describe_steps,
     every_step_frames,
@@ -21,6 +23,7 @@ from hta_tui.app.screens.critical_path import CriticalPathScreen
 from hta_tui.app.screens.distributed import DistributedScreen
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.screens.step_time import StepTimeScreen
+from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.parse import parse_file
 from tests.test_app_support import (
@@ -142,3 +145,34 @@ async def test_the_plugins_whole_trace_step_is_called_the_whole_trace(tmp_path: 
         assert "Step 0 is the whole trace: no ProfilerStep" in text
         assert "ProfilerStep ranges as recorded" not in text
         assert all(len(line) <= 78 for line in text.splitlines() if "Step 0" in line)
+
+
+async def test_critical_path_edge_starts_count_from_the_trace_start(tmp_path: Path) -> None:
+    """pytorch_cpu_ddp_gloo_4: an edge started at `4,632,258,067,029.5` us (as written in the
+    file) where kernel detail, idle gaps and the timeline count us from the trace's start."""
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=2, seed=0, kernels_per_step=6)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("J")
+        await wait_until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, CriticalPathScreen) and screen_shows_current(app, app.screen)
+            ),
+            60.0,
+            "critical path",
+        )
+        await pilot.pause()
+        screen = app.screen
+        table = screen.query_one("#cp-edges", FrameTable)
+        row = table.selected_row()
+        assert row is not None and START in row, row
+        rank, instance = screen.picked
+        edges = screen.result["critical_path_edges"].filter(
+            (pl.col("rank") == rank) & (pl.col("instance_id") == instance)
+        )
+        origin = min(f["ts"].min() for f in app.trace_set.frames().values())
+        assert row[START] * 1000 == pytest.approx(edges["start_ns"][0] - origin)
+        assert 0 <= row[START] < 1e6  # a few ms into the trace, not the file's clock

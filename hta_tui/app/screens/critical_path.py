@@ -22,12 +22,14 @@ from textual.widgets import DataTable, Static
 from hta_tui.analysis.critical_path import export
 from hta_tui.analysis.critical_path.path import RankPath
 from hta_tui.analysis.critical_path.tables import critical_path_result
+from hta_tui.analysis.kernel_detail import START, trace_origin
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
+from hta_tui.trace.model import TraceSet
 
 #: (bound type, legend label, Unicode glyph, ASCII glyph), in the analysis' order.
 BOUND_CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
@@ -54,11 +56,12 @@ EDGE_HEADERS: dict[str, str] = {
     "type": "edge",
     "s_name": "event",
     "rank": "rank",
-    "start (us)": "start (us)",
+    START: START,
     "stream": "stream",
 }
-#: `t` on an edge: its start on the timeline (as written in the trace), the event by name.
-EDGE_MOMENT = MomentColumns("start (us)", base="abs", dur="dur (us)", name="event")
+#: `t` on an edge: its start on the timeline (us from the trace's start, the timeline's own
+#: origin: one number for a moment on every screen), the event by name.
+EDGE_MOMENT = MomentColumns(START, base="job", dur="dur (us)", name="event")
 MIN_BLOCK = 5
 
 
@@ -102,10 +105,17 @@ class CriticalPathScreen(AnalysisScreen):
         )
         yield FrameTable(id="cp-edges", export_name="critical_path_edges", moment=EDGE_MOMENT)
 
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        """Edge starts count from the trace set's start, as the timeline's do."""
+        return self.compute(frames, params, ts.origin_ns)
+
     @staticmethod
-    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+    def compute(
+        frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
+    ) -> dict[str, Any]:
         tables, paths = critical_path_result(frames)
-        return {**tables, "paths": paths}
+        origin = origin_ns if origin_ns is not None else trace_origin(frames)
+        return {**tables, "paths": paths, "origin_ns": origin or 0}
 
     def show(self, result: dict[str, Any]) -> None:
         summary: pl.DataFrame = result["critical_path"]
@@ -147,7 +157,7 @@ class CriticalPathScreen(AnalysisScreen):
         self.query_one("#cp-what-if", Static).update(self._what_if(pick))
         shown = (
             mine.with_columns(
-                (pl.col("start_ns") / 1000).alias("start (us)"),
+                ((pl.col("start_ns") - self.result.get("origin_ns", 0)) / 1000).alias(START),
                 pl.col("type").str.replace("critical_path_", ""),
             )
             .select(list(EDGE_HEADERS))
