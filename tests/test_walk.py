@@ -19,6 +19,7 @@ from hta_tui.analysis.scope import (
     step_scope,
     steps_from_names,
 )
+from hta_tui.analysis.sync_summary import sync_tables
 from hta_tui.app.screens.critical_path import CriticalPathScreen
 from hta_tui.app.screens.distributed import DistributedScreen
 from hta_tui.app.screens.kernels import KernelsScreen
@@ -176,3 +177,18 @@ async def test_critical_path_edge_starts_count_from_the_trace_start(tmp_path: Pa
         origin = min(f["ts"].min() for f in app.trace_set.frames().values())
         assert row[START] * 1000 == pytest.approx(edges["start_ns"][0] - origin)
         assert 0 <= row[START] < 1e6  # a few ms into the trace, not the file's clock
+
+
+def test_a_cpu_only_rank_has_no_gpu_to_wait_for(tmp_path: Path) -> None:
+    """pytorch_cpu_ddp_gloo_4: the sync verdict said `the host never waited for the GPU` on
+    a trace every other view calls CPU-only (no GPU); a GPU rank without syncs keeps it."""
+    frames = {}
+    for rank, gpu in ((0, False), (1, True)):
+        path = tmp_path / f"rank-{rank}.json"
+        path.write_bytes(orjson.dumps(rank_trace(rank, world=2, gpu=gpu)))
+        frames[rank] = parse_file(path).frames["events"]
+    verdict = sync_tables(frames)["sync_verdict"].sort("rank")
+    assert verdict["verdict"].to_list() == [
+        "no GPU to wait for (a CPU-only trace)",
+        "the host never waited for the GPU",
+    ]
