@@ -108,3 +108,40 @@ def test_snapshot_loading(snap_compare, tmp_path: Path) -> None:
     root.mkdir()
     app = make_screen_app(root, tmp_path)
     assert snap_compare(app, terminal_size=SIZE, run_before=_waiting)
+
+
+async def _empty_and_watched(pilot: Any) -> None:
+    """An empty watched folder: the step-time view's `no trace files yet` line."""
+    app = pilot.app
+    await wait_until(pilot, lambda: app.watcher_state != "off", 30.0, "the watcher")
+    await settle(pilot, 30.0)
+    screen = await _open(pilot, "B", StepTimeScreen)
+    await wait_until(pilot, lambda: "No trace files" in _seen(screen), 30.0, "the empty line")
+    await pilot.pause()
+
+
+def test_snapshot_empty_folder(snap_compare, tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    app = make_screen_app(root, tmp_path, watch=True, poll=True)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_empty_and_watched)
+
+
+async def _one_of_two(pilot: Any) -> None:
+    """One rank loaded, a second file listed but not loaded: the numbers of the one, and the
+    title says the rest is still loading."""
+    app = pilot.app
+    await settle(pilot, 30.0)
+    path = write_rank(app.trace_set.root, 1, world=2)
+    stat = path.stat()
+    app.trace_set.add_pending(TraceFile(path, stat.st_size, stat.st_mtime_ns, 1, ""))
+    screen = await _open(pilot, "B", StepTimeScreen)
+    await wait_until(pilot, lambda: "loading 1 of 2 files" in _seen(screen), 30.0, "the title")
+    await pilot.pause()
+
+
+def test_snapshot_still_loading(snap_compare, tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    write_rank(root, 0, world=2)
+    app = make_screen_app(root, tmp_path)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_one_of_two)
