@@ -21,6 +21,7 @@ from hta_tui.analysis.scope import (
 )
 from hta_tui.analysis.sync_summary import sync_tables
 from hta_tui.app.screens.critical_path import CriticalPathScreen
+from hta_tui.app.screens.detail import KernelDetailScreen
 from hta_tui.app.screens.distributed import DistributedScreen
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.screens.step_time import StepTimeScreen
@@ -192,3 +193,28 @@ def test_a_cpu_only_rank_has_no_gpu_to_wait_for(tmp_path: Path) -> None:
         "no GPU to wait for (a CPU-only trace)",
         "the host never waited for the GPU",
     ]
+
+
+async def test_kernel_detail_names_the_key_that_picks_a_kernel(tmp_path: Path) -> None:
+    """Kernel detail opened with no kernel picked said `3 to pick`: 3 opens the memory
+    section since the digits name sections. The key it names opens the kernels view."""
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=1, steps=2, seed=0, kernels_per_step=6)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("E")
+        await wait_until(
+            pilot,
+            lambda: (
+                isinstance(app.screen, KernelDetailScreen) and screen_shows_current(app, app.screen)
+            ),
+            60.0,
+            "kernel detail",
+        )
+        await pilot.pause()
+        line = str(app.screen.query_one("#detail-summary", Static).render())
+        hint = re.search(r"no kernel picked: [^;]*; (\w+)[: ]", line)
+        assert hint, line
+        await pilot.press(hint.group(1))
+        await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), 30.0, "kernels")
