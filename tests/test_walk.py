@@ -126,8 +126,9 @@ async def test_the_plugins_whole_trace_step_is_called_the_whole_trace(tmp_path: 
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         box = app.screen.query_one("#overview-step-box")
-        await wait_until(pilot, lambda: "plugin" in str(box.border_title), 30.0, "step box")
+        await wait_until(pilot, lambda: "step 0" in str(box.border_title), 30.0, "step box")
         assert "whole trace as step 0 (no ProfilerStep)" in str(box.border_title)
+        assert len(str(box.border_title)) <= 80 - 4  # whole in its border at 80 columns
         assert "whole trace (no ProfilerStep)" in str(
             app.screen.query_one("#temporal-box").border_title
         )
@@ -218,3 +219,11 @@ async def test_kernel_detail_names_the_key_that_picks_a_kernel(tmp_path: Path) -
         assert hint, line
         await pilot.press(hint.group(1))
         await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), 30.0, "kernels")
+
+
+def test_one_collective_on_one_rank_is_said_in_the_singular() -> None:
+    """tracelens_b200_eager_nccl (rank 0 of 8): `1 collectives, none seen on two ranks`."""
+    one = {"stragglers": pl.DataFrame(), "instances": pl.DataFrame({"seq": [0]})}
+    assert DistributedScreen._summary(one).startswith("1 collective, not seen on another rank:")
+    two = {"stragglers": pl.DataFrame(), "instances": pl.DataFrame({"seq": [0, 1]})}
+    assert DistributedScreen._summary(two).startswith("2 collectives, none seen on two ranks:")

@@ -34,7 +34,7 @@ def describe_used(used: tuple[int, ...], *, whole_trace: bool = False) -> str:
     `whole_trace`: the ranks have no ProfilerStep, so the plugin's one step "0" is the whole
     trace (other views say `whole trace (no ProfilerStep)`, not a step)."""
     if whole_trace and used == (0,):
-        return f"{WHOLE_TRACE_STEP}, as the TensorBoard plugin"
+        return WHOLE_TRACE_STEP  # HTA's views cover the same (and it fits the overview's box)
     if not used:
         return "no step kept by the plugin"
     if len(used) == 1:
