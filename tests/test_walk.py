@@ -24,12 +24,14 @@ from hta_tui.app.screens.critical_path import CriticalPathScreen
 from hta_tui.app.screens.detail import KernelDetailScreen
 from hta_tui.app.screens.distributed import DistributedScreen
 from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.operators import OperatorsScreen
 from hta_tui.app.screens.step_time import StepTimeScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.parse import parse_file
 from tests.test_app_support import (
     make_screen_app,
+    open_view,
     rank_trace,
     screen_shows_current,
     settle,
@@ -227,3 +229,26 @@ def test_one_collective_on_one_rank_is_said_in_the_singular() -> None:
     assert DistributedScreen._summary(one).startswith("1 collective, not seen on another rank:")
     two = {"stragglers": pl.DataFrame(), "instances": pl.DataFrame({"seq": [0, 1]})}
     assert DistributedScreen._summary(two).startswith("2 collectives, none seen on two ranks:")
+
+
+async def test_operators_name_the_tensor_core_list_of_the_rules_shown(tmp_path: Path) -> None:
+    """The operators view said `tensor cores: modern kernel list` under the plugin's own
+    rules (X), whose tensor-core columns use the plugin's 2021 list."""
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=1, steps=2, seed=0, kernels_per_step=6)
+    app = make_screen_app(root, tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_view(pilot, "R", OperatorsScreen)
+        assert "tensor cores: modern kernel list" in str(
+            screen.query_one("#operators-summary").render()
+        )
+        await pilot.press("X")
+        await wait_until(
+            pilot,
+            lambda: screen.params.get("tb_compat") is True and screen_shows_current(app, screen),
+            60.0,
+            "the plugin's rules",
+        )
+        await pilot.pause()
+        text = str(screen.query_one("#operators-summary").render())
+        assert "tensor cores: the plugin's 2021 kernel list" in text, text
