@@ -33,9 +33,12 @@ class SyncFinderMethods:
 
     def get_sync_verdict(self, ranks: list[int] | None = None) -> pl.DataFrame:
         """One line per rank: how much of the step the host waited, and where most."""
-        steps = sync_summary.step_time(self._ranks(ranks))
+        frames = self._ranks(ranks)
+        steps = sync_summary.step_time(frames)
         return sync_summary.sync_verdict(
-            sync_summary.sync_summary(self.get_syncs(ranks), steps), steps
+            sync_summary.sync_summary(self.get_syncs(ranks), steps),
+            steps,
+            sync_summary.cpu_only_ranks(frames),
         )
 
     def get_module_stats(self, ranks: list[int] | None = None) -> pl.DataFrame:

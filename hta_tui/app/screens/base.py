@@ -125,6 +125,8 @@ class AnalysisScreen(Screen):
     #: out unless `a`): "whole trace", "every ProfilerStep", ... so two screens whose numbers
     #: differ say why.
     STEPS: ClassVar[str | None] = None
+    #: The steps part for a view of ProfilerSteps (`STEPS`) on a trace that has none.
+    NO_STEPS: ClassVar[str] = "whole trace (no ProfilerStep)"
 
     #: A view of the TensorBoard plugin's: where its numbers differ from the plugin's own,
     #: and why (one short clause). Such a view follows the app's definitions switch (`X`:
@@ -426,6 +428,9 @@ class AnalysisScreen(Screen):
         one left out unless `H`; other screens say their own (`STEPS`, or override)."""
         if self.STEPS is None:
             return scope.describe_steps(scope.step_scope(frames), every_step=every)
+        if "ProfilerStep" in self.STEPS and not scope.step_scope(frames).steps:
+            # "every ProfilerStep" of a trace without any: say what the numbers cover
+            return self.NO_STEPS
         return self.STEPS
 
     @on(Computed)
