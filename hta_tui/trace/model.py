@@ -133,14 +133,29 @@ class TraceSet:
 
     Not thread-safe by design: one owner mutates it (the app's main thread, a script); workers
     get the frames they need and never touch the set.
+
+    Cheap at thousands of files: a change only marks the ranks stale (and bumps the
+    generation); the rank index (rank -> its files, `ranks.assign`) is rebuilt once, when
+    something next asks, and what the set answers about all ranks (`ranks`, `loaded`,
+    `origin_ns`, `counts`, `step_names`) is kept until the next change. Loading N files and
+    asking after each batch is then linear, not N times a sort of every file.
     """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        #: every file by path (changed only through the methods below)
         self.entries: dict[Path, FileEntry] = {}
         self._chosen_span: dict[int, Path] = {}
         self._ranks: dict[int, RankGroup] = {}
+        self._stale = False  # entries changed since the ranks were last assigned
+        self._memo: dict[str, Any] = {}  # answers about every rank, for this generation
         self.generation = 0  # bumps on every change; lets consumers drop stale results
+
+    def files(self) -> dict[Path, FileEntry]:
+        """Every file by path with its rank and conflict up to date (`entries` as such may
+        hold the ranks of before the last change: they are assigned when next asked)."""
+        self._index()
+        return self.entries
 
     # -- mutation ----------------------------------------------------------------------------
     def add_pending(self, tf: TraceFile) -> FileEntry:
@@ -158,12 +173,25 @@ class TraceSet:
 
     def snapshot(self) -> TraceSet:
         """A copy a worker can read while the owner keeps changing this one: entries are
-        copied, the frames (read-only, lock-guarded) are shared."""
+        copied, the frames (read-only, lock-guarded) are shared. A current rank index is
+        carried over to the copies; a stale one is left for the copy to rebuild, in the
+        worker that reads it: a snapshot costs the owner one pass over the files."""
         snap = TraceSet(self.root)
-        snap.entries = {p: dataclasses.replace(e) for p, e in self.entries.items()}
+        copies = {id(e): dataclasses.replace(e) for e in self.entries.values()}
+        snap.entries = {p: copies[id(e)] for p, e in self.entries.items()}
         snap._chosen_span = dict(self._chosen_span)
         snap.generation = self.generation
-        snap._assign_ranks()  # the groups hold the copies' entries
+        if self._stale:
+            snap._stale = True
+            return snap
+        snap._ranks = {
+            rank: RankGroup(
+                spans=[copies[id(e)] for e in group.spans],
+                conflicts=[copies[id(e)] for e in group.conflicts],
+                shown=copies[id(group.shown)] if group.shown is not None else None,
+            )
+            for rank, group in self._ranks.items()
+        }
         return snap
 
     def apply(self, result: LoadResult) -> FileEntry:
@@ -193,39 +221,56 @@ class TraceSet:
 
     def _changed(self) -> None:
         self.generation += 1
-        self._assign_ranks()
+        self._stale = True
+        self._memo.clear()
 
     # -- ranks and spans ---------------------------------------------------------------------
-    def _assign_ranks(self) -> None:
+    def _index(self) -> dict[int, RankGroup]:
         """Each file's rank, then each rank's spans (files of one process) and conflicts (files
-        of another process that say the same rank); see `ranks.assign`."""
-        self._ranks = assign(self.entries.values(), self._chosen_span)
+        of another process that say the same rank); see `ranks.assign`. Rebuilt only after a
+        change."""
+        if self._stale:
+            self._stale = False
+            self._ranks = assign(self.entries.values(), self._chosen_span)
+        return self._ranks
+
+    def _remember(self, key: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`'s answer, kept until the set next changes (`_changed` forgets it)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def spans(self, rank: int) -> list[FileEntry]:
         """Files of one rank written by the process it shows, newest first (a profiler
         schedule writes one per span), with its files that did not load."""
-        group = self._ranks.get(rank)
+        group = self._index().get(rank)
         return list(group.spans) if group else []
 
     def conflicts(self, rank: int) -> list[FileEntry]:
         """Loaded files that say they are `rank` but come from another process than the one
         shown, newest first: the user picks (`select_span`)."""
-        group = self._ranks.get(rank)
+        group = self._index().get(rank)
         return list(group.conflicts) if group else []
 
+    def files_of(self, rank: int) -> int:
+        """How many files say `rank` (its spans, its files that did not load, its conflicts),
+        without copying them."""
+        group = self._index().get(rank)
+        return len(group.spans) + len(group.conflicts) if group else 0
+
     def ranks(self) -> list[int]:
-        return sorted(self._ranks)
+        return list(self._remember("ranks", lambda: sorted(self._index())))
 
     def selected(self, rank: int) -> FileEntry | None:
         """The span shown for a rank: the user's choice, else the newest loaded one of the
         process with the most data."""
-        group = self._ranks.get(rank)
+        group = self._index().get(rank)
         return group.shown if group else None
 
     def span_of(self, rank: int) -> SpanInfo | None:
         """Which file a rank's numbers cover, and what it says of itself: for front ends that
         print it (`report --json`'s files, titles)."""
-        group = self._ranks.get(rank)
+        group = self._index().get(rank)
         if group is None or group.shown is None:
             return None
         shown = group.shown
@@ -242,14 +287,18 @@ class TraceSet:
             conflicts=tuple(e.path for e in group.conflicts),
         )
 
-    def loaded(self) -> dict[int, RankData]:
-        """Rank -> frames of the selected span, for every rank with a loaded file."""
+    def _loaded(self) -> dict[int, RankData]:
         out: dict[int, RankData] = {}
-        for rank in self.ranks():
-            entry = self.selected(rank)
+        for rank, group in sorted(self._index().items()):
+            entry = group.shown
             if entry is not None and entry.data is not None:
                 out[rank] = entry.data
         return out
+
+    def loaded(self) -> dict[int, RankData]:
+        """Rank -> frames of the selected span, for every rank with a loaded file (a copy:
+        callers may change it)."""
+        return dict(self._remember("loaded", self._loaded))
 
     def frames(self, name: str = "events") -> dict[int, pl.DataFrame]:
         return {rank: data.frame(name) for rank, data in self.loaded().items()}
@@ -257,15 +306,34 @@ class TraceSet:
     @property
     def origin_ns(self) -> int | None:
         """Common time origin: the earliest event of all selected spans (HTA's alignment)."""
-        starts = [d.meta.get("min_ts") for d in self.loaded().values()]
-        starts = [s for s in starts if s is not None]
-        return min(starts) if starts else None
+
+        def compute() -> int | None:
+            starts = [d.meta.get("min_ts") for d in self._remember("loaded", self._loaded).values()]
+            starts = [s for s in starts if s is not None]
+            return min(starts) if starts else None
+
+        return self._remember("origin_ns", compute)
+
+    def step_names(self) -> frozenset[str]:
+        """Every ProfilerStep name of the selected spans (from the files' metadata): HTA's
+        step filter asks whether there are two of them, once per change, not once per file."""
+
+        def compute() -> frozenset[str]:
+            names: set[str] = set()
+            for data in self._remember("loaded", self._loaded).values():
+                names.update(data.meta.get("step_names", ()))
+            return frozenset(names)
+
+        return self._remember("step_names", compute)
 
     def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(STATUSES, 0)
-        for e in self.entries.values():
-            out[e.status] = out.get(e.status, 0) + 1
-        return out
+        def compute() -> dict[str, int]:
+            out = dict.fromkeys(STATUSES, 0)
+            for e in self.entries.values():
+                out[e.status] = out.get(e.status, 0) + 1
+            return out
+
+        return dict(self._remember("counts", compute))
 
 
 def open_set(
@@ -283,8 +351,7 @@ def open_set(
     cache = cache if cache is not None else Cache()
     ts = TraceSet(root)
     files = discover(root)
-    for tf in files:
-        ts.add_pending(tf)
+    ts.add_pending_many(files)
     for result in load_files(files, cache, workers=workers, after_parse=after_parse):
         ts.apply(result)
     return ts

@@ -328,7 +328,7 @@ class OverviewScreen(Screen):
         row = self._rows[table.cursor_row]
         ts = self.app.trace_set  # type: ignore[attr-defined]
         root = ts.root if ts.root.is_dir() else ts.root.parent
-        entry = ts.entries.get(root / row.key)
+        entry = ts.files().get(root / row.key)
         if entry is None or entry.rank is None or entry.status != "loaded":
             self.notify("only a loaded file can be shown", severity="warning")
             return

@@ -1,0 +1,208 @@
+"""Thousands of rank files (issue 26, "ranks"): the trace set answers from a rank index built
+once per change, and the overview's file table is linear in the files.
+
+The files here are made-up load results (no parsing): what is measured is the work the set
+and the table do per file, counted, never timed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from hta_tui.analysis import overview
+from hta_tui.trace import model
+from hta_tui.trace.discover import TraceFile
+from hta_tui.trace.load import LoadResult
+from hta_tui.trace.model import TraceSet
+from hta_tui.trace.schema import FRAME_SCHEMAS
+
+
+class CountingMeta(dict):
+    """A file's metadata that counts how often each key is read."""
+
+    reads: dict[str, int] = {}  # noqa: RUF012 (one counter for the test that reads it)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        CountingMeta.reads[key] = CountingMeta.reads.get(key, 0) + 1
+        return super().get(key, default)
+
+
+def trace_file(root: Path, i: int, *, worker: str | None = None) -> TraceFile:
+    name = f"{worker}.{1_700_000_000_000 + i}.pt.trace.json" if worker else f"rank{i}.json"
+    return TraceFile(
+        path=root / name,
+        size=100 + i,
+        mtime_ns=1_000 + i,
+        rank_hint=None if worker else i,
+        span_hint=name,
+        worker=worker,
+        stamp=str(1_700_000_000_000 + i) if worker else None,
+        stamp_ns=(1_700_000_000_000 + i) * 1000 if worker else None,
+    )
+
+
+def loaded(tmp_path: Path, tf: TraceFile, i: int, **meta: Any) -> LoadResult:
+    """A loaded file whose frames are in memory (empty events): nothing is read or parsed."""
+    base = {
+        "n_events": 12,
+        "n_kernels": 3,
+        "min_ts": 5_000 + i,
+        "max_end": 9_000 + i,
+        "step_names": ["ProfilerStep#1", "ProfilerStep#2"],
+        "process_pid": 1000 + i,
+    }
+    events = pl.DataFrame(schema=FRAME_SCHEMAS["events"])
+    return LoadResult(
+        tf,
+        "loaded",
+        meta=CountingMeta(base | meta),
+        entry=tmp_path / "entries" / str(i),
+        frames={"events": events},
+    )
+
+
+@pytest.fixture
+def assignments(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the set assigns ranks to every file (one entry per call)."""
+    calls: list[int] = []
+    real = model.assign
+
+    def counted(entries: Any, chosen: Any) -> Any:
+        entries = list(entries)
+        calls.append(len(entries))
+        return real(entries, chosen)
+
+    monkeypatch.setattr(model, "assign", counted)
+    return calls
+
+
+def test_loading_many_files_assigns_ranks_once_per_question(
+    tmp_path: Path, assignments: list[int]
+) -> None:
+    """Each landed file used to re-sort and regroup every file of the set (1,000 files: 2,000
+    assignments of up to 1,000 files); now a change only marks the index stale."""
+    n = 300
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(n)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i))
+    assert len(assignments) == 0
+    # every question about every rank, many times over: one assignment for all of them
+    for _ in range(3):
+        assert ts.ranks() == list(range(n))
+        assert sorted(ts.loaded()) == list(range(n))
+        assert ts.origin_ns == 5_000
+        assert ts.counts()["loaded"] == n
+        assert [ts.selected(r).path for r in range(n)] == [tf.path for tf in files]
+    assert len(assignments) == 1
+    # a change is seen at the next question, and costs one assignment more
+    ts.remove(files[0].path)
+    assert ts.ranks() == list(range(1, n))
+    assert ts.origin_ns == 5_001
+    assert ts.counts()["loaded"] == n - 1
+    assert len(assignments) == 2
+
+
+def test_answers_are_those_of_a_fresh_assignment(tmp_path: Path) -> None:
+    """The index answers as assigning from scratch would: spans of a worker, the shown span,
+    a user's pick, and files still loading."""
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i, worker="trainer") for i in range(3)]
+    files += [trace_file(tmp_path, i) for i in range(1, 4)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files[:-1]):
+        ts.apply(loaded(tmp_path, tf, i, process_pid=42 if tf.worker else 1000 + i))
+    # the worker's three spans are one rank (the next free number, 0); ranks 1-3 by name
+    assert ts.ranks() == [0, 1, 2, 3]
+    assert [e.path for e in ts.spans(0)] == [f.path for f in reversed(files[:3])]
+    assert ts.selected(0).path == files[2].path  # the newest span
+    assert ts.files_of(0) == 3 and ts.files_of(1) == 1 and ts.files_of(9) == 0
+    assert ts.selected(3) is None and sorted(ts.loaded()) == [0, 1, 2]  # still pending
+    ts.select_span(0, files[0].path)
+    assert ts.selected(0).path == files[0].path
+    assert ts.loaded()[0] is ts.files()[files[0].path].data
+    assert {e.path: e.rank for e in ts.files().values()} == {
+        **{f.path: 0 for f in files[:3]},
+        **{f.path: f.rank_hint for f in files[3:]},
+    }
+
+
+def test_a_snapshot_keeps_its_own_index(tmp_path: Path, assignments: list[int]) -> None:
+    """A snapshot reuses a current index (no assignment on the owner's thread) and is not
+    changed by what the owner does next; a stale one is assigned in the snapshot."""
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(5)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i))
+    assert ts.ranks() == [0, 1, 2, 3, 4]
+    before = len(assignments)
+    snap = ts.snapshot()
+    assert len(assignments) == before
+    assert snap.ranks() == [0, 1, 2, 3, 4] and snap.generation == ts.generation
+    assert snap.selected(2) is snap.entries[files[2].path]  # the copy, not the owner's entry
+    assert snap.selected(2) is not ts.selected(2)
+    ts.remove(files[2].path)
+    stale = ts.snapshot()
+    assert len(assignments) == before  # the owner did not assign
+    assert snap.ranks() == [0, 1, 2, 3, 4]  # the older snapshot is unchanged
+    assert stale.ranks() == [0, 1, 3, 4]
+    assert len(assignments) == before + 1  # the stale snapshot assigned, for itself
+
+
+def test_file_table_reads_each_file_a_bounded_number_of_times(tmp_path: Path) -> None:
+    """The file table asked every loaded rank for its step names once per row (quadratic:
+    0.87 s at 250 files, 44.7 s at 1,000); now once per table."""
+    n = 200
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(n)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i))
+    CountingMeta.reads = {}
+    table = overview.file_table(ts)
+    assert table.height == n
+    assert table["rank"].to_list() == list(range(n))
+    assert table["shown"].all() and (table["span"] == "").all()
+    assert table["events"].to_list() == [12] * n
+    assert CountingMeta.reads.get("step_names", 0) <= 2 * n
+
+
+class CountingViews(dict):
+    """hta_view's kept values, counting the keys anything walks through."""
+
+    walked = 0
+
+    def __iter__(self) -> Any:
+        for key in super().__iter__():
+            CountingViews.walked += 1
+            yield key
+
+
+def test_freeing_a_jobs_frames_does_not_walk_every_kept_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each freed frame looked at every kept key, and at every frame of each job key: a report
+    over 1,000 ranks spent 3.5 s freeing its frames. Now a frame knows its own keys."""
+    import gc
+
+    from hta_tui.analysis import hta_view
+
+    monkeypatch.setattr(hta_view, "_views", CountingViews())
+    n = 300
+    frames = {r: pl.DataFrame({"ts": [r]}) for r in range(n)}
+    for r, f in frames.items():
+        hta_view._remember(f, (id(f), "view"), pl.DataFrame({"view": [r]}))
+    hta_view.job_cached(frames, "test-job", lambda: pl.DataFrame({"n": [n]}))
+    assert len(hta_view._views) == n + 1
+    CountingViews.walked = 0
+    frames.clear()
+    del f
+    gc.collect()
+    assert len(hta_view._views) == 0  # every value went with its frames
+    assert CountingViews.walked <= n
