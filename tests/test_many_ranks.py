@@ -206,3 +206,72 @@ def test_freeing_a_jobs_frames_does_not_walk_every_kept_value(
     gc.collect()
     assert len(hta_view._views) == 0  # every value went with its frames
     assert CountingViews.walked <= n
+
+
+def many_ranks_temporal(n: int) -> pl.DataFrame:
+    """HTA's temporal breakdown of `n` ranks that agree, but for rank 7 (mostly idle) and
+    rank 23 (never idle)."""
+    from hta_tui.analysis.temporal import temporal_from_ns
+
+    rows = []
+    for r in range(n):
+        idle = {7: 800_000, 23: 0}.get(r, 100_000 + 1_000 * (r % 5))
+        compute = 700_000 - idle // 2
+        rows.append(
+            {
+                "rank": r,
+                "gpu_busy": 0,
+                "has_gpu": True,
+                "idle": idle,
+                "compute": compute,
+                "non_compute": 1_000_000 - idle - compute,
+                "kernel": 1_000_000,
+            }
+        )
+    return temporal_from_ns(pl.DataFrame(rows))
+
+
+def test_temporal_breakdown_of_many_ranks_is_a_spread_and_its_outliers() -> None:
+    """Past a screenful of ranks, one row per rank no longer fits: the spread over every rank
+    (each column's min, median, p90, max) and then the ranks farthest from the median idle."""
+    from hta_tui.app.format import TEMPORAL_ROWS_MAX, temporal_note, temporal_rows
+
+    df = many_ranks_temporal(40)
+    rows = temporal_rows(df)
+    assert len(rows) == TEMPORAL_ROWS_MAX
+    labels = [label for label, _, _ in rows]
+    assert labels[:4] == ["min", "median", "p90", "max"]
+    assert labels[4:6] == [7, 23]  # the most idle and the never idle, farthest first
+    idle = sorted(df["idle_time_pctg"].to_list())
+    assert rows[0][1][3] == f"{idle[0]:.1f}%" and rows[3][1][3] == f"{idle[-1]:.1f}%"
+    assert rows[1][1][3] == f"{idle[len(idle) // 2]:.1f}%"
+    idle_us = sorted(df["idle_time(us)"].to_list())
+    assert rows[3][2][2] == idle_us[-1]  # the bar of the max row is the largest idle time
+    assert temporal_note(rows, 40) == "40 ranks: spread, then 8 outliers (idle)"
+    # a screenful or fewer: every rank, in rank order, as before
+    few = temporal_rows(many_ranks_temporal(TEMPORAL_ROWS_MAX))
+    assert [label for label, _, _ in few] == list(range(TEMPORAL_ROWS_MAX))
+    assert temporal_note(few, TEMPORAL_ROWS_MAX) == ""
+
+
+async def test_overview_shows_the_spread_of_many_ranks(tmp_path: Path) -> None:
+    """The overview's temporal table and bars hold the spread and the outliers, and say so."""
+    from hta_tui.app.format import temporal_rows
+    from hta_tui.app.screens.overview import OverviewData, OverviewScreen
+    from hta_tui.app.widgets.bars import StackedBars
+    from tests.test_app_support import make_screen_app, settle
+
+    (tmp_path / "traces").mkdir()
+    app = make_screen_app(tmp_path / "traces", tmp_path)
+    df = many_ranks_temporal(1000)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, OverviewScreen)
+        screen.show_overview(OverviewData(temporal=temporal_rows(df), temporal_ranks=1000))
+        await pilot.pause()
+        bars = screen.query_one("#temporal-bars", StackedBars)
+        assert [r.label for r in bars.rows][:6] == ["min", "median", "p90", "max", "r7", "r23"]
+        assert len(bars.rows) == 12
+        title = str(screen.query_one("#temporal-box").border_title)
+        assert "1000 ranks: spread, then 8 outliers (idle)" in title

@@ -23,10 +23,12 @@ from textual.widgets import DataTable, Static
 from hta_tui.app.format import (
     TEMPORAL_COLUMNS,
     FileRow,
+    TemporalRow,
     column_width,
     elide_end,
     elide_file,
     fit_columns,
+    temporal_note,
 )
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING
 from hta_tui.app.screens.step_time import CATEGORIES, StepTimeBars
@@ -51,7 +53,10 @@ class OverviewData:
 
     columns: list[tuple[str, str]] = field(default_factory=list)
     rows: list[FileRow] = field(default_factory=list)
-    temporal: list[tuple[int, tuple[str, ...], tuple[float, ...]]] = field(default_factory=list)
+    #: per rank, or past a screenful the spread over the ranks and the outliers
+    #: (`format.temporal_rows`)
+    temporal: list[TemporalRow] = field(default_factory=list)
+    temporal_ranks: int = 0  # ranks the temporal breakdown covers
     generation: int = 0
     loaded_ranks: int = 0  # ranks with a loaded file when the tables were computed
     loading: bool = False
@@ -287,7 +292,10 @@ class OverviewScreen(Screen):
         self.query_one("#temporal").display = has
         empty.display = not has
         box = self.query_one("#temporal-box")
-        box.border_title = "Temporal breakdown" + (f" · {data.steps}" if data.steps else "")
+        note = temporal_note(data.temporal, data.temporal_ranks)
+        box.border_title = "Temporal breakdown" + "".join(
+            f" · {part}" for part in (note, data.steps) if part
+        )
         if has:
             # Columns too: a DataTable's auto widths only ever grow.
             table.clear(columns=True)
@@ -299,7 +307,12 @@ class OverviewScreen(Screen):
                     *(Text(c, justify="left" if i == 0 else "right") for i, c in enumerate(cells)),
                     key=str(rank),
                 )
-            bars.set_rows([BarRow(f"r{rank}", values) for rank, _, values in data.temporal])
+            bars.set_rows(
+                [
+                    BarRow(f"r{label}" if isinstance(label, int) else label, values)
+                    for label, _, values in data.temporal
+                ]
+            )
             return
         root = data.root or "this folder"
         if not data.rows:
