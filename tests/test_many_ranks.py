@@ -275,3 +275,37 @@ async def test_overview_shows_the_spread_of_many_ranks(tmp_path: Path) -> None:
         assert len(bars.rows) == 12
         title = str(screen.query_one("#temporal-box").border_title)
         assert "1000 ranks: spread, then 8 outliers (idle)" in title
+
+
+async def test_rank_picker_finds_one_of_ten_thousand_ranks_by_number(tmp_path: Path) -> None:
+    """The rank picker lists a screenful of ranks (not 10,000 options) and finds any rank by
+    its number as it is typed; arrows and enter work as before."""
+    from textual.widgets import OptionList
+
+    from hta_tui.app.screens.base import RankPicker
+    from tests.test_app_support import make_screen_app, settle
+
+    (tmp_path / "traces").mkdir()
+    app = make_screen_app(tmp_path / "traces", tmp_path)
+    ranks = list(range(10_000))
+    picked: list[int | None] = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.push_screen(RankPicker(ranks, None), picked.append)
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        assert options.option_count <= 201  # "all ranks" and the first 200
+        await pilot.press("down", "down", "enter")  # all ranks, rank 0, rank 1
+        await pilot.pause()
+        assert picked == [1]
+        app.push_screen(RankPicker(ranks, 9_000), picked.append)  # beyond the first 200
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        assert options.get_option_at_index(options.highlighted).id == "9000"
+        await pilot.press("4", "3", "2")
+        await pilot.pause()
+        shown = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert shown == ["432", *(str(r) for r in range(4320, 4330))]
+        await pilot.press("1", "enter")
+        await pilot.pause()
+        assert picked == [1, 4321]

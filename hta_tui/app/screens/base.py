@@ -21,13 +21,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
-from textual.widgets import Input, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.screen import Screen
+from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
 from hta_tui.app.environment import one_line
+from hta_tui.app.screens.rank_picker import RankPicker
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -73,39 +73,6 @@ class Computed(Message):
         self.generation = generation
         self.params = params
         self.scope = scope
-
-
-class RankPicker(ModalScreen[int | None]):
-    """Pick one rank, or all ranks (returns -1 for all; dismissing returns None)."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-
-    def __init__(self, ranks: list[int], current: int | None) -> None:
-        super().__init__()
-        self.ranks = ranks
-        self.current = current
-
-    def compose(self) -> ComposeResult:
-        options = [Option("all ranks", id="all")] + [
-            Option(f"rank {r}", id=str(r)) for r in self.ranks
-        ]
-        with Vertical(id="rank-picker"):
-            yield Static("Rank", classes="picker-title")
-            yield OptionList(*options, id="rank-options")
-
-    def on_mount(self) -> None:
-        options = self.query_one(OptionList)
-        ids = ["all", *map(str, self.ranks)]
-        want = "all" if self.current is None else str(self.current)
-        options.highlighted = ids.index(want) if want in ids else 0
-        options.focus()
-
-    @on(OptionList.OptionSelected)
-    def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(-1 if event.option.id == "all" else int(event.option.id or 0))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 class AnalysisScreen(Screen):
