@@ -128,6 +128,7 @@ def main() -> None:
     ap.add_argument("--no-cold", action="store_true", help="skip the cold report")
     ap.add_argument("--full", action="store_true", help="also the whole report --json, warm")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--cache", type=Path, help="a cache folder to reuse (warm figures only)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     sys.path.insert(0, str(args.code.resolve()))
@@ -151,7 +152,8 @@ def main() -> None:
     alone = trace_set_alone(n)
     lines.append(f"| trace set: apply {n} files one by one (CPU) | {alone['apply']:.2f} |")
     lines.append(f"| trace set: the overview's file table (CPU) | {alone['file_table']:.2f} |")
-    with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-cache-") as cache:
+    with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-cache-") as tmp:
+        cache = str(args.cache) if args.cache else tmp
         if not args.no_cold:
             cold = report(folder, Path(cache), args.code, "temporal_breakdown")
             lines.append(f"| report --json --only temporal_breakdown, cold | {cold:.1f} |")

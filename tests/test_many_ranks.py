@@ -309,3 +309,48 @@ async def test_rank_picker_finds_one_of_ten_thousand_ranks_by_number(tmp_path: P
         await pilot.press("1", "enter")
         await pilot.pause()
         assert picked == [1, 4321]
+
+
+async def test_files_table_of_many_files_is_built_a_batch_per_turn(tmp_path: Path) -> None:
+    """A rebuilt files table of 1,000 files held the UI thread for its whole build; now a
+    screenful comes at once and the rest a batch per turn of the event loop (a key pressed
+    meanwhile is answered between batches), and a newer overview stops an older build."""
+    from hta_tui.app.format import FileRow
+    from hta_tui.app.screens.overview import (
+        BATCH_ROWS,
+        FIRST_ROWS,
+        FilesTable,
+        OverviewData,
+        OverviewScreen,
+    )
+    from tests.test_app_support import make_screen_app, settle, wait_until
+
+    def rows(n: int, status: str) -> list[FileRow]:
+        return [
+            FileRow(
+                key=f"rank{i}.json",
+                values={"rank": str(i), "file": f"rank{i}.json", "status": status},
+                status=status,
+                rank=i,
+                reason="",
+            )
+            for i in range(n)
+        ]
+
+    columns = [("rank", "rank"), ("file", "file"), ("status", "status")]
+    (tmp_path / "traces").mkdir()
+    app = make_screen_app(tmp_path / "traces", tmp_path)
+    n = 1000
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, OverviewScreen)
+        table = screen.query_one("#files", FilesTable)
+        screen.show_overview(OverviewData(columns=columns, rows=rows(n, "pending")))
+        assert table.row_count == FIRST_ROWS  # the rest after this turn
+        screen.show_overview(OverviewData(columns=columns, rows=rows(n, "loaded")))
+        assert table.row_count == FIRST_ROWS
+        await wait_until(pilot, lambda: table.row_count == n, 10, "every row")
+        assert len({table.get_row_at(i)[2].plain for i in range(n)}) == 1  # no stale batch
+        assert table.get_row_at(n - 1)[2].plain == "loaded"
+        assert n > BATCH_ROWS

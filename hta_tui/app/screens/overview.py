@@ -43,6 +43,11 @@ Layout = tuple[tuple[str, str, int], ...]
 
 #: Changed rows updated cell by cell; more than this and the table is rebuilt.
 IN_PLACE_MAX = 20
+#: A rebuilt files table gets its first rows at once (a screenful), the rest BATCH_ROWS at a
+#: time, one batch per turn of the event loop: 1,000 files in one go held the UI thread for
+#: 0.4 s (a key pressed meanwhile waited), and a new overview while loading rebuilds it.
+FIRST_ROWS = 60
+BATCH_ROWS = 150
 
 RIGHT = frozenset({"rank", "events", "kernels", "busy", "duration", "load"})
 
@@ -129,6 +134,8 @@ class OverviewScreen(Screen):
         # what the files table shows now: visible columns, file column width, rows
         self._layout: Layout = ()
         self._rows: list[FileRow] = []
+        self._build = 0  # bumped by each rebuild of the files table: stale batches stop
+        self._filling = False  # rows of the last rebuild still to add
 
     def compose(self) -> ComposeResult:
         with Vertical(id="overview"):
@@ -251,7 +258,7 @@ class OverviewScreen(Screen):
             else []
         )
         # update_cell costs ~50x an add_row cell: past a few dozen rows, rebuilding is faster.
-        if not same_shape or len(changed) > IN_PLACE_MAX:
+        if not same_shape or len(changed) > IN_PLACE_MAX or self._filling:
             self._rebuild_files(layout)
             return
         # Same rows, same heights, same columns: update the changed cells in place.
@@ -274,14 +281,31 @@ class OverviewScreen(Screen):
         for key, label, width in self._layout:
             justify = "right" if key in RIGHT else "left"
             table.add_column(Text(label, justify=justify), key=key, width=width)
-        for row in data.rows:
-            table.add_row(*self._cells(table, row), key=row.key, height=2 if row.problem else 1)
         self._rows = list(data.rows)
         keys = [r.key for r in data.rows]
-        if scroll_y:
-            table.call_after_refresh(table.scroll_to, y=scroll_y, animate=False)
-        if current in keys:
-            table.move_cursor(row=keys.index(current), animate=False)
+        target = keys.index(current) if current in keys else None
+        self._build += 1
+        self._add_file_rows(table, 0, FIRST_ROWS, target, scroll_y, self._build)
+
+    def _add_file_rows(
+        self, table: FilesTable, start: int, count: int, target: int | None, y: float, build: int
+    ) -> None:
+        """Rows `start` to `start + count` of the files table, then the rest BATCH_ROWS at a
+        time, each batch in its own turn of the event loop; the cursor and the scroll
+        position come back once their row is there."""
+        if build != self._build or not table.is_attached:
+            return  # rebuilt since
+        rows = self._rows
+        stop = min(start + count, len(rows))
+        for row in rows[start:stop]:
+            table.add_row(*self._cells(table, row), key=row.key, height=2 if row.problem else 1)
+        if target is not None and start <= target < stop:
+            table.move_cursor(row=target, animate=False)
+        self._filling = stop < len(rows)
+        if self._filling:
+            self.call_later(self._add_file_rows, table, stop, BATCH_ROWS, target, y, build)
+        elif y:
+            table.call_after_refresh(table.scroll_to, y=y, animate=False)
 
     def _show_temporal(self) -> None:
         data = self.data
