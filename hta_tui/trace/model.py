@@ -23,7 +23,8 @@ from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
 from hta_tui.trace.parse import TraceFileError
-from hta_tui.trace.ranks import RankGroup, SpanInfo, assign, process_of
+from hta_tui.trace.ranks import STATED, RankGroup, SpanInfo, assign, own_rank, process_of
+from hta_tui.trace.ranks import group as group_of
 from hta_tui.trace.schema import FRAME_SCHEMAS
 
 
@@ -40,6 +41,8 @@ def _write_atomic(df: pl.DataFrame, path: Path) -> None:
 
 
 STATUSES = ("pending", "loading", "loaded", "incomplete", "not_trace", "error")
+#: More files changed at once than this and the ranks of every file are assigned again.
+UPDATE_MAX = 256
 
 
 @dataclass
@@ -148,6 +151,13 @@ class TraceSet:
         self._chosen_span: dict[int, Path] = {}
         self._ranks: dict[int, RankGroup] = {}
         self._stale = False  # entries changed since the ranks were last assigned
+        #: the files changed since, when only they need a new rank (None: every file does)
+        self._dirty: set[Path] | None = None
+        #: the index by rank and by file, kept for changing it file by file (`_update`)
+        self._members: dict[int, dict[Path, FileEntry]] = {}
+        self._rank_of: dict[Path, int] = {}
+        #: every file states its own rank: a change of one file changes its ranks alone
+        self._stated = False
         self._memo: dict[str, Any] = {}  # answers about every rank, for this generation
         self.generation = 0  # bumps on every change; lets consumers drop stale results
 
@@ -165,11 +175,13 @@ class TraceSet:
     def add_pending_many(self, files: list[TraceFile]) -> None:
         """Files about to load (new, or a new version of a known one); ranks are reassigned
         once for the whole batch, so listing 1,000 files stays linear."""
+        fresh = []
         for tf in files:
             entry = self.entries.get(tf.path)
             if entry is None or entry.file.key != tf.key:
                 self.entries[tf.path] = FileEntry(tf)
-        self._changed()
+                fresh.append(tf.path)
+        self._changed(fresh)
 
     def snapshot(self) -> TraceSet:
         """A copy a worker can read while the owner keeps changing this one: entries are
@@ -206,12 +218,12 @@ class TraceSet:
         entry.data = None
         if result.ok and result.entry:  # frames kept in memory when the cache took none
             entry.data = RankData(result.entry, result.meta, _frames=dict(result.frames or {}))
-        self._changed()
+        self._changed([entry.path])
         return entry
 
     def remove(self, path: Path) -> None:
         if self.entries.pop(path, None) is not None:
-            self._changed()
+            self._changed([path])
 
     def select_span(self, rank: int, path: Path) -> None:
         """Show `path` for `rank`: an older span, or a conflicting file (its process's spans
@@ -219,10 +231,16 @@ class TraceSet:
         self._chosen_span[rank] = path
         self._changed()
 
-    def _changed(self) -> None:
+    def _changed(self, paths: list[Path] | None = None) -> None:
+        """Bump the generation; the ranks of `paths` (of every file when None) are assigned
+        again when next asked."""
         self.generation += 1
         self._stale = True
         self._memo.clear()
+        if paths is None or self._dirty is None or len(self._dirty) + len(paths) > UPDATE_MAX:
+            self._dirty = None
+        else:
+            self._dirty.update(paths)
 
     # -- ranks and spans ---------------------------------------------------------------------
     def _index(self) -> dict[int, RankGroup]:
@@ -231,8 +249,58 @@ class TraceSet:
         change."""
         if self._stale:
             self._stale = False
-            self._ranks = assign(self.entries.values(), self._chosen_span)
+            dirty, self._dirty = self._dirty, set()
+            if dirty is None or not self._update(dirty):
+                self._ranks = assign(self.entries.values(), self._chosen_span)
+                self._reindex()
         return self._ranks
+
+    def _reindex(self) -> None:
+        """The index by rank and by file, after a full assignment."""
+        self._members = {}
+        self._rank_of = {}
+        self._stated = True
+        for path, entry in self.entries.items():
+            self._stated = self._stated and entry.rank_source in STATED
+            if entry.rank is not None:
+                self._members.setdefault(entry.rank, {})[path] = entry
+                self._rank_of[path] = entry.rank
+
+    def _update(self, dirty: set[Path]) -> bool:
+        """Assign the ranks of the changed files alone, and group again only the ranks they
+        left or joined: possible when every file states its own rank (no file borrows its
+        worker's rank or takes the next free number, which depend on other files). False
+        when the whole set must be assigned."""
+        if not self._stated:
+            return False
+        moves: list[tuple[Path, FileEntry | None, int | None]] = []
+        for path in dirty:
+            entry = self.entries.get(path)
+            rank, source = own_rank(entry) if entry is not None else (None, "")
+            if entry is not None and rank is None:
+                return False  # a file that says no rank: its rank depends on the others
+            if entry is not None:
+                entry.rank, entry.rank_source = rank, source
+            moves.append((path, entry, rank))
+        touched: set[int] = set()
+        for path, entry, rank in moves:
+            old = self._rank_of.pop(path, None)
+            if old is not None:
+                self._members[old].pop(path, None)
+                touched.add(old)
+            if entry is not None and rank is not None:
+                self._members.setdefault(rank, {})[path] = entry
+                self._rank_of[path] = rank
+                touched.add(rank)
+        for rank in touched:
+            members = self._members.get(rank)
+            if not members:
+                self._members.pop(rank, None)
+                self._ranks.pop(rank, None)
+                continue
+            ordered = sorted(members.values(), key=lambda e: str(e.path))
+            self._ranks[rank] = group_of(ordered, self._chosen_span.get(rank))
+        return True
 
     def _remember(self, key: str, compute: Callable[[], Any]) -> Any:
         """`compute()`'s answer, kept until the set next changes (`_changed` forgets it)."""
