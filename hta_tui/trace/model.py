@@ -138,10 +138,12 @@ class TraceSet:
     get the frames they need and never touch the set.
 
     Cheap at thousands of files: a change only marks the ranks stale (and bumps the
-    generation); the rank index (rank -> its files, `ranks.assign`) is rebuilt once, when
-    something next asks, and what the set answers about all ranks (`ranks`, `loaded`,
-    `origin_ns`, `counts`, `step_names`) is kept until the next change. Loading N files and
-    asking after each batch is then linear, not N times a sort of every file.
+    generation); the rank index (rank -> its files, `ranks.assign`) is brought up to date when
+    something next asks: when every file states its rank (distributedInfo, its name), only the
+    ranks the changed files left or joined are grouped again, else every file is assigned
+    once. What the set answers about all ranks (`ranks`, `loaded`, `origin_ns`, `counts`,
+    `step_names`) is kept until the next change. Loading N files and asking after each one is
+    then linear in the files, not N times a sort of every file.
     """
 
     def __init__(self, root: str | Path) -> None:
