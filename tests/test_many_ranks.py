@@ -60,7 +60,7 @@ def loaded(tmp_path: Path, tf: TraceFile, i: int, **meta: Any) -> LoadResult:
         tf,
         "loaded",
         meta=CountingMeta(base | meta),
-        entry=tmp_path / "entries" / str(i),
+        entry=tmp_path / "entry",  # one for all: its summary computed once, then read
         frames={"events": events},
     )
 
