@@ -9,6 +9,7 @@ problem (error, not a trace, incomplete) takes two lines: its reason sits under 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import ClassVar
 
 from rich.style import Style
@@ -44,10 +45,13 @@ Layout = tuple[tuple[str, str, int], ...]
 #: Changed rows updated cell by cell; more than this and the table is rebuilt.
 IN_PLACE_MAX = 20
 #: A rebuilt files table gets its first rows at once (a screenful), the rest BATCH_ROWS at a
-#: time, one batch per turn of the event loop: 1,000 files in one go held the UI thread for
-#: 0.4 s (a key pressed meanwhile waited), and a new overview while loading rebuilds it.
+#: time, BATCH_GAP seconds apart: 1,000 files in one go held the UI thread for 0.4 s (a key
+#: pressed meanwhile waited), and a new overview while loading rebuilds it. The gap lets the
+#: event loop go idle between batches, where DataTable measures the cells of the rows just
+#: added: batches queued back to back left it all 10,000 rows to measure at once (20 s).
 FIRST_ROWS = 60
-BATCH_ROWS = 150
+BATCH_ROWS = 100
+BATCH_GAP = 0.01
 
 RIGHT = frozenset({"rank", "events", "kernels", "busy", "duration", "load"})
 
@@ -303,7 +307,10 @@ class OverviewScreen(Screen):
             table.move_cursor(row=target, animate=False)
         self._filling = stop < len(rows)
         if self._filling:
-            self.call_later(self._add_file_rows, table, stop, BATCH_ROWS, target, y, build)
+            self.set_timer(
+                BATCH_GAP,
+                partial(self._add_file_rows, table, stop, BATCH_ROWS, target, y, build),
+            )
         elif y:
             table.call_after_refresh(table.scroll_to, y=y, animate=False)
 
