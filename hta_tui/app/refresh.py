@@ -95,6 +95,7 @@ class RefreshMixin(AppMixin):
             columns=columns,
             rows=file_rows(files, watching=ctx["watching"]),
             temporal=temporal_rows(temporal),
+            temporal_ranks=temporal.height,
             step_text=step_text,
             step_bar=step_bar,
             step_scope=step_scope,

@@ -33,11 +33,11 @@ from textual.worker import get_current_worker
 from hta_tui.analysis import scope
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
+from hta_tui.app.screens.rank_picker import RankPicker
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
 from hta_tui.app.sides import folder_label
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
-from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.app.widgets.text_line import TextBlock
@@ -79,16 +79,6 @@ class Computed(Message):
         self.generation = generation
         self.params = params
         self.scope = scope
-
-
-class RankPicker(Picker):
-    """Pick one rank, or all ranks (returns -1 for all; dismissing returns None)."""
-
-    def __init__(self, ranks: list[int], current: int | None) -> None:
-        options = [("all ranks", -1), *((f"rank {r}", r) for r in ranks)]
-        choices = Choices(options, -1 if current is None else current, id="rank-options")
-        super().__init__("Rank", [choices], box_id="rank-picker")
-        self.ranks = ranks
 
 
 #: One key per idea: `v` shows a view's next table (its tabs), in every view that has several,
