@@ -18,11 +18,13 @@ if [ -n "${HTA_TUI_BIG_TRACE:-}" ]; then
 fi
 python bench_layouts.py       # -> LAYOUTS.md   (issue 10: every file layout, mixed-layout open)
 python bench_hostile.py       # -> HOSTILE.md   (issue 25: hostile files beside a good rank)
+python bench_many_ranks.py --files 1000 --full --out MANY_RANKS.md   # (issue 26: many small ranks)
+python bench_many_ranks.py --files 10000 --no-app --out MANY_RANKS.md
 {
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md; do
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md MANY_RANKS.md; do
     echo; sed 's/^# /## /' "$f"
   done
 } > RESULTS.md

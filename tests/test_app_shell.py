@@ -235,7 +235,9 @@ async def test_first_rank_shows_before_the_last_lands(tmp_path: Path, monkeypatc
                 lambda: app.overview_data is not None and len(app.overview_data.temporal) == 1,
                 what="the first rank's overview",
             )
-            assert [r.status for r in app.overview_data.rows] == ["loaded", "pending", "pending"]
+            # whichever file the parser workers finish first (the largest starts first)
+            statuses = sorted(r.status for r in app.overview_data.rows)
+            assert statuses == ["loaded", "pending", "pending"]
             info = app.status_info
             assert (info.done, info.total, info.loading) == (1, 3, True)
             await pilot.pause()

@@ -519,7 +519,10 @@ async def test_diff_shows_hostile_names_as_text(hostile_root: Path, tmp_path: Pa
         table.focus()
         table.move_cursor(row=next(i for i, n in enumerate(names) if n.startswith(PAYLOAD)))
         await pilot.press("enter")
-        await pilot.pause(0.3)
+        # the detail computes in a worker: wait for its table (a loaded machine is slow)
+        await wait_until(
+            pilot, lambda: "Diff detail" in screen_text(app) and SHOWN in screen_text(app), 30
+        )
         seen["diff detail"] = screen_text(app)
     assert_clean("".join(written))
     assert SHOWN in seen["diff"]

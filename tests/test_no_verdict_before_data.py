@@ -118,3 +118,48 @@ def test_snapshot_loading(snap_compare, tmp_path: Path, monkeypatch) -> None:
         assert snap_compare(app, terminal_size=SIZE, run_before=_waiting)
     finally:
         gate.set()
+
+
+async def _empty_and_watched(pilot: Any) -> None:
+    """An empty watched folder: the step-time view's `no trace files yet` line."""
+    app = pilot.app
+    await wait_until(pilot, lambda: app.watcher_state != "off", 30.0, "the watcher")
+    await settle(pilot, 30.0)
+    screen = await _open(pilot, "B", StepTimeScreen)
+    await wait_until(pilot, lambda: "No trace files" in _seen(screen), 30.0, "the empty line")
+    await pilot.pause()
+
+
+def test_snapshot_empty_folder(snap_compare, tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    app = make_screen_app(root, tmp_path, watch=True, poll=True)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_empty_and_watched)
+
+
+async def _one_of_two(pilot: Any) -> None:
+    """One rank loaded, a second file listed but not loaded (its load held back): the
+    numbers of the one, and the title says the rest is still loading."""
+    screen = await _open(pilot, "B", StepTimeScreen)
+    await wait_until(pilot, lambda: "loading 1 of 2 files" in _seen(screen), 30.0, "the title")
+    await pilot.pause()
+
+
+def test_snapshot_still_loading(snap_compare, tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "traces"
+    write_rank(root, 0, world=2)
+    held_back = write_rank(root, 1, world=2)
+    gate = threading.Event()
+
+    def held(files, cache, **kw):
+        for tf in sorted(files, key=lambda t: t.path == held_back):  # rank 0 first
+            if tf.path == held_back:
+                gate.wait(30)  # rank 1 "takes long": listed, not loaded
+            yield from trace_load.load_files([tf], cache, **kw)
+
+    monkeypatch.setattr(live_module, "load_files", held)
+    app = make_screen_app(root, tmp_path)
+    try:
+        assert snap_compare(app, terminal_size=SIZE, run_before=_one_of_two)
+    finally:
+        gate.set()

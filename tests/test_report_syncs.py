@@ -35,7 +35,7 @@ def test_report_json_has_the_sync_and_module_tables(story: Path, tmp_path: Path)
     )
     assert rc == 0
     doc = orjson.loads(out.getvalue())
-    assert list(doc) == ["files", *KEYS, "scope"]  # what each table covers (issue 24.5)
+    assert list(doc) == ["files", *KEYS, "scope"]  # scope: what each covers (issue 24)
     # 2 steps x (pageable copy + forward sync + backward sync), as generated.
     assert len(doc["syncs"]) == 3 * STEPS
     backward = [r for r in doc["syncs"] if r["phase"] == "backward"]

@@ -56,16 +56,27 @@ def _column(lines: list[str], header: str) -> list[str]:
         if line.startswith("| ") and header in _cells(line):
             names = _cells(line)
             at = names.index(header)
+            widths = [len(w) for w in lines[i + 1][2:-2].split("-|-")]
+            said = [j for j, n in enumerate(names) if n in SENTENCES]
             out: list[str] = []
+            last = [""] * len(names)  # each column's text on the line before
             for row in lines[i + 2 :]:
                 if not row.startswith("| "):
                     break
                 cells = _cells(row)
                 more = [c for n, c in zip(names, cells, strict=True) if n not in SENTENCES]
-                if out and not any(more):  # the next line of a wrapped sentence
+                # the next line of a wrapped sentence: the other cells blank, and a sentence's
+                # first word there did not fit on the line before (else a row of its own
+                # whose other cells are empty, as the critical path's across-ranks row)
+                wrapped = any(
+                    cells[j] and len(f"{last[j]} {cells[j].split(' ', 1)[0]}") > widths[j]
+                    for j in said
+                )
+                if out and not any(more) and wrapped:
                     out[-1] = f"{out[-1]} {cells[at]}".strip() if cells[at] else out[-1]
-                    continue
-                out.append(cells[at])
+                else:
+                    out.append(cells[at])
+                last = cells
             return out
     raise AssertionError(f"no column {header!r}")
 

@@ -17,6 +17,7 @@ from hta_tui.app.screens.critical_path import BoundBars, CriticalPathScreen
 from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
+from hta_tui.synth.constants import _FIRST_STEP
 from hta_tui.trace.parse import parse_file, read_bytes
 from tests.test_app_snapshot import demo_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
@@ -56,11 +57,12 @@ async def test_paths_edges_and_timeline_marks(tmp_path: Path) -> None:
         assert len(bars.rows) == per_rank.height
         verdict = str(screen.query_one("#cp-verdict", Static).render())
         assert verdict.startswith("step ") and "bound by rank" in verdict
-        # enter on rank 1's first step: its edges below, in path order
+        # enter on rank 1's first step (named as every view names it, ProfilerStep#2): its
+        # edges below, in path order
         paths.focus()
         for _ in range(paths.row_count):
             row = paths.selected_row()
-            if row is not None and row["rank"] == 1 and row["step"] == 0:
+            if row is not None and row["rank"] == 1 and row["step"] == _FIRST_STEP:
                 break
             await pilot.press("down")
         await pilot.press("enter")
@@ -71,7 +73,7 @@ async def test_paths_edges_and_timeline_marks(tmp_path: Path) -> None:
         )
         assert edges.row_count == mine.height > 0
         title = str(screen.query_one("#cp-what-if", Static).render())
-        assert title.startswith("Rank 1 step 0: ") and " -> est. " in title
+        assert title.startswith(f"Rank 1 step {_FIRST_STEP}: ") and " -> est. " in title
         marks = app.critical_path_marks
         assert set(marks) == {1}
         assert set(marks[1]) == set(mine["from_idx"]) | set(mine["to_idx"])
@@ -113,10 +115,11 @@ async def _timeline_with_path(pilot: Any) -> None:
     """Enter on rank 0's first step, then `t` on its first edge."""
     screen = await open_critical_path(pilot)
     paths = screen.query_one("#cp-paths", FrameTable)
+    first = screen.result["critical_path"].filter(pl.col("rank") == 0)["step"].min()
     paths.focus()
     for _ in range(paths.row_count):
         row = paths.selected_row()
-        if row is not None and row["rank"] == 0 and row["step"] == 0:
+        if row is not None and row["rank"] == 0 and row["step"] == first:
             break
         await pilot.press("down")
     await pilot.press("enter")

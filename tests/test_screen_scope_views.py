@@ -31,7 +31,7 @@ STEPS: dict[str, str] = {
     "step_time": PLUGIN,
     "gpu_metrics": PLUGIN,
     "distributed": "every ProfilerStep",
-    "critical_path": "each ProfilerStep",
+    "critical_path": "every ProfilerStep",  # the last one too: a path per step
     "memory": "whole trace",
     "operators": "whole trace",
     "syncs": "whole trace",

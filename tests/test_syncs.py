@@ -13,7 +13,12 @@ import pytest
 
 from hta_tui.analysis.backward_origin import backward_origins
 from hta_tui.analysis.host_context import context
-from hta_tui.analysis.sync_summary import step_time, sync_summary, sync_verdict
+from hta_tui.analysis.sync_summary import (
+    cpu_only_ranks,
+    step_time,
+    sync_summary,
+    sync_verdict,
+)
 from hta_tui.analysis.syncs import rank_syncs, syncs
 from hta_tui.synth import sync_story
 from hta_tui.synth.files import write_trace
@@ -215,8 +220,8 @@ def test_syncs_of_a_cpu_only_trace_are_empty_not_an_error(shared: Path) -> None:
     table = syncs({0: frames["events"]}, {0: frames["flows"]})
     assert table.is_empty()
     steps = step_time({0: frames["events"]})
-    verdict = sync_verdict(sync_summary(table, steps), steps)
-    assert verdict["verdict"].to_list() == ["the host never waited for the GPU"]
+    verdict = sync_verdict(sync_summary(table, steps), steps, cpu_only_ranks({0: frames["events"]}))
+    assert verdict["verdict"].to_list() == ["no GPU to wait for (a CPU-only trace)"]
 
 
 @pytest.mark.parametrize("hook_markers", [False, True])

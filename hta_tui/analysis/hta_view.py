@@ -203,25 +203,34 @@ CORE_COLUMNS: tuple[str, ...] = (
 CACHED_COLUMNS: tuple[str, ...] = ("pid", "tid", "external_id", "bytes", "bandwidth", "input_dims")
 _ADDED = ("start", "end", "gpu", "kernel_type")
 _views: dict[tuple[object, ...], pl.DataFrame] = {}
-_watched: set[int] = set()
+#: frame id -> the keys of what is kept for it (a job's values under each of its frames), so
+#: a frame's finalizer drops its own values without looking at every key: a job of 1,000
+#: ranks freed its frames in time quadratic in the ranks
+_keys_of: dict[int, set[tuple[object, ...]]] = {}
 _views_lock = threading.RLock()  # a finalizer may run while its thread holds it
+
+
+def _watch(frame: pl.DataFrame, key: tuple[object, ...]) -> None:
+    """Drop `key` when `frame` goes (the caller holds the lock)."""
+    keys = _keys_of.get(id(frame))
+    if keys is None:
+        keys = _keys_of[id(frame)] = set()
+        weakref.finalize(frame, _forget, id(frame))
+    keys.add(key)
 
 
 def _remember(events: pl.DataFrame, key: tuple[object, ...], value: pl.DataFrame) -> pl.DataFrame:
     """Keep `value` for as long as `events` lives (keys start with id(events))."""
     with _views_lock:
-        if id(events) not in _watched:
-            weakref.finalize(events, _forget, id(events))
-            _watched.add(id(events))
+        _watch(events, key)
         _views[key] = value
     return value
 
 
 def _forget(frame_id: int) -> None:
     with _views_lock:
-        _watched.discard(frame_id)
-        keys = [k for k in _views if k[0] == frame_id or (k[0] == "job" and frame_id in k[1])]
-        dropped = [_views.pop(k) for k in keys]
+        keys = _keys_of.pop(frame_id, set())
+        dropped = [_views.pop(k) for k in keys if k in _views]
     # Freed here, outside the lock: a dropped value can be a frame other values are kept for
     # (memory records -> their prefix sums), whose own finalizer calls `_forget` again.
     del dropped
@@ -273,9 +282,7 @@ def job_cached(
     value = build()
     with _views_lock:
         for f in frames:
-            if id(f) not in _watched:
-                weakref.finalize(f, _forget, id(f))
-                _watched.add(id(f))
+            _watch(f, key)
         _views[key] = value
     return value
 

@@ -115,16 +115,22 @@ def _relative(ts: TraceSet, entry: FileEntry) -> str:
         return str(entry.path)
 
 
-def file_row(ts: TraceSet, entry: FileEntry) -> dict[str, object]:
+def file_row(
+    ts: TraceSet, entry: FileEntry, *, step_filter: bool | None = None
+) -> dict[str, object]:
+    """One file's row. `step_filter`: HTA's job-wide step rule, when the caller knows it (a
+    table of every file asks the set once, not once per file)."""
     meta = entry.meta
     data = entry.data
     busy = None
     if data is not None:
-        busy = summary(data, step_filter=_step_filter(ts))["gpu_busy"] / 1000
+        if step_filter is None:
+            step_filter = _step_filter(ts)
+        busy = summary(data, step_filter=step_filter)["gpu_busy"] / 1000
     start, end = meta.get("min_ts"), meta.get("max_end")
     rank = entry.rank
     sel = ts.selected(rank) if rank is not None else None
-    several = rank is not None and len(ts.spans(rank)) + len(ts.conflicts(rank)) > 1
+    several = rank is not None and ts.files_of(rank) > 1
     return {
         "path": _relative(ts, entry),
         "rank": rank,
@@ -150,9 +156,10 @@ def file_row(ts: TraceSet, entry: FileEntry) -> dict[str, object]:
 
 def file_table(ts: TraceSet) -> pl.DataFrame:
     """One row per file: rank, span, status and error, size of the trace, GPU busy time; a
-    rank's conflicting files after its spans."""
+    rank's conflicting files after its spans. Linear in the files: the set's rank index
+    answers each row, the step rule is asked once."""
     entries = sorted(
-        ts.entries.values(),
+        ts.files().values(),
         key=lambda e: (
             e.rank is None,
             e.rank if e.rank is not None else 0,
@@ -160,16 +167,14 @@ def file_table(ts: TraceSet) -> pl.DataFrame:
             str(e.path),
         ),
     )
-    rows = [file_row(ts, e) for e in entries]
+    step_filter = _step_filter(ts)
+    rows = [file_row(ts, e, step_filter=step_filter) for e in entries]
     return pl.DataFrame(rows, schema=FILE_COLUMNS)
 
 
 def _step_filter(ts: TraceSet) -> bool:
     """HTA filters by ProfilerStep when the job has at least two distinct step names."""
-    names: set[str] = set()
-    for data in ts.loaded().values():
-        names.update(data.meta.get("step_names", ()))
-    return len(names) >= 2
+    return len(ts.step_names()) >= 2
 
 
 def temporal_table(

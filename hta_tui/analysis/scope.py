@@ -56,10 +56,16 @@ def describe_steps(scope: StepScope, *, every_step: bool, key: str = "H") -> str
     if not scope.steps:
         return "whole trace (no ProfilerStep)"
     if scope.left_out:
-        return f"steps {_span(scope.kept)}, {_span(scope.left_out)} left out as HTA ({key})"
+        # one step kept: "step 6 only, 7 ...", not "steps 6, 7 left out" (both left out?)
+        kept = f"step {scope.kept[0]} only" if len(scope.kept) == 1 else _steps(scope.kept)
+        return f"{kept}, {_span(scope.left_out)} left out as HTA ({key})"
     if every_step and scope.filtered:
-        return f"steps {_span(scope.steps)}, the last included ({key})"
-    return f"steps {_span(scope.steps)}"
+        return f"{_steps(scope.steps)}, the last included ({key})"
+    return _steps(scope.steps)
+
+
+def _steps(steps: tuple[int, ...]) -> str:
+    return f"step {steps[0]}" if len(steps) == 1 else f"steps {_span(steps)}"
 
 
 def steps_from_names(names: set[str], *, every_step: bool = False) -> str:

@@ -10,7 +10,7 @@ lengths; per-step figures divide by the number of those steps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import polars as pl
 
@@ -92,9 +92,12 @@ def sync_summary(syncs: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def sync_verdict(summary: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def sync_verdict(
+    summary: pl.DataFrame, steps: pl.DataFrame, cpu_only: Collection[int] = ()
+) -> pl.DataFrame:
     """One line per rank: the share of step time the host spent blocked, in how many call
-    sites, and the largest of them."""
+    sites, and the largest of them; a rank in `cpu_only` ran nothing on a GPU, so it had
+    none to wait for (not "never waited": other views call it a CPU-only trace)."""
     if steps.is_empty():
         return pl.DataFrame(schema=VERDICT_COLUMNS)
     blocking = summary.filter(pl.col("blocked (us)") > 0)
@@ -118,7 +121,9 @@ def sync_verdict(summary: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     rows = rows.with_columns(pct.alias("blocked_pctg"))
     where = pl.coalesce("top_where", pl.lit("an unknown call site"))
     verdict = (
-        pl.when(pl.col("call_sites") == 0)
+        pl.when((pl.col("call_sites") == 0) & pl.col("rank").is_in(list(cpu_only)))
+        .then(pl.lit("no GPU to wait for (a CPU-only trace)"))
+        .when(pl.col("call_sites") == 0)
         .then(pl.lit("the host never waited for the GPU"))
         .otherwise(
             pl.format(
@@ -154,5 +159,10 @@ def sync_tables(
     return {
         "syncs": table,
         "sync_summary": summary,
-        "sync_verdict": sync_verdict(summary, steps),
+        "sync_verdict": sync_verdict(summary, steps, cpu_only_ranks(ranks)),
     }
+
+
+def cpu_only_ranks(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
+    """Ranks with no event on a GPU stream."""
+    return [r for r, f in ranks.items() if f.select(pl.col("stream").is_null().all()).item()]

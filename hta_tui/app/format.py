@@ -196,26 +196,67 @@ TEMPORAL_COLUMNS: list[tuple[str, str]] = [
 ]
 
 
-def temporal_rows(df: pl.DataFrame) -> list[tuple[int, tuple[str, ...], tuple[float, ...]]]:
-    """(rank, display cells, bar values compute / non-compute / idle in us) per rank."""
+#: A temporal-breakdown row: the rank (int), or what a summary row stands for ("median"),
+#: its display cells, and its bar's values (compute / non-compute / idle, us).
+TemporalRow = tuple[int | str, tuple[str, ...], tuple[float, ...]]
+
+#: More ranks than this and the temporal breakdown summarises: the spread over every rank,
+#: then the ranks farthest from the median idle share (one row per rank no longer fits).
+TEMPORAL_ROWS_MAX = 12
+#: The spread: (label, quantile) over the ranks, each column on its own.
+SPREAD = (("min", 0.0), ("median", 0.5), ("p90", 0.9), ("max", 1.0))
+
+_PCT = ("compute_time_pctg", "non_compute_time_pctg", "idle_time_pctg")
+_US = ("compute_time(us)", "non_compute_time(us)", "idle_time(us)")
+
+
+def _temporal_row(label: int | str, row: dict[str, Any]) -> TemporalRow:
+    cells = (
+        str(label),
+        *(fmt_pct(row.get(c)) for c in _PCT),
+        fmt_us(row.get("kernel_time(us)")),
+    )
+    values = tuple(float(row.get(c) or 0.0) for c in _US)
+    return label, cells, values
+
+
+def temporal_rows(df: pl.DataFrame, max_rows: int = TEMPORAL_ROWS_MAX) -> list[TemporalRow]:
+    """(rank, display cells, bar values compute / non-compute / idle in us) per rank; past
+    `max_rows` ranks, the spread (min, median, p90, max of each column over the ranks) and
+    then the ranks whose idle share is farthest from the median, the farthest first."""
     if df.is_empty():
         return []
-    out = []
-    for row in df.sort("rank").iter_rows(named=True):
-        cells = (
-            str(row["rank"]),
-            fmt_pct(row.get("compute_time_pctg")),
-            fmt_pct(row.get("non_compute_time_pctg")),
-            fmt_pct(row.get("idle_time_pctg")),
-            fmt_us(row.get("kernel_time(us)")),
-        )
-        values = (
-            float(row.get("compute_time(us)") or 0.0),
-            float(row.get("non_compute_time(us)") or 0.0),
-            float(row.get("idle_time(us)") or 0.0),
-        )
-        out.append((int(row["rank"]), cells, values))
+    if df.height <= max_rows:
+        return [
+            _temporal_row(int(row["rank"]), row) for row in df.sort("rank").iter_rows(named=True)
+        ]
+    columns = [*_PCT, *_US, "kernel_time(us)"]
+    spread = df.select(
+        [
+            pl.col(c).cast(pl.Float64).quantile(q, "nearest").alias(f"{c}|{label}")
+            for label, q in SPREAD
+            for c in columns
+        ]
+    ).row(0, named=True)
+    out = [
+        _temporal_row(label, {c: spread[f"{c}|{label}"] for c in columns}) for label, _ in SPREAD
+    ]
+    median = pl.col("idle_time_pctg").median()
+    outliers = (
+        df.with_columns((pl.col("idle_time_pctg") - median).abs().alias("__far"))
+        .sort(["__far", "rank"], descending=[True, False], nulls_last=True)
+        .head(max(max_rows - len(SPREAD), 1))
+    )
+    out += [_temporal_row(int(row["rank"]), row) for row in outliers.iter_rows(named=True)]
     return out
+
+
+def temporal_note(rows: list[TemporalRow], ranks: int) -> str:
+    """What a summarised temporal breakdown shows (empty when it shows every rank)."""
+    if not any(isinstance(label, str) for label, _, _ in rows):
+        return ""
+    shown = sum(isinstance(label, int) for label, _, _ in rows)
+    return f"{ranks} ranks: spread, then {shown} outliers (idle)"
 
 
 #: Columns given up, in this order, before the file name gets narrower than `MIN_FILE`;

@@ -82,7 +82,8 @@ class RefreshMixin(AppMixin):
             step_frame = step_table(ts)
             step_text, step_bar = overview_rows(step_frame)
             used = tuple(step_frame["step"].unique().sort().to_list())
-            step_scope = describe_used(used) if used else ""
+            names = {n for d in ts.loaded().values() for n in d.meta.get("step_names", ())}
+            step_scope = describe_used(used, whole_trace=not names) if used else ""
         except Exception as exc:  # the files and the temporal breakdown show all the same
             logging.getLogger("hta_tui").exception("the overview's step time failed")
             step_text, step_bar = f"Step time not computed: {one_line(exc)}", None
@@ -94,6 +95,7 @@ class RefreshMixin(AppMixin):
             columns=columns,
             rows=file_rows(files, watching=ctx["watching"]),
             temporal=temporal_rows(temporal),
+            temporal_ranks=temporal.height,
             step_text=step_text,
             step_bar=step_bar,
             step_scope=step_scope,

@@ -88,15 +88,14 @@ def load_one(
 def _cached(tf: TraceFile, cache: Cache) -> LoadResult | None:
     t0 = time.perf_counter()
     try:
-        meta = cache.lookup(tf)
+        entry = cache.entry_dir(tf)
+        meta = cache.lookup(tf, entry)
     except Exception:  # a damaged entry is a miss: the file is parsed again
         log.warning("cache lookup failed for %s", tf.path, exc_info=True)
         return None
     if meta is None:
         return None
-    return LoadResult(
-        tf, "loaded", meta, cache.entry_dir(tf), seconds=time.perf_counter() - t0, cached=True
-    )
+    return LoadResult(tf, "loaded", meta, entry, seconds=time.perf_counter() - t0, cached=True)
 
 
 class FileTimeout(Exception):

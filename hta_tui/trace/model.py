@@ -8,7 +8,7 @@ never look at flows never read them.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import copy
 import os
 import threading
 from collections.abc import Callable
@@ -23,7 +23,8 @@ from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
 from hta_tui.trace.parse import TraceFileError
-from hta_tui.trace.ranks import RankGroup, SpanInfo, assign, process_of
+from hta_tui.trace.ranks import STATED, RankGroup, SpanInfo, assign, own_rank, process_of
+from hta_tui.trace.ranks import group as group_of
 from hta_tui.trace.schema import FRAME_SCHEMAS
 
 
@@ -40,6 +41,8 @@ def _write_atomic(df: pl.DataFrame, path: Path) -> None:
 
 
 STATUSES = ("pending", "loading", "loaded", "incomplete", "not_trace", "error")
+#: More files changed at once than this and the ranks of every file are assigned again.
+UPDATE_MAX = 256
 
 
 @dataclass
@@ -138,14 +141,38 @@ class TraceSet:
 
     Not thread-safe by design: one owner mutates it (the app's main thread, a script); workers
     get the frames they need and never touch the set.
+
+    Cheap at thousands of files: a change only marks the ranks stale (and bumps the
+    generation); the rank index (rank -> its files, `ranks.assign`) is brought up to date when
+    something next asks: when every file states its rank (distributedInfo, its name), only the
+    ranks the changed files left or joined are grouped again, else every file is assigned
+    once. What the set answers about all ranks (`ranks`, `loaded`, `origin_ns`, `counts`,
+    `step_names`) is kept until the next change. Loading N files and asking after each one is
+    then linear in the files, not N times a sort of every file.
     """
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        #: every file by path (changed only through the methods below)
         self.entries: dict[Path, FileEntry] = {}
         self._chosen_span: dict[int, Path] = {}
         self._ranks: dict[int, RankGroup] = {}
+        self._stale = False  # entries changed since the ranks were last assigned
+        #: the files changed since, when only they need a new rank (None: every file does)
+        self._dirty: set[Path] | None = None
+        #: the index by rank and by file, kept for changing it file by file (`_update`)
+        self._members: dict[int, dict[Path, FileEntry]] = {}
+        self._rank_of: dict[Path, int] = {}
+        #: every file states its own rank: a change of one file changes its ranks alone
+        self._stated = False
+        self._memo: dict[str, Any] = {}  # answers about every rank, for this generation
         self.generation = 0  # bumps on every change; lets consumers drop stale results
+
+    def files(self) -> dict[Path, FileEntry]:
+        """Every file by path with its rank and conflict up to date (`entries` as such may
+        hold the ranks of before the last change: they are assigned when next asked)."""
+        self._index()
+        return self.entries
 
     # -- mutation ----------------------------------------------------------------------------
     def add_pending(self, tf: TraceFile) -> FileEntry:
@@ -155,34 +182,48 @@ class TraceSet:
     def add_pending_many(self, files: list[TraceFile]) -> None:
         """Files about to load (new, or a new version of a known one); ranks are reassigned
         once for the whole batch, so listing 1,000 files stays linear."""
+        fresh = []
         for tf in files:
             entry = self.entries.get(tf.path)
             if entry is None or entry.file.key != tf.key:
                 self.entries[tf.path] = FileEntry(tf)
-        self._changed()
+                fresh.append(tf.path)
+        self._changed(fresh)
 
     def snapshot(self) -> TraceSet:
         """A copy a worker can read while the owner keeps changing this one: entries are
-        copied, the frames (read-only, lock-guarded) are shared."""
+        copied, the frames (read-only, lock-guarded) are shared. A current rank index is
+        carried over to the copies; a stale one is left for the copy to rebuild, in the
+        worker that reads it: a snapshot costs the owner one pass over the files."""
         snap = TraceSet(self.root)
-        snap.entries = {p: dataclasses.replace(e) for p, e in self.entries.items()}
+        copies = {id(e): copy.copy(e) for e in self.entries.values()}  # 3x dataclasses.replace
+        snap.entries = {p: copies[id(e)] for p, e in self.entries.items()}
         snap._chosen_span = dict(self._chosen_span)
         snap.generation = self.generation
-        snap._assign_ranks()  # the groups hold the copies' entries
+        if self._stale:
+            snap._stale = True
+            return snap
+        snap._ranks = {
+            rank: RankGroup(
+                spans=[copies[id(e)] for e in group.spans],
+                conflicts=[copies[id(e)] for e in group.conflicts],
+                shown=copies[id(group.shown)] if group.shown is not None else None,
+            )
+            for rank, group in self._ranks.items()
+        }
         return snap
 
     def apply(self, result: LoadResult) -> FileEntry:
         entry = self._apply_one(result)
-        self._changed()
+        self._changed([entry.path])
         return entry
 
     def apply_many(self, results: list[LoadResult]) -> None:
         """Several results at once, ranks reassigned once for the batch: a session applies
         whatever landed since its last turn together (one generation, not one per file)."""
-        for result in results:
-            self._apply_one(result)
-        if results:
-            self._changed()
+        paths = [self._apply_one(result).path for result in results]
+        if paths:
+            self._changed(paths)
 
     def _apply_one(self, result: LoadResult) -> FileEntry:
         entry = self.entries.get(result.file.path)
@@ -205,7 +246,7 @@ class TraceSet:
 
     def remove(self, path: Path) -> None:
         if self.entries.pop(path, None) is not None:
-            self._changed()
+            self._changed([path])
 
     def select_span(self, rank: int, path: Path) -> None:
         """Show `path` for `rank`: an older span, or a conflicting file (its process's spans
@@ -213,41 +254,114 @@ class TraceSet:
         self._chosen_span[rank] = path
         self._changed()
 
-    def _changed(self) -> None:
+    def _changed(self, paths: list[Path] | None = None) -> None:
+        """Bump the generation; the ranks of `paths` (of every file when None) are assigned
+        again when next asked."""
         self.generation += 1
-        self._assign_ranks()
+        self._stale = True
+        self._memo.clear()
+        if paths is None or self._dirty is None or len(self._dirty) + len(paths) > UPDATE_MAX:
+            self._dirty = None
+        else:
+            self._dirty.update(paths)
 
     # -- ranks and spans ---------------------------------------------------------------------
-    def _assign_ranks(self) -> None:
+    def _index(self) -> dict[int, RankGroup]:
         """Each file's rank, then each rank's spans (files of one process) and conflicts (files
-        of another process that say the same rank); see `ranks.assign`."""
-        self._ranks = assign(self.entries.values(), self._chosen_span)
+        of another process that say the same rank); see `ranks.assign`. Rebuilt only after a
+        change."""
+        if self._stale:
+            self._stale = False
+            dirty, self._dirty = self._dirty, set()
+            if dirty is None or not self._update(dirty):
+                self._ranks = assign(self.entries.values(), self._chosen_span)
+                self._reindex()
+        return self._ranks
+
+    def _reindex(self) -> None:
+        """The index by rank and by file, after a full assignment."""
+        self._members = {}
+        self._rank_of = {}
+        self._stated = True
+        for path, entry in self.entries.items():
+            self._stated = self._stated and entry.rank_source in STATED
+            if entry.rank is not None:
+                self._members.setdefault(entry.rank, {})[path] = entry
+                self._rank_of[path] = entry.rank
+
+    def _update(self, dirty: set[Path]) -> bool:
+        """Assign the ranks of the changed files alone, and group again only the ranks they
+        left or joined: possible when every file states its own rank (no file borrows its
+        worker's rank or takes the next free number, which depend on other files). False
+        when the whole set must be assigned."""
+        if not self._stated:
+            return False
+        moves: list[tuple[Path, FileEntry | None, int | None]] = []
+        for path in dirty:
+            entry = self.entries.get(path)
+            rank, source = own_rank(entry) if entry is not None else (None, "")
+            if entry is not None and rank is None:
+                return False  # a file that says no rank: its rank depends on the others
+            if entry is not None:
+                entry.rank, entry.rank_source = rank, source
+            moves.append((path, entry, rank))
+        touched: set[int] = set()
+        for path, entry, rank in moves:
+            old = self._rank_of.pop(path, None)
+            if old is not None:
+                self._members[old].pop(path, None)
+                touched.add(old)
+            if entry is not None and rank is not None:
+                self._members.setdefault(rank, {})[path] = entry
+                self._rank_of[path] = rank
+                touched.add(rank)
+        for rank in touched:
+            members = self._members.get(rank)
+            if not members:
+                self._members.pop(rank, None)
+                self._ranks.pop(rank, None)
+                continue
+            ordered = sorted(members.values(), key=lambda e: str(e.path))
+            self._ranks[rank] = group_of(ordered, self._chosen_span.get(rank))
+        return True
+
+    def _remember(self, key: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`'s answer, kept until the set next changes (`_changed` forgets it)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
     def spans(self, rank: int) -> list[FileEntry]:
         """Files of one rank written by the process it shows, newest first (a profiler
         schedule writes one per span), with its files that did not load."""
-        group = self._ranks.get(rank)
+        group = self._index().get(rank)
         return list(group.spans) if group else []
 
     def conflicts(self, rank: int) -> list[FileEntry]:
         """Loaded files that say they are `rank` but come from another process than the one
         shown, newest first: the user picks (`select_span`)."""
-        group = self._ranks.get(rank)
+        group = self._index().get(rank)
         return list(group.conflicts) if group else []
 
+    def files_of(self, rank: int) -> int:
+        """How many files say `rank` (its spans, its files that did not load, its conflicts),
+        without copying them."""
+        group = self._index().get(rank)
+        return len(group.spans) + len(group.conflicts) if group else 0
+
     def ranks(self) -> list[int]:
-        return sorted(self._ranks)
+        return list(self._remember("ranks", lambda: sorted(self._index())))
 
     def selected(self, rank: int) -> FileEntry | None:
         """The span shown for a rank: the user's choice, else the newest loaded one of the
         process with the most data."""
-        group = self._ranks.get(rank)
+        group = self._index().get(rank)
         return group.shown if group else None
 
     def span_of(self, rank: int) -> SpanInfo | None:
         """Which file a rank's numbers cover, and what it says of itself: for front ends that
         print it (`report --json`'s files, titles)."""
-        group = self._ranks.get(rank)
+        group = self._index().get(rank)
         if group is None or group.shown is None:
             return None
         shown = group.shown
@@ -264,14 +378,18 @@ class TraceSet:
             conflicts=tuple(e.path for e in group.conflicts),
         )
 
-    def loaded(self) -> dict[int, RankData]:
-        """Rank -> frames of the selected span, for every rank with a loaded file."""
+    def _loaded(self) -> dict[int, RankData]:
         out: dict[int, RankData] = {}
-        for rank in self.ranks():
-            entry = self.selected(rank)
+        for rank, group in sorted(self._index().items()):
+            entry = group.shown
             if entry is not None and entry.data is not None:
                 out[rank] = entry.data
         return out
+
+    def loaded(self) -> dict[int, RankData]:
+        """Rank -> frames of the selected span, for every rank with a loaded file (a copy:
+        callers may change it)."""
+        return dict(self._remember("loaded", self._loaded))
 
     def frames(self, name: str = "events") -> dict[int, pl.DataFrame]:
         return {rank: data.frame(name) for rank, data in self.loaded().items()}
@@ -279,15 +397,34 @@ class TraceSet:
     @property
     def origin_ns(self) -> int | None:
         """Common time origin: the earliest event of all selected spans (HTA's alignment)."""
-        starts = [d.meta.get("min_ts") for d in self.loaded().values()]
-        starts = [s for s in starts if s is not None]
-        return min(starts) if starts else None
+
+        def compute() -> int | None:
+            starts = [d.meta.get("min_ts") for d in self._remember("loaded", self._loaded).values()]
+            starts = [s for s in starts if s is not None]
+            return min(starts) if starts else None
+
+        return self._remember("origin_ns", compute)
+
+    def step_names(self) -> frozenset[str]:
+        """Every ProfilerStep name of the selected spans (from the files' metadata): HTA's
+        step filter asks whether there are two of them, once per change, not once per file."""
+
+        def compute() -> frozenset[str]:
+            names: set[str] = set()
+            for data in self._remember("loaded", self._loaded).values():
+                names.update(data.meta.get("step_names", ()))
+            return frozenset(names)
+
+        return self._remember("step_names", compute)
 
     def counts(self) -> dict[str, int]:
-        out = dict.fromkeys(STATUSES, 0)
-        for e in self.entries.values():
-            out[e.status] = out.get(e.status, 0) + 1
-        return out
+        def compute() -> dict[str, int]:
+            out = dict.fromkeys(STATUSES, 0)
+            for e in self.entries.values():
+                out[e.status] = out.get(e.status, 0) + 1
+            return out
+
+        return dict(self._remember("counts", compute))
 
 
 def open_set(
@@ -305,8 +442,7 @@ def open_set(
     cache = cache if cache is not None else Cache()
     ts = TraceSet(root)
     files = discover(root)
-    for tf in files:
-        ts.add_pending(tf)
+    ts.add_pending_many(files)
     for result in load_files(files, cache, workers=workers, after_parse=after_parse):
         ts.apply(result)
     return ts

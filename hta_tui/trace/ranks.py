@@ -102,19 +102,27 @@ def _newest_first(entry: FileEntry) -> tuple[int, str]:
     return (-entry.file.order_ns, str(entry.path))
 
 
+#: How a file states its own rank, needing no other file (`own_rank`).
+STATED = frozenset({"distributedInfo", "file name"})
+
+
+def own_rank(entry: FileEntry) -> tuple[int | None, str]:
+    """The rank a file states itself (distributedInfo, else its name) and where from."""
+    rank = entry.meta.get("rank_in_file")
+    if rank is not None:
+        return rank, "distributedInfo"
+    if entry.file.rank_hint is not None:
+        return entry.file.rank_hint, "file name"
+    return None, ""
+
+
 def _own_ranks(entries: list[FileEntry]) -> None:
     """The rank each file states (distributedInfo, else its name), and its worker's."""
     silent = []
     for entry in entries:
-        rank = entry.meta.get("rank_in_file")
-        if rank is not None:
-            entry.rank, entry.rank_source = rank, "distributedInfo"
-        elif entry.file.rank_hint is not None:
-            entry.rank, entry.rank_source = entry.file.rank_hint, "file name"
-        else:
-            entry.rank, entry.rank_source = None, ""
-            if entry.file.worker is not None:
-                silent.append(entry)
+        entry.rank, entry.rank_source = own_rank(entry)
+        if entry.rank is None and entry.file.worker is not None:
+            silent.append(entry)
     if not silent:
         return
     by_worker: dict[str, set[int]] = {}
@@ -162,6 +170,14 @@ def _unranked_key(entry: FileEntry, proc: Process) -> object:
     if entry.file.worker is not None:
         return entry.file.worker
     return ("process",) if proc.known else ("file", entry.path)
+
+
+def group(members: list[FileEntry], chosen: Path | None) -> RankGroup:
+    """One rank's group from its files in path order (their conflicts set): what `assign`
+    makes of each rank, for a set that changed only that rank's files."""
+    for entry in members:
+        entry.conflict = ""
+    return _group(members, chosen)
 
 
 def _group(members: list[FileEntry], chosen: Path | None) -> RankGroup:

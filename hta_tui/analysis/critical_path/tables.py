@@ -34,8 +34,9 @@ from hta_tui.analysis.critical_path.path import (
 
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),  # null on the rows of the path across ranks
+    "step": pl.Int64(),  # N of the instance's ProfilerStep#N, as other views name the step
     "annotation": pl.String(),
-    "instance_id": pl.Int64(),
+    "instance_id": pl.Int64(),  # HTA's index: the i-th instance of the annotation, from 0
     "path_length_us": pl.Float64(),
     **{f"{b}_us": pl.Float64() for b in g.BOUND_TYPES},
     **{f"{b}_pct": pl.Float64() for b in g.BOUND_TYPES},
@@ -90,6 +91,20 @@ def step_count(events: pl.DataFrame, annotation: str) -> int:
     ).height
 
 
+def instance_steps(events: pl.DataFrame, annotation: str) -> list[int | None]:
+    """The step number (N of `...#N`) of each instance of the annotation, in HTA's instance
+    order (as `windows` counts them): the other views name a step by N, not by its index."""
+    return (
+        events.filter(
+            pl.col("stream").is_null() & pl.col("name").str.contains(annotation, literal=True)
+        )
+        .sort("start", "idx")["name"]
+        .str.extract(r"#(\d+)$", 1)
+        .cast(pl.Int64, strict=False)
+        .to_list()
+    )
+
+
 def _row(rank: int | None, annotation: str, instance: int, **kw: object) -> dict[str, object]:
     row: dict[str, object] = dict.fromkeys(SUMMARY_COLUMNS)
     row.update(rank=rank, annotation=annotation, instance_id=instance, **kw)
@@ -135,10 +150,12 @@ def rank_paths(
         if not todo:
             rows.append(_row(rank, annotation, 0, error=f"no {annotation!r} on this rank"))
         queue: pl.DataFrame | None = None  # the rank's queue lengths, once for every step
+        numbers = instance_steps(ev, annotation) if annotation else []
         for which in todo:
             w = windows(ev, annotation, which)
             # a range of steps is one window, shown under its first step
             i = which if isinstance(which, int) else which[0]
+            step = numbers[i] if 0 <= i < len(numbers) else None
             name = annotation if isinstance(which, int) else f"{annotation} {which[0]}-{which[1]}"
             if w is None:
                 rows.append(_row(rank, name, i, error=f"no instance {which} of {annotation!r}"))
@@ -150,15 +167,15 @@ def rank_paths(
                     ev, rank, w, hta_launches=hta_compat, data_loading=data_loading, queue=queue
                 )
             except CycleError as e:
-                rows.append(_row(rank, name, i, error=f"dependencies loop: {e}"))
+                rows.append(_row(rank, name, i, step=step, error=f"dependencies loop: {e}"))
                 continue
             except Exception as e:  # one rank's odd data costs only its own row
                 logging.getLogger("hta_tui").exception("critical path of rank %s failed", rank)
                 reason = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-                rows.append(_row(rank, name, i, error=reason))
+                rows.append(_row(rank, name, i, step=step, error=reason))
                 continue
             paths[(rank, i)] = rp
-            rows.append(_summary(rp, name, i))
+            rows.append({**_summary(rp, name, i), "step": step})
     return paths, rows
 
 
@@ -352,6 +369,11 @@ def critical_path_result(
         ranks, annotation, instances, hta_compat=hta_compat, data_loading=data_loading
     )
     steps = sorted({i for _, i in paths})
+    # across ranks, instance i is named by the ranks' step number for it
+    numbers: dict[int, int] = {}
+    for row in rows:
+        if row["step"] is not None:
+            numbers.setdefault(row["instance_id"], row["step"])  # type: ignore[call-overload]
     for i in steps:
         per_rank = {r: rp for (r, j), rp in paths.items() if j == i}
         if len(per_rank) < 2:
@@ -359,11 +381,12 @@ def critical_path_result(
         try:
             joined = job_path(ranks, per_rank)
         except CycleError as e:
-            rows.append(_row(None, annotation, i, error=f"dependencies loop across ranks: {e}"))
+            error = f"dependencies loop across ranks: {e}"
+            rows.append(_row(None, annotation, i, step=numbers.get(i), error=error))
             continue
         if joined is not None:
             length, path, _, cat = joined
-            rows.append(_job_row(annotation, i, length, path, cat))
+            rows.append({**_job_row(annotation, i, length, path, cat), "step": numbers.get(i)})
     summary = (
         pl.DataFrame(rows, schema=SUMMARY_COLUMNS) if rows else pl.DataFrame(schema=SUMMARY_COLUMNS)
     )

@@ -33,11 +33,11 @@ from textual.worker import get_current_worker
 from hta_tui.analysis import scope
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
+from hta_tui.app.screens.rank_picker import RankPicker
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
 from hta_tui.app.sides import folder_label
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
-from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.app.widgets.text_line import TextBlock
@@ -81,16 +81,6 @@ class Computed(Message):
         self.scope = scope
 
 
-class RankPicker(Picker):
-    """Pick one rank, or all ranks (returns -1 for all; dismissing returns None)."""
-
-    def __init__(self, ranks: list[int], current: int | None) -> None:
-        options = [("all ranks", -1), *((f"rank {r}", r) for r in ranks)]
-        choices = Choices(options, -1 if current is None else current, id="rank-options")
-        super().__init__("Rank", [choices], box_id="rank-picker")
-        self.ranks = ranks
-
-
 #: One key per idea: `v` shows a view's next table (its tabs), in every view that has several,
 #: and the footer shows it right after `?` and `q` (footer.FIRST). `[` and `]` move in time
 #: (memory, timeline), never between tables.
@@ -125,6 +115,8 @@ class AnalysisScreen(Screen):
     #: out unless `a`): "whole trace", "every ProfilerStep", ... so two screens whose numbers
     #: differ say why.
     STEPS: ClassVar[str | None] = None
+    #: The steps part for a view of ProfilerSteps (`STEPS`) on a trace that has none.
+    NO_STEPS: ClassVar[str] = "whole trace (no ProfilerStep)"
 
     #: A view of the TensorBoard plugin's: where its numbers differ from the plugin's own,
     #: and why (one short clause). Such a view follows the app's definitions switch (`X`:
@@ -429,6 +421,9 @@ class AnalysisScreen(Screen):
         one left out unless `H`; other screens say their own (`STEPS`, or override)."""
         if self.STEPS is None:
             return scope.describe_steps(scope.step_scope(frames), every_step=every)
+        if "ProfilerStep" in self.STEPS and not scope.step_scope(frames).steps:
+            # "every ProfilerStep" of a trace without any: say what the numbers cover
+            return self.NO_STEPS
         return self.STEPS
 
     @on(Computed)

@@ -22,6 +22,7 @@ from textual.widgets import Static
 from hta_tui.analysis.critical_path import export
 from hta_tui.analysis.critical_path.path import RankPath
 from hta_tui.analysis.critical_path.tables import critical_path_result
+from hta_tui.analysis.kernel_detail import START, trace_origin
 from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -29,6 +30,7 @@ from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
+from hta_tui.trace.model import TraceSet
 
 #: (bound type, legend label, Unicode glyph, ASCII glyph), in the analysis' order.
 BOUND_CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
@@ -42,7 +44,7 @@ BOUND_CATEGORIES: tuple[tuple[str, str, str, str], ...] = (
 #: Summary columns shown, numbers first (the verdict is long).
 PATH_HEADERS: dict[str, str] = {
     "rank": "rank",
-    "instance_id": "step",
+    "step": "step",
     "path_length_us": "path (us)",
     "verdict": "bound by",
     "ranks_on_path": "ranks crossed",
@@ -55,12 +57,19 @@ EDGE_HEADERS: dict[str, str] = {
     "type": "edge",
     "s_name": "event",
     "rank": "rank",
-    "start (us)": "start (us)",
+    START: START,
     "stream": "stream",
 }
-#: `t` on an edge: its start on the timeline (as written in the trace), the event by name.
-EDGE_MOMENT = MomentColumns("start (us)", base="abs", dur="dur (us)", name="event")
+#: `t` on an edge: its start on the timeline (us from the trace's start, the timeline's own
+#: origin: one number for a moment on every screen), the event by name.
+EDGE_MOMENT = MomentColumns(START, base="job", dur="dur (us)", name="event")
 MIN_BLOCK = 5
+
+
+def _step(row: dict[str, Any]) -> object:
+    """A path's step as every other view names it: N of ProfilerStep#N (HTA's instance
+    index only for an unnumbered annotation)."""
+    return row["step"] if row.get("step") is not None else row["instance_id"]
 
 
 class BoundBars(StackedBars):
@@ -73,7 +82,8 @@ class BoundBars(StackedBars):
 
 class CriticalPathScreen(AnalysisScreen):
     TITLE = "Critical path"
-    STEPS = "each ProfilerStep"
+    STEPS = "every ProfilerStep"  # the distributed view's words for the same steps
+    NO_STEPS = "no ProfilerStep: no step to follow"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "overlay", "Overlay", tooltip="Write the trace with this path, for Perfetto"),
@@ -94,10 +104,17 @@ class CriticalPathScreen(AnalysisScreen):
         )
         yield FrameTable(id="cp-edges", export_name="critical_path_edges", moment=EDGE_MOMENT)
 
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        """Edge starts count from the trace set's start, as the timeline's do."""
+        return self.compute(frames, params, ts.origin_ns)
+
     @staticmethod
-    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+    def compute(
+        frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
+    ) -> dict[str, Any]:
         tables, paths = critical_path_result(frames)
-        return {**tables, "paths": paths}
+        origin = origin_ns if origin_ns is not None else trace_origin(frames)
+        return {**tables, "paths": paths, "origin_ns": origin or 0}
 
     def show(self, result: dict[str, Any]) -> None:
         summary: pl.DataFrame = result["critical_path"]
@@ -109,7 +126,7 @@ class CriticalPathScreen(AnalysisScreen):
         self.query_one("#cp-bars", BoundBars).set_rows(
             [
                 BarRow(
-                    f"r{r['rank']} s{r['instance_id']}",
+                    f"r{r['rank']} s{_step(r)}",
                     tuple(r[f"{c[0]}_us"] for c in BOUND_CATEGORIES),
                 )
                 for r in ok.iter_rows(named=True)
@@ -139,7 +156,7 @@ class CriticalPathScreen(AnalysisScreen):
         self.query_one("#cp-what-if", Static).update(self._what_if(pick))
         shown = (
             mine.with_columns(
-                (pl.col("start_ns") / 1000).alias("start (us)"),
+                ((pl.col("start_ns") - self.result.get("origin_ns", 0)) / 1000).alias(START),
                 pl.col("type").str.replace("critical_path_", ""),
             )
             .select(list(EDGE_HEADERS))
@@ -147,10 +164,31 @@ class CriticalPathScreen(AnalysisScreen):
         )
         self.query_one("#cp-edges", FrameTable).show_frame(shown)
 
+    def _summary_rows(self) -> pl.DataFrame:
+        table = (self.result or {}).get("critical_path")
+        return table if isinstance(table, pl.DataFrame) else pl.DataFrame()
+
+    def _step_of(self, pick: tuple[int, int]) -> object:
+        """The step number of (rank, instance), as the table shows it."""
+        rows = self._summary_rows()
+        if "step" in rows.columns:
+            mine = rows.filter((pl.col("rank") == pick[0]) & (pl.col("instance_id") == pick[1]))
+            if mine.height:
+                return _step(mine.row(0, named=True))
+        return pick[1]
+
+    def _instance_of(self, rank: int, step: object) -> tuple[int, int] | None:
+        """(rank, instance) of the table row showing `step` for `rank`."""
+        rows = self._summary_rows().filter(pl.col("rank") == rank)
+        for row in rows.iter_rows(named=True):
+            if _step(row) == step and row["error"] is None:
+                return rank, int(row["instance_id"])
+        return None
+
     def _what_if(self, pick: tuple[int, int]) -> str:
         """The path's edges under the best what-if: how much faster the step could be."""
         table: pl.DataFrame = self.result.get("critical_path_what_if", pl.DataFrame())
-        head = f"Rank {pick[0]} step {pick[1]}"
+        head = f"Rank {pick[0]} step {self._step_of(pick)}"
         if table.is_empty():
             return f"{head}: edges in path order"
         mine = table.filter((pl.col("rank") == pick[0]) & (pl.col("instance_id") == pick[1]))
@@ -180,7 +218,10 @@ class CriticalPathScreen(AnalysisScreen):
         row = self.query_one("#cp-paths", FrameTable).selected_row()
         if row is None or row.get("rank") is None or self.result is None:
             return
-        self._show_edges((int(row["rank"]), int(row["step"])))
+        pick = self._instance_of(int(row["rank"]), row.get("step"))
+        if pick is None:
+            return
+        self._show_edges(pick)
         self.query_one("#cp-edges", FrameTable).focus()
 
     def action_overlay(self) -> None:
@@ -212,7 +253,7 @@ class CriticalPathScreen(AnalysisScreen):
 
         def done() -> None:
             self.last_export = written
-            self.notify(f"rank {pick[0]} step {pick[1]}: {written}", title="Exported")
+            self.notify(f"rank {pick[0]} step {self._step_of(pick)}: {written}", title="Exported")
 
         self.app.call_from_thread(done)
 
@@ -229,7 +270,7 @@ class CriticalPathScreen(AnalysisScreen):
         if per_rank.is_empty():
             return "No trace loaded yet."
         lines = [
-            f"step {r['instance_id']}: {r['path_length_us'] / 1000:.3f} ms, "
+            f"step {_step(r)}: {r['path_length_us'] / 1000:.3f} ms, "
             f"{printable(r['verdict'] or '')} (ranks {r['ranks_on_path']})"
             for r in job.iter_rows(named=True)
             if r["error"] is None
@@ -240,7 +281,7 @@ class CriticalPathScreen(AnalysisScreen):
                 return printable(per_rank["error"].drop_nulls().first() or "no path")
             worst = ok.sort("path_length_us", descending=True).row(0, named=True)
             lines = [
-                f"longest: rank {worst['rank']} step {worst['instance_id']}, "
+                f"longest: rank {worst['rank']} step {_step(worst)}, "
                 f"{worst['path_length_us'] / 1000:.3f} ms, {worst['verdict']}"
             ]
         return "\n".join(lines[:2])

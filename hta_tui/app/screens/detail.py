@@ -188,7 +188,7 @@ class KernelDetailScreen(AnalysisScreen):
             f"{total:,.1f} us in all, mean {total / count:,.2f} us; stream{plural} {stream_ids}"
         )
         if result["auto"]:
-            line += "  (no kernel picked: the one with the largest total time; 3 to pick)"
+            line += "  (no kernel picked: the one with the largest total time; K: pick one)"
         summary_line.update(line)
         self.query_one("#rank-table", FrameTable).show_frame(summary)
         self.query_one("#launchers-table", FrameTable).show_frame(result["launchers"])

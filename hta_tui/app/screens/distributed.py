@@ -191,10 +191,12 @@ class DistributedScreen(AnalysisScreen):
         if instances.is_empty():
             return "No collectives in these ranks (NCCL kernels, nccl:/gloo: ops)."
         if stragglers.is_empty():
-            return (
-                f"{instances.height} collectives, none seen on two ranks: load more ranks to "
-                "see who waits for whom."
+            seen = (
+                "1 collective, not seen on another rank"
+                if instances.height == 1
+                else f"{instances.height} collectives, none seen on two ranks"
             )
+            return f"{seen}: load more ranks to see who waits for whom."
         t = stragglers.row(0, named=True)
         step = f" in step {t['worst_step']}" if t["worst_step"] is not None else ""
         return (

@@ -94,6 +94,7 @@ class OperatorsScreen(AnalysisScreen):
         table = tables["shape" if by_shape else "name"]
         return {
             "gpu": gpu,
+            "tb_compat": bool(params.get("tb_compat", False)),
             "by_shape": by_shape,
             "table": display(table, gpu=gpu),
             "stacks": display(tables["stack"], gpu=gpu),
@@ -209,7 +210,9 @@ def summary(result: dict[str, Any]) -> str:
     head += "per operator)" if result["by_shape"] else "per input shape)"
     if not result["gpu"]:
         return head + "\nCPU-only trace: no GPU work, so host times only (no device columns)."
-    head += "\nSorted by device self time; tensor cores: modern kernel list."
+    # the plugin's own rules (X) count tensor cores by its 2021 kernel list, as its columns do
+    listed = "the plugin's 2021 kernel list" if result.get("tb_compat") else "modern kernel list"
+    head += f"\nSorted by device self time; tensor cores: {listed}."
     if result.get("attribution"):  # kernel time no operator's device time counts, and why
         head += "\n" + result["attribution"]
     return head

@@ -9,6 +9,7 @@ problem (error, not a trace, incomplete) takes two lines: its reason sits under 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import ClassVar
 
 from rich.style import Style
@@ -24,10 +25,12 @@ from hta_tui.app.access import hta_app
 from hta_tui.app.format import (
     TEMPORAL_COLUMNS,
     FileRow,
+    TemporalRow,
     column_width,
     elide_end,
     elide_file,
     fit_columns,
+    temporal_note,
 )
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING
 from hta_tui.app.screens.step_time import CATEGORIES, StepTimeBars
@@ -42,6 +45,14 @@ Layout = tuple[tuple[str, str, int], ...]
 
 #: Changed rows updated cell by cell; more than this and the table is rebuilt.
 IN_PLACE_MAX = 20
+#: A rebuilt files table gets its first rows at once (a screenful), the rest BATCH_ROWS at a
+#: time, BATCH_GAP seconds apart: 1,000 files in one go held the UI thread for 0.4 s (a key
+#: pressed meanwhile waited), and a new overview while loading rebuilds it. The gap lets the
+#: event loop go idle between batches, where DataTable measures the cells of the rows just
+#: added: batches queued back to back left it all 10,000 rows to measure at once (20 s).
+FIRST_ROWS = 60
+BATCH_ROWS = 100
+BATCH_GAP = 0.01
 
 RIGHT = frozenset({"rank", "events", "kernels", "busy", "duration", "load"})
 
@@ -52,7 +63,10 @@ class OverviewData:
 
     columns: list[tuple[str, str]] = field(default_factory=list)
     rows: list[FileRow] = field(default_factory=list)
-    temporal: list[tuple[int, tuple[str, ...], tuple[float, ...]]] = field(default_factory=list)
+    #: per rank, or past a screenful the spread over the ranks and the outliers
+    #: (`format.temporal_rows`)
+    temporal: list[TemporalRow] = field(default_factory=list)
+    temporal_ranks: int = 0  # ranks the temporal breakdown covers
     generation: int = 0
     loaded_ranks: int = 0  # ranks with a loaded file when the tables were computed
     loading: bool = False
@@ -125,6 +139,8 @@ class OverviewScreen(Screen):
         # what the files table shows now: visible columns, file column width, rows
         self._layout: Layout = ()
         self._rows: list[FileRow] = []
+        self._build = 0  # bumped by each rebuild of the files table: stale batches stop
+        self._filling = False  # rows of the last rebuild still to add
 
     def compose(self) -> ComposeResult:
         with Vertical(id="overview"):
@@ -247,7 +263,7 @@ class OverviewScreen(Screen):
             else []
         )
         # update_cell costs ~50x an add_row cell: past a few dozen rows, rebuilding is faster.
-        if not same_shape or len(changed) > IN_PLACE_MAX:
+        if not same_shape or len(changed) > IN_PLACE_MAX or self._filling:
             self._rebuild_files(layout)
             return
         # Same rows, same heights, same columns: update the changed cells in place.
@@ -270,14 +286,34 @@ class OverviewScreen(Screen):
         for key, label, width in self._layout:
             justify = "right" if key in RIGHT else "left"
             table.add_column(Text(label, justify=justify), key=key, width=width)
-        for row in data.rows:
-            table.add_row(*self._cells(table, row), key=row.key, height=2 if row.problem else 1)
         self._rows = list(data.rows)
         keys = [r.key for r in data.rows]
-        if scroll_y:
-            table.call_after_refresh(table.scroll_to, y=scroll_y, animate=False)
-        if current in keys:
-            table.move_cursor(row=keys.index(current), animate=False)
+        target = keys.index(current) if current in keys else None
+        self._build += 1
+        self._add_file_rows(table, 0, FIRST_ROWS, target, scroll_y, self._build)
+
+    def _add_file_rows(
+        self, table: FilesTable, start: int, count: int, target: int | None, y: float, build: int
+    ) -> None:
+        """Rows `start` to `start + count` of the files table, then the rest BATCH_ROWS at a
+        time, each batch in its own turn of the event loop; the cursor and the scroll
+        position come back once their row is there."""
+        if build != self._build or not table.is_attached:
+            return  # rebuilt since
+        rows = self._rows
+        stop = min(start + count, len(rows))
+        for row in rows[start:stop]:
+            table.add_row(*self._cells(table, row), key=row.key, height=2 if row.problem else 1)
+        if target is not None and start <= target < stop:
+            table.move_cursor(row=target, animate=False)
+        self._filling = stop < len(rows)
+        if self._filling:
+            self.set_timer(
+                BATCH_GAP,
+                partial(self._add_file_rows, table, stop, BATCH_ROWS, target, y, build),
+            )
+        elif y:
+            table.call_after_refresh(table.scroll_to, y=y, animate=False)
 
     def _show_temporal(self) -> None:
         data = self.data
@@ -288,7 +324,10 @@ class OverviewScreen(Screen):
         self.query_one("#temporal").display = has
         empty.display = not has
         box = self.query_one("#temporal-box")
-        box.border_title = "Temporal breakdown" + (f" · {data.steps}" if data.steps else "")
+        note = temporal_note(data.temporal, data.temporal_ranks)
+        box.border_title = "Temporal breakdown" + "".join(
+            f" · {part}" for part in (note, data.steps) if part
+        )
         if has:
             # Columns too: a DataTable's auto widths only ever grow.
             table.clear(columns=True)
@@ -300,7 +339,12 @@ class OverviewScreen(Screen):
                     *(Text(c, justify="left" if i == 0 else "right") for i, c in enumerate(cells)),
                     key=str(rank),
                 )
-            bars.set_rows([BarRow(f"r{rank}", values) for rank, _, values in data.temporal])
+            bars.set_rows(
+                [
+                    BarRow(f"r{label}" if isinstance(label, int) else label, values)
+                    for label, _, values in data.temporal
+                ]
+            )
             return
         root = data.root or "this folder"
         if not data.rows:
@@ -329,7 +373,7 @@ class OverviewScreen(Screen):
         row = self._rows[table.cursor_row]
         ts = hta_app(self).trace_set
         root = ts.root if ts.root.is_dir() else ts.root.parent
-        entry = ts.entries.get(root / row.key)
+        entry = ts.files().get(root / row.key)
         if entry is None or entry.rank is None or entry.status != "loaded":
             self.notify("only a loaded file can be shown", severity="warning")
             return

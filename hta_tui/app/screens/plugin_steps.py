@@ -10,7 +10,10 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis import registry
-from hta_tui.analysis.scope import StepScope, describe_steps
+from hta_tui.analysis.scope import StepScope, describe_steps, step_scope
+
+#: The plugin's step of a trace without ProfilerStep.
+WHOLE_TRACE_STEP = "whole trace as step 0 (no ProfilerStep)"
 
 
 def describe_plugin_steps(frames: Mapping[int, pl.DataFrame]) -> str:
@@ -18,7 +21,7 @@ def describe_plugin_steps(frames: Mapping[int, pl.DataFrame]) -> str:
     if selection.is_empty():
         return "whole trace (no ProfilerStep)"
     used = tuple(selection.filter("used")["step"].unique().sort().to_list())
-    text = describe_used(used)
+    text = describe_used(used, whole_trace=not step_scope(frames).steps)
     left = selection.filter(~pl.col("used") & ~pl.col("step").is_in(used))
     if left.is_empty():
         return text
@@ -26,8 +29,12 @@ def describe_plugin_steps(frames: Mapping[int, pl.DataFrame]) -> str:
     return f"{text}  ·  {steps} left out: {left['reason'][0]}"
 
 
-def describe_used(used: tuple[int, ...]) -> str:
-    """The steps the plugin's views use (the overview reads them off its step table)."""
+def describe_used(used: tuple[int, ...], *, whole_trace: bool = False) -> str:
+    """The steps the plugin's views use (the overview reads them off its step table);
+    `whole_trace`: the ranks have no ProfilerStep, so the plugin's one step "0" is the whole
+    trace (other views say `whole trace (no ProfilerStep)`, not a step)."""
+    if whole_trace and used == (0,):
+        return WHOLE_TRACE_STEP  # HTA's views cover the same (and it fits the overview's box)
     if not used:
         return "no step kept by the plugin"
     if len(used) == 1:

@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from hta_tui.analysis import registry, step_time_stats, tb_roles
+from hta_tui.analysis import registry, scope, step_time_stats, tb_roles
 from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
@@ -111,6 +111,7 @@ class StepTimeScreen(AnalysisScreen):
             "table": table,
             "dropped": selection.filter(~pl.col("used")) if not selection.is_empty() else selection,
             "outliers": got["outlier_steps"],
+            "whole_trace": not scope.step_scope(frames).steps,
         }
 
     def show(self, result: dict[str, Any]) -> None:
@@ -126,6 +127,10 @@ class StepTimeScreen(AnalysisScreen):
         self.query_one("#step-time-summary", Static).update(summary(result))
         if self.focused is None:
             self.call_after_refresh(self.query_one("#step-time-table", FrameTable).focus)
+
+
+#: The third summary line of a trace without ProfilerStep (fits 80 columns).
+WHOLE_TRACE_LINE = "Step 0 is the whole trace: no ProfilerStep in these ranks (the plugin's rule)"
 
 
 def summary(result: dict[str, Any]) -> str:
@@ -158,7 +163,7 @@ def summary(result: dict[str, Any]) -> str:
         second = f"Left out: rank {d['rank']} step {d['step']}: {d['reason']}"
     else:
         second = "Steady: no step stands out."
-    third = moved_line(result.get("selection"))
+    third = WHOLE_TRACE_LINE if result.get("whole_trace") else moved_line(result.get("selection"))
     return f"{first}\n{second}" + (f"\n{third}" if third else "")
 
 

@@ -1,0 +1,199 @@
+"""Many small rank files: does every front end stay linear in the files?
+
+    python bench/bench_many_ranks.py --files 1000            # app, report, trace set
+    python bench/bench_many_ranks.py --files 10000 --no-app  # report and trace set only
+    python bench/bench_many_ranks.py --code /work/main ...   # the same on another checkout
+
+Writes N rank files of 14 events each (`synth.small_job`, 2 steps of 2 ops) once under
+bench/out/ranks-N, then measures:
+- the trace set alone (no parsing: made-up load results): N files applied one by one, then
+  every rank's answers and the overview's file table; what the app and the report do per change;
+- `report --json --only temporal_breakdown` cold (empty cache) and warm, and with `--full` the
+  whole `report --json` warm, each in a fresh process on the checkout measured;
+- the app (Textual's Pilot, headless, 120x40), cold and warm: time until every file is listed
+  and the overview drawn, the longest the UI thread was busy meanwhile, then keys on the
+  overview (move, page, ends) and the longest the UI thread was busy per key.
+Prints a Markdown section; `--out` appends it to a file (bench/RESULTS.md's section).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: Keys pressed on the overview at N ranks: down, up, a page, the ends (`r` there reloads;
+#: the rank picker's 10,000 ranks are tested in tests/test_many_ranks.py).
+KEYS = ["j", "j", "k", "pagedown", "G", "g", "j"]
+
+
+def ensure_files(folder: Path, n: int) -> None:
+    if folder.is_dir() and sum(1 for _ in folder.iterdir()) == n:
+        return
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+
+    write_job(folder, Dialect(), JobShape(ranks=n, steps=2, ops_per_step=2))
+
+
+def trace_set_alone(n: int) -> dict[str, float]:
+    """Apply N made-up loaded files one by one (asking how many ranks every 10 files, as a
+    screen title does), then the overview's file table: CPU seconds."""
+    import polars as pl
+
+    from hta_tui.analysis.overview import file_table
+    from hta_tui.trace.discover import TraceFile
+    from hta_tui.trace.load import LoadResult
+    from hta_tui.trace.model import TraceSet
+    from hta_tui.trace.schema import FRAME_SCHEMAS
+
+    root = Path(tempfile.mkdtemp(prefix="hta-tui-ranks-"))
+    files = [TraceFile(root / f"rank{i}.json", 100, 1000 + i, i, f"rank{i}.json") for i in range(n)]
+    empty = pl.DataFrame(schema=FRAME_SCHEMAS["events"])
+    meta = {"n_events": 12, "min_ts": 1, "max_end": 9, "step_names": ["ProfilerStep#1"]}
+    ts = TraceSet(root)
+    t = time.process_time()
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(
+            # one cache entry for all: its overview summary is computed once, then read from
+            # disk per file, as on a warm open
+            LoadResult(tf, "loaded", dict(meta), root / "entry", frames={"events": empty})
+        )
+        if i % 10 == 0:  # a title or the status bar asks every few files
+            len(ts.loaded())
+    applied = time.process_time() - t
+    t = time.process_time()
+    table = file_table(ts)
+    assert table.height == n
+    return {"apply": applied, "file_table": time.process_time() - t}
+
+
+def report(folder: Path, cache: Path, code: Path, only: str | None) -> float:
+    """Wall seconds of one `report --json` in a fresh process on `code`'s checkout."""
+    cmd = [sys.executable, "-m", "hta_tui", "report", str(folder), "--json"]
+    if only:
+        cmd += ["--only", only]
+    env = dict(os.environ, HTA_TUI_CACHE=str(cache))
+    t = time.perf_counter()
+    subprocess.run(cmd, cwd=code, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+async def app_run(folder: Path, cache: Path, timeout: float) -> dict:
+    """Open the folder in the app: until every file is listed and the overview drawn, then the
+    overview's keys; the longest the event loop could not run (UI thread busy)."""
+    from hta_tui.app.app import HtaApp
+    from hta_tui.trace.cache import Cache
+
+    app = HtaApp(folder, cache=Cache(cache), watch=False, timings=False)
+    lag = {"max": 0.0}
+
+    async def heartbeat() -> None:
+        tick = 0.002
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(tick)
+            lag["max"] = max(lag["max"], time.perf_counter() - t - tick)
+
+    out: dict = {"keys": []}
+    async with app.run_test(size=(120, 40)) as pilot:
+        beat = asyncio.ensure_future(heartbeat())
+        t0 = time.perf_counter()
+        while not (app.settled and len(app.trace_set.entries) >= 1):
+            if time.perf_counter() - t0 > timeout:
+                out["timed_out"] = True
+                break
+            await pilot.pause(0.05)
+        out["open_s"] = time.perf_counter() - t0
+        out["open_lag"] = lag["max"]
+        out["listed"] = len(app.trace_set.entries)
+        for key in KEYS:
+            lag["max"] = 0.0
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            out["keys"].append((key, lag["max"]))
+        beat.cancel()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--code", type=Path, default=HERE.parent, help="the checkout to measure")
+    ap.add_argument("--no-app", action="store_true")
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold report")
+    ap.add_argument("--full", action="store_true", help="also the whole report --json, warm")
+    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--cache", type=Path, help="a cache folder to reuse (warm figures only)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    sys.path.insert(0, str(args.code.resolve()))
+    import hta_tui
+
+    n = args.files
+    folder = HERE / "out" / f"ranks-{n}"
+    ensure_files(folder, n)
+    lines = [
+        f"### {n} rank files of 14 events ({Path(hta_tui.__file__).parent.parent})",
+        "",
+        f"Command: `python bench/bench_many_ranks.py --files {n}"
+        + (" --full" if args.full else "")
+        + (" --no-app" if args.no_app else "")
+        + f"`; {time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores,"
+        f" load average {os.getloadavg()[0]:.1f}",
+        "",
+        "| measurement | s |",
+        "|---|---:|",
+    ]
+    alone = trace_set_alone(n)
+    lines.append(
+        f"| trace set: apply {n} files one by one, ranks asked every 10 (CPU) |"
+        f" {alone['apply']:.2f} |"
+    )
+    lines.append(f"| trace set: the overview's file table (CPU) | {alone['file_table']:.2f} |")
+    with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-cache-") as tmp:
+        cache = str(args.cache) if args.cache else tmp
+        if not args.no_cold:
+            cold = report(folder, Path(cache), args.code, "temporal_breakdown")
+            lines.append(f"| report --json --only temporal_breakdown, cold | {cold:.1f} |")
+        else:  # fill the cache first
+            report(folder, Path(cache), args.code, "temporal_breakdown")
+        warm = report(folder, Path(cache), args.code, "temporal_breakdown")
+        lines.append(f"| report --json --only temporal_breakdown, warm | {warm:.1f} |")
+        if args.full:
+            full = report(folder, Path(cache), args.code, None)
+            lines.append(f"| report --json (every analysis), warm | {full:.1f} |")
+        if not args.no_app:
+            with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-app-") as app_cache:
+                for kind, where in (("cold", app_cache), ("warm", app_cache)):
+                    res = asyncio.run(app_run(folder, Path(where), args.timeout))
+                    late = " (timed out)" if res.get("timed_out") else ""
+                    lines.append(
+                        f"| app {kind}: every file listed and the overview drawn{late} |"
+                        f" {res['open_s']:.1f} |"
+                    )
+                    lines.append(
+                        f"| app {kind}: longest the UI thread was busy meanwhile |"
+                        f" {res['open_lag']:.3f} |"
+                    )
+                    worst_key, worst = max(res["keys"], key=lambda kv: kv[1])
+                    lines.append(
+                        f"| app {kind}: longest the UI thread was busy per overview key "
+                        f"(worst `{worst_key}`) | {worst:.3f} |"
+                    )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with args.out.open("a") as fh:
+            fh.write("\n" + text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,433 @@
+"""Thousands of rank files (issue 26, "ranks"): the trace set answers from a rank index built
+once per change, and the overview's file table is linear in the files.
+
+The files here are made-up load results (no parsing): what is measured is the work the set
+and the table do per file, counted, never timed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from hta_tui.analysis import overview
+from hta_tui.trace import model
+from hta_tui.trace.discover import TraceFile
+from hta_tui.trace.load import LoadResult
+from hta_tui.trace.model import TraceSet
+from hta_tui.trace.schema import FRAME_SCHEMAS
+
+
+class CountingMeta(dict):
+    """A file's metadata that counts how often each key is read."""
+
+    reads: dict[str, int] = {}  # noqa: RUF012 (one counter for the test that reads it)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        CountingMeta.reads[key] = CountingMeta.reads.get(key, 0) + 1
+        return super().get(key, default)
+
+
+def trace_file(root: Path, i: int, *, worker: str | None = None) -> TraceFile:
+    name = f"{worker}.{1_700_000_000_000 + i}.pt.trace.json" if worker else f"rank{i}.json"
+    return TraceFile(
+        path=root / name,
+        size=100 + i,
+        mtime_ns=1_000 + i,
+        rank_hint=None if worker else i,
+        span_hint=name,
+        worker=worker,
+        stamp=str(1_700_000_000_000 + i) if worker else None,
+        stamp_ns=(1_700_000_000_000 + i) * 1000 if worker else None,
+    )
+
+
+def loaded(tmp_path: Path, tf: TraceFile, i: int, **meta: Any) -> LoadResult:
+    """A loaded file whose frames are in memory (empty events): nothing is read or parsed."""
+    base = {
+        "n_events": 12,
+        "n_kernels": 3,
+        "min_ts": 5_000 + i,
+        "max_end": 9_000 + i,
+        "step_names": ["ProfilerStep#1", "ProfilerStep#2"],
+        "process_pid": 1000 + i,
+    }
+    events = pl.DataFrame(schema=FRAME_SCHEMAS["events"])
+    return LoadResult(
+        tf,
+        "loaded",
+        meta=CountingMeta(base | meta),
+        entry=tmp_path / "entry",  # one for all: its summary computed once, then read
+        frames={"events": events},
+    )
+
+
+@pytest.fixture
+def assignments(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times the set assigns ranks to every file (one entry per call)."""
+    calls: list[int] = []
+    real = model.assign
+
+    def counted(entries: Any, chosen: Any) -> Any:
+        entries = list(entries)
+        calls.append(len(entries))
+        return real(entries, chosen)
+
+    monkeypatch.setattr(model, "assign", counted)
+    return calls
+
+
+def test_loading_many_files_assigns_ranks_once_per_question(
+    tmp_path: Path, assignments: list[int]
+) -> None:
+    """Each landed file used to re-sort and regroup every file of the set (1,000 files: 2,000
+    assignments of up to 1,000 files); now a change only marks the index stale."""
+    n = 300
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(n)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i))
+    assert len(assignments) == 0
+    # every question about every rank, many times over: one assignment for all of them
+    for _ in range(3):
+        assert ts.ranks() == list(range(n))
+        assert sorted(ts.loaded()) == list(range(n))
+        assert ts.origin_ns == 5_000
+        assert ts.counts()["loaded"] == n
+        assert [ts.selected(r).path for r in range(n)] == [tf.path for tf in files]
+    assert len(assignments) == 1
+    # a change is seen at the next question; every file states its rank, so only the
+    # rank the file left is grouped again (no assignment of every file)
+    ts.remove(files[0].path)
+    assert ts.ranks() == list(range(1, n))
+    assert ts.origin_ns == 5_001
+    assert ts.counts()["loaded"] == n - 1
+    assert len(assignments) == 1
+
+
+def test_asking_after_every_file_assigns_no_file_twice(
+    tmp_path: Path, assignments: list[int]
+) -> None:
+    """The app asks about the ranks after each file lands (titles, status bar): with files
+    that state their rank, each landing regroups its own rank only (10,000 files asked every
+    10 took 59 s of assignments)."""
+    n = 300
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(n)]
+    ts.add_pending_many(files)
+    assert ts.ranks() == list(range(n))  # the first question assigns every file once
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i, rank_in_file=i))
+        assert len(ts.loaded()) == i + 1
+    assert assignments == [n]
+
+
+def rank_state(ts: TraceSet) -> tuple[Any, ...]:
+    files = ts.files()
+    per_file = sorted((str(p), e.rank, e.rank_source, e.conflict) for p, e in files.items())
+    per_rank = [
+        (
+            r,
+            [e.path for e in ts.spans(r)],
+            [e.path for e in ts.conflicts(r)],
+            ts.selected(r).path if ts.selected(r) else None,
+        )
+        for r in ts.ranks()
+    ]
+    return per_file, per_rank
+
+
+def test_file_by_file_updates_agree_with_a_full_assignment(
+    tmp_path: Path, assignments: list[int]
+) -> None:
+    """Changing the index file by file gives what assigning every file gives: spans of one
+    process, a conflicting process, a file that says another rank than its name, files that
+    fail, leave, come back, and a user's pick."""
+    import dataclasses
+    import random
+
+    rnd = random.Random(7)
+    ts = TraceSet(tmp_path)
+    files = [
+        dataclasses.replace(trace_file(tmp_path, i), rank_hint=i % 5, stamp_ns=rnd.randrange(9))
+        for i in range(40)
+    ]
+    ts.add_pending_many(files)
+    ts.ranks()
+    picks = 0
+    for step in range(400):
+        i = rnd.randrange(len(files))
+        tf = files[i]
+        action = rnd.random()
+        if action < 0.6:  # loads, mostly as its name's rank, by one of two processes
+            pid = 100 + rnd.randrange(2)
+            rank = i % 5 if rnd.random() < 0.8 else rnd.randrange(7)
+            ts.apply(loaded(tmp_path, tf, i, rank_in_file=rank, process_pid=pid))
+        elif action < 0.75:
+            ts.apply(LoadResult(tf, "error", error="bad"))
+        elif action < 0.85:
+            ts.remove(tf.path)
+        elif action < 0.95:
+            ts.add_pending_many([tf])
+        else:
+            ts.select_span(i % 5, tf.path)
+            picks += 1
+        incremental = rank_state(ts)
+        fresh = ts.snapshot()
+        fresh._changed()  # every file assigned again
+        assert rank_state(fresh) == incremental, step
+    # the set itself was assigned in full only at its first question and after each pick:
+    # every other change was file by file (one assignment a step is the fresh copy's)
+    assert len(assignments) - 400 == 1 + picks
+
+
+def test_answers_are_those_of_a_fresh_assignment(tmp_path: Path) -> None:
+    """The index answers as assigning from scratch would: spans of a worker, the shown span,
+    a user's pick, and files still loading."""
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i, worker="trainer") for i in range(3)]
+    files += [trace_file(tmp_path, i) for i in range(1, 4)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files[:-1]):
+        ts.apply(loaded(tmp_path, tf, i, process_pid=42 if tf.worker else 1000 + i))
+    # the worker's three spans are one rank (the next free number, 0); ranks 1-3 by name
+    assert ts.ranks() == [0, 1, 2, 3]
+    assert [e.path for e in ts.spans(0)] == [f.path for f in reversed(files[:3])]
+    assert ts.selected(0).path == files[2].path  # the newest span
+    assert ts.files_of(0) == 3 and ts.files_of(1) == 1 and ts.files_of(9) == 0
+    assert ts.selected(3) is None and sorted(ts.loaded()) == [0, 1, 2]  # still pending
+    ts.select_span(0, files[0].path)
+    assert ts.selected(0).path == files[0].path
+    assert ts.loaded()[0] is ts.files()[files[0].path].data
+    assert {e.path: e.rank for e in ts.files().values()} == {
+        **{f.path: 0 for f in files[:3]},
+        **{f.path: f.rank_hint for f in files[3:]},
+    }
+
+
+def test_a_snapshot_keeps_its_own_index(tmp_path: Path, assignments: list[int]) -> None:
+    """A snapshot reuses a current index (no assignment on the owner's thread) and is not
+    changed by what the owner does next; a stale one is assigned in the snapshot."""
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(5)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i))
+    assert ts.ranks() == [0, 1, 2, 3, 4]
+    before = len(assignments)
+    snap = ts.snapshot()
+    assert len(assignments) == before
+    assert snap.ranks() == [0, 1, 2, 3, 4] and snap.generation == ts.generation
+    assert snap.selected(2) is snap.entries[files[2].path]  # the copy, not the owner's entry
+    assert snap.selected(2) is not ts.selected(2)
+    ts.remove(files[2].path)
+    stale = ts.snapshot()
+    assert len(assignments) == before  # the owner did not assign
+    assert snap.ranks() == [0, 1, 2, 3, 4]  # the older snapshot is unchanged
+    assert stale.ranks() == [0, 1, 3, 4]
+    assert len(assignments) == before + 1  # the stale snapshot assigned, for itself
+
+
+def test_file_table_reads_each_file_a_bounded_number_of_times(tmp_path: Path) -> None:
+    """The file table asked every loaded rank for its step names once per row (quadratic:
+    0.87 s at 250 files, 44.7 s at 1,000); now once per table."""
+    n = 200
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(n)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i))
+    CountingMeta.reads = {}
+    table = overview.file_table(ts)
+    assert table.height == n
+    assert table["rank"].to_list() == list(range(n))
+    assert table["shown"].all() and (table["span"] == "").all()
+    assert table["events"].to_list() == [12] * n
+    assert CountingMeta.reads.get("step_names", 0) <= 2 * n
+
+
+class CountingViews(dict):
+    """hta_view's kept values, counting the keys anything walks through."""
+
+    walked = 0
+
+    def __iter__(self) -> Any:
+        for key in super().__iter__():
+            CountingViews.walked += 1
+            yield key
+
+
+def test_freeing_a_jobs_frames_does_not_walk_every_kept_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each freed frame looked at every kept key, and at every frame of each job key: a report
+    over 1,000 ranks spent 3.5 s freeing its frames. Now a frame knows its own keys."""
+    import gc
+
+    from hta_tui.analysis import hta_view
+
+    monkeypatch.setattr(hta_view, "_views", CountingViews())
+    n = 300
+    frames = {r: pl.DataFrame({"ts": [r]}) for r in range(n)}
+    for r, f in frames.items():
+        hta_view._remember(f, (id(f), "view"), pl.DataFrame({"view": [r]}))
+    hta_view.job_cached(frames, "test-job", lambda: pl.DataFrame({"n": [n]}))
+    assert len(hta_view._views) == n + 1
+    CountingViews.walked = 0
+    frames.clear()
+    del f
+    gc.collect()
+    assert len(hta_view._views) == 0  # every value went with its frames
+    assert CountingViews.walked <= n
+
+
+def many_ranks_temporal(n: int) -> pl.DataFrame:
+    """HTA's temporal breakdown of `n` ranks that agree, but for rank 7 (mostly idle) and
+    rank 23 (never idle)."""
+    from hta_tui.analysis.temporal import temporal_from_ns
+
+    rows = []
+    for r in range(n):
+        idle = {7: 800_000, 23: 0}.get(r, 100_000 + 1_000 * (r % 5))
+        compute = 700_000 - idle // 2
+        rows.append(
+            {
+                "rank": r,
+                "gpu_busy": 0,
+                "has_gpu": True,
+                "idle": idle,
+                "compute": compute,
+                "non_compute": 1_000_000 - idle - compute,
+                "kernel": 1_000_000,
+            }
+        )
+    return temporal_from_ns(pl.DataFrame(rows))
+
+
+def test_temporal_breakdown_of_many_ranks_is_a_spread_and_its_outliers() -> None:
+    """Past a screenful of ranks, one row per rank no longer fits: the spread over every rank
+    (each column's min, median, p90, max) and then the ranks farthest from the median idle."""
+    from hta_tui.app.format import TEMPORAL_ROWS_MAX, temporal_note, temporal_rows
+
+    df = many_ranks_temporal(40)
+    rows = temporal_rows(df)
+    assert len(rows) == TEMPORAL_ROWS_MAX
+    labels = [label for label, _, _ in rows]
+    assert labels[:4] == ["min", "median", "p90", "max"]
+    assert labels[4:6] == [7, 23]  # the most idle and the never idle, farthest first
+    idle = sorted(df["idle_time_pctg"].to_list())
+    assert rows[0][1][3] == f"{idle[0]:.1f}%" and rows[3][1][3] == f"{idle[-1]:.1f}%"
+    assert rows[1][1][3] == f"{idle[len(idle) // 2]:.1f}%"
+    idle_us = sorted(df["idle_time(us)"].to_list())
+    assert rows[3][2][2] == idle_us[-1]  # the bar of the max row is the largest idle time
+    assert temporal_note(rows, 40) == "40 ranks: spread, then 8 outliers (idle)"
+    # a screenful or fewer: every rank, in rank order, as before
+    few = temporal_rows(many_ranks_temporal(TEMPORAL_ROWS_MAX))
+    assert [label for label, _, _ in few] == list(range(TEMPORAL_ROWS_MAX))
+    assert temporal_note(few, TEMPORAL_ROWS_MAX) == ""
+
+
+async def test_overview_shows_the_spread_of_many_ranks(tmp_path: Path) -> None:
+    """The overview's temporal table and bars hold the spread and the outliers, and say so."""
+    from hta_tui.app.format import temporal_rows
+    from hta_tui.app.screens.overview import OverviewData, OverviewScreen
+    from hta_tui.app.widgets.bars import StackedBars
+    from tests.test_app_support import make_screen_app, settle
+
+    (tmp_path / "traces").mkdir()
+    app = make_screen_app(tmp_path / "traces", tmp_path)
+    df = many_ranks_temporal(1000)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, OverviewScreen)
+        screen.show_overview(OverviewData(temporal=temporal_rows(df), temporal_ranks=1000))
+        await pilot.pause()
+        bars = screen.query_one("#temporal-bars", StackedBars)
+        assert [r.label for r in bars.rows][:6] == ["min", "median", "p90", "max", "r7", "r23"]
+        assert len(bars.rows) == 12
+        title = str(screen.query_one("#temporal-box").border_title)
+        assert "1000 ranks: spread, then 8 outliers (idle)" in title
+
+
+async def test_rank_picker_finds_one_of_ten_thousand_ranks_by_number(tmp_path: Path) -> None:
+    """The rank picker lists a screenful of ranks (not 10,000 options) and finds any rank by
+    its number as it is typed; arrows and enter work as before."""
+    from textual.widgets import OptionList
+
+    from hta_tui.app.screens.base import RankPicker
+    from tests.test_app_support import make_screen_app, settle
+
+    (tmp_path / "traces").mkdir()
+    app = make_screen_app(tmp_path / "traces", tmp_path)
+    ranks = list(range(10_000))
+    picked: list[int | None] = []
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.push_screen(RankPicker(ranks, None), picked.append)
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        assert options.option_count <= 201  # "all ranks" and the first 200
+        await pilot.press("down", "down", "enter")  # all ranks, rank 0, rank 1
+        await pilot.pause()
+        assert picked == [1]
+        app.push_screen(RankPicker(ranks, 9_000), picked.append)  # beyond the first 200
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        assert options.get_option_at_index(options.highlighted).id == "9000"
+        await pilot.press("4", "3", "2")
+        await pilot.pause()
+        shown = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert shown == ["432", *(str(r) for r in range(4320, 4330))]
+        await pilot.press("1", "enter")
+        await pilot.pause()
+        assert picked == [1, 4321]
+
+
+async def test_files_table_of_many_files_is_built_a_batch_per_turn(tmp_path: Path) -> None:
+    """A rebuilt files table of 1,000 files held the UI thread for its whole build; now a
+    screenful comes at once and the rest a batch per turn of the event loop (a key pressed
+    meanwhile is answered between batches), and a newer overview stops an older build."""
+    from hta_tui.app.format import FileRow
+    from hta_tui.app.screens.overview import (
+        BATCH_ROWS,
+        FIRST_ROWS,
+        FilesTable,
+        OverviewData,
+        OverviewScreen,
+    )
+    from tests.test_app_support import make_screen_app, settle, wait_until
+
+    def rows(n: int, status: str) -> list[FileRow]:
+        return [
+            FileRow(
+                key=f"rank{i}.json",
+                values={"rank": str(i), "file": f"rank{i}.json", "status": status},
+                status=status,
+                rank=i,
+                reason="",
+            )
+            for i in range(n)
+        ]
+
+    columns = [("rank", "rank"), ("file", "file"), ("status", "status")]
+    (tmp_path / "traces").mkdir()
+    app = make_screen_app(tmp_path / "traces", tmp_path)
+    n = 1000
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, OverviewScreen)
+        table = screen.query_one("#files", FilesTable)
+        screen.show_overview(OverviewData(columns=columns, rows=rows(n, "pending")))
+        assert table.row_count == FIRST_ROWS  # the rest after this turn
+        screen.show_overview(OverviewData(columns=columns, rows=rows(n, "loaded")))
+        assert table.row_count == FIRST_ROWS
+        await wait_until(pilot, lambda: table.row_count == n, 10, "every row")
+        assert len({table.get_row_at(i)[2].plain for i in range(n)}) == 1  # no stale batch
+        assert table.get_row_at(n - 1)[2].plain == "loaded"
+        assert n > BATCH_ROWS
