@@ -36,7 +36,7 @@ def _cases() -> list[str]:
 def _load(case: str) -> tuple[TraceSet, dict[str, int], Path]:
     ts = open_set(SHARED / "traces" / case, Cache(enabled=False))
     meta = json.loads((ORACLE / case / "meta.json").read_text())
-    by_name = {e.path.name: e.rank for e in ts.entries.values()}
+    by_name = {e.path.name: e.rank for e in ts.files().values()}
     workers = {f["worker"]: by_name[f["source"]] for f in meta["files"] if f["source"] in by_name}
     (span,) = (ORACLE / case / "All").iterdir()
     return ts, workers, span

@@ -127,15 +127,15 @@ async def test_op_names_readable_at_80_columns(tmp_path: Path) -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await start(pilot)
         table = table_of(screen)
-        labels = [str(c.label).strip() for c in table.ordered_columns]
+        labels = [c.label.plain.strip() for c in table.view_columns]
         assert labels[-1] == "op"
-        op = table.ordered_columns[-1]
-        assert op.content_width >= 30
-        drawn = [str(table.get_row_at(i)[-1]) for i in range(table.row_count)]
+        op = table.view_columns[-1]
+        assert op.width >= 30
+        drawn = [table.row_texts(i)[-1] for i in range(table.row_count)]
         full = table.view_frame["name"].head(len(drawn)).to_list()
         assert len(set(drawn)) == len(set(full))
         # every number still in view: the table is no wider than the screen
-        assert sum(c.get_render_width(table) for c in table.ordered_columns) <= 80
+        assert table.table_width <= 80
         # the counts of both sides in one column, where they differ too
         counts = table.view_frame.select("ctrl n", "test n", "n").rows()
         assert all(n == (f"{c:g}" if c == t else f"{c:g}→{t:g}") for c, t, n in counts)

@@ -62,7 +62,7 @@ def update_file_table(ts: TraceSet, kept: KeptRows | None) -> tuple[pl.DataFrame
     if kept is None or kept.step_filter != step_filter:
         kept = KeptRows(step_filter)  # every GPU busy time changes with the filter
     rows: dict[Path, tuple[tuple[Any, ...], dict[str, object]]] = {}
-    for entry in sorted(ts.entries.values(), key=lambda e: (*_order(e), str(e.path))):
+    for entry in sorted(ts.files().values(), key=lambda e: (*_order(e), str(e.path))):
         signature = _signature(ts, entry)
         old = kept.rows.get(entry.path)
         row = old[1] if old is not None and old[0] == signature else overview.file_row(ts, entry)

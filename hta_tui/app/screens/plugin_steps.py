@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis import registry
-from hta_tui.analysis.scope import StepScope, describe_steps, step_scope
+from hta_tui.analysis.scope import StepScope, describe_steps
 
 #: The plugin's step of a trace without ProfilerStep.
 WHOLE_TRACE_STEP = "whole trace as step 0 (no ProfilerStep)"
@@ -21,7 +21,9 @@ def describe_plugin_steps(frames: Mapping[int, pl.DataFrame]) -> str:
     if selection.is_empty():
         return "whole trace (no ProfilerStep)"
     used = tuple(selection.filter("used")["step"].unique().sort().to_list())
-    text = describe_used(used, whole_trace=not step_scope(frames).steps)
+    # no ProfilerStep on any rank: the plugin's one step, 0, is the whole trace
+    marked = any(f["name"].str.starts_with("ProfilerStep").any() for f in frames.values())
+    text = describe_used(used, whole_trace=not marked)
     left = selection.filter(~pl.col("used") & ~pl.col("step").is_in(used))
     if left.is_empty():
         return text
