@@ -16,6 +16,7 @@ from hta_tui.analysis import catalog
 from hta_tui.analysis.critical_path import path as cp
 from hta_tui.analysis.critical_path.tables import critical_path_tables
 from hta_tui.api import TraceAnalysis
+from hta_tui.synth.events import complete
 from hta_tui.trace.parse import parse_file
 from tests.conftest import SHARED
 
@@ -145,16 +146,7 @@ def test_path_across_ranks_crosses_to_the_rank_doing_four_times_the_work() -> No
 
 def _x(name: str, cat: str, ts: float, dur: float, tid: int = 1, **args: Any) -> dict[str, Any]:
     pid = 0 if cat in ("kernel", "cuda_sync", "gpu_memcpy") else 100
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": args,
-    }
+    return complete(cat, name, pid, tid, ts, dur, **args)
 
 
 def _write(folder: Path, rank: int, events: list[dict[str, Any]]) -> None:

@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from hta_tui.synth.events import complete
+
 T0 = 1_700_000_000_000_000  # us
 RANK_OFFSET_US = 100
 
@@ -28,17 +30,7 @@ NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 MEMCPY = "Memcpy DtoH (Device -> Pinned)"
 
 
-def _x(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, **args: Any) -> dict:
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "pid": pid,
-        "tid": tid,
-        "ts": ts,
-        "dur": dur,
-        "args": args,
-    }
+_x = complete
 
 
 def timeline_trace(rank: int, world: int = 2) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from hta_tui.synth.constants import COMPUTE_STREAM
+from hta_tui.synth.events import complete
 
 PID = 6161
 TID = 6161
@@ -37,18 +38,7 @@ class _W:
         self.py = 0
 
     def x(self, cat: str, name: str, pid: int, tid: int, ts: float, dur: float, **args: Any):
-        self.events.append(
-            {
-                "ph": "X",
-                "cat": cat,
-                "name": name,
-                "pid": pid,
-                "tid": tid,
-                "ts": ts,
-                "dur": dur,
-                "args": args,
-            }
-        )
+        self.events.append(complete(cat, name, pid, tid, ts, dur, **args))
 
     def module(self, name: str, ts: float, dur: float) -> None:
         self.py += 2

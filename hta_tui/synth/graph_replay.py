@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from hta_tui.synth.constants import COMPUTE_STREAM
+from hta_tui.synth.events import complete
 
 PID = 5151
 TID = 5151
@@ -37,9 +38,7 @@ COPY_KERNEL_US = 2.0  # the plain launch's kernel
 LAUNCH_US = 30.0  # the graph launch call on the CPU
 
 
-def _x(cat: str, name: str, pid: int, tid: int, ts: float, dur: float, **args: Any) -> dict:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-            "args": args}  # fmt: skip
+_x = complete
 
 
 def _kernel(name: str, ts: float, dur: float, corr: int, **args: Any) -> dict[str, Any]:
