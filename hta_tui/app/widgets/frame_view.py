@@ -141,29 +141,23 @@ class FrameView(ScrollView, can_focus=True):
     }
     """
 
-    class RowHighlighted(Message):
+    class _RowMessage(Message):
+        """A message about the cursor's row of `view`."""
+
+        def __init__(self, view: FrameView, cursor_row: int) -> None:
+            super().__init__()
+            self.view = view
+            self.cursor_row = cursor_row
+
+        @property
+        def control(self) -> FrameView:
+            return self.view
+
+    class RowHighlighted(_RowMessage):
         """The cursor moved to a row (or the rows under it changed)."""
 
-        def __init__(self, view: FrameView, cursor_row: int) -> None:
-            super().__init__()
-            self.view = view
-            self.cursor_row = cursor_row
-
-        @property
-        def control(self) -> FrameView:
-            return self.view
-
-    class RowSelected(Message):
+    class RowSelected(_RowMessage):
         """Enter (or a second click) on the cursor's row."""
-
-        def __init__(self, view: FrameView, cursor_row: int) -> None:
-            super().__init__()
-            self.view = view
-            self.cursor_row = cursor_row
-
-        @property
-        def control(self) -> FrameView:
-            return self.view
 
     def __init__(
         self,
