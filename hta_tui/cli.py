@@ -142,6 +142,66 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hta-tui check",
+        description="The findings as a CI verdict: exit 0 pass, 1 fail, 2 no verdict (nothing "
+        "loaded, a bad config, or every rule the config requires abstained).",
+    )
+    p.add_argument("path", type=Path, help="trace folder or file")
+    p.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="TOML: fail_on, required, disabled, [rules.ID] thresholds, [baseline] gates",
+    )
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="PATH",
+        help="fail when the step time, or any op or kernel, got slower than in PATH",
+    )
+    p.add_argument("--rank", type=int, help="the run's rank for the baseline gates")
+    p.add_argument("--baseline-rank", type=int, help="the baseline's rank (default: smallest)")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML to FILE")
+    _common(p)
+    return p
+
+
+def _check(argv: list[str]) -> int:
+    parser = check_parser()
+    args = parser.parse_args(argv)
+    _apply_common(args, parser)
+    for path in (args.path, args.baseline, args.config):
+        if path is not None and not path.exists():
+            print(f"hta-tui check: {printable(path)}: no such file or folder", file=sys.stderr)
+            return EXIT_USAGE
+    from hta_tui.check import EXIT_NO_VERDICT, main_check
+
+    try:
+        return main_check(
+            args.path,
+            config_path=args.config,
+            baseline=args.baseline,
+            rank=args.rank,
+            baseline_rank=args.baseline_rank,
+            as_json=args.json,
+            junit=args.junit,
+            no_cache=args.no_cache,
+            workers=args.workers,
+        )
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_NO_VERDICT
+    except Exception as exc:  # no verdict, never a traceback on the terminal
+        import logging
+
+        logging.getLogger("hta_tui.cli").exception("check failed")
+        print(f"hta-tui check: internal error: {type(exc).__name__}: {exc}"[:300], file=sys.stderr)
+        return EXIT_NO_VERDICT
+
+
 #: The demo's GPU memory events: a loss that keeps a tensor every step (a leak to find).
 DEMO_MEMORY: dict[str, Any] = {"leak_op": "aten::nll_loss_forward"}
 
@@ -216,6 +276,8 @@ def list_analyses(out: Any = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "check":
+        return _check(argv[1:])
     if argv and argv[0] == "report":
         parser = report_parser()
         if "--list" in argv[1:]:

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hta_tui.api_kernels",
             "hta_tui.api_memory",
             "hta_tui.api_syncs",
+            "hta_tui.check",
             "hta_tui.report",
             "hta_tui.report_text",
         ),
