@@ -58,6 +58,7 @@ SCREEN_STYLES = (
     "detail",
     "diff",
     "distributed",
+    "findings",
     "gpu_metrics",
     "idle",
     "kernels",

@@ -155,6 +155,8 @@ class AnalysisScreen(Screen):
         self.scope_text = ""  # what the shown numbers cover (`_scope`)
         #: keys typed while the view loaded, acted on once it has (`_replay_keys`)
         self._queued_keys: list[str] = []
+        #: what to do once the current numbers show (`select_when_shown`)
+        self._when_shown: Callable[[], None] | None = None
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
@@ -445,6 +447,21 @@ class AnalysisScreen(Screen):
         if self._queued_keys:  # after `show`'s own focus moves
             self.call_after_refresh(self.call_after_refresh, self._replay_keys)
         self._maybe_refresh()
+        self._run_when_shown()
+
+    def select_when_shown(self, select: Callable[[], None]) -> None:
+        """Run `select` (a finding's evidence: put the cursor on its row) once this view
+        shows the current numbers: now, if it does."""
+        self._when_shown = select
+        self._run_when_shown()
+
+    def _run_when_shown(self) -> None:
+        if self._when_shown is None or self._computing is not None:
+            return
+        if self._shown_key != (self.trace_set.generation, self.params):
+            return
+        select, self._when_shown = self._when_shown, None
+        self.call_after_refresh(self.call_after_refresh, select)
 
     # -- keys typed while loading ----------------------------------------------------------
     def on_key(self, event: events.Key) -> None:

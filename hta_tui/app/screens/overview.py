@@ -35,6 +35,7 @@ from hta_tui.app.format import (
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING
 from hta_tui.app.screens.step_time import CATEGORIES, StepTimeBars
 from hta_tui.app.widgets.bars import BarRow, StackedBars
+from hta_tui.app.widgets.findings_block import FindingsBlock
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.app.widgets.status import StatusBar
@@ -144,6 +145,7 @@ class OverviewScreen(Screen):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="overview"):
+            yield FindingsBlock(id="overview-findings")
             with Vertical(id="overview-step-box") as step_box:
                 step_box.border_title = "Step time · B: per rank and step"
                 yield TextBlock(id="overview-step-summary")

@@ -59,6 +59,7 @@ SECTIONS: tuple[Section, ...] = (
 
 SCREENS: tuple[ScreenEntry, ...] = (
     _screen("1", "O", "overview", "Overview", "overview", "OverviewScreen"),
+    _screen("1", "Z", "findings", "Findings", "findings", "FindingsScreen"),
     _screen("1", "B", "step_time", "Step time", "step_time", "StepTimeScreen"),
     _screen("1", "V", "gpu_metrics", "GPU metrics", "gpu_metrics", "GpuMetricsScreen"),
     _screen("1", "J", "critical_path", "Critical path", "critical_path", "CriticalPathScreen"),

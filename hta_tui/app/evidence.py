@@ -1,0 +1,113 @@
+"""Opening a finding's evidence: its view (the row's `view`, an app mode) with the cursor on
+the row of its rank, step and event, or the timeline at its moment.
+
+The row is looked for in the view's tables once they show the current numbers (at once if
+they already do): the first table with a row whose rank (where it has a rank column) and step
+(where it has a step column) match and one of whose text cells is the event; a table in a
+tab that is not shown gets its tab shown. No such row: the view opens all the same, and a
+notice says what was looked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import polars as pl
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import TabbedContent, TabPane
+
+from hta_tui.app.access import hta_app
+from hta_tui.app.moment import Moment
+from hta_tui.app.screens.registry import BY_MODE, DIFF
+from hta_tui.app.widgets.frame_table import FrameTable
+
+
+def evidence_moment(row: Mapping[str, Any]) -> Moment | None:
+    """The timeline moment of an evidence row (trace-start origin), None without a time."""
+    start, end = row.get("start_us"), row.get("end_us")
+    if start is None or row.get("rank") is None:
+        return None
+    dur = (float(end) - float(start)) if end is not None else 0.0
+    return Moment(
+        rank=int(row["rank"]),
+        t=float(start) * 1e3,
+        base="job",
+        dur=max(dur, 0.0) * 1e3,
+        name=row.get("event") or None,
+    )
+
+
+def row_index(df: pl.DataFrame, rank: int | None, step: int | None, event: str | None) -> int:
+    """The first row of `df` for the rank, step and event (-1: none). Without an event the
+    rank (and step) alone pick the row."""
+    if df.is_empty():
+        return -1
+    conds = []
+    if rank is not None and "rank" in df.columns and df.schema["rank"].is_integer():
+        conds.append(pl.col("rank") == rank)
+    if step is not None and "step" in df.columns and df.schema["step"].is_integer():
+        conds.append(pl.col("step") == step)
+    if event:
+        texts = [c for c, t in df.schema.items() if t == pl.String or t == pl.Categorical]
+        if not texts:
+            return -1
+        conds.append(pl.any_horizontal(pl.col(c).cast(pl.String) == event for c in texts))
+    if not conds:
+        return -1
+    hits = df.with_row_index("_row").filter(pl.all_horizontal(conds).fill_null(False))
+    return int(hits["_row"][0]) if hits.height else -1
+
+
+def select_row(screen: Screen, row: Mapping[str, Any]) -> bool:
+    """Put the cursor of the first of `screen`'s tables holding the evidence's row on it
+    (its tab shown, the table focused); False when no table holds it."""
+    rank, step, event = row.get("rank"), row.get("step"), row.get("event")
+    for table in screen.query(FrameTable):
+        index = row_index(table.view_frame, rank, step, event)
+        if index < 0:
+            continue
+        pane = next((a for a in table.ancestors if isinstance(a, TabPane)), None)
+        if pane is not None and pane.id:
+            try:
+                screen.query_one(TabbedContent).active = pane.id
+            except NoMatches:
+                pass
+        table.focus()
+        table.call_after_refresh(table.move_cursor, row=index)
+        return True
+    return False
+
+
+def open_evidence(screen: Screen, row: Mapping[str, Any]) -> None:
+    """Enter on a finding or an evidence row: its view and row, or the timeline there."""
+    app = hta_app(screen)
+    view = str(row.get("view") or "")
+    moment = evidence_moment(row)
+    if view == "timeline" or (view not in BY_MODE and view != DIFF.mode):
+        if moment is None:
+            app.notify(f"{row.get('label') or view}: no view or moment to open", timeout=4)
+            return
+        app.action_goto("timeline")
+        target = app.screen
+        if hasattr(target, "show_moment"):
+            target.show_moment(moment)
+        return
+    app.action_goto(view)
+    target = app.screen
+    if app.current_mode != view or not hasattr(target, "select_when_shown"):
+        return
+    rank = row.get("rank")
+    follows = getattr(target, "FOLLOWS_RANK", False)
+    if follows and rank is not None and app.rank_choice not in (None, rank):
+        app.rank_choice = int(rank)  # the row is of a rank the view does not show now
+    target.select_when_shown(lambda: _select_or_say(target, row))
+
+
+def _select_or_say(screen: Screen, row: Mapping[str, Any]) -> None:
+    if not select_row(screen, row):
+        what = ", ".join(
+            f"{k} {row[k]}" for k in ("rank", "step", "event") if row.get(k) is not None
+        )
+        screen.app.notify(f"No row here for {what}", timeout=5)

@@ -1,0 +1,92 @@
+"""The findings the overview's block and the Findings view show: the registry's `findings`
+and `finding_evidence` tables of every loaded rank, made once per trace-set generation (the
+block and the view share them), in a worker thread only.
+
+Also the block's lines: severity, time at stake per step, rule and title, worst first, cut
+to the width, so the top of the overview says what to fix first at 80x24.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from hta_tui.analysis import registry
+from hta_tui.app.format import elide_end, fmt_us
+from hta_tui.trace.model import TraceSet
+
+#: A rule that says something: worth a line on the overview.
+FIRED = ("fail", "warn", "info")
+SEVERITY_LABEL = {"fail": "FAIL", "warn": "WARN", "info": "info", "ok": "ok", "abstain": "n/a"}
+
+
+@dataclass(frozen=True)
+class Findings:
+    """The two tables of one trace-set generation (`generation` says which)."""
+
+    findings: pl.DataFrame
+    evidence: pl.DataFrame
+    generation: int
+
+
+_lock = threading.Lock()
+_last: dict[tuple[Path, int], Findings] = {}
+
+
+def compute_findings(ts: TraceSet) -> Findings:
+    """Worker thread: the findings of every loaded rank of `ts` (a snapshot), through the
+    registry; the last generation's kept, so the block and the view make them once."""
+    key = (ts.root, ts.generation)
+    with _lock:
+        kept = _last.get(key)
+    if kept is not None:
+        return kept
+    tables = registry.tables(
+        ts.frames(),
+        ["findings", "finding_evidence"],
+        registry.Options(),
+        frames=ts.frames,
+        meta=registry.trace_meta(ts),
+    )
+    made = Findings(tables["findings"], tables["finding_evidence"], ts.generation)
+    with _lock:
+        _last.clear()
+        _last[key] = made
+    return made
+
+
+def counts_text(findings: pl.DataFrame) -> str:
+    """ "2 fail, 1 warn, 9 quiet, 2 abstained": what the rules said, in one clause."""
+    by = dict(findings.group_by("severity").len().iter_rows())
+    parts = [f"{by[s]} {s}" for s in FIRED if by.get(s)]
+    if by.get("ok"):
+        parts.append(f"{by['ok']} quiet")
+    if by.get("abstain"):
+        parts.append(f"{by['abstain']} abstained")
+    return ", ".join(parts) or "no rule ran"
+
+
+def stake_text(row: dict) -> str:
+    """Time at stake per step and its share: "78.0 ms/step 35%"."""
+    us = row.get("at_stake_us") or 0.0
+    pct = row.get("at_stake_pct")
+    share = f" {pct:.0f}%" if pct is not None else ""
+    return f"{fmt_us(us)}/step{share}" if us > 0 else "-"
+
+
+def finding_line(row: dict, width: int) -> str:
+    """One finding in `width` columns: severity, time at stake, rule id and title."""
+    head = f"{SEVERITY_LABEL.get(row['severity'], row['severity']):<4} {stake_text(row):>17}  "
+    return elide_end(f"{head}{row['id']}: {row['title']}", width)
+
+
+def block_lines(findings: pl.DataFrame, width: int, most: int) -> list[str]:
+    """The block under its title: the `most` worst findings that fired, one line each, or
+    one line saying none did."""
+    fired = findings.filter(pl.col("severity").is_in(FIRED))
+    if fired.is_empty():
+        return [elide_end(f"No finding fired ({counts_text(findings)}).", width)]
+    return [finding_line(row, width) for row in fired.head(most).iter_rows(named=True)]
