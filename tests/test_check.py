@@ -82,7 +82,7 @@ def test_gates_abstain_without_steps(tmp_path: Path) -> None:
 
     write_rank(tmp_path / "run", 0, steps=0)
     write_rank(tmp_path / "base", 0)
-    base, run, b, r = _pair(tmp_path, "run", "base", tmp_path)
+    base, run, _, _ = _pair(tmp_path, "run", "base", tmp_path)
     gates, evidence = baseline_gates(base, run)
     assert set(gates["severity"]) == {"abstain"} and evidence.is_empty()
     assert all("no ProfilerStep in the run" in reason for reason in gates["reason"])
@@ -122,5 +122,5 @@ def test_config_file_errors_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not TOML") as info:
         load_config(bad)
     assert "\n" not in str(info.value)
-    with pytest.raises(ConfigError, match="missing.toml"):
+    with pytest.raises(ConfigError, match=r"missing\.toml"):
         load_config(tmp_path / "missing.toml")

@@ -10,6 +10,7 @@ notice says what was looked for.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,10 +71,8 @@ def select_row(screen: Screen, row: Mapping[str, Any]) -> bool:
             continue
         pane = next((a for a in table.ancestors if isinstance(a, TabPane)), None)
         if pane is not None and pane.id:
-            try:
+            with contextlib.suppress(NoMatches):
                 screen.query_one(TabbedContent).active = pane.id
-            except NoMatches:
-                pass
         table.focus()
         table.call_after_refresh(table.move_cursor, row=index)
         return True
