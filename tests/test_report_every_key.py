@@ -110,6 +110,8 @@ OTHER_ORDER: dict[str, str] = {
     "module_stats": "the module tree",
     "process_groups": "as distributedInfo lists them",
     "critical_path_edges": "by rank and step, in path order",
+    "findings": "worst first: severity, then time at stake",
+    "finding_evidence": "in the findings' order, each finding's rows in order",
 }
 
 

@@ -835,6 +835,19 @@ ANALYSES: list[Analysis] = [
         steps="every",  # the ProfilerSteps critical_path_steps names, as on the host
         definitions="hta",
     ),
+    # findings (rules28)
+    Analysis(
+        "findings",
+        "Findings: what to fix first, with its evidence",
+        lambda *a, **k: _findings(*a, **k),
+        frames=("memory", "flows"),
+        cost=0.1,  # its own share: the rules; the tables they read cost their analyses
+        views=False,
+        meta=True,
+        also=("finding_evidence",),
+        steps="every",
+        definitions="own",
+    ),
 ]
 
 #: name -> its declaration; table -> the analysis giving it (every key the report prints is a
@@ -984,3 +997,56 @@ def run(
     for a in chosen:
         out.update(results[a.name])
     return out
+
+
+# -- findings (rules28) -------------------------------------------------------------------
+
+FINDING_TABLES = ("findings", "finding_evidence")
+
+
+def table_getter(
+    ranks: Ranks,
+    options: Options | None = None,
+    *,
+    frames: FrameGetter | None = None,
+    meta: Metas | None = None,
+    made: Mapping[str, pl.DataFrame] | None = None,
+) -> Callable[[str], pl.DataFrame]:
+    """name -> table, each analysis set up once and each table made once, on first asking;
+    tables in `made` (a report's run) are taken as they are."""
+    lazies: dict[str, Lazy] = {}
+
+    @functools.cache
+    def get(name: str) -> pl.DataFrame:
+        if made is not None and name in made:
+            return made[name]
+        a = owner(name)
+        if a.name not in lazies:
+            lazies[a.name] = a.lazy(ranks, options, **_inputs(a, frames, meta))
+        return lazies[a.name][name]()
+
+    return get
+
+
+def findings_tables(
+    ranks: Ranks,
+    options: Options | None = None,
+    *,
+    frames: FrameGetter | None = None,
+    meta: Metas | None = None,
+    made: Mapping[str, pl.DataFrame] | None = None,
+    config: Any = None,
+) -> Tables:
+    """The findings and their evidence (analysis/findings), the rules reading the other
+    analyses' tables through `table_getter`: only the tables the rules turned on need."""
+    from hta_tui.analysis import findings
+
+    get = table_getter(ranks, options, frames=frames, meta=meta, made=made)
+    found, evidence = findings.evaluate_all(get, config, context={"meta": dict(meta or {})})
+    return {"findings": found, "finding_evidence": evidence}
+
+
+def _findings(r: Ranks, o: Options, memory: Ranks, flows: Ranks, meta: Metas | None = None) -> Lazy:
+    given = {"memory": memory, "flows": flows}
+    frames: FrameGetter = lambda name: given.get(name, {})  # noqa: E731
+    return picked(lambda: findings_tables(r, o, frames=frames, meta=meta), FINDING_TABLES)

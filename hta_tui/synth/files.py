@@ -25,6 +25,7 @@ from hta_tui.synth.model import (
     _build_model,
 )
 from hta_tui.synth.rank import _Rank
+from hta_tui.synth.tweaks import Tweaks
 
 # ---------------------------------------------------------------------------------------------
 # file-level structure
@@ -111,6 +112,7 @@ def _setup(
     kernels_per_step: int,
     blocks: int | None,
     nccl_style: str,
+    tweaks: Tweaks | None = None,
 ) -> tuple[_Rank, dict[str, Any], dict[str, Any]]:
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} outside world_size {world_size}")
@@ -120,7 +122,7 @@ def _setup(
         raise ValueError("nccl_style must be 'mixed', 'new' or 'legacy'")
     n_blocks = blocks if blocks is not None else _blocks_for(kernels_per_step)
     model = _build_model(seed, max(1, n_blocks), world_size, nccl_style)
-    sim = _Rank(model, rank, world_size=world_size, seed=seed, slow=slow)
+    sim = _Rank(model, rank, world_size=world_size, seed=seed, slow=slow, tweaks=tweaks)
     return sim, _head(rank, world_size), _tail_keys(rank, seed)
 
 
@@ -135,6 +137,7 @@ def make_trace(
     blocks: int | None = None,
     nccl_style: str = "mixed",
     memory: MemoryOptions | None = None,
+    tweaks: Tweaks | None = None,
 ) -> dict[str, Any]:
     """One rank's trace as a dict (for tests that tweak it before `write_trace`).
 
@@ -142,10 +145,10 @@ def make_trace(
     sets the model size directly. `nccl_style` "mixed" names the bucket all-reduces like NCCL
     >= 2.19 (`ncclDevKernel_...`) and the small broadcast/loss all-reduce like older NCCL
     (`ncclKernel_...`), so both dialects occur; "new" / "legacy" use one. `memory` adds GPU
-    memory events (synth/memory.py).
+    memory events (synth/memory.py); `tweaks` push the job toward a bottleneck (synth/tweaks.py).
     """
     sim, head, tail = _setup(
-        rank, world_size, steps, seed, slow, kernels_per_step, blocks, nccl_style
+        rank, world_size, steps, seed, slow, kernels_per_step, blocks, nccl_style, tweaks
     )
     events: list[dict[str, Any]] = []
     for chunk in _events(sim, steps, memory):

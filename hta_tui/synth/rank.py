@@ -25,6 +25,7 @@ from hta_tui.synth.model import (
 )
 from hta_tui.synth.model_ops import _ModelOps
 from hta_tui.synth.step import _StepDriver
+from hta_tui.synth.tweaks import DEFAULT, Tweaks
 
 
 class _Rank(_GpuWork, _ModelOps, _StepDriver):
@@ -39,8 +40,10 @@ class _Rank(_GpuWork, _ModelOps, _StepDriver):
         seed: int,
         slow: bool,
         slow_factor: float = SLOW_FACTOR,
+        tweaks: Tweaks | None = None,
     ) -> None:
         self.m = model
+        self.tweaks = tweaks or DEFAULT
         self.rank = rank
         self.world_size = world_size
         self.rng = random.Random(seed * 1_000_003 + rank * 7919 + 17)

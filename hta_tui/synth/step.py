@@ -103,6 +103,7 @@ class _StepDriver:
         e = self._next_ext()
         t_dl = t
         dl = self._gap(1_500, 5_000) if self.rng.random() < 0.2 else self._gap(150, 600)
+        dl = int(dl * self.tweaks.input_wait)
         t += dl
         self._annotation(
             "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", tm, t_dl, t, e
