@@ -30,7 +30,7 @@ import socket
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +46,7 @@ from hta_tui.analysis.baseline_gate import (
     GateConfig,
     baseline_gates,
 )
+from hta_tui.analysis.findings import BY_ID, RuleConfig
 from hta_tui.analysis.overview import precompute
 from hta_tui.printable import json_printable, printable
 from hta_tui.session import open_session
@@ -198,43 +199,30 @@ class CheckResult:
     seconds: float = 0.0
 
 
-def table_source(ts: TraceSet, options: registry.Options) -> Callable[[str], pl.DataFrame]:
-    """registry table name -> table, each analysis set up once and each table made once
-    (the rules ask for the same table more than once)."""
-    frames = ts.frames()
-    meta = registry.trace_meta(ts)
-    lazies: dict[str, registry.Lazy] = {}
-    made: dict[str, pl.DataFrame] = {}
-
-    def get(name: str) -> pl.DataFrame:
-        if name not in made:
-            a = registry.owner(name)  # KeyError for an unknown table
-            if a.name not in lazies:
-                inputs: dict[str, Any] = {f: ts.frames(f) for f in a.frames}
-                if a.meta:
-                    inputs["meta"] = meta
-                lazies[a.name] = a.lazy(frames, options, **inputs)
-            made[name] = lazies[a.name][name]()
-        return made[name]
-
-    return get
+def rule_config(config: CheckConfig) -> RuleConfig:
+    """The rules' config: each rule's thresholds the config names (the others its own)."""
+    thresholds = {}
+    for rule_id, given in config.thresholds.items():
+        own = BY_ID[rule_id].thresholds
+        thresholds[rule_id] = tuple(float(given.get(k, getattr(own, k))) for k in THRESHOLDS)
+    return RuleConfig(thresholds=thresholds, off=frozenset(config.disabled))
 
 
 def rule_findings(ts: TraceSet, config: CheckConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The rules' findings and evidence with the config's thresholds, the disabled rules
-    left out."""
-    from hta_tui.analysis.findings import RuleConfig, evaluate_all
-
-    rule_config = RuleConfig(thresholds=dict(config.thresholds), disabled=config.disabled)
-    findings, evidence = evaluate_all(table_source(ts, registry.Options()), rule_config)
-    findings = findings.filter(~pl.col("id").is_in(sorted(config.disabled)))
-    return findings, evidence
+    """The rules' findings and evidence over every loaded rank, with the config's thresholds
+    and without its disabled rules (through the registry: only the tables they read)."""
+    made = registry.findings_tables(
+        ts.frames(),
+        registry.Options(),
+        frames=ts.frames,
+        meta=registry.trace_meta(ts),
+        config=rule_config(config),
+    )
+    return made["findings"], made["finding_evidence"]
 
 
 def known_rule_ids() -> frozenset[str]:
-    from hta_tui.analysis.findings import RULES
-
-    return frozenset(r.id for r in RULES)
+    return frozenset(BY_ID)
 
 
 def _side(ts: TraceSet, rank: int | None) -> tuple[int, pl.DataFrame] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
 
@@ -124,3 +125,128 @@ def test_config_file_errors_are_one_line(tmp_path: Path) -> None:
     assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match=r"missing\.toml"):
         load_config(tmp_path / "missing.toml")
+
+
+# -- the command: exit codes, its lines, JSON and JUnit -----------------------------------------
+
+
+def _check(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    from hta_tui.cli import main
+
+    code = main(["check", *map(str, args), "--no-cache"])
+    return code, capsys.readouterr().out
+
+
+def _only(tmp_path: Path, body: str, keep: tuple[str, ...]) -> Path:
+    """A config turning off every rule but `keep` (rules added later cannot move the test)."""
+    from hta_tui.analysis.findings import BY_ID
+
+    off = sorted(set(BY_ID) - set(keep))
+    path = tmp_path / "check.toml"
+    path.write_text(f"disabled = {off!r}\n{body}".replace("'", '"'))
+    return path
+
+
+@pytest.fixture
+def two_ranks(tmp_path: Path) -> Path:
+    """Two ranks of the tests' trace: per 990 us step an all-reduce of 200 us that nothing
+    overlaps (the GEMM ends before it starts), so 20.2% of the step is exposed
+    communication: comm.exposed fails (> 20%)."""
+    from tests.test_app_support import write_ranks
+
+    write_ranks(tmp_path / "t", 2)
+    return tmp_path / "t"
+
+
+def test_check_fails_with_evidence_and_junit(
+    two_ranks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    junit = tmp_path / "check.xml"
+    code, out = _check(capsys, two_ranks, "--junit", junit)
+    assert code == 1
+    fails = [line for line in out.splitlines() if line.startswith("FAIL ")]
+    assert len(fails) == 1 and fails[0].startswith("FAIL comm.exposed: ")
+    assert "evidence: rank 0 all_reduce" in fails[0] and "20.2 (threshold 20)" in fails[0]
+    assert out.splitlines()[-1].startswith("hta-tui check: FAIL (1 fail")
+    # the JUnit schema's required structure (Ant's junit.xsd, which CI dashboards read)
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    required = ("name", "tests", "failures", "errors", "time", "timestamp", "hostname")
+    assert all(suite.get(a) for a in required)
+    assert suite[0].tag == "properties" and suite[-2].tag == "system-out"
+    assert suite[-1].tag == "system-err"
+    cases = suite.findall("testcase")
+    assert all(c.get("name") and c.get("classname") and c.get("time") for c in cases)
+    assert int(suite.get("tests")) == len(cases) == int(root.get("tests"))
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert [c.get("name") for c in failed] == ["comm.exposed"]
+    assert int(suite.get("failures")) == 1 and suite.get("errors") == "0"
+    failure = failed[0].find("failure")
+    assert failure.get("type") == "fail" and failure.get("message") == fails[0]
+    assert "rank 0 all_reduce" in failure.text
+    skipped = [c.get("name") for c in cases if c.find("skipped") is not None]
+    assert int(suite.get("skipped")) == len(skipped)
+    assert {c.get("name") for c in cases} >= {"comm.exposed", "gpu.util.low"}
+
+
+def test_check_passes_under_its_config(
+    two_ranks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """comm.exposed's fail threshold moved to 25%: 20.2% crosses only its warn one (10%),
+    which fails the job only when the config says warnings do."""
+    config = _only(
+        tmp_path, '[rules."comm.exposed"]\nfail = 25\n', ("comm.exposed", "gpu.util.low")
+    )
+    code, out = _check(capsys, two_ranks, "--config", config, "--json")
+    assert code == 0
+    doc = orjson.loads(out)
+    assert (doc["verdict"], doc["exit"], doc["failing"]) == ("pass", 0, [])
+    rows = {r["id"]: r for r in doc["findings"]}
+    assert set(rows) == {"comm.exposed", "gpu.util.low"}
+    assert (rows["comm.exposed"]["severity"], rows["comm.exposed"]["threshold"]) == ("warn", 10)
+    assert rows["comm.exposed"]["evidence"][0]["rank"] == 0
+    config.write_text('fail_on = ["fail", "warn"]\n' + config.read_text())
+    assert _check(capsys, two_ranks, "--config", config)[0] == 1
+
+
+def test_check_without_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 2: nothing loaded; every rule the config requires abstained (a CPU-only trace
+    has no GPU to be idle); a config that is not TOML."""
+    from tests.test_app_support import write_rank
+
+    (tmp_path / "empty").mkdir()
+    code, out = _check(capsys, tmp_path / "empty")
+    assert code == 2 and "NO VERDICT" in out
+    write_rank(tmp_path / "cpu", 0, gpu=False)
+    config = tmp_path / "need.toml"
+    config.write_text('required = ["gpu.util.low"]\n')
+    junit = tmp_path / "cpu.xml"
+    code, out = _check(capsys, tmp_path / "cpu", "--config", config, "--junit", junit)
+    assert code == 2
+    assert "abstained gpu.util.low: no GPU kernels" in out
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite.get("errors") == "1" and suite.find("testcase/error") is not None
+    assert "gpu.util.low" in [c.get("name") for c in suite if c.find("skipped") is not None]
+    config.write_text("required = [gpu\n")
+    assert _check(capsys, tmp_path / "cpu", "--config", config)[0] == 2
+
+
+@pytest.mark.shared
+def test_check_baseline_on_trace_compare(
+    shared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The gate through the command: the ops the test added fail it (see
+    test_gates_on_trace_compare), each with its evidence; against itself nothing is slower."""
+    pair = shared / "traces" / "trace_compare"
+    config = _only(tmp_path, "", ())
+    code, out = _check(capsys, pair / "test", "--baseline", pair / "base", "--config", config)
+    assert code == 1
+    line = next(x for x in out.splitlines() if x.startswith("FAIL "))
+    assert line.startswith("FAIL baseline.ops: ") and "All2All_Pooled_Req" in line
+    code, out = _check(capsys, pair / "base", "--baseline", pair / "base", "--config", config)
+    assert code == 0 and "PASS (2 ok)" in out

@@ -22,34 +22,10 @@ from dataclasses import dataclass
 import polars as pl
 
 from hta_tui.analysis import diff
+from hta_tui.analysis.findings.model import EVIDENCE_SCHEMA, FINDINGS_SCHEMA
 
-#: The columns and types of a finding row (the rules' `findings` table).
-FINDING_SCHEMA: dict[str, pl.DataType] = {
-    "id": pl.String(),
-    "severity": pl.String(),
-    "title": pl.String(),
-    "metric": pl.String(),
-    "value": pl.Float64(),
-    "threshold": pl.Float64(),
-    "at_stake_us": pl.Float64(),
-    "at_stake_pct": pl.Float64(),
-    "advice": pl.String(),
-    "reason": pl.String(),
-    "ranks": pl.String(),
-}
-#: ... and of an evidence row (`finding_evidence`).
-EVIDENCE_SCHEMA: dict[str, pl.DataType] = {
-    "id": pl.String(),
-    "n": pl.Int64(),
-    "view": pl.String(),
-    "table": pl.String(),
-    "rank": pl.Int64(),
-    "step": pl.Int64(),
-    "event": pl.String(),
-    "start_us": pl.Float64(),
-    "end_us": pl.Float64(),
-    "label": pl.String(),
-}
+#: A gate is a row of the rules' findings frame, its evidence rows of theirs.
+FINDING_SCHEMA = FINDINGS_SCHEMA
 
 STEP_GATE = "baseline.step_time"
 OPS_GATE = "baseline.ops"
