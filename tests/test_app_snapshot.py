@@ -19,14 +19,21 @@ from tests.test_app_support import settle, write_rank
 SIZE = (80, 24)
 
 
-def demo_app(tmp_path: Path, *, ascii: bool = False) -> HtaApp:
+def demo_app(tmp_path: Path, *, ascii: bool = False, findings: bool = False) -> HtaApp:
     """Four ranks named as PyTorch names them (long: the names get elided) and a broken file."""
     root = tmp_path / "traces"
     for rank in range(4):
         name = f"gpu-node-{rank // 2}_{1234 + rank}.1719853884000.pt.trace.json.gz"
         write_rank(root, rank, name=name, world=4)
     (root / "rank-4.trace.json").write_bytes(b'{"traceEvents": [oops')
-    return HtaApp(root, cache=Cache(tmp_path / "cache"), watch=False, timings=False, ascii=ascii)
+    return HtaApp(
+        root,
+        cache=Cache(tmp_path / "cache"),
+        watch=False,
+        timings=False,
+        ascii=ascii,
+        findings=findings,
+    )
 
 
 async def _settled(pilot) -> None:
@@ -36,6 +43,14 @@ async def _settled(pilot) -> None:
 def test_overview(snap_compare, tmp_path: Path) -> None:
     """Four loaded ranks and a broken file: its reason under its name, temporal bars."""
     assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=_settled)
+
+
+def test_overview_findings(snap_compare, tmp_path: Path) -> None:
+    """Issue 28: the overview opens with the findings, worst first by time at stake, above
+    the step time (the other overview snapshots leave them off: they cost every rule's
+    analyses)."""
+    app = demo_app(tmp_path, findings=True)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settled)
 
 
 def test_overview_ascii(snap_compare, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ session's watcher thread.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
@@ -135,6 +136,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         compare: str | Path | None = None,
         control_rank: int | None = None,
         test_rank: int | None = None,
+        findings: bool | None = None,
     ) -> None:
         if compare is not None:
             self.DEFAULT_MODE = DIFF.mode  # the diff is the first screen shown
@@ -148,6 +150,11 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self.watch_enabled = watch
         self.load_workers = workers
         self.timings = timings  # per-file load seconds in the table (off for snapshots)
+        #: the overview opens with the findings (`$HTA_TUI_FINDINGS=0`: it does not compute
+        #: them; the Findings view, Z, still does when asked)
+        self.overview_findings = (
+            os.environ.get("HTA_TUI_FINDINGS", "1") != "0" if findings is None else findings
+        )
         self.ascii = (not unicode_ok()) if ascii is None else ascii
         if theme is not None:
             self.theme = theme

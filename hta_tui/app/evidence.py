@@ -20,24 +20,24 @@ from textual.screen import Screen
 from textual.widgets import TabbedContent, TabPane
 
 from hta_tui.app.access import hta_app
-from hta_tui.app.moment import Moment
+from hta_tui.app.findings_data import with_moments
+from hta_tui.app.moment import Moment, MomentColumns
 from hta_tui.app.screens.registry import BY_MODE, DIFF
 from hta_tui.app.widgets.frame_table import FrameTable
 
+#: An evidence row's moment (its columns from `with_moments`).
+EVIDENCE_MOMENT = MomentColumns(
+    "m_t", unit="us", base="job", rank="rank", dur="m_dur", name="m_name"
+)
+
 
 def evidence_moment(row: Mapping[str, Any]) -> Moment | None:
-    """The timeline moment of an evidence row (trace-start origin), None without a time."""
-    start, end = row.get("start_us"), row.get("end_us")
-    if start is None or row.get("rank") is None:
+    """The timeline moment of an evidence row (`findings_data.with_moments`: its time
+    window, else its step), None when it names neither."""
+    if row.get("rank") is None:
         return None
-    dur = (float(end) - float(start)) if end is not None else 0.0
-    return Moment(
-        rank=int(row["rank"]),
-        t=float(start) * 1e3,
-        base="job",
-        dur=max(dur, 0.0) * 1e3,
-        name=row.get("event") or None,
-    )
+    moment = EVIDENCE_MOMENT.moment(dict(with_moments(pl.DataFrame([row])).row(0, named=True)))
+    return moment
 
 
 def row_index(df: pl.DataFrame, rank: int | None, step: int | None, event: str | None) -> int:

@@ -58,6 +58,30 @@ def compute_findings(ts: TraceSet) -> Findings:
     return made
 
 
+#: Columns of an evidence row naming its moment on the timeline (`with_moments`).
+MOMENT_COLUMNS = ("m_t", "m_dur", "m_name")
+
+
+def with_moments(evidence: pl.DataFrame) -> pl.DataFrame:
+    """Evidence rows with their moment: the row's time window and event (us from the trace
+    start), or else its step (the rank's `ProfilerStep#N`, which the timeline finds by name);
+    null where a row names neither."""
+    timed = pl.col("start_us").is_not_null()
+    stepped = pl.col("step").is_not_null()
+    return evidence.with_columns(
+        pl.when(timed).then(pl.col("start_us")).when(stepped).then(0.0).alias("m_t"),
+        pl.when(timed)
+        .then((pl.col("end_us") - pl.col("start_us")).fill_null(0.0).clip(0.0))
+        .otherwise(0.0)
+        .alias("m_dur"),
+        pl.when(timed)
+        .then(pl.col("event"))
+        .when(stepped)
+        .then(pl.format("ProfilerStep#{}", pl.col("step")))
+        .alias("m_name"),
+    )
+
+
 def counts_text(findings: pl.DataFrame) -> str:
     """ "2 fail, 1 warn, 9 quiet, 2 abstained": what the rules said, in one clause."""
     by = dict(findings.group_by("severity").len().iter_rows())

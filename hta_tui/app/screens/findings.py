@@ -17,20 +17,28 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from hta_tui.app.evidence import open_evidence
-from hta_tui.app.findings_data import SEVERITY_LABEL, Findings, compute_findings, stake_text
+from hta_tui.app.findings_data import (
+    MOMENT_COLUMNS,
+    SEVERITY_LABEL,
+    Findings,
+    compute_findings,
+    stake_text,
+    with_moments,
+)
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.trace.model import TraceSet
 
-#: A finding's first timed evidence, kept beside its row (not drawn) for `t`.
-FIRST = ("ev_rank", "ev_start", "ev_dur", "ev_event")
+#: A finding's first evidence with a moment (its time, else its step), kept beside its row
+#: (not drawn) for `t`; an evidence row's own.
+FIRST = ("ev_rank", "m_t", "m_dur", "m_name")
 FINDING_MOMENT = MomentColumns(
-    "ev_start", unit="us", base="job", rank="ev_rank", dur="ev_dur", name="ev_event"
+    "m_t", unit="us", base="job", rank="ev_rank", dur="m_dur", name="m_name"
 )
 EVIDENCE_MOMENT = MomentColumns(
-    "start (us)", unit="us", base="job", rank="rank", dur="dur (us)", name="event"
+    "m_t", unit="us", base="job", rank="rank", dur="m_dur", name="m_name"
 )
 
 
@@ -38,17 +46,12 @@ def finding_rows(result: Findings) -> pl.DataFrame:
     """The findings table as shown: severity, time at stake, rule, title, value against
     threshold, ranks; the first timed evidence of each kept for `t`."""
     timed = (
-        result.evidence.filter(pl.col("start_us").is_not_null())
+        with_moments(result.evidence)
+        .filter(pl.col("m_t").is_not_null())
         .sort("id", "n")
         .group_by("id", maintain_order=True)
         .first()
-        .select(
-            "id",
-            pl.col("rank").alias("ev_rank"),
-            pl.col("start_us").alias("ev_start"),
-            (pl.col("end_us") - pl.col("start_us")).alias("ev_dur"),
-            pl.col("event").alias("ev_event"),
-        )
+        .select("id", pl.col("rank").alias("ev_rank"), *MOMENT_COLUMNS)
     )
     f = result.findings.with_row_index("order")
     stakes = [stake_text(row) for row in f.iter_rows(named=True)]  # one per rule (a dozen)
@@ -68,7 +71,7 @@ def finding_rows(result: Findings) -> pl.DataFrame:
 def evidence_rows(evidence: pl.DataFrame, rule: str | None) -> pl.DataFrame:
     """A finding's evidence rows as shown (every finding's when `rule` is None)."""
     rows = evidence if rule is None else evidence.filter(pl.col("id") == rule)
-    return rows.sort("id", "n").select(
+    return with_moments(rows.sort("id", "n")).select(
         "label",
         "view",
         "rank",
@@ -76,8 +79,11 @@ def evidence_rows(evidence: pl.DataFrame, rule: str | None) -> pl.DataFrame:
         pl.col("start_us").round(1).alias("start (us)"),
         (pl.col("end_us") - pl.col("start_us")).round(1).alias("dur (us)"),
         "event",
+        "start_us",
+        "end_us",
         "table",
         "id",
+        *MOMENT_COLUMNS,
     )
 
 
@@ -125,7 +131,7 @@ class FindingsScreen(AnalysisScreen):
             advice = full["advice"] or (f"abstained: {full['reason']}" if full["reason"] else "")
         self.query_one("#finding-advice", TextBlock).update(advice)
         evidence = self.query_one("#finding-evidence", FrameTable)
-        evidence.hidden_columns = frozenset({"id", "table"})
+        evidence.hidden_columns = frozenset({"id", "table", "start_us", "end_us", *MOMENT_COLUMNS})
         evidence.show_frame(evidence_rows(result.evidence, rule))
 
     @on(FrameTable.RowHighlighted, "#findings-table")
@@ -149,4 +155,4 @@ class FindingsScreen(AnalysisScreen):
     def _open_one(self, _event: FrameTable.RowSelected) -> None:
         row = self.query_one("#finding-evidence", FrameTable).selected_row()
         if row is not None and row.get("view"):
-            open_evidence(self, {**row, "start_us": row.get("start (us)")})
+            open_evidence(self, row)

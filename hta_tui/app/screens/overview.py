@@ -183,6 +183,10 @@ class OverviewScreen(Screen):
     def on_resize(self) -> None:
         self.call_after_refresh(self._relayout)
 
+    @on(FindingsBlock.Changed)
+    def _findings_resized(self) -> None:
+        self._fit_step_bar()
+
     def _relayout(self) -> None:
         self._fit_step_bar()
         table = self.query_one("#files", FilesTable)
@@ -219,6 +223,7 @@ class OverviewScreen(Screen):
         )
         temporal = len(data.temporal) + 3 if data.temporal else 3
         room = height - 2 - 1 - 4 - min(temporal, height // 2) - (lines + 2)
+        room -= self.query_one(FindingsBlock).rows
         bar = data.step_bar is not None and room >= 2
         self.query_one("#overview-step-bars", StepTimeBars).display = bar
 

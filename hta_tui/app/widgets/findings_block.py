@@ -40,16 +40,25 @@ class FindingsReady(Message):
 class FindingsBlock(Vertical):
     """Title line with the counts, then the worst findings that fired (see the module)."""
 
+    class Changed(Message):
+        """The block's height changed (the overview fits its other parts again)."""
+
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.result: Findings | None = None
         self._asked: int | None = None  # the generation being computed or shown
+        #: lines it takes (0 when off): the overview leaves out its step bar to make room
+        self.rows = 0
 
     def compose(self) -> ComposeResult:
         yield TextLine("Findings · Z: all, with evidence", id="findings-title")
         yield TextBlock(COMPUTING, id="findings-lines")
 
     def on_mount(self) -> None:
+        if not hta_app(self).overview_findings:
+            self.display = False  # `$HTA_TUI_FINDINGS=0`: nothing computed here
+            return
+        self._set_rows(2)
         self.watch(self.app, "data", self._data_changed, init=True)
 
     def on_resize(self) -> None:
@@ -103,9 +112,15 @@ class FindingsBlock(Vertical):
         self.result = msg.result
         self._draw()
 
+    def _set_rows(self, rows: int) -> None:
+        if rows != self.rows:
+            self.rows = rows
+            self.post_message(self.Changed())
+
     def _say(self, text: str) -> None:
         self.query_one("#findings-title", TextLine).update("Findings · Z: all, with evidence")
         self.query_one("#findings-lines", TextBlock).update(text)
+        self._set_rows(2)
 
     def _draw(self) -> None:
         if self.result is None or not self.is_mounted:
@@ -115,6 +130,6 @@ class FindingsBlock(Vertical):
         findings = self.result.findings
         title = f"Findings · {counts_text(findings)} · Z: all, with evidence"
         self.query_one("#findings-title", TextLine).update(title)
-        self.query_one("#findings-lines", TextBlock).update(
-            "\n".join(block_lines(findings, width, most))
-        )
+        lines = block_lines(findings, width, most)
+        self.query_one("#findings-lines", TextBlock).update("\n".join(lines))
+        self._set_rows(1 + len(lines))

@@ -1,0 +1,139 @@
+"""Issue 28, point 3: the overview opens with the findings (never before the data), the
+Findings view (Z) lists them with their evidence, `enter` opens the evidence's view and row,
+`t` the timeline at its moment. One Pilot run and one snapshot, at 80x24, on two ranks of the
+tests' trace: per 990 us step an all-reduce of 200 us that nothing overlaps, so 20.2% of
+the step is exposed communication (comm.exposed fails, > 20%) and the evidence is that
+all-reduce in each rank's steps."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from hta_tui.app.findings_data import compute_findings
+from hta_tui.app.screens.findings import FindingsScreen
+from hta_tui.app.screens.timeline import TimelineScreen
+from hta_tui.app.widgets.findings_block import FindingsBlock
+from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.session import live as live_module
+from hta_tui.trace import load as trace_load
+from tests.test_app_support import make_screen_app, settle, wait_until, write_rank, write_ranks
+from tests.test_timeline_links import selected_event
+
+SIZE = (80, 24)
+
+
+def _block_text(app: Any) -> str:
+    block = app.screen.query_one(FindingsBlock)
+    return "\n".join(str(w.render()) for w in block.children)
+
+
+async def test_findings_block_view_enter_and_t(tmp_path: Path, monkeypatch: Any) -> None:
+    root = tmp_path / "traces"
+    write_rank(root, 0, world=2)
+    held_back = write_rank(root, 1, world=2)
+    gate = threading.Event()
+
+    def held(files, cache, **kw):
+        for tf in sorted(files, key=lambda t: t.path == held_back):  # rank 0 first
+            if tf.path == held_back:
+                gate.wait(30)  # rank 1 "takes long": listed, not loaded
+            yield from trace_load.load_files([tf], cache, **kw)
+
+    monkeypatch.setattr(live_module, "load_files", held)
+    app = make_screen_app(root, tmp_path, findings=True)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            # one rank in, one to come: no verdict yet, and nothing computed
+            await wait_until(pilot, lambda: 0 in app.trace_set.loaded(), 30, "rank 0")
+            await pilot.pause()
+            text = _block_text(app)
+            assert "computing findings… (waiting for 1 of 2 files)" in text
+            assert "FAIL" not in text and app.screen.query_one(FindingsBlock).result is None
+            gate.set()
+            await settle(pilot, 30)
+            block = app.screen.query_one(FindingsBlock)
+            await wait_until(pilot, lambda: block.current, 30, "the findings")
+            await pilot.pause()
+            found = compute_findings(app.trace_set.snapshot()).findings
+            fired = found.filter(found["severity"].is_in(["fail", "warn", "info"]))
+            lines = _block_text(app).splitlines()
+            assert "1 fail" in lines[0] and "Z: all" in lines[0]
+            assert lines[1].startswith("FAIL ") and "comm.exposed: " in lines[1]
+            assert "200 us/step 20%" in lines[1]  # 200 of 990 us per step at stake
+            assert len(lines) == 1 + min(fired.height, 2)  # at 24 rows: the two worst
+
+            # Z: every rule, worst first; the evidence of the one under the cursor
+            await pilot.press("Z")
+            await wait_until(
+                pilot,
+                lambda: isinstance(app.screen, FindingsScreen) and app.screen.shows_current,
+                30,
+                "the Findings view",
+            )
+            await pilot.pause()
+            table = app.screen.query_one("#findings-table", FrameTable)
+            ids = [table.view_frame["id"][i] for i in range(table.row_count)]
+            assert ids == found["id"].to_list() and ids[0] == "comm.exposed"
+            evidence = app.screen.query_one("#finding-evidence", FrameTable).view_frame
+            assert set(evidence["event"]) == {"all_reduce"} and set(evidence["rank"]) == {0, 1}
+            first = evidence.row(0, named=True)
+
+            # enter: the evidence's view, the cursor on its rank, step and collective
+            await pilot.press("enter")
+            await wait_until(
+                pilot,
+                lambda: (
+                    app.current_mode == first["view"]
+                    and app.screen.shows_current
+                    and isinstance(app.focused, FrameTable)
+                ),
+                30,
+                "the evidence's view",
+            )
+            await pilot.pause()
+            await pilot.pause()
+            row = app.focused.selected_row()
+            assert row is not None and row["rank"] == first["rank"] == 0
+            assert row.get("step") == first["step"] and "all_reduce" in row.values()
+
+            # t on the finding: the timeline at its first evidence's moment (rank 0, step 1)
+            await pilot.press("Z")
+            await wait_until(pilot, lambda: isinstance(app.screen, FindingsScreen), 30, "Z")
+            app.screen.query_one("#findings-table", FrameTable).focus()
+            await pilot.pause()
+            await pilot.press("t")
+            await wait_until(
+                pilot,
+                lambda: (
+                    isinstance(app.screen, TimelineScreen) and app.screen.view.selected is not None
+                ),
+                30,
+                "the timeline with a selected event",
+            )
+            rank, event = selected_event(app)
+            assert (rank, event["name"]) == (0, f"ProfilerStep#{first['step']}")
+    finally:
+        gate.set()
+
+
+async def _findings_view(pilot: Any) -> None:
+    app = pilot.app
+    await settle(pilot, 30)
+    await pilot.press("Z")
+    await wait_until(
+        pilot,
+        lambda: isinstance(app.screen, FindingsScreen) and app.screen.shows_current,
+        30,
+        "the Findings view",
+    )
+    await pilot.pause()
+
+
+def test_snapshot_findings_view(snap_compare, tmp_path: Path) -> None:
+    """The Findings view at 80x24: the rules worst first, the advice of the first, its
+    evidence rows."""
+    write_ranks(tmp_path / "traces", 2)
+    app = make_screen_app(tmp_path / "traces", tmp_path, findings=True)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_findings_view)
