@@ -70,8 +70,15 @@ async def shoot_story(out_dir: Path, theme: str, suffix: str, size: tuple[int, i
 
 
 async def shoot(trace_dir: Path, out_dir: Path, theme: str, size: tuple[int, int]) -> list[Path]:
+    # the overview with its findings whatever $HTA_TUI_FINDINGS says; Z the Findings view
     app = HtaApp(
-        trace_dir, cache=Cache(enabled=False), watch=False, theme=theme, timings=False, ascii=False
+        trace_dir,
+        cache=Cache(enabled=False),
+        watch=False,
+        theme=theme,
+        timings=False,
+        ascii=False,
+        findings=True,
     )
     written = []
     suffix = "" if theme == "hta-dark" else f"-{theme.removeprefix('hta-')}"
