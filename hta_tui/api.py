@@ -530,3 +530,26 @@ class TraceDiff:
             _side_events(test, test_rank),
             hta_compat=hta_compat,
         )
+
+
+def findings(
+    source: str | Path | TraceSet | TraceAnalysis,
+    *,
+    config: Any = None,
+    **options: Any,
+) -> pl.DataFrame:
+    """What to fix first (analysis/findings): one row per rule, worst first, for a trace
+    folder or file, a loaded `TraceSet` or a `TraceAnalysis`. `options` are the analyses'
+    (HTA's keywords), `config` a `findings.RuleConfig` (thresholds, rules turned off). The
+    evidence rows: `TraceAnalysis(...).table("finding_evidence")`."""
+    if isinstance(source, TraceAnalysis):
+        ts, opts = source.trace_set, source.options(**options)
+    elif isinstance(source, TraceSet):
+        ts, opts = source, registry.options_from(**options)
+    else:
+        ta = TraceAnalysis(source)
+        ts, opts = ta.trace_set, ta.options(**options)
+    made = registry.findings_tables(
+        ts.frames(), opts, frames=ts.frames, meta=registry.trace_meta(ts), config=config
+    )
+    return made["findings"]

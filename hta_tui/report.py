@@ -55,12 +55,18 @@ def build_tables(
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
     if "temporal_breakdown" in selected:
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
-    rest = [n for n in selected if n != "temporal_breakdown"]
+    rest = [n for n in selected if n not in ("temporal_breakdown", "findings")]
+    meta = registry.trace_meta(ts)
     if rest:
-        tables.update(
-            registry.run(ts.frames(), rest, options, frames=ts.frames, meta=registry.trace_meta(ts))
+        tables.update(registry.run(ts.frames(), rest, options, frames=ts.frames, meta=meta))
+    if "findings" in selected:  # the rules read the tables made above, not made again
+        found = registry.findings_tables(
+            ts.frames(), options, frames=ts.frames, meta=meta, made=tables
         )
-    return {"files": tables["files"], **registry.wanted_tables(names, tables)}
+        tables.update(found)
+    wanted = registry.wanted_tables(names, tables)
+    first = {n: wanted.pop(n) for n in ("findings",) if n in wanted}  # what to fix, first
+    return {**first, "files": tables["files"], **wanted}
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
@@ -101,10 +107,23 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
-    return {
+    out = {
         name: file_records(df) if name == "files" else registry.json_value(name, df)
         for name, df in tables.items()
     }
+    if "findings" in tables:
+        out["findings"] = finding_records(tables["findings"], tables.get("finding_evidence"))
+    return out
+
+
+def finding_records(findings: pl.DataFrame, evidence: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """The findings as JSON records, each with its evidence rows (the view and row each
+    opens) under "evidence"."""
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    if evidence is not None:
+        for row in evidence.to_dicts():
+            by_id.setdefault(row["id"], []).append(row)
+    return [{**row, "evidence": by_id.get(row["id"], [])} for row in findings.to_dicts()]
 
 
 def file_records(files: pl.DataFrame) -> list[dict[str, Any]]:

@@ -41,9 +41,9 @@ FOLDED: dict[str, str] = {"gpu_kernel_breakdown": "name", "kernel_duration_stats
 #: is not its rank's file.
 KEPT_WHOLE = frozenset(("path", "error", "span", "conflict"))
 
-#: Columns that hold sentences (a verdict, why a step was left out): wrapped at word
-#: boundaries over several lines of their row, never cut mid-word.
-SENTENCES = frozenset(("verdict", "reason", "why"))
+#: Columns that hold sentences (a verdict, why a step was left out, a finding's advice and
+#: evidence): wrapped at word boundaries over several lines of their row, never cut mid-word.
+SENTENCES = frozenset(("verdict", "reason", "why", "advice", "label"))
 
 #: Long time series (a row per bucket, point or stretch): left out of the text report unless
 #: named with --only; --json and --csv keep them.

@@ -9,19 +9,24 @@ with its GPU events removed; "nosteps" a rank without ProfilerStep annotations; 
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import polars as pl
 import pytest
 
+from hta_tui import api
 from hta_tui.analysis import registry
 from hta_tui.analysis.findings import FINDINGS_SCHEMA, RULES, RuleConfig
 from hta_tui.api import TraceAnalysis
+from hta_tui.report import run_report
 from hta_tui.synth import make_trace, write_trace
 from hta_tui.synth.graph_replay import make_graph_replay
 from hta_tui.synth.tweaks import Tweaks
+from hta_tui.trace.cache import Cache
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_runtime")
 
@@ -65,15 +70,27 @@ MAKERS: dict[str, Callable[[Path], None]] = {
 
 
 @pytest.fixture(scope="module")
-def found(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Any]]:
+def case_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """case -> its folder, written once."""
+    dirs: dict[str, Path] = {}
+
+    def get(case: str) -> Path:
+        if case not in dirs:
+            dirs[case] = tmp_path_factory.mktemp(case)
+            MAKERS[case](dirs[case])
+        return dirs[case]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def found(case_dir: Callable[[str], Path]) -> Callable[[str], dict[str, Any]]:
     """case -> {rule id: its findings row, with its evidence rows under "evidence"}."""
     made: dict[str, dict[str, Any]] = {}
 
     def get(case: str) -> dict[str, Any]:
         if case not in made:
-            d = tmp_path_factory.mktemp(case)
-            MAKERS[case](d)
-            ta = TraceAnalysis(d, cache=False)
+            ta = TraceAnalysis(case_dir(case), cache=False)
             tables = ta.tables("findings", "finding_evidence")
             made[case] = _by_id(tables["findings"], tables["finding_evidence"])
         return made[case]
@@ -161,16 +178,29 @@ def test_data_quality(found: Any) -> None:
     assert found("graph_ok")["gpu.util.low"]["severity"] != "abstain"
 
 
-def test_config_thresholds_and_rules_turned_off(found: Any, tmp_path: Path) -> None:
-    _busy(tmp_path)
-    ta = TraceAnalysis(tmp_path, cache=False)
-    events = ta._ranks()
+def test_config_thresholds_and_rules_turned_off(case_dir: Any) -> None:
     config = RuleConfig(
         thresholds={"input.dataloader": (80, 90, 95)}, off=frozenset({"gpu.util.low"})
     )
-    f = registry.findings_tables(events, frames=registry.trace_frames(ta.trace_set), config=config)[
-        "findings"
-    ]
+    f = api.findings(case_dir("busy"), config=config)
     assert "gpu.util.low" not in f["id"].to_list()
     row = f.filter(pl.col("id") == "input.dataloader").row(0, named=True)
     assert row["severity"] == "ok" and row["threshold"] == 90
+
+
+def test_report_json_nests_the_evidence_and_the_text_starts_with_the_findings(
+    case_dir: Any, found: Any, tmp_path: Path
+) -> None:
+    out = io.StringIO()
+    cache = Cache(tmp_path / "cache")
+    assert run_report(case_dir("busy"), as_json=True, out=out, cache=cache, only=["findings"]) == 0
+    doc = orjson.loads(out.getvalue())
+    assert next(iter(doc)) == "findings"
+    first = doc["findings"][0]
+    assert first["id"] == "input.dataloader" and first["severity"] == "fail"
+    assert first["evidence"] and first["evidence"][0]["view"] == "step_time"
+    assert {"threshold", "at_stake_us", "at_stake_pct", "advice"} <= set(first)
+    assert [f["id"] for f in doc["findings"]] == list(found("busy"))
+    text = io.StringIO()
+    run_report(case_dir("busy"), out=text, cache=cache, width=80, only=["findings"])
+    assert text.getvalue().startswith("# findings\n")

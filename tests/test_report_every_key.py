@@ -204,6 +204,8 @@ def test_text_table_of_every_key(outputs: tuple[dict, str], key: str) -> None:
     else:
         assert "more rows" not in note
     for column in records[0]:
+        if (key, column) == ("findings", "evidence"):  # nested: the finding_evidence table
+            continue
         cells = _column(lines, column)  # every column is printed, in some column group
         assert len(cells) == shown, column
         values = [r[column] for r in records]
