@@ -87,6 +87,10 @@ def test_gates_abstain_without_steps(tmp_path: Path) -> None:
     gates, evidence = baseline_gates(base, run)
     assert set(gates["severity"]) == {"abstain"} and evidence.is_empty()
     assert all("no ProfilerStep in the run" in reason for reason in gates["reason"])
+    # a frame the diff cannot read: both gates abstain with the reason, nothing raises
+    broken, _ = baseline_gates(pl.DataFrame({"name": ["ProfilerStep#1"]}), run)
+    assert set(broken["severity"]) == {"abstain"}
+    assert all(r.startswith("the diff failed: ") for r in broken["reason"])
 
 
 def test_config_parsed_and_refused() -> None:

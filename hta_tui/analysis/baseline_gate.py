@@ -29,6 +29,8 @@ FINDING_SCHEMA = FINDINGS_SCHEMA
 
 STEP_GATE = "baseline.step_time"
 OPS_GATE = "baseline.ops"
+STEP_TITLE, STEP_METRIC = "Step time vs baseline", "median step time growth (%)"
+OPS_TITLE, OPS_METRIC = "Operators and kernels vs baseline", "ops slower per step"
 #: Evidence rows of the ops gate (the slower ops, largest growth first) and of the step gate
 #: (what grew most, whatever its share).
 MAX_EVIDENCE = 20
@@ -136,20 +138,40 @@ def baseline_gates(
     test_rank: int = 0,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(gates, evidence): the step-time and ops gates of `test` against `control` (the
-    baseline), each rank's events frame, as rows shaped like the rules' findings."""
+    baseline), each rank's events frame, as rows shaped like the rules' findings. A diff
+    that fails makes both abstain with its one-line reason (bad input costs only them)."""
+    try:
+        return _gates(control, test, config, control_rank=control_rank, test_rank=test_rank)
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        reason = f"the diff failed: {type(exc).__name__}" + (f": {text[0]}" if text else "")
+        ranks = f"{test_rank} (baseline {control_rank})"
+        gates = pl.concat(
+            [
+                _abstain(STEP_GATE, STEP_TITLE, STEP_METRIC, reason, ranks),
+                _abstain(OPS_GATE, OPS_TITLE, OPS_METRIC, reason, ranks),
+            ]
+        )
+        return gates, pl.DataFrame(schema=EVIDENCE_SCHEMA)
+
+
+def _gates(
+    control: pl.DataFrame,
+    test: pl.DataFrame,
+    config: GateConfig = GateConfig(),
+    *,
+    control_rank: int = 0,
+    test_rank: int = 0,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     ranks = f"{test_rank} (baseline {control_rank})"
-    step_title = "Step time vs baseline"
-    step_metric = "median step time growth (%)"
-    ops_title = "Operators and kernels vs baseline"
-    ops_metric = "ops slower per step"
     c_steps, t_steps = step_lengths(control), step_lengths(test)
     missing = [side for side, s in (("baseline", c_steps), ("run", t_steps)) if s.is_empty()]
     if missing:
         reason = f"no ProfilerStep in the {' and the '.join(missing)}: no step to compare"
         gates = pl.concat(
             [
-                _abstain(STEP_GATE, step_title, step_metric, reason, ranks),
-                _abstain(OPS_GATE, ops_title, ops_metric, reason, ranks),
+                _abstain(STEP_GATE, STEP_TITLE, STEP_METRIC, reason, ranks),
+                _abstain(OPS_GATE, OPS_TITLE, OPS_METRIC, reason, ranks),
             ]
         )
         return gates, pl.DataFrame(schema=EVIDENCE_SCHEMA)
@@ -170,8 +192,8 @@ def baseline_gates(
     step_row = _row(
         id=STEP_GATE,
         severity="fail" if step_fail else "ok",
-        title=step_title,
-        metric=step_metric,
+        title=STEP_TITLE,
+        metric=STEP_METRIC,
         value=pct,
         threshold=config.step_pct,
         at_stake_us=max(delta, 0.0),
@@ -188,8 +210,8 @@ def baseline_gates(
     ops_row = _row(
         id=OPS_GATE,
         severity="fail" if slower.height else "ok",
-        title=ops_title,
-        metric=ops_metric,
+        title=OPS_TITLE,
+        metric=OPS_METRIC,
         value=float(slower.height),
         threshold=config.op_pct,
         at_stake_us=at_stake,
