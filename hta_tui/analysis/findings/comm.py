@@ -106,7 +106,8 @@ EXPOSED = Rule(
 def _straggler(t: Tables, th: Thresholds) -> RuleResult:
     scores = t["straggler_scores"].filter(pl.col("compute_time (us)").is_not_null())
     if scores.height < 2:
-        return abstain(f"{scores.height} rank with steps: no other rank to compare")
+        ranks = "no rank" if scores.is_empty() else "one rank"
+        return abstain(f"{ranks} with steps: no other rank to compare")
     median = scores["compute_time (us)"].median() or 0.0
     if median <= 0:
         return abstain("no compute time on the GPU (a CPU-only trace)")

@@ -22,14 +22,16 @@ from hta_tui.analysis.findings.model import (
 NOT_GPU = ("DataLoader (us)", "CPU Exec (us)", "Runtime (us)", "Communication (us)", "Other (us)")
 
 
-def _busiest_stream_idle(idle: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
-    """Each rank's idle categories on its busiest stream (the one idle least: where the
-    compute runs; the copy and NCCL streams idle nearly always), largest first."""
-    idle = idle.filter(pl.col("rank").is_in(ranks))
-    total = idle.group_by("rank", "stream").agg(pl.col("idle_time").sum().alias("total"))
-    busiest = total.sort(["rank", "total", "stream"]).unique("rank", keep="first")
+def _busiest_stream_idle(idle: pl.DataFrame, stats: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
+    """Each rank's idle categories on its busiest stream (the one with the most gaps between
+    kernels, so the most kernels: where the compute runs), largest first."""
+    counts = stats.filter(pl.col("rank").is_in(ranks)).group_by("rank", "stream")
+    counts = counts.agg(pl.col("count").sum().alias("gaps"))
+    busiest = counts.sort(["rank", "gaps", "stream"], descending=[False, True, False])
+    busiest = busiest.unique("rank", keep="first")
     return (
         idle.join(busiest.select("rank", "stream"), on=["rank", "stream"])
+        .filter(pl.col("idle_time") > 0)
         .sort(["idle_time", "rank"], descending=[True, False])
         .head(6)
     )
@@ -56,7 +58,7 @@ def _util(t: Tables, th: Thresholds) -> RuleResult:
         key=lambda kv: -kv[1],
     )
     where = ", ".join(f"{name} {fmt_us(v)}" for name, v in parts[:3] if v > 0)
-    idle = _busiest_stream_idle(t["idle_time_breakdown"], fired or [rank])
+    idle = _busiest_stream_idle(t["idle_time_breakdown"], t["idle_interval_stats"], fired or [rank])
     ev = idle.select(
         pl.lit("idle").alias("view"),
         pl.lit("idle_time_breakdown").alias("table"),
@@ -76,7 +78,7 @@ def _util(t: Tables, th: Thresholds) -> RuleResult:
         f"per step the rest goes to {where or 'nothing the step breakdown names'}"
         + (
             f"; its busiest stream ({idle['stream'][0]}) idles most in "
-            f"{idle['idle_category'][0]} ({100 * idle['idle_time_ratio'][0]:.0f}%)"
+            f"{idle['idle_category'][0]} ({fmt_us(idle['idle_time'][0])})"
             if not idle.is_empty()
             else ""
         )
@@ -98,7 +100,7 @@ UTIL = Rule(
     title="The GPU sits idle much of the step",
     metric="GPU utilization (% of step time busy)",
     thresholds=Thresholds(info=70, warn=50, fail=30, lower_is_worse=True),
-    needs=(STEPS, STEP_NUMBERS, "gpu_metrics", "idle_time_breakdown"),
+    needs=(STEPS, STEP_NUMBERS, "gpu_metrics", "idle_time_breakdown", "idle_interval_stats"),
     evaluate=_util,
     trusts=("graph",),
 )
@@ -143,6 +145,20 @@ def _named(rows: pl.DataFrame, n: int = 3) -> str:
     )
 
 
+def _by_kernel(k: pl.DataFrame) -> pl.DataFrame:
+    """kernel_view_by_op per rank, kernel and operator (its launch geometries together)."""
+    return (
+        k.group_by("rank", "name", "operator")
+        .agg(
+            pl.col("calls").sum(),
+            pl.col("total (us)").sum(),
+            pl.col("op_tc_eligible").any(),
+            pl.col("tc_used").all(),
+        )
+        .with_columns((pl.col("total (us)") / pl.col("calls")).alias("mean (us)"))
+    )
+
+
 def _gpu_present(t: Tables) -> bool:
     return not t["kernel_view_by_op"].is_empty()
 
@@ -182,10 +198,10 @@ def _launch_bound(t: Tables, th: Thresholds) -> RuleResult:
     rank = worst["rank"]
     steps = _steps_per_rank(t).get(rank) or 1
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
-    kernels = t["kernel_view_by_op"].filter(
+    kernels = _by_kernel(t["kernel_view_by_op"]).filter(
         pl.col("rank").is_in(fired or [rank]) & (pl.col("mean (us)") < worst["launch_us"])
     )
-    kernels = kernels.sort(["calls", "total (us)"], descending=True)
+    kernels = kernels.sort(["calls", "total (us)", "name"], descending=[True, True, False])
     advice = (
         f"on rank {rank}, {worst['pct']:.0f}% of kernels run shorter on the GPU than their "
         f"launch takes on the host (median launch {worst['launch_us']:.1f} us), so the GPU "
@@ -223,7 +239,7 @@ def _small(t: Tables, th: Thresholds) -> RuleResult:
         return abstain(NO_STEPS)
     if not _gpu_present(t):
         return abstain(NO_GPU)
-    k = t["kernel_view_by_op"]
+    k = _by_kernel(t["kernel_view_by_op"])
     small = pl.col("mean (us)") < SMALL_US
     per = (
         k.group_by("rank")
@@ -239,7 +255,7 @@ def _small(t: Tables, th: Thresholds) -> RuleResult:
     steps = _steps_per_rank(t).get(rank) or 1
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
     rows = k.filter(pl.col("rank").is_in(fired or [rank]) & small)
-    rows = rows.sort("total (us)", descending=True)
+    rows = rows.sort(["total (us)", "name"], descending=[True, False])
     advice = (
         f"on rank {rank}, kernels under {SMALL_US:.0f} us take {worst['pct']:.0f}% of kernel "
         f"time ({fmt_us(worst['small_us'] / steps)} per step); the largest: {_named(rows)}: "
@@ -272,7 +288,7 @@ def _tensor_cores(t: Tables, th: Thresholds) -> RuleResult:
         return abstain(NO_STEPS)
     if not _gpu_present(t):
         return abstain(NO_GPU)
-    k = t["kernel_view_by_op"]
+    k = _by_kernel(t["kernel_view_by_op"])
     missed = pl.col("op_tc_eligible") & ~pl.col("tc_used")
     per = (
         k.group_by("rank")
@@ -288,7 +304,7 @@ def _tensor_cores(t: Tables, th: Thresholds) -> RuleResult:
     steps = _steps_per_rank(t).get(rank) or 1
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
     rows = k.filter(pl.col("rank").is_in(fired or [rank]) & missed)
-    rows = rows.sort("total (us)", descending=True)
+    rows = rows.sort(["total (us)", "name"], descending=[True, False])
     advice = (
         f"on rank {rank}, {worst['pct']:.0f}% of kernel time "
         f"({fmt_us(worst['missed_us'] / steps)} per step) is in operators that could use "

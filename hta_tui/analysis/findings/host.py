@@ -133,8 +133,7 @@ def _sync_rows(t: Tables, copies: bool) -> tuple[pl.DataFrame, pl.DataFrame] | s
     syncs = t["syncs"].filter(
         pl.col("blocks_host") & (pl.col("blocked (us)") > 0) & (kind if copies else ~kind)
     )
-    if copies:
-        syncs = syncs.filter(pl.col("step").is_not_null())
+    syncs = syncs.filter(pl.col("step").is_not_null())  # shares of the steps' time
     syncs = syncs.with_columns(
         pl.col("step").str.extract(r"#(\d+)").cast(pl.Int64).alias("step_n"),
         (pl.col("start (us)") - origin).alias("start_us"),

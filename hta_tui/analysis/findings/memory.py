@@ -62,8 +62,10 @@ def _peak(t: Tables, th: Thresholds) -> RuleResult:
     peaks = t["memory_device_peaks"]
     if peaks.is_empty():
         return abstain(NO_MEMORY)
-    devices = t["gpu_devices"].filter(pl.col("memory_gb").is_not_null())
-    if devices.is_empty():
+    devices = t["gpu_devices"]
+    if "memory_gb" in devices.columns:
+        devices = devices.filter(pl.col("memory_gb").is_not_null())
+    if devices.is_empty() or "memory_gb" not in devices.columns:
         return abstain("the device's memory size is unknown (no deviceProperties in the trace)")
     cap = devices.group_by("rank").agg((pl.col("memory_gb").max() * 1024).alias("cap_mb"))
     per = (
