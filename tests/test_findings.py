@@ -19,7 +19,8 @@ import pytest
 
 from hta_tui import api
 from hta_tui.analysis import registry
-from hta_tui.analysis.findings import FINDINGS_SCHEMA, RULES, RuleConfig
+from hta_tui.analysis.findings import FINDINGS_SCHEMA, RULES, RuleConfig, evaluate_all
+from hta_tui.analysis.findings.basis import STEPS
 from hta_tui.api import TraceAnalysis
 from hta_tui.report import run_report
 from hta_tui.synth import MemoryOptions, make_trace, write_trace
@@ -81,6 +82,8 @@ def _spans(d: Path) -> None:
                 name = str(e.get("name", ""))
                 if name.startswith("ProfilerStep#"):
                     e["name"] = f"ProfilerStep#{int(name.split('#')[1]) + 10}"
+        if r == 0:  # and an event the parser cannot use (no timestamp): dropped, counted
+            trace["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "aten::bad"})
         write_trace(trace, d / f"rank-{r}.json")
 
 
@@ -373,7 +376,34 @@ def test_step_variance(found: Any) -> None:
     _abstains(found("nosteps")["step.variance"], "no steps")
 
 
-def test_data_quality_mixed_spans(found: Any) -> None:
+def test_data_quality_mixed_spans_and_dropped_events(found: Any) -> None:
     spans = found("spans")["data.quality"]
     _check(spans, "warn")
-    assert "rank 1: 12-12" in spans["advice"]
+    assert spans["value"] == 2
+    assert "rank 1: 12-12" in spans["advice"] and "rank 0 dropped events" in spans["advice"]
+    assert [e["table"] for e in spans["evidence"]] == ["files"]
+
+
+def test_a_table_that_cannot_be_made_costs_only_the_rules_reading_it() -> None:
+    def get(name: str) -> pl.DataFrame:
+        if name == "syncs":
+            raise ValueError("bad sync rows\nsecond line")
+        return pl.DataFrame()
+
+    f, _ = evaluate_all(get)
+    rows = {r["id"]: r for r in f.iter_rows(named=True)}
+    for rule in ("sync.host", "memcpy.pageable"):
+        assert rows[rule]["severity"] == "abstain"
+        assert rows[rule]["reason"] == "syncs could not be made: ValueError: bad sync rows"
+    # the others read empty tables: a rule failing on one says so on one line, no raise
+    assert all("\n" not in r["reason"] for r in rows.values())
+
+
+def test_the_report_rules_read_the_tables_already_made(loaded: Any) -> None:
+    ta = loaded("busy")
+    steps = ta.table("step_time_breakdown").with_columns(pl.lit(0.0).alias("DataLoader (us)"))
+    made = registry.findings_tables(
+        ta._ranks(), frames=registry.trace_frames(ta.trace_set), made={STEPS: steps}
+    )["findings"]
+    row = made.filter(pl.col("id") == "input.dataloader").row(0, named=True)
+    assert row["severity"] == "ok" and row["value"] == 0  # the given table, not a new one
