@@ -1039,10 +1039,11 @@ def findings_tables(
 ) -> Tables:
     """The findings and their evidence (analysis/findings), the rules reading the other
     analyses' tables through `table_getter`: only the tables the rules turned on need."""
-    from hta_tui.analysis import findings
+    from hta_tui.analysis import findings  # (kept here: the top belongs to the analyses)
 
     get = table_getter(ranks, options, frames=frames, meta=meta, made=made)
-    found, evidence = findings.evaluate_all(get, config, context={"meta": dict(meta or {})})
+    context = {"meta": dict(meta or {}), "origin_us": steps.job_origin_us(ranks)}
+    found, evidence = findings.evaluate_all(get, config, context=context)
     return {"findings": found, "finding_evidence": evidence}
 
 

@@ -84,6 +84,13 @@ def _origin(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> i
     return min(starts) if starts else None
 
 
+def job_origin_us(ranks: Mapping[int, pl.DataFrame]) -> float:
+    """The job's clock origin in us (`iterations`' ts 0): to put tables written in the
+    file's clock on the job's."""
+    origin = _origin(ranks)
+    return origin / 1000 if origin is not None else 0.0
+
+
 def _step_numbers(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """name -> iter (null without a number) for the job's ProfilerStep names: the regex runs
     once on these few names instead of being compiled again for every rank's query."""

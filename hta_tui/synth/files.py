@@ -25,7 +25,7 @@ from hta_tui.synth.model import (
     _build_model,
 )
 from hta_tui.synth.rank import _Rank
-from hta_tui.synth.tweaks import Tweaks
+from hta_tui.synth.tweaks import Tweaks, tweak_model
 
 # ---------------------------------------------------------------------------------------------
 # file-level structure
@@ -122,6 +122,8 @@ def _setup(
         raise ValueError("nccl_style must be 'mixed', 'new' or 'legacy'")
     n_blocks = blocks if blocks is not None else _blocks_for(kernels_per_step)
     model = _build_model(seed, max(1, n_blocks), world_size, nccl_style)
+    if tweaks is not None:
+        tweak_model(model, tweaks)
     sim = _Rank(model, rank, world_size=world_size, seed=seed, slow=slow, tweaks=tweaks)
     return sim, _head(rank, world_size), _tail_keys(rank, seed)
 

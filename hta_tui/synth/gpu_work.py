@@ -78,6 +78,11 @@ class _GpuWork:
         )
         start = self._gpu_start(stream, ts + rdur)
         dur = int(k.ns * self.gpu_scale * (0.93 + 0.14 * self.rng.random()))
+        dur = (
+            dur
+            if self.tweaks.kernel_scale == 1.0
+            else max(500, int(dur * self.tweaks.kernel_scale))
+        )
         self.free[stream] = start + dur
         if stream == COMPUTE_STREAM and self.ann_first is None:
             self.ann_first = start
@@ -310,14 +315,16 @@ class _GpuWork:
         e0, e1 = self._next_ext(), self._next_ext()
         t0 = t
         t1 = t + self._gap(2, 5)
+        readback = self.tweaks.readback_bytes
         t = self._copy(
             tid,
             t1 + self._gap(3, 8),
             e1,
             "Memcpy DtoH (Device -> Pageable)",
-            4,
-            0.002,
+            readback,
+            0.002 if readback <= 4 else 6.5,
             COMPUTE_STREAM,
+            sync=readback > 4,  # a large read back blocks the host until it lands
         )
         t += self._gap(1, 3)
         done = self.free[COMPUTE_STREAM]

@@ -254,8 +254,9 @@ class _StepDriver:
         t = self._record_and_wait(
             tm, t + self._gap(3, 8), self._next_ext(), NCCL_STREAM, COMPUTE_STREAM
         )
-        t = self._event_sync(tm, t + self._gap(5, 15))
-        t = self._item(tm, t + self._gap(5, 15))
+        if self.tweaks.log_loss:
+            t = self._event_sync(tm, t + self._gap(5, 15))
+            t = self._item(tm, t + self._gap(5, 15))
         t += self._gap(10, 40)
         self._annotation(f"ProfilerStep#{number}", tm, step_start, t, step_ext)
         self.t = t + self._gap(5, 20)

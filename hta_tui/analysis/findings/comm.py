@@ -1,4 +1,4 @@
-"""Rules on communication between ranks: comm.exposed (and rank.straggler)."""
+"""Rules on communication between ranks: comm.exposed and rank.straggler."""
 
 from __future__ import annotations
 
@@ -102,4 +102,83 @@ EXPOSED = Rule(
     evaluate=_exposed,
 )
 
-RULES = [EXPOSED]
+
+def _straggler(t: Tables, th: Thresholds) -> RuleResult:
+    scores = t["straggler_scores"].filter(pl.col("compute_time (us)").is_not_null())
+    if scores.height < 2:
+        ranks = "no rank" if scores.is_empty() else "one rank"
+        return abstain(f"{ranks} with steps: no other rank to compare")
+    median = scores["compute_time (us)"].median() or 0.0
+    if median <= 0:
+        return abstain("no compute time on the GPU (a CPU-only trace)")
+    per = scores.with_columns(
+        (100 * (pl.col("compute_time (us)") - median) / median).alias("pct")
+    ).sort(["pct", "rank"], descending=[True, False])
+    worst = per.row(0, named=True)
+    rank = worst["rank"]
+    fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
+    waits = t["collective_instances"].filter(pl.col("last_rank") == rank)
+    waits = waits.sort("cost_us", descending=True).head(6)
+    ev = waits.select(
+        pl.lit("distributed").alias("view"),
+        pl.lit("collective_instances").alias("table"),
+        pl.lit(rank, pl.Int64).alias("rank"),
+        pl.col("step").cast(pl.Int64, strict=False),
+        pl.col("kind").alias("event"),
+        pl.format(
+            "pg {} #{} {} step {}: rank {} last, the others waited {} us",
+            pl.col("pg").cast(pl.String).fill_null("?"),
+            "seq",
+            "kind",
+            pl.col("step").cast(pl.String).fill_null("-"),
+            pl.lit(rank),
+            pl.col("cost_us").round(0).cast(pl.Int64),
+        ).alias("label"),
+    )
+    if ev.is_empty():  # it is never last: its scores are the evidence
+        ev = per.filter(pl.col("rank") == rank).select(
+            pl.lit("distributed").alias("view"),
+            pl.lit("straggler_scores").alias("table"),
+            "rank",
+            pl.lit("compute").alias("event"),
+            pl.format(
+                "rank {}: compute {} us per step, {}% above the median",
+                "rank",
+                pl.col("compute_time (us)").round(0).cast(pl.Int64),
+                pl.col("pct").round(0).cast(pl.Int64),
+            ).alias("label"),
+        )
+    where = ", ".join(
+        f"{r['kind']} #{r['seq']} (step {r['step']}, {fmt_us(r['cost_us'])})"
+        for r in waits.head(3).iter_rows(named=True)
+    )
+    advice = (
+        f"rank {rank} computes {fmt_us(worst['compute_time (us)'])} per step, "
+        f"{worst['pct']:.0f}% above the median rank's {fmt_us(median)}"
+        + (f"; the others wait for it at {where}" if where else "")
+        + ": look at that rank's GPU (clocks, thermals, another job on it) and its share "
+        "of the data (uneven batches or sequence lengths)"
+    )
+    steps = t[STEPS]
+    step_us = steps.filter(pl.col("rank") == rank)["step_time (us)"].mean()
+    return RuleResult(
+        value=worst["pct"],
+        at_stake_us=worst["compute_time (us)"] - median,
+        step_us=step_us if isinstance(step_us, float) else None,
+        advice=advice,
+        ranks=ranks_text(fired, per.height),
+        evidence=evidence_frame(ev),
+    )
+
+
+STRAGGLER = Rule(
+    id="rank.straggler",
+    title="One rank computes slower than the others",
+    metric="a rank's compute time above the median rank's (%)",
+    thresholds=Thresholds(info=5, warn=10, fail=20),
+    needs=(STEPS, "straggler_scores", "collective_instances"),
+    evaluate=_straggler,
+    trusts=("spans",),
+)
+
+RULES = [EXPOSED, STRAGGLER]

@@ -133,6 +133,8 @@ def _row(rule: Rule, config: RuleConfig, result: RuleResult) -> dict[str, Any]:
     else:
         value = float(result.value)
         severity, threshold = th.severity(value)
+        if result.cap is not None and SEVERITIES.index(severity) < SEVERITIES.index(result.cap):
+            severity = result.cap
         at_stake = float(result.at_stake_us or 0.0)
         pct = 100 * at_stake / result.step_us if result.step_us else None
     return {

@@ -1,4 +1,4 @@
-"""Rules on the host feeding the GPU: input.dataloader (and, later, sync and copy rules)."""
+"""Rules on the host feeding the GPU: input.dataloader, sync.host, memcpy.pageable."""
 
 from __future__ import annotations
 
@@ -26,16 +26,16 @@ from hta_tui.analysis.findings.model import (
 )
 
 
-def _dataloader_ops(ops: pl.DataFrame) -> list[str]:
-    """The trace's DataLoader operators (the plugin counts `enumerate(DataLoader)...`), by
-    host time."""
-    if ops.is_empty() or "name" not in ops.columns:
+def _dataloader_ops(annotations: pl.DataFrame) -> list[str]:
+    """The trace's DataLoader ranges (`enumerate(DataLoader)#...`, the plugin's DataLoader
+    category), longest first."""
+    if annotations.is_empty():
         return []
     found = (
-        ops.filter(pl.col("name").str.contains("DataLoader"))
+        annotations.filter(pl.col("name").str.contains("DataLoader"))
         .group_by("name")
-        .agg(pl.col("host_total_duration (us)").sum())
-        .sort("host_total_duration (us)", descending=True)
+        .agg(pl.col("sum (us)").sum())
+        .sort("sum (us)", descending=True)
     )
     return found["name"].to_list()
 
@@ -55,7 +55,7 @@ def _dataloader(t: Tables, th: Thresholds) -> RuleResult:
     )
     worst = per.sort(["pct", "rank"], descending=[True, False]).row(0, named=True)
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
-    names = _dataloader_ops(t["operator_stats"])
+    names = _dataloader_ops(t["user_annotation_breakdown"])
     op = short(names[0]) if names else "the DataLoader"
     slow = (
         steps.filter(pl.col("rank").is_in(fired or [worst["rank"]]))
@@ -108,8 +108,174 @@ DATALOADER = Rule(
     title="The step waits for its input (DataLoader)",
     metric="DataLoader share of step time (%)",
     thresholds=Thresholds(info=2, warn=5, fail=15),
-    needs=(STEPS, STEP_NUMBERS, WINDOWS, "operator_stats"),
+    needs=(STEPS, STEP_NUMBERS, WINDOWS, "user_annotation_breakdown"),
     evaluate=_dataloader,
 )
 
-RULES = [DATALOADER]
+
+#: Sync types that are copies (memcpy.pageable's), the others are sync.host's.
+COPY_TYPES = ("memcpy", "pageable_copy")
+#: The host blocked less than this per step is not worth a warning (the issue's 1 ms).
+SYNC_FLOOR_US = 1000.0
+NO_GPU_SYNC = "no GPU to wait for (a CPU-only trace)"
+
+
+def _sync_rows(t: Tables, copies: bool) -> tuple[pl.DataFrame, pl.DataFrame] | str:
+    """(blocking syncs of the kind asked, with their step number and job-clock times; per
+    rank: steps, step time, blocked) or why the rule abstains."""
+    verdict = t["sync_verdict"]
+    if no_steps(t) or verdict.is_empty():
+        return NO_STEPS
+    if verdict["verdict"].str.contains("CPU-only").all():
+        return NO_GPU_SYNC
+    kind = pl.col("sync_type").is_in(COPY_TYPES)
+    origin = float(t.get("@origin_us") or 0.0)  # type: ignore[arg-type]
+    syncs = t["syncs"].filter(
+        pl.col("blocks_host") & (pl.col("blocked (us)") > 0) & (kind if copies else ~kind)
+    )
+    syncs = syncs.filter(pl.col("step").is_not_null())  # shares of the steps' time
+    syncs = syncs.with_columns(
+        pl.col("step").str.extract(r"#(\d+)").cast(pl.Int64).alias("step_n"),
+        (pl.col("start (us)") - origin).alias("start_us"),
+        (pl.col("start (us)") + pl.col("blocked (us)") - origin).alias("end_us"),
+    )
+    blocked = syncs.group_by("rank").agg(
+        pl.col("blocked (us)").sum().alias("blocked"), pl.len().alias("calls")
+    )
+    per = (
+        verdict.select("rank", "steps", pl.col("step time (us)").alias("total_us"))
+        .join(blocked, on="rank", how="left")
+        .with_columns(pl.col("blocked").fill_null(0.0), pl.col("calls").fill_null(0))
+        .with_columns(
+            (100 * pl.col("blocked") / pl.col("total_us")).alias("pct"),
+            (pl.col("blocked") / pl.col("steps")).alias("per_step"),
+            (pl.col("total_us") / pl.col("steps")).alias("step_us"),
+        )
+        .sort(["pct", "rank"], descending=[True, False])
+    )
+    return syncs, per
+
+
+def _where(r: dict[str, object]) -> str:
+    """A sync's place as the sync finder gives it: call site, module, operator, and in
+    backward the forward op that made it."""
+    parts = [str(r["call"])]
+    if r.get("operator"):
+        parts.append(f"in {r['operator']}")
+    if r.get("call_site"):
+        parts.append(f"at {r['call_site']}")
+    elif r.get("module"):
+        parts.append(f"in module {r['module']}")
+    if r.get("forward_op"):
+        parts.append(f"(backward of {r['forward_op']})")
+    return " ".join(parts)
+
+
+def _sync_evidence(syncs: pl.DataFrame) -> pl.DataFrame:
+    top = syncs.sort("blocked (us)", descending=True).head(6)
+    labels = [
+        f"rank {r['rank']} step {r['step_n'] if r['step_n'] is not None else '-'}: "
+        f"{_where(r)} blocked {r['blocked (us)']:.0f} us"
+        for r in top.iter_rows(named=True)
+    ]
+    return evidence_frame(
+        top.select(
+            pl.lit("syncs").alias("view"),
+            pl.lit("syncs").alias("table"),
+            "rank",
+            pl.col("step_n").alias("step"),
+            pl.col("call").alias("event"),
+            "start_us",
+            "end_us",
+        ).with_columns(pl.Series("label", labels, dtype=pl.String))
+    )
+
+
+def _top_places(syncs: pl.DataFrame, rank: int, n: int = 2) -> str:
+    keys = ["call", "operator", "call_site", "module", "forward_op"]
+    places = (
+        syncs.filter(pl.col("rank") == rank)
+        .group_by(keys)
+        .agg(pl.col("blocked (us)").sum(), pl.len().alias("n"))
+        .sort("blocked (us)", descending=True)
+        .head(n)
+    )
+    return "; ".join(
+        f"{_where(r)}: {fmt_us(r['blocked (us)'])} in {r['n']} calls"
+        for r in places.iter_rows(named=True)
+    )
+
+
+def _sync_host(t: Tables, th: Thresholds) -> RuleResult:
+    made = _sync_rows(t, copies=False)
+    if isinstance(made, str):
+        return abstain(made)
+    syncs, per = made
+    worst = per.row(0, named=True)
+    rank = worst["rank"]
+    fired = per.filter((pl.col("pct") > th.info) & (pl.col("blocked") > 0))["rank"].to_list()
+    advice = (
+        f"rank {rank}'s host waits for the GPU {fmt_us(worst['per_step'])} per step "
+        f"({worst['pct']:.1f}% of its step): {_top_places(syncs, rank) or 'no call named'}: "
+        "take the sync out of the step (no .item(), .cpu(), print or Python if on a GPU "
+        "tensor there; log every N steps; keep values on the GPU), or let the GPU run "
+        "ahead (non_blocking copies, torch.cuda.Event without synchronize)"
+    )
+    return RuleResult(
+        value=worst["pct"],
+        at_stake_us=worst["per_step"],
+        step_us=worst["step_us"],
+        advice=advice,
+        ranks=ranks_text(fired, per.height),
+        evidence=_sync_evidence(syncs.filter(pl.col("rank").is_in(fired or [rank]))),
+        cap=None if worst["per_step"] >= SYNC_FLOOR_US else "info",
+    )
+
+
+SYNC_HOST = Rule(
+    id="sync.host",
+    title="The host blocks waiting for the GPU",
+    metric="host blocked in syncs (% of step time; warns from 1 ms per step)",
+    thresholds=Thresholds(info=1, warn=2, fail=10),
+    needs=(STEPS, STEP_NUMBERS, "syncs", "sync_verdict"),
+    evaluate=_sync_host,
+)
+
+
+def _pageable(t: Tables, th: Thresholds) -> RuleResult:
+    made = _sync_rows(t, copies=True)
+    if isinstance(made, str):
+        return abstain(made)
+    syncs, per = made
+    worst = per.row(0, named=True)
+    rank = worst["rank"]
+    fired = per.filter((pl.col("pct") > th.info) & (pl.col("blocked") > 0))["rank"].to_list()
+    steps = worst["steps"] or 1
+    advice = (
+        f"on rank {rank}, {worst['calls'] / steps:.0f} host-device copies per step are "
+        f"synchronous or into pageable memory and block the host {fmt_us(worst['per_step'])} "
+        f"per step ({worst['pct']:.1f}% of its step): "
+        f"{_top_places(syncs, rank) or 'no call named'}: copy through pinned memory "
+        "(DataLoader pin_memory=True, tensor.pin_memory()) with non_blocking=True, and read "
+        "results back a step later or less often"
+    )
+    return RuleResult(
+        value=worst["pct"],
+        at_stake_us=worst["per_step"],
+        step_us=worst["step_us"],
+        advice=advice,
+        ranks=ranks_text(fired, per.height),
+        evidence=_sync_evidence(syncs.filter(pl.col("rank").is_in(fired or [rank]))),
+    )
+
+
+PAGEABLE = Rule(
+    id="memcpy.pageable",
+    title="Copies that block the host (pageable or synchronous)",
+    metric="host blocked in copies inside steps (% of step time)",
+    thresholds=Thresholds(info=0.5, warn=2, fail=10),
+    needs=(STEPS, STEP_NUMBERS, "syncs", "sync_verdict"),
+    evaluate=_pageable,
+)
+
+RULES = [DATALOADER, SYNC_HOST, PAGEABLE]

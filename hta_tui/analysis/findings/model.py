@@ -82,8 +82,10 @@ class RuleResult:
     reason: str = ""
     ranks: str = ""
     evidence: pl.DataFrame | None = None
-    #: data.quality only: the flaws found (`QUALITY_FLAWS` keys)
+    #: data.quality only: the flaws found (`quality.FLAW_TEXT` keys)
     flaws: tuple[str, ...] = ()
+    #: the worst severity it may have (a second condition unmet: sync.host under 1 ms)
+    cap: str | None = None
 
 
 def abstain(reason: str) -> RuleResult:

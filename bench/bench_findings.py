@@ -1,0 +1,126 @@
+"""Findings benchmark: the rules on a loaded trace set cost no more than the analyses they read.
+
+    python bench/bench_findings.py                                   # /tmp/realsets/* if built
+    python bench/bench_findings.py --folder /tmp/realsets/resnet18_8x100MB
+    python bench/bench_findings.py --synth --ranks 8 --mb 100        # the generator's job
+
+Three timings on data already loaded (each on frames opened afresh, so no view a run before
+built is reused): the tables the rules read, made through the registry (each analysis set up
+once); findings from scratch (those tables and the rules); and the rules alone on tables
+already made (what `report` adds after its run). Results go to bench/FINDINGS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REAL_SETS = Path("/tmp/realsets")
+
+
+def _open(folder: Path, cache: Path) -> Any:
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
+
+    return open_set(folder, Cache(cache))
+
+
+def measure(folder: Path, cache: Path) -> dict[str, float | int | str]:
+    import polars as pl
+
+    from hta_tui.analysis import findings, registry
+
+    t = time.perf_counter()
+    ts = _open(folder, cache)
+    load = time.perf_counter() - t
+    needed = findings.needed_tables()
+
+    def timed(work: Callable[..., Any]) -> tuple[Any, float, float]:
+        ts = _open(folder, cache)
+        ranks, meta = ts.frames(), registry.trace_meta(ts)
+        t, c = time.perf_counter(), time.process_time()
+        with pl.Config(engine_affinity=registry.ENGINE):
+            out = work(ranks, ts.frames, meta)
+        return out, time.perf_counter() - t, time.process_time() - c
+
+    tables, read_s, read_cpu = timed(lambda r, f, m: registry.tables(r, needed, frames=f, meta=m))
+    found, all_s, all_cpu = timed(lambda r, f, m: registry.findings_tables(r, frames=f, meta=m))
+    ts = _open(folder, cache)
+    t, c = time.perf_counter(), time.process_time()
+    registry.findings_tables(
+        ts.frames(), frames=ts.frames, meta=registry.trace_meta(ts), made=tables
+    )
+    rules_s, rules_cpu = time.perf_counter() - t, time.process_time() - c
+    sizes = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    fired = found["findings"].filter(pl.col("severity").is_in(["fail", "warn"]))["id"].to_list()
+    return {
+        "folder": str(folder),
+        "ranks": len(ts.loaded()),
+        "disk_mb": round(sizes / 1e6, 1),
+        "load_s": load,
+        "tables": len(needed),
+        "read_s": read_s,
+        "read_cpu": read_cpu,
+        "findings_s": all_s,
+        "findings_cpu": all_cpu,
+        "rules_s": rules_s,
+        "rules_cpu": rules_cpu,
+        "fired": ", ".join(fired) or "none",
+    }
+
+
+def _synth(ranks: int, mb: float, out: Path) -> Path:
+    from hta_tui.synth import write_trace_dir
+
+    write_trace_dir(out, ranks=ranks, target_mb=mb)
+    return out
+
+
+def _table(rows: list[dict]) -> str:
+    head = (
+        "| set | ranks | on disk (MB) | tables read | analyses read (s, cpu) "
+        "| findings from scratch (s, cpu) | rules on made tables (s, cpu) | fire |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    )
+    body = "".join(
+        f"| {Path(r['folder']).name} | {r['ranks']} | {r['disk_mb']} | {r['tables']} "
+        f"| {r['read_s']:.2f} ({r['read_cpu']:.2f}) | {r['findings_s']:.2f} "
+        f"({r['findings_cpu']:.2f}) | {r['rules_s']:.3f} ({r['rules_cpu']:.3f}) | {r['fired']} |\n"
+        for r in rows
+    )
+    return head + body
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--folder", type=Path, action="append", help="a trace folder (repeatable)")
+    ap.add_argument("--synth", action="store_true", help="the generator's job instead")
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--mb", type=float, default=100.0)
+    ap.add_argument("--out", type=Path, default=HERE / "FINDINGS.md")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = args.folder or sorted(
+            p for p in REAL_SETS.glob("*_8x100MB") if (p / "rank0.json.gz").exists()
+        )
+        if args.synth:
+            folders = [_synth(args.ranks, args.mb, Path(tmp) / "synth")]
+        rows = [measure(f, Path(tmp) / f"cache-{i}") for i, f in enumerate(folders)]
+    text = _table(rows)
+    print(text)
+    if args.out:
+        intro = (
+            (HERE / "FINDINGS.md").read_text().split("## Results", 1)[0]
+            if args.out.exists()
+            else ""
+        )
+        args.out.write_text((intro or "# Findings\n\n") + "## Results\n\n" + text)
+
+
+if __name__ == "__main__":
+    main()
