@@ -225,6 +225,13 @@ def known_rule_ids() -> frozenset[str]:
     return frozenset(BY_ID)
 
 
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root)) or path.name
+    except ValueError:
+        return path.name
+
+
 def _side(ts: TraceSet, rank: int | None) -> tuple[int, pl.DataFrame] | None:
     loaded = ts.loaded()
     chosen = rank if rank is not None else min(loaded, default=None)
@@ -255,6 +262,10 @@ def run_check(
     )
     ts, base = session.trace_set, session.compare_set
     notes = [n.text for n in session.notices]
+    for entry in ts.entries.values():  # a bad file costs only itself, and says why
+        if entry.status != "loaded":
+            why = f": {entry.error}" if entry.error else ""
+            notes.append(f"{_relative(entry.path, ts.root)}: {entry.status}{why}")
     findings = pl.DataFrame(schema=FINDING_SCHEMA)
     evidence = pl.DataFrame(schema=EVIDENCE_SCHEMA)
     loaded = bool(ts.loaded())

@@ -225,6 +225,10 @@ def test_check_without_verdict(tmp_path: Path, capsys: pytest.CaptureFixture[str
     (tmp_path / "empty").mkdir()
     code, out = _check(capsys, tmp_path / "empty")
     assert code == 2 and "NO VERDICT" in out
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "rank-0.trace.json").write_text("[1, 2]")
+    code, out = _check(capsys, tmp_path / "bad")
+    assert code == 2 and "note: rank-0.trace.json: not_trace: not a Kineto trace" in out
     write_rank(tmp_path / "cpu", 0, gpu=False)
     config = tmp_path / "need.toml"
     config.write_text('required = ["gpu.util.low"]\n')
