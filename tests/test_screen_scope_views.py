@@ -37,6 +37,7 @@ STEPS: dict[str, str] = {
     "syncs": "whole trace",
     "modules": "whole trace",
     "timeline": "whole trace",
+    "findings": "each rule's steps",  # each reads another view's table, in its steps
 }
 #: Views that show one rank at a time when none is picked: which one, and why.
 ONE_RANK: dict[str, str] = {
