@@ -219,7 +219,7 @@ def test_comm_exposed(found: Any) -> None:
     busy = found("busy")["comm.exposed"]
     assert busy["severity"] == "warn" and 10 < busy["value"] <= 20
     assert "all_reduce" in busy["advice"]
-    assert busy["evidence"][0]["view"] == "distributed"
+    assert busy["evidence"][0]["view"] == "overlap"
     assert busy["evidence"][0]["event"] in ("all_reduce", "broadcast")
     assert found("solo")["comm.exposed"]["severity"] == "ok"
     cpu = found("cpu")["comm.exposed"]
@@ -419,3 +419,16 @@ def test_run_evaluates_the_rules_on_the_tables_the_others_made(
     assert list(out)[-2:] == ["findings", "finding_evidence"] and len(made) == 1
     row = out["findings"].filter(pl.col("id") == "input.dataloader").row(0, named=True)
     assert row["severity"] == "ok" and row["value"] == 0  # the table made, as made
+
+
+def test_every_evidence_row_opens_a_view_of_the_app(found: Any) -> None:
+    from hta_tui.app.screens.registry import SCREENS
+
+    modes = {s.mode for s in SCREENS}
+    views = {
+        e["view"]
+        for case in ("busy", "solo", "tiny", "spans", "graph")
+        for row in found(case).values()
+        for e in row["evidence"]
+    }
+    assert views and views <= modes, views - modes
