@@ -1,6 +1,6 @@
 """Findings benchmark: the rules on a loaded trace set cost no more than the analyses they read.
 
-    python bench/bench_findings.py                                   # /tmp/realsets/* if built
+    python bench/bench_findings.py                       # /tmp/realsets/*_8x100MB, else --synth
     python bench/bench_findings.py --folder /tmp/realsets/resnet18_8x100MB
     python bench/bench_findings.py --synth --ranks 8 --mb 100        # the generator's job
 
@@ -112,17 +112,13 @@ def main() -> None:
         folders = args.folder or sorted(
             p for p in REAL_SETS.glob("*_8x100MB") if (p / "rank0.json.gz").exists()
         )
-        if args.synth:
+        if args.synth or not folders:  # no real set built: the generator's job
             folders = [_synth(args.ranks, args.mb, Path(tmp) / "synth")]
         rows = [measure(f, Path(tmp) / f"cache-{i}", args.repeat) for i, f in enumerate(folders)]
     text = _table(rows)
     print(text)
     if args.out:
-        intro = (
-            (HERE / "FINDINGS.md").read_text().split("## Results", 1)[0]
-            if args.out.exists()
-            else ""
-        )
+        intro = args.out.read_text().split("## Results", 1)[0] if args.out.exists() else ""
         args.out.write_text((intro or "# Findings\n\n") + "## Results\n\n" + text)
 
 
