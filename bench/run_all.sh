@@ -11,6 +11,7 @@ python bench_tb_plugin.py     # -> TB_PLUGIN.md (issue 11: against the TensorBoa
 python bench_memory.py        # -> MEMORY.md    (issue 12: 1 M memory events, the memory screen's keys)
 python bench_timeline.py      # -> TIMELINE.md  (issue 15: timeline frame time per zoom, 8 x 100 MB)
 python bench_frame_view.py    # -> FRAME_VIEW.md (issue 26: keys on a table of a million rows)
+python bench_findings.py      # -> FINDINGS.md  (issue 28: findings against the analyses they read)
 # ... and one big rank, when one is given (generate it with
 # `python -m hta_tui.synth BIG --ranks 1 --target-mb 2000 --slow-rank -1`; not committed)
 if [ -n "${HTA_TUI_BIG_TRACE:-}" ]; then
@@ -24,7 +25,7 @@ python bench_many_ranks.py --files 10000 --no-app --out MANY_RANKS.md
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md MANY_RANKS.md; do
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md MANY_RANKS.md FINDINGS.md; do
     echo; sed 's/^# /## /' "$f"
   done
 } > RESULTS.md

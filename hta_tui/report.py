@@ -55,15 +55,11 @@ def build_tables(
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
     if "temporal_breakdown" in selected:
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
-    rest = [n for n in selected if n not in ("temporal_breakdown", "findings")]
-    meta = registry.trace_meta(ts)
-    if rest:
-        tables.update(registry.run(ts.frames(), rest, options, frames=ts.frames, meta=meta))
-    if "findings" in selected:  # the rules read the tables made above, not made again
-        found = registry.findings_tables(
-            ts.frames(), options, frames=ts.frames, meta=meta, made=tables
+    rest = [n for n in selected if n != "temporal_breakdown"]
+    if rest:  # (findings last, on the tables the others made)
+        tables.update(
+            registry.run(ts.frames(), rest, options, frames=ts.frames, meta=registry.trace_meta(ts))
         )
-        tables.update(found)
     wanted = registry.wanted_tables(names, tables)
     first = {n: wanted.pop(n) for n in ("findings",) if n in wanted}  # what to fix, first
     return {**first, "files": tables["files"], **wanted}

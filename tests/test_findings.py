@@ -20,7 +20,6 @@ import pytest
 from hta_tui import api
 from hta_tui.analysis import registry
 from hta_tui.analysis.findings import FINDINGS_SCHEMA, RULES, RuleConfig, evaluate_all
-from hta_tui.analysis.findings.basis import STEPS
 from hta_tui.api import TraceAnalysis
 from hta_tui.report import run_report
 from hta_tui.synth import MemoryOptions, make_trace, write_trace
@@ -220,7 +219,7 @@ def test_comm_exposed(found: Any) -> None:
     busy = found("busy")["comm.exposed"]
     assert busy["severity"] == "warn" and 10 < busy["value"] <= 20
     assert "all_reduce" in busy["advice"]
-    assert busy["evidence"][0]["view"] == "distributed"
+    assert busy["evidence"][0]["view"] == "overlap"
     assert busy["evidence"][0]["event"] in ("all_reduce", "broadcast")
     assert found("solo")["comm.exposed"]["severity"] == "ok"
     cpu = found("cpu")["comm.exposed"]
@@ -399,11 +398,37 @@ def test_a_table_that_cannot_be_made_costs_only_the_rules_reading_it() -> None:
     assert all("\n" not in r["reason"] for r in rows.values())
 
 
-def test_the_report_rules_read_the_tables_already_made(loaded: Any) -> None:
+def test_run_evaluates_the_rules_on_the_tables_the_others_made(
+    loaded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's run (and the API's): findings read the step table its analysis made,
+    not one made again."""
+    from hta_tui.analysis import step_breakdown
+
+    made = []
+    real = step_breakdown.step_time_breakdown
+
+    def counted(*a: Any, **k: Any) -> pl.DataFrame:
+        made.append(1)
+        return real(*a, **k).with_columns(pl.lit(0.0).alias("DataLoader (us)"))
+
+    monkeypatch.setattr(step_breakdown, "step_time_breakdown", counted)
     ta = loaded("busy")
-    steps = ta.table("step_time_breakdown").with_columns(pl.lit(0.0).alias("DataLoader (us)"))
-    made = registry.findings_tables(
-        ta._ranks(), frames=registry.trace_frames(ta.trace_set), made={STEPS: steps}
-    )["findings"]
-    row = made.filter(pl.col("id") == "input.dataloader").row(0, named=True)
-    assert row["severity"] == "ok" and row["value"] == 0  # the given table, not a new one
+    names = ["step_time_breakdown", "findings"]
+    out = registry.run(ta._ranks(), names, frames=registry.trace_frames(ta.trace_set))
+    assert list(out)[-2:] == ["findings", "finding_evidence"] and len(made) == 1
+    row = out["findings"].filter(pl.col("id") == "input.dataloader").row(0, named=True)
+    assert row["severity"] == "ok" and row["value"] == 0  # the table made, as made
+
+
+def test_every_evidence_row_opens_a_view_of_the_app(found: Any) -> None:
+    from hta_tui.app.screens.registry import SCREENS
+
+    modes = {s.mode for s in SCREENS}
+    views = {
+        e["view"]
+        for case in ("busy", "solo", "tiny", "spans", "graph")
+        for row in found(case).values()
+        for e in row["evidence"]
+    }
+    assert views and views <= modes, views - modes

@@ -1051,3 +1051,26 @@ def _findings(r: Ranks, o: Options, memory: Ranks, flows: Ranks, meta: Metas | N
     given = {"memory": memory, "flows": flows}
     frames: FrameGetter = lambda name: given.get(name, {})  # noqa: E731
     return picked(lambda: findings_tables(r, o, frames=frames, meta=meta), FINDING_TABLES)
+
+
+_run_analyses = run
+
+
+def _run_then_findings(
+    ranks: Ranks, names: list[str] | None = None, options: Options | None = None, **kw: Any
+) -> Tables:
+    """`run`, with `findings` (when selected) evaluated last on the tables the others made,
+    instead of making them again (the rules read only tables)."""
+    chosen = [a.name for a in select(names)]
+    if "findings" not in chosen:
+        return _run_analyses(ranks, names, options, **kw)
+    others = [n for n in chosen if n != "findings"]
+    out = _run_analyses(ranks, others, options, **kw) if others else {}
+    with pl.Config(engine_affinity=ENGINE):
+        found = findings_tables(
+            ranks, options, frames=kw.get("frames"), meta=kw.get("meta"), made=out
+        )
+    return {**out, **found}
+
+
+run = _run_then_findings

@@ -43,7 +43,7 @@ def _exposed(t: Tables, th: Thresholds) -> RuleResult:
         .head(6)
     )
     ev = top.select(
-        pl.lit("distributed").alias("view"),
+        pl.lit("overlap").alias("view"),  # the Comm/comp overlap view's collectives table
         pl.lit("collectives_hidden").alias("table"),
         "rank",
         "step",
@@ -137,7 +137,7 @@ def _straggler(t: Tables, th: Thresholds) -> RuleResult:
     )
     if ev.is_empty():  # it is never last: its scores are the evidence
         ev = per.filter(pl.col("rank") == rank).select(
-            pl.lit("distributed").alias("view"),
+            pl.lit("steps").alias("view"),  # Steps & stragglers
             pl.lit("straggler_scores").alias("table"),
             "rank",
             pl.lit("compute").alias("event"),

@@ -222,7 +222,7 @@ def _launch_bound(t: Tables, th: Thresholds) -> RuleResult:
 
 LAUNCH = Rule(
     id="launch.bound",
-    title="The GPU waits for kernel launches (kernels shorter than their launch)",
+    title="The GPU waits for kernel launches",
     metric="kernels shorter than their launch call (% of launches)",
     thresholds=Thresholds(info=25, warn=50, fail=75),
     needs=(STEPS, STEP_NUMBERS, "cuda_kernel_launch_stats", "kernel_view_by_op"),
@@ -325,7 +325,7 @@ def _tensor_cores(t: Tables, th: Thresholds) -> RuleResult:
 TENSOR_CORES = Rule(
     id="tensorcore.unused",
     title="Matrix math without tensor cores",
-    metric="kernel time in tensor-core-eligible ops that did not use them (%)",
+    metric="kernel time in ops that skipped tensor cores (%)",
     thresholds=Thresholds(info=5, warn=10, fail=30),
     needs=(STEPS, STEP_NUMBERS, "kernel_view_by_op"),
     evaluate=_tensor_cores,

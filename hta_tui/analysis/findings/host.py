@@ -235,7 +235,7 @@ def _sync_host(t: Tables, th: Thresholds) -> RuleResult:
 SYNC_HOST = Rule(
     id="sync.host",
     title="The host blocks waiting for the GPU",
-    metric="host blocked in syncs (% of step time; warns from 1 ms per step)",
+    metric="host blocked in syncs (% of step time)",
     thresholds=Thresholds(info=1, warn=2, fail=10),
     needs=(STEPS, STEP_NUMBERS, "syncs", "sync_verdict"),
     evaluate=_sync_host,
