@@ -40,11 +40,13 @@ def evidence_moment(row: Mapping[str, Any]) -> Moment | None:
     return moment
 
 
-def row_index(df: pl.DataFrame, rank: int | None, step: int | None, event: str | None) -> int:
-    """The first row of `df` for the rank, step and event (-1: none). Without an event the
-    rank (and step) alone pick the row."""
+def row_index(
+    df: pl.DataFrame, rank: int | None, step: int | None, event: str | None
+) -> tuple[int, int]:
+    """(the first row of `df` for the rank, step and event, how many of the three the table
+    could check); (-1, 0) when none matches. The event must match where one is given."""
     if df.is_empty():
-        return -1
+        return -1, 0
     conds = []
     if rank is not None and "rank" in df.columns and df.schema["rank"].is_integer():
         conds.append(pl.col("rank") == rank)
@@ -53,30 +55,41 @@ def row_index(df: pl.DataFrame, rank: int | None, step: int | None, event: str |
     if event:
         texts = [c for c, t in df.schema.items() if t == pl.String or t == pl.Categorical]
         if not texts:
-            return -1
+            return -1, 0
         conds.append(pl.any_horizontal(pl.col(c).cast(pl.String) == event for c in texts))
     if not conds:
-        return -1
+        return -1, 0
     hits = df.with_row_index("_row").filter(pl.all_horizontal(conds).fill_null(False))
-    return int(hits["_row"][0]) if hits.height else -1
+    return (int(hits["_row"][0]), len(conds)) if hits.height else (-1, 0)
 
 
 def select_row(screen: Screen, row: Mapping[str, Any]) -> bool:
-    """Put the cursor of the first of `screen`'s tables holding the evidence's row on it
-    (its tab shown, the table focused); False when no table holds it."""
+    """Put the cursor of the screen's table that holds the evidence's row most exactly (the
+    most of rank, step and event matched; the first such) on it, its tab shown and the
+    table focused; False when no table holds it."""
     rank, step, event = row.get("rank"), row.get("step"), row.get("event")
+    best: tuple[int, int, FrameTable] | None = None
     for table in screen.query(FrameTable):
-        index = row_index(table.view_frame, rank, step, event)
-        if index < 0:
-            continue
-        pane = next((a for a in table.ancestors if isinstance(a, TabPane)), None)
-        if pane is not None and pane.id:
-            with contextlib.suppress(NoMatches):
-                screen.query_one(TabbedContent).active = pane.id
-        table.focus()
-        table.call_after_refresh(table.move_cursor, row=index)
-        return True
-    return False
+        index, matched = row_index(table.view_frame, rank, step, event)
+        if index >= 0 and (best is None or matched > best[1]):
+            best = (index, matched, table)
+    if best is None:
+        return False
+    index, _, table = best
+    pane = next((a for a in table.ancestors if isinstance(a, TabPane)), None)
+    if pane is not None and pane.id:
+        with contextlib.suppress(NoMatches):
+            screen.query_one(TabbedContent).active = pane.id
+    table.focus()
+    table.call_after_refresh(table.move_cursor, row=index)
+    return True
+
+
+#: The parameters a view needs to show an evidence's table (view, table) -> params: the
+#: Comm/comp overlap view shows the collectives per stream, step and layer after `v`.
+SHOWS_TABLE: dict[tuple[str, str], dict[str, Any]] = {
+    ("overlap", "collectives_hidden"): {"layers": True},
+}
 
 
 def open_evidence(screen: Screen, row: Mapping[str, Any]) -> None:
@@ -101,6 +114,9 @@ def open_evidence(screen: Screen, row: Mapping[str, Any]) -> None:
     follows = getattr(target, "FOLLOWS_RANK", False)
     if follows and rank is not None and app.rank_choice not in (None, rank):
         app.rank_choice = int(rank)  # the row is of a rank the view does not show now
+    params = SHOWS_TABLE.get((view, str(row.get("table") or "")))
+    if params and hasattr(target, "set_params"):
+        target.set_params(**params)
     target.select_when_shown(lambda: _select_or_say(target, row))
 
 
