@@ -143,3 +143,20 @@ def test_snapshot_findings_view(snap_compare, tmp_path: Path) -> None:
     write_ranks(tmp_path / "traces", 2)
     app = make_screen_app(tmp_path / "traces", tmp_path, findings=True)
     assert snap_compare(app, terminal_size=SIZE, run_before=_findings_view)
+
+
+def test_evidence_row_found_most_exactly() -> None:
+    """The row of an evidence: its rank, step and event where the table has them (the count
+    says how exactly, so the table that checks most wins); no cell naming the event: none."""
+    import polars as pl
+
+    from hta_tui.app.evidence import row_index
+
+    per_step = pl.DataFrame(
+        {"rank": [0, 0, 1, 1], "step": [1, 2, 1, 2], "kind": ["all_reduce"] * 4}
+    )
+    assert row_index(per_step, 1, 2, "all_reduce") == (3, 3)
+    assert row_index(per_step.drop("step"), 1, 2, "all_reduce") == (2, 2)
+    assert row_index(per_step, 1, 2, "ProfilerStep#2") == (-1, 0)  # named nowhere
+    assert row_index(per_step, 1, 2, None) == (3, 2)  # the step alone, then
+    assert row_index(per_step.drop("kind"), 1, 2, "all_reduce") == (-1, 0)

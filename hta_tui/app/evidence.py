@@ -65,14 +65,19 @@ def row_index(
 
 def select_row(screen: Screen, row: Mapping[str, Any]) -> bool:
     """Put the cursor of the screen's table that holds the evidence's row most exactly (the
-    most of rank, step and event matched; the first such) on it, its tab shown and the
-    table focused; False when no table holds it."""
+    most of rank, step and event matched; the first such; the rank and step alone where no
+    cell names the event) on it, its tab shown and the table focused; False when no table
+    holds it."""
     rank, step, event = row.get("rank"), row.get("step"), row.get("event")
     best: tuple[int, int, FrameTable] | None = None
-    for table in screen.query(FrameTable):
-        index, matched = row_index(table.view_frame, rank, step, event)
-        if index >= 0 and (best is None or matched > best[1]):
-            best = (index, matched, table)
+    # the event named in a cell; else (a step's DataLoader time, a slow step) its rank's step
+    for name in dict.fromkeys((event, None)):
+        for table in screen.query(FrameTable):
+            index, matched = row_index(table.view_frame, rank, step, name)
+            if index >= 0 and (best is None or matched > best[1]):
+                best = (index, matched, table)
+        if best is not None:
+            break
     if best is None:
         return False
     index, _, table = best
