@@ -187,7 +187,7 @@ def test_input_dataloader(found: Any) -> None:
     # the generator's stalls: 1.5-5 ms in a fifth of the steps, 150-600 us otherwise
     assert busy["severity"] == "fail" and busy["value"] > 15
     assert busy["at_stake_us"] > 500 and 0 < busy["at_stake_pct"] <= 100
-    assert "enumerate(DataLoader)" in busy["advice"] or "DataLoader" in busy["advice"]
+    assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in busy["advice"]
     ev = busy["evidence"]
     assert ev and ev[0]["view"] == "step_time" and ev[0]["step"] is not None
     assert ev[0]["start_us"] is not None and ev[0]["end_us"] > ev[0]["start_us"]
@@ -203,7 +203,8 @@ def test_gpu_util_low(found: Any) -> None:
     busy = found("busy")["gpu.util.low"]
     assert busy["severity"] in ("warn", "fail") and busy["value"] < 50
     assert busy["ranks"] in ("all", "0")
-    assert "DataLoader" in busy["advice"]  # where the idle step goes, by the step breakdown
+    # where the idle step goes, by the step breakdown, and what to do about the largest
+    assert "rest goes to DataLoader" in busy["advice"] and "(input.dataloader)" in busy["advice"]
     assert {e["view"] for e in busy["evidence"]} == {"idle"}
     assert found("solo")["gpu.util.low"]["severity"] == "ok"
     cpu = found("cpu")["gpu.util.low"]
