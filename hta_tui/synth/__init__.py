@@ -25,12 +25,14 @@ from hta_tui.synth.__main__ import _main  # noqa: F401 (the tests run the comman
 from hta_tui.synth.constants import COMPUTE_STREAM, COPY_STREAM, NCCL_STREAM
 from hta_tui.synth.files import make_trace, plan_size, trace_file_name, write_trace, write_trace_dir
 from hta_tui.synth.memory import MemoryOptions
+from hta_tui.synth.tweaks import Tweaks
 
 __all__ = [
     "COMPUTE_STREAM",
     "COPY_STREAM",
     "NCCL_STREAM",
     "MemoryOptions",
+    "Tweaks",
     "make_trace",
     "plan_size",
     "trace_file_name",

@@ -20,6 +20,14 @@ from hta_tui.analysis.findings.model import (
 
 #: The step-time columns that are not the GPU computing: where a step's idle GPU time goes.
 NOT_GPU = ("DataLoader (us)", "CPU Exec (us)", "Runtime (us)", "Communication (us)", "Other (us)")
+#: What to do about the largest of them, and the finding that says more.
+CAUSE = {
+    "DataLoader": "feed it faster (input.dataloader)",
+    "CPU Exec": "less Python between kernels: torch.compile, CUDA graphs (launch.bound)",
+    "Runtime": "fewer, larger launches: fusion, CUDA graphs (launch.bound)",
+    "Communication": "hide the communication behind compute (comm.exposed)",
+    "Other": "find the host's other work in those gaps: syncs, logging (sync.host, the timeline)",
+}
 
 
 def _busiest_stream_idle(idle: pl.DataFrame, stats: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
@@ -82,8 +90,7 @@ def _util(t: Tables, th: Thresholds) -> RuleResult:
             if not idle.is_empty()
             else ""
         )
-        + ": the findings on those causes (input.dataloader, launch.bound, sync.host,"
-        " comm.exposed) say what to change"
+        + (f": {CAUSE[parts[0][0]]}" if parts and parts[0][1] > 0 else "")
     )
     return RuleResult(
         value=worst["util"],
