@@ -1,4 +1,5 @@
-"""Command line: `hta-tui PATH` opens the app, `hta-tui report PATH` prints the analyses."""
+"""Command line: `hta-tui PATH` opens the app, `hta-tui report PATH` prints the analyses,
+`hta-tui check PATH` gives CI a verdict."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def app_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hta-tui",
         description="Explore PyTorch profiler (Kineto) traces in the terminal. "
-        "`hta-tui report PATH --json` runs the same analyses headless.",
+        "`hta-tui report PATH --json` runs the same analyses headless; "
+        "`hta-tui check PATH` turns the findings into a CI verdict (exit 0 / 1 / 2).",
     )
     p.add_argument("path", nargs="?", type=Path, help="trace folder or file")
     p.add_argument("--demo", action="store_true", help="open a generated 4-rank demo trace")
