@@ -257,27 +257,19 @@ def build_compare(
     kw = {"device_type": device_type, "use_short_name": use_short_name, "hta_compat": hta_compat}
     doc["compare_traces"] = diff.compare_traces(c_events, t_events, **kw).to_dicts()
     doc["ops_diff"] = diff.ops_diff(c_events, t_events, **kw)
-    doc["step_time"] = {  # the step-time view's steps, on each side (one step, one length)
-        side: _median_step(events) for side, events in (("control", c_events), ("test", t_events))
-    }
+    doc["step_time"] = _paired_steps(c_events, t_events)  # one step, one length
     breakdowns = diff.breakdown_diff(c_events, t_events, hta_compat=hta_compat)
     for name, df in breakdowns.items():
         doc[f"{name}_diff"] = df.to_dicts()
     return doc
 
 
-def _median_step(events: pl.DataFrame) -> dict[str, Any]:
-    """One side's median step (us) and step count, over the steps the step-time view shows
-    (`coverage.STEPS["plugin"]` says what they are)."""
-    from hta_tui.analysis import step_breakdown
+def _paired_steps(control: pl.DataFrame, test: pl.DataFrame) -> dict[str, Any]:
+    """Each side's median step (us) over the steps the step-time view shows on both sides
+    (`steps`; `only_here`: a side's steps the other does not show), and what a step is."""
+    from hta_tui.analysis import step_pairs
 
-    used = step_breakdown.used_steps({0: events})
-    lengths = (used["end"] - used["start"]) / 1000
-    return {
-        "median (us)": float(lengths.median()) if used.height else None,  # type: ignore[arg-type]
-        "steps": used.height,
-        "step_definition": coverage.STEPS["plugin"],
-    }
+    return step_pairs.paired_steps(control, test) | {"step_definition": coverage.STEPS["plugin"]}
 
 
 def run_compare_report(
