@@ -157,3 +157,38 @@ def step_peaks(events: Ranks, memory: Ranks) -> pl.DataFrame:
     return _per_rank(
         events, memory, lambda f: memory_peak.step_peaks(f.recs, f.events), memory_peak.STEP_COLUMNS
     )
+
+
+NO_CURVE_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "device": pl.String(),
+    "memory_events": pl.UInt32(),
+    "reason": pl.String(),
+}
+
+
+def no_curve(events: Ranks, memory: Ranks) -> pl.DataFrame:
+    """rank, device, memory_events, reason: the devices that have memory events but no
+    curve, peak or step peaks (their events carry no `Total Allocated`: PyTorch's 2021
+    format), so the report says why those tables are empty, as the memory view does."""
+    frames = []
+    for r, f in files(events, memory).items():
+        recs = memory_device.sorted_records(f.memory)
+        frames.append(
+            recs.group_by("device")
+            .agg(
+                pl.len().cast(pl.UInt32).alias("memory_events"),
+                pl.col("total_allocated").is_null().all().alias("no_totals"),
+            )
+            .filter("no_totals")
+            .select(pl.lit(r, pl.Int64).alias("rank"), "device", "memory_events")
+        )
+    frames = [f for f in frames if not f.is_empty()]
+    if not frames:
+        return pl.DataFrame(schema=NO_CURVE_COLUMNS)
+    return (
+        pl.concat(frames)
+        .with_columns(pl.lit(memory_device.NO_TOTALS).alias("reason"))
+        .sort("rank", "device")
+        .cast(NO_CURVE_COLUMNS)  # type: ignore[arg-type]
+    )

@@ -40,9 +40,7 @@ class MemoryWindow:
     no_curve: str | None = None
 
 
-#: A device whose memory events carry no `Total Allocated` (PyTorch's 2021 format: `Bytes`
-#: and `Addr` only) has allocations and frees, which the tables attribute, but no curve.
-NO_TOTALS = "no Total Allocated in its memory events (2021 format): no curve"
+NO_TOTALS = memory_device.NO_TOTALS
 
 
 def default_device(devices: list[str]) -> str | None:
