@@ -20,7 +20,8 @@ from hta_tui.app.messages import OverviewReady
 from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.plugin_steps import describe_used
-from hta_tui.app.screens.step_time import overview_rows
+from hta_tui.app.screens.base import definitions_text
+from hta_tui.app.screens.step_time import StepTimeScreen, overview_rows
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.session import LiveSession, Side
 from hta_tui.trace.cache import take_notices
@@ -33,6 +34,7 @@ class RefreshMixin(AppMixin):
     session: LiveSession
     timings: bool
     every_step: bool
+    tb_compat: bool
     watcher_state: str
     status_info: StatusInfo
     overview_data: OverviewData | None
@@ -79,7 +81,7 @@ class RefreshMixin(AppMixin):
         if worker.is_cancelled:
             return
         try:
-            step_frame = step_table(ts)
+            step_frame = step_table(ts, tb_compat=ctx["tb_compat"])
             step_text, step_bar = overview_rows(step_frame)
             used = tuple(step_frame["step"].unique().sort().to_list())
             names = {n for d in ts.loaded().values() for n in d.meta.get("step_names", ())}
@@ -99,6 +101,9 @@ class RefreshMixin(AppMixin):
             step_text=step_text,
             step_bar=step_bar,
             step_scope=step_scope,
+            step_definitions=definitions_text(
+                StepTimeScreen.PLUGIN_WHY, tb_compat=ctx["tb_compat"]
+            ),
             generation=generation,
             loaded_ranks=len(ts.loaded()),
             loading=ctx["loading"],
@@ -127,6 +132,7 @@ class RefreshMixin(AppMixin):
             self.session.trace_set.generation,
             self.watcher_state != "off",
             self.every_step,
+            self.tb_compat,
             scanning,
         )
 
@@ -137,6 +143,10 @@ class RefreshMixin(AppMixin):
         self._request_overview()
 
     def watch_every_step(self) -> None:
+        self._request_overview()
+
+    def watch_tb_compat(self) -> None:
+        """`X`: the overview's step-time lines follow the plugin views' definitions."""
         self._request_overview()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -192,5 +202,6 @@ class RefreshMixin(AppMixin):
             "loading": self.status_info.loading,
             "root": self._label,
             "every_step": self.every_step,
+            "tb_compat": self.tb_compat,
         }
         self._overview_worker = self._compute_overview(ts.snapshot(), ts.generation, ctx)
