@@ -18,9 +18,9 @@ from hta_tui.app.environment import one_line
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
 from hta_tui.app.mixin import AppMixin
+from hta_tui.app.screens.base import definitions_text
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.plugin_steps import describe_used
-from hta_tui.app.screens.base import definitions_text
 from hta_tui.app.screens.step_time import StepTimeScreen, overview_rows
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.session import LiveSession, Side
