@@ -23,12 +23,16 @@ Ranks = Mapping[int, pl.DataFrame]
 
 
 class FileMemory:
-    """One file's memory events with their operators, origin and (lazily) Python context."""
+    """One file's memory events with their operators, origin and (lazily) Python context.
+    Times count from `origin_ns`: by default the file's first event (the plugin's profiler
+    start); the app gives the trace's start, the timeline's origin."""
 
-    def __init__(self, events: pl.DataFrame, memory: pl.DataFrame) -> None:
+    def __init__(
+        self, events: pl.DataFrame, memory: pl.DataFrame, origin_ns: int | None = None
+    ) -> None:
         self.events = events
         self.memory = memory
-        self.origin_ns = start_ns(events, memory) or 0
+        self.origin_ns = origin_ns if origin_ns is not None else start_ns(events, memory) or 0
         self.recs = job_cached(
             {0: memory},
             "memory_records",
@@ -41,6 +45,7 @@ class FileMemory:
             {0: self.memory},
             "memory_plain_table",
             lambda: memory_events.memory_events(self.recs, self.origin_ns),
+            self.origin_ns,
         )
 
     def table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
@@ -48,7 +53,10 @@ class FileMemory:
         the whole file's is kept."""
         if start_ns is None and end_ns is None:
             return job_cached(
-                {0: self.memory}, "memory_table", lambda: self._with_context(self.plain_table())
+                {0: self.memory},
+                "memory_table",
+                lambda: self._with_context(self.plain_table()),
+                self.origin_ns,
             )
         rows = memory_events.memory_events(self.recs, self.origin_ns, start_ns, end_ns)
         return self._with_context(rows)
