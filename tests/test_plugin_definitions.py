@@ -91,7 +91,10 @@ async def test_x_switches_plugin_views_to_the_plugins_own_rules(tmp_path: Path) 
             "the overview's step time by this project's rules",
         )
         await pilot.pause()
-        assert str(box.border_subtitle).startswith("hta-tui's rules: cuda_runtime counts as")
+        assert str(box.border_subtitle) == (
+            "hta-tui's rules: cuda_runtime as Runtime, NCCL as Comm (X: plugin's)"
+        )
+        assert len(str(box.border_subtitle)) <= SIZE[0] - 6  # whole in the border
 
 
 async def test_the_palette_has_the_switch(tmp_path: Path) -> None:

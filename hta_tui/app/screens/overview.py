@@ -204,7 +204,7 @@ class OverviewScreen(Screen):
         box.display = bool(data.step_text)
         scope = f" · {data.step_scope}" if data.step_scope else ""
         box.border_title = f"Step time{scope} · B: per rank and step"
-        box.border_subtitle = data.step_definitions
+        box.border_subtitle = data.step_definitions if data.step_bar is not None else ""
         self.query_one("#overview-step-summary", Static).update(data.step_text)
         bars = self.query_one("#overview-step-bars", StepTimeBars)
         bars.set_rows([BarRow("avg", data.step_bar)] if data.step_bar is not None else [])
