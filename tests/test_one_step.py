@@ -206,7 +206,7 @@ def test_diff_headline_compares_the_steps_both_sides_show(shared: Path) -> None:
     head = step_headline(result["step_time"])
     table = StepTimeScreen.compute({1: base}, Params())["table"]
     length = dict(zip(table["step"], table["step (us)"], strict=True))[1009]
-    assert head.startswith(f"Step time, B's step 1009 on both sides: control {length:.0f} us,")
+    assert head.startswith(f"Step time (B's step 1009, both sides): control {length:.0f} us,")
     assert f"test {length:.0f} us (+0.0%)" in head
     assert head.endswith("control's step 1010 left out (not on the other side)")
 

@@ -155,10 +155,9 @@ def step_headline(pairs: dict[str, Any] | None) -> str:
     cm, tm = c["median (us)"], t["median (us)"]
     change = f" ({(tm - cm) / cm:+.1%})" if cm else ""
     steps = step_pairs.steps_text(pairs["steps"])
-    median = "median of " if len(pairs["steps"]) > 1 else ""
-    text = (
-        f"Step time, {median}B's {steps} on both sides: "
-        f"control {fmt_us(cm)}, test {fmt_us(tm)}{change}"
+    what = "Median step" if len(pairs["steps"]) > 1 else "Step time"
+    text = (  # one line at 80 columns
+        f"{what} (B's {steps}, both sides): control {fmt_us(cm)}, test {fmt_us(tm)}{change}"
     )
     alone = [
         f"{side}'s {step_pairs.steps_text(pairs[side]['only_here'])}"
