@@ -71,6 +71,26 @@ def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
     return {**_records(tables), "scope": table_scopes(ts, tables, kw.get("options"))}
 
 
+#: Memory tables made from each event's `Total Allocated`: when empty, they say why.
+NEED_TOTALS = ("memory_curve", "memory_peak", "memory_device_peaks", "memory_step_peaks")
+
+
+def why_empty(ts: TraceSet, tables: dict[str, pl.DataFrame]) -> dict[str, str]:
+    """table -> why it has no row, where the data says (a device whose memory events carry
+    no `Total Allocated`, PyTorch's 2021 format: `memory_no_curve`), as the memory view does."""
+    empty = [t for t in NEED_TOTALS if t in tables and tables[t].is_empty()]
+    if not empty:
+        return {}
+    gone = tables.get("memory_no_curve")
+    if gone is None:
+        gone = registry.table(ts.frames(), "memory_no_curve", frames=ts.frames)
+    if gone.is_empty():
+        return {}
+    where = ", ".join(f"rank {r} {d}" for r, d in gone.select("rank", "device").iter_rows())
+    why = f"{where}: {gone['reason'][0]}"
+    return dict.fromkeys(empty, why)
+
+
 def table_scopes(
     ts: TraceSet, tables: dict[str, pl.DataFrame], options: registry.Options | None
 ) -> dict[str, Any]:
@@ -165,15 +185,17 @@ def _text(
     root: Path,
     out: TextIO,
     named: list[str] | None = None,
+    why: dict[str, str] | None = None,
     **text: Any,
 ) -> None:
-    """The text report; long time series only when `named` (--only) names them."""
+    """The text report; long time series only when `named` (--only) names them; `why`:
+    what an empty table says instead of "no rows" (`why_empty`)."""
     # names and paths from the traces are data: shown as written, never terminal control
     tables = {name: printable_frame(df) for name, df in tables.items()}
     left = {n: df.height for n, df in tables.items() if n in SERIES and n not in (named or ())}
     left = {n: rows for n, rows in left.items() if rows}  # an empty one says so, as ever
     shown = {n: df for n, df in tables.items() if n not in left}
-    write_text(_flat_files(shown), {"files": f"Files in {printable(root)}"}, out, **text)
+    write_text(_flat_files(shown), {"files": f"Files in {printable(root)}"}, out, why=why, **text)
     if left:
         names = ", ".join(f"{n} ({rows:,} rows)" for n, rows in left.items())
         note = (
@@ -236,11 +258,13 @@ def run_report(
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
         doc = {**_records(tables), "scope": table_scopes(ts, tables, options)}
+        for name, why in why_empty(ts, tables).items():
+            doc["scope"][name]["why_empty"] = why
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None and ts.entries and not ts.loaded():
         _no_trace_text(ts, out, **_shape(width, rows))
     elif csv_dir is None and ts.entries:
-        _text(tables, ts.root, out, only, **_shape(width, rows))
+        _text(tables, ts.root, out, only, why=why_empty(ts, tables), **_shape(width, rows))
     return 0 if ts.loaded() else 1
 
 
@@ -272,27 +296,19 @@ def build_compare(
     kw = {"device_type": device_type, "use_short_name": use_short_name, "hta_compat": hta_compat}
     doc["compare_traces"] = diff.compare_traces(c_events, t_events, **kw).to_dicts()
     doc["ops_diff"] = diff.ops_diff(c_events, t_events, **kw)
-    doc["step_time"] = {  # the step-time view's steps, on each side (one step, one length)
-        side: _median_step(events) for side, events in (("control", c_events), ("test", t_events))
-    }
+    doc["step_time"] = _paired_steps(c_events, t_events)  # one step, one length
     breakdowns = diff.breakdown_diff(c_events, t_events, hta_compat=hta_compat)
     for name, df in breakdowns.items():
         doc[f"{name}_diff"] = df.to_dicts()
     return doc
 
 
-def _median_step(events: pl.DataFrame) -> dict[str, Any]:
-    """One side's median step (us) and step count, over the steps the step-time view shows
-    (`coverage.STEPS["plugin"]` says what they are)."""
-    from hta_tui.analysis import step_breakdown
+def _paired_steps(control: pl.DataFrame, test: pl.DataFrame) -> dict[str, Any]:
+    """Each side's median step (us) over the steps the step-time view shows on both sides
+    (`steps`; `only_here`: a side's steps the other does not show), and what a step is."""
+    from hta_tui.analysis import step_pairs
 
-    used = step_breakdown.used_steps({0: events})
-    lengths = (used["end"] - used["start"]) / 1000
-    return {
-        "median (us)": float(lengths.median()) if used.height else None,  # type: ignore[arg-type]
-        "steps": used.height,
-        "step_definition": coverage.STEPS["plugin"],
-    }
+    return step_pairs.paired_steps(control, test) | {"step_definition": coverage.STEPS["plugin"]}
 
 
 def run_compare_report(

@@ -207,15 +207,18 @@ def write_text(
     *,
     width: int | None = None,
     rows: int | None = DEFAULT_ROWS,
+    why: Mapping[str, str] | None = None,
 ) -> None:
-    """Every table under a `# title` line; `rows` per table at most (None or 0: all)."""
+    """Every table under a `# title` line; `rows` per table at most (None or 0: all); an
+    empty table says why when `why` knows."""
     width = width or terminal_width()
     encoding = (getattr(out, "encoding", None) or "utf-8").lower()
     dots = "…" if "utf" in encoding else "~"  # an ASCII terminal cannot print "…"
     for name, df in tables.items():
         print(f"# {titles.get(name, name)}", file=out)
         if df.is_empty():
-            print("(no rows: the loaded traces have nothing for this table)", file=out)
+            reason = (why or {}).get(name, "the loaded traces have nothing for this table")
+            print(textwrap.fill(f"(no rows: {reason})", width), file=out)
             print(file=out)
             continue
         df = ordered(name, df)

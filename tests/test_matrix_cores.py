@@ -56,6 +56,24 @@ def test_mi300_mfma_share_is_counted(tmp_path_factory: pytest.TempPathFactory) -
     assert all(used[n] for n in raw if MFMA.match(n))
     sub = [n for n in raw if n.startswith("SubTensorOp")]
     assert sub and not any(used[n] for n in sub)
+    _mi300_families(raw, expected)
+
+
+def _mi300_families(raw: dict[str, float], shown: float) -> None:
+    """Issue 24 expected 39% on an MI300 trace; on this one every kernel name falls in one
+    family of MI300_FAMILIES, and the MFMA families hold 26.6% of the kernel time, which the
+    GPU metrics show. (39% is about what MFMA's share would be without the batch-norm
+    backward kernel, 31% of the time and vector code: not a matrix-core kernel.)"""
+    family = {}
+    for name in raw:
+        found = [f for f, (_, rx) in MI300_FAMILIES.items() if re.search(rx, name)]
+        assert len(found) == 1, (name, found)  # no kernel left unexplained, none twice
+        family[name] = found[0]
+    mfma = sum(d for n, d in raw.items() if MI300_FAMILIES[family[n]][0])
+    share = 100 * mfma / sum(raw.values())
+    assert share == pytest.approx(26.57, abs=0.01) and share == pytest.approx(shown, rel=1e-9)
+    bn = sum(d for n, d in raw.items() if n.startswith("void at::native::batch_norm_backward"))
+    assert 100 * mfma / (sum(raw.values()) - bn) == pytest.approx(38.5, abs=0.1)
 
 
 def test_names_that_match_and_not() -> None:
@@ -93,3 +111,26 @@ def test_rocm_shape_still_has_a_figure(tmp_path_factory: pytest.TempPathFactory)
     frames = trace_set(rocm_trace("rocm", tmp_path_factory)).frames()
     metrics = gpu_metrics.gpu_metrics(frames)
     assert metrics.height > 0 and metrics["tc_kernel_pct"].is_not_null().all()
+
+
+#: Every kernel family of the MI300 ResNet-18 trace, by what its name says it runs. MFMA: the
+#: GEMMs and convolutions whose names carry their matrix instruction or xdlops pipeline.
+#: Not MFMA: PyTorch's own batch-norm, pooling, reduction and elementwise kernels (vector
+#: ALU code), MIOpen's layout transposes (NCHW <-> NHWC data movement around the NHWC
+#: convolutions) and MIOpen's SubTensorOp elementwise kernels.
+MI300_FAMILIES: dict[str, tuple[bool, str]] = {
+    "tensile_gemm": (True, r"^Cijk_.*_MI16x16x1_"),
+    "miopen_xdlops_conv": (True, r"^igemm_(fwd|bwd|wrw)_gtcx3_"),
+    "ck_xdl_conv": (True, r"^_ZN2ck16tensor_operation.*_xdl_cshuffle"),
+    "batch_norm": (False, r"^void at::native::batch_norm_"),
+    "pooling": (False, r"^void at::native::\(anonymous namespace\)::max_pool_"),
+    "elementwise": (
+        False,
+        r"^void at::native::(vectorized_elementwise_kernel|elementwise_kernel_manual_unroll|"
+        r"\(anonymous namespace\)::(unrolled_elementwise_kernel_for_multi_outputs|"
+        r"multi_tensor_apply_kernel))<",
+    ),
+    "reduction": (False, r"^void at::native::reduce_kernel<"),
+    "miopen_transpose": (False, r"^batched_transpose_\d+x\d+_half$"),
+    "miopen_subtensor": (False, r"^SubTensorOp"),
+}

@@ -64,3 +64,25 @@ def test_2021_memory_events_say_why_there_is_no_curve(shared: Path, tmp_path: Pa
     assert "Total Allocated" in line and "no memory event" not in line
     stats = memory_stats.memory_stats(f.events, f.recs)
     assert stats.height > 10  # the operators' allocations are still attributed
+
+    # the report says it too, in text and in JSON (it said "no rows: nothing for this table")
+    import io
+
+    import orjson
+
+    from hta_tui.report import run_report
+    from hta_tui.trace.cache import Cache
+
+    only = ["memory_curve", "memory_peak"]
+    text, doc = io.StringIO(), io.StringIO()
+    run_report(tmp_path, only=only, out=text, cache=Cache(tmp_path / "c"), width=200)
+    run_report(tmp_path, only=only, as_json=True, out=doc, cache=Cache(tmp_path / "c"))
+    why = "rank 0 CPU: no Total Allocated in its memory events (2021 format)"
+    sections = text.getvalue().split("\n# ")
+    for name in ("memory_curve", "memory_peak", "memory_device_peaks"):
+        [body] = [s for s in sections if s.startswith(name + "\n")]
+        assert f"(no rows: {why}" in body, body
+    scope = orjson.loads(doc.getvalue())["scope"]
+    assert scope["memory_curve"]["why_empty"].startswith(why)
+    [row] = orjson.loads(doc.getvalue())["memory_no_curve"]
+    assert row["memory_events"] == f.recs.height and row["device"] == "CPU"

@@ -163,3 +163,51 @@ def test_snapshot_still_loading(snap_compare, tmp_path: Path, monkeypatch) -> No
         assert snap_compare(app, terminal_size=SIZE, run_before=_one_of_two)
     finally:
         gate.set()
+
+
+async def test_the_overview_gives_no_step_verdict_before_a_rank(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A file listed, its load held back: the overview's step-time box said `No steps: no
+    ProfilerStep and no host ops in these ranks.` and the temporal breakdown's title `whole
+    trace (no ProfilerStep)` about a file not read yet. Once the rank lands, the temporal
+    table's time column says it is the GPU span (HTA's kernel time), not the step above."""
+    from hta_tui.app.screens.overview import OverviewScreen
+
+    root = tmp_path / "traces"
+    root.mkdir()
+    write_rank(root, 0)
+    gate = threading.Event()
+
+    def held(files, cache, **kw):
+        gate.wait(30)
+        yield from trace_load.load_files(files, cache, **kw)
+
+    monkeypatch.setattr(live_module, "load_files", held)
+    app = make_screen_app(root, tmp_path)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(
+                pilot, lambda: app.overview_data is not None and bool(app.overview_data.rows), 30.0
+            )
+            await pilot.pause()
+            screen = app.screen
+            assert isinstance(screen, OverviewScreen)
+            step_box = screen.query_one("#overview-step-box")
+            seen = "\n".join(
+                [
+                    str(step_box.border_title),
+                    str(screen.query_one("#overview-step-summary", Static).render()),
+                    str(screen.query_one("#temporal-box").border_title),
+                ]
+            )
+            assert "waiting for the first rank" in seen, seen
+            assert not any(v in seen for v in VERDICTS), seen
+            gate.set()
+            await wait_until(pilot, lambda: bool(app.overview_data.temporal), 60.0, "the rank")
+            await pilot.pause()
+            table = screen.query_one("#temporal-table")
+            labels = [str(c.label) for c in table.columns.values()]
+            assert "GPU span" in labels and "time" not in labels
+    finally:
+        gate.set()

@@ -32,3 +32,15 @@ def test_a_column_has_one_format(name: str, values: list[float], cells: list[str
     assert got == cells
     decimals = {len(c.split(".")[1]) if "." in c else 0 for c in got}
     assert len(decimals) == 1
+
+
+def test_step_and_id_columns_are_written_as_the_titles_write_them() -> None:
+    """trace_compare's step 1009 was `1,009` in the step-time table beside `steps 1009-1010`
+    in its title and `iter 1009` in the diff; a count keeps its separator."""
+    from hta_tui.app.widgets.frame_table import column_bound, column_cells
+
+    steps = pl.Series("step", [1009, 1010, None])
+    assert column_cells(steps) == ["1009", "1010", "-"]
+    assert column_bound(steps, "int", 40) == 4
+    assert column_cells(pl.Series("correlation", [6939149])) == ["6939149"]
+    assert column_cells(pl.Series("count", [1009])) == ["1,009"]

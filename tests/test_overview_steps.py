@@ -61,7 +61,7 @@ async def test_shared_traces_name_the_plugins_largest_part(
 async def test_a_failing_step_breakdown_costs_only_its_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(ts: Any) -> Any:
+    def broken(ts: Any, **_: Any) -> Any:  # `tb_compat`: the overview follows X too
         raise ValueError("boom")
 
     monkeypatch.setattr(step_overview, "step_table", broken)

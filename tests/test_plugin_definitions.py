@@ -12,7 +12,7 @@ from textual.app import SystemCommand
 
 from hta_tui.analysis import kernel_view, step_breakdown
 from hta_tui.app.screens.kernels import KernelsScreen
-from hta_tui.app.screens.step_time import StepTimeScreen
+from hta_tui.app.screens.step_time import StepTimeScreen, overview_rows
 from hta_tui.app.widgets.title_line import TitleLine
 from hta_tui.trace.parse import parse_file
 from tests.test_app_snapshot import demo_app
@@ -70,6 +70,31 @@ async def test_x_switches_plugin_views_to_the_plugins_own_rules(tmp_path: Path) 
         shown = kernels.result["kernels"].filter(pl.col("name").is_in(list(tc)))
         assert shown.height > 0
         assert shown["tc"].to_list() == [tc[n] for n in shown["name"]]
+        # the overview's step-time lines too, saying which definitions they show
+        await pilot.press("O")
+        want_text = overview_rows(plugin)[0]
+        assert want_text != overview_rows(fixed)[0]
+        await wait_until(
+            pilot,
+            lambda: app.overview_data is not None and app.overview_data.step_text == want_text,
+            60.0,
+            "the overview's step time by the plugin's own rules",
+        )
+        await pilot.pause()
+        box = app.screen.query_one("#overview-step-box")
+        assert str(box.border_subtitle) == "the TensorBoard plugin's own rules (X: hta-tui's)"
+        await pilot.press("X")
+        await wait_until(
+            pilot,
+            lambda: app.overview_data.step_text == overview_rows(fixed)[0],  # type: ignore[union-attr]
+            60.0,
+            "the overview's step time by this project's rules",
+        )
+        await pilot.pause()
+        assert str(box.border_subtitle) == (
+            "hta-tui's rules: cuda_runtime as Runtime, NCCL as Comm (X: plugin's)"
+        )
+        assert len(str(box.border_subtitle)) <= SIZE[0] - 6  # whole in the border
 
 
 async def test_the_palette_has_the_switch(tmp_path: Path) -> None:

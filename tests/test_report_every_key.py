@@ -71,7 +71,13 @@ OTHER_ORDER: dict[str, str] = {
         "by rank and stream",
     ),
     **dict.fromkeys(
-        ("gpu_metrics", "gpu_devices", "memory_device_peaks", "memory_bw_summary"),
+        (
+            "gpu_metrics",
+            "gpu_devices",
+            "memory_device_peaks",
+            "memory_no_curve",
+            "memory_bw_summary",
+        ),
         "by rank and device (or copy kind)",
     ),
     **dict.fromkeys(
@@ -155,13 +161,14 @@ def test_every_key_is_in_readme_and_has_an_order() -> None:
     assert sorted([*BY_TIME, *OTHER_ORDER]) == sorted(ALL_KEYS)
 
 
-def test_the_trace_fills_every_table_but_four(outputs: tuple[dict, str]) -> None:
+def test_the_trace_fills_every_table_but_five(outputs: tuple[dict, str]) -> None:
     doc, _ = outputs
     empty = {k for k in ALL_KEYS if not doc[k]}
     # a queue never full, no step straggler among the ranks (the collective straggler is rank
     # 1, last at every all_reduce of the two generated ranks), no call stacks in 2.x traces,
-    # every kernel launched inside an operator
+    # every kernel launched inside an operator, memory events with their totals
     assert empty == {
+        "memory_no_curve",
         "time_spent_blocked_on_full_queue",
         "potential_stragglers",
         "operator_call_stacks",

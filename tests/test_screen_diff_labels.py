@@ -79,7 +79,8 @@ async def test_labels_headline_and_sides(runs, tmp_path: Path) -> None:
         lines = top.splitlines()
         # the step-time headline: the steps of the step-time view, on each side
         (c, nc), (t, nt) = _median_step_us(control), _median_step_us(test)
-        assert lines[0].startswith(f"Step time (B's steps, median of {nc} | {nt})")
+        assert nc == nt  # both runs show the same steps: every one is compared
+        assert lines[0].startswith(f"Median step (B's steps 2-{nc + 1}, both sides): ")
         assert f"control {fmt_us(c)}, test {fmt_us(t)} ({(t - c) / c:+.1%})" in lines[0]
         # the whole-trace block: time change and share change apart
         assert lines[1].split()[:3] == ["GPU,", "whole", "trace"]

@@ -10,6 +10,10 @@ from hta_tui.analysis import memory_curve
 from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_records import sorted_memory
 
+#: A device whose memory events carry no `Total Allocated` (PyTorch's 2021 format: `Bytes`
+#: and `Addr` only) has allocations and frees, which the tables attribute, but no curve.
+NO_TOTALS = "no Total Allocated in its memory events (2021 format): no curve"
+
 
 def sorted_records(memory: pl.DataFrame) -> pl.DataFrame:
     """The memory events with `seq` (file order) and `device`, in time order (file order among

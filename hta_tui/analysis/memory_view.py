@@ -23,12 +23,16 @@ Ranks = Mapping[int, pl.DataFrame]
 
 
 class FileMemory:
-    """One file's memory events with their operators, origin and (lazily) Python context."""
+    """One file's memory events with their operators, origin and (lazily) Python context.
+    Times count from `origin_ns`: by default the file's first event (the plugin's profiler
+    start); the app gives the trace's start, the timeline's origin."""
 
-    def __init__(self, events: pl.DataFrame, memory: pl.DataFrame) -> None:
+    def __init__(
+        self, events: pl.DataFrame, memory: pl.DataFrame, origin_ns: int | None = None
+    ) -> None:
         self.events = events
         self.memory = memory
-        self.origin_ns = start_ns(events, memory) or 0
+        self.origin_ns = origin_ns if origin_ns is not None else start_ns(events, memory) or 0
         self.recs = job_cached(
             {0: memory},
             "memory_records",
@@ -41,6 +45,7 @@ class FileMemory:
             {0: self.memory},
             "memory_plain_table",
             lambda: memory_events.memory_events(self.recs, self.origin_ns),
+            self.origin_ns,
         )
 
     def table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
@@ -48,7 +53,10 @@ class FileMemory:
         the whole file's is kept."""
         if start_ns is None and end_ns is None:
             return job_cached(
-                {0: self.memory}, "memory_table", lambda: self._with_context(self.plain_table())
+                {0: self.memory},
+                "memory_table",
+                lambda: self._with_context(self.plain_table()),
+                self.origin_ns,
             )
         rows = memory_events.memory_events(self.recs, self.origin_ns, start_ns, end_ns)
         return self._with_context(rows)
@@ -156,4 +164,39 @@ def leaks(events: Ranks, memory: Ranks) -> pl.DataFrame:
 def step_peaks(events: Ranks, memory: Ranks) -> pl.DataFrame:
     return _per_rank(
         events, memory, lambda f: memory_peak.step_peaks(f.recs, f.events), memory_peak.STEP_COLUMNS
+    )
+
+
+NO_CURVE_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "device": pl.String(),
+    "memory_events": pl.UInt32(),
+    "reason": pl.String(),
+}
+
+
+def no_curve(events: Ranks, memory: Ranks) -> pl.DataFrame:
+    """rank, device, memory_events, reason: the devices that have memory events but no
+    curve, peak or step peaks (their events carry no `Total Allocated`: PyTorch's 2021
+    format), so the report says why those tables are empty, as the memory view does."""
+    frames = []
+    for r, f in files(events, memory).items():
+        recs = memory_device.sorted_records(f.memory)
+        frames.append(
+            recs.group_by("device")
+            .agg(
+                pl.len().cast(pl.UInt32).alias("memory_events"),
+                pl.col("total_allocated").is_null().all().alias("no_totals"),
+            )
+            .filter("no_totals")
+            .select(pl.lit(r, pl.Int64).alias("rank"), "device", "memory_events")
+        )
+    frames = [f for f in frames if not f.is_empty()]
+    if not frames:
+        return pl.DataFrame(schema=NO_CURVE_COLUMNS)
+    return (
+        pl.concat(frames)
+        .with_columns(pl.lit(memory_device.NO_TOTALS).alias("reason"))
+        .sort("rank", "device")
+        .cast(NO_CURVE_COLUMNS)  # type: ignore[arg-type]
     )

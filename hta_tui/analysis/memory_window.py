@@ -40,9 +40,7 @@ class MemoryWindow:
     no_curve: str | None = None
 
 
-#: A device whose memory events carry no `Total Allocated` (PyTorch's 2021 format: `Bytes`
-#: and `Addr` only) has allocations and frees, which the tables attribute, but no curve.
-NO_TOTALS = "no Total Allocated in its memory events (2021 format): no curve"
+NO_TOTALS = memory_device.NO_TOTALS
 
 
 def default_device(devices: list[str]) -> str | None:
@@ -56,18 +54,24 @@ def curve_window(
     memory: pl.DataFrame,
     device: str | None = None,
     view: tuple[float, float] | None = None,
+    origin_ns: int | None = None,
 ) -> MemoryWindow:
     """The curve, peak and steps of the window, without the tables: it needs no operator
     attribution, so a screen can draw it first. The file's sorted events and each device's
-    curve are kept (`memory_device`): a zoom only slices them."""
-    origin = start_ns(events, memory) or 0
+    curve are kept (`memory_device`): a zoom only slices them. Times in ms from `origin_ns`
+    (default: the file's first event, the plugin's profiler start)."""
+    origin = origin_ns if origin_ns is not None else start_ns(events, memory) or 0
     devices = memory_device.devices(memory)
     device = device if device in devices else default_device(devices)
     if device is None:
         curve = pl.DataFrame(schema={"time_ms": pl.Float64, "allocated_mb": pl.Float64})
     else:
         curve = memory_device.device_curve(memory, device, origin)
-    full = (0.0, float(curve["time_ms"].max() or 0.0)) if not curve.is_empty() else (0.0, 0.0)
+    full = (
+        (min(0.0, float(curve["time_ms"].min() or 0.0)), float(curve["time_ms"].max() or 0.0))
+        if not curve.is_empty()
+        else (0.0, 0.0)
+    )
     lo, hi = view if view is not None else full
     shown = _clip(curve, lo, hi)
     recs = memory_device.sorted_records(memory)
@@ -112,7 +116,7 @@ def memory_window(
     """The window `view` (ms; None: everything) of `device` (None: the default one); `curve`:
     its `curve_window` when already computed. The whole file's tables are computed once and
     kept; a zoomed window's from the events inside it (a slice of the sorted records)."""
-    w = curve if curve is not None else curve_window(f.events, f.memory, device, view)
+    w = curve if curve is not None else curve_window(f.events, f.memory, device, view, f.origin_ns)
     if w.device is None:
         return w
     lo_ns, hi_ns = _ns(w.view, f.origin_ns)

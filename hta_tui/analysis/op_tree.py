@@ -16,6 +16,16 @@ As the plugin (after the old autograd profiler's `_remove_dup_nodes`), an operat
 child is an operator of the same name absorbs it (`fold_same_name`): one call, the child's
 children and runtime calls (its own are dropped). DEVIATION: overlapping (not nested) ranges
 on one thread, which the plugin drops with an error, are nested by start here.
+
+NOT REPRODUCED: the plugin's source (`OpTreeBuilder.build_tree`) also takes every top-level
+backward root (`autograd::engine::evaluate_function: ...`) out of the tree when top-level
+nn.Module frames and `fwdbwd` flows exist, and puts it back under the module of its forward
+op, which would leave out a root whose forward op is in no module (the issue's activation
+checkpointing trace, 5,469 us of a backward op's host self time here vs the plugin's 3,444,
+is not among the shared traces). On the one shared trace where that pass applies (the MI300
+ResNet, whose MSE loss backward has its forward op outside ResNet_0) the plugin's served
+Operator view keeps that root, so every backward group is kept here too
+(tests/test_tb_module_nodes.py); moving a kept root changes no operator's own numbers.
 """
 
 from __future__ import annotations

@@ -486,6 +486,7 @@ def _memory_peak(r: Ranks, o: Options, memory: Ranks) -> Lazy:
     return {
         "memory_peak": lambda: memory_view.live_at_peak(r, memory),
         "memory_device_peaks": lambda: memory_view.peaks(r, memory),
+        "memory_no_curve": lambda: memory_view.no_curve(r, memory),
     }
 
 
@@ -757,7 +758,7 @@ ANALYSES: list[Analysis] = [
         _memory_peak,
         frames=_MEM,
         views=False,
-        also=("memory_device_peaks",),
+        also=("memory_device_peaks", "memory_no_curve"),
         steps="whole",
         definitions="plugin",
     ),

@@ -21,15 +21,18 @@ VERSION = 1
 _KEY = f"step-breakdown-v{VERSION}"
 
 
-def rank_steps(data: RankData) -> pl.DataFrame:
-    """One file's used steps, broken down (step_breakdown.COLUMNS without `rank`)."""
-    return data.memo(_KEY, lambda: step_breakdown.rank_breakdown(data.events))
+def rank_steps(data: RankData, *, tb_compat: bool = False) -> pl.DataFrame:
+    """One file's used steps, broken down (step_breakdown.COLUMNS without `rank`), by this
+    project's rules or (`tb_compat`, the app's `X`) the plugin's own: the parser worker
+    computes the first; the other is made from the frames when first asked, and kept."""
+    key = f"{_KEY}-tb" if tb_compat else _KEY
+    return data.memo(key, lambda: step_breakdown.rank_breakdown(data.events, tb_compat=tb_compat))
 
 
-def step_table(ts: TraceSet) -> pl.DataFrame:
+def step_table(ts: TraceSet, *, tb_compat: bool = False) -> pl.DataFrame:
     """Every loaded rank's steps, broken down, from the per-file memos."""
     parts = [
-        rank_steps(data).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        rank_steps(data, tb_compat=tb_compat).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
         for rank, data in sorted(ts.loaded().items())
     ]
     parts = [p for p in parts if not p.is_empty()]

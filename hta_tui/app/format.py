@@ -192,7 +192,9 @@ TEMPORAL_COLUMNS: list[tuple[str, str]] = [
     ("compute", "compute"),
     ("non_compute", "non-comp"),
     ("idle", "idle"),
-    ("kernel", "time"),  # HTA's kernel_time: first GPU start to last end, what the % are of
+    # HTA's kernel_time: first GPU start to last end, what the % are of; not the step (B),
+    # which the overview shows above it: named for what it is, so the two never look alike
+    ("kernel", "GPU span"),
 ]
 
 

@@ -18,6 +18,7 @@ from hta_tui.app.environment import one_line
 from hta_tui.app.format import file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
 from hta_tui.app.mixin import AppMixin
+from hta_tui.app.screens.base import definitions_text
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.plugin_steps import describe_used
 from hta_tui.app.screens.step_time import overview_rows
@@ -26,6 +27,10 @@ from hta_tui.session import LiveSession, Side
 from hta_tui.trace.cache import take_notices
 from hta_tui.trace.model import TraceSet
 
+#: Where the overview's step time differs from the plugin's own rules (the step-time view's
+#: `PLUGIN_WHY`, short enough for the box's border at 80 columns).
+STEP_WHY = "cuda_runtime as Runtime, NCCL as Comm"
+
 
 class RefreshMixin(AppMixin):
     """The refreshing half of HtaApp; the attributes below are set by HtaApp.__init__."""
@@ -33,6 +38,7 @@ class RefreshMixin(AppMixin):
     session: LiveSession
     timings: bool
     every_step: bool
+    tb_compat: bool
     watcher_state: str
     status_info: StatusInfo
     overview_data: OverviewData | None
@@ -78,12 +84,15 @@ class RefreshMixin(AppMixin):
         temporal = temporal_table(ts, every_step=ctx["every_step"])
         if worker.is_cancelled:
             return
+        landed = bool(ts.loaded())  # no verdict (no steps, no ProfilerStep) before a rank
         try:
-            step_frame = step_table(ts)
+            step_frame = step_table(ts, tb_compat=ctx["tb_compat"])
             step_text, step_bar = overview_rows(step_frame)
             used = tuple(step_frame["step"].unique().sort().to_list())
             names = {n for d in ts.loaded().values() for n in d.meta.get("step_names", ())}
             step_scope = describe_used(used, whole_trace=not names) if used else ""
+            if not landed:
+                step_text = "Step time: waiting for the first rank…" if ctx["loading"] else ""
         except Exception as exc:  # the files and the temporal breakdown show all the same
             logging.getLogger("hta_tui").exception("the overview's step time failed")
             step_text, step_bar = f"Step time not computed: {one_line(exc)}", None
@@ -99,6 +108,7 @@ class RefreshMixin(AppMixin):
             step_text=step_text,
             step_bar=step_bar,
             step_scope=step_scope,
+            step_definitions=definitions_text(STEP_WHY, tb_compat=ctx["tb_compat"]),
             generation=generation,
             loaded_ranks=len(ts.loaded()),
             loading=ctx["loading"],
@@ -107,7 +117,9 @@ class RefreshMixin(AppMixin):
             steps=scope.steps_from_names(
                 {n for d in ts.loaded().values() for n in d.meta.get("step_names", ())},
                 every_step=ctx["every_step"],
-            ),
+            )
+            if landed
+            else "",
         )
         self.post_message(OverviewReady(files, temporal, generation, data))
 
@@ -127,6 +139,7 @@ class RefreshMixin(AppMixin):
             self.session.trace_set.generation,
             self.watcher_state != "off",
             self.every_step,
+            self.tb_compat,
             scanning,
         )
 
@@ -137,6 +150,10 @@ class RefreshMixin(AppMixin):
         self._request_overview()
 
     def watch_every_step(self) -> None:
+        self._request_overview()
+
+    def watch_tb_compat(self) -> None:
+        """`X`: the overview's step-time lines follow the plugin views' definitions."""
         self._request_overview()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -192,5 +209,6 @@ class RefreshMixin(AppMixin):
             "loading": self.status_info.loading,
             "root": self._label,
             "every_step": self.every_step,
+            "tb_compat": self.tb_compat,
         }
         self._overview_worker = self._compute_overview(ts.snapshot(), ts.generation, ctx)

@@ -27,7 +27,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import diff, step_breakdown
+from hta_tui.analysis import diff, step_pairs
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.access import hta_app
 from hta_tui.app.format import elide_middle, fmt_us
@@ -140,29 +140,33 @@ def count_text(control: pl.Expr, test: pl.Expr) -> pl.Expr:
     )
 
 
-def median_step(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[float, int] | None:
-    """(median step time in us, number of steps) of one side, None without ProfilerStep: the
-    steps the step-time view shows (`step_breakdown.used_steps`), so one step has one length
-    on every screen."""
-    if not diff.step_numbers(events):
-        return None
-    used = step_breakdown.used_steps({0: events}, tb_compat=tb_compat)
-    if used.is_empty():
-        return None
-    length = (used["end"] - used["start"]).median()
-    return float(length) / 1000, used.height  # type: ignore[arg-type]
-
-
-def step_headline(step_time: dict[str, tuple[float, int] | None]) -> str:
-    """The change a reader looks for first: the step time of each side."""
-    c, t = step_time.get("control"), step_time.get("test")
-    if c is None or t is None:
-        return "Step time: no ProfilerStep on " + ("either side" if c is t else "one side")
-    change = f" ({(t[0] - c[0]) / c[0]:+.1%})" if c[0] else ""
-    return (
-        f"Step time (B's steps, median of {c[1]} | {t[1]}): control {fmt_us(c[0])}, "
-        f"test {fmt_us(t[0])}{change}"
+def step_headline(pairs: dict[str, Any] | None) -> str:
+    """The change a reader looks for first: each side's median step time over the steps
+    both show in the step-time view (`step_pairs.paired_steps`), which steps those are, and
+    the steps one side shows alone (left out)."""
+    if not pairs:
+        return "Step time: no ProfilerStep on either side"
+    c, t = pairs["control"], pairs["test"]
+    if not pairs["steps"]:
+        if c["only_here"] and t["only_here"]:
+            return "Step time: the two runs show no step number in common (B lists each)"
+        which = "either side" if not (c["only_here"] or t["only_here"]) else "one side"
+        return f"Step time: no ProfilerStep on {which}"
+    cm, tm = c["median (us)"], t["median (us)"]
+    change = f" ({(tm - cm) / cm:+.1%})" if cm else ""
+    steps = step_pairs.steps_text(pairs["steps"])
+    what = "Median step" if len(pairs["steps"]) > 1 else "Step time"
+    text = (  # one line at 80 columns
+        f"{what} (B's {steps}, both sides): control {fmt_us(cm)}, test {fmt_us(tm)}{change}"
     )
+    alone = [
+        f"{side}'s {step_pairs.steps_text(pairs[side]['only_here'])}"
+        for side in ("control", "test")
+        if pairs[side]["only_here"]
+    ]
+    if alone:
+        text += f"; {' and '.join(alone)} left out (not on the other side)"
+    return text
 
 
 def undisplay(df: pl.DataFrame) -> pl.DataFrame:
@@ -398,10 +402,7 @@ class DiffScreen(AnalysisScreen):
             test_iterations=diff.complete_iterations(test),
             control_steps=diff.step_numbers(control),
             test_steps=diff.step_numbers(test),
-            step_time={
-                "control": median_step(control, tb_compat=compat),
-                "test": median_step(test, tb_compat=compat),
-            },
+            step_time=step_pairs.paired_steps(control, test, tb_compat=compat),
         )
         return out
 

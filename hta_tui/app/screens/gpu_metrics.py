@@ -17,11 +17,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from hta_tui.analysis import gpu_metric_series, registry
+from hta_tui.analysis import gpu_metric_series, gpu_metrics, registry
 from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.plugin_steps import describe_plugin_steps
-from hta_tui.app.screens.timelines import line_colours
+from hta_tui.app.screens.timelines import X_LABEL, line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
@@ -99,6 +99,7 @@ class GpuMetricsScreen(AnalysisScreen):
             "series": registry.table(
                 frames, "gpu_metric_series", registry.Options(tb_compat=tb_compat)
             ),
+            "offsets": bucket_offsets(frames, ts.origin_ns),
         }
 
     def show(self, result: dict[str, Any]) -> None:
@@ -141,7 +142,9 @@ class GpuMetricsScreen(AnalysisScreen):
         if series.is_empty():
             note.update(f"r{rank} GPU {device}: too short a trace for the plugin's buckets.")
             return
-        x = (series["since_start (us)"] / 1000).to_list()
+        # from the trace's start, as the timeline (the plugin counts from the rank's own)
+        offset = (result.get("offsets") or {}).get(rank, 0.0)
+        x = ((series["since_start (us)"] + offset) / 1000).to_list()
         colours = line_colours(self.app)
         marker = "*" if hta_app(self).ascii else "braille"
         for i, (col, label) in enumerate(gpu_metric_series.SERIES.items()):
@@ -155,11 +158,22 @@ class GpuMetricsScreen(AnalysisScreen):
                 marker=marker,
             )
         plt.ylim(0, 100)
-        plt.xlabel("ms since the profiler started")
+        plt.xlabel(X_LABEL)
         size = x[1] - x[0] if len(x) > 1 else 0.0
         note.update(
             f"r{rank} GPU {device} over time, % per {size:g} ms bucket; the cursor picks a GPU"
         )
+
+
+def bucket_offsets(frames: dict[int, pl.DataFrame], origin_ns: int | None) -> dict[int, float]:
+    """rank -> us from the trace's start (`TraceSet.origin_ns`) to the rank's first bucket of
+    the plugin's (its `since_start` origin): the chart's x axis is the timeline's."""
+    out = {}
+    for rank, events in frames.items():
+        grid = gpu_metrics.trace_buckets(events)
+        if grid is not None and origin_ns is not None:
+            out[rank] = (grid[0] - origin_ns) / 1000
+    return out
 
 
 def summary(result: dict[str, Any] | None, row: dict[str, Any] | None) -> str:

@@ -32,7 +32,7 @@ from hta_tui.app.screens.base import (
     ComputeFailed,
     Params,
 )
-from hta_tui.app.screens.timelines import line_colours
+from hta_tui.app.screens.timelines import X_LABEL, line_colours
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
@@ -54,8 +54,9 @@ TABS = ("memory-peak-pane", "memory-events-pane", "memory-stats-pane")
 
 LIVE_COLUMNS = ("operator", "module", "live_mb", "share_of_peak_pct", "allocations", "stack")
 EVENT_COLUMNS = ("operator", "size_kb", "allocation_ms", "release_ms", "duration_ms", "status")
-#: `t` on an event: its allocation (ms from the rank's first event) inside its operator.
-EVENT_MOMENT = MomentColumns("allocation_ms", unit="ms", base="rank", dur="duration_ms", side="cpu")
+#: `t` on an event: its allocation (ms from the trace's start, the timeline's origin, as the
+#: curve) inside its operator.
+EVENT_MOMENT = MomentColumns("allocation_ms", unit="ms", base="job", dur="duration_ms", side="cpu")
 STAT_COLUMNS = (
     "operator",
     "calls",
@@ -109,6 +110,7 @@ class MemoryScreen(AnalysisScreen):
         memory: dict[int, pl.DataFrame],
         params: Params,
         curve: MemoryWindow | None = None,
+        origin_ns: int | None = None,
     ) -> dict[str, Any]:
         """The screen's result; `curve`: the chosen rank's `curve_window`, when computed.
         Only the rank shown has its memory events attributed."""
@@ -116,7 +118,7 @@ class MemoryScreen(AnalysisScreen):
         if not have:
             return {"rank": None}
         rank = params.rank if params.rank in have else have[0]
-        f = FileMemory(events[rank], memory[rank])
+        f = FileMemory(events[rank], memory[rank], origin_ns)
         window = memory_window(f, params.get("device"), params.get("view"), curve)
         # a table of half a million allocations: names as categories, so `/` filters them
         # on the UI thread in milliseconds (FrameTable matches the few distinct names)
@@ -135,13 +137,17 @@ class MemoryScreen(AnalysisScreen):
             window = None
             if have:
                 rank = params.rank if params.rank in have else have[0]
-                window = curve_window(
-                    events[rank], memory[rank], params.get("device"), params.get("view")
+                window = curve_window(  # times from the trace's start, as the timeline
+                    events[rank],
+                    memory[rank],
+                    params.get("device"),
+                    params.get("view"),
+                    ts.origin_ns,
                 )
                 if worker.is_cancelled:
                     return
                 self.post_message(CurveReady(window, params))
-            result = self.compute_memory(events, memory, params, window)
+            result = self.compute_memory(events, memory, params, window, ts.origin_ns)
         except Exception as exc:  # said on the screen, instead of loading forever
             logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
             self.post_message(ComputeFailed(one_line(exc), ts.generation, params))
@@ -241,7 +247,7 @@ class MemoryScreen(AnalysisScreen):
                 color=colours[3 % len(colours)],
             )
         plt.xlim(*window.view)
-        plt.xlabel("ms since the profiler start")
+        plt.xlabel(X_LABEL)
         plot.refresh()
 
     # -- actions -------------------------------------------------------------------------------

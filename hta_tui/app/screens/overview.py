@@ -81,6 +81,8 @@ class OverviewData:
     step_bar: tuple[float, ...] | None = None
     #: the steps the step time covers (the plugin's: HTA's left-out last step included)
     step_scope: str = ""
+    #: whose definitions the step time follows (the app's `X`, as the step-time view)
+    step_definitions: str = ""
 
 
 class FilesTable(PlainCells):
@@ -208,6 +210,7 @@ class OverviewScreen(Screen):
         box.display = bool(data.step_text)
         scope = f" · {data.step_scope}" if data.step_scope else ""
         box.border_title = f"Step time{scope} · B: per rank and step"
+        box.border_subtitle = data.step_definitions if data.step_bar is not None else ""
         self.query_one("#overview-step-summary", Static).update(data.step_text)
         bars = self.query_one("#overview-step-bars", StepTimeBars)
         bars.set_rows([BarRow("avg", data.step_bar)] if data.step_bar is not None else [])

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from hta_tui.analysis import registry
+from hta_tui.analysis.kernel_detail import START, trace_origin
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -41,10 +42,11 @@ INSTANCE_HEADERS: dict[str, str] = {
     "op_stack": "operators",
     "forward_op": "forward op",
     "rank": "rank",
-    "start (us)": "start (us)",
+    START: START,
 }
-#: `t` on a sync: the call on the timeline (its start is in us as written in the trace).
-SYNC_MOMENT = MomentColumns("start (us)", base="abs", dur="blocked (us)", name="call")
+#: `t` on a sync: the call on the timeline (its start is in us from the trace's start, the
+#: timeline's origin, as in kernel detail and idle time: one number per moment).
+SYNC_MOMENT = MomentColumns(START, base="job", dur="blocked (us)", name="call")
 #: The kernel waited for, by its full name: exported, not drawn.
 FULL = "waited for (full name)"
 #: Verdict lines shown above the tables, one row each (syncs.tcss; the whole text is in the
@@ -70,7 +72,8 @@ class SyncsScreen(AnalysisScreen):
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, pl.DataFrame]:
         options = registry.Options(tb_compat=bool(params.get("tb_compat", False)))
-        return registry.tables(frames, SyncsScreen.ANALYSES, options)
+        out = registry.tables(frames, SyncsScreen.ANALYSES, options)
+        return out | {"syncs": from_trace_start(out["syncs"], trace_origin(frames))}
 
     def compute_on(
         self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params
@@ -82,7 +85,8 @@ class SyncsScreen(AnalysisScreen):
             return {r: f for r, f in ts.frames(name).items() if r in frames}
 
         options = registry.Options(tb_compat=bool(params.get("tb_compat", False)))
-        return registry.tables(frames, self.ANALYSES, options, frames=chosen)
+        out = registry.tables(frames, self.ANALYSES, options, frames=chosen)
+        return out | {"syncs": from_trace_start(out["syncs"], ts.origin_ns)}
 
     def show(self, result: dict[str, pl.DataFrame]) -> None:
         verdict: pl.DataFrame = result["sync_verdict"]
@@ -135,6 +139,12 @@ class SyncsScreen(AnalysisScreen):
         match = pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in picked.items())
         self._show_instances(table.filter(match))
         self.query_one("#sync-instances", FrameTable).focus()
+
+
+def from_trace_start(syncs: pl.DataFrame, origin_ns: int | None) -> pl.DataFrame:
+    """The syncs with their start in us from the trace's start (`TraceSet.origin_ns`, the
+    timeline's origin), as kernel detail and idle time give theirs, not as in the file."""
+    return syncs.with_columns((pl.col("start (us)") - (origin_ns or 0) / 1000).alias(START))
 
 
 def ranks_first(table: pl.DataFrame) -> pl.DataFrame:

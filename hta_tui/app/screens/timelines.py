@@ -8,6 +8,7 @@ first. The series are reduced to one maximum per bucket of time in the worker
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -28,9 +29,13 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.picker import Choices, Picker
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
+from hta_tui.trace.model import TraceSet
 
 #: Time buckets per chart: about one per braille pixel column of a wide terminal.
 BUCKETS = 240
+#: The charts' time axis: from the trace's start, the origin of the timeline, kernel detail,
+#: idle gaps and syncs (one number per moment on every screen).
+X_LABEL = "ms from the trace's start"
 #: Streams drawn when the user has not picked any: the busiest (most launches).
 DEFAULT_STREAMS = 3
 #: Theme colours the chart lines take, in order.
@@ -132,6 +137,12 @@ class TimelinesScreen(AnalysisScreen):
         return self._with_scope(self._where_one(self.shown_rank()))
 
     # -- computation (worker) ------------------------------------------------------------------
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        """Times from the trace set's start, as the timeline's and kernel detail's."""
+        return self.compute(
+            frames, replace(params, extra={**params.extra, "origin_ns": ts.origin_ns})
+        )
+
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         if not frames:
@@ -158,6 +169,8 @@ class TimelinesScreen(AnalysisScreen):
             t0, t1 = 0, 0
         t1 = max(int(t1), int(t0)) + 1
         out["t0"], out["t1"] = int(t0), t1
+        # the x axis: from the trace's start (every rank's first event), the timeline's origin
+        out["origin"] = int(params.get("origin_ns") or t0)
         out["queue_plot"] = step_bucket_max(
             q_series, value="queue_length", by=["stream"], t0=t0, t1=t1, buckets=BUCKETS
         )
@@ -237,7 +250,7 @@ class TimelinesScreen(AnalysisScreen):
             q_note.update(text)
             m_note.update(text)
             return
-        t0 = result["t0"]
+        t0 = result.get("origin", result["t0"])
         streams = self.picked_streams()
         series: pl.DataFrame = result["queue_plot"]
         q_plot.display = bool(streams)
@@ -255,7 +268,7 @@ class TimelinesScreen(AnalysisScreen):
                     color=colours[i % len(colours)],
                     marker=marker,
                 )
-            plt.xlabel("ms since the rank's first event")
+            plt.xlabel(X_LABEL)
             total = len(result["streams"])
             which = "picked" if self.streams else f"busiest {min(DEFAULT_STREAMS, total)}"
             q_note.update(
@@ -279,7 +292,7 @@ class TimelinesScreen(AnalysisScreen):
                     color=colours[i % len(colours)],
                     marker=marker,
                 )
-            plt.xlabel("ms since the rank's first event")
+            plt.xlabel(X_LABEL)
             m_note.update("Max memory bandwidth (GB/s) per time bucket, per kind of copy")
         m_plot.refresh()
 

@@ -93,10 +93,23 @@ def format_value(
     return elide(printable(value), max_text)
 
 
+#: Integer columns that name something rather than count it: written as the trace and every
+#: title write them (step 1009, correlation 6939149), never with a thousands separator.
+LABELS = frozenset(
+    ("step", "iter", "rank", "stream", "correlation", "pid", "tid", "gpu", "slowest_rank")
+)
+
+
+def _is_label(col: pl.Series) -> bool:
+    return col.name in LABELS and col.dtype.is_integer()
+
+
 def column_cells(col: pl.Series, style: str = "d1", max_text: int = MAX_TEXT) -> list[str]:
     """A column's cells as drawn (`format_value`); texts cut to `max_text` so that two that
     differ still look different (`distinct_cuts`: the differing part is kept)."""
     values = col.to_list()
+    if _is_label(col):
+        return ["-" if v is None else str(v) for v in values]
     if col.dtype not in (pl.String, pl.Categorical) and not isinstance(col.dtype, pl.Enum):
         return [format_value(v, col.dtype, style, max_text) for v in values]
     whole = ["-" if v is None else printable(v) for v in values]
@@ -133,6 +146,8 @@ def column_bound(col: pl.Series, style: str, max_text: int) -> int:
     """The widest a cell of `col` can be drawn, from the column's extremes (its longest
     text, capped as drawn; its smallest and largest number), without formatting each cell."""
     dtype = col.dtype
+    if _is_label(col):
+        return max((len(str(v)) for v in (col.min(), col.max(), "-")), default=1)
     if dtype.is_numeric():
         ends = [col.min(), col.max()]
         return max((len(format_value(v, dtype, style, max_text)) for v in ends), default=1)
