@@ -232,6 +232,41 @@ def test_a_snapshot_keeps_its_own_index(tmp_path: Path, assignments: list[int]) 
     assert len(assignments) == before + 1  # the stale snapshot assigned, for itself
 
 
+def test_an_entry_read_after_a_change_has_its_current_rank(tmp_path: Path) -> None:
+    """`entries` held the ranks of before a change until something asked the index
+    (`files()`): a caller reading `ts.entries` got a file's old rank and no conflict. Now an
+    entry's rank, its source and its conflict bring the index up to date when read, in the
+    set and in a snapshot taken while stale."""
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(3)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i))
+    assert ts.ranks() == [0, 1, 2]
+    entries = ts.entries  # what a caller holds, never asking the index itself
+    ts.apply(loaded(tmp_path, files[2], 2, rank_in_file=5))  # distributedInfo wins the name
+    assert entries[files[2].path].rank == 5
+    assert entries[files[2].path].rank_source == "distributedInfo"
+    stray = TraceFile(
+        path=tmp_path / "stray.json",
+        size=1,
+        mtime_ns=1,
+        rank_hint=None,
+        span_hint="stray.json",
+        worker=None,
+        stamp=None,
+        stamp_ns=None,
+    )
+    ts.apply(loaded(tmp_path, stray, 9, rank_in_file=1))  # another process says rank 1
+    snap = ts.snapshot()  # stale: its copies are assigned in the snapshot, when read
+    for owner in (snap, ts):
+        assert owner.entries[stray.path].rank == 1
+        both = (owner.entries[files[1].path], owner.entries[stray.path])
+        assert sum(e.conflict.startswith("conflict:") for e in both) == 1
+    ts.remove(stray.path)
+    assert not entries[files[1].path].conflict  # alone again
+
+
 def test_file_table_reads_each_file_a_bounded_number_of_times(tmp_path: Path) -> None:
     """The file table asked every loaded rank for its step names once per row (quadratic:
     0.87 s at 250 files, 44.7 s at 1,000); now once per table."""

@@ -114,7 +114,12 @@ class RankData:
 
 @dataclass
 class FileEntry:
-    """One file of the set as the user sees it in the overview."""
+    """One file of the set as the user sees it in the overview.
+
+    Its rank, the rank's source and its conflict belong to the set's rank index, which a
+    change only marks stale: read here, they bring the index of the set that holds the entry
+    (`owner`) up to date first, so no caller (a screen, a worker's snapshot) reads the rank
+    of before a change."""
 
     file: TraceFile
     status: str = "pending"
@@ -122,10 +127,44 @@ class FileEntry:
     data: RankData | None = None
     seconds: float = 0.0
     cached: bool = False
-    rank: int | None = None
-    rank_source: str = ""  # distributedInfo, file name, worker name, order
+    #: the set whose index assigns the fields below (None: a detached entry)
+    owner: TraceSet | None = field(default=None, repr=False, compare=False)
+    _rank: int | None = None
+    _rank_source: str = ""  # distributedInfo, file name, worker name, order
     #: why this loaded file is not one of its rank's spans: another process says that rank
-    conflict: str = ""
+    _conflict: str = ""
+
+    def _current(self) -> None:
+        if self.owner is not None:
+            self.owner._index()  # at once when current (and while it is being assigned)
+
+    @property
+    def rank(self) -> int | None:
+        self._current()
+        return self._rank
+
+    @rank.setter
+    def rank(self, value: int | None) -> None:
+        self._rank = value
+
+    @property
+    def rank_source(self) -> str:
+        """distributedInfo, file name, worker name or order."""
+        self._current()
+        return self._rank_source
+
+    @rank_source.setter
+    def rank_source(self, value: str) -> None:
+        self._rank_source = value
+
+    @property
+    def conflict(self) -> str:
+        self._current()
+        return self._conflict
+
+    @conflict.setter
+    def conflict(self, value: str) -> None:
+        self._conflict = value
 
     @property
     def path(self) -> Path:
@@ -169,8 +208,8 @@ class TraceSet:
         self.generation = 0  # bumps on every change; lets consumers drop stale results
 
     def files(self) -> dict[Path, FileEntry]:
-        """Every file by path with its rank and conflict up to date (`entries` as such may
-        hold the ranks of before the last change: they are assigned when next asked)."""
+        """Every file by path with its rank and conflict up to date (as `entries`: an entry's
+        rank brings the index up to date when read)."""
         self._index()
         return self.entries
 
@@ -186,7 +225,9 @@ class TraceSet:
         for tf in files:
             entry = self.entries.get(tf.path)
             if entry is None or entry.file.key != tf.key:
-                self.entries[tf.path] = FileEntry(tf)
+                if entry is not None:
+                    entry.owner = None  # an older version: keeps the rank it had
+                self.entries[tf.path] = FileEntry(tf, owner=self)
                 fresh.append(tf.path)
         self._changed(fresh)
 
@@ -197,6 +238,8 @@ class TraceSet:
         worker that reads it: a snapshot costs the owner one pass over the files."""
         snap = TraceSet(self.root)
         copies = {id(e): copy.copy(e) for e in self.entries.values()}  # 3x dataclasses.replace
+        for entry in copies.values():
+            entry.owner = snap  # its ranks, when stale, are the copy's to assign
         snap.entries = {p: copies[id(e)] for p, e in self.entries.items()}
         snap._chosen_span = dict(self._chosen_span)
         snap.generation = self.generation
@@ -228,7 +271,9 @@ class TraceSet:
     def _apply_one(self, result: LoadResult) -> FileEntry:
         entry = self.entries.get(result.file.path)
         if entry is None or entry.file.key != result.file.key:
-            entry = FileEntry(result.file)
+            if entry is not None:
+                entry.owner = None  # an older version: keeps the rank it had
+            entry = FileEntry(result.file, owner=self)
             self.entries[result.file.path] = entry
         entry.status = result.status
         entry.error = result.error
@@ -245,7 +290,9 @@ class TraceSet:
         return entry
 
     def remove(self, path: Path) -> None:
-        if self.entries.pop(path, None) is not None:
+        entry = self.entries.pop(path, None)
+        if entry is not None:
+            entry.owner = None  # keeps the rank it had
             self._changed([path])
 
     def select_span(self, rank: int, path: Path) -> None:
