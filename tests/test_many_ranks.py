@@ -489,3 +489,47 @@ async def test_files_table_of_many_files_formats_only_the_rows_on_screen(
         drawn = "\n".join(table.render_line(y).text for y in range(table.size.height))
         assert "↳ dropped 3 events" in drawn  # under its name
         assert len(formatted) <= 10 * PAGE  # a few pages around the cursor, not 2 x 10,000
+
+
+async def test_a_per_rank_table_of_many_ranks_names_the_worst_then_the_spread(
+    tmp_path: Path,
+) -> None:
+    """At 80x24 a table of one row per rank showed the first ranks in rank order, saying
+    nothing of the others. Past a screenful of ranks it shows the worst ranks first (most
+    exposed communication here), then each column's spread over the ranks (min, p50, p90,
+    max); `a` shows every rank's row, and the summary again."""
+    from hta_tui.analysis.rank_spread import label_column
+    from hta_tui.app.screens.overlap import OverlapScreen
+    from hta_tui.app.widgets.frame_table import RANKS_MAX, FrameTable
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+    from tests.test_app_support import make_screen_app, open_view
+
+    n = 40  # tiny ranks, more than a screenful (each costs the view ~20 ms of analysis)
+    assert n > RANKS_MAX
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=n, steps=2, ops_per_step=2))
+    app = make_screen_app(tmp_path / "job", tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_view(pilot, "C", OverlapScreen)
+        table = screen.query_one("#overlap-table", FrameTable)
+        every = table.frame  # every rank's row, as the analysis gave it
+        assert every.height == n and table.summarised
+        shown = table.view_frame
+        label = label_column(n)
+        assert shown.columns[0] == label
+        exposed = every.sort(["exposed (us)", "rank"], descending=[True, False], nulls_last=True)
+        worst = shown.filter(pl.col(label).str.starts_with("worst"))
+        assert worst["rank"].to_list() == exposed["rank"].head(worst.height).to_list()
+        assert worst["exposed (us)"][0] == every["exposed (us)"].max()
+        spread = dict(zip(shown[label], shown["exposed (us)"], strict=True))
+        assert spread["min"] == every["exposed (us)"].min()
+        assert spread["max"] == every["exposed (us)"].max()
+        assert spread["min"] <= spread["p50"] <= spread["p90"] <= spread["max"]
+        assert shown.height < table.size.height + 6  # a screenful, not one row per rank
+        drawn = "\n".join(table.render_line(y).text for y in range(table.size.height))
+        assert "worst 1" in drawn and label in drawn
+        table.focus()
+        await pilot.press("a")
+        assert not table.summarised and table.view_frame.height == n
+        assert table.view_frame.columns == every.columns
+        await pilot.press("a")
+        assert table.summarised and table.view_frame.columns[0] == label
