@@ -32,6 +32,10 @@ HERE = Path(__file__).resolve().parent
 #: Keys pressed on the overview at N ranks: down, up, a page, the ends (`r` there reloads;
 #: the rank picker's 10,000 ranks are tested in tests/test_many_ranks.py).
 KEYS = ["j", "j", "k", "pagedown", "G", "g", "j"]
+#: Views with a per-rank table (`--views`): each opened (its numbers computed in a worker,
+#: then shown), then keys on its table: down, every rank (`a`), the bottom, the summary.
+VIEWS = ["C", "P", "W"]
+VIEW_KEYS = ["j", "a", "G", "a"]
 
 
 def ensure_files(folder: Path, n: int) -> None:
@@ -86,9 +90,10 @@ def report(folder: Path, cache: Path, code: Path, only: str | None) -> float:
     return time.perf_counter() - t
 
 
-async def app_run(folder: Path, cache: Path, timeout: float) -> dict:
+async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = ()) -> dict:
     """Open the folder in the app: until every file is listed and the overview drawn, then the
-    overview's keys; the longest the event loop could not run (UI thread busy)."""
+    overview's keys, then each of `views` and keys on it; the longest the event loop could
+    not run (UI thread busy) meanwhile and per key."""
     from hta_tui.app.app import HtaApp
     from hta_tui.trace.cache import Cache
 
@@ -119,6 +124,26 @@ async def app_run(folder: Path, cache: Path, timeout: float) -> dict:
             await pilot.press(key)
             await pilot.pause(0.3)
             out["keys"].append((key, lag["max"]))
+        out["views"] = []
+        for view in views:
+            lag["max"] = 0.0
+            t = time.perf_counter()
+            await pilot.press(view)
+            await pilot.pause(0.3)
+            key_lag = lag["max"]
+            while not getattr(app.screen, "shows_current", False):
+                if time.perf_counter() - t > timeout:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.3)
+            shown_s, shown_lag = time.perf_counter() - t, lag["max"]
+            keys = []
+            for key in VIEW_KEYS:
+                lag["max"] = 0.0
+                await pilot.press(key)
+                await pilot.pause(0.3)
+                keys.append((key, lag["max"]))
+            out["views"].append((view, key_lag, shown_s, shown_lag, keys))
         beat.cancel()
     return out
 
@@ -128,6 +153,11 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--code", type=Path, default=HERE.parent, help="the checkout to measure")
     ap.add_argument("--no-app", action="store_true")
+    ap.add_argument("--app-only", action="store_true", help="only the app (no report)")
+    ap.add_argument(
+        "--app-cache", type=Path, help="the app's cache folder, kept (a second run is warm)"
+    )
+    ap.add_argument("--views", default="", help="view keys to open, e.g. CPW")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold report")
     ap.add_argument("--full", action="store_true", help="also the whole report --json, warm")
     ap.add_argument("--timeout", type=float, default=600)
@@ -152,28 +182,36 @@ def main() -> None:
         "| measurement | s |",
         "|---|---:|",
     ]
-    alone = trace_set_alone(n)
-    lines.append(
-        f"| trace set: apply {n} files one by one, ranks asked every 10 (CPU) |"
-        f" {alone['apply']:.2f} |"
-    )
-    lines.append(f"| trace set: the overview's file table (CPU) | {alone['file_table']:.2f} |")
+    if not args.app_only:
+        alone = trace_set_alone(n)
+        lines.append(
+            f"| trace set: apply {n} files one by one, ranks asked every 10 (CPU) |"
+            f" {alone['apply']:.2f} |"
+        )
+        lines.append(f"| trace set: the overview's file table (CPU) | {alone['file_table']:.2f} |")
+    if args.app_only:
+        args.no_cold = True
     with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-cache-") as tmp:
         cache = str(args.cache) if args.cache else tmp
-        if not args.no_cold:
+        if args.app_only:
+            pass
+        elif not args.no_cold:
             cold = report(folder, Path(cache), args.code, "temporal_breakdown")
             lines.append(f"| report --json --only temporal_breakdown, cold | {cold:.1f} |")
         else:  # fill the cache first
             report(folder, Path(cache), args.code, "temporal_breakdown")
-        warm = report(folder, Path(cache), args.code, "temporal_breakdown")
-        lines.append(f"| report --json --only temporal_breakdown, warm | {warm:.1f} |")
-        if args.full:
+        if not args.app_only:
+            warm = report(folder, Path(cache), args.code, "temporal_breakdown")
+            lines.append(f"| report --json --only temporal_breakdown, warm | {warm:.1f} |")
+        if args.full and not args.app_only:
             full = report(folder, Path(cache), args.code, None)
             lines.append(f"| report --json (every analysis), warm | {full:.1f} |")
         if not args.no_app:
             with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-app-") as app_cache:
-                for kind, where in (("cold", app_cache), ("warm", app_cache)):
-                    res = asyncio.run(app_run(folder, Path(where), args.timeout))
+                where = str(args.app_cache) if args.app_cache else app_cache
+                for kind in ("cold", "warm"):
+                    views = list(args.views) if kind == "warm" else []
+                    res = asyncio.run(app_run(folder, Path(where), args.timeout, views))
                     late = " (timed out)" if res.get("timed_out") else ""
                     lines.append(
                         f"| app {kind}: every file listed and the overview drawn{late} |"
@@ -188,6 +226,15 @@ def main() -> None:
                         f"| app {kind}: longest the UI thread was busy per overview key "
                         f"(worst `{worst_key}`) | {worst:.3f} |"
                     )
+                    for view, key_lag, shown_s, shown_lag, keys in res.get("views", []):
+                        worst_key, worst = max(keys, key=lambda kv: kv[1])
+                        lines.append(
+                            f"| app {kind}: `{view}` pressed: UI busy at most {key_lag:.3f} s;"
+                            f" numbers shown after {shown_s:.1f} s, UI busy at most"
+                            f" {shown_lag:.3f} s meanwhile; its table's keys at most"
+                            f" {worst:.3f} s (`{worst_key}`) |"
+                            f" {max(key_lag, shown_lag, worst):.3f} |"
+                        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
