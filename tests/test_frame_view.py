@@ -131,7 +131,8 @@ async def test_frame_view_draws_as_data_table_does(zebra: bool, tall: bool) -> N
         async with OneTable(widget).run_test(size=(200, 8)) as pilot:
             if isinstance(widget, FrameView):
                 columns = [ViewColumn(f"c{i}", Text(f"c{i}"), 16) for i in range(len(CELLS))]
-                widget.set_rows(columns, len(rows), lambda a, b: rows[a:b], heights=heights)
+                kw = {"heights": heights} if tall else {}
+                widget.set_rows(columns, len(rows), lambda a, b: rows[a:b], **kw)
             else:
                 for i in range(len(CELLS)):
                     widget.add_column(Text(f"c{i}"), width=16)
