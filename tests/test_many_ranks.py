@@ -502,17 +502,20 @@ async def test_a_per_rank_table_of_many_ranks_names_the_worst_then_the_spread(
     from hta_tui.app.screens.overlap import OverlapScreen
     from hta_tui.app.widgets.frame_table import RANKS_MAX, FrameTable
     from hta_tui.synth.small_job import Dialect, JobShape, write_job
-    from tests.test_app_support import make_screen_app, open_view
+    from tests.test_app_support import make_screen_app, press_view, wait_patiently
 
     n = 40  # tiny ranks, more than a screenful (each costs the view ~20 ms of analysis)
     assert n > RANKS_MAX
-    write_job(tmp_path / "job", Dialect(), JobShape(ranks=n, steps=2, ops_per_step=2))
+    # 8 ops a step: one of them an all-reduce, more or less hidden on each rank
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=n, steps=2, ops_per_step=8))
     app = make_screen_app(tmp_path / "job", tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        screen = await open_view(pilot, "C", OverlapScreen)
+        await wait_patiently(pilot, lambda: app.settled, what="40 files")
+        screen = await press_view(pilot, "C", OverlapScreen, timeout=60)
         table = screen.query_one("#overlap-table", FrameTable)
         every = table.frame  # every rank's row, as the analysis gave it
         assert every.height == n and table.summarised
+        assert every["exposed (us)"].n_unique() > n // 2  # ranks differ: a worst one to name
         shown = table.view_frame
         label = label_column(n)
         assert shown.columns[0] == label
