@@ -270,7 +270,7 @@ class FrameTable(FrameView):
         spec = self.ranks
         could = self.can_summarise
         self.rank_count = df[spec.rank].n_unique() if spec and spec.rank in df.columns else 0
-        if could != self.can_summarise:
+        if could != self.can_summarise and self.is_attached:
             self.refresh_bindings()  # `a` shows in the footer only where it does something
         self._render_frame()
 
