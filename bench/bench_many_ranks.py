@@ -32,6 +32,10 @@ HERE = Path(__file__).resolve().parent
 #: Keys pressed on the overview at N ranks: down, up, a page, the ends (`r` there reloads;
 #: the rank picker's 10,000 ranks are tested in tests/test_many_ranks.py).
 KEYS = ["j", "j", "k", "pagedown", "G", "g", "j"]
+#: Views with a per-rank table (`--views`): each opened (its numbers computed in a worker,
+#: then shown), then keys on its table: down, every rank (`a`), the bottom, the summary.
+VIEWS = ["C", "P", "W"]
+VIEW_KEYS = ["j", "a", "G", "a"]
 
 
 def ensure_files(folder: Path, n: int) -> None:
@@ -86,21 +90,53 @@ def report(folder: Path, cache: Path, code: Path, only: str | None) -> float:
     return time.perf_counter() - t
 
 
-async def app_run(folder: Path, cache: Path, timeout: float) -> dict:
+def made_up_loads() -> None:
+    """The app's session loads made-up results (no parsing, no cache): every file lands at
+    once as a warm cache would hand it over, so the UI thread's part at 10,000 files is
+    measured without the hour a cold open of them takes on a shared 2-core machine."""
+    import polars as pl
+
+    import hta_tui.session.live as live
+    from hta_tui.trace.load import LoadResult
+    from hta_tui.trace.schema import FRAME_SCHEMAS
+
+    empty = pl.DataFrame(schema=FRAME_SCHEMAS["events"])
+    meta = {"n_events": 12, "min_ts": 1, "max_end": 9, "step_names": ["ProfilerStep#1"]}
+    entry = Path(tempfile.mkdtemp(prefix="hta-tui-ranks-entry-"))
+
+    def load_files(files: list, cache: object, **kw: object) -> object:
+        for tf in files:
+            yield LoadResult(tf, "loaded", dict(meta), entry, frames={"events": empty})
+
+    live.load_files = load_files
+
+
+async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = ()) -> dict:
     """Open the folder in the app: until every file is listed and the overview drawn, then the
-    overview's keys; the longest the event loop could not run (UI thread busy)."""
+    overview's keys, then each of `views` and keys on it; the longest the event loop could
+    not run (UI thread busy) meanwhile and per key."""
     from hta_tui.app.app import HtaApp
     from hta_tui.trace.cache import Cache
 
     app = HtaApp(folder, cache=Cache(cache), watch=False, timings=False)
-    lag = {"max": 0.0}
+    # the longest the event loop could not run: wall seconds, and the UI thread's own CPU
+    # seconds in that time (on a shared machine the wall figure counts other processes'
+    # turns too; the CPU figure is the UI thread's work alone)
+    lag = {"max": 0.0, "cpu": 0.0}
 
     async def heartbeat() -> None:
         tick = 0.002
         while True:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             await asyncio.sleep(tick)
             lag["max"] = max(lag["max"], time.perf_counter() - t - tick)
+            lag["cpu"] = max(lag["cpu"], time.thread_time() - c)
+
+    def reset() -> None:
+        lag["max"] = lag["cpu"] = 0.0
+
+    def busy() -> tuple[float, float]:
+        return lag["max"], lag["cpu"]
 
     out: dict = {"keys": []}
     async with app.run_test(size=(120, 40)) as pilot:
@@ -112,15 +148,41 @@ async def app_run(folder: Path, cache: Path, timeout: float) -> dict:
                 break
             await pilot.pause(0.05)
         out["open_s"] = time.perf_counter() - t0
-        out["open_lag"] = lag["max"]
+        out["open_lag"] = busy()
         out["listed"] = len(app.trace_set.entries)
         for key in KEYS:
-            lag["max"] = 0.0
+            reset()
             await pilot.press(key)
             await pilot.pause(0.3)
-            out["keys"].append((key, lag["max"]))
+            out["keys"].append((key, busy()))
+        out["views"] = []
+        for view in views:
+            reset()
+            t = time.perf_counter()
+            await pilot.press(view)
+            await pilot.pause(0.3)
+            key_lag = busy()
+            reset()
+            while not getattr(app.screen, "shows_current", False):
+                if time.perf_counter() - t > timeout:
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.3)
+            shown_s, shown_lag = time.perf_counter() - t, busy()
+            keys = []
+            for key in VIEW_KEYS:
+                reset()
+                await pilot.press(key)
+                await pilot.pause(0.3)
+                keys.append((key, busy()))
+            out["views"].append((view, key_lag, shown_s, shown_lag, keys))
         beat.cancel()
     return out
+
+
+def ui(busy: tuple[float, float]) -> str:
+    """A UI-thread busy stretch: wall seconds (the UI thread's own CPU seconds)."""
+    return f"{busy[0]:.3f} ({busy[1]:.3f} CPU)"
 
 
 def main() -> None:
@@ -128,6 +190,15 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--code", type=Path, default=HERE.parent, help="the checkout to measure")
     ap.add_argument("--no-app", action="store_true")
+    ap.add_argument("--app-only", action="store_true", help="only the app (no report)")
+    ap.add_argument(
+        "--app-cache", type=Path, help="the app's cache folder, kept (a second run is warm)"
+    )
+    ap.add_argument("--views", default="", help="view keys to open, e.g. CPW")
+    ap.add_argument("--warm-only", action="store_true", help="no cold app run (--app-cache)")
+    ap.add_argument(
+        "--made-up", action="store_true", help="the app loads made-up results (`made_up_loads`)"
+    )
     ap.add_argument("--no-cold", action="store_true", help="skip the cold report")
     ap.add_argument("--full", action="store_true", help="also the whole report --json, warm")
     ap.add_argument("--timeout", type=float, default=600)
@@ -152,28 +223,39 @@ def main() -> None:
         "| measurement | s |",
         "|---|---:|",
     ]
-    alone = trace_set_alone(n)
-    lines.append(
-        f"| trace set: apply {n} files one by one, ranks asked every 10 (CPU) |"
-        f" {alone['apply']:.2f} |"
-    )
-    lines.append(f"| trace set: the overview's file table (CPU) | {alone['file_table']:.2f} |")
+    if not args.app_only:
+        alone = trace_set_alone(n)
+        lines.append(
+            f"| trace set: apply {n} files one by one, ranks asked every 10 (CPU) |"
+            f" {alone['apply']:.2f} |"
+        )
+        lines.append(f"| trace set: the overview's file table (CPU) | {alone['file_table']:.2f} |")
+    if args.app_only:
+        args.no_cold = True
     with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-cache-") as tmp:
         cache = str(args.cache) if args.cache else tmp
-        if not args.no_cold:
+        if args.app_only:
+            pass
+        elif not args.no_cold:
             cold = report(folder, Path(cache), args.code, "temporal_breakdown")
             lines.append(f"| report --json --only temporal_breakdown, cold | {cold:.1f} |")
         else:  # fill the cache first
             report(folder, Path(cache), args.code, "temporal_breakdown")
-        warm = report(folder, Path(cache), args.code, "temporal_breakdown")
-        lines.append(f"| report --json --only temporal_breakdown, warm | {warm:.1f} |")
-        if args.full:
+        if not args.app_only:
+            warm = report(folder, Path(cache), args.code, "temporal_breakdown")
+            lines.append(f"| report --json --only temporal_breakdown, warm | {warm:.1f} |")
+        if args.full and not args.app_only:
             full = report(folder, Path(cache), args.code, None)
             lines.append(f"| report --json (every analysis), warm | {full:.1f} |")
         if not args.no_app:
             with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-app-") as app_cache:
-                for kind, where in (("cold", app_cache), ("warm", app_cache)):
-                    res = asyncio.run(app_run(folder, Path(where), args.timeout))
+                where = str(args.app_cache) if args.app_cache else app_cache
+                if args.made_up:
+                    made_up_loads()
+                kinds = ("made-up",) if args.made_up else ("warm",) if args.warm_only else None
+                for kind in kinds or ("cold", "warm"):
+                    views = list(args.views) if kind != "cold" else []
+                    res = asyncio.run(app_run(folder, Path(where), args.timeout, views))
                     late = " (timed out)" if res.get("timed_out") else ""
                     lines.append(
                         f"| app {kind}: every file listed and the overview drawn{late} |"
@@ -181,13 +263,23 @@ def main() -> None:
                     )
                     lines.append(
                         f"| app {kind}: longest the UI thread was busy meanwhile |"
-                        f" {res['open_lag']:.3f} |"
+                        f" {ui(res['open_lag'])} |"
                     )
                     worst_key, worst = max(res["keys"], key=lambda kv: kv[1])
                     lines.append(
                         f"| app {kind}: longest the UI thread was busy per overview key "
-                        f"(worst `{worst_key}`) | {worst:.3f} |"
+                        f"(worst `{worst_key}`) | {ui(worst)} |"
                     )
+                    for view, key_lag, shown_s, shown_lag, keys in res.get("views", []):
+                        worst_key, worst = max(keys, key=lambda kv: kv[1])
+                        lines += [
+                            f"| app {kind}: `{view}` pressed: UI busy at most | {ui(key_lag)} |",
+                            f"| app {kind}: `{view}`: numbers shown after (s) | {shown_s:.1f} |",
+                            f"| app {kind}: `{view}`: UI busy at most until then |"
+                            f" {ui(shown_lag)} |",
+                            f"| app {kind}: `{view}`: keys on its table, UI busy at most"
+                            f" (worst `{worst_key}`) | {ui(worst)} |",
+                        ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -56,7 +56,7 @@ async def test_broken_files_show_reasons_and_drops_and_the_rest_works(tmp_path: 
         assert (info.loaded, info.errors) == (2, 2)
         # the highlighted file's whole reason, on the detail line
         table = app.screen.query_one("#files", FilesTable)
-        keys = [str(k.value) for k in table.rows]
+        keys = list(table.row_keys)
         table.move_cursor(row=keys.index(rank1))
         await pilot.pause()
         detail = str(app.screen.query_one("#file-detail", Static).render())

@@ -49,11 +49,11 @@ def cells(app: HtaApp, key: str) -> dict[str, str]:
     """The files table's row for `key` (a path relative to the root), as plain text."""
     t = table(app)
     row = t.get_row(key)
-    return {str(col.key.value): str(cell) for col, cell in zip(t.ordered_columns, row, strict=True)}
+    return {col.key: str(cell) for col, cell in zip(t.view_columns, row, strict=True)}
 
 
 def row_keys(app: HtaApp) -> list[str]:
-    return [str(k.value) for k in table(app).rows]
+    return list(table(app).row_keys)
 
 
 async def test_overview_lists_every_file_with_rank_and_status(tmp_path: Path) -> None:
@@ -348,8 +348,8 @@ async def test_layout_fits_80x24_and_survives_resizes(tmp_path: Path) -> None:
             status = screen.query_one(StatusBar)
             t = table(app)
             # every visible column fits inside the table: nothing essential off screen
-            used = sum(c.get_render_width(t) for c in t.ordered_columns)
-            keys = [str(c.key.value) for c in t.ordered_columns]
+            used = t.table_width
+            keys = [c.key for c in t.view_columns]
             return (
                 app.size == (width, height)
                 and status.region.y == height - 2
@@ -367,7 +367,7 @@ async def test_layout_fits_80x24_and_survives_resizes(tmp_path: Path) -> None:
         await pilot.resize_terminal(140, 30)
         await wait_until(
             pilot,
-            lambda: "events" in [str(c.key.value) for c in table(app).ordered_columns],
+            lambda: "events" in [c.key for c in table(app).view_columns],
             what="the events column at 140 columns",
         )
 

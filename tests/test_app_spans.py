@@ -69,7 +69,7 @@ async def test_two_spans_stay_apart_at_80_columns_and_the_shown_one_is_marked(
         await ui.settle(pilot)
         table = app.screen.query_one("#files")
         keys = [r.key for r in app.screen._rows]
-        column = [str(c.key.value) for c in table.ordered_columns].index("file")
+        column = [c.key for c in table.view_columns].index("file")
 
         def cells() -> dict[str, str]:
             return {k: str(table.get_row_at(i)[column]) for i, k in enumerate(keys)}

@@ -90,18 +90,29 @@ async def test_no_color_is_readable(
 async def test_theme_change_restyles_screens_built_before_and_after(
     traces: Path, tmp_path: Path, ui: Any
 ) -> None:
-    """New screens skip Textual's app-wide restyle (app._styled): a theme picked mid-session
+    """New screens skip Textual's app-wide restyle (app.refresh_css): a theme picked mid-session
     must still reach a screen built earlier and one built afterwards, tables included."""
     from textual.color import Color
 
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await ui.wait_patiently(pilot, lambda: app.settled)
+        restyles: list[object] = []  # app-wide restyles (Textual's refresh_css)
+        update = app.stylesheet.update
+
+        def counted(root: Any, *args: Any, **kw: Any) -> None:
+            if root is app:
+                restyles.append(root)
+            update(root, *args, **kw)
+
+        app.stylesheet.update = counted  # type: ignore[method-assign]
         await pilot.press("K")
         await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
+        assert restyles == []  # a first visit restyles nothing already built
         dark_table = app.screen.query(FrameTable).first().styles.background
         app.theme = "hta-light"
         await pilot.pause()
+        assert restyles  # a theme change does
         await pilot.press("I")  # built after the change
         await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
         light = Color.parse(app.current_theme.background or "")

@@ -116,11 +116,14 @@ CELLS = [
 ]
 
 
-@pytest.mark.parametrize("zebra", [False, True])
-async def test_frame_view_draws_as_data_table_does(zebra: bool) -> None:
+@pytest.mark.parametrize(("zebra", "tall"), [(False, False), (True, False), (True, True)])
+async def test_frame_view_draws_as_data_table_does(zebra: bool, tall: bool) -> None:
     """Every line of a table of every kind of cell, with the cursor and zebra stripes, is
-    the same segments (text and style) as DataTable's own drawing of the same cells."""
-    rows = [CELLS] * 4
+    the same segments (text and style) as DataTable's own drawing of the same cells; `tall`:
+    rows 1 and 3 take two lines (a name and its reason under it, as the overview's files)."""
+    two = Text.assemble("a file name\n", ("↳ why it failed, cut", "red"))
+    rows = [[two, *CELLS[1:]] if tall and r % 2 else CELLS for r in range(4)]
+    heights = [2 if tall and r % 2 else 1 for r in range(4)]
     view = FrameView(zebra_stripes=zebra, cursor_type="row")
     table = DataTable(zebra_stripes=zebra, cursor_type="row")
     lines = []
@@ -128,13 +131,18 @@ async def test_frame_view_draws_as_data_table_does(zebra: bool) -> None:
         async with OneTable(widget).run_test(size=(200, 8)) as pilot:
             if isinstance(widget, FrameView):
                 columns = [ViewColumn(f"c{i}", Text(f"c{i}"), 16) for i in range(len(CELLS))]
-                widget.set_rows(columns, len(rows), lambda a, b: rows[a:b])
+                kw = {"heights": heights} if tall else {}
+                widget.set_rows(columns, len(rows), lambda a, b: rows[a:b], **kw)
             else:
                 for i in range(len(CELLS)):
                     widget.add_column(Text(f"c{i}"), width=16)
                 for r, row in enumerate(rows):
-                    widget.add_row(*[Text(c) if isinstance(c, str) else c for c in row], key=str(r))
+                    cells = [Text(c) if isinstance(c, str) else c for c in row]
+                    widget.add_row(*cells, key=str(r), height=heights[r])
             await pilot.pause()
+            if tall:
+                widget.move_cursor(row=3)  # below a tall row: its lines are counted
+                await pilot.pause()
             drawn = []
             for y in range(widget.size.height):
                 strip = widget.render_line(y)

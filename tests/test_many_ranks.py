@@ -232,6 +232,41 @@ def test_a_snapshot_keeps_its_own_index(tmp_path: Path, assignments: list[int]) 
     assert len(assignments) == before + 1  # the stale snapshot assigned, for itself
 
 
+def test_an_entry_read_after_a_change_has_its_current_rank(tmp_path: Path) -> None:
+    """`entries` held the ranks of before a change until something asked the index
+    (`files()`): a caller reading `ts.entries` got a file's old rank and no conflict. Now an
+    entry's rank, its source and its conflict bring the index up to date when read, in the
+    set and in a snapshot taken while stale."""
+    ts = TraceSet(tmp_path)
+    files = [trace_file(tmp_path, i) for i in range(3)]
+    ts.add_pending_many(files)
+    for i, tf in enumerate(files):
+        ts.apply(loaded(tmp_path, tf, i))
+    assert ts.ranks() == [0, 1, 2]
+    entries = ts.entries  # what a caller holds, never asking the index itself
+    ts.apply(loaded(tmp_path, files[2], 2, rank_in_file=5))  # distributedInfo wins the name
+    assert entries[files[2].path].rank == 5
+    assert entries[files[2].path].rank_source == "distributedInfo"
+    stray = TraceFile(
+        path=tmp_path / "stray.json",
+        size=1,
+        mtime_ns=1,
+        rank_hint=None,
+        span_hint="stray.json",
+        worker=None,
+        stamp=None,
+        stamp_ns=None,
+    )
+    ts.apply(loaded(tmp_path, stray, 9, rank_in_file=1))  # another process says rank 1
+    snap = ts.snapshot()  # stale: its copies are assigned in the snapshot, when read
+    for owner in (snap, ts):
+        assert owner.entries[stray.path].rank == 1
+        both = (owner.entries[files[1].path], owner.entries[stray.path])
+        assert sum(e.conflict.startswith("conflict:") for e in both) == 1
+    ts.remove(stray.path)
+    assert not entries[files[1].path].conflict  # alone again
+
+
 def test_file_table_reads_each_file_a_bounded_number_of_times(tmp_path: Path) -> None:
     """The file table asked every loaded rank for its step names once per row (quadratic:
     0.87 s at 250 files, 44.7 s at 1,000); now once per table."""
@@ -388,46 +423,157 @@ async def test_rank_picker_finds_one_of_ten_thousand_ranks_by_number(tmp_path: P
         assert picked == [1, 4321]
 
 
-async def test_files_table_of_many_files_is_built_a_batch_per_turn(tmp_path: Path) -> None:
-    """A rebuilt files table of 1,000 files held the UI thread for its whole build; now a
-    screenful comes at once and the rest a batch per turn of the event loop (a key pressed
-    meanwhile is answered between batches), and a newer overview stops an older build."""
+async def test_files_table_of_many_files_formats_only_the_rows_on_screen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files table was a DataTable: 10,000 files were added and measured cell by cell
+    on the UI thread (2.1 s at most, keys 0.6 s while rows were added). It is a FrameView
+    now: an overview of 10,000 files formats the rows on screen, a new one (files landing,
+    rows reordered) keeps the cursor on its file, and a file with a problem takes two
+    lines, its reason under its name."""
     from hta_tui.app.format import FileRow
-    from hta_tui.app.screens.overview import (
-        BATCH_ROWS,
-        FIRST_ROWS,
-        FilesTable,
-        OverviewData,
-        OverviewScreen,
-    )
-    from tests.test_app_support import make_screen_app, settle, wait_until
+    from hta_tui.app.screens.overview import FilesTable, OverviewData, OverviewScreen
+    from hta_tui.app.widgets.frame_view import PAGE
+    from tests.test_app_support import make_screen_app, settle
 
-    def rows(n: int, status: str) -> list[FileRow]:
+    def rows(n: int, status: str, reason: str = "") -> list[FileRow]:
         return [
             FileRow(
                 key=f"rank{i}.json",
                 values={"rank": str(i), "file": f"rank{i}.json", "status": status},
                 status=status,
                 rank=i,
-                reason="",
+                reason=reason if i % 1000 == 7 else "",
             )
             for i in range(n)
         ]
 
+    formatted: list[str] = []
+    cells = OverviewScreen._cells
+
+    def counted(self: OverviewScreen, row: FileRow, *args: Any) -> Any:
+        formatted.append(row.key)
+        return cells(self, row, *args)
+
+    monkeypatch.setattr(OverviewScreen, "_cells", counted)
     columns = [("rank", "rank"), ("file", "file"), ("status", "status")]
     (tmp_path / "traces").mkdir()
     app = make_screen_app(tmp_path / "traces", tmp_path)
-    n = 1000
+    n = 10_000
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, OverviewScreen)
         table = screen.query_one("#files", FilesTable)
+        formatted.clear()
         screen.show_overview(OverviewData(columns=columns, rows=rows(n, "pending")))
-        assert table.row_count == FIRST_ROWS  # the rest after this turn
-        screen.show_overview(OverviewData(columns=columns, rows=rows(n, "loaded")))
-        assert table.row_count == FIRST_ROWS
-        await wait_until(pilot, lambda: table.row_count == n, 10, "every row")
-        assert len({table.get_row_at(i)[2].plain for i in range(n)}) == 1  # no stale batch
-        assert table.get_row_at(n - 1)[2].plain == "loaded"
-        assert n > BATCH_ROWS
+        await pilot.pause()
+        assert table.row_count == n and table.border_title == f"Files ({n})"
+        assert 0 < len(formatted) <= PAGE  # the first page, not 10,000 rows
+        table.focus()
+        table.move_cursor(row=5_000)
+        await pilot.pause()
+        assert len(formatted) <= 3 * PAGE
+        # the files landed, in the other order, some with a reason (two lines each)
+        landed = rows(n, "loaded", reason="dropped 3 events")[::-1]
+        screen.show_overview(OverviewData(columns=columns, rows=landed))
+        await pilot.pause()
+        assert table.row_keys[table.cursor_row] == "rank5000.json"  # the cursor kept its file
+        status = [c.key for c in table.view_columns].index("status")
+        assert table.get_row(f"rank{n - 1}.json")[status].plain == "loaded"
+        assert table.line_count == n + n // 1000  # rank7, rank1007, ... take two lines
+        drawn = "\n".join(table.render_line(y).text for y in range(table.size.height))
+        assert "rank5000.json" in drawn and "loaded" in drawn
+        table.move_cursor(row=table.row_keys.index("rank1007.json"))
+        await pilot.pause()
+        drawn = "\n".join(table.render_line(y).text for y in range(table.size.height))
+        assert "↳ dropped 3 events" in drawn  # under its name
+        assert len(formatted) <= 10 * PAGE  # a few pages around the cursor, not 2 x 10,000
+
+
+async def test_a_per_rank_table_of_many_ranks_names_the_worst_then_the_spread(
+    tmp_path: Path,
+) -> None:
+    """At 80x24 a table of one row per rank showed the first ranks in rank order, saying
+    nothing of the others. Past a screenful of ranks it shows the worst ranks first (most
+    exposed communication here), then each column's spread over the ranks (min, p50, p90,
+    max); `a` shows every rank's row, and the summary again."""
+    from hta_tui.analysis.rank_spread import label_column
+    from hta_tui.app.screens.overlap import OverlapScreen
+    from hta_tui.app.widgets.frame_table import RANKS_MAX, FrameTable
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+    from tests.test_app_support import make_screen_app, press_view, wait_patiently
+
+    n = 40  # tiny ranks, more than a screenful (each costs the view ~20 ms of analysis)
+    assert n > RANKS_MAX
+    # 8 ops a step: one of them an all-reduce, more or less hidden on each rank
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=n, steps=2, ops_per_step=8))
+    app = make_screen_app(tmp_path / "job", tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_patiently(pilot, lambda: app.settled, what="40 files")
+        screen = await press_view(pilot, "C", OverlapScreen, timeout=60)
+        table = screen.query_one("#overlap-table", FrameTable)
+        every = table.frame  # every rank's row, as the analysis gave it
+        assert every.height == n and table.summarised
+        assert every["exposed (us)"].n_unique() > n // 2  # ranks differ: a worst one to name
+        shown = table.view_frame
+        label = label_column(n)
+        assert shown.columns[0] == label
+        exposed = every.sort(["exposed (us)", "rank"], descending=[True, False], nulls_last=True)
+        worst = shown.filter(pl.col(label).str.starts_with("worst"))
+        assert worst["rank"].to_list() == exposed["rank"].head(worst.height).to_list()
+        assert worst["exposed (us)"][0] == every["exposed (us)"].max()
+        spread = dict(zip(shown[label], shown["exposed (us)"], strict=True))
+        assert spread["min"] == every["exposed (us)"].min()
+        assert spread["max"] == every["exposed (us)"].max()
+        assert spread["min"] <= spread["p50"] <= spread["p90"] <= spread["max"]
+        assert shown.height < table.size.height + 6  # a screenful, not one row per rank
+        drawn = "\n".join(table.render_line(y).text for y in range(table.size.height))
+        assert "worst 1" in drawn and label in drawn
+        table.focus()
+        await pilot.press("a")
+        assert not table.summarised and table.view_frame.height == n
+        assert table.view_frame.columns == every.columns
+        await pilot.press("a")
+        assert table.summarised and table.view_frame.columns[0] == label
+
+
+async def test_bars_of_many_ranks_draw_only_the_lines_on_screen() -> None:
+    """The per-rank bars (overlap, distributed, idle, ...) were one Text of every rank,
+    laid out on every change: 3 s of the UI thread at 10,000 ranks. They are drawn a line
+    at a time now, only the lines on screen, each as the whole Text would draw it."""
+    from textual.app import App, ComposeResult
+    from textual.containers import VerticalScroll
+    from textual.visual import Visual
+
+    from hta_tui.app.widgets.bars import BarRow, StackedBars
+
+    made: list[int] = []
+
+    class Counted(StackedBars):
+        def _line(self, y: int, width: int) -> Any:
+            made.append(y)
+            return super()._line(y, width)
+
+    class Bars(App[None]):
+        def compose(self) -> ComposeResult:
+            with VerticalScroll():
+                yield Counted(id="bars")
+
+    rows = [BarRow(f"r{i}", (float(i % 7 + 1), 3.0, float(i % 3))) for i in range(10_000)]
+    async with Bars().run_test(size=(60, 12)) as pilot:
+        bars = pilot.app.query_one(Counted)
+        bars.set_rows(rows)
+        await pilot.pause()
+        assert bars.size.height == 10_001 and 0 < len(made) < 50
+        width = bars.size.width
+        whole = Visual.to_strips(bars, _visual(bars), width, 40, bars.visual_style)
+        for y in range(40):
+            assert bars.render_line(y).text == whole[y].text
+            assert list(bars.render_line(y)) == list(whole[y])
+
+
+def _visual(bars: Any) -> Any:
+    from textual.visual import visualize
+
+    return visualize(bars, bars.render())

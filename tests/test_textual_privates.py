@@ -23,11 +23,7 @@ TEXTUAL = Path(textual.__file__).parent
 
 #: Known uses still to remove, each with the part of the work that owns its module. A use
 #: that goes away must leave this list too (the test says so).
-KNOWN: dict[tuple[str, str], str] = {
-    # app.py's `_styled`: a new screen marked as styled, else Textual restyles every screen
-    # twice on a first visit (30-120 ms of frozen UI); no public way to say so in 8.2.8
-    ("app/app.py", "_css_update_count"): "the one left (issue 26 open on it)",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _private(name: str) -> bool:

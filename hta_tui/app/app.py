@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any, ClassVar
+from weakref import WeakKeyDictionary
 
 from textual import events
 from textual.app import App
@@ -193,6 +194,10 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self._mode_history: list[str] = []
         self._section_last: dict[str, str] = {}
         self.gc_pacer = GcPacer()
+        #: the style state (`_css_state`) each screen was last styled in, and of the last
+        #: full restyle (`refresh_css`)
+        self.css_styled: WeakKeyDictionary[Screen, tuple[Any, ...] | None] = WeakKeyDictionary()
+        self.css_done: tuple[Any, ...] | None = None
         self._control_filter = ControlFilter()
         # before Textual takes over stderr (see trace.pool.prepare_pool)
         prepare_pool((precompute.__module__,))
@@ -224,15 +229,38 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         shown as written (`printable`, never markup)."""
         super().notify(printable(message), title=printable(title), markup=False, **kw)
 
+    def _css_state(self) -> tuple[Any, ...]:
+        """What the styles of a screen built now depend on that can change while the app
+        runs: the theme (a theme change restyles) and the ANSI themes."""
+        return (
+            self.theme,
+            id(self.current_theme),
+            id(self.ansi_theme_dark),
+            id(self.ansi_theme_light),
+        )
+
     def _styled(self, screen: Screen) -> Screen:
-        """Mark a new screen as styled by the current stylesheet. Otherwise Textual restyles
-        the whole app, every screen already shown included, twice on a screen's first visit
-        (30-120 ms of frozen UI each). Every style file is loaded at start (CSS_PATH) and a
-        new screen's widgets get their styles as they mount, so that pass changes nothing; a
-        later theme change still restyles this screen when it is next shown. Uses a private
-        attribute of the pinned Textual (tests/test_app_screens.py snapshot every screen)."""
-        screen._css_update_count = self._css_update_count  # type: ignore[attr-defined]
+        """A new screen, marked as styled by the stylesheet of the last full restyle: every
+        style file is loaded at start (CSS_PATH) and a new screen's widgets get their styles
+        as they mount, so Textual's app-wide restyle on its first visit changes nothing
+        (`refresh_css` skips it)."""
+        self.css_styled[screen] = self.css_done
         return screen
+
+    def refresh_css(self, animate: bool = True) -> None:
+        """Textual restyles the whole app, every screen already shown included, twice on a
+        screen's first visit (30-120 ms of frozen UI each): skipped when every screen of the
+        current mode was styled in the current state (`_css_state`). A theme change still
+        restyles the screens shown, and any other screen when it is next shown (Textual asks
+        again then, and its mark is older)."""
+        state = self._css_state()
+        shown = list(self.screen_stack)
+        if shown and all(self.css_styled.get(screen) == state for screen in shown):
+            return
+        super().refresh_css(animate)
+        self.css_done = state
+        for screen in shown:
+            self.css_styled[screen] = state
 
     async def on_event(self, event: events.Event) -> None:
         if isinstance(

@@ -281,15 +281,44 @@ def column_width(rows: list[FileRow], key: str, header: str) -> int:
     return max([len(header), *map(len, cells)])
 
 
+@dataclass(frozen=True)
+class RowWidths:
+    """What laying out the files table needs of its rows, made once per overview (in the
+    worker) so the screen fits its columns without walking 10,000 rows on the UI thread:
+    each column's longest line, the cells the file column would like, any two-line row."""
+
+    widths: dict[str, int]
+    need: int  # the longest name, or reason under a name (its "↳ " included)
+    problems: bool
+
+    @classmethod
+    def of(cls, rows: list[FileRow]) -> RowWidths:
+        keys = {k for r in rows for k in r.values}
+        return cls(
+            widths={k: column_width(rows, k, "") for k in keys},
+            need=max(
+                [4, *(len(r.name) for r in rows), *(len(r.reason) + 2 for r in rows if r.problem)]
+            ),
+            problems=any(r.problem for r in rows),
+        )
+
+    def width(self, key: str, header: str) -> int:
+        return max(len(header), self.widths.get(key, 0))
+
+
 def fit_columns(
-    columns: list[tuple[str, str]], rows: list[FileRow], width: int, *, padding: int = 2
+    columns: list[tuple[str, str]],
+    rows: list[FileRow] | RowWidths,
+    width: int,
+    *,
+    padding: int = 2,
 ) -> tuple[list[tuple[str, str]], int]:
     """The columns that fit in `width` cells and the file column's width. The file column
     takes what the others leave (between MIN_FILE and MAX_FILE, or what its longest name or
     reason needs); optional columns go, in DROP_ORDER, before it gets narrower than MIN_FILE."""
-    need = max([4, *(len(r.name) for r in rows), *(len(r.reason) + 2 for r in rows if r.problem)])
-    need = min(need, MAX_FILE)
-    widths = {k: column_width(rows, k, h) + padding for k, h in columns if k != "file"}
+    sizes = rows if isinstance(rows, RowWidths) else RowWidths.of(rows)
+    need = min(sizes.need, MAX_FILE)
+    widths = {k: sizes.width(k, h) + padding for k, h in columns if k != "file"}
     visible = list(columns)
 
     def room() -> int:
@@ -299,7 +328,7 @@ def fit_columns(
         if room() >= min(MIN_FILE, need):
             break
         visible = [c for c in visible if c[0] != key]
-    if any(r.problem for r in rows):
+    if sizes.problems:
         for key in SOFT_DROP:
             if room() >= min(COMFORT_FILE, need):
                 break

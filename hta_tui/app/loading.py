@@ -47,6 +47,9 @@ class DataState:
 #: (work in the number of files), so 1,000 files landing one by one would cost 1,000 of them
 #: on the UI thread; a wake-up within this time of the last apply waits for one timer.
 APPLY_INTERVAL = 0.2
+#: Loaded files applied per turn (applying a file costs ~10 us of the UI thread, more on a
+#: busy machine): the rest follow a turn later, so keys and drawing run in between.
+APPLY_MAX = 1000
 
 
 class LoadingMixin(AppMixin):
@@ -93,8 +96,10 @@ class LoadingMixin(AppMixin):
     def _apply_session(self) -> None:
         self._apply_timer = None
         self._last_apply = monotonic()
-        self.session.apply_pending()  # listeners: _session_changed, once per side
+        self.session.apply_pending(APPLY_MAX)  # listeners: _session_changed, once per side
         self._set_data()
+        if self.session.pending() and self._apply_timer is None:  # what is left: next turn
+            self._apply_timer = self.set_timer(0.01, self._apply_session)
 
     def _session_changed(self, change: Change) -> None:
         for notice in change.notices:

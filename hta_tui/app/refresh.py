@@ -15,7 +15,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from hta_tui.analysis import scope
 from hta_tui.analysis.overview_rows import KeptRows
 from hta_tui.app.environment import one_line
-from hta_tui.app.format import file_columns, file_rows, temporal_rows
+from hta_tui.app.format import RowWidths, file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
 from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.base import definitions_text
@@ -100,9 +100,11 @@ class RefreshMixin(AppMixin):
         if worker.is_cancelled:
             return
         columns = file_columns(files, show_timings=ctx["timings"])
+        rows = file_rows(files, watching=ctx["watching"])
         data = OverviewData(
             columns=columns,
-            rows=file_rows(files, watching=ctx["watching"]),
+            rows=rows,
+            widths=RowWidths.of(rows),  # here, not on the UI thread
             temporal=temporal_rows(temporal),
             temporal_ranks=temporal.height,
             step_text=step_text,

@@ -26,7 +26,7 @@ from hta_tui.analysis.names import fold_name
 from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
-from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.frame_table import FrameTable, RankSummary
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.ticks import label, linear_ticks
@@ -67,7 +67,12 @@ class KernelDetailScreen(AnalysisScreen):
         with TabbedContent(id="detail-tabs", initial="tab-ranks"):
             with TabPane("Ranks", id="tab-ranks"):
                 yield SafePlot(id="ranks-plot")
-                yield FrameTable(id="rank-table", key_column="rank", export_name="kernel_ranks")
+                yield FrameTable(
+                    id="rank-table",
+                    key_column="rank",
+                    export_name="kernel_ranks",
+                    ranks=RankSummary(worst="mean"),
+                )
             with TabPane("Histogram", id="tab-hist"):
                 yield SafePlot(id="hist-plot")
             with TabPane("Over time", id="tab-time"):

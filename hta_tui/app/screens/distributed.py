@@ -28,7 +28,7 @@ from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
-from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.frame_table import FrameTable, RankSummary
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
 
@@ -125,7 +125,12 @@ class DistributedScreen(AnalysisScreen):
             yield CommBars(CATEGORIES, ascii=hta_app(self).ascii, id="dist-bars")
         with TabbedContent(id="dist-tabs"):
             with TabPane("Stragglers", id=TABS[0]):
-                yield FrameTable(id="dist-stragglers", key_column="rank", export_name="stragglers")
+                yield FrameTable(
+                    id="dist-stragglers",
+                    key_column="rank",
+                    export_name="stragglers",
+                    ranks=RankSummary(worst="cost (us)"),
+                )
             with TabPane("Collectives", id=TABS[1]):
                 yield FrameTable(
                     id="dist-collectives", export_name="collectives", moment=INSTANCE_MOMENT

@@ -22,7 +22,7 @@ from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.screens.plugin_steps import describe_plugin_steps
 from hta_tui.app.screens.timelines import X_LABEL, line_colours
-from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.frame_table import FrameTable, RankSummary
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
@@ -77,7 +77,12 @@ class GpuMetricsScreen(AnalysisScreen):
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="gpu-summary", classes="summary")
-        yield FrameTable(id="gpu-table", key_column="gpu", export_name="gpu_metrics")
+        yield FrameTable(
+            id="gpu-table",
+            key_column="gpu",
+            export_name="gpu_metrics",
+            ranks=RankSummary(worst="util %", descending=False),  # the idlest GPUs first
+        )
         yield TextBlock("", id="gpu-chart-note", classes="plot-note")
         yield SafePlot(id="gpu-chart")
 

@@ -26,7 +26,7 @@ from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
-from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.frame_table import FrameTable, RankSummary
 from hta_tui.app.widgets.text_line import TextBlock, TextLine
 
 #: (category, legend label, Unicode glyph, ASCII glyph)
@@ -103,7 +103,12 @@ class OverlapScreen(AnalysisScreen):
         yield TextBlock("", id="overlap-summary", classes="summary")
         with VerticalScroll(id="overlap-bars-box", can_focus=False):
             yield OverlapBars(OVERLAP_CATEGORIES, ascii=hta_app(self).ascii, id="overlap-bars")
-        yield FrameTable(id="overlap-table", key_column="rank", export_name="overlap")
+        yield FrameTable(
+            id="overlap-table",
+            key_column="rank",
+            export_name="overlap",
+            ranks=RankSummary(worst="exposed (us)"),
+        )
         yield TextLine(KERNELS_TITLE, id="comm-title", classes="section-title")
         yield FrameTable(id="comm-kernels", key_column="name", export_name="comm_kernels")
 

@@ -8,8 +8,8 @@ problem (error, not a trace, incomplete) takes two lines: its reason sits under 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import ClassVar
 
 from rich.style import Style
@@ -25,8 +25,8 @@ from hta_tui.app.access import hta_app
 from hta_tui.app.format import (
     TEMPORAL_COLUMNS,
     FileRow,
+    RowWidths,
     TemporalRow,
-    column_width,
     elide_end,
     elide_file,
     fit_columns,
@@ -37,23 +37,13 @@ from hta_tui.app.screens.step_time import CATEGORIES, StepTimeBars
 from hta_tui.app.widgets.bars import BarRow, StackedBars
 from hta_tui.app.widgets.findings_block import FindingsBlock
 from hta_tui.app.widgets.footer import KeysFooter
+from hta_tui.app.widgets.frame_view import FrameView, ViewColumn
 from hta_tui.app.widgets.plain_cells import PlainCells
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.app.widgets.text_line import TextBlock
 
 #: (column key, header, width) of each column the files table shows
 Layout = tuple[tuple[str, str, int], ...]
-
-#: Changed rows updated cell by cell; more than this and the table is rebuilt.
-IN_PLACE_MAX = 20
-#: A rebuilt files table gets its first rows at once (a screenful), the rest BATCH_ROWS at a
-#: time, BATCH_GAP seconds apart: 1,000 files in one go held the UI thread for 0.4 s (a key
-#: pressed meanwhile waited), and a new overview while loading rebuilds it. The gap lets the
-#: event loop go idle between batches, where DataTable measures the cells of the rows just
-#: added: batches queued back to back left it all 10,000 rows to measure at once (20 s).
-FIRST_ROWS = 60
-BATCH_ROWS = 100
-BATCH_GAP = 0.01
 
 RIGHT = frozenset({"rank", "events", "kernels", "busy", "duration", "load"})
 
@@ -64,6 +54,8 @@ class OverviewData:
 
     columns: list[tuple[str, str]] = field(default_factory=list)
     rows: list[FileRow] = field(default_factory=list)
+    #: the rows' widths (`RowWidths.of(rows)`, made in the worker); None: made when shown
+    widths: RowWidths | None = None
     #: per rank, or past a screenful the spread over the ranks and the outliers
     #: (`format.temporal_rows`)
     temporal: list[TemporalRow] = field(default_factory=list)
@@ -85,8 +77,10 @@ class OverviewData:
     step_definitions: str = ""
 
 
-class FilesTable(PlainCells):
-    """The files table; its component classes give each status a theme colour."""
+class FilesTable(FrameView):
+    """The files table, drawn line by line (`FrameView`): showing 10,000 files formats the
+    rows on screen only. A file with a problem takes two lines (its reason under its name);
+    its component classes give each status a theme colour."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "cursor_down", "Down", show=False),
@@ -101,7 +95,7 @@ class FilesTable(PlainCells):
         ),
     ]
 
-    COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | {
+    COMPONENT_CLASSES: ClassVar[set[str]] = FrameView.COMPONENT_CLASSES | {
         "files-table--ok",
         "files-table--pending",
         "files-table--warning",
@@ -126,6 +120,17 @@ class FilesTable(PlainCells):
         """Cells available to columns, keeping one for the vertical scrollbar."""
         return max(self.scrollable_content_region.width, self.content_region.width) - 1
 
+    #: each row's file (its path relative to the root), in the order shown
+    row_keys: Sequence[str] = ()
+
+    def get_row_at(self, row: int) -> Sequence[object]:
+        """The cells of `row` as drawn."""
+        return self.row_cells(row)
+
+    def get_row(self, key: str) -> Sequence[object]:
+        """The cells of the row of file `key` as drawn."""
+        return self.row_cells(list(self.row_keys).index(key))
+
 
 class OverviewScreen(Screen):
     """Files, ranks, spans and the temporal breakdown."""
@@ -142,8 +147,6 @@ class OverviewScreen(Screen):
         # what the files table shows now: visible columns, file column width, rows
         self._layout: Layout = ()
         self._rows: list[FileRow] = []
-        self._build = 0  # bumped by each rebuild of the files table: stale batches stop
-        self._filling = False  # rows of the last rebuild still to add
 
     def compose(self) -> ComposeResult:
         with Vertical(id="overview"):
@@ -152,7 +155,7 @@ class OverviewScreen(Screen):
                 step_box.border_title = "Step time · B: per rank and step"
                 yield TextBlock(id="overview-step-summary")
                 yield StepTimeBars(CATEGORIES, ascii=self.ascii, id="overview-step-bars")
-            files = FilesTable(id="files", cursor_type="row", zebra_stripes=False)
+            files = FilesTable(id="files", cursor_type="row")
             files.border_title = "Files"
             files.border_subtitle = "counts: whole files"
             yield files
@@ -180,7 +183,7 @@ class OverviewScreen(Screen):
             self.show_overview(data)
 
     def _restyle(self, _theme: str) -> None:
-        self.call_after_refresh(self._rebuild_files)
+        self.call_after_refresh(self._rebuild_files)  # the status colours are the theme's
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._relayout)
@@ -232,17 +235,14 @@ class OverviewScreen(Screen):
 
     def _fit(self, table: FilesTable) -> Layout:
         """(key, header, width) of the columns to show at the table's current width."""
-        rows = self.data.rows
-        visible, file_w = fit_columns(self.data.columns, rows, table.room())
-        return tuple(
-            (k, h, file_w if k == "file" else column_width(rows, k, h)) for k, h in visible
-        )
+        widths = self.data.widths or RowWidths.of(self.data.rows)
+        visible, file_w = fit_columns(self.data.columns, widths, table.room())
+        return tuple((k, h, file_w if k == "file" else widths.width(k, h)) for k, h in visible)
 
-    def _cells(self, table: FilesTable, row: FileRow) -> list[Text]:
-        style = table.status_style(row.tone)
+    def _cells(self, row: FileRow, layout: Layout, style: Style) -> list[Text]:
         cells = []
-        file_w = {k: w for k, _, w in self._layout}.get("file", 0)
-        for key, _, _ in self._layout:
+        file_w = {k: w for k, _, w in layout}.get("file", 0)
+        for key, _, _ in layout:
             value = row.get(key)
             if key == "file":
                 shown = row.get("shown")  # "yes" / "no" when the rank has several spans
@@ -259,71 +259,42 @@ class OverviewScreen(Screen):
         return cells
 
     def _show_files(self) -> None:
+        """The rows the worker made, handed to the table whole: it formats the rows on
+        screen only (a page at a time), so 10,000 files cost what a screenful does. The
+        cursor follows its file when rows move, unless it sits on the first row: then it
+        stays at the top (rows reorder as ranks land; the view should not jump about)."""
         data = self.data
         table = self.query_one("#files", FilesTable)
         n = len(data.rows)
         table.border_title = f"Files ({n})" if n else "Files"
-        layout = self._fit(table)
-        same_shape = layout == self._layout and [(r.key, r.problem) for r in data.rows] == [
-            (r.key, r.problem) for r in self._rows
-        ]
-        changed = (
-            [new for old, new in zip(self._rows, data.rows, strict=True) if old != new]
-            if same_shape
-            else []
-        )
-        # update_cell costs ~50x an add_row cell: past a few dozen rows, rebuilding is faster.
-        if not same_shape or len(changed) > IN_PLACE_MAX or self._filling:
-            self._rebuild_files(layout)
-            return
-        # Same rows, same heights, same columns: update the changed cells in place.
-        for new in changed:
-            for (key, _, _), cell in zip(layout, self._cells(table, new), strict=True):
-                table.update_cell(new.key, key, cell)
-        self._rows = list(data.rows)
-
-    def _rebuild_files(self, layout: Layout | None = None) -> None:
-        data = self.data
-        table = self.query_one("#files", FilesTable)
-        # The cursor follows its file when rows move, unless it sits on the first row: then it
-        # stays at the top (rows reorder as ranks land; the view should not jump about).
-        current = None
-        if table.row_count and 0 < table.cursor_row < len(self._rows):
+        target = None
+        if 0 < table.cursor_row < len(self._rows):
             current = self._rows[table.cursor_row].key
-        scroll_y = table.scroll_y
-        table.clear(columns=True)
-        self._layout = layout if layout is not None else self._fit(table)
-        for key, label, width in self._layout:
-            justify = "right" if key in RIGHT else "left"
-            table.add_column(Text(label, justify=justify), key=key, width=width)
-        self._rows = list(data.rows)
-        keys = [r.key for r in data.rows]
-        target = keys.index(current) if current in keys else None
-        self._build += 1
-        self._add_file_rows(table, 0, FIRST_ROWS, target, scroll_y, self._build)
+            target = next((i for i, r in enumerate(data.rows) if r.key == current), None)
+        self._layout = layout = self._fit(table)
+        self._rows = rows = data.rows
+        styles: dict[str, Style] = {}
 
-    def _add_file_rows(
-        self, table: FilesTable, start: int, count: int, target: int | None, y: float, build: int
-    ) -> None:
-        """Rows `start` to `start + count` of the files table, then the rest BATCH_ROWS at a
-        time, each batch in its own turn of the event loop; the cursor and the scroll
-        position come back once their row is there."""
-        if build != self._build or not table.is_attached:
-            return  # rebuilt since
-        rows = self._rows
-        stop = min(start + count, len(rows))
-        for row in rows[start:stop]:
-            table.add_row(*self._cells(table, row), key=row.key, height=2 if row.problem else 1)
-        if target is not None and start <= target < stop:
-            table.move_cursor(row=target, animate=False)
-        self._filling = stop < len(rows)
-        if self._filling:
-            self.set_timer(
-                BATCH_GAP,
-                partial(self._add_file_rows, table, stop, BATCH_ROWS, target, y, build),
-            )
-        elif y:
-            table.call_after_refresh(table.scroll_to, y=y, animate=False)
+        def source(start: int, stop: int) -> list[list[Text]]:
+            out = []
+            for row in rows[start:stop]:
+                style = styles.get(row.tone)
+                if style is None:
+                    style = styles[row.tone] = table.status_style(row.tone)
+                out.append(self._cells(row, layout, style))
+            return out
+
+        columns = [
+            ViewColumn(key, Text(label, justify="right" if key in RIGHT else "left"), width)
+            for key, label, width in layout
+        ]
+        heights = [2 if r.problem else 1 for r in rows]
+        table.row_keys = [r.key for r in rows]
+        table.set_rows(columns, n, source, cursor_row=target, heights=heights)
+
+    def _rebuild_files(self) -> None:
+        """The same rows again (a theme or width change): their styles and layout anew."""
+        self._show_files()
 
     def _show_temporal(self) -> None:
         data = self.data
@@ -370,7 +341,7 @@ class OverviewScreen(Screen):
             msg = "no GPU kernels in the loaded ranks"
         empty.update(msg)
 
-    @on(DataTable.RowSelected, "#files")
+    @on(FrameView.RowSelected, "#files")
     def _row_selected(self) -> None:
         self.action_show_span()
 
@@ -392,7 +363,7 @@ class OverviewScreen(Screen):
         hta_app(self).select_span(entry.rank, entry.path)  # every screen hears of it
         self.notify(f"rank {entry.rank} now shows {row.name}")
 
-    @on(DataTable.RowHighlighted, "#files")
+    @on(FrameView.RowHighlighted, "#files")
     def _row_highlighted(self) -> None:
         self._show_detail()
 

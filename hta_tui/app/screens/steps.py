@@ -28,7 +28,7 @@ from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
-from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.frame_table import FrameTable, RankSummary
 from hta_tui.app.widgets.text_line import TextBlock
 
 #: Tabs of the tables, in the order `v` cycles them.
@@ -171,7 +171,12 @@ class StepsScreen(AnalysisScreen):
                     id="steps-iterations", export_name="iterations", moment=STEP_MOMENT
                 )
             with TabPane("Stragglers", id=TABS[2]):
-                yield FrameTable(id="steps-stragglers", key_column="rank", export_name="stragglers")
+                yield FrameTable(
+                    id="steps-stragglers",
+                    key_column="rank",
+                    export_name="stragglers",
+                    ranks=RankSummary(worst="step_time_z"),
+                )
             with TabPane("Annotations (CPU)", id=TABS[3]):
                 yield FrameTable(id="steps-annotations", export_name="user_annotations")
 

@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 
 from hta_tui.analysis.names import distinct_cuts
+from hta_tui.analysis.rank_spread import summarise
 from hta_tui.analysis.tables import csv_for_people
 from hta_tui.app.moment import Moment, MomentColumns
 from hta_tui.app.safe_text import as_text
@@ -33,6 +34,22 @@ from hta_tui.printable import printable
 WIDTH_ROWS = 500
 #: Frames of more rows than this are filtered, sorted and measured in a thread.
 THREAD_ROWS = 200_000
+
+
+#: A table of one row per rank (or per rank and device) with more ranks than this is shown
+#: summarised (`RankSummary`): one row per rank no longer fits a screen at 80x24.
+RANKS_MAX = 16
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """How a per-rank table is summarised past RANKS_MAX ranks: its worst rows by `worst`
+    (largest first when `descending`), then the spread of its number columns over the
+    ranks (`analysis.rank_spread`); `a` shows every rank instead, and back."""
+
+    worst: str
+    descending: bool = True
+    rank: str = "rank"
 
 
 #: Longer texts (C++ kernel names run to 300 characters) are cut in the middle for display;
@@ -191,6 +208,12 @@ class FrameTable(FrameView):
         Binding("g", "scroll_top", "Top", show=False),
         Binding("G", "scroll_bottom", "Bottom", show=False),
         Binding("t", "timeline", "Timeline", tooltip="Open the timeline at this row's moment"),
+        Binding(
+            "a",
+            "every_rank",
+            "Every rank",
+            tooltip="Every rank's row, or the summary (worst ranks, then the spread) again",
+        ),
     ]
 
     class OpenTimeline(Message):
@@ -213,6 +236,7 @@ class FrameTable(FrameView):
         key_column: str | None = None,
         export_name: str = "table",
         moment: MomentColumns | None = None,
+        ranks: RankSummary | None = None,
         **kw: Any,
     ) -> None:
         kw.setdefault("cursor_type", "row")
@@ -222,6 +246,10 @@ class FrameTable(FrameView):
         self.export_name = export_name
         #: the columns naming a moment, for `t` (None: the key belongs to the screen)
         self.moment = moment
+        #: a per-rank table: summarised past RANKS_MAX ranks unless `every_rank` (`a`)
+        self.ranks = ranks
+        self.every_rank = False
+        self.rank_count = 0  # ranks in the frame (of a per-rank table)
         self.frame: pl.DataFrame = pl.DataFrame()
         #: columns kept in the frame (cursor row, filter, export) but not drawn: a kernel's
         #: full name behind its short one
@@ -254,7 +282,22 @@ class FrameTable(FrameView):
         """Show `df`: only the view's size, number formats and column widths are worked out
         here; cells are formatted when their rows come on screen."""
         self.frame = df
+        spec = self.ranks
+        could = self.can_summarise
+        self.rank_count = df[spec.rank].n_unique() if spec and spec.rank in df.columns else 0
+        if could != self.can_summarise and self.is_attached:
+            self.refresh_bindings()  # `a` shows in the footer only where it does something
         self._render_frame()
+
+    @property
+    def can_summarise(self) -> bool:
+        """A per-rank table of more ranks than a screenful."""
+        return self.ranks is not None and self.rank_count > RANKS_MAX
+
+    @property
+    def summarised(self) -> bool:
+        """Showing the summary (worst ranks, spread) instead of every rank."""
+        return self.can_summarise and not self.every_rank
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text.strip()
@@ -269,12 +312,16 @@ class FrameTable(FrameView):
     def _view(self, limit: int | None) -> pl.DataFrame:
         """`view_frame`, or its first `limit` rows; the last of each is kept, so a key that
         redraws the table filters and sorts a big frame once, not once per use."""
-        key = (self.filter_text, self.sort_by, limit)
+        key = (self.filter_text, self.sort_by, limit, self.summarised)
         cached = self._views.get(limit)
         if cached is not None and cached[0] is self.frame and cached[1] == key:
             return cached[2]
         df = self._filtered()
-        if self.sort_by is not None and self.sort_by[0] in df.columns:
+        if self.summarised and self.ranks is not None:
+            spec = self.ranks
+            df = summarise(df, spec.worst, descending=spec.descending, rank=spec.rank)
+            df = df if limit is None else df.head(limit)
+        elif self.sort_by is not None and self.sort_by[0] in df.columns:
             df = sorted_head(df, *self.sort_by, limit)
         elif limit is not None:
             df = df.head(limit)
@@ -306,7 +353,15 @@ class FrameTable(FrameView):
         return [c.plain if isinstance(c, Text) else str(c) for c in self.row_cells(row)]
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "every_rank":
+            return self.can_summarise
         return self.moment is not None if action == "timeline" else True
+
+    def action_every_rank(self) -> None:
+        """Every rank's row, or the summary again."""
+        if self.can_summarise:
+            self.every_rank = not self.every_rank
+            self._render_frame()
 
     def action_timeline(self) -> None:
         if self.moment is None:
@@ -384,7 +439,7 @@ class FrameTable(FrameView):
         columns = []
         for name in drawn:
             arrow = ""
-            if self.sort_by is not None and self.sort_by[0] == name:
+            if self.sort_by is not None and self.sort_by[0] == name and not self.summarised:
                 arrow = " ▼" if self.sort_by[1] else " ▲"
             header = printable(name) + arrow
             if schema[name].is_numeric():
@@ -439,6 +494,7 @@ class FrameTable(FrameView):
 
         def chosen(col: str | None) -> None:
             if col is not None:
+                self.every_rank = True  # sorting the ranks: every rank's row
                 self.sort_on(col)
 
         self.app.push_screen(ColumnPicker(self.frame.columns, current), chosen)

@@ -13,9 +13,11 @@ markup or terminal control.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, ClassVar, Literal
 
 from rich.cells import cell_len
@@ -183,6 +185,9 @@ class FrameView(ScrollView, can_focus=True):
         self.hover_row = 0
         self.show_hover = False
         self.source: RowSource = _no_rows
+        #: the first line of each row and the end of the last, when rows are not all one
+        #: line high (`set_rows(heights=...)`); None: row i is line i
+        self.row_starts: list[int] | None = None
         self.pages: OrderedDict[int, Sequence[Sequence[Any]]] = OrderedDict()
         self.strips: OrderedDict[tuple[Any, ...], Strip] = OrderedDict()
 
@@ -193,9 +198,12 @@ class FrameView(ScrollView, can_focus=True):
         row_count: int,
         source: RowSource,
         cursor_row: int | None = None,
+        heights: Sequence[int] | None = None,
     ) -> None:
         """Show `row_count` rows whose cells `source` gives on demand; the cursor goes to
-        `cursor_row` (else stays where it is, within the rows). Nothing is formatted here."""
+        `cursor_row` (else stays where it is, within the rows). `heights`: each row's lines
+        when some take more than one (a cell's text then wraps in them, as DataTable draws a
+        row of that height). Nothing is formatted here."""
         self.view_columns = [
             ViewColumn(c.key, safe_label(c.label), max(c.width, cell_len(c.label.plain)))
             for c in columns
@@ -204,7 +212,10 @@ class FrameView(ScrollView, can_focus=True):
         self.source = source
         self.pages.clear()
         self.strips.clear()
-        self.virtual_size = Size(self.table_width, row_count + self.header_height)
+        self.row_starts = None
+        if heights is not None and any(h != 1 for h in heights):
+            self.row_starts = [0, *accumulate(max(1, h) for h in heights)]
+        self.virtual_size = Size(self.table_width, self.line_count + self.header_height)
         row = self.cursor_row if cursor_row is None else cursor_row
         self.cursor_row = max(0, min(row, row_count - 1))
         self.refresh()
@@ -215,6 +226,27 @@ class FrameView(ScrollView, can_focus=True):
     @property
     def header_height(self) -> int:
         return 1 if self.show_header else 0
+
+    @property
+    def line_count(self) -> int:
+        """Lines the rows take (the header aside)."""
+        return self.row_starts[-1] if self.row_starts is not None else self.row_count
+
+    def row_line(self, row: int) -> tuple[int, int]:
+        """(first line, height) of `row`, the header aside."""
+        if self.row_starts is None:
+            return row, 1
+        return self.row_starts[row], self.row_starts[row + 1] - self.row_starts[row]
+
+    def line_row(self, line: int) -> tuple[int, int]:
+        """(row, line within it) of the `line`-th line of the rows (a row past the last
+        beyond them)."""
+        if self.row_starts is None or line < 0:
+            return line, 0
+        if line >= self.row_starts[-1]:
+            return self.row_count, 0
+        row = bisect_right(self.row_starts, line) - 1
+        return row, line - self.row_starts[row]
 
     @property
     def table_width(self) -> int:
@@ -256,18 +288,21 @@ class FrameView(ScrollView, can_focus=True):
     def scroll_to_cursor(self, animate: bool = False) -> None:
         if not self.row_count or self.cursor_type == "none":
             return
-        y = self.cursor_row + self.header_height
+        line, height = self.row_line(self.cursor_row)
         width = max(self.size.width, self.table_width)
-        region = Region(int(self.scroll_x), y, width, 1)
+        region = Region(int(self.scroll_x), line + self.header_height, width, height)
         spacing = Spacing(self.header_height, 0, 0, 0)
         self.scroll_to_region(region, animate=animate, spacing=spacing, force=True)
 
     def refresh_rows(self, *rows: int) -> None:
         top = int(self.scroll_y) - self.header_height
         for row in rows:
-            y = row - top
-            if 0 <= y < self.size.height:
-                self.refresh(Region(0, y, self.size.width, 1))
+            if row >= self.row_count:
+                continue
+            line, height = (row, 1) if row < 0 else self.row_line(row)
+            y = line - top
+            if -height < y < self.size.height:
+                self.refresh(Region(0, y, self.size.width, height))
 
     def _keyboard(self) -> None:
         if self.show_hover:
@@ -386,17 +421,17 @@ class FrameView(ScrollView, can_focus=True):
         width = self.size.width
         base = self.rich_style
         if self.show_header and y < self.header_height:
-            row = -1
+            row, line = -1, 0
         else:
-            row = y + int(self.scroll_y) - self.header_height
+            row, line = self.line_row(y + int(self.scroll_y) - self.header_height)
         if row >= self.row_count:
             return Strip.blank(width, base)
         cursor = self.cursor_type == "row" and self.show_cursor and row == self.cursor_row
         hover = self.show_hover and self.show_cursor and row == self.hover_row
-        key = (row, cursor, hover, width, self.has_focus, base)
+        key = (row, line, cursor, hover, width, self.has_focus, base)
         strip = self.strips.get(key)
         if strip is None:
-            strip = Strip(self._row_segments(row, base, cursor, hover))
+            strip = Strip(self._row_segments(row, base, cursor, hover, line))
             self.strips[key] = strip
             while len(self.strips) > STRIPS_KEPT:
                 self.strips.popitem(last=False)
@@ -427,8 +462,12 @@ class FrameView(ScrollView, can_focus=True):
             return self._component("datatable--odd-row" if row % 2 else "datatable--even-row")
         return base
 
-    def _row_segments(self, row: int, base: Style, cursor: bool, hover: bool) -> list[Segment]:
+    def _row_segments(
+        self, row: int, base: Style, cursor: bool, hover: bool, line: int = 0
+    ) -> list[Segment]:
+        """Line `line` of `row` (-1: the header)."""
         row_style = self._row_style(row, base)
+        height = 1 if row == -1 else self.row_line(row)[1]
         component, post = self._cell_styles(row == -1, hover, cursor)
         cells: Sequence[Any] = (
             [c.label for c in self.view_columns] if row == -1 else self.row_cells(row)
@@ -438,11 +477,12 @@ class FrameView(ScrollView, can_focus=True):
         for index, (column, value) in enumerate(zip(self.view_columns, cells, strict=False)):
             meta = Style.from_meta({"row": row, "column": index})
             width = column.width + 2 * pad
-            line = None if row == -1 else _plain_line(value, column.width, pad)
-            if line is None:
-                segments += self._rich_cell(value, width, row_style + meta + component, post)
+            plain = None if row == -1 or height > 1 else _plain_line(value, column.width, pad)
+            if plain is None:
+                pre = row_style + meta + component
+                segments += self._rich_cell(value, width, pre, post, height, line)
                 continue
-            text, text_style, justify = line
+            text, text_style, justify = plain
             outer = row_style + meta + component + post
             inner = row_style + meta + component
             if text_style:
@@ -465,15 +505,20 @@ class FrameView(ScrollView, can_focus=True):
         segments.append(Segment(" " * remaining, extend))
         return segments
 
-    def _rich_cell(self, value: Any, width: int, pre: Style, post: Style) -> list[Segment]:
-        """A cell Rich lays out (a header, spans, text to cut): one line, `width` cells."""
+    def _rich_cell(
+        self, value: Any, width: int, pre: Style, post: Style, height: int = 1, line: int = 0
+    ) -> list[Segment]:
+        """Line `line` of a cell Rich lays out (a header, spans, text to cut, a row of
+        several lines) in `width` cells and `height` lines, as DataTable does."""
         cell = value if isinstance(value, Text) else as_text(str(value))
-        options = self.app.console_options.update_dimensions(width, 1).update(no_wrap=True)
+        options = self.app.console_options.update_dimensions(width, height)
+        if height == 1:
+            options = options.update(no_wrap=True)
         lines = self.app.console.render_lines(
             Styled(Padding(cell, (0, self.cell_padding)), pre_style=pre, post_style=post),
             options,
         )
-        return lines[0] if lines else [Segment(" " * width, pre)]
+        return lines[line] if line < len(lines) else [Segment(" " * width, pre)]
 
 
 def _plain_line(value: Any, room: int, pad: int) -> tuple[str, Any, str | None] | None:
