@@ -10,6 +10,7 @@ import io
 import multiprocessing as mp
 import os
 import random
+import shutil
 from pathlib import Path
 
 import orjson
@@ -94,6 +95,15 @@ def warm(trace_dir: Path, cache: Cache) -> dict:
     return doc
 
 
+@pytest.fixture(scope="module")
+def warmed(trace_dir: Path, clean: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache the report and the app's step breakdown have written (once for the module:
+    each test damages its own copy)."""
+    root = tmp_path_factory.mktemp("warmed") / "cache"
+    assert warm(trace_dir, Cache(root)) == clean  # the cache is written
+    return root
+
+
 def entry_file(cache: Cache, trace: Path, name: str) -> Path:
     (tf,) = [tf for tf in discover(trace.parent) if tf.path == trace]
     entry = cache.entry_dir(tf)
@@ -122,13 +132,13 @@ def test_damaged_entry_gives_the_clean_numbers(
     trace_dir: Path,
     clean: dict,
     clean_steps: pl.DataFrame,
+    warmed: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture,
     name: str,
     kind: str,
 ) -> None:
-    cache = Cache(tmp_path / "cache")
-    assert warm(trace_dir, cache) == clean  # the cache is written
+    cache = Cache(shutil.copytree(warmed, tmp_path / "cache"))
     capsys.readouterr()
     trace = sorted(trace_dir.iterdir())[0]
     DAMAGE[kind](entry_file(cache, trace, name))

@@ -18,13 +18,13 @@ WINDOWS = "iterations"
 def per_rank_steps(steps: pl.DataFrame) -> pl.DataFrame:
     """rank, steps, step_us (mean step time), total_us, from the step-time table."""
     return (
-        steps.group_by("rank")
+        steps.group_by("rank", maintain_order=True)
         .agg(
             pl.len().alias("steps"),
             pl.col("step_time (us)").mean().alias("step_us"),
             pl.col("step_time (us)").sum().alias("total_us"),
         )
-        .sort("rank")
+        .sort("rank", maintain_order=True)
     )
 
 
@@ -40,7 +40,7 @@ def windows(iterations: pl.DataFrame) -> pl.DataFrame:
 
 def with_windows(rows: pl.DataFrame, iterations: pl.DataFrame) -> pl.DataFrame:
     """`rows` (rank, step) with their step's window, null where the step has none."""
-    win = windows(iterations).unique(["rank", "step"])
+    win = windows(iterations).unique(["rank", "step"], maintain_order=True)
     return rows.drop("start_us", "end_us", strict=False).join(win, on=["rank", "step"], how="left")
 
 

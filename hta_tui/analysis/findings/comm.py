@@ -25,7 +25,9 @@ def _exposed(t: Tables, th: Thresholds) -> RuleResult:
         return abstain(NO_STEPS)
     if steps["Kernel (us)"].sum() <= 0:
         return abstain(NO_GPU)
-    comm = steps.group_by("rank").agg(pl.col("Communication (us)").sum().alias("comm_us"))
+    comm = steps.group_by("rank", maintain_order=True).agg(
+        pl.col("Communication (us)").sum().alias("comm_us")
+    )
     per = (
         per_rank_steps(steps)
         .join(comm, on="rank")
@@ -34,12 +36,14 @@ def _exposed(t: Tables, th: Thresholds) -> RuleResult:
             (pl.col("comm_us") / pl.col("steps")).alias("per_step"),
         )
     )
-    worst = per.sort(["pct", "rank"], descending=[True, False]).row(0, named=True)
+    worst = per.sort(["pct", "rank"], descending=[True, False], maintain_order=True).row(
+        0, named=True
+    )
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
     hidden = t["collectives_hidden"]
     top = (
         hidden.filter(pl.col("rank").is_in(fired or [worst["rank"]]))
-        .sort("exposed (us)", descending=True)
+        .sort("exposed (us)", descending=True, maintain_order=True)
         .head(6)
     )
     ev = top.select(
@@ -66,9 +70,9 @@ def _exposed(t: Tables, th: Thresholds) -> RuleResult:
         where = "no collective of the distributed view is exposed"
     else:
         kinds = (
-            top.group_by("kind", "module")
+            top.group_by("kind", "module", maintain_order=True)
             .agg(pl.col("exposed (us)").sum())
-            .sort("exposed (us)", descending=True)
+            .sort("exposed (us)", descending=True, maintain_order=True)
             .head(2)
         )
         where = ", ".join(
@@ -113,12 +117,12 @@ def _straggler(t: Tables, th: Thresholds) -> RuleResult:
         return abstain("no compute time on the GPU (a CPU-only trace)")
     per = scores.with_columns(
         (100 * (pl.col("compute_time (us)") - median) / median).alias("pct")
-    ).sort(["pct", "rank"], descending=[True, False])
+    ).sort(["pct", "rank"], descending=[True, False], maintain_order=True)
     worst = per.row(0, named=True)
     rank = worst["rank"]
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
     waits = t["collective_instances"].filter(pl.col("last_rank") == rank)
-    waits = waits.sort("cost_us", descending=True).head(6)
+    waits = waits.sort("cost_us", descending=True, maintain_order=True).head(6)
     ev = waits.select(
         pl.lit("distributed").alias("view"),
         pl.lit("collective_instances").alias("table"),

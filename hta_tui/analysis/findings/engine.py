@@ -79,6 +79,7 @@ def evaluate_all(
         pl.col("at_stake_us").fill_null(0),
         pl.col("id"),
         descending=[False, True, False],
+        maintain_order=True,
     )
     ev_all = (
         pl.concat(evidence).select(list(EVIDENCE_SCHEMA))
@@ -86,7 +87,9 @@ def evaluate_all(
         else pl.DataFrame(schema=EVIDENCE_SCHEMA)
     )
     rank_of = {rid: i for i, rid in enumerate(findings["id"].to_list())}
-    ev_all = ev_all.sort(pl.col("id").replace_strict(rank_of, return_dtype=pl.Int32), "n")
+    ev_all = ev_all.sort(
+        pl.col("id").replace_strict(rank_of, return_dtype=pl.Int32), "n", maintain_order=True
+    )
     return findings, ev_all.cast(EVIDENCE_SCHEMA)
 
 

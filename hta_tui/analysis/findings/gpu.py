@@ -33,14 +33,18 @@ CAUSE = {
 def _busiest_stream_idle(idle: pl.DataFrame, stats: pl.DataFrame, ranks: list[int]) -> pl.DataFrame:
     """Each rank's idle categories on its busiest stream (the one with the most gaps between
     kernels, so the most kernels: where the compute runs), largest first."""
-    counts = stats.filter(pl.col("rank").is_in(ranks)).group_by("rank", "stream")
+    counts = stats.filter(pl.col("rank").is_in(ranks)).group_by(
+        "rank", "stream", maintain_order=True
+    )
     counts = counts.agg(pl.col("count").sum().alias("gaps"))
-    busiest = counts.sort(["rank", "gaps", "stream"], descending=[False, True, False])
-    busiest = busiest.unique("rank", keep="first")
+    busiest = counts.sort(
+        ["rank", "gaps", "stream"], descending=[False, True, False], maintain_order=True
+    )
+    busiest = busiest.unique("rank", keep="first", maintain_order=True)
     return (
         idle.join(busiest.select("rank", "stream"), on=["rank", "stream"])
         .filter(pl.col("idle_time") > 0)
-        .sort(["idle_time", "rank"], descending=[True, False])
+        .sort(["idle_time", "rank"], descending=[True, False], maintain_order=True)
         .head(6)
     )
 
@@ -52,11 +56,13 @@ def _util(t: Tables, th: Thresholds) -> RuleResult:
         return abstain(NO_STEPS)
     if metrics.is_empty():
         return abstain(NO_GPU)
-    util = metrics.group_by("rank").agg(pl.col("gpu_utilization_pct").min().alias("util"))
+    util = metrics.group_by("rank", maintain_order=True).agg(
+        pl.col("gpu_utilization_pct").min().alias("util")
+    )
     per = per_rank_steps(steps).join(util, on="rank")
     if per.is_empty():
         return abstain(NO_GPU)
-    worst = per.sort(["util", "rank"]).row(0, named=True)
+    worst = per.sort(["util", "rank"], maintain_order=True).row(0, named=True)
     fired = per.filter(pl.col("util") < th.info)["rank"].to_list()
     rank = worst["rank"]
     idle_us = worst["step_us"] * (1 - worst["util"] / 100)
@@ -155,7 +161,7 @@ def _named(rows: pl.DataFrame, n: int = 3) -> str:
 def _by_kernel(k: pl.DataFrame) -> pl.DataFrame:
     """kernel_view_by_op per rank, kernel and operator (its launch geometries together)."""
     return (
-        k.group_by("rank", "name", "operator")
+        k.group_by("rank", "name", "operator", maintain_order=True)
         .agg(
             pl.col("calls").sum(),
             pl.col("total (us)").sum(),
@@ -185,7 +191,7 @@ def _launch_bound(t: Tables, th: Thresholds) -> RuleResult:
     launches = launches.filter(pl.col("launch").str.contains(_LAUNCH_RE))
     short_k = pl.col("gpu_duration") < pl.col("cpu_duration")
     per = (
-        launches.group_by("rank")
+        launches.group_by("rank", maintain_order=True)
         .agg(
             pl.len().alias("launches"),
             short_k.sum().alias("shorter"),
@@ -197,7 +203,7 @@ def _launch_bound(t: Tables, th: Thresholds) -> RuleResult:
             pl.col("cpu_duration").median().alias("launch_us"),
         )
         .with_columns((100 * pl.col("shorter") / pl.col("launches")).alias("pct"))
-        .sort(["pct", "rank"], descending=[True, False])
+        .sort(["pct", "rank"], descending=[True, False], maintain_order=True)
     )
     if per.is_empty():
         return abstain("no kernel launch with its kernel in the trace")
@@ -208,7 +214,9 @@ def _launch_bound(t: Tables, th: Thresholds) -> RuleResult:
     kernels = _by_kernel(t["kernel_view_by_op"]).filter(
         pl.col("rank").is_in(fired or [rank]) & (pl.col("mean (us)") < worst["launch_us"])
     )
-    kernels = kernels.sort(["calls", "total (us)", "name"], descending=[True, True, False])
+    kernels = kernels.sort(
+        ["calls", "total (us)", "name"], descending=[True, True, False], maintain_order=True
+    )
     advice = (
         f"on rank {rank}, {worst['pct']:.0f}% of kernels run shorter on the GPU than their "
         f"launch takes on the host (median launch {worst['launch_us']:.1f} us), so the GPU "
@@ -249,20 +257,20 @@ def _small(t: Tables, th: Thresholds) -> RuleResult:
     k = _by_kernel(t["kernel_view_by_op"])
     small = pl.col("mean (us)") < SMALL_US
     per = (
-        k.group_by("rank")
+        k.group_by("rank", maintain_order=True)
         .agg(
             pl.col("total (us)").sum().alias("all_us"),
             pl.col("total (us)").filter(small).sum().alias("small_us"),
         )
         .with_columns((100 * pl.col("small_us") / pl.col("all_us")).alias("pct"))
-        .sort(["pct", "rank"], descending=[True, False])
+        .sort(["pct", "rank"], descending=[True, False], maintain_order=True)
     )
     worst = per.row(0, named=True)
     rank = worst["rank"]
     steps = _steps_per_rank(t).get(rank) or 1
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
     rows = k.filter(pl.col("rank").is_in(fired or [rank]) & small)
-    rows = rows.sort(["total (us)", "name"], descending=[True, False])
+    rows = rows.sort(["total (us)", "name"], descending=[True, False], maintain_order=True)
     advice = (
         f"on rank {rank}, kernels under {SMALL_US:.0f} us take {worst['pct']:.0f}% of kernel "
         f"time ({fmt_us(worst['small_us'] / steps)} per step); the largest: {_named(rows)}: "
@@ -298,20 +306,20 @@ def _tensor_cores(t: Tables, th: Thresholds) -> RuleResult:
     k = _by_kernel(t["kernel_view_by_op"])
     missed = pl.col("op_tc_eligible") & ~pl.col("tc_used")
     per = (
-        k.group_by("rank")
+        k.group_by("rank", maintain_order=True)
         .agg(
             pl.col("total (us)").sum().alias("all_us"),
             pl.col("total (us)").filter(missed).sum().alias("missed_us"),
         )
         .with_columns((100 * pl.col("missed_us") / pl.col("all_us")).alias("pct"))
-        .sort(["pct", "rank"], descending=[True, False])
+        .sort(["pct", "rank"], descending=[True, False], maintain_order=True)
     )
     worst = per.row(0, named=True)
     rank = worst["rank"]
     steps = _steps_per_rank(t).get(rank) or 1
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
     rows = k.filter(pl.col("rank").is_in(fired or [rank]) & missed)
-    rows = rows.sort(["total (us)", "name"], descending=[True, False])
+    rows = rows.sort(["total (us)", "name"], descending=[True, False], maintain_order=True)
     advice = (
         f"on rank {rank}, {worst['pct']:.0f}% of kernel time "
         f"({fmt_us(worst['missed_us'] / steps)} per step) is in operators that could use "

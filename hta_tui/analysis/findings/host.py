@@ -33,9 +33,9 @@ def _dataloader_ops(annotations: pl.DataFrame) -> list[str]:
         return []
     found = (
         annotations.filter(pl.col("name").str.contains("DataLoader"))
-        .group_by("name")
+        .group_by("name", maintain_order=True)
         .agg(pl.col("sum (us)").sum())
-        .sort("sum (us)", descending=True)
+        .sort("sum (us)", descending=True, maintain_order=True)
     )
     return found["name"].to_list()
 
@@ -44,7 +44,9 @@ def _dataloader(t: Tables, th: Thresholds) -> RuleResult:
     steps = t[STEPS]
     if no_steps(t):
         return abstain(NO_STEPS)
-    load = steps.group_by("rank").agg(pl.col("DataLoader (us)").sum().alias("load_us"))
+    load = steps.group_by("rank", maintain_order=True).agg(
+        pl.col("DataLoader (us)").sum().alias("load_us")
+    )
     per = (
         per_rank_steps(steps)
         .join(load, on="rank")
@@ -53,13 +55,15 @@ def _dataloader(t: Tables, th: Thresholds) -> RuleResult:
             (pl.col("load_us") / pl.col("steps")).alias("per_step"),
         )
     )
-    worst = per.sort(["pct", "rank"], descending=[True, False]).row(0, named=True)
+    worst = per.sort(["pct", "rank"], descending=[True, False], maintain_order=True).row(
+        0, named=True
+    )
     fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
     names = _dataloader_ops(t["user_annotation_breakdown"])
     op = short(names[0]) if names else "the DataLoader"
     slow = (
         steps.filter(pl.col("rank").is_in(fired or [worst["rank"]]))
-        .sort("DataLoader (us)", descending=True)
+        .sort("DataLoader (us)", descending=True, maintain_order=True)
         .head(6)
     )
     rows = with_windows(
@@ -139,7 +143,7 @@ def _sync_rows(t: Tables, copies: bool) -> tuple[pl.DataFrame, pl.DataFrame] | s
         (pl.col("start (us)") - origin).alias("start_us"),
         (pl.col("start (us)") + pl.col("blocked (us)") - origin).alias("end_us"),
     )
-    blocked = syncs.group_by("rank").agg(
+    blocked = syncs.group_by("rank", maintain_order=True).agg(
         pl.col("blocked (us)").sum().alias("blocked"), pl.len().alias("calls")
     )
     per = (
@@ -151,7 +155,7 @@ def _sync_rows(t: Tables, copies: bool) -> tuple[pl.DataFrame, pl.DataFrame] | s
             (pl.col("blocked") / pl.col("steps")).alias("per_step"),
             (pl.col("total_us") / pl.col("steps")).alias("step_us"),
         )
-        .sort(["pct", "rank"], descending=[True, False])
+        .sort(["pct", "rank"], descending=[True, False], maintain_order=True)
     )
     return syncs, per
 
@@ -172,7 +176,7 @@ def _where(r: dict[str, object]) -> str:
 
 
 def _sync_evidence(syncs: pl.DataFrame) -> pl.DataFrame:
-    top = syncs.sort("blocked (us)", descending=True).head(6)
+    top = syncs.sort("blocked (us)", descending=True, maintain_order=True).head(6)
     labels = [
         f"rank {r['rank']} step {r['step_n'] if r['step_n'] is not None else '-'}: "
         f"{_where(r)} blocked {r['blocked (us)']:.0f} us"
@@ -195,9 +199,9 @@ def _top_places(syncs: pl.DataFrame, rank: int, n: int = 2) -> str:
     keys = ["call", "operator", "call_site", "module", "forward_op"]
     places = (
         syncs.filter(pl.col("rank") == rank)
-        .group_by(keys)
+        .group_by(keys, maintain_order=True)
         .agg(pl.col("blocked (us)").sum(), pl.len().alias("n"))
-        .sort("blocked (us)", descending=True)
+        .sort("blocked (us)", descending=True, maintain_order=True)
         .head(n)
     )
     return "; ".join(

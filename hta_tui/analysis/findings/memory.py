@@ -26,7 +26,12 @@ def _size(mb: float) -> str:
 
 
 def _holders(t: Tables, ranks: list[int], table: str, size: str, n: int = 3) -> str:
-    rows = t[table].filter(pl.col("rank").is_in(ranks)).sort(size, descending=True).head(n)
+    rows = (
+        t[table]
+        .filter(pl.col("rank").is_in(ranks))
+        .sort(size, descending=True, maintain_order=True)
+        .head(n)
+    )
     return ", ".join(
         f"{r['operator'] or 'no operator'}"
         + (f" in {r['module']}" if r.get("module") else "")
@@ -36,7 +41,12 @@ def _holders(t: Tables, ranks: list[int], table: str, size: str, n: int = 3) -> 
 
 
 def _memory_rows(t: Tables, ranks: list[int], table: str, size: str, what: str) -> pl.DataFrame:
-    rows = t[table].filter(pl.col("rank").is_in(ranks)).sort(size, descending=True).head(6)
+    rows = (
+        t[table]
+        .filter(pl.col("rank").is_in(ranks))
+        .sort(size, descending=True, maintain_order=True)
+        .head(6)
+    )
     return evidence_frame(
         rows.select(
             pl.lit("memory").alias("view"),
@@ -67,16 +77,18 @@ def _peak(t: Tables, th: Thresholds) -> RuleResult:
         devices = devices.filter(pl.col("memory_gb").is_not_null())
     if devices.is_empty() or "memory_gb" not in devices.columns:
         return abstain("the device's memory size is unknown (no deviceProperties in the trace)")
-    cap = devices.group_by("rank").agg((pl.col("memory_gb").max() * 1024).alias("cap_mb"))
+    cap = devices.group_by("rank", maintain_order=True).agg(
+        (pl.col("memory_gb").max() * 1024).alias("cap_mb")
+    )
     per = (
         peaks.join(cap, on="rank")
         .with_columns((100 * pl.col("peak_allocated_mb") / pl.col("cap_mb")).alias("pct"))
-        .sort(["pct", "rank"], descending=[True, False])
+        .sort(["pct", "rank"], descending=[True, False], maintain_order=True)
     )
     if per.is_empty():
         return abstain("no memory events on a device of known size")
     worst = per.row(0, named=True)
-    fired = per.filter(pl.col("pct") > th.info)["rank"].unique().to_list()
+    fired = per.filter(pl.col("pct") > th.info)["rank"].unique(maintain_order=True).to_list()
     shown = fired or [worst["rank"]]
     advice = (
         f"rank {worst['rank']}'s {worst['device']} peaks at {worst['peak_allocated_mb']:.0f} MB "
@@ -107,12 +119,12 @@ def _growth(t: Tables, th: Thresholds) -> RuleResult:
     steps = t["memory_step_peaks"].filter(pl.col("step").is_not_null())
     if steps.is_empty():
         return abstain(NO_MEMORY + ", or no steps")
-    n = steps.group_by("rank", "device").agg(pl.len().alias("n"))["n"].max()
+    n = steps.group_by("rank", "device", maintain_order=True).agg(pl.len().alias("n"))["n"].max()
     if n is None or n < MIN_STEPS:
         return abstain(f"too few steps ({n or 0}) to call a trend: {MIN_STEPS} needed")
     per = (
-        steps.sort("step")
-        .group_by("rank", "device")
+        steps.sort("step", maintain_order=True)
+        .group_by("rank", "device", maintain_order=True)
         .agg(
             pl.col("peak_allocated_mb").first().alias("first_mb"),
             pl.col("peak_allocated_mb").last().alias("last_mb"),
@@ -128,12 +140,12 @@ def _growth(t: Tables, th: Thresholds) -> RuleResult:
             .otherwise(0.0)
             .alias("pct")
         )
-        .sort(["pct", "rank"], descending=[True, False])
+        .sort(["pct", "rank"], descending=[True, False], maintain_order=True)
     )
     if per.is_empty():
         return abstain(NO_MEMORY)
     worst = per.row(0, named=True)
-    fired = per.filter(pl.col("pct") > th.info)["rank"].unique().to_list()
+    fired = per.filter(pl.col("pct") > th.info)["rank"].unique(maintain_order=True).to_list()
     shown = fired or [worst["rank"]]
     leaks = t["memory_leaks"].filter(pl.col("growing"))
     kept = (

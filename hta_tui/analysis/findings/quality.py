@@ -60,7 +60,9 @@ def _quality(t: Tables, th: Thresholds) -> RuleResult:
             " CUDA graph launches hold no kernels: profile with the graph's kernels expanded "
             "(a newer PyTorch / Kineto), or read GPU time as a lower bound"
         )
-    steps = iterations.group_by("rank").agg(pl.col("iter").unique())
+    steps = iterations.group_by("rank", maintain_order=True).agg(
+        pl.col("iter").unique(maintain_order=True)
+    )
     if steps.height > 1:
         common = set.intersection(*(set(s) for s in steps["iter"].to_list()))
         if not common:

@@ -36,7 +36,7 @@ def _variance(t: Tables, th: Thresholds) -> RuleResult:
         return abstain(f"too few steps ({most or 0}) for a p95: {MIN_STEPS} needed")
     stats = stats.filter(pl.col("steps") >= MIN_STEPS)
     per = stats.with_columns((pl.col("p95 (us)") / pl.col("p50 (us)")).alias("ratio")).sort(
-        ["ratio", "rank"], descending=[True, False]
+        ["ratio", "rank"], descending=[True, False], maintain_order=True
     )
     worst = per.row(0, named=True)
     rank = worst["rank"]
@@ -44,7 +44,9 @@ def _variance(t: Tables, th: Thresholds) -> RuleResult:
     outliers = t["outlier_steps"].filter(pl.col("rank").is_in(fired or [rank]))
     if outliers.is_empty():  # no step far enough out for a z-score: the slowest ones
         slow = t[STEPS].filter(pl.col("rank").is_in(fired or [rank]))
-        median = slow.group_by("rank").agg(pl.col("step_time (us)").median().alias("med"))
+        median = slow.group_by("rank", maintain_order=True).agg(
+            pl.col("step_time (us)").median().alias("med")
+        )
         outliers = (
             slow.join(median, on="rank")
             .with_columns(
@@ -54,7 +56,7 @@ def _variance(t: Tables, th: Thresholds) -> RuleResult:
             )
             .filter(pl.col("excess (us)") > 0)
         )
-    outliers = outliers.sort("excess (us)", descending=True).head(6)
+    outliers = outliers.sort("excess (us)", descending=True, maintain_order=True).head(6)
     rows = with_windows(
         outliers.select("rank", "step", "excess (us)", "cause", "cause_excess (us)"), t[WINDOWS]
     )
