@@ -288,7 +288,8 @@ def test_front_ends_call_no_analysis_the_registry_wraps() -> None:
     """The screens, the API and the report reach every table the registry gives through it,
     not by calling the function behind it (which is how options and names drifted)."""
     wrapped = _analysis_calls(PKG / "analysis" / "registry.py") - {
-        "hta_tui.analysis.scheduling.run_all"
+        "hta_tui.analysis.scheduling.run_all",
+        "hta_tui.analysis.checkpoint.checkpoint",  # where work gives way, not an analysis
     }
     files = [*(PKG / "app").rglob("*.py"), *PKG.glob("api*.py"), PKG / "report.py"]
     found = {

@@ -49,6 +49,7 @@ from hta_tui.analysis import (
     sync_summary,
     temporal,
 )
+from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_tables
 from hta_tui.trace.model import TraceSet
 
@@ -937,6 +938,7 @@ def tables(
             lazies[a.name] = a.lazy(ranks, options, **_inputs(a, frames, meta))
         if n not in lazies[a.name]:
             raise KeyError(f"{a.name} did not give {n}")
+        checkpoint()  # a view left behind stops here (analysis/checkpoint.py)
         out[n] = lazies[a.name][n]()
     return out
 

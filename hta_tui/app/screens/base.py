@@ -31,8 +31,10 @@ from textual.widgets import Input, Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.analysis.checkpoint import hooked
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
+from hta_tui.app.foreground import Superseded, give_way
 from hta_tui.app.screens.rank_picker import RankPicker
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
 from hta_tui.app.sides import folder_label
@@ -354,6 +356,13 @@ class AnalysisScreen(Screen):
             body.loading = True
         self._compute(ts.snapshot(), self.params)
 
+    def leave_behind(self) -> None:
+        """Another view is shown: this one's computations stop at their next checkpoint
+        (app/foreground.py), and it computes again when shown again."""
+        for group in self.WORKER_GROUPS:
+            self.workers.cancel_group(self, group)
+        self._computing = None
+
     def _deferred_refresh(self) -> None:
         self._refresh_timer = None
         self._maybe_refresh()
@@ -377,7 +386,10 @@ class AnalysisScreen(Screen):
         if worker.is_cancelled:
             return
         try:
-            result = self.compute_on(ts, frames, params)
+            with hooked(give_way(worker)):  # stops at a checkpoint once the view is left
+                result = self.compute_on(ts, frames, params)
+        except Superseded:
+            return
         except Exception as exc:  # a screen that fails says so, instead of loading forever
             logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
             self.post_message(ComputeFailed(one_line(exc), ts.generation, params))

@@ -28,8 +28,10 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff, step_breakdown
+from hta_tui.analysis.checkpoint import hooked
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.access import hta_app
+from hta_tui.app.foreground import Superseded, give_way
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
@@ -363,7 +365,11 @@ class DiffScreen(AnalysisScreen):
         frames, info = ts.pick(params)
         if worker.is_cancelled:
             return
-        result = self.compute(frames, params)
+        try:
+            with hooked(give_way(worker)):  # stops at a checkpoint once the view is left
+                result = self.compute(frames, params)
+        except Superseded:
+            return
         result.update(info)
         if not worker.is_cancelled:
             self.post_message(Computed(result, ts.generation, params))  # type: ignore[arg-type]

@@ -1,0 +1,89 @@
+"""The view on screen first (issue 27, point 4): the work of views left behind stops at its
+next checkpoint (the registry's door), so it holds no core from the view shown; a modal on
+top (help) leaves the view under it at work; a view left behind computes again when shown."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from hta_tui.analysis import registry
+from hta_tui.app.screens.idle import IdleScreen
+from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.overlap import OverlapScreen
+from hta_tui.app.screens.steps import StepsScreen
+from hta_tui.app.screens.syncs import SyncsScreen
+from hta_tui.synth import write_trace_dir
+from tests.test_app_support import base_screen, make_screen_app, wait_patiently, wait_view
+
+HELD = (KernelsScreen, IdleScreen, SyncsScreen, OverlapScreen)
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The held views' computations: each asks the registry for a table (the door every
+    view's work passes) until the gate opens, then computes as it would."""
+    release = threading.Event()
+    started: list[str] = []
+    ended: list[str] = []
+    registry.declare(
+        registry.Analysis("held_gate", "a gate", lambda r, o: {"held_gate": pl.DataFrame})
+    )
+    for cls in HELD:
+        real = cls.compute_on
+
+        def held(self: Any, ts: Any, frames: Any, params: Any, real: Any = real) -> Any:
+            started.append(type(self).__name__)
+            try:
+                while not release.wait(0.01):
+                    registry.table(frames, "held_gate")
+            finally:
+                ended.append(type(self).__name__)
+            return real(self, ts, frames, params)
+
+        monkeypatch.setattr(cls, "compute_on", held)
+    yield release, started, ended
+    release.set()
+    registry.withdraw("held_gate")
+
+
+async def test_views_left_behind_stop_and_the_shown_one_computes(tmp_path: Path, gate: Any) -> None:
+    release, started, ended = gate
+    write_trace_dir(tmp_path / "t", ranks=2, steps=3, seed=3)
+    app = make_screen_app(tmp_path / "t", tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        try:
+            await wait_patiently(pilot, lambda: app.settled)
+            for n, key in enumerate(("K", "I", "Y"), 1):  # three views whose work is held
+                await pilot.press(key)
+                await wait_patiently(pilot, lambda n=n: len(started) == n, what=f"{key} held")
+            await pilot.press("P")  # the view shown now: its numbers, while the gate is shut
+            steps = await wait_view(pilot, StepsScreen, timeout=60)
+            assert steps.result is not None
+            # the held views' work stopped at the door once left: nothing of theirs still runs
+            await wait_patiently(pilot, lambda: len(ended) == 3, timeout=20)
+            assert sorted(ended) == ["IdleScreen", "KernelsScreen", "SyncsScreen"]
+            assert not release.is_set()
+            assert not [w for w in app.workers if w.group == "screen" and not w.is_finished]
+
+            # a modal on top (help) leaves the view under it shown: its work goes on
+            await pilot.press("C")
+            await wait_patiently(pilot, lambda: len(started) == 4)
+            await pilot.press("question_mark")
+            await pilot.pause(0.2)
+            await pilot.press("escape")
+            assert len(ended) == 3  # still held, not stopped
+            release.set()
+            overlap = await wait_view(pilot, OverlapScreen, timeout=60)
+            assert overlap.result is not None
+
+            # a view left behind computes again when shown again
+            await pilot.press("K")
+            kernels = await wait_view(pilot, KernelsScreen, timeout=60)
+            assert kernels.result is not None and base_screen(app) is kernels
+        finally:  # a held view never outlives the test, also when it fails
+            release.set()
