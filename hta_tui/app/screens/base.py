@@ -110,6 +110,11 @@ def definitions_text(why: str, *, tb_compat: bool) -> str:
     return f"hta-tui's rules: {why} (X: plugin's)"
 
 
+def verdict_text(table: pl.DataFrame) -> str | None:
+    """A verdict the registry gives as a one-row table (`verdict`), or None."""
+    return None if table.is_empty() else str(table["verdict"][0])
+
+
 class AnalysisScreen(Screen):
     """Base of the numbered analysis screens (see the module docstring)."""
 
@@ -191,8 +196,9 @@ class AnalysisScreen(Screen):
             and self._shown_key == (self.trace_set.generation, self.params)
             and self.charts_pending == 0
             and not any(t.rows_pending for t in self.query(FrameTable))
-            and not any(
-                w.group in self.WORKER_GROUPS and not w.is_finished for w in self.app.workers
+            and not any(  # its own workers: another view's work left behind is not its
+                w.node is self and w.group in self.WORKER_GROUPS and not w.is_finished
+                for w in self.app.workers
             )
         )
 
