@@ -359,6 +359,7 @@ SCREEN_HELPERS: dict[str, str] = {
     "hta_tui.analysis.queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM": "a constant said in a note",
     "hta_tui.analysis.kernel_detail.trace_origin": "the ranks' first moment (an origin)",
     "hta_tui.analysis.sequences.pick_rank": "which rank a one-rank view shows",
+    "hta_tui.analysis.operator_stacks.has_python_frames": "whether to offer a key (no number)",
     "hta_tui.analysis.downsample.thin_points": "a chart's points, " + _SHOWN,
     "hta_tui.analysis.downsample.step_bucket_max": "a chart's points, " + _SHOWN,
     "hta_tui.analysis.step_compare.step_spread": _SHOWN,

@@ -978,9 +978,6 @@ def _job_operators(r: Ranks, o: Options) -> Lazy:
         "job_operator_stats_by_input_shape": lambda: tables()["shape"],
         "job_operator_call_stacks": lambda: tables()["stack"],
         "operator_python_stacks": lambda: operator_stacks.python_stacks(r, o.operator),
-        "has_python_frames": lambda: pl.DataFrame(
-            {"has_python_frames": [operator_stacks.has_python_frames(r)]}
-        ),
     }
 
 
@@ -1068,7 +1065,6 @@ ANALYSES += [
             "job_operator_stats_by_input_shape",
             "job_operator_call_stacks",
             "operator_python_stacks",
-            "has_python_frames",
         ),
         steps="whole",
         definitions="plugin",

@@ -19,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import registry
+from hta_tui.analysis import operator_stacks, registry
 from hta_tui.analysis.checkpoint import hooked
 from hta_tui.app.foreground import Superseded, give_way
 from hta_tui.app.safe_text import as_text
@@ -67,7 +67,6 @@ class OperatorsScreen(AnalysisScreen):
         "job_operator_stats",
         "job_operator_stats_by_input_shape",
         "job_operator_call_stacks",
-        "has_python_frames",
     )
     STEPS = "whole trace"
     PLUGIN_WHY = "device times through cuda_runtime launches"
@@ -111,7 +110,7 @@ class OperatorsScreen(AnalysisScreen):
             "by_shape": by_shape,
             "table": display(table, gpu=gpu),
             "stacks": display(tables["stack"], gpu=gpu),
-            "python": bool(got["has_python_frames"].item()),
+            "python": operator_stacks.has_python_frames(frames),
             "ops": table["name"].n_unique() if not table.is_empty() else 0,
             "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
             "attribution": (
