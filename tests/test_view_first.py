@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from hta_tui.analysis import registry
+from hta_tui.analysis.checkpoint import checkpoint, hooked
 from hta_tui.app.screens.idle import IdleScreen
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.screens.overlap import OverlapScreen
@@ -87,3 +88,33 @@ async def test_views_left_behind_stop_and_the_shown_one_computes(tmp_path: Path,
             assert kernels.result is not None and base_screen(app) is kernels
         finally:  # a held view never outlives the test, also when it fails
             release.set()
+
+
+def test_the_door_is_a_checkpoint_and_a_hook_holds_only_inside_its_block() -> None:
+    """The registry passes a checkpoint before each table it makes: a hook that raises
+    there stops the work between two tables; outside `hooked`, checkpoints do nothing."""
+    made: list[str] = []
+
+    def tables(r: Any, o: Any) -> dict[str, Any]:
+        return {n: (lambda n=n: made.append(n) or pl.DataFrame()) for n in ("gate_a", "gate_b")}
+
+    class Stop(Exception):
+        pass
+
+    passes: list[int] = []
+
+    def hook() -> None:
+        passes.append(1)
+        if len(passes) > 1:
+            raise Stop
+
+    registry.declare(registry.Analysis("gate_a", "two tables", tables, also=("gate_b",)))
+    try:
+        with hooked(hook), pytest.raises(Stop):
+            registry.tables({}, ["gate_a", "gate_b"])
+        assert made == ["gate_a"]  # stopped at the door of the second table
+        checkpoint()  # no hook any more: nothing happens
+        assert registry.tables({}, ["gate_b"])["gate_b"].is_empty()
+        assert made == ["gate_a", "gate_b"] and len(passes) == 2
+    finally:
+        registry.withdraw("gate_a")
