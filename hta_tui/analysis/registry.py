@@ -981,14 +981,12 @@ def _job_operators(r: Ranks, o: Options) -> Lazy:
     }
 
 
-_APP = {"default": False, "views": False}
-
 ANALYSES += [
     Analysis(
         "kernel_table",
         "Kernels of the ranks together: statistics, the plugin's columns, backends (the app)",
         _kernel_table,
-        **_APP,
+        default=False,
         options=("duration_ratio", "num_kernels", "fold_kernels", "tb_compat", *_H),
         also=(
             "kernel_view_job",
@@ -1003,7 +1001,7 @@ ANALYSES += [
         "kernel_detail",
         "One kernel: durations, runs, launchers, streams (the app's kernel detail)",
         _kernel_detail,
-        **_APP,
+        default=False,
         options=("kernel_name", "origin_ns", *_H),
         also=(
             "kernel_duration_summary",
@@ -1019,7 +1017,7 @@ ANALYSES += [
         "launching_operators",
         "Operators by the GPU time they launch (the app's kernel sequences)",
         _launching_operators,
-        **_APP,
+        default=False,
         options=_H,
         definitions="own",
     ),
@@ -1027,7 +1025,7 @@ ANALYSES += [
         "kernel_launches",
         "Every kernel launch with its outliers (the app's kernel launches)",
         _kernel_launches,
-        **_APP,
+        default=False,
         options=("runtime_cutoff_us", "launch_delay_cutoff_us", "include_memory_events"),
         also=("short_gpu_kernels", "runtime_outliers", "launch_delay_outliers"),
     ),
@@ -1035,14 +1033,14 @@ ANALYSES += [
         "longest_gaps",
         "The longest gaps between a stream's kernels (the app's idle time)",
         _longest_gaps,
-        **_APP,
+        default=False,
         options=("consecutive_kernel_delay_us", "top_gaps", "origin_ns", *_H),
     ),
     Analysis(
         "exposed_comm_per_rank",
         "Communication no computation hides, per rank and kernel (the app's overlap)",
         _exposed_comm,
-        **_APP,
+        default=False,
         options=_H,
         also=("comm_kernels_exposed",),
         definitions="own",
@@ -1051,7 +1049,8 @@ ANALYSES += [
         "collective_last_calls",
         "Each collective's last-arriving call (the app's distributed view)",
         _last_calls,
-        **_APP,
+        default=False,
+        views=False,
         steps="every",
         definitions="own",
     ),
@@ -1059,7 +1058,8 @@ ANALYSES += [
         "job_operator_stats",
         "Operators of the ranks together, Python stacks (the app's operators)",
         _job_operators,
-        **_APP,
+        default=False,
+        views=False,
         options=("operator", *_TB),
         also=(
             "job_operator_stats_by_input_shape",
