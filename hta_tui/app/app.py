@@ -5,7 +5,7 @@ What it does is split by concern, each a mixin of HtaApp:
     loading     the session's changes -> one reactive value, `data`, that screens watch
     refresh     status bars and the overview, when `data` or `every_step` changes
     navigation  numbered screens, back, drill-down, help, command palette
-    foreground  the view shown first: the work of a view left behind is cancelled
+    foreground  the view shown first: other views' work waits while it computes
     sides       folder labels for the status bar
 
 No timer asks whether anything changed: the session wakes the app (one coalescing message per
@@ -32,7 +32,7 @@ from textual.worker import Worker
 from hta_tui.analysis.step_overview import precompute
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.environment import export_dir, unicode_ok
-from hta_tui.app.foreground import ForegroundMixin
+from hta_tui.app.foreground import Foreground, ForegroundMixin
 from hta_tui.app.gc_pacing import GcPacer
 from hta_tui.app.loading import DataState, LoadingMixin
 from hta_tui.app.navigation import NavigationMixin
@@ -187,6 +187,8 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, ForegroundMixin, App[i
         self._mode_history: list[str] = []
         self._section_last: dict[str, str] = {}
         self.gc_pacer = GcPacer()
+        #: the view shown and whether it computes: other views' work waits for it
+        self.foreground = Foreground()
         self._control_filter = ControlFilter()
         # before Textual takes over stderr (see trace.pool.prepare_pool)
         prepare_pool((precompute.__module__,))

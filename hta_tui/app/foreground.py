@@ -1,56 +1,110 @@
-"""The view on screen first (issue 27, point 4): when another view is shown, the work of the
-one left behind is cancelled, so it stops at its next checkpoint (analysis/checkpoint.py:
-between the registry's tables, ranks and shared intermediates) instead of taking a core from
-the view the user is looking at. A modal on top (help, a picker) leaves the view under it
-shown: its work goes on. Coming back to a view computes it again, from the intermediates
-kept per frame (`hta_view.job_cached`), so little is lost.
+"""The view on screen first (issue 27, point 4). A view's computation passes checkpoints
+(analysis/checkpoint.py: before each of the registry's tables, each rank's shared view and
+each job-wide intermediate, each rank of the heavy per-rank tables). There, work for a view
+no longer shown waits while the shown view computes, and goes on once it has its numbers:
+so the view on screen gets the cores, and a view visited on the way still finishes in the
+background (shown at once when visited again). Work whose worker was cancelled (a newer
+computation of the same view took over) stops there.
+
+A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
+app's own worker, which never waits: while it is shown, the views left behind go on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker
 
 from hta_tui.app.mixin import AppMixin
 
+#: Seconds between looks at a held worker's cancellation while it waits.
+HOLD_POLL = 0.05
+
 
 class Superseded(Exception):
-    """Raised at a checkpoint of work for a view no longer shown (its worker cancelled)."""
+    """Raised at a checkpoint of work whose worker was cancelled."""
 
 
-def give_way(worker: Worker[object]) -> Callable[[], None]:
-    """The checkpoint hook of a view's worker: stop once the worker is cancelled (the view
-    was left, or its parameters changed and a newer worker took over)."""
+class Foreground:
+    """Which view is shown, and whether its computation runs (thread-safe): the checkpoints
+    of every other view's work wait while it does."""
 
-    def hook() -> None:
-        if worker.is_cancelled:
-            raise Superseded
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._shown: object | None = None
+        self._running: dict[int, int] = {}  # id(view) -> its computations running
+        #: id(view) -> its computations waiting at a checkpoint now (tests, benchmarks)
+        self.holding: dict[int, int] = {}
 
-    return hook
+    def show(self, view: object) -> None:
+        with self._changed:
+            self._shown = view
+            self._changed.notify_all()
 
+    @property
+    def shown(self) -> object | None:
+        return self._shown
 
-@runtime_checkable
-class LeavesWork(Protocol):
-    """A screen whose work stops when another view is shown (AnalysisScreen)."""
+    @contextmanager
+    def running(self, view: object) -> Iterator[None]:
+        """A computation of `view` runs inside the block."""
+        with self._changed:
+            self._running[id(view)] = self._running.get(id(view), 0) + 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running[id(view)] -= 1
+                if not self._running[id(view)]:
+                    del self._running[id(view)]
+                self._changed.notify_all()
 
-    def leave_behind(self) -> None: ...
+    def _holds(self, view: object) -> bool:
+        shown = self._shown
+        return shown is not None and shown is not view and id(shown) in self._running
+
+    def give_way(self, view: object, worker: Worker[object]) -> Callable[[], None]:
+        """The checkpoint hook of `view`'s worker: stop once the worker is cancelled; wait
+        while another view is shown and computing."""
+
+        def hook() -> None:
+            if worker.is_cancelled:
+                raise Superseded
+            with self._changed:
+                if not self._holds(view):
+                    return
+                self.holding[id(view)] = self.holding.get(id(view), 0) + 1
+                try:
+                    while self._holds(view) and not worker.is_cancelled:
+                        self._changed.wait(HOLD_POLL)
+                finally:
+                    self.holding[id(view)] -= 1
+                    if not self.holding[id(view)]:
+                        del self.holding[id(view)]
+            if worker.is_cancelled:
+                raise Superseded
+
+        return hook
+
+    def is_holding(self, view: object) -> bool:
+        with self._changed:
+            return id(view) in self.holding
 
 
 class ForegroundMixin(AppMixin):
-    """Follows which view is shown (HtaApp calls `follow_foreground` once mounted)."""
+    """Tells `foreground` which view is shown (HtaApp calls `follow_foreground` once
+    mounted)."""
 
-    #: the view shown last (a modal on top does not count)
-    foreground: Screen | None = None
+    foreground: Foreground
 
     def follow_foreground(self) -> None:
         self.screen_change_signal.subscribe(self, self._screen_changed)
+        self.foreground.show(self.screen)
 
     def _screen_changed(self, screen: Screen) -> None:
-        if isinstance(screen, ModalScreen):
-            return
-        before, self.foreground = self.foreground, screen
-        if before is not None and before is not screen and isinstance(before, LeavesWork):
-            before.leave_behind()
+        if not isinstance(screen, ModalScreen):
+            self.foreground.show(screen)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -28,13 +29,13 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input, Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from hta_tui.analysis import scope
 from hta_tui.analysis.checkpoint import hooked
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
-from hta_tui.app.foreground import Superseded, give_way
+from hta_tui.app.foreground import Superseded
 from hta_tui.app.screens.rank_picker import RankPicker
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
 from hta_tui.app.sides import folder_label
@@ -362,12 +363,14 @@ class AnalysisScreen(Screen):
             body.loading = True
         self._compute(ts.snapshot(), self.params)
 
-    def leave_behind(self) -> None:
-        """Another view is shown: this one's computations stop at their next checkpoint
-        (app/foreground.py), and it computes again when shown again."""
-        for group in self.WORKER_GROUPS:
-            self.workers.cancel_group(self, group)
-        self._computing = None
+    @contextmanager
+    def giving_way(self, worker: Worker[Any]) -> Iterator[None]:
+        """Worker thread: this view's computation, which waits at its checkpoints while
+        another view is shown and computing, and stops there once `worker` is cancelled
+        (app/foreground.py)."""
+        fg = hta_app(self).foreground
+        with fg.running(self), hooked(fg.give_way(self, worker)):
+            yield
 
     def _deferred_refresh(self) -> None:
         self._refresh_timer = None
@@ -392,7 +395,7 @@ class AnalysisScreen(Screen):
         if worker.is_cancelled:
             return
         try:
-            with hooked(give_way(worker)):  # stops at a checkpoint once the view is left
+            with self.giving_way(worker):  # the view on screen first (app/foreground.py)
                 result = self.compute_on(ts, frames, params)
         except Superseded:
             return

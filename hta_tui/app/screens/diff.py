@@ -28,10 +28,9 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import diff, step_breakdown
-from hta_tui.analysis.checkpoint import hooked
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.access import hta_app
-from hta_tui.app.foreground import Superseded, give_way
+from hta_tui.app.foreground import Superseded
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
@@ -366,7 +365,7 @@ class DiffScreen(AnalysisScreen):
         if worker.is_cancelled:
             return
         try:
-            with hooked(give_way(worker)):  # stops at a checkpoint once the view is left
+            with self.giving_way(worker):  # the view on screen first (app/foreground.py)
                 result = self.compute(frames, params)
         except Superseded:
             return

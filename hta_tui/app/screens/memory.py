@@ -20,12 +20,12 @@ from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from hta_tui.analysis.checkpoint import checkpoint, hooked
+from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.memory_view import FileMemory, ranks_with_memory
 from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
-from hta_tui.app.foreground import Superseded, give_way
+from hta_tui.app.foreground import Superseded
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import (
     TABLE_BINDING,
@@ -132,7 +132,7 @@ class MemoryScreen(AnalysisScreen):
         first: it needs no operator attribution, the tables do."""
         worker = get_current_worker()
         try:
-            with hooked(give_way(worker)):  # stops at a checkpoint once the view is left
+            with self.giving_way(worker):  # the view on screen first (app/foreground.py)
                 events, memory = ts.frames(), ts.frames("memory")
                 have = ranks_with_memory(events, memory)
                 window = None

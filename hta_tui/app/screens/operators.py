@@ -20,8 +20,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from hta_tui.analysis import operator_stacks, registry
-from hta_tui.analysis.checkpoint import hooked
-from hta_tui.app.foreground import Superseded, give_way
+from hta_tui.app.foreground import Superseded
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Params, verdict_text
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -196,13 +195,13 @@ class OperatorsScreen(AnalysisScreen):
     def _python_stacks(self, name: str, params: Params) -> None:
         """Worker: the highlighted operator's Python stacks (a newer highlight cancels it)."""
         frames = self.frames_for(self.trace_set, params)
-        with hooked(give_way(get_current_worker())):  # a newer highlight: stops early
-            try:
+        try:
+            with self.giving_way(get_current_worker()):  # a newer highlight: stops early
                 table = registry.table(
                     frames, "operator_python_stacks", registry.Options(operator=name)
                 )
-            except Superseded:
-                return
+        except Superseded:
+            return
         self.app.call_from_thread(self._show_python_stacks, name, table)
 
     def _show_python_stacks(self, name: str, table: pl.DataFrame) -> None:
