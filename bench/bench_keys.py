@@ -210,6 +210,7 @@ def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int
         f"{AFTER_ALL}: {args.label}",
         "",
         f"Command: `python bench/bench_keys.py --after-all --ranks {args.ranks} --mb {args.mb:g}"
+        f"{f' --targets {args.targets}' if args.targets else ''}"
         f"{' --busy' if args.busy else ''}`; {time.strftime('%Y-%m-%d %H:%M')}, load average "
         f"{load:.1f} at the start"
         + (", a second process keeping one core busy" if args.busy else ""),
