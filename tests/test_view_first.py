@@ -123,3 +123,19 @@ def test_the_door_is_a_checkpoint_and_a_hook_holds_only_inside_its_block() -> No
         assert made == ["gate_a", "gate_b"] and len(passes) == 2
     finally:
         registry.withdraw("gate_a")
+
+
+def test_no_checkpoint_while_a_lock_is_held(tmp_path: Path) -> None:
+    """Work waiting at a checkpoint while holding a lock would hold up the view on screen
+    when it needs the lock (the operator tree's, which the Operators and Kernels views
+    share): a deadlock, as the shown view is what it waits for."""
+    from hta_tui.analysis import op_tree
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
+
+    write_trace_dir(tmp_path / "t", ranks=1, steps=2, seed=4)
+    frames = open_set(tmp_path / "t", Cache(tmp_path / "c")).frames()
+    seen: list[bool] = []
+    with hooked(lambda: seen.append(op_tree._building.locked())):
+        registry.tables(frames, ["operator_stats", "kernel_view_by_op"])
+    assert seen and not any(seen)

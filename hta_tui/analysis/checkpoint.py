@@ -24,6 +24,18 @@ def checkpoint() -> None:
 
 
 @contextmanager
+def none_inside() -> Iterator[None]:
+    """No checkpoint inside the block: where a lock is held, work that waited there would
+    hold up every thread that needs the lock, the view on screen included."""
+    before = getattr(_local, "hook", None)
+    _local.hook = None
+    try:
+        yield
+    finally:
+        _local.hook = before
+
+
+@contextmanager
 def hooked(hook: Callable[[], None]) -> Iterator[None]:
     """`hook` called at every checkpoint this thread passes inside the block."""
     before = getattr(_local, "hook", None)
