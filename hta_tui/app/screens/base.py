@@ -4,7 +4,9 @@ trace set as it changes, pick a rank, filter, and keep the user's place.
 A screen subclass says what to compute (`compute`, a pure function of the loaded frames and the
 screen's parameters, run in a thread worker: it must not touch widgets) and how to show it
 (`show`, main thread). The base class runs `compute` whenever the trace set or a parameter
-changes, drops results of an older state, and shows a loading state meanwhile.
+changes, drops results of an older state, and shows a loading state meanwhile. While another
+view is shown and computing, its work waits at its checkpoints (`giving_way`,
+app/foreground.py).
 
 Nothing polls: a screen watches the app's reactive values (`data`, the session's state;
 `rank_choice`; `every_step`) and refreshes when one changes while it is shown, or when it is
