@@ -8,6 +8,13 @@ everything is loaded, then presses every screen's number key and the common keys
 press until the app has processed it and repainted (the answer may be a loading state: the
 analyses run in workers). Also reports how long each screen takes to show its numbers.
 Appends its table to bench/RESULTS.md's key-latency section (bench/KEYS.md).
+
+    python bench/bench_keys.py --after-all --busy  # each view after every other view's key
+
+`--after-all` (issue 27, point 4): for each view, every other view's key in quick succession
+(each starting work that is then left behind), then its own; the time until it shows its
+numbers, optionally with one core kept busy; its section of KEYS.md is replaced (`--append`:
+added, to put a run of another checkout beside it).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -144,18 +152,110 @@ async def measure(
     }
 
 
+#: The heading of `--after-all`'s section in KEYS.md (replaced when run again).
+AFTER_ALL = "## Each view after visiting every other view"
+
+
+async def after_all(
+    folder: Path, cache_dir: Path, size: tuple[int, int], targets: list[str]
+) -> dict[str, float]:
+    """For each target view: every other view's key, one every GAP_FAST seconds (each
+    starting its work and leaving it behind), then the target's; seconds from that key until
+    the target shows its numbers (issue 27: work for views left behind must not hold up the
+    one shown)."""
+    from hta_tui.app.app import HtaApp
+    from hta_tui.trace.cache import Cache
+
+    views = [e.key for e in SCREENS]
+    app = HtaApp(folder, cache=Cache(cache_dir), watch=False, timings=False)
+    ready: dict[str, float] = {}
+    async with app.run_test(size=size) as pilot:
+        while not (app.settled and app.trace_set.entries):
+            await pilot.pause(0.05)
+        for target in targets:
+            for key in views:
+                if key != target:
+                    await pilot.press(key)
+                    await pilot.pause(GAP_FAST)
+            t = time.perf_counter()
+            await pilot.press(target)
+            await pilot.pause(0)
+            while time.perf_counter() < t + 600:
+                if getattr(app.screen, "shows_current", True):
+                    break
+                await pilot.pause(0.01)
+            ready[f"{target} {type(app.screen).__name__}"] = time.perf_counter() - t
+    return ready
+
+
+def busy_core() -> subprocess.Popen[bytes]:
+    """A process keeping one core busy, as a training job's input pipeline would."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int]) -> None:
+    targets = args.targets.split(",") if args.targets else [e.key for e in SCREENS]
+    spinner = busy_core() if args.busy else None
+    load = os.getloadavg()[0]
+    try:
+        with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
+            asyncio.run(measure(folder, Path(cache), size, ["1"]))  # fills the cache
+            ready = asyncio.run(after_all(folder, Path(cache), size, targets))
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+    worst_name, worst = max(ready.items(), key=lambda kv: kv[1])
+    lines = [
+        f"{AFTER_ALL}: {args.label}",
+        "",
+        f"Command: `python bench/bench_keys.py --after-all --ranks {args.ranks} --mb {args.mb:g}"
+        f"{f' --targets {args.targets}' if args.targets else ''}"
+        f"{' --busy' if args.busy else ''}`; {time.strftime('%Y-%m-%d %H:%M')}, load average "
+        f"{load:.1f} at the start"
+        + (", a second process keeping one core busy" if args.busy else ""),
+        "",
+        f"For each view: every other view's key, one every {GAP_FAST * 1000:.0f} ms, then its "
+        f"own; seconds until it shows its numbers. Worst **{worst:.2f} s** (`{worst_name}`), "
+        f"median {statistics.median(ready.values()):.2f} s; goal: <= 1 s.",
+        "",
+        "| view (key) | numbers shown, from the key press (s) |",
+        "|---|---:|",
+        *(f"| {name} | {t:.2f} |" for name, t in ready.items()),
+        "",
+    ]
+    text = "\n".join(lines)
+    old = args.out.read_text() if args.out.exists() else ""
+    if args.append and AFTER_ALL in old:
+        args.out.write_text(old.rstrip("\n") + "\n\n" + text)
+    else:
+        kept = old.split(AFTER_ALL)[0].rstrip("\n")
+        args.out.write_text((kept + "\n\n" if kept else "") + text)
+    print(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--out", type=Path, default=HERE / "KEYS.md")
+    ap.add_argument(
+        "--after-all", action="store_true", help="each view after every other view's key"
+    )
+    ap.add_argument("--targets", default="", help="--after-all: these view keys (a,b,...)")
+    ap.add_argument("--busy", action="store_true", help="--after-all: one core kept busy")
+    ap.add_argument("--label", default="this checkout", help="--after-all: the section's name")
+    ap.add_argument("--append", action="store_true", help="--after-all: add a section")
     args = ap.parse_args()
     from bench_open import ensure_traces
 
     folder = HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
     ensure_traces(folder, args.ranks, args.mb)
     cols, rows = (int(v) for v in args.size.split("x"))
+    if args.after_all:
+        write_after_all(args, folder, (cols, rows))
+        return
     # `e` exports a CSV: into a temporary folder, not wherever the benchmark was started
     os.environ["HTA_TUI_EXPORT_DIR"] = tempfile.mkdtemp(prefix="hta-tui-keys-export-")
     with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:

@@ -280,6 +280,7 @@ SECOND_DOORS_ALLOWED = {
     ("api.py", "hta_tui.analysis.queue.time_blocked_on_full_queue"),  # the caller's series
     ("api.py", "hta_tui.analysis.steps.potential_stragglers"),  # num_candidates
     ("api.py", "hta_tui.analysis.steps.straggler_candidates"),  # the caller's steps
+    ("api.py", "hta_tui.analysis.kernels.kernel_duration_distribution"),  # bins
     ("api_critical_path.py", "hta_tui.analysis.critical_path.tables.critical_path_tables"),
 }
 
@@ -288,7 +289,8 @@ def test_front_ends_call_no_analysis_the_registry_wraps() -> None:
     """The screens, the API and the report reach every table the registry gives through it,
     not by calling the function behind it (which is how options and names drifted)."""
     wrapped = _analysis_calls(PKG / "analysis" / "registry.py") - {
-        "hta_tui.analysis.scheduling.run_all"
+        "hta_tui.analysis.scheduling.run_all",
+        "hta_tui.analysis.checkpoint.checkpoint",  # where work gives way, not an analysis
     }
     files = [*(PKG / "app").rglob("*.py"), *PKG.glob("api*.py"), PKG / "report.py"]
     found = {
@@ -332,3 +334,86 @@ def test_every_screen_computes_through_the_registry(job, monkeypatch) -> None:
         if cls.__name__ == "StepsScreen":  # CPU or GPU annotations, as `g` says
             want -= {"gpu_user_annotation_breakdown"}
         assert want <= set(asked), (cls.__name__, sorted(want - set(asked)))
+
+
+_SHOWN = "on a table the registry made"
+_EXPORT = "writes the file the user asked for (an export): no number shown"
+_COVER = "what the numbers cover, for titles"
+#: What the app's screens may use of the analyses besides the registry, each with why:
+#: where work gives way, display helpers, column names, and reshaping of tables it made.
+SCREEN_HELPERS: dict[str, str] = {
+    "hta_tui.analysis.checkpoint.checkpoint": "where a view's work gives way",
+    "hta_tui.analysis.checkpoint.hooked": "where a view's work gives way",
+    "hta_tui.analysis.names.fold_name": "display: a kernel's short name",
+    "hta_tui.analysis.names.fold_names": "display: short names of a table's names",
+    "hta_tui.analysis.scope.describe_steps": _COVER,
+    "hta_tui.analysis.scope.every_step_frames": "the frames `H` asks for, before any analysis",
+    "hta_tui.analysis.scope.step_scope": _COVER,
+    "hta_tui.analysis.scope.StepScope": _COVER,
+    "hta_tui.analysis.scope.steps_from_names": _COVER,
+    "hta_tui.analysis.gaps.START": "a column's name",
+    "hta_tui.analysis.kernel_detail.START": "a column's name",
+    "hta_tui.analysis.idle.IDLE_CATEGORIES": "column names",
+    "hta_tui.analysis.tb_roles.CATEGORIES": "column names",
+    "hta_tui.analysis.gpu_metric_series.SERIES": "column names",
+    "hta_tui.analysis.queue.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM": "a constant said in a note",
+    "hta_tui.analysis.kernel_detail.trace_origin": "the ranks' first moment (an origin)",
+    "hta_tui.analysis.sequences.pick_rank": "which rank a one-rank view shows",
+    "hta_tui.analysis.operator_stacks.has_python_frames": "whether to offer a key (no number)",
+    "hta_tui.analysis.downsample.thin_points": "a chart's points, " + _SHOWN,
+    "hta_tui.analysis.downsample.step_bucket_max": "a chart's points, " + _SHOWN,
+    "hta_tui.analysis.step_compare.step_spread": _SHOWN,
+    "hta_tui.analysis.step_compare.step_durations": _SHOWN,
+    "hta_tui.analysis.step_time_stats.outlier_steps": _SHOWN,
+    "hta_tui.analysis.queue.queue_length_summary_from_series": _SHOWN,
+    "hta_tui.analysis.queue.time_blocked_on_full_queue": _SHOWN,
+    "hta_tui.analysis.memory.memory_bw_summary_from_series": _SHOWN,
+    "hta_tui.analysis.gpu_metrics.trace_buckets": "where the chart's time axis starts",
+    "hta_tui.analysis.step_pairs.steps_text": _COVER,
+    "hta_tui.analysis.counters_export.write_counters_trace": _EXPORT,
+    "hta_tui.analysis.critical_path.export.overlay": _EXPORT,
+}
+_PATH = "each rank's path objects, kept for the overlay export and the timeline's marks"
+_OVERVIEW = "the per-file summaries the parser worker made, kept per changed file"
+#: Computations not through the registry yet, each with why (issue 26: this list only
+#: shrinks).
+SCREEN_NOT_YET: dict[str, str] = {
+    "hta_tui.analysis.critical_path.tables.critical_path_result": _PATH,
+    "hta_tui.analysis.critical_path.path.RankPath": _PATH,
+    "hta_tui.analysis.overview.temporal_table": _OVERVIEW,
+    "hta_tui.analysis.overview_rows.KeptRows": _OVERVIEW,
+    "hta_tui.analysis.overview_rows.update_file_table": _OVERVIEW,
+    "hta_tui.analysis.step_overview.step_table": _OVERVIEW,
+}
+#: Whole views not moved yet, each with why: what they use of the analyses is theirs.
+SCREEN_FILES_NOT_YET: dict[str, str] = {
+    "app/screens/diff.py": "two sides (control and test): the registry's analyses read one",
+    "app/screens/memory.py": "a window of one device's memory, made again at every zoom key",
+    "app/screens/timeline.py": "numpy rows drawn per terminal cell and searched per key",
+}
+
+
+def test_screens_compute_only_through_the_registry() -> None:
+    """Every screen's numbers come through the registry (issue 26's one door): what a
+    screen (or the overview's worker) uses of the analyses otherwise is a helper listed
+    with its reason, or a computation listed as not moved yet, with why; that list only
+    shrinks (an entry no screen uses any more must go)."""
+    files = [*(PKG / "app" / "screens").glob("*.py"), PKG / "app" / "refresh.py"]
+    used = {
+        (str(f.relative_to(PKG)), call)
+        for f in files
+        for call in _analysis_calls(f)
+        if not call.startswith("hta_tui.analysis.registry")
+    }
+    unexplained = sorted(
+        f"{where}: {call}"
+        for where, call in used
+        if call not in SCREEN_HELPERS
+        and call not in SCREEN_NOT_YET
+        and where not in SCREEN_FILES_NOT_YET
+    )
+    assert not unexplained, unexplained
+    stale = sorted(set(SCREEN_NOT_YET) - {call for _, call in used})
+    assert not stale, f"moved to the registry: drop them from SCREEN_NOT_YET: {stale}"
+    for where in SCREEN_FILES_NOT_YET:  # a view moved to the registry leaves the list
+        assert set(_analysis_calls(PKG / where)) - set(SCREEN_HELPERS), where

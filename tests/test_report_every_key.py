@@ -43,6 +43,19 @@ BY_TIME: dict[str, str] = {
     "sync_summary": "blocked (us)",
     "collective_stragglers": "cost_us",
     "frequent_cuda_kernel_sequences": "count",
+    # the app's views' tables (registry: screens)
+    "kernel_table": "sum us",
+    "kernel_view_job": "total (us)",
+    "kernel_view_job_by_op": "total (us)",
+    "kernel_launchers": "sum us",
+    "kernel_runs": "dur (us)",
+    "launching_operators": "gpu us",
+    "longest_gaps": "gap (us)",
+    "comm_kernels_exposed": "time (us)",
+    "job_operator_stats": "device_self_duration (us)",
+    "job_operator_stats_by_input_shape": "device_self_duration (us)",
+    "job_operator_call_stacks": "device_self_duration (us)",
+    "operator_python_stacks": "host total (us)",
 }
 #: The other tables, and the order they keep instead.
 OTHER_ORDER: dict[str, str] = {
@@ -118,6 +131,24 @@ OTHER_ORDER: dict[str, str] = {
     "critical_path_edges": "by rank and step, in path order",
     "findings": "worst first: severity, then time at stake",
     "finding_evidence": "in the findings' order, each finding's rows in order",
+    "kernel_backend_by_name": "one row per kernel name",
+    "kernel_verdict": "one sentence",
+    "kernel_detail": "one row: the kernel described",
+    "kernel_duration_summary": "by rank",
+    "kernel_duration_histogram": "by rank and bin",
+    "kernel_streams": "by rank and stream",
+    "exposed_comm_per_rank": "by rank",
+    "collective_last_calls": "by process group and sequence",
+    **dict.fromkeys(
+        (
+            "kernel_occurrences",
+            "kernel_launches",
+            "short_gpu_kernels",
+            "runtime_outliers",
+            "launch_delay_outliers",
+        ),
+        "by rank, in time order",
+    ),
 }
 
 
@@ -161,18 +192,22 @@ def test_every_key_is_in_readme_and_has_an_order() -> None:
     assert sorted([*BY_TIME, *OTHER_ORDER]) == sorted(ALL_KEYS)
 
 
-def test_the_trace_fills_every_table_but_five(outputs: tuple[dict, str]) -> None:
+def test_the_trace_fills_every_table_but_eight(outputs: tuple[dict, str]) -> None:
     doc, _ = outputs
     empty = {k for k in ALL_KEYS if not doc[k]}
     # a queue never full, no step straggler among the ranks (the collective straggler is rank
     # 1, last at every all_reduce of the two generated ranks), no call stacks in 2.x traces,
-    # every kernel launched inside an operator, memory events with their totals
+    # every kernel launched inside an operator (so no verdict on them either), no operator
+    # named for its Python stacks, memory events with their totals
     assert empty == {
         "memory_no_curve",
         "time_spent_blocked_on_full_queue",
         "potential_stragglers",
         "operator_call_stacks",
+        "job_operator_call_stacks",
         "unattributed_kernels",
+        "kernel_verdict",
+        "operator_python_stacks",
     }
 
 

@@ -41,7 +41,7 @@ def _json(trace_dir: Path, tmp_path: Path) -> dict:
 def _section(text: str, name: str) -> list[str]:
     """The lines of one `# name` section."""
     lines = ("\n" + text).split("\n# " + name + "\n", 1)[1].split("\n# ", 1)[0]
-    return lines.splitlines()
+    return lines.rstrip("\n").splitlines()  # the last section ends the text: no blank
 
 
 def _cells(line: str) -> list[str]:

@@ -59,7 +59,7 @@ async def test_columns_and_grouping(tmp_path: Path) -> None:
             pilot, lambda: screen_shows_current(app, screen) and screen.result["by_op"]
         )
         by_op = screen.query_one("#kernel-table", FrameTable).frame
-        want = kernel_columns.by_operator(frames)
+        want = kernel_columns.by_operator(kernel_view.job_kernel_table(frames, by_operator=True))
         assert by_op.drop("kernel", "kernel (wider)").equals(want)
         kernels = sum(ev.filter(pl.col("cat") == "kernel").height for ev in frames.values())
         assert int(by_op["count"].sum()) == kernels

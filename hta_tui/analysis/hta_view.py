@@ -38,6 +38,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import polars as pl
 
+from hta_tui.analysis.checkpoint import checkpoint
+
 #: HTA's KernelType names, in its enum order.
 KERNEL_TYPES: tuple[str, ...] = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
 KERNEL_TYPE = pl.Enum(KERNEL_TYPES)
@@ -279,6 +281,7 @@ def job_cached(
         hit = _views.get(key)
     if hit is not None:
         return hit
+    checkpoint()
     value = build()
     with _views_lock:
         for f in frames:
@@ -310,6 +313,7 @@ def rank_view(
     with _views_lock:
         view = _views.get(key)
     if view is None:
+        checkpoint()
         view = build_rank_view(
             events,
             step_names,

@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis import nesting, tb_roles, tensor_cores
+from hta_tui.analysis.checkpoint import checkpoint, none_inside
 from hta_tui.analysis.hta_view import job_cached
 
 _building = threading.Lock()
@@ -86,7 +87,8 @@ def build(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[pl.DataFram
     """(`tree`'s nodes, the runtime calls with their owner node: `correlation`,
     `external_id`, `pos`, `ts`, `dur`). Built once per frame and mode: the operator and the
     kernel-by-operator views share it."""
-    with _building:  # the two views run side by side in `registry.run`: one builds, one waits
+    checkpoint()  # never while the lock is held (`none_inside`)
+    with _building, none_inside():  # the two views run side by side in `registry.run`
         built = job_cached(
             {0: events},
             "tb_op_tree",

@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis import op_tree, tensor_cores
+from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import us
 from hta_tui.analysis.per_rank import each_rank
 
@@ -31,6 +32,7 @@ def _input_shape() -> pl.Expr:
 
 
 def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    checkpoint()  # each rank's tree is a piece a view left behind stops after
     nodes = op_tree.tree(events, tb_compat=tb_compat)
     if nodes.is_empty():
         return nodes

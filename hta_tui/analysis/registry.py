@@ -28,16 +28,21 @@ from hta_tui.analysis import (
     comm_plugin,
     comm_stats,
     comm_topology,
+    exposed_comm,
+    gaps,
     gpu_metric_series,
     gpu_metrics,
     idle,
+    kernel_detail,
     kernel_owners,
     kernel_view,
     kernels,
     launch,
+    launch_kernels,
     memory,
     memory_view,
     module_view,
+    operator_stacks,
     operators,
     overlap,
     queue,
@@ -49,6 +54,7 @@ from hta_tui.analysis import (
     sync_summary,
     temporal,
 )
+from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_tables
 from hta_tui.trace.model import TraceSet
 
@@ -84,6 +90,17 @@ class Options:
     #: The critical path's steps: "first" (HTA's instance 0), "all", "N" or "N-M" (instances
     #: of the ProfilerStep annotation, from 0; a range is one window, as HTA's tuple).
     critical_path_steps: str = "first"
+    # screens (door26): the app's views' own parameters, as the API may pass them too
+    #: The kernel the kernel-detail tables describe ("": the one with the most GPU time).
+    kernel_name: str = ""
+    #: The operator whose Python stacks `operator_python_stacks` lists.
+    operator: str = ""
+    #: Times of the app's tables count from this ns (-1: the ranks' earliest event).
+    origin_ns: int = -1
+    #: The per-kernel table folds each type's tail as HTA does (the Kernels view's `t`).
+    fold_kernels: bool = True
+    #: How many of the longest gaps between kernels `longest_gaps` lists.
+    top_gaps: int = 200
 
 
 #: HTA's keyword where an option's name here differs (ours says its unit): the API takes
@@ -851,6 +868,223 @@ ANALYSES: list[Analysis] = [
     ),
 ]
 
+# screens (door26): what the app's views show besides the tables above, declared here so
+# every view's numbers come through this door too (tests/test_registry.py); app-only tables
+# are `default=False` (the report makes them only when named).
+
+
+def _origin(o: Options) -> int | None:
+    return None if o.origin_ns < 0 else o.origin_ns
+
+
+def _verdict(text: str | None) -> pl.DataFrame:
+    """A sentence as a one-row table (none: no row), so it goes through the door too."""
+    return pl.DataFrame({"verdict": [text] if text else []}, schema={"verdict": pl.String})
+
+
+def _kernel_table(r: Ranks, o: Options) -> Lazy:
+    def table() -> pl.DataFrame:
+        return kernel_detail.kernel_table(
+            r,
+            fold=o.fold_kernels,
+            duration_ratio=o.duration_ratio,
+            num_kernels=o.num_kernels,
+            hta_compat=o.hta_compat,
+        )
+
+    return {
+        "kernel_table": table,
+        "kernel_view_job": lambda: kernel_view.job_kernel_table(r, tb_compat=o.tb_compat),
+        "kernel_view_job_by_op": lambda: kernel_view.job_kernel_table(
+            r, by_operator=True, tb_compat=o.tb_compat
+        ),
+        "kernel_backend_by_name": lambda: kernel_owners.backend_by_name(r),
+        "kernel_verdict": lambda: _verdict(kernel_owners.job_verdict(r)),
+    }
+
+
+def _kernel_detail(r: Ranks, o: Options) -> Lazy:
+    @functools.cache
+    def name() -> str | None:
+        if o.kernel_name:
+            return o.kernel_name
+        top = kernel_detail.kernel_table(r, fold=False, hta_compat=o.hta_compat)
+        return None if top.is_empty() else str(top["name"][0])
+
+    def of_name(make: Callable[[str], pl.DataFrame]) -> Callable[[], pl.DataFrame]:
+        return lambda: make(name()) if name() is not None else pl.DataFrame()
+
+    spread = once(
+        lambda: kernels.kernel_duration_distribution(r, name() or "", hta_compat=o.hta_compat)
+    )
+    hc, origin = o.hta_compat, _origin(o)
+    return {
+        "kernel_detail": lambda: pl.DataFrame(
+            {"name": [name()], "auto": [not o.kernel_name]},
+            schema={"name": pl.String, "auto": pl.Boolean},
+        ),
+        "kernel_duration_summary": of_name(lambda n: spread()[0]),
+        "kernel_duration_histogram": of_name(lambda n: spread()[1]),
+        "kernel_occurrences": of_name(
+            lambda n: kernel_detail.kernel_occurrences(r, n, hta_compat=hc, origin_ns=origin)
+        ),
+        "kernel_launchers": of_name(lambda n: kernel_detail.kernel_launchers(r, n, hta_compat=hc)),
+        "kernel_streams": of_name(lambda n: kernel_detail.kernel_streams(r, n, hta_compat=hc)),
+        "kernel_runs": of_name(
+            lambda n: kernel_detail.kernel_runs(r, n, hta_compat=hc, origin_ns=origin)
+        ),
+    }
+
+
+def _launching_operators(r: Ranks, o: Options) -> Lazy:
+    return {
+        "launching_operators": lambda: kernel_detail.launching_operators(r, hta_compat=o.hta_compat)
+    }
+
+
+def _kernel_launches(r: Ranks, o: Options) -> Lazy:
+    table = once(
+        lambda: launch_kernels.launch_table(
+            r,
+            runtime_cutoff=o.runtime_cutoff_us,
+            launch_delay_cutoff=o.launch_delay_cutoff_us,
+            include_memory_events=o.include_memory_events,
+        )
+    )
+    return {
+        "kernel_launches": table,
+        "short_gpu_kernels": lambda: launch.short_gpu_kernels(table(), o.runtime_cutoff_us),
+        "runtime_outliers": lambda: launch.runtime_outliers(table(), o.runtime_cutoff_us),
+        "launch_delay_outliers": lambda: launch.launch_delay_outliers(
+            table(), o.launch_delay_cutoff_us
+        ),
+    }
+
+
+def _longest_gaps(r: Ranks, o: Options) -> Lazy:
+    return {
+        "longest_gaps": lambda: gaps.longest_gaps(
+            r,
+            consecutive_kernel_delay_us=o.consecutive_kernel_delay_us,
+            n=o.top_gaps,
+            hta_compat=o.hta_compat,
+            origin_ns=_origin(o),
+        )
+    }
+
+
+def _exposed_comm(r: Ranks, o: Options) -> Lazy:
+    hc = o.hta_compat
+    return {
+        "exposed_comm_per_rank": lambda: exposed_comm.exposed_comm_per_rank(r, hta_compat=hc),
+        "comm_kernels_exposed": lambda: exposed_comm.comm_kernels_exposed(r, hta_compat=hc),
+    }
+
+
+def _last_calls(r: Ranks, o: Options) -> Lazy:
+    return {"collective_last_calls": lambda: comm_stats.collective_last_calls(r)}
+
+
+def _job_operators(r: Ranks, o: Options) -> Lazy:
+    tables = once(lambda: operators.job_operator_tables(r, tb_compat=o.tb_compat))
+    return {
+        "job_operator_stats": lambda: tables()["name"],
+        "job_operator_stats_by_input_shape": lambda: tables()["shape"],
+        "job_operator_call_stacks": lambda: tables()["stack"],
+        "operator_python_stacks": lambda: operator_stacks.python_stacks(r, o.operator),
+    }
+
+
+ANALYSES += [
+    Analysis(
+        "kernel_table",
+        "Kernels of the ranks together: statistics, the plugin's columns, backends (the app)",
+        _kernel_table,
+        default=False,
+        options=("duration_ratio", "num_kernels", "fold_kernels", "tb_compat", *_H),
+        also=(
+            "kernel_view_job",
+            "kernel_view_job_by_op",
+            "kernel_backend_by_name",
+            "kernel_verdict",
+        ),
+        steps="hta",
+        definitions="own",
+    ),
+    Analysis(
+        "kernel_detail",
+        "One kernel: durations, runs, launchers, streams (the app's kernel detail)",
+        _kernel_detail,
+        default=False,
+        options=("kernel_name", "origin_ns", *_H),
+        also=(
+            "kernel_duration_summary",
+            "kernel_duration_histogram",
+            "kernel_occurrences",
+            "kernel_launchers",
+            "kernel_streams",
+            "kernel_runs",
+        ),
+        definitions="own",
+    ),
+    Analysis(
+        "launching_operators",
+        "Operators by the GPU time they launch (the app's kernel sequences)",
+        _launching_operators,
+        default=False,
+        options=_H,
+        definitions="own",
+    ),
+    Analysis(
+        "kernel_launches",
+        "Every kernel launch with its outliers (the app's kernel launches)",
+        _kernel_launches,
+        default=False,
+        options=("runtime_cutoff_us", "launch_delay_cutoff_us", "include_memory_events"),
+        also=("short_gpu_kernels", "runtime_outliers", "launch_delay_outliers"),
+    ),
+    Analysis(
+        "longest_gaps",
+        "The longest gaps between a stream's kernels (the app's idle time)",
+        _longest_gaps,
+        default=False,
+        options=("consecutive_kernel_delay_us", "top_gaps", "origin_ns", *_H),
+    ),
+    Analysis(
+        "exposed_comm_per_rank",
+        "Communication no computation hides, per rank and kernel (the app's overlap)",
+        _exposed_comm,
+        default=False,
+        options=_H,
+        also=("comm_kernels_exposed",),
+        definitions="own",
+    ),
+    Analysis(
+        "collective_last_calls",
+        "Each collective's last-arriving call (the app's distributed view)",
+        _last_calls,
+        default=False,
+        views=False,
+        steps="every",
+        definitions="own",
+    ),
+    Analysis(
+        "job_operator_stats",
+        "Operators of the ranks together, Python stacks (the app's operators)",
+        _job_operators,
+        default=False,
+        views=False,
+        options=("operator", *_TB),
+        also=(
+            "job_operator_stats_by_input_shape",
+            "job_operator_call_stacks",
+            "operator_python_stacks",
+        ),
+        steps="whole",
+        definitions="plugin",
+    ),
+]
+
 #: name -> its declaration; table -> the analysis giving it (every key the report prints is a
 #: name `--only` accepts). Both follow `ANALYSES` (`declare`, `withdraw`), changed in place.
 BY_NAME: dict[str, Analysis] = {}
@@ -951,6 +1185,7 @@ def tables(
             lazies[a.name] = a.lazy(ranks, options, **_inputs(a, frames, meta))
         if n not in lazies[a.name]:
             raise KeyError(f"{a.name} did not give {n}")
+        checkpoint()  # a view left behind stops here (analysis/checkpoint.py)
         out[n] = lazies[a.name][n]()
     return out
 

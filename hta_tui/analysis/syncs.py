@@ -26,6 +26,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis.backward_origin import BACKWARD_RE, backward_origins
+from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.host_context import CONTEXT_COLUMNS, context, enclosing, rows_at
 from hta_tui.analysis.hta_view import us
 
@@ -256,6 +257,7 @@ def in_flight(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
 
 def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.DataFrame:
     """The syncs of one rank with attribution (SYNC_COLUMNS without rank)."""
+    checkpoint()  # each rank is a piece a view left behind stops after
     calls = sync_calls(events)
     flight = in_flight(events, calls)
     host = calls.filter(pl.col("pid").is_not_null())

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis import lanes
+from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.intervals import merge_intervals
 from hta_tui.analysis.timeline_counters import memory_rows, queue_rows
 from hta_tui.analysis.timeline_row import (  # noqa: F401  (the timeline's API, from here too)
@@ -194,6 +195,7 @@ def build_timeline(
     rows: list[Row] = []
     labels: dict[tuple[int, str, int], str] = {}
     for rank in sorted(frames):
+        checkpoint()  # each rank's rows are a piece a view left behind gives way after
         own = rank_rows(rank, frames[rank], origin_ns, span, (threads or {}).get(rank))
         own = sorted(
             [*own, *counter_rows(rank, frames[rank], own, origin_ns, span, memory)], key=_order

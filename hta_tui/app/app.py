@@ -5,6 +5,7 @@ What it does is split by concern, each a mixin of HtaApp:
     loading     the session's changes -> one reactive value, `data`, that screens watch
     refresh     status bars and the overview, when `data` or `every_step` changes
     navigation  numbered screens, back, drill-down, help, command palette
+    foreground  the view shown first: other views' work waits while it computes
     sides       folder labels for the status bar
 
 No timer asks whether anything changed: the session wakes the app (one coalescing message per
@@ -33,6 +34,7 @@ from textual.worker import Worker
 from hta_tui.analysis.step_overview import precompute
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.environment import export_dir, unicode_ok
+from hta_tui.app.foreground import Foreground, ForegroundMixin
 from hta_tui.app.gc_pacing import GcPacer
 from hta_tui.app.loading import DataState, LoadingMixin
 from hta_tui.app.navigation import NavigationMixin
@@ -78,7 +80,7 @@ SCREEN_STYLES = (
 )
 
 
-class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
+class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, ForegroundMixin, App[int]):
     """hta-tui. `path` is a trace folder (searched recursively) or one trace file.
 
     `cache`: where parsed frames go (tests pass their own); `poll`: stat polling instead of
@@ -198,6 +200,8 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         #: full restyle (`refresh_css`)
         self.css_styled: WeakKeyDictionary[Screen, tuple[Any, ...] | None] = WeakKeyDictionary()
         self.css_done: tuple[Any, ...] | None = None
+        #: the view shown and whether it computes: other views' work waits for it
+        self.foreground = Foreground()
         self._control_filter = ControlFilter()
         # before Textual takes over stderr (see trace.pool.prepare_pool)
         prepare_pool((precompute.__module__,))
@@ -281,6 +285,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, App[int]):
         self.set_class(self.ascii, "-ascii")  # ascii.tcss: box borders without box glyphs
         self.set_interval(GC_TICK, self.gc_pacer.tick)
         self.gc_pacer.start()
+        self.follow_foreground()
         if self.watch_enabled:
             self.session.watch()
         self.action_reload()

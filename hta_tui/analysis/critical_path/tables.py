@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis import collectives
+from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.critical_path import graph as g
 from hta_tui.analysis.critical_path.longest import CycleError, solve
 from hta_tui.analysis.critical_path.path import (
@@ -143,6 +144,7 @@ def rank_paths(
     paths: dict[tuple[int, int], RankPath] = {}
     rows: list[dict[str, object]] = []
     for rank, raw in sorted(ranks.items()):
+        checkpoint()  # each rank's graph is a piece a view left behind stops after
         ev = prepared(raw, hta_compat=hta_compat)
         todo: list[int | tuple[int, int]] = (
             list(instances) if instances is not None else list(range(step_count(ev, annotation)))

@@ -4,7 +4,9 @@ trace set as it changes, pick a rank, filter, and keep the user's place.
 A screen subclass says what to compute (`compute`, a pure function of the loaded frames and the
 screen's parameters, run in a thread worker: it must not touch widgets) and how to show it
 (`show`, main thread). The base class runs `compute` whenever the trace set or a parameter
-changes, drops results of an older state, and shows a loading state meanwhile.
+changes, drops results of an older state, and shows a loading state meanwhile. While another
+view is shown and computing, its work waits at its checkpoints (`giving_way`,
+app/foreground.py).
 
 Nothing polls: a screen watches the app's reactive values (`data`, the session's state;
 `rank_choice`; `every_step`) and refreshes when one changes while it is shown, or when it is
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -28,11 +31,13 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input, Static
-from textual.worker import get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from hta_tui.analysis import scope
+from hta_tui.analysis.checkpoint import hooked
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
+from hta_tui.app.foreground import Superseded
 from hta_tui.app.screens.rank_picker import RankPicker
 from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_scope
 from hta_tui.app.sides import folder_label
@@ -106,6 +111,11 @@ def definitions_text(why: str, *, tb_compat: bool) -> str:
     if tb_compat:
         return "the TensorBoard plugin's own rules (X: hta-tui's)"
     return f"hta-tui's rules: {why} (X: plugin's)"
+
+
+def verdict_text(table: pl.DataFrame) -> str | None:
+    """A verdict the registry gives as a one-row table (`verdict`), or None."""
+    return None if table.is_empty() else str(table["verdict"][0])
 
 
 class AnalysisScreen(Screen):
@@ -191,8 +201,9 @@ class AnalysisScreen(Screen):
             and self._shown_key == (self.trace_set.generation, self.params)
             and self.charts_pending == 0
             and not any(t.rows_pending for t in self.query(FrameTable))
-            and not any(
-                w.group in self.WORKER_GROUPS and not w.is_finished for w in self.app.workers
+            and not any(  # its own workers: another view's work left behind is not its
+                w.node is self and w.group in self.WORKER_GROUPS and not w.is_finished
+                for w in self.app.workers
             )
         )
 
@@ -356,6 +367,15 @@ class AnalysisScreen(Screen):
             body.loading = True
         self._compute(ts.snapshot(), self.params)
 
+    @contextmanager
+    def giving_way(self, worker: Worker[Any]) -> Iterator[None]:
+        """Worker thread: this view's computation, which waits at its checkpoints while
+        another view is shown and computing, and stops there once `worker` is cancelled
+        (app/foreground.py)."""
+        fg = hta_app(self).foreground
+        with fg.running(self), hooked(fg.give_way(self, worker)):
+            yield
+
     def _deferred_refresh(self) -> None:
         self._refresh_timer = None
         self._maybe_refresh()
@@ -379,7 +399,10 @@ class AnalysisScreen(Screen):
         if worker.is_cancelled:
             return
         try:
-            result = self.compute_on(ts, frames, params)
+            with self.giving_way(worker):  # the view on screen first (app/foreground.py)
+                result = self.compute_on(ts, frames, params)
+        except Superseded:
+            return
         except Exception as exc:  # a screen that fails says so, instead of loading forever
             logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
             self.post_message(ComputeFailed(one_line(exc), ts.generation, params))

@@ -21,7 +21,7 @@ from textual.color import Color
 from textual.widgets import Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
-from hta_tui.analysis import kernel_detail, kernels
+from hta_tui.analysis import registry
 from hta_tui.analysis.names import fold_name
 from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
@@ -33,8 +33,6 @@ from hta_tui.app.widgets.ticks import label, linear_ticks
 from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
-BINS = 30
-MAX_POINTS = 300
 TABS = ("tab-ranks", "tab-hist", "tab-time", "tab-runs", "tab-launch")
 
 #: `t` on a run: that kernel instance (its correlation; `ts` is ns as written, not drawn).
@@ -51,6 +49,15 @@ LEGEND_RANKS = 8
 class KernelDetailScreen(AnalysisScreen):
     full_name = False  # `n`: the full name, wrapped, instead of the short one
     TITLE = "Kernel detail"
+    ANALYSES = (
+        "kernel_detail",
+        "kernel_duration_summary",
+        "kernel_duration_histogram",
+        "kernel_occurrences",
+        "kernel_launchers",
+        "kernel_streams",
+        "kernel_runs",
+    )
 
     BINDINGS: ClassVar[list[BindingType]] = [
         TABLE_BINDING,
@@ -113,14 +120,17 @@ class KernelDetailScreen(AnalysisScreen):
     def compute(
         frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
     ) -> dict[str, Any]:
-        name = params.get("name")
-        auto = False
-        if not name:
-            table = kernel_detail.kernel_table(frames, fold=False)
-            if table.is_empty():
-                return {"name": None, "auto": True}
-            name, auto = str(table["name"][0]), True
-        summary, hist = kernels.kernel_duration_distribution(frames, name, bins=BINS)
+        options = registry.Options(
+            kernel_name=params.get("name") or "",
+            origin_ns=-1 if origin_ns is None else origin_ns,
+        )
+        got = registry.tables(frames, KernelDetailScreen.ANALYSES, options)
+        chosen = got["kernel_detail"]
+        name = chosen["name"][0] if not chosen.is_empty() else None
+        auto = not params.get("name")
+        if name is None:
+            return {"name": None, "auto": True}
+        summary, hist = got["kernel_duration_summary"], got["kernel_duration_histogram"]
         bins = (
             hist.group_by("bin")
             .agg(pl.col("bin_start").first(), pl.col("bin_end").first(), pl.col("count").sum())
@@ -131,12 +141,10 @@ class KernelDetailScreen(AnalysisScreen):
             "auto": auto,
             "summary": summary,
             "bins": bins,
-            "occurrences": kernel_detail.kernel_occurrences(
-                frames, name, max_points=MAX_POINTS, origin_ns=origin_ns
-            ),
-            "launchers": kernel_detail.kernel_launchers(frames, name),
-            "streams": kernel_detail.kernel_streams(frames, name),
-            "runs": kernel_detail.kernel_runs(frames, name, origin_ns=origin_ns),
+            "occurrences": got["kernel_occurrences"],
+            "launchers": got["kernel_launchers"],
+            "streams": got["kernel_streams"],
+            "runs": got["kernel_runs"],
             "ranks": sorted(frames),
         }
 

@@ -30,6 +30,7 @@ from textual.worker import get_current_worker
 from hta_tui.analysis import diff, step_pairs
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.access import hta_app
+from hta_tui.app.foreground import Superseded
 from hta_tui.app.format import elide_middle, fmt_us
 from hta_tui.app.safe_text import as_text
 from hta_tui.app.screens.base import AnalysisScreen, Computed, Params
@@ -367,7 +368,11 @@ class DiffScreen(AnalysisScreen):
         frames, info = ts.pick(params)
         if worker.is_cancelled:
             return
-        result = self.compute(frames, params)
+        try:
+            with self.giving_way(worker):  # the view on screen first (app/foreground.py)
+                result = self.compute(frames, params)
+        except Superseded:
+            return
         result.update(info)
         if not worker.is_cancelled:
             self.post_message(Computed(result, ts.generation, params))  # type: ignore[arg-type]

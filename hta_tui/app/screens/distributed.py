@@ -22,7 +22,7 @@ from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
-from hta_tui.analysis import comm_stats, registry
+from hta_tui.analysis import registry
 from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
@@ -111,6 +111,7 @@ class DistributedScreen(AnalysisScreen):
         "collective_instances",
         "comm_ops_stats",
         "comm_wait_transfer",
+        "collective_last_calls",
     )
     STEPS = "every ProfilerStep"
     PLUGIN_WHY = "every collective counted, timed on the GPU"
@@ -150,7 +151,7 @@ class DistributedScreen(AnalysisScreen):
             "means": got["comm_comp_per_rank"].filter(pl.col("step") == "all"),
             "stragglers": got["collective_stragglers"],
             "instances": got["collective_instances"],
-            "last_calls": comm_stats.collective_last_calls(frames),
+            "last_calls": got["collective_last_calls"],
             "ops": got["comm_ops_stats"],
             "wait": got["comm_wait_transfer"],
         }

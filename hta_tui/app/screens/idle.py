@@ -111,7 +111,7 @@ class ThresholdDialog(ModalScreen[float | None]):
 
 class IdleScreen(AnalysisScreen):
     TITLE = "Idle time"
-    ANALYSES = ("idle_time_breakdown", "idle_interval_stats")
+    ANALYSES = ("idle_time_breakdown", "idle_interval_stats", "longest_gaps")
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "threshold", "Cutoff", tooltip="Edit the kernel-wait threshold (us)"),
@@ -150,15 +150,14 @@ class IdleScreen(AnalysisScreen):
         frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
     ) -> dict[str, Any]:
         threshold = float(params.get("threshold", DEFAULT_THRESHOLD))
-        got = registry.tables(
-            frames,
-            IdleScreen.ANALYSES,
-            registry.Options(consecutive_kernel_delay_us=threshold),
+        options = registry.Options(
+            consecutive_kernel_delay_us=threshold,
+            top_gaps=TOP_GAPS,
+            origin_ns=-1 if origin_ns is None else origin_ns,
         )
+        got = registry.tables(frames, IdleScreen.ANALYSES, options)
         breakdown, stats = got["idle_time_breakdown"], got["idle_interval_stats"]
-        longest = gaps.longest_gaps(
-            frames, consecutive_kernel_delay_us=threshold, n=TOP_GAPS, origin_ns=origin_ns
-        )
+        longest = got["longest_gaps"]
         # One bar per rank and stream: its idle time per category (light reshaping).
         per_stream = (
             breakdown.pivot(on="idle_category", index=["rank", "stream"], values="idle_time")

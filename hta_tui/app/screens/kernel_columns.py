@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.analysis import kernel_owners, kernel_view
-
 #: kernel_view column -> header
 HEADERS: dict[str, str] = {
     "tc_used": "tc",
@@ -40,9 +38,10 @@ BY_OP: dict[str, str] = {
 
 
 def with_kernel_view(
-    table: pl.DataFrame, frames: dict[int, pl.DataFrame], *, tb_compat: bool = False
+    table: pl.DataFrame, view: pl.DataFrame, backends: pl.DataFrame
 ) -> pl.DataFrame:
-    """HTA's per-kernel table with the plugin's three columns after `mean us`."""
+    """HTA's per-kernel table with the plugin's three columns after `mean us` (`view`: the
+    registry's `kernel_view_job`) and each kernel's backend (`kernel_backend_by_name`)."""
     if table.is_empty():
         return table.with_columns(
             pl.lit(None, pl.Boolean).alias("tc"),
@@ -50,7 +49,6 @@ def with_kernel_view(
             pl.lit(None, pl.Float64).alias("occupancy %"),
             pl.lit(None, pl.String).alias("backend"),
         )
-    view = kernel_view.job_kernel_table(frames, tb_compat=tb_compat)
     extra = view.select("name", *HEADERS).rename(HEADERS) if not view.is_empty() else None
     if extra is None:
         extra = pl.DataFrame(
@@ -58,16 +56,15 @@ def with_kernel_view(
                     "occupancy %": pl.Float64}
         )  # fmt: skip
     joined = table.join(extra, on="name", how="left", maintain_order="left")
-    backends = kernel_owners.backend_by_name(frames)
     joined = joined.join(backends, on="name", how="left", maintain_order="left")
     cols = table.columns
     at = cols.index("mean us") + 1 if "mean us" in cols else len(cols)
     return joined.select(*cols[:at], *HEADERS.values(), "backend", *cols[at:])
 
 
-def by_operator(frames: dict[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
-    """Per kernel + launching operator + grid, block, registers, shared memory."""
-    view = kernel_view.job_kernel_table(frames, by_operator=True, tb_compat=tb_compat)
+def by_operator(view: pl.DataFrame) -> pl.DataFrame:
+    """Per kernel + launching operator + grid, block, registers, shared memory (`view`: the
+    registry's `kernel_view_job_by_op`)."""
     if view.is_empty():
         return pl.DataFrame(schema={h: pl.String for h in BY_OP.values()})
     return view.select(*BY_OP).rename(BY_OP)

@@ -17,11 +17,11 @@ from textual.binding import Binding, BindingType
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from hta_tui.analysis import kernel_detail, kernel_owners, registry
+from hta_tui.analysis import registry
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.access import hta_app
 from hta_tui.app.screens import kernel_columns
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import AnalysisScreen, Params, verdict_text
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
@@ -112,7 +112,13 @@ class TypeBreakdown(Widget):
 
 class KernelsScreen(AnalysisScreen):
     TITLE = "Kernels"
-    ANALYSES = ("gpu_kernel_type_breakdown",)
+    ANALYSES = (
+        "gpu_kernel_type_breakdown",
+        "kernel_table",
+        "kernel_view_job",
+        "kernel_backend_by_name",
+        "kernel_verdict",
+    )
     PLUGIN_WHY = "tensor cores by a modern list"  # its tc, blocks/SM, occupancy columns
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -151,16 +157,23 @@ class KernelsScreen(AnalysisScreen):
             registry.Options(duration_ratio=DURATION_RATIO, num_kernels=NUM_KERNELS),
         )
         by_op = bool(params.get("by_op", False))
+        options = registry.Options(
+            duration_ratio=DURATION_RATIO,
+            num_kernels=NUM_KERNELS,
+            fold_kernels=bool(params.get("fold", True)),
+            tb_compat=compat,
+        )
         if by_op:
-            table = kernel_columns.by_operator(frames, tb_compat=compat)
-        else:
-            table = kernel_detail.kernel_table(
-                frames,
-                fold=bool(params.get("fold", True)),
-                duration_ratio=DURATION_RATIO,
-                num_kernels=NUM_KERNELS,
+            table = kernel_columns.by_operator(
+                registry.table(frames, "kernel_view_job_by_op", options)
             )
-            table = kernel_columns.with_kernel_view(table, frames, tb_compat=compat)
+        else:
+            got = registry.tables(
+                frames, ["kernel_table", "kernel_view_job", "kernel_backend_by_name"], options
+            )
+            table = kernel_columns.with_kernel_view(
+                got["kernel_table"], got["kernel_view_job"], got["kernel_backend_by_name"]
+            )
         if not params.get("full_names", False):
             # the short name in the name's place; the full one stays for detail and export
             table = table.with_columns(
@@ -174,7 +187,7 @@ class KernelsScreen(AnalysisScreen):
             "kernels": table,
             "ranks": len(frames),
             "by_op": by_op,
-            "attribution": kernel_owners.job_verdict(frames),
+            "attribution": verdict_text(registry.table(frames, "kernel_verdict")),
         }
 
     def show(self, result: dict[str, Any]) -> None:

@@ -23,9 +23,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static, TabbedContent, TabPane
 from textual_plotext import PlotextPlot
 
-from hta_tui.analysis import launch
+from hta_tui.analysis import registry
 from hta_tui.analysis.downsample import thin_points
-from hta_tui.analysis.launch_kernels import launch_table
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
@@ -111,6 +110,7 @@ class CutoffsScreen(ModalScreen[tuple[float, float] | None]):
 
 class LaunchScreen(AnalysisScreen):
     TITLE = "Kernel launches"
+    ANALYSES = ("kernel_launches", "short_gpu_kernels", "runtime_outliers", "launch_delay_outliers")
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "edit_cutoffs", "Cutoffs", tooltip="Edit the outlier cutoffs (us)"),
@@ -158,7 +158,9 @@ class LaunchScreen(AnalysisScreen):
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         rc = float(params.get("runtime_cutoff", RUNTIME_CUTOFF))
         dc = float(params.get("launch_delay_cutoff", LAUNCH_DELAY_CUTOFF))
-        table = launch_table(frames, runtime_cutoff=rc, launch_delay_cutoff=dc)
+        options = registry.Options(runtime_cutoff_us=rc, launch_delay_cutoff_us=dc)
+        got = registry.tables(frames, LaunchScreen.ANALYSES, options)
+        table = got["kernel_launches"]
         nx, ny = GRID
         # each rank on its own clock: time since the rank's first launch
         timed = table.with_columns(
@@ -169,9 +171,9 @@ class LaunchScreen(AnalysisScreen):
             "rc": rc,
             "dc": dc,
             "launches": table.height,
-            "short": launch.short_gpu_kernels(table, rc),
-            "runtime": launch.runtime_outliers(table, rc),
-            "delay": launch.launch_delay_outliers(table, dc),
+            "short": got["short_gpu_kernels"],
+            "runtime": got["runtime_outliers"],
+            "delay": got["launch_delay_outliers"],
             "scatter": thin_points(
                 table, "cpu_duration", "gpu_duration", nx=nx, ny=ny, log=True
             ).select("cpu_duration", "gpu_duration"),

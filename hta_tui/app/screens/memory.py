@@ -20,10 +20,12 @@ from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.memory_view import FileMemory, ranks_with_memory
 from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
+from hta_tui.app.foreground import Superseded
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import (
     TABLE_BINDING,
@@ -132,22 +134,24 @@ class MemoryScreen(AnalysisScreen):
         first: it needs no operator attribution, the tables do."""
         worker = get_current_worker()
         try:
-            events, memory = ts.frames(), ts.frames("memory")
-            have = ranks_with_memory(events, memory)
-            window = None
-            if have:
-                rank = params.rank if params.rank in have else have[0]
-                window = curve_window(  # times from the trace's start, as the timeline
-                    events[rank],
-                    memory[rank],
-                    params.get("device"),
-                    params.get("view"),
-                    ts.origin_ns,
-                )
-                if worker.is_cancelled:
-                    return
-                self.post_message(CurveReady(window, params))
-            result = self.compute_memory(events, memory, params, window, ts.origin_ns)
+            with self.giving_way(worker):  # the view on screen first (app/foreground.py)
+                events, memory = ts.frames(), ts.frames("memory")
+                have = ranks_with_memory(events, memory)
+                window = None
+                if have:
+                    rank = params.rank if params.rank in have else have[0]
+                    window = curve_window(  # times from the trace's start, as the timeline
+                        events[rank],
+                        memory[rank],
+                        params.get("device"),
+                        params.get("view"),
+                        ts.origin_ns,
+                    )
+                    checkpoint()
+                    self.post_message(CurveReady(window, params))
+                result = self.compute_memory(events, memory, params, window, ts.origin_ns)
+        except Superseded:
+            return
         except Exception as exc:  # said on the screen, instead of loading forever
             logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
             self.post_message(ComputeFailed(one_line(exc), ts.generation, params))

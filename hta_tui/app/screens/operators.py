@@ -17,10 +17,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
-from hta_tui.analysis import kernel_owners, operator_stacks, operators
+from hta_tui.analysis import operator_stacks, registry
+from hta_tui.app.foreground import Superseded
 from hta_tui.app.safe_text import as_text
-from hta_tui.app.screens.base import AnalysisScreen, Params
+from hta_tui.app.screens.base import AnalysisScreen, Params, verdict_text
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock, TextLine
 from hta_tui.trace.schema import GPU_WORK_KINDS
@@ -60,6 +62,11 @@ def display(table: pl.DataFrame, *, gpu: bool) -> pl.DataFrame:
 
 class OperatorsScreen(AnalysisScreen):
     TITLE = "Operators"
+    ANALYSES = (
+        "job_operator_stats",
+        "job_operator_stats_by_input_shape",
+        "job_operator_call_stacks",
+    )
     STEPS = "whole trace"
     PLUGIN_WHY = "device times through cuda_runtime launches"
     WORKER_GROUPS = ("screen", "operator-stacks")
@@ -84,9 +91,13 @@ class OperatorsScreen(AnalysisScreen):
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
-        tables = operators.job_operator_tables(
-            frames, tb_compat=bool(params.get("tb_compat", False))
-        )
+        options = registry.Options(tb_compat=bool(params.get("tb_compat", False)))
+        got = registry.tables(frames, OperatorsScreen.ANALYSES, options)
+        tables = {
+            "name": got["job_operator_stats"],
+            "shape": got["job_operator_stats_by_input_shape"],
+            "stack": got["job_operator_call_stacks"],
+        }
         gpu = any(
             ev.select(pl.col("kind").is_in(GPU_WORK_KINDS).any()).item() for ev in frames.values()
         )
@@ -101,7 +112,9 @@ class OperatorsScreen(AnalysisScreen):
             "python": operator_stacks.has_python_frames(frames),
             "ops": table["name"].n_unique() if not table.is_empty() else 0,
             "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
-            "attribution": kernel_owners.job_verdict(frames) if gpu else None,
+            "attribution": (
+                verdict_text(registry.table(frames, "kernel_verdict")) if gpu else None
+            ),
         }
 
     def _fit(self, table: FrameTable) -> bool:
@@ -181,7 +194,14 @@ class OperatorsScreen(AnalysisScreen):
     @work(thread=True, exclusive=True, group="operator-stacks", exit_on_error=False)
     def _python_stacks(self, name: str, params: Params) -> None:
         """Worker: the highlighted operator's Python stacks (a newer highlight cancels it)."""
-        table = operator_stacks.python_stacks(self.frames_for(self.trace_set, params), name)
+        frames = self.frames_for(self.trace_set, params)
+        try:
+            with self.giving_way(get_current_worker()):  # a newer highlight: stops early
+                table = registry.table(
+                    frames, "operator_python_stacks", registry.Options(operator=name)
+                )
+        except Superseded:
+            return
         self.app.call_from_thread(self._show_python_stacks, name, table)
 
     def _show_python_stacks(self, name: str, table: pl.DataFrame) -> None:

@@ -21,7 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from hta_tui.analysis import exposed_comm, registry
+from hta_tui.analysis import registry
 from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -85,7 +85,12 @@ MIN_BLOCK = 7
 
 class OverlapScreen(AnalysisScreen):
     TITLE = "Comm/comp overlap"
-    ANALYSES = ("comm_comp_overlap", "collective_streams")  # `v`: collectives_hidden too
+    ANALYSES = (  # `v`: collectives_hidden in place of comm_kernels_exposed
+        "comm_comp_overlap",
+        "exposed_comm_per_rank",
+        "comm_kernels_exposed",
+        "collective_streams",
+    )
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -117,7 +122,7 @@ class OverlapScreen(AnalysisScreen):
         per_rank = (
             registry.table(frames, "comm_comp_overlap")
             .join(
-                exposed_comm.exposed_comm_per_rank(frames),
+                registry.table(frames, "exposed_comm_per_rank"),
                 on="rank",
                 how="left",
                 maintain_order="left",
@@ -130,7 +135,7 @@ class OverlapScreen(AnalysisScreen):
             table = registry.table(frames, "collectives_hidden")
             comm = table.rename(LAYER_HEADERS).select(list(LAYER_HEADERS.values()))
         else:
-            comm = exposed_comm.comm_kernels_exposed(frames).rename(KERNEL_HEADERS)
+            comm = registry.table(frames, "comm_kernels_exposed").rename(KERNEL_HEADERS)
             comm = comm.select(list(KERNEL_HEADERS.values()))
         streams = registry.table(frames, "collective_streams")
         return {

@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from hta_tui.analysis import kernel_detail, registry, sequences
+from hta_tui.analysis import registry, sequences
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.text_line import TextBlock
@@ -30,7 +30,7 @@ TOP_K = 5
 
 class SequencesScreen(AnalysisScreen):
     TITLE = "Kernel sequences"
-    ANALYSES = ("frequent_cuda_kernel_sequences",)
+    ANALYSES = ("launching_operators", "frequent_cuda_kernel_sequences")
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "focus_operators", "Operators", tooltip="Back to the operator list"),
@@ -66,7 +66,7 @@ class SequencesScreen(AnalysisScreen):
         if rank is None:
             return {"rank": None}
         one = {rank: frames[rank]}
-        operators = kernel_detail.launching_operators(one)
+        operators = registry.table(one, "launching_operators")
         operator = params.get("operator")
         patterns = None
         if operator:

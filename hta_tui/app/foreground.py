@@ -1,0 +1,110 @@
+"""The view on screen first (issue 27, point 4). A view's computation passes checkpoints
+(analysis/checkpoint.py: before each of the registry's tables, each rank's shared view and
+each job-wide intermediate, each rank of the heavy per-rank tables). There, work for a view
+no longer shown waits while the shown view computes, and goes on once it has its numbers:
+so the view on screen gets the cores, and a view visited on the way still finishes in the
+background (shown at once when visited again). Work whose worker was cancelled (a newer
+computation of the same view took over) stops there.
+
+A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
+app's own worker, which never waits: while it is shown, the views left behind go on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from textual.screen import ModalScreen, Screen
+from textual.worker import Worker
+
+from hta_tui.app.mixin import AppMixin
+
+#: Seconds between looks at a held worker's cancellation while it waits.
+HOLD_POLL = 0.05
+
+
+class Superseded(Exception):
+    """Raised at a checkpoint of work whose worker was cancelled."""
+
+
+class Foreground:
+    """Which view is shown, and whether its computation runs (thread-safe): the checkpoints
+    of every other view's work wait while it does."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._shown: object | None = None
+        self._running: dict[int, int] = {}  # id(view) -> its computations running
+        #: id(view) -> its computations waiting at a checkpoint now (tests, benchmarks)
+        self.holding: dict[int, int] = {}
+
+    def show(self, view: object) -> None:
+        with self._changed:
+            self._shown = view
+            self._changed.notify_all()
+
+    @property
+    def shown(self) -> object | None:
+        return self._shown
+
+    @contextmanager
+    def running(self, view: object) -> Iterator[None]:
+        """A computation of `view` runs inside the block."""
+        with self._changed:
+            self._running[id(view)] = self._running.get(id(view), 0) + 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._running[id(view)] -= 1
+                if not self._running[id(view)]:
+                    del self._running[id(view)]
+                self._changed.notify_all()
+
+    def _holds(self, view: object) -> bool:
+        shown = self._shown
+        return shown is not None and shown is not view and id(shown) in self._running
+
+    def give_way(self, view: object, worker: Worker[object]) -> Callable[[], None]:
+        """The checkpoint hook of `view`'s worker: stop once the worker is cancelled; wait
+        while another view is shown and computing."""
+
+        def hook() -> None:
+            if worker.is_cancelled:
+                raise Superseded
+            with self._changed:
+                if not self._holds(view):
+                    return
+                self.holding[id(view)] = self.holding.get(id(view), 0) + 1
+                try:
+                    while self._holds(view) and not worker.is_cancelled:
+                        self._changed.wait(HOLD_POLL)
+                finally:
+                    self.holding[id(view)] -= 1
+                    if not self.holding[id(view)]:
+                        del self.holding[id(view)]
+            if worker.is_cancelled:
+                raise Superseded
+
+        return hook
+
+    def is_holding(self, view: object) -> bool:
+        with self._changed:
+            return id(view) in self.holding
+
+
+class ForegroundMixin(AppMixin):
+    """Tells `foreground` which view is shown (HtaApp calls `follow_foreground` once
+    mounted)."""
+
+    foreground: Foreground
+
+    def follow_foreground(self) -> None:
+        self.screen_change_signal.subscribe(self, self._screen_changed)
+        self.foreground.show(self.screen)
+
+    def _screen_changed(self, screen: Screen) -> None:
+        if not isinstance(screen, ModalScreen):
+            self.foreground.show(screen)

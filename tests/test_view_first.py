@@ -1,0 +1,141 @@
+"""The view on screen first (issue 27, point 4): work for views no longer shown waits at its
+next checkpoint (the registry's door) while the shown view computes, and goes on once it has
+its numbers; a view visited on the way finishes in the background."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from hta_tui.analysis import registry
+from hta_tui.analysis.checkpoint import checkpoint, hooked
+from hta_tui.app.access import hta_app
+from hta_tui.app.screens.idle import IdleScreen
+from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.steps import StepsScreen
+from hta_tui.app.screens.syncs import SyncsScreen
+from hta_tui.synth import write_trace_dir
+from tests.test_app_support import base_screen, make_screen_app, wait_patiently, wait_view
+
+HELD = (KernelsScreen, IdleScreen, SyncsScreen)
+
+
+@pytest.fixture
+def gate(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The held views' computations ask the registry for a table (the door every view's
+    work passes) until the gate opens, then compute as they would. The shown view's
+    computation starts only once all three wait at the door (or says why not)."""
+    release = threading.Event()
+    started: list[str] = []
+    ended: list[str] = []
+    views: list[Any] = []  # the held views
+    registry.declare(
+        registry.Analysis("held_gate", "a gate", lambda r, o: {"held_gate": pl.DataFrame})
+    )
+    for cls in HELD:
+        real = cls.compute_on
+
+        def held(self: Any, ts: Any, frames: Any, params: Any, real: Any = real) -> Any:
+            started.append(type(self).__name__)
+            views.append(self)
+            try:
+                while not release.wait(0.01):
+                    registry.table(frames, "held_gate")
+            finally:
+                ended.append(type(self).__name__)
+            return real(self, ts, frames, params)
+
+        monkeypatch.setattr(cls, "compute_on", held)
+    real_steps = StepsScreen.compute_on
+
+    def shown(self: Any, ts: Any, frames: Any, params: Any) -> Any:
+        fg = hta_app(self).foreground
+        deadline = time.monotonic() + 30
+        while not (len(views) == 3 and all(fg.is_holding(v) for v in views)):
+            if time.monotonic() > deadline:
+                raise AssertionError("the views left behind did not wait for the shown one")
+            time.sleep(0.01)
+        return real_steps(self, ts, frames, params)
+
+    monkeypatch.setattr(StepsScreen, "compute_on", shown)
+    yield release, started, ended
+    release.set()
+    registry.withdraw("held_gate")
+
+
+async def test_views_left_behind_wait_while_the_shown_one_computes(
+    tmp_path: Path, gate: Any
+) -> None:
+    release, started, ended = gate
+    write_trace_dir(tmp_path / "t", ranks=2, steps=3, seed=3)
+    app = make_screen_app(tmp_path / "t", tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        try:
+            await wait_patiently(pilot, lambda: app.settled)
+            for n, key in enumerate(("K", "I", "Y"), 1):  # three views whose work is held
+                await pilot.press(key)
+                await wait_patiently(pilot, lambda n=n: len(started) == n, what=f"{key} held")
+            await pilot.press("P")  # the view shown now: its numbers, the others waiting
+            steps = await wait_view(pilot, StepsScreen, timeout=60)
+            assert steps.result is not None and "failed" not in steps.scope_text
+            assert not release.is_set() and not ended  # the others went on, not stopped
+            release.set()
+            await wait_patiently(pilot, lambda: len(ended) == 3, timeout=30)
+            # a view visited on the way finished in the background: shown at once
+            await pilot.press("K")
+            kernels = await wait_view(pilot, KernelsScreen, timeout=60)
+            assert kernels.result is not None and base_screen(app) is kernels
+            assert started.count("KernelsScreen") == 1  # not computed again
+        finally:  # a held view never outlives the test, also when it fails
+            release.set()
+
+
+def test_the_door_is_a_checkpoint_and_a_hook_holds_only_inside_its_block() -> None:
+    """The registry passes a checkpoint before each table it makes: a hook that raises
+    there stops the work between two tables; outside `hooked`, checkpoints do nothing."""
+    made: list[str] = []
+
+    def tables(r: Any, o: Any) -> dict[str, Any]:
+        return {n: (lambda n=n: made.append(n) or pl.DataFrame()) for n in ("gate_a", "gate_b")}
+
+    class Stop(Exception):
+        pass
+
+    passes: list[int] = []
+
+    def hook() -> None:
+        passes.append(1)
+        if len(passes) > 1:
+            raise Stop
+
+    registry.declare(registry.Analysis("gate_a", "two tables", tables, also=("gate_b",)))
+    try:
+        with hooked(hook), pytest.raises(Stop):
+            registry.tables({}, ["gate_a", "gate_b"])
+        assert made == ["gate_a"]  # stopped at the door of the second table
+        checkpoint()  # no hook any more: nothing happens
+        assert registry.tables({}, ["gate_b"])["gate_b"].is_empty()
+        assert made == ["gate_a", "gate_b"] and len(passes) == 2
+    finally:
+        registry.withdraw("gate_a")
+
+
+def test_no_checkpoint_while_a_lock_is_held(tmp_path: Path) -> None:
+    """Work waiting at a checkpoint while holding a lock would hold up the view on screen
+    when it needs the lock (the operator tree's, which the Operators and Kernels views
+    share): a deadlock, as the shown view is what it waits for."""
+    from hta_tui.analysis import op_tree
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
+
+    write_trace_dir(tmp_path / "t", ranks=1, steps=2, seed=4)
+    frames = open_set(tmp_path / "t", Cache(tmp_path / "c")).frames()
+    seen: list[bool] = []
+    with hooked(lambda: seen.append(op_tree._building.locked())):
+        registry.tables(frames, ["operator_stats", "kernel_view_by_op"])
+    assert seen and not any(seen)
