@@ -100,6 +100,8 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
     ),
     "comm": (("cpu_op", "kernel", "other"), COMM_COLUMNS, ()),
     "python": (("python",), ("python_id", "python_parent_id", "python_module_id"), ()),
+    # CUDA-graph kernel annotations (a property of the args: `EventArgs.annotation`)
+    "graph": (("kernel",), ("annotation",), ()),
 }
 #: Families read only on the rows where one field is present: collective args sit on a few
 #: record_param_comms and NCCL kernel rows among many cpu ops and kernels, so one pass finds

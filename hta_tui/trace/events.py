@@ -72,10 +72,29 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     # (a tenth of the decode time)
     pg_ranks: str | list | None = msgspec.field(default=None, name="Process Group Ranks")
     comm_seq: Num | str | None = msgspec.field(default=None, name="Seq")
-    # metadata ("M") events carry their value here
+    # metadata ("M") events carry their value here; a graphed kernel its CUDA-graph
+    # annotation's name (see `annotation`)
     name: str | int | None = None
     labels: str | None = None
     sort_index: int | None = None
+    # CUDA-graph kernel annotations (PyTorch 2026, `export_chrome_trace(...,
+    # cuda_graph_annotations=...)`): on a graphed kernel, a dict annotation's keys (`name`, a
+    # module's `module_fqn`), or a bare string under `name` (older: `annotation`, `str`). Any
+    # type: an odd value is ignored (`annotation`), never a reason for the slow path.
+    module_fqn: Any = None
+    annotation_arg: Any = msgspec.field(default=None, name="annotation")
+    str_arg: Any = msgspec.field(default=None, name="str")
+
+    @property
+    def annotation(self) -> str | None:
+        """The kernel's CUDA-graph annotation: module_fqn, else name, else annotation, else
+        str (the first that is a non-empty string or number); None when it has none."""
+        for value in (self.module_fqn, self.name, self.annotation_arg, self.str_arg):
+            if isinstance(value, str) and value:
+                return value
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return str(value)
+        return None
 
 
 NO_ARGS = EventArgs()
