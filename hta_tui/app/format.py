@@ -131,11 +131,13 @@ def file_columns(df: pl.DataFrame, *, show_timings: bool) -> list[tuple[str, str
 
 def overlap_text(n: int) -> str:
     """The data quality line's count of GPU ops that overlap an earlier one on their stream
-    (`overview.FILE_COLUMNS`): the timeline here packs them into lanes; Perfetto would not."""
+    (`overview.FILE_COLUMNS`): what a timeline with one lane per stream (Perfetto) drops,
+    the timeline here packs into lanes. The count and Perfetto first: 80 columns end there."""
+    them = "it" if n == 1 else "them"
     ops = "GPU op overlaps" if n == 1 else "GPU ops overlap"
     return (
-        f"{n:,} {ops} on {'its' if n == 1 else 'their'} stream: a timeline that keeps one lane "
-        f"per stream, e.g. Perfetto, would drop {'it' if n == 1 else 'them'} (here: lanes)"
+        f"{n:,} {ops} on {'its' if n == 1 else 'their'} stream: Perfetto would drop {them} "
+        f"(one lane per stream); the timeline packs {them} in lanes"
     )
 
 

@@ -12,9 +12,8 @@ without them); `overlap=True` lets each graph kernel start before the one before
 (kernels of one stream that overlap, which a timeline must not drop); `launch="hipGraphLaunch"`
 writes ROCm's graph launch. `annotations=True` writes PyTorch's CUDA-graph kernel
 annotations on the graph's kernels (`export_chrome_trace(..., cuda_graph_annotations=...)`):
-kernel i of a graph is in layer `i // 4` (`ANNOTATED_LAYERS`), its args carry the layer's
-module FQN (`module_fqn`), except every fourth kernel, annotated the older way with a bare
-string under `annotation`.
+kernels 4L..4L+3 of a graph run in layer L (modulo `ANNOTATED_LAYERS`), whose module FQN
+`fqn_of` their args give in each of the ways PyTorch writes it (`annotation_of`).
 """
 
 from __future__ import annotations
@@ -44,13 +43,21 @@ LAUNCH_US = 30.0  # the graph launch call on the CPU
 ANNOTATED_LAYERS = 3
 
 
+def fqn_of(i: int) -> str:
+    """The module FQN graph kernel `i` is annotated with (`annotations=True`)."""
+    return f"layers.{(i // 4) % ANNOTATED_LAYERS}.attention.wq"
+
+
 def annotation_of(i: int) -> dict[str, Any]:
-    """The args graph kernel `i` carries with `annotations=True` (module_fqn, or a bare string
-    under the older `annotation` key for every fourth kernel)."""
-    fqn = f"layers.{(i // 4) % ANNOTATED_LAYERS}.attention.wq"
-    if i % 4 == 3:
-        return {"annotation": f"{fqn}_old"}
-    return {"name": "linear_fwd", "layer": str(i // 4), "module_fqn": fqn}
+    """The args graph kernel `i` carries with `annotations=True`: a dict annotation with
+    the module's FQN beside its own `name` (two of four), a bare string under `name`, or under
+    the older exports' `annotation` (even layers) or `str` (odd layers)."""
+    fqn = fqn_of(i)
+    if i % 4 < 2:
+        return {"name": "linear_fwd", "layer": str(i // 4), "module_fqn": fqn}
+    if i % 4 == 2:
+        return {"name": fqn}
+    return {"annotation" if (i // 4) % 2 == 0 else "str": fqn}
 
 
 _x = complete
