@@ -91,7 +91,8 @@ class ModulesScreen(AnalysisScreen):
             if not table.is_empty():
                 by_kernel = registry.table({rank: frames[rank]}, "kernel_modules")
                 return {"rank": rank, "table": table, "annotated": annotated_line(by_kernel)}
-        return {"rank": None, "table": registry.table({}, "module_stats")}
+        empty = registry.tables({}, ModulesScreen.ANALYSES)
+        return {"rank": None, "table": empty["module_stats"], "annotated": ""}
 
     def show(self, result: dict[str, Any]) -> None:
         table: pl.DataFrame = result["table"]
