@@ -207,6 +207,8 @@ def test_cuda_graph_annotations_name_each_graph_kernels_module(tmp_path: Path) -
     assert row["graph_kernels_annotated"] == 24
     assert row["no_operator_pct"] == 0.0
     assert "24 graph kernels in modules by their CUDA-graph annotation" in row["verdict"]
+    said = ko.job_verdict({0: events})  # the Kernels and Operators views' line
+    assert said is not None and "24 graph kernels in modules by their" in said
     # without annotations: the module around the launch, as before
     plain = ko.kernel_owners(_events(tmp_path, steps=1, kernels=4)).filter(pl.col("graph"))
     assert set(plain["module"]) == {gr.MODULE}
@@ -225,6 +227,7 @@ def test_odd_cuda_graph_annotations_cost_only_themselves(tmp_path: Path) -> None
         {"str": True},
         {"name": 7},
         {"module_fqn": ["x"], "annotation": "old.one"},
+        {"str": ""},
     ]
     events = [complete("kernel", f"k{i}", 0, 7, 10.0 * i, 5.0) for i in range(len(odd))]
     for e, args in zip(events, odd, strict=True):
@@ -232,4 +235,4 @@ def test_odd_cuda_graph_annotations_cost_only_themselves(tmp_path: Path) -> None
     path = write_trace({"traceEvents": events}, tmp_path / "odd.json")
     frame = parse_bytes(read_bytes(path)).frames["events"].sort("idx")
     assert frame["name"].to_list() == [f"k{i}" for i in range(len(odd))]
-    assert frame["annotation"].to_list() == [None, "block.mlp", None, "7", "old.one"]
+    assert frame["annotation"].to_list() == [None, "block.mlp", None, "7", "old.one", None]
