@@ -38,6 +38,7 @@ FILE_KEYS = (
     "status",
     "error",
     "dropped_events",
+    "overlapping_on_stream",
 )
 
 

@@ -181,3 +181,58 @@ def test_step_breakdown_and_diff_count_every_graph_kernel(tmp_path: Path) -> Non
     assert dict(table.select("name", "Test_counts").rows()) == (
         {name: 2 for name in gr.GRAPH_KERNELS} | {"copy_kernel": 1}
     )
+
+
+def test_cuda_graph_annotations_name_each_graph_kernels_module(tmp_path: Path) -> None:
+    """PyTorch's CUDA-graph kernel annotations (module_fqn, a bare string under `name`, or the
+    older `annotation` / `str`): the parser keeps them in one column, and a graph kernel's
+    module is its annotation, not the module around the launch, which runs every layer."""
+    events = _events(tmp_path, steps=2, kernels=12, annotations=True)
+    kernels = events.filter(pl.col("kind") == "kernel").sort("idx")
+    per_step = [gr.fqn_of(i) for i in range(12)] + [None]  # the plain copy's kernel: none
+    assert kernels["annotation"].to_list() == per_step * 2
+    owners = ko.kernel_owners(events).filter(pl.col("kind") == "kernel").sort("idx")
+    assert owners["module"].to_list() == [*per_step[:-1], gr.MODULE] * 2
+    graph = owners.filter(pl.col("graph"))
+    assert set(graph["module_from"]) == {ko.ANNOTATED}
+    assert set(graph["operator"]) == {gr.COMPILED_OP}  # the operator stays the launch's
+    assert owners.filter(~pl.col("graph"))["module_from"].to_list() == [ko.AROUND] * 2
+    modules = ko.kernel_modules({0: events})
+    layer_us = 2 * 4 * gr.KERNEL_US  # four kernels of each layer, in each of two replays
+    assert modules.select("module", "module_from", "kernels", "time (us)").rows() == [
+        *((f"layers.{n}.attention.wq", ko.ANNOTATED, 8, layer_us) for n in range(3)),
+        (gr.MODULE, ko.AROUND, 2, 2 * gr.COPY_KERNEL_US),
+    ]
+    row = ko.kernel_attribution({0: events}).row(0, named=True)
+    assert row["graph_kernels_annotated"] == 24
+    assert row["no_operator_pct"] == 0.0
+    assert "24 graph kernels in modules by their CUDA-graph annotation" in row["verdict"]
+    said = ko.job_verdict({0: events})  # the Kernels and Operators views' line
+    assert said is not None and "24 graph kernels in modules by their" in said
+    # without annotations: the module around the launch, as before
+    plain = ko.kernel_owners(_events(tmp_path, steps=1, kernels=4)).filter(pl.col("graph"))
+    assert set(plain["module"]) == {gr.MODULE}
+    assert set(plain["module_from"]) == {ko.AROUND}
+    assert set(plain["annotation"].to_list()) == {None}
+
+
+def test_odd_cuda_graph_annotations_cost_only_themselves(tmp_path: Path) -> None:
+    """An annotation of an odd type (an object, true, an empty string) is none; a number is
+    its text; the other kernels keep theirs."""
+    from hta_tui.synth.events import complete
+
+    odd: list[dict] = [
+        {"annotation": {"nested": 1}},
+        {"module_fqn": "", "name": "block.mlp"},
+        {"str": True},
+        {"name": 7},
+        {"module_fqn": ["x"], "annotation": "old.one"},
+        {"str": ""},
+    ]
+    events = [complete("kernel", f"k{i}", 0, 7, 10.0 * i, 5.0) for i in range(len(odd))]
+    for e, args in zip(events, odd, strict=True):
+        e["args"].update(args, stream=7, device=0)
+    path = write_trace({"traceEvents": events}, tmp_path / "odd.json")
+    frame = parse_bytes(read_bytes(path)).frames["events"].sort("idx")
+    assert frame["name"].to_list() == [f"k{i}" for i in range(len(odd))]
+    assert frame["annotation"].to_list() == [None, "block.mlp", None, "7", "old.one", None]

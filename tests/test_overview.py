@@ -53,3 +53,45 @@ def test_step_filter_follows_the_whole_job(tmp_path: Path) -> None:
     ts = open_set(d, Cache(tmp_path / "cache"), after_parse=precompute)
     assert len(ts.loaded()[1].meta["step_names"]) == 1
     assert_frame_equal(temporal_table(ts), temporal_breakdown(ts.frames()))
+
+
+def _overlapping(trace: dict) -> int:
+    """GPU ops that start before an earlier one of their stream ended, from the raw events."""
+    by_stream: dict[int, list[tuple[float, float]]] = {}
+    for e in trace["traceEvents"]:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            by_stream.setdefault(e["args"]["stream"], []).append((e["ts"], e["ts"] + e["dur"]))
+    count = 0
+    for spans in by_stream.values():
+        reach = None
+        for start, end in sorted(spans, key=lambda se: (se[0], -se[1])):
+            count += reach is not None and start < reach
+            reach = end if reach is None else max(reach, end)
+    return count
+
+
+def test_files_count_the_gpu_ops_that_overlap_on_their_stream(tmp_path: Path) -> None:
+    """Issue 31 point 3: the overview's data quality line (and report --json's files) count
+    the GPU ops a timeline with one lane per stream would drop; a file without says nothing."""
+    from hta_tui.app.format import file_rows
+    from hta_tui.synth.graph_replay import make_graph_replay
+    from tests.test_report import report_json
+
+    root = tmp_path / "t"
+    root.mkdir()
+    overlap = make_graph_replay(steps=2, kernels=12, overlap=True)
+    plain = make_graph_replay(steps=2, kernels=12)
+    plain["distributedInfo"] = {**plain["distributedInfo"], "rank": 1, "world_size": 2}
+    overlap["distributedInfo"]["world_size"] = 2
+    write_trace(overlap, root / "rank-0.json")
+    write_trace(plain, root / "rank-1.json")
+    expected = _overlapping(overlap)
+    assert expected > 0 and _overlapping(plain) == 0
+    files = file_table(open_set(root, Cache(tmp_path / "cache"), after_parse=precompute))
+    assert files.sort("rank")["overlapping_on_stream"].to_list() == [expected, 0]
+    _, doc = report_json(root, tmp_path, only=["kernel_attribution"])
+    assert [f["overlapping_on_stream"] for f in doc["files"]] == [expected, 0]
+    rows = {r.rank: r for r in file_rows(files, watching=False)}
+    assert rows[0].reason.startswith(f"{expected} GPU ops overlap on their stream: ")
+    assert "Perfetto would drop them (one lane per stream)" in rows[0].reason
+    assert rows[1].reason == ""

@@ -74,7 +74,7 @@ def test_json_shape(tmp_path: Path) -> None:
     rc, doc = report_json(d, tmp_path)
     assert rc == 0
     keys = ["path", "rank", "span", "shown", "worker", "timestamp", "conflict", "status"]
-    keys += ["error", "dropped_events"]
+    keys += ["error", "dropped_events", "overlapping_on_stream"]
     assert [sorted(f) for f in doc["files"]] == [sorted(keys)] * 3
     assert [(f["path"], f["rank"], f["status"]) for f in doc["files"]] == [
         ("rank-0.json", 0, "loaded"),

@@ -37,6 +37,7 @@ BY_TIME: dict[str, str] = {
     "operator_call_stacks": "device_self_duration (us)",
     "unattributed_kernels": "time (us)",
     "kernel_backends": "time (us)",
+    "kernel_modules": "time (us)",
     "collectives_hidden": "exposed (us)",
     "memory_peak": "live_mb",
     "memory_leaks": "never_freed_mb",

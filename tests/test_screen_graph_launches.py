@@ -10,6 +10,7 @@ from typing import Any
 from textual.widgets import Static
 
 from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.modules import ModulesScreen
 from hta_tui.app.screens.operators import OperatorsScreen
 from hta_tui.synth.files import write_trace
 from hta_tui.synth.graph_replay import make_graph_replay
@@ -56,5 +57,18 @@ def test_snapshot_kernels_with_a_graph_replay_outside_any_operator(
 
     async def run_before(pilot: Any) -> None:
         await open_view(pilot, "K", KernelsScreen)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_snapshot_modules_with_cuda_graph_annotations(snap_compare, tmp_path: Path) -> None:
+    """The Modules view's line of the modules graph kernels' annotations name (issue 31)."""
+    app = make_screen_app(_root(tmp_path, steps=1, kernels=8, annotations=True), tmp_path)
+
+    async def run_before(pilot: Any) -> None:
+        screen = await open_view(pilot, "u", ModulesScreen)
+        said = _text(screen, "#module-summary")
+        assert "8 graph kernels by CUDA-graph annotation (not in the tree): " in said
+        assert "layers.0.attention.wq 200 us, layers.1.attention.wq 200 us" in said
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from textual.widgets import Static
 
 from hta_tui.analysis import kernel_owners as ko
 from hta_tui.analysis import lanes
@@ -21,7 +22,8 @@ from hta_tui.synth.files import write_trace
 from hta_tui.synth.graph_replay import make_graph_replay
 from hta_tui.trace.parse import parse_bytes, read_bytes
 from hta_tui.trace.schema import KINDS
-from tests.test_app_support import make_screen_app
+from tests.test_app_support import make_screen_app, settle
+from tests.test_overview import _overlapping
 from tests.test_screen_timeline import open_timeline, to_row
 
 SIZE = (80, 24)
@@ -50,9 +52,13 @@ async def test_overlapping_kernels_of_a_stream_each_show_in_a_lane(tmp_path: Pat
     root = tmp_path / "traces"
     root.mkdir()
     # 12 graph kernels a step, each starting before the one before it ends, 2 steps
-    write_trace(make_graph_replay(steps=2, kernels=12, overlap=True), root / "rank-0.json")
+    trace = make_graph_replay(steps=2, kernels=12, overlap=True)
+    write_trace(trace, root / "rank-0.json")
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)  # the overview's data quality line counts them
+        detail = str(app.screen.query_one("#file-detail", Static).render())
+        assert f"{_overlapping(trace)} GPU ops overlap on their stream" in detail
         screen = await open_timeline(pilot)
         tl = screen.view.timeline
         assert tl is not None
@@ -116,6 +122,18 @@ def test_b200_overlapping_kernels_are_counted_and_each_drawn_in_a_lane(shared: P
     work = events.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
     drawn = np.concatenate([r.idx for r in gpu])
     assert set(work["idx"].to_list()) <= set(drawn.tolist())
+
+
+def test_snapshot_overview_counts_the_overlapping_gpu_ops(snap_compare, tmp_path: Path) -> None:
+    root = tmp_path / "traces"
+    root.mkdir()
+    write_trace(make_graph_replay(steps=1, kernels=6, overlap=True), root / "rank-0.json")
+    app = make_screen_app(root, tmp_path)
+
+    async def run_before(pilot: Any) -> None:
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
 def test_snapshot_timeline_with_a_second_lane(snap_compare, tmp_path: Path) -> None:

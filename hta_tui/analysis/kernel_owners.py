@@ -23,6 +23,12 @@ Each kernel also gets its backend (cuBLAS, Triton, NCCL, MIOpen...: `kernel_back
 outermost compiled region around its launch (`Torch-Compiled Region: 0/1`,
 `CompiledFunction`, `CompiledFunctionBackward`; `kernel_backends` sums kernel time by both).
 
+Where PyTorch wrote CUDA-graph kernel annotations (`export_chrome_trace(...,
+cuda_graph_annotations=...)`, torchtitan's module FQN labels; the events frame's
+`annotation`), a graph kernel's `module` is its annotation, not the module around the launch:
+one replay runs every layer's kernels, and only the annotation tells the layers apart
+(`module_from` says which it is; `kernel_modules` sums kernel time by module).
+
 `kernel_attribution` sums this per rank, with a one-line verdict, and counts graph launches
 that have no GPU events (a graph replayed while the profiler recorded no kernels: only the
 launch's CPU time is known). The critical path and any other analysis that needs "which
@@ -44,6 +50,8 @@ OWNED = "operator"
 OUTSIDE = "launch outside any operator"
 NO_LAUNCH = "no launch event"
 NO_CORRELATION = "no correlation"
+ANNOTATED = "graph annotation"
+AROUND = "nn.Module around the launch"
 
 OWNER_COLUMNS: dict[str, pl.DataType] = {
     "idx": pl.UInt32(),  # the GPU op's row in its events frame
@@ -59,7 +67,11 @@ OWNER_COLUMNS: dict[str, pl.DataType] = {
     "graph": pl.Boolean(),  # launched by a CUDA / HIP graph launch
     "launch_ops": pl.UInt32(),  # GPU ops of that launch (a graph's kernels, memcpys...)
     "operator": pl.String(),  # innermost cpu_op around the launch
-    "module": pl.String(),  # innermost nn.Module frame around the launch
+    # a graph kernel's CUDA-graph annotation (module FQN or name), else the innermost
+    # nn.Module frame around the launch
+    "module": pl.String(),
+    "module_from": pl.String(),  # ANNOTATED, AROUND, or null (no module)
+    "annotation": pl.String(),  # the kernel's CUDA-graph annotation, as written
     "step": pl.String(),
     "owner": pl.String(),  # OWNED, OUTSIDE, NO_LAUNCH or NO_CORRELATION
     "backend": pl.String(),  # cuBLAS, cuDNN, Triton, NCCL, MIOpen... (kernel_backend)
@@ -77,6 +89,7 @@ ATTRIBUTION_COLUMNS: dict[str, pl.DataType] = {
     "graph_launches": pl.UInt32(),
     "graph_kernels": pl.UInt32(),
     "graph_kernel_time (us)": pl.Float64(),
+    "graph_kernels_annotated": pl.UInt32(),  # their module is their CUDA-graph annotation
     "graph_launches_without_kernels": pl.UInt32(),
     "graph_launch_cpu_without_kernels (us)": pl.Float64(),
     "overlapping_on_stream": pl.UInt32(),
@@ -203,8 +216,9 @@ def kernel_owners(events: pl.DataFrame) -> pl.DataFrame:
 
 def _owners(events: pl.DataFrame) -> pl.DataFrame:
     gpu = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select(
-        "idx", "name", pl.col("kind").cast(pl.String), "stream", "ts", "dur", "correlation"
-    )
+        "idx", "name", pl.col("kind").cast(pl.String), "stream", "ts", "dur", "correlation",
+        "annotation",
+    )  # fmt: skip
     launches = _launches(events)
     ops = gpu.group_by("correlation").agg(pl.len().cast(pl.UInt32).alias("launch_ops"))
     used = launches.join(ops.drop_nulls(), on="correlation", how="semi")
@@ -233,6 +247,7 @@ def _owners(events: pl.DataFrame) -> pl.DataFrame:
         .join(ops, on="correlation", how="left", maintain_order="left")
         .join(around, on="launch_idx", how="left", maintain_order="left")
         .with_columns(is_graph_launch(pl.col("launch")).alias("graph"), owner.alias("owner"))
+        .with_columns(_module_of_graph_kernels())
     )
     # the backend of each distinct (name, launch): a few hundred, not a row per kernel
     names = (
@@ -244,6 +259,20 @@ def _owners(events: pl.DataFrame) -> pl.DataFrame:
         names, on=["name", "launch"], how="left", nulls_equal=True, maintain_order="left"
     )
     return out.select(list(OWNER_COLUMNS)).cast(OWNER_COLUMNS)
+
+
+def _module_of_graph_kernels() -> list[pl.Expr]:
+    """`module` and `module_from`: a graph kernel's annotation wins over the module around
+    its launch (that module runs the whole graph, every layer of it)."""
+    annotated = pl.col("graph") & pl.col("annotation").is_not_null()
+    return [
+        pl.when(annotated).then(pl.col("annotation")).otherwise(pl.col("module")).alias("module"),
+        pl.when(annotated)
+        .then(pl.lit(ANNOTATED))
+        .when(pl.col("module").is_not_null())
+        .then(pl.lit(AROUND))
+        .alias("module_from"),
+    ]
 
 
 def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
@@ -266,6 +295,12 @@ def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
             why.append(f"{row['no_launch_event (us)']:,.0f} us of kernels with no launch event")
         if why:
             parts[-1] += ": " + "; ".join(why)
+    if row["graph_kernels_annotated"]:
+        n = row["graph_kernels_annotated"]
+        parts.append(
+            f"{n:,} graph kernel{'s' if n != 1 else ''} in modules by their CUDA-graph "
+            "annotation (not the module around the launch)"
+        )
     if row["graph_launches_without_kernels"]:
         n = row["graph_launches_without_kernels"]
         parts.append(
@@ -325,6 +360,7 @@ def _summary(
         ),
         pl.col("graph").sum().cast(pl.UInt32).alias("graph_kernels"),
         us(dur.filter("graph").sum()).alias("graph_kernel_time (us)"),
+        (pl.col("module_from") == ANNOTATED).sum().cast(pl.UInt32).alias("graph_kernels_annotated"),
     ).row(0, named=True)
     total = row["kernel_time (us)"]
     row["no_operator_pct"] = 100 * row["no_operator (us)"] / total if total else 0.0
@@ -373,6 +409,7 @@ def job_verdict(ranks: Mapping[int, pl.DataFrame]) -> str | None:
     row = _summary(pl.concat(owners), pl.concat(graphs), pl.concat(bare), overlapping)
     quiet = not (
         row["no_operator (us)"]
+        or row["graph_kernels_annotated"]
         or row["graph_launches_without_kernels"]
         or row["overlapping_on_stream"]
     )
@@ -431,6 +468,49 @@ def unattributed_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         pl.concat(frames)
         .cast(schema)
         .sort(["rank", "time (us)", "reason", "launch"], descending=[False, True, False, False])
+    )
+
+
+MODULE_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "module": pl.String(),  # null: launched outside any nn.Module, with no annotation
+    "module_from": pl.String(),  # ANNOTATED or AROUND
+    "kernels": pl.UInt32(),
+    "time (us)": pl.Float64(),
+    "share_pct": pl.Float64(),  # of the rank's kernel time
+}
+
+
+def kernel_modules(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Kernel time per rank and module, costliest first: a graph kernel in the module its
+    CUDA-graph annotation names (`module_from` ANNOTATED), any other kernel in the
+    innermost nn.Module around its launch (AROUND)."""
+    frames = []
+    for rank, events in sorted(ranks.items()):
+        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+        total = owners["dur"].sum()
+        frames.append(
+            owners.group_by("module", "module_from")
+            .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"))
+            .select(
+                pl.lit(rank, pl.Int64).alias("rank"),
+                "module",
+                "module_from",
+                "kernels",
+                us(pl.col("__t")).alias("time (us)"),
+                (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
+            )
+        )
+    if not frames:
+        return pl.DataFrame(schema=MODULE_COLUMNS)
+    return (
+        pl.concat(frames)
+        .cast(MODULE_COLUMNS)
+        .sort(
+            ["rank", "time (us)", "module", "module_from"],
+            descending=[False, True, False, False],
+            nulls_last=True,
+        )
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import polars as pl
 
-from hta_tui.analysis import intervals
+from hta_tui.analysis import intervals, kernel_owners
 from hta_tui.analysis.hta_view import gpu_events, profiler_step_names, rank_view
 from hta_tui.analysis.temporal import rank_times, temporal_from_ns
 from hta_tui.trace.model import FileEntry, RankData, TraceSet
@@ -37,6 +37,9 @@ FILE_COLUMNS: dict[str, pl.DataType] = {
     # events the parser could not use, by reason (`ts is not a number`, ...): numbers that
     # rest on a partial file say so
     "dropped_events": pl.List(pl.Struct({"reason": pl.String(), "count": pl.Int64()})),
+    # GPU ops that start before an earlier op of their stream ended: a timeline that keeps
+    # one lane per stream (Perfetto) drops or hides them; the app's timeline packs them
+    "overlapping_on_stream": pl.Int64(),
 }
 
 
@@ -49,8 +52,9 @@ def gpu_busy_ns(events: pl.DataFrame) -> int:
 
 
 #: Bump when what `rank_summary` computes changes: old memos are then ignored.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 _SUMMARY_SCHEMA = {
+    "overlapping": pl.Int64(),
     "gpu_busy": pl.Int64(),
     "has_gpu": pl.Boolean(),
     "idle": pl.Int64(),
@@ -72,6 +76,7 @@ def rank_summary(events: pl.DataFrame, *, step_filter: bool, hta_compat: bool) -
     times = rank_times(gpu_events(view))
     idle, compute, non_compute, kernel = times if times is not None else (None,) * 4
     row = {
+        "overlapping": kernel_owners.overlapping_on_stream(events),
         "gpu_busy": gpu_busy_ns(events),
         "has_gpu": times is not None,
         "idle": idle,
@@ -122,11 +127,13 @@ def file_row(
     table of every file asks the set once, not once per file)."""
     meta = entry.meta
     data = entry.data
-    busy = None
+    busy = overlapping = None
     if data is not None:
         if step_filter is None:
             step_filter = _step_filter(ts)
-        busy = summary(data, step_filter=step_filter)["gpu_busy"] / 1000
+        row = summary(data, step_filter=step_filter)
+        busy = row["gpu_busy"] / 1000
+        overlapping = row["overlapping"]
     start, end = meta.get("min_ts"), meta.get("max_end")
     rank = entry.rank
     sel = ts.selected(rank) if rank is not None else None
@@ -151,6 +158,7 @@ def file_row(
             {"reason": str(k), "count": int(v)}
             for k, v in (meta.get("dropped_events") or {}).items()
         ],
+        "overlapping_on_stream": overlapping,
     }
 
 

@@ -470,6 +470,7 @@ def _attribution(r: Ranks, o: Options) -> Lazy:
         "kernel_attribution": lambda: kernel_owners.kernel_attribution(r),
         "unattributed_kernels": lambda: kernel_owners.unattributed_kernels(r),
         "kernel_backends": lambda: kernel_owners.kernel_backends(r),
+        "kernel_modules": lambda: kernel_owners.kernel_modules(r),
     }
 
 
@@ -743,11 +744,11 @@ ANALYSES: list[Analysis] = [
     ),
     Analysis(
         "kernel_attribution",
-        "Kernel time with no operator, graph launches, backends (and why)",
+        "Kernel time with no operator, graph launches, backends, modules (and why)",
         _attribution,
         cost=0.2,
         views=False,
-        also=("unattributed_kernels", "kernel_backends"),
+        also=("unattributed_kernels", "kernel_backends", "kernel_modules"),
         steps="whole",
         definitions="own",
     ),

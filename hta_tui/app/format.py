@@ -129,6 +129,18 @@ def file_columns(df: pl.DataFrame, *, show_timings: bool) -> list[tuple[str, str
     return cols
 
 
+def overlap_text(n: int) -> str:
+    """The data quality line's count of GPU ops that overlap an earlier one on their stream
+    (`overview.FILE_COLUMNS`): what a timeline with one lane per stream (Perfetto) drops,
+    the timeline here packs into lanes. The count and Perfetto first: 80 columns end there."""
+    them = "it" if n == 1 else "them"
+    ops = "GPU op overlaps" if n == 1 else "GPU ops overlap"
+    return (
+        f"{n:,} {ops} on {'its' if n == 1 else 'their'} stream: Perfetto would drop {them} "
+        f"(one lane per stream); the timeline packs {them} in lanes"
+    )
+
+
 def _get(row: dict[str, Any], name: str, default: Any = None) -> Any:
     v = row.get(name, default)
     return default if v is None else v
@@ -180,6 +192,10 @@ def file_rows(df: pl.DataFrame, *, watching: bool) -> list[FileRow]:
         dropped = {d["reason"]: d["count"] for d in row.get("dropped_events") or []}
         if loaded and dropped:  # the numbers rest on a partial file: say so, and why
             reason = f"dropped {dropped_text(dropped)}"
+        overlapping = row.get("overlapping_on_stream")
+        if loaded and overlapping:  # never dropped here, but other timelines would
+            said = overlap_text(overlapping)
+            reason = f"{reason}; {said}" if reason else said
         conflict = _get(row, "conflict", "")
         if loaded and conflict:  # another process's file says this rank: not its numbers
             reason = printable(conflict) + (f"; {reason}" if reason else "")

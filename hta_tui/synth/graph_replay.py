@@ -10,7 +10,10 @@ replay is called from Python with no operator around it, so nearly all kernel ti
 to no operator. `with_kernels=False` leaves the graph's kernels out (a trace profiled
 without them); `overlap=True` lets each graph kernel start before the one before it ends
 (kernels of one stream that overlap, which a timeline must not drop); `launch="hipGraphLaunch"`
-writes ROCm's graph launch.
+writes ROCm's graph launch. `annotations=True` writes PyTorch's CUDA-graph kernel
+annotations on the graph's kernels (`export_chrome_trace(..., cuda_graph_annotations=...)`):
+kernels 4L..4L+3 of a graph run in layer L (modulo `ANNOTATED_LAYERS`), whose module FQN
+`fqn_of` their args give in each of the ways PyTorch writes it (`annotation_of`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,25 @@ GRAPH_KERNELS: tuple[str, ...] = (
 KERNEL_US = 50.0  # each graph kernel
 COPY_KERNEL_US = 2.0  # the plain launch's kernel
 LAUNCH_US = 30.0  # the graph launch call on the CPU
+#: the module FQN a graph kernel's annotation names (`annotations=True`), by layer
+ANNOTATED_LAYERS = 3
+
+
+def fqn_of(i: int) -> str:
+    """The module FQN graph kernel `i` is annotated with (`annotations=True`)."""
+    return f"layers.{(i // 4) % ANNOTATED_LAYERS}.attention.wq"
+
+
+def annotation_of(i: int) -> dict[str, Any]:
+    """The args graph kernel `i` carries with `annotations=True`: a dict annotation with
+    the module's FQN beside its own `name` (two of four), a bare string under `name`, or under
+    the older exports' `annotation` (even layers) or `str` (odd layers)."""
+    fqn = fqn_of(i)
+    if i % 4 < 2:
+        return {"name": "linear_fwd", "layer": str(i // 4), "module_fqn": fqn}
+    if i % 4 == 2:
+        return {"name": fqn}
+    return {"annotation" if (i // 4) % 2 == 0 else "str": fqn}
 
 
 _x = complete
@@ -51,7 +73,7 @@ def _kernel(name: str, ts: float, dur: float, corr: int, **args: Any) -> dict[st
 
 def _step(
     step: int, t0: float, corr: int, *, kernels: int, inside_op: bool, with_kernels: bool,
-    overlap: bool, launch: str,
+    overlap: bool, launch: str, annotations: bool = False,
 ) -> list[dict[str, Any]]:  # fmt: skip
     graph_us = kernels * KERNEL_US
     step_us = graph_us + 200.0
@@ -73,7 +95,10 @@ def _step(
     if with_kernels:
         for i in range(kernels):
             name = GRAPH_KERNELS[i % len(GRAPH_KERNELS)]
-            ev.append(_kernel(name, gpu + i * step_, KERNEL_US, corr, **{"graph node id": i + 1}))
+            kernel = _kernel(name, gpu + i * step_, KERNEL_US, corr, **{"graph node id": i + 1})
+            if annotations:  # (its keys include "name": not a keyword of `_kernel`)
+                kernel["args"].update(annotation_of(i))
+            ev.append(kernel)
     ev.append(_x("cpu_op", "aten::copy_", PID, TID, t0 + 80, 20.0))
     ev.append(_x("cuda_runtime", "cudaLaunchKernel", PID, TID, t0 + 85, 5.0, correlation=corr + 1))
     last = gpu + graph_us + 10
@@ -89,6 +114,7 @@ def make_graph_replay(
     with_kernels: bool = True,
     overlap: bool = False,
     launch: str = GRAPH_LAUNCH,
+    annotations: bool = False,
 ) -> dict[str, Any]:
     """The trace as a dict (write it with `files.write_trace`); see the module docstring."""
     events: list[dict[str, Any]] = [
@@ -98,7 +124,7 @@ def make_graph_replay(
     for step in range(1, steps + 1):
         events += _step(
             step, t, 100 * step, kernels=kernels, inside_op=inside_op,
-            with_kernels=with_kernels, overlap=overlap, launch=launch,
+            with_kernels=with_kernels, overlap=overlap, launch=launch, annotations=annotations,
         )  # fmt: skip
         t += kernels * KERNEL_US + 400.0
     return {

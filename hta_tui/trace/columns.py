@@ -18,7 +18,15 @@ import orjson
 import polars as pl
 
 from hta_tui.trace.arg_text import arg_texts, distinct_texts, text_blob
-from hta_tui.trace.events import KNOWN_PHASES, NO_ARGS, Decoded, Event, EventArgs, args_of
+from hta_tui.trace.events import (
+    KNOWN_PHASES,
+    NO_ARGS,
+    Decoded,
+    Event,
+    EventArgs,
+    annotations,
+    args_of,
+)
 from hta_tui.trace.fields import reader
 from hta_tui.trace.memory import memory_columns, memory_frame
 from hta_tui.trace.numbers import (
@@ -100,6 +108,8 @@ _FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] =
     ),
     "comm": (("cpu_op", "kernel", "other"), COMM_COLUMNS, ()),
     "python": (("python",), ("python_id", "python_parent_id", "python_module_id"), ()),
+    # CUDA-graph kernel annotations: the first of four args (`events.annotations`)
+    "graph": (("kernel",), ("annotation",), ()),  # (read by `events.annotations`)
 }
 #: Families read only on the rows where one field is present: collective args sit on a few
 #: record_param_comms and NCCL kernel rows among many cpu ops and kernels, so one pass finds
@@ -304,7 +314,7 @@ def _ints(name: str, values: list[Any]) -> pl.Series:
 
 def _typed(args: list[EventArgs] | tuple[EventArgs, ...], field: str) -> pl.Series:
     dtype = EVENTS_SCHEMA[field]
-    values = reader(field)(args)
+    values = annotations(args) if field == "annotation" else reader(field)(args)
     if field in _JSON_TEXT:  # a few collective rows: lists back to their JSON text
         values = [orjson.dumps(v).decode() if isinstance(v, list) else v for v in values]
     return column(field, values, dtype, strict=False)

@@ -33,7 +33,7 @@ from hta_tui.trace.limits import Limits
 from hta_tui.trace.quality import checked_events
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 14
+PARSER_VERSION = 15
 
 
 class TraceFileError(Exception):

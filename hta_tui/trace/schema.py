@@ -72,6 +72,8 @@ EVENTS_SCHEMA: dict[str, pl.DataType] = {
     "python_id": pl.Int64(),  # python_function frames: the frame's id ...
     "python_parent_id": pl.Int64(),  # ... its caller's, for stacks without time nesting
     "python_module_id": pl.Int64(),  # set on `nn.Module:` frames (with_modules)
+    # kernels: the CUDA-graph kernel annotation (module FQN or name; `events.annotations`)
+    "annotation": pl.String(),
 }
 
 #: The collective args' columns (see EVENTS_SCHEMA), in one list for the parser and analyses.

@@ -15,7 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from hta_tui.analysis import registry
+from hta_tui.analysis import kernel_owners, registry
 from hta_tui.app.access import hta_app
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.frame_table import FrameTable
@@ -59,9 +59,20 @@ def visible_rows(table: pl.DataFrame, folded: set[str]) -> pl.DataFrame:
     )
 
 
+def annotated_line(by_kernel: pl.DataFrame) -> str:
+    """The modules graph kernels' CUDA-graph annotations name (`kernel_modules`), costliest
+    first: the tree below has only the module around the graph's launch, which runs them all."""
+    named = by_kernel.filter(pl.col("module_from") == kernel_owners.ANNOTATED)
+    if named.is_empty():
+        return ""
+    kernels = named["kernels"].sum()
+    each = ", ".join(f"{m} {t:,.0f} us" for m, t in named.select("module", "time (us)").rows())
+    return f"{kernels:,} graph kernels by CUDA-graph annotation (not in the tree): {each}"
+
+
 class ModulesScreen(AnalysisScreen):
     TITLE = "Modules"
-    ANALYSES = ("module_stats",)
+    ANALYSES = ("module_stats", "kernel_modules")
     STEPS = "whole trace"
 
     def __init__(self, **kw: Any) -> None:
@@ -78,8 +89,10 @@ class ModulesScreen(AnalysisScreen):
         for rank in sorted(frames):
             table = registry.table({rank: frames[rank]}, "module_stats")
             if not table.is_empty():
-                return {"rank": rank, "table": table}
-        return {"rank": None, "table": registry.table({}, "module_stats")}
+                by_kernel = registry.table({rank: frames[rank]}, "kernel_modules")
+                return {"rank": rank, "table": table, "annotated": annotated_line(by_kernel)}
+        empty = registry.tables({}, ModulesScreen.ANALYSES)
+        return {"rank": None, "table": empty["module_stats"], "annotated": ""}
 
     def show(self, result: dict[str, Any]) -> None:
         table: pl.DataFrame = result["table"]
@@ -88,10 +101,13 @@ class ModulesScreen(AnalysisScreen):
             summary.update("No nn.Module frames: profile with with_modules=True (or with_stack).")
         else:
             tops = table.filter(pl.col("depth") == 0).height
-            summary.update(
+            text = (
                 f"rank {result['rank']}: {table['module'].n_unique()} modules, {tops} at the "
                 "top; enter folds or unfolds a module"
             )
+            if result.get("annotated"):
+                text += "\n" + result["annotated"]
+            summary.update(text)
         self._draw()
         if self.focused is None:
             self.call_after_refresh(self.query_one("#module-tree", FrameTable).focus)
