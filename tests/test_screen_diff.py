@@ -18,9 +18,12 @@ from hta_tui import cli
 from hta_tui.analysis import diff
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.diff import (
+    CONTROL_KEY,
+    TEST_KEY,
     DiffDetailScreen,
     DiffScreen,
     DiffTable,
+    PairSources,
     SidePicker,
     display_frame,
     undisplay,
@@ -29,6 +32,7 @@ from hta_tui.app.screens.overview import OverviewScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import open_set
 from tests.test_app_support import settle, wait_until, write_rank
 
 SIZE = (80, 24)
@@ -222,23 +226,37 @@ async def test_trace_compare_iteration_pick(shared: Path, cache_dir) -> None:
 
 
 async def test_every_shared_case_against_a_small_trace(shared: Path, cache_dir) -> None:
-    """Each case folder as the control side: a table or a clear sentence, never an error."""
+    """Each case folder as the control side: a table or a clear sentence, never an error. One
+    app session; each case's result computed as the screen's worker computes it (the sides
+    picked as `PairSources` picks them) and shown on the screen."""
     test = shared / "traces" / "trace_compare" / "test"
     cases = sorted(p for p in (shared / "traces").iterdir() if p.is_dir())
     cases = [c for c in cases if c.name not in ("trace_diff", "trace_compare")]
-    for case in cases:
-        app = make_app(case, test, cache_dir)
-        async with app.run_test(size=SIZE) as pilot:
-            screen = await start(pilot)
-            result = screen.result
+    app = make_app(cases[0], test, cache_dir)
+    shown = {"table": 0, "no steps": 0, "not loaded": 0}
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await start(pilot)
+        test_set = app.compare_set
+        assert test_set is not None
+        for case in cases:
+            pair = PairSources(open_set(case, Cache(cache_dir)), test_set)
+            frames, info = pair.pick(screen.params)
+            result = {**DiffScreen.compute(frames, screen.params), **info}
+            screen.result = result
+            screen.show(result)
+            await pilot.pause()
             if result["ready"]:
-                c, t = sides(app)
+                c, t = frames[CONTROL_KEY], frames[TEST_KEY]
                 assert_table(screen, diff.compare_traces(c, t))
+                shown["table"] += 1
                 if not diff.step_numbers(c):
-                    assert "control has no ProfilerStep" in text(screen, "#diff-summary")
+                    assert "control has no ProfilerStep" in text(screen, "#diff-summary"), case
+                    shown["no steps"] += 1
             else:
                 assert "control side has no loaded trace" in text(screen, "#diff-summary"), case
-            assert not [w for w in app.workers if w.state.name == "ERROR"], case
+                shown["not loaded"] += 1
+        assert not [w for w in app.workers if w.state.name == "ERROR"]
+    assert shown["table"] >= 10 and shown["no steps"] >= 1, shown  # the states were shown
 
 
 # --------------------------------------------------------------------------------------------
