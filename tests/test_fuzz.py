@@ -33,6 +33,24 @@ N_MUTANTS = 520
 SHARED_MAX_BYTES = 300_000
 SHARED_MAX_JSON = 2_000_000
 STATUSES = {"loaded", "incomplete", "not_trace", "error"}
+#: Sources above this size (JSON bytes) get each kind twice over all of them instead of each
+#: kind each: most of the parsing time otherwise, and the small ones mutate the same layouts.
+BIG_SOURCE = 350_000
+
+
+def schedule(srcs: list[tuple[str, bytes]], n: int) -> list[tuple[int, str]]:
+    """(source index, kind) of each of `n` mutants: every kind on every small source in turn,
+    and each kind twice on a large source (the large ones in turn)."""
+    big = [i for i, (_, data) in enumerate(srcs) if len(data) > BIG_SOURCE]
+    small = [i for i in range(len(srcs)) if i not in big]
+    plan = (
+        [(big[j % len(big)], KINDS[j % len(KINDS)]) for j in range(2 * len(KINDS))] if big else []
+    )
+    j = 0
+    while len(plan) < n:
+        plan.append((small[j % len(small)], KINDS[(j // len(small)) % len(KINDS)]))
+        j += 1
+    return plan[:n]
 
 
 def sources() -> list[tuple[str, bytes]]:
@@ -93,9 +111,8 @@ def test_fuzz_mutants_never_take_a_load_down(tmp_path: Path, monkeypatch) -> Non
     trace, expected = good_rank()
     dialects.write(trace, root / "good.json")
     recipe: dict[str, str] = {}
-    for i in range(N_MUTANTS):
-        name, data = srcs[i % len(srcs)]
-        kind = KINDS[(i // len(srcs)) % len(KINDS)]
+    for i, (source, kind) in enumerate(schedule(srcs, N_MUTANTS)):
+        name, data = srcs[source]
         mutant = mutate(data, kind, seed=i)
         file = f"m{i:03d}.json" + (".gz" if kind.startswith("gzip") else "")
         if kind == "huge_digits":  # and in the file name: no rank fits in it
