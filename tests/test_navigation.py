@@ -92,16 +92,38 @@ def nav_actions(app: HtaApp) -> dict[str, str]:
     return {k: a.binding.action for k, a in app.screen.active_bindings.items()}
 
 
+def help_in_footer(app: HtaApp) -> bool:
+    """The footer's keys that fit at 80 columns show `?`."""
+    from textual.widgets import Footer
+    from textual.widgets._footer import FooterKey
+
+    footer = app.screen.query_one(Footer)
+    found = list(footer.query(FooterKey))
+    # the command palette's key is docked right, over whatever runs under it
+    right = min([k.region.x for k in found if k.has_class("-command-palette")] or [SIZE[0]])
+    keys = [k for k in found if k.region.width > 0 and k.region.right <= right]
+    return "question_mark" in {k.key for k in keys}
+
+
 async def test_every_view_within_two_keys_from_every_view(traces: Path, tmp_path: Path) -> None:
     """On every view (and over `?`), each view's letter and each section's digit reach the
-    app's navigation; pressing them moves as the registry says."""
+    app's navigation; pressing them moves as the registry says; the footer's keys that fit
+    at 80 columns show `?` on every view."""
     app = make_app(traces, tmp_path)
+    hidden: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, timeout=60)
         for start in SCREENS:
             await pilot.press(start.key)  # one key: the view's letter
             await pilot.pause()
             assert app.current_mode == start.mode
+            # a loaded machine may take a few frames to push the view and lay its footer out
+            for _ in range(50):
+                if isinstance(app.screen, start.load()) and help_in_footer(app):
+                    break
+                await pilot.pause(0.1)
+            else:
+                hidden.append(start.mode)
             actions = nav_actions(app)
             for target in SCREENS:
                 assert actions.get(target.key) == f"goto('{target.mode}')", (start, target)
@@ -109,6 +131,7 @@ async def test_every_view_within_two_keys_from_every_view(traces: Path, tmp_path
                 assert actions.get(section.key) == f"section('{section.key}')", start
             for key, mode in OLD_KEYS.items():
                 assert actions.get(key) == f"goto('{mode}')", (start, key)
+        assert not hidden, f"`?` not in the footer at 80 columns: {hidden}"
         # a section's digit: one key to the section, again to walk all its views
         for section in SECTIONS:
             seen = []
@@ -175,36 +198,6 @@ async def test_help_and_palette_list_every_view(traces: Path, tmp_path: Path) ->
         for e in SCREENS:
             assert f"{e.section} {e.key} {e.title}" in titles
         assert f"0 F {DIFF.title}" not in titles
-
-
-async def test_footer_keeps_help_visible_at_80_columns(traces: Path, tmp_path: Path) -> None:
-    """The footer's keys that fit: `?` among them on every view."""
-    from textual.widgets import Footer
-    from textual.widgets._footer import FooterKey
-
-    app = make_app(traces, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, timeout=60)
-
-        def help_shown() -> bool:
-            footer = app.screen.query_one(Footer)
-            found = list(footer.query(FooterKey))
-            # the command palette's key is docked right, over whatever runs under it
-            right = min([k.region.x for k in found if k.has_class("-command-palette")] or [SIZE[0]])
-            keys = [k for k in found if k.region.width > 0 and k.region.right <= right]
-            return "question_mark" in {k.key for k in keys}
-
-        hidden: list[str] = []
-        for e in SCREENS:
-            await pilot.press(e.key)
-            # a loaded machine may take a few frames to push the view and lay its footer out
-            for _ in range(50):
-                await pilot.pause(0.1)
-                if isinstance(app.screen, e.load()) and help_shown():
-                    break
-            else:
-                hidden.append(e.mode)
-        assert not hidden
 
 
 def test_readme_table_is_the_registry() -> None:
