@@ -258,15 +258,33 @@ def _siblings_not_children(occ: pl.DataFrame) -> pl.DataFrame:
     return occ
 
 
+#: Most module paths `_with_paths` enumerates: past it each (module, parent) row keeps one.
+MAX_PATHS = 100_000
+
+
 def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
     """path and depth of each module, by joining parents up to the top; a parent already on
-    the path (a cycle of modules calling each other) ends it rather than repeating."""
+    the path (a cycle of modules calling each other) ends it rather than repeating.
+
+    A module under several parents is under each, so the paths multiply with every such
+    ancestor: when they pass `MAX_PATHS` (tangled parent ids put every module under ten
+    parents: 10^depth paths ran out of memory), each (module, parent) row gets one path
+    instead, through its ancestors' first parents by name and id. DEVIATION: the plugin's
+    tree would hold them all."""
+    every = _paths(table, cap=max(MAX_PATHS, table.height))
+    return every if every is not None else _paths(table, cap=None)
+
+
+def _paths(table: pl.DataFrame, cap: int | None) -> pl.DataFrame | None:
+    """Every path of each row (None once there are more than `cap`); one each if no cap."""
     link = table.select(
         pl.col("module").alias("p_module"),
         pl.col("module_id").alias("p_id"),
         pl.col("parent").alias("p_parent"),
         pl.col("parent_id").alias("p_parent_id"),
     )
+    if cap is None:
+        link = link.sort(pl.all(), nulls_last=True)
     key = pl.format("{}\x00{}", "up", "up_id")
     cur = table.with_columns(
         pl.col("module").alias("path"),
@@ -274,7 +292,7 @@ def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
         pl.col("parent").alias("up"),
         pl.col("parent_id").alias("up_id"),
         pl.concat_list(pl.format("{}\x00{}", "module", "module_id")).alias("seen"),
-    )
+    ).with_row_index("__row")
     for _ in range(64):
         cycle = pl.col("seen").list.contains(key).fill_null(False)
         cur = cur.with_columns(
@@ -285,7 +303,13 @@ def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
             break
         cur = cur.with_columns(pl.col("seen").list.concat(pl.concat_list(key)))
         cur = (
-            cur.join(link, left_on=["up", "up_id"], right_on=["p_module", "p_id"], how="left")
+            cur.join(
+                link,
+                left_on=["up", "up_id"],
+                right_on=["p_module", "p_id"],
+                how="left",
+                maintain_order="left_right",
+            )
             .with_columns(
                 pl.when(pl.col("up").is_not_null())
                 .then(pl.format("{}/{}", "up", "path"))
@@ -297,7 +321,11 @@ def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
             )
             .drop("p_parent", "p_parent_id")
         )
-    return cur.drop("up", "up_id", "seen")
+        if cap is None:
+            cur = cur.unique("__row", keep="first", maintain_order=True)
+        elif cur.height > cap:
+            return None
+    return cur.drop("__row", "up", "up_id", "seen")
 
 
 def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame:
