@@ -124,20 +124,24 @@ def sorted_memory(memory: pl.DataFrame) -> pl.DataFrame:
 
 
 def memory_records(
-    events: pl.DataFrame, memory: pl.DataFrame, recs: pl.DataFrame | None = None
+    events: pl.DataFrame,
+    memory: pl.DataFrame,
+    recs: pl.DataFrame | None = None,
+    tree: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Every memory event in time order (file order among equal ts), with device, the plugin's
     operator (`op`, null outside any operator), its parent node's name (`parent`) and the
     operator's tree node (`node`, the effective one). Frees take their allocation's operator
     (matched by device and address: the next free after an allocation). `recs`:
-    `sorted_memory(memory)`, when already made."""
+    `sorted_memory(memory)`, `tree`: `effective_tree(tree_nodes(events))`, when already made
+    (`shared` keeps both per rank)."""
     recs = sorted_memory(memory) if recs is None else recs
-    nodes = tree_nodes(events)
-    tree = effective_tree(nodes)
+    tree = effective_tree(tree_nodes(events)) if tree is None else tree
+    nodes = tree.select("key", "node", "start", "end")
     probes = recs.filter(pl.col("tid").is_not_null()).select(
         pl.col("tid").alias("key"), pl.col("seq").alias("row"), "ts"
     )
-    found = innermost(nodes.select("key", "node", "start", "end"), probes)
+    found = innermost(nodes, probes)
     names = (
         tree.select("node", "eff", "eff_parent")
         .join(
