@@ -259,7 +259,7 @@ def _siblings_not_children(occ: pl.DataFrame) -> pl.DataFrame:
 
 
 #: Most module paths `_with_paths` enumerates: past it each (module, parent) row keeps one.
-MAX_PATHS = 100_000
+MAX_PATHS = 10_000
 
 
 def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
