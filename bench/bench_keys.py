@@ -150,11 +150,14 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0)
     ap.add_argument("--size", default="120x40")
     ap.add_argument("--out", type=Path, default=HERE / "KEYS.md")
+    from trace_sets import add_set_arg, chosen, label
+
+    add_set_arg(ap)
     args = ap.parse_args()
     from bench_open import ensure_traces
 
     folder = HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
-    ensure_traces(folder, args.ranks, args.mb)
+    folder = chosen(args, folder, lambda: ensure_traces(folder, args.ranks, args.mb))
     cols, rows = (int(v) for v in args.size.split("x"))
     # `e` exports a CSV: into a temporary folder, not wherever the benchmark was started
     os.environ["HTA_TUI_EXPORT_DIR"] = tempfile.mkdtemp(prefix="hta-tui-keys-export-")
@@ -170,10 +173,9 @@ def main() -> None:
     lines = [
         "# Benchmark results: key latency",
         "",
-        f"Command: `python bench/bench_keys.py --ranks {args.ranks} --mb {args.mb:g}"
-        f" --size {args.size}`; {time.strftime('%Y-%m-%d')}",
-        f"Data: {args.ranks} ranks x {args.mb:g} MB (synthetic), warm cache; app driven by "
-        "Textual's Pilot, headless.",
+        f"Command: `python bench/bench_keys.py {' '.join(sys.argv[1:])}`; "
+        f"{time.strftime('%Y-%m-%d')}",
+        f"Data: {label(folder)}, warm cache; app driven by Textual's Pilot, headless.",
         "",
         f"- {len(times)} key presses. Longest the UI thread was busy (could not answer a key) "
         f"while handling a key and drawing its results: median "
