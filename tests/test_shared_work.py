@@ -30,7 +30,7 @@ MEMORY_TABLES = [
 #: the per-rank work every memory table starts from, by its code (however it is imported)
 COUNTED = {
     memory_records.effective_tree.__code__: "operator tree",
-    memory_records.memory_records.__code__: "attribution",
+    memory_records._name_frees.__code__: "attribution",  # its last step
     memory_context.python_context.__code__: "context",
 }
 

@@ -14,6 +14,7 @@ import polars as pl
 
 from hta_tui.analysis import memory_device
 from hta_tui.analysis import memory_records as records
+from hta_tui.analysis.enclosing import innermost_and_levels
 from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_context import python_context
 
@@ -29,14 +30,22 @@ def operator_tree(events: pl.DataFrame) -> pl.DataFrame:
 
 def memory_records(events: pl.DataFrame, memory: pl.DataFrame) -> pl.DataFrame:
     """Every memory event of the rank with its operator (`memory_records.memory_records`):
-    each event attributed once, whichever memory tables are asked for."""
-    return job_cached(
-        {0: memory},
-        "memory_records",
-        lambda: records.memory_records(
-            events, memory, memory_device.sorted_records(memory), operator_tree(events)
-        ),
-    )
+    each event attributed once, whichever memory tables are asked for. The tree's nesting
+    and each event's innermost node come from one sort (the tree kept as `operator_tree`,
+    unless the statistics built it first)."""
+
+    def build() -> pl.DataFrame:
+        recs = memory_device.sorted_records(memory)
+        nodes = records.tree_nodes(events)
+        found, nesting = innermost_and_levels(
+            nodes.select("key", "node", "start", "end"), records.probes(recs)
+        )
+        tree = job_cached(
+            {0: events}, "operator_tree", lambda: records.effective_tree(nodes, nesting)
+        )
+        return records.attribute(recs, tree, found)
+
+    return job_cached({0: memory}, "memory_records", build)
 
 
 def allocation_context(events: pl.DataFrame, memory: pl.DataFrame) -> pl.DataFrame:
