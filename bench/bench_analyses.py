@@ -179,7 +179,7 @@ def run(args: list[str], python: str = sys.executable, script: Path | None = Non
 
 
 def main() -> None:
-    from trace_sets import add_set_arg, chosen, floor, label
+    from trace_sets import add_append_arg, add_set_arg, chosen, floor, label, write
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=8)
@@ -192,6 +192,7 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, help="a cache folder to reuse (default: a new one)")
     ap.add_argument("--no-report", action="store_true", help="skip the report runs")
     add_set_arg(ap)
+    add_append_arg(ap)
     args = ap.parse_args()
     if args.side == "ours":
         print(json.dumps(_ours(args.folder, args.cache)))
@@ -273,7 +274,7 @@ def main() -> None:
         lines.append("HTA 0.5 not run (set HTA_PYTHON to a python with HTA 0.5 installed).")
     elif "error" in hta:
         lines.append(f"HTA failed: {hta['error']}")
-    args.out.write_text("\n".join(lines) + "\n")
+    write(args.out, lines, append=args.append)
     print("\n".join(lines))
 
 

@@ -195,7 +195,7 @@ async def drive(folder: Path, cache: Path, size: tuple[int, int], repeats: int) 
 def main() -> None:
     import os
 
-    from trace_sets import add_set_arg, chosen, label, trace_files
+    from trace_sets import add_append_arg, add_set_arg, chosen, label, trace_files, write
 
     load = os.getloadavg()[0]
     ap = argparse.ArgumentParser()
@@ -206,6 +206,7 @@ def main() -> None:
     ap.add_argument("--size", default="80x24")
     ap.add_argument("--out", type=Path, default=HERE / "MEMORY.md")
     add_set_arg(ap)
+    add_append_arg(ap)
     args = ap.parse_args()
     folder = HERE / "out" / f"memory-{args.steps}x{args.extra}x{args.kernels}"
     folder = chosen(
@@ -293,7 +294,7 @@ def main() -> None:
             for name, (busy, cpu, land) in keys.items()
         ),
     ]
-    args.out.write_text("\n".join(lines) + "\n")
+    write(args.out, lines, append=args.append)
     print("\n".join(lines))
 
 

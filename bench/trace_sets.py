@@ -41,6 +41,19 @@ def add_set_arg(ap: argparse.ArgumentParser) -> None:
     )
 
 
+def write(out: Path, lines: list[str], *, append: bool) -> None:
+    """A bench's Markdown: the whole file, or (`--append`) one more section at its end, its
+    title one level down (a real-shaped set's figures beside the generator's)."""
+    text = "\n".join(lines) + "\n"
+    if append and out.exists():
+        text = out.read_text() + "\n" + text.replace("# ", "## ", 1)
+    out.write_text(text)
+
+
+def add_append_arg(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--append", action="store_true", help="add a section to --out")
+
+
 def trace_files(folder: Path) -> list[Path]:
     """The trace files of a folder (what the app opens: `*.json`, `*.json.gz`)."""
     return sorted(p for p in folder.glob("*.json*") if p.is_file())
