@@ -77,9 +77,8 @@ def label(folder: Path) -> str:
     info = folder / "scale_info.txt"
     if info.exists():
         try:
-            meta = json.loads(info.read_text().strip().splitlines()[-1])
-            source = Path(meta["input"]).parent.name
-        except (ValueError, KeyError, IndexError):
+            source = Path(json.loads(info.read_text())["input"]).parent.name
+        except (ValueError, KeyError, TypeError):
             source = "scale_trace.py"
         return f"{len(files)} files, real-shaped from {source} ({folder})"
     return f"{len(files)} files, generated ({folder})"
