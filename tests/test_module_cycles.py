@@ -128,3 +128,39 @@ def test_modules_under_many_parents_keep_one_path_per_edge(monkeypatch) -> None:
         pl.col("parent").is_null() | (parts.list.get(-2, null_on_oob=True) == pl.col("parent"))
     )
     assert table.select(ok.all()).item()
+
+
+def test_module_parents_follow_the_parent_ids() -> None:
+    """`_module_parents` (numpy pointer jumping) gives each Python frame the nearest module
+    frame up its chain of parent ids, as a walk up the chain does: past non-module frames,
+    none for a chain without one, a loop of frames (tangled ids) or a missing parent."""
+    import numpy as np
+
+    from hta_tui.analysis.module_view import _module_parents
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    ids = rng.permutation(np.arange(10, 10 + n))
+    parents = [None if i < 20 else int(ids[rng.integers(0, i)]) for i in range(n)]
+    parents[25], parents[26] = int(ids[26]), int(ids[25])  # a loop of two frames
+    parents[30] = 999_999  # a parent never seen
+    modules = [7 if rng.random() < 0.2 else None for _ in range(n)]
+    python = pl.DataFrame(
+        {"python_id": ids, "python_parent_id": parents, "python_module_id": modules},
+        schema={"python_id": pl.Int64, "python_parent_id": pl.Int64, "python_module_id": pl.Int64},
+    )
+    parent_of = dict(zip(ids.tolist(), parents, strict=True))
+    is_module = {i for i, m in zip(ids.tolist(), modules, strict=True) if m is not None}
+
+    def walk(frame: int) -> int | None:
+        seen, at = set(), parent_of.get(frame)
+        while at is not None and at in parent_of and at not in seen:
+            if at in is_module:
+                return at
+            seen.add(at)
+            at = parent_of[at]
+        return None
+
+    got = dict(_module_parents(python).iter_rows())
+    assert got == {i: walk(i) for i in ids.tolist()}
+    assert sum(v is not None for v in got.values()) > n // 2

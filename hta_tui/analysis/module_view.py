@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis.host_context import enclosing
@@ -85,42 +86,44 @@ def _plain_operator() -> pl.Expr:
 
 def _module_parents(python: pl.DataFrame) -> pl.DataFrame:
     """python_id -> the nearest module frame strictly above it (pointer jumping over the
-    `Python parent id` chain: one join per doubling of the depth, not per frame)."""
-    frames = python.select(
-        pl.col("python_id").alias("pid_"),
-        pl.col("python_parent_id").alias("ptr"),
-    ).unique("pid_")
-    modules = python.filter(pl.col("python_module_id").is_not_null()).select(
-        pl.col("python_id").alias("m")
+    `Python parent id` chain, on numpy: one pass per doubling of the depth, not per frame;
+    a chain that loops without a module, or deeper than 2^64, has none)."""
+    frames = python.select("python_id", "python_parent_id").unique(
+        "python_id", keep="first", maintain_order=True
     )
-    # state: each frame's candidate ancestor `ptr`; resolved when ptr is a module or null.
-    state = frames.with_columns(pl.lit(None, pl.Int64).alias("anc"))
-    is_mod = modules["m"].implode()
+    ids = frames["python_id"].cast(pl.Int64).to_numpy()
+    n = len(ids)
+    order = np.argsort(ids, kind="stable")
+    by_id = ids[order]
+    parent_ids = frames["python_parent_id"].cast(pl.Int64)
+    has_parent = parent_ids.is_not_null().to_numpy()
+    wanted = parent_ids.fill_null(0).to_numpy()
+    at = np.minimum(np.searchsorted(by_id, wanted), max(n - 1, 0))
+    found = has_parent & (n > 0) & (by_id[at] == wanted) if n else has_parent
+    ptr = np.where(found, order[at] if n else 0, -1)  # the parent's row, -1: none
+    modules = python.filter(pl.col("python_module_id").is_not_null())["python_id"]
+    is_module = np.isin(ids, modules.cast(pl.Int64).to_numpy())
+    ans = np.full(n, -1)  # the answer's row, once `done`
+    done = ptr < 0
     for _ in range(64):
-        state = state.with_columns(
-            pl.when(pl.col("anc").is_null() & pl.col("ptr").is_in(is_mod))
-            .then(pl.col("ptr"))
-            .otherwise(pl.col("anc"))
-            .alias("anc")
-        )
-        open_ = pl.col("anc").is_null() & pl.col("ptr").is_not_null()
-        if state.filter(open_).is_empty():
+        todo = np.flatnonzero(~done)
+        if not len(todo):
             break
-        jump = state.select(
-            pl.col("pid_").alias("ptr"), pl.col("ptr").alias("ptr2"), pl.col("anc").alias("anc2")
-        )
-        state = (
-            state.join(jump, on="ptr", how="left")
-            .with_columns(
-                pl.when(pl.col("anc").is_null() & pl.col("ptr").is_not_null())
-                .then(pl.coalesce("anc2", pl.when(pl.col("ptr").is_in(is_mod)).then("ptr")))
-                .otherwise(pl.col("anc"))
-                .alias("anc"),
-                pl.when(pl.col("anc").is_null()).then(pl.col("ptr2")).otherwise(None).alias("ptr"),
-            )
-            .drop("ptr2", "anc2")
-        )
-    return state.select(pl.col("pid_").alias("python_id"), pl.col("anc").alias("parent_python_id"))
+        p = ptr[todo]
+        hit = is_module[p]
+        inherit = ~hit & done[p]
+        new_ans, new_done, new_ptr = ans.copy(), done.copy(), ptr.copy()
+        new_ans[todo[hit]] = p[hit]
+        new_ans[todo[inherit]] = ans[p[inherit]]
+        new_done[todo[hit | inherit]] = True
+        jump = ~hit & ~inherit
+        new_ptr[todo[jump]] = ptr[p[jump]]
+        new_done[todo[jump]] = ptr[p[jump]] < 0  # the chain ends without a module
+        ans, done, ptr = new_ans, new_done, new_ptr
+    anc = pl.Series(np.where(ans >= 0, ids[np.maximum(ans, 0)] if n else 0, 0), dtype=pl.Int64)
+    return pl.DataFrame({"python_id": ids}).with_columns(
+        pl.when(pl.Series(ans >= 0)).then(anc).otherwise(None).alias("parent_python_id")
+    )
 
 
 def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
