@@ -242,7 +242,7 @@ def main() -> None:
         "",
         f"Command: `python bench/bench_analyses.py {' '.join(sys.argv[1:])}`  ",
         f"Data: `{_shown(folder)}` ({label(folder)}); {os.cpu_count()} cores; "
-        f"{time.strftime('%Y-%m-%d %H:%M')} UTC, load average before the run "
+        f"{time.strftime('%Y-%m-%d %H:%M')} UTC, load average at its end "
         f"{os.getloadavg()[0]:.1f}.",
         "",
         "| analysis | hta-tui s | CPU s | HTA 0.5 s | HTA / hta-tui |",
