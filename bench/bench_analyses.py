@@ -3,6 +3,11 @@
     python bench/bench_analyses.py                   # 8 ranks x 100 MB (from bench_open)
     python bench/bench_analyses.py --ranks 2 --mb 5  # quick
     python bench/bench_analyses.py --folder /work/shared/traces/trace_diff/control
+    python bench/bench_analyses.py --set /tmp/realsets/vit_memory_8x100MB --no-hta  # real-shaped
+
+Also times `report --json` (every analysis) and `report --only` the four memory tables, warm,
+each in a process of its own (wall and peak RSS), against the floor (gunzip + orjson.loads
+of the same files, `trace_sets.floor`), measured in the same run.
 
 Both sides are timed on data already loaded (HTA's load is reported apart, and bench_open
 compares opening). Each side runs in its own subprocess; results go to bench/ANALYSES.md.
@@ -106,6 +111,63 @@ def _hta(folder: Path, op: str, out_dir: Path) -> dict:
     return {"load_s": load, "times": times, "errors": errors}
 
 
+#: The memory view's tables: issue 27's `--only` target (<= 1 s over the load).
+MEMORY_ONLY = "memory_curve,memory_events,memory_stats,memory_peak"
+
+
+def _report(folder: Path, cache: Path, only: str | None) -> dict:
+    """`hta_tui report --json` (warm: `cache` filled) in a process of its own: wall, peak RSS
+    (/usr/bin/time's, when there is one: the process's own and its children's largest)."""
+    cmd = [sys.executable, "-m", "hta_tui", "report", "--json", str(folder)]
+    if only:
+        cmd[4:4] = ["--only", only]
+    timer = Path("/usr/bin/time")
+    if timer.exists():
+        cmd = [str(timer), "-f", "__peak_kb %M %U %S", *cmd]
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent), "HTA_TUI_CACHE": str(cache)}
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["failed"])[-1][:200]}
+    timed = [ln.split()[1:] for ln in proc.stderr.splitlines() if ln.startswith("__peak_kb")]
+    if not timed:
+        return {"wall_s": wall, "peak_mb": float("nan"), "cpu_s": float("nan")}
+    kb, user, system = timed[-1]
+    return {"wall_s": wall, "peak_mb": int(kb) / 1024, "cpu_s": float(user) + float(system)}
+
+
+def _report_lines(floor: dict, every: dict, memory: dict, load_s: float) -> list[str]:
+    """The report rows: each against the floor measured in the same run."""
+    fw = floor.get("wall_s", float("nan"))
+    fc = floor.get("cpu_s", float("nan"))
+
+    def row(what: str, r: dict, target: str) -> str:
+        if "error" in r:
+            return f"| {what} | failed: {r['error']} | | | | | {target} |"
+        w, c = r["wall_s"], r["cpu_s"]
+        return (
+            f"| {what} | {w:.2f} | {w / fw:.2f}x | {c:.2f} | {c / fc:.2f}x "
+            f"| {r['peak_mb']:.0f} | {target} |"
+        )
+
+    return [
+        "",
+        "| measurement (each a process of its own) | wall s | x floor | CPU s | CPU x floor's "
+        "| peak RSS MB | target |",
+        "|---|---:|---:|---:|---:|---:|---|",
+        f"| floor: gunzip + orjson.loads of the same files | {fw:.2f} | 1.00x | {fc:.2f} "
+        f"| 1.00x | {floor.get('peak_mb', float('nan')):.0f} | |",
+        row("`report --json`, every analysis, warm cache", every, "<= 3 s, <= 1 GB"),
+        row(f"`report --json --only {MEMORY_ONLY}`, warm", memory, "<= 1 s over the load"),
+        f"| loading the frames alone (warm, in the bench's process) | {load_s:.2f} "
+        f"| {load_s / fw:.2f}x | | | | |",
+        "",
+        "CPU time (user + system, every thread) is the steadier figure on a shared machine: "
+        "wall time there counts the time the process waited for a core.",
+    ]
+
+
 def _shown(folder: Path) -> Path:
     root = HERE.parent
     return folder.relative_to(root) if folder.is_relative_to(root) else folder
@@ -128,6 +190,8 @@ def run(args: list[str], python: str = sys.executable, script: Path | None = Non
 
 
 def main() -> None:
+    from trace_sets import add_append_arg, add_set_arg, chosen, floor, label, write
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--mb", type=float, default=100.0)
@@ -137,6 +201,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "ANALYSES.md")
     ap.add_argument("--side", help=argparse.SUPPRESS)
     ap.add_argument("--cache", type=Path, help="a cache folder to reuse (default: a new one)")
+    ap.add_argument("--no-report", action="store_true", help="skip the report runs")
+    add_set_arg(ap)
+    add_append_arg(ap)
     args = ap.parse_args()
     if args.side == "ours":
         print(json.dumps(_ours(args.folder, args.cache)))
@@ -151,10 +218,19 @@ def main() -> None:
 
     folder = args.folder or HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
     if args.folder is None:
-        ensure_traces(folder, args.ranks, args.mb)
+        folder = chosen(args, folder, lambda: ensure_traces(folder, args.ranks, args.mb))
     cache = args.cache or Path(tempfile.mkdtemp(prefix="hta-tui-bench-"))
     run(["--side", "ours", "--folder", str(folder), "--cache", str(cache)])  # fill the cache
     ours = run(["--side", "ours", "--folder", str(folder), "--cache", str(cache)])
+    reports: list[str] = []
+    if not args.no_report:
+        floor_run = floor(folder)
+        # the files' overview rows are kept in the cache by the first report (the bench's
+        # own loads above do not make them): one small report first, so both runs are warm
+        _report(folder, cache, "profiler_steps")
+        every = _report(folder, cache, None)
+        memory = _report(folder, cache, MEMORY_ONLY)
+        reports = _report_lines(floor_run, every, memory, ours.get("load_s", float("nan")))
     hta = None
     if not args.no_hta and Path(HTA_PYTHON).exists():
         hta = run(
@@ -165,7 +241,9 @@ def main() -> None:
         "# Benchmark results: analyses on a loaded trace set",
         "",
         f"Command: `python bench/bench_analyses.py {' '.join(sys.argv[1:])}`  ",
-        f"Data: `{_shown(folder)}`; {os.cpu_count()} cores; {time.strftime('%Y-%m-%d')}.",
+        f"Data: `{_shown(folder)}` ({label(folder)}); {os.cpu_count()} cores; "
+        f"{time.strftime('%Y-%m-%d %H:%M')} UTC, load average at its end "
+        f"{os.getloadavg()[0]:.1f}.",
         "",
         "| analysis | hta-tui s | CPU s | HTA 0.5 s | HTA / hta-tui |",
         "|---|---:|---:|---:|---:|",
@@ -202,11 +280,12 @@ def main() -> None:
             f"Loading (not in the above): HTA {hta['load_s']:.1f} s, hta-tui warm "
             f"{ours.get('load_s', float('nan')):.2f} s."
         )
+    lines += reports
     if hta is None:
         lines.append("HTA 0.5 not run (set HTA_PYTHON to a python with HTA 0.5 installed).")
     elif "error" in hta:
         lines.append(f"HTA failed: {hta['error']}")
-    args.out.write_text("\n".join(lines) + "\n")
+    write(args.out, lines, append=args.append)
     print("\n".join(lines))
 
 

@@ -33,10 +33,16 @@ print(json.dumps({"seconds": sec, "ok": bool(ok), "length": float(br.duration.su
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--folder", required=True)
+    ap.add_argument("--folder")
     ap.add_argument("--traceinsight", help="a Python with traceinsight installed")
     ap.add_argument("--repeat", type=int, default=3)
+    from trace_sets import add_set_arg
+
+    add_set_arg(ap)
     args = ap.parse_args()
+    args.folder = args.folder or (str(args.trace_set) if args.trace_set else None)
+    if args.folder is None:
+        ap.error("--folder or --set is required")
 
     from hta_tui.analysis.critical_path import path as cp
     from hta_tui.api import TraceAnalysis

@@ -60,7 +60,12 @@ def main() -> None:
     ap.add_argument("--control", type=Path, default=SHARED / "control")
     ap.add_argument("--test", type=Path, default=SHARED / "test")
     ap.add_argument("--out", type=Path, default=HERE / "DIFF.md")
+    from trace_sets import add_set_arg
+
+    add_set_arg(ap)
     args = ap.parse_args()
+    if args.trace_set is not None:  # a set against itself: every rank paired, nothing differs
+        args.control = args.test = args.trace_set
     mine = ours(args.control, args.test)
     hta = None
     if Path(HTA_PYTHON).exists():

@@ -247,11 +247,14 @@ def main() -> None:
     ap.add_argument("--busy", action="store_true", help="--after-all: one core kept busy")
     ap.add_argument("--label", default="this checkout", help="--after-all: the section's name")
     ap.add_argument("--append", action="store_true", help="--after-all: add a section")
+    from trace_sets import add_set_arg, chosen, label
+
+    add_set_arg(ap)
     args = ap.parse_args()
     from bench_open import ensure_traces
 
     folder = HERE / "out" / f"{args.ranks}x{args.mb:g}MB"
-    ensure_traces(folder, args.ranks, args.mb)
+    folder = chosen(args, folder, lambda: ensure_traces(folder, args.ranks, args.mb))
     cols, rows = (int(v) for v in args.size.split("x"))
     if args.after_all:
         write_after_all(args, folder, (cols, rows))
@@ -270,10 +273,9 @@ def main() -> None:
     lines = [
         "# Benchmark results: key latency",
         "",
-        f"Command: `python bench/bench_keys.py --ranks {args.ranks} --mb {args.mb:g}"
-        f" --size {args.size}`; {time.strftime('%Y-%m-%d')}",
-        f"Data: {args.ranks} ranks x {args.mb:g} MB (synthetic), warm cache; app driven by "
-        "Textual's Pilot, headless.",
+        f"Command: `python bench/bench_keys.py {' '.join(sys.argv[1:])}`; "
+        f"{time.strftime('%Y-%m-%d')}",
+        f"Data: {label(folder)}, warm cache; app driven by Textual's Pilot, headless.",
         "",
         f"- {len(times)} key presses. Longest the UI thread was busy (could not answer a key) "
         f"while handling a key and drawing its results: median "

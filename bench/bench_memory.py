@@ -2,6 +2,7 @@
 
     python bench/bench_memory.py                  # ~1.03 M memory events (~276 MB of JSON)
     python bench/bench_memory.py --steps 6        # quick
+    python bench/bench_memory.py --set /tmp/realsets/vit_memory_8x100MB   # real-shaped set
 
 Generates the trace with `hta_tui.synth` (MemoryOptions(extra_per_op=...): every operator
 allocates and frees temporaries besides its activations; few kernels per step, so memory events
@@ -192,6 +193,11 @@ async def drive(folder: Path, cache: Path, size: tuple[int, int], repeats: int) 
 
 
 def main() -> None:
+    import os
+
+    from trace_sets import add_append_arg, add_set_arg, chosen, label, trace_files, write
+
+    load = os.getloadavg()[0]
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=68)
     ap.add_argument("--extra", type=int, default=40, help="temporaries per operator")
@@ -199,9 +205,16 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--size", default="80x24")
     ap.add_argument("--out", type=Path, default=HERE / "MEMORY.md")
+    add_set_arg(ap)
+    add_append_arg(ap)
     args = ap.parse_args()
     folder = HERE / "out" / f"memory-{args.steps}x{args.extra}x{args.kernels}"
-    path = ensure_trace(folder, args.steps, args.extra, args.kernels)
+    folder = chosen(
+        args, folder, lambda: ensure_trace(folder, args.steps, args.extra, args.kernels)
+    )
+    path = trace_files(folder)[0]  # the parse and the analyses below: one rank
+
+    import resource
 
     from hta_tui.analysis import memory_view
     from hta_tui.trace.parse import parse_file, read_bytes
@@ -231,20 +244,34 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hta-tui-mem-") as cache:
         asyncio.run(drive(folder, Path(cache), (cols, rows), 0))  # fills the cache
         res = asyncio.run(drive(folder, Path(cache), (cols, rows), args.repeats))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     keys = res["keys"]
     every = [b for busy, _, _ in keys.values() for b in busy]
     every_cpu = [b for _, cpu, _ in keys.values() for b in cpu]
     worst_name = max(keys, key=lambda k: max(keys[k][0]))
     worst_cpu_name = max(keys, key=lambda k: max(keys[k][1]))
+    if args.trace_set is not None:
+        command = f"--set {args.trace_set} --repeats {args.repeats}"
+        data = (
+            f"{label(folder)}; the parse and the analyses on its first rank, {size_mb:.0f} MB "
+            f"of JSON, {n_mem:,} memory events; the app on every rank"
+        )
+    else:
+        command = (
+            f"--steps {args.steps} --extra {args.extra} --kernels {args.kernels} "
+            f"--repeats {args.repeats}"
+        )
+        data = f"one synthetic rank, {size_mb:.0f} MB of JSON, {n_mem:,} GPU memory events"
     lines = [
         "# Benchmark results: the memory view",
         "",
-        f"Command: `python bench/bench_memory.py --steps {args.steps} --extra {args.extra} "
-        f"--kernels {args.kernels} --repeats {args.repeats}`; {time.strftime('%Y-%m-%d')}",
-        f"Data: one synthetic rank, {size_mb:.0f} MB of JSON, {n_mem:,} GPU memory events; "
-        f"app at {args.size}, warm cache, driven by Textual's Pilot, headless.",
+        f"Command: `python bench/bench_memory.py {command}`; {time.strftime('%Y-%m-%d %H:%M')} "
+        f"UTC, load average before the run {load:.1f}",
+        f"Data: {data}; app at {args.size}, warm cache, driven by Textual's Pilot, headless.",
         "",
         f"- parse (frames, memory included): {parse_s:.2f} s",
+        f"- peak RSS of the whole bench (parse, analyses, both app runs, one process): "
+        f"{peak_mb:.0f} MB",
         f"- operator attribution of every memory event: {records_s:.2f} s; then "
         + ", ".join(f"{k} {v:.2f} s" for k, v in timings.items()),
         f"- `M` until the curve is drawn: {res['curve_s']:.2f} s; until the tables land: "
@@ -267,7 +294,7 @@ def main() -> None:
             for name, (busy, cpu, land) in keys.items()
         ),
     ]
-    args.out.write_text("\n".join(lines) + "\n")
+    write(args.out, lines, append=args.append)
     print("\n".join(lines))
 
 

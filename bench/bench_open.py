@@ -240,7 +240,11 @@ def main() -> None:
     ap.add_argument("--measure", help=argparse.SUPPRESS)
     ap.add_argument("folder", nargs="?", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
+    from trace_sets import add_set_arg
+
+    add_set_arg(ap)
     args = ap.parse_args()
+    args.data = args.data or args.trace_set  # a real-shaped set is opened as --data
     if args.measure:
         _measure(args.measure, args.folder, args.cache)
         return

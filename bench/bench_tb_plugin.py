@@ -89,7 +89,11 @@ def main() -> None:
     ap.add_argument("--tb-python", default=TB_PYTHON)
     ap.add_argument("--out", type=Path, default=HERE / "TB_PLUGIN.md")
     ap.add_argument("--side", help=argparse.SUPPRESS)
+    from trace_sets import add_set_arg
+
+    add_set_arg(ap)
     args = ap.parse_args()
+    args.folder = args.folder or args.trace_set
     if args.side:
         side = _plugin if args.side == "plugin" else _ours
         print(json.dumps(side(args.folder)))

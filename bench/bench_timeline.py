@@ -147,9 +147,13 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=None, help="keep the parsed cache here")
     ap.add_argument("--out", type=Path, default=HERE / "TIMELINE.md")
     ap.add_argument("--append", action="store_true", help="add a section to --out")
+    from trace_sets import add_set_arg
+    from trace_sets import label as set_label
+
+    add_set_arg(ap)
     args = ap.parse_args()
-    folder = args.folder
-    label = args.label
+    folder = args.folder or args.trace_set
+    label = args.label or (set_label(folder) if args.trace_set else None)
     if folder is None:
         from bench_open import ensure_traces
 

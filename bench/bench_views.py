@@ -80,7 +80,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--pairs", type=int, default=2)
+    from trace_sets import add_set_arg
+
+    add_set_arg(ap)
     args = ap.parse_args()
+    args.data = args.trace_set or args.data
     pairs = cold_pairs(args.data, args.pairs)
     ratios = [b / a for a, b in pairs]
     print(f"## New views on {args.data.name}\n")

@@ -17,6 +17,13 @@ python bench_findings.py      # -> FINDINGS.md  (issue 28: findings against the 
 if [ -n "${HTA_TUI_BIG_TRACE:-}" ]; then
   python bench_timeline.py --folder "$HTA_TUI_BIG_TRACE" --label "1 x 2 GB (one rank)" --append
 fi
+# ... and the real-shaped sets (issue 27), when built (`bench/make_real_sets.sh`, ~20 min):
+# their sections are added to ANALYSES.md and MEMORY.md beside the generator's
+for set in "${HTA_TUI_REAL_SETS:-/tmp/realsets}"/*_8x100MB; do
+  [ -d "$set" ] || continue
+  python bench_analyses.py --set "$set" --no-hta --append
+  case "$set" in *memory*) python bench_memory.py --set "$set" --repeats 1 --append ;; esac
+done
 python bench_layouts.py       # -> LAYOUTS.md   (issue 10: every file layout, mixed-layout open)
 python bench_hostile.py       # -> HOSTILE.md   (issue 25: hostile files beside a good rank)
 python bench_many_ranks.py --files 1000 --full --out MANY_RANKS.md   # (issue 26: many small ranks)

@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 
+from hta_tui.analysis import module_view as module_view_mod
 from hta_tui.analysis.module_view import module_view
 from hta_tui.trace.parse import parse_bytes
 
@@ -95,3 +96,71 @@ def test_modules_calling_each_other_end_the_path() -> None:
     assert table["depth"].max() <= 2
     assert table["path"].str.len_chars().max() < 20
     assert not table.filter(pl.col("path").str.count_matches("A_0") > 2).height
+
+
+def test_modules_under_many_parents_keep_one_path_per_edge(monkeypatch) -> None:
+    """Modules each under both modules of the level above, 12 levels deep: 2^11 paths to the
+    deepest. Python parent ids tangled across copies of a trace gave every module ten parents
+    and the view ran out of memory enumerating 10^depth paths; past `MAX_PATHS` (lowered here
+    to keep the test cheap) each (module, parent) row keeps one path, a real one: a path
+    ending in the row's parent, as deep as the level."""
+    monkeypatch.setattr(module_view_mod, "MAX_PATHS", 1000, raising=False)
+    t = _Trace()
+    levels, ts = 12, 0.0
+    above: list[int] = []
+    for level in range(levels):
+        here: list[int] = []
+        for k in range(2):
+            for parent in above or [None]:  # one occurrence under each module above
+                here.append(t.module(f"L{level}x{k}_0", ts, 1, parent))
+                ts += 2
+        # the next level's parents: one occurrence of each module of this level
+        above = here[:: max(1, len(above))]
+    events = parse_bytes(json.dumps({"traceEvents": t.events}).encode()).frames["events"]
+    table = module_view({0: events})
+    edges = 2 + (levels - 1) * 4
+    assert table.height == edges
+    assert table.select("module", "parent").unique().height == edges
+    level_of = pl.col("module").str.extract(r"^L(\d+)x").cast(pl.UInt32)
+    assert (table["depth"] == table.select(level_of)["module"]).all()
+    parts = pl.col("path").str.split("/")
+    ok = (parts.list.last() == pl.col("module")) & (
+        pl.col("parent").is_null() | (parts.list.get(-2, null_on_oob=True) == pl.col("parent"))
+    )
+    assert table.select(ok.all()).item()
+
+
+def test_module_parents_follow_the_parent_ids() -> None:
+    """`_module_parents` (numpy pointer jumping) gives each Python frame the nearest module
+    frame up its chain of parent ids, as a walk up the chain does: past non-module frames,
+    none for a chain without one, a loop of frames (tangled ids) or a missing parent."""
+    import numpy as np
+
+    from hta_tui.analysis.module_view import _module_parents
+
+    rng = np.random.default_rng(5)
+    n = 3000
+    ids = rng.permutation(np.arange(10, 10 + n))
+    parents = [None if i < 20 else int(ids[rng.integers(0, i)]) for i in range(n)]
+    parents[25], parents[26] = int(ids[26]), int(ids[25])  # a loop of two frames
+    parents[30] = 999_999  # a parent never seen
+    modules = [7 if rng.random() < 0.2 else None for _ in range(n)]
+    python = pl.DataFrame(
+        {"python_id": ids, "python_parent_id": parents, "python_module_id": modules},
+        schema={"python_id": pl.Int64, "python_parent_id": pl.Int64, "python_module_id": pl.Int64},
+    )
+    parent_of = dict(zip(ids.tolist(), parents, strict=True))
+    is_module = {i for i, m in zip(ids.tolist(), modules, strict=True) if m is not None}
+
+    def walk(frame: int) -> int | None:
+        seen, at = set(), parent_of.get(frame)
+        while at is not None and at in parent_of and at not in seen:
+            if at in is_module:
+                return at
+            seen.add(at)
+            at = parent_of[at]
+        return None
+
+    got = dict(_module_parents(python).iter_rows())
+    assert got == {i: walk(i) for i in ids.tolist()}
+    assert sum(v is not None for v in got.values()) > n // 2

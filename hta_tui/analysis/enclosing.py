@@ -25,7 +25,23 @@ def innermost(nodes: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
     out_schema = {"row": probes.schema["row"], "node": nodes.schema["node"], "depth": pl.Int64()}
     if probes.is_empty():
         return pl.DataFrame(schema=out_schema)
+    return _innermost(nodes, probes, _ends(nodes, probes))
+
+
+def innermost_and_levels(
+    nodes: pl.DataFrame, probes: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`innermost(nodes, probes)` and `levels(nodes)` from one sort of the nodes' ends and
+    the probes (a probe leaves the count of open nodes as it is, so the nodes' levels come
+    out the same)."""
+    if probes.is_empty() or nodes.is_empty():
+        return innermost(nodes, probes), levels(nodes)
     graph = _ends(nodes, probes)
+    return _innermost(nodes, probes, graph), _levels_of(nodes, graph)
+
+
+def _innermost(nodes: pl.DataFrame, probes: pl.DataFrame, graph: pl.DataFrame) -> pl.DataFrame:
+    out_schema = {"row": probes.schema["row"], "node": nodes.schema["node"], "depth": pl.Int64()}
     opened = graph.filter(pl.col("kind") == _OPEN).select(
         "key", "pos", (pl.col("size") - 1).alias("level"), pl.col("id").alias("node")
     )
@@ -109,6 +125,10 @@ def levels(nodes: pl.DataFrame) -> pl.DataFrame:
     graph = _ends(
         nodes, nodes.head(0).select("key", pl.col("node").alias("row"), pl.col("start").alias("ts"))
     )
+    return _levels_of(nodes, graph)
+
+
+def _levels_of(nodes: pl.DataFrame, graph: pl.DataFrame) -> pl.DataFrame:
     opened = graph.filter(pl.col("kind") == _OPEN).select(
         "key", "pos", (pl.col("size") - 1).cast(pl.Int64).alias("depth"), pl.col("id").alias("node")
     )

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import polars as pl
 
-from hta_tui.analysis.checkpoint import checkpoint
+from hta_tui.analysis.checkpoint import checkpoint, none_inside
 
 #: HTA's KernelType names, in its enum order.
 KERNEL_TYPES: tuple[str, ...] = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
@@ -210,6 +210,8 @@ _views: dict[tuple[object, ...], pl.DataFrame] = {}
 #: ranks freed its frames in time quadratic in the ranks
 _keys_of: dict[int, set[tuple[object, ...]]] = {}
 _views_lock = threading.RLock()  # a finalizer may run while its thread holds it
+#: key -> the lock its first builder holds while it builds (`job_cached`)
+_building: dict[tuple[object, ...], threading.RLock] = {}
 
 
 def _watch(frame: pl.DataFrame, key: tuple[object, ...]) -> None:
@@ -271,7 +273,11 @@ def job_cached(
     *args: object,
 ) -> pl.DataFrame:
     """`build()` once per job (the same events frames) and `name`/`args`: several analyses
-    share intermediates (GPU tables, kernel launches), kept while every frame lives."""
+    share intermediates (GPU tables, kernel launches), kept while every frame lives.
+
+    Once, even when analyses on two threads ask at the same time (`scheduling` runs the
+    memory analyses side by side): the second waits for the first one's build instead of
+    making the same table beside it."""
     if not ranks:
         return build()
     frames = [ranks[r] for r in sorted(ranks)]
@@ -279,14 +285,25 @@ def job_cached(
     key = ("job", ids, tuple(sorted(ranks)), name, *args)
     with _views_lock:
         hit = _views.get(key)
-    if hit is not None:
-        return hit
-    checkpoint()
-    value = build()
-    with _views_lock:
-        for f in frames:
-            _watch(f, key)
-        _views[key] = value
+        if hit is not None:
+            return hit
+        building = _building.setdefault(key, threading.RLock())
+    checkpoint()  # not under the lock: work that waited there would hold up the view shown
+    with building:
+        with _views_lock:
+            hit = _views.get(key)
+        if hit is not None:
+            return hit
+        try:
+            with none_inside():
+                value = build()
+            with _views_lock:
+                for f in frames:
+                    _watch(f, key)
+                _views[key] = value
+        finally:
+            with _views_lock:
+                _building.pop(key, None)
     return value
 
 

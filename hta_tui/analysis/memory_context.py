@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.analysis.enclosing import innermost, levels
+from hta_tui.analysis.enclosing import innermost, innermost_and_levels
 
 MODULE_PREFIX = "nn.Module: "
 #: Python frames kept per event, innermost first
@@ -39,10 +39,9 @@ def python_context(events: pl.DataFrame, recs: pl.DataFrame) -> pl.DataFrame:
     )
     out = out.join(found.select(pl.col("row").alias("seq"), "module"), on="seq", how="left")
     code = frames.filter(~is_module)
-    inner = innermost(code.select("key", "node", "start", "end"), probes).select(
-        pl.col("row").alias("seq"), "node"
-    )
-    parents = levels(code.select("key", "node", "start", "end")).select("node", "parent")
+    inner, nesting = innermost_and_levels(code.select("key", "node", "start", "end"), probes)
+    inner = inner.select(pl.col("row").alias("seq"), "node")
+    parents = nesting.select("node", "parent")
     names = code.select("node", "name")
     parts = []
     at = inner

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.analysis.enclosing import innermost, levels
+from hta_tui.analysis.enclosing import innermost, innermost_and_levels, levels
 from hta_tui.analysis.op_tree import same_name_merges
 
 ROOT = "CallTreeRoot"
@@ -106,12 +106,14 @@ def tree_nodes(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def effective_tree(nodes: pl.DataFrame) -> pl.DataFrame:
+def effective_tree(nodes: pl.DataFrame, nesting: pl.DataFrame | None = None) -> pl.DataFrame:
     """Nodes with their parent, after the plugin's merge of a same-named single child
     (`op_tree.same_name_merges`): every node gets `merged`, `eff`, the node it counts as
     (itself, or the ancestor it merged into), and `eff_parent`, the effective node of its
-    parent (null at the top)."""
-    tree = nodes.join(levels(nodes.select("key", "node", "start", "end")), on="node")
+    parent (null at the top). `nesting`: `levels` of the nodes, when already made."""
+    if nesting is None:
+        nesting = levels(nodes.select("key", "node", "start", "end"))
+    tree = nodes.join(nesting, on="node")
     eff = same_name_merges(tree, node="node", mergeable="merge").rename({"top": "eff"})
     eff_map = eff.select(pl.col("node").alias("parent"), pl.col("eff").alias("eff_parent"))
     return tree.join(eff, on="node").join(eff_map, on="parent", how="left")
@@ -124,20 +126,39 @@ def sorted_memory(memory: pl.DataFrame) -> pl.DataFrame:
 
 
 def memory_records(
-    events: pl.DataFrame, memory: pl.DataFrame, recs: pl.DataFrame | None = None
+    events: pl.DataFrame,
+    memory: pl.DataFrame,
+    recs: pl.DataFrame | None = None,
+    tree: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """Every memory event in time order (file order among equal ts), with device, the plugin's
     operator (`op`, null outside any operator), its parent node's name (`parent`) and the
     operator's tree node (`node`, the effective one). Frees take their allocation's operator
     (matched by device and address: the next free after an allocation). `recs`:
-    `sorted_memory(memory)`, when already made."""
+    `sorted_memory(memory)`, `tree`: `effective_tree(tree_nodes(events))`, when already made
+    (`shared` keeps both per rank)."""
     recs = sorted_memory(memory) if recs is None else recs
-    nodes = tree_nodes(events)
-    tree = effective_tree(nodes)
-    probes = recs.filter(pl.col("tid").is_not_null()).select(
+    if tree is None:
+        nodes = tree_nodes(events)
+        found, nesting = innermost_and_levels(
+            nodes.select("key", "node", "start", "end"), probes(recs)
+        )
+        tree = effective_tree(nodes, nesting)
+    else:
+        found = innermost(tree.select("key", "node", "start", "end"), probes(recs))
+    return attribute(recs, tree, found)
+
+
+def probes(recs: pl.DataFrame) -> pl.DataFrame:
+    """The memory events as probes of their thread's tree (`enclosing`)."""
+    return recs.filter(pl.col("tid").is_not_null()).select(
         pl.col("tid").alias("key"), pl.col("seq").alias("row"), "ts"
     )
-    found = innermost(nodes.select("key", "node", "start", "end"), probes)
+
+
+def attribute(recs: pl.DataFrame, tree: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    """`memory_records` from the sorted events, the tree and each event's innermost node
+    (`enclosing.innermost` of the tree's nodes)."""
     names = (
         tree.select("node", "eff", "eff_parent")
         .join(

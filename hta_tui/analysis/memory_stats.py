@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from hta_tui.analysis import shared
 from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_device import ts_slice
 from hta_tui.analysis.memory_events import KB
-from hta_tui.analysis.memory_records import effective_tree, tree_nodes
 
 COLUMNS: dict[str, pl.DataType] = {
     "device": pl.String(),
@@ -49,7 +49,7 @@ def memory_stats(
     window = ts_slice(recs, start_ns, end_ns)
     if window.is_empty():
         return pl.DataFrame(schema=COLUMNS)
-    tree = job_cached({0: events}, "memory_tree", lambda: effective_tree(tree_nodes(events)))
+    tree = shared.operator_tree(events)  # the one memory attribution started from
     if start_ns is not None:
         tree = tree.filter(pl.col("end") >= start_ns)
     if end_ns is not None:

@@ -1,6 +1,6 @@
 """The memory view over loaded ranks: each memory table of one file, for every rank, with a
 leading rank column. The per-file memory records (operator attribution) are built once per
-memory frame and shared by every table (`job_cached`)."""
+memory frame and shared by every table (`shared`)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ import polars as pl
 
 from hta_tui.analysis import (
     memory_curve,
-    memory_device,
     memory_events,
     memory_peak,
     memory_stats,
+    shared,
 )
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.memory_context import python_context
-from hta_tui.analysis.memory_records import memory_records, start_ns
+from hta_tui.analysis.memory_records import start_ns
 
 Ranks = Mapping[int, pl.DataFrame]
 
@@ -33,11 +32,7 @@ class FileMemory:
         self.events = events
         self.memory = memory
         self.origin_ns = origin_ns if origin_ns is not None else start_ns(events, memory) or 0
-        self.recs = job_cached(
-            {0: memory},
-            "memory_records",
-            lambda: memory_records(events, memory, memory_device.sorted_records(memory)),
-        )
+        self.recs = shared.memory_records(events, memory)
 
     def plain_table(self) -> pl.DataFrame:
         """The whole file's memory-events table (plugin order), without module and stack."""
@@ -62,17 +57,14 @@ class FileMemory:
         return self._with_context(rows)
 
     def _with_context(self, rows: pl.DataFrame) -> pl.DataFrame:
-        allocs = pl.col("bytes") > 0  # only allocations carry context
-        ctx = job_cached(
-            {0: self.memory},
-            "memory_context",
-            lambda: python_context(self.events, self.recs.filter(allocs)),
-        )
+        ctx = shared.allocation_context(self.events, self.memory)  # allocations only
         return memory_peak.with_context(rows, ctx, self.recs)
 
     def live(self, table: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
         """What is alive at each peak of `peaks`, of `table` (`plain_table` rows), by
-        operator, module and stack: the context is found for the live rows only."""
+        operator, module and stack: the rank's allocation context (`shared`: found for the
+        live rows only it costs as much, the frames' nesting being most of it), shared with
+        the events table and the leak candidates."""
         if peaks.is_empty():
             return pl.DataFrame(schema=memory_peak.PEAK_COLUMNS)
         alive = memory_peak.alive_at_peak(table, peaks, self.origin_ns)
@@ -80,7 +72,8 @@ class FileMemory:
         recs = self.recs.filter(pl.col("bytes") > 0).join(
             keys.unique(), on=["device", "addr", "ts"], how="semi"
         )
-        rows = memory_peak.with_context(alive, python_context(self.events, recs), recs)
+        ctx = shared.allocation_context(self.events, self.memory)
+        rows = memory_peak.with_context(alive, ctx, recs)
         return memory_peak.group_live(rows, peaks)
 
 

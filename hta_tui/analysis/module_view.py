@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis.host_context import enclosing
@@ -85,42 +86,44 @@ def _plain_operator() -> pl.Expr:
 
 def _module_parents(python: pl.DataFrame) -> pl.DataFrame:
     """python_id -> the nearest module frame strictly above it (pointer jumping over the
-    `Python parent id` chain: one join per doubling of the depth, not per frame)."""
-    frames = python.select(
-        pl.col("python_id").alias("pid_"),
-        pl.col("python_parent_id").alias("ptr"),
-    ).unique("pid_")
-    modules = python.filter(pl.col("python_module_id").is_not_null()).select(
-        pl.col("python_id").alias("m")
+    `Python parent id` chain, on numpy: one pass per doubling of the depth, not per frame;
+    a chain that loops without a module, or deeper than 2^64, has none)."""
+    frames = python.select("python_id", "python_parent_id").unique(
+        "python_id", keep="first", maintain_order=True
     )
-    # state: each frame's candidate ancestor `ptr`; resolved when ptr is a module or null.
-    state = frames.with_columns(pl.lit(None, pl.Int64).alias("anc"))
-    is_mod = modules["m"].implode()
+    ids = frames["python_id"].cast(pl.Int64).to_numpy()
+    n = len(ids)
+    order = np.argsort(ids, kind="stable")
+    by_id = ids[order]
+    parent_ids = frames["python_parent_id"].cast(pl.Int64)
+    has_parent = parent_ids.is_not_null().to_numpy()
+    wanted = parent_ids.fill_null(0).to_numpy()
+    at = np.minimum(np.searchsorted(by_id, wanted), max(n - 1, 0))
+    found = has_parent & (n > 0) & (by_id[at] == wanted) if n else has_parent
+    ptr = np.where(found, order[at] if n else 0, -1)  # the parent's row, -1: none
+    modules = python.filter(pl.col("python_module_id").is_not_null())["python_id"]
+    is_module = np.isin(ids, modules.cast(pl.Int64).to_numpy())
+    ans = np.full(n, -1)  # the answer's row, once `done`
+    done = ptr < 0
     for _ in range(64):
-        state = state.with_columns(
-            pl.when(pl.col("anc").is_null() & pl.col("ptr").is_in(is_mod))
-            .then(pl.col("ptr"))
-            .otherwise(pl.col("anc"))
-            .alias("anc")
-        )
-        open_ = pl.col("anc").is_null() & pl.col("ptr").is_not_null()
-        if state.filter(open_).is_empty():
+        todo = np.flatnonzero(~done)
+        if not len(todo):
             break
-        jump = state.select(
-            pl.col("pid_").alias("ptr"), pl.col("ptr").alias("ptr2"), pl.col("anc").alias("anc2")
-        )
-        state = (
-            state.join(jump, on="ptr", how="left")
-            .with_columns(
-                pl.when(pl.col("anc").is_null() & pl.col("ptr").is_not_null())
-                .then(pl.coalesce("anc2", pl.when(pl.col("ptr").is_in(is_mod)).then("ptr")))
-                .otherwise(pl.col("anc"))
-                .alias("anc"),
-                pl.when(pl.col("anc").is_null()).then(pl.col("ptr2")).otherwise(None).alias("ptr"),
-            )
-            .drop("ptr2", "anc2")
-        )
-    return state.select(pl.col("pid_").alias("python_id"), pl.col("anc").alias("parent_python_id"))
+        p = ptr[todo]
+        hit = is_module[p]
+        inherit = ~hit & done[p]
+        new_ans, new_done, new_ptr = ans.copy(), done.copy(), ptr.copy()
+        new_ans[todo[hit]] = p[hit]
+        new_ans[todo[inherit]] = ans[p[inherit]]
+        new_done[todo[hit | inherit]] = True
+        jump = ~hit & ~inherit
+        new_ptr[todo[jump]] = ptr[p[jump]]
+        new_done[todo[jump]] = ptr[p[jump]] < 0  # the chain ends without a module
+        ans, done, ptr = new_ans, new_done, new_ptr
+    anc = pl.Series(np.where(ans >= 0, ids[np.maximum(ans, 0)] if n else 0, 0), dtype=pl.Int64)
+    return pl.DataFrame({"python_id": ids}).with_columns(
+        pl.when(pl.Series(ans >= 0)).then(anc).otherwise(None).alias("parent_python_id")
+    )
 
 
 def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
@@ -258,15 +261,33 @@ def _siblings_not_children(occ: pl.DataFrame) -> pl.DataFrame:
     return occ
 
 
+#: Most module paths `_with_paths` enumerates: past it each (module, parent) row keeps one.
+MAX_PATHS = 10_000
+
+
 def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
     """path and depth of each module, by joining parents up to the top; a parent already on
-    the path (a cycle of modules calling each other) ends it rather than repeating."""
+    the path (a cycle of modules calling each other) ends it rather than repeating.
+
+    A module under several parents is under each, so the paths multiply with every such
+    ancestor: when they pass `MAX_PATHS` (tangled parent ids put every module under ten
+    parents: 10^depth paths ran out of memory), each (module, parent) row gets one path
+    instead, through its ancestors' first parents by name and id. DEVIATION: the plugin's
+    tree would hold them all."""
+    every = _paths(table, cap=max(MAX_PATHS, table.height))
+    return every if every is not None else _paths(table, cap=None)
+
+
+def _paths(table: pl.DataFrame, cap: int | None) -> pl.DataFrame | None:
+    """Every path of each row (None once there are more than `cap`); one each if no cap."""
     link = table.select(
         pl.col("module").alias("p_module"),
         pl.col("module_id").alias("p_id"),
         pl.col("parent").alias("p_parent"),
         pl.col("parent_id").alias("p_parent_id"),
     )
+    if cap is None:
+        link = link.sort(pl.all(), nulls_last=True)
     key = pl.format("{}\x00{}", "up", "up_id")
     cur = table.with_columns(
         pl.col("module").alias("path"),
@@ -274,7 +295,7 @@ def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
         pl.col("parent").alias("up"),
         pl.col("parent_id").alias("up_id"),
         pl.concat_list(pl.format("{}\x00{}", "module", "module_id")).alias("seen"),
-    )
+    ).with_row_index("__row")
     for _ in range(64):
         cycle = pl.col("seen").list.contains(key).fill_null(False)
         cur = cur.with_columns(
@@ -285,7 +306,13 @@ def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
             break
         cur = cur.with_columns(pl.col("seen").list.concat(pl.concat_list(key)))
         cur = (
-            cur.join(link, left_on=["up", "up_id"], right_on=["p_module", "p_id"], how="left")
+            cur.join(
+                link,
+                left_on=["up", "up_id"],
+                right_on=["p_module", "p_id"],
+                how="left",
+                maintain_order="left_right",
+            )
             .with_columns(
                 pl.when(pl.col("up").is_not_null())
                 .then(pl.format("{}/{}", "up", "path"))
@@ -297,7 +324,11 @@ def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
             )
             .drop("p_parent", "p_parent_id")
         )
-    return cur.drop("up", "up_id", "seen")
+        if cap is None:
+            cur = cur.unique("__row", keep="first", maintain_order=True)
+        elif cur.height > cap:
+            return None
+    return cur.drop("__row", "up", "up_id", "seen")
 
 
 def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame:

@@ -1,0 +1,46 @@
+"""`enclosing.innermost_and_levels` (the memory context's Python frames: the innermost frame
+of each allocation and the frames' nesting from one sort) answers what `innermost` and
+`levels` answer apart, on nested, zero-length and overlapping frames of two threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from hta_tui.analysis.enclosing import innermost, innermost_and_levels, levels
+
+
+def _frames(seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    node = 0
+    for key in (1, 2):
+        t = 0
+        for _ in range(40):  # a top frame with children, some zero-length, some overlapping
+            top_end = t + 100
+            rows.append((key, node, t, top_end))
+            node += 1
+            for c in range(int(rng.integers(0, 4))):
+                start = t + 10 + 25 * c
+                length = int(rng.choice([0, 5, 20, 40]))  # 40 overlaps the next child
+                rows.append((key, node, start, start + length))
+                node += 1
+            t = top_end + int(rng.integers(0, 3))
+    nodes = pl.DataFrame(rows, schema=["key", "node", "start", "end"], orient="row")
+    probes = pl.DataFrame(
+        {
+            "key": rng.choice([1, 2], 500),
+            "row": np.arange(500),
+            "ts": rng.integers(-5, int(nodes["end"].max()) + 5, 500),
+        }
+    )
+    return nodes, probes
+
+
+def test_one_sort_gives_both_answers() -> None:
+    for seed in range(3):
+        nodes, probes = _frames(seed)
+        found, nesting = innermost_and_levels(nodes, probes)
+        assert found.sort("row").equals(innermost(nodes, probes).sort("row"))
+        assert nesting.sort("node").equals(levels(nodes).sort("node"))
+        assert found["node"].null_count() < found.height  # most probes are inside a frame
