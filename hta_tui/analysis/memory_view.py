@@ -10,6 +10,7 @@ import polars as pl
 
 from hta_tui.analysis import (
     memory_curve,
+    memory_device,
     memory_events,
     memory_peak,
     memory_stats,
