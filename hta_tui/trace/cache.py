@@ -32,7 +32,7 @@ import polars as pl
 from platformdirs import user_cache_dir
 
 from hta_tui.trace import cache_meta
-from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
+from hta_tui.trace.checked import DamagedEntry, join_checked, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile, describe
 from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
 from hta_tui.trace.schema import FRAME_SCHEMAS
@@ -115,6 +115,10 @@ class Cache:
         write_entry(final, parsed)
         return final
 
+    def writer(self, tf: TraceFile) -> EntryWriter:
+        """A writer of this file's entry, for frames that come in pieces (`stream`)."""
+        return EntryWriter(self.entry_dir(tf))
+
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
 
@@ -191,6 +195,75 @@ def write_entry(final: Path, parsed: ParsedTrace) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+class CacheWriteError(OSError):
+    """The cache could not take a piece of an entry (full, read-only, over quota)."""
+
+
+class EntryWriter:
+    """A cache entry written piece by piece (`stream.FrameSink`): each piece of a frame into
+    its own Parquet file of a private folder as it comes; `commit` joins each frame's pieces
+    into one file (polars' streaming engine: memory of a few row groups, not of the frame)
+    and renames the folder into place as `write_entry` does. Nothing is created until the
+    first piece comes."""
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.tmp: Path | None = None
+        self.pieces: dict[str, list[Path]] = {}
+
+    def add(self, name: str, frame: pl.DataFrame) -> None:
+        try:
+            self._add(name, frame)
+        except OSError as exc:
+            raise CacheWriteError(exc.errno, exc.strerror) from exc
+
+    def _add(self, name: str, frame: pl.DataFrame) -> None:
+        if self.tmp is None:
+            self.final.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.final.parent))
+        parts = self.pieces.setdefault(name, [])
+        path = self.tmp / f".{name}-{len(parts):06d}.parquet"
+        frame.write_parquet(path, compression="lz4", statistics=False)
+        parts.append(path)
+
+    def commit(self, meta: dict[str, Any]) -> Path:
+        """Every frame (empty where no piece came) and meta.json, renamed into place."""
+        if self.tmp is None:
+            self.final.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.final.parent))
+        try:
+            files = {}
+            for name, schema in FRAME_SCHEMAS.items():
+                path = self.tmp / f"{name}.parquet"
+                parts = self.pieces.get(name)
+                if parts:
+                    files[path.name] = join_checked(parts, path)
+                    for part in parts:
+                        part.unlink()
+                else:
+                    files[path.name] = write_checked(pl.DataFrame(schema=schema), path)
+            meta[FILES_KEY] = files
+            (self.tmp / META_FILE).write_bytes(orjson.dumps(meta, default=str))
+            try:
+                os.rename(self.tmp, self.final)
+            except OSError:  # another process stored it first: theirs is as good
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        except OSError as exc:
+            self.abort()
+            raise CacheWriteError(exc.errno, exc.strerror) from exc
+        except BaseException:
+            self.abort()
+            raise
+        self.tmp = None
+        return self.final
+
+    def abort(self) -> None:
+        """Remove what was written (the file is parsed another way, or not at all)."""
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp, self.pieces = None, {}
 
 
 def _check_sizes(entry: Path, meta: Any) -> str | None:

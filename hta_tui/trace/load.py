@@ -23,7 +23,8 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import Cache, note_once, uncached_entry, unwritable
+from hta_tui.trace import stream
+from hta_tui.trace.cache import Cache, CacheWriteError, note_once, uncached_entry, unwritable
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.limits import Limits
 from hta_tui.trace.parse import TraceFileError, parse_file, read_bytes
@@ -120,13 +121,25 @@ def _parse_and_store(
     kept: dict[str, pl.DataFrame] | None = None
     notice = None
     try:
-        parsed = parse_file(tf.path, limits)
-        try:
-            entry = cache.store(tf, parsed)
-        except OSError as exc:  # read-only, full, over quota, a file: the trace loads uncached
-            entry, kept, notice = uncached_entry(tf), parsed.frames, unwritable(cache, exc)
+        writer = cache.writer(tf)
+        try:  # a file too large to hold at once goes to its entry piece by piece
+            parsed = stream.parse_file(tf.path, writer, limits)
+            entry = writer.commit(parsed.meta) if parsed.streamed else None
+        except CacheWriteError as exc:  # then it must fit in memory (the byte limit)
+            parsed, notice = parse_file(tf.path, limits), unwritable(cache, exc)
+            entry, kept = uncached_entry(tf), parsed.frames
+        except BaseException:
+            writer.abort()
+            raise
+        if entry is None:
+            try:
+                entry = cache.store(tf, parsed)
+            except OSError as exc:  # read-only, full, over quota, a file: loads uncached
+                entry, kept, notice = uncached_entry(tf), parsed.frames, unwritable(cache, exc)
         meta = parsed.meta
-        memos = after_parse(entry, meta, parsed.frames) if after_parse is not None else None
+        # a streamed file's frames are read back from its entry, as far as needed
+        frames = parsed.frames or None
+        memos = after_parse(entry, meta, frames) if after_parse is not None else None
     except TraceFileError as exc:
         status = "incomplete" if exc.incomplete else "not_trace" if exc.not_trace else "error"
         return failed(status, str(exc))

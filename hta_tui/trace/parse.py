@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import orjson
@@ -93,14 +93,29 @@ class ParsedTrace:
 
     meta: dict[str, Any]
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    #: parsed in pieces into a sink (`stream`): `frames` is empty, the sink has them
+    streamed: bool = False
 
 
 def read_regular(path: str | Path, limit: int | None = None) -> bytes:
     """The bytes of a regular file (at most `limit` + 1 of them, enough to tell it is over
     the limit; a file already larger on disk is refused unread); anything else (a FIFO, a
-    socket, a device, or a link to one) raises before a byte is read. The check is made on
-    the opened file too (opened non-blocking: a FIFO without a writer would block the open),
-    so a file swapped for a FIFO after discovery is refused as well."""
+    socket, a device, or a link to one) raises before a byte is read (`open_regular`)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if limit is not None and size > limit:
+            # over the limit on disk, so over it as JSON too (gzip's output is never
+            # smaller than its input but for a few header bytes): refused unread, so
+            # a huge or sparse file costs no memory
+            raise TraceFileError(_too_big(limit), too_big=True)
+        return f.read() if limit is None else f.read(min(size, limit) + 1)
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """A regular file opened for reading; anything else (a FIFO, a socket, a device, or a
+    link to one) raises before a byte is read. The check is made on the opened file too
+    (opened non-blocking: a FIFO without a writer would block the open), so a file swapped
+    for a FIFO after discovery is refused as well."""
     try:
         why = not_regular(os.stat(path).st_mode)
     except FileNotFoundError:
@@ -113,16 +128,11 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
         raise TraceFileError("a loop of symbolic links", not_trace=True) from None
     if why is None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-        with open(fd, "rb", closefd=True) as f:
-            st = os.fstat(fd)
-            why = not_regular(st.st_mode)
-            if why is None:
-                if limit is not None and st.st_size > limit:
-                    # over the limit on disk, so over it as JSON too (gzip's output is never
-                    # smaller than its input but for a few header bytes): refused unread, so
-                    # a huge or sparse file costs no memory
-                    raise TraceFileError(_too_big(limit), too_big=True)
-                return f.read() if limit is None else f.read(min(st.st_size, limit) + 1)
+        f = open(fd, "rb", closefd=True)  # noqa: SIM115 - returned open
+        why = not_regular(os.fstat(fd).st_mode)
+        if why is None:
+            return f
+        f.close()
     raise TraceFileError(why, not_trace=True)
 
 
@@ -370,7 +380,9 @@ def _unit(why: str) -> str:
 _EDGE = re.compile(rb"\}\s*,\s*\{")
 
 
-def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
+def _chunks(
+    text: memoryview, dropped: Counter[str], exact: list[bool] | None = None
+) -> Iterator[list[Event]]:
     """The events of the array `text`, decoded about CHUNK_BYTES of JSON at a time.
 
     Numbers are decoded as numbers (`events.Decoded`: again with fractional numbers as text
@@ -384,10 +396,14 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
     `bytes` per chunk was fresh memory the kernel had to fault in each time (a tenth of a
     pretty-printed file's parse). msgspec's Raw args are views into that buffer, so a chunk's
     events must be used before the next one is asked for, as `build_frames` does.
+
+    `exact`: a cell shared by the pieces of a file read in pieces (`stream`), so the file's
+    later pieces keep their numbers' text too.
     """
     start, end = 1, len(text) - 1  # inside "[" and "]"
     size = _chunk_bytes(text)
-    exact = False  # once a chunk needed its numbers' text, the file's next chunks do too
+    # once a chunk needed its numbers' text, the file's next chunks do too
+    exact = [False] if exact is None else exact
     scratch = bytearray()
     while True:
         edge = _EDGE.search(text, start + size, end) if start + size < end else None
@@ -400,7 +416,7 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
         buf[1 : n + 1] = text[start:stop]
         buf[n + 1] = 0x5D
         piece = buf[: n + 2]
-        if exact:
+        if exact[0]:
             yield _decode_chunk(piece, dropped)
         else:
             before = dropped.copy()  # what this chunk's decode counts is counted again
@@ -409,8 +425,7 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
             def again(
                 first: int = start, last: int = stop, before: Counter[str] = before
             ) -> list[Event]:
-                nonlocal exact
-                exact = True
+                exact[0] = True
                 dropped.clear()
                 dropped.update(before)
                 return _decode_chunk(b"".join((b"[", text[first:last], b"]")), dropped)
