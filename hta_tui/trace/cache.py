@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ import polars as pl
 from platformdirs import user_cache_dir
 
 from hta_tui.trace import cache_meta
-from hta_tui.trace.checked import DamagedEntry, join_checked, read_checked, write_checked
+from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile, describe
 from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
 from hta_tui.trace.schema import FRAME_SCHEMAS
@@ -202,16 +203,17 @@ class CacheWriteError(OSError):
 
 
 class EntryWriter:
-    """A cache entry written piece by piece (`stream.FrameSink`): each piece of a frame into
-    its own Parquet file of a private folder as it comes; `commit` joins each frame's pieces
-    into one file (polars' streaming engine: memory of a few row groups, not of the frame)
-    and renames the folder into place as `write_entry` does. Nothing is created until the
-    first piece comes."""
+    """A cache entry written piece by piece (`stream.FrameSink`): each piece of a frame is a
+    file of its own, `events.parquet` then `events.1.parquet`, `events.2.parquet` ...
+    (`read_frame` reads them as one frame, in order), written into a private folder as it
+    comes; `commit` renames the folder into place as `write_entry` does. Nothing is created
+    until the first piece comes."""
 
     def __init__(self, final: Path) -> None:
         self.final = final
         self.tmp: Path | None = None
-        self.pieces: dict[str, list[Path]] = {}
+        self.files: dict[str, int] = {}  # FILES_KEY: file name -> size
+        self.parts: dict[str, int] = {}  # frame -> pieces so far
 
     def add(self, name: str, frame: pl.DataFrame) -> None:
         try:
@@ -220,36 +222,32 @@ class EntryWriter:
             raise CacheWriteError(exc.errno, exc.strerror) from exc
 
     def _add(self, name: str, frame: pl.DataFrame) -> None:
+        tmp = self._folder()
+        k = self.parts.get(name, 0)
+        file = part_name(name, k)
+        self.files[file] = write_checked(frame, tmp / file)
+        self.parts[name] = k + 1
+
+    def _folder(self) -> Path:
         if self.tmp is None:
             self.final.parent.mkdir(parents=True, exist_ok=True)
             self.tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.final.parent))
-        parts = self.pieces.setdefault(name, [])
-        path = self.tmp / f".{name}-{len(parts):06d}.parquet"
-        frame.write_parquet(path, compression="lz4", statistics=False)
-        parts.append(path)
+        return self.tmp
 
     def commit(self, meta: dict[str, Any]) -> Path:
-        """Every frame (empty where no piece came) and meta.json, renamed into place."""
-        if self.tmp is None:
-            self.final.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.final.parent))
+        """meta.json (and an empty file for a frame no piece came for), renamed into place;
+        `meta` gets the list of the entry's files (FILES_KEY)."""
         try:
-            files = {}
+            tmp = self._folder()
             for name, schema in FRAME_SCHEMAS.items():
-                path = self.tmp / f"{name}.parquet"
-                parts = self.pieces.get(name)
-                if parts:
-                    files[path.name] = join_checked(parts, path)
-                    for part in parts:
-                        part.unlink()
-                else:
-                    files[path.name] = write_checked(pl.DataFrame(schema=schema), path)
-            meta[FILES_KEY] = files
-            (self.tmp / META_FILE).write_bytes(orjson.dumps(meta, default=str))
+                if name not in self.parts:
+                    self.add(name, pl.DataFrame(schema=schema))
+            meta[FILES_KEY] = self.files
+            (tmp / META_FILE).write_bytes(orjson.dumps(meta, default=str))
             try:
-                os.rename(self.tmp, self.final)
+                os.rename(tmp, self.final)
             except OSError:  # another process stored it first: theirs is as good
-                shutil.rmtree(self.tmp, ignore_errors=True)
+                shutil.rmtree(tmp, ignore_errors=True)
         except OSError as exc:
             self.abort()
             raise CacheWriteError(exc.errno, exc.strerror) from exc
@@ -263,7 +261,12 @@ class EntryWriter:
         """Remove what was written (the file is parsed another way, or not at all)."""
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
-        self.tmp, self.pieces = None, {}
+        self.tmp, self.files, self.parts = None, {}, {}
+
+
+def part_name(frame: str, k: int) -> str:
+    """The file of a frame's k-th piece: the first is the frame's file of any entry."""
+    return f"{frame}.parquet" if k == 0 else f"{frame}.{k}.parquet"
 
 
 def _check_sizes(entry: Path, meta: Any) -> str | None:
@@ -351,16 +354,33 @@ def reparse(entry: Path, trace: str | Path, problem: str) -> dict[str, pl.DataFr
 
 
 def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.DataFrame:
-    """One frame of a cache entry (only the named columns, when given). A frame the entry
-    never had is empty; DamagedEntry when its file is missing or damaged."""
+    """One frame of a cache entry (only the named columns, when given), of every piece of it
+    for an entry written in pieces (`EntryWriter`). A frame the entry never had is empty;
+    DamagedEntry when its file is missing or damaged."""
     path = entry / f"{name}.parquet"
     try:
-        return read_checked(path, columns)
+        first = read_checked(path, columns)
     except FileNotFoundError:
         meta = _read_meta(entry)
         if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
             return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns or pl.all())
         raise DamagedEntry(f"{path.name} is missing") from None
+    if not (entry / part_name(name, 1)).exists():
+        return first
+    return pl.concat([first, *_more_parts(entry, name, columns)], rechunk=False)
+
+
+def _more_parts(entry: Path, name: str, columns: list[str] | None) -> Iterator[pl.DataFrame]:
+    """A frame's pieces after the first, as many as the entry lists (FILES_KEY)."""
+    meta = _read_meta(entry)
+    files = meta.get(FILES_KEY, {}) if meta is not None else {}
+    k = 1
+    while (file := part_name(name, k)) in files:
+        try:
+            yield read_checked(entry / file, columns)
+        except FileNotFoundError:
+            raise DamagedEntry(f"{file} is missing") from None
+        k += 1
 
 
 def _read_meta(entry: Path) -> dict[str, Any] | None:

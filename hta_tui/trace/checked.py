@@ -44,20 +44,6 @@ def write_checked(df: pl.DataFrame, path: Path) -> int:
     return len(data) + _TRAILER.size
 
 
-def join_checked(parts: list[Path], path: Path) -> int:
-    """The Parquet files `parts` (one frame's pieces, in order) as one file of
-    `write_checked`, through polars' streaming engine (a few row groups in memory at a time,
-    not the frame); returns the file's size."""
-    pl.scan_parquet(parts).sink_parquet(path, compression="lz4", statistics=False)
-    crc, size = 0, 0
-    with path.open("r+b") as f:
-        while block := f.read(1 << 24):
-            crc = crc32(block, crc)
-            size += len(block)
-        f.write(_TRAILER.pack(size, crc, _MARK))
-    return size + _TRAILER.size
-
-
 def read_checked(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
     """A file of `write_checked`; DamagedEntry when it is shorter, longer or other than what
     was written (OSError when it cannot be read at all)."""
