@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import gc
 import gzip
+import logging
+import os
 import re
 import zlib
 from collections import Counter
@@ -37,11 +39,14 @@ from hta_tui.trace.limits import Limits
 from hta_tui.trace.quality import checked_events
 from hta_tui.trace.schema import FRAME_SCHEMAS
 
+log = logging.getLogger("hta_tui.load")
+
 #: JSON (after gunzip) above which a file is read in pieces: below it, the whole file at
 #: once (the faster way, one piece). Never above the byte limit: a file over it is split.
 STREAM_BYTES = 512_000_000
-#: The events array's JSON per piece. 128 MB: about 300k events, a few hundred MB of
-#: memory in all (the bytes, a chunk's structs, the piece's columns).
+#: The events array's JSON per piece (at most the byte limit, `Limits.max_bytes`). 128 MB:
+#: about 300k events, under 1 GB of memory in all (the bytes, a chunk's structs, the piece's
+#: columns).
 PIECE_BYTES = 128_000_000
 #: Read (or inflated) from the file at a time.
 BLOCK_BYTES = 16_000_000
@@ -57,43 +62,34 @@ class CannotSplit(Exception):
     """The file's layout does not allow reading it in pieces (the reason is the message)."""
 
 
-def parse_file(
+def whole_limit(limits: Limits) -> int:
+    """The most JSON a file may have to be parsed whole (`parse.parse_file`); a larger one
+    is parsed in pieces (`parse_in_pieces`)."""
+    return min(STREAM_BYTES, limits.max_bytes)
+
+
+def parse_in_pieces(
     path: str | Path, sink: FrameSink, limits: Limits | None = None
 ) -> parse.ParsedTrace:
-    """`parse.parse_file`, except that a file of more JSON than STREAM_BYTES (or the byte
-    limit) is parsed in pieces into `sink`: the result's `frames` are then empty and
-    its `streamed` true. A file that cannot be split is parsed whole, within the
-    byte limit (too big beyond it, with the reason it could not be split)."""
+    """A file of more JSON than `whole_limit`, in pieces into `sink`: the result's `frames`
+    are empty (the sink has them) and its `streamed` true. A file that cannot be split is
+    parsed whole after all, within the byte limit (too big beyond it, with the reason it
+    could not be split)."""
     limits = limits or Limits.from_env()
-    whole = min(STREAM_BYTES, limits.max_bytes)
     try:
-        data = parse.read_bytes(path, whole)
-    except parse.TraceFileError as exc:
-        if not exc.too_big:
-            raise
-    else:
-        parsed = parse._parse_owned([data])
-        parsed.meta["path"] = str(path)
-        return parsed
-    try:
-        parsed = _in_pieces(path, sink)
+        parsed = _in_pieces(path, sink, min(PIECE_BYTES, limits.max_bytes))
     except CannotSplit as why:
-        try:
-            return parse.parse_file(path, limits)
-        except parse.TraceFileError as exc:
-            if exc.too_big:
-                raise parse.TraceFileError(f"{exc}, and cannot be read in pieces ({why})",
-                                           too_big=True) from None  # fmt: skip
-            raise
+        log.info("%s: parsed whole: %s", path, why)
+        return parse.parse_file(path, limits)
     parsed.meta["path"] = str(path)
     return parsed
 
 
-def _in_pieces(path: str | Path, sink: FrameSink) -> parse.ParsedTrace:
+def _in_pieces(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTrace:
     was_enabled = gc.isenabled()
     gc.disable()  # as `parse._parse_owned`: millions of small structs, no cycles
     try:
-        return _split(json_blocks(path), sink)
+        return _split(json_blocks(path), sink, piece)
     except RecursionError as exc:
         raise parse.TraceFileError("invalid JSON (nested too deeply)") from exc
     finally:
@@ -105,10 +101,11 @@ def _in_pieces(path: str | Path, sink: FrameSink) -> parse.ParsedTrace:
 _FIRST = re.compile(rb"\s*([{\]])")
 
 
-def _split(blocks: Iterator[bytes], sink: FrameSink) -> parse.ParsedTrace:
-    """Read the blocks, cutting the events array into pieces; the document around the array
-    (its other keys) is decoded at the end, as `parse._find_events` does."""
-    data, ended = _fill(b"", blocks, PIECE_BYTES)
+def _split(blocks: Iterator[bytes], sink: FrameSink, piece: int) -> parse.ParsedTrace:
+    """Read the blocks, cutting the events array into pieces of about `piece` bytes; the
+    document around the array (its other keys) is decoded at the end, as
+    `parse._find_events` does."""
+    data, ended = _fill(b"", blocks, piece)
     key = data.find(parse._EVENTS_KEY)
     opening = parse._ARRAY_START.match(data, key + len(parse._EVENTS_KEY)) if key >= 0 else None
     first = _FIRST.match(data, opening.end()) if opening is not None else None
@@ -118,16 +115,16 @@ def _split(blocks: Iterator[bytes], sink: FrameSink) -> parse.ParsedTrace:
     data = data[first.start(1) :]  # from the first event's "{"
     pieces = _Pieces(sink)
     while not ended:
-        data, ended = _fill(data, blocks, PIECE_BYTES + parse.TAIL_WINDOW)
+        data, ended = _fill(data, blocks, piece + parse.TAIL_WINDOW)
         if ended:
             break
         # the array's end is within the last TAIL_WINDOW bytes (else: not split), so a
         # piece cut before them holds events only
-        edge = parse._EDGE.search(data, PIECE_BYTES, len(data) - parse.TAIL_WINDOW)
+        edge = parse._EDGE.search(data, piece, len(data) - parse.TAIL_WINDOW)
         if edge is None:
-            if len(data) > 4 * PIECE_BYTES:
+            if len(data) > 4 * piece + parse.TAIL_WINDOW:
                 raise CannotSplit("no place to cut between two events")
-            data, ended = _fill(data, blocks, len(data) + PIECE_BYTES)
+            data, ended = _fill(data, blocks, len(data) + piece)
             continue
         pieces.add(memoryview(data)[: edge.start() + 1])
         data = data[edge.end() - 1 :]
@@ -261,6 +258,8 @@ def json_blocks(path: str | Path, block: int | None = None) -> Iterator[bytes]:
     compressed (by magic, not by name), member after member."""
     size = block or BLOCK_BYTES
     with parse.open_regular(path) as f:
+        # what the file held when opened: a writer that never stops cannot keep it going
+        f = _Bounded(f, os.fstat(f.fileno()).st_size)
         first = f.read(size)
         if first[:2] == b"\x1f\x8b":
             yield from _inflated(f, first, size)
@@ -270,7 +269,19 @@ def json_blocks(path: str | Path, block: int | None = None) -> Iterator[bytes]:
             first = f.read(size)
 
 
-def _inflated(f: BinaryIO, data: bytes, size: int) -> Iterator[bytes]:
+class _Bounded:
+    """A file read no further than `left` bytes."""
+
+    def __init__(self, f: BinaryIO, left: int) -> None:
+        self.f, self.left = f, left
+
+    def read(self, n: int) -> bytes:
+        out = self.f.read(min(n, self.left)) if self.left > 0 else b""
+        self.left -= len(out)
+        return out
+
+
+def _inflated(f: _Bounded, data: bytes, size: int) -> Iterator[bytes]:
     """Each gzip member's output in turn, at most `size` bytes at a time; padding zeros
     between members skipped. isal's inflate when installed (2-3x faster than zlib)."""
     try:
