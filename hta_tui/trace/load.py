@@ -170,6 +170,7 @@ def _in_pieces(
         parsed = stream.parse_in_pieces(tf.path, writer, limits)
         return parsed, writer.commit(parsed.meta) if parsed.streamed else None, None, None
     except CacheWriteError as exc:
+        writer.abort()
         parsed = parse_file(tf.path, limits)
         return parsed, uncached_entry(tf), parsed.frames, unwritable(cache, exc)
     except BaseException:

@@ -70,7 +70,7 @@ def _unique_ids(
     if seen is not None:
         earlier = seen.get(column)
         if earlier is not None:
-            shared = shared | (has & pl.col(column).is_in(earlier))
+            shared = shared | (has & pl.col(column).is_in(earlier.implode()))
         ids = events.filter(has).get_column(column).unique()
         seen[column] = ids if earlier is None else pl.concat([earlier, ids]).unique()
     n = events.select(shared.sum()).item()

@@ -57,6 +57,9 @@ class FrameSink(Protocol):
 
     def add(self, name: str, frame: pl.DataFrame) -> None: ...
 
+    def abort(self) -> None:
+        """Forget the pieces added so far (the file is parsed whole after all)."""
+
 
 class CannotSplit(Exception):
     """The file's layout does not allow reading it in pieces (the reason is the message)."""
@@ -79,6 +82,7 @@ def parse_in_pieces(
     try:
         parsed = _in_pieces(path, sink, min(PIECE_BYTES, limits.max_bytes))
     except CannotSplit as why:
+        sink.abort()
         log.info("%s: parsed whole: %s", path, why)
         return parse.parse_file(path, limits)
     parsed.meta["path"] = str(path)
