@@ -281,8 +281,10 @@ _ARRAY_START = re.compile(rb"\s*:\s*\[")
 #: After a value inside an object: the next key or the object's end.
 _AFTER_VALUE = re.compile(rb"\s*[,}]")
 #: The keys Kineto writes after the events (log arrays, names) are searched for the array's
-#: end in this many trailing bytes; a longer tail is found by decoding the whole document.
+#: end in this many trailing bytes first, then in twice as many ... up to TAIL_MAX; a longer
+#: tail is found by decoding the whole document.
 TAIL_WINDOW = 4_000_000
+TAIL_MAX = 64_000_000
 #: The last event is looked for in this many bytes before a candidate end.
 LAST_EVENT_WINDOW = 65_536
 
@@ -317,26 +319,39 @@ def _find_events(buf: bytes) -> tuple[_Trace, memoryview] | None:
 def _events_end(buf: bytes, first: int) -> int | None:
     """The position of the "]" closing the events array that opens at `first`.
 
-    Walks back over the "]"s of the file's tail: the one closing the events is followed by
-    the next key or the document's end, and preceded by an event (an object with a `ph`) or
-    the opening bracket. That passes over Kineto's trailing log arrays (strings) and a
-    trailing array of other objects (deviceProperties after the events). A wrong answer
-    cannot decode (`_chunks`), so this only decides how fast the file parses.
+    Walks back over the "]"s of the file's tail that are followed by the next key or the
+    document's end: the one closing the events is preceded by an event (an object with a
+    `ph`) or the opening bracket. That passes over Kineto's trailing log arrays (strings)
+    and a trailing array of other objects (deviceProperties after the events). The "]"s
+    are found by a regex, a window at a time from the end (TAIL_WINDOW, doubling up to
+    TAIL_MAX): log arrays of several MB after the events (a real MTIA trace's) are passed
+    over at the regex's speed, not a Python step per "]". A wrong answer cannot decode
+    (`_chunks`), so this only decides how fast the file parses.
     """
-    stop, floor = len(buf), max(first, len(buf) - TAIL_WINDOW)
-    while (end := buf.rfind(b"]", floor, stop)) > first:
-        stop = end
-        if not _AFTER_VALUE.match(buf, end + 1):
-            continue
-        near = buf[max(first, end - 256) : end].rstrip()  # what the "]" closes
-        if near == b"[" and end - 256 <= first:
-            return end  # the events array, empty
-        if near[-1:] != b"}":
-            continue
-        before = buf[max(first, end - LAST_EVENT_WINDOW) : end].rstrip()
-        if _is_event(before, whole=end - LAST_EVENT_WINDOW <= first):
-            return end
+    stop, window = len(buf), TAIL_WINDOW
+    while stop > first:
+        floor = max(first, stop - window)
+        # a "]" just before `stop` is followed by what lies after it: look a little further
+        ends = [m.start() for m in _CLOSE.finditer(buf, floor, min(len(buf), stop + 4096))]
+        for end in reversed(ends):
+            if end >= stop or end <= first:
+                continue
+            near = buf[max(first, end - 256) : end].rstrip()  # what the "]" closes
+            if near == b"[" and end - 256 <= first:
+                return end  # the events array, empty
+            if near[-1:] != b"}":
+                continue
+            before = buf[max(first, end - LAST_EVENT_WINDOW) : end].rstrip()
+            if _is_event(before, whole=end - LAST_EVENT_WINDOW <= first):
+                return end
+        if len(buf) - floor >= TAIL_MAX:
+            return None
+        stop, window = floor, window * 2
     return None
+
+
+#: A "]" followed by the next key or the end of its object: where an array of values ends.
+_CLOSE = re.compile(rb"\]\s*[,}]")
 
 
 def _is_event(before: bytes, *, whole: bool) -> bool:
