@@ -106,13 +106,15 @@ def test_a_gzip_of_several_members_is_read_in_pieces(tmp_path: Path, small_piece
 
 
 def test_a_layout_that_cannot_be_split_is_held_whole_within_the_limit(
-    tmp_path: Path, small_pieces: None
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Events followed by more than the tail window of other keys: their end cannot be
-    found from the file's end. Within the limit the file is parsed whole, as before; over
-    it, refused with the limit's reason, and nothing is left in the cache."""
+    """Events followed by more than the tail window of other objects: a piece is cut
+    between two of those, and the piece holding the events' end does not decode. Within
+    the limit the file is parsed whole, as before; over it, refused with the limit's
+    reason, and nothing is left in the cache."""
+    monkeypatch.setattr(stream, "PIECE_BYTES", LIMIT)
     trace = _trace()
-    trace["logs"] = ["x" * 100] * 1_000  # 100 KB after the events
+    trace["devices"] = [{"id": i, "name": "x" * 60} for i in range(1_500)]  # 120 KB
     path = tmp_path / "rank-0.json"
     path.write_bytes(orjson.dumps(trace))
     whole = parse.parse_file(path)

@@ -8,13 +8,15 @@ code as a whole file's) handed to a sink (the cache entry being written), so the
 file costs depends on the piece size, not on the file's size.
 
 A file is split like this only when its layout allows it: the events array found in its
-first bytes, its end among the last TAIL_WINDOW bytes (where the other keys follow it), every
-piece valid JSON on its own. Anything else (and a piece that does not decode, as a cut inside
-a string would not) raises `CannotSplit`; the caller then parses the whole file at once, as
-before, within the byte limit (`Limits.max_bytes`, which thus guards the memory of what cannot
-be split rather than any file's size). The frames are those of the whole-file parse, row for
-row: what depends on more than one row (ids first seen in an earlier piece, the per-file
-facts) is carried from piece to piece.
+first bytes, no piece cut after its end (the keys after it are held back, TAIL_WINDOW bytes,
+and a cut falls between two objects: log arrays of strings longer than that are passed over,
+an array of other objects is not), every piece valid JSON on its own. Anything else (and a
+piece that does not decode, as a cut inside a string would not) raises `CannotSplit`; the
+caller then parses the whole file at once, as before, within the byte limit
+(`Limits.max_bytes`, which thus guards the memory of what cannot be split rather than any
+file's size). The frames are those of the whole-file parse, row for row: what depends on
+more than one row (ids first seen in an earlier piece, the per-file facts) is carried from
+piece to piece.
 """
 
 from __future__ import annotations
@@ -122,8 +124,8 @@ def _split(blocks: Iterator[bytes], sink: FrameSink, piece: int) -> parse.Parsed
         data, ended = _fill(data, blocks, piece + parse.TAIL_WINDOW)
         if ended:
             break
-        # the array's end is within the last TAIL_WINDOW bytes (else: not split), so a
-        # piece cut before them holds events only
+        # a piece cut before the last TAIL_WINDOW bytes holds events only when what follows
+        # the array is shorter, or has no place to cut (strings); else it cannot decode
         edge = parse._EDGE.search(data, piece, len(data) - parse.TAIL_WINDOW)
         if edge is None:
             if len(data) > 4 * piece + parse.TAIL_WINDOW:
