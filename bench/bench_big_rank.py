@@ -83,7 +83,8 @@ def _measure(kind: str, folder: Path, cache_dir: Path) -> None:
 
 
 def _run(kind: str, folder: Path, cache_dir: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    # the time limit per file guards a shared folder, not a benchmark on a loaded machine
+    env = {"HTA_TUI_FILE_TIMEOUT": "7200", **os.environ, "PYTHONPATH": str(HERE.parent)}
     out = subprocess.run(
         [sys.executable, __file__, "--measure", kind, str(folder), "--cache", str(cache_dir)],
         capture_output=True,

@@ -95,7 +95,7 @@ def _in_pieces(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTra
     was_enabled = gc.isenabled()
     gc.disable()  # as `parse._parse_owned`: millions of small structs, no cycles
     try:
-        return _split(json_blocks(path), sink, piece)
+        return _split(json_blocks(path, min(BLOCK_BYTES, piece)), sink, piece)
     except RecursionError as exc:
         raise parse.TraceFileError("invalid JSON (nested too deeply)") from exc
     finally:
