@@ -160,6 +160,8 @@ def main() -> None:
             f"\nCold open / floor: {cold['wall_s'] / floor['wall_s']:.2f} in wall time, "
             f"{cold['cpu_s'] / floor['cpu_s']:.2f} in CPU time."
         )
+    elif args.no_floor:
+        lines.append("\nThe floor (gunzip + orjson.loads) was not measured (--no-floor).")
     else:
         lines.append(
             f"\nThe floor (gunzip + orjson.loads) does not fit: about {mb * 7 / 1000:,.0f} GB "
