@@ -42,7 +42,9 @@ META_FILE = "meta.json"
 #: The key of meta.json listing the entry's frame files: {file name: size in bytes}.
 FILES_KEY = "cache_files"
 #: The layout of an entry (its files, checked.py's trailer); part of the cache folder's name.
-CACHE_FORMAT = 2
+#: 3: an entry may hold a frame in pieces (`EntryWriter`), which a reader of format 2 would
+#: take for the whole frame.
+CACHE_FORMAT = 3
 
 #: Size of the cache above which the least recently used entries go (GB); $HTA_TUI_CACHE_MAX_GB.
 DEFAULT_MAX_GB = 10.0
