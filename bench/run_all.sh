@@ -25,6 +25,12 @@ for set in "${HTA_TUI_REAL_SETS:-/tmp/realsets}"/*_8x100MB; do
   case "$set" in *memory*) python bench_memory.py --set "$set" --repeats 1 --append ;; esac
 done
 python bench_layouts.py       # -> LAYOUTS.md   (issue 10: every file layout, mixed-layout open)
+python bench_metadata.py --data "${TMPDIR:-/tmp}/hta-tui-metadata-heavy"  # -> LAYOUTS.md (issue 27)
+# ... and one very large rank, when one is given (built by ../shared/tools/scale_trace.py, see
+# bench_big_rank.py; never inside the repo)
+if [ -n "${HTA_TUI_BIG_RANK:-}" ]; then
+  python bench_big_rank.py "$HTA_TUI_BIG_RANK"   # -> BIG_RANK.md (issue 27: a rank in pieces)
+fi
 python bench_hostile.py       # -> HOSTILE.md   (issue 25: hostile files beside a good rank)
 python bench_many_ranks.py --files 1000 --full --out MANY_RANKS.md   # (issue 26: many small ranks)
 python bench_many_ranks.py --files 10000 --no-app --out MANY_RANKS.md
@@ -32,7 +38,8 @@ python bench_many_ranks.py --files 10000 --no-app --out MANY_RANKS.md
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md MANY_RANKS.md FINDINGS.md; do
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md MANY_RANKS.md FINDINGS.md BIG_RANK.md; do
+    [ -f "$f" ] || continue
     echo; sed 's/^# /## /' "$f"
   done
 } > RESULTS.md

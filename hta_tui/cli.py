@@ -31,7 +31,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--max-file-mb",
         type=float,
         metavar="MB",
-        help="skip files larger than this, uncompressed (default 4000; $HTA_TUI_MAX_FILE_MB)",
+        help="the most JSON (uncompressed) held in memory at once: larger files are read in "
+        "pieces, those that cannot be are skipped (default 4000; $HTA_TUI_MAX_FILE_MB)",
     )
     p.add_argument(
         "--file-timeout",

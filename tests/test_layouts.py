@@ -125,3 +125,28 @@ def test_real_traces_arg_texts_are_kinetos(shared: Path, case: str) -> None:
         events = parse_bytes(data).frames["events"].filter(pl.col("input_dims").is_not_null())
         got = set(events.select("name", "input_dims", "input_type").iter_rows())
         assert want and got == want, path.name
+
+
+def test_log_arrays_longer_than_the_tail_window_are_passed_over(monkeypatch) -> None:
+    """Log arrays after the events longer than the first window searched for the array's
+    end (a real MTIA trace has several MB of them, with "]" in their lines): the end is
+    still found from the file's end, in wider windows, and the document is never decoded
+    whole."""
+    trace = make_trace(0, world_size=2, steps=2, seed=3, kernels_per_step=20)
+    trace["deviceLogs"] = [f"[kineto] buffer [{i}] flushed" for i in range(2_000)]
+    data = orjson.dumps(trace)
+    monkeypatch.setattr(parse_mod, "TAIL_WINDOW", 4_096)  # the logs: 60 KB
+    _, text = parse_mod._find_events(data)
+    assert orjson.loads(bytes(text)) == orjson.loads(data)["traceEvents"]
+    whole_decodes = []
+    real = parse_mod._DECODER
+
+    class Counting:
+        def decode(self, buf: bytes) -> object:
+            whole_decodes.append(len(buf))
+            return real.decode(buf)
+
+    monkeypatch.setattr(parse_mod, "_DECODER", Counting())
+    parsed = parse_bytes(data)
+    assert whole_decodes and all(n < len(data) // 2 for n in whole_decodes)
+    assert parsed.frames["events"].height == sum(e["ph"] == "X" for e in trace["traceEvents"])

@@ -11,8 +11,9 @@ import orjson
 import polars as pl
 import pytest
 
+from hta_tui.trace import parse as parse_mod
 from hta_tui.trace.columns import kind_of_category
-from hta_tui.trace.parse import TraceFileError, parse_file
+from hta_tui.trace.parse import TraceFileError, parse_bytes, parse_file
 from hta_tui.trace.schema import EVENTS_SCHEMA, FLOWS_SCHEMA
 from tests import dialects
 
@@ -349,3 +350,55 @@ def test_field_readers_take_only_field_names() -> None:
     for bad in ("a.b", "x; import os", "for", ""):
         with pytest.raises(ValueError):
             reader(bad)
+
+
+def test_rocm_copy_bytes_as_text_keep_the_chunk_decode(monkeypatch) -> None:
+    """ROCm writes `"bytes": "2"` on hipMemcpy calls: the number is read from its text, and
+    the chunk holding such a call is decoded at once, not event by event (the slow path
+    took a third of a real MI300 trace's chunks)."""
+    head = {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyWithStream", "pid": 1, "tid": 1}
+    call = {**head, "ts": 10.5, "dur": 2.25, "args": {"correlation": 7, "bytes": "2"}}
+    head = {"ph": "X", "cat": "gpu_memcpy", "name": "CopyHostToDevice", "pid": 2, "tid": 3}
+    copy = {**head, "ts": 11.5, "dur": 1.0, "args": {"correlation": 7, "bytes": 4096, "stream": 3}}
+    one_by_one = []  # the slow path splits its chunk into one raw text per event first
+    real = parse_mod._RAWS
+
+    class Counting:
+        def decode(self, buf: bytes) -> object:
+            one_by_one.append(buf)
+            return real.decode(buf)
+
+    monkeypatch.setattr(parse_mod, "_RAWS", Counting())
+    parsed = parse_bytes(orjson.dumps({"traceEvents": [call, copy]}))
+    assert one_by_one == []
+    events = parsed.frames["events"]
+    assert events.select("name", "ts", "dur").rows() == [
+        ("hipMemcpyWithStream", 10_500, 2_250),
+        ("CopyHostToDevice", 11_500, 1_000),
+    ]
+    copies = events.filter(pl.col("kind") == "memcpy")
+    assert copies["bytes"].to_list() == [4096]
+
+
+def test_metadata_names_of_any_type() -> None:
+    """Process and thread names (`ph: "M"`), read a column at a time: ids given as text are
+    numbers (" 12 ", "-3"), others null; a name that is a number is its text; the value is
+    the name, else the labels, else the sort index; events without args name nothing."""
+    meta = [
+        {"ph": "M", "name": "process_name", "pid": 1, "tid": 0, "args": {"name": "python"}},
+        {"ph": "M", "name": "thread_name", "pid": " 12 ", "tid": "-3", "args": {"name": 5}},
+        {"ph": "M", "name": 7, "pid": "x", "tid": 4, "args": {"labels": "L"}},
+        {"ph": "M", "name": "thread_sort_index", "pid": 2, "tid": 3, "args": {"sort_index": 9}},
+        {"ph": "M", "name": "thread_sort_index", "pid": 2, "tid": 3, "args": None},
+        {"ph": "M", "name": "thread_sort_index", "pid": 2, "tid": 3},
+        {"ph": "M", "name": "x", "pid": 2, "tid": 3, "args": {"name": None}},
+    ]
+    op = {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}
+    threads = parse_bytes(orjson.dumps({"traceEvents": [*meta, op]})).frames["threads"]
+    assert threads.rows() == [
+        (1, 0, "process_name", "python"),
+        (12, -3, "thread_name", "5"),
+        (None, 4, "7", "L"),
+        (2, 3, "thread_sort_index", "9"),
+        (2, 3, "x", None),
+    ]

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ META_FILE = "meta.json"
 #: The key of meta.json listing the entry's frame files: {file name: size in bytes}.
 FILES_KEY = "cache_files"
 #: The layout of an entry (its files, checked.py's trailer); part of the cache folder's name.
-CACHE_FORMAT = 2
+#: 3: an entry may hold a frame in pieces (`EntryWriter`), which a reader of format 2 would
+#: take for the whole frame.
+CACHE_FORMAT = 3
 
 #: Size of the cache above which the least recently used entries go (GB); $HTA_TUI_CACHE_MAX_GB.
 DEFAULT_MAX_GB = 10.0
@@ -114,6 +117,10 @@ class Cache:
         final.parent.mkdir(parents=True, exist_ok=True)
         write_entry(final, parsed)
         return final
+
+    def writer(self, tf: TraceFile) -> EntryWriter:
+        """A writer of this file's entry, for frames that come in pieces (`stream`)."""
+        return EntryWriter(self.entry_dir(tf))
 
     def clear(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -191,6 +198,77 @@ def write_entry(final: Path, parsed: ParsedTrace) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+class CacheWriteError(OSError):
+    """The cache could not take a piece of an entry (full, read-only, over quota)."""
+
+
+class EntryWriter:
+    """A cache entry written piece by piece (`stream.FrameSink`): each piece of a frame is a
+    file of its own, `events.parquet` then `events.1.parquet`, `events.2.parquet` ...
+    (`read_frame` reads them as one frame, in order), written into a private folder as it
+    comes; `commit` renames the folder into place as `write_entry` does. Nothing is created
+    until the first piece comes."""
+
+    def __init__(self, final: Path) -> None:
+        self.final = final
+        self.tmp: Path | None = None
+        self.files: dict[str, int] = {}  # FILES_KEY: file name -> size
+        self.parts: dict[str, int] = {}  # frame -> pieces so far
+
+    def add(self, name: str, frame: pl.DataFrame) -> None:
+        try:
+            self._add(name, frame)
+        except OSError as exc:
+            raise CacheWriteError(exc.errno, exc.strerror) from exc
+
+    def _add(self, name: str, frame: pl.DataFrame) -> None:
+        tmp = self._folder()
+        k = self.parts.get(name, 0)
+        file = part_name(name, k)
+        self.files[file] = write_checked(frame, tmp / file)
+        self.parts[name] = k + 1
+
+    def _folder(self) -> Path:
+        if self.tmp is None:
+            self.final.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.final.parent))
+        return self.tmp
+
+    def commit(self, meta: dict[str, Any]) -> Path:
+        """meta.json (and an empty file for a frame no piece came for), renamed into place;
+        `meta` gets the list of the entry's files (FILES_KEY)."""
+        try:
+            tmp = self._folder()
+            for name, schema in FRAME_SCHEMAS.items():
+                if name not in self.parts:
+                    self.add(name, pl.DataFrame(schema=schema))
+            meta[FILES_KEY] = self.files
+            (tmp / META_FILE).write_bytes(orjson.dumps(meta, default=str))
+            try:
+                os.rename(tmp, self.final)
+            except OSError:  # another process stored it first: theirs is as good
+                shutil.rmtree(tmp, ignore_errors=True)
+        except OSError as exc:
+            self.abort()
+            raise CacheWriteError(exc.errno, exc.strerror) from exc
+        except BaseException:
+            self.abort()
+            raise
+        self.tmp = None
+        return self.final
+
+    def abort(self) -> None:
+        """Remove what was written (the file is parsed another way, or not at all)."""
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp, self.files, self.parts = None, {}, {}
+
+
+def part_name(frame: str, k: int) -> str:
+    """The file of a frame's k-th piece: the first is the frame's file of any entry."""
+    return f"{frame}.parquet" if k == 0 else f"{frame}.{k}.parquet"
 
 
 def _check_sizes(entry: Path, meta: Any) -> str | None:
@@ -278,16 +356,33 @@ def reparse(entry: Path, trace: str | Path, problem: str) -> dict[str, pl.DataFr
 
 
 def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.DataFrame:
-    """One frame of a cache entry (only the named columns, when given). A frame the entry
-    never had is empty; DamagedEntry when its file is missing or damaged."""
+    """One frame of a cache entry (only the named columns, when given), of every piece of it
+    for an entry written in pieces (`EntryWriter`). A frame the entry never had is empty;
+    DamagedEntry when its file is missing or damaged."""
     path = entry / f"{name}.parquet"
     try:
-        return read_checked(path, columns)
+        first = read_checked(path, columns)
     except FileNotFoundError:
         meta = _read_meta(entry)
         if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
             return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns or pl.all())
         raise DamagedEntry(f"{path.name} is missing") from None
+    if not (entry / part_name(name, 1)).exists():
+        return first
+    return pl.concat([first, *_more_parts(entry, name, columns)], rechunk=False)
+
+
+def _more_parts(entry: Path, name: str, columns: list[str] | None) -> Iterator[pl.DataFrame]:
+    """A frame's pieces after the first, as many as the entry lists (FILES_KEY)."""
+    meta = _read_meta(entry)
+    files = meta.get(FILES_KEY, {}) if meta is not None else {}
+    k = 1
+    while (file := part_name(name, k)) in files:
+        try:
+            yield read_checked(entry / file, columns)
+        except FileNotFoundError:
+            raise DamagedEntry(f"{file} is missing") from None
+        k += 1
 
 
 def _read_meta(entry: Path) -> dict[str, Any] | None:

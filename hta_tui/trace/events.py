@@ -45,7 +45,10 @@ class EventArgs(msgspec.Struct, gc=False, frozen=True):
     grid: msgspec.Raw = NO_TEXT
     block: msgspec.Raw = NO_TEXT
     occupancy: Num | None = msgspec.field(default=None, name="est. achieved occupancy %")
-    bytes: int | None = None
+    # ROCm writes it as text on hipMemcpy calls ("bytes": "2"): an int-only field sent each
+    # chunk holding one such call down the slow event-by-event path (a third of a real
+    # MI300 trace's chunks); the column reads digit strings as numbers either way
+    bytes: int | str | None = None
     bandwidth: Num | None = msgspec.field(default=None, name="memory bandwidth (GB/s)")
     sync_kind: str | None = msgspec.field(default=None, name="cuda_sync_kind")
     wait_on_stream: int | None = None  # a Stream Wait Event: the stream it waits for

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-#: Uncompressed JSON per file (MB, 10**6 bytes); $HTA_TUI_MAX_FILE_MB. A 4 GB rank needs
-#: about 12 GB of memory to parse.
+#: Uncompressed JSON held in memory at once (MB, 10**6 bytes); $HTA_TUI_MAX_FILE_MB. A larger
+#: file is parsed in pieces (`stream`), whatever its size; only one that cannot be split is
+#: held whole, and refused beyond this (a 4 GB rank held whole needs about 12 GB to parse).
 DEFAULT_MAX_MB = 4_000.0
 #: Seconds one file may take to read, parse and store; $HTA_TUI_FILE_TIMEOUT. A 500 MB rank
 #: parses in about 6 s on a slow core.

@@ -17,16 +17,17 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import Cache, note_once, uncached_entry, unwritable
+from hta_tui.trace import stream
+from hta_tui.trace.cache import Cache, CacheWriteError, note_once, uncached_entry, unwritable
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.limits import Limits
-from hta_tui.trace.parse import TraceFileError, parse_file, read_bytes
+from hta_tui.trace.parse import ParsedTrace, TraceFileError, parse_file, read_bytes
 from hta_tui.trace.pool import (
     START_METHOD,
     _children_skip_main,
@@ -120,13 +121,22 @@ def _parse_and_store(
     kept: dict[str, pl.DataFrame] | None = None
     notice = None
     try:
-        parsed = parse_file(tf.path, limits)
+        entry = None
         try:
-            entry = cache.store(tf, parsed)
-        except OSError as exc:  # read-only, full, over quota, a file: the trace loads uncached
-            entry, kept, notice = uncached_entry(tf), parsed.frames, unwritable(cache, exc)
+            parsed = parse_file(tf.path, replace(limits, max_bytes=stream.whole_limit(limits)))
+        except TraceFileError as exc:
+            if not exc.too_big:
+                raise
+            parsed, entry, kept, notice = _in_pieces(tf, cache, limits)
+        if entry is None:
+            try:
+                entry = cache.store(tf, parsed)
+            except OSError as exc:  # read-only, full, over quota, a file: loads uncached
+                entry, kept, notice = uncached_entry(tf), parsed.frames, unwritable(cache, exc)
         meta = parsed.meta
-        memos = after_parse(entry, meta, parsed.frames) if after_parse is not None else None
+        # a streamed file's frames are read back from its entry, as far as needed
+        frames = parsed.frames or None
+        memos = after_parse(entry, meta, frames) if after_parse is not None else None
     except TraceFileError as exc:
         status = "incomplete" if exc.incomplete else "not_trace" if exc.not_trace else "error"
         return failed(status, str(exc))
@@ -147,6 +157,25 @@ def _parse_and_store(
     return LoadResult(
         tf, "loaded", meta, entry, seconds=seconds, frames=kept, notice=notice, memos=memos
     )
+
+
+def _in_pieces(
+    tf: TraceFile, cache: Cache, limits: Limits
+) -> tuple[ParsedTrace, Path | None, dict[str, pl.DataFrame] | None, str | None]:
+    """A file too large to hold at once, into its cache entry piece by piece (`stream`):
+    the parse, its entry (None: store it as any other, it was parsed whole after all), the
+    frames kept and a notice when the cache cannot take them (then it must fit in memory)."""
+    writer = cache.writer(tf)
+    try:
+        parsed = stream.parse_in_pieces(tf.path, writer, limits)
+        return parsed, writer.commit(parsed.meta) if parsed.streamed else None, None, None
+    except CacheWriteError as exc:
+        writer.abort()
+        parsed = parse_file(tf.path, limits)
+        return parsed, uncached_entry(tf), parsed.frames, unwritable(cache, exc)
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def _timeout_text(limits: Limits) -> str:

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 import orjson
@@ -33,7 +33,7 @@ from hta_tui.trace.limits import Limits
 from hta_tui.trace.quality import checked_events
 
 #: Bumped whenever the frames change shape or meaning; part of the cache key.
-PARSER_VERSION = 15
+PARSER_VERSION = 16
 
 
 class TraceFileError(Exception):
@@ -93,14 +93,29 @@ class ParsedTrace:
 
     meta: dict[str, Any]
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
+    #: parsed in pieces into a sink (`stream`): `frames` is empty, the sink has them
+    streamed: bool = False
 
 
 def read_regular(path: str | Path, limit: int | None = None) -> bytes:
     """The bytes of a regular file (at most `limit` + 1 of them, enough to tell it is over
     the limit; a file already larger on disk is refused unread); anything else (a FIFO, a
-    socket, a device, or a link to one) raises before a byte is read. The check is made on
-    the opened file too (opened non-blocking: a FIFO without a writer would block the open),
-    so a file swapped for a FIFO after discovery is refused as well."""
+    socket, a device, or a link to one) raises before a byte is read (`open_regular`)."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if limit is not None and size > limit:
+            # over the limit on disk, so over it as JSON too (gzip's output is never
+            # smaller than its input but for a few header bytes): refused unread, so
+            # a huge or sparse file costs no memory
+            raise TraceFileError(_too_big(limit), too_big=True)
+        return f.read() if limit is None else f.read(min(size, limit) + 1)
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """A regular file opened for reading; anything else (a FIFO, a socket, a device, or a
+    link to one) raises before a byte is read. The check is made on the opened file too
+    (opened non-blocking: a FIFO without a writer would block the open), so a file swapped
+    for a FIFO after discovery is refused as well."""
     try:
         why = not_regular(os.stat(path).st_mode)
     except FileNotFoundError:
@@ -113,16 +128,11 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
         raise TraceFileError("a loop of symbolic links", not_trace=True) from None
     if why is None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-        with open(fd, "rb", closefd=True) as f:
-            st = os.fstat(fd)
-            why = not_regular(st.st_mode)
-            if why is None:
-                if limit is not None and st.st_size > limit:
-                    # over the limit on disk, so over it as JSON too (gzip's output is never
-                    # smaller than its input but for a few header bytes): refused unread, so
-                    # a huge or sparse file costs no memory
-                    raise TraceFileError(_too_big(limit), too_big=True)
-                return f.read() if limit is None else f.read(min(st.st_size, limit) + 1)
+        f = open(fd, "rb", closefd=True)  # noqa: SIM115 - returned open
+        why = not_regular(os.fstat(fd).st_mode)
+        if why is None:
+            return f
+        f.close()
     raise TraceFileError(why, not_trace=True)
 
 
@@ -271,8 +281,10 @@ _ARRAY_START = re.compile(rb"\s*:\s*\[")
 #: After a value inside an object: the next key or the object's end.
 _AFTER_VALUE = re.compile(rb"\s*[,}]")
 #: The keys Kineto writes after the events (log arrays, names) are searched for the array's
-#: end in this many trailing bytes; a longer tail is found by decoding the whole document.
+#: end in this many trailing bytes first, then in twice as many ... up to TAIL_MAX; a longer
+#: tail is found by decoding the whole document.
 TAIL_WINDOW = 4_000_000
+TAIL_MAX = 64_000_000
 #: The last event is looked for in this many bytes before a candidate end.
 LAST_EVENT_WINDOW = 65_536
 
@@ -307,26 +319,39 @@ def _find_events(buf: bytes) -> tuple[_Trace, memoryview] | None:
 def _events_end(buf: bytes, first: int) -> int | None:
     """The position of the "]" closing the events array that opens at `first`.
 
-    Walks back over the "]"s of the file's tail: the one closing the events is followed by
-    the next key or the document's end, and preceded by an event (an object with a `ph`) or
-    the opening bracket. That passes over Kineto's trailing log arrays (strings) and a
-    trailing array of other objects (deviceProperties after the events). A wrong answer
-    cannot decode (`_chunks`), so this only decides how fast the file parses.
+    Walks back over the "]"s of the file's tail that are followed by the next key or the
+    document's end: the one closing the events is preceded by an event (an object with a
+    `ph`) or the opening bracket. That passes over Kineto's trailing log arrays (strings)
+    and a trailing array of other objects (deviceProperties after the events). The "]"s
+    are found by a regex, a window at a time from the end (TAIL_WINDOW, doubling up to
+    TAIL_MAX): log arrays of several MB after the events (a real MTIA trace's) are passed
+    over at the regex's speed, not a Python step per "]". A wrong answer cannot decode
+    (`_chunks`), so this only decides how fast the file parses.
     """
-    stop, floor = len(buf), max(first, len(buf) - TAIL_WINDOW)
-    while (end := buf.rfind(b"]", floor, stop)) > first:
-        stop = end
-        if not _AFTER_VALUE.match(buf, end + 1):
-            continue
-        near = buf[max(first, end - 256) : end].rstrip()  # what the "]" closes
-        if near == b"[" and end - 256 <= first:
-            return end  # the events array, empty
-        if near[-1:] != b"}":
-            continue
-        before = buf[max(first, end - LAST_EVENT_WINDOW) : end].rstrip()
-        if _is_event(before, whole=end - LAST_EVENT_WINDOW <= first):
-            return end
+    stop, window = len(buf), TAIL_WINDOW
+    while stop > first:
+        floor = max(first, stop - window)
+        # a "]" just before `stop` is followed by what lies after it: look a little further
+        ends = [m.start() for m in _CLOSE.finditer(buf, floor, min(len(buf), stop + 4096))]
+        for end in reversed(ends):
+            if end >= stop or end <= first:
+                continue
+            near = buf[max(first, end - 256) : end].rstrip()  # what the "]" closes
+            if near == b"[" and end - 256 <= first:
+                return end  # the events array, empty
+            if near[-1:] != b"}":
+                continue
+            before = buf[max(first, end - LAST_EVENT_WINDOW) : end].rstrip()
+            if _is_event(before, whole=end - LAST_EVENT_WINDOW <= first):
+                return end
+        if len(buf) - floor >= TAIL_MAX:
+            return None
+        stop, window = floor, window * 2
     return None
+
+
+#: A "]" followed by the next key or the end of its object: where an array of values ends.
+_CLOSE = re.compile(rb"\]\s*[,}]")
 
 
 def _is_event(before: bytes, *, whole: bool) -> bool:
@@ -370,7 +395,9 @@ def _unit(why: str) -> str:
 _EDGE = re.compile(rb"\}\s*,\s*\{")
 
 
-def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
+def _chunks(
+    text: memoryview, dropped: Counter[str], exact: list[bool] | None = None
+) -> Iterator[list[Event]]:
     """The events of the array `text`, decoded about CHUNK_BYTES of JSON at a time.
 
     Numbers are decoded as numbers (`events.Decoded`: again with fractional numbers as text
@@ -384,10 +411,14 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
     `bytes` per chunk was fresh memory the kernel had to fault in each time (a tenth of a
     pretty-printed file's parse). msgspec's Raw args are views into that buffer, so a chunk's
     events must be used before the next one is asked for, as `build_frames` does.
+
+    `exact`: a cell shared by the pieces of a file read in pieces (`stream`), so the file's
+    later pieces keep their numbers' text too.
     """
     start, end = 1, len(text) - 1  # inside "[" and "]"
     size = _chunk_bytes(text)
-    exact = False  # once a chunk needed its numbers' text, the file's next chunks do too
+    # once a chunk needed its numbers' text, the file's next chunks do too
+    exact = [False] if exact is None else exact
     scratch = bytearray()
     while True:
         edge = _EDGE.search(text, start + size, end) if start + size < end else None
@@ -400,7 +431,7 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
         buf[1 : n + 1] = text[start:stop]
         buf[n + 1] = 0x5D
         piece = buf[: n + 2]
-        if exact:
+        if exact[0]:
             yield _decode_chunk(piece, dropped)
         else:
             before = dropped.copy()  # what this chunk's decode counts is counted again
@@ -409,8 +440,7 @@ def _chunks(text: memoryview, dropped: Counter[str]) -> Iterator[list[Event]]:
             def again(
                 first: int = start, last: int = stop, before: Counter[str] = before
             ) -> list[Event]:
-                nonlocal exact
-                exact = True
+                exact[0] = True
                 dropped.clear()
                 dropped.update(before)
                 return _decode_chunk(b"".join((b"[", text[first:last], b"]")), dropped)

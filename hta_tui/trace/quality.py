@@ -29,15 +29,18 @@ _STEP_DIGITS = r"^ProfilerStep\s*#\s*(\d+)"
 _OP_KINDS = ("cpu_op", "annotation")
 
 
-def checked_events(events: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
+def checked_events(
+    events: pl.DataFrame, dropped: Counter[str], seen: dict[str, pl.Series] | None = None
+) -> pl.DataFrame:
     """`events` without out-of-range steps and with shared ids cleared, counted in
-    `dropped`. A clean file (every real trace) costs three cheap scans."""
+    `dropped`. A clean file (every real trace) costs three cheap scans. `seen`: for a file
+    read in pieces (`stream`), the ids its earlier pieces' owners hold, kept up to date."""
     if events.is_empty():
         return events
     events = _drop_huge_steps(events, dropped)
     launches, ops = pl.col("kind").is_in(LAUNCH_KINDS), pl.col("kind").is_in(_OP_KINDS)
-    events = _unique_ids(events, "correlation", launches, SHARED_CORRELATION, dropped)
-    return _unique_ids(events, "external_id", ops, SHARED_EXTERNAL_ID, dropped)
+    events = _unique_ids(events, "correlation", launches, SHARED_CORRELATION, dropped, seen)
+    return _unique_ids(events, "external_id", ops, SHARED_EXTERNAL_ID, dropped, seen)
 
 
 def _drop_huge_steps(events: pl.DataFrame, dropped: Counter[str]) -> pl.DataFrame:
@@ -53,11 +56,23 @@ def _drop_huge_steps(events: pl.DataFrame, dropped: Counter[str]) -> pl.DataFram
 
 
 def _unique_ids(
-    events: pl.DataFrame, column: str, owners: pl.Expr, reason: str, dropped: Counter[str]
+    events: pl.DataFrame,
+    column: str,
+    owners: pl.Expr,
+    reason: str,
+    dropped: Counter[str],
+    seen: dict[str, pl.Series] | None = None,
 ) -> pl.DataFrame:
-    """`column` cleared on every `owners` row but the first (in file order) with its id."""
+    """`column` cleared on every `owners` row but the first (in file order) with its id,
+    earlier pieces' rows (`seen`) included."""
     has = owners & pl.col(column).is_not_null()
     shared = has & ~pl.col(column).is_first_distinct().over(has)
+    if seen is not None:
+        earlier = seen.get(column)
+        if earlier is not None:
+            shared = shared | (has & pl.col(column).is_in(earlier.implode()))
+        ids = events.filter(has).get_column(column).unique()
+        seen[column] = ids if earlier is None else pl.concat([earlier, ids]).unique()
     n = events.select(shared.sum()).item()
     if not n:
         return events

@@ -1,0 +1,179 @@
+"""One very large rank (issue 27, point 5): cold open, peak memory, and the views after it.
+
+    python3 ../shared/tools/scale_trace.py ../shared/traces/tracelens_mi300_ddp_resnet18/*.gz \\
+        --out /tmp/r1_10gb --ranks 1 --target-mb 10000          # never inside the repo
+    python bench/bench_big_rank.py /tmp/r1_10gb --label "1 x 10 GB"   # appends to BIG_RANK.md
+
+Each measurement runs in a fresh subprocess, its peak memory sampled over it and its parser
+workers (`bench_open.TreePeak`, proportional set size):
+- cold open: what `report` and the app do on a folder never seen (parse in a worker, in
+  pieces when the file is over 512 MB of JSON, store, per-file summaries), then the overview's
+  tables;
+- views, warm: the overview, the kernels table (`gpu_kernel_breakdown`) and the timeline's
+  rows, from the cache, as the app's first visits compute them;
+- the floor (one process: gunzip + `orjson.loads`), only where the file's JSON times 7 fits in
+  the memory available (orjson's objects take about 7 bytes per byte of JSON); else it is
+  reported as not fitting.
+CPU seconds are the work done (what other processes on this shared VM do not inflate, but
+see RESULTS.md on steal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_open import TreePeak, _floor, _open  # noqa: E402
+
+
+def _views(folder: Path, cache_dir: Path) -> dict:
+    from hta_tui.analysis.overview import file_table, temporal_table
+    from hta_tui.analysis.timeline_rows import build_timeline
+    from hta_tui.api import TraceAnalysis
+    from hta_tui.trace.cache import Cache
+
+    out: dict = {}
+    t0 = time.perf_counter()
+    ta = TraceAnalysis(folder, cache=Cache(cache_dir))
+    ts = ta.trace_set
+    file_table(ts)
+    temporal_table(ts)
+    out["overview_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    table = ta.get_gpu_kernel_breakdown()
+    out["kernels_s"] = time.perf_counter() - t0
+    out["kernel_rows"] = len(table[0]) if isinstance(table, tuple) else len(table)
+    t0 = time.perf_counter()
+    frames = {r: d.events for r, d in ts.loaded().items()}
+    timeline = build_timeline(frames, ts.origin_ns)
+    out["timeline_s"] = time.perf_counter() - t0
+    out["timeline_rows"] = len(timeline.rows)
+    return out
+
+
+def _measure(kind: str, folder: Path, cache_dir: Path) -> None:
+    import resource
+
+    sampler = TreePeak(every=0.1)
+    sampler.__enter__()
+    t0 = time.perf_counter()
+    if kind == "floor":
+        info = _floor(folder)
+    elif kind == "open":
+        info = _open(folder, cache_dir)
+    else:
+        info = _views(folder, cache_dir)
+    wall = time.perf_counter() - t0
+    sampler.__exit__()
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    sampler.cpu[os.getpid()] = me.ru_utime + me.ru_stime
+    peak = max(sampler.peak, me.ru_maxrss / 1024)
+    print(json.dumps({"wall_s": wall, "tree_mb": peak, "cpu_s": sum(sampler.cpu.values()), **info}))
+
+
+def _run(kind: str, folder: Path, cache_dir: Path) -> dict:
+    # the time limit per file guards a shared folder, not a benchmark on a loaded machine
+    env = {"HTA_TUI_FILE_TIMEOUT": "7200", **os.environ, "PYTHONPATH": str(HERE.parent)}
+    out = subprocess.run(
+        [sys.executable, __file__, "--measure", kind, str(folder), "--cache", str(cache_dir)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if out.returncode:
+        raise SystemExit(f"{kind} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _json_mb(folder: Path) -> float:
+    total = 0
+    for f in folder.glob("*.json*"):
+        with f.open("rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+        total += f.stat().st_size * (8 if gz else 1)  # a gzip's JSON: roughly
+    return total / 1e6
+
+
+def _available_mb() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--cache", type=Path)
+    ap.add_argument("--measure", choices=("floor", "open", "views"))
+    ap.add_argument("--label", default="")
+    ap.add_argument("--no-floor", action="store_true")
+    ap.add_argument("--out", type=Path, default=HERE / "BIG_RANK.md")
+    args = ap.parse_args()
+    if args.measure:
+        _measure(args.measure, args.folder, args.cache)
+        return
+    mb = _json_mb(args.folder)
+    cache_dir = Path(tempfile.mkdtemp(prefix="bench-big-", dir="/tmp"))
+    try:
+        cold = _run("open", args.folder, cache_dir)
+        views = _run("views", args.folder, cache_dir)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    floor = None
+    fits = mb * 7 < _available_mb()
+    if fits and not args.no_floor:
+        floor = _run("floor", args.folder, cache_dir)
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    lines = [
+        f"\n## {args.label or args.folder.name}: {mb:,.0f} MB of JSON, "
+        f"{cold.get('loaded', 0)} file(s) loaded\n",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}; {when} UTC; load average {os.getloadavg()[0]:.1f}\n",
+        "| measurement | wall s | CPU s | peak MB |",
+        "|---|---:|---:|---:|",
+        f"| cold open (parse in pieces, store, summaries, overview) | {cold['wall_s']:.1f} | "
+        f"{cold['cpu_s']:.1f} | {cold['tree_mb']:,.0f} |",
+        f"| views, warm: overview {views['overview_s']:.1f} s, kernels "
+        f"{views['kernels_s']:.1f} s, timeline {views['timeline_s']:.1f} s "
+        f"({views['timeline_rows']} rows) | {views['wall_s']:.1f} | {views['cpu_s']:.1f} | "
+        f"{views['tree_mb']:,.0f} |",
+    ]
+    if floor is not None:
+        lines.append(
+            f"| floor: gunzip + orjson.loads | {floor['wall_s']:.1f} | {floor['cpu_s']:.1f} | "
+            f"{floor['tree_mb']:,.0f} |"
+        )
+        lines.append(
+            f"\nCold open / floor: {cold['wall_s'] / floor['wall_s']:.2f} in wall time, "
+            f"{cold['cpu_s'] / floor['cpu_s']:.2f} in CPU time."
+        )
+    elif args.no_floor:
+        lines.append("\nThe floor (gunzip + orjson.loads) was not measured (--no-floor).")
+    else:
+        lines.append(
+            f"\nThe floor (gunzip + orjson.loads) does not fit: about {mb * 7 / 1000:,.0f} GB "
+            f"for {mb:,.0f} MB of JSON, {_available_mb() / 1000:,.0f} GB available."
+        )
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.out.exists():
+        args.out.write_text("# Benchmark results: one very large rank\n")
+    with args.out.open("a") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""A file over the byte limit is parsed in pieces (trace/stream.py) into its cache entry: the
+frames and metadata are the whole-file parse's, each piece holds at most about the limit of
+JSON, and a layout that cannot be split is refused over the limit as before. The knobs are
+lowered so a small generated trace is cut into many pieces."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+import pytest
+from polars.testing import assert_frame_equal
+
+from hta_tui.synth.files import make_trace
+from hta_tui.synth.hostile_files import HUGE_DIGITS
+from hta_tui.synth.memory import MemoryOptions
+from hta_tui.trace import parse, stream
+from hta_tui.trace.cache import Cache, EntryWriter, read_frame
+from hta_tui.trace.discover import describe
+from hta_tui.trace.limits import Limits
+from hta_tui.trace.load import load_files
+from hta_tui.trace.model import RankData
+from hta_tui.trace.quality import SHARED_CORRELATION, STEP_OUT_OF_RANGE
+from hta_tui.trace.schema import FRAME_SCHEMAS
+
+LIMIT = 30_000  # bytes of JSON held at once (the lowered byte limit): the piece size
+_NOT_IN_BOTH = ("cache_files", "path")
+
+
+def _trace() -> dict:
+    """A rank with memory events, flows, metadata and steps, and at its end what depends on
+    more than one piece: a launch reusing a correlation id of the first piece, a step
+    number beyond any column, and timestamps a float cannot keep (the rest of the file is
+    then decoded with numbers as text)."""
+    trace = make_trace(0, world_size=2, steps=3, seed=3, memory=MemoryOptions())
+    events = trace["traceEvents"]
+    launch = next(e for e in events if e.get("cat") == "cuda_runtime" and "args" in e)
+    step = next(e for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    late = 2**45  # us: beyond 2^43, a float cannot keep a fractional digit
+    events += [
+        {**launch, "ts": launch["ts"] + 1e6},
+        {**step, "name": f"ProfilerStep#{HUGE_DIGITS}"},
+        {**launch, "ts": f"{late}.125", "dur": 1.5, "args": {"correlation": 10**9}},
+        {"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": "soon"},
+    ]
+    return trace
+
+
+@pytest.fixture
+def small_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The events array's end looked for in the last 20 KB (not 4 MB: the whole file)."""
+    monkeypatch.setattr(parse, "TAIL_WINDOW", 20_000)
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 8_192)
+
+
+def _same(entry: Path, meta: dict, whole: parse.ParsedTrace) -> None:
+    for name in FRAME_SCHEMAS:
+        assert_frame_equal(read_frame(entry, name), whole.frames[name])
+    strip = lambda m: {k: v for k, v in m.items() if k not in _NOT_IN_BOTH}  # noqa: E731
+    assert strip(meta) == strip(whole.meta)
+
+
+def test_a_file_over_the_limit_opens_in_pieces_as_parsed_whole(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t" / "rank-0.json"
+    path.parent.mkdir()
+    path.write_bytes(orjson.dumps(_trace()))
+    whole = parse.parse_file(path)
+    assert whole.meta["dropped_events"].keys() >= {SHARED_CORRELATION, STEP_OUT_OF_RANGE}
+    assert whole.frames["memory"].height and whole.frames["flows"].height
+    sizes: list[int] = []
+    add = stream._Pieces.add
+
+    def spy(self: stream._Pieces, events_json: memoryview) -> None:
+        sizes.append(len(events_json))
+        add(self, events_json)
+
+    monkeypatch.setattr(stream._Pieces, "add", spy)
+    cache = Cache(tmp_path / "cache")
+    (result,) = load_files([describe(path)], cache, limits=Limits(max_bytes=LIMIT))
+    assert result.ok and not result.frames, result.error
+    # many pieces, none much over the limit (a piece ends at the first event after it)
+    assert path.stat().st_size > 10 * LIMIT and len(sizes) >= 10
+    assert max(sizes) < 2 * LIMIT
+    assert (result.entry / "events.9.parquet").exists()
+    _same(result.entry, result.meta, whole)
+    assert_frame_equal(RankData(result.entry, result.meta).events, whole.frames["events"])
+    # a warm open finds the entry whole; a piece gone is damage, found when it is looked up
+    assert cache.lookup(describe(path)) is not None
+    (result.entry / "events.3.parquet").unlink()
+    assert cache.lookup(describe(path)) is None
+
+
+def test_a_gzip_of_several_members_is_read_in_pieces(tmp_path: Path, small_pieces: None) -> None:
+    text = orjson.dumps(_trace())
+    path = tmp_path / "rank-0.json.gz"
+    cut = len(text) // 3  # members of one document: gunzip joins them
+    path.write_bytes(b"".join(gzip.compress(p) for p in (text[:cut], text[cut:])))
+    whole = parse.parse_file(path)
+    writer = EntryWriter(tmp_path / "entry")
+    parsed = stream.parse_in_pieces(path, writer, Limits(max_bytes=LIMIT))
+    assert parsed.streamed and parsed.meta["path"] == str(path)
+    _same(writer.commit(parsed.meta), parsed.meta, whole)
+
+
+def test_a_layout_that_cannot_be_split_is_held_whole_within_the_limit(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events followed by more than the tail window of other objects: a piece is cut
+    between two of those, and the piece holding the events' end does not decode. Within
+    the limit the file is parsed whole, as before; over it, refused with the limit's
+    reason, and nothing is left in the cache."""
+    monkeypatch.setattr(stream, "PIECE_BYTES", LIMIT)
+    trace = _trace()
+    trace["devices"] = [{"id": i, "name": "x" * 60} for i in range(1_500)]  # 120 KB
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(orjson.dumps(trace))
+    whole = parse.parse_file(path)
+    writer = EntryWriter(tmp_path / "cache" / "entry")
+    parsed = stream.parse_in_pieces(path, writer, Limits(max_bytes=10**9))
+    assert not parsed.streamed
+    _same_frames = [assert_frame_equal(parsed.frames[n], whole.frames[n]) for n in FRAME_SCHEMAS]
+    assert len(_same_frames) == len(FRAME_SCHEMAS)
+    with pytest.raises(parse.TraceFileError) as caught:
+        stream.parse_in_pieces(path, writer, Limits(max_bytes=LIMIT))
+    assert caught.value.too_big
+    assert str(caught.value) == "larger than the 0 MB limit (HTA_TUI_MAX_FILE_MB)"
+    assert not list((tmp_path / "cache").glob("*/*"))
