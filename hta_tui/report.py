@@ -18,6 +18,8 @@ import polars as pl
 from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
+from hta_tui.exec import Backend, BackendError, open_backend
+from hta_tui.exec.split import run_split
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import SERIES, terminal_width, write_text
 from hta_tui.session import open_session
@@ -42,13 +44,20 @@ FILE_KEYS = (
 
 
 def build_tables(
-    ts: TraceSet, *, names: list[str] | None = None, options: registry.Options | None = None
+    ts: TraceSet,
+    *,
+    names: list[str] | None = None,
+    options: registry.Options | None = None,
+    backend: Backend | None = None,
+    cache_root: Path | None = None,
 ) -> dict[str, pl.DataFrame]:
     """ "files" and every selected analysis's tables, in the registry's order.
 
     The temporal breakdown comes from the per-file summaries (equal to the analysis over the
     frames, see tests/test_overview.py), so `--only temporal_breakdown` reads no frame when
-    the cache is warm.
+    the cache is warm. The others go through `exec.split`: rank-wise analyses rank by rank
+    on `backend` (in this process when None), their results and whole answers kept under
+    `cache_root` (not kept when None).
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
@@ -57,9 +66,7 @@ def build_tables(
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:
-        tables.update(
-            registry.run(ts.frames(), rest, options, frames=ts.frames, meta=registry.trace_meta(ts))
-        )
+        tables.update(run_split(ts, rest, options, backend, cache_root=cache_root))
     return {"files": tables["files"], **registry.wanted_tables(names, tables)}
 
 
@@ -201,21 +208,59 @@ def run_report(
     options: registry.Options | None = None,
     width: int | None = None,
     rows: int | None = None,
+    dask: str | None = None,
+    backend: Backend | None = None,
 ) -> int:
     """`options`: the analyses' parameters (HTA's defaults when None); `hta_compat` is
     applied on top. `csv_raw`: the CSV files keep every value as it is (for programs);
-    `width` and `rows` shape the text output (terminal width, 50 rows)."""
+    `width` and `rows` shape the text output (terminal width, 50 rows). `dask`: a Dask
+    scheduler's address, or "local[:N]", where files are parsed and rank-wise analyses run
+    (`backend`: one already open, kept open)."""
     out = out or sys.stdout
+    if backend is None:
+        try:
+            own = open_backend(dask, workers=workers)
+        except BackendError as exc:  # distributed missing, a scheduler out of reach
+            print(f"hta-tui: {printable(str(exc))}", file=sys.stderr)
+            return 2
+        with own:
+            return _run_report(path, own, **_settings(locals()))
+    return _run_report(path, backend, **_settings(locals()))
+
+
+def _settings(given: dict[str, Any]) -> dict[str, Any]:
+    """run_report's arguments for `_run_report`."""
+    return {k: v for k, v in given.items() if k not in ("path", "dask", "backend", "own")}
+
+
+def _run_report(
+    path: Path,
+    backend: Backend,
+    *,
+    as_json: bool,
+    csv_dir: Path | None,
+    csv_raw: bool,
+    only: list[str] | None,
+    no_cache: bool,
+    workers: int | None,
+    hta_compat: bool,
+    out: TextIO,
+    cache: Cache | None,
+    options: registry.Options | None,
+    width: int | None,
+    rows: int | None,
+) -> int:
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     # the session the app opens its files through too: the same files, ranks and reasons
-    session = open_session(path, cache, workers=workers, after_parse=precompute)
+    session = open_session(path, cache, workers=workers, after_parse=precompute, backend=backend)
     ts = session.trace_set
     for notice in session.notices:  # a loader that failed, say
         print(f"hta-tui: note: {printable(notice.text)}", file=sys.stderr)
     if not ts.entries:  # one line, not an empty section per table
         print(f"hta-tui: no trace files in {printable(path)}", file=sys.stderr)
     options = dataclasses.replace(options or registry.Options(), hta_compat=hta_compat)
-    tables = build_tables(ts, names=only, options=options)
+    cache_root = cache.root if cache.enabled else None
+    tables = build_tables(ts, names=only, options=options, backend=backend, cache_root=cache_root)
     _print_notices()
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)

@@ -1,0 +1,47 @@
+"""Named tables as one run of bytes (Arrow IPC each), the form per-rank results take on the
+network and in the cache: self-describing, typed, and read back without the analysis code."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import orjson
+import polars as pl
+
+#: The blob's first bytes: its layout's version, so an old file is a miss, never a misread.
+MAGIC = b"HTAR1"
+
+
+def pack(tables: dict[str, pl.DataFrame]) -> bytes:
+    """A header (the names and byte lengths, JSON) then each table's Arrow IPC stream."""
+    bodies = []
+    for df in tables.values():
+        buf = io.BytesIO()
+        df.write_ipc_stream(buf)
+        bodies.append(buf.getvalue())
+    head = orjson.dumps([[name, len(b)] for name, b in zip(tables, bodies, strict=True)])
+    return b"".join([MAGIC, struct.pack("<I", len(head)), head, *bodies])
+
+
+def unpack(blob: bytes) -> dict[str, pl.DataFrame]:
+    """`pack` undone; ValueError for bytes that are not a whole blob (a damaged file)."""
+    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 4:
+        raise ValueError("not a table blob")
+    at = len(MAGIC)
+    (size,) = struct.unpack_from("<I", blob, at)
+    at += 4
+    try:
+        head = orjson.loads(blob[at : at + size])
+    except orjson.JSONDecodeError as exc:
+        raise ValueError("damaged table blob") from exc
+    at += size
+    out = {}
+    for name, length in head:
+        if at + length > len(blob):
+            raise ValueError("truncated table blob")
+        out[name] = pl.read_ipc_stream(io.BytesIO(blob[at : at + length]))
+        at += length
+    if at != len(blob):
+        raise ValueError("table blob has trailing bytes")
+    return out

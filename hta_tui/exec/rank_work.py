@@ -1,0 +1,120 @@
+"""The unit of work: one rank's file -> the tables of the rank-wise analyses on it, as bytes.
+
+Runs wherever the back-end puts it (this process, a pool worker, a Dask worker that can read
+the cache): it reads the rank's frames from its cache entry, runs the analyses declared
+`scope="rank"` on that rank alone, and keeps each analysis's tables beside the frames
+(`<entry>/results/<analysis>-<key>.arrow`), keyed by the options the analysis reads and the
+code's version, so a second report reads them back instead of computing them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from hta_tui.analysis import registry
+from hta_tui.exec.blobs import pack, unpack
+from hta_tui.trace.model import RankData
+
+RESULTS_DIR = "results"
+
+
+@functools.cache
+def code_version() -> str:
+    """What the results depend on besides the file and the options: the source of the
+    analyses and of the parser (every .py under analysis/ and trace/) and polars' version."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha1(pl.__version__.encode())
+    for folder in ("analysis", "trace", "exec"):
+        for path in sorted((root / folder).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def options_key(analysis: registry.Analysis, options: registry.Options) -> str:
+    """The options an analysis reads, with the code's version, as a short key."""
+    values = dataclasses.asdict(options)
+    said = "|".join(f"{o}={values[o]!r}" for o in sorted(analysis.options))
+    return hashlib.sha1(f"{code_version()}|{analysis.name}|{said}".encode()).hexdigest()[:20]
+
+
+def result_path(entry: Path, analysis: registry.Analysis, options: registry.Options) -> Path:
+    return entry / RESULTS_DIR / f"{analysis.name}-{options_key(analysis, options)}.arrow"
+
+
+@dataclass(frozen=True)
+class RankJob:
+    """One rank's work as it crosses to a worker: small and picklable."""
+
+    rank: int
+    #: the file's cache entry (its frames); on a cluster, a path every worker can read
+    entry: str
+    #: the file's metadata, with its "path" (what `Analysis.meta` analyses read)
+    meta: dict[str, Any]
+    analyses: tuple[str, ...]
+    options: registry.Options
+    #: keep the results in the entry (False: an entry that cannot be written)
+    store: bool = True
+
+
+def read_cached(path: Path) -> bytes | None:
+    """A stored result, or None when missing or damaged (it is made again)."""
+    try:
+        blob = path.read_bytes()
+        unpack(blob)  # checks the whole blob: a truncated file is a miss
+    except (OSError, ValueError, pl.exceptions.PolarsError):
+        return None
+    return blob
+
+
+def _write_atomic(blob: bytes, path: Path) -> None:
+    """Best effort: a read-only cache only costs a recomputation next time."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(blob)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def rank_tables(job: RankJob) -> dict[str, bytes]:
+    """analysis -> its tables on this rank (`blobs.pack`), read back when stored, else made
+    and stored. Raises what an analysis raises: the caller says which rank it cost."""
+    entry = Path(job.entry)
+    chosen = [registry.BY_NAME[n] for n in job.analyses]
+    out: dict[str, bytes] = {}
+    missing = []
+    for a in chosen:
+        blob = read_cached(result_path(entry, a, job.options))
+        if blob is None:
+            missing.append(a)
+        else:
+            out[a.name] = blob
+    if missing:
+        data = RankData(entry, job.meta)
+        tables = registry.run(
+            {job.rank: data.events},
+            [a.name for a in missing],
+            job.options,
+            threads=1,
+            frames=lambda name: {job.rank: data.frame(name)},
+            meta={job.rank: job.meta},
+        )
+        for a in missing:
+            blob = pack({t: tables[t] for t in a.tables if t in tables})
+            if job.store:
+                _write_atomic(blob, result_path(entry, a, job.options))
+            out[a.name] = blob
+    return {n: out[n] for n in job.analyses}
