@@ -21,6 +21,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="parse again; keep nothing afterwards")
     p.add_argument("--workers", type=int, default=None, help="parser processes (default: cores)")
     p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="parse and analyse on a Dask cluster: a scheduler (tcp://host:8786) or local[:N] "
+        "(N worker processes here); needs pip install 'hta-tui[dask]'",
+    )
+    p.add_argument(
         "--log",
         type=Path,
         metavar="FILE",
@@ -184,6 +190,7 @@ def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None, o
         options=options,
         width=args.width,
         rows=args.rows,
+        dask=args.dask,
     )
 
 
@@ -295,4 +302,5 @@ def main(argv: list[str] | None = None) -> int:
         compare=args.compare,
         control_rank=args.rank,
         test_rank=args.test_rank,
+        dask=args.dask,
     )

@@ -1,33 +1,42 @@
 """Named tables as one run of bytes (Arrow IPC each), the form per-rank results take on the
-network and in the cache: self-describing, typed, and read back without the analysis code."""
+network and in the cache: self-describing, typed, and read back without the analysis code.
+A CRC-32 at the end finds a damaged file (garbage of the right length included), which is
+then made again, never misread."""
 
 from __future__ import annotations
 
 import io
 import struct
+import zlib
 
 import orjson
 import polars as pl
 
 #: The blob's first bytes: its layout's version, so an old file is a miss, never a misread.
-MAGIC = b"HTAR1"
+MAGIC = b"HTAR2"
 
 
 def pack(tables: dict[str, pl.DataFrame]) -> bytes:
-    """A header (the names and byte lengths, JSON) then each table's Arrow IPC stream."""
+    """A header (the names and byte lengths, JSON), each table's Arrow IPC stream, and the
+    CRC-32 of everything before it."""
     bodies = []
     for df in tables.values():
         buf = io.BytesIO()
         df.write_ipc_stream(buf)
         bodies.append(buf.getvalue())
     head = orjson.dumps([[name, len(b)] for name, b in zip(tables, bodies, strict=True)])
-    return b"".join([MAGIC, struct.pack("<I", len(head)), head, *bodies])
+    body = b"".join([MAGIC, struct.pack("<I", len(head)), head, *bodies])
+    return body + struct.pack("<I", zlib.crc32(body))
 
 
 def unpack(blob: bytes) -> dict[str, pl.DataFrame]:
     """`pack` undone; ValueError for bytes that are not a whole blob (a damaged file)."""
-    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 4:
+    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 8:
         raise ValueError("not a table blob")
+    (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
+    blob = blob[:-4]
+    if zlib.crc32(blob) != crc:
+        raise ValueError("damaged table blob")
     at = len(MAGIC)
     (size,) = struct.unpack_from("<I", blob, at)
     at += 4
