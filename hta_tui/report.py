@@ -19,7 +19,7 @@ from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
-from hta_tui.exec.split import run_split
+from hta_tui.exec.split import LazyFrames, job_cached, run_split
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import SERIES, terminal_width, write_text
 from hta_tui.session import open_session
@@ -94,10 +94,23 @@ def table_scopes(
         list(registry.ANALYSES),
         {t: df for t, df in tables.items() if t != "files"},
         registry.TABLE_OWNER,
-        ts.frames(),
+        LazyFrames(ts),  # a whole-trace table's scope reads no frame
         options or registry.Options(),
         spans,
     )
+
+
+def kept_scopes(
+    ts: TraceSet,
+    tables: dict[str, pl.DataFrame],
+    options: registry.Options,
+    cache_root: Path | None,
+) -> dict[str, Any]:
+    """`table_scopes`, kept per job beside the analyses' answers: a second report of the
+    same files reads no frame for it."""
+    what = f"scope|{sorted(dataclasses.asdict(options).items())}|{sorted(tables)}"
+    made = job_cached(ts, cache_root, what, lambda: orjson.dumps(table_scopes(ts, tables, options)))
+    return orjson.loads(made)
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -265,7 +278,7 @@ def _run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        doc = {**_records(tables), "scope": table_scopes(ts, tables, options)}
+        doc = {**_records(tables), "scope": kept_scopes(ts, tables, options, cache_root)}
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None and ts.entries and not ts.loaded():
         _no_trace_text(ts, out, **_shape(width, rows))

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Mapping
+import zlib
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from hta_tui.exec.blobs import pack, unpack
 from hta_tui.exec.rank_work import (
     RankJob,
     _write_atomic,
+    code_version,
     options_key,
     rank_tables,
     read_cached,
@@ -83,6 +85,45 @@ def _job_key(a: registry.Analysis, options: registry.Options, ranks: list[_Rank]
 
 def job_path(root: Path, key: str) -> Path:
     return root / JOBS_DIR / key[:2] / f"{key}.arrow"
+
+
+class LazyFrames(Mapping[int, pl.DataFrame]):
+    """rank -> its events frame, read only when asked for: what needs the ranks but not
+    their frames (the report's scope of a whole-trace table) reads none."""
+
+    def __init__(self, ts: TraceSet) -> None:
+        self._data = ts.loaded()
+
+    def __getitem__(self, rank: int) -> pl.DataFrame:
+        return self._data[rank].events
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def job_cached(
+    ts: TraceSet, cache_root: Path | None, what: str, compute: Callable[[], bytes]
+) -> bytes:
+    """`compute()` kept under the cache's jobs/ folder, keyed by every rank's file, `what`
+    (the options and names it depends on) and the code's version."""
+    if cache_root is None:
+        return compute()
+    digest = hashlib.sha1(f"{code_version()}|{what}".encode())
+    for r in _ranks(ts):
+        digest.update(f"{r.rank}\0{r.entry.name}\0{r.meta.get('path', '')}\n".encode())
+    path = job_path(cache_root, digest.hexdigest())
+    try:
+        kept = path.read_bytes()
+        if len(kept) >= 4 and zlib.crc32(kept[:-4]) == int.from_bytes(kept[-4:], "little"):
+            return kept[:-4]
+    except OSError:
+        pass
+    made = compute()  # missing or damaged: made again
+    _write_atomic(made + zlib.crc32(made).to_bytes(4, "little"), path)
+    return made
 
 
 def run_split(
