@@ -65,7 +65,9 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, Kerne
         self.hta_compat = hta_compat
         self.cache = cache_obj
         #: where work runs: None (the process pool for parsing, analyses here), or Dask
-        self.backend: Backend | None = open_backend(dask) if isinstance(dask, str) else dask
+        self.backend: Backend | None = (
+            open_backend(dask, lazy=True) if isinstance(dask, str) else dask
+        )
         self._own_backend = isinstance(dask, str)
         #: the files, opened through the session the app and the report use
         self.session: LiveSession = open_session(

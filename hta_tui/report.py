@@ -19,7 +19,7 @@ from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
-from hta_tui.exec.split import LazyFrames, job_cached, run_split
+from hta_tui.exec.split import LazyFrames, job_cached, rank_steps, run_split
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import SERIES, terminal_width, write_text
 from hta_tui.session import open_session
@@ -77,10 +77,16 @@ def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
 
 
 def table_scopes(
-    ts: TraceSet, tables: dict[str, pl.DataFrame], options: registry.Options | None
+    ts: TraceSet,
+    tables: dict[str, pl.DataFrame],
+    options: registry.Options | None,
+    backend: Backend | None = None,
 ) -> dict[str, Any]:
     """Per table: its ranks, the span (file) of each, the steps its numbers cover, what a step
-    is there and whose definitions (analysis/coverage.py)."""
+    is there and whose definitions (analysis/coverage.py). The steps are found rank by rank
+    on `backend` (this process when None) and kept beside each rank's frames: the client
+    reads no frame for them."""
+    options = options or registry.Options()
     spans = {}
     for rank in ts.loaded():
         entry = ts.selected(rank)
@@ -90,13 +96,20 @@ def table_scopes(
                 "span": entry.file.span_hint if several else "",
                 "path": _relative(entry.path, ts.root),
             }
+    shown = {t: df for t, df in tables.items() if t != "files"}
+    owners = {registry.owner(t) for t in shown if registry.known(t)}
+    kinds = {a.steps for a in owners} | {coverage.SHARES_OF.get(a.name, "") for a in owners}
+    known = None
+    if ts.loaded() and kinds & set(coverage.RANK_KINDS):
+        known = coverage.merge_steps(rank_steps(ts, options, backend))
     return coverage.table_scopes(
         list(registry.ANALYSES),
-        {t: df for t, df in tables.items() if t != "files"},
+        shown,
         registry.TABLE_OWNER,
-        LazyFrames(ts),  # a whole-trace table's scope reads no frame
-        options or registry.Options(),
+        LazyFrames(ts),  # read by nothing above: the steps are known already
+        options,
         spans,
+        known,
     )
 
 
@@ -105,11 +118,14 @@ def kept_scopes(
     tables: dict[str, pl.DataFrame],
     options: registry.Options,
     cache_root: Path | None,
+    backend: Backend | None = None,
 ) -> dict[str, Any]:
     """`table_scopes`, kept per job beside the analyses' answers: a second report of the
     same files reads no frame for it."""
     what = f"scope|{sorted(dataclasses.asdict(options).items())}|{sorted(tables)}"
-    made = job_cached(ts, cache_root, what, lambda: orjson.dumps(table_scopes(ts, tables, options)))
+    made = job_cached(
+        ts, cache_root, what, lambda: orjson.dumps(table_scopes(ts, tables, options, backend))
+    )
     return orjson.loads(made)
 
 
@@ -232,7 +248,7 @@ def run_report(
     out = out or sys.stdout
     if backend is None:
         try:
-            own = open_backend(dask, workers=workers)
+            own = open_backend(dask, workers=workers, lazy=True)
         except BackendError as exc:  # distributed missing, a scheduler out of reach
             print(f"hta-tui: {printable(str(exc))}", file=sys.stderr)
             return 2
@@ -278,7 +294,7 @@ def _run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        doc = {**_records(tables), "scope": kept_scopes(ts, tables, options, cache_root)}
+        doc = {**_records(tables), "scope": kept_scopes(ts, tables, options, cache_root, backend)}
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")
     elif csv_dir is None and ts.entries and not ts.loaded():
         _no_trace_text(ts, out, **_shape(width, rows))

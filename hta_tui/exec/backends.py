@@ -14,6 +14,7 @@ died, say) is retried once on another worker before its future fails (`retries=1
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
@@ -107,49 +108,76 @@ class PoolBackend(Backend):
 
 class DaskBackend(Backend):
     """A `distributed.Client` (see the module docstring). `processes=False` starts a local
-    cluster of threads in this process (the tests)."""
+    cluster of threads in this process (the tests). `lazy`: connect (or start the local
+    cluster) on the first submit, so a run whose every result is kept already (a warm
+    report) starts nothing; BackendError then comes from that submit."""
 
     kind = "dask"
     remote_bytes = 0  # every rank's work goes to the cluster: that is what it is for
 
-    def __init__(self, address: str, *, processes: bool = True) -> None:
+    def __init__(self, address: str, *, processes: bool = True, lazy: bool = False) -> None:
         try:
-            import distributed
+            import distributed  # noqa: F401 (said at once when missing, even when lazy)
         except ImportError:
             raise BackendError(INSTALL_HINT) from None
         self.address = address
+        self.processes = processes
+        self.client: Any = None
         self._cluster: Any = None
-        try:
-            if address == "local" or address.startswith("local:"):
-                n = _local_workers(address)
-                self._cluster = distributed.LocalCluster(
-                    n_workers=n,
-                    threads_per_worker=1,
-                    processes=processes,
-                    dashboard_address=None,
-                )
-                self.client = distributed.Client(self._cluster)
-            else:
-                self.client = distributed.Client(address, timeout="10s")
-        except (OSError, TimeoutError, ValueError) as exc:
-            self.close()
-            raise BackendError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-        self._executor: Executor = self.client.get_executor(retries=1, pure=False)
+        self._executor: Executor | None = None
+        self._lock = threading.Lock()
+        self._local = _local_workers(address) if address.partition(":")[0] == "local" else None
+        if not lazy or self._local is None:  # a scheduler's address: reached (or not) now
+            self._start()
+
+    def _start(self) -> Executor:
+        with self._lock:
+            if self._executor is not None:
+                return self._executor
+            import distributed
+
+            try:
+                if self._local is not None:
+                    self._cluster = distributed.LocalCluster(
+                        n_workers=self._local,
+                        threads_per_worker=1,
+                        processes=self.processes,
+                        dashboard_address=None,
+                    )
+                    self.client = distributed.Client(self._cluster)
+                else:
+                    self.client = distributed.Client(self.address, timeout="10s")
+            except (OSError, TimeoutError, ValueError) as exc:
+                self._stop()
+                raise BackendError(
+                    f"cannot reach the Dask scheduler at {self.address}: {exc}"
+                ) from None
+            self._executor = self.client.get_executor(retries=1, pure=False)
+            return self._executor
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
 
     @property
     def workers(self) -> int | None:
+        self._start()
         return max(1, len(self.client.scheduler_info().get("workers", {})))
 
     def describe(self) -> str:
-        return f"Dask at {self.address} ({self.workers} workers)"
+        return f"Dask at {self.address}"
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
-        return self._executor.submit(fn, *args)
+        return self._start().submit(fn, *args)
 
     def close(self) -> None:
-        client = getattr(self, "client", None)
-        if client is not None:
-            client.close()
+        with self._lock:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._executor = None
+        if self.client is not None:
+            self.client.close()
             self.client = None
         if self._cluster is not None:
             self._cluster.close()
@@ -173,10 +201,15 @@ def _local_workers(address: str) -> int:
 
 
 def open_backend(
-    dask: str | None = None, *, workers: int | None = None, processes: bool = True
+    dask: str | None = None,
+    *,
+    workers: int | None = None,
+    processes: bool = True,
+    lazy: bool = False,
 ) -> Backend:
-    """The back-end a front end asked for: Dask at `dask` when given, else the process pool
-    of `workers` (BackendError with its one line when Dask cannot start)."""
+    """The back-end a front end asked for: Dask at `dask` when given (started on its first
+    task when `lazy`), else the process pool of `workers` (BackendError with its one line
+    when Dask cannot start)."""
     if dask:
-        return DaskBackend(dask, processes=processes)
+        return DaskBackend(dask, processes=processes, lazy=lazy)
     return PoolBackend(workers)

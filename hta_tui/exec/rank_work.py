@@ -89,12 +89,50 @@ def _write_atomic(blob: bytes, path: Path) -> None:
             tmp.unlink()
 
 
+#: Not an analysis: the steps each kind of table covers on this rank (`coverage`), for the
+#: report's scope section, made with the rank's tables and kept beside them.
+STEPS = "steps_covered"
+
+
+def steps_path(entry: Path, options: registry.Options) -> Path:
+    said = f"{code_version()}|{STEPS}|{options.tb_compat!r}"
+    return entry / RESULTS_DIR / f"{STEPS}-{hashlib.sha1(said.encode()).hexdigest()[:20]}.arrow"
+
+
+def _steps_blob(rank: int, events: pl.DataFrame, options: registry.Options) -> bytes:
+    from hta_tui.analysis import coverage
+
+    rows = [
+        (kind, step)
+        for kind in coverage.RANK_KINDS
+        for step in (coverage.steps_covered(kind, {rank: events}, options) or {}).get(str(rank), [])
+    ]
+    table = pl.DataFrame(rows, schema={"kind": pl.String, "step": pl.Int64}, orient="row")
+    return pack({STEPS: table})
+
+
+def unpack_steps(blob: bytes) -> dict[str, list[int]]:
+    """kind -> this rank's steps, from `_steps_blob`."""
+    table = unpack(blob)[STEPS]
+    return {
+        kind: table.filter(pl.col("kind") == kind)["step"].to_list()
+        for kind in table["kind"].unique().to_list()
+    }
+
+
 def rank_tables(job: RankJob) -> dict[str, bytes]:
     """analysis -> its tables on this rank (`blobs.pack`), read back when stored, else made
     and stored. Raises what an analysis raises: the caller says which rank it cost."""
     entry = Path(job.entry)
-    chosen = [registry.BY_NAME[n] for n in job.analyses]
+    chosen = [registry.BY_NAME[n] for n in job.analyses if n != STEPS]
     out: dict[str, bytes] = {}
+    if STEPS in job.analyses:
+        blob = read_cached(steps_path(entry, job.options))
+        if blob is None:
+            blob = _steps_blob(job.rank, RankData(entry, job.meta).events, job.options)
+            if job.store:
+                _write_atomic(blob, steps_path(entry, job.options))
+        out[STEPS] = blob
     missing = []
     for a in chosen:
         blob = read_cached(result_path(entry, a, job.options))

@@ -29,13 +29,17 @@ from hta_tui.analysis import registry
 from hta_tui.exec.backends import Backend
 from hta_tui.exec.blobs import pack, unpack
 from hta_tui.exec.rank_work import (
+    STEPS,
     RankJob,
+    _steps_blob,
     _write_atomic,
     code_version,
     options_key,
     rank_tables,
     read_cached,
     result_path,
+    steps_path,
+    unpack_steps,
 )
 from hta_tui.trace.model import TraceSet
 
@@ -210,10 +214,13 @@ def _gather(backend: Backend, jobs: list[RankJob], stats: SplitRun) -> dict[int,
     """Every job's answer; a job that failed (after the back-end's retry) is logged and
     left out, to be made here."""
     stats.rank_tasks += len(jobs)
-    futures: dict[Future[dict[str, bytes]], RankJob] = {
-        backend.submit(rank_tables, job): job for job in jobs
-    }
+    futures: dict[Future[dict[str, bytes]], RankJob] = {}
     out = {}
+    for job in jobs:
+        try:
+            futures[backend.submit(rank_tables, job)] = job
+        except Exception as exc:  # a cluster that would not start: made here
+            stats.failed[job.rank] = _one_line(exc)
     for fut in as_completed(futures):
         job = futures[fut]
         try:
@@ -251,6 +258,30 @@ def _concat(parts: list[registry.Tables]) -> registry.Tables:
         frames = [p[name] for p in parts if name in p]
         full = [f for f in frames if f.height]
         out[name] = pl.concat(full, how="diagonal_relaxed") if full else frames[0]
+    return out
+
+
+def rank_steps(
+    ts: TraceSet, options: registry.Options, backend: Backend | None = None
+) -> dict[int, dict[str, list[int]]]:
+    """rank -> (kind of steps -> the ProfilerSteps its tables cover, `coverage`), each rank's
+    made on the back-end and kept beside its frames (`coverage.merge_steps` makes the job's)."""
+    backend = backend or Backend()
+    ranks = _ranks(ts)
+    out: dict[int, dict[str, list[int]]] = {}
+    jobs = []
+    for r in ranks:
+        blob = read_cached(steps_path(r.entry, options)) if r.stored else None
+        if blob is not None:
+            out[r.rank] = unpack_steps(blob)
+        elif r.stored:
+            jobs.append(RankJob(r.rank, str(r.entry), r.meta, (STEPS,), options))
+    remote = sum(r.size for r in ranks) >= backend.remote_bytes
+    for rank, got in _gather(backend if remote else Backend(), jobs, SplitRun()).items():
+        out[rank] = unpack_steps(got[STEPS])
+    for r in ranks:
+        if r.rank not in out:  # frames only here, or its work failed: made here
+            out[r.rank] = unpack_steps(_steps_blob(r.rank, ts.loaded()[r.rank].events, options))
     return out
 
 
