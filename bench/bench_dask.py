@@ -122,8 +122,9 @@ def main() -> None:
     backends = ([] if args.no_pool else ["pool"]) + [
         f"local:{n}" for n in args.workers.split(",") if n
     ]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     head = [
-        f"`report --json --only {args.only}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"`report --json --only {args.only}`, {when}, "
         f"load average {os.getloadavg()[0]:.0f} on {os.cpu_count()} cores",
         "",
         "| set | back-end | cold (s) | warm (s) | client peak cold (MB) | client peak warm (MB) "
