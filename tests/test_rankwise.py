@@ -260,7 +260,9 @@ def test_dask_missing_says_what_to_install(
 def test_killed_worker_process_loses_nothing(tmp_path: Path) -> None:
     """A LocalCluster of worker processes, one killed while the ranks are analysed: every
     rank's tables still arrive, the same as in-process."""
+    import contextlib
     import threading
+    import time
 
     root = tmp_path / "job"
     write_job(root, Dialect(), JobShape(ranks=16, steps=2, ops_per_step=4))
@@ -270,12 +272,23 @@ def test_killed_worker_process_loses_nothing(tmp_path: Path) -> None:
     forget_results(cache)
     with DaskBackend("local:2") as backend:
         client = backend.client
+        killed = threading.Event()
 
-        def kill_one() -> None:
-            workers = list(client.scheduler_info()["workers"])
-            client.run(os._exit, 1, workers=workers[:1])
+        def kill_a_busy_worker() -> None:
+            """Once a worker is running ranks' work, end its process (as the OOM killer)."""
+            for _ in range(600):
+                busy = [w for w, tasks in client.processing().items() if tasks]
+                if busy:
+                    with contextlib.suppress(Exception):  # its connection drops: expected
+                        client.run(os._exit, 1, workers=busy[:1], wait=False)
+                    killed.set()
+                    return
+                time.sleep(0.05)
 
-        threading.Timer(0.5, kill_one).start()
+        killer = threading.Thread(target=kill_a_busy_worker, daemon=True)
+        killer.start()
         stats = split.SplitRun()
         got = split.run_split(ts, ["idle_time_breakdown"], registry.Options(), backend, stats=stats)
+        killer.join(5)
+    assert killed.is_set()
     assert got["idle_time_breakdown"].to_dicts() == want["idle_time_breakdown"].to_dicts()
