@@ -29,8 +29,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OUT = Path("/tmp/hta-bench-dask")
-SCALE = REPO.parent / "shared" / "tools" / "scale_trace.py"
-SOURCE = REPO.parent / "shared" / "traces" / "tracelens_mi300_ddp_resnet18"
+#: ../shared beside the repo, or $HTA_TUI_SHARED (as the tests)
+SHARED = Path(os.environ.get("HTA_TUI_SHARED", REPO.parent / "shared"))
+SCALE = SHARED / "tools" / "scale_trace.py"
+SOURCE = SHARED / "traces" / "tracelens_mi300_ddp_resnet18"
 #: Rank-wise analyses of the whole trace (their scope reads no step): the client holds only
 #: each rank's tables.
 ONLY = "kernel_view,kernel_attribution,operator_stats,memory_stats,module_stats"
