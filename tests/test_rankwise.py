@@ -186,6 +186,28 @@ def test_second_run_makes_nothing(job8: tuple[Path, Cache], cluster: DaskBackend
     assert other.rank_tasks == 8
 
 
+def test_scope_steps_found_rank_by_rank(job8: tuple[Path, Cache], cluster: DaskBackend) -> None:
+    """The report's scope section, its steps found rank by rank on the workers (HTA's steps
+    the union of the ranks', the plugin's each rank's own), says what it says when found
+    over every rank's frames at once."""
+    from hta_tui.analysis import coverage
+    from hta_tui.report import table_scopes
+
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    names = ["idle_time_breakdown", "profiler_steps", "step_time_breakdown", "syncs", "kernel_view"]
+    tables = {n: pl.DataFrame() for n in names}  # the steps depend on the names only
+    options = registry.Options()
+    spans = {r: {"span": "", "path": ts.selected(r).path.name} for r in ts.loaded()}
+    at_once = coverage.table_scopes(
+        list(registry.ANALYSES), tables, registry.TABLE_OWNER, ts.frames(), options, spans
+    )
+    assert {str(s) for t in at_once.values() for s in (t["steps"] or {})} == {
+        str(r) for r in range(8)
+    }
+    assert table_scopes(ts, tables, options, cluster) == at_once
+
+
 class DyingWorker(Backend):
     """A back-end whose worker dies under rank 3's work (after its own retry)."""
 
