@@ -63,7 +63,7 @@ def small_set(n: int) -> Path:
 
 def big_set(n: int, mb: float) -> Path:
     folder = OUT / f"big-{n}x{mb:g}MB"
-    if folder.is_dir() and sum(1 for _ in folder.iterdir()) == n:
+    if folder.is_dir() and sum(1 for p in folder.iterdir() if ".json" in p.name) == n:
         return folder
     (source,) = [p for p in SOURCE.iterdir() if ".json" in p.name]
     shutil.rmtree(folder, ignore_errors=True)
@@ -87,7 +87,7 @@ def run(folder: Path, backend: str, cache: Path, only: str) -> tuple[float, floa
 
 def per_rank_bytes(cache: Path, folder: Path) -> tuple[float, float]:
     """(MB of trace read, kB of results kept) per rank, averaged."""
-    files = [p for p in folder.iterdir() if p.is_file()]
+    files = [p for p in folder.iterdir() if ".json" in p.name]
     read = sum(p.stat().st_size for p in files) / len(files) / 1e6
     kept = sum(p.stat().st_size for p in cache.rglob("results/*.arrow")) / len(files) / 1e3
     return read, kept
