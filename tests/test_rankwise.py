@@ -314,3 +314,29 @@ def test_killed_worker_process_loses_nothing(tmp_path: Path) -> None:
         killer.join(5)
     assert killed.is_set()
     assert got["idle_time_breakdown"].to_dicts() == want["idle_time_breakdown"].to_dicts()
+
+
+class CountingDask(DaskBackend):
+    """A local cluster of threads that counts the tasks it is given."""
+
+    def __init__(self) -> None:
+        super().__init__("local:1", processes=False)
+        self.tasks: list[str] = []
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        self.tasks.append(fn.__name__)
+        return super().submit(fn, *args)
+
+
+async def test_the_app_parses_on_the_cluster(tmp_path: Path, ui: Any) -> None:
+    """`hta-tui PATH --dask ...`: the app's loads go through the back-end (every file parsed
+    on the cluster's worker) and the overview lists them as ever."""
+    pytest.importorskip("distributed")
+    root = tmp_path / "job"
+    write_job(root, Dialect(), JobShape(ranks=2, steps=1, ops_per_step=2))
+    with CountingDask() as backend:
+        app = ui.app(root, backend=backend)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await ui.wait_until(pilot, lambda: len(app.trace_set.loaded()) == 2, what="2 ranks")
+            await ui.settle(pilot)
+        assert backend.tasks == ["_any_thread_worker"] * 2
