@@ -203,6 +203,11 @@ def list_analyses(out: Any = None) -> None:
     for a in ANALYSES:
         print(f"{a.name:34} {a.title}{'' if a.default else ' (only when named)'}", file=out)
         facts = [f"cost: {a.cost_class}"]
+        facts.append(
+            "rank by rank (distributed with --dask)"
+            if a.scope == "rank"
+            else "across ranks, on the client (not yet distributed)"
+        )
         if a.hta_options:
             facts.append(f"options: {', '.join(a.hta_options)}")
         reads = [*a.frames, *(["the files' metadata"] if a.meta else [])]

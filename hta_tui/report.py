@@ -290,6 +290,14 @@ def _run_report(
     options = dataclasses.replace(options or registry.Options(), hta_compat=hta_compat)
     cache_root = cache.root if cache.enabled else None
     tables = build_tables(ts, names=only, options=options, backend=backend, cache_root=cache_root)
+    if backend.kind == "dask":  # honest about what the cluster did not do
+        here = [a.name for a in registry.select(only) if a.scope != "rank"]
+        if here and ts.loaded():
+            print(
+                "hta-tui: note: not yet distributed (made here, over every rank's frames): "
+                + ", ".join(here),
+                file=sys.stderr,
+            )
     _print_notices()
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)

@@ -93,6 +93,45 @@ def job8(parsed8: Path, tmp_path: Path) -> tuple[Path, Cache]:
     return parsed8 / "job", cache
 
 
+@pytest.mark.shared
+@pytest.mark.heavy
+@pytest.mark.parametrize("case", ["pytorch_cpu_ddp_gloo_4", "trace_filter"])
+def test_three_back_ends_one_report_on_shared(
+    shared: Path, tmp_path: Path, cluster: DaskBackend, case: str
+) -> None:
+    """Every default analysis on real multi-rank traces (CPU-only gloo; GPU NCCL): the same
+    report, number for number, in-process, in a worker process and on Dask."""
+    cache = Cache(tmp_path)
+    path = shared / "traces" / case
+    on_dask = report(path, cache, cluster)
+    forget_results(cache)
+    here = report(path, cache, Backend())
+    forget_results(cache)
+    with PoolBackend(1) as pool:
+        pool.remote_bytes = 0
+        in_pool = report(path, cache, pool)
+    assert here == on_dask == in_pool
+    assert len(here["files"]) == 2 if case == "trace_filter" else 4
+
+
+@pytest.mark.heavy
+def test_memory_analyses_split_by_rank(tmp_path: Path) -> None:
+    """The memory analyses (no shared multi-rank trace has memory events): made rank by rank
+    on a generated 2-rank job with GPU memory events, the tables of every rank at once."""
+    from hta_tui.synth import MemoryOptions, write_trace_dir
+
+    write_trace_dir(tmp_path / "t", ranks=2, steps=2, kernels_per_step=10, memory=MemoryOptions())
+    ts = open_session(tmp_path / "t", Cache(tmp_path / "c")).trace_set
+    names = [a.name for a in registry.ANALYSES if a.frames == ("memory",)]
+    assert len(names) >= 5 and all(registry.BY_NAME[n].scope == "rank" for n in names)
+    options = registry.Options()
+    at_once = registry.run(ts.frames(), names, options, frames=ts.frames)
+    by_rank = split.run_split(ts, names, options, Backend())
+    assert at_once["memory_events"].height > 0 and set(at_once["memory_events"]["rank"]) == {0, 1}
+    for name, table in at_once.items():
+        _same(by_rank[name], table, name)
+
+
 def test_every_analysis_declares_how_it_splits() -> None:
     assert {a.scope for a in registry.ANALYSES} <= set(registry.SCOPES)
     across = {a.name for a in registry.ANALYSES if a.scope == "job"}
@@ -132,12 +171,14 @@ def test_rank_by_rank_equals_every_rank_at_once(
 
 
 def test_three_back_ends_one_report_on_64_ranks(
-    job64: tuple[Path, Cache], cluster: DaskBackend
+    job64: tuple[Path, Cache], cluster: DaskBackend, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A 64-rank job parsed and analysed on Dask, in a worker process and in-process: one
-    report, number for number; the Python API over Dask answers the same tables."""
+    report, number for number; the report says which analyses the cluster did not make."""
     job, cache = job64
     on_dask = report(job, cache, cluster, JOB_ONLY)
+    note = "not yet distributed (made here, over every rank's frames): comm_comp_per_rank"
+    assert note in capsys.readouterr().err
     assert len(on_dask["files"]) == 64
     assert {r["status"] for r in on_dask["files"]} == {"loaded"}
     forget_results(cache)
