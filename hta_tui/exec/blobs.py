@@ -29,6 +29,15 @@ def pack(tables: dict[str, pl.DataFrame]) -> bytes:
     return body + struct.pack("<I", zlib.crc32(body))
 
 
+def whole(blob: bytes) -> bool:
+    """Is this a blob of this layout, every byte as written (its CRC-32)? Reading it then
+    cannot fail, so a cache read checks this and unpacks once, when the tables are used."""
+    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 8:
+        return False
+    (crc,) = struct.unpack_from("<I", blob, len(blob) - 4)
+    return zlib.crc32(memoryview(blob)[:-4]) == crc
+
+
 def unpack(blob: bytes) -> dict[str, pl.DataFrame]:
     """`pack` undone; ValueError for bytes that are not a whole blob (a damaged file)."""
     if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 8:

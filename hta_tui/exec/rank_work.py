@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from hta_tui.analysis import registry
-from hta_tui.exec.blobs import pack, unpack
+from hta_tui.exec.blobs import pack, unpack, whole
 from hta_tui.trace.model import RankData
 
 RESULTS_DIR = "results"
@@ -71,10 +71,9 @@ def read_cached(path: Path) -> bytes | None:
     """A stored result, or None when missing or damaged (it is made again)."""
     try:
         blob = path.read_bytes()
-        unpack(blob)  # checks the whole blob: a truncated file is a miss
-    except (OSError, ValueError, pl.exceptions.PolarsError):
+    except OSError:
         return None
-    return blob
+    return blob if whole(blob) else None  # a truncated or garbled file is a miss
 
 
 def _write_atomic(blob: bytes, path: Path) -> None:
