@@ -49,12 +49,8 @@ class Backend:
             fut.set_exception(exc)
         return fut
 
-    @property
-    def workers(self) -> int | None:
-        """How many tasks run at once (None: the machine's cores)."""
-        return 1
-
     def describe(self) -> str:
+        """Where the work runs, for a log line."""
         return "in-process"
 
     def close(self) -> None:
@@ -79,10 +75,6 @@ class PoolBackend(Backend):
     def __init__(self, workers: int | None = None) -> None:
         self._workers = workers
         self._pool: ProcessPoolExecutor | None = None
-
-    @property
-    def workers(self) -> int | None:
-        return self._workers
 
     def describe(self) -> str:
         return f"process pool ({self._workers or 'one per core'})"
@@ -158,11 +150,6 @@ class DaskBackend(Backend):
     @property
     def started(self) -> bool:
         return self._executor is not None
-
-    @property
-    def workers(self) -> int | None:
-        self._start()
-        return max(1, len(self.client.scheduler_info().get("workers", {})))
 
     def describe(self) -> str:
         return f"Dask at {self.address}"

@@ -228,7 +228,9 @@ def _gather(backend: Backend, jobs: list[RankJob], stats: SplitRun) -> dict[int,
         except Exception as exc:  # a worker that died, a file a worker cannot read
             reason = _one_line(exc)
             stats.failed[job.rank] = reason
-            log.warning("rank %s: work failed on %s (%s); made here", job.rank, backend, reason)
+            log.warning(
+                "rank %s: work failed on %s (%s); made here", job.rank, backend.describe(), reason
+            )
     return out
 
 
