@@ -119,16 +119,19 @@ def unpack_steps(blob: bytes) -> dict[str, list[int]]:
     }
 
 
-def rank_tables(job: RankJob) -> dict[str, bytes]:
+def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
     """analysis -> its tables on this rank (`blobs.pack`), read back when stored, else made
-    and stored. Raises what an analysis raises: the caller says which rank it cost."""
+    and stored. `data`: the rank's frames when this process has them already (the
+    in-process back-end: nothing read twice). Raises what an analysis raises: the caller
+    says which rank it cost."""
     entry = Path(job.entry)
     chosen = [registry.BY_NAME[n] for n in job.analyses if n != STEPS]
     out: dict[str, bytes] = {}
     if STEPS in job.analyses:
         blob = read_cached(steps_path(entry, job.options))
         if blob is None:
-            blob = _steps_blob(job.rank, RankData(entry, job.meta).events, job.options)
+            data = data or RankData(entry, job.meta)
+            blob = _steps_blob(job.rank, data.events, job.options)
             if job.store:
                 _write_atomic(blob, steps_path(entry, job.options))
         out[STEPS] = blob
@@ -140,7 +143,7 @@ def rank_tables(job: RankJob) -> dict[str, bytes]:
         else:
             out[a.name] = blob
     if missing:
-        data = RankData(entry, job.meta)
+        data = data or RankData(entry, job.meta)
         tables = registry.run(
             {job.rank: data.events},
             [a.name for a in missing],

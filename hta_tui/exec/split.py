@@ -202,7 +202,7 @@ def _rankwise(
             jobs.append(RankJob(r.rank, str(r.entry), r.meta, wanted, options))
     remote = sum(r.size for r in ranks) >= backend.remote_bytes
     runner = backend if remote else Backend()
-    for rank, got in _gather(runner, jobs, stats).items():
+    for rank, got in _gather(runner, jobs, stats, ts).items():
         parts[rank].update(got)
     for r in ranks:
         if r.rank not in parts or len(parts[r.rank]) < len(chosen):
@@ -210,15 +210,21 @@ def _rankwise(
     return {a.name: _concat([unpack(parts[r.rank][a.name]) for r in ranks]) for a in chosen}
 
 
-def _gather(backend: Backend, jobs: list[RankJob], stats: SplitRun) -> dict[int, dict[str, bytes]]:
+def _gather(
+    backend: Backend, jobs: list[RankJob], stats: SplitRun, ts: TraceSet
+) -> dict[int, dict[str, bytes]]:
     """Every job's answer; a job that failed (after the back-end's retry) is logged and
-    left out, to be made here."""
+    left out, to be made here. In this process a rank's work reads the frames `ts` holds."""
     stats.rank_tasks += len(jobs)
     futures: dict[Future[dict[str, bytes]], RankJob] = {}
     out = {}
+    here = backend.kind == "inline"
     for job in jobs:
         try:
-            futures[backend.submit(rank_tables, job)] = job
+            if here:
+                futures[backend.submit(rank_tables, job, ts.loaded()[job.rank])] = job
+            else:
+                futures[backend.submit(rank_tables, job)] = job
         except Exception as exc:  # a cluster that would not start: made here
             stats.failed[job.rank] = _one_line(exc)
     for fut in as_completed(futures):
@@ -279,7 +285,7 @@ def rank_steps(
         elif r.stored:
             jobs.append(RankJob(r.rank, str(r.entry), r.meta, (STEPS,), options))
     remote = sum(r.size for r in ranks) >= backend.remote_bytes
-    for rank, got in _gather(backend if remote else Backend(), jobs, SplitRun()).items():
+    for rank, got in _gather(backend if remote else Backend(), jobs, SplitRun(), ts).items():
         out[rank] = unpack_steps(got[STEPS])
     for r in ranks:
         if r.rank not in out:  # frames only here, or its work failed: made here
