@@ -203,16 +203,13 @@ def list_analyses(out: Any = None) -> None:
     for a in ANALYSES:
         print(f"{a.name:34} {a.title}{'' if a.default else ' (only when named)'}", file=out)
         facts = [f"cost: {a.cost_class}"]
-        facts.append(
-            "rank by rank (distributed with --dask)"
-            if a.scope == "rank"
-            else "across ranks, on the client (not yet distributed)"
-        )
         if a.hta_options:
             facts.append(f"options: {', '.join(a.hta_options)}")
         reads = [*a.frames, *(["the files' metadata"] if a.meta else [])]
         if reads:
             facts.append(f"reads: {', '.join(reads)}")
+        # how it splits over ranks (hta_tui/exec): rank by rank on --dask's workers, or not
+        facts.append("rank by rank" if a.scope == "rank" else "across ranks (not yet distributed)")
         print(
             textwrap.fill("; ".join(facts), 88, initial_indent=" " * 4, subsequent_indent=" " * 6),
             file=out,
