@@ -34,11 +34,12 @@ fi
 python bench_hostile.py       # -> HOSTILE.md   (issue 25: hostile files beside a good rank)
 python bench_many_ranks.py --files 1000 --full --out MANY_RANKS.md   # (issue 26: many small ranks)
 python bench_many_ranks.py --files 10000 --no-app --out MANY_RANKS.md
+python bench_dask.py --small 1024 --big 64 --big-mb 100 --out DASK.md   # (issue 30: Dask; DASK.md's text by hand)
 {
   echo "# Benchmark results"
   echo
   echo "Collected by \`bench/run_all.sh\` from the files below, each written by its script."
-  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md MANY_RANKS.md FINDINGS.md BIG_RANK.md; do
+  for f in OPEN.md ANALYSES.md KEYS.md DIFF.md MEMORY.md TB_PLUGIN.md LAYOUTS.md TIMELINE.md FRAME_VIEW.md HOSTILE.md MANY_RANKS.md FINDINGS.md BIG_RANK.md DASK.md; do
     [ -f "$f" ] || continue
     echo; sed 's/^# /## /' "$f"
   done

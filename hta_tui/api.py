@@ -34,6 +34,8 @@ from hta_tui.api_critical_path import CriticalPathMethods
 from hta_tui.api_kernels import KernelOwnerMethods
 from hta_tui.api_memory import MemoryMethods
 from hta_tui.api_syncs import SyncFinderMethods
+from hta_tui.exec import Backend, open_backend
+from hta_tui.exec.split import run_split
 from hta_tui.session import LiveSession, open_session
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet
@@ -43,7 +45,10 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, Kerne
     """Every loaded rank of a trace folder (or file), analysed like HTA's TraceAnalysis.
 
     `hta_compat=True` reproduces HTA's rounding of fractional timestamps (see README);
-    `cache=False` parses afresh and keeps nothing.
+    `cache=False` parses afresh and keeps nothing. `dask`: a Dask scheduler's address
+    ("tcp://host:8786"), "local[:N]", or a back-end of hta_tui.exec already open: files are
+    parsed there, and `tables()` over every rank makes the rank-wise analyses there, rank by
+    rank (their results cached beside the frames); `close()` stops a cluster it started.
     """
 
     def __init__(
@@ -53,13 +58,24 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, Kerne
         hta_compat: bool = False,
         cache: bool | Cache = True,
         workers: int | None = None,
+        dask: str | Backend | None = None,
     ) -> None:
         cache_obj = cache if isinstance(cache, Cache) else Cache(enabled=bool(cache))
         self.trace_dir = Path(trace_dir)
         self.hta_compat = hta_compat
+        self.cache = cache_obj
+        #: where work runs: None (the process pool for parsing, analyses here), or Dask
+        self.backend: Backend | None = (
+            open_backend(dask, lazy=True) if isinstance(dask, str) else dask
+        )
+        self._own_backend = isinstance(dask, str)
         #: the files, opened through the session the app and the report use
         self.session: LiveSession = open_session(
-            self.trace_dir, cache_obj, workers=workers, after_parse=precompute
+            self.trace_dir,
+            cache_obj,
+            workers=workers,
+            after_parse=precompute,
+            backend=self.backend,
         )
         self.trace_set: TraceSet = self.session.trace_set
 
@@ -93,10 +109,32 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, Kerne
     ) -> dict[str, pl.DataFrame]:
         """Any tables the report gives, by name (`hta-tui report --list`), through the one
         registry of analyses; only the tables named are made."""
+        if self.backend is not None and ranks is None:
+            cache_root = self.cache.root if self.cache.enabled else None
+            made = run_split(
+                self.trace_set,
+                list(names),
+                self.options(**options),
+                self.backend,
+                cache_root=cache_root,
+            )
+            return {n: made[n] for n in names}
         events = self._ranks(ranks)
         frames = registry.trace_frames(self.trace_set, events)
         meta = registry.trace_meta(self.trace_set, events)
         return registry.tables(events, names, self.options(**options), frames=frames, meta=meta)
+
+    def close(self) -> None:
+        """Stop the Dask cluster this object started (`dask="local..."` or an address)."""
+        if self._own_backend and self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+    def __enter__(self) -> TraceAnalysis:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def table(self, name: str, ranks: Iterable[int] | None = None, **options: Any) -> pl.DataFrame:
         """One table by name (`tables`)."""

@@ -22,6 +22,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="parse again; keep nothing afterwards")
     p.add_argument("--workers", type=int, default=None, help="parser processes (default: cores)")
     p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help="parse and analyse on a Dask cluster: a scheduler (tcp://host:8786) or local[:N] "
+        "(N worker processes here); needs pip install 'hta-tui[dask]'",
+    )
+    p.add_argument(
         "--log",
         type=Path,
         metavar="FILE",
@@ -247,6 +253,7 @@ def _report(run_report: Any, args: argparse.Namespace, only: list[str] | None, o
         options=options,
         width=args.width,
         rows=args.rows,
+        dask=args.dask,
     )
 
 
@@ -264,6 +271,8 @@ def list_analyses(out: Any = None) -> None:
         reads = [*a.frames, *(["the files' metadata"] if a.meta else [])]
         if reads:
             facts.append(f"reads: {', '.join(reads)}")
+        # how it splits over ranks (hta_tui/exec): rank by rank on --dask's workers, or not
+        facts.append("rank by rank" if a.scope == "rank" else "across ranks (not yet distributed)")
         print(
             textwrap.fill("; ".join(facts), 88, initial_indent=" " * 4, subsequent_indent=" " * 6),
             file=out,
@@ -360,4 +369,5 @@ def main(argv: list[str] | None = None) -> int:
         compare=args.compare,
         control_rank=args.rank,
         test_rank=args.test_rank,
+        dask=args.dask,
     )

@@ -18,6 +18,8 @@ import polars as pl
 from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute, temporal_table
 from hta_tui.analysis.tables import csv_for_people, csv_ready
+from hta_tui.exec import Backend, BackendError, open_backend
+from hta_tui.exec.split import LazyFrames, job_cached, rank_steps, run_split
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import SERIES, terminal_width, write_text
 from hta_tui.session import open_session
@@ -43,13 +45,20 @@ FILE_KEYS = (
 
 
 def build_tables(
-    ts: TraceSet, *, names: list[str] | None = None, options: registry.Options | None = None
+    ts: TraceSet,
+    *,
+    names: list[str] | None = None,
+    options: registry.Options | None = None,
+    backend: Backend | None = None,
+    cache_root: Path | None = None,
 ) -> dict[str, pl.DataFrame]:
     """ "files" and every selected analysis's tables, in the registry's order.
 
     The temporal breakdown comes from the per-file summaries (equal to the analysis over the
     frames, see tests/test_overview.py), so `--only temporal_breakdown` reads no frame when
-    the cache is warm.
+    the cache is warm. The others go through `exec.split`: rank-wise analyses rank by rank
+    on `backend` (in this process when None), their results and whole answers kept under
+    `cache_root` (not kept when None).
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
@@ -57,10 +66,8 @@ def build_tables(
     if "temporal_breakdown" in selected:
         tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
     rest = [n for n in selected if n != "temporal_breakdown"]
-    if rest:  # (findings last, on the tables the others made)
-        tables.update(
-            registry.run(ts.frames(), rest, options, frames=ts.frames, meta=registry.trace_meta(ts))
-        )
+    if rest:  # (findings last, on the tables the others made: exec/split.py)
+        tables.update(run_split(ts, rest, options, backend, cache_root=cache_root))
     wanted = registry.wanted_tables(names, tables)
     first = {n: wanted.pop(n) for n in ("findings",) if n in wanted}  # what to fix, first
     return {**first, "files": tables["files"], **wanted}
@@ -93,10 +100,16 @@ def why_empty(ts: TraceSet, tables: dict[str, pl.DataFrame]) -> dict[str, str]:
 
 
 def table_scopes(
-    ts: TraceSet, tables: dict[str, pl.DataFrame], options: registry.Options | None
+    ts: TraceSet,
+    tables: dict[str, pl.DataFrame],
+    options: registry.Options | None,
+    backend: Backend | None = None,
 ) -> dict[str, Any]:
     """Per table: its ranks, the span (file) of each, the steps its numbers cover, what a step
-    is there and whose definitions (analysis/coverage.py)."""
+    is there and whose definitions (analysis/coverage.py). The steps are found rank by rank
+    on `backend` (this process when None) and kept beside each rank's frames: the client
+    reads no frame for them."""
+    options = options or registry.Options()
     spans = {}
     for rank in ts.loaded():
         entry = ts.selected(rank)
@@ -106,14 +119,37 @@ def table_scopes(
                 "span": entry.file.span_hint if several else "",
                 "path": _relative(entry.path, ts.root),
             }
+    shown = {t: df for t, df in tables.items() if t != "files"}
+    owners = {registry.owner(t) for t in shown if registry.known(t)}
+    kinds = {a.steps for a in owners} | {coverage.SHARES_OF.get(a.name, "") for a in owners}
+    known = None
+    if ts.loaded() and kinds & set(coverage.RANK_KINDS):
+        known = coverage.merge_steps(rank_steps(ts, options, backend))
     return coverage.table_scopes(
         list(registry.ANALYSES),
-        {t: df for t, df in tables.items() if t != "files"},
+        shown,
         registry.TABLE_OWNER,
-        ts.frames(),
-        options or registry.Options(),
+        LazyFrames(ts),  # read by nothing above: the steps are known already
+        options,
         spans,
+        known,
     )
+
+
+def kept_scopes(
+    ts: TraceSet,
+    tables: dict[str, pl.DataFrame],
+    options: registry.Options,
+    cache_root: Path | None,
+    backend: Backend | None = None,
+) -> dict[str, Any]:
+    """`table_scopes`, kept per job beside the analyses' answers: a second report of the
+    same files reads no frame for it."""
+    what = f"scope|{sorted(dataclasses.asdict(options).items())}|{sorted(tables)}"
+    made = job_cached(
+        ts, cache_root, what, lambda: orjson.dumps(table_scopes(ts, tables, options, backend))
+    )
+    return orjson.loads(made)
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -239,26 +275,72 @@ def run_report(
     options: registry.Options | None = None,
     width: int | None = None,
     rows: int | None = None,
+    dask: str | None = None,
+    backend: Backend | None = None,
 ) -> int:
     """`options`: the analyses' parameters (HTA's defaults when None); `hta_compat` is
     applied on top. `csv_raw`: the CSV files keep every value as it is (for programs);
-    `width` and `rows` shape the text output (terminal width, 50 rows)."""
+    `width` and `rows` shape the text output (terminal width, 50 rows). `dask`: a Dask
+    scheduler's address, or "local[:N]", where files are parsed and rank-wise analyses run
+    (`backend`: one already open, kept open)."""
     out = out or sys.stdout
+    if backend is None:
+        try:
+            own = open_backend(dask, workers=workers, lazy=True)
+        except BackendError as exc:  # distributed missing, a scheduler out of reach
+            print(f"hta-tui: {printable(str(exc))}", file=sys.stderr)
+            return 2
+        with own:
+            return _run_report(path, own, **_settings(locals()))
+    return _run_report(path, backend, **_settings(locals()))
+
+
+def _settings(given: dict[str, Any]) -> dict[str, Any]:
+    """run_report's arguments for `_run_report`."""
+    return {k: v for k, v in given.items() if k not in ("path", "dask", "backend", "own")}
+
+
+def _run_report(
+    path: Path,
+    backend: Backend,
+    *,
+    as_json: bool,
+    csv_dir: Path | None,
+    csv_raw: bool,
+    only: list[str] | None,
+    no_cache: bool,
+    workers: int | None,
+    hta_compat: bool,
+    out: TextIO,
+    cache: Cache | None,
+    options: registry.Options | None,
+    width: int | None,
+    rows: int | None,
+) -> int:
     cache = cache if cache is not None else Cache(enabled=not no_cache)
     # the session the app opens its files through too: the same files, ranks and reasons
-    session = open_session(path, cache, workers=workers, after_parse=precompute)
+    session = open_session(path, cache, workers=workers, after_parse=precompute, backend=backend)
     ts = session.trace_set
     for notice in session.notices:  # a loader that failed, say
         print(f"hta-tui: note: {printable(notice.text)}", file=sys.stderr)
     if not ts.entries:  # one line, not an empty section per table
         print(f"hta-tui: no trace files in {printable(path)}", file=sys.stderr)
     options = dataclasses.replace(options or registry.Options(), hta_compat=hta_compat)
-    tables = build_tables(ts, names=only, options=options)
+    cache_root = cache.root if cache.enabled else None
+    tables = build_tables(ts, names=only, options=options, backend=backend, cache_root=cache_root)
+    if backend.kind == "dask":  # honest about what the cluster did not do
+        here = [a.name for a in registry.select(only) if a.scope != "rank"]
+        if here and ts.loaded():
+            print(
+                "hta-tui: note: not yet distributed (made here, over every rank's frames): "
+                + ", ".join(here),
+                file=sys.stderr,
+            )
     _print_notices()
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        doc = {**_records(tables), "scope": table_scopes(ts, tables, options)}
+        doc = {**_records(tables), "scope": kept_scopes(ts, tables, options, cache_root, backend)}
         for name, why in why_empty(ts, tables).items():
             doc["scope"][name]["why_empty"] = why
         out.write(json_printable(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n")

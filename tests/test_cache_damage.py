@@ -19,6 +19,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from hta_tui.analysis import step_overview
+from hta_tui.exec.split import JOBS_DIR
 from hta_tui.report import run_report
 from hta_tui.synth import write_trace_dir
 from hta_tui.synth.memory import MemoryOptions
@@ -55,9 +56,13 @@ DAMAGE = {"truncated": truncated, "garbage": garbage, "missing": missing, "zero"
 #: overview's row (the report's and the app's parser worker) and the step breakdown (the
 #: app's parser worker).
 DERIVED = ("derived/overview-", "derived/step-breakdown-")
+#: A rank-wise analysis's tables kept in the entry's `results/` folder (hta_tui/exec): one
+#: file per analysis, all of one kind, damaged here in one of them.
+RESULTS = "results/"
+RESULT = "results/idle_time_breakdown-"
 #: every file of an entry: meta.json, each frame the parser writes, each derived summary
 #: (`test_entry_files_are_all_damaged_here` fails when an entry gains a kind of file)
-FILES = [META_FILE, *(f"{name}.parquet" for name in FRAME_SCHEMAS), *DERIVED]
+FILES = [META_FILE, *(f"{name}.parquet" for name in FRAME_SCHEMAS), *DERIVED, RESULT]
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +115,9 @@ def entry_file(cache: Cache, trace: Path, name: str) -> Path:
     if name.startswith("derived/"):
         (path,) = (entry / "derived").glob(f"{name.removeprefix('derived/')}*.parquet")
         return path
+    if name.startswith(RESULTS):
+        (path,) = (entry / "results").glob(f"{name.removeprefix(RESULTS)}*.arrow")
+        return path
     return entry / name
 
 
@@ -121,7 +129,9 @@ def test_entry_files_are_all_damaged_here(trace_dir: Path, tmp_path: Path) -> No
     entry = entry_file(cache, trace, META_FILE).parent
     on_disk = sorted(p.relative_to(entry).as_posix() for p in entry.rglob("*") if p.is_file())
     covered = sorted(entry_file(cache, trace, name).relative_to(entry).as_posix() for name in FILES)
-    assert on_disk == covered
+    results = [f for f in on_disk if f.startswith(RESULTS)]  # one kind, one file per analysis
+    assert [f for f in on_disk if f not in results] == [f for f in covered if f not in results]
+    assert len(results) > 1 and all(f.endswith(".arrow") for f in results)
     assert parse_file(trace).frames["memory"].height > 0  # every frame has rows to damage
 
 
@@ -142,6 +152,8 @@ def test_damaged_entry_gives_the_clean_numbers(
     capsys.readouterr()
     trace = sorted(trace_dir.iterdir())[0]
     DAMAGE[kind](entry_file(cache, trace, name))
+    if name.startswith(RESULTS):  # the whole answers kept per job would hide it
+        shutil.rmtree(cache.root / JOBS_DIR)
     assert report(trace_dir, cache) == clean
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -154,7 +166,7 @@ def test_damaged_entry_gives_the_clean_numbers(
             assert_frame_equal(entry.data.frame(frame), want)
     assert_frame_equal(step_overview.step_table(ts), clean_steps)
     notices = [n for n in take_notices() if n.startswith(f"{trace.name}: cache entry damaged")]
-    if not name.startswith("derived/"):  # a damaged summary is just computed again
+    if not name.startswith(("derived/", RESULTS)):  # a damaged summary is computed again
         assert f"hta-tui: note: {trace.name}: cache entry damaged" in err or notices
     assert report(trace_dir, cache) == clean  # and the entry written again is whole
     assert "damaged" not in capsys.readouterr().err

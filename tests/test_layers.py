@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("hta_tui.printable", "hta_tui.logfile", "hta_tui.synth")),
     ("trace", ("hta_tui.trace",)),
     ("analysis", ("hta_tui.analysis",)),
+    ("executors", ("hta_tui.exec",)),
     ("session", ("hta_tui.session",)),
     (
         "headless front ends",

@@ -65,6 +65,25 @@ def steps_covered(
     return _per_rank(ranks, dict.fromkeys(ranks, numbers))
 
 
+#: The kinds of steps `steps_covered` reads frames for.
+RANK_KINDS = ("hta", "every", "plugin")
+
+
+def merge_steps(per_rank: Mapping[int, Mapping[str, list[int]]]) -> dict[str, dict[str, list[int]]]:
+    """`steps_covered` of every rank from each rank's own (kind -> its steps): the plugin's
+    steps are each rank's; HTA's (and every ProfilerStep) are the job's, the union of the
+    ranks' (`step_scope` reads each rank's step names alone), told to every rank."""
+    out: dict[str, dict[str, list[int]]] = {}
+    ranks = sorted(per_rank)
+    for kind in RANK_KINDS:
+        if kind == "plugin":
+            out[kind] = {str(r): list(per_rank[r].get(kind, [])) for r in ranks}
+        else:
+            union = sorted({s for r in ranks for s in per_rank[r].get(kind, [])})
+            out[kind] = {str(r): union for r in ranks}
+    return out
+
+
 def table_scopes(
     analyses: list[Analysis],
     tables: Mapping[str, Any],
@@ -72,11 +91,14 @@ def table_scopes(
     ranks: Mapping[int, pl.DataFrame],
     options: Options,
     spans: Mapping[int, dict[str, str]],
+    known: Mapping[str, dict[str, list[int]] | None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """For every table (name -> its analysis by `owner`): ranks, the span (file) of each,
-    steps, what a step is, and whose definitions; computed once per kind of steps."""
+    steps, what a step is, and whose definitions; computed once per kind of steps (`known`:
+    kinds made already, rank by rank: `steps_covered` of one rank, merged by
+    `merge_steps`)."""
     by_name = {a.name: a for a in analyses}
-    found: dict[str, dict[str, list[int]] | None] = {}
+    found: dict[str, dict[str, list[int]] | None] = dict(known or {})
     out: dict[str, dict[str, Any]] = {}
     for table in tables:
         a = by_name.get(owner.get(table, table))

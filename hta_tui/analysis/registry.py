@@ -188,6 +188,9 @@ def trace_meta(ts: TraceSet, ranks: Iterable[int] | None = None) -> dict[int, di
     return out
 
 
+#: `Analysis.scope`'s values: made rank by rank, or over every rank at once.
+SCOPES = ("rank", "job")
+
 #: Cost classes by seconds on 8 ranks of 100 MB (`Analysis.cost`): "light" below the first
 #: bound, "heavy" from the second.
 COST_CLASSES = ((0.2, "light"), (1.0, "medium"), (float("inf"), "heavy"))
@@ -225,6 +228,12 @@ class Analysis:
     #: Whose definitions it follows (`coverage.DEFINITIONS`): HTA's, the TensorBoard
     #: plugin's, or this project's own.
     definitions: str = "hta"
+    #: How it splits over ranks (`SCOPES`): "rank" when its tables are the concatenation, in
+    #: rank order, of the same analysis on each rank alone (tests/test_rankwise.py checks
+    #: each on real traces), so each rank's part can be made where its file lies and cached
+    #: beside its frames (hta_tui/exec); "job" when it reads across ranks (stragglers,
+    #: collective matching, top-k over every rank): it runs on the client over all frames.
+    scope: str = "job"
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -589,7 +598,9 @@ _TB = ("tb_compat",)
 
 #: Every analysis, in the report's order.
 ANALYSES: list[Analysis] = [
-    Analysis("temporal_breakdown", "Temporal breakdown", _temporal, cost=0.4, options=_H),
+    Analysis(
+        "temporal_breakdown", "Temporal breakdown", _temporal, cost=0.4, options=_H, scope="rank"
+    ),
     Analysis(
         "idle_time_breakdown",
         "Idle time breakdown",
@@ -597,6 +608,7 @@ ANALYSES: list[Analysis] = [
         cost=0.2,
         options=("consecutive_kernel_delay_us", *_H),
         also=("idle_interval_stats",),
+        scope="rank",
     ),
     Analysis(
         "gpu_kernel_breakdown",
@@ -606,8 +618,20 @@ ANALYSES: list[Analysis] = [
         options=("duration_ratio", "num_kernels", "include_memory_kernels", *_H),
         also=("gpu_kernel_type_breakdown",),
     ),
-    Analysis("kernel_duration_stats", "Kernel duration statistics", _kernel_stats, options=_H),
-    Analysis("comm_comp_overlap", "Communication / computation overlap", _overlap, options=_H),
+    Analysis(
+        "kernel_duration_stats",
+        "Kernel duration statistics",
+        _kernel_stats,
+        options=_H,
+        scope="rank",
+    ),
+    Analysis(
+        "comm_comp_overlap",
+        "Communication / computation overlap",
+        _overlap,
+        options=_H,
+        scope="rank",
+    ),
     Analysis(
         "queue_length_summary",
         "Queue length per stream",
@@ -615,19 +639,31 @@ ANALYSES: list[Analysis] = [
         cost=0.2,
         options=("max_queue_length", *_H),
         also=("time_spent_blocked_on_full_queue",),
+        scope="rank",
     ),
     Analysis(
-        "queue_length_time_series", "Queue length over time", _queue_series, False, options=_H
+        "queue_length_time_series",
+        "Queue length over time",
+        _queue_series,
+        False,
+        options=_H,
+        scope="rank",
     ),
-    Analysis("memory_bw_summary", "Memory bandwidth", _memory_summary, options=_H),
+    Analysis("memory_bw_summary", "Memory bandwidth", _memory_summary, options=_H, scope="rank"),
     Analysis(
-        "memory_bw_time_series", "Memory bandwidth over time", _memory_series, False, options=_H
+        "memory_bw_time_series",
+        "Memory bandwidth over time",
+        _memory_series,
+        False,
+        options=_H,
+        scope="rank",
     ),
     Analysis(
         "cuda_kernel_launch_stats",
         "Kernel launch statistics",
         _launch,
         options=("runtime_cutoff_us", "launch_delay_cutoff_us", "include_memory_events", *_H),
+        scope="rank",
     ),
     Analysis(
         "frequent_cuda_kernel_sequences",
@@ -642,6 +678,7 @@ ANALYSES: list[Analysis] = [
         _aten,
         cost=0.3,
         options=("sort_by", *_H),
+        scope="rank",
     ),
     Analysis(
         "profiler_steps",
@@ -657,6 +694,7 @@ ANALYSES: list[Analysis] = [
         _annotations,
         options=_H,
         also=("gpu_user_annotation_breakdown",),
+        scope="rank",
     ),
     Analysis(
         "step_time_breakdown",
@@ -668,6 +706,7 @@ ANALYSES: list[Analysis] = [
         also=("step_selection", "step_time_average", "step_time_stats", "outlier_steps"),
         steps="plugin",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "gpu_metrics",
@@ -680,6 +719,7 @@ ANALYSES: list[Analysis] = [
         also=("gpu_utilization_series", "gpu_devices"),
         steps="plugin",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "kernel_view",
@@ -690,6 +730,7 @@ ANALYSES: list[Analysis] = [
         options=_TB,
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "gpu_sm_efficiency_series",
@@ -700,6 +741,7 @@ ANALYSES: list[Analysis] = [
         options=_TB,
         steps="plugin",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "gpu_metric_series",
@@ -710,6 +752,7 @@ ANALYSES: list[Analysis] = [
         options=_TB,
         steps="plugin",
         definitions="plugin",
+        scope="rank",
     ),
     # These two share the plugin's operator tree (op_tree.build, built once per rank)
     Analysis(
@@ -721,6 +764,7 @@ ANALYSES: list[Analysis] = [
         options=_TB,
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "operator_stats",
@@ -732,6 +776,7 @@ ANALYSES: list[Analysis] = [
         also=("operator_stats_by_input_shape", "operator_call_stacks"),
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "memory_curve",
@@ -741,6 +786,7 @@ ANALYSES: list[Analysis] = [
         views=False,
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "kernel_attribution",
@@ -751,6 +797,7 @@ ANALYSES: list[Analysis] = [
         also=("unattributed_kernels", "kernel_backends", "kernel_modules"),
         steps="whole",
         definitions="own",
+        scope="rank",
     ),
     Analysis(
         "memory_events",
@@ -760,6 +807,7 @@ ANALYSES: list[Analysis] = [
         views=False,
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "memory_stats",
@@ -769,6 +817,7 @@ ANALYSES: list[Analysis] = [
         views=False,
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "memory_peak",
@@ -779,6 +828,7 @@ ANALYSES: list[Analysis] = [
         also=("memory_device_peaks", "memory_no_curve"),
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "memory_leaks",
@@ -788,6 +838,7 @@ ANALYSES: list[Analysis] = [
         views=False,
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "memory_step_peaks",
@@ -797,6 +848,7 @@ ANALYSES: list[Analysis] = [
         views=False,
         steps="whole",
         definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "comm_comp_per_rank",
@@ -827,6 +879,7 @@ ANALYSES: list[Analysis] = [
         also=("collective_streams",),
         steps="every",
         definitions="own",
+        scope="rank",
     ),
     Analysis(
         "syncs",
@@ -839,9 +892,16 @@ ANALYSES: list[Analysis] = [
         also=_SYNC_TABLES[1:],
         steps="whole",
         definitions="own",
+        scope="rank",
     ),
     Analysis(
-        "module_stats", "nn.Module view", _modules, views=False, steps="whole", definitions="plugin"
+        "module_stats",
+        "nn.Module view",
+        _modules,
+        views=False,
+        steps="whole",
+        definitions="plugin",
+        scope="rank",
     ),
     Analysis(
         "critical_path",

@@ -140,6 +140,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, ForegroundMixin, App[i
         control_rank: int | None = None,
         test_rank: int | None = None,
         findings: bool | None = None,
+        backend: Any = None,
     ) -> None:
         if compare is not None:
             self.DEFAULT_MODE = DIFF.mode  # the diff is the first screen shown
@@ -171,6 +172,7 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, ForegroundMixin, App[i
             poll=poll,
             wake=self._wake,
             after_parse=precompute,
+            backend=backend,
         )
         self.session.subscribe(self._session_changed)
         self.control_rank = control_rank
@@ -311,10 +313,54 @@ def run_app(
     compare: Path | None = None,
     control_rank: int | None = None,
     test_rank: int | None = None,
+    dask: str | None = None,
 ) -> int:
-    """Run the app until the user quits; the exit code (2 for an unknown theme).
-    `compare`: a test trace folder or file to diff `path` (the control) with, on the ranks
-    `control_rank` / `test_rank` (default: each side's smallest)."""
+    """Run the app until the user quits; the exit code (2 for an unknown theme or a Dask
+    cluster that cannot start). `compare`: a test trace folder or file to diff `path` (the
+    control) with, on the ranks `control_rank` / `test_rank` (default: each side's
+    smallest). `dask`: files are parsed on this Dask cluster (hta_tui/exec)."""
+    backend = None
+    if dask:
+        from hta_tui.exec import BackendError, open_backend
+
+        try:  # before Textual takes over the terminal: its one line goes to stderr
+            backend = open_backend(dask, workers=workers)
+        except BackendError as exc:
+            print(f"hta-tui: {exc}", file=sys.stderr)
+            return 2
+    try:
+        return _run_app(
+            path,
+            cache=cache,
+            poll=poll,
+            watch=watch,
+            mouse=mouse,
+            theme=theme,
+            workers=workers,
+            compare=compare,
+            control_rank=control_rank,
+            test_rank=test_rank,
+            backend=backend,
+        )
+    finally:
+        if backend is not None:
+            backend.close()
+
+
+def _run_app(
+    path: Path,
+    *,
+    cache: Cache,
+    poll: bool,
+    watch: bool,
+    mouse: bool,
+    theme: str | None,
+    workers: int | None,
+    compare: Path | None,
+    control_rank: int | None,
+    test_rank: int | None,
+    backend: Any,
+) -> int:
     app = HtaApp(
         path,
         cache=cache,
@@ -324,6 +370,7 @@ def run_app(
         compare=compare,
         control_rank=control_rank,
         test_rank=test_rank,
+        backend=backend,
     )
     if theme is not None:
         if theme not in app.available_themes:

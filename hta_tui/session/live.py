@@ -51,7 +51,8 @@ class LiveSession:
     """The sides of one session (see the module docstring). `executor`: where scans and loads
     run (default: a small thread pool of the session's own; `InlineExecutor()` runs them in
     the caller); `wake`: called from any thread when work has queued results for
-    `apply_pending`; `workers`: parser processes per load."""
+    `apply_pending`; `workers`: parser processes per load; `backend`: where files are parsed
+    (hta_tui/exec: in-process, the process pool when None, a Dask cluster)."""
 
     def __init__(
         self,
@@ -64,8 +65,11 @@ class LiveSession:
         executor: Executor | None = None,
         wake: Callable[[], None] | None = None,
         after_parse: Callable[..., None] | None = precompute,
+        backend: Any = None,
     ) -> None:
         self.cache = cache
+        #: where files are parsed (hta_tui/exec's back-ends; None: the process pool)
+        self.backend = backend
         self.workers = workers
         self.poll = poll
         self.after_parse = after_parse
@@ -247,6 +251,7 @@ class LiveSession:
             workers=self.workers,
             cancelled=lambda: self._stale(side, scan),
             after_parse=self.after_parse,
+            backend=self.backend,
         )
         for result in results:
             self._push(side, scan, "loaded", result)
@@ -437,6 +442,7 @@ def open_session(
     compare: str | Path | None = None,
     workers: int | None = None,
     after_parse: Callable[..., None] | None = precompute,
+    backend: Any = None,
 ) -> LiveSession:
     """A session with every file under `root` (and `compare`) loaded, in the caller's thread:
     the report and the Python API open their files through this, as the app does."""
@@ -447,6 +453,7 @@ def open_session(
         workers=workers,
         executor=InlineExecutor(),
         after_parse=after_parse,
+        backend=backend,
     )
     session.scan()
     session.notices = [notice for change in session.wait() for notice in change.notices]

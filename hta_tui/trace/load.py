@@ -279,6 +279,7 @@ def load_files(
     cancelled: Any = None,
     after_parse: AfterParse | None = None,
     limits: Limits | None = None,
+    backend: Any = None,
 ) -> Iterator[LoadResult]:
     """Yield one result per file as each finishes: cache hits and small files first, in this
     process; the rest from a pool of `workers` processes (default: the usable cores).
@@ -286,11 +287,16 @@ def load_files(
     `cancelled`, when given, is called between results; a true answer stops submitting work.
     `after_parse` (a module-level function, so workers can import it) runs after each parse.
     `limits`: bytes and seconds per file (default: `Limits.from_env()`).
+    `backend` (hta_tui/exec): where files that are not cache hits are parsed; its kind
+    "inline" parses them here, "dask" on the cluster's workers (each file's one-line reason
+    as here; a worker that dies costs its file a retry elsewhere), anything else (None, the
+    process pool) in this module's own pools.
     Once every file is in, the cache is pruned to its size limit if anything was added.
     """
     stored = False
     limits = limits or Limits.from_env()
-    for result in _load(files, cache, workers, cancelled, after_parse, limits):
+    kind = getattr(backend, "kind", "pool")
+    for result in _load(files, cache, workers, cancelled, after_parse, limits, backend, kind):
         _log_result(result)
         if result.notice:
             note_once(result.notice)
@@ -318,6 +324,8 @@ def _load(
     cancelled: Any,
     after_parse: AfterParse | None,
     limits: Limits,
+    backend: Any = None,
+    kind: str = "pool",
 ) -> Iterator[LoadResult]:
     pending: list[TraceFile] = []
     # Off the main thread (the app's session) no alarm can stop a parse: there every file
@@ -325,7 +333,7 @@ def _load(
     inline = _alarm_here()
     for tf in files:
         result = _cached(tf, cache)
-        if result is None and inline and small_json(tf):
+        if result is None and (kind == "inline" or (inline and small_json(tf))):
             result = _inline(tf, cache, after_parse, limits)
         if result is None:
             pending.append(tf)
@@ -334,6 +342,9 @@ def _load(
         if cancelled is not None and cancelled():
             return
     if not pending:
+        return
+    if kind == "dask":
+        yield from _backend_round(pending, backend, cache, after_parse, limits, cancelled)
         return
     n = min(workers or default_workers(), len(pending))
     # Every other file in a pool, even of one process: only there does the time limit hold
@@ -401,6 +412,50 @@ def _pool_round(
                 _kill(pool)
                 return [owner[f] for f in futures if f not in stuck]
     return []
+
+
+def _any_thread_worker(
+    tf: TraceFile, cache_root: Path, enabled: bool, after_parse: AfterParse | None, limits: Limits
+) -> LoadResult:
+    """A parse on another back-end's worker (a Dask worker's thread): the time limit holds
+    where an alarm can (`_time_limit_here`); the result crosses back without frames."""
+    cache = Cache.__new__(Cache)
+    cache.root, cache.enabled = cache_root, enabled
+    result = _inline(tf, cache, after_parse, limits)
+    result.frames = None  # a cache that cannot be written: the file is parsed again here
+    return result
+
+
+def _backend_round(
+    pending: list[TraceFile],
+    backend: Any,
+    cache: Cache,
+    after_parse: AfterParse | None,
+    limits: Limits,
+    cancelled: Any,
+) -> Iterator[LoadResult]:
+    """Parse `pending` on `backend` (largest first), each result as it lands; a task that
+    failed even after the back-end's retry (its worker died twice) is that file's error."""
+    pending.sort(key=lambda tf: tf.size, reverse=True)
+    owner: dict[Future[LoadResult], TraceFile] = {
+        backend.submit(_any_thread_worker, tf, cache.root, cache.enabled, after_parse, limits): tf
+        for tf in pending
+    }
+    futures = set(owner)
+    while futures:
+        done, futures = wait(futures, timeout=WATCHDOG_TICK_S, return_when=FIRST_COMPLETED)
+        for fut in done:
+            try:
+                result = fut.result()
+            except Exception as exc:
+                result = LoadResult(owner[fut], "error", error=_one_line(exc))
+            if result.ok and result.entry is not None and not result.entry.is_dir():
+                result = _inline(owner[fut], cache, after_parse, limits)  # stored nowhere
+            yield result
+        if cancelled is not None and cancelled():
+            for fut in futures:
+                fut.cancel()
+            return
 
 
 def _kill(pool: ProcessPoolExecutor) -> None:

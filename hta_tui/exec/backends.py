@@ -1,0 +1,212 @@
+"""Where per-file work runs: one interface, three back-ends.
+
+    inline  in this process, one task after another (tests, small folders)
+    pool    local worker processes (today's default: forkserver workers, trace/pool.py)
+    dask    a Dask cluster through `distributed.Client`: a running scheduler
+            ("tcp://host:8786") or a LocalCluster started here ("local" or "local:N")
+
+A task is a module-level function and its picklable arguments (one rank file -> its
+per-rank tables as bytes); `submit` answers a `concurrent.futures.Future` on every
+back-end, so callers wait for results the same way. On Dask a task that fails (its worker
+died, say) is retried once on another worker before its future fails (`retries=1`).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from typing import Any
+
+from hta_tui.trace.pool import START_METHOD, _children_skip_main, _usable_stderr, prepare_pool
+
+#: What `--dask` says when the optional dependency is missing.
+INSTALL_HINT = "--dask needs Dask's distributed: pip install 'hta-tui[dask]'"
+#: Modules every pool worker needs for per-rank work, imported once by the forkserver.
+WORK_MODULES = ("hta_tui.exec.rank_work",)
+
+
+#: Where a local cluster listens (its scheduler, workers and their HTTP servers): this
+#: machine only.
+LOOPBACK = "127.0.0.1"
+
+
+class BackendError(Exception):
+    """A back-end that cannot start (distributed missing, a scheduler out of reach): its
+    message is the one line the front end prints."""
+
+
+class Backend:
+    """The in-process back-end, and the interface of the others."""
+
+    kind = "inline"
+    #: Per-rank analysis work goes to workers (not run in the caller) from this many bytes of
+    #: trace files on: below it, a worker start costs more than the work.
+    remote_bytes = 0
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run `fn(*args)`; its result (or exception) in the future."""
+        fut: Future[Any] = Future()
+        try:
+            fut.set_result(fn(*args))
+        except Exception as exc:
+            fut.set_exception(exc)
+        return fut
+
+    def describe(self) -> str:
+        """Where the work runs, for a log line."""
+        return "in-process"
+
+    def close(self) -> None:
+        """Stop what the back-end started (idempotent)."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PoolBackend(Backend):
+    """Local worker processes, started on the first submit. Loads keep their own pools
+    (trace/load.py, with the parse time limit's watchdog); this one runs per-rank analyses
+    of folders big enough to be worth a process start."""
+
+    kind = "pool"
+    #: 20 MB of trace files: below it the analyses run in the caller, as before.
+    remote_bytes = 20_000_000
+
+    def __init__(self, workers: int | None = None) -> None:
+        self._workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+
+    def describe(self) -> str:
+        return f"process pool ({self._workers or 'one per core'})"
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        if self._pool is None:
+            from hta_tui.trace.load import default_workers
+
+            prepare_pool(WORK_MODULES)
+            with _usable_stderr():
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self._workers or default_workers(),
+                    mp_context=mp.get_context(START_METHOD),
+                )
+        with _usable_stderr(), _children_skip_main():
+            return self._pool.submit(fn, *args)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+class DaskBackend(Backend):
+    """A `distributed.Client` (see the module docstring). `processes=False` starts a local
+    cluster of threads in this process (the tests). `lazy`: connect (or start the local
+    cluster) on the first submit, so a run whose every result is kept already (a warm
+    report) starts nothing; BackendError then comes from that submit."""
+
+    kind = "dask"
+    remote_bytes = 0  # every rank's work goes to the cluster: that is what it is for
+
+    def __init__(self, address: str, *, processes: bool = True, lazy: bool = False) -> None:
+        try:
+            import distributed  # noqa: F401 (said at once when missing, even when lazy)
+        except ImportError:
+            raise BackendError(INSTALL_HINT) from None
+        self.address = address
+        self.processes = processes
+        self.client: Any = None
+        self._cluster: Any = None
+        self._executor: Executor | None = None
+        self._lock = threading.Lock()
+        self._local = _local_workers(address) if address.partition(":")[0] == "local" else None
+        if not lazy or self._local is None:  # a scheduler's address: reached (or not) now
+            self._start()
+
+    def _start(self) -> Executor:
+        with self._lock:
+            if self._executor is not None:
+                return self._executor
+            import distributed
+
+            try:
+                if self._local is not None:
+                    # loopback only, on free ports: Dask's HTTP servers start even with
+                    # the dashboard "off" (`None` still binds 0.0.0.0:8787)
+                    loopback = {"host": LOOPBACK} if self.processes else {}
+                    self._cluster = distributed.LocalCluster(
+                        n_workers=self._local,
+                        threads_per_worker=1,
+                        processes=self.processes,
+                        dashboard_address=f"{LOOPBACK}:0",
+                        worker_dashboard_address=f"{LOOPBACK}:0",
+                        **loopback,
+                    )
+                    self.client = distributed.Client(self._cluster)
+                else:
+                    self.client = distributed.Client(self.address, timeout="10s")
+            except (OSError, TimeoutError, ValueError) as exc:
+                self._stop()
+                raise BackendError(
+                    f"cannot reach the Dask scheduler at {self.address}: {exc}"
+                ) from None
+            self._executor = self.client.get_executor(retries=1, pure=False)
+            return self._executor
+
+    @property
+    def started(self) -> bool:
+        return self._executor is not None
+
+    def describe(self) -> str:
+        return f"Dask at {self.address}"
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        return self._start().submit(fn, *args)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._executor = None
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+def _local_workers(address: str) -> int:
+    """ "local:N" -> N workers; "local" -> the machine's cores."""
+    _, _, count = address.partition(":")
+    if not count:
+        from hta_tui.trace.load import default_workers
+
+        return default_workers()
+    try:
+        n = int(count)
+    except ValueError:
+        raise BackendError(f"--dask local:N wants a number of workers, not {count!r}") from None
+    if n < 1:
+        raise BackendError("--dask local:N wants at least one worker")
+    return n
+
+
+def open_backend(
+    dask: str | None = None,
+    *,
+    workers: int | None = None,
+    processes: bool = True,
+    lazy: bool = False,
+) -> Backend:
+    """The back-end a front end asked for: Dask at `dask` when given (started on its first
+    task when `lazy`), else the process pool of `workers` (BackendError with its one line
+    when Dask cannot start)."""
+    if dask:
+        return DaskBackend(dask, processes=processes, lazy=lazy)
+    return PoolBackend(workers)

@@ -1,0 +1,309 @@
+"""The client's side: the analyses of a loaded trace set, rank-wise ones made rank by rank
+on a back-end, the rest over every rank here, each result kept for the next run.
+
+    rank-wise (`scope="rank"`)   every rank's tables: read from beside its frames when
+                                 stored, else made by `rank_work.rank_tables` on the back-end
+                                 (a failed rank is made here instead: it costs its retry
+                                 time, never its numbers); concatenated in rank order
+    job-wide (`scope="job"`)     run here over every rank's frames (not yet distributed)
+
+Either way an analysis's whole answer is also kept under the cache's `jobs/` folder, keyed
+by every rank's file, the options it reads and the code's version: a second report with no
+file changed reads it back and reads no frame at all; with one file changed, only that
+rank's rank-wise tables are made again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from hta_tui.analysis import registry
+from hta_tui.exec.backends import Backend
+from hta_tui.exec.blobs import pack, unpack
+from hta_tui.exec.rank_work import (
+    STEPS,
+    RankJob,
+    _steps_blob,
+    _write_atomic,
+    code_version,
+    options_key,
+    rank_tables,
+    read_cached,
+    result_path,
+    steps_path,
+    unpack_steps,
+)
+from hta_tui.trace.model import TraceSet
+
+log = logging.getLogger("hta_tui.exec")
+
+JOBS_DIR = "jobs"
+
+
+@dataclass
+class SplitRun:
+    """What a run did, for tests and benchmarks: which analyses came from where."""
+
+    job_hits: list[str] = field(default_factory=list)
+    rank_hits: int = 0
+    rank_tasks: int = 0
+    #: rank -> the one-line reason its work failed on the back-end (then made here)
+    failed: dict[int, str] = field(default_factory=dict)
+    here: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Rank:
+    rank: int
+    entry: Path
+    meta: dict
+    size: int
+    #: its entry holds its frames (not a trace loaded uncached, whose frames live here only)
+    stored: bool
+
+
+def _ranks(ts: TraceSet) -> list[_Rank]:
+    out = []
+    meta = registry.trace_meta(ts)
+    for rank, data in sorted(ts.loaded().items()):
+        entry = ts.selected(rank)
+        size = entry.file.size if entry is not None else 0
+        out.append(_Rank(rank, data.entry, meta.get(rank, {}), size, data.entry.is_dir()))
+    return out
+
+
+def _job_key(a: registry.Analysis, options: registry.Options, ranks: list[_Rank]) -> str:
+    digest = hashlib.sha1(options_key(a, options).encode())
+    for r in ranks:
+        digest.update(f"{r.rank}\0{r.entry.name}\0{r.meta.get('path', '')}\n".encode())
+    return digest.hexdigest()
+
+
+def job_path(root: Path, key: str) -> Path:
+    return root / JOBS_DIR / key[:2] / f"{key}.arrow"
+
+
+class LazyFrames(Mapping[int, pl.DataFrame]):
+    """rank -> its events frame, read only when asked for: what needs the ranks but not
+    their frames (the report's scope of a whole-trace table) reads none."""
+
+    def __init__(self, ts: TraceSet) -> None:
+        self._data = ts.loaded()
+
+    def __getitem__(self, rank: int) -> pl.DataFrame:
+        return self._data[rank].events
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def job_cached(
+    ts: TraceSet, cache_root: Path | None, what: str, compute: Callable[[], bytes]
+) -> bytes:
+    """`compute()` kept under the cache's jobs/ folder, keyed by every rank's file, `what`
+    (the options and names it depends on) and the code's version."""
+    if cache_root is None:
+        return compute()
+    digest = hashlib.sha1(f"{code_version()}|{what}".encode())
+    for r in _ranks(ts):
+        digest.update(f"{r.rank}\0{r.entry.name}\0{r.meta.get('path', '')}\n".encode())
+    path = job_path(cache_root, digest.hexdigest())
+    try:
+        kept = path.read_bytes()
+        if len(kept) >= 4 and zlib.crc32(kept[:-4]) == int.from_bytes(kept[-4:], "little"):
+            return kept[:-4]
+    except OSError:
+        pass
+    made = compute()  # missing or damaged: made again
+    _write_atomic(made + zlib.crc32(made).to_bytes(4, "little"), path)
+    return made
+
+
+#: Evaluated after every other analysis, on their tables (`registry.findings_tables`).
+FINDINGS = "findings"
+
+
+def run_split(
+    ts: TraceSet,
+    names: list[str] | None,
+    options: registry.Options,
+    backend: Backend | None = None,
+    *,
+    cache_root: Path | None = None,
+    stats: SplitRun | None = None,
+) -> registry.Tables:
+    """Every table of the selected analyses (`registry.select(names)`), in declaration
+    order, the same numbers as `registry.run` over every rank. `cache_root`: where whole
+    answers are kept (None: not kept)."""
+    backend = backend or Backend()
+    stats = stats if stats is not None else SplitRun()
+    chosen = registry.select(names)
+    ranks = _ranks(ts)
+    answers: dict[str, registry.Tables] = {}
+    keys = {a.name: _job_key(a, options, ranks) for a in chosen}
+    if cache_root is not None:
+        for a in chosen:
+            blob = read_cached(job_path(cache_root, keys[a.name]))
+            if blob is not None:
+                answers[a.name] = unpack(blob)
+                stats.job_hits.append(a.name)
+    left = [a for a in chosen if a.name not in answers]
+    rankwise = [a for a in left if a.scope == "rank"] if ranks else []
+    if rankwise:
+        answers.update(_rankwise(ts, rankwise, options, ranks, backend, stats))
+    # the findings last, on the tables the others made (the rules read only tables)
+    here = [a for a in left if a not in rankwise and a.name != FINDINGS]
+    if here:
+        stats.here += [a.name for a in here]
+        made = registry.run(
+            ts.frames(),
+            [a.name for a in here],
+            options,
+            frames=ts.frames,
+            meta=registry.trace_meta(ts),
+        )
+        for a in here:
+            answers[a.name] = {t: made[t] for t in a.tables if t in made}
+    if any(a.name == FINDINGS for a in left):
+        stats.here.append(FINDINGS)
+        made = {t: table for answer in answers.values() for t, table in answer.items()}
+        answers[FINDINGS] = registry.findings_tables(
+            ts.frames(), options, frames=ts.frames, meta=registry.trace_meta(ts), made=made
+        )
+    if cache_root is not None:
+        for a in left:
+            _write_atomic(pack(answers[a.name]), job_path(cache_root, keys[a.name]))
+    out: registry.Tables = {}
+    for a in chosen:
+        out.update(answers[a.name])
+    return out
+
+
+def _rankwise(
+    ts: TraceSet,
+    chosen: list[registry.Analysis],
+    options: registry.Options,
+    ranks: list[_Rank],
+    backend: Backend,
+    stats: SplitRun,
+) -> dict[str, registry.Tables]:
+    """Each rank's tables (stored, or made on the back-end), concatenated in rank order."""
+    parts: dict[int, dict[str, bytes]] = {}
+    jobs: list[RankJob] = []
+    for r in ranks:
+        if not r.stored:  # frames only this process has
+            continue
+        found = {a.name: read_cached(result_path(r.entry, a, options)) for a in chosen}
+        have = {n: b for n, b in found.items() if b is not None}
+        stats.rank_hits += len(have)
+        parts[r.rank] = have
+        wanted = tuple(a.name for a in chosen if a.name not in have)
+        if wanted:
+            jobs.append(RankJob(r.rank, str(r.entry), r.meta, wanted, options))
+    remote = sum(r.size for r in ranks) >= backend.remote_bytes
+    runner = backend if remote else Backend()
+    for rank, got in _gather(runner, jobs, stats, ts).items():
+        parts[rank].update(got)
+    for r in ranks:
+        if r.rank not in parts or len(parts[r.rank]) < len(chosen):
+            parts[r.rank] = _here(ts, r, chosen, options, parts.get(r.rank, {}))
+    return {a.name: _concat([unpack(parts[r.rank][a.name]) for r in ranks]) for a in chosen}
+
+
+def _gather(
+    backend: Backend, jobs: list[RankJob], stats: SplitRun, ts: TraceSet
+) -> dict[int, dict[str, bytes]]:
+    """Every job's answer; a job that failed (after the back-end's retry) is logged and
+    left out, to be made here. In this process a rank's work reads the frames `ts` holds."""
+    stats.rank_tasks += len(jobs)
+    futures: dict[Future[dict[str, bytes]], RankJob] = {}
+    out = {}
+    here = backend.kind == "inline"
+    for job in jobs:
+        try:
+            if here:
+                futures[backend.submit(rank_tables, job, ts.loaded()[job.rank])] = job
+            else:
+                futures[backend.submit(rank_tables, job)] = job
+        except Exception as exc:  # a cluster that would not start: made here
+            stats.failed[job.rank] = _one_line(exc)
+    for fut in as_completed(futures):
+        job = futures[fut]
+        try:
+            out[job.rank] = fut.result()
+        except Exception as exc:  # a worker that died, a file a worker cannot read
+            reason = _one_line(exc)
+            stats.failed[job.rank] = reason
+            log.warning(
+                "rank %s: work failed on %s (%s); made here", job.rank, backend.describe(), reason
+            )
+    return out
+
+
+def _here(
+    ts: TraceSet,
+    r: _Rank,
+    chosen: list[registry.Analysis],
+    options: registry.Options,
+    have: Mapping[str, bytes],
+) -> dict[str, bytes]:
+    """A rank's missing tables made in this process from its frames here."""
+    wanted = [a for a in chosen if a.name not in have]
+    frames: Callable[[str], registry.Ranks] = registry.trace_frames(ts, [r.rank])
+    made = registry.run(
+        frames("events"), [a.name for a in wanted], options, frames=frames, meta={r.rank: r.meta}
+    )
+    return {
+        **have,
+        **{a.name: pack({t: made[t] for t in a.tables if t in made}) for a in wanted},
+    }
+
+
+def _concat(parts: list[registry.Tables]) -> registry.Tables:
+    """Tables of each rank, one after another in rank order (empty ones keep the schema)."""
+    out = {}
+    for name in parts[0]:
+        frames = [p[name] for p in parts if name in p]
+        full = [f for f in frames if f.height]
+        out[name] = pl.concat(full, how="diagonal_relaxed") if full else frames[0]
+    return out
+
+
+def rank_steps(
+    ts: TraceSet, options: registry.Options, backend: Backend | None = None
+) -> dict[int, dict[str, list[int]]]:
+    """rank -> (kind of steps -> the ProfilerSteps its tables cover, `coverage`), each rank's
+    made on the back-end and kept beside its frames (`coverage.merge_steps` makes the job's)."""
+    backend = backend or Backend()
+    ranks = _ranks(ts)
+    out: dict[int, dict[str, list[int]]] = {}
+    jobs = []
+    for r in ranks:
+        blob = read_cached(steps_path(r.entry, options)) if r.stored else None
+        if blob is not None:
+            out[r.rank] = unpack_steps(blob)
+        elif r.stored:
+            jobs.append(RankJob(r.rank, str(r.entry), r.meta, (STEPS,), options))
+    remote = sum(r.size for r in ranks) >= backend.remote_bytes
+    for rank, got in _gather(backend if remote else Backend(), jobs, SplitRun(), ts).items():
+        out[rank] = unpack_steps(got[STEPS])
+    for r in ranks:
+        if r.rank not in out:  # frames only here, or its work failed: made here
+            out[r.rank] = unpack_steps(_steps_blob(r.rank, ts.loaded()[r.rank].events, options))
+    return out
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:200]

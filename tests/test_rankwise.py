@@ -1,0 +1,398 @@
+"""Rank by rank, on any back-end (issue 30; issue 27 point 3): analyses declared
+`scope="rank"` give the same tables made rank by rank as over every rank at once; the
+in-process, process-pool and Dask back-ends give the same report, number for number; per-rank
+results are kept beside the frames and whole answers per job, so a second run makes nothing;
+work that fails on a worker is made again and loses nothing.
+
+The Dask tests use a LocalCluster of threads (processes=False): cheap, no process started.
+The one that kills a worker process runs only with HTA_TUI_CLUSTER_TESTS=1 (CI).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from hta_tui.analysis import registry
+from hta_tui.exec import INSTALL_HINT, Backend, BackendError, DaskBackend, PoolBackend, split
+from hta_tui.exec.rank_work import RESULTS_DIR
+from hta_tui.report import run_report
+from hta_tui.session import open_session
+from hta_tui.synth.nccl_job import write_nccl_job
+from hta_tui.synth.small_job import Dialect, JobShape, write_job
+from hta_tui.trace.cache import Cache
+
+#: A rank-wise analysis (cheap per rank), and one over every rank (collective matching).
+JOB_ONLY = ["kernel_view", "comm_comp_per_rank"]
+
+
+def report(path: Path, cache: Cache, backend: Backend, only: list[str] | None = None) -> dict:
+    out = io.StringIO()
+    assert run_report(path, as_json=True, out=out, cache=cache, backend=backend, only=only) == 0
+    return orjson.loads(out.getvalue())
+
+
+def forget_results(cache: Cache) -> None:
+    """Keep the parsed frames, drop every analysis result kept (each back-end makes its own)."""
+    for folder in [*cache.root.glob(f"*/*/{RESULTS_DIR}"), cache.root / split.JOBS_DIR]:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[DaskBackend]:
+    pytest.importorskip("distributed")
+    with DaskBackend("local:2", processes=False) as backend:
+        yield backend
+
+
+@pytest.fixture(scope="module")
+def parsed64(tmp_path_factory: pytest.TempPathFactory, cluster: DaskBackend) -> Path:
+    """A generated 64-rank NCCL job of tiny ranks (rank 2 late at every collective), parsed
+    once on the Dask cluster (its cache copied by `job64` for each test)."""
+    root = tmp_path_factory.mktemp("job64")
+    write_nccl_job(root / "job", ranks=64, steps=2)
+    ts = open_session(root / "job", Cache(root / "cache"), backend=cluster).trace_set
+    assert len(ts.loaded()) == 64
+    return root
+
+
+@pytest.fixture
+def job64(parsed64: Path, tmp_path: Path) -> tuple[Path, Cache]:
+    """The 64-rank job and a cache of its frames only, this test's own."""
+    shutil.copytree(parsed64 / "cache", tmp_path / "cache")
+    cache = Cache(tmp_path / "cache")
+    forget_results(cache)
+    return parsed64 / "job", cache
+
+
+@pytest.fixture(scope="module")
+def parsed8(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("job8")
+    write_job(root / "job", Dialect(), JobShape(ranks=8, steps=2, ops_per_step=4))
+    assert len(open_session(root / "job", Cache(root / "cache")).trace_set.loaded()) == 8
+    return root
+
+
+@pytest.fixture
+def job8(parsed8: Path, tmp_path: Path) -> tuple[Path, Cache]:
+    """An 8-rank job and a cache of its frames only, this test's own."""
+    shutil.copytree(parsed8 / "cache", tmp_path / "cache")
+    cache = Cache(tmp_path / "cache")
+    forget_results(cache)
+    return parsed8 / "job", cache
+
+
+@pytest.mark.shared
+@pytest.mark.heavy
+@pytest.mark.parametrize("case", ["pytorch_cpu_ddp_gloo_4", "trace_filter"])
+def test_three_back_ends_one_report_on_shared(
+    shared: Path, tmp_path: Path, cluster: DaskBackend, case: str
+) -> None:
+    """Every default analysis on real multi-rank traces (CPU-only gloo; GPU NCCL): the same
+    report, number for number, in-process, in a worker process and on Dask."""
+    cache = Cache(tmp_path)
+    path = shared / "traces" / case
+    on_dask = report(path, cache, cluster)
+    forget_results(cache)
+    here = report(path, cache, Backend())
+    forget_results(cache)
+    with PoolBackend(1) as pool:
+        pool.remote_bytes = 0
+        in_pool = report(path, cache, pool)
+    assert here == on_dask == in_pool
+    assert len(here["files"]) == 2 if case == "trace_filter" else 4
+
+
+@pytest.mark.heavy
+def test_memory_analyses_split_by_rank(tmp_path: Path) -> None:
+    """The memory analyses (no shared multi-rank trace has memory events): made rank by rank
+    on a generated 2-rank job with GPU memory events, the tables of every rank at once."""
+    from hta_tui.synth import MemoryOptions, write_trace_dir
+
+    write_trace_dir(tmp_path / "t", ranks=2, steps=2, kernels_per_step=10, memory=MemoryOptions())
+    ts = open_session(tmp_path / "t", Cache(tmp_path / "c")).trace_set
+    names = [a.name for a in registry.ANALYSES if a.frames == ("memory",)]
+    assert len(names) >= 5 and all(registry.BY_NAME[n].scope == "rank" for n in names)
+    options = registry.Options()
+    at_once = registry.run(ts.frames(), names, options, frames=ts.frames)
+    by_rank = split.run_split(ts, names, options, Backend())
+    assert at_once["memory_events"].height > 0 and set(at_once["memory_events"]["rank"]) == {0, 1}
+    for name, table in at_once.items():
+        _same(by_rank[name], table, name)
+
+
+def test_every_analysis_declares_how_it_splits() -> None:
+    assert {a.scope for a in registry.ANALYSES} <= set(registry.SCOPES)
+    across = {a.name for a in registry.ANALYSES if a.scope == "job"}
+    # the ones that read across ranks: stragglers, collective matching, top-k over ranks
+    assert {"profiler_steps", "comm_comp_per_rank", "gpu_kernel_breakdown"} <= across
+
+
+def _same(a: pl.DataFrame, b: pl.DataFrame, name: str) -> None:
+    if a.is_empty() and b.is_empty():
+        return
+    assert_frame_equal(a, b, check_dtypes=False, rel_tol=1e-12, abs_tol=0), name
+
+
+@pytest.mark.shared
+@pytest.mark.heavy
+def test_rank_by_rank_equals_every_rank_at_once(
+    shared: Path, tmp_path: Path, cluster: DaskBackend
+) -> None:
+    """Every rank-wise analysis on a real 8-rank job (GPU kernels, NCCL, memcpy, syncs)
+    made rank by rank on Dask's workers gives the tables of the registry run over every rank
+    at once (the job-wide ones run over every rank here, as before)."""
+    cache = Cache(tmp_path)
+    ts = open_session(shared / "traces" / "param_dlrm_8rank", cache, backend=cluster).trace_set
+    assert len(ts.loaded()) == 8
+    options = registry.Options()
+    names = [a.name for a in registry.ANALYSES if a.scope == "rank" and a.default]
+    at_once = registry.run(
+        ts.frames(), names, options, frames=ts.frames, meta=registry.trace_meta(ts)
+    )
+    stats = split.SplitRun()
+    on_dask = split.run_split(ts, names, options, cluster, stats=stats)
+    assert stats.rank_tasks == 8 and not stats.failed and not stats.here
+    assert list(on_dask) == list(at_once)
+    for name, table in at_once.items():
+        _same(on_dask[name], table, name)
+    assert sum(t.height for t in on_dask.values()) > 1000  # real tables, not empty ones
+
+
+def test_three_back_ends_one_report_on_64_ranks(
+    job64: tuple[Path, Cache], cluster: DaskBackend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 64-rank job parsed and analysed on Dask, in a worker process and in-process: one
+    report, number for number; the report says which analyses the cluster did not make."""
+    job, cache = job64
+    on_dask = report(job, cache, cluster, JOB_ONLY)
+    note = "not yet distributed (made here, over every rank's frames): comm_comp_per_rank"
+    assert note in capsys.readouterr().err
+    assert len(on_dask["files"]) == 64
+    assert {r["status"] for r in on_dask["files"]} == {"loaded"}
+    forget_results(cache)
+    here = report(job, cache, Backend(), JOB_ONLY)
+    forget_results(cache)
+    with PoolBackend(1) as pool:
+        pool.remote_bytes = 0  # small as the files are, the work goes to the process
+        in_pool = report(job, cache, pool, JOB_ONLY[:1])
+    assert here == on_dask
+    assert in_pool["kernel_view"] == here["kernel_view"]
+    assert len({r["rank"] for r in here["kernel_view"]}) == 64
+    # matched across the ranks: the late rank found
+    assert [r["rank"] for r in on_dask["collective_stragglers"]] == [2]
+
+
+def test_second_run_makes_nothing(job8: tuple[Path, Cache], cluster: DaskBackend) -> None:
+    """Whole answers are read back per job (no frame read); without them each rank's kept
+    tables are, and only a changed rank is made again."""
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    opts, only = registry.Options(), ["idle_time_breakdown", "profiler_steps"]
+    first = split.run_split(ts, only, opts, Backend(), cache_root=cache.root)
+    again = split.SplitRun()
+    ts = open_session(job, cache, backend=Backend()).trace_set  # a second report's
+    second = split.run_split(ts, only, opts, Backend(), cache_root=cache.root, stats=again)
+    assert again.job_hits == only and again.rank_tasks == 0 and not again.here
+    assert all(not d._frames for d in ts.loaded().values())  # no frame read at all
+    assert {k: v.to_dicts() for k, v in second.items()} == {
+        k: v.to_dicts() for k, v in first.items()
+    }
+    shutil.rmtree(cache.root / split.JOBS_DIR)
+    entry = ts.loaded()[5].entry
+    shutil.rmtree(entry / RESULTS_DIR)  # rank 5 lost its kept tables
+    ranks = split.SplitRun()
+    third = split.run_split(ts, only, opts, Backend(), cache_root=cache.root, stats=ranks)
+    assert ranks.rank_tasks == 1 and ranks.rank_hits == 7
+    assert third["idle_time_breakdown"].to_dicts() == first["idle_time_breakdown"].to_dicts()
+    from hta_tui.api import TraceAnalysis  # the API over Dask: the same numbers
+
+    ta = TraceAnalysis(job, cache=cache, dask=cluster)
+    assert ta.table("idle_time_breakdown").to_dicts() == first["idle_time_breakdown"].to_dicts()
+    # another option the analysis reads is another result
+    other = split.SplitRun()
+    changed = registry.Options(consecutive_kernel_delay_us=1)
+    split.run_split(ts, only[:1], changed, Backend(), cache_root=cache.root, stats=other)
+    assert other.rank_tasks == 8
+
+
+def test_scope_steps_found_rank_by_rank(job8: tuple[Path, Cache], cluster: DaskBackend) -> None:
+    """The report's scope section, its steps found rank by rank on the workers (HTA's steps
+    the union of the ranks', the plugin's each rank's own), says what it says when found
+    over every rank's frames at once."""
+    from hta_tui.analysis import coverage
+    from hta_tui.report import table_scopes
+
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    names = ["idle_time_breakdown", "profiler_steps", "step_time_breakdown", "syncs", "kernel_view"]
+    tables = {n: pl.DataFrame() for n in names}  # the steps depend on the names only
+    options = registry.Options()
+    spans = {r: {"span": "", "path": ts.selected(r).path.name} for r in ts.loaded()}
+    at_once = coverage.table_scopes(
+        list(registry.ANALYSES), tables, registry.TABLE_OWNER, ts.frames(), options, spans
+    )
+    assert {str(s) for t in at_once.values() for s in (t["steps"] or {})} == {
+        str(r) for r in range(8)
+    }
+    assert table_scopes(ts, tables, options, cluster) == at_once
+
+
+class DyingWorker(Backend):
+    """A back-end whose worker dies under rank 3's work (after its own retry)."""
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        if args and getattr(args[0], "rank", None) == 3:
+            fut: Future[Any] = Future()
+            fut.set_exception(RuntimeError("worker tcp://10.0.0.7:4000 died"))
+            return fut
+        return super().submit(fn, *args)
+
+
+_FLAKY: dict[int, int] = {}
+
+
+def flaky_rank_tables(job: Any) -> Any:
+    """Fails the first attempt at every rank, as a killed worker does."""
+    _FLAKY[job.rank] = _FLAKY.get(job.rank, 0) + 1
+    if _FLAKY[job.rank] == 1:
+        raise OSError("worker killed")
+    from hta_tui.exec.rank_work import rank_tables
+
+    return rank_tables(job)
+
+
+def test_failed_work_costs_only_its_retry(
+    job8: tuple[Path, Cache], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dask retries a task whose worker died once; one that fails again is made here: the
+    numbers are the same either way, and the rank's one-line reason is kept."""
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    only = ["idle_time_breakdown"]
+    want = split.run_split(ts, only, registry.Options(), Backend())["idle_time_breakdown"]
+    assert want.height
+    forget_results(cache)
+    monkeypatch.setattr(split, "rank_tables", flaky_rank_tables)
+    _FLAKY.clear()
+    retried = split.SplitRun()
+    got = split.run_split(ts, only, registry.Options(), cluster, stats=retried)
+    assert not retried.failed and set(_FLAKY.values()) == {2}  # each retried once
+    assert got["idle_time_breakdown"].to_dicts() == want.to_dicts()
+    monkeypatch.undo()
+    forget_results(cache)
+    lost = split.SplitRun()
+    got = split.run_split(ts, only, registry.Options(), DyingWorker(), stats=lost)
+    assert lost.failed == {3: "RuntimeError: worker tcp://10.0.0.7:4000 died"}
+    assert got["idle_time_breakdown"].to_dicts() == want.to_dicts()
+
+
+def test_dask_missing_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without distributed, `--dask` is one line naming the extra; the rest works."""
+    from hta_tui import cli
+
+    write_job(tmp_path / "t", Dialect(), JobShape(ranks=1, steps=1, ops_per_step=2))
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import fails as if not installed
+    with pytest.raises(BackendError, match="pip install 'hta-tui\\[dask\\]'"):
+        DaskBackend("local:1")
+    rc = cli.main(["report", str(tmp_path / "t"), "--json", "--dask", "local:1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.strip() == f"hta-tui: {INSTALL_HINT}"
+    from hta_tui.app.app import run_app
+
+    assert run_app(tmp_path / "t", cache=Cache(tmp_path / "c"), dask="tcp://h:8786") == 2
+    assert capsys.readouterr().err.strip() == f"hta-tui: {INSTALL_HINT}"
+
+
+@pytest.mark.skipif(
+    not os.environ.get("HTA_TUI_CLUSTER_TESTS"), reason="starts worker processes: CI only"
+)
+def test_killed_worker_process_loses_nothing(tmp_path: Path) -> None:
+    """A LocalCluster of worker processes, one killed while the ranks are analysed: every
+    rank's tables still arrive, the same as in-process."""
+    import contextlib
+    import threading
+    import time
+
+    root = tmp_path / "job"
+    write_job(root, Dialect(), JobShape(ranks=16, steps=2, ops_per_step=4))
+    cache = Cache(tmp_path / "c")
+    ts = open_session(root, cache, backend=Backend()).trace_set
+    want = split.run_split(ts, ["idle_time_breakdown"], registry.Options(), Backend())
+    forget_results(cache)
+    with DaskBackend("local:2") as backend:
+        client = backend.client
+        killed = threading.Event()
+
+        def kill_a_busy_worker() -> None:
+            """Once a worker is running ranks' work, end its process (as the OOM killer)."""
+            for _ in range(600):
+                busy = [w for w, tasks in client.processing().items() if tasks]
+                if busy:
+                    with contextlib.suppress(Exception):  # its connection drops: expected
+                        client.run(os._exit, 1, workers=busy[:1], wait=False)
+                    killed.set()
+                    return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_a_busy_worker, daemon=True)
+        killer.start()
+        stats = split.SplitRun()
+        got = split.run_split(ts, ["idle_time_breakdown"], registry.Options(), backend, stats=stats)
+        killer.join(5)
+    assert killed.is_set()
+    assert got["idle_time_breakdown"].to_dicts() == want["idle_time_breakdown"].to_dicts()
+
+
+class CountingDask(DaskBackend):
+    """A local cluster of threads that counts the tasks it is given."""
+
+    def __init__(self) -> None:
+        super().__init__("local:1", processes=False)
+        self.tasks: list[str] = []
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        self.tasks.append(fn.__name__)
+        return super().submit(fn, *args)
+
+
+async def test_the_app_parses_on_the_cluster(tmp_path: Path, ui: Any) -> None:
+    """`hta-tui PATH --dask ...`: the app's loads go through the back-end (every file parsed
+    on the cluster's worker) and the overview lists them as ever."""
+    pytest.importorskip("distributed")
+    root = tmp_path / "job"
+    write_job(root, Dialect(), JobShape(ranks=2, steps=1, ops_per_step=2))
+    with CountingDask() as backend:
+        app = ui.app(root, backend=backend)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await ui.wait_until(pilot, lambda: len(app.trace_set.loaded()) == 2, what="2 ranks")
+            await ui.settle(pilot)
+        assert backend.tasks == ["_any_thread_worker"] * 2
+
+
+def test_a_local_cluster_listens_on_this_machine_only(cluster: DaskBackend) -> None:
+    """`--dask local` starts Dask's scheduler, workers and their HTTP servers: on loopback
+    only (Dask binds its dashboard on every interface by default, even when told `None`)."""
+    import psutil
+
+    cluster.submit(int, "1").result()  # the cluster started
+    listening = [
+        c.laddr
+        for c in psutil.Process().net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    ]
+    assert listening, "the cluster's servers were not found"
+    assert all(addr.ip == "127.0.0.1" for addr in listening), listening
