@@ -353,6 +353,7 @@ SCREEN_HELPERS: dict[str, str] = {
     "hta_tui.analysis.scope.steps_from_names": _COVER,
     "hta_tui.analysis.gaps.START": "a column's name",
     "hta_tui.analysis.kernel_detail.START": "a column's name",
+    "hta_tui.analysis.kernel_owners.ANNOTATED": "a value of a table's column",
     "hta_tui.analysis.idle.IDLE_CATEGORIES": "column names",
     "hta_tui.analysis.tb_roles.CATEGORIES": "column names",
     "hta_tui.analysis.gpu_metric_series.SERIES": "column names",

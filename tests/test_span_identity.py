@@ -126,7 +126,7 @@ def test_the_text_report_lists_the_conflict(tmp_path: Path) -> None:
     write_stray(d)
     out = io.StringIO()
     assert run_report(d, cache=Cache(tmp_path / "cache"), out=out, width=300) == 0
-    files = out.getvalue().split("# ", 2)[1]
+    (files,) = [s for s in out.getvalue().split("\n# ") if s.startswith("Files in")]
     (line,) = [ln for ln in files.splitlines() if "zz_stray.json" in ln]
     assert "conflict: pid 4242 says rank 0" in line
 
