@@ -83,12 +83,13 @@ def test_memory_tables_share_one_attribution_per_rank() -> None:
 
 
 def test_what_is_shared_goes_with_the_frames() -> None:
+    shared_names = {"operator_tree", "memory_records", "memory_context"}
+    before = set(hta_view._views)  # other tests' frames may still be alive in this process
     events, memory = _frames(1)
     catalog.run(events, MEMORY_TABLES, threads=2, frames={"memory": memory}.__getitem__)
-    kept = {k[3] for k in hta_view._views if k[0] == "job" and isinstance(k[3], str)}
-    assert {"operator_tree", "memory_records", "memory_context"} <= kept
+    made = {k for k in hta_view._views if k not in before and k[0] == "job"}
+    assert shared_names <= {k[3] for k in made if isinstance(k[3], str)}
     del events, memory
     gc.collect()
-    kept = {k[3] for k in hta_view._views if k[0] == "job" and isinstance(k[3], str)}
-    assert not kept & {"operator_tree", "memory_records", "memory_context"}
+    assert not made & set(hta_view._views)  # what these frames kept went with them
     assert not hta_view._building
