@@ -413,13 +413,14 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.heavy
-def test_100mb_rank_is_sized_right(tmp_path: Path) -> None:
-    """The benchmark's size, end to end through the CLI (speed and memory: bench/)."""
+def test_a_rank_is_sized_right(tmp_path: Path) -> None:
+    """A rank of the size asked for, end to end through the CLI (the benchmarks ask for
+    100 MB; a quarter of it here, the sizing being per step; speed and memory: bench/)."""
     cmd = [sys.executable, "-m", "hta_tui.synth", str(tmp_path), "--ranks", "1"]
-    subprocess.run([*cmd, "--target-mb", "100"], check=True, capture_output=True)
+    subprocess.run([*cmd, "--target-mb", "25"], check=True, capture_output=True)
     [path] = list(tmp_path.iterdir())
     size = _uncompressed_size(path)
-    assert abs(size - 100e6) <= 10e6
+    assert abs(size - 25e6) <= 2.5e6
 
 
 def test_parity_shapes_are_deterministic_and_written_as_told(tmp_path: Path) -> None:
