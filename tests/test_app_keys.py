@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import Input
-from textual.widgets._footer import FooterKey
 
 from hta_tui.app.app import HtaApp
-from hta_tui.app.screens.registry import SCREENS
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
@@ -59,25 +57,6 @@ async def test_j_and_k_move_in_the_file_list(traces: Path, tmp_path: Path) -> No
         assert files.cursor_row == 2
         await pilot.press("k")
         assert files.cursor_row == 1
-
-
-@pytest.mark.heavy
-@pytest.mark.parametrize("width", [60])  # 80 columns: test_navigation's footer test
-async def test_the_footer_always_shows_help(traces: Path, tmp_path: Path, width: int) -> None:
-    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
-    async with app.run_test(size=(width, 24)) as pilot:
-        await wait_until(pilot, lambda: app.settled)
-        for entry in SCREENS:
-            await pilot.press(entry.key)
-            await wait_until(pilot, lambda: screen_ready(app))
-            await wait_until(  # the footer recomposes when the screen's bindings change
-                pilot, lambda: any(k.action == "help" for k in app.screen.query(FooterKey))
-            )
-            await pilot.pause(0.1)
-            keys = {k.action: k for k in app.screen.query(FooterKey)}
-            help_key = keys["help"]
-            region = help_key.region
-            assert region.width > 0 and region.right <= width, entry.mode
 
 
 async def test_the_rank_picked_holds_on_every_screen(traces: Path, tmp_path: Path) -> None:

@@ -23,6 +23,16 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+def help_fits(app: HtaApp, width: int) -> bool:
+    """The footer's `?` is on screen, whole, within `width` columns (it recomposes when the
+    screen's bindings change)."""
+    from textual.widgets._footer import FooterKey
+
+    keys = {k.action: k for k in app.screen.query(FooterKey)}
+    help_key = keys.get("help")
+    return help_key is not None and help_key.region.width > 0 and help_key.region.right <= width
+
+
 async def test_every_screen_survives_resizes(traces: Path, tmp_path: Path, ui: Any) -> None:
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -35,6 +45,8 @@ async def test_every_screen_survives_resizes(traces: Path, tmp_path: Path, ui: A
                 await pilot.resize_terminal(*size)
                 await pilot.pause(0.1)
                 assert app.screen.size.width == size[0]
+                if size[0] == 60:  # the footer still shows `?` (80 columns: test_navigation)
+                    await ui.wait_patiently(pilot, lambda: help_fits(app, 60))
             assert app.return_code is None  # no crash
 
 
