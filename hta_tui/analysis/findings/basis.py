@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
@@ -26,6 +27,27 @@ def per_rank_steps(steps: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("rank", maintain_order=True)
     )
+
+
+def column_share(
+    steps: pl.DataFrame, column: str, info: float
+) -> tuple[pl.DataFrame, dict[str, Any], list[int]]:
+    """Each rank's share of its step time in `column` of the step-time table (`pct`, and
+    `per_step` in us), the worst rank's row (ties: the smallest rank) and the ranks past
+    `info`: what the rules on one category of the step (communication, DataLoader) share."""
+    part = steps.group_by("rank", maintain_order=True).agg(pl.col(column).sum().alias("part_us"))
+    per = (
+        per_rank_steps(steps)
+        .join(part, on="rank")
+        .with_columns(
+            (100 * pl.col("part_us") / pl.col("total_us")).alias("pct"),
+            (pl.col("part_us") / pl.col("steps")).alias("per_step"),
+        )
+    )
+    worst = per.sort(["pct", "rank"], descending=[True, False], maintain_order=True).row(
+        0, named=True
+    )
+    return per, worst, per.filter(pl.col("pct") > info)["rank"].to_list()
 
 
 def windows(iterations: pl.DataFrame) -> pl.DataFrame:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.analysis.findings.basis import NO_STEPS, STEP_NUMBERS, STEPS, no_steps, per_rank_steps
+from hta_tui.analysis.findings.basis import NO_STEPS, STEP_NUMBERS, STEPS, column_share, no_steps
 from hta_tui.analysis.findings.model import (
     Rule,
     RuleResult,
@@ -25,21 +25,7 @@ def _exposed(t: Tables, th: Thresholds) -> RuleResult:
         return abstain(NO_STEPS)
     if steps["Kernel (us)"].sum() <= 0:
         return abstain(NO_GPU)
-    comm = steps.group_by("rank", maintain_order=True).agg(
-        pl.col("Communication (us)").sum().alias("comm_us")
-    )
-    per = (
-        per_rank_steps(steps)
-        .join(comm, on="rank")
-        .with_columns(
-            (100 * pl.col("comm_us") / pl.col("total_us")).alias("pct"),
-            (pl.col("comm_us") / pl.col("steps")).alias("per_step"),
-        )
-    )
-    worst = per.sort(["pct", "rank"], descending=[True, False], maintain_order=True).row(
-        0, named=True
-    )
-    fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
+    per, worst, fired = column_share(steps, "Communication (us)", th.info)
     hidden = t["collectives_hidden"]
     top = (
         hidden.filter(pl.col("rank").is_in(fired or [worst["rank"]]))

@@ -9,8 +9,8 @@ from hta_tui.analysis.findings.basis import (
     STEP_NUMBERS,
     STEPS,
     WINDOWS,
+    column_share,
     no_steps,
-    per_rank_steps,
     with_windows,
 )
 from hta_tui.analysis.findings.model import (
@@ -44,21 +44,7 @@ def _dataloader(t: Tables, th: Thresholds) -> RuleResult:
     steps = t[STEPS]
     if no_steps(t):
         return abstain(NO_STEPS)
-    load = steps.group_by("rank", maintain_order=True).agg(
-        pl.col("DataLoader (us)").sum().alias("load_us")
-    )
-    per = (
-        per_rank_steps(steps)
-        .join(load, on="rank")
-        .with_columns(
-            (100 * pl.col("load_us") / pl.col("total_us")).alias("pct"),
-            (pl.col("load_us") / pl.col("steps")).alias("per_step"),
-        )
-    )
-    worst = per.sort(["pct", "rank"], descending=[True, False], maintain_order=True).row(
-        0, named=True
-    )
-    fired = per.filter(pl.col("pct") > th.info)["rank"].to_list()
+    per, worst, fired = column_share(steps, "DataLoader (us)", th.info)
     names = _dataloader_ops(t["user_annotation_breakdown"])
     op = short(names[0]) if names else "the DataLoader"
     slow = (
