@@ -485,33 +485,7 @@ def kernel_modules(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Kernel time per rank and module, costliest first: a graph kernel in the module its
     CUDA-graph annotation names (`module_from` ANNOTATED), any other kernel in the
     innermost nn.Module around its launch (AROUND)."""
-    frames = []
-    for rank, events in sorted(ranks.items()):
-        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
-        total = owners["dur"].sum()
-        frames.append(
-            owners.group_by("module", "module_from")
-            .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"))
-            .select(
-                pl.lit(rank, pl.Int64).alias("rank"),
-                "module",
-                "module_from",
-                "kernels",
-                us(pl.col("__t")).alias("time (us)"),
-                (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
-            )
-        )
-    if not frames:
-        return pl.DataFrame(schema=MODULE_COLUMNS)
-    return (
-        pl.concat(frames)
-        .cast(MODULE_COLUMNS)
-        .sort(
-            ["rank", "time (us)", "module", "module_from"],
-            descending=[False, True, False, False],
-            nulls_last=True,
-        )
-    )
+    return _kernel_time_by(ranks, ("module", "module_from"), MODULE_COLUMNS)
 
 
 BACKEND_COLUMNS: dict[str, pl.DataType] = {
@@ -528,29 +502,36 @@ def kernel_backends(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Kernel time per rank, backend (cuBLAS, Triton, NCCL, MIOpen...) and the compiled
     region that launched it (`CompiledFunction`, `Torch-Compiled Region: 0/0`; null for
     eager code): where compiled and library code spend the GPU's time, costliest first."""
+    return _kernel_time_by(ranks, ("backend", "compiled_region"), BACKEND_COLUMNS)
+
+
+def _kernel_time_by(
+    ranks: Mapping[int, pl.DataFrame], keys: tuple[str, str], schema: dict[str, pl.DataType]
+) -> pl.DataFrame:
+    """Kernel count, time and share of the rank's kernel time per rank and `keys` (columns
+    of `kernel_owners`), costliest first within each rank."""
     frames = []
     for rank, events in sorted(ranks.items()):
         owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
         total = owners["dur"].sum()
         frames.append(
-            owners.group_by("backend", "compiled_region")
+            owners.group_by(*keys)
             .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"))
             .select(
                 pl.lit(rank, pl.Int64).alias("rank"),
-                "backend",
-                "compiled_region",
+                *keys,
                 "kernels",
                 us(pl.col("__t")).alias("time (us)"),
                 (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
             )
         )
     if not frames:
-        return pl.DataFrame(schema=BACKEND_COLUMNS)
+        return pl.DataFrame(schema=schema)
     return (
         pl.concat(frames)
-        .cast(BACKEND_COLUMNS)
+        .cast(schema)
         .sort(
-            ["rank", "time (us)", "backend", "compiled_region"],
+            ["rank", "time (us)", *keys],
             descending=[False, True, False, False],
             nulls_last=True,
         )
