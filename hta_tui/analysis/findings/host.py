@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from hta_tui.analysis.findings.basis import (
@@ -146,6 +148,19 @@ def _sync_rows(t: Tables, copies: bool) -> tuple[pl.DataFrame, pl.DataFrame] | s
     return syncs, per
 
 
+def _blocked(
+    t: Tables, th: Thresholds, copies: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any], list[int]] | str:
+    """`_sync_rows`, with the worst rank's row and the ranks blocked past `th.info` (what
+    sync.host and memcpy.pageable both start from), or why there is nothing to measure."""
+    made = _sync_rows(t, copies)
+    if isinstance(made, str):
+        return made
+    syncs, per = made
+    fired = per.filter((pl.col("pct") > th.info) & (pl.col("blocked") > 0))["rank"].to_list()
+    return syncs, per, per.row(0, named=True), fired
+
+
 def _where(r: dict[str, object]) -> str:
     """A sync's place as the sync finder gives it: call site, module, operator, and in
     backward the forward op that made it."""
@@ -197,13 +212,11 @@ def _top_places(syncs: pl.DataFrame, rank: int, n: int = 2) -> str:
 
 
 def _sync_host(t: Tables, th: Thresholds) -> RuleResult:
-    made = _sync_rows(t, copies=False)
+    made = _blocked(t, th, copies=False)
     if isinstance(made, str):
         return abstain(made)
-    syncs, per = made
-    worst = per.row(0, named=True)
+    syncs, per, worst, fired = made
     rank = worst["rank"]
-    fired = per.filter((pl.col("pct") > th.info) & (pl.col("blocked") > 0))["rank"].to_list()
     advice = (
         f"rank {rank}'s host waits for the GPU {fmt_us(worst['per_step'])} per step "
         f"({worst['pct']:.1f}% of its step): {_top_places(syncs, rank) or 'no call named'}: "
@@ -233,13 +246,11 @@ SYNC_HOST = Rule(
 
 
 def _pageable(t: Tables, th: Thresholds) -> RuleResult:
-    made = _sync_rows(t, copies=True)
+    made = _blocked(t, th, copies=True)
     if isinstance(made, str):
         return abstain(made)
-    syncs, per = made
-    worst = per.row(0, named=True)
+    syncs, per, worst, fired = made
     rank = worst["rank"]
-    fired = per.filter((pl.col("pct") > th.info) & (pl.col("blocked") > 0))["rank"].to_list()
     steps = worst["steps"] or 1
     advice = (
         f"on rank {rank}, {worst['calls'] / steps:.0f} host-device copies per step are "
