@@ -16,7 +16,7 @@ import orjson
 import polars as pl
 
 from hta_tui.analysis import coverage, registry
-from hta_tui.analysis.overview import file_table, precompute, temporal_table
+from hta_tui.analysis.overview import file_table, precompute
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
 from hta_tui.exec.split import LazyFrames, job_cached, rank_steps, run_split
@@ -64,7 +64,9 @@ def build_tables(
     selected = [a.name for a in registry.select(names)]
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
     if "temporal_breakdown" in selected:
-        tables["temporal_breakdown"] = temporal_table(ts, hta_compat=options.hta_compat)
+        # the overview's table through the door: the same numbers, read from the summaries
+        summaries = registry.set_tables(ts, ["overview_temporal"], options)
+        tables["temporal_breakdown"] = summaries["overview_temporal"]
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:  # (findings last, on the tables the others made: exec/split.py)
         tables.update(run_split(ts, rest, options, backend, cache_root=cache_root))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -45,17 +45,20 @@ from hta_tui.analysis import (
     operator_stacks,
     operators,
     overlap,
+    overview,
+    overview_rows,
     queue,
     scheduling,
     sequences,
     step_breakdown,
+    step_overview,
     step_time_stats,
     steps,
     sync_summary,
     temporal,
 )
 from hta_tui.analysis.checkpoint import checkpoint
-from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_tables
+from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_result
 from hta_tui.trace.model import TraceSet
 
 T = TypeVar("T")
@@ -101,6 +104,9 @@ class Options:
     fold_kernels: bool = True
     #: How many of the longest gaps between kernels `longest_gaps` lists.
     top_gaps: int = 200
+    #: HTA's ProfilerStep filter off, its left-out last step counted (the overview's temporal
+    #: breakdown under the app's `H`).
+    every_step: bool = False
 
 
 #: HTA's keyword where an option's name here differs (ours says its unit): the API takes
@@ -234,6 +240,15 @@ class Analysis:
     #: beside its frames (hta_tui/exec); "job" when it reads across ranks (stragglers,
     #: collective matching, top-k over every rank): it runs on the client over all frames.
     scope: str = "job"
+    #: What it reads that the caller gives (`tables(given=...)`), each passed as a keyword
+    #: argument (None when not given): "trace_set", the TraceSet itself (the per-file
+    #: summaries the loader kept with each file: the overview's), or what it answered under
+    #: `results` last time (so only what changed is made again).
+    inputs: tuple[str, ...] = ()
+    #: What it answers besides tables: objects for the app (the critical path's paths, the
+    #: rows kept for the next call), made only when named at the door (`tables`); never in
+    #: the report, `--only`, `--list`'s tables or the API's `get_` methods.
+    results: tuple[str, ...] = ()
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -258,8 +273,9 @@ class Analysis:
         }
 
     def run(self, ranks: Ranks, options: Options | None = None, **frames: Any) -> Tables:
-        """Every table it gives."""
-        return {t: make() for t, make in self.lazy(ranks, options, **frames).items()}
+        """Every table it gives (not its `results`)."""
+        lazy = self.lazy(ranks, options, **frames)
+        return {t: make() for t, make in lazy.items() if t not in self.results}
 
 
 def _given(table: pl.DataFrame) -> pl.DataFrame:
@@ -582,11 +598,15 @@ _PATH_TABLES = ("critical_path", "critical_path_edges", "critical_path_what_if")
 
 
 def _critical_path(r: Ranks, o: Options) -> Lazy:
-    def made() -> Mapping[str, pl.DataFrame]:
+    @functools.cache
+    def made() -> tuple[Mapping[str, pl.DataFrame], Mapping[tuple[int, int], Any]]:
         steps_asked = critical_path_instances(o.critical_path_steps)
-        return critical_path_tables(r, instances=steps_asked, hta_compat=o.hta_compat)
+        return critical_path_result(r, instances=steps_asked, hta_compat=o.hta_compat)
 
-    return picked(made, _PATH_TABLES)
+    lazy: Lazy = {n: functools.partial(lambda n: made()[0][n], n) for n in _PATH_TABLES}
+    # (rank, instance) -> its path (critical_path.path.RankPath): the app's overlay export
+    lazy["critical_path_paths"] = lambda: made()[1]  # type: ignore[assignment,return-value]
+    return lazy
 
 
 def _modules(r: Ranks, o: Options) -> Lazy:
@@ -911,6 +931,7 @@ ANALYSES: list[Analysis] = [
         views=False,
         options=("critical_path_steps", *_H),
         also=_PATH_TABLES[1:],
+        results=("critical_path_paths",),
         steps="every",  # the ProfilerSteps critical_path_steps names, as on the host
         definitions="hta",
     ),
@@ -1146,18 +1167,104 @@ ANALYSES += [
     ),
 ]
 
+# the overview (path26): the per-file summaries the loader made while parsing, read from the
+# trace set (`inputs`), so a file landing among many costs its own row only
+
+
+def _no_set(schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(schema=dict(schema))
+
+
+def _overview_files(
+    r: Ranks,
+    o: Options,
+    trace_set: TraceSet | None = None,
+    overview_kept_rows: overview_rows.KeptRows | None = None,
+) -> Lazy:
+    @functools.cache
+    def made() -> tuple[pl.DataFrame, overview_rows.KeptRows | None]:
+        if trace_set is None:  # (no set given: the report's `files` is its own)
+            return _no_set(overview.FILE_COLUMNS), None
+        # rows made again only for the files whose row changed since `overview_kept_rows`
+        return overview_rows.update_file_table(trace_set, overview_kept_rows)
+
+    return {
+        "overview_files": lambda: made()[0],
+        "overview_kept_rows": lambda: made()[1],  # type: ignore[dict-item,return-value]
+    }
+
+
+def _overview_temporal(r: Ranks, o: Options, trace_set: TraceSet | None = None) -> Lazy:
+    def table() -> pl.DataFrame:
+        if trace_set is None:
+            return temporal.temporal_breakdown({}, hta_compat=o.hta_compat)
+        return overview.temporal_table(trace_set, hta_compat=o.hta_compat, every_step=o.every_step)
+
+    return {"overview_temporal": table}
+
+
+def _overview_steps(r: Ranks, o: Options, trace_set: TraceSet | None = None) -> Lazy:
+    def table() -> pl.DataFrame:
+        if trace_set is None:
+            return _no_set(step_breakdown.COLUMNS)
+        return step_overview.step_table(trace_set, tb_compat=o.tb_compat)
+
+    return {"overview_steps": table}
+
+
+ANALYSES += [
+    Analysis(
+        "overview_files",
+        "The files: rank, span, status, size, GPU busy time (the app's overview)",
+        _overview_files,
+        default=False,
+        views=False,
+        inputs=("trace_set", "overview_kept_rows"),
+        results=("overview_kept_rows",),
+        steps="whole",
+        definitions="own",
+        scope="rank",
+    ),
+    Analysis(
+        "overview_temporal",
+        "Temporal breakdown from the per-file summaries (the app's overview)",
+        _overview_temporal,
+        default=False,
+        views=False,
+        inputs=("trace_set",),
+        options=("every_step", *_H),
+        scope="rank",
+    ),
+    Analysis(
+        "overview_steps",
+        "Step time per rank from the per-file summaries (the app's overview)",
+        _overview_steps,
+        default=False,
+        views=False,
+        inputs=("trace_set",),
+        options=_TB,
+        steps="plugin",
+        definitions="plugin",
+        scope="rank",
+    ),
+]
+
 #: name -> its declaration; table -> the analysis giving it (every key the report prints is a
 #: name `--only` accepts). Both follow `ANALYSES` (`declare`, `withdraw`), changed in place.
 BY_NAME: dict[str, Analysis] = {}
 TABLE_OWNER: dict[str, str] = {}
+#: result (`Analysis.results`) -> the analysis giving it: known to the door only.
+RESULT_OWNER: dict[str, str] = {}
 
 
 def _index() -> None:
     BY_NAME.clear()
     TABLE_OWNER.clear()
+    RESULT_OWNER.clear()
     for a in ANALYSES:
         BY_NAME[a.name] = a
         TABLE_OWNER.update(dict.fromkeys(a.also, a.name))
+        RESULT_OWNER.update(dict.fromkeys(a.results, a.name))
 
 
 _index()
@@ -1166,7 +1273,7 @@ _index()
 def declare(analysis: Analysis) -> Analysis:
     """Add an analysis (a plugin, a test): from then on the report, `--only`, `--list` and
     the API know it. ValueError when a name it gives is taken."""
-    taken = [t for t in analysis.tables if known(t)]
+    taken = [t for t in (*analysis.tables, *analysis.results) if known(t) or t in RESULT_OWNER]
     if taken:
         raise ValueError(f"already declared: {', '.join(taken)}")
     ANALYSES.append(analysis)
@@ -1186,8 +1293,9 @@ def known(name: str) -> bool:
 
 
 def owner(table_name: str) -> Analysis:
-    """The analysis giving a table (KeyError for an unknown name)."""
-    return BY_NAME[TABLE_OWNER.get(table_name, table_name)]
+    """The analysis giving a table or a result (KeyError for an unknown name)."""
+    name = RESULT_OWNER.get(table_name) or TABLE_OWNER.get(table_name, table_name)
+    return BY_NAME[name]
 
 
 def select(names: list[str] | None) -> list[Analysis]:
@@ -1215,11 +1323,18 @@ def wanted_tables(names: list[str] | None, tables: Tables) -> Tables:
 ENGINE = "in-memory"
 
 
-def _inputs(a: Analysis, frames: FrameGetter | None, meta: Metas | None) -> dict[str, Any]:
+def _inputs(
+    a: Analysis,
+    frames: FrameGetter | None,
+    meta: Metas | None,
+    given: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """What an analysis reads besides the events, as keyword arguments."""
     out: dict[str, Any] = {f: frames(f) if frames is not None else {} for f in a.frames}
     if a.meta:
         out["meta"] = meta or {}
+    for name in a.inputs:
+        out[name] = (given or {}).get(name)
     return out
 
 
@@ -1230,12 +1345,15 @@ def tables(
     *,
     frames: FrameGetter | None = None,
     meta: Metas | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> Tables:
     """The named tables only, in the order asked: each analysis set up once, and only the
     tables asked for made (the door of the API and the screens: one table costs one table).
-    KeyError for an unknown name, or a table only the report makes (from file metadata)."""
+    A name of an analysis's `results` answers that object in a table's place; `given`: the
+    inputs analyses declare (`Analysis.inputs`). KeyError for an unknown name, or a table
+    only the report makes (from file metadata)."""
     names = list(names)
-    unknown = [n for n in names if not known(n)]
+    unknown = [n for n in names if not known(n) and n not in RESULT_OWNER]
     if unknown:
         raise KeyError(", ".join(unknown))
     lazies: dict[str, Lazy] = {}
@@ -1243,7 +1361,7 @@ def tables(
     for n in names:  # on the caller's polars engine (`run` sets the report's)
         a = owner(n)
         if a.name not in lazies:
-            lazies[a.name] = a.lazy(ranks, options, **_inputs(a, frames, meta))
+            lazies[a.name] = a.lazy(ranks, options, **_inputs(a, frames, meta, given))
         if n not in lazies[a.name]:
             raise KeyError(f"{a.name} did not give {n}")
         checkpoint()  # a view left behind stops here (analysis/checkpoint.py)
@@ -1263,6 +1381,52 @@ def table(
     return tables(ranks, [name], options, frames=frames, meta=meta)[name]
 
 
+class _Events(Mapping[int, pl.DataFrame]):
+    """rank -> its events frame, read when an analysis asks for it: what reads the set's
+    per-file summaries (the overview) reads no frame."""
+
+    def __init__(self, ts: TraceSet, ranks: Iterable[int] | None) -> None:
+        loaded = ts.loaded()
+        wanted = set(loaded) if ranks is None else set(ranks)
+        self._data = {r: d for r, d in sorted(loaded.items()) if r in wanted}
+
+    def __getitem__(self, rank: int) -> pl.DataFrame:
+        return self._data[rank].events
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+def set_tables(
+    ts: TraceSet,
+    names: Iterable[str],
+    options: Options | None = None,
+    *,
+    ranks: Iterable[int] | None = None,
+    given: Mapping[str, Any] | None = None,
+) -> Tables:
+    """`tables` of one trace set (the app's, or one side of the diff, asked once per side):
+    its loaded ranks (or `ranks`), their frames and metadata, and the set itself for the
+    analyses reading it (`inputs`: "trace_set"); a frame is read only when asked for."""
+    names = list(names)
+    ranks = None if ranks is None else list(ranks)
+    unknown = [n for n in names if not known(n) and n not in RESULT_OWNER]
+    if unknown:
+        raise KeyError(", ".join(unknown))
+    meta = trace_meta(ts, ranks) if any(owner(n).meta for n in names) else None
+    return tables(
+        _Events(ts, ranks),
+        names,
+        options,
+        frames=trace_frames(ts, ranks),
+        meta=meta,
+        given={"trace_set": ts, **(given or {})},
+    )
+
+
 def run(
     ranks: Ranks,
     names: list[str] | None = None,
@@ -1271,6 +1435,7 @@ def run(
     threads: int = 2,
     frames: FrameGetter | None = None,
     meta: Metas | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> Tables:
     """Run the selected analyses over the loaded ranks; tables in declaration order.
 
@@ -1286,7 +1451,7 @@ def run(
         return {}
 
     def call(a: Analysis) -> Tables:
-        return a.run(ranks, options, **_inputs(a, frames, meta))
+        return a.run(ranks, options, **_inputs(a, frames, meta, given))
 
     with pl.Config(engine_affinity=ENGINE):
         results = scheduling.run_all(chosen, call, threads)

@@ -12,8 +12,7 @@ from typing import Any
 from textual import work
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from hta_tui.analysis import scope
-from hta_tui.analysis.overview_rows import KeptRows
+from hta_tui.analysis import registry, scope
 from hta_tui.app.environment import one_line
 from hta_tui.app.format import RowWidths, file_columns, file_rows, temporal_rows
 from hta_tui.app.messages import OverviewReady
@@ -30,6 +29,8 @@ from hta_tui.trace.model import TraceSet
 #: Where the overview's step time differs from the plugin's own rules (the step-time view's
 #: `PLUGIN_WHY`, short enough for the box's border at 80 columns).
 STEP_WHY = "cuda_runtime as Runtime, NCCL as Comm"
+#: The overview's file table and the rows kept for its next update (the registry's).
+OVERVIEW_FILES = ("overview_files", "overview_kept_rows")
 
 
 class RefreshMixin(AppMixin):
@@ -48,8 +49,9 @@ class RefreshMixin(AppMixin):
     _overview_worker: Worker | None
     _overview_requested: tuple[Any, ...] | None
     _overview_shown: int
-    #: the overview's file rows of its last computation, reused where nothing changed
-    _kept_rows: KeptRows | None = None
+    #: the overview's file rows of its last computation, reused where nothing changed (the
+    #: registry's `overview_kept_rows`, given back to it)
+    _kept_rows: Any = None
 
     @property
     def settled(self) -> bool:
@@ -72,21 +74,20 @@ class RefreshMixin(AppMixin):
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False, name="overview")
     def _compute_overview(self, ts: TraceSet, generation: int, ctx: dict[str, Any]) -> None:
-        from hta_tui.analysis.overview import temporal_table
-        from hta_tui.analysis.overview_rows import update_file_table
-        from hta_tui.analysis.step_overview import step_table
-
         worker = get_current_worker()
-        # rows made again only for the files that changed (one worker at a time: exclusive)
-        files, self._kept_rows = update_file_table(ts, self._kept_rows)
+        # through the registry's door, from the per-file summaries the loader made (no frame
+        # read); rows made again only for the files that changed (one worker at a time)
+        got = registry.set_tables(ts, OVERVIEW_FILES, given={"overview_kept_rows": self._kept_rows})
+        files, self._kept_rows = got["overview_files"], got["overview_kept_rows"]
         if worker.is_cancelled:
             return
-        temporal = temporal_table(ts, every_step=ctx["every_step"])
+        options = registry.Options(every_step=ctx["every_step"], tb_compat=ctx["tb_compat"])
+        temporal = registry.set_tables(ts, ["overview_temporal"], options)["overview_temporal"]
         if worker.is_cancelled:
             return
         landed = bool(ts.loaded())  # no verdict (no steps, no ProfilerStep) before a rank
         try:
-            step_frame = step_table(ts, tb_compat=ctx["tb_compat"])
+            step_frame = registry.set_tables(ts, ["overview_steps"], options)["overview_steps"]
             step_text, step_bar = overview_rows(step_frame)
             used = tuple(step_frame["step"].unique().sort().to_list())
             names = {n for d in ts.loaded().values() for n in d.meta.get("step_names", ())}

@@ -159,7 +159,8 @@ def run_split(
                 answers[a.name] = unpack(blob)
                 stats.job_hits.append(a.name)
     left = [a for a in chosen if a.name not in answers]
-    rankwise = [a for a in left if a.scope == "rank"] if ranks else []
+    # (what reads the trace set itself, the overview's summaries, runs here, where it is)
+    rankwise = [a for a in left if a.scope == "rank" and not a.inputs] if ranks else []
     if rankwise:
         answers.update(_rankwise(ts, rankwise, options, ranks, backend, stats))
     # the findings last, on the tables the others made (the rules read only tables)
@@ -172,6 +173,7 @@ def run_split(
             options,
             frames=ts.frames,
             meta=registry.trace_meta(ts),
+            given={"trace_set": ts},
         )
         for a in here:
             answers[a.name] = {t: made[t] for t in a.tables if t in made}

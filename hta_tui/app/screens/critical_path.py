@@ -19,9 +19,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from hta_tui.analysis import registry
 from hta_tui.analysis.critical_path import export
-from hta_tui.analysis.critical_path.path import RankPath
-from hta_tui.analysis.critical_path.tables import critical_path_result
 from hta_tui.analysis.kernel_detail import START, trace_origin
 from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
@@ -82,6 +81,11 @@ class BoundBars(StackedBars):
 
 class CriticalPathScreen(AnalysisScreen):
     TITLE = "Critical path"
+    ANALYSES = ("critical_path", "critical_path_edges", "critical_path_what_if")
+    #: Each rank's path objects, kept for the overlay export (the registry's result).
+    PATHS = "critical_path_paths"
+    #: Every ProfilerStep's path, not HTA's first only (`critical_path_steps`).
+    OPTIONS = registry.Options(critical_path_steps="all")
     STEPS = "every ProfilerStep"  # the distributed view's words for the same steps
     NO_STEPS = "no ProfilerStep: no step to follow"
 
@@ -112,9 +116,14 @@ class CriticalPathScreen(AnalysisScreen):
     def compute(
         frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
     ) -> dict[str, Any]:
-        tables, paths = critical_path_result(frames)
+        got = registry.tables(
+            frames,
+            [*CriticalPathScreen.ANALYSES, CriticalPathScreen.PATHS],
+            CriticalPathScreen.OPTIONS,
+        )
+        paths = got.pop(CriticalPathScreen.PATHS)
         origin = origin_ns if origin_ns is not None else trace_origin(frames)
-        return {**tables, "paths": paths, "origin_ns": origin or 0}
+        return {**got, "paths": paths, "origin_ns": origin or 0}
 
     def show(self, result: dict[str, Any]) -> None:
         summary: pl.DataFrame = result["critical_path"]
@@ -242,7 +251,7 @@ class CriticalPathScreen(AnalysisScreen):
         self._overlay(entry.path, rp, self.picked, target)
 
     @work(thread=True, group="export", exit_on_error=False)
-    def _overlay(self, src: Path, rp: RankPath, pick: tuple[int, int], target: Path) -> None:
+    def _overlay(self, src: Path, rp: Any, pick: tuple[int, int], target: Path) -> None:
         try:
             written = export.overlay(src, rp, target)
         except Exception as exc:
