@@ -313,6 +313,8 @@ def _summary(
     return out
 
 
+side_summary = _summary  # one side of `compare_traces` (`compare_summaries`)
+
 #: A Python frame's name (`with_stack=True`): `file(first line): function`.
 _FRAME_RE = r"^(.*)\((\d+)\): (.+)$"
 #: A frame matched across the sides by file and function: `file(control line->test line): f`.
@@ -399,6 +401,25 @@ def compare_traces(
     )
     c = _summary(control, control_iteration, **kw)
     t = _summary(test, test_iteration, **kw)
+    return compare_summaries(
+        c,
+        t,
+        match_shapes=match_shapes,
+        average_iterations=average_iterations,
+        hta_compat=hta_compat,
+    )
+
+
+def compare_summaries(
+    c: pl.DataFrame,
+    t: pl.DataFrame,
+    *,
+    match_shapes: bool = False,
+    average_iterations: bool = False,
+    hta_compat: bool = False,
+) -> pl.DataFrame:
+    """`compare_traces` from each side's summary (`side_summary`, each side asked on its
+    own: the registry's `diff_side_ops`)."""
     keys = ["name", "input_dims"] if match_shapes else ["name"]
     if not hta_compat:  # one row for a Python frame whose line moved (module point 6)
         moved = moved_frames(c["name"], t["name"])
@@ -484,6 +505,12 @@ def ops_diff(
         average_iterations=average_iterations,
         hta_compat=hta_compat,
     )
+    return ops_from_compare(df)
+
+
+def ops_from_compare(df: pl.DataFrame) -> dict[str, list[str]]:
+    """`ops_diff` from a `compare_traces` table (its counts only: self or inclusive time
+    alike)."""
     c, t, d = pl.col(f"{CONTROL}_counts"), pl.col(f"{TEST}_counts"), pl.col("diff_counts")
     rules = {
         "added": (c == 0) & (t > 0),
@@ -556,19 +583,9 @@ def breakdown_diff(
         control = _restrict(control, control_iteration, hta_compat=hta_compat)
         test = _restrict(test, test_iteration, hta_compat=hta_compat)
 
-    metrics = [c for c in TEMPORAL_COLUMNS if c != "rank"]
-
-    def temporal(events: pl.DataFrame) -> pl.DataFrame:
-        tb = temporal_breakdown({0: events}, hta_compat=hta_compat)
-        row = tb.row(0, named=True) if tb.height else {}
-        return pl.DataFrame(
-            {"metric": metrics, "value": [row.get(m) for m in metrics]},
-            schema={"metric": pl.String, "value": pl.Float64},
-        )
-
-    temporal_df = _side_by_side(
-        temporal(control), temporal(test), ["metric"], ["value"], fill=False
-    ).rename({"control_value": "control", "test_value": "test", "diff_value": "diff"})
+    temporal_df = temporal_sides(
+        side_temporal(control, hta_compat=hta_compat), side_temporal(test, hta_compat=hta_compat)
+    )
 
     def types(events: pl.DataFrame) -> pl.DataFrame:
         gpu = gpu_table({0: events}, hta_compat=hta_compat)
@@ -608,6 +625,59 @@ def breakdown_diff(
         pl.col("diff_sum").abs(), "name", descending=[True, False], nulls_last=True
     )
     return {"temporal": temporal_df, "kernel_type": type_df, "kernels": kernels}
+
+
+def side_temporal(events: pl.DataFrame, *, hta_compat: bool = False) -> pl.DataFrame:
+    """One side's temporal breakdown as metric, value (null without GPU events)."""
+    metrics = [c for c in TEMPORAL_COLUMNS if c != "rank"]
+    tb = temporal_breakdown({0: events}, hta_compat=hta_compat)
+    row = tb.row(0, named=True) if tb.height else {}
+    return pl.DataFrame(
+        {"metric": metrics, "value": [row.get(m) for m in metrics]},
+        schema={"metric": pl.String, "value": pl.Float64},
+    )
+
+
+def temporal_sides(control: pl.DataFrame, test: pl.DataFrame) -> pl.DataFrame:
+    """`breakdown_diff`'s "temporal" from each side's `side_temporal`."""
+    return _side_by_side(control, test, ["metric"], ["value"], fill=False).rename(
+        {"control_value": "control", "test_value": "test", "diff_value": "diff"}
+    )
+
+
+def side_iterations(events: pl.DataFrame, choice: str, average: bool) -> Iteration:
+    """A side's iteration argument from the app's choice: "" (HTA's first complete one),
+    "all" (every complete one, averaged), a number (as a list when `average`) or numbers
+    ("2,3"). ValueError on anything else."""
+    if choice == "all":
+        return complete_iterations(events)
+    if choice == "":
+        return complete_iterations(events)[:1] if average else None
+    if "," in choice:
+        return [int(c) for c in choice.split(",") if c.strip()]
+    return [int(choice)] if average else int(choice)
+
+
+ITERATION_COLUMNS: dict[str, pl.DataType] = {
+    "step": pl.Int64(),
+    "complete": pl.Boolean(),  # all but the last ProfilerStep (or the only one)
+    "compared": pl.Boolean(),  # compared under the iteration chosen
+}
+
+
+def side_iteration_table(events: pl.DataFrame, iteration: Iteration, average: bool) -> pl.DataFrame:
+    """One side's ProfilerStep numbers: which are complete, which are compared."""
+    steps = step_numbers(events)
+    complete = set(complete_iterations(events))
+    compared = set(_resolve(events, iteration, average))
+    return pl.DataFrame(
+        {
+            "step": steps,
+            "complete": [s in complete for s in steps],
+            "compared": [s in compared for s in steps],
+        },
+        schema=ITERATION_COLUMNS,
+    )
 
 
 DETAIL_STATS_COLUMNS: dict[str, pl.DataType] = {
@@ -681,41 +751,78 @@ def kernel_diff_detail(
       correlation), per kernel name: control/test/diff count and sum (us), and the calls per
       op instance on each side; sorted by |diff_sum| descending. Empty for a GPU kernel.
     """
-    parts: list[pl.DataFrame] = []
-    launched: list[pl.DataFrame] = []
-    per_op: dict[str, int] = {}
-    for side, events, it in ((CONTROL, control, control_iteration), (TEST, test, test_iteration)):
-        view = side_view(events, hta_compat=hta_compat)
-        iters = _resolve(events, it, all_iterations)
-        scoped = view.filter(pl.col("iteration").is_in(iters))
-        if use_short_name:
-            scoped = scoped.join(short_names(scoped["name"]), on="name", how="left")
-            match = pl.col("short_name") == name
-        else:
-            match = pl.col("name") == side_name(name, side)
-        if input_dims is not None:
-            match = match & (pl.col("input_dims") == input_dims)
-        hits = scoped.filter(match)
-        d = us(pl.col("dur"))
-        parts.append(
-            hits.select(
-                pl.lit(side).alias("side"),
-                pl.lit(len(iters)).alias("iterations"),
-                *duration_stats(d),
-            ).cast(DETAIL_STATS_COLUMNS)
-        )
-        cpu_ops = hits.filter(~pl.col("gpu"))
-        per_op[side] = cpu_ops.height
-        ks = _launched_kernels(scoped, cpu_ops)
-        launched.append(
-            ks.group_by("name").agg(
-                pl.len().cast(pl.Int64).alias("count"), us(pl.col("dur")).sum().alias("sum")
-            )
-        )
-    stats = pl.concat(parts).with_columns(
+    kw = dict(all_iterations=all_iterations, use_short_name=use_short_name, input_dims=input_dims)
+    return detail_from_sides(
+        item_side(control, name, CONTROL, iteration=control_iteration, hta_compat=hta_compat, **kw),
+        item_side(test, name, TEST, iteration=test_iteration, hta_compat=hta_compat, **kw),
+    )
+
+
+ITEM_OPS_COLUMNS: dict[str, pl.DataType] = {
+    "cpu_ops": pl.Int64(),  # CPU-side instances of the name in scope
+    "cpu_side": pl.Boolean(),  # the name is a CPU event's (no stream) anywhere on the side
+}
+
+
+def item_side(
+    events: pl.DataFrame,
+    name: str,
+    side: str,
+    *,
+    iteration: Iteration = None,
+    all_iterations: bool = False,
+    use_short_name: bool = False,
+    input_dims: str | None = None,
+    hta_compat: bool = False,
+) -> dict[str, pl.DataFrame]:
+    """One side (`CONTROL` or `TEST`) of `kernel_diff_detail`, asked on its own (the
+    registry's `diff_side_item`): "stats" (its row), "launched" (name, count, sum of the
+    kernels its CPU instances launched), "ops" (`ITEM_OPS_COLUMNS`)."""
+    view = side_view(events, hta_compat=hta_compat)
+    iters = _resolve(events, iteration, all_iterations)
+    scoped = view.filter(pl.col("iteration").is_in(iters))
+    if use_short_name:
+        scoped = scoped.join(short_names(scoped["name"]), on="name", how="left")
+        match = pl.col("short_name") == name
+    else:
+        match = pl.col("name") == side_name(name, side)
+    if input_dims is not None:
+        match = match & (pl.col("input_dims") == input_dims)
+    hits = scoped.filter(match)
+    d = us(pl.col("dur"))
+    stats = hits.select(
+        pl.lit(side).alias("side"),
+        pl.lit(len(iters)).alias("iterations"),
+        *duration_stats(d),
+    ).cast(DETAIL_STATS_COLUMNS)
+    cpu_ops = hits.filter(~pl.col("gpu"))
+    launched = (
+        _launched_kernels(scoped, cpu_ops)
+        .group_by("name")
+        .agg(pl.len().cast(pl.Int64).alias("count"), us(pl.col("dur")).sum().alias("sum"))
+    )
+    named = events.filter(pl.col("name") == name)
+    ops = pl.DataFrame(
+        {
+            "cpu_ops": [cpu_ops.height],
+            "cpu_side": [named.height > 0 and named["stream"].is_null().all()],
+        },
+        schema=ITEM_OPS_COLUMNS,
+    )
+    return {"stats": stats, "launched": launched, "ops": ops}
+
+
+def detail_from_sides(
+    control: dict[str, pl.DataFrame], test: dict[str, pl.DataFrame]
+) -> dict[str, pl.DataFrame]:
+    """`kernel_diff_detail` from each side's `item_side`."""
+    per_op = {CONTROL: control["ops"]["cpu_ops"][0], TEST: test["ops"]["cpu_ops"][0]}
+    stats = pl.concat([control["stats"], test["stats"]]).with_columns(
         pl.when(pl.col("count") > 0).then(pl.col("sum")).otherwise(pl.lit(0.0)).alias("sum")
     )
-    kernels = _side_by_side(launched[0], launched[1], ["name"], ["count", "sum"], fill=True)
+    kernels = _side_by_side(
+        control["launched"], test["launched"], ["name"], ["count", "sum"], fill=True
+    )
     kernels = kernels.with_columns(
         pl.col("^(control|test|diff)_count$").cast(pl.Int64),
         (pl.col("control_count") / per_op[CONTROL] if per_op[CONTROL] else pl.lit(None))

@@ -28,6 +28,7 @@ from hta_tui.analysis import (
     comm_plugin,
     comm_stats,
     comm_topology,
+    diff,
     exposed_comm,
     gaps,
     gpu_metric_series,
@@ -52,6 +53,7 @@ from hta_tui.analysis import (
     sequences,
     step_breakdown,
     step_overview,
+    step_pairs,
     step_time_stats,
     steps,
     sync_summary,
@@ -60,6 +62,7 @@ from hta_tui.analysis import (
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_result
 from hta_tui.trace.model import TraceSet
+from hta_tui.trace.schema import EVENTS_SCHEMA
 
 T = TypeVar("T")
 
@@ -107,6 +110,21 @@ class Options:
     #: HTA's ProfilerStep filter off, its left-out last step counted (the overview's temporal
     #: breakdown under the app's `H`).
     every_step: bool = False
+    # the diff (path26): each side asked on its own, HTA's TraceDiff's names
+    #: A side's iteration(s): "" (HTA's first complete one), "all" (every complete one),
+    #: "N" or "N,M" (HTA's `control_iteration` / `test_iteration`).
+    iteration: str = ""
+    #: "ALL", "CPU" or "GPU": the ops compared (HTA's `device_type`).
+    device_type: str = "ALL"
+    #: Ops matched on HTA's shortened names (HTA's `use_short_name`).
+    use_short_name: bool = False
+    #: Counts and durations per iteration, over the iterations given (beyond HTA).
+    average_iterations: bool = False
+    #: CPU ops count their self time, nested ops' time subtracted (beyond HTA).
+    self_time: bool = False
+    #: The op or kernel `diff_side_item` describes, and the side asked ("Control", "Test").
+    diff_item: str = ""
+    diff_side: str = "Control"
 
 
 #: HTA's keyword where an option's name here differs (ours says its unit): the API takes
@@ -1246,6 +1264,84 @@ ANALYSES += [
         steps="plugin",
         definitions="plugin",
         scope="rank",
+    ),
+]
+
+# the diff (path26): one side of a comparison, asked once per side (`set_tables` with that
+# side's trace set and rank); the diff puts the two sides together (analysis/diff.py)
+
+
+def _one_side(r: Ranks) -> pl.DataFrame | None:
+    """The side's events: the diff compares one rank per side (the smallest given)."""
+    return r[min(r)] if r else None
+
+
+def _diff_side(r: Ranks, o: Options) -> Lazy:
+    ev = _one_side(r)
+    events = ev if ev is not None else pl.DataFrame(schema=EVENTS_SCHEMA)
+    chosen = once(lambda: diff.side_iterations(events, o.iteration, o.average_iterations))
+    return {
+        "diff_side_ops": lambda: diff.side_summary(
+            events,
+            chosen(),
+            device_type=o.device_type,
+            use_short_name=o.use_short_name,
+            average_iterations=o.average_iterations,
+            match_shapes=False,
+            hta_compat=o.hta_compat,
+            self_time=o.self_time,
+        ),
+        "diff_side_temporal": lambda: diff.side_temporal(events, hta_compat=o.hta_compat),
+        "diff_side_iterations": lambda: diff.side_iteration_table(
+            events, chosen(), o.average_iterations
+        ),
+        "diff_side_steps": lambda: step_pairs.step_lengths(events, tb_compat=o.tb_compat),
+    }
+
+
+def _diff_side_item(r: Ranks, o: Options) -> Lazy:
+    def made() -> dict[str, pl.DataFrame]:
+        ev = _one_side(r)
+        events = ev if ev is not None else pl.DataFrame(schema=EVENTS_SCHEMA)
+        part = diff.item_side(
+            events,
+            o.diff_item,
+            o.diff_side,
+            iteration=diff.side_iterations(events, o.iteration, False),
+            use_short_name=o.use_short_name,
+            hta_compat=o.hta_compat,
+        )
+        return {
+            "diff_side_item": part["stats"],
+            "diff_side_item_kernels": part["launched"],
+            "diff_side_item_ops": part["ops"],
+        }
+
+    return picked(made, ("diff_side_item", "diff_side_item_kernels", "diff_side_item_ops"))
+
+
+_DIFF = ("iteration", "device_type", "use_short_name", "average_iterations", "self_time")
+
+ANALYSES += [
+    Analysis(
+        "diff_side_ops",
+        "One side of a trace diff: its ops, temporal breakdown, iterations, steps (the diff)",
+        _diff_side,
+        default=False,
+        views=False,
+        options=(*_DIFF, *_TB, *_H),
+        also=("diff_side_temporal", "diff_side_iterations", "diff_side_steps"),
+        steps="every",
+    ),
+    Analysis(
+        "diff_side_item",
+        "One side of a trace diff's op or kernel: durations, kernels launched (the diff)",
+        _diff_side_item,
+        default=False,
+        views=False,
+        options=("diff_item", "diff_side", "iteration", "use_short_name", *_H),
+        also=("diff_side_item_kernels", "diff_side_item_ops"),
+        steps="every",
     ),
 ]
 

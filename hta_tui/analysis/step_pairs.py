@@ -30,7 +30,15 @@ def paired_steps(
     """Both sides' median step time (us) over the steps both show: `steps` (the common step
     numbers), `control` / `test` each {"median (us)", "steps", "only_here"} (the steps that
     side shows and the other does not). The medians are None without a common step."""
-    c, t = _lengths(control, tb_compat=tb_compat), _lengths(test, tb_compat=tb_compat)
+    return pair_lengths(_lengths(control, tb_compat=tb_compat), _lengths(test, tb_compat=tb_compat))
+
+
+#: One side's step lengths (the registry's `diff_side_steps`).
+step_lengths = _lengths
+
+
+def pair_lengths(c: pl.DataFrame, t: pl.DataFrame) -> dict[str, Any]:
+    """`paired_steps` from each side's `step_lengths`."""
     common = sorted(set(c["step"]) & set(t["step"]))
     out: dict[str, Any] = {"steps": common}
     for side, mine, other in (("control", c, t), ("test", t, c)):

@@ -15,6 +15,7 @@ test): `compute` gets `{CONTROL_KEY: control events, TEST_KEY: test events}` of 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import polars as pl
@@ -27,7 +28,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import diff, step_pairs
+from hta_tui.analysis import diff, registry, step_pairs
 from hta_tui.analysis.names import fold_names
 from hta_tui.app.access import hta_app
 from hta_tui.app.foreground import Superseded
@@ -79,14 +80,34 @@ TEMPORAL = (
 # pure helpers (worker side)
 
 
-def side_iterations(events: pl.DataFrame, choice: Any, average: bool) -> Any:
-    """The `*_iteration` argument for one side: `choice` None (HTA's first complete
-    iteration), an iteration number, or "all" (every complete one, averaged)."""
-    if choice == "all":
-        return diff.complete_iterations(events)
-    if choice is None:
-        return diff.complete_iterations(events)[:1] if average else None
-    return [int(choice)] if average else int(choice)
+#: One side's tables (the registry's, asked once per side) and the one op's or kernel's.
+SIDE_TABLES = ("diff_side_ops", "diff_side_temporal", "diff_side_iterations", "diff_side_steps")
+ITEM_TABLES = ("diff_side_item", "diff_side_item_kernels", "diff_side_item_ops")
+#: (names, options) -> those tables of one side: the registry's door for that side
+SideDoor = Callable[[Sequence[str], registry.Options], dict[str, Any]]
+
+
+def events_door(events: pl.DataFrame) -> SideDoor:
+    """One side's door from its rank's events (a side given as events: tests, the CLI)."""
+    return lambda names, options: registry.tables({0: events}, names, options)
+
+
+def set_door(ts: TraceSet, rank: int) -> SideDoor:
+    """One side's door: its trace set, its rank."""
+    return lambda names, options: registry.set_tables(ts, names, options, ranks=[rank])
+
+
+def side_options(params: Params, side: str) -> registry.Options:
+    """One side's options, by HTA's TraceDiff names: its iteration, the screen's choices."""
+    choice = params.get(f"{side}_iteration")
+    return registry.Options(
+        iteration="" if choice is None else str(choice),
+        device_type=params.get("device", "ALL"),
+        use_short_name=bool(params.get("short", False)),
+        average_iterations="all" in (params.get("control_iteration"), params.get("test_iteration")),
+        self_time=bool(params.get("self_time", False)),
+        tb_compat=bool(params.get("tb_compat", False)),  # the step-time view's rules (X)
+    )
 
 
 def change_marker() -> pl.Expr:
@@ -232,6 +253,8 @@ class PairSources:
             info[f"{side}_rank"] = rank
             if rank is not None and rank in loaded:
                 frames[key] = loaded[rank].events
+                assert ts is not None
+                info[f"{side}_door"] = set_door(ts, rank)
         c_busy, t_busy = self.loading()
         info["control_loading"], info["test_loading"] = c_busy, t_busy
         info["comparing"] = self.test is not None
@@ -307,6 +330,7 @@ class SidePicker(Picker):
 
 class DiffScreen(AnalysisScreen):
     TITLE = "Diff"
+    ANALYSES = SIDE_TABLES
     FOLLOWS_RANK = False  # each side has its own rank (`r` here picks both)
     PLUGIN_STEPS = True  # its step time: the step-time view's steps, in the same rules (X)
 
@@ -370,7 +394,8 @@ class DiffScreen(AnalysisScreen):
             return
         try:
             with self.giving_way(worker):  # the view on screen first (app/foreground.py)
-                result = self.compute(frames, params)
+                doors = {s: info.pop(f"{s}_door", None) for s in ("control", "test")}
+                result = self.compute(frames, params, doors)
         except Superseded:
             return
         result.update(info)
@@ -378,36 +403,52 @@ class DiffScreen(AnalysisScreen):
             self.post_message(Computed(result, ts.generation, params))  # type: ignore[arg-type]
 
     @staticmethod
-    def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+    def compute(
+        frames: dict[int, pl.DataFrame],
+        params: Params,
+        doors: dict[str, SideDoor | None] | None = None,
+    ) -> dict[str, Any]:
+        """Each side's tables through the registry's door, asked once per side (`doors`: each
+        side's trace set and rank; else its events in `frames`), then put side by side."""
         control, test = frames.get(CONTROL_KEY), frames.get(TEST_KEY)
         out: dict[str, Any] = {"control": control, "test": test, "ready": False}
         if control is None or test is None:
             return out
-        c_choice, t_choice = params.get("control_iteration"), params.get("test_iteration")
-        average = "all" in (c_choice, t_choice)
-        compat = bool(params.get("tb_compat", False))  # the step-time view's rules (X)
+        doors = doors or {}
+        sides: dict[str, SideDoor] = {
+            "control": doors.get("control") or events_door(control),
+            "test": doors.get("test") or events_door(test),
+        }
+        got = {side: door(SIDE_TABLES, side_options(params, side)) for side, door in sides.items()}
+        c, t = got["control"], got["test"]
+        average = side_options(params, "control").average_iterations
+        its = {side: got[side]["diff_side_iterations"] for side in got}
         kw: dict[str, Any] = {
-            "control_iteration": side_iterations(control, c_choice, average),
-            "test_iteration": side_iterations(test, t_choice, average),
+            # the iterations compared on each side (HTA's first complete one by default)
+            f"{side}_iteration": its[side].filter(pl.col("compared"))["step"].to_list()
+            for side in its
+        }
+        kw |= {
             "device_type": params.get("device", "ALL"),
             "use_short_name": bool(params.get("short", False)),
             "average_iterations": average,
         }
-        comp = diff.compare_traces(
-            control, test, **kw, self_time=bool(params.get("self_time", False))
+        comp = diff.compare_summaries(
+            c["diff_side_ops"], t["diff_side_ops"], average_iterations=average
         )
         out.update(
             ready=True,
             kw=kw,
+            doors=sides,
             compare=comp,
             table=display_frame(comp),
-            ops=diff.ops_diff(control, test, **kw),
-            temporal=diff.breakdown_diff(control, test)["temporal"],
-            control_iterations=diff.complete_iterations(control),
-            test_iterations=diff.complete_iterations(test),
-            control_steps=diff.step_numbers(control),
-            test_steps=diff.step_numbers(test),
-            step_time=step_pairs.paired_steps(control, test, tb_compat=compat),
+            ops=diff.ops_from_compare(comp),  # counts: self or inclusive time alike
+            temporal=diff.temporal_sides(c["diff_side_temporal"], t["diff_side_temporal"]),
+            control_iterations=its["control"].filter(pl.col("complete"))["step"].to_list(),
+            test_iterations=its["test"].filter(pl.col("complete"))["step"].to_list(),
+            control_steps=its["control"]["step"].to_list(),
+            test_steps=its["test"]["step"].to_list(),
+            step_time=step_pairs.pair_lengths(c["diff_side_steps"], t["diff_side_steps"]),
         )
         return out
 
@@ -620,15 +661,11 @@ class DiffScreen(AnalysisScreen):
             return
         kw = result["kw"]
         average = kw["average_iterations"]
-        c_it, t_it = kw["control_iteration"], kw["test_iteration"]
         self.app.push_screen(
             DiffDetailScreen(
-                result["control"],
-                result["test"],
+                result["doors"],
                 str(row["name"]),
-                control_iteration=c_it,
-                test_iteration=t_it,
-                all_iterations=False,
+                iterations={s: kw[f"{s}_iteration"] for s in ("control", "test")},
                 use_short_name=kw["use_short_name"],
                 per_iteration=average,
             )
@@ -645,18 +682,18 @@ class DiffDetailScreen(Screen):
 
     def __init__(
         self,
-        control: pl.DataFrame,
-        test: pl.DataFrame,
+        doors: dict[str, SideDoor],
         name: str,
         *,
+        iterations: dict[str, list[int]],
+        use_short_name: bool = False,
         per_iteration: bool = False,
-        **kw: Any,
     ) -> None:
         super().__init__()
-        self.control = control
-        self.test = test
+        self.doors = doors  # each side's registry door (`DiffScreen.compute`)
         self.item_name = name
-        self.kw = kw
+        self.iterations = iterations  # the iterations compared on each side
+        self.use_short_name = use_short_name
         self.per_iteration = per_iteration
         self.result: dict[str, pl.DataFrame] | None = None
 
@@ -680,15 +717,23 @@ class DiffDetailScreen(Screen):
 
     @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
     def _compute(self) -> None:
-        result: dict[str, Any] = dict(
-            diff.kernel_diff_detail(self.control, self.test, self.item_name, **self.kw)
-        )
+        parts = {}
+        for side, label in (("control", "Control"), ("test", "Test")):
+            options = registry.Options(
+                diff_item=self.item_name,
+                diff_side=label,
+                iteration=",".join(map(str, self.iterations[side])),
+                use_short_name=self.use_short_name,
+            )
+            got = self.doors[side](ITEM_TABLES, options)
+            parts[side] = {
+                "stats": got["diff_side_item"],
+                "launched": got["diff_side_item_kernels"],
+                "ops": got["diff_side_item_ops"],
+            }
+        result: dict[str, Any] = dict(diff.detail_from_sides(parts["control"], parts["test"]))
         # a CPU-side name (no stream) that launched nothing, or a GPU kernel?
-        result["cpu_side"] = any(
-            (hits := events.filter(pl.col("name") == self.item_name)).height > 0
-            and hits["stream"].is_null().all()
-            for events in (self.control, self.test)
-        )
+        result["cpu_side"] = any(p["ops"]["cpu_side"][0] for p in parts.values())
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._show, result)
 
