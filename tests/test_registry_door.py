@@ -93,3 +93,101 @@ def test_overview_file_rows_are_made_again_only_when_changed(job, monkeypatch) -
     assert_frame_equal(again["overview_files"], first["overview_files"])
     registry.set_tables(job, ["overview_files"])  # nothing kept given: every row made
     assert len(made) == len(job.files())
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory):
+    """Two runs of a generated job (different seeds: ops and kernels that differ)."""
+    sets = []
+    for seed in (3, 4):
+        d = tmp_path_factory.mktemp(f"side{seed}")
+        write_trace_dir(d, ranks=1, steps=4, seed=seed)
+        sets.append(open_set(d, Cache(tmp_path_factory.mktemp(f"cache{seed}"))))
+    return sets
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"device": "GPU", "short": True, "self_time": True},
+        {"control_iteration": "all", "test_iteration": None},
+    ],
+)
+def test_diff_asks_the_door_once_per_side_with_its_trace_set(pair, params, monkeypatch) -> None:
+    """The diff screen's numbers come from each side's trace set asked once through the
+    registry (`set_tables`), and are HTA's TraceDiff of the two sides' events."""
+    from hta_tui.analysis import diff, step_pairs
+    from hta_tui.app.screens.base import Params
+    from hta_tui.app.screens.diff import CONTROL_KEY, TEST_KEY, DiffScreen, set_door
+
+    control_ts, test_ts = pair
+    asked: list[tuple[int, tuple[str, ...]]] = []
+    real = registry.set_tables
+
+    def recording(ts, names, options=None, **kw):
+        asked.append((id(ts), tuple(names)))
+        return real(ts, names, options, **kw)
+
+    monkeypatch.setattr(registry, "set_tables", recording)
+    c, t = control_ts.loaded()[0].events, test_ts.loaded()[0].events
+    doors = {"control": set_door(control_ts, 0), "test": set_door(test_ts, 0)}
+    p = Params(extra={"control_iteration": None, "test_iteration": None, **params})
+    got = DiffScreen.compute({CONTROL_KEY: c, TEST_KEY: t}, p, doors)
+    assert sorted(asked) == sorted(
+        [(id(control_ts), DiffScreen.ANALYSES), (id(test_ts), DiffScreen.ANALYSES)]
+    )
+    average = "all" in (p.get("control_iteration"), p.get("test_iteration"))
+    kw = {
+        "device_type": p.get("device", "ALL"),
+        "use_short_name": bool(p.get("short", False)),
+        "average_iterations": average,
+        "control_iteration": diff.complete_iterations(c) if average else None,
+        "test_iteration": diff.complete_iterations(t)[:1] if average else None,
+    }
+    want = diff.compare_traces(c, t, **kw, self_time=bool(p.get("self_time", False)))
+    assert want.height > 0 and (want["diff_duration"] != 0).any()
+    assert_frame_equal(got["compare"], want)
+    assert got["ops"] == diff.ops_diff(c, t, **kw)
+    assert_frame_equal(got["temporal"], diff.breakdown_diff(c, t)["temporal"])
+    assert got["step_time"] == step_pairs.paired_steps(c, t)
+    assert got["control_iterations"] == diff.complete_iterations(c)
+    assert got["test_steps"] == diff.step_numbers(t)
+
+
+def test_diff_detail_from_each_side_is_htas_kernel_diff_detail(pair) -> None:
+    """The drill-down's two sides, each asked through the door, put together give
+    `kernel_diff_detail` of the two sides' events, for a CPU op and for a kernel."""
+    from hta_tui.analysis import diff
+
+    control_ts, test_ts = pair
+    c, t = control_ts.loaded()[0].events, test_ts.loaded()[0].events
+    comp = diff.compare_traces(c, t)
+    op = comp.join(
+        c.filter(pl.col("stream").is_null()).select("name").unique(), on="name"
+    ).sort("Control_total_duration", descending=True)["name"][0]
+    kernel = c.filter(pl.col("kind") == "kernel")["name"][0]
+    first = {s: diff.complete_iterations(e)[:1] for s, e in (("c", c), ("t", t))}
+    for name in (op, kernel):
+        parts = []
+        for ts, side, iters in ((control_ts, "Control", first["c"]), (test_ts, "Test", first["t"])):
+            options = registry.Options(
+                diff_item=name, diff_side=side, iteration=",".join(map(str, iters))
+            )
+            got = registry.set_tables(
+                ts, ["diff_side_item", "diff_side_item_kernels", "diff_side_item_ops"], options
+            )
+            parts.append(
+                {
+                    "stats": got["diff_side_item"],
+                    "launched": got["diff_side_item_kernels"],
+                    "ops": got["diff_side_item_ops"],
+                }
+            )
+        joined = diff.detail_from_sides(*parts)
+        want = diff.kernel_diff_detail(c, t, name)
+        assert_frame_equal(joined["stats"], want["stats"])
+        assert_frame_equal(joined["kernels"], want["kernels"])
+        assert want["stats"]["count"].sum() > 0
+        assert parts[0]["ops"]["cpu_side"][0] == (name == op)
+        assert want["kernels"].is_empty() == (name == kernel)  # an op launches kernels
