@@ -269,6 +269,8 @@ def list_analyses(out: Any = None) -> None:
         if a.hta_options:
             facts.append(f"options: {', '.join(a.hta_options)}")
         reads = [*a.frames, *(["the files' metadata"] if a.meta else [])]
+        if "trace_set" in a.inputs:
+            reads.append("the files' summaries the loader kept")
         if reads:
             facts.append(f"reads: {', '.join(reads)}")
         # how it splits over ranks (hta_tui/exec): rank by rank on --dask's workers, or not

@@ -163,9 +163,9 @@ def test_diff_detail_from_each_side_is_htas_kernel_diff_detail(pair) -> None:
     control_ts, test_ts = pair
     c, t = control_ts.loaded()[0].events, test_ts.loaded()[0].events
     comp = diff.compare_traces(c, t)
-    op = comp.join(
-        c.filter(pl.col("stream").is_null()).select("name").unique(), on="name"
-    ).sort("Control_total_duration", descending=True)["name"][0]
+    op = comp.join(c.filter(pl.col("stream").is_null()).select("name").unique(), on="name").sort(
+        "Control_total_duration", descending=True
+    )["name"][0]
     kernel = c.filter(pl.col("kind") == "kernel")["name"][0]
     first = {s: diff.complete_iterations(e)[:1] for s, e in (("c", c), ("t", t))}
     for name in (op, kernel):
