@@ -57,6 +57,9 @@ BY_TIME: dict[str, str] = {
     "job_operator_stats_by_input_shape": "device_self_duration (us)",
     "job_operator_call_stacks": "device_self_duration (us)",
     "operator_python_stacks": "host total (us)",
+    # the overview and the diff's sides (registry: path26)
+    "diff_side_ops": "total_duration",
+    "diff_side_item_kernels": "sum",
 }
 #: The other tables, and the order they keep instead.
 OTHER_ORDER: dict[str, str] = {
@@ -140,6 +143,13 @@ OTHER_ORDER: dict[str, str] = {
     "kernel_streams": "by rank and stream",
     "exposed_comm_per_rank": "by rank",
     "collective_last_calls": "by process group and sequence",
+    "overview_files": "by rank, then path",
+    "overview_temporal": "by rank",
+    "overview_steps": "by rank and step",
+    "diff_side_temporal": "HTA's temporal metrics, in its order",
+    **dict.fromkeys(("diff_side_iterations", "diff_side_steps"), "by step"),
+    "diff_side_item": "one row: the op or kernel described",
+    "diff_side_item_ops": "one row",
     **dict.fromkeys(
         (
             "kernel_occurrences",
@@ -193,13 +203,13 @@ def test_every_key_is_in_readme_and_has_an_order() -> None:
     assert sorted([*BY_TIME, *OTHER_ORDER]) == sorted(ALL_KEYS)
 
 
-def test_the_trace_fills_every_table_but_eight(outputs: tuple[dict, str]) -> None:
+def test_the_trace_fills_every_table_but_nine(outputs: tuple[dict, str]) -> None:
     doc, _ = outputs
     empty = {k for k in ALL_KEYS if not doc[k]}
     # a queue never full, no step straggler among the ranks (the collective straggler is rank
     # 1, last at every all_reduce of the two generated ranks), no call stacks in 2.x traces,
     # every kernel launched inside an operator (so no verdict on them either), no operator
-    # named for its Python stacks, memory events with their totals
+    # named for its Python stacks nor for the diff's drill-down, memory events with totals
     assert empty == {
         "memory_no_curve",
         "time_spent_blocked_on_full_queue",
@@ -209,6 +219,7 @@ def test_the_trace_fills_every_table_but_eight(outputs: tuple[dict, str]) -> Non
         "unattributed_kernels",
         "kernel_verdict",
         "operator_python_stacks",
+        "diff_side_item_kernels",  # no op named (`diff_item`)
     }
 
 

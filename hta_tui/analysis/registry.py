@@ -1290,7 +1290,7 @@ def _diff_side(r: Ranks, o: Options) -> Lazy:
             match_shapes=False,
             hta_compat=o.hta_compat,
             self_time=o.self_time,
-        ),
+        ).sort("total_duration", "name", descending=[True, False]),  # most time first
         "diff_side_temporal": lambda: diff.side_temporal(events, hta_compat=o.hta_compat),
         "diff_side_iterations": lambda: diff.side_iteration_table(
             events, chosen(), o.average_iterations
@@ -1313,7 +1313,9 @@ def _diff_side_item(r: Ranks, o: Options) -> Lazy:
         )
         return {
             "diff_side_item": part["stats"],
-            "diff_side_item_kernels": part["launched"],
+            "diff_side_item_kernels": part["launched"].sort(
+                "sum", "name", descending=[True, False]
+            ),
             "diff_side_item_ops": part["ops"],
         }
 
