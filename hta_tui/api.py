@@ -122,7 +122,10 @@ class TraceAnalysis(MemoryMethods, SyncFinderMethods, CriticalPathMethods, Kerne
         events = self._ranks(ranks)
         frames = registry.trace_frames(self.trace_set, events)
         meta = registry.trace_meta(self.trace_set, events)
-        return registry.tables(events, names, self.options(**options), frames=frames, meta=meta)
+        given = {"trace_set": self.trace_set}  # (the overview's tables read the summaries)
+        return registry.tables(
+            events, names, self.options(**options), frames=frames, meta=meta, given=given
+        )
 
     def close(self) -> None:
         """Stop the Dask cluster this object started (`dask="local..."` or an address)."""

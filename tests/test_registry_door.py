@@ -191,3 +191,14 @@ def test_diff_detail_from_each_side_is_htas_kernel_diff_detail(pair) -> None:
         assert want["stats"]["count"].sum() > 0
         assert parts[0]["ops"]["cpu_side"][0] == (name == op)
         assert want["kernels"].is_empty() == (name == kernel)  # an op launches kernels
+
+
+def test_api_gives_the_overview_tables_of_its_trace_set(job, job_dir) -> None:
+    """The API's door hands the registry its trace set: `get_overview_temporal` is the
+    report's temporal breakdown, made from the per-file summaries."""
+    ta = TraceAnalysis(job_dir[0], cache=Cache(job_dir[1]))
+    assert_frame_equal(
+        ta.get_overview_temporal(),
+        build_tables(job, names=["temporal_breakdown"])["temporal_breakdown"],
+    )
+    assert ta.get_overview_files().height == len(job.files())
