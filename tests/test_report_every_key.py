@@ -57,6 +57,7 @@ BY_TIME: dict[str, str] = {
     "job_operator_stats_by_input_shape": "device_self_duration (us)",
     "job_operator_call_stacks": "device_self_duration (us)",
     "operator_python_stacks": "host total (us)",
+    "memory_window_peak": "live_mb",
 }
 #: The other tables, and the order they keep instead.
 OTHER_ORDER: dict[str, str] = {
@@ -133,6 +134,13 @@ OTHER_ORDER: dict[str, str] = {
     "findings": "worst first: severity, then time at stake",
     "finding_evidence": "in the findings' order, each finding's rows in order",
     "kernel_backend_by_name": "one row per kernel name",
+    # a view's window (the memory view's zoom, the timeline's rows)
+    "memory_window": "in time order",
+    "memory_window_events": "in time order",
+    "memory_window_summary": "by rank",
+    "memory_window_steps": "by rank and step",
+    "memory_window_stats": "by rank and operator",
+    "timeline_rows": "the timeline's: by rank, threads before streams, then counters",
     "kernel_verdict": "one sentence",
     "kernel_detail": "one row: the kernel described",
     "kernel_duration_summary": "by rank",
