@@ -76,11 +76,16 @@ async def test_a_million_rows_are_all_reachable_and_only_those_on_screen_are_for
         before = table.selected_row()
         table.sort_on("dur (us)")  # sorted in a thread: the old view answers meanwhile
         assert table.rows_pending and table.selected_row() == before
+        header = table.render_line(0).text
+        assert "sorting…" in header and "▼" not in header  # and says what is coming
         await drawn(pilot, table)
+        header = table.render_line(0).text
+        assert "dur (us) ▼" in header and "sorting" not in header
         table.move_cursor(row=0)
         assert table.selected_row()["dur (us)"] == frame["dur (us)"].max()
         # a filter that matches one row deep in the frame finds it
         table.set_filter("kernel_765432")
+        assert "filtering…" in table.render_line(0).text
         await drawn(pilot, table)
         assert table.row_count == 1
         assert "kernel_765432" in screen_text(table)

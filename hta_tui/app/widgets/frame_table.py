@@ -270,6 +270,8 @@ class FrameTable(FrameView):
         self._widths: dict[str, int] = {}
         self._generation = 0  # of the view asked for last (`_render_frame`)
         self._preparing = False  # a view being made in a thread
+        #: the sort and filter of the view drawn (a new one's header says what is coming)
+        self._applied: tuple[tuple[str, bool] | None, str] = (None, "")
 
     @property
     def rows_pending(self) -> bool:
@@ -465,6 +467,7 @@ class FrameTable(FrameView):
             self._apply(self._prepare(cursor), generation)
             return
         self._preparing = True
+        self._say_pending()
 
         def prepare() -> None:
             prepared = self._prepare(cursor)
@@ -475,10 +478,23 @@ class FrameTable(FrameView):
             prepare, thread=True, group="frame-table", exclusive=True, exit_on_error=False
         )
 
+    def _say_pending(self) -> None:
+        """While a big view is sorted or filtered in a thread, the old one's header says so
+        (the key that asked has answered; the rows change when the view is ready)."""
+        sort, text = self._applied
+        drawn = [c.key for c in self.view_columns]
+        if not drawn:
+            return
+        if self.sort_by is not None and self.sort_by != sort:
+            self.note_header(self.sort_by[0] if self.sort_by[0] in drawn else drawn[0], "sorting…")
+        elif self.filter_text != text:
+            self.note_header(drawn[0], "filtering…")
+
     def _apply(self, prepared: Prepared, generation: int) -> None:
         if generation != self._generation:
             return  # a newer view is on its way
         self._preparing = False
+        self._applied = (self.sort_by, self.filter_text)
         self._current = prepared.view
         self._shown = prepared.shown
         self.float_styles = prepared.styles
