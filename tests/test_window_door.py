@@ -88,7 +88,8 @@ def _recording(monkeypatch: pytest.MonkeyPatch, name: str) -> list[tuple[Any, ..
     real = getattr(registry, name)
 
     def recording(ranks: Any, names: Any, options: Any = None, **kw: Any) -> Any:
-        asked.append((names if isinstance(names, str) else tuple(names), options))
+        names = list(names)
+        asked.append((tuple(names), options))
         return real(ranks, names, options, **kw)
 
     monkeypatch.setattr(registry, name, recording)
@@ -119,15 +120,16 @@ def test_the_memory_screens_zoom_asks_the_registry(
 def test_the_timeline_screen_slices_the_registrys_rows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The timeline's rows are the registry's `timeline_rows` model; its table counts each
+    """The timeline's rows are the registry's `timeline_model` (a result of `timeline_rows`);
+    its table counts each
     row's events in a window as the events frame does."""
     root = fixed_root(tmp_path)
     ts = open_set(root, Cache(enabled=False))
-    asked = _recording(monkeypatch, "model")
+    asked = _recording(monkeypatch, "tables")
     tl = TimelineScreen.compute_on(
         TimelineScreen.__new__(TimelineScreen), ts, ts.frames(), Params(0)
     )
-    assert [names for names, _ in asked] == ["timeline_rows"]
+    assert [names for names, _ in asked] == [("timeline_model",)]
     assert asked[0][1].origin_ns == ts.origin_ns and tl.origin_ns == ts.origin_ns
     events = ts.frames()[0]
     ops = events.filter(pl.col("kind") == "cpu_op")

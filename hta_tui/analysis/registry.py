@@ -240,9 +240,15 @@ class Analysis:
     #: beside its frames (hta_tui/exec); "job" when it reads across ranks (stragglers,
     #: collective matching, top-k over every rank): it runs on the client over all frames.
     scope: str = "job"
-    #: (ranks, options, **frames) -> what its tables are made from, for a view that slices
-    #: it per key instead (the timeline's numpy rows): `model` hands it out; None: tables only.
-    model: Callable[..., Any] | None = None
+    #: What it reads that the caller gives (`tables(given=...)`), each passed as a keyword
+    #: argument (None when not given): "trace_set", the TraceSet itself (the per-file
+    #: summaries the loader kept with each file: the overview's), or what it answered under
+    #: `results` last time (so only what changed is made again).
+    inputs: tuple[str, ...] = ()
+    #: What it answers besides tables: objects for the app (the critical path's paths, the
+    #: rows kept for the next call), made only when named at the door (`tables`); never in
+    #: the report, `--only`, `--list`'s tables or the API's `get_` methods.
+    results: tuple[str, ...] = ()
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -267,8 +273,9 @@ class Analysis:
         }
 
     def run(self, ranks: Ranks, options: Options | None = None, **frames: Any) -> Tables:
-        """Every table it gives."""
-        return {t: make() for t, make in self.lazy(ranks, options, **frames).items()}
+        """Every table it gives (not its `results`)."""
+        lazy = self.lazy(ranks, options, **frames)
+        return {t: make() for t, make in lazy.items() if t not in self.results}
 
 
 def _given(table: pl.DataFrame) -> pl.DataFrame:
@@ -1192,23 +1199,24 @@ def _memory_window(r: Ranks, o: Options, memory: Ranks) -> Lazy:
     return {n: part(n) for n in mw.WINDOW_TABLES}
 
 
-def _timeline_model(r: Ranks, o: Options, threads: Ranks, flows: Ranks, memory: Ranks) -> Any:
+def _timeline_rows(r: Ranks, o: Options, threads: Ranks, flows: Ranks, memory: Ranks) -> Lazy:
+    """The timeline's rows (`timeline_model`, a result: numpy arrays per thread, stream and
+    counter, which the app's view slices and searches per key) and, as a table, each row's
+    events and busy time in the window."""
     from hta_tui.analysis import timeline_rows  # (numpy: the timeline's views only)
 
-    return timeline_rows.build_timeline(
-        dict(r), _origin(o), dict(threads), dict(flows), dict(memory)
-    )
-
-
-def _timeline_rows(r: Ranks, o: Options, threads: Ranks, flows: Ranks, memory: Ranks) -> Lazy:
-    from hta_tui.analysis import timeline_rows
+    @functools.cache
+    def model() -> Any:
+        return timeline_rows.build_timeline(
+            dict(r), _origin(o), dict(threads), dict(flows), dict(memory)
+        )
 
     def table() -> pl.DataFrame:
-        tl = _timeline_model(r, o, threads, flows, memory)
         w = _window(o)
-        return timeline_rows.lane_table(tl, *((w[0] * 1e6, w[1] * 1e6) if w else (None, None)))
+        ns = (w[0] * 1e6, w[1] * 1e6) if w else (None, None)
+        return timeline_rows.lane_table(model(), *ns)
 
-    return {"timeline_rows": table}
+    return {"timeline_rows": table, "timeline_model": model}
 
 
 ANALYSES += [
@@ -1240,38 +1248,27 @@ ANALYSES += [
         options=("origin_ns", "window_start_ms", "window_end_ms"),
         steps="whole",
         definitions="own",
-        model=_timeline_model,
+        results=("timeline_model",),
     ),
 ]
-
-
-def model(
-    ranks: Ranks,
-    name: str,
-    options: Options | None = None,
-    *,
-    frames: FrameGetter | None = None,
-) -> Any:
-    """What an analysis's tables are made from (`Analysis.model`: the timeline's numpy
-    rows), for a view that slices it per key. KeyError for an unknown name or one without."""
-    a = owner(name)
-    if a.model is None:
-        raise KeyError(f"{a.name} has tables only")
-    return a.model(ranks, options or Options(), **_inputs(a, frames, None))
 
 
 #: name -> its declaration; table -> the analysis giving it (every key the report prints is a
 #: name `--only` accepts). Both follow `ANALYSES` (`declare`, `withdraw`), changed in place.
 BY_NAME: dict[str, Analysis] = {}
 TABLE_OWNER: dict[str, str] = {}
+#: result (`Analysis.results`) -> the analysis giving it: known to the door only.
+RESULT_OWNER: dict[str, str] = {}
 
 
 def _index() -> None:
     BY_NAME.clear()
     TABLE_OWNER.clear()
+    RESULT_OWNER.clear()
     for a in ANALYSES:
         BY_NAME[a.name] = a
         TABLE_OWNER.update(dict.fromkeys(a.also, a.name))
+        RESULT_OWNER.update(dict.fromkeys(a.results, a.name))
 
 
 _index()
@@ -1280,7 +1277,7 @@ _index()
 def declare(analysis: Analysis) -> Analysis:
     """Add an analysis (a plugin, a test): from then on the report, `--only`, `--list` and
     the API know it. ValueError when a name it gives is taken."""
-    taken = [t for t in analysis.tables if known(t)]
+    taken = [t for t in (*analysis.tables, *analysis.results) if known(t) or t in RESULT_OWNER]
     if taken:
         raise ValueError(f"already declared: {', '.join(taken)}")
     ANALYSES.append(analysis)
@@ -1300,8 +1297,9 @@ def known(name: str) -> bool:
 
 
 def owner(table_name: str) -> Analysis:
-    """The analysis giving a table (KeyError for an unknown name)."""
-    return BY_NAME[TABLE_OWNER.get(table_name, table_name)]
+    """The analysis giving a table or a result (KeyError for an unknown name)."""
+    name = RESULT_OWNER.get(table_name) or TABLE_OWNER.get(table_name, table_name)
+    return BY_NAME[name]
 
 
 def select(names: list[str] | None) -> list[Analysis]:
@@ -1329,11 +1327,18 @@ def wanted_tables(names: list[str] | None, tables: Tables) -> Tables:
 ENGINE = "in-memory"
 
 
-def _inputs(a: Analysis, frames: FrameGetter | None, meta: Metas | None) -> dict[str, Any]:
+def _inputs(
+    a: Analysis,
+    frames: FrameGetter | None,
+    meta: Metas | None,
+    given: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """What an analysis reads besides the events, as keyword arguments."""
     out: dict[str, Any] = {f: frames(f) if frames is not None else {} for f in a.frames}
     if a.meta:
         out["meta"] = meta or {}
+    for name in a.inputs:
+        out[name] = (given or {}).get(name)
     return out
 
 
@@ -1344,12 +1349,15 @@ def tables(
     *,
     frames: FrameGetter | None = None,
     meta: Metas | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> Tables:
     """The named tables only, in the order asked: each analysis set up once, and only the
     tables asked for made (the door of the API and the screens: one table costs one table).
-    KeyError for an unknown name, or a table only the report makes (from file metadata)."""
+    A name of an analysis's `results` answers that object in a table's place; `given`: the
+    inputs analyses declare (`Analysis.inputs`). KeyError for an unknown name, or a table
+    only the report makes (from file metadata)."""
     names = list(names)
-    unknown = [n for n in names if not known(n)]
+    unknown = [n for n in names if not known(n) and n not in RESULT_OWNER]
     if unknown:
         raise KeyError(", ".join(unknown))
     lazies: dict[str, Lazy] = {}
@@ -1357,7 +1365,7 @@ def tables(
     for n in names:  # on the caller's polars engine (`run` sets the report's)
         a = owner(n)
         if a.name not in lazies:
-            lazies[a.name] = a.lazy(ranks, options, **_inputs(a, frames, meta))
+            lazies[a.name] = a.lazy(ranks, options, **_inputs(a, frames, meta, given))
         if n not in lazies[a.name]:
             raise KeyError(f"{a.name} did not give {n}")
         checkpoint()  # a view left behind stops here (analysis/checkpoint.py)

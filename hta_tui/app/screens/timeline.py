@@ -1,6 +1,6 @@
 """The trace itself: a zoomable timeline of every CPU thread and GPU stream (key `T`, or `t` on a
 table row that names a moment). The rows and their level-of-detail summaries are the registry's
-`timeline_rows` model (`analysis.timeline_rows`), asked for in the screen's worker; a key only
+`timeline_model` (`analysis.timeline_rows`), asked for in the screen's worker; a key only
 slices and searches them; drawing is the view's (`widgets.timeline_view`).
 
 Keys: `w`/`s` (`+`/`-`) zoom around the cursor, `a`/`d` pan (`A`/`D` a page), left/right move
@@ -77,21 +77,23 @@ class TimelineScreen(AnalysisScreen):
         self.view.focus()
 
     # -- compute -------------------------------------------------------------------------------
-    #: The registry's analysis whose model (the rows' numpy arrays) the view slices per key.
-    MODEL = "timeline_rows"
+    #: The registry's result (`timeline_rows`'s): the rows' numpy arrays, which the view
+    #: slices and searches per key.
+    MODEL = "timeline_model"
 
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> Timeline:
         origin = params.get("origin_ns")
         options = registry.Options(origin_ns=-1 if origin is None else origin)
-        return registry.model(frames, TimelineScreen.MODEL, options)
+        return registry.tables(frames, [TimelineScreen.MODEL], options)[TimelineScreen.MODEL]
 
     def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Timeline:
         """Threads, flows and memory besides the events; ranks stay aligned on the common
         origin even when one rank is shown."""
         origin = ts.origin_ns
         options = registry.Options(origin_ns=-1 if origin is None else origin)
-        return registry.model(frames, self.MODEL, options, frames=ts.frames)
+        got = registry.tables(frames, [self.MODEL], options, frames=ts.frames)
+        return got[self.MODEL]
 
     def show(self, result: Timeline) -> None:
         self.view.set_timeline(result)
