@@ -106,8 +106,9 @@ class MemoryScreen(AnalysisScreen):
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._draw())
 
     # -- computation (worker) ------------------------------------------------------------------
-    #: The registry's memory window (analysis/registry.py): the view (device, time range,
-    #: rank) is the analysis's options, so a zoom key asks the one door again.
+    #: The registry's memory window (analysis/registry.py): the view (device, time range)
+    #: is the analysis's options and the rank the one frame given, so a zoom key asks the
+    #: one door again.
     ANALYSES = (
         "memory_window",
         "memory_window_summary",
