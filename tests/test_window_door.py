@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from hta_tui.analysis import registry
+from hta_tui.api import TraceAnalysis
 from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.memory import MemoryScreen
 from hta_tui.app.screens.timeline import TimelineScreen
@@ -74,6 +75,11 @@ def test_the_report_and_the_api_name_the_window(tmp_path: Path) -> None:
     [summary] = orjson.loads(out.getvalue())["memory_window_summary"]
     assert summary["peak_time_ms"] == pytest.approx(0.42)  # relu's 2 MiB beside addmm's 4
     assert summary["peak_allocated_mb"] == pytest.approx(6.0)
+    with TraceAnalysis(root, cache=False) as api:  # HTA's style: options as keywords
+        peak = api.get_memory_window_summary(window_start_ms=0.3, window_end_ms=0.5)
+    assert peak.select("peak_time_ms", "peak_allocated_mb").rows() == [
+        (summary["peak_time_ms"], summary["peak_allocated_mb"])
+    ]
     out = io.StringIO()
     assert run_report(root, only=["timeline_rows"], as_json=True, out=out, no_cache=True) == 0
     rows = orjson.loads(out.getvalue())["timeline_rows"]
