@@ -1486,6 +1486,7 @@ for _window_analysis in (
         "The timeline's rows (threads, streams, counters): events and busy time in a window",
         _timeline_rows,
         default=False,
+        cost=1.3,  # the rows of 8 ranks of 100 MB (bench/TIMELINE.md)
         frames=("threads", "flows", "memory"),
         options=("origin_ns", "window_start_ms", "window_end_ms"),
         steps="whole",
