@@ -76,11 +76,16 @@ async def test_a_million_rows_are_all_reachable_and_only_those_on_screen_are_for
         before = table.selected_row()
         table.sort_on("dur (us)")  # sorted in a thread: the old view answers meanwhile
         assert table.rows_pending and table.selected_row() == before
+        header = table.render_line(0).text
+        assert "sorting…" in header and "▼" not in header  # and says what is coming
         await drawn(pilot, table)
+        header = table.render_line(0).text
+        assert "dur (us) ▼" in header and "sorting" not in header
         table.move_cursor(row=0)
         assert table.selected_row()["dur (us)"] == frame["dur (us)"].max()
         # a filter that matches one row deep in the frame finds it
         table.set_filter("kernel_765432")
+        assert "filtering…" in table.render_line(0).text
         await drawn(pilot, table)
         assert table.row_count == 1
         assert "kernel_765432" in screen_text(table)
@@ -174,3 +179,40 @@ async def test_keys_move_the_cursor_and_enter_selects() -> None:
         await pilot.press("g", "enter")
         await pilot.pause()
         assert table.cursor_row == 0 and selected == [0]
+
+
+def test_a_new_sort_of_the_same_rows_measures_nothing_again(monkeypatch) -> None:
+    """Sorting again (`s`, `S`) reorders the rows only: the number formats and column widths
+    of the view are those a fresh table works out for that sort, without measuring the
+    columns again; a filter (other rows) measures them again."""
+    from hta_tui.app.widgets import frame_table
+
+    i = pl.int_range(0, 3 * WIDTH_ROWS)
+    frame = pl.select(  # the longest name and the widest number last, beyond the first rows
+        name=pl.format("k{}", i * i), dur=i.cast(pl.Float64) * 1.5, stream=i % 8
+    )
+    measured: list[str] = []
+    real = frame_table.column_bound
+    monkeypatch.setattr(
+        frame_table, "column_bound", lambda col, *a: measured.append(col.name) or real(col, *a)
+    )
+    table = FrameTable(key_column="name")
+    table.frame = frame
+    table.sort_by = ("dur", True)
+    first = table._prepare(0)
+    assert sorted(measured) == ["dur", "name", "stream"]
+    table.sort_by = ("dur", False)
+    again = table._prepare(0)
+    table.sort_by = ("name", False)
+    by_name = table._prepare(0)
+    assert sorted(measured) == ["dur", "name", "stream"]  # not measured again
+    fresh = FrameTable(key_column="name")
+    fresh.frame = frame
+    fresh.sort_by = ("name", False)
+    assert (by_name.widths, by_name.styles) == (fresh._prepare(0).widths, fresh._prepare(0).styles)
+    assert again.widths == first.widths and again.view["dur"][0] == 0.0
+    assert by_name.widths["name"] == len(f"k{(3 * WIDTH_ROWS - 1) ** 2}")
+    before = len(measured)
+    table.filter_text = "k1"
+    table._prepare(0)
+    assert len(measured) == before + 3  # other rows: measured again

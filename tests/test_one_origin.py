@@ -70,7 +70,7 @@ def test_memory_gpu_metrics_and_timelines_axes_count_from_the_trace_start(job: T
     origin = job.origin_ns
     assert origin is not None
     events, memory = job.frames(), job.frames("memory")
-    result = MemoryScreen.compute_memory(events, memory, Params(0), None, origin)
+    result = MemoryScreen.compute_memory(events, memory, Params(0), origin)
     window = result["window"]
     first = memory[0]["ts"].min()
     assert window.curve["time_ms"].min() == pytest.approx((first - origin) / 1e6)  # type: ignore[operator]

@@ -342,6 +342,27 @@ _COVER = "what the numbers cover, for titles"
 #: What the app's screens may use of the analyses besides the registry, each with why:
 #: where work gives way, display helpers, column names, and reshaping of tables it made.
 SCREEN_HELPERS: dict[str, str] = {
+    # a view's window (win26): the memory window's tables as one value to draw, the next
+    # window a key asks for, and the timeline's per-key searches of the rows the registry made
+    "hta_tui.analysis.memory_window.MemoryWindow": "the window the registry's tables describe",
+    "hta_tui.analysis.memory_window.from_tables": "the registry's window tables, to draw",
+    "hta_tui.analysis.memory_window.zoom": "the window `+`/`-` asks the registry for next",
+    "hta_tui.analysis.memory_window.pan": "the window `[`/`]` asks the registry for next",
+    "hta_tui.analysis.timeline_rows.Timeline": "the registry's `timeline_model`",
+    "hta_tui.analysis.timeline_counters.QUEUE_LANE": "which counter row a lane is",
+    **dict.fromkeys(
+        [
+            "hta_tui.analysis.timeline_rows.busy_before",
+            "hta_tui.analysis.timeline_rows.innermost_at",
+            *(
+                f"hta_tui.analysis.timeline_events.{n}"
+                for n in ("Ref", "details", "flow_partners", "marked", "matching")
+            ),
+            *(f"hta_tui.analysis.timeline_events.{n}" for n in ("next_event", "range_summary")),
+            "hta_tui.analysis.timeline_events.resolve",
+        ],
+        "a key's search of the rows of the registry's `timeline_model`",
+    ),
     "hta_tui.analysis.checkpoint.checkpoint": "where a view's work gives way",
     "hta_tui.analysis.checkpoint.hooked": "where a view's work gives way",
     "hta_tui.analysis.names.fold_name": "display: a kernel's short name",
@@ -384,10 +405,7 @@ SCREEN_HELPERS: dict[str, str] = {
 #: shrinks).
 SCREEN_NOT_YET: dict[str, str] = {}
 #: Whole views not moved yet, each with why: what they use of the analyses is theirs.
-SCREEN_FILES_NOT_YET: dict[str, str] = {
-    "app/screens/memory.py": "a window of one device's memory, made again at every zoom key",
-    "app/screens/timeline.py": "numpy rows drawn per terminal cell and searched per key",
-}
+SCREEN_FILES_NOT_YET: dict[str, str] = {}
 
 
 def test_screens_compute_only_through_the_registry() -> None:

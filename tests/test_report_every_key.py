@@ -40,6 +40,7 @@ BY_TIME: dict[str, str] = {
     "kernel_modules": "time (us)",
     "collectives_hidden": "exposed (us)",
     "memory_peak": "live_mb",
+    "memory_window_peak": "live_mb",  # (win26: the memory view's window)
     "memory_leaks": "never_freed_mb",
     "sync_summary": "blocked (us)",
     "collective_stragglers": "cost_us",
@@ -136,6 +137,13 @@ OTHER_ORDER: dict[str, str] = {
     "findings": "worst first: severity, then time at stake",
     "finding_evidence": "in the findings' order, each finding's rows in order",
     "kernel_backend_by_name": "one row per kernel name",
+    # a view's window (the memory view's zoom, the timeline's rows)
+    "memory_window": "in time order",
+    "memory_window_events": "in time order",
+    "memory_window_summary": "by rank",
+    "memory_window_steps": "by rank and step",
+    "memory_window_stats": "by rank and operator",
+    "timeline_rows": "the timeline's: by rank, threads before streams, then counters",
     "kernel_verdict": "one sentence",
     "kernel_detail": "one row: the kernel described",
     "kernel_duration_summary": "by rank",

@@ -175,3 +175,94 @@ def _inside(view: tuple[float, float], full: tuple[float, float]) -> tuple[float
     if hi > full[1]:
         lo, hi = max(full[0], full[1] - (hi - lo)), full[1]
     return lo, hi
+
+
+# -- the window as tables (the registry's `memory_window`: the screen's zoom keys ask for it) --
+
+#: The window's tables: its curve (drawn first: it needs no operator attribution), what it is
+#: (device, extent, peak), the steps starting in it, then what is alive at its peak, its
+#: memory events and per-operator statistics.
+CURVE_TABLES = ("memory_window", "memory_window_summary", "memory_window_steps")
+WINDOW_TABLES = (*CURVE_TABLES, "memory_window_peak", "memory_window_events", "memory_window_stats")
+
+SUMMARY_SCHEMA = {
+    "device": pl.String,
+    "devices": pl.List(pl.String),
+    "full_start_ms": pl.Float64,
+    "full_end_ms": pl.Float64,
+    "view_start_ms": pl.Float64,
+    "view_end_ms": pl.Float64,
+    "peak_allocated_mb": pl.Float64,
+    "peak_time_ms": pl.Float64,
+    "peak_reserved_mb": pl.Float64,
+    "no_curve": pl.String,
+}
+
+
+def summary_table(w: MemoryWindow) -> pl.DataFrame:
+    """The window in one row: its device (and every device the file has), the whole curve's
+    extent and the window's (ms), the window's peak, why there is no curve (if so)."""
+    peak = w.peak or {}
+    row = {
+        "device": [w.device],
+        "devices": [list(w.devices)],
+        "full_start_ms": [w.full[0]],
+        "full_end_ms": [w.full[1]],
+        "view_start_ms": [w.view[0]],
+        "view_end_ms": [w.view[1]],
+        **{k: [peak.get(k)] for k in ("peak_allocated_mb", "peak_time_ms", "peak_reserved_mb")},
+        "no_curve": [w.no_curve],
+    }
+    return pl.DataFrame(row, schema=SUMMARY_SCHEMA)
+
+
+def steps_table(w: MemoryWindow) -> pl.DataFrame:
+    """The profiler steps starting in the window (step, start ms)."""
+    step, start = zip(*w.steps, strict=True) if w.steps else ((), ())
+    return pl.DataFrame(
+        {"step": list(step), "start_ms": list(start)},
+        schema={"step": pl.Int64, "start_ms": pl.Float64},
+    )
+
+
+def window_table(w: MemoryWindow, name: str) -> pl.DataFrame:
+    """One of `WINDOW_TABLES` of a window (KeyError for another name)."""
+    made = {
+        "memory_window": lambda: w.curve,
+        "memory_window_summary": lambda: summary_table(w),
+        "memory_window_steps": lambda: steps_table(w),
+        "memory_window_peak": lambda: w.live,
+        "memory_window_events": lambda: w.events,
+        "memory_window_stats": lambda: w.stats,
+    }
+    return made[name]()
+
+
+def from_tables(tables: dict[str, pl.DataFrame]) -> MemoryWindow | None:
+    """One rank's window again from its tables (`WINDOW_TABLES`, or `CURVE_TABLES` only),
+    for drawing; None when no rank has memory events (no summary row)."""
+    summary = tables["memory_window_summary"]
+    if summary.is_empty():
+        return None
+    s = summary.row(0, named=True)
+    peak = {k: s[k] for k in ("peak_allocated_mb", "peak_time_ms", "peak_reserved_mb")}
+
+    def own(name: str) -> pl.DataFrame:
+        df = tables.get(name, pl.DataFrame())
+        return df.drop("rank", strict=False) if df.width > 1 else pl.DataFrame()
+
+    steps = tables["memory_window_steps"]
+    return MemoryWindow(
+        devices=list(s["devices"] or []),
+        device=s["device"],
+        full=(s["full_start_ms"], s["full_end_ms"]),
+        view=(s["view_start_ms"], s["view_end_ms"]),
+        curve=own("memory_window"),
+        peak=peak if s["peak_time_ms"] is not None else None,
+        peaks=pl.DataFrame(),
+        live=own("memory_window_peak"),
+        events=own("memory_window_events"),
+        stats=own("memory_window_stats"),
+        steps=list(steps.select("step", "start_ms").iter_rows()),
+        no_curve=s["no_curve"],
+    )

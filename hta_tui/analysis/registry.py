@@ -96,6 +96,12 @@ class Options:
     #: The critical path's steps: "first" (HTA's instance 0), "all", "N" or "N-M" (instances
     #: of the ProfilerStep annotation, from 0; a range is one window, as HTA's tuple).
     critical_path_steps: str = "first"
+    # a view's window (win26): the memory view's zoom, the timeline's rows over a window
+    #: The device a memory window shows ("": the first GPU, else the CPU).
+    window_device: str = ""
+    #: The window, ms from the origin (`origin_ns`; -1: from the start, to the end).
+    window_start_ms: float = -1
+    window_end_ms: float = -1
     # screens (door26): the app's views' own parameters, as the API may pass them too
     #: The kernel the kernel-detail tables describe ("": the one with the most GPU time).
     kernel_name: str = ""
@@ -1632,3 +1638,96 @@ def _run_then_findings(
 
 
 run = _run_then_findings
+
+
+# a view's window (win26): what the memory view's zoom keys and the timeline show, declared
+# here with the window as options (`window_*`, `origin_ns`), so the screens ask this door too.
+
+
+def _window(o: Options) -> tuple[float, float] | None:
+    return (
+        None
+        if min(o.window_start_ms, o.window_end_ms) < 0
+        else (o.window_start_ms, o.window_end_ms)
+    )
+
+
+def _memory_window(r: Ranks, o: Options, memory: Ranks) -> Lazy:
+    """Each file's memory in a window (`window_*`: its device, ms from `origin_ns`): the
+    curve, what the window is and its steps cost no operator attribution (a zoom key draws
+    them first); what is alive at its peak, its events and statistics do."""
+    from hta_tui.analysis import memory_window as mw  # (the memory view's windows only)
+
+    have = memory_view.ranks_with_memory(r, memory)
+    device, view, origin = o.window_device or None, _window(o), _origin(o)
+
+    @functools.cache
+    def curves() -> dict[int, Any]:  # rank -> its `MemoryWindow`, curve only
+        return {k: mw.curve_window(r[k], memory[k], device, view, origin) for k in have}
+
+    @functools.cache
+    def wholes() -> dict[int, Any]:  # ... with its tables (the same objects, filled in)
+        files = {k: memory_view.FileMemory(r[k], memory[k], origin) for k in have}
+        return {k: mw.memory_window(files[k], curve=w) for k, w in curves().items()}
+
+    def part(name: str) -> Callable[[], pl.DataFrame]:
+        made = curves if name in mw.CURVE_TABLES else wholes
+        return lambda: with_rank({k: mw.window_table(w, name) for k, w in made().items()})
+
+    return {n: part(n) for n in mw.WINDOW_TABLES}
+
+
+def _timeline_rows(r: Ranks, o: Options, threads: Ranks, flows: Ranks, memory: Ranks) -> Lazy:
+    """The timeline's rows (`timeline_model`, a result: numpy arrays per thread, stream and
+    counter, which the app's view slices and searches per key) and, as a table, each row's
+    events and busy time in the window."""
+    from hta_tui.analysis import timeline_rows  # (numpy: the timeline's views only)
+
+    @functools.cache
+    def model() -> Any:
+        return timeline_rows.build_timeline(
+            dict(r), _origin(o), dict(threads), dict(flows), dict(memory)
+        )
+
+    def table() -> pl.DataFrame:
+        w = _window(o)
+        ns = (w[0] * 1e6, w[1] * 1e6) if w else (None, None)
+        return timeline_rows.lane_table(model(), *ns)
+
+    return {"timeline_rows": table, "timeline_model": model}
+
+
+for _window_analysis in (
+    Analysis(
+        "memory_window",
+        "One file's memory in a window: curve, peak, live, events, statistics (the app's memory)",
+        _memory_window,
+        default=False,
+        views=False,
+        frames=_MEM,
+        options=("window_device", "window_start_ms", "window_end_ms", "origin_ns"),
+        also=(
+            "memory_window_summary",
+            "memory_window_steps",
+            "memory_window_peak",
+            "memory_window_events",
+            "memory_window_stats",
+        ),
+        steps="whole",
+        definitions="plugin",
+        scope="rank",
+    ),
+    Analysis(
+        "timeline_rows",
+        "The timeline's rows (threads, streams, counters): events and busy time in a window",
+        _timeline_rows,
+        default=False,
+        cost=1.3,  # the rows of 8 ranks of 100 MB (bench/TIMELINE.md)
+        frames=("threads", "flows", "memory"),
+        options=("origin_ns", "window_start_ms", "window_end_ms"),
+        steps="whole",
+        definitions="own",
+        results=("timeline_model",),
+    ),
+):
+    declare(_window_analysis)

@@ -215,3 +215,44 @@ def _first_ts(events: pl.DataFrame, memory: pl.DataFrame | None) -> int | None:
     firsts = [f["ts"].min() for f in (events, memory) if f is not None and not f.is_empty()]
     values = [int(v) for v in firsts if v is not None]  # type: ignore[arg-type]
     return min(values) if values else None
+
+
+def lane_table(
+    tl: Timeline, start_ns: float | None = None, end_ns: float | None = None
+) -> pl.DataFrame:
+    """The timeline's rows as a table (the registry's `timeline_rows`): each row's rank,
+    side, process or device, thread or stream, label, and over the window [start_ns, end_ns)
+    (ns from the origin; None: the whole trace) the events starting in it and the busy time
+    of its outermost events. One entry per row, not per event: the events stay in the
+    rows' arrays, which a view slices per key."""
+    t0 = 0.0 if start_ns is None else float(start_ns)
+    t1 = float(tl.span_ns) if end_ns is None else float(end_ns)
+    bounds = np.array([t0, max(t0, t1)])
+    events, busy = [], []
+    for row in tl.rows:  # rows, not events: a few per thread and stream
+        lo, hi = search(row.starts, bounds)
+        events.append(int(hi - lo))
+        before = busy_before(row, bounds)
+        busy.append(float(before[1] - before[0]) / 1e6)
+    return pl.DataFrame(
+        {
+            "rank": [r.key[0] for r in tl.rows],
+            "side": [r.key[1] for r in tl.rows],
+            "group": [r.key[2] for r in tl.rows],
+            "lane": [r.key[3] for r in tl.rows],
+            "label": [r.label for r in tl.rows],
+            "counter": [r.counter for r in tl.rows],
+            "events": events,
+            "busy_ms": busy,
+        },
+        schema={
+            "rank": pl.Int64,
+            "side": pl.String,
+            "group": pl.Int64,
+            "lane": pl.Int64,
+            "label": pl.String,
+            "counter": pl.Boolean,
+            "events": pl.Int64,
+            "busy_ms": pl.Float64,
+        },
+    )

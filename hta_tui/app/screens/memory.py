@@ -20,9 +20,9 @@ from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from hta_tui.analysis import registry
 from hta_tui.analysis.checkpoint import checkpoint
-from hta_tui.analysis.memory_view import FileMemory, ranks_with_memory
-from hta_tui.analysis.memory_window import MemoryWindow, curve_window, memory_window, pan, zoom
+from hta_tui.analysis.memory_window import MemoryWindow, from_tables, pan, zoom
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
 from hta_tui.app.foreground import Superseded
@@ -106,27 +106,64 @@ class MemoryScreen(AnalysisScreen):
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._draw())
 
     # -- computation (worker) ------------------------------------------------------------------
+    #: The registry's memory window (analysis/registry.py): the view (device, time range)
+    #: is the analysis's options and the rank the one frame given, so a zoom key asks the
+    #: one door again.
+    ANALYSES = (
+        "memory_window",
+        "memory_window_summary",
+        "memory_window_steps",
+        "memory_window_peak",
+        "memory_window_events",
+        "memory_window_stats",
+    )
+    #: The curve's tables: drawn first (they need no operator attribution).
+    CURVE = ANALYSES[:3]
+
+    @staticmethod
+    def window_options(params: Params, origin_ns: int | None) -> registry.Options:
+        """The view as the analysis's options: times from the trace's start (`origin_ns`,
+        the timeline's origin)."""
+        view = params.get("view")
+        return registry.Options(
+            window_device=params.get("device") or "",
+            window_start_ms=view[0] if view else -1,
+            window_end_ms=view[1] if view else -1,
+            origin_ns=-1 if origin_ns is None else origin_ns,
+        )
+
     @staticmethod
     def compute_memory(
         events: dict[int, pl.DataFrame],
         memory: dict[int, pl.DataFrame],
         params: Params,
-        curve: MemoryWindow | None = None,
         origin_ns: int | None = None,
+        names: tuple[str, ...] = ANALYSES,
     ) -> dict[str, Any]:
-        """The screen's result; `curve`: the chosen rank's `curve_window`, when computed.
-        Only the rank shown has its memory events attributed."""
-        have = ranks_with_memory(events, memory)
-        if not have:
+        """The screen's result: the window's tables (`names`: the curve's only, first) from
+        the registry, of the rank chosen (else the first with memory events): memory events
+        are per file, and only the rank shown has its events attributed."""
+        have = [r for r in sorted(memory) if r in events and not memory[r].is_empty()]
+        rank = params.rank if params.rank in have else (have[0] if have else None)
+        options = MemoryScreen.window_options(params, origin_ns)
+        got = registry.tables(
+            {rank: events[rank]} if rank is not None else {},
+            names,
+            options,
+            frames=lambda f: {"memory": memory}.get(f, {}),
+        )
+        window = from_tables(got)
+        if window is None or rank is None:
             return {"rank": None}
-        rank = params.rank if params.rank in have else have[0]
-        f = FileMemory(events[rank], memory[rank], origin_ns)
-        window = memory_window(f, params.get("device"), params.get("view"), curve)
-        # a table of half a million allocations: names as categories, so `/` filters them
-        # on the UI thread in milliseconds (FrameTable matches the few distinct names)
-        names = [c for c in ("operator", "status") if c in window.events.columns]
-        window.events = window.events.with_columns(pl.col(names).cast(pl.Categorical))
+        if not window.events.is_empty():
+            # a table of half a million allocations: names as categories, so `/` filters
+            # them on the UI thread in milliseconds (FrameTable matches the few distinct names)
+            cats = [c for c in ("operator", "status") if c in window.events.columns]
+            window.events = window.events.with_columns(pl.col(cats).cast(pl.Categorical))
         return {"rank": rank, "window": window, "ranks": len(have)}
+
+    def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
+        return self.compute_memory(ts.frames(), ts.frames("memory"), params, ts.origin_ns)
 
     @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
     def _compute(self, ts: TraceSet, params: Params) -> None:
@@ -136,20 +173,11 @@ class MemoryScreen(AnalysisScreen):
         try:
             with self.giving_way(worker):  # the view on screen first (app/foreground.py)
                 events, memory = ts.frames(), ts.frames("memory")
-                have = ranks_with_memory(events, memory)
-                window = None
-                if have:
-                    rank = params.rank if params.rank in have else have[0]
-                    window = curve_window(  # times from the trace's start, as the timeline
-                        events[rank],
-                        memory[rank],
-                        params.get("device"),
-                        params.get("view"),
-                        ts.origin_ns,
-                    )
+                first = self.compute_memory(events, memory, params, ts.origin_ns, self.CURVE)
+                if first.get("window") is not None:
                     checkpoint()
-                    self.post_message(CurveReady(window, params))
-                result = self.compute_memory(events, memory, params, window, ts.origin_ns)
+                    self.post_message(CurveReady(first["window"], params))
+                result = self.compute_memory(events, memory, params, ts.origin_ns)
         except Superseded:
             return
         except Exception as exc:  # said on the screen, instead of loading forever

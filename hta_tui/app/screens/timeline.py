@@ -1,6 +1,7 @@
 """The trace itself: a zoomable timeline of every CPU thread and GPU stream (key `T`, or `t` on a
-table row that names a moment). The rows and their level-of-detail summaries are built in the
-screen's worker (`analysis.timeline_rows`); drawing is the view's (`widgets.timeline_view`).
+table row that names a moment). The rows and their level-of-detail summaries are the registry's
+`timeline_model` (`analysis.timeline_rows`), asked for in the screen's worker; a key only
+slices and searches them; drawing is the view's (`widgets.timeline_view`).
 
 Keys: `w`/`s` (`+`/`-`) zoom around the cursor, `a`/`d` pan (`A`/`D` a page), left/right move
 the cursor, up/down change rows, `[`/`]` previous/next event on the row, `enter` selects the
@@ -19,9 +20,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Input, Static
 
+from hta_tui.analysis import registry
 from hta_tui.analysis import timeline_events as te
 from hta_tui.analysis.timeline_counters import QUEUE_LANE
-from hta_tui.analysis.timeline_rows import Timeline, build_timeline, busy_before, innermost_at
+from hta_tui.analysis.timeline_rows import Timeline, busy_before, innermost_at
 from hta_tui.app.access import hta_app
 from hta_tui.app.moment import Moment
 from hta_tui.app.screens.base import AnalysisScreen, Params
@@ -75,16 +77,23 @@ class TimelineScreen(AnalysisScreen):
         self.view.focus()
 
     # -- compute -------------------------------------------------------------------------------
+    #: The registry's result (`timeline_rows`'s): the rows' numpy arrays, which the view
+    #: slices and searches per key.
+    MODEL = "timeline_model"
+
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> Timeline:
-        return build_timeline(frames, params.get("origin_ns"))
+        origin = params.get("origin_ns")
+        options = registry.Options(origin_ns=-1 if origin is None else origin)
+        return registry.tables(frames, [TimelineScreen.MODEL], options)[TimelineScreen.MODEL]
 
     def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Timeline:
         """Threads, flows and memory besides the events; ranks stay aligned on the common
         origin even when one rank is shown."""
-        return build_timeline(
-            frames, ts.origin_ns, ts.frames("threads"), ts.frames("flows"), ts.frames("memory")
-        )
+        origin = ts.origin_ns
+        options = registry.Options(origin_ns=-1 if origin is None else origin)
+        got = registry.tables(frames, [self.MODEL], options, frames=ts.frames)
+        return got[self.MODEL]
 
     def show(self, result: Timeline) -> None:
         self.view.set_timeline(result)

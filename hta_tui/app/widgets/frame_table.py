@@ -270,6 +270,8 @@ class FrameTable(FrameView):
         self._widths: dict[str, int] = {}
         self._generation = 0  # of the view asked for last (`_render_frame`)
         self._preparing = False  # a view being made in a thread
+        #: the sort and filter of the view drawn (a new one's header says what is coming)
+        self._applied: tuple[tuple[str, bool] | None, str] = (None, "")
 
     @property
     def rows_pending(self) -> bool:
@@ -426,6 +428,27 @@ class FrameTable(FrameView):
                 widths[name] = max(widths[name], bound)
         return widths
 
+    def _sized(self, shown: pl.DataFrame) -> tuple[dict[str, str], dict[str, int]]:
+        """The view's number formats and column widths. Neither depends on the rows' order
+        (a width is exact over every row, or bounded by the columns' extremes), so a new
+        sort of the same rows reuses them: a million-row sort costs the sort only."""
+        key = (
+            self.filter_text,
+            self.summarised,
+            tuple(shown.columns),
+            self.max_text,
+            tuple(sorted(self.column_max_text.items())),
+        )
+        cached = self._views.get("sized")
+        if cached is not None and cached[0] is self.frame and cached[1] == key:
+            styles, widths = cached[2]
+            return styles, dict(widths)
+        styles = {c: float_style(shown[c]) for c, t in shown.schema.items() if t.is_float()}
+        widths = self._measure(shown, styles)
+        if not self._restyled():  # restyled cells are measured over the first rows only
+            self._views["sized"] = (self.frame, key, (styles, dict(widths)))
+        return styles, widths
+
     def _prepare(self, cursor: int) -> Prepared:
         """The view (filter, sort), its number formats, column widths and headers, and the
         row for the cursor: the first with the key of the view's row at `cursor` (none: the
@@ -434,8 +457,7 @@ class FrameTable(FrameView):
         drawn = [c for c in df.columns if c not in self.hidden_columns]
         shown = df.select(drawn)
         schema = shown.schema
-        styles = {c: float_style(shown[c]) for c, t in schema.items() if t.is_float()}
-        widths = self._measure(shown, styles)
+        styles, widths = self._sized(shown)
         columns = []
         for name in drawn:
             arrow = ""
@@ -465,6 +487,7 @@ class FrameTable(FrameView):
             self._apply(self._prepare(cursor), generation)
             return
         self._preparing = True
+        self._say_pending()
 
         def prepare() -> None:
             prepared = self._prepare(cursor)
@@ -475,10 +498,23 @@ class FrameTable(FrameView):
             prepare, thread=True, group="frame-table", exclusive=True, exit_on_error=False
         )
 
+    def _say_pending(self) -> None:
+        """While a big view is sorted or filtered in a thread, the old one's header says so
+        (the key that asked has answered; the rows change when the view is ready)."""
+        sort, text = self._applied
+        drawn = [c.key for c in self.view_columns]
+        if not drawn:
+            return
+        if self.sort_by is not None and self.sort_by != sort:
+            self.note_header(self.sort_by[0] if self.sort_by[0] in drawn else drawn[0], "sorting…")
+        elif self.filter_text != text:
+            self.note_header(drawn[0], "filtering…")
+
     def _apply(self, prepared: Prepared, generation: int) -> None:
         if generation != self._generation:
             return  # a newer view is on its way
         self._preparing = False
+        self._applied = (self.sort_by, self.filter_text)
         self._current = prepared.view
         self._shown = prepared.shown
         self.float_styles = prepared.styles

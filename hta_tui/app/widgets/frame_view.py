@@ -223,6 +223,17 @@ class FrameView(ScrollView, can_focus=True):
             self.post_message(self.RowHighlighted(self, self.cursor_row))
         self.call_after_refresh(self.scroll_to_cursor)
 
+    def note_header(self, key: str, note: str) -> None:
+        """Say `note` in column `key`'s header, cut to its width, until the next `set_rows`:
+        a new view is on its way ("sorting…") while the rows shown stay the old ones."""
+        self.view_columns = [
+            ViewColumn(c.key, safe_label(as_text(note[: c.width])), c.width) if c.key == key else c
+            for c in self.view_columns
+        ]
+        for drawn in [k for k in self.strips if k[0] == -1]:
+            del self.strips[drawn]
+        self.refresh(Region(0, 0, self.size.width, self.header_height))
+
     @property
     def header_height(self) -> int:
         return 1 if self.show_header else 0
