@@ -234,6 +234,10 @@ class Analysis:
     #: beside its frames (hta_tui/exec); "job" when it reads across ranks (stragglers,
     #: collective matching, top-k over every rank): it runs on the client over all frames.
     scope: str = "job"
+    #: The events columns it reads (empty: every one). A job-wide analysis run over every
+    #: rank in one process (exec/split.py) then reads only these from the cache: a missing
+    #: one raises polars' ColumnNotFoundError there, and it runs again on every column.
+    columns: tuple[str, ...] = ()
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -594,6 +598,14 @@ def _modules(r: Ranks, o: Options) -> Lazy:
 
 
 _H = ("hta_compat",)
+#: The events columns the job-wide analyses read (`Analysis.columns`): every column but the
+#: kernels' launch figures, the syncs', the Python frames' and the call stacks.
+_JOB_COLUMNS = (
+    *("idx", "ts", "dur", "name", "cat", "kind", "pid", "tid", "stream", "device"),
+    *("correlation", "external_id", "bytes", "bandwidth", "input_dims", "input_type", "seq"),
+    *("coll_name", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "pg_ranks"),
+    *("comm_seq", "annotation"),
+)
 _TB = ("tb_compat",)
 
 #: Every analysis, in the report's order.
@@ -617,6 +629,7 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=("duration_ratio", "num_kernels", "include_memory_kernels", *_H),
         also=("gpu_kernel_type_breakdown",),
+        columns=_JOB_COLUMNS,
     ),
     Analysis(
         "kernel_duration_stats",
@@ -671,6 +684,7 @@ ANALYSES: list[Analysis] = [
         _sequences,
         cost=0.15,
         options=("operator_name", "rank", "min_pattern_len", "top_k", *_H),
+        columns=_JOB_COLUMNS,
     ),
     Analysis(
         "aten_op_kernels_and_delay",
@@ -687,6 +701,7 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=_H,
         also=("iterations", "potential_stragglers", "straggler_scores"),
+        columns=_JOB_COLUMNS,
     ),
     Analysis(
         "user_annotation_breakdown",
@@ -869,6 +884,7 @@ ANALYSES: list[Analysis] = [
         ),
         steps="every",
         definitions="plugin",
+        columns=_JOB_COLUMNS,
     ),
     Analysis(
         "collectives_hidden",
@@ -913,6 +929,7 @@ ANALYSES: list[Analysis] = [
         also=_PATH_TABLES[1:],
         steps="every",  # the ProfilerSteps critical_path_steps names, as on the host
         definitions="hta",
+        columns=_JOB_COLUMNS,
     ),
     # findings (rules28)
     Analysis(
@@ -1333,13 +1350,16 @@ def findings_tables(
     meta: Metas | None = None,
     made: Mapping[str, pl.DataFrame] | None = None,
     config: Any = None,
+    origin_us: float | None = None,
 ) -> Tables:
     """The findings and their evidence (analysis/findings), the rules reading the other
     analyses' tables through `table_getter`: only the tables the rules turned on need."""
     from hta_tui.analysis import findings  # (kept here: the top belongs to the analyses)
 
     get = table_getter(ranks, options, frames=frames, meta=meta, made=made)
-    context = {"meta": dict(meta or {}), "origin_us": steps.job_origin_us(ranks)}
+    if origin_us is None:  # (given: the caller knows it without reading every column)
+        origin_us = steps.job_origin_us(ranks)
+    context = {"meta": dict(meta or {}), "origin_us": origin_us}
     found, evidence = findings.evaluate_all(get, config, context=context)
     return {"findings": found, "finding_evidence": evidence}
 

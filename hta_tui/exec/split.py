@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from hta_tui.analysis import registry
+from hta_tui.analysis import registry, steps
 from hta_tui.exec.backends import Backend
 from hta_tui.exec.blobs import pack, unpack
 from hta_tui.exec.rank_work import (
@@ -41,6 +41,7 @@ from hta_tui.exec.rank_work import (
     steps_path,
     unpack_steps,
 )
+from hta_tui.trace.cache import DamagedEntry, read_frame
 from hta_tui.trace.model import TraceSet
 
 log = logging.getLogger("hta_tui.exec")
@@ -58,6 +59,8 @@ class SplitRun:
     #: rank -> the one-line reason its work failed on the back-end (then made here)
     failed: dict[int, str] = field(default_factory=dict)
     here: list[str] = field(default_factory=list)
+    #: why the job-wide analyses ran again on every column (`_run_here`), if they did
+    wide: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -166,20 +169,22 @@ def run_split(
     here = [a for a in left if a not in rankwise and a.name != FINDINGS]
     if here:
         stats.here += [a.name for a in here]
-        made = registry.run(
-            ts.frames(),
-            [a.name for a in here],
-            options,
-            frames=ts.frames,
-            meta=registry.trace_meta(ts),
-        )
+        made = _run_here(ts, here, options, ranks, stats)
         for a in here:
             answers[a.name] = {t: made[t] for t in a.tables if t in made}
     if any(a.name == FINDINGS for a in left):
         stats.here.append(FINDINGS)
         made = {t: table for answer in answers.values() for t, table in answer.items()}
+        # the rules read tables; a rank's whole frames only when a rule asks for a table
+        # the others did not make (LazyFrames), and the origin from two columns
+        origin = steps.job_origin_us(_narrow_frames(ts, ranks, ("ts", "cat")))
         answers[FINDINGS] = registry.findings_tables(
-            ts.frames(), options, frames=ts.frames, meta=registry.trace_meta(ts), made=made
+            LazyFrames(ts),
+            options,
+            frames=ts.frames,
+            meta=registry.trace_meta(ts),
+            made=made,
+            origin_us=origin,
         )
     if cache_root is not None:
         for a in left:
@@ -187,6 +192,55 @@ def run_split(
     out: registry.Tables = {}
     for a in chosen:
         out.update(answers[a.name])
+    return out
+
+
+def _run_here(
+    ts: TraceSet,
+    here: list[registry.Analysis],
+    options: registry.Options,
+    ranks: list[_Rank],
+    stats: SplitRun,
+) -> registry.Tables:
+    """The job-wide analyses over every rank, here. When each declares the events columns
+    it reads (`Analysis.columns`), every rank's events are read with those only: the
+    process holds a part of each rank's frame, not all of it. A column one needs but did
+    not declare (polars' ColumnNotFoundError) costs a second run on the whole frames,
+    never its numbers."""
+    names = [a.name for a in here]
+    meta = registry.trace_meta(ts)
+    wanted = [a.columns for a in here]
+    if all(wanted):
+        columns = tuple(dict.fromkeys(c for cols in wanted for c in cols))
+        narrow = _narrow_frames(ts, ranks, columns)
+        getter: registry.FrameGetter = lambda name: narrow if name == "events" else ts.frames(name)  # noqa: E731
+        try:
+            return registry.run(narrow, names, options, frames=getter, meta=meta)
+        except pl.exceptions.ColumnNotFoundError as exc:
+            stats.wide.append(_one_line(exc))
+            log.warning("job-wide analyses: %s; run again on every column", _one_line(exc))
+        del narrow, getter
+    return registry.run(ts.frames(), names, options, frames=ts.frames, meta=meta)
+
+
+def _narrow_frames(
+    ts: TraceSet, ranks: list[_Rank], columns: tuple[str, ...]
+) -> dict[int, pl.DataFrame]:
+    """rank -> its events, these columns only: taken from the frame this process holds
+    already, else read from the rank's cache entry (and not kept in the trace set, whose
+    frames stay whole for the app). A column the frame lacks raises ColumnNotFoundError."""
+    loaded = ts.loaded()
+    out = {}
+    for r in ranks:
+        data = loaded[r.rank]
+        held = data.held("events")
+        if held is None and r.stored:
+            try:
+                out[r.rank] = read_frame(r.entry, "events", list(columns))
+                continue
+            except (DamagedEntry, OSError):  # RankData says why, and parses it again
+                pass
+        out[r.rank] = (held if held is not None else data.events).select(columns)
     return out
 
 
