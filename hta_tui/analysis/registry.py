@@ -598,8 +598,14 @@ def _modules(r: Ranks, o: Options) -> Lazy:
 
 
 _H = ("hta_compat",)
-#: The events columns the job-wide analyses read (`Analysis.columns`): every column but the
-#: kernels' launch figures, the syncs', the Python frames' and the call stacks.
+#: The events columns job-wide analyses read (`Analysis.columns`). Those on HTA's views: what
+#: the views keep (hta_view.CACHED_COLUMNS and the columns they are made from).
+_VIEW_COLUMNS = (
+    *("idx", "ts", "dur", "name", "cat", "kind", "pid", "tid", "stream", "correlation"),
+    *("external_id", "bytes", "bandwidth", "input_dims"),
+)
+#: The collectives' and the critical path's: every column but the kernels' launch figures,
+#: the syncs', the Python frames' and the call stacks.
 _JOB_COLUMNS = (
     *("idx", "ts", "dur", "name", "cat", "kind", "pid", "tid", "stream", "device"),
     *("correlation", "external_id", "bytes", "bandwidth", "input_dims", "input_type", "seq"),
@@ -629,7 +635,7 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=("duration_ratio", "num_kernels", "include_memory_kernels", *_H),
         also=("gpu_kernel_type_breakdown",),
-        columns=_JOB_COLUMNS,
+        columns=_VIEW_COLUMNS,
     ),
     Analysis(
         "kernel_duration_stats",
@@ -684,7 +690,7 @@ ANALYSES: list[Analysis] = [
         _sequences,
         cost=0.15,
         options=("operator_name", "rank", "min_pattern_len", "top_k", *_H),
-        columns=_JOB_COLUMNS,
+        columns=_VIEW_COLUMNS,
     ),
     Analysis(
         "aten_op_kernels_and_delay",
@@ -701,7 +707,7 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=_H,
         also=("iterations", "potential_stragglers", "straggler_scores"),
-        columns=_JOB_COLUMNS,
+        columns=_VIEW_COLUMNS,
     ),
     Analysis(
         "user_annotation_breakdown",

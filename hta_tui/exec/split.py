@@ -15,6 +15,7 @@ rank's rank-wise tables are made again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import zlib
@@ -202,25 +203,36 @@ def _run_here(
     ranks: list[_Rank],
     stats: SplitRun,
 ) -> registry.Tables:
-    """The job-wide analyses over every rank, here. When each declares the events columns
-    it reads (`Analysis.columns`), every rank's events are read with those only: the
-    process holds a part of each rank's frame, not all of it. A column one needs but did
-    not declare (polars' ColumnNotFoundError) costs a second run on the whole frames,
-    never its numbers."""
-    names = [a.name for a in here]
+    """The job-wide analyses over every rank, here. Those declaring the events columns they
+    read (`Analysis.columns`) run on every rank's events read with those only, one group of
+    analyses reading the same columns after another: the process holds a part of each
+    rank's frame at a time, not all of it. A column one needs but did not declare (polars'
+    ColumnNotFoundError) costs its group a second run on the whole frames, never its
+    numbers."""
     meta = registry.trace_meta(ts)
-    wanted = [a.columns for a in here]
-    if all(wanted):
-        columns = tuple(dict.fromkeys(c for cols in wanted for c in cols))
-        narrow = _narrow_frames(ts, ranks, columns)
-        getter: registry.FrameGetter = lambda name: narrow if name == "events" else ts.frames(name)  # noqa: E731
-        try:
-            return registry.run(narrow, names, options, frames=getter, meta=meta)
-        except pl.exceptions.ColumnNotFoundError as exc:
-            stats.wide.append(_one_line(exc))
-            log.warning("job-wide analyses: %s; run again on every column", _one_line(exc))
-        del narrow, getter
-    return registry.run(ts.frames(), names, options, frames=ts.frames, meta=meta)
+    groups: dict[tuple[str, ...], list[str]] = {}  # analyses reading the same columns
+    for a in here:
+        groups.setdefault(a.columns, []).append(a.name)
+    made: registry.Tables = {}
+    for columns, names in groups.items():  # one group's frames at a time
+        if columns:
+            narrow = _narrow_frames(ts, ranks, columns)
+            getter = functools.partial(_events_or, narrow, ts)
+            try:
+                made.update(registry.run(narrow, names, options, frames=getter, meta=meta))
+                continue
+            except pl.exceptions.ColumnNotFoundError as exc:
+                stats.wide.append(_one_line(exc))
+                log.warning("%s: %s; run again on every column", ", ".join(names), _one_line(exc))
+            finally:
+                del narrow, getter
+        made.update(registry.run(ts.frames(), names, options, frames=ts.frames, meta=meta))
+    return made
+
+
+def _events_or(events: registry.Ranks, ts: TraceSet, name: str) -> registry.Ranks:
+    """A frame getter: these events, the trace set's other frames."""
+    return events if name == "events" else ts.frames(name)
 
 
 def _narrow_frames(
