@@ -444,7 +444,7 @@ def test_job_wide_analyses_read_only_their_columns(
 
 
 @pytest.mark.shared
-@pytest.mark.parametrize("case", ["param_dlrm_8rank", "tracelens_mi300_ddp_resnet18"])
+@pytest.mark.parametrize("case", ["tracelens_b200_eager_nccl", "tracelens_mi300_ddp_resnet18"])
 def test_job_wide_columns_suffice_on_shared(shared: Path, tmp_path: Path, case: str) -> None:
     """On real jobs (NCCL collectives with their metadata, ROCm kernels, ProfilerSteps) the
     declared columns are all the job-wide analyses read: no second run, the same tables."""
