@@ -118,3 +118,25 @@ def test_no_modules_is_an_empty_table(tmp_path: Path) -> None:
     # Linear_0's sgemm (800 us a step, as generated) is its own device time.
     linear = table.filter(pl.col("module") == "Linear_0").row(0, named=True)
     assert linear["device total (us)"] == linear["device self (us)"] == 1600
+
+
+@pytest.mark.shared
+def test_enclosing_among_operators_and_modules(shared: Path) -> None:
+    """The module view's device times nest only operators and module frames around each
+    launch (`enclosing(..., among=)`): the same pairs as nesting every context event and
+    keeping those, on a real GPU trace with Python frames around its launches."""
+    from hta_tui.analysis.host_context import enclosing
+    from hta_tui.analysis.module_view import _is_module
+
+    folder = shared / "traces" / "tracelens_mi300_ddp_resnet18"
+    events = parse_bytes(read_bytes(folder / "mi300_ddp_resnet18_train.json.gz")).frames["events"]
+    launches = events.filter(
+        pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null()
+    ).select("idx", "pid", "tid", "ts", "dur")
+    wanted = _is_module() | (pl.col("kind") == "cpu_op")
+    every = enclosing(events, launches)
+    some = enclosing(events, launches, among=wanted)
+    kept = every.join(events.filter(wanted).select(c_idx="idx"), on="c_idx", how="semi")
+    assert every["c_kind"].cast(pl.String).unique().to_list().count("python") == 1  # frames there
+    assert some.height and some.height < every.height
+    assert some.equals(kept)

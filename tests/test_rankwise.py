@@ -10,6 +10,7 @@ The one that kills a worker process runs only with HTA_TUI_CLUSTER_TESTS=1 (CI).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import shutil
@@ -396,3 +397,61 @@ def test_a_local_cluster_listens_on_this_machine_only(cluster: DaskBackend) -> N
     ]
     assert listening, "the cluster's servers were not found"
     assert all(addr.ip == "127.0.0.1" for addr in listening), listening
+
+
+#: (not the findings: their rules read the rank-wise tables, made from the whole frames)
+JOB_WIDE = [
+    a.name for a in registry.ANALYSES if a.scope == "job" and a.default and a.name != "findings"
+]
+
+
+def _narrow_equals_whole(ts: Any, stats: split.SplitRun) -> dict[str, pl.DataFrame]:
+    """The job-wide analyses through `run_split` (each rank's events read with the columns
+    they declare), checked against the registry run over the whole frames."""
+    narrow = split.run_split(ts, JOB_WIDE, registry.Options(), Backend(), stats=stats)
+    assert all(d.held("events") is None for d in ts.loaded().values())  # no whole frame read
+    whole = registry.run(
+        ts.frames(), JOB_WIDE, registry.Options(), frames=ts.frames, meta=registry.trace_meta(ts)
+    )
+    assert list(narrow) == list(whole)
+    for name, table in whole.items():
+        _same(narrow[name], table, name)
+    return narrow
+
+
+def test_job_wide_analyses_read_only_their_columns(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's process reads each rank's events with only the columns the job-wide
+    analyses declare (same tables); a column one needs but did not declare costs a second
+    run on the whole frames, never its numbers."""
+    job, cache = job8
+    stats = split.SplitRun()
+    made = _narrow_equals_whole(open_session(job, cache, backend=Backend()).trace_set, stats)
+    assert not stats.wide and made["profiler_steps"].height >= 1
+    declared = registry.select
+
+    def too_few(names: Any) -> list[registry.Analysis]:
+        return [dataclasses.replace(a, columns=a.columns and ("idx",)) for a in declared(names)]
+
+    monkeypatch.setattr(split.registry, "select", too_few)
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    again = split.SplitRun()
+    wide = split.run_split(ts, JOB_WIDE, registry.Options(), Backend(), stats=again)
+    assert again.wide and again.wide[0].startswith("ColumnNotFoundError")
+    for name, table in made.items():
+        _same(wide[name], table, name)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("case", ["tracelens_b200_eager_nccl", "tracelens_mi300_ddp_resnet18"])
+def test_job_wide_columns_suffice_on_shared(shared: Path, tmp_path: Path, case: str) -> None:
+    """On real jobs (NCCL collectives with their metadata, ROCm kernels, ProfilerSteps) the
+    declared columns are all the job-wide analyses read: no second run, the same tables."""
+    cache = Cache(tmp_path)
+    ts = open_session(shared / "traces" / case, cache, backend=Backend()).trace_set
+    ts = open_session(shared / "traces" / case, cache, backend=Backend()).trace_set  # cached
+    stats = split.SplitRun()
+    made = _narrow_equals_whole(ts, stats)
+    assert not stats.wide
+    assert sum(t.height for t in made.values()) > 10

@@ -61,15 +61,14 @@ def rows_at(
     return idx.rename("idx").to_frame().join(events, on="idx", maintain_order="left")
 
 
-def context_events(events: pl.DataFrame) -> pl.LazyFrame:
-    """The rows that can enclose a query: CPU ops, annotations and Python frames of a thread."""
+def context_events(events: pl.DataFrame, among: pl.Expr | None = None) -> pl.LazyFrame:
+    """The rows that can enclose a query: CPU ops, annotations and Python frames of a thread
+    (only those `among` selects, when given)."""
+    rows = pl.col("kind").is_in(CONTEXT_KINDS) & pl.col("pid").is_not_null()
+    rows = rows & pl.col("tid").is_not_null()
     return (
         events.lazy()
-        .filter(
-            pl.col("kind").is_in(CONTEXT_KINDS)
-            & pl.col("pid").is_not_null()
-            & pl.col("tid").is_not_null()
-        )
+        .filter(rows if among is None else rows & among)
         .select(
             pl.col("idx").alias("c_idx"),
             pl.col("pid").alias("c_pid"),
@@ -83,15 +82,19 @@ def context_events(events: pl.DataFrame) -> pl.LazyFrame:
     )
 
 
-def enclosing(events: pl.DataFrame, queries: pl.DataFrame) -> pl.DataFrame:
+def enclosing(
+    events: pl.DataFrame, queries: pl.DataFrame, among: pl.Expr | None = None
+) -> pl.DataFrame:
     """Every context event enclosing each query (queries: idx, pid, tid, ts, dur), itself
     excluded; outermost first per query. Columns: q, and the c_* columns of `context_events`.
+    `among`: only the context events it selects (a caller that reads only operators and
+    modules need not nest every Python frame of the thread around each query).
 
     The events that contain some query are nested (`sequences._levels`), then every query's
     ancestors at each of its levels are found in one as-of join: a few sorts, whatever the
     number of queries.
     """
-    ctx_all = context_events(events)
+    ctx_all = context_events(events, among)
     if queries.is_empty():
         return ctx_all.clear().collect().with_columns(pl.lit(None, pl.UInt32).alias("q"))
     threads = (

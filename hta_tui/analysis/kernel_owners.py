@@ -127,11 +127,13 @@ def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     launch climbs its parents level by level together: a few vectorised steps per level, no
     loop over events."""
     is_module = (pl.col("kind") == "python") & pl.col("python_module_id").is_not_null()
-    holders = events.filter(pl.col("kind").is_in(["cpu_op", "annotation"]) | is_module).select(
+    holders = events.lazy().filter(
+        pl.col("kind").is_in(["cpu_op", "annotation"]) | is_module
+    ).select(
         "pid", "tid", "ts", "dur", "name",
         pl.when(pl.col("kind") == "cpu_op").then(1).when(is_module).then(3).otherwise(2)
         .cast(pl.Int8).alias("type"),
-    )  # fmt: skip
+    ).collect()  # fmt: skip
     rows = pl.concat(
         [
             launches.select(
@@ -215,10 +217,10 @@ def kernel_owners(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def _owners(events: pl.DataFrame) -> pl.DataFrame:
-    gpu = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select(
+    gpu = events.lazy().filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select(
         "idx", "name", pl.col("kind").cast(pl.String), "stream", "ts", "dur", "correlation",
         "annotation",
-    )  # fmt: skip
+    ).collect()  # fmt: skip
     launches = _launches(events)
     ops = gpu.group_by("correlation").agg(pl.len().cast(pl.UInt32).alias("launch_ops"))
     used = launches.join(ops.drop_nulls(), on="correlation", how="semi")

@@ -18,12 +18,17 @@ def python_context(events: pl.DataFrame, recs: pl.DataFrame) -> pl.DataFrame:
     """seq, module (innermost nn.Module, its name without the prefix) and stack (the
     STACK_DEPTH innermost other Python frames, innermost first) of every record."""
     out = recs.select("seq")
-    frames = events.filter((pl.col("kind") == "python") & pl.col("tid").is_not_null()).select(
-        pl.col("idx").alias("node"),
-        pl.col("tid").alias("key"),
-        pl.col("ts").alias("start"),
-        (pl.col("ts") + pl.col("dur")).alias("end"),
-        "name",
+    frames = (  # lazy: the filter reads these columns, not the whole frame
+        events.lazy()
+        .filter((pl.col("kind") == "python") & pl.col("tid").is_not_null())
+        .select(
+            pl.col("idx").alias("node"),
+            pl.col("tid").alias("key"),
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+            "name",
+        )
+        .collect()
     )
     if frames.is_empty():  # recorded without with_stack / with_modules
         return out.with_columns(pl.lit(None, pl.String).alias(c) for c in ("module", "stack"))

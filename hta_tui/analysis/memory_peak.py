@@ -168,7 +168,8 @@ def _before_trace(grouped: pl.DataFrame, peaks: pl.DataFrame) -> pl.DataFrame:
 def step_spans(events: pl.DataFrame) -> pl.DataFrame:
     """step (the N of ProfilerStep#N), start, end of one file's profiler steps."""
     return (
-        events.filter(pl.col("name").str.starts_with("ProfilerStep#"))
+        events.lazy()
+        .filter(pl.col("name").str.starts_with("ProfilerStep#"))
         .select(
             pl.col("name")
             .str.strip_prefix("ProfilerStep#")
@@ -181,6 +182,7 @@ def step_spans(events: pl.DataFrame) -> pl.DataFrame:
         .group_by("step")
         .agg(pl.col("start").min(), pl.col("end").max())
         .sort("start")
+        .collect()
     )
 
 

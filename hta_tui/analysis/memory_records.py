@@ -95,14 +95,19 @@ def tree_nodes(events: pl.DataFrame) -> pl.DataFrame:
         & ~(name.str.starts_with("enumerate(DataLoader)#") & name.str.ends_with(".__next__"))
         & ~name.str.starts_with("enumerate(DataPipe)#")
     )
-    return events.filter(in_tree & pl.col("tid").is_not_null()).select(
-        pl.col("idx").alias("node"),
-        pl.col("tid").alias("key"),
-        pl.col("ts").alias("start"),
-        (pl.col("ts") + pl.col("dur")).alias("end"),
-        "name",
-        is_op.alias("is_op"),
-        op_like.alias("merge"),
+    return (  # lazy: the filter reads these columns, not the whole frame
+        events.lazy()
+        .filter(in_tree & pl.col("tid").is_not_null())
+        .select(
+            pl.col("idx").alias("node"),
+            pl.col("tid").alias("key"),
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+            "name",
+            is_op.alias("is_op"),
+            op_like.alias("merge"),
+        )
+        .collect()
     )
 
 

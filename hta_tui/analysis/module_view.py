@@ -133,15 +133,17 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
     if mods.is_empty():
         return pl.DataFrame(schema=schema)
     threads = mods.select("pid", "tid").unique().with_row_index("thread")
-    nodes = (
-        events.filter(_tree_nodes())
-        .join(threads, on=["pid", "tid"])
+    nodes = (  # (lazy: the filter reads the few columns it needs, not the whole frame)
+        events.lazy()
+        .filter(_tree_nodes())
+        .join(threads.lazy(), on=["pid", "tid"])
         .select(
             "thread",
             "idx",
             pl.col("ts").alias("start"),
             (pl.col("ts") + pl.col("dur")).alias("end"),
         )
+        .collect()
     )
     graph = nodes.join(_levels(nodes), on="idx")
     parents = ancestors_at(
@@ -173,9 +175,11 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
     )
     # Each occurrence's parent module, from the Python frames' parent ids.
     python = (
-        events.filter(pl.col("kind") == "python")
+        events.lazy()
+        .filter(pl.col("kind") == "python")
         .select("python_id", "python_parent_id", "python_module_id")
         .drop_nulls("python_id")
+        .collect()
     )
     up = _module_parents(python).join(
         mods.select(
@@ -336,15 +340,22 @@ def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) 
     empty = pl.DataFrame(
         schema={"idx": pl.UInt32(), "dev_total": pl.Int64(), "dev_self": pl.Int64()}
     )
-    gpu = events.filter(
-        pl.col("kind").is_in(("kernel", "memcpy", "memset")) & pl.col("correlation").is_not_null()
+    gpu = (
+        events.lazy()
+        .filter(
+            pl.col("kind").is_in(("kernel", "memcpy", "memset"))
+            & pl.col("correlation").is_not_null()
+        )
+        .select("correlation", "dur")
+        .collect()
     )
     if gpu.is_empty():
         return empty
     launches = (
-        events.filter(
-            pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null()
-        )
+        events.lazy()
+        .filter(pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null())
+        .select("idx", "pid", "tid", "ts", "dur", "correlation")
+        .collect()
         .join(
             gpu.group_by("correlation").agg(pl.col("dur").sum().alias("gpu_ns")), on="correlation"
         )
@@ -352,7 +363,8 @@ def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) 
     )
     if launches.is_empty():
         return empty
-    around = enclosing(events, launches)
+    # only what the totals read: module frames and operators, not every Python frame
+    around = enclosing(events, launches, among=_is_module() | (pl.col("kind") == "cpu_op"))
     mod_ids = mods.select(pl.col("idx").alias("c_idx"))
     gpu_ns = launches.select(pl.col("idx").alias("q"), "gpu_ns")
     total = (
@@ -363,7 +375,7 @@ def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) 
     )
     # Self (the plugin's): the device totals of the module's direct plain operators.
     in_tree = graph.select(pl.col("idx").alias("c_idx"), pl.col("parent").alias("owner"))
-    ops = events.filter(_plain_operator()).select(pl.col("idx").alias("c_idx"))
+    ops = events.lazy().filter(_plain_operator()).select(pl.col("idx").alias("c_idx")).collect()
     self_ = (
         around.join(ops, on="c_idx", how="semi")
         .join(in_tree, on="c_idx")

@@ -157,11 +157,16 @@ def _build(events: pl.DataFrame, *, tb_compat: bool) -> tuple[pl.DataFrame, pl.D
 
 def _links_by_external_id(events: pl.DataFrame, nodes: pl.DataFrame) -> pl.DataFrame:
     """The plugin's rule: a `Runtime` call belongs to the first node with its External id."""
-    runtimes = events.filter(
-        tb_roles.runtime_rows(tb_compat=True)
-        & pl.col("external_id").is_not_null()
-        & (pl.col("external_id") != 0)
-    ).select("correlation", "external_id", "ts", "dur")
+    runtimes = (
+        events.lazy()
+        .filter(
+            tb_roles.runtime_rows(tb_compat=True)
+            & pl.col("external_id").is_not_null()
+            & (pl.col("external_id") != 0)
+        )
+        .select("correlation", "external_id", "ts", "dur")
+        .collect()
+    )
     owner = (
         nodes.drop_nulls("external_id")
         .sort("start")

@@ -273,6 +273,10 @@ class Analysis:
     #: rows kept for the next call), made only when named at the door (`tables`); never in
     #: the report, `--only`, `--list`'s tables or the API's `get_` methods.
     results: tuple[str, ...] = ()
+    #: The events columns it reads (empty: every one). A job-wide analysis run over every
+    #: rank in one process (exec/split.py) then reads only these from the cache: a missing
+    #: one raises polars' ColumnNotFoundError there, and it runs again on every column.
+    columns: tuple[str, ...] = ()
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -638,6 +642,20 @@ def _modules(r: Ranks, o: Options) -> Lazy:
 
 
 _H = ("hta_compat",)
+#: The events columns job-wide analyses read (`Analysis.columns`). Those on HTA's views: what
+#: the views keep (hta_view.CACHED_COLUMNS and the columns they are made from).
+_VIEW_COLUMNS = (
+    *("idx", "ts", "dur", "name", "cat", "kind", "pid", "tid", "stream", "correlation"),
+    *("external_id", "bytes", "bandwidth", "input_dims"),
+)
+#: The collectives' and the critical path's: every column but the kernels' launch figures,
+#: the syncs', the Python frames' and the call stacks.
+_JOB_COLUMNS = (
+    *("idx", "ts", "dur", "name", "cat", "kind", "pid", "tid", "stream", "device"),
+    *("correlation", "external_id", "bytes", "bandwidth", "input_dims", "input_type", "seq"),
+    *("coll_name", "in_nelems", "out_nelems", "group_size", "dtype", "pg_name", "pg_ranks"),
+    *("comm_seq", "annotation"),
+)
 _TB = ("tb_compat",)
 
 #: Every analysis, in the report's order.
@@ -661,6 +679,7 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=("duration_ratio", "num_kernels", "include_memory_kernels", *_H),
         also=("gpu_kernel_type_breakdown",),
+        columns=_VIEW_COLUMNS,
     ),
     Analysis(
         "kernel_duration_stats",
@@ -715,6 +734,7 @@ ANALYSES: list[Analysis] = [
         _sequences,
         cost=0.15,
         options=("operator_name", "rank", "min_pattern_len", "top_k", *_H),
+        columns=_VIEW_COLUMNS,
     ),
     Analysis(
         "aten_op_kernels_and_delay",
@@ -731,6 +751,7 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=_H,
         also=("iterations", "potential_stragglers", "straggler_scores"),
+        columns=_VIEW_COLUMNS,
     ),
     Analysis(
         "user_annotation_breakdown",
@@ -913,6 +934,7 @@ ANALYSES: list[Analysis] = [
         ),
         steps="every",
         definitions="plugin",
+        columns=_JOB_COLUMNS,
     ),
     Analysis(
         "collectives_hidden",
@@ -958,6 +980,7 @@ ANALYSES: list[Analysis] = [
         results=("critical_path_paths",),
         steps="every",  # the ProfilerSteps critical_path_steps names, as on the host
         definitions="hta",
+        columns=_JOB_COLUMNS,
     ),
     # findings (rules28)
     Analysis(
@@ -1600,13 +1623,16 @@ def findings_tables(
     meta: Metas | None = None,
     made: Mapping[str, pl.DataFrame] | None = None,
     config: Any = None,
+    origin_us: float | None = None,
 ) -> Tables:
     """The findings and their evidence (analysis/findings), the rules reading the other
     analyses' tables through `table_getter`: only the tables the rules turned on need."""
     from hta_tui.analysis import findings  # (kept here: the top belongs to the analyses)
 
     get = table_getter(ranks, options, frames=frames, meta=meta, made=made)
-    context = {"meta": dict(meta or {}), "origin_us": steps.job_origin_us(ranks)}
+    if origin_us is None:  # (given: the caller knows it without reading every column)
+        origin_us = steps.job_origin_us(ranks)
+    context = {"meta": dict(meta or {}), "origin_us": origin_us}
     found, evidence = findings.evaluate_all(get, config, context=context)
     return {"findings": found, "finding_evidence": evidence}
 

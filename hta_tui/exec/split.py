@@ -15,6 +15,7 @@ rank's rank-wise tables are made again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import zlib
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import polars as pl
 
-from hta_tui.analysis import registry
+from hta_tui.analysis import registry, steps
 from hta_tui.exec.backends import Backend
 from hta_tui.exec.blobs import pack, unpack
 from hta_tui.exec.rank_work import (
@@ -41,6 +42,7 @@ from hta_tui.exec.rank_work import (
     steps_path,
     unpack_steps,
 )
+from hta_tui.trace.cache import DamagedEntry, read_frame
 from hta_tui.trace.model import TraceSet
 
 log = logging.getLogger("hta_tui.exec")
@@ -58,6 +60,8 @@ class SplitRun:
     #: rank -> the one-line reason its work failed on the back-end (then made here)
     failed: dict[int, str] = field(default_factory=dict)
     here: list[str] = field(default_factory=list)
+    #: why the job-wide analyses ran again on every column (`_run_here`), if they did
+    wide: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -167,21 +171,22 @@ def run_split(
     here = [a for a in left if a not in rankwise and a.name != FINDINGS]
     if here:
         stats.here += [a.name for a in here]
-        made = registry.run(
-            ts.frames(),
-            [a.name for a in here],
-            options,
-            frames=ts.frames,
-            meta=registry.trace_meta(ts),
-            given={"trace_set": ts},
-        )
+        made = _run_here(ts, here, options, ranks, stats)
         for a in here:
             answers[a.name] = {t: made[t] for t in a.tables if t in made}
     if any(a.name == FINDINGS for a in left):
         stats.here.append(FINDINGS)
         made = {t: table for answer in answers.values() for t, table in answer.items()}
+        # the rules read tables; a rank's whole frames only when a rule asks for a table
+        # the others did not make (LazyFrames), and the origin from two columns
+        origin = steps.job_origin_us(_narrow_frames(ts, ranks, ("ts", "cat")))
         answers[FINDINGS] = registry.findings_tables(
-            ts.frames(), options, frames=ts.frames, meta=registry.trace_meta(ts), made=made
+            LazyFrames(ts),
+            options,
+            frames=ts.frames,
+            meta=registry.trace_meta(ts),
+            made=made,
+            origin_us=origin,
         )
     if cache_root is not None:
         for a in left:
@@ -189,6 +194,71 @@ def run_split(
     out: registry.Tables = {}
     for a in chosen:
         out.update(answers[a.name])
+    return out
+
+
+def _run_here(
+    ts: TraceSet,
+    here: list[registry.Analysis],
+    options: registry.Options,
+    ranks: list[_Rank],
+    stats: SplitRun,
+) -> registry.Tables:
+    """The job-wide analyses over every rank, here. Those declaring the events columns they
+    read (`Analysis.columns`) run on every rank's events read with those only, one group of
+    analyses reading the same columns after another: the process holds a part of each
+    rank's frame at a time, not all of it. A column one needs but did not declare (polars'
+    ColumnNotFoundError) costs its group a second run on the whole frames, never its
+    numbers."""
+    meta = registry.trace_meta(ts)
+    given = {"trace_set": ts}  # what an analysis reading the trace set itself is given
+    groups: dict[tuple[str, ...], list[str]] = {}  # analyses reading the same columns
+    for a in here:
+        groups.setdefault(a.columns, []).append(a.name)
+    made: registry.Tables = {}
+    for columns, names in groups.items():  # one group's frames at a time
+        if columns:
+            narrow = _narrow_frames(ts, ranks, columns)
+            getter = functools.partial(_events_or, narrow, ts)
+            try:
+                made.update(
+                    registry.run(narrow, names, options, frames=getter, meta=meta, given=given)
+                )
+                continue
+            except pl.exceptions.ColumnNotFoundError as exc:
+                stats.wide.append(_one_line(exc))
+                log.warning("%s: %s; run again on every column", ", ".join(names), _one_line(exc))
+            finally:
+                del narrow, getter
+        made.update(
+            registry.run(ts.frames(), names, options, frames=ts.frames, meta=meta, given=given)
+        )
+    return made
+
+
+def _events_or(events: registry.Ranks, ts: TraceSet, name: str) -> registry.Ranks:
+    """A frame getter: these events, the trace set's other frames."""
+    return events if name == "events" else ts.frames(name)
+
+
+def _narrow_frames(
+    ts: TraceSet, ranks: list[_Rank], columns: tuple[str, ...]
+) -> dict[int, pl.DataFrame]:
+    """rank -> its events, these columns only: taken from the frame this process holds
+    already, else read from the rank's cache entry (and not kept in the trace set, whose
+    frames stay whole for the app). A column the frame lacks raises ColumnNotFoundError."""
+    loaded = ts.loaded()
+    out = {}
+    for r in ranks:
+        data = loaded[r.rank]
+        held = data.held("events")
+        if held is None and r.stored:
+            try:
+                out[r.rank] = read_frame(r.entry, "events", list(columns))
+                continue
+            except (DamagedEntry, OSError):  # RankData says why, and parses it again
+                pass
+        out[r.rank] = (held if held is not None else data.events).select(columns)
     return out
 
 

@@ -82,6 +82,11 @@ class RankData:
         with self._lock:
             return dict(self._memos)
 
+    def held(self, name: str = "events") -> pl.DataFrame | None:
+        """The frame when this process has read it already, else None (nothing read)."""
+        with self._lock:
+            return self._frames.get(name)
+
     def frame(self, name: str = "events") -> pl.DataFrame:
         """A damaged cache entry (found when a frame is read) is parsed again; a trace that
         cannot be parsed any more gives empty frames. Either way a notice says so."""
