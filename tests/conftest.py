@@ -46,6 +46,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("shared") is not None and "shared" not in item.fixturenames:
             item.fixturenames.insert(0, "shared")
+    # The longest modules start first: `--dist loadfile` hands modules out in this order, and
+    # one of them starting last would keep the run going on one worker alone.
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+#: Modules by the CPU time they took in one run (most first); the rest keep their order.
+LONGEST_FIRST = (
+    "test_every_view.py",
+    "test_rankwise.py",
+    "test_hostile_names.py",
+    "test_screen_kernels.py",
+    "test_screen_idle_steps.py",
+    "test_screen_diff.py",
+    "test_screen_timelines_launch.py",
+    "test_fuzz.py",
+    "test_screen_timeline.py",
+    "test_hta_parity.py",
+    "test_screen_operators.py",
+    "test_api.py",
+    "test_cache_damage.py",
+    "test_many_ranks.py",
+    "test_app_shell.py",
+    "test_findings_shared.py",
+    "test_loader_isolation.py",
+)
 
 
 @pytest.fixture

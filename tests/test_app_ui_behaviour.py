@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from hta_tui.app.app import HtaApp
-from hta_tui.app.screens.registry import SCREENS
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
@@ -31,23 +30,6 @@ def help_fits(app: HtaApp, width: int) -> bool:
     keys = {k.action: k for k in app.screen.query(FooterKey)}
     help_key = keys.get("help")
     return help_key is not None and help_key.region.width > 0 and help_key.region.right <= width
-
-
-async def test_every_screen_survives_resizes(traces: Path, tmp_path: Path, ui: Any) -> None:
-    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await ui.wait_patiently(pilot, lambda: app.settled)
-        for entry in SCREENS:
-            await pilot.press(entry.key)
-            await ui.wait_patiently(pilot, lambda: ui.app_idle(app))
-            assert app.current_mode == entry.mode
-            for size in ((60, 20), (160, 50), (80, 24)):
-                await pilot.resize_terminal(*size)
-                await pilot.pause(0.1)
-                assert app.screen.size.width == size[0]
-                if size[0] == 60:  # the footer still shows `?` (80 columns: test_navigation)
-                    await ui.wait_patiently(pilot, lambda: help_fits(app, 60))
-            assert app.return_code is None  # no crash
 
 
 async def test_live_update_keeps_screen_and_selection(

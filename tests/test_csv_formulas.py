@@ -3,7 +3,8 @@ every value for programs.
 
 A kernel named `=HYPERLINK("http://x","click")` was written as is by `--csv` and the app's `e`:
 a spreadsheet opening the file evaluates it. Text cells starting with =, +, -, @, tab or CR
-now get a leading `'`; numbers (negative ones included) are left alone.
+now get a leading `'`; numbers (negative ones included) are left alone. Every view's
+exports are checked on the one walk over every view (test_hostile_names.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import csv
 import gzip
 from pathlib import Path
-from typing import Any
 
 import orjson
 import polars as pl
@@ -141,57 +141,6 @@ def formula_cells(path: Path) -> list[str]:
         for cell in row
         if cell[:1] in ("=", "+", "@", "\t", "\r") or (cell[:1] == "-" and not _number(cell))
     ]
-
-
-@pytest.mark.heavy
-async def test_every_view_exports_neutralised(formula_names_dir: Path, tmp_path: Path) -> None:
-    """`e` on every table of every view (every tab): no cell of any export runs as a formula,
-    and the names (kernels, operators, memory events, modules, call sites, GPUs, process
-    groups...) are there, behind their `'`."""
-    from textual.widgets import TabbedContent
-
-    from hta_tui.app.screens.registry import SCREENS
-    from hta_tui.app.widgets.frame_table import FrameTable
-    from tests.test_hostile_names import visit
-
-    app = make_screen_app(formula_names_dir, tmp_path)
-    exports = tmp_path / "exports"
-    exported: list[str] = []
-    seen: dict[str, str] = {}
-
-    async def export_shown(pilot: Any, where: str) -> None:
-        await visit(pilot, seen, where)
-        for table in app.screen.query(FrameTable):
-            if table.display and table.region.area and table.export_name not in exported:
-                table.focus()
-                await pilot.press("e")
-                exported.append(table.export_name)
-
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot, timeout=30)
-        for entry in SCREENS:
-            await pilot.press(entry.key)
-            await export_shown(pilot, entry.mode)
-            for tabs in app.screen.query(TabbedContent):
-                for pane in tabs.query("TabPane"):
-                    tabs.active = str(pane.id)
-                    await pilot.pause()
-                    await export_shown(pilot, f"{entry.mode}/{pane.id}")
-        await wait_until(pilot, lambda: len(list(exports.glob("*.csv"))) == len(exported))
-    files = {p.name.removeprefix("hta-tui-").removesuffix(".csv"): p for p in exports.glob("*.csv")}
-    assert sorted(files) == sorted(exported)
-    assert {"kernels", "operators", "memory_events", "modules", "syncs", "wait_transfer"} <= set(
-        files
-    )
-    runs = {name: formula_cells(path) for name, path in files.items()}
-    assert not {name: cells for name, cells in runs.items() if cells}
-    named = {
-        name
-        for name, path in files.items()
-        if any(cell.startswith(f"'{FORMULA}") for row in read_rows(path) for cell in row)
-    }
-    for name in ("kernels", "operators", "memory_events", "modules", "gpu_metrics", "syncs"):
-        assert name in named, (name, sorted(named))
 
 
 def test_report_csv_of_every_key_neutralises(formula_names_dir: Path, tmp_path: Path) -> None:

@@ -10,8 +10,11 @@ else may hold an escape, a control or a bidi character.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,18 +68,21 @@ def assert_clean(output: str) -> None:
     assert not found, f"raw control characters reached the terminal: {found}"
 
 
-@pytest.fixture(scope="module")
-def hostile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def hostile_folder(out: Path, payload: str = PAYLOAD) -> Path:
     """Two hostile ranks and the hostile sync story; the root is the hostile folder itself (its
     name is in the status bar)."""
-    out = tmp_path_factory.mktemp("hostile")
-    first, *_ = write_hostile_dir(out, ranks=2, steps=3)
+    first, *_ = write_hostile_dir(out, ranks=2, steps=3, payload=payload)
     root = out / FOLDER_PAYLOAD
     # a second span of rank 0: enter on a file then gives a notice naming it
     (root / f"{BIDI}{CONTROLS[1:]}rank-0.span2.json.gz").write_bytes(first.read_bytes())
     # a file that fails to load: its reason sits under its (hostile) name
     (root / f"{BIDI}{CONTROLS[1:]}broken.json").write_bytes(b'{"traceEvents": [oops')
     return root
+
+
+@pytest.fixture(scope="module")
+def hostile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return hostile_folder(tmp_path_factory.mktemp("hostile"))
 
 
 # -- the one place ------------------------------------------------------------------------------
@@ -328,13 +334,20 @@ async def visit(pilot: Any, seen: dict[str, str], name: str) -> None:
     seen[name] = screen_text(app)
 
 
-async def visit_tabs(pilot: Any, seen: dict[str, str], name: str) -> None:
+async def visit_tabs(
+    pilot: Any, seen: dict[str, str], name: str, then: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """The screen and each of its tabs as shown; `then` runs after each."""
     await visit(pilot, seen, name)
+    if then:
+        await then()
     for tabs in pilot.app.screen.query(TabbedContent):
         for pane in tabs.query("TabPane"):
             tabs.active = str(pane.id)
             await pilot.pause()
             await visit(pilot, seen, f"{name}/{pane.id}")
+            if then:
+                await then()
 
 
 def recording_app(root: Path, tmp_path: Path, **kw: Any) -> tuple[HtaApp, list[str]]:
@@ -382,7 +395,7 @@ WITH_NAMES = [
 #: break is shown as `\n` there too.
 ONE_LINERS = {"gpu_metrics": "gpu-summary", "distributed": "dist-summary", "syncs": "sync-verdict"}
 #: A timeline lane is labelled in 15 cells: the thread's name in brackets, escaped.
-LANE = printable(PAYLOAD)[:15]
+LANE = printable(f"={PAYLOAD}")[:15]
 #: Statics that keep markup: constant text of ours (everything else a screen updates is a
 #: TextLine or TextBlock, which never read markup).
 OUR_MARKUP = {"screen-title", "detail-item", "cutoffs-note"}
@@ -431,28 +444,56 @@ async def timeline_details(pilot: Any, seen: dict[str, str]) -> None:
     seen["timeline/mark"] = screen_text(pilot.app)
 
 
-@pytest.mark.heavy
-async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_path: Path) -> None:
-    app, written = recording_app(hostile_root, tmp_path)
-    seen: dict[str, str] = {}
-    markup: dict[str, set[str]] = {}
-    lines: dict[str, str] = {}
+#: The walk's names start with a spreadsheet formula too: one walk over every view shows the
+#: names as text (issue 16) and exports every table with them neutralised (test_csv_formulas).
+WALK_PAYLOAD = f"={PAYLOAD}"
+WALK_SHOWN = f"={SHOWN}"
+
+
+@dataclass
+class Walk:
+    """What one app run over every view (every tab, the pickers, the help, a notice) saw."""
+
+    seen: dict[str, str] = field(default_factory=dict)
+    markup: dict[str, set[str]] = field(default_factory=dict)
+    lines: dict[str, str] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    output: str = ""
+    exported: list[str] = field(default_factory=list)
+    exports: Path = Path()
+
+
+async def export_shown(pilot: Any, walk: Walk) -> None:
+    """`e` on every table the screen shows that was not exported yet."""
+    for table in pilot.app.screen.query(FrameTable):
+        if table.display and table.region.area and table.export_name not in walk.exported:
+            table.focus()
+            await pilot.press("e")
+            walk.exported.append(table.export_name)
+    pilot.app.clear_notifications()  # the export's toast would cover the next screen's names
+
+
+async def walk_every_view(root: Path, tmp_path: Path) -> Walk:
+    app, written = recording_app(root, tmp_path)
+    walk = Walk(exports=tmp_path / "exports")
+    seen = walk.seen
     async with app.run_test(headless=False, size=SIZE, notifications=True) as pilot:
         await settle(pilot, timeout=30)
         await visit(pilot, seen, "overview")
+        await export_shown(pilot, walk)
         # enter on a file: a notice names it
         await pilot.press("enter")
         await wait_until(pilot, lambda: list(app._notifications), what="the notice")
         await pilot.pause(0.2)
         seen["notice"] = screen_text(app)
-        notices = [n.message for n in app._notifications]
+        walk.notices = [n.message for n in app._notifications]
         for entry in SCREENS[1:]:
             await pilot.press(entry.key)
-            await visit_tabs(pilot, seen, entry.mode)
-            markup[entry.mode] = markup_statics(app.screen)
+            await visit_tabs(pilot, seen, entry.mode, lambda: export_shown(pilot, walk))
+            walk.markup[entry.mode] = markup_statics(app.screen)
             if entry.mode in ONE_LINERS:
                 block = app.screen.query_one(f"#{ONE_LINERS[entry.mode]}")
-                lines[entry.mode] = str(block.render())
+                walk.lines[entry.mode] = str(block.render())
             if entry.mode == "operators":
                 await python_stacks(pilot, seen)
             elif entry.mode == "timeline":
@@ -475,7 +516,23 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
         await pilot.pause()
         await pilot.press("enter")  # drill down to the kernel under the cursor
         await visit_tabs(pilot, seen, "detail from kernels")
-    output = "".join(written)
+        exports = walk.exports
+        await wait_until(pilot, lambda: len(list(exports.glob("*.csv"))) == len(walk.exported))
+    walk.output = "".join(written)
+    return walk
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app run over every view of hostile names that are formulas too, for the tests
+    below (each view's layout is most of a walk's cost: the suite walks once)."""
+    root = hostile_folder(tmp_path_factory.mktemp("walk"), WALK_PAYLOAD)
+    return asyncio.run(walk_every_view(root, tmp_path_factory.mktemp("walk-app")))
+
+
+@pytest.mark.heavy
+def test_every_view_shows_hostile_names_as_text(walk: Walk) -> None:
+    seen, lines, notices, output = walk.seen, walk.lines, walk.notices, walk.output
     assert output, "nothing was recorded"
     assert_clean(output)
     # every view of the registry was visited, with its tabs, and the pickers, help, a notice
@@ -487,23 +544,47 @@ async def test_every_view_shows_hostile_names_as_text(hostile_root: Path, tmp_pa
     for name, text in seen.items():
         assert not BAD.search(text.replace("\n", "")), name
     assert "PWNED" in output
-    assert not {mode: ids for mode, ids in markup.items() if ids}, "Statics reading markup"
+    assert not {mode: ids for mode, ids in walk.markup.items() if ids}, "Statics reading markup"
     assert printable(BIDI)[:12] in seen["overview"], seen["overview"]  # the file list
     assert any(printable(BIDI) in n for n in notices), notices  # the notice: all of it
     status = printable(FOLDER_PAYLOAD)[:19]  # the folder's name, cut to 40 cells
     assert all(status in seen[n] for n in ("overview", "kernels", "steps")), "status bar"
-    missing = [name for name in WITH_NAMES if SHOWN not in seen[name]]
+    missing = [name for name in WITH_NAMES if WALK_SHOWN not in seen[name]]
     assert not missing, f"views without the escaped name: {missing}"
     for mode, text in lines.items():
-        assert printable(PAYLOAD) in text, mode  # all of it, escaped
+        assert printable(WALK_PAYLOAD) in text, mode  # all of it, escaped
         assert text.count("\n") == (2 if mode == "syncs" else 0), mode  # syncs: three ranks
-    assert "ncclDevKernel_evil\\x1b]0;PWNED" in seen["overlap"]  # NCCL kernels, cut to fit
+    assert "ncclDevKernel_=evil\\x1b]0;PWNED" in seen["overlap"]  # NCCL kernels, cut to fit
     assert "Net_0" in seen["modules"]  # nn.Module names: the payload, then the module's name
     assert seen["timeline"].count(LANE) >= 4  # the threads' lanes (two of each DDP rank)
-    print(seen["operators/python stacks"])
     stacks = seen["operators/python stacks"]
-    assert f"stacks of {SHOWN}" in stacks  # the title names the operator
-    assert f"train.py(20): {SHOWN[:14]}" in stacks  # its call site: file and line, then the name
+    assert f"stacks of {WALK_SHOWN}" in stacks  # the title names the operator
+    assert f"train.py(20): {WALK_SHOWN[:14]}" in stacks  # its call site: file and line, name
+
+
+@pytest.mark.heavy
+def test_every_view_exports_neutralised(walk: Walk) -> None:
+    """`e` on every table of every view (every tab): no cell of any export runs as a formula,
+    and the names (kernels, operators, memory events, modules, call sites, GPUs, process
+    groups...) are there, behind their `'`."""
+    from tests.test_csv_formulas import formula_cells, read_rows
+
+    files = {
+        p.name.removeprefix("hta-tui-").removesuffix(".csv"): p for p in walk.exports.glob("*.csv")
+    }
+    assert sorted(files) == sorted(walk.exported)
+    assert {"kernels", "operators", "memory_events", "modules", "syncs", "wait_transfer"} <= set(
+        files
+    )
+    runs = {name: formula_cells(path) for name, path in files.items()}
+    assert not {name: cells for name, cells in runs.items() if cells}
+    named = {
+        name
+        for name, path in files.items()
+        if any(cell.startswith(f"'{WALK_PAYLOAD}") for row in read_rows(path) for cell in row)
+    }
+    for name in ("kernels", "operators", "memory_events", "modules", "gpu_metrics", "syncs"):
+        assert name in named, (name, sorted(named))
 
 
 @pytest.mark.heavy

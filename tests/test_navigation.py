@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from hta_tui.app.app import HtaApp
-from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.screens.registry import (
     BY_MODE,
     BY_SECTION,
@@ -103,61 +102,6 @@ def help_in_footer(app: HtaApp) -> bool:
     right = min([k.region.x for k in found if k.has_class("-command-palette")] or [SIZE[0]])
     keys = [k for k in found if k.region.width > 0 and k.region.right <= right]
     return "question_mark" in {k.key for k in keys}
-
-
-async def test_every_view_within_two_keys_from_every_view(traces: Path, tmp_path: Path) -> None:
-    """On every view (and over `?`), each view's letter and each section's digit reach the
-    app's navigation; pressing them moves as the registry says; the footer's keys that fit
-    at 80 columns show `?` on every view."""
-    app = make_app(traces, tmp_path)
-    hidden: list[str] = []
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, timeout=60)
-        for start in SCREENS:
-            await pilot.press(start.key)  # one key: the view's letter
-            await pilot.pause()
-            assert app.current_mode == start.mode
-            # a loaded machine may take a few frames to push the view and lay its footer out
-            for _ in range(50):
-                if isinstance(app.screen, start.load()) and help_in_footer(app):
-                    break
-                await pilot.pause(0.1)
-            else:
-                hidden.append(start.mode)
-            actions = nav_actions(app)
-            for target in SCREENS:
-                assert actions.get(target.key) == f"goto('{target.mode}')", (start, target)
-            for section in SECTIONS:
-                assert actions.get(section.key) == f"section('{section.key}')", start
-            for key, mode in OLD_KEYS.items():
-                assert actions.get(key) == f"goto('{mode}')", (start, key)
-        assert not hidden, f"`?` not in the footer at 80 columns: {hidden}"
-        # a section's digit: one key to the section, again to walk all its views
-        for section in SECTIONS:
-            seen = []
-            for _ in BY_SECTION[section.key]:
-                await pilot.press(section.key)
-                await pilot.pause()
-                seen.append(app.current_mode)
-            assert sorted(seen) == sorted(e.mode for e in BY_SECTION[section.key])
-        for key, mode in OLD_KEYS.items():  # the old letters still work
-            await pilot.press(key)
-            await pilot.pause()
-            assert app.current_mode == mode
-        # over `?` too
-        await pilot.press("question_mark")
-        await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
-        actions = nav_actions(app)
-        assert all(actions.get(e.key) == f"app.goto('{e.mode}')" for e in SCREENS)
-        await pilot.press("K")
-        await pilot.pause()
-        assert app.current_mode == "kernels" and not isinstance(app.screen, HelpScreen)
-        await pilot.press("question_mark")
-        await pilot.press("4")
-        await pilot.pause()
-        assert app.current_mode in {e.mode for e in BY_SECTION["4"]}
-        assert not isinstance(app.screen, HelpScreen)
 
 
 async def test_section_digit_remembers_the_last_view(traces: Path, tmp_path: Path) -> None:

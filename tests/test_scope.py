@@ -12,7 +12,6 @@ from textual.widgets import Static
 from hta_tui.analysis import kernels, steps
 from hta_tui.analysis.scope import describe_steps, every_step_frames, step_scope
 from hta_tui.app.app import HtaApp
-from hta_tui.app.screens.registry import SCREENS
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
@@ -55,40 +54,6 @@ def _title(app: HtaApp) -> str:
     return str(app.screen.query_one("#screen-title", Static).render())
 
 
-async def test_every_screen_states_its_scope_and_shift_h_holds_everywhere(
-    traces: Path, tmp_path: Path
-) -> None:
-    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await wait_until(pilot, lambda: app.settled)
-        box = app.screen.query_one("#temporal-box")
-        assert box.border_title == "Temporal breakdown · steps 2-4, 5 left out as HTA (H)"
-        # the step time above it keeps the last step, as the plugin does, and says so
-        step_box = app.screen.query_one("#overview-step-box")
-        assert step_box.border_title == (
-            "Step time · steps 2-5, as the TensorBoard plugin · B: per rank and step"
-        )
-        # the HTA analysis screens (the others state their own scope: the next test); this
-        # loop once picked them by digit keys, which views no longer have, and checked none
-        hta_views = [e for e in SCREENS if getattr(e.load(), "STEPS", "") is None]
-        assert len(hta_views) >= 8
-        for entry in hta_views:
-            await pilot.press(entry.key)
-            await wait_until(pilot, lambda: screen_ready(app) and "steps" in _title(app))
-            title = _title(app)
-            assert "5 left out as HTA (H)" in title, entry.mode
-            assert "all 2 ranks" in title or "rank 0" in title, entry.mode
-        await pilot.press("P", "H")
-        await wait_until(pilot, lambda: screen_ready(app) and "the last included" in _title(app))
-        shown = app.screen.result["iterations"]
-        assert shown.group_by("rank").len()["len"].to_list() == [STEPS] * 2
-        await pilot.press("K")  # the choice holds on the other screens
-        await wait_until(pilot, lambda: screen_ready(app) and "the last included" in _title(app))
-        assert "steps 2-5" in _title(app)
-        await pilot.press("H")
-        await wait_until(pilot, lambda: screen_ready(app) and "left out" in _title(app))
-
-
 async def test_shift_h_on_the_overview_counts_the_last_step(
     traces: Path, frames: dict[int, pl.DataFrame], tmp_path: Path
 ) -> None:
@@ -101,6 +66,13 @@ async def test_shift_h_on_the_overview_counts_the_last_step(
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled)
         box = app.screen.query_one("#temporal-box")
+        assert box.border_title == "Temporal breakdown · steps 2-4, 5 left out as HTA (H)"
+        # the step time above it keeps the last step, as the plugin does, and says so
+        step_box = app.screen.query_one("#overview-step-box")
+        assert step_box.border_title == (
+            "Step time · steps 2-5, as the TensorBoard plugin · B: per rank and step"
+        )
+        # every view's own scope, and `H` holding across views: test_every_view.py
         before = app.overview_data.temporal
         await pilot.press("H")
         await wait_until(pilot, lambda: app.settled and "the last included" in box.border_title)
@@ -118,23 +90,13 @@ async def test_shift_h_on_the_overview_counts_the_last_step(
         await wait_until(pilot, lambda: app.settled and "left out as HTA (H)" in box.border_title)
 
 
-async def test_screens_outside_htas_steps_say_what_they_cover(traces: Path, tmp_path: Path) -> None:
-    """Screens that do not use HTA's steps (the TensorBoard views, syncs, modules, the
-    timeline) never claim HTA's left-out step; each states its own time scope."""
-    from hta_tui.app.screens.base import AnalysisScreen
-
+async def test_memory_without_memory_events_says_so(traces: Path, tmp_path: Path) -> None:
+    """No memory events written: the memory view says so instead of a scope (every other
+    view's scope: test_every_view.py)."""
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(160, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled)
-        checked = 0
-        for entry in SCREENS:
-            cls = entry.load()
-            if not issubclass(cls, AnalysisScreen) or cls.STEPS is None:
-                continue
-            await app.switch_mode(entry.mode)
-            # no memory events written: the memory view says so instead of a scope
-            want = "no rank has memory events" if entry.mode == "memory" else cls.STEPS
-            await wait_until(pilot, lambda w=want: screen_ready(app) and w in _title(app))
-            assert "left out as HTA" not in _title(app), entry.mode
-            checked += 1
-        assert checked >= 4
+        await app.switch_mode("memory")
+        want = "no rank has memory events"
+        await wait_until(pilot, lambda: screen_ready(app) and want in _title(app))
+        assert "left out as HTA" not in _title(app)

@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.cells import cell_len
-from textual.widgets import Input, Static
 
 from hta_tui.app.screens.base import AnalysisScreen
 from hta_tui.app.screens.registry import SCREENS
@@ -94,62 +92,6 @@ def test_pack_keeps_parts_whole() -> None:
         HTA,
     ]
     assert pack(text, 0) == text  # not laid out yet
-
-
-@pytest.mark.heavy
-async def test_every_view_states_its_scope_whole_at_80_columns(
-    traces: Path, tmp_path: Path
-) -> None:
-    app = make_screen_app(traces, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, 60)
-        checked = []
-        for entry in views():
-            screen = await visit(pilot, entry)
-            text, lines = title_lines(screen)
-            width = screen.query_one("#screen-title").size.width
-            assert all(cell_len(line) <= width for line in lines), (entry.mode, lines)
-            ranks = ONE_RANK.get(entry.mode, f"all {RANKS} ranks")
-            steps = STEPS.get(entry.mode, HTA)
-            for part in (ranks, steps, SPAN):
-                # the part is on the screen whole, on one line
-                assert any(part in line for line in lines), (entry.mode, part, lines)
-            assert text.startswith(f"{entry.title}{SEP}"), entry.mode
-            # every `x: ...` hint on the view names one of its keys
-            keys = {b.binding.key for b in screen.active_bindings.values()}
-            keys |= {k for b in screen.active_bindings.values() for k in b.binding.key.split(",")}
-            for widget in screen.query(Static):
-                for key in HINT.findall(str(widget.render())):
-                    assert key in keys, (entry.mode, key, str(widget.render()))
-            checked.append(entry.mode)
-        assert {"gpu_metrics", "memory", "operators", "timeline", "distributed"} <= set(checked)
-
-
-@pytest.mark.heavy
-async def test_rank_choice_and_escape_hold_on_every_view(traces: Path, tmp_path: Path) -> None:
-    app = make_screen_app(traces, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, 60)
-        first, *others = views()
-        await visit(pilot, first)
-        await pilot.press("r")
-        await pilot.pause(0.2)
-        await pilot.press("down", "down", "down", "enter")  # all, rank 0, rank 1, rank 2
-        await wait_until(pilot, lambda: app.screen.params.rank == 2, 30)
-        for entry in [first, *others]:
-            screen = await visit(pilot, entry)
-            if entry.load().FOLLOWS_RANK:
-                assert screen.params.rank == 2, entry.mode
-                text, lines = title_lines(screen)
-                assert any("rank 2" in line for line in lines), (entry.mode, lines)
-                assert f"all {RANKS} ranks" not in text
-            # a kept filter: the first escape clears it and stays, the view is still there
-            await pilot.press("slash", *"zz", "enter")
-            box = screen.query_one("#filter", Input)
-            await wait_until(pilot, lambda b=box: b.value == "zz", 10)
-            await pilot.press("escape")
-            await wait_until(pilot, lambda b=box: b.value == "" and not b.display, 10)
-            assert app.current_mode == entry.mode
 
 
 async def test_a_one_rank_trace_names_its_rank(tmp_path: Path) -> None:
