@@ -19,7 +19,7 @@ from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
-from hta_tui.exec.split import LazyFrames, job_cached, rank_steps, run_split
+from hta_tui.exec.split import job_cached, rank_steps, run_split
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import SERIES, terminal_width, write_text
 from hta_tui.session import open_session
@@ -131,7 +131,7 @@ def table_scopes(
         list(registry.ANALYSES),
         shown,
         registry.TABLE_OWNER,
-        LazyFrames(ts),  # read by nothing above: the steps are known already
+        registry.LazyEvents(ts),  # read by nothing above: the steps are known already
         options,
         spans,
         known,

@@ -226,3 +226,12 @@ def write_cpu_ranks(root: Path, ranks: int = 2) -> Path:
     for rank in range(ranks):
         (root / f"rank-{rank}.json").write_bytes(orjson.dumps(rank_trace(rank, gpu=False)))
     return root
+
+
+def synth_job(factory: Any, seed: int) -> tuple[Path, Path]:
+    """A generated 2-rank, 3-step job and a cache folder for it (module fixtures' job)."""
+    from hta_tui.synth import write_trace_dir
+
+    d = factory.mktemp("synth")
+    write_trace_dir(d, ranks=2, steps=3, seed=seed)
+    return d, factory.mktemp("cache")

@@ -13,16 +13,14 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from hta_tui.analysis import catalog, hta_view, scheduling
-from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
+from tests.test_app_support import synth_job
 
 
 @pytest.fixture(scope="module")
 def job_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("synth")
-    write_trace_dir(d, ranks=2, steps=3, seed=5)
-    return d, tmp_path_factory.mktemp("cache")
+    return synth_job(tmp_path_factory, seed=5)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,17 @@ import polars as pl
 _OPEN, _CLOSE, _ZERO_CLOSE, _PROBE = 1, 0, 2, 3
 
 
+def node_columns() -> list[pl.Expr]:
+    """An events frame's columns as the nodes `innermost` and `levels` read: node (its idx),
+    key (its thread), start and end."""
+    return [
+        pl.col("idx").alias("node"),
+        pl.col("tid").alias("key"),
+        pl.col("ts").alias("start"),
+        (pl.col("ts") + pl.col("dur")).alias("end"),
+    ]
+
+
 def innermost(nodes: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
     """For each probe, the innermost node enclosing it.
 

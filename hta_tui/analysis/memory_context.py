@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.analysis.enclosing import innermost, innermost_and_levels
+from hta_tui.analysis.enclosing import innermost, innermost_and_levels, node_columns
 
 MODULE_PREFIX = "nn.Module: "
 #: Python frames kept per event, innermost first
@@ -22,10 +22,7 @@ def python_context(events: pl.DataFrame, recs: pl.DataFrame) -> pl.DataFrame:
         events.lazy()
         .filter((pl.col("kind") == "python") & pl.col("tid").is_not_null())
         .select(
-            pl.col("idx").alias("node"),
-            pl.col("tid").alias("key"),
-            pl.col("ts").alias("start"),
-            (pl.col("ts") + pl.col("dur")).alias("end"),
+            *node_columns(),
             "name",
         )
         .collect()

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hta_tui.analysis.enclosing import innermost, innermost_and_levels, levels
+from hta_tui.analysis.enclosing import innermost, innermost_and_levels, levels, node_columns
 from hta_tui.analysis.op_tree import same_name_merges
 
 ROOT = "CallTreeRoot"
@@ -99,10 +99,7 @@ def tree_nodes(events: pl.DataFrame) -> pl.DataFrame:
         events.lazy()
         .filter(in_tree & pl.col("tid").is_not_null())
         .select(
-            pl.col("idx").alias("node"),
-            pl.col("tid").alias("key"),
-            pl.col("ts").alias("start"),
-            (pl.col("ts") + pl.col("dur")).alias("end"),
+            *node_columns(),
             "name",
             is_op.alias("is_op"),
             op_like.alias("merge"),

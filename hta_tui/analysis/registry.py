@@ -1506,11 +1506,12 @@ def table(
     return tables(ranks, [name], options, frames=frames, meta=meta)[name]
 
 
-class _Events(Mapping[int, pl.DataFrame]):
+class LazyEvents(Mapping[int, pl.DataFrame]):
     """rank -> its events frame, read when an analysis asks for it: what reads the set's
-    per-file summaries (the overview) reads no frame."""
+    per-file summaries (the overview) or needs the ranks but not their frames (the report's
+    scope of a whole-trace table) reads no frame."""
 
-    def __init__(self, ts: TraceSet, ranks: Iterable[int] | None) -> None:
+    def __init__(self, ts: TraceSet, ranks: Iterable[int] | None = None) -> None:
         loaded = ts.loaded()
         wanted = set(loaded) if ranks is None else set(ranks)
         self._data = {r: d for r, d in sorted(loaded.items()) if r in wanted}
@@ -1543,7 +1544,7 @@ def set_tables(
         raise KeyError(", ".join(unknown))
     meta = trace_meta(ts, ranks) if any(owner(n).meta for n in names) else None
     return tables(
-        _Events(ts, ranks),
+        LazyEvents(ts, ranks),
         names,
         options,
         frames=trace_frames(ts, ranks),

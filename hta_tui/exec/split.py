@@ -19,7 +19,7 @@ import functools
 import hashlib
 import logging
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,23 +95,6 @@ def job_path(root: Path, key: str) -> Path:
     return root / JOBS_DIR / key[:2] / f"{key}.arrow"
 
 
-class LazyFrames(Mapping[int, pl.DataFrame]):
-    """rank -> its events frame, read only when asked for: what needs the ranks but not
-    their frames (the report's scope of a whole-trace table) reads none."""
-
-    def __init__(self, ts: TraceSet) -> None:
-        self._data = ts.loaded()
-
-    def __getitem__(self, rank: int) -> pl.DataFrame:
-        return self._data[rank].events
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-
 def job_cached(
     ts: TraceSet, cache_root: Path | None, what: str, compute: Callable[[], bytes]
 ) -> bytes:
@@ -181,7 +164,7 @@ def run_split(
         # the others did not make (LazyFrames), and the origin from two columns
         origin = steps.job_origin_us(_narrow_frames(ts, ranks, ("ts", "cat")))
         answers[FINDINGS] = registry.findings_tables(
-            LazyFrames(ts),
+            registry.LazyEvents(ts),
             options,
             frames=ts.frames,
             meta=registry.trace_meta(ts),
