@@ -1354,10 +1354,17 @@ _run_analyses = run
 
 
 def _run_then_findings(
-    ranks: Ranks, names: list[str] | None = None, options: Options | None = None, **kw: Any
+    ranks: Ranks,
+    names: list[str] | None = None,
+    options: Options | None = None,
+    *,
+    made: Mapping[str, pl.DataFrame] | None = None,
+    **kw: Any,
 ) -> Tables:
-    """`run`, with `findings` (when selected) evaluated last on the tables the others made,
-    instead of making them again (the rules read only tables)."""
+    """`run`, with `findings` (when selected) evaluated last on the tables the others made
+    and on `made` (tables made elsewhere: a split run's rank-wise or kept ones), instead of
+    making them again (the rules read only tables). The one place findings are evaluated
+    after other analyses: the split run (exec/split.py) comes through here too."""
     chosen = [a.name for a in select(names)]
     if "findings" not in chosen:
         return _run_analyses(ranks, names, options, **kw)
@@ -1365,7 +1372,11 @@ def _run_then_findings(
     out = _run_analyses(ranks, others, options, **kw) if others else {}
     with pl.Config(engine_affinity=ENGINE):
         found = findings_tables(
-            ranks, options, frames=kw.get("frames"), meta=kw.get("meta"), made=out
+            ranks,
+            options,
+            frames=kw.get("frames"),
+            meta=kw.get("meta"),
+            made={**(made or {}), **out},
         )
     return {**out, **found}
 

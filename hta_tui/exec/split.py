@@ -130,10 +130,6 @@ def job_cached(
     return made
 
 
-#: Evaluated after every other analysis, on their tables (`registry.findings_tables`).
-FINDINGS = "findings"
-
-
 def run_split(
     ts: TraceSet,
     names: list[str] | None,
@@ -162,25 +158,22 @@ def run_split(
     rankwise = [a for a in left if a.scope == "rank"] if ranks else []
     if rankwise:
         answers.update(_rankwise(ts, rankwise, options, ranks, backend, stats))
-    # the findings last, on the tables the others made (the rules read only tables)
-    here = [a for a in left if a not in rankwise and a.name != FINDINGS]
+    # here: the job-wide analyses, and findings last (registry.run evaluates them on the
+    # tables it made and on those made above: rank-wise, or kept)
+    here = [a for a in left if a not in rankwise]
     if here:
         stats.here += [a.name for a in here]
+        done = {t: table for answer in answers.values() for t, table in answer.items()}
         made = registry.run(
             ts.frames(),
             [a.name for a in here],
             options,
             frames=ts.frames,
             meta=registry.trace_meta(ts),
+            made=done,
         )
         for a in here:
             answers[a.name] = {t: made[t] for t in a.tables if t in made}
-    if any(a.name == FINDINGS for a in left):
-        stats.here.append(FINDINGS)
-        made = {t: table for answer in answers.values() for t, table in answer.items()}
-        answers[FINDINGS] = registry.findings_tables(
-            ts.frames(), options, frames=ts.frames, meta=registry.trace_meta(ts), made=made
-        )
     if cache_root is not None:
         for a in left:
             _write_atomic(pack(answers[a.name]), job_path(cache_root, keys[a.name]))
