@@ -71,11 +71,13 @@ def missing_sync_events(syncs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _sync_flaw(syncs: pl.DataFrame, origin: float) -> tuple[list[dict[str, object]], str]:
-    """Evidence rows (the first such call of each rank) and the advice, or none."""
+def _sync_flaw(
+    syncs: pl.DataFrame, origin: float
+) -> tuple[list[int], list[dict[str, object]], str]:
+    """The ranks, evidence rows (the first such call of each rank) and advice, or none."""
     missing = missing_sync_events(syncs)
     if missing.is_empty():
-        return [], ""
+        return [], [], ""
     rows = []
     for r in missing.iter_rows(named=True):
         step = re.search(r"#(\d+)", r["step"] or "")
@@ -99,7 +101,7 @@ def _sync_flaw(syncs: pl.DataFrame, origin: float) -> tuple[list[dict[str, objec
         "without a cuda_sync event: the critical path misses their sync edges and the syncs "
         f"view the stream each waited on; profile with {SYNC_OPTION}"
     )
-    return rows, advice
+    return missing["rank"].to_list(), rows, advice
 
 
 def _quality(t: Tables, th: Thresholds) -> RuleResult:
@@ -161,10 +163,11 @@ def _quality(t: Tables, th: Thresholds) -> RuleResult:
         advice.append(f"rank {','.join(map(str, dropped))} dropped events while parsing")
     syncs = t.get("syncs")
     if syncs is not None and not syncs.is_empty():
-        found, said = _sync_flaw(syncs, float(t.get("@origin_us") or 0.0))  # type: ignore[arg-type]
-        if found:
+        origin = t.get("@origin_us") or 0.0
+        flawed, found, said = _sync_flaw(syncs, float(origin))  # type: ignore[arg-type]
+        if flawed:
             flaws.append("cuda_sync")
-            ranks += [int(r["rank"]) for r in found]  # type: ignore[call-overload]
+            ranks += flawed
             rows += found
             advice.append(said)
     every = max(len(meta), iterations["rank"].n_unique(), attribution.height)
