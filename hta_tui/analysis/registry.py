@@ -1335,12 +1335,15 @@ def findings_tables(
     config: Any = None,
 ) -> Tables:
     """The findings and their evidence (analysis/findings), the rules reading the other
-    analyses' tables through `table_getter`: only the tables the rules turned on need."""
+    analyses' tables through `table_getter`: only the tables the rules turned on need. On
+    the report's polars engine (`ENGINE`) whoever asks (`check`, the API, the app): on
+    polars' default one the tables they read cost 5-20% more CPU (bench/FINDINGS.md)."""
     from hta_tui.analysis import findings  # (kept here: the top belongs to the analyses)
 
     get = table_getter(ranks, options, frames=frames, meta=meta, made=made)
-    context = {"meta": dict(meta or {}), "origin_us": steps.job_origin_us(ranks)}
-    found, evidence = findings.evaluate_all(get, config, context=context)
+    with pl.Config(engine_affinity=ENGINE):
+        context = {"meta": dict(meta or {}), "origin_us": steps.job_origin_us(ranks)}
+        found, evidence = findings.evaluate_all(get, config, context=context)
     return {"findings": found, "finding_evidence": evidence}
 
 
@@ -1370,14 +1373,9 @@ def _run_then_findings(
         return _run_analyses(ranks, names, options, **kw)
     others = [n for n in chosen if n != "findings"]
     out = _run_analyses(ranks, others, options, **kw) if others else {}
-    with pl.Config(engine_affinity=ENGINE):
-        found = findings_tables(
-            ranks,
-            options,
-            frames=kw.get("frames"),
-            meta=kw.get("meta"),
-            made={**(made or {}), **out},
-        )
+    found = findings_tables(
+        ranks, options, frames=kw.get("frames"), meta=kw.get("meta"), made={**(made or {}), **out}
+    )
     return {**out, **found}
 
 
