@@ -49,7 +49,7 @@ SYNC_OPTION = (
 def missing_sync_events(syncs: pl.DataFrame) -> pl.DataFrame:
     """Ranks whose host synchronises with the GPU in CUDA calls Kineto pairs with a
     `cuda_sync` event, and not one such event: rank, calls (how many), names (the calls),
-    and the first call's idx, step, start and end (us, as in the trace)."""
+    and the first call's step, start and end (us, as in the trace)."""
     paired = (
         pl.col("sync_type").is_in(PAIRED_SYNCS)
         & pl.col("pid").is_not_null()
