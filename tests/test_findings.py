@@ -89,6 +89,13 @@ def _graph(d: Path) -> None:
     write_trace(make_graph_replay(with_kernels=False), d / "rank-0.json")
 
 
+def _nosync(d: Path) -> None:
+    """ "solo" profiled without enable_cuda_sync_events: its syncs' host calls, no cuda_sync."""
+    trace = make_trace(0, world_size=1, steps=4, seed=1, kernels_per_step=60, tweaks=FED)
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") != "cuda_sync"]
+    write_trace(trace, d / "rank-0.json")
+
+
 MAKERS: dict[str, Callable[[Path], None]] = {
     "busy": _busy,
     # one rank of a larger model whose loader keeps up; it logs the loss every step
@@ -110,6 +117,7 @@ MAKERS: dict[str, Callable[[Path], None]] = {
     "nosteps": _nosteps,
     "spans": _spans,
     "graph": _graph,
+    "nosync": _nosync,
 }
 
 
@@ -379,6 +387,29 @@ def test_data_quality_mixed_spans_and_dropped_events(found: Any) -> None:
     assert [e["table"] for e in spans["evidence"]] == ["files"]
 
 
+def test_data_quality_missing_cuda_sync_events(found: Any) -> None:
+    """Synchronising CUDA calls without one cuda_sync event: said, per rank, with the
+    profiler option; no rule reads them, so none abstains and it is said at info only."""
+    bare = found("nosync")["data.quality"]
+    _check(bare, "info")
+    assert bare["value"] == 1 and bare["ranks"] == "0"
+    assert "enable_cuda_sync_events=True" in bare["advice"]
+    # the generator's steps: cross-stream waits, the logging's event sync, the loss's sync
+    ev = bare["evidence"][0]
+    assert ev["event"] in ("cudaStreamWaitEvent", "cudaEventSynchronize", "cudaStreamSynchronize")
+    assert ev["view"] == "syncs" and ev["rank"] == 0 and ev["step"] is not None
+    assert 0 <= ev["start_us"] <= ev["end_us"]
+    _check(found("solo")["data.quality"], "ok")  # the same job with its cuda_sync events
+    _check(found("cpu")["data.quality"], "ok")  # no GPU: nothing to synchronise with
+    # sync.host and memcpy.pageable read the host calls' durations: the same numbers
+    for rule in ("sync.host", "memcpy.pageable"):
+        with_events, without = found("solo")[rule], found("nosync")[rule]
+        assert without["severity"] == with_events["severity"] != "abstain"
+        assert without["value"] == pytest.approx(with_events["value"])
+    # and no rule abstains for it
+    assert not [r for r in found("nosync").values() if "data.quality" in (r["reason"] or "")]
+
+
 def test_a_table_that_cannot_be_made_costs_only_the_rules_reading_it() -> None:
     def get(name: str) -> pl.DataFrame:
         if name == "syncs":
@@ -392,6 +423,8 @@ def test_a_table_that_cannot_be_made_costs_only_the_rules_reading_it() -> None:
         assert rows[rule]["reason"] == "syncs could not be made: ValueError: bad sync rows"
     # the others read empty tables: a rule failing on one says so on one line, no raise
     assert all("\n" not in r["reason"] for r in rows.values())
+    # data.quality reads syncs for one of its checks only: the others still run
+    assert "syncs" not in rows["data.quality"]["reason"]
 
 
 def test_run_evaluates_the_rules_on_the_tables_the_others_made(
@@ -417,13 +450,69 @@ def test_run_evaluates_the_rules_on_the_tables_the_others_made(
     assert row["severity"] == "ok" and row["value"] == 0  # the table made, as made
 
 
+def test_a_split_run_evaluates_findings_on_the_one_path(
+    loaded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's split run (rank-wise tables made rank by rank) hands the findings to
+    `registry.run`, which evaluates them last, once, on the tables made before: the
+    rank-wise step table among them, not made again."""
+    from hta_tui.exec.split import run_split
+
+    asked, given = [], []
+    real_run, real_findings = registry.run, registry.findings_tables
+
+    def run(ranks: Any, names: Any = None, *a: Any, **k: Any) -> Any:
+        asked.append(list(names or []))
+        return real_run(ranks, names, *a, **k)
+
+    def findings_tables(*a: Any, made: Any = None, **k: Any) -> Any:
+        given.append(set(made or {}))
+        return real_findings(*a, made=made, **k)
+
+    monkeypatch.setattr(registry, "run", run)
+    monkeypatch.setattr(registry, "findings_tables", findings_tables)
+    out = run_split(
+        loaded("busy").trace_set, ["step_time_breakdown", "findings"], registry.Options()
+    )
+    assert ["findings"] in asked  # not an evaluation of its own beside registry.run
+    assert len(given) == 1 and "step_time_breakdown" in given[0]
+    assert out["findings"]["id"].n_unique() == len(RULES)
+
+
+def test_check_reads_the_tables_on_the_reports_polars_engine(
+    loaded: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`check` (and the API, the app) make the tables the rules read on the report's polars
+    engine, not polars' default one, which costs them 5-20% more CPU (bench/FINDINGS.md)."""
+    import os
+
+    from hta_tui.check import CheckConfig, rule_findings
+
+    engines = []
+    real_getter = registry.table_getter
+
+    def getter(*a: Any, **k: Any) -> Callable[[str], pl.DataFrame]:
+        get = real_getter(*a, **k)
+
+        def recorded(name: str) -> pl.DataFrame:
+            engines.append(os.environ.get("POLARS_ENGINE_AFFINITY"))
+            return get(name)
+
+        return recorded
+
+    monkeypatch.setattr(registry, "table_getter", getter)
+    found, _ = rule_findings(loaded("busy").trace_set, CheckConfig())
+    assert found.height == len(RULES)
+    assert engines and set(engines) == {registry.ENGINE}
+
+
 def test_every_evidence_row_opens_a_view_of_the_app(found: Any) -> None:
     from hta_tui.app.screens.registry import SCREENS
 
     modes = {s.mode for s in SCREENS}
     views = {
         e["view"]
-        for case in ("busy", "solo", "tiny", "spans", "graph")
+        for case in ("busy", "solo", "tiny", "spans", "graph", "nosync")
         for row in found(case).values()
         for e in row["evidence"]
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from hta_tui.api import TraceAnalysis
@@ -82,6 +83,25 @@ FIRED: dict[str, dict[str, str]] = {
     # one Triton kernel of 1.8 us after a 47.8 us launch in a 13.3 s step
     "triton_example": {"gpu.util.low": "fail", "launch.bound": "fail", "kernel.small": "fail"},
 }
+#: case -> (ranks, synchronising CUDA calls) where data.quality says the trace holds no
+#: `cuda_sync` event (info: no rule reads them). Counted by hand in the files: events named
+#: cuda/cu Stream|Device|Event Synchronize and StreamWaitEvent, none of category cuda_sync.
+#: critical_path/alexnet holds 41 of them (profiled with enable_cuda_sync_events): quiet;
+#: the MI300 trace's hipDeviceSynchronize has no such event to ask for (CUDA's only): quiet.
+NO_SYNC_EVENTS: dict[str, tuple[str, int]] = {
+    "execution_trace": ("0", 5),  # 5 cudaDeviceSynchronize
+    "nccl_parser_config": ("0", 109),  # 84 stream waits, 24 event syncs, 1 device sync
+    "negative_queue_length_values_check": ("0", 501),  # 425 waits, 75 + 1 syncs
+    "param_dlrm_8rank": ("all", 440),  # 44 waits, 10 + 1 syncs on each of 8 ranks
+    "tb_plugin_gpu_metrics": ("0", 3),  # 2 cudaStreamSynchronize, 1 cudaDeviceSynchronize
+    "trace_compare/base": ("1", 1),  # 1 cudaDeviceSynchronize
+    "trace_compare/test": ("1", 1),
+    "trace_diff/control": ("3", 247),  # 186 waits, 60 + 1 syncs
+    "trace_diff/test": ("1", 247),
+    "tracelens_b200_eager_nccl": ("0", 2),  # 2 cudaStreamWaitEvent
+    "tracelens_h100_bert_memory": ("0", 3),  # 2 device syncs, 1 stream sync
+    "triton_example": ("0", 1),  # 1 cudaDeviceSynchronize
+}
 #: the large ones (tens of MB, 8 ranks, or seconds to parse)
 HEAVY = {
     "trace_diff/control",
@@ -124,3 +144,11 @@ def test_the_rules_that_fire_on_each_shared_case(shared: Path, case: str) -> Non
             assert row["advice"] and row["reason"] == ""
         if row["severity"] == "abstain":
             assert row["reason"] and row["value"] is None
+    quality = found.filter(pl.col("id") == "data.quality").row(0, named=True)
+    if case in NO_SYNC_EVENTS:
+        ranks, calls = NO_SYNC_EVENTS[case]
+        assert quality["severity"] == "info" and quality["ranks"] == ranks
+        assert f"{calls} synchronising CUDA call" in quality["advice"]
+        assert "enable_cuda_sync_events=True" in quality["advice"]
+    else:
+        assert "cuda_sync" not in quality["advice"]

@@ -1627,14 +1627,17 @@ def findings_tables(
     origin_us: float | None = None,
 ) -> Tables:
     """The findings and their evidence (analysis/findings), the rules reading the other
-    analyses' tables through `table_getter`: only the tables the rules turned on need."""
+    analyses' tables through `table_getter`: only the tables the rules turned on need. On
+    the report's polars engine (`ENGINE`) whoever asks (`check`, the API, the app): on
+    polars' default one the tables they read cost 5-20% more CPU (bench/FINDINGS.md)."""
     from hta_tui.analysis import findings  # (kept here: the top belongs to the analyses)
 
     get = table_getter(ranks, options, frames=frames, meta=meta, made=made)
     if origin_us is None:  # (given: the caller knows it without reading every column)
         origin_us = steps.job_origin_us(ranks)
-    context = {"meta": dict(meta or {}), "origin_us": origin_us}
-    found, evidence = findings.evaluate_all(get, config, context=context)
+    with pl.Config(engine_affinity=ENGINE):
+        context = {"meta": dict(meta or {}), "origin_us": origin_us}
+        found, evidence = findings.evaluate_all(get, config, context=context)
     return {"findings": found, "finding_evidence": evidence}
 
 
@@ -1648,19 +1651,32 @@ _run_analyses = run
 
 
 def _run_then_findings(
-    ranks: Ranks, names: list[str] | None = None, options: Options | None = None, **kw: Any
+    ranks: Ranks,
+    names: list[str] | None = None,
+    options: Options | None = None,
+    *,
+    made: Mapping[str, pl.DataFrame] | None = None,
+    origin_us: float | None = None,
+    **kw: Any,
 ) -> Tables:
-    """`run`, with `findings` (when selected) evaluated last on the tables the others made,
-    instead of making them again (the rules read only tables)."""
+    """`run`, with `findings` (when selected) evaluated last on the tables the others made
+    and on `made` (tables made elsewhere: a split run's rank-wise or kept ones), instead of
+    making them again (the rules read only tables); `origin_us`, the job's first moment when
+    the caller knows it without reading every rank's events. The one place findings are
+    evaluated after other analyses: the split run (exec/split.py) comes through here too."""
     chosen = [a.name for a in select(names)]
     if "findings" not in chosen:
         return _run_analyses(ranks, names, options, **kw)
     others = [n for n in chosen if n != "findings"]
     out = _run_analyses(ranks, others, options, **kw) if others else {}
-    with pl.Config(engine_affinity=ENGINE):
-        found = findings_tables(
-            ranks, options, frames=kw.get("frames"), meta=kw.get("meta"), made=out
-        )
+    found = findings_tables(
+        ranks,
+        options,
+        frames=kw.get("frames"),
+        meta=kw.get("meta"),
+        made={**(made or {}), **out},
+        origin_us=origin_us,
+    )
     return {**out, **found}
 
 

@@ -83,6 +83,8 @@ SYNC_COLUMNS: dict[str, pl.DataType] = {
     "idx": pl.UInt32(),  # the host call's event (the cuda_sync's when it has no host call)
     "call": pl.String(),
     "correlation": pl.Int64(),  # links it to the trace (and to its cuda_sync event)
+    # its `cuda_sync` event (null: none; Kineto writes them only with enable_cuda_sync_events)
+    "sync_event": pl.UInt32(),
     "sync_type": pl.String(),
     "blocks_host": pl.Boolean(),
     "start (us)": pl.Float64(),  # as in the trace
@@ -109,7 +111,7 @@ SYNC_COLUMNS: dict[str, pl.DataType] = {
 
 
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
-    """The rank's sync rows before attribution: idx, call, correlation, sync_type,
+    """The rank's sync rows before attribution: idx, call, correlation, sync_event, sync_type,
     blocks_host, pid, tid, ts, dur, stream, device."""
     # The few kinds looked at, once: each query below would filter the whole rank again.
     lf = (
@@ -180,6 +182,7 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         "idx",
         pl.col("name").alias("call"),
         "correlation",
+        pl.col("g_idx").alias("sync_event"),
         pl.coalesce(
             pl.col("g_kind").replace_strict(GPU_SYNC_KINDS, default=None), "sync_type"
         ).alias("sync_type"),
@@ -195,6 +198,7 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         pl.col("g_idx").alias("idx"),
         pl.col("g_kind").alias("call"),
         "correlation",
+        pl.col("g_idx").alias("sync_event"),
         pl.col("g_kind").replace_strict(GPU_SYNC_KINDS, default="other").alias("sync_type"),
         pl.lit(None, pl.Int64).alias("pid"),
         pl.lit(None, pl.Int64).alias("tid"),

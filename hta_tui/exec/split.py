@@ -117,10 +117,6 @@ def job_cached(
     return made
 
 
-#: Evaluated after every other analysis, on their tables (`registry.findings_tables`).
-FINDINGS = "findings"
-
-
 def run_split(
     ts: TraceSet,
     names: list[str] | None,
@@ -150,27 +146,28 @@ def run_split(
     rankwise = [a for a in left if a.scope == "rank" and not a.inputs] if ranks else []
     if rankwise:
         answers.update(_rankwise(ts, rankwise, options, ranks, backend, stats))
-    # the findings last, on the tables the others made (the rules read only tables)
-    here = [a for a in left if a not in rankwise and a.name != FINDINGS]
+    # here: the job-wide analyses, and findings last (registry.run evaluates them on the
+    # tables it made and on those made above: rank-wise, or kept)
+    here = [a for a in left if a not in rankwise]
     if here:
         stats.here += [a.name for a in here]
-        made = _run_here(ts, here, options, ranks, stats)
-        for a in here:
+        done = {t: table for answer in answers.values() for t, table in answer.items()}
+        jobwide = [a for a in here if a.name != FINDINGS]
+        made = _run_here(ts, jobwide, options, ranks, stats) if jobwide else {}
+        for a in jobwide:
             answers[a.name] = {t: made[t] for t in a.tables if t in made}
-    if any(a.name == FINDINGS for a in left):
-        stats.here.append(FINDINGS)
-        made = {t: table for answer in answers.values() for t, table in answer.items()}
-        # the rules read tables; a rank's whole frames only when a rule asks for a table
-        # the others did not make (LazyFrames), and the origin from two columns
-        origin = steps.job_origin_us(_narrow_frames(ts, ranks, ("ts", "cat")))
-        answers[FINDINGS] = registry.findings_tables(
-            registry.LazyEvents(ts),
-            options,
-            frames=ts.frames,
-            meta=registry.trace_meta(ts),
-            made=made,
-            origin_us=origin,
-        )
+        if len(jobwide) < len(here):  # the findings, through the registry's one path
+            # the rules read tables; a rank's whole frames only when a rule asks for a
+            # table the others did not make (LazyEvents), and the origin from two columns
+            answers[FINDINGS] = registry.run(
+                registry.LazyEvents(ts),
+                [FINDINGS],
+                options,
+                frames=ts.frames,
+                meta=registry.trace_meta(ts),
+                made={**done, **made},
+                origin_us=steps.job_origin_us(_narrow_frames(ts, ranks, ("ts", "cat"))),
+            )
     if cache_root is not None:
         for a in left:
             _write_atomic(pack(answers[a.name]), job_path(cache_root, keys[a.name]))

@@ -36,7 +36,7 @@ def needed_tables(config: RuleConfig | None = None, rules: list[Rule] | None = N
     names: dict[str, None] = {}
     for rule in rules or RULES:
         if rule.id not in config.off:
-            names.update(dict.fromkeys(rule.needs))
+            names.update(dict.fromkeys((*rule.needs, *rule.reads)))
     return list(names)
 
 
@@ -107,20 +107,32 @@ def _evaluate(
     if distrusted:
         return abstain("data.quality: " + "; ".join(FLAW_TEXT[f] for f in distrusted))
     for name in rule.needs:
-        if name not in made and name not in failed:
-            try:
-                made[name] = get_table(name)
-            except Exception as exc:  # bad input costs only the rules reading it
-                failed[name] = f"{name} could not be made: {_one_line(exc)}"
+        _fetch(name, get_table, made, failed)
         if name in failed:
             return abstain(failed[name])
-    tables = {n: made[n] for n in rule.needs}
+    for name in rule.reads:  # one that cannot be made is left out of its tables
+        _fetch(name, get_table, made, failed)
+    tables = {n: made[n] for n in (*rule.needs, *rule.reads) if n in made}
     if context:
         tables = {**tables, **{f"@{k}": v for k, v in context.items()}}
     try:
         return rule.evaluate(tables, config.thresholds_of(rule))
     except Exception as exc:  # a rule's own fault costs only that rule
         return abstain(f"{rule.id} failed: {_one_line(exc)}")
+
+
+def _fetch(
+    name: str,
+    get_table: Callable[[str], pl.DataFrame],
+    made: dict[str, pl.DataFrame],
+    failed: dict[str, str],
+) -> None:
+    """Make table `name` once; one that cannot be made is kept with its one-line reason."""
+    if name not in made and name not in failed:
+        try:
+            made[name] = get_table(name)
+        except Exception as exc:  # bad input costs only the rules reading it
+            failed[name] = f"{name} could not be made: {_one_line(exc)}"
 
 
 def _one_line(exc: BaseException) -> str:

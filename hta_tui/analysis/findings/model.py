@@ -121,6 +121,9 @@ class Rule:
     evaluate: Callable[[Tables, Thresholds], RuleResult]
     #: data.quality flaws that make it abstain
     trusts: tuple[str, ...] = ()
+    #: registry tables it reads when they can be made: one that cannot leaves the part of
+    #: the rule reading it out, not the whole rule (data.quality's checks are independent)
+    reads: tuple[str, ...] = ()
 
 
 def evidence_frame(rows: pl.DataFrame | list[dict[str, object]]) -> pl.DataFrame:
