@@ -48,6 +48,8 @@ from hta_tui.trace.model import TraceSet
 log = logging.getLogger("hta_tui.exec")
 
 JOBS_DIR = "jobs"
+#: evaluated last, on the tables the others made
+FINDINGS = "findings"
 
 
 @dataclass
