@@ -73,9 +73,9 @@ def test_a_file_over_the_limit_opens_in_pieces_as_parsed_whole(
     sizes: list[int] = []
     add = stream._Pieces.add
 
-    def spy(self: stream._Pieces, events_json: memoryview) -> None:
-        sizes.append(len(events_json))
-        add(self, events_json)
+    def spy(self: stream._Pieces, job: memoryview | tuple[str, int, int]) -> None:
+        sizes.append(job[2] - job[1] if isinstance(job, tuple) else len(job))
+        add(self, job)
 
     monkeypatch.setattr(stream._Pieces, "add", spy)
     cache = Cache(tmp_path / "cache")
@@ -128,3 +128,23 @@ def test_a_layout_that_cannot_be_split_is_held_whole_within_the_limit(
     assert caught.value.too_big
     assert str(caught.value) == "larger than the 0 MB limit (HTA_TUI_MAX_FILE_MB)"
     assert not list((tmp_path / "cache").glob("*/*"))
+
+
+def test_pieces_parsed_by_two_processes_at_once_make_the_whole_files_frames(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pieces go to worker processes (each reads its byte range itself, writes its
+    frames into the entry) and come back in any order: the entry is still the whole-file
+    parse's, row numbers and the ids an earlier piece holds (cleared) included, and no
+    worker's file is left in it."""
+    monkeypatch.setattr(stream, "POOL_PIECE_MIN", 0)
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(orjson.dumps(_trace()))
+    whole = parse.parse_file(path)
+    writer = EntryWriter(tmp_path / "entry")
+    parsed = stream.parse_in_pieces(path, writer, Limits(max_bytes=LIMIT))
+    assert parsed.streamed
+    entry = writer.commit(parsed.meta)
+    assert (entry / "events.9.parquet").exists()
+    assert not list(entry.glob(".piece-*"))
+    _same(entry, parsed.meta, whole)
