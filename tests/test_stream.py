@@ -148,3 +148,14 @@ def test_pieces_parsed_by_two_processes_at_once_make_the_whole_files_frames(
     assert (entry / "events.9.parquet").exists()
     assert not list(entry.glob(".piece-*"))
     _same(entry, parsed.meta, whole)
+
+
+def test_the_time_limit_is_for_each_gb_so_a_10_gb_rank_is_not_refused_for_its_size() -> None:
+    """A large rank is parsed in pieces in bounded memory, so nothing refuses it for its
+    size: the time limit (which stops a file stuck or endless, a gzip bomb small on disk)
+    is given once per GB on disk, and a 10 GB rank gets ten times the default."""
+    limits = Limits(timeout_s=300.0)
+    assert limits.seconds_for(2_000_000) == 300.0  # a gzip bomb: small on disk
+    assert limits.seconds_for(999_000_000) == 300.0
+    assert limits.seconds_for(10_240_000_000) == 300.0 * 11
+    assert Limits().max_bytes < 10_240_000_000  # only what cannot be split is held whole
