@@ -159,3 +159,37 @@ def test_the_time_limit_is_for_each_gb_so_a_10_gb_rank_is_not_refused_for_its_si
     assert limits.seconds_for(999_000_000) == 300.0
     assert limits.seconds_for(10_240_000_000) == 300.0 * 11
     assert Limits().max_bytes < 10_240_000_000  # only what cannot be split is held whole
+
+
+def test_a_large_ranks_summaries_read_only_their_columns_back(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a file parsed in pieces is stored, its per-file summaries (the overview's row,
+    the step breakdown) read only the events' columns they use from the entry, never the
+    whole frame (a 10 GB rank's would not fit); they are those of the whole-file parse."""
+    from hta_tui.analysis import step_overview
+    from hta_tui.trace import cache as cache_module
+    from hta_tui.trace import model
+
+    monkeypatch.setattr(model, "NARROW_EVENTS", 0)  # this small rank counts as a large one
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(orjson.dumps(_trace()))
+    whole = parse.parse_file(path)
+    writer = EntryWriter(tmp_path / "entry")
+    parsed = stream.parse_in_pieces(path, writer, Limits(max_bytes=LIMIT))
+    entry = writer.commit(parsed.meta)
+    reads: list[tuple[str, list[str] | None]] = []
+    read = cache_module.read_frame
+
+    def spy(entry: Path, name: str, columns: list[str] | None = None) -> object:
+        reads.append((name, columns))
+        return read(entry, name, columns)
+
+    monkeypatch.setattr(model, "read_frame", spy)
+    narrow = step_overview.precompute(entry, parsed.meta, None)
+    held = step_overview.precompute(tmp_path / "other", whole.meta, whole.frames)
+    assert narrow.keys() == held.keys() and len(narrow) >= 2
+    for key, table in held.items():
+        assert_frame_equal(narrow[key], table)
+    events = [cols for name, cols in reads if name == "events"]
+    assert events and all(cols is not None and len(cols) < 20 for cols in events)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,10 @@ def _write_atomic(df: pl.DataFrame, path: Path) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()  # a full disk keeps no half file
 
+
+#: Events above which a rank's narrow reads (`RankData.columns`) read only their columns
+#: from the entry rather than the whole frame (a file parsed in pieces has 2 M per GB).
+NARROW_EVENTS = 4_000_000
 
 STATUSES = ("pending", "loading", "loaded", "incomplete", "not_trace", "error")
 #: More files changed at once than this and the ranks of every file are assigned again.
@@ -109,6 +113,26 @@ class RankData:
     @property
     def events(self) -> pl.DataFrame:
         return self.frame("events")
+
+    def columns(self, names: Sequence[str]) -> pl.DataFrame:
+        """The events frame's `names` columns only. A rank of more than NARROW_EVENTS events
+        whose frame is not held reads just those from its entry (a 10 GB rank's whole events
+        need more memory than the machine has; the overview's summaries need a fifth of
+        them), kept for the next caller asking the same; any other selects from `events`."""
+        if "events" in self._frames or self.meta.get("n_events", 0) <= NARROW_EVENTS:
+            return self.events.select(names)
+        key = "events:" + ",".join(names)
+        with self._lock:
+            df = self._frames.get(key)
+        if df is not None:
+            return df
+        try:
+            df = read_frame(self.entry, "events", list(names))
+        except (DamagedEntry, OSError):
+            return self.events.select(names)  # parsed again, with its notice
+        with self._lock:
+            self._frames[key] = df
+        return df
 
 
 @dataclass
