@@ -193,3 +193,43 @@ def test_a_large_ranks_summaries_read_only_their_columns_back(
         assert_frame_equal(narrow[key], table)
     events = [cols for name, cols in reads if name == "events"]
     assert events and all(cols is not None and len(cols) < 20 for cols in events)
+
+
+def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank too large to hold its whole events frame (this small one, by lowering the
+    bound) gives the kernels view and the timeline from the few columns each reads back
+    from its entry: the same kernel tables and timeline rows as from the whole frames."""
+    import numpy as np
+
+    from hta_tui.app.screens.base import Params
+    from hta_tui.app.screens.kernels import KernelsScreen
+    from hta_tui.app.screens.timeline import TimelineScreen
+    from hta_tui.trace import model
+    from hta_tui.trace.model import open_set
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "rank-0.json").write_bytes(orjson.dumps(_trace()))
+    monkeypatch.setenv("HTA_TUI_MAX_FILE_MB", str(LIMIT / 1e6))
+    ts = open_set(tmp_path / "t", Cache(tmp_path / "cache"), workers=1)
+    (data,) = ts.loaded().values()
+    assert (data.entry / "events.3.parquet").exists()  # parsed in pieces
+    whole = {0: data.events}
+    kernels = KernelsScreen.compute(whole, Params())
+    timeline = TimelineScreen.compute(whole, Params())
+    reads: list[list[str] | None] = []
+    read = model.read_frame
+    monkeypatch.setattr(model, "read_frame", lambda e, n, c=None: reads.append(c) or read(e, n, c))
+    monkeypatch.setattr(model, "NARROW_EVENTS", 0)
+    data._frames.clear()  # as after a restart: nothing held
+    narrow = KernelsScreen.compute(KernelsScreen.frames_for(ts, Params()), Params())
+    for key in ("types", "kernels"):
+        assert_frame_equal(narrow[key], kernels[key], check_exact=False)
+    assert narrow["kernels"].height and narrow["attribution"] == kernels["attribution"]
+    frames = TimelineScreen.frames_for(ts, Params())
+    assert len(frames[0].columns) == len(TimelineScreen.EVENTS_COLUMNS)
+    rows = TimelineScreen.compute(frames, Params()).rows
+    assert [r.key for r in rows] == [r.key for r in timeline.rows] and rows
+    assert all(np.array_equal(a.idx, b.idx) for a, b in zip(rows, timeline.rows, strict=True))
+    assert reads and all(c is not None and len(c) < 30 for c in reads)

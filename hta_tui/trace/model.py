@@ -114,12 +114,16 @@ class RankData:
     def events(self) -> pl.DataFrame:
         return self.frame("events")
 
+    def large(self) -> bool:
+        """Whether the rank is too large to hold its whole events frame (`columns`)."""
+        return "events" not in self._frames and self.meta.get("n_events", 0) > NARROW_EVENTS
+
     def columns(self, names: Sequence[str]) -> pl.DataFrame:
         """The events frame's `names` columns only. A rank of more than NARROW_EVENTS events
         whose frame is not held reads just those from its entry (a 10 GB rank's whole events
         need more memory than the machine has; the overview's summaries need a fifth of
         them), kept for the next caller asking the same; any other selects from `events`."""
-        if "events" in self._frames or self.meta.get("n_events", 0) <= NARROW_EVENTS:
+        if not self.large():
             return self.events.select(names)
         key = "events:" + ",".join(names)
         with self._lock:
@@ -482,6 +486,14 @@ class TraceSet:
 
     def frames(self, name: str = "events") -> dict[int, pl.DataFrame]:
         return {rank: data.frame(name) for rank, data in self.loaded().items()}
+
+    def columns(self, names: Sequence[str], *, large_only: bool = False) -> dict[int, pl.DataFrame]:
+        """Rank -> its events' `names` columns (`RankData.columns`); `large_only`: the whole
+        events of every rank small enough to hold them."""
+        return {
+            rank: data.columns(names) if data.large() or not large_only else data.events
+            for rank, data in self.loaded().items()
+        }
 
     @property
     def origin_ns(self) -> int | None:
