@@ -122,7 +122,8 @@ class RankData:
         """The events frame's `names` columns only. A rank of more than NARROW_EVENTS events
         whose frame is not held reads just those from its entry (a 10 GB rank's whole events
         need more memory than the machine has; the overview's summaries need a fifth of
-        them), kept for the next caller asking the same; any other selects from `events`."""
+        them), kept for the next caller asking the same columns; any other selects from
+        `events`."""
         if not self.large():
             return self.events.select(names)
         key = "events:" + ",".join(names)
@@ -134,7 +135,9 @@ class RankData:
             df = read_frame(self.entry, "events", list(names))
         except (DamagedEntry, OSError):
             return self.events.select(names)  # parsed again, with its notice
-        with self._lock:
+        with self._lock:  # the last one only: four views' columns would be most of it
+            for other in [k for k in self._frames if k.startswith("events:")]:
+                del self._frames[other]
             self._frames[key] = df
         return df
 
