@@ -129,7 +129,18 @@ def _measure(kind: str, folder: Path, cache_dir: Path) -> None:
     me = resource.getrusage(resource.RUSAGE_SELF)
     sampler.cpu[os.getpid()] = me.ru_utime + me.ru_stime
     peak = max(sampler.peak, me.ru_maxrss / 1024)
-    print(json.dumps({"wall_s": wall, "tree_mb": peak, "cpu_s": sum(sampler.cpu.values()), **info}))
+    top = sorted(sampler.cpu.values(), reverse=True)[:4]  # the busiest processes: parallel?
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "tree_mb": peak,
+                "cpu_s": sum(sampler.cpu.values()),
+                "top_cpu_s": top,
+                **info,
+            }
+        )
+    )
 
 
 def _run(kind: str, folder: Path, cache_dir: Path) -> dict:
