@@ -6,11 +6,12 @@
 
 Each measurement runs in a fresh subprocess, its peak memory sampled over it and its parser
 workers (`bench_open.TreePeak`, proportional set size):
-- cold open: what `report` and the app do on a folder never seen (parse in a worker, in
-  pieces when the file is over 512 MB of JSON, store, per-file summaries), then the overview's
-  tables;
-- views, warm: the overview, the kernels table (`gpu_kernel_breakdown`) and the timeline's
-  rows, from the cache, as the app's first visits compute them;
+- cold open: what the app does on a folder never seen (parse in a worker, in pieces when the
+  file is over 512 MB of JSON, the pieces on both cores; store; the per-file summaries it
+  asks of the worker), then the overview's tables;
+- each view, warm, in a process of its own (its own peak): the overview, the kernels view's
+  numbers and the timeline's rows, from the cache, as the app's screens compute them (a
+  rank too large to hold whole reads only the columns each uses);
 - the floor (one process: gunzip + `orjson.loads`), only where the file's JSON times 7 fits in
   the memory available (orjson's objects take about 7 bytes per byte of JSON); else it is
   reported as not fitting.
@@ -34,52 +35,115 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_open import TreePeak, _floor, _open  # noqa: E402
+from bench_open import TreePeak, _floor  # noqa: E402
 
 
-def _views(folder: Path, cache_dir: Path) -> dict:
+def _open_app(folder: Path, cache_dir: Path) -> dict:
+    """What the app does on a folder never seen: parse (in pieces, on both cores), store,
+    the per-file summaries it asks of the parser worker (overview row, step breakdown)."""
     from hta_tui.analysis.overview import file_table, temporal_table
-    from hta_tui.analysis.timeline_rows import build_timeline
-    from hta_tui.api import TraceAnalysis
+    from hta_tui.analysis.step_overview import precompute
     from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
 
-    out: dict = {}
-    t0 = time.perf_counter()
-    ta = TraceAnalysis(folder, cache=Cache(cache_dir))
-    ts = ta.trace_set
-    file_table(ts)
+    ts = open_set(folder, Cache(cache_dir), after_parse=precompute)
+    files = file_table(ts)
     temporal_table(ts)
-    out["overview_s"] = time.perf_counter() - t0
+    return {
+        "loaded": int((files["status"] == "loaded").sum()),
+        "events": int(files["events"].sum()),
+    }
+
+
+def _view(kind: str, folder: Path, cache_dir: Path) -> dict:
+    """One view's first answer, warm (the entry stored), in a fresh process: the overview's
+    tables, or the kernels view's / the timeline's numbers as the app's screens compute
+    them (`frames_for`: a rank too large to hold reads only the columns they use)."""
+    from hta_tui.analysis.overview import file_table, temporal_table
+    from hta_tui.app.screens.base import Params
+    from hta_tui.app.screens.kernels import KernelsScreen
+    from hta_tui.app.screens.timeline import TimelineScreen
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
+
+    ts = open_set(folder, Cache(cache_dir))
     t0 = time.perf_counter()
-    table = ta.get_gpu_kernel_breakdown()
-    out["kernels_s"] = time.perf_counter() - t0
-    out["kernel_rows"] = len(table[0]) if isinstance(table, tuple) else len(table)
-    t0 = time.perf_counter()
-    frames = {r: d.events for r, d in ts.loaded().items()}
-    timeline = build_timeline(frames, ts.origin_ns)
-    out["timeline_s"] = time.perf_counter() - t0
-    out["timeline_rows"] = len(timeline.rows)
-    return out
+    if kind == "overview":
+        file_table(ts)
+        rows = temporal_table(ts).height
+    elif kind == "kernels":
+        rows = KernelsScreen.compute(KernelsScreen.frames_for(ts, Params()), Params())[
+            "kernels"
+        ].height
+    else:
+        screen = TimelineScreen.__new__(TimelineScreen)
+        frames = TimelineScreen.frames_for(ts, Params())
+        rows = len(screen.compute_on(ts, frames, Params()).rows)
+    return {"answer_s": time.perf_counter() - t0, "rows": rows}
+
+
+VIEWS = ("overview", "kernels", "timeline")
+
+
+#: The acceptance's memory bound (MB): a measurement past it is stopped (the machine is
+#: shared; past it, the goal is missed anyway) and reported as such.
+CAP_MB = 8_000.0
+
+
+def _cap(sampler: TreePeak, t0: float) -> None:
+    """Stop this measurement (and its workers) once its process tree holds over CAP_MB."""
+    import threading
+
+    def watch() -> None:
+        while sampler.peak <= CAP_MB:
+            time.sleep(0.2)
+        print(json.dumps({"over_cap_s": time.perf_counter() - t0, "tree_mb": sampler.peak}))
+        sys.stdout.flush()
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _row(what: str, r: dict) -> str:
+    if "over_cap_s" in r:
+        stop = f"stopped past {CAP_MB:,.0f} MB after {r['over_cap_s']:.0f} s"
+        return f"| {what}: {stop} | | | >{CAP_MB:,.0f} |"
+    return f"| {what} | {r['wall_s']:.1f} | {r['cpu_s']:.1f} | {r['tree_mb']:,.0f} |"
 
 
 def _measure(kind: str, folder: Path, cache_dir: Path) -> None:
     import resource
 
-    sampler = TreePeak(every=0.1)
+    # every second: reading /proc/PID/smaps_rollup of processes of several GB ten times a
+    # second cost the measuring process about 25 s of CPU over a 10 GB open (52 s and 40 s
+    # against 18 s once a second)
+    sampler = TreePeak(every=1.0)
     sampler.__enter__()
     t0 = time.perf_counter()
+    _cap(sampler, t0)
     if kind == "floor":
         info = _floor(folder)
     elif kind == "open":
-        info = _open(folder, cache_dir)
+        info = _open_app(folder, cache_dir)
     else:
-        info = _views(folder, cache_dir)
+        info = _view(kind, folder, cache_dir)
     wall = time.perf_counter() - t0
     sampler.__exit__()
     me = resource.getrusage(resource.RUSAGE_SELF)
     sampler.cpu[os.getpid()] = me.ru_utime + me.ru_stime
     peak = max(sampler.peak, me.ru_maxrss / 1024)
-    print(json.dumps({"wall_s": wall, "tree_mb": peak, "cpu_s": sum(sampler.cpu.values()), **info}))
+    top = sorted(sampler.cpu.values(), reverse=True)[:4]  # the busiest processes: parallel?
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "tree_mb": peak,
+                "cpu_s": sum(sampler.cpu.values()),
+                "top_cpu_s": top,
+                **info,
+            }
+        )
+    )
 
 
 def _run(kind: str, folder: Path, cache_dir: Path) -> dict:
@@ -117,7 +181,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", type=Path)
     ap.add_argument("--cache", type=Path)
-    ap.add_argument("--measure", choices=("floor", "open", "views"))
+    ap.add_argument("--measure", choices=("floor", "open", *VIEWS))
     ap.add_argument("--label", default="")
     ap.add_argument("--no-floor", action="store_true")
     ap.add_argument("--out", type=Path, default=HERE / "BIG_RANK.md")
@@ -129,11 +193,11 @@ def main() -> None:
     cache_dir = Path(tempfile.mkdtemp(prefix="bench-big-", dir="/tmp"))
     try:
         cold = _run("open", args.folder, cache_dir)
-        views = _run("views", args.folder, cache_dir)
+        views = {v: _run(v, args.folder, cache_dir) for v in VIEWS}
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     floor = None
-    fits = mb * 7 < _available_mb()
+    fits = mb * 7 < min(_available_mb(), CAP_MB)
     if fits and not args.no_floor:
         floor = _run("floor", args.folder, cache_dir)
     when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
@@ -144,14 +208,21 @@ def main() -> None:
         f"{platform.python_version()}; {when} UTC; load average {os.getloadavg()[0]:.1f}\n",
         "| measurement | wall s | CPU s | peak MB |",
         "|---|---:|---:|---:|",
-        f"| cold open (parse in pieces, store, summaries, overview) | {cold['wall_s']:.1f} | "
-        f"{cold['cpu_s']:.1f} | {cold['tree_mb']:,.0f} |",
-        f"| views, warm: overview {views['overview_s']:.1f} s, kernels "
-        f"{views['kernels_s']:.1f} s, timeline {views['timeline_s']:.1f} s "
-        f"({views['timeline_rows']} rows) | {views['wall_s']:.1f} | {views['cpu_s']:.1f} | "
-        f"{views['tree_mb']:,.0f} |",
+        _row(
+            f"cold open, as the app ({cold.get('events', 0):,} events: parse in pieces on "
+            "both cores, store, per-file summaries, overview)",
+            cold,
+        ),
+        *(
+            _row(
+                f"{v}, warm: first answer {r.get('answer_s', 0):.1f} s "
+                f"({r.get('rows', 0):,} rows), in a process that opens the set first",
+                r,
+            )
+            for v, r in views.items()
+        ),
     ]
-    if floor is not None:
+    if floor is not None and "over_cap_s" not in floor and "over_cap_s" not in cold:
         lines.append(
             f"| floor: gunzip + orjson.loads | {floor['wall_s']:.1f} | {floor['cpu_s']:.1f} | "
             f"{floor['tree_mb']:,.0f} |"

@@ -44,7 +44,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--file-timeout",
         type=float,
         metavar="S",
-        help="give up on a file after S seconds (default 300; $HTA_TUI_FILE_TIMEOUT)",
+        help="give up on a file after S seconds per GB of it on disk (default 300; "
+        "$HTA_TUI_FILE_TIMEOUT)",
     )
 
 

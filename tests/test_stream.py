@@ -73,9 +73,9 @@ def test_a_file_over_the_limit_opens_in_pieces_as_parsed_whole(
     sizes: list[int] = []
     add = stream._Pieces.add
 
-    def spy(self: stream._Pieces, events_json: memoryview) -> None:
-        sizes.append(len(events_json))
-        add(self, events_json)
+    def spy(self: stream._Pieces, job: memoryview | tuple[str, int, int]) -> None:
+        sizes.append(job[2] - job[1] if isinstance(job, tuple) else len(job))
+        add(self, job)
 
     monkeypatch.setattr(stream._Pieces, "add", spy)
     cache = Cache(tmp_path / "cache")
@@ -128,3 +128,108 @@ def test_a_layout_that_cannot_be_split_is_held_whole_within_the_limit(
     assert caught.value.too_big
     assert str(caught.value) == "larger than the 0 MB limit (HTA_TUI_MAX_FILE_MB)"
     assert not list((tmp_path / "cache").glob("*/*"))
+
+
+def test_pieces_parsed_by_two_processes_at_once_make_the_whole_files_frames(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pieces go to worker processes (each reads its byte range itself, writes its
+    frames into the entry) and come back in any order: the entry is still the whole-file
+    parse's, row numbers and the ids an earlier piece holds (cleared) included, and no
+    worker's file is left in it."""
+    monkeypatch.setattr(stream, "POOL_PIECE_MIN", 0)
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(orjson.dumps(_trace()))
+    whole = parse.parse_file(path)
+    writer = EntryWriter(tmp_path / "entry")
+    parsed = stream.parse_in_pieces(path, writer, Limits(max_bytes=LIMIT))
+    assert parsed.streamed
+    entry = writer.commit(parsed.meta)
+    assert (entry / "events.9.parquet").exists()
+    assert not list(entry.glob(".piece-*"))
+    _same(entry, parsed.meta, whole)
+
+
+def test_the_time_limit_is_for_each_gb_so_a_10_gb_rank_is_not_refused_for_its_size() -> None:
+    """A large rank is parsed in pieces in bounded memory, so nothing refuses it for its
+    size: the time limit (which stops a file stuck or endless, a gzip bomb small on disk)
+    is given once per GB on disk, and a 10 GB rank gets ten times the default."""
+    limits = Limits(timeout_s=300.0)
+    assert limits.seconds_for(2_000_000) == 300.0  # a gzip bomb: small on disk
+    assert limits.seconds_for(999_000_000) == 300.0
+    assert limits.seconds_for(10_240_000_000) == 300.0 * 11
+    assert Limits().max_bytes < 10_240_000_000  # only what cannot be split is held whole
+
+
+def test_a_large_ranks_summaries_read_only_their_columns_back(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a file parsed in pieces is stored, its per-file summaries (the overview's row,
+    the step breakdown) read only the events' columns they use from the entry, never the
+    whole frame (a 10 GB rank's would not fit); they are those of the whole-file parse."""
+    from hta_tui.analysis import step_overview
+    from hta_tui.trace import cache as cache_module
+    from hta_tui.trace import model
+
+    monkeypatch.setattr(model, "NARROW_EVENTS", 0)  # this small rank counts as a large one
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(orjson.dumps(_trace()))
+    whole = parse.parse_file(path)
+    writer = EntryWriter(tmp_path / "entry")
+    parsed = stream.parse_in_pieces(path, writer, Limits(max_bytes=LIMIT))
+    entry = writer.commit(parsed.meta)
+    reads: list[tuple[str, list[str] | None]] = []
+    read = cache_module.read_frame
+
+    def spy(entry: Path, name: str, columns: list[str] | None = None) -> object:
+        reads.append((name, columns))
+        return read(entry, name, columns)
+
+    monkeypatch.setattr(model, "read_frame", spy)
+    narrow = step_overview.precompute(entry, parsed.meta, None)
+    held = step_overview.precompute(tmp_path / "other", whole.meta, whole.frames)
+    assert narrow.keys() == held.keys() and len(narrow) >= 2
+    for key, table in held.items():
+        assert_frame_equal(narrow[key], table)
+    events = [cols for name, cols in reads if name == "events"]
+    assert events and all(cols is not None and len(cols) < 20 for cols in events)
+
+
+def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank too large to hold its whole events frame (this small one, by lowering the
+    bound) gives the kernels view and the timeline from the few columns each reads back
+    from its entry: the same kernel tables and timeline rows as from the whole frames."""
+    import numpy as np
+
+    from hta_tui.app.screens.base import Params
+    from hta_tui.app.screens.kernels import KernelsScreen
+    from hta_tui.app.screens.timeline import TimelineScreen
+    from hta_tui.trace import model
+    from hta_tui.trace.model import open_set
+
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "rank-0.json").write_bytes(orjson.dumps(_trace()))
+    monkeypatch.setenv("HTA_TUI_MAX_FILE_MB", str(LIMIT / 1e6))
+    ts = open_set(tmp_path / "t", Cache(tmp_path / "cache"), workers=1)
+    (data,) = ts.loaded().values()
+    assert (data.entry / "events.3.parquet").exists()  # parsed in pieces
+    whole = {0: data.events}
+    kernels = KernelsScreen.compute(whole, Params())
+    timeline = TimelineScreen.compute(whole, Params())
+    reads: list[list[str] | None] = []
+    read = model.read_frame
+    monkeypatch.setattr(model, "read_frame", lambda e, n, c=None: reads.append(c) or read(e, n, c))
+    monkeypatch.setattr(model, "NARROW_EVENTS", 0)
+    data._frames.clear()  # as after a restart: nothing held
+    narrow = KernelsScreen.compute(KernelsScreen.frames_for(ts, Params()), Params())
+    for key in ("types", "kernels"):
+        assert_frame_equal(narrow[key], kernels[key], check_exact=False)
+    assert narrow["kernels"].height and narrow["attribution"] == kernels["attribution"]
+    frames = TimelineScreen.frames_for(ts, Params())
+    assert len(frames[0].columns) == len(TimelineScreen.EVENTS_COLUMNS)
+    rows = TimelineScreen.compute(frames, Params()).rows
+    assert [r.key for r in rows] == [r.key for r in timeline.rows] and rows
+    assert all(np.array_equal(a.idx, b.idx) for a, b in zip(rows, timeline.rows, strict=True))
+    assert reads and all(c is not None and len(c) < 30 for c in reads)

@@ -87,6 +87,13 @@ def rank_summary(events: pl.DataFrame, *, step_filter: bool, hta_compat: bool) -
     return pl.DataFrame([row], schema=_SUMMARY_SCHEMA)
 
 
+#: The events' columns `rank_summary` reads (a very large rank reads only these).
+SUMMARY_COLUMNS = (
+    *("idx", "ts", "dur", "name", "cat", "kind", "pid", "tid", "stream", "correlation"),
+    *("external_id", "bytes", "bandwidth", "input_dims"),
+)
+
+
 def _memo_key(step_filter: bool, hta_compat: bool) -> str:
     mode = "compat" if hta_compat else "exact"
     return f"overview-v{SUMMARY_VERSION}-{mode}-{'steps' if step_filter else 'nosteps'}"
@@ -95,7 +102,9 @@ def _memo_key(step_filter: bool, hta_compat: bool) -> str:
 def summary(data: RankData, *, step_filter: bool, hta_compat: bool = False) -> dict:
     row = data.memo(
         _memo_key(step_filter, hta_compat),
-        lambda: rank_summary(data.events, step_filter=step_filter, hta_compat=hta_compat),
+        lambda: rank_summary(
+            data.columns(SUMMARY_COLUMNS), step_filter=step_filter, hta_compat=hta_compat
+        ),
     )
     return row.row(0, named=True)
 

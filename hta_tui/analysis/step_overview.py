@@ -26,7 +26,14 @@ def rank_steps(data: RankData, *, tb_compat: bool = False) -> pl.DataFrame:
     project's rules or (`tb_compat`, the app's `X`) the plugin's own: the parser worker
     computes the first; the other is made from the frames when first asked, and kept."""
     key = f"{_KEY}-tb" if tb_compat else _KEY
-    return data.memo(key, lambda: step_breakdown.rank_breakdown(data.events, tb_compat=tb_compat))
+    return data.memo(
+        key,
+        lambda: step_breakdown.rank_breakdown(data.columns(STEP_COLUMNS), tb_compat=tb_compat),
+    )
+
+
+#: The events' columns `step_breakdown.rank_breakdown` reads.
+STEP_COLUMNS = ("ts", "dur", "kind", "cat", "name", "correlation", "external_id")
 
 
 def step_table(ts: TraceSet, *, tb_compat: bool = False) -> pl.DataFrame:

@@ -230,6 +230,25 @@ class EntryWriter:
         self.files[file] = write_checked(frame, tmp / file)
         self.parts[name] = k + 1
 
+    def add_file(self, name: str, path: Path, size: int) -> None:
+        """The next piece of frame `name`, written already (`write_checked`, `size` bytes)
+        as `path` inside `folder()` by a parser worker: renamed into its place."""
+        try:
+            k = self.parts.get(name, 0)
+            file = part_name(name, k)
+            os.rename(path, self._folder() / file)
+        except OSError as exc:
+            raise CacheWriteError(exc.errno, exc.strerror) from exc
+        self.files[file] = size
+        self.parts[name] = k + 1
+
+    def folder(self) -> Path:
+        """The private folder the entry is written into (parser workers write there)."""
+        try:
+            return self._folder()
+        except OSError as exc:
+            raise CacheWriteError(exc.errno, exc.strerror) from exc
+
     def _folder(self) -> Path:
         if self.tmp is None:
             self.final.parent.mkdir(parents=True, exist_ok=True)
@@ -369,7 +388,10 @@ def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.D
         raise DamagedEntry(f"{path.name} is missing") from None
     if not (entry / part_name(name, 1)).exists():
         return first
-    return pl.concat([first, *_more_parts(entry, name, columns)], rechunk=False)
+    whole = pl.concat([first, *_more_parts(entry, name, columns)], rechunk=False)
+    if "idx" in whole.columns:  # each piece numbers its own rows (pieces parsed at once)
+        whole = whole.with_columns(pl.int_range(whole.height, dtype=pl.UInt32).alias("idx"))
+    return whole
 
 
 def _more_parts(entry: Path, name: str, columns: list[str] | None) -> Iterator[pl.DataFrame]:

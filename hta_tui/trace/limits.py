@@ -13,9 +13,15 @@ from dataclasses import dataclass
 #: file is parsed in pieces (`stream`), whatever its size; only one that cannot be split is
 #: held whole, and refused beyond this (a 4 GB rank held whole needs about 12 GB to parse).
 DEFAULT_MAX_MB = 4_000.0
-#: Seconds one file may take to read, parse and store; $HTA_TUI_FILE_TIMEOUT. A 500 MB rank
-#: parses in about 6 s on a slow core.
+#: Seconds one file may take to read, parse and store, for each TIMEOUT_BYTES of it on disk
+#: (`Limits.seconds_for`); $HTA_TUI_FILE_TIMEOUT. A 500 MB rank parses in about 6 s on a
+#: slow core.
 DEFAULT_TIMEOUT_S = 300.0
+#: A file gets the time limit once for each this many bytes of it (on disk): the limit
+#: stops a file that does not progress (stuck, a gzip bomb: small on disk, endless inside),
+#: not a large one that does. A 10 GB rank (2 minutes on a quiet 2-core machine, several
+#: times that on a busy one) gets 10 times 300 s.
+TIMEOUT_BYTES = 1_000_000_000
 
 
 def _env_float(name: str, default: float) -> float:
@@ -41,3 +47,8 @@ class Limits:
             else _env_float("HTA_TUI_FILE_TIMEOUT", DEFAULT_TIMEOUT_S)
         )
         return cls(max_bytes=int(mb * 1_000_000), timeout_s=float(secs))
+
+    def seconds_for(self, size: int) -> float:
+        """The time limit of a file of `size` bytes on disk: `timeout_s` for each started
+        TIMEOUT_BYTES of it."""
+        return self.timeout_s * max(1, -(-size // TIMEOUT_BYTES))

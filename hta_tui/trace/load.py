@@ -145,7 +145,7 @@ def _parse_and_store(
     except FileNotFoundError:
         return failed("error", "file vanished")
     except FileTimeout:
-        return failed("error", _timeout_text(limits))
+        return failed("error", _timeout_text(limits, tf))
     except MemoryError:
         return failed("error", "out of memory")
     except OSError as exc:
@@ -178,8 +178,8 @@ def _in_pieces(
         raise
 
 
-def _timeout_text(limits: Limits) -> str:
-    return f"took longer than {limits.timeout_s:g} s (HTA_TUI_FILE_TIMEOUT)"
+def _timeout_text(limits: Limits, tf: TraceFile) -> str:
+    return f"took longer than {limits.seconds_for(tf.size):g} s (HTA_TUI_FILE_TIMEOUT)"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -196,7 +196,7 @@ def _worker(
 ) -> LoadResult:
     cache = Cache.__new__(Cache)
     cache.root, cache.enabled = cache_root, enabled
-    with _time_limit(limits.timeout_s):
+    with _time_limit(limits.seconds_for(tf.size)):
         return _parse_and_store(tf, cache, after_parse, limits)  # the caller found no entry
 
 
@@ -219,10 +219,10 @@ def _inline(
     tf: TraceFile, cache: Cache, after_parse: AfterParse | None, limits: Limits
 ) -> LoadResult:
     try:
-        with _time_limit_here(limits.timeout_s):
+        with _time_limit_here(limits.seconds_for(tf.size)):
             return _parse_and_store(tf, cache, after_parse, limits)
     except FileTimeout:  # the alarm rang after the file's own handlers
-        return LoadResult(tf, "error", error=_timeout_text(limits))
+        return LoadResult(tf, "error", error=_timeout_text(limits, tf))
 
 
 @contextlib.contextmanager
@@ -387,7 +387,7 @@ def _pool_round(
         # more than it has workers as running (queued), so clocks restart at every finish;
         # a stuck worker is still found, once the others are done.
         started: dict[Future[LoadResult], float] = {}
-        deadline = limits.timeout_s + WATCHDOG_GRACE_S
+        grace = WATCHDOG_GRACE_S
         while futures:
             done, futures = wait(futures, timeout=WATCHDOG_TICK_S, return_when=FIRST_COMPLETED)
             if done:
@@ -405,10 +405,14 @@ def _pool_round(
             for fut in futures:
                 if fut.running():
                     started.setdefault(fut, now)
-            stuck = [f for f in futures if now - started.get(f, now) > deadline]
+            stuck = [
+                f
+                for f in futures
+                if now - started.get(f, now) > limits.seconds_for(owner[f].size) + grace
+            ]
             if stuck:
                 for fut in stuck:
-                    yield LoadResult(owner[fut], "error", error=_timeout_text(limits))
+                    yield LoadResult(owner[fut], "error", error=_timeout_text(limits, owner[fut]))
                 _kill(pool)
                 return [owner[f] for f in futures if f not in stuck]
     return []

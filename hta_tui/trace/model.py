@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,10 @@ def _write_atomic(df: pl.DataFrame, path: Path) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()  # a full disk keeps no half file
 
+
+#: Events above which a rank's narrow reads (`RankData.columns`) read only their columns
+#: from the entry rather than the whole frame (a file parsed in pieces has 2 M per GB).
+NARROW_EVENTS = 4_000_000
 
 STATUSES = ("pending", "loading", "loaded", "incomplete", "not_trace", "error")
 #: More files changed at once than this and the ranks of every file are assigned again.
@@ -114,6 +118,33 @@ class RankData:
     @property
     def events(self) -> pl.DataFrame:
         return self.frame("events")
+
+    def large(self) -> bool:
+        """Whether the rank is too large to hold its whole events frame (`columns`)."""
+        return "events" not in self._frames and self.meta.get("n_events", 0) > NARROW_EVENTS
+
+    def columns(self, names: Sequence[str]) -> pl.DataFrame:
+        """The events frame's `names` columns only. A rank of more than NARROW_EVENTS events
+        whose frame is not held reads just those from its entry (a 10 GB rank's whole events
+        need more memory than the machine has; the overview's summaries need a fifth of
+        them), kept for the next caller asking the same columns; any other selects from
+        `events`."""
+        if not self.large():
+            return self.events.select(names)
+        key = "events:" + ",".join(names)
+        with self._lock:
+            df = self._frames.get(key)
+        if df is not None:
+            return df
+        try:
+            df = read_frame(self.entry, "events", list(names))
+        except (DamagedEntry, OSError):
+            return self.events.select(names)  # parsed again, with its notice
+        with self._lock:  # the last one only: four views' columns would be most of it
+            for other in [k for k in self._frames if k.startswith("events:")]:
+                del self._frames[other]
+            self._frames[key] = df
+        return df
 
 
 @dataclass
@@ -463,6 +494,14 @@ class TraceSet:
 
     def frames(self, name: str = "events") -> dict[int, pl.DataFrame]:
         return {rank: data.frame(name) for rank, data in self.loaded().items()}
+
+    def columns(self, names: Sequence[str], *, large_only: bool = False) -> dict[int, pl.DataFrame]:
+        """Rank -> its events' `names` columns (`RankData.columns`); `large_only`: the whole
+        events of every rank small enough to hold them."""
+        return {
+            rank: data.columns(names) if data.large() or not large_only else data.events
+            for rank, data in self.loaded().items()
+        }
 
     @property
     def origin_ns(self) -> int | None:

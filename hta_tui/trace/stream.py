@@ -24,11 +24,14 @@ from __future__ import annotations
 import gc
 import gzip
 import logging
+import multiprocessing as mp
 import os
 import re
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -36,10 +39,16 @@ import msgspec
 import polars as pl
 
 from hta_tui.trace import parse
+from hta_tui.trace.checked import read_checked, write_checked
 from hta_tui.trace.columns import build_frames
 from hta_tui.trace.limits import Limits
-from hta_tui.trace.quality import checked_events
-from hta_tui.trace.schema import FRAME_SCHEMAS
+from hta_tui.trace.quality import (
+    _OP_KINDS,
+    SHARED_CORRELATION,
+    SHARED_EXTERNAL_ID,
+    checked_events,
+)
+from hta_tui.trace.schema import FRAME_SCHEMAS, LAUNCH_KINDS
 
 log = logging.getLogger("hta_tui.load")
 
@@ -95,6 +104,8 @@ def _in_pieces(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTra
     was_enabled = gc.isenabled()
     gc.disable()  # as `parse._parse_owned`: millions of small structs, no cycles
     try:
+        if not _gzipped(path):
+            return _split_file(path, sink, piece)
         return _split(json_blocks(path, min(BLOCK_BYTES, piece)), sink, piece)
     except RecursionError as exc:
         raise parse.TraceFileError("invalid JSON (nested too deeply)") from exc
@@ -107,19 +118,109 @@ def _in_pieces(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTra
 _FIRST = re.compile(rb"\s*([{\]])")
 
 
+def _gzipped(path: str | Path) -> bool:
+    with parse.open_regular(path) as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+#: Read after a piece's size to find where it ends (more when no cut is found there).
+_CUT_WINDOW = 1_000_000
+
+
+def _split_file(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTrace:
+    """`_split` for a file that is not compressed: only where the pieces end is read here
+    (a window after each piece's size, and the file's tail); each worker reads its piece
+    itself (`_parse_piece` of a byte range), so the pieces' bytes never pass through this
+    process and it keeps the workers busy at a tenth of one's time."""
+    with parse.open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size  # what it held when opened, as `json_blocks`
+        data = _pread(f, 0, min(size, BLOCK_BYTES, piece))
+        key = data.find(parse._EVENTS_KEY)
+        opening = parse._ARRAY_START.match(data, key + len(parse._EVENTS_KEY)) if key >= 0 else None
+        first = _FIRST.match(data, opening.end()) if opening is not None else None
+        if first is None or first.group(1) != b"{":
+            raise CannotSplit("no events array in its first bytes")
+        head = data[: opening.end() - 1]  # type: ignore[union-attr]
+        pos = first.start(1)
+        del data
+        pieces = _Pieces(sink, piece)
+        try:
+            last = size - parse.TAIL_WINDOW  # no cut at or after this: the array may end there
+            while pos + piece < last:
+                cut = _next_cut(f, pos + piece, last, pos + 4 * piece)
+                if cut is None:
+                    break  # the rest is the last piece
+                stop, pos_next = cut
+                pieces.add((str(path), pos, stop))
+                pos = pos_next
+            framed = b"[" + _pread(f, pos, size - pos)
+            closing = parse._events_end(framed, 0)
+            if closing is None:
+                raise CannotSplit("the events array's end is not among the file's last bytes")
+            rest = b"".join((head, b"null", framed[closing + 1 :]))
+            try:
+                trace = parse._DECODER.decode(rest)
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+                raise CannotSplit("the keys around the events do not decode") from exc
+            pieces.add(memoryview(framed)[1:closing])
+            del framed
+            return pieces.finish(trace)
+        finally:
+            pieces.close()
+
+
+def _next_cut(f: BinaryIO, at: int, last: int, most: int) -> tuple[int, int] | None:
+    """Where the piece reaching `at` ends (after its last event's "}") and the next begins
+    (at its first event's "{"): the first edge between two events at or after `at` and
+    before `last`; None when the rest is short enough to be the last piece (no edge before
+    `last`); CannotSplit when no edge is found before `most`."""
+    window = b""
+    start = at
+    while True:
+        end = min(start + _CUT_WINDOW, last)
+        if end <= start:
+            return None
+        window += _pread(f, start, end - start)
+        edge = parse._EDGE.search(window)
+        if edge is not None:
+            return at + edge.start() + 1, at + edge.end() - 1
+        if end >= most:
+            raise CannotSplit("no place to cut between two events")
+        start = end
+
+
+def _pread(f: BinaryIO, offset: int, n: int) -> bytes:
+    """`n` bytes of `f` from `offset` (fewer at its end)."""
+    f.seek(offset)
+    return f.read(n)
+
+
 def _split(blocks: Iterator[bytes], sink: FrameSink, piece: int) -> parse.ParsedTrace:
     """Read the blocks, cutting the events array into pieces of about `piece` bytes; the
     document around the array (its other keys) is decoded at the end, as
     `parse._find_events` does."""
-    data, ended = _fill(b"", blocks, piece)
+    data, _ = _fill(b"", blocks, piece)  # a file that ends here: `_cut` finds it ended
     key = data.find(parse._EVENTS_KEY)
     opening = parse._ARRAY_START.match(data, key + len(parse._EVENTS_KEY)) if key >= 0 else None
     first = _FIRST.match(data, opening.end()) if opening is not None else None
     if first is None or first.group(1) != b"{":
         raise CannotSplit("no events array in its first bytes")
     head = data[: opening.end() - 1]  # type: ignore[union-attr]
-    data = data[first.start(1) :]  # from the first event's "{"
-    pieces = _Pieces(sink)
+    rest = [data[first.start(1) :]]  # from the first event's "{" (held by `_cut` alone)
+    del data
+    pieces = _Pieces(sink, piece)
+    try:
+        return _cut(rest, blocks, piece, head, pieces)
+    finally:
+        pieces.close()
+
+
+def _cut(
+    rest: list[bytes], blocks: Iterator[bytes], piece: int, head: bytes, pieces: _Pieces
+) -> parse.ParsedTrace:
+    """The events array from its first event (`rest`'s one item, taken) on, cut into
+    pieces; the keys around it (`head` and what follows it) decoded at the end."""
+    data, ended = rest.pop(), False
     while not ended:
         data, ended = _fill(data, blocks, piece + parse.TAIL_WINDOW)
         if ended:
@@ -162,67 +263,121 @@ def _fill(data: bytes, blocks: Iterator[bytes], size: int) -> tuple[bytes, bool]
 
 
 class _Pieces:
-    """The frames of each piece into the sink, with what crosses pieces: the row numbers
-    (`idx`), the ids of earlier pieces (`quality`), the counts and the per-file facts."""
+    """Each piece's frames into the sink, in file order, with what crosses pieces: the ids
+    of earlier pieces (`quality`), the counts and the per-file facts. The pieces are parsed
+    by `_parse_piece` on PIECE_WORKERS processes at once (one piece of 128 MB is about 1 s
+    of CPU; the file's reading and cutting, and this, a tenth of it), at most IN_FLIGHT
+    pieces held at a time, so the memory is bounded by the piece size whatever the file's."""
 
-    def __init__(self, sink: FrameSink) -> None:
+    def __init__(self, sink: FrameSink, piece: int) -> None:
         self.sink = sink
         self.dropped: Counter[str] = Counter()
-        self.exact = [False]  # once a chunk needed its numbers' text, every later one does
         self.seen: dict[str, pl.Series] = {}
         self.n = 0  # events so far
         self.flows = 0
         self.facts: list[pl.DataFrame] = []
         self.steps: set[str] = set()
         self.pids: list[pl.DataFrame] = []
+        self.k = 0  # pieces handed out
+        self.pending: deque[Future[_Piece]] = deque()
+        folder = getattr(sink, "folder", None)
+        self.folder = str(folder()) if callable(folder) else None
+        self.pool = _pool(piece)
 
-    def add(self, events_json: memoryview) -> None:
-        """The events `events_json` (objects separated by commas, no brackets)."""
-        text = memoryview(b"".join((b"[", events_json, b"]")))
-        try:
-            frames = build_frames(parse._chunks(text, self.dropped, self.exact), self.dropped)
-        except msgspec.DecodeError as exc:  # a cut inside a string, or not JSON at all
-            raise CannotSplit("a piece does not decode on its own") from exc
-        del text
-        events = checked_events(frames["events"], self.dropped, self.seen)
-        events = events.with_columns(
-            pl.int_range(self.n, self.n + events.height, dtype=pl.UInt32).alias("idx")
-        )
-        frames["events"] = events
-        self._facts(events)
-        self.n += events.height
-        self.flows += frames["flows"].height
-        for name, frame in frames.items():
-            if not frame.is_empty():
-                self.sink.add(name, frame)
+    def add(self, events_json: memoryview | tuple[str, int, int]) -> None:
+        """The events `events_json` (objects separated by commas, no brackets; or where they
+        are in a file: its path and the byte range), handed to a worker; the oldest pieces
+        are taken back in order while too many are out."""
+        job = events_json
+        if self.pool is not None and isinstance(job, memoryview):
+            job = bytes(job)
+        if self.pool is None:
+            self.pending.append(_done(_parse_piece(job, self.folder, self.k)))
+        else:
+            self.pending.append(self.pool.submit(_parse_piece, job, self.folder, self.k))
+        self.k += 1
+        while len(self.pending) > (IN_FLIGHT if self.pool is not None else 0):
+            self._take(self.pending.popleft().result())
 
-    def _facts(self, events: pl.DataFrame) -> None:
-        """This piece's share of `parse._frame_facts`."""
-        if events.is_empty():
-            return
-        self.facts.append(
-            events.select(
-                pl.col("ts").min().alias("min_ts"),
-                (pl.col("ts") + pl.col("dur")).max().alias("max_end"),
-                (pl.col("kind") == "kernel").sum().alias("n_kernels"),
-            )
-        )
-        steps = events.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
-        self.steps.update(steps["name"].unique().drop_nulls().to_list())
-        self.pids.append(
-            events.filter(pl.col("pid").is_not_null())
-            .group_by("pid")
-            .agg(pl.len().alias("all"), pl.col("stream").is_null().sum().alias("cpu"))
-        )
+    def _take(self, piece: _Piece) -> None:
+        """A parsed piece into the sink (its files renamed into their places), with the ids
+        earlier pieces hold cleared."""
+        self.dropped.update(piece.dropped)
+        if piece.facts is not None:
+            self.facts.append(piece.facts)
+            self.steps.update(piece.steps)
+            self.pids.append(piece.pids)
+        frames = piece.frames
+        clash = self._clashes(piece.ids)
+        if clash:  # ids of earlier pieces (a merged or hand-made file): cleared, rewritten
+            events = frames["events"]
+            if isinstance(events, tuple):
+                file = Path(events[0])
+                events = read_checked(file)
+                file.unlink()
+            frames = {**frames, "events": _clear(events, clash, self.dropped)}
+        for name in FRAME_SCHEMAS:
+            part = frames.get(name)
+            if part is None:
+                continue
+            if isinstance(part, tuple):
+                path, size, height = part
+                self.sink.add_file(name, Path(path), size)  # type: ignore[attr-defined]
+            else:
+                height = part.height
+                if name == "events":  # its rows' numbers in the file (`idx`)
+                    part = part.with_columns(
+                        pl.int_range(self.n, self.n + height, dtype=pl.UInt32).alias("idx")
+                    )
+                if height:
+                    self.sink.add(name, part)
+            if name == "events":
+                self.n += height
+            elif name == "flows":
+                self.flows += height
+
+    def _clashes(self, ids: dict[str, pl.Series]) -> dict[str, pl.Series]:
+        """The ids of this piece's owners that an earlier piece's owners hold, by column;
+        `seen` then holds this piece's too."""
+        out: dict[str, pl.Series] = {}
+        for column, mine in ids.items():
+            earlier = self.seen.get(column)
+            if earlier is None:
+                self.seen[column] = mine
+                continue
+            both = mine.filter(mine.is_in(earlier.implode()))
+            if both.len():
+                out[column] = both
+            self.seen[column] = pl.concat([earlier, mine]).unique()
+        return out
 
     def finish(self, trace: parse._Trace) -> parse.ParsedTrace:
         """The file's metadata, as `parse._parsed` gives it for the whole file."""
+        self.drain()
         if self.dropped and self.n == 0 and self.flows == 0:
             raise parse.TraceFileError(f"no usable event: {parse.dropped_text(self.dropped)}")
         meta = parse._meta(trace, self.dropped)
         meta.update(self._file_facts())
         meta["dropped_events"] = dict(self.dropped.most_common())
         return parse.ParsedTrace(meta=meta, frames={}, streamed=True)
+
+    def drain(self) -> None:
+        """Every piece handed out, taken back."""
+        while self.pending:
+            self._take(self.pending.popleft().result())
+
+    def close(self) -> None:
+        """Stop the workers at once, whatever they are doing (the file failed, or is done)."""
+        if self.pool is None:
+            return
+        for fut in self.pending:
+            fut.cancel()
+        procs = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+        self.pool = None
 
     def _file_facts(self) -> dict[str, object]:
         if not self.n:
@@ -240,6 +395,126 @@ class _Pieces:
             "process_pid": _process_pid(self.pids),
         }
         return out
+
+
+#: The processes parsing a file's pieces at once (never more than the cores).
+PIECE_WORKERS = 2
+#: Pieces handed out and not yet taken back, beyond those being parsed: one waiting, so a
+#: worker that finishes starts the next at once.
+IN_FLIGHT = PIECE_WORKERS + 1
+#: Pieces smaller than this are parsed in this process (a worker's start would cost more).
+POOL_PIECE_MIN = 8_000_000
+
+
+def _pool(piece: int) -> ProcessPoolExecutor | None:
+    """Processes for pieces of `piece` bytes, or None: parse them here."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    workers = min(PIECE_WORKERS, cores)
+    if workers < 2 or piece < POOL_PIECE_MIN:
+        return None
+    from hta_tui.trace.pool import START_METHOD, prepare_pool
+
+    prepare_pool()
+    return ProcessPoolExecutor(workers, mp_context=mp.get_context(START_METHOD))
+
+
+def _done(piece: _Piece) -> Future[_Piece]:
+    fut: Future[_Piece] = Future()
+    fut.set_result(piece)
+    return fut
+
+
+@dataclass
+class _Piece:
+    """A parsed piece, as a worker hands it back: each frame's file in the entry being
+    written (path, size, rows) or, without one, the frame; what depends on other pieces."""
+
+    frames: dict[str, tuple[str, int, int] | pl.DataFrame]
+    dropped: Counter[str]
+    ids: dict[str, pl.Series]  # the ids of its owners, by column (`quality._unique_ids`)
+    facts: pl.DataFrame | None
+    steps: set[str]
+    pids: pl.DataFrame | None
+
+
+def _parse_piece(
+    events_json: bytes | memoryview | tuple[str, int, int], folder: str | None, k: int
+) -> _Piece:
+    """One piece's frames (`columns.build_frames`, as a whole file's), its ids shared within
+    it cleared, its facts; written into `folder` (the entry being written) when given,
+    so only their names travel back. `events_json`: the events, or the path and byte range
+    of the file that holds them (read here). Run in a worker."""
+    if isinstance(events_json, tuple):
+        path, start, stop = events_json
+        with parse.open_regular(path) as f:
+            events_json = _pread(f, start, stop - start)
+    was_enabled = gc.isenabled()
+    gc.disable()  # as `parse._parse_owned`: millions of small structs, no cycles
+    dropped: Counter[str] = Counter()
+    try:
+        text = memoryview(b"".join((b"[", events_json, b"]")))
+        try:
+            frames = build_frames(parse._chunks(text, dropped, [False]), dropped)
+        except msgspec.DecodeError as exc:  # a cut inside a string, or not JSON at all
+            raise CannotSplit("a piece does not decode on its own") from exc
+        except RecursionError as exc:
+            raise parse.TraceFileError("invalid JSON (nested too deeply)") from exc
+        del text, events_json
+    finally:
+        if was_enabled:
+            gc.enable()
+    ids: dict[str, pl.Series] = {}
+    events = checked_events(frames["events"], dropped, ids)
+    frames["events"] = events
+    facts, steps, pids = _facts(events)
+    out: dict[str, tuple[str, int, int] | pl.DataFrame] = {}
+    for name, frame in frames.items():
+        if frame.is_empty():
+            continue
+        if folder is None:
+            out[name] = frame
+        else:
+            path = Path(folder) / f".piece-{k}-{name}.parquet"
+            out[name] = (str(path), write_checked(frame, path), frame.height)
+    return _Piece(out, dropped, ids, facts, steps, pids)
+
+
+def _facts(events: pl.DataFrame) -> tuple[pl.DataFrame | None, set[str], pl.DataFrame | None]:
+    """A piece's share of `parse._frame_facts`."""
+    if events.is_empty():
+        return None, set(), None
+    facts = events.select(
+        pl.col("ts").min().alias("min_ts"),
+        (pl.col("ts") + pl.col("dur")).max().alias("max_end"),
+        (pl.col("kind") == "kernel").sum().alias("n_kernels"),
+    )
+    steps = events.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
+    pids = (
+        events.filter(pl.col("pid").is_not_null())
+        .group_by("pid")
+        .agg(pl.len().alias("all"), pl.col("stream").is_null().sum().alias("cpu"))
+    )
+    return facts, set(steps["name"].unique().drop_nulls().to_list()), pids
+
+
+def _clear(
+    events: pl.DataFrame, clash: dict[str, pl.Series], dropped: Counter[str]
+) -> pl.DataFrame:
+    """`events` with the ids an earlier piece's owners hold cleared on this piece's owners,
+    counted as `quality` counts them."""
+    for column, ids in clash.items():
+        owners = pl.col("kind").is_in(LAUNCH_KINDS if column == "correlation" else _OP_KINDS)
+        shared = owners & pl.col(column).is_in(ids.implode())
+        n = events.select(shared.sum()).item()
+        if n:
+            dropped[SHARED_CORRELATION if column == "correlation" else SHARED_EXTERNAL_ID] += n
+            events = events.with_columns(
+                pl.when(shared).then(None).otherwise(pl.col(column)).alias(column)
+            )
+    return events
 
 
 def _process_pid(parts: list[pl.DataFrame]) -> int | None:

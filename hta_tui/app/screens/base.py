@@ -380,11 +380,21 @@ class AnalysisScreen(Screen):
         self._refresh_timer = None
         self._maybe_refresh()
 
-    @staticmethod
-    def frames_for(ts: TraceSet, params: Params) -> dict[int, pl.DataFrame]:
+    #: The events' columns the screen reads (empty: every one): a rank too large to hold
+    #: its whole events frame (a 10 GB rank) reads only these (`RankData.columns`).
+    EVENTS_COLUMNS: tuple[str, ...] = ()
+    #: Whether the other ranks get only those columns too (else their whole frames).
+    EVENTS_COLUMNS_ALWAYS = True
+
+    @classmethod
+    def frames_for(cls, ts: TraceSet, params: Params) -> dict[int, pl.DataFrame]:
         """The events frames a screen's numbers come from: the chosen rank's (or all), with
         the last step put back when `H` asks for every step."""
-        frames = ts.frames()
+        narrow = getattr(ts, "columns", None)
+        if cls.EVENTS_COLUMNS and narrow is not None:
+            frames = narrow(cls.EVENTS_COLUMNS, large_only=not cls.EVENTS_COLUMNS_ALWAYS)
+        else:
+            frames = ts.frames()
         if params.rank is not None:
             frames = {r: f for r, f in frames.items() if r == params.rank}
         if params.get("every_step", False):

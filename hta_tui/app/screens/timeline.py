@@ -36,6 +36,14 @@ from hta_tui.trace.model import TraceSet
 class TimelineScreen(AnalysisScreen):
     TITLE = "Trace timeline"
     STEPS = "whole trace"
+    #: A rank too large to hold whole draws from these (its rows, flows and the details'
+    #: main fields; the details show no other argument); any other rank keeps every column.
+    EVENTS_COLUMNS = (
+        *("idx", "ts", "dur", "name", "cat", "kind", "pid", "tid", "stream", "device"),
+        *("correlation", "external_id", "bytes", "bandwidth", "input_dims", "seq"),
+        "wait_on_stream",
+    )
+    EVENTS_COLUMNS_ALWAYS = False
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("w,plus,equals_sign", "zoom(0.5)", "Zoom in", key_display="w/+"),
