@@ -140,7 +140,7 @@ def screen_shows_current(app: HtaApp, screen: Any) -> bool:
     return bool(getattr(screen, "shows_current", False))
 
 
-async def settle(pilot: Any, timeout: float = 15.0) -> None:
+async def settle(pilot: Any, timeout: float = 60.0) -> None:
     """Until the app has loaded everything and shows an up-to-date overview."""
     await wait_until(pilot, lambda: pilot.app.settled, timeout, "the app to settle")
     await pilot.pause()

@@ -82,7 +82,7 @@ def test_report_returns_with_the_good_rank(special_folder: Path, tmp_path: Path)
     out = subprocess.run(
         [sys.executable, "-m", "hta_tui", "report", str(special_folder), "--json"],
         capture_output=True,
-        timeout=10,
+        timeout=60,  # a hang guard (a FIFO read would block), not a speed check
         env=env,
         check=False,
     )
@@ -138,7 +138,7 @@ def test_report_limits_a_huge_file_by_its_size(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "hta_tui", "report", str(root), "--json", "--max-file-mb", "1"],
         capture_output=True,
-        timeout=10,
+        timeout=60,  # a hang guard (a FIFO read would block), not a speed check
         env=env,
         check=False,
     )
