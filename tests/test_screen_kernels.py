@@ -441,9 +441,16 @@ def _run_before(keys: tuple[str, ...]):
     return run_before
 
 
-@pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
+# each view in the dark theme, the light theme once (it restyles, it does not lay out)
 @pytest.mark.parametrize(
-    "keys", [("K",), ("K", "enter"), ("Q", "enter")], ids=["kernels", "detail", "sequences"]
+    ("keys", "theme"),
+    [
+        (("K",), "hta-dark"),
+        (("K",), "hta-light"),
+        (("K", "enter"), "hta-dark"),
+        (("Q", "enter"), "hta-dark"),
+    ],
+    ids=["kernels-hta-dark", "kernels-hta-light", "detail-hta-dark", "sequences-hta-dark"],
 )
 def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...], theme: str) -> None:
     app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)
