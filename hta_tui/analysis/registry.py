@@ -188,8 +188,13 @@ def trace_meta(ts: TraceSet, ranks: Iterable[int] | None = None) -> dict[int, di
     return out
 
 
-#: `Analysis.scope`'s values: made rank by rank, or over every rank at once.
-SCOPES = ("rank", "job")
+#: `Analysis.scope`'s values: made rank by rank, each rank's summary reduced across ranks,
+#: or over every rank at once.
+SCOPES = ("rank", "reduce", "job")
+
+#: `Analysis.reduce`: (every rank's summary tables concatenated in rank order, the options,
+#: the job's ranks) -> the analysis's tables.
+Reduce = Callable[[Mapping[str, pl.DataFrame], "Options", tuple[int, ...]], "Tables"]
 
 #: Cost classes by seconds on 8 ranks of 100 MB (`Analysis.cost`): "light" below the first
 #: bound, "heavy" from the second.
@@ -232,8 +237,17 @@ class Analysis:
     #: rank order, of the same analysis on each rank alone (tests/test_rankwise.py checks
     #: each on real traces), so each rank's part can be made where its file lies and cached
     #: beside its frames (hta_tui/exec); "job" when it reads across ranks (stragglers,
-    #: collective matching, top-k over every rank): it runs on the client over all frames.
+    #: collective matching, top-k over every rank): it runs on the client over all frames;
+    #: "reduce" when it has a `rank_part` and a `reduce` (below).
     scope: str = "job"
+    #: (one rank's events, options, **frames) -> that rank's summary tables: what the job's
+    #: tables need of the rank, small (aggregates, not events). Made where the rank's file
+    #: lies and kept beside its frames, as a rank-wise analysis's tables (hta_tui/exec).
+    rank_part: Callable[..., Tables] | None = None
+    #: The cross-rank part, on the client: every rank's `rank_part` tables concatenated in
+    #: rank order -> the tables `function` gives over every rank at once, number for number
+    #: (tests/test_rankwise.py compares them on real traces and a generated 64-rank job).
+    reduce: Reduce | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -260,6 +274,21 @@ class Analysis:
     def run(self, ranks: Ranks, options: Options | None = None, **frames: Any) -> Tables:
         """Every table it gives."""
         return {t: make() for t, make in self.lazy(ranks, options, **frames).items()}
+
+    def summarise(self, ranks: Ranks, options: Options | None = None, **frames: Any) -> Tables:
+        """Its rank part's tables (`scope="reduce"`), else its own: what a rank sends."""
+        if self.rank_part is None:
+            return self.run(ranks, options, **frames)
+        return self.rank_part(ranks, options or Options(), **frames)
+
+    def reduced(
+        self, parts: Mapping[str, pl.DataFrame], options: Options, ranks: tuple[int, ...]
+    ) -> Tables:
+        """Its tables from every rank's `summarise` concatenated in rank order."""
+        if self.reduce is None:
+            return dict(parts)
+        made = self.reduce(parts, options, ranks)
+        return {t: made[t] for t in self.tables if t in made}
 
 
 def _given(table: pl.DataFrame) -> pl.DataFrame:
@@ -320,6 +349,23 @@ def _kernels(r: Ranks, o: Options) -> Lazy:
         return {"gpu_kernel_breakdown": per_kernel, "gpu_kernel_type_breakdown": kernel_type}
 
     return picked(both, ("gpu_kernel_breakdown", "gpu_kernel_type_breakdown"))
+
+
+def _kernels_part(r: Ranks, o: Options) -> Tables:
+    return kernels.breakdown_summary(
+        r,
+        duration_ratio=o.duration_ratio,
+        num_kernels=o.num_kernels,
+        include_memory_kernels=o.include_memory_kernels,
+        hta_compat=o.hta_compat,
+    )
+
+
+def _kernels_reduce(
+    parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
+) -> Tables:
+    kernel_type, per_kernel = kernels.breakdown_reduce(parts, hta_compat=o.hta_compat)
+    return {"gpu_kernel_breakdown": per_kernel, "gpu_kernel_type_breakdown": kernel_type}
 
 
 def _kernel_stats(r: Ranks, o: Options) -> Lazy:
@@ -383,6 +429,36 @@ def _sequences(r: Ranks, o: Options) -> Lazy:
     }
 
 
+def _sequences_part(r: Ranks, o: Options) -> Tables:
+    """Each rank its own sequences (HTA's are one rank's: the asked one, else the job's
+    smallest, which a rank alone cannot know), with its rank to pick it by."""
+    parts = [
+        sequences.frequent_cuda_kernel_sequences(
+            {rank: ev},
+            o.operator_name,
+            rank=rank,
+            min_pattern_len=o.min_pattern_len,
+            top_k=o.top_k,
+            hta_compat=o.hta_compat,
+        ).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        for rank, ev in sorted(r.items())
+        if o.rank < 0 or rank == o.rank
+    ]
+    empty = sequences._empty().select(pl.lit(None, pl.Int64).alias("rank"), pl.all())
+    return {"frequent_cuda_kernel_sequences": pl.concat([empty, *parts], how="vertical_relaxed")}
+
+
+def _sequences_reduce(
+    parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
+) -> Tables:
+    # HTA's rank: the asked one (no rows when the job lacks it), else the smallest
+    picked_rank = o.rank if o.rank >= 0 else min(ranks, default=None)
+    table = parts["frequent_cuda_kernel_sequences"]
+    return {
+        "frequent_cuda_kernel_sequences": table.filter(pl.col("rank") == picked_rank).drop("rank")
+    }
+
+
 def _aten(r: Ranks, o: Options) -> Lazy:
     return {
         "aten_op_kernels_and_delay": lambda: aten_ops.aten_op_kernels_and_delay(
@@ -402,6 +478,41 @@ def _steps(r: Ranks, o: Options) -> Lazy:
         "iterations": lambda: steps.iterations(r, hta_compat=o.hta_compat),
         "potential_stragglers": lambda: pl.DataFrame(
             {"rank": steps.potential_stragglers(scores())}, schema={"rank": pl.Int64()}
+        ),
+        "straggler_scores": scores,
+    }
+
+
+def _steps_part(r: Ranks, o: Options) -> Tables:
+    """A rank's steps (HTA's and in its file's clock), its first event, its step metrics."""
+    origins = [
+        (rank, steps._origin({rank: ev}, hta_compat=o.hta_compat)) for rank, ev in sorted(r.items())
+    ]
+    return {
+        "profiler_steps": pl.DataFrame(
+            {"step": steps.profiler_steps(r)}, schema={"step": pl.Int64}
+        ),
+        "iteration_rows": steps.iteration_rows(r, hta_compat=o.hta_compat),
+        "rank_origin": pl.DataFrame(
+            origins, schema={"rank": pl.Int64, "origin": pl.Int64}, orient="row"
+        ),
+        "step_metrics": steps.step_metrics(r, hta_compat=o.hta_compat),
+    }
+
+
+def _steps_reduce(parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]) -> Tables:
+    """The job's steps (every rank's), iterations from the job's first event, and the
+    ranks' step metrics compared across ranks."""
+    origin = parts["rank_origin"]["origin"].min()
+    scores = steps.stragglers_from(parts["step_metrics"])
+    return {
+        "profiler_steps": parts["profiler_steps"].unique("step").sort("step"),
+        "iterations": steps.iterations_from(
+            parts["iteration_rows"],
+            None if origin is None else int(origin),  # type: ignore[arg-type]
+        ),
+        "potential_stragglers": pl.DataFrame(
+            {"rank": steps.potential_stragglers(scores)}, schema={"rank": pl.Int64()}
         ),
         "straggler_scores": scores,
     }
@@ -617,6 +728,9 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=("duration_ratio", "num_kernels", "include_memory_kernels", *_H),
         also=("gpu_kernel_type_breakdown",),
+        scope="reduce",
+        rank_part=_kernels_part,
+        reduce=_kernels_reduce,
     ),
     Analysis(
         "kernel_duration_stats",
@@ -671,6 +785,9 @@ ANALYSES: list[Analysis] = [
         _sequences,
         cost=0.15,
         options=("operator_name", "rank", "min_pattern_len", "top_k", *_H),
+        scope="reduce",
+        rank_part=_sequences_part,
+        reduce=_sequences_reduce,
     ),
     Analysis(
         "aten_op_kernels_and_delay",
@@ -687,6 +804,9 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=_H,
         also=("iterations", "potential_stragglers", "straggler_scores"),
+        scope="reduce",
+        rank_part=_steps_part,
+        reduce=_steps_reduce,
     ),
     Analysis(
         "user_annotation_breakdown",
@@ -1293,6 +1413,31 @@ def run(
     out: Tables = {}
     for a in chosen:
         out.update(results[a.name])
+    return out
+
+
+def rank_parts(
+    ranks: Ranks,
+    names: list[str],
+    options: Options | None = None,
+    *,
+    threads: int = 1,
+    frames: FrameGetter | None = None,
+    meta: Metas | None = None,
+) -> dict[str, Tables]:
+    """analysis -> what it needs of these ranks: a rank-wise analysis's tables, a reducing
+    one's summaries (`Analysis.summarise`); the back-ends' unit of work."""
+    options = options or Options()
+    whole = [n for n in names if BY_NAME[n].rank_part is None]
+    made = run(ranks, whole, options, threads=threads, frames=frames, meta=meta) if whole else {}
+    out: dict[str, Tables] = {}
+    for n in names:
+        a = BY_NAME[n]
+        if a.rank_part is None:
+            out[n] = {t: made[t] for t in a.tables if t in made}
+        else:
+            with pl.Config(engine_affinity=ENGINE):
+                out[n] = a.summarise(ranks, options, **_inputs(a, frames, meta))
     return out
 
 

@@ -5,6 +5,9 @@ on a back-end, the rest over every rank here, each result kept for the next run.
                                  stored, else made by `rank_work.rank_tables` on the back-end
                                  (a failed rank is made here instead: it costs its retry
                                  time, never its numbers); concatenated in rank order
+    reducing (`scope="reduce"`)  every rank's summaries (its `rank_part`), made and kept as
+                                 the rank-wise tables, concatenated in rank order and
+                                 reduced here (`Analysis.reduce`): no frame read here
     job-wide (`scope="job"`)     run here over every rank's frames (not yet distributed)
 
 Either way an analysis's whole answer is also kept under the cache's `jobs/` folder, keyed
@@ -159,7 +162,7 @@ def run_split(
                 answers[a.name] = unpack(blob)
                 stats.job_hits.append(a.name)
     left = [a for a in chosen if a.name not in answers]
-    rankwise = [a for a in left if a.scope == "rank"] if ranks else []
+    rankwise = [a for a in left if a.scope in ("rank", "reduce")] if ranks else []
     if rankwise:
         answers.update(_rankwise(ts, rankwise, options, ranks, backend, stats))
     # the findings last, on the tables the others made (the rules read only tables)
@@ -218,7 +221,11 @@ def _rankwise(
     for r in ranks:
         if r.rank not in parts or len(parts[r.rank]) < len(chosen):
             parts[r.rank] = _here(ts, r, chosen, options, parts.get(r.rank, {}))
-    return {a.name: _concat([unpack(parts[r.rank][a.name]) for r in ranks]) for a in chosen}
+    order = tuple(r.rank for r in ranks)
+    return {
+        a.name: a.reduced(_concat([unpack(parts[r.rank][a.name]) for r in ranks]), options, order)
+        for a in chosen
+    }
 
 
 def _gather(
@@ -261,13 +268,10 @@ def _here(
     """A rank's missing tables made in this process from its frames here."""
     wanted = [a for a in chosen if a.name not in have]
     frames: Callable[[str], registry.Ranks] = registry.trace_frames(ts, [r.rank])
-    made = registry.run(
+    made = registry.rank_parts(
         frames("events"), [a.name for a in wanted], options, frames=frames, meta={r.rank: r.meta}
     )
-    return {
-        **have,
-        **{a.name: pack({t: made[t] for t in a.tables if t in made}) for a in wanted},
-    }
+    return {**have, **{a.name: pack(made[a.name]) for a in wanted}}
 
 
 def _concat(parts: list[registry.Tables]) -> registry.Tables:
