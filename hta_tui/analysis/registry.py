@@ -55,7 +55,12 @@ from hta_tui.analysis import (
     temporal,
 )
 from hta_tui.analysis.checkpoint import checkpoint
-from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_tables
+from hta_tui.analysis.critical_path.tables import (
+    critical_path_instances,
+    critical_path_reduce,
+    critical_path_summary,
+    critical_path_tables,
+)
 from hta_tui.trace.model import TraceSet
 
 T = TypeVar("T")
@@ -640,7 +645,11 @@ _MEM = ("memory",)
 
 
 def _collectives_table(r: Ranks) -> pl.DataFrame:
-    return collectives.calls(r).select(
+    return _collectives_of(collectives.calls(r))
+
+
+def _collectives_of(calls: pl.DataFrame) -> pl.DataFrame:
+    return calls.select(
         *(
             c
             for c in collectives.MATCHED_COLUMNS
@@ -675,6 +684,70 @@ def _distributed(r: Ranks, o: Options, meta: Metas | None = None) -> Lazy:
     }
 
 
+def _distributed_part(r: Ranks, o: Options, meta: Metas | None = None) -> Tables:
+    """A rank's share of the distributed tables: its own rows (per step, its GPUs), its
+    collective calls with their sequence ids (matched across ranks by the reduce), the
+    process groups its file lists, and with `tb_compat` the plugin's collectives and their
+    ranges (the plugin times a transfer by the shortest range over the ranks)."""
+    meta = meta or {}
+    own = {k: m for k, m in meta.items() if k in r}
+    calls = [collectives.rank_calls(rank, ev) for rank, ev in sorted(r.items())]
+    out: Tables = {
+        "comm_comp_per_rank": (
+            comm_plugin.overlap(r) if o.tb_compat else comm_overview.comm_comp_per_rank(r)
+        ),
+        "calls": pl.concat(calls, how="vertical_relaxed")
+        if calls
+        else pl.DataFrame(schema=collectives.CALL_COLUMNS),
+        "distributed_hierarchy": comm_topology.hierarchy(
+            {k: (str(m.get("path", "")), m, r[k]) for k, m in own.items()}
+        ),
+        "process_group_rows": comm_topology.process_group_rows(own),
+    }
+    if o.tb_compat:
+        nodes = comm_plugin.nodes(r)
+        for i, name in enumerate(("plugin_anchors", "plugin_ranges")):
+            out[name] = pl.concat(
+                [
+                    parts[i].select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+                    for rank, parts in sorted(nodes.items())
+                ],
+                how="vertical_relaxed",
+            )
+    return out
+
+
+def _distributed_reduce(
+    parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
+) -> Tables:
+    """The calls matched across ranks, and every table made from them."""
+    calls = collectives.matched(parts["calls"])
+    instances = comm_stats.collective_instances_of(calls)
+    if o.tb_compat:
+        anchors, ranges = (parts[n] for n in ("plugin_anchors", "plugin_ranges"))
+        by = [t.partition_by("rank", as_dict=True, include_key=False) for t in (anchors, ranges)]
+        nodes = {
+            rank: tuple(
+                b.get((rank,), t.drop("rank").clear())
+                for b, t in zip(by, (anchors, ranges), strict=True)
+            )
+            for rank in ranks
+        }
+        wait_transfer = comm_plugin.waittime_of(nodes)  # type: ignore[arg-type]
+    else:
+        wait_transfer = comm_overview.wait_transfer_of(calls)
+    return {
+        "comm_comp_per_rank": parts["comm_comp_per_rank"],
+        "comm_wait_transfer": wait_transfer,
+        "collectives": _collectives_of(calls),
+        "collective_instances": instances,
+        "comm_ops_stats": comm_stats.comm_ops_stats_of(calls),
+        "collective_stragglers": comm_stats.collective_stragglers_of(instances),
+        "distributed_hierarchy": parts["distributed_hierarchy"],
+        "process_groups": comm_topology.process_groups_of(parts["process_group_rows"]),
+    }
+
+
 def _collectives_hidden(r: Ranks, o: Options) -> Lazy:
     return {
         "collectives_hidden": lambda: collective_streams.collectives_hidden(r),
@@ -698,6 +771,17 @@ def _critical_path(r: Ranks, o: Options) -> Lazy:
         return critical_path_tables(r, instances=steps_asked, hta_compat=o.hta_compat)
 
     return picked(made, _PATH_TABLES)
+
+
+def _critical_path_part(r: Ranks, o: Options) -> Tables:
+    steps_asked = critical_path_instances(o.critical_path_steps)
+    return critical_path_summary(r, instances=steps_asked, hta_compat=o.hta_compat)
+
+
+def _critical_path_reduce(
+    parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
+) -> Tables:
+    return critical_path_reduce(parts)
 
 
 def _modules(r: Ranks, o: Options) -> Lazy:
@@ -989,6 +1073,9 @@ ANALYSES: list[Analysis] = [
         ),
         steps="every",
         definitions="plugin",
+        scope="reduce",
+        rank_part=_distributed_part,
+        reduce=_distributed_reduce,
     ),
     Analysis(
         "collectives_hidden",
@@ -1033,6 +1120,9 @@ ANALYSES: list[Analysis] = [
         also=_PATH_TABLES[1:],
         steps="every",  # the ProfilerSteps critical_path_steps names, as on the host
         definitions="hta",
+        scope="reduce",
+        rank_part=_critical_path_part,
+        reduce=_critical_path_reduce,
     ),
     # findings (rules28)
     Analysis(
