@@ -329,7 +329,7 @@ def _run_report(
     cache_root = cache.root if cache.enabled else None
     tables = build_tables(ts, names=only, options=options, backend=backend, cache_root=cache_root)
     if backend.kind == "dask":  # honest about what the cluster did not do
-        here = [a.name for a in registry.select(only) if a.scope == "job"]
+        here = [a.name for a in registry.select(only) if a.scope == "job" and a.rank_part is None]
         if here and ts.loaded():
             print(
                 "hta-tui: note: not yet distributed (made here, over every rank's frames): "

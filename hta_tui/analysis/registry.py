@@ -1130,6 +1130,9 @@ ANALYSES: list[Analysis] = [
         "Findings: what to fix first, with its evidence",
         lambda *a, **k: _findings(*a, **k),
         frames=("memory", "flows"),
+        # its rank part: each rank's first event; the rules run on the client, on the
+        # tables the others made (hta_tui/exec/split.py), so no reduce of its own
+        rank_part=lambda *a, **k: _findings_part(*a, **k),
         cost=0.1,  # its own share: the rules; the tables they read cost their analyses
         views=False,
         meta=True,
@@ -1568,13 +1571,17 @@ def findings_tables(
     meta: Metas | None = None,
     made: Mapping[str, pl.DataFrame] | None = None,
     config: Any = None,
+    origin_us: float | None = None,
 ) -> Tables:
     """The findings and their evidence (analysis/findings), the rules reading the other
-    analyses' tables through `table_getter`: only the tables the rules turned on need."""
+    analyses' tables through `table_getter`: only the tables the rules turned on need.
+    `origin_us`: the job's clock origin when known (`findings_origin_us`), else read from
+    the ranks' events."""
     from hta_tui.analysis import findings  # (kept here: the top belongs to the analyses)
 
     get = table_getter(ranks, options, frames=frames, meta=meta, made=made)
-    context = {"meta": dict(meta or {}), "origin_us": steps.job_origin_us(ranks)}
+    origin = steps.job_origin_us(ranks) if origin_us is None else origin_us
+    context = {"meta": dict(meta or {}), "origin_us": origin}
     found, evidence = findings.evaluate_all(get, config, context=context)
     return {"findings": found, "finding_evidence": evidence}
 
@@ -1583,6 +1590,20 @@ def _findings(r: Ranks, o: Options, memory: Ranks, flows: Ranks, meta: Metas | N
     given = {"memory": memory, "flows": flows}
     frames: FrameGetter = lambda name: given.get(name, {})  # noqa: E731
     return picked(lambda: findings_tables(r, o, frames=frames, meta=meta), FINDING_TABLES)
+
+
+def _findings_part(r: Ranks, o: Options, **_: Any) -> Tables:
+    """What the findings need of a rank besides the other analyses' tables: its first
+    event (the job's clock origin is the smallest, `findings_origin_us`)."""
+    rows = [(rank, steps._origin({rank: ev})) for rank, ev in sorted(r.items())]
+    schema = {"rank": pl.Int64, "origin": pl.Int64}
+    return {"job_origin": pl.DataFrame(rows, schema=schema, orient="row")}
+
+
+def findings_origin_us(parts: Mapping[str, pl.DataFrame]) -> float:
+    """`steps.job_origin_us` from every rank's `_findings_part`."""
+    origin = parts["job_origin"]["origin"].min()
+    return float(origin) / 1000 if origin is not None else 0.0  # type: ignore[arg-type]
 
 
 _run_analyses = run

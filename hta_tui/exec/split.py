@@ -95,14 +95,16 @@ def job_path(root: Path, key: str) -> Path:
 
 
 class LazyFrames(Mapping[int, pl.DataFrame]):
-    """rank -> its events frame, read only when asked for: what needs the ranks but not
-    their frames (the report's scope of a whole-trace table) reads none."""
+    """rank -> its events frame (or the frame `name`), read only when asked for: what needs
+    the ranks but not their frames (the report's scope of a whole-trace table, the findings
+    on tables made already) reads none."""
 
-    def __init__(self, ts: TraceSet) -> None:
+    def __init__(self, ts: TraceSet, name: str = "events") -> None:
         self._data = ts.loaded()
+        self._name = name
 
     def __getitem__(self, rank: int) -> pl.DataFrame:
-        return self._data[rank].events
+        return self._data[rank].frame(self._name)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._data)
@@ -163,8 +165,12 @@ def run_split(
                 stats.job_hits.append(a.name)
     left = [a for a in chosen if a.name not in answers]
     rankwise = [a for a in left if a.scope in ("rank", "reduce")] if ranks else []
-    if rankwise:
-        answers.update(_rankwise(ts, rankwise, options, ranks, backend, stats))
+    # the findings' rank part (each rank's first event) in the same round of work
+    finding = [a for a in left if a.name == FINDINGS and a.rank_part is not None and ranks]
+    parts: dict[str, registry.Tables] = {}
+    if rankwise or finding:
+        parts = _rankwise(ts, rankwise + finding, options, ranks, backend, stats)
+        answers.update({a.name: parts[a.name] for a in rankwise})
     # the findings last, on the tables the others made (the rules read only tables)
     here = [a for a in left if a not in rankwise and a.name != FINDINGS]
     if here:
@@ -181,8 +187,15 @@ def run_split(
     if any(a.name == FINDINGS for a in left):
         stats.here.append(FINDINGS)
         made = {t: table for answer in answers.values() for t, table in answer.items()}
+        # the rules read tables; the job's origin comes from each rank's first event
+        origin = registry.findings_origin_us(parts[FINDINGS]) if FINDINGS in parts else None
         answers[FINDINGS] = registry.findings_tables(
-            ts.frames(), options, frames=ts.frames, meta=registry.trace_meta(ts), made=made
+            LazyFrames(ts),
+            options,
+            frames=lambda name: LazyFrames(ts, name),
+            meta=registry.trace_meta(ts),
+            made=made,
+            origin_us=origin,
         )
     if cache_root is not None:
         for a in left:
@@ -201,7 +214,8 @@ def _rankwise(
     backend: Backend,
     stats: SplitRun,
 ) -> dict[str, registry.Tables]:
-    """Each rank's tables (stored, or made on the back-end), concatenated in rank order."""
+    """Each rank's tables (stored, or made on the back-end), concatenated in rank order
+    (and reduced across ranks, for an analysis that reduces)."""
     parts: dict[int, dict[str, bytes]] = {}
     jobs: list[RankJob] = []
     for r in ranks:
