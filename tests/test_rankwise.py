@@ -33,8 +33,9 @@ from hta_tui.synth.nccl_job import write_nccl_job
 from hta_tui.synth.small_job import Dialect, JobShape, write_job
 from hta_tui.trace.cache import Cache
 
-#: A rank-wise analysis (cheap per rank), and one over every rank (collective matching).
-JOB_ONLY = ["kernel_view", "comm_comp_per_rank"]
+#: Analyses reduced across ranks: collective matching, steps and stragglers, the kernel
+#: types' shares of every rank (each rank's top kernels as they are).
+JOB_ONLY = ["comm_comp_per_rank", "profiler_steps", "gpu_kernel_breakdown"]
 
 
 def report(path: Path, cache: Cache, backend: Backend, only: list[str] | None = None) -> dict:
@@ -133,10 +134,24 @@ def test_memory_analyses_split_by_rank(tmp_path: Path) -> None:
 
 
 def test_every_analysis_declares_how_it_splits() -> None:
+    """Every analysis the report makes by default splits over ranks: rank-wise, or a rank
+    part and a reduce part declared with it; only the app's own tables (made on demand, not
+    by the report) and the findings (rules over the others' tables) are not reductions."""
     assert {a.scope for a in registry.ANALYSES} <= set(registry.SCOPES)
-    across = {a.name for a in registry.ANALYSES if a.scope == "job"}
-    # the ones that read across ranks: stragglers, collective matching, top-k over ranks
-    assert {"profiler_steps", "comm_comp_per_rank", "gpu_kernel_breakdown"} <= across
+    reducing = {a.name for a in registry.ANALYSES if a.scope == "reduce"}
+    assert {
+        "gpu_kernel_breakdown",
+        "frequent_cuda_kernel_sequences",
+        "profiler_steps",
+        "comm_comp_per_rank",
+        "critical_path",
+    } <= reducing
+    for a in registry.ANALYSES:
+        assert (a.scope == "reduce") == (a.reduce is not None), a.name
+        if a.scope == "reduce":
+            assert a.rank_part is not None, a.name
+    whole = {a.name for a in registry.ANALYSES if a.default and a.scope == "job"}
+    assert whole == {"findings"} and registry.BY_NAME["findings"].rank_part is not None
 
 
 def _same(a: pl.DataFrame, b: pl.DataFrame, name: str) -> None:
@@ -150,24 +165,40 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, name: str) -> None:
 def test_rank_by_rank_equals_every_rank_at_once(
     shared: Path, tmp_path: Path, cluster: DaskBackend
 ) -> None:
-    """Every rank-wise analysis on a real 8-rank job (GPU kernels, NCCL, memcpy, syncs)
-    made rank by rank on Dask's workers gives the tables of the registry run over every rank
-    at once (the job-wide ones run over every rank here, as before)."""
+    """Every rank-wise and reducing analysis on a real 8-rank job (GPU kernels, NCCL,
+    memcpy, syncs) made rank by rank on Dask's workers (each rank's tables, or its summary
+    reduced here) gives the tables of the registry run over every rank at once; the
+    reductions again with the options that change them: the plugin's distributed tables
+    (its transfer is the shortest range over the ranks), HTA's rounding and kernel folding,
+    one rank's kernel sequences, every step's critical path (the path across ranks too)."""
     cache = Cache(tmp_path)
     ts = open_session(shared / "traces" / "param_dlrm_8rank", cache, backend=cluster).trace_set
     assert len(ts.loaded()) == 8
-    options = registry.Options()
-    names = [a.name for a in registry.ANALYSES if a.scope == "rank" and a.default]
-    at_once = registry.run(
-        ts.frames(), names, options, frames=ts.frames, meta=registry.trace_meta(ts)
-    )
-    stats = split.SplitRun()
-    on_dask = split.run_split(ts, names, options, cluster, stats=stats)
-    assert stats.rank_tasks == 8 and not stats.failed and not stats.here
-    assert list(on_dask) == list(at_once)
-    for name, table in at_once.items():
-        _same(on_dask[name], table, name)
-    assert sum(t.height for t in on_dask.values()) > 1000  # real tables, not empty ones
+    split_ones = [a.name for a in registry.ANALYSES if a.scope in ("rank", "reduce")]
+    reducing = [a.name for a in registry.ANALYSES if a.scope == "reduce"]
+    variants = [
+        (registry.Options(), [n for n in split_ones if registry.BY_NAME[n].default]),
+        (
+            registry.Options(
+                tb_compat=True, hta_compat=True, num_kernels=3, rank=5, critical_path_steps="all"
+            ),
+            reducing,
+        ),
+    ]
+    for options, names in variants:
+        at_once = registry.run(
+            ts.frames(), names, options, frames=ts.frames, meta=registry.trace_meta(ts)
+        )
+        stats = split.SplitRun()
+        on_dask = split.run_split(ts, names, options, cluster, stats=stats)
+        assert stats.rank_tasks == 8 and not stats.failed and not stats.here
+        assert list(on_dask) == list(at_once)
+        for name, table in at_once.items():
+            _same(on_dask[name], table, name)
+        assert sum(t.height for t in on_dask.values()) > 1000  # real tables, not empty ones
+        across = on_dask["critical_path"].filter(pl.col("rank").is_null())
+        assert across.height >= 1 and across["ranks_on_path"][0]  # the path across ranks
+        assert on_dask["comm_wait_transfer"].height and on_dask["collectives"].height
 
 
 def test_three_back_ends_one_report_on_64_ranks(
@@ -177,8 +208,7 @@ def test_three_back_ends_one_report_on_64_ranks(
     report, number for number; the report says which analyses the cluster did not make."""
     job, cache = job64
     on_dask = report(job, cache, cluster, JOB_ONLY)
-    note = "not yet distributed (made here, over every rank's frames): comm_comp_per_rank"
-    assert note in capsys.readouterr().err
+    assert "not yet distributed" not in capsys.readouterr().err  # every one split by rank
     assert len(on_dask["files"]) == 64
     assert {r["status"] for r in on_dask["files"]} == {"loaded"}
     forget_results(cache)
@@ -186,12 +216,44 @@ def test_three_back_ends_one_report_on_64_ranks(
     forget_results(cache)
     with PoolBackend(1) as pool:
         pool.remote_bytes = 0  # small as the files are, the work goes to the process
-        in_pool = report(job, cache, pool, JOB_ONLY[:1])
-    assert here == on_dask
-    assert in_pool["kernel_view"] == here["kernel_view"]
-    assert len({r["rank"] for r in here["kernel_view"]}) == 64
+        in_pool = report(job, cache, pool, JOB_ONLY)
+    assert here == on_dask == in_pool
+    assert len({r["rank"] for r in here["gpu_kernel_breakdown"]}) == 64
+    assert len({r["rank"] for r in here["straggler_scores"]}) == 64
     # matched across the ranks: the late rank found
     assert [r["rank"] for r in on_dask["collective_stragglers"]] == [2]
+
+
+def test_the_report_reads_no_frame_on_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every analysis of the report on the process pool: the client reads no rank's frames
+    (the ranks' tables and summaries come from the worker, the reductions and the findings'
+    rules run on them), and the report is the one made in-process, number for number."""
+    from hta_tui.trace import model
+
+    root = tmp_path / "job"
+    write_job(root, Dialect(), JobShape(ranks=3, steps=2, ops_per_step=4))
+    cache = Cache(tmp_path / "c")
+    here = report(root, cache, Backend())
+    forget_results(cache)
+    read: list[tuple[int, str]] = []
+    frame = model.RankData.frame
+    client = os.getpid()
+
+    def counted(self: model.RankData, name: str) -> pl.DataFrame:
+        if os.getpid() == client:
+            read.append((self.meta.get("rank"), name))
+        return frame(self, name)
+
+    with PoolBackend(1) as pool:
+        pool.remote_bytes = 0  # small as the files are, the work goes to the process
+        monkeypatch.setattr(model.RankData, "frame", counted)
+        in_pool = report(root, cache, pool)
+    assert read == []
+    assert in_pool == here
+    assert {"findings", "critical_path", "collectives", "straggler_scores"} <= set(here)
+    assert len(here["gpu_kernel_type_breakdown"]) and len(here["iterations"]) == 3
 
 
 def test_second_run_makes_nothing(job8: tuple[Path, Cache], cluster: DaskBackend) -> None:
