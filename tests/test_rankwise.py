@@ -379,44 +379,95 @@ def test_dask_missing_says_what_to_install(
     assert capsys.readouterr().err.strip() == f"hta-tui: {INSTALL_HINT}"
 
 
-@pytest.mark.skipif(
-    not os.environ.get("HTA_TUI_CLUSTER_TESTS"), reason="starts worker processes: CI only"
-)
-def test_killed_worker_process_loses_nothing(tmp_path: Path) -> None:
-    """A LocalCluster of worker processes, one killed while the ranks are analysed: every
-    rank's tables still arrive, the same as in-process."""
-    import contextlib
-    import threading
+def _held_rank_tables(marks: Path, held: int) -> Any:
+    """`rank_tables` that says where it runs (a file per attempt: rank, attempt, the
+    worker's pid) and, on its first attempt at rank `held`, waits there until its worker is
+    killed: the kill lands while that task is known to be running. Made here so Dask pickles
+    it by value (the workers cannot import the tests)."""
+
+    def run(job: Any) -> Any:
+        import os as _os
+        import time as _time
+        from pathlib import Path as _Path
+
+        from hta_tui.exec.rank_work import rank_tables
+
+        attempt = 1 + sum(1 for _ in _Path(marks).glob(f"{job.rank}-*.started"))
+        mark = _Path(marks) / f"{job.rank}-{attempt}.started"
+        mark.write_text(str(_os.getpid()))
+        if job.rank == held and attempt == 1:
+            deadline = _time.monotonic() + 60  # never reached: the test kills this process
+            while _time.monotonic() < deadline:
+                _time.sleep(0.01)
+            raise RuntimeError("the held task was not killed")
+        return rank_tables(job)
+
+    return run
+
+
+def _wait_for(path: Path, seconds: float) -> str:
+    """The file's text once it exists (written by a worker), or AssertionError."""
     import time
 
-    root = tmp_path / "job"
-    write_job(root, Dialect(), JobShape(ranks=16, steps=2, ops_per_step=4))
-    cache = Cache(tmp_path / "c")
-    ts = open_session(root, cache, backend=Backend()).trace_set
-    want = split.run_split(ts, ["idle_time_breakdown"], registry.Options(), Backend())
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and (text := path.read_text()):
+            return text
+        time.sleep(0.01)
+    raise AssertionError(f"{path.name} never appeared")
+
+
+def test_killed_worker_process_loses_nothing(
+    job8: tuple[Path, Cache], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LocalCluster of two worker processes, one killed (SIGKILL, as the OOM killer) while
+    it runs a rank's work: the rank's work runs again on the other worker and every rank's
+    tables arrive, the same as in-process; no worker process outlives the cluster."""
+    pytest.importorskip("distributed")
+    import signal
+    import threading
+
+    import psutil
+
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    only = ["idle_time_breakdown", "profiler_steps"]
+    want = split.run_split(ts, only, registry.Options(), Backend())
     forget_results(cache)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setattr(split, "rank_tables", _held_rank_tables(marks, held=5))
+    killed: list[int] = []
+
+    def kill_when_held() -> None:
+        pid = int(_wait_for(marks / "5-1.started", 60))
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    def workers() -> list[psutil.Process]:
+        """Dask's worker processes (not multiprocessing's resource tracker: it lives as
+        long as this interpreter, whoever started it)."""
+        return [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if "resource_tracker" not in " ".join(p.cmdline())
+        ]
+
+    stats = split.SplitRun()
     with DaskBackend("local:2") as backend:
-        client = backend.client
-        killed = threading.Event()
-
-        def kill_a_busy_worker() -> None:
-            """Once a worker is running ranks' work, end its process (as the OOM killer)."""
-            for _ in range(600):
-                busy = [w for w, tasks in client.processing().items() if tasks]
-                if busy:
-                    with contextlib.suppress(Exception):  # its connection drops: expected
-                        client.run(os._exit, 1, workers=busy[:1], wait=False)
-                    killed.set()
-                    return
-                time.sleep(0.05)
-
-        killer = threading.Thread(target=kill_a_busy_worker, daemon=True)
+        started = workers()
+        assert len(started) == 2
+        killer = threading.Thread(target=kill_when_held, daemon=True)
         killer.start()
-        stats = split.SplitRun()
-        got = split.run_split(ts, ["idle_time_breakdown"], registry.Options(), backend, stats=stats)
-        killer.join(5)
-    assert killed.is_set()
-    assert got["idle_time_breakdown"].to_dicts() == want["idle_time_breakdown"].to_dicts()
+        got = split.run_split(ts, only, registry.Options(), backend, stats=stats)
+        killer.join(60)
+    assert killed and not stats.failed  # the kill landed; Dask ran the rank again
+    again = int((marks / "5-2.started").read_text())
+    assert again != killed[0]  # on another worker process
+    for name, table in want.items():
+        assert got[name].to_dicts() == table.to_dicts(), name
+    _, alive = psutil.wait_procs([*started, *workers()], timeout=30)
+    assert not alive, alive  # nothing leaked: not the killed one's replacement either
 
 
 class CountingDask(DaskBackend):
