@@ -536,10 +536,13 @@ def critical_path_reduce(
         mine = _complete(calls.filter(pl.col("instance_id") == i).drop("instance_id"))
         if mine.is_empty():
             continue
-        of_step = edges.filter(pl.col("instance_id") == i)
+        # one pass over the step's edges (not one filter per rank: linear in the ranks)
+        by_rank = edges.filter(pl.col("instance_id") == i).partition_by(
+            "rank", as_dict=True, maintain_order=True
+        )
         graphs = {}
         for rank, n in here.select("rank", "nodes").iter_rows():
-            e = of_step.filter(pl.col("rank") == rank)
+            e = by_rank.get((rank,), edges.clear())
             graphs[rank] = GraphArrays(
                 *(e[k].to_numpy() for k in ("src", "dst", "type", "weight", "row", "bound")),
                 nodes=n,
