@@ -33,7 +33,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-OUT = Path("/tmp/hta-bench-dask")
+#: where sets and caches go ($HTA_BENCH_DASK_OUT, else /tmp/hta-bench-dask)
+OUT = Path(os.environ.get("HTA_BENCH_DASK_OUT", "/tmp/hta-bench-dask"))
 #: ../shared beside the repo, or $HTA_TUI_SHARED (as the tests)
 SHARED = Path(os.environ.get("HTA_TUI_SHARED", REPO.parent / "shared"))
 SCALE = SHARED / "tools" / "scale_trace.py"
