@@ -256,6 +256,42 @@ def test_the_report_reads_no_frame_on_the_client(
     assert len(here["gpu_kernel_type_breakdown"]) and len(here["iterations"]) == 3
 
 
+def test_the_json_report_holds_one_table_s_records_at_a_time(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report --json` writes each table as soon as its records are made (the whole
+    document's records at once were 2.5 GB on the client at 64 x 100 MB), and the text is
+    the whole document's `orjson.dumps(..., OPT_INDENT_2)`, byte for byte."""
+    job, cache = job8
+    made: list[str] = []
+    json_value = registry.json_value
+
+    def counted(name: str, table: pl.DataFrame) -> list[object]:
+        made.append(name)
+        return json_value(name, table)
+
+    class Stream(io.StringIO):
+        """Notes, at each write, how many tables' records were made by then."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[tuple[int, str]] = []
+
+        def write(self, text: str) -> int:
+            self.seen.append((len(made), text))
+            return super().write(text)
+
+    monkeypatch.setattr(registry, "json_value", counted)
+    out = Stream()
+    only = ["idle_time_breakdown", "kernel_duration_stats"]
+    assert run_report(job, as_json=True, out=out, cache=cache, backend=Backend(), only=only) == 0
+    doc = orjson.loads(out.getvalue())
+    assert out.getvalue() == orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    first = next(n for n, text in out.seen if '"idle_time_breakdown"' in text)
+    assert first == 1 and len(made) >= 3  # written before the next table's records were made
+    assert len(doc["kernel_duration_stats"]) and doc["scope"]
+
+
 def test_second_run_makes_nothing(job8: tuple[Path, Cache], cluster: DaskBackend) -> None:
     """Whole answers are read back per job (no frame read); without them each rank's kept
     tables are, and only a changed rank is made again."""
