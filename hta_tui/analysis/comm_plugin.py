@@ -280,8 +280,10 @@ def waittime_of(nodes: Nodes) -> pl.DataFrame:
     if real is None:
         return pl.DataFrame(schema=schema)
     rows = []
+    # split by rank once: one filter per rank would be quadratic in the ranks
+    by_rank = real.partition_by("rank", as_dict=True, maintain_order=True)
     for rank, (anchors, _) in sorted(nodes.items()):
-        mine = real.filter(pl.col("rank") == rank).join(anchors.select("node", "step"), on="node")
+        mine = by_rank.get((rank,), real.clear()).join(anchors.select("node", "step"), on="node")
         total = intervals.covered_length(mine, by="step").rename({"covered": "total"})
         transfer = intervals.covered_length(mine, "real_start", "end", by="step").rename(
             {"covered": "transfer"}
