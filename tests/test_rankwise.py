@@ -460,6 +460,7 @@ def test_killed_worker_process_loses_nothing(
     it runs a rank's work: the rank's work runs again on the other worker and every rank's
     tables arrive, the same as in-process; no worker process outlives the cluster."""
     pytest.importorskip("distributed")
+    import contextlib
     import signal
     import threading
 
@@ -480,14 +481,18 @@ def test_killed_worker_process_loses_nothing(
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
 
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+
     def workers() -> list[psutil.Process]:
-        """Dask's worker processes (not multiprocessing's resource tracker: it lives as
-        long as this interpreter, whoever started it)."""
-        return [
-            p
-            for p in psutil.Process().children(recursive=True)
-            if "resource_tracker" not in " ".join(p.cmdline())
-        ]
+        """The processes the cluster started: not those here before it (a pool's
+        forkserver) nor multiprocessing's resource tracker (it lives as long as this
+        interpreter, whoever started it)."""
+        out = []
+        for p in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):  # one ending as we look
+                if p.pid not in before and "resource_tracker" not in " ".join(p.cmdline()):
+                    out.append(p)
+        return out
 
     stats = split.SplitRun()
     with DaskBackend("local:2") as backend:
