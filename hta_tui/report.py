@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -167,22 +168,41 @@ def _record(name: str, tables: dict[str, pl.DataFrame]) -> Any:
     return registry.json_value(name, tables[name])
 
 
+#: Rows of a table made into Python records at a time (`_table_json`).
+JSON_ROWS = 20_000
+
+_INDENT = orjson.OPT_INDENT_2
+
+
+def _table_json(name: str, tables: dict[str, pl.DataFrame]) -> Iterator[bytes]:
+    """A table's `orjson.dumps(records, OPT_INDENT_2)`, byte for byte, made JSON_ROWS rows
+    at a time: one table of per-launch rows is millions of records on a large job."""
+    table = tables.get(name)
+    if name in ("files", "findings") or table is None or table.height <= JSON_ROWS:
+        yield orjson.dumps(_record(name, tables), option=_INDENT)
+        return
+    yield b"["
+    for i, start in enumerate(range(0, table.height, JSON_ROWS)):
+        part = orjson.dumps(
+            registry.json_value(name, table.slice(start, JSON_ROWS)), option=_INDENT
+        )
+        yield (b"," if i else b"") + part[1:-2]  # its items, without "[" and "\n]"
+    yield b"\n]"
+
+
 def _write_json(out: TextIO, tables: dict[str, pl.DataFrame], scope: Any) -> None:
     """`orjson.dumps(doc, OPT_INDENT_2)` of the report's document ({table: records, ...,
-    "scope": ...}), byte for byte, written one key at a time: the client holds one table's
-    records at a time, not the whole report's (a report of 64 ranks of 100 MB is 0.5 GB of
-    JSON, 2.5 GB as Python records at once)."""
+    "scope": ...}), byte for byte, written a table (and a slice of a long one) at a time:
+    the client holds a few thousand records at a time, not the whole report's (a report of
+    64 ranks of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once)."""
     keys = [*tables, "scope"]
-    if not keys:
-        out.write("{}\n")
-        return
     out.write("{\n")
     for i, name in enumerate(keys):
-        value = scope if name == "scope" else _record(name, tables)
-        text = orjson.dumps(value, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
-        del value
-        sep = ",\n" if i < len(keys) - 1 else "\n"
-        out.write(json_printable(f"  {orjson.dumps(name).decode()}: {text.decode()}{sep}"))
+        out.write(f"  {json_printable(orjson.dumps(name).decode())}: ")
+        pieces = [orjson.dumps(scope, option=_INDENT)] if name == "scope" else None
+        for piece in pieces or _table_json(name, tables):
+            out.write(json_printable(piece.replace(b"\n", b"\n  ").decode()))
+        out.write(",\n" if i < len(keys) - 1 else "\n")
     out.write("}\n")
 
 
