@@ -259,9 +259,12 @@ def test_the_report_reads_no_frame_on_the_client(
 def test_the_json_report_holds_one_table_s_records_at_a_time(
     job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`report --json` writes each table as soon as its records are made (the whole
-    document's records at once were 2.5 GB on the client at 64 x 100 MB), and the text is
-    the whole document's `orjson.dumps(..., OPT_INDENT_2)`, byte for byte."""
+    """`report --json` writes each table, a long one a slice of rows at a time, as soon as
+    its records are made (the whole document's records at once were 2.5 GB on the client at
+    64 x 100 MB), and the text is the whole document's `orjson.dumps(..., OPT_INDENT_2)`,
+    byte for byte."""
+    from hta_tui import report as report_module
+
     job, cache = job8
     made: list[str] = []
     json_value = registry.json_value
@@ -271,24 +274,27 @@ def test_the_json_report_holds_one_table_s_records_at_a_time(
         return json_value(name, table)
 
     class Stream(io.StringIO):
-        """Notes, at each write, how many tables' records were made by then."""
+        """Notes, at each write, which tables' records were made by then."""
 
         def __init__(self) -> None:
             super().__init__()
-            self.seen: list[tuple[int, str]] = []
+            self.seen: list[tuple[tuple[str, ...], str]] = []
 
         def write(self, text: str) -> int:
-            self.seen.append((len(made), text))
+            self.seen.append((tuple(made), text))
             return super().write(text)
 
     monkeypatch.setattr(registry, "json_value", counted)
+    monkeypatch.setattr(report_module, "JSON_ROWS", 2)  # 8 ranks' rows: several slices
     out = Stream()
     only = ["idle_time_breakdown", "kernel_duration_stats"]
     assert run_report(job, as_json=True, out=out, cache=cache, backend=Backend(), only=only) == 0
     doc = orjson.loads(out.getvalue())
     assert out.getvalue() == orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
-    first = next(n for n, text in out.seen if '"idle_time_breakdown"' in text)
-    assert first == 1 and len(made) >= 3  # written before the next table's records were made
+    key = next(i for i, (_, text) in enumerate(out.seen) if '"idle_time_breakdown"' in text)
+    written = [m for m, _ in out.seen[key + 1 :] if m]  # what had been made at each write
+    assert written[0] == ("idle_time_breakdown",)  # its first slice, alone
+    assert made.count("idle_time_breakdown") == -(-len(doc["idle_time_breakdown"]) // 2) > 1
     assert len(doc["kernel_duration_stats"]) and doc["scope"]
 
 
