@@ -4,6 +4,7 @@ worker processes, the client's peak memory, and what each rank costs (read, sent
     python bench/bench_dask.py --small 1024                    # 1,024 small generated ranks
     python bench/bench_dask.py --big 64 --big-mb 100           # 64 ranks scaled from a real trace
     python bench/bench_dask.py --big 64 --big-mb 20 --workers 1,2 --only kernel_view,...
+    python bench/bench_dask.py --set /tmp/x/resnet18_64x100MB --only all   # a set built already
 
 Sets are written under /tmp/hta-bench-dask (never in the repo): `--small N` ranks of
 `synth.small_job` (2 steps of 2 ops), `--big N` ranks of `--big-mb` MB each made by
@@ -11,15 +12,19 @@ Sets are written under /tmp/hta-bench-dask (never in the repo): `--small N` rank
 For each back-end (`pool`: today's default; `local:N`: a LocalCluster of N worker
 processes) the report runs twice in a fresh process with an empty cache of its own: cold
 (parse and analyse) and warm (the kept results read back). The client's peak memory is its
-own VmHWM (the workers' are theirs). `--only` (default: rank-wise analyses of the whole
-trace, whose client holds only summaries; see README "Thousands of ranks") is passed to
-`report --only`. Prints a Markdown table; `--out FILE` appends it.
+own VmHWM (the workers' are theirs); CPU is user + sys of the client and every process it
+waited for (its pool or local cluster's workers), so a loaded machine inflates the wall
+time but not it. `--only` (default: rank-wise analyses of the whole trace; `all`: every
+analysis of the report, none of which reads a rank's frames on the client since issue 30's
+reductions) is passed to `report --only`. `--set DIR` measures a folder built already
+(e.g. by scale_trace.py --gzip). Prints a Markdown table; `--out FILE` appends it.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -28,7 +33,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-OUT = Path("/tmp/hta-bench-dask")
+#: where sets and caches go ($HTA_BENCH_DASK_OUT, else /tmp/hta-bench-dask)
+OUT = Path(os.environ.get("HTA_BENCH_DASK_OUT", "/tmp/hta-bench-dask"))
 #: ../shared beside the repo, or $HTA_TUI_SHARED (as the tests)
 SHARED = Path(os.environ.get("HTA_TUI_SHARED", REPO.parent / "shared"))
 SCALE = SHARED / "tools" / "scale_trace.py"
@@ -72,17 +78,27 @@ def big_set(n: int, mb: float) -> Path:
     return folder
 
 
-def run(folder: Path, backend: str, cache: Path, only: str) -> tuple[float, float, int]:
-    """(wall seconds, client peak MB, exit code) of one `report --json` in a fresh process."""
-    cmd = [sys.executable, "-c", CLIENT, "report", str(folder), "--json", "--only", only]
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def run(folder: Path, backend: str, cache: Path, only: str) -> tuple[float, float, float, int]:
+    """(wall seconds, CPU seconds, client peak MB, exit code) of one `report --json` in a
+    fresh process."""
+    cmd = [sys.executable, "-c", CLIENT, "report", str(folder), "--json"]
+    if only != "all":
+        cmd += ["--only", only]
     if backend != "pool":
         cmd += ["--dask", backend]
     env = {**os.environ, "HTA_TUI_CACHE": str(cache), "PYTHONPATH": str(REPO)}
-    t = time.perf_counter()
-    done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
-    wall = time.perf_counter() - t
+    t, cpu = time.perf_counter(), _children_cpu()
+    done = subprocess.run(
+        cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    wall, cpu = time.perf_counter() - t, _children_cpu() - cpu
     peak = [int(line.split()[1]) for line in done.stderr.splitlines() if "CLIENT-PEAK-KB" in line]
-    return wall, (peak[0] / 1024 if peak else float("nan")), done.returncode
+    return wall, cpu, (peak[0] / 1024 if peak else float("nan")), done.returncode
 
 
 def per_rank_bytes(cache: Path, folder: Path) -> tuple[float, float]:
@@ -98,14 +114,21 @@ def measure(label: str, folder: Path, backends: list[str], only: str) -> list[st
     for backend in backends:
         cache = OUT / "cache" / f"{folder.name}-{backend.replace(':', '')}"
         shutil.rmtree(cache, ignore_errors=True)
-        cold, peak_cold, rc = run(folder, backend, cache, only)
-        warm, peak_warm, rc2 = run(folder, backend, cache, only)
+        load = os.getloadavg()[0]
+        cold, cpu_cold, peak_cold, rc = run(folder, backend, cache, only)
+        warm, cpu_warm, peak_warm, rc2 = run(folder, backend, cache, only)
         read, kept = per_rank_bytes(cache, folder)
+        # every rank's results kept, the job's answers not: the client reads the ranks'
+        # tables and summaries and reduces them (what a cluster's client does per report)
+        for jobs in list(cache.glob("**/jobs")):
+            shutil.rmtree(jobs, ignore_errors=True)
+        reduce, cpu_reduce, peak_reduce, _ = run(folder, backend, cache, only)
         shutil.rmtree(cache, ignore_errors=True)
         ok = "" if rc == rc2 == 0 else f" (exit {rc}, {rc2})"
         rows.append(
-            f"| {label} | {backend}{ok} | {cold:.1f} | {warm:.1f} | {peak_cold:.0f} | "
-            f"{peak_warm:.0f} | {read:.2f} | {kept:.1f} |"
+            f"| {label} | {backend}{ok} | {cold:.1f} | {cpu_cold:.1f} | {warm:.1f} | "
+            f"{cpu_warm:.1f} | {reduce:.1f} | {cpu_reduce:.1f} | {peak_cold:.0f} | "
+            f"{peak_warm:.0f} | {peak_reduce:.0f} | {read:.2f} | {kept:.1f} | {load:.0f} |"
         )
         print(rows[-1], flush=True)
     return rows
@@ -118,7 +141,8 @@ def main() -> None:
     p.add_argument("--big-mb", type=float, default=100.0, help="MB of JSON per big rank")
     p.add_argument("--workers", default="1,2,4", help="Dask worker processes to try")
     p.add_argument("--no-pool", action="store_true", help="leave the process pool out")
-    p.add_argument("--only", default=ONLY, help="analyses (report --only)")
+    p.add_argument("--only", default=ONLY, help="analyses (report --only; all: every one)")
+    p.add_argument("--set", type=Path, help="measure this folder of rank files (built already)")
     p.add_argument("--out", type=Path, help="append the Markdown table to this file")
     args = p.parse_args()
     backends = ([] if args.no_pool else ["pool"]) + [
@@ -129,14 +153,18 @@ def main() -> None:
         f"`report --json --only {args.only}`, {when}, "
         f"load average {os.getloadavg()[0]:.0f} on {os.cpu_count()} cores",
         "",
-        "| set | back-end | cold (s) | warm (s) | client peak cold (MB) | client peak warm (MB) "
-        "| read per rank (MB) | kept per rank (kB) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| set | back-end | cold wall (s) | cold CPU (s) | warm wall (s) | warm CPU (s) "
+        "| reduce wall (s) | reduce CPU (s) | client peak cold (MB) | client peak warm (MB) "
+        "| client peak reduce (MB) | read per rank (MB) | kept per rank (kB) | load at start |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(head), flush=True)
     rows = []
     if args.small:
         rows += measure(f"{args.small} small ranks", small_set(args.small), backends, args.only)
+    if args.set:
+        n = sum(1 for p in args.set.iterdir() if ".json" in p.name)
+        rows += measure(f"{n} ranks of {args.set.name}", args.set, backends, args.only)
     if args.big:
         folder = big_set(args.big, args.big_mb)
         rows += measure(f"{args.big} x {args.big_mb:g} MB", folder, backends, args.only)

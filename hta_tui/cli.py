@@ -275,7 +275,10 @@ def list_analyses(out: Any = None) -> None:
         if reads:
             facts.append(f"reads: {', '.join(reads)}")
         # how it splits over ranks (hta_tui/exec): rank by rank on --dask's workers, or not
-        facts.append("rank by rank" if a.scope == "rank" else "across ranks (not yet distributed)")
+        split = {"rank": "rank by rank", "reduce": "rank by rank, reduced across ranks"}
+        if a.scope == "job" and a.rank_part is not None:
+            split["job"] = "on the other analyses' tables"
+        facts.append(split.get(a.scope, "across ranks (not yet distributed)"))
         print(
             textwrap.fill("; ".join(facts), 88, initial_indent=" " * 4, subsequent_indent=" " * 6),
             file=out,

@@ -34,8 +34,9 @@ from hta_tui.synth.nccl_job import write_nccl_job
 from hta_tui.synth.small_job import Dialect, JobShape, write_job
 from hta_tui.trace.cache import Cache
 
-#: A rank-wise analysis (cheap per rank), and one over every rank (collective matching).
-JOB_ONLY = ["kernel_view", "comm_comp_per_rank"]
+#: Analyses reduced across ranks: collective matching, steps and stragglers, the kernel
+#: types' shares of every rank (each rank's top kernels as they are).
+JOB_ONLY = ["comm_comp_per_rank", "profiler_steps", "gpu_kernel_breakdown"]
 
 
 def report(path: Path, cache: Cache, backend: Backend, only: list[str] | None = None) -> dict:
@@ -134,10 +135,24 @@ def test_memory_analyses_split_by_rank(tmp_path: Path) -> None:
 
 
 def test_every_analysis_declares_how_it_splits() -> None:
+    """Every analysis the report makes by default splits over ranks: rank-wise, or a rank
+    part and a reduce part declared with it; only the app's own tables (made on demand, not
+    by the report) and the findings (rules over the others' tables) are not reductions."""
     assert {a.scope for a in registry.ANALYSES} <= set(registry.SCOPES)
-    across = {a.name for a in registry.ANALYSES if a.scope == "job"}
-    # the ones that read across ranks: stragglers, collective matching, top-k over ranks
-    assert {"profiler_steps", "comm_comp_per_rank", "gpu_kernel_breakdown"} <= across
+    reducing = {a.name for a in registry.ANALYSES if a.scope == "reduce"}
+    assert {
+        "gpu_kernel_breakdown",
+        "frequent_cuda_kernel_sequences",
+        "profiler_steps",
+        "comm_comp_per_rank",
+        "critical_path",
+    } <= reducing
+    for a in registry.ANALYSES:
+        assert (a.scope == "reduce") == (a.reduce is not None), a.name
+        if a.scope == "reduce":
+            assert a.rank_part is not None, a.name
+    whole = {a.name for a in registry.ANALYSES if a.default and a.scope == "job"}
+    assert whole == {"findings"} and registry.BY_NAME["findings"].rank_part is not None
 
 
 def _same(a: pl.DataFrame, b: pl.DataFrame, name: str) -> None:
@@ -151,24 +166,40 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, name: str) -> None:
 def test_rank_by_rank_equals_every_rank_at_once(
     shared: Path, tmp_path: Path, cluster: DaskBackend
 ) -> None:
-    """Every rank-wise analysis on a real 8-rank job (GPU kernels, NCCL, memcpy, syncs)
-    made rank by rank on Dask's workers gives the tables of the registry run over every rank
-    at once (the job-wide ones run over every rank here, as before)."""
+    """Every rank-wise and reducing analysis on a real 8-rank job (GPU kernels, NCCL,
+    memcpy, syncs) made rank by rank on Dask's workers (each rank's tables, or its summary
+    reduced here) gives the tables of the registry run over every rank at once; the
+    reductions again with the options that change them: the plugin's distributed tables
+    (its transfer is the shortest range over the ranks), HTA's rounding and kernel folding,
+    one rank's kernel sequences, every step's critical path (the path across ranks too)."""
     cache = Cache(tmp_path)
     ts = open_session(shared / "traces" / "param_dlrm_8rank", cache, backend=cluster).trace_set
     assert len(ts.loaded()) == 8
-    options = registry.Options()
-    names = [a.name for a in registry.ANALYSES if a.scope == "rank" and a.default]
-    at_once = registry.run(
-        ts.frames(), names, options, frames=ts.frames, meta=registry.trace_meta(ts)
-    )
-    stats = split.SplitRun()
-    on_dask = split.run_split(ts, names, options, cluster, stats=stats)
-    assert stats.rank_tasks == 8 and not stats.failed and not stats.here
-    assert list(on_dask) == list(at_once)
-    for name, table in at_once.items():
-        _same(on_dask[name], table, name)
-    assert sum(t.height for t in on_dask.values()) > 1000  # real tables, not empty ones
+    split_ones = [a.name for a in registry.ANALYSES if a.scope in ("rank", "reduce")]
+    reducing = [a.name for a in registry.ANALYSES if a.scope == "reduce"]
+    variants = [
+        (registry.Options(), [n for n in split_ones if registry.BY_NAME[n].default]),
+        (
+            registry.Options(
+                tb_compat=True, hta_compat=True, num_kernels=3, rank=5, critical_path_steps="all"
+            ),
+            reducing,
+        ),
+    ]
+    for options, names in variants:
+        at_once = registry.run(
+            ts.frames(), names, options, frames=ts.frames, meta=registry.trace_meta(ts)
+        )
+        stats = split.SplitRun()
+        on_dask = split.run_split(ts, names, options, cluster, stats=stats)
+        assert stats.rank_tasks == 8 and not stats.failed and not stats.here
+        assert list(on_dask) == list(at_once)
+        for name, table in at_once.items():
+            _same(on_dask[name], table, name)
+        assert sum(t.height for t in on_dask.values()) > 1000  # real tables, not empty ones
+        across = on_dask["critical_path"].filter(pl.col("rank").is_null())
+        assert across.height >= 1 and across["ranks_on_path"][0]  # the path across ranks
+        assert on_dask["comm_wait_transfer"].height and on_dask["collectives"].height
 
 
 def test_three_back_ends_one_report_on_64_ranks(
@@ -178,8 +209,7 @@ def test_three_back_ends_one_report_on_64_ranks(
     report, number for number; the report says which analyses the cluster did not make."""
     job, cache = job64
     on_dask = report(job, cache, cluster, JOB_ONLY)
-    note = "not yet distributed (made here, over every rank's frames): comm_comp_per_rank"
-    assert note in capsys.readouterr().err
+    assert "not yet distributed" not in capsys.readouterr().err  # every one split by rank
     assert len(on_dask["files"]) == 64
     assert {r["status"] for r in on_dask["files"]} == {"loaded"}
     forget_results(cache)
@@ -187,12 +217,86 @@ def test_three_back_ends_one_report_on_64_ranks(
     forget_results(cache)
     with PoolBackend(1) as pool:
         pool.remote_bytes = 0  # small as the files are, the work goes to the process
-        in_pool = report(job, cache, pool, JOB_ONLY[:1])
-    assert here == on_dask
-    assert in_pool["kernel_view"] == here["kernel_view"]
-    assert len({r["rank"] for r in here["kernel_view"]}) == 64
+        in_pool = report(job, cache, pool, JOB_ONLY)
+    assert here == on_dask == in_pool
+    assert len({r["rank"] for r in here["gpu_kernel_breakdown"]}) == 64
+    assert len({r["rank"] for r in here["straggler_scores"]}) == 64
     # matched across the ranks: the late rank found
     assert [r["rank"] for r in on_dask["collective_stragglers"]] == [2]
+
+
+def test_the_report_reads_no_frame_on_the_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every analysis of the report on the process pool: the client reads no rank's frames
+    (the ranks' tables and summaries come from the worker, the reductions and the findings'
+    rules run on them), and the report is the one made in-process, number for number."""
+    from hta_tui.trace import model
+
+    root = tmp_path / "job"
+    write_job(root, Dialect(), JobShape(ranks=3, steps=2, ops_per_step=4))
+    cache = Cache(tmp_path / "c")
+    here = report(root, cache, Backend())
+    forget_results(cache)
+    read: list[tuple[int, str]] = []
+    frame = model.RankData.frame
+    client = os.getpid()
+
+    def counted(self: model.RankData, name: str) -> pl.DataFrame:
+        if os.getpid() == client:
+            read.append((self.meta.get("rank"), name))
+        return frame(self, name)
+
+    with PoolBackend(1) as pool:
+        pool.remote_bytes = 0  # small as the files are, the work goes to the process
+        monkeypatch.setattr(model.RankData, "frame", counted)
+        in_pool = report(root, cache, pool)
+    assert read == []
+    assert in_pool == here
+    assert {"findings", "critical_path", "collectives", "straggler_scores"} <= set(here)
+    assert len(here["gpu_kernel_type_breakdown"]) and len(here["iterations"]) == 3
+
+
+def test_the_json_report_holds_one_table_s_records_at_a_time(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report --json` writes each table, a long one a slice of rows at a time, as soon as
+    its records are made (the whole document's records at once were 2.5 GB on the client at
+    64 x 100 MB), and the text is the whole document's `orjson.dumps(..., OPT_INDENT_2)`,
+    byte for byte."""
+    from hta_tui import report as report_module
+
+    job, cache = job8
+    made: list[str] = []
+    json_value = registry.json_value
+
+    def counted(name: str, table: pl.DataFrame) -> list[object]:
+        made.append(name)
+        return json_value(name, table)
+
+    class Stream(io.StringIO):
+        """Notes, at each write, which tables' records were made by then."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[tuple[tuple[str, ...], str]] = []
+
+        def write(self, text: str) -> int:
+            self.seen.append((tuple(made), text))
+            return super().write(text)
+
+    monkeypatch.setattr(registry, "json_value", counted)
+    monkeypatch.setattr(report_module, "JSON_ROWS", 2)  # 8 ranks' rows: several slices
+    out = Stream()
+    only = ["idle_time_breakdown", "kernel_duration_stats"]
+    assert run_report(job, as_json=True, out=out, cache=cache, backend=Backend(), only=only) == 0
+    doc = orjson.loads(out.getvalue())
+    assert out.getvalue() == orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    key = next(i for i, (_, text) in enumerate(out.seen) if '"idle_time_breakdown"' in text)
+    written = [m for m, _ in out.seen[key + 1 :] if m]  # what had been made at each write
+    assert written[0] == ("idle_time_breakdown",)  # its first slice, alone
+    assert made.count("idle_time_breakdown") == -(-len(doc["idle_time_breakdown"]) // 2) > 1
+    assert len(doc["kernel_duration_stats"]) and doc["scope"]
 
 
 def test_second_run_makes_nothing(job8: tuple[Path, Cache], cluster: DaskBackend) -> None:
@@ -215,7 +319,7 @@ def test_second_run_makes_nothing(job8: tuple[Path, Cache], cluster: DaskBackend
     shutil.rmtree(entry / RESULTS_DIR)  # rank 5 lost its kept tables
     ranks = split.SplitRun()
     third = split.run_split(ts, only, opts, Backend(), cache_root=cache.root, stats=ranks)
-    assert ranks.rank_tasks == 1 and ranks.rank_hits == 7
+    assert ranks.rank_tasks == 1 and ranks.rank_hits == 7 * len(only)  # both split by rank
     assert third["idle_time_breakdown"].to_dicts() == first["idle_time_breakdown"].to_dicts()
     from hta_tui.api import TraceAnalysis  # the API over Dask: the same numbers
 
@@ -318,44 +422,100 @@ def test_dask_missing_says_what_to_install(
     assert capsys.readouterr().err.strip() == f"hta-tui: {INSTALL_HINT}"
 
 
-@pytest.mark.skipif(
-    not os.environ.get("HTA_TUI_CLUSTER_TESTS"), reason="starts worker processes: CI only"
-)
-def test_killed_worker_process_loses_nothing(tmp_path: Path) -> None:
-    """A LocalCluster of worker processes, one killed while the ranks are analysed: every
-    rank's tables still arrive, the same as in-process."""
-    import contextlib
-    import threading
+def _held_rank_tables(marks: Path, held: int) -> Any:
+    """`rank_tables` that says where it runs (a file per attempt: rank, attempt, the
+    worker's pid) and, on its first attempt at rank `held`, waits there until its worker is
+    killed: the kill lands while that task is known to be running. Made here so Dask pickles
+    it by value (the workers cannot import the tests)."""
+
+    def run(job: Any) -> Any:
+        import os as _os
+        import time as _time
+        from pathlib import Path as _Path
+
+        from hta_tui.exec.rank_work import rank_tables
+
+        attempt = 1 + sum(1 for _ in _Path(marks).glob(f"{job.rank}-*.started"))
+        mark = _Path(marks) / f"{job.rank}-{attempt}.started"
+        mark.write_text(str(_os.getpid()))
+        if job.rank == held and attempt == 1:
+            deadline = _time.monotonic() + 60  # never reached: the test kills this process
+            while _time.monotonic() < deadline:
+                _time.sleep(0.01)
+            raise RuntimeError("the held task was not killed")
+        return rank_tables(job)
+
+    return run
+
+
+def _wait_for(path: Path, seconds: float) -> str:
+    """The file's text once it exists (written by a worker), or AssertionError."""
     import time
 
-    root = tmp_path / "job"
-    write_job(root, Dialect(), JobShape(ranks=16, steps=2, ops_per_step=4))
-    cache = Cache(tmp_path / "c")
-    ts = open_session(root, cache, backend=Backend()).trace_set
-    want = split.run_split(ts, ["idle_time_breakdown"], registry.Options(), Backend())
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and (text := path.read_text()):
+            return text
+        time.sleep(0.01)
+    raise AssertionError(f"{path.name} never appeared")
+
+
+def test_killed_worker_process_loses_nothing(
+    job8: tuple[Path, Cache], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LocalCluster of two worker processes, one killed (SIGKILL, as the OOM killer) while
+    it runs a rank's work: the rank's work runs again on the other worker and every rank's
+    tables arrive, the same as in-process; no worker process outlives the cluster."""
+    pytest.importorskip("distributed")
+    import contextlib
+    import signal
+    import threading
+
+    import psutil
+
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    only = ["idle_time_breakdown", "profiler_steps"]
+    want = split.run_split(ts, only, registry.Options(), Backend())
     forget_results(cache)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setattr(split, "rank_tables", _held_rank_tables(marks, held=5))
+    killed: list[int] = []
+
+    def kill_when_held() -> None:
+        pid = int(_wait_for(marks / "5-1.started", 60))
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+
+    def workers() -> list[psutil.Process]:
+        """The processes the cluster started: not those here before it (a pool's
+        forkserver) nor multiprocessing's resource tracker (it lives as long as this
+        interpreter, whoever started it)."""
+        out = []
+        for p in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):  # one ending as we look
+                if p.pid not in before and "resource_tracker" not in " ".join(p.cmdline()):
+                    out.append(p)
+        return out
+
+    stats = split.SplitRun()
     with DaskBackend("local:2") as backend:
-        client = backend.client
-        killed = threading.Event()
-
-        def kill_a_busy_worker() -> None:
-            """Once a worker is running ranks' work, end its process (as the OOM killer)."""
-            for _ in range(600):
-                busy = [w for w, tasks in client.processing().items() if tasks]
-                if busy:
-                    with contextlib.suppress(Exception):  # its connection drops: expected
-                        client.run(os._exit, 1, workers=busy[:1], wait=False)
-                    killed.set()
-                    return
-                time.sleep(0.05)
-
-        killer = threading.Thread(target=kill_a_busy_worker, daemon=True)
+        started = workers()
+        assert len(started) == 2
+        killer = threading.Thread(target=kill_when_held, daemon=True)
         killer.start()
-        stats = split.SplitRun()
-        got = split.run_split(ts, ["idle_time_breakdown"], registry.Options(), backend, stats=stats)
-        killer.join(5)
-    assert killed.is_set()
-    assert got["idle_time_breakdown"].to_dicts() == want["idle_time_breakdown"].to_dicts()
+        got = split.run_split(ts, only, registry.Options(), backend, stats=stats)
+        killer.join(60)
+    assert killed and not stats.failed  # the kill landed; Dask ran the rank again
+    again = int((marks / "5-2.started").read_text())
+    assert again != killed[0]  # on another worker process
+    for name, table in want.items():
+        assert got[name].to_dicts() == table.to_dicts(), name
+    _, alive = psutil.wait_procs([*started, *workers()], timeout=30)
+    assert not alive, alive  # nothing leaked: not the killed one's replacement either
 
 
 class CountingDask(DaskBackend):
@@ -399,29 +559,32 @@ def test_a_local_cluster_listens_on_this_machine_only(cluster: DaskBackend) -> N
     assert all(addr.ip == "127.0.0.1" for addr in listening), listening
 
 
-#: (not the findings: their rules read the rank-wise tables, made from the whole frames)
-JOB_WIDE = [
-    a.name for a in registry.ANALYSES if a.scope == "job" and a.default and a.name != "findings"
-]
+#: The analyses that declare the events columns they read (Analysis.columns). The report
+#: reduces them from each rank's summary now (scope="reduce"): their columns serve the runs
+#: that make them in one process over every rank (`split._run_here`, as for a job-wide
+#: analysis), checked here directly.
+JOB_WIDE = [a.name for a in registry.ANALYSES if a.columns]
+
+
+def _run_here(ts: Any, analyses: list[registry.Analysis], stats: split.SplitRun) -> Any:
+    return split._run_here(ts, analyses, registry.Options(), split._ranks(ts), stats)
 
 
 def _narrow_equals_whole(ts: Any, stats: split.SplitRun) -> dict[str, pl.DataFrame]:
     """The job-wide analyses through `run_split` (each rank's events read with the columns
     they declare), checked against the registry run over the whole frames."""
-    narrow = split.run_split(ts, JOB_WIDE, registry.Options(), Backend(), stats=stats)
+    narrow = _run_here(ts, registry.select(JOB_WIDE), stats)
     assert all(d.held("events") is None for d in ts.loaded().values())  # no whole frame read
     whole = registry.run(
         ts.frames(), JOB_WIDE, registry.Options(), frames=ts.frames, meta=registry.trace_meta(ts)
     )
-    assert list(narrow) == list(whole)
+    assert sorted(narrow) == sorted(whole)
     for name, table in whole.items():
         _same(narrow[name], table, name)
     return narrow
 
 
-def test_job_wide_analyses_read_only_their_columns(
-    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_job_wide_analyses_read_only_their_columns(job8: tuple[Path, Cache]) -> None:
     """The report's process reads each rank's events with only the columns the job-wide
     analyses declare (same tables); a column one needs but did not declare costs a second
     run on the whole frames, never its numbers."""
@@ -429,15 +592,10 @@ def test_job_wide_analyses_read_only_their_columns(
     stats = split.SplitRun()
     made = _narrow_equals_whole(open_session(job, cache, backend=Backend()).trace_set, stats)
     assert not stats.wide and made["profiler_steps"].height >= 1
-    declared = registry.select
-
-    def too_few(names: Any) -> list[registry.Analysis]:
-        return [dataclasses.replace(a, columns=a.columns and ("idx",)) for a in declared(names)]
-
-    monkeypatch.setattr(split.registry, "select", too_few)
+    too_few = [dataclasses.replace(a, columns=("idx",)) for a in registry.select(JOB_WIDE)]
     ts = open_session(job, cache, backend=Backend()).trace_set
     again = split.SplitRun()
-    wide = split.run_split(ts, JOB_WIDE, registry.Options(), Backend(), stats=again)
+    wide = _run_here(ts, too_few, again)
     assert again.wide and again.wide[0].startswith("ColumnNotFoundError")
     for name, table in made.items():
         _same(wide[name], table, name)

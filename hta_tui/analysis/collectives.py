@@ -232,7 +232,13 @@ def _matched(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     frames = [rank_calls(r, ev) for r, ev in sorted(ranks.items())]
     if not frames:
         return pl.DataFrame(schema=MATCHED_COLUMNS)
-    every = pl.concat(frames, how="vertical_relaxed").cast(CALL_COLUMNS)  # type: ignore[arg-type]
+    return matched(pl.concat(frames, how="vertical_relaxed"))
+
+
+def matched(every: pl.DataFrame) -> pl.DataFrame:
+    """`calls` from every rank's `rank_calls` (in rank order): the cross-rank part, on
+    the calls alone (what a rank sends: one row per collective call)."""
+    every = every.cast(CALL_COLUMNS)  # type: ignore[arg-type]
     instance = ["pg", "seq"]
     latency = pl.col("end") - pl.col("ts")
     # everyone is inside the collective once the last call started; clipped to the call

@@ -63,7 +63,11 @@ def _without(ev: pl.DataFrame, kind: str, *patterns: str) -> pl.DataFrame:
 def wait_transfer_per_step(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """rank, step (null outside steps; "all" = per-step mean), transfer, synchronizing (us):
     the sums of the rank's calls' transfer and wait times."""
-    calls = collectives.calls(ranks)
+    return wait_transfer_of(collectives.calls(ranks))
+
+
+def wait_transfer_of(calls: pl.DataFrame) -> pl.DataFrame:
+    """`wait_transfer_per_step` from the matched calls (`collectives.calls`)."""
     per_step = (
         calls.group_by("rank", "step")
         .agg(

@@ -215,7 +215,10 @@ def mean_row(per_step: pl.DataFrame, *, truncate: bool = True) -> pl.DataFrame:
     )
 
 
-def _nodes(ranks: Mapping[int, pl.DataFrame]) -> dict[int, tuple[pl.DataFrame, pl.DataFrame]]:
+Nodes = dict[int, tuple[pl.DataFrame, pl.DataFrame]]
+
+
+def _nodes(ranks: Mapping[int, pl.DataFrame]) -> Nodes:
     """Per rank: its collectives (with step) and their ranges."""
     out = {}
     for rank, ev in ranks.items():
@@ -256,19 +259,31 @@ def _real_ranges(nodes: dict[int, tuple[pl.DataFrame, pl.DataFrame]]) -> pl.Data
 def waittime(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """rank, step (null outside every step, "all"), transfer, synchronizing (us): the plugin's
     `distributed_waittime`."""
+    return waittime_of(_nodes(ranks))
+
+
+def nodes(ranks: Mapping[int, pl.DataFrame]) -> Nodes:
+    """Per rank: its collectives (node, name, external_id, start, end, bytes, step) and
+    their ranges (node, start, end, j): what `waittime_of` compares across ranks."""
+    return _nodes(ranks)
+
+
+def waittime_of(nodes: Nodes) -> pl.DataFrame:
+    """`waittime` from every rank's `nodes`."""
     schema = {
         "rank": pl.Int64(),
         "step": pl.String(),
         "transfer": pl.Float64(),
         "synchronizing": pl.Float64(),
     }
-    nodes = _nodes(ranks)
     real = _real_ranges(nodes) if nodes else None
     if real is None:
         return pl.DataFrame(schema=schema)
     rows = []
+    # split by rank once: one filter per rank would be quadratic in the ranks
+    by_rank = real.partition_by("rank", as_dict=True, maintain_order=True)
     for rank, (anchors, _) in sorted(nodes.items()):
-        mine = real.filter(pl.col("rank") == rank).join(anchors.select("node", "step"), on="node")
+        mine = by_rank.get((rank,), real.clear()).join(anchors.select("node", "step"), on="node")
         total = intervals.covered_length(mine, by="step").rename({"covered": "total"})
         transfer = intervals.covered_length(mine, "real_start", "end", by="step").rename(
             {"covered": "transfer"}

@@ -25,7 +25,11 @@ _US = 1000.0
 def comm_ops_stats(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """rank, kind, calls, total/mean bytes, total/mean latency, wait and transfer (us),
     algorithm and bus bandwidth (GB/s; null without sizes)."""
-    calls = collectives.calls(ranks)
+    return comm_ops_stats_of(collectives.calls(ranks))
+
+
+def comm_ops_stats_of(calls: pl.DataFrame) -> pl.DataFrame:
+    """`comm_ops_stats` from the matched calls (`collectives.calls`)."""
     n = pl.coalesce("group_size", "ranks_in_instance")
     return (
         calls.with_columns((pl.col("end") - pl.col("ts")).alias("latency"), n.alias("n"))
@@ -59,7 +63,11 @@ def collective_instances(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """One row per collective instance (process group, sequence): kind, step, ranks seen, the
     last rank, how late it was after the first (us) and what its lateness cost the others
     (sum of how long after them it arrived, us), the longest transfer (us) and the size."""
-    calls = collectives.calls(ranks)
+    return collective_instances_of(collectives.calls(ranks))
+
+
+def collective_instances_of(calls: pl.DataFrame) -> pl.DataFrame:
+    """`collective_instances` from the matched calls (`collectives.calls`)."""
     return (
         calls.group_by("pg", "seq")
         .agg(
@@ -80,7 +88,11 @@ def collective_last_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Per collective instance (pg, seq): the call of the rank that arrived last, the moment
     everyone could go on: last_ts (ns, as in the file), last_dur (ns), last_name (the
     event's name). Where a table of instances opens the timeline."""
-    calls = collectives.calls(ranks)
+    return collective_last_calls_of(collectives.calls(ranks))
+
+
+def collective_last_calls_of(calls: pl.DataFrame) -> pl.DataFrame:
+    """`collective_last_calls` from the matched calls (`collectives.calls`)."""
     return (
         calls.filter(pl.col("rank") == pl.col("last_rank"))
         .select(
@@ -98,8 +110,13 @@ def collective_stragglers(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Per rank that arrived last anywhere: how often, what it cost the others in total (us
     and % of all waiting), its costliest instance, and one sentence saying so; costliest
     first."""
+    return collective_stragglers_of(collective_instances(ranks))
+
+
+def collective_stragglers_of(instances: pl.DataFrame) -> pl.DataFrame:
+    """`collective_stragglers` from `collective_instances`' table."""
     # alone, or all arriving at once, nobody waits: no one to blame
-    inst = collective_instances(ranks).filter((pl.col("ranks") > 1) & (pl.col("cost_us") > 0))
+    inst = instances.filter((pl.col("ranks") > 1) & (pl.col("cost_us") > 0))
     all_wait = inst["cost_us"].sum() if not inst.is_empty() else 0.0
     worst = pl.col("cost_us").arg_max()
     table = (

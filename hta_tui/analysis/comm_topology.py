@@ -102,6 +102,22 @@ def hierarchy(files: Mapping[int, tuple[str, dict[str, Any], pl.DataFrame]]) -> 
 
 def process_groups(metas: Mapping[int, dict[str, Any]]) -> pl.DataFrame:
     """Every process group of `distributedInfo.pg_config`, with the ranks that list it."""
+    return process_groups_of(process_group_rows(metas))
+
+
+#: `process_group_rows`: one row per rank and process group its file lists.
+GROUP_ROW_COLUMNS: dict[str, pl.DataType] = {
+    "pg_name": pl.String(),
+    "pg_desc": pl.String(),
+    "backend": pl.String(),
+    "size": pl.Int64(),
+    "ranks": pl.String(),
+    "rank": pl.Int64(),
+}
+
+
+def process_group_rows(metas: Mapping[int, dict[str, Any]]) -> pl.DataFrame:
+    """The process groups each rank's file lists (what a rank sends for `process_groups`)."""
     rows = []
     for rank, meta in metas.items():
         dist = meta.get("distributed_info") or {}
@@ -111,19 +127,27 @@ def process_groups(metas: Mapping[int, dict[str, Any]]) -> pl.DataFrame:
             rows.append(
                 {
                     "pg_name": str(pg.get("pg_name")),
-                    "pg_desc": pg.get("pg_desc"),
-                    "backend": pg.get("backend_config"),
+                    "pg_desc": _text(pg.get("pg_desc")),
+                    "backend": _text(pg.get("backend_config")),
                     "size": pg.get("pg_size") if isinstance(pg.get("pg_size"), int) else None,
                     "ranks": str(pg.get("ranks")),
                     "rank": rank,
                 }
             )
-    if not rows:
+    return pl.DataFrame(rows, schema=GROUP_ROW_COLUMNS)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def process_groups_of(rows: pl.DataFrame) -> pl.DataFrame:
+    """`process_groups` from `process_group_rows` of every rank (groups in first-listed order)."""
+    if rows.is_empty():
         return pl.DataFrame(schema=GROUP_COLUMNS)
     keys = ["pg_name", "pg_desc", "backend", "size", "ranks"]
     return (
-        pl.DataFrame(rows, infer_schema_length=None)
-        .group_by(keys, maintain_order=True)
+        rows.group_by(keys, maintain_order=True)
         .agg(pl.col("rank").sort().alias("seen_by"))
         .cast(GROUP_COLUMNS)  # type: ignore[arg-type]
     )

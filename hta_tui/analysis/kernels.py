@@ -128,11 +128,23 @@ def kernel_type_breakdown(
     no time are rows of sum 0, as HTA emits them (`interval_arrays.sweep`); DEVIATION
     (default mode): exact float microseconds, and no zero-length rows.
     """
+    return kernel_type_table(kernel_type_lengths(gpu, types, hta_compat=hta_compat), hta_compat)
+
+
+#: `kernel_type_lengths`: a combination of kernel types and its integer ns on some ranks.
+TYPE_LENGTH_COLUMNS: dict[str, pl.DataType] = {"kernel_type": pl.String(), "length": pl.Int64()}
+
+
+def kernel_type_lengths(
+    gpu: pl.DataFrame, types: Sequence[str], *, hta_compat: bool = False
+) -> pl.DataFrame:
+    """kernel_type (the combination's label), length (integer ns) over `gpu`'s ranks: the
+    part of `kernel_type_breakdown` a rank makes alone; the job's table sums these
+    (`kernel_type_table`), so rank by rank gives the same numbers as every rank at once."""
     types = list(types)
     codes = [KERNEL_TYPES.index(t) for t in types]
-    schema = KERNEL_TYPE_COLUMNS | ({"sum": pl.Int64()} if hta_compat else {})
     if gpu.is_empty():
-        return pl.DataFrame(schema=schema)
+        return pl.DataFrame(schema=TYPE_LENGTH_COLUMNS)
     masks, lengths = [], []
     by_rank = np.argsort(gpu["rank"].to_numpy(), kind="stable")  # a no-op pass when per rank
     rank, start, end = (gpu[c].to_numpy()[by_rank] for c in ("rank", "start", "end"))
@@ -154,14 +166,20 @@ def kernel_type_breakdown(
         m: " overlapping ".join(t for i, t in enumerate(types) if m & (1 << i))
         for m in per_mask["mask"].to_list()
     }
-    labels = pl.col("mask").replace_strict(names, return_dtype=pl.String).alias("labels")
-    parts = [per_mask.select(labels, "length")]
+    labels = pl.col("mask").replace_strict(names, return_dtype=pl.String).alias("kernel_type")
+    return per_mask.select(labels, "length").cast(TYPE_LENGTH_COLUMNS)
+
+
+def kernel_type_table(lengths: pl.DataFrame, hta_compat: bool = False) -> pl.DataFrame:
+    """`kernel_type_breakdown` from `kernel_type_lengths` of any split of the ranks (the
+    lengths stay integer ns until summed: the same table whichever way they were split)."""
+    schema = KERNEL_TYPE_COLUMNS | ({"sum": pl.Int64()} if hta_compat else {})
+    if lengths.is_empty():
+        return pl.DataFrame(schema=schema)
     total = pl.col("sum").sum()
     return (
-        pl.concat(parts)
-        .group_by("labels")
+        lengths.group_by("kernel_type")
         .agg(us(pl.col("length").sum()).alias("sum"))
-        .rename({"labels": "kernel_type"})
         .sort(["sum", "kernel_type"], descending=[True, False])
         .with_columns(
             pl.when(total != 0).then(100 * pl.col("sum") / total).round(1).alias("percentage")
@@ -236,11 +254,26 @@ def gpu_kernel_breakdown(
     the sample standard deviation, 0 for a single event. OTHER kernels (syncs ...) appear in
     neither table, as in HTA. No GPU events: two empty tables.
     """
-    types = ANALYSED_TYPES if include_memory_kernels else ANALYSED_TYPES[:2]
     gpu = gpu_table(ranks, hta_compat=hta_compat)
+    types = _types(include_memory_kernels)
     type_df = kernel_type_breakdown(gpu, types, hta_compat=hta_compat)
+    kernel_df = _kernel_df(gpu, types, duration_ratio=duration_ratio, num_kernels=num_kernels).sort(
+        ["kernel_type", "name", "rank"]
+    )
+    return type_df, kernel_df
+
+
+def _types(include_memory_kernels: bool) -> tuple[str, ...]:
+    return tuple(ANALYSED_TYPES if include_memory_kernels else ANALYSED_TYPES[:2])
+
+
+def _kernel_df(
+    gpu: pl.DataFrame, types: Sequence[str], *, duration_ratio: float, num_kernels: int
+) -> pl.DataFrame:
+    """The per-kernel rows of `gpu_kernel_breakdown` (folded per rank and type: each rank's
+    rows are its own), unsorted."""
     # Categorical names and enum types: the group-bys and the join hash integers, not text.
-    analysed = gpu.filter(pl.col("kernel_type").is_in(types)).select(
+    analysed = gpu.filter(pl.col("kernel_type").is_in(list(types))).select(
         "rank",
         pl.col("kernel_type").cast(KERNEL_TYPE),
         pl.col("name").cast(pl.Categorical),
@@ -249,15 +282,13 @@ def gpu_kernel_breakdown(
     names = _folded_names(
         analysed, duration_ratio=duration_ratio, num_kernels=num_kernels
     ).with_columns(pl.col("name", "shown").cast(pl.Categorical))
-    kernel_df = (
+    return (
         analysed.join(names, on=["rank", "kernel_type", "name"], how="left")
         .group_by(["rank", "kernel_type", pl.col("shown").alias("name")])
         .agg(_stats(pl.col("dur")))
         .cast(KERNEL_COLUMNS)
-        .sort(["kernel_type", "name", "rank"])
         .select(list(KERNEL_COLUMNS))
     )
-    return type_df, kernel_df
 
 
 def kernel_duration_stats(
@@ -351,3 +382,39 @@ def kernel_duration_distribution(
         .select(list(hist_schema))
     )
     return summary, hist
+
+
+#: The summary tables a rank sends for `gpu_kernel_breakdown` (`breakdown_summary`).
+SUMMARY_LENGTHS = "gpu_kernel_type_lengths"
+
+
+def breakdown_summary(
+    ranks: Mapping[int, pl.DataFrame],
+    *,
+    duration_ratio: float = 0.8,
+    num_kernels: int = 10,
+    include_memory_kernels: bool = True,
+    hta_compat: bool = False,
+) -> dict[str, pl.DataFrame]:
+    """What `gpu_kernel_breakdown` needs of some ranks, small: their per-kernel rows (top
+    kernels and "others" per rank and type, as in the job's table) and each combination of
+    kernel types' integer ns (`kernel_type_lengths`). `breakdown_reduce` of these, made
+    rank by rank and concatenated, is `gpu_kernel_breakdown` of every rank."""
+    gpu = gpu_table(ranks, hta_compat=hta_compat)
+    types = _types(include_memory_kernels)
+    return {
+        "gpu_kernel_breakdown": _kernel_df(
+            gpu, types, duration_ratio=duration_ratio, num_kernels=num_kernels
+        ),
+        SUMMARY_LENGTHS: kernel_type_lengths(gpu, types, hta_compat=hta_compat),
+    }
+
+
+def breakdown_reduce(
+    parts: Mapping[str, pl.DataFrame], *, hta_compat: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`gpu_kernel_breakdown`'s (kernel_type_df, kernel_df) from `breakdown_summary` of
+    every rank (the types' lengths summed over ranks, HTA's percentages of that total)."""
+    kernel_df = parts["gpu_kernel_breakdown"].cast(KERNEL_COLUMNS).select(list(KERNEL_COLUMNS))
+    type_df = kernel_type_table(parts[SUMMARY_LENGTHS], hta_compat)
+    return type_df, kernel_df.sort(["kernel_type", "name", "rank"])

@@ -60,7 +60,12 @@ from hta_tui.analysis import (
     temporal,
 )
 from hta_tui.analysis.checkpoint import checkpoint
-from hta_tui.analysis.critical_path.tables import critical_path_instances, critical_path_result
+from hta_tui.analysis.critical_path.tables import (
+    critical_path_instances,
+    critical_path_reduce,
+    critical_path_result,
+    critical_path_summary,
+)
 from hta_tui.trace.model import TraceSet
 from hta_tui.trace.schema import EVENTS_SCHEMA
 
@@ -218,8 +223,13 @@ def trace_meta(ts: TraceSet, ranks: Iterable[int] | None = None) -> dict[int, di
     return out
 
 
-#: `Analysis.scope`'s values: made rank by rank, or over every rank at once.
-SCOPES = ("rank", "job")
+#: `Analysis.scope`'s values: made rank by rank, each rank's summary reduced across ranks,
+#: or over every rank at once.
+SCOPES = ("rank", "reduce", "job")
+
+#: `Analysis.reduce`: (every rank's summary tables concatenated in rank order, the options,
+#: the job's ranks) -> the analysis's tables.
+Reduce = Callable[[Mapping[str, pl.DataFrame], "Options", tuple[int, ...]], "Tables"]
 
 #: Cost classes by seconds on 8 ranks of 100 MB (`Analysis.cost`): "light" below the first
 #: bound, "heavy" from the second.
@@ -262,7 +272,8 @@ class Analysis:
     #: rank order, of the same analysis on each rank alone (tests/test_rankwise.py checks
     #: each on real traces), so each rank's part can be made where its file lies and cached
     #: beside its frames (hta_tui/exec); "job" when it reads across ranks (stragglers,
-    #: collective matching, top-k over every rank): it runs on the client over all frames.
+    #: collective matching, top-k over every rank): it runs on the client over all frames;
+    #: "reduce" when it has a `rank_part` and a `reduce` (below).
     scope: str = "job"
     #: What it reads that the caller gives (`tables(given=...)`), each passed as a keyword
     #: argument (None when not given): "trace_set", the TraceSet itself (the per-file
@@ -277,6 +288,14 @@ class Analysis:
     #: rank in one process (exec/split.py) then reads only these from the cache: a missing
     #: one raises polars' ColumnNotFoundError there, and it runs again on every column.
     columns: tuple[str, ...] = ()
+    #: (one rank's events, options, **frames) -> that rank's summary tables: what the job's
+    #: tables need of the rank, small (aggregates, not events). Made where the rank's file
+    #: lies and kept beside its frames, as a rank-wise analysis's tables (hta_tui/exec).
+    rank_part: Callable[..., Tables] | None = None
+    #: The cross-rank part, on the client: every rank's `rank_part` tables concatenated in
+    #: rank order -> the tables `function` gives over every rank at once, number for number
+    #: (tests/test_rankwise.py compares them on real traces and a generated 64-rank job).
+    reduce: Reduce | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -304,6 +323,21 @@ class Analysis:
         """Every table it gives (not its `results`)."""
         lazy = self.lazy(ranks, options, **frames)
         return {t: make() for t, make in lazy.items() if t not in self.results}
+
+    def summarise(self, ranks: Ranks, options: Options | None = None, **frames: Any) -> Tables:
+        """Its rank part's tables (`scope="reduce"`), else its own: what a rank sends."""
+        if self.rank_part is None:
+            return self.run(ranks, options, **frames)
+        return self.rank_part(ranks, options or Options(), **frames)
+
+    def reduced(
+        self, parts: Mapping[str, pl.DataFrame], options: Options, ranks: tuple[int, ...]
+    ) -> Tables:
+        """Its tables from every rank's `summarise` concatenated in rank order."""
+        if self.reduce is None:
+            return dict(parts)
+        made = self.reduce(parts, options, ranks)
+        return {t: made[t] for t in self.tables if t in made}
 
 
 def _given(table: pl.DataFrame) -> pl.DataFrame:
@@ -364,6 +398,23 @@ def _kernels(r: Ranks, o: Options) -> Lazy:
         return {"gpu_kernel_breakdown": per_kernel, "gpu_kernel_type_breakdown": kernel_type}
 
     return picked(both, ("gpu_kernel_breakdown", "gpu_kernel_type_breakdown"))
+
+
+def _kernels_part(r: Ranks, o: Options) -> Tables:
+    return kernels.breakdown_summary(
+        r,
+        duration_ratio=o.duration_ratio,
+        num_kernels=o.num_kernels,
+        include_memory_kernels=o.include_memory_kernels,
+        hta_compat=o.hta_compat,
+    )
+
+
+def _kernels_reduce(
+    parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
+) -> Tables:
+    kernel_type, per_kernel = kernels.breakdown_reduce(parts, hta_compat=o.hta_compat)
+    return {"gpu_kernel_breakdown": per_kernel, "gpu_kernel_type_breakdown": kernel_type}
 
 
 def _kernel_stats(r: Ranks, o: Options) -> Lazy:
@@ -427,6 +478,36 @@ def _sequences(r: Ranks, o: Options) -> Lazy:
     }
 
 
+def _sequences_part(r: Ranks, o: Options) -> Tables:
+    """Each rank its own sequences (HTA's are one rank's: the asked one, else the job's
+    smallest, which a rank alone cannot know), with its rank to pick it by."""
+    parts = [
+        sequences.frequent_cuda_kernel_sequences(
+            {rank: ev},
+            o.operator_name,
+            rank=rank,
+            min_pattern_len=o.min_pattern_len,
+            top_k=o.top_k,
+            hta_compat=o.hta_compat,
+        ).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+        for rank, ev in sorted(r.items())
+        if o.rank < 0 or rank == o.rank
+    ]
+    empty = sequences._empty().select(pl.lit(None, pl.Int64).alias("rank"), pl.all())
+    return {"frequent_cuda_kernel_sequences": pl.concat([empty, *parts], how="vertical_relaxed")}
+
+
+def _sequences_reduce(
+    parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
+) -> Tables:
+    # HTA's rank: the asked one (no rows when the job lacks it), else the smallest
+    picked_rank = o.rank if o.rank >= 0 else min(ranks, default=None)
+    table = parts["frequent_cuda_kernel_sequences"]
+    return {
+        "frequent_cuda_kernel_sequences": table.filter(pl.col("rank") == picked_rank).drop("rank")
+    }
+
+
 def _aten(r: Ranks, o: Options) -> Lazy:
     return {
         "aten_op_kernels_and_delay": lambda: aten_ops.aten_op_kernels_and_delay(
@@ -446,6 +527,41 @@ def _steps(r: Ranks, o: Options) -> Lazy:
         "iterations": lambda: steps.iterations(r, hta_compat=o.hta_compat),
         "potential_stragglers": lambda: pl.DataFrame(
             {"rank": steps.potential_stragglers(scores())}, schema={"rank": pl.Int64()}
+        ),
+        "straggler_scores": scores,
+    }
+
+
+def _steps_part(r: Ranks, o: Options) -> Tables:
+    """A rank's steps (HTA's and in its file's clock), its first event, its step metrics."""
+    origins = [
+        (rank, steps._origin({rank: ev}, hta_compat=o.hta_compat)) for rank, ev in sorted(r.items())
+    ]
+    return {
+        "profiler_steps": pl.DataFrame(
+            {"step": steps.profiler_steps(r)}, schema={"step": pl.Int64}
+        ),
+        "iteration_rows": steps.iteration_rows(r, hta_compat=o.hta_compat),
+        "rank_origin": pl.DataFrame(
+            origins, schema={"rank": pl.Int64, "origin": pl.Int64}, orient="row"
+        ),
+        "step_metrics": steps.step_metrics(r, hta_compat=o.hta_compat),
+    }
+
+
+def _steps_reduce(parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]) -> Tables:
+    """The job's steps (every rank's), iterations from the job's first event, and the
+    ranks' step metrics compared across ranks."""
+    origin = parts["rank_origin"]["origin"].min()
+    scores = steps.stragglers_from(parts["step_metrics"])
+    return {
+        "profiler_steps": parts["profiler_steps"].unique("step").sort("step"),
+        "iterations": steps.iterations_from(
+            parts["iteration_rows"],
+            None if origin is None else int(origin),  # type: ignore[arg-type]
+        ),
+        "potential_stragglers": pl.DataFrame(
+            {"rank": steps.potential_stragglers(scores)}, schema={"rank": pl.Int64()}
         ),
         "straggler_scores": scores,
     }
@@ -573,7 +689,11 @@ _MEM = ("memory",)
 
 
 def _collectives_table(r: Ranks) -> pl.DataFrame:
-    return collectives.calls(r).select(
+    return _collectives_of(collectives.calls(r))
+
+
+def _collectives_of(calls: pl.DataFrame) -> pl.DataFrame:
+    return calls.select(
         *(
             c
             for c in collectives.MATCHED_COLUMNS
@@ -608,6 +728,70 @@ def _distributed(r: Ranks, o: Options, meta: Metas | None = None) -> Lazy:
     }
 
 
+def _distributed_part(r: Ranks, o: Options, meta: Metas | None = None) -> Tables:
+    """A rank's share of the distributed tables: its own rows (per step, its GPUs), its
+    collective calls with their sequence ids (matched across ranks by the reduce), the
+    process groups its file lists, and with `tb_compat` the plugin's collectives and their
+    ranges (the plugin times a transfer by the shortest range over the ranks)."""
+    meta = meta or {}
+    own = {k: m for k, m in meta.items() if k in r}
+    calls = [collectives.rank_calls(rank, ev) for rank, ev in sorted(r.items())]
+    out: Tables = {
+        "comm_comp_per_rank": (
+            comm_plugin.overlap(r) if o.tb_compat else comm_overview.comm_comp_per_rank(r)
+        ),
+        "calls": pl.concat(calls, how="vertical_relaxed")
+        if calls
+        else pl.DataFrame(schema=collectives.CALL_COLUMNS),
+        "distributed_hierarchy": comm_topology.hierarchy(
+            {k: (str(m.get("path", "")), m, r[k]) for k, m in own.items()}
+        ),
+        "process_group_rows": comm_topology.process_group_rows(own),
+    }
+    if o.tb_compat:
+        nodes = comm_plugin.nodes(r)
+        for i, name in enumerate(("plugin_anchors", "plugin_ranges")):
+            out[name] = pl.concat(
+                [
+                    parts[i].select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+                    for rank, parts in sorted(nodes.items())
+                ],
+                how="vertical_relaxed",
+            )
+    return out
+
+
+def _distributed_reduce(
+    parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
+) -> Tables:
+    """The calls matched across ranks, and every table made from them."""
+    calls = collectives.matched(parts["calls"])
+    instances = comm_stats.collective_instances_of(calls)
+    if o.tb_compat:
+        anchors, ranges = (parts[n] for n in ("plugin_anchors", "plugin_ranges"))
+        by = [t.partition_by("rank", as_dict=True, include_key=False) for t in (anchors, ranges)]
+        nodes = {
+            rank: tuple(
+                b.get((rank,), t.drop("rank").clear())
+                for b, t in zip(by, (anchors, ranges), strict=True)
+            )
+            for rank in ranks
+        }
+        wait_transfer = comm_plugin.waittime_of(nodes)  # type: ignore[arg-type]
+    else:
+        wait_transfer = comm_overview.wait_transfer_of(calls)
+    return {
+        "comm_comp_per_rank": parts["comm_comp_per_rank"],
+        "comm_wait_transfer": wait_transfer,
+        "collectives": _collectives_of(calls),
+        "collective_instances": instances,
+        "comm_ops_stats": comm_stats.comm_ops_stats_of(calls),
+        "collective_stragglers": comm_stats.collective_stragglers_of(instances),
+        "distributed_hierarchy": parts["distributed_hierarchy"],
+        "process_groups": comm_topology.process_groups_of(parts["process_group_rows"]),
+    }
+
+
 def _collectives_hidden(r: Ranks, o: Options) -> Lazy:
     return {
         "collectives_hidden": lambda: collective_streams.collectives_hidden(r),
@@ -635,6 +819,17 @@ def _critical_path(r: Ranks, o: Options) -> Lazy:
     # (rank, instance) -> its path (critical_path.path.RankPath): the app's overlay export
     lazy["critical_path_paths"] = lambda: made()[1]  # type: ignore[assignment,return-value]
     return lazy
+
+
+def _critical_path_part(r: Ranks, o: Options) -> Tables:
+    steps_asked = critical_path_instances(o.critical_path_steps)
+    return critical_path_summary(r, instances=steps_asked, hta_compat=o.hta_compat)
+
+
+def _critical_path_reduce(
+    parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
+) -> Tables:
+    return critical_path_reduce(parts)
 
 
 def _modules(r: Ranks, o: Options) -> Lazy:
@@ -680,6 +875,9 @@ ANALYSES: list[Analysis] = [
         options=("duration_ratio", "num_kernels", "include_memory_kernels", *_H),
         also=("gpu_kernel_type_breakdown",),
         columns=_VIEW_COLUMNS,
+        scope="reduce",
+        rank_part=_kernels_part,
+        reduce=_kernels_reduce,
     ),
     Analysis(
         "kernel_duration_stats",
@@ -735,6 +933,9 @@ ANALYSES: list[Analysis] = [
         cost=0.15,
         options=("operator_name", "rank", "min_pattern_len", "top_k", *_H),
         columns=_VIEW_COLUMNS,
+        scope="reduce",
+        rank_part=_sequences_part,
+        reduce=_sequences_reduce,
     ),
     Analysis(
         "aten_op_kernels_and_delay",
@@ -752,6 +953,9 @@ ANALYSES: list[Analysis] = [
         options=_H,
         also=("iterations", "potential_stragglers", "straggler_scores"),
         columns=_VIEW_COLUMNS,
+        scope="reduce",
+        rank_part=_steps_part,
+        reduce=_steps_reduce,
     ),
     Analysis(
         "user_annotation_breakdown",
@@ -935,6 +1139,9 @@ ANALYSES: list[Analysis] = [
         steps="every",
         definitions="plugin",
         columns=_JOB_COLUMNS,
+        scope="reduce",
+        rank_part=_distributed_part,
+        reduce=_distributed_reduce,
     ),
     Analysis(
         "collectives_hidden",
@@ -981,6 +1188,9 @@ ANALYSES: list[Analysis] = [
         steps="every",  # the ProfilerSteps critical_path_steps names, as on the host
         definitions="hta",
         columns=_JOB_COLUMNS,
+        scope="reduce",
+        rank_part=_critical_path_part,
+        reduce=_critical_path_reduce,
     ),
     # findings (rules28)
     Analysis(
@@ -988,6 +1198,9 @@ ANALYSES: list[Analysis] = [
         "Findings: what to fix first, with its evidence",
         lambda *a, **k: _findings(*a, **k),
         frames=("memory", "flows"),
+        # its rank part: each rank's first event; the rules run on the client, on the
+        # tables the others made (hta_tui/exec/split.py), so no reduce of its own
+        rank_part=lambda *a, **k: _findings_part(*a, **k),
         cost=0.1,  # its own share: the rules; the tables they read cost their analyses
         views=False,
         meta=True,
@@ -1507,17 +1720,21 @@ def table(
 
 
 class LazyEvents(Mapping[int, pl.DataFrame]):
-    """rank -> its events frame, read when an analysis asks for it: what reads the set's
-    per-file summaries (the overview) or needs the ranks but not their frames (the report's
-    scope of a whole-trace table) reads no frame."""
+    """rank -> its events frame (or the frame `name`), read when an analysis asks for it:
+    what reads the set's per-file summaries (the overview) or needs the ranks but not their
+    frames (the report's scope of a whole-trace table, the findings on tables made already)
+    reads no frame."""
 
-    def __init__(self, ts: TraceSet, ranks: Iterable[int] | None = None) -> None:
+    def __init__(
+        self, ts: TraceSet, ranks: Iterable[int] | None = None, *, name: str = "events"
+    ) -> None:
         loaded = ts.loaded()
         wanted = set(loaded) if ranks is None else set(ranks)
         self._data = {r: d for r, d in sorted(loaded.items()) if r in wanted}
+        self._name = name
 
     def __getitem__(self, rank: int) -> pl.DataFrame:
-        return self._data[rank].events
+        return self._data[rank].frame(self._name)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self._data)
@@ -1587,6 +1804,31 @@ def run(
     return out
 
 
+def rank_parts(
+    ranks: Ranks,
+    names: list[str],
+    options: Options | None = None,
+    *,
+    threads: int = 1,
+    frames: FrameGetter | None = None,
+    meta: Metas | None = None,
+) -> dict[str, Tables]:
+    """analysis -> what it needs of these ranks: a rank-wise analysis's tables, a reducing
+    one's summaries (`Analysis.summarise`); the back-ends' unit of work."""
+    options = options or Options()
+    whole = [n for n in names if BY_NAME[n].rank_part is None]
+    made = run(ranks, whole, options, threads=threads, frames=frames, meta=meta) if whole else {}
+    out: dict[str, Tables] = {}
+    for n in names:
+        a = BY_NAME[n]
+        if a.rank_part is None:
+            out[n] = {t: made[t] for t in a.tables if t in made}
+        else:
+            with pl.Config(engine_affinity=ENGINE):
+                out[n] = a.summarise(ranks, options, **_inputs(a, frames, meta))
+    return out
+
+
 # -- findings (rules28) -------------------------------------------------------------------
 
 FINDING_TABLES = ("findings", "finding_evidence")
@@ -1629,7 +1871,9 @@ def findings_tables(
     """The findings and their evidence (analysis/findings), the rules reading the other
     analyses' tables through `table_getter`: only the tables the rules turned on need. On
     the report's polars engine (`ENGINE`) whoever asks (`check`, the API, the app): on
-    polars' default one the tables they read cost 5-20% more CPU (bench/FINDINGS.md)."""
+    polars' default one the tables they read cost 5-20% more CPU (bench/FINDINGS.md).
+    `origin_us`: the job's clock origin when known (`findings_origin_us`), else read from
+    the ranks' events."""
     from hta_tui.analysis import findings  # (kept here: the top belongs to the analyses)
 
     get = table_getter(ranks, options, frames=frames, meta=meta, made=made)
@@ -1645,6 +1889,20 @@ def _findings(r: Ranks, o: Options, memory: Ranks, flows: Ranks, meta: Metas | N
     given = {"memory": memory, "flows": flows}
     frames: FrameGetter = lambda name: given.get(name, {})  # noqa: E731
     return picked(lambda: findings_tables(r, o, frames=frames, meta=meta), FINDING_TABLES)
+
+
+def _findings_part(r: Ranks, o: Options, **_: Any) -> Tables:
+    """What the findings need of a rank besides the other analyses' tables: its first
+    event (the job's clock origin is the smallest, `findings_origin_us`)."""
+    rows = [(rank, steps._origin({rank: ev})) for rank, ev in sorted(r.items())]
+    schema = {"rank": pl.Int64, "origin": pl.Int64}
+    return {"job_origin": pl.DataFrame(rows, schema=schema, orient="row")}
+
+
+def findings_origin_us(parts: Mapping[str, pl.DataFrame]) -> float:
+    """`steps.job_origin_us` from every rank's `_findings_part`."""
+    origin = parts["job_origin"]["origin"].min()
+    return float(origin) / 1000 if origin is not None else 0.0  # type: ignore[arg-type]
 
 
 _run_analyses = run

@@ -115,7 +115,24 @@ def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -
     Sorted by rank, then start. A step name without a number gets iter -1 like HTA's. Empty
     (with the columns) when no rank has a ProfilerStep in HTA's view.
     """
-    origin = _origin(ranks, hta_compat=hta_compat)
+    return iterations_from(
+        iteration_rows(ranks, hta_compat=hta_compat), _origin(ranks, hta_compat=hta_compat)
+    )
+
+
+#: `iteration_rows`: a rank's steps in its file's clock (integer ns).
+ITERATION_ROW_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "iter": pl.Int64(),
+    "start": pl.Int64(),
+    "dur": pl.Int64(),
+    "end": pl.Int64(),
+}
+
+
+def iteration_rows(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
+    """`iterations` before the job's origin is known: each rank's rows need only the rank
+    (the origin, the smallest start of every rank, is subtracted by `iterations_from`)."""
     numbers = _step_numbers(ranks)
     frames = []
     for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
@@ -126,14 +143,27 @@ def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -
             steps.sort(["start", "idx"]).select(
                 pl.lit(rank, pl.Int64).alias("rank"),
                 pl.col("iter").fill_null(-1),
-                us(pl.col("start") - origin).alias("ts"),
-                us(pl.col("dur")).alias("dur"),
-                us(pl.col("end") - origin).alias("end"),
+                "start",
+                "dur",
+                "end",
             )
         )
     if not frames:
+        return pl.DataFrame(schema=ITERATION_ROW_COLUMNS)
+    return pl.concat(frames).cast(ITERATION_ROW_COLUMNS)
+
+
+def iterations_from(rows: pl.DataFrame, origin: int | None) -> pl.DataFrame:
+    """`iterations` from `iteration_rows` (in rank order) and the job's origin (ns)."""
+    if rows.is_empty():
         return pl.DataFrame(schema=ITERATION_COLUMNS)
-    return pl.concat(frames).cast(ITERATION_COLUMNS)
+    return rows.select(
+        "rank",
+        "iter",
+        us(pl.col("start") - origin).alias("ts"),
+        us(pl.col("dur")).alias("dur"),
+        us(pl.col("end") - origin).alias("end"),
+    ).cast(ITERATION_COLUMNS)
 
 
 def profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
@@ -231,10 +261,29 @@ def straggler_candidates(
     One row per rank with at least one step; z-scores are null with fewer than 3 such ranks
     (no robust reference) or when all ranks agree. Empty for a job without ProfilerSteps.
     """
+    per_step = step_metrics(ranks, hta_compat=hta_compat)
+    if steps is not None:
+        per_step = per_step.filter(pl.col("iter").is_in(steps))
+    return stragglers_from(per_step, threshold)
+
+
+#: `step_metrics`: per rank and step, its duration and its NCCL and computation busy time (ns).
+STEP_METRIC_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "iter": pl.Int64(),
+    "step": pl.Int64(),
+    "comm": pl.Int64(),
+    "comp": pl.Int64(),
+}
+
+
+def step_metrics(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
+    """Each rank's steps' metrics (`_rank_step_metrics`), the ranks in order: what
+    `straggler_candidates` compares across ranks, made by each rank alone."""
     kt = pl.col("kernel_type")
     launched = gpu_launches(ranks, hta_compat=hta_compat)
     if launched.width == 0:  # no ranks
-        return pl.DataFrame(schema=STRAGGLER_COLUMNS)
+        return pl.DataFrame(schema=STEP_METRIC_COLUMNS)
     launched = (
         launched.lazy()
         .filter(kt.is_in(("COMMUNICATION", "COMPUTATION")) & pl.col("launch_start").is_not_null())
@@ -250,10 +299,15 @@ def straggler_candidates(
         if m is not None and not m.is_empty():
             rows.append(m)
     if not rows:
+        return pl.DataFrame(schema=STEP_METRIC_COLUMNS)
+    return pl.concat(rows).cast(STEP_METRIC_COLUMNS)
+
+
+def stragglers_from(per_step: pl.DataFrame, threshold: float = Z_THRESHOLD) -> pl.DataFrame:
+    """`straggler_candidates` from `step_metrics` of every rank (the cross-rank part: a
+    median per rank, then robust z-scores over the ranks)."""
+    if per_step.is_empty():
         return pl.DataFrame(schema=STRAGGLER_COLUMNS)
-    per_step = pl.concat(rows)
-    if steps is not None:
-        per_step = per_step.filter(pl.col("iter").is_in(steps))
     per_rank = (
         per_step.group_by("rank")
         .agg(

@@ -1,8 +1,10 @@
-"""The unit of work: one rank's file -> the tables of the rank-wise analyses on it, as bytes.
+"""The unit of work: one rank's file -> the tables of the rank-wise analyses on it and the
+summaries of the reducing ones, as bytes.
 
 Runs wherever the back-end puts it (this process, a pool worker, a Dask worker that can read
 the cache): it reads the rank's frames from its cache entry, runs the analyses declared
-`scope="rank"` on that rank alone, and keeps each analysis's tables beside the frames
+`scope="rank"` on that rank alone and the `rank_part` of those declared `scope="reduce"`
+(`registry.rank_parts`), and keeps each analysis's tables beside the frames
 (`<entry>/results/<analysis>-<key>.arrow`), keyed by the options the analysis reads and the
 code's version, so a second report reads them back instead of computing them.
 """
@@ -144,7 +146,7 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
             out[a.name] = blob
     if missing:
         data = data or RankData(entry, job.meta)
-        tables = registry.run(
+        parts = registry.rank_parts(
             {job.rank: data.events},
             [a.name for a in missing],
             job.options,
@@ -153,7 +155,7 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
             meta={job.rank: job.meta},
         )
         for a in missing:
-            blob = pack({t: tables[t] for t in a.tables if t in tables})
+            blob = pack(parts[a.name])
             if job.store:
                 _write_atomic(blob, result_path(entry, a, job.options))
             out[a.name] = blob

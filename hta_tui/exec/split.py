@@ -5,6 +5,9 @@ on a back-end, the rest over every rank here, each result kept for the next run.
                                  stored, else made by `rank_work.rank_tables` on the back-end
                                  (a failed rank is made here instead: it costs its retry
                                  time, never its numbers); concatenated in rank order
+    reducing (`scope="reduce"`)  every rank's summaries (its `rank_part`), made and kept as
+                                 the rank-wise tables, concatenated in rank order and
+                                 reduced here (`Analysis.reduce`): no frame read here
     job-wide (`scope="job"`)     run here over every rank's frames (not yet distributed)
 
 Either way an analysis's whole answer is also kept under the cache's `jobs/` folder, keyed
@@ -145,11 +148,15 @@ def run_split(
                 stats.job_hits.append(a.name)
     left = [a for a in chosen if a.name not in answers]
     # (what reads the trace set itself, the overview's summaries, runs here, where it is)
-    rankwise = [a for a in left if a.scope == "rank" and not a.inputs] if ranks else []
-    if rankwise:
-        answers.update(_rankwise(ts, rankwise, options, ranks, backend, stats))
+    rankwise = [a for a in left if a.scope in ("rank", "reduce") and not a.inputs] if ranks else []
+    # the findings' rank part (each rank's first event) in the same round of work
+    finding = [a for a in left if a.name == FINDINGS and a.rank_part is not None and ranks]
+    parts: dict[str, registry.Tables] = {}
+    if rankwise or finding:
+        parts = _rankwise(ts, rankwise + finding, options, ranks, backend, stats)
+        answers.update({a.name: parts[a.name] for a in rankwise})
     # here: the job-wide analyses, and findings last (registry.run evaluates them on the
-    # tables it made and on those made above: rank-wise, or kept)
+    # tables made here and above: rank-wise, reduced, or kept)
     here = [a for a in left if a not in rankwise]
     if here:
         stats.here += [a.name for a in here]
@@ -159,16 +166,21 @@ def run_split(
         for a in jobwide:
             answers[a.name] = {t: made[t] for t in a.tables if t in made}
         if len(jobwide) < len(here):  # the findings, through the registry's one path
-            # the rules read tables; a rank's whole frames only when a rule asks for a
-            # table the others did not make (LazyEvents), and the origin from two columns
+            # the rules read tables; a rank's frames only when a rule asks for a table the
+            # others did not make (LazyEvents); the origin from each rank's first event
+            origin = (
+                registry.findings_origin_us(parts[FINDINGS])
+                if FINDINGS in parts
+                else steps.job_origin_us(_narrow_frames(ts, ranks, ("ts", "cat")))
+            )
             answers[FINDINGS] = registry.run(
                 registry.LazyEvents(ts),
                 [FINDINGS],
                 options,
-                frames=ts.frames,
+                frames=lambda name: registry.LazyEvents(ts, name=name),
                 meta=registry.trace_meta(ts),
                 made={**done, **made},
-                origin_us=steps.job_origin_us(_narrow_frames(ts, ranks, ("ts", "cat"))),
+                origin_us=origin,
             )
     if cache_root is not None:
         for a in left:
@@ -252,7 +264,8 @@ def _rankwise(
     backend: Backend,
     stats: SplitRun,
 ) -> dict[str, registry.Tables]:
-    """Each rank's tables (stored, or made on the back-end), concatenated in rank order."""
+    """Each rank's tables (stored, or made on the back-end), concatenated in rank order
+    (and reduced across ranks, for an analysis that reduces)."""
     parts: dict[int, dict[str, bytes]] = {}
     jobs: list[RankJob] = []
     for r in ranks:
@@ -272,7 +285,11 @@ def _rankwise(
     for r in ranks:
         if r.rank not in parts or len(parts[r.rank]) < len(chosen):
             parts[r.rank] = _here(ts, r, chosen, options, parts.get(r.rank, {}))
-    return {a.name: _concat([unpack(parts[r.rank][a.name]) for r in ranks]) for a in chosen}
+    order = tuple(r.rank for r in ranks)
+    return {
+        a.name: a.reduced(_concat([unpack(parts[r.rank][a.name]) for r in ranks]), options, order)
+        for a in chosen
+    }
 
 
 def _gather(
@@ -315,13 +332,10 @@ def _here(
     """A rank's missing tables made in this process from its frames here."""
     wanted = [a for a in chosen if a.name not in have]
     frames: Callable[[str], registry.Ranks] = registry.trace_frames(ts, [r.rank])
-    made = registry.run(
+    made = registry.rank_parts(
         frames("events"), [a.name for a in wanted], options, frames=frames, meta={r.rank: r.meta}
     )
-    return {
-        **have,
-        **{a.name: pack({t: made[t] for t in a.tables if t in made}) for a in wanted},
-    }
+    return {**have, **{a.name: pack(made[a.name]) for a in wanted}}
 
 
 def _concat(parts: list[registry.Tables]) -> registry.Tables:

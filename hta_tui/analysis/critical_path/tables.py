@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -189,40 +190,76 @@ def _collective_nodes(
     calls = collectives.calls({r: ranks[r] for r in paths})
     if calls.is_empty():
         return pl.DataFrame()
-    out = []
-    for rank, rp in paths.items():
-        nodes = rp.graph.nodes.join(
-            ranks[rank].select("idx", pl.col("ts").alias("raw_ts")), on="idx"
-        )
-        c = calls.filter(pl.col("rank") == rank).join(
-            nodes.select("row", "name", "raw_ts", "start", "end"),
-            left_on=["name", "ts"],
-            right_on=["name", "raw_ts"],
-            how="inner",
-        )
-        # the op that issued a call on another thread (c10d::allreduce_ for a gloo worker)
-        c10d = (
-            nodes.filter(pl.col("name").str.starts_with("c10d::"))
-            .select(pl.col("row").alias("issuer"), pl.col("raw_ts").alias("issued_ts"))
-            .sort("issued_ts")
-        )
-        c = c.sort("arrival").join_asof(
-            c10d, left_on="arrival", right_on="issued_ts", strategy="backward"
-        )
-        out.append(
-            c.select(
-                "rank",
-                "pg",
-                "seq",
-                "row",
-                pl.col("issuer").cast(pl.Int64),
-                pl.col("start").alias("s"),
-                pl.col("end").alias("e"),
-            )
-        )
-    calls = pl.concat(out)
-    # complete instances only: every rank of the instance has its call in its window
+    out = [
+        _rank_call_nodes(ranks[rank], rp, calls.filter(pl.col("rank") == rank))
+        for rank, rp in paths.items()
+    ]
+    return _complete(pl.concat(out))
+
+
+CALL_NODE_COLUMNS: dict[str, pl.DataType] = {
+    "rank": pl.Int64(),
+    "pg": pl.String(),
+    "seq": pl.Int64(),
+    "row": pl.Int64(),
+    "issuer": pl.Int64(),
+    "s": pl.Int64(),
+    "e": pl.Int64(),
+}
+
+
+def _rank_call_nodes(raw: pl.DataFrame, rp: RankPath, calls: pl.DataFrame) -> pl.DataFrame:
+    """One rank's collective calls (`collectives.rank_calls`, in (pg, seq) order) on the
+    nodes of its graph: the part of `_collective_nodes` the rank makes alone."""
+    nodes = rp.graph.nodes.join(raw.select("idx", pl.col("ts").alias("raw_ts")), on="idx")
+    c = calls.join(
+        nodes.select("row", "name", "raw_ts", "start", "end"),
+        left_on=["name", "ts"],
+        right_on=["name", "raw_ts"],
+        how="inner",
+    )
+    # the op that issued a call on another thread (c10d::allreduce_ for a gloo worker)
+    c10d = (
+        nodes.filter(pl.col("name").str.starts_with("c10d::"))
+        .select(pl.col("row").alias("issuer"), pl.col("raw_ts").alias("issued_ts"))
+        .sort("issued_ts")
+    )
+    c = c.sort("arrival").join_asof(
+        c10d, left_on="arrival", right_on="issued_ts", strategy="backward"
+    )
+    return c.select(
+        "rank",
+        "pg",
+        "seq",
+        "row",
+        pl.col("issuer").cast(pl.Int64),
+        pl.col("start").alias("s"),
+        pl.col("end").alias("e"),
+    ).cast(CALL_NODE_COLUMNS)  # type: ignore[arg-type]
+
+
+def _complete(calls: pl.DataFrame) -> pl.DataFrame:
+    """Complete instances only: every rank of the instance has its call in its window."""
     return calls.with_columns(pl.len().over("pg", "seq").alias("n")).filter(pl.col("n") > 1)
+
+
+@dataclass(frozen=True)
+class GraphArrays:
+    """What the path across ranks needs of one rank's graph of a step: its edges (src, dst,
+    type, weight, row), each edge's bound type and its number of nodes."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    type: np.ndarray
+    weight: np.ndarray
+    row: np.ndarray
+    bound: np.ndarray
+    nodes: int
+
+    @classmethod
+    def of(cls, rp: RankPath) -> GraphArrays:
+        gr = rp.graph
+        return cls(gr.src, gr.dst, gr.type, gr.weight, gr.row, rp.bound, gr.nodes.height)
 
 
 def job_path(
@@ -235,22 +272,30 @@ def job_path(
     calls = _collective_nodes(ranks, paths)
     if calls.is_empty():
         return None
+    return joined_path(calls, {r: GraphArrays.of(rp) for r, rp in paths.items()})
+
+
+def joined_path(
+    calls: pl.DataFrame, graphs: Mapping[int, GraphArrays]
+) -> tuple[int, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """`job_path` from the ranks' complete collective calls (`_collective_nodes`) and their
+    graphs' arrays: what the client needs, not the events."""
     offset: dict[int, int] = {}
     total = 0
     cols: dict[str, list[np.ndarray]] = {
         k: [] for k in ("src", "dst", "type", "weight", "row", "bound", "rank")
     }
-    for rank, rp in sorted(paths.items()):
+    for rank, gr in sorted(graphs.items()):
         offset[rank] = total
-        w = rp.graph.weight.copy()
-        cols["src"].append(rp.graph.src + total)
-        cols["dst"].append(rp.graph.dst + total)
-        cols["type"].append(rp.graph.type)
+        w = gr.weight.copy()
+        cols["src"].append(gr.src + total)
+        cols["dst"].append(gr.dst + total)
+        cols["type"].append(gr.type)
         cols["weight"].append(w)
-        cols["row"].append(rp.graph.row)
-        cols["bound"].append(rp.bound)
+        cols["row"].append(gr.row)
+        cols["bound"].append(gr.bound)
         cols["rank"].append(np.full(w.size, rank))
-        total += 2 * rp.graph.nodes.height
+        total += 2 * gr.nodes
     cat = {k: np.concatenate(v) for k, v in cols.items()}
     # the wait inside each call weighs 0: edges into the call's end node
     c = calls.with_columns(
@@ -285,11 +330,9 @@ def job_path(
     }
     # the transfer is the call's own time: bound like the call's span
     call_bound = {}
-    for rank, rp in paths.items():
-        span = rp.graph.type == g.OP
-        call_bound[rank] = dict(
-            zip(rp.graph.row[span].tolist(), rp.bound[span].tolist(), strict=False)
-        )
+    for rank, gr in graphs.items():
+        span = gr.type == g.OP
+        call_bound[rank] = dict(zip(gr.row[span].tolist(), gr.bound[span].tolist(), strict=False))
     add["bound"] = np.array(
         [
             call_bound[r].get(row, 0)
@@ -389,6 +432,10 @@ def critical_path_result(
         if joined is not None:
             length, path, _, cat = joined
             rows.append({**_job_row(annotation, i, length, path, cat), "step": numbers.get(i)})
+    return _tables(rows, paths), paths
+
+
+def _tables(rows: list[dict[str, object]], paths: Mapping[tuple[int, int], RankPath]) -> Tables:
     summary = (
         pl.DataFrame(rows, schema=SUMMARY_COLUMNS) if rows else pl.DataFrame(schema=SUMMARY_COLUMNS)
     )
@@ -412,9 +459,105 @@ def critical_path_result(
         edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
         for (_, i), rp in sorted(paths.items())
     ]
-    tables = {
+    return {
         "critical_path": summary,
         "critical_path_edges": pl.concat(edges) if edges else pl.DataFrame(),
         "critical_path_what_if": what_if,
     }
-    return tables, paths
+
+
+Tables = dict[str, pl.DataFrame]
+
+#: What a rank sends besides its own rows for the path across ranks (`critical_path_summary`).
+GRAPH_EDGES, GRAPH_NODES, GRAPH_CALLS = "path_graph_edges", "path_graph_nodes", "path_graph_calls"
+
+
+def critical_path_summary(
+    ranks: Mapping[int, pl.DataFrame],
+    annotation: str = "ProfilerStep",
+    instances: Instances = None,
+    *,
+    hta_compat: bool = False,
+    data_loading: str | None = None,
+) -> Tables:
+    """Each rank's own tables (its rows, edges, what-ifs: HTA's path is one rank's), and
+    for the path across ranks each step's graph as arrays (its edges, about three per event
+    of the step) with its collective calls on the graph's nodes: the path across ranks is
+    a longest path over every rank's graph of the step, so it needs them all
+    (`critical_path_reduce`)."""
+    paths, rows = rank_paths(
+        ranks, annotation, instances, hta_compat=hta_compat, data_loading=data_loading
+    )
+    out = _tables(rows, paths)
+    graphs, nodes, calls = [], [], []
+    mine: dict[int, pl.DataFrame] = {}
+    for (rank, i), rp in sorted(paths.items()):
+        gr = GraphArrays.of(rp)
+        key = [pl.lit(rank, pl.Int64).alias("rank"), pl.lit(i, pl.Int64).alias("instance_id")]
+        graphs.append(
+            pl.DataFrame(
+                {k: getattr(gr, k) for k in ("src", "dst", "type", "weight", "row", "bound")}
+            ).select(*key, pl.all())
+        )
+        nodes.append(pl.DataFrame({"rank": [rank], "instance_id": [i], "nodes": [gr.nodes]}))
+        if rank not in mine:  # in (pg, seq) order, as the matched calls
+            mine[rank] = collectives.rank_calls(rank, ranks[rank]).sort("pg", "seq", "rank")
+        calls.append(_rank_call_nodes(ranks[rank], rp, mine[rank]).select(key[1], pl.all()))
+    node_schema = {"rank": pl.Int64(), "instance_id": pl.Int64(), "nodes": pl.Int64()}
+    out[GRAPH_EDGES] = pl.concat(graphs) if graphs else pl.DataFrame()
+    out[GRAPH_NODES] = (
+        pl.concat(nodes).cast(node_schema) if nodes else pl.DataFrame(schema=node_schema)
+    )
+    call_schema = {"instance_id": pl.Int64(), **CALL_NODE_COLUMNS}
+    out[GRAPH_CALLS] = (
+        pl.concat(calls).cast(call_schema)  # type: ignore[arg-type]
+        if calls
+        else pl.DataFrame(schema=call_schema)
+    )
+    return out
+
+
+def critical_path_reduce(
+    parts: Mapping[str, pl.DataFrame], annotation: str = "ProfilerStep"
+) -> Tables:
+    """`critical_path_tables` from every rank's `critical_path_summary` (concatenated in
+    rank order): the ranks' rows, then for each step two ranks or more have a path of, the
+    longest path across their graphs."""
+    rows = parts["critical_path"].to_dicts()
+    numbers: dict[int, int] = {}
+    for row in rows:
+        if row["step"] is not None:
+            numbers.setdefault(row["instance_id"], row["step"])
+    nodes, edges, calls = parts[GRAPH_NODES], parts[GRAPH_EDGES], parts[GRAPH_CALLS]
+    for i in sorted(set(nodes["instance_id"].to_list())):
+        here = nodes.filter(pl.col("instance_id") == i)
+        if here.height < 2:
+            continue
+        mine = _complete(calls.filter(pl.col("instance_id") == i).drop("instance_id"))
+        if mine.is_empty():
+            continue
+        # one pass over the step's edges (not one filter per rank: linear in the ranks)
+        by_rank = edges.filter(pl.col("instance_id") == i).partition_by(
+            "rank", as_dict=True, maintain_order=True
+        )
+        graphs = {}
+        for rank, n in here.select("rank", "nodes").iter_rows():
+            e = by_rank.get((rank,), edges.clear())
+            graphs[rank] = GraphArrays(
+                *(e[k].to_numpy() for k in ("src", "dst", "type", "weight", "row", "bound")),
+                nodes=n,
+            )
+        try:
+            length, path, _, cat = joined_path(mine, graphs)
+        except CycleError as e:
+            error = f"dependencies loop across ranks: {e}"
+            rows.append(_row(None, annotation, i, step=numbers.get(i), error=error))
+            continue
+        rows.append({**_job_row(annotation, i, length, path, cat), "step": numbers.get(i)})
+    return {
+        "critical_path": pl.DataFrame(rows, schema=SUMMARY_COLUMNS)
+        if rows
+        else pl.DataFrame(schema=SUMMARY_COLUMNS),
+        "critical_path_edges": parts["critical_path_edges"],
+        "critical_path_what_if": parts["critical_path_what_if"],
+    }
