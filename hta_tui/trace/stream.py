@@ -153,18 +153,7 @@ def _split_file(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTr
                 stop, pos_next = cut
                 pieces.add((str(path), pos, stop))
                 pos = pos_next
-            framed = b"[" + _pread(f, pos, size - pos)
-            closing = parse._events_end(framed, 0)
-            if closing is None:
-                raise CannotSplit("the events array's end is not among the file's last bytes")
-            rest = b"".join((head, b"null", framed[closing + 1 :]))
-            try:
-                trace = parse._DECODER.decode(rest)
-            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
-                raise CannotSplit("the keys around the events do not decode") from exc
-            pieces.add(memoryview(framed)[1:closing])
-            del framed
-            return pieces.finish(trace)
+            return _last_piece(pieces, head, b"[" + _pread(f, pos, size - pos))
         finally:
             pieces.close()
 
@@ -236,6 +225,14 @@ def _cut(
         pieces.add(memoryview(data)[: edge.start() + 1])
         data = data[edge.end() - 1 :]
     framed = b"[" + data  # the "[" stands for everything before
+    del data
+    return _last_piece(pieces, head, framed)
+
+
+def _last_piece(pieces: _Pieces, head: bytes, framed: bytes) -> parse.ParsedTrace:
+    """The last piece (`framed`: "[" and the file's rest, up to the events array's end) and
+    the trace's keys around the events (`head` before them, what follows the array after):
+    what `pieces.finish` makes of every piece."""
     closing = parse._events_end(framed, 0)
     if closing is None:
         raise CannotSplit("the events array's end is not among the file's last bytes")
@@ -245,7 +242,6 @@ def _cut(
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise CannotSplit("the keys around the events do not decode") from exc
     pieces.add(memoryview(framed)[1:closing])
-    del data, framed
     return pieces.finish(trace)
 
 
