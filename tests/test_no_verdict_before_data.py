@@ -141,7 +141,13 @@ async def _one_of_two(pilot: Any) -> None:
     """One rank loaded, a second file listed but not loaded (its load held back): the
     numbers of the one, and the title says the rest is still loading."""
     screen = await _open(pilot, "B", StepTimeScreen)
-    await wait_until(pilot, lambda: "loading 1 of 2 files" in _seen(screen), 30.0, "the title")
+    # the title can say so before the view's numbers of the landed rank are drawn
+    await wait_until(
+        pilot,
+        lambda: "loading 1 of 2 files" in _seen(screen) and screen.shows_current,
+        30.0,
+        "the title and the landed rank's numbers",
+    )
     await pilot.pause()
 
 
