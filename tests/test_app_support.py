@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +236,22 @@ def synth_job(factory: Any, seed: int) -> tuple[Path, Path]:
     d = factory.mktemp("synth")
     write_trace_dir(d, ranks=2, steps=3, seed=seed)
     return d, factory.mktemp("cache")
+
+
+def hold_loads(monkeypatch: Any, held_back: Path | None = None) -> threading.Event:
+    """The app's session loads `held_back` (every file when None) only once the returned gate
+    is set, the others first: a file listed and not loaded yet, as a slow one is. Set the
+    gate when done (the held load waits at most 30 s)."""
+    from hta_tui.session import live as live_module
+    from hta_tui.trace import load as trace_load
+
+    gate = threading.Event()
+
+    def held(files: Any, cache: Any, **kw: Any) -> Any:
+        for tf in sorted(files, key=lambda t: held_back in (None, t.path)):  # the others first
+            if held_back in (None, tf.path):
+                gate.wait(30)  # the file "takes long": listed, not loaded
+            yield from trace_load.load_files([tf], cache, **kw)
+
+    monkeypatch.setattr(live_module, "load_files", held)
+    return gate

@@ -4,7 +4,6 @@ an empty watched folder says "no trace files yet" on every view, not "no Profile
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +12,8 @@ from textual.widgets import Static
 from hta_tui.app.screens.gpu_metrics import GpuMetricsScreen
 from hta_tui.app.screens.step_time import StepTimeScreen
 from hta_tui.app.widgets.title_line import TitleLine
-from hta_tui.session import live as live_module
-from hta_tui.trace import load as trace_load
 from hta_tui.trace.discover import TraceFile
-from tests.test_app_support import make_screen_app, settle, wait_until, write_rank
+from tests.test_app_support import hold_loads, make_screen_app, settle, wait_until, write_rank
 
 SIZE = (80, 24)
 
@@ -106,13 +103,7 @@ def test_snapshot_loading(snap_compare, tmp_path: Path, monkeypatch) -> None:
     root = tmp_path / "traces"
     root.mkdir()
     write_rank(root, 0)
-    gate = threading.Event()
-
-    def held(files, cache, **kw):
-        gate.wait(30)  # the file "takes long": listed, not loaded
-        yield from trace_load.load_files(files, cache, **kw)
-
-    monkeypatch.setattr(live_module, "load_files", held)
+    gate = hold_loads(monkeypatch)  # the file "takes long": listed, not loaded
     app = make_screen_app(root, tmp_path)
     try:
         assert snap_compare(app, terminal_size=SIZE, run_before=_waiting)
@@ -155,15 +146,7 @@ def test_snapshot_still_loading(snap_compare, tmp_path: Path, monkeypatch) -> No
     root = tmp_path / "traces"
     write_rank(root, 0, world=2)
     held_back = write_rank(root, 1, world=2)
-    gate = threading.Event()
-
-    def held(files, cache, **kw):
-        for tf in sorted(files, key=lambda t: t.path == held_back):  # rank 0 first
-            if tf.path == held_back:
-                gate.wait(30)  # rank 1 "takes long": listed, not loaded
-            yield from trace_load.load_files([tf], cache, **kw)
-
-    monkeypatch.setattr(live_module, "load_files", held)
+    gate = hold_loads(monkeypatch, held_back)  # rank 1 "takes long": listed, not loaded
     app = make_screen_app(root, tmp_path)
     try:
         assert snap_compare(app, terminal_size=SIZE, run_before=_one_of_two)
@@ -183,13 +166,7 @@ async def test_the_overview_gives_no_step_verdict_before_a_rank(
     root = tmp_path / "traces"
     root.mkdir()
     write_rank(root, 0)
-    gate = threading.Event()
-
-    def held(files, cache, **kw):
-        gate.wait(30)
-        yield from trace_load.load_files(files, cache, **kw)
-
-    monkeypatch.setattr(live_module, "load_files", held)
+    gate = hold_loads(monkeypatch)  # the file "takes long": listed, not loaded
     app = make_screen_app(root, tmp_path)
     try:
         async with app.run_test(size=SIZE) as pilot:

@@ -7,7 +7,6 @@ all-reduce in each rank's steps."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,14 @@ from hta_tui.app.screens.findings import FindingsScreen
 from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.app.widgets.findings_block import FindingsBlock
 from hta_tui.app.widgets.frame_table import FrameTable
-from hta_tui.session import live as live_module
-from hta_tui.trace import load as trace_load
-from tests.test_app_support import make_screen_app, settle, wait_until, write_rank, write_ranks
+from tests.test_app_support import (
+    hold_loads,
+    make_screen_app,
+    settle,
+    wait_until,
+    write_rank,
+    write_ranks,
+)
 from tests.test_timeline_links import selected_event
 
 SIZE = (80, 24)
@@ -33,15 +37,7 @@ async def test_findings_block_view_enter_and_t(tmp_path: Path, monkeypatch: Any)
     root = tmp_path / "traces"
     write_rank(root, 0, world=2)
     held_back = write_rank(root, 1, world=2)
-    gate = threading.Event()
-
-    def held(files, cache, **kw):
-        for tf in sorted(files, key=lambda t: t.path == held_back):  # rank 0 first
-            if tf.path == held_back:
-                gate.wait(30)  # rank 1 "takes long": listed, not loaded
-            yield from trace_load.load_files([tf], cache, **kw)
-
-    monkeypatch.setattr(live_module, "load_files", held)
+    gate = hold_loads(monkeypatch, held_back)  # rank 1 "takes long": listed, not loaded
     app = make_screen_app(root, tmp_path, findings=True)
     try:
         async with app.run_test(size=SIZE) as pilot:
