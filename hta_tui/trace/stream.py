@@ -134,15 +134,7 @@ def _split_file(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTr
     process and it keeps the workers busy at a tenth of one's time."""
     with parse.open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size  # what it held when opened, as `json_blocks`
-        data = _pread(f, 0, min(size, BLOCK_BYTES, piece))
-        key = data.find(parse._EVENTS_KEY)
-        opening = parse._ARRAY_START.match(data, key + len(parse._EVENTS_KEY)) if key >= 0 else None
-        first = _FIRST.match(data, opening.end()) if opening is not None else None
-        if first is None or first.group(1) != b"{":
-            raise CannotSplit("no events array in its first bytes")
-        head = data[: opening.end() - 1]  # type: ignore[union-attr]
-        pos = first.start(1)
-        del data
+        head, pos = _events_start(_pread(f, 0, min(size, BLOCK_BYTES, piece)))
         pieces = _Pieces(sink, piece)
         try:
             last = size - parse.TAIL_WINDOW  # no cut at or after this: the array may end there
@@ -189,13 +181,8 @@ def _split(blocks: Iterator[bytes], sink: FrameSink, piece: int) -> parse.Parsed
     document around the array (its other keys) is decoded at the end, as
     `parse._find_events` does."""
     data, _ = _fill(b"", blocks, piece)  # a file that ends here: `_cut` finds it ended
-    key = data.find(parse._EVENTS_KEY)
-    opening = parse._ARRAY_START.match(data, key + len(parse._EVENTS_KEY)) if key >= 0 else None
-    first = _FIRST.match(data, opening.end()) if opening is not None else None
-    if first is None or first.group(1) != b"{":
-        raise CannotSplit("no events array in its first bytes")
-    head = data[: opening.end() - 1]  # type: ignore[union-attr]
-    rest = [data[first.start(1) :]]  # from the first event's "{" (held by `_cut` alone)
+    head, first = _events_start(data)
+    rest = [data[first:]]  # from the first event's "{" (held by `_cut` alone)
     del data
     pieces = _Pieces(sink, piece)
     try:
@@ -227,6 +214,17 @@ def _cut(
     framed = b"[" + data  # the "[" stands for everything before
     del data
     return _last_piece(pieces, head, framed)
+
+
+def _events_start(data: bytes) -> tuple[bytes, int]:
+    """(the document before the events array, without its "["; where its first event's "{"
+    is) in a file's first bytes: where the pieces start."""
+    key = data.find(parse._EVENTS_KEY)
+    opening = parse._ARRAY_START.match(data, key + len(parse._EVENTS_KEY)) if key >= 0 else None
+    first = _FIRST.match(data, opening.end()) if opening is not None else None
+    if opening is None or first is None or first.group(1) != b"{":
+        raise CannotSplit("no events array in its first bytes")
+    return data[: opening.end() - 1], first.start(1)
 
 
 def _last_piece(pieces: _Pieces, head: bytes, framed: bytes) -> parse.ParsedTrace:
