@@ -132,7 +132,9 @@ class RefreshMixin(AppMixin):
         self._overview_shown = msg.generation
         self.overview_data = msg.data
         for screen in self.screen_stack:
-            if isinstance(screen, OverviewScreen):
+            # one still mounting shows `overview_data` from its own on_mount: its widgets
+            # may not all be there yet
+            if isinstance(screen, OverviewScreen) and screen.is_mounted:
                 screen.show_overview(self.overview_data)
 
     def _overview_key(self) -> tuple[Any, ...]:
