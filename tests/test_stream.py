@@ -9,6 +9,7 @@ import gzip
 from pathlib import Path
 
 import orjson
+import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
@@ -38,6 +39,16 @@ def _trace() -> dict:
     launch = next(e for e in events if e.get("cat") == "cuda_runtime" and "args" in e)
     step = next(e for e in events if e.get("name", "").startswith("ProfilerStep#"))
     late = 2**45  # us: beyond 2^43, a float cannot keep a fractional digit
+    # Python functions around a launch: a module (an owner of its kernels) and plain ones
+    where = {"ph": "X", "cat": "python_function", "pid": launch["pid"], "tid": launch["tid"]}
+    events += [
+        {**where, "name": "nn.Module: Net", "ts": launch["ts"] - 2, "dur": launch["dur"] + 4,
+         "args": {"Python id": 7, "Python parent id": 6, "Python module id": 0}},
+        {**where, "name": "net.py(12): forward", "ts": launch["ts"] - 1, "dur": launch["dur"] + 2,
+         "args": {"Python id": 8, "Python parent id": 7}},
+        {**where, "name": "net.py(3): helper", "ts": launch["ts"] + 1e5, "dur": 3.0,
+         "args": {"Python id": 9, "Python parent id": 6}},
+    ]  # fmt: skip
     events += [
         {**launch, "ts": launch["ts"] + 1e6},
         {**step, "name": f"ProfilerStep#{HUGE_DIGITS}"},
@@ -223,10 +234,23 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
     monkeypatch.setattr(model, "read_frame", lambda e, n, c=None: reads.append(c) or read(e, n, c))
     monkeypatch.setattr(model, "NARROW_EVENTS", 0)
     data._frames.clear()  # as after a restart: nothing held
-    narrow = KernelsScreen.compute(KernelsScreen.frames_for(ts, Params()), Params())
+    given = KernelsScreen.frames_for(ts, Params())
+    # only the rows its analyses read, a piece at a time: no Python function but modules',
+    # numbered as in the whole frame
+    plain = (pl.col("kind") == "python") & pl.col("python_module_id").is_null()
+    assert whole[0].filter(plain).height >= 2 and not given[0].filter(plain).height
+    assert given[0].filter(pl.col("kind") == "python").height >= 1
+    kept = whole[0].filter(~plain).select(KernelsScreen.EVENTS_COLUMNS)
+    assert_frame_equal(given[0], kept)
+    narrow = KernelsScreen.compute(given, Params())
     for key in ("types", "kernels"):
         assert_frame_equal(narrow[key], kernels[key], check_exact=False)
     assert narrow["kernels"].height and narrow["attribution"] == kernels["attribution"]
+    by_op = Params(extra={"by_op": True})
+    assert_frame_equal(
+        KernelsScreen.compute(given, by_op)["kernels"],
+        KernelsScreen.compute(whole, by_op)["kernels"],
+    )
     frames = TimelineScreen.frames_for(ts, Params())
     assert len(frames[0].columns) == len(TimelineScreen.EVENTS_COLUMNS)
     rows = TimelineScreen.compute(frames, Params()).rows

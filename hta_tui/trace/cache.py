@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import itertools
 import os
 import shutil
 import tempfile
@@ -392,6 +393,33 @@ def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.D
     if "idx" in whole.columns:  # each piece numbers its own rows (pieces parsed at once)
         whole = whole.with_columns(pl.int_range(whole.height, dtype=pl.UInt32).alias("idx"))
     return whole
+
+
+def read_rows(entry: Path, name: str, columns: list[str], where: pl.Expr) -> pl.DataFrame:
+    """The rows of one frame that `where` keeps, only `columns`, read a piece at a time: the
+    memory held is the rows kept plus one piece, not the whole frame (the kernels view of a
+    10 GB rank needs its GPU work, launches and operators, not its Python functions). `idx`
+    numbers the rows as `read_frame` does, before any is left out. Errors as `read_frame`."""
+    wanted = list(dict.fromkeys([*columns, *where.meta.root_names()]))
+    path = entry / f"{name}.parquet"
+    try:
+        first = read_checked(path, wanted)
+    except FileNotFoundError:
+        meta = _read_meta(entry)
+        if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
+            return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns)
+        raise DamagedEntry(f"{path.name} is missing") from None
+    if not (entry / part_name(name, 1)).exists():
+        return first.filter(where).select(columns)
+    kept, offset = [], 0
+    for part in itertools.chain([first], _more_parts(entry, name, wanted)):  # one at a time
+        if "idx" in wanted:  # each piece numbers its own rows: numbered over the pieces
+            renumbered = pl.int_range(offset, offset + part.height, dtype=pl.UInt32)
+            part = part.with_columns(renumbered.alias("idx"))
+        offset += part.height
+        kept.append(part.filter(where).select(columns))
+        del part
+    return pl.concat(kept, rechunk=False)
 
 
 def _more_parts(entry: Path, name: str, columns: list[str] | None) -> Iterator[pl.DataFrame]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import note, read_frame, reparse
+from hta_tui.trace.cache import note, read_frame, read_rows, reparse
 from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
@@ -123,21 +123,25 @@ class RankData:
         """Whether the rank is too large to hold its whole events frame (`columns`)."""
         return "events" not in self._frames and self.meta.get("n_events", 0) > NARROW_EVENTS
 
-    def columns(self, names: Sequence[str]) -> pl.DataFrame:
+    def columns(self, names: Sequence[str], where: pl.Expr | None = None) -> pl.DataFrame:
         """The events frame's `names` columns only. A rank of more than NARROW_EVENTS events
         whose frame is not held reads just those from its entry (a 10 GB rank's whole events
         need more memory than the machine has; the overview's summaries need a fifth of
-        them), kept for the next caller asking the same columns; any other selects from
-        `events`."""
+        them), and only the rows `where` keeps (read a piece at a time), kept for the next
+        caller asking the same; any other selects from `events`, every row (`where` only
+        saves memory: the caller's numbers must not depend on it)."""
         if not self.large():
             return self.events.select(names)
-        key = "events:" + ",".join(names)
+        key = "events:" + ",".join(names) + ("" if where is None else f" where {where}")
         with self._lock:
             df = self._frames.get(key)
         if df is not None:
             return df
         try:
-            df = read_frame(self.entry, "events", list(names))
+            if where is None:
+                df = read_frame(self.entry, "events", list(names))
+            else:
+                df = read_rows(self.entry, "events", list(names), where)
         except (DamagedEntry, OSError):
             return self.events.select(names)  # parsed again, with its notice
         with self._lock:  # the last one only: four views' columns would be most of it
@@ -495,11 +499,14 @@ class TraceSet:
     def frames(self, name: str = "events") -> dict[int, pl.DataFrame]:
         return {rank: data.frame(name) for rank, data in self.loaded().items()}
 
-    def columns(self, names: Sequence[str], *, large_only: bool = False) -> dict[int, pl.DataFrame]:
-        """Rank -> its events' `names` columns (`RankData.columns`); `large_only`: the whole
-        events of every rank small enough to hold them."""
+    def columns(
+        self, names: Sequence[str], *, large_only: bool = False, where: pl.Expr | None = None
+    ) -> dict[int, pl.DataFrame]:
+        """Rank -> its events' `names` columns (`RankData.columns`; a large rank's only the
+        rows `where` keeps); `large_only`: the whole events of every rank small enough to
+        hold them."""
         return {
-            rank: data.columns(names) if data.large() or not large_only else data.events
+            rank: data.columns(names, where) if data.large() or not large_only else data.events
             for rank, data in self.loaded().items()
         }
 

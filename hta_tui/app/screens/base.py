@@ -385,6 +385,9 @@ class AnalysisScreen(Screen):
     EVENTS_COLUMNS: tuple[str, ...] = ()
     #: Whether the other ranks get only those columns too (else their whole frames).
     EVENTS_COLUMNS_ALWAYS = True
+    #: The rows the screen's analyses read (None: every one): a rank too large to hold reads
+    #: only these, a piece at a time (`RankData.columns`); its numbers must be the same.
+    EVENTS_ROWS: ClassVar[pl.Expr | None] = None
 
     @classmethod
     def frames_for(cls, ts: TraceSet, params: Params) -> dict[int, pl.DataFrame]:
@@ -392,7 +395,8 @@ class AnalysisScreen(Screen):
         the last step put back when `H` asks for every step."""
         narrow = getattr(ts, "columns", None)
         if cls.EVENTS_COLUMNS and narrow is not None:
-            frames = narrow(cls.EVENTS_COLUMNS, large_only=not cls.EVENTS_COLUMNS_ALWAYS)
+            rows = {} if cls.EVENTS_ROWS is None else {"where": cls.EVENTS_ROWS}
+            frames = narrow(cls.EVENTS_COLUMNS, large_only=not cls.EVENTS_COLUMNS_ALWAYS, **rows)
         else:
             frames = ts.frames()
         if params.rank is not None:

@@ -128,6 +128,10 @@ class KernelsScreen(AnalysisScreen):
         *("annotation", "python_module_id", "grid", "block", "registers", "shared_memory"),
         "call_stack",
     )
+    #: What they read of a large rank (`RankData.columns`): every row but the Python
+    #: functions that are no module (a third of a real rank's events; `kernel_owners` reads
+    #: only modules' among them).
+    EVENTS_ROWS = (pl.col("kind") != "python") | pl.col("python_module_id").is_not_null()
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "toggle_fold", "Top-k/all", tooltip="Fold the long tail into 'others'"),
