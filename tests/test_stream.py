@@ -216,6 +216,7 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
 
     from hta_tui.app.screens.base import Params
     from hta_tui.app.screens.kernels import KernelsScreen
+    from hta_tui.app.screens import timeline as timeline_screen
     from hta_tui.app.screens.timeline import TimelineScreen
     from hta_tui.trace import model
     from hta_tui.trace.model import open_set
@@ -257,3 +258,22 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
     assert [r.key for r in rows] == [r.key for r in timeline.rows] and rows
     assert all(np.array_equal(a.idx, b.idx) for a, b in zip(rows, timeline.rows, strict=True))
     assert reads and all(c is not None and len(c) < 30 for c in reads)
+    # a rank too large to draw whole: only the events starting in its first part are read
+    # (here a third of its time) and drawn, on the rows and in the order they had
+    monkeypatch.setattr(timeline_screen, "WINDOW_EVENTS", data.meta["n_events"] // 3)
+    cut = timeline_screen.window(data.meta)
+    assert cut is not None
+    part = TimelineScreen.frames_for(ts, Params())[0]
+    early = whole[0].filter(cut)
+    assert 0 < part.height == early.height < whole[0].height
+    assert_frame_equal(part, early.select(TimelineScreen.EVENTS_COLUMNS))
+    drawn = {
+        r.key: part["idx"].to_numpy()[r.idx]
+        for r in TimelineScreen.compute({0: part}, Params()).rows
+        if not r.counter
+    }
+    kept = set(early["idx"].to_list())
+    every = {r.key: whole[0]["idx"].to_numpy()[r.idx] for r in timeline.rows if not r.counter}
+    assert drawn and drawn.keys() <= every.keys()
+    for key, idx in every.items():
+        assert list(drawn.get(key, [])) == [i for i in idx if i in kept]

@@ -24,6 +24,7 @@ from hta_tui.trace.events import (
     Decoded,
     Event,
     EventArgs,
+    Metadata,
     annotations,
     args_of,
 )
@@ -153,6 +154,11 @@ class _Gathered:
     def add(self, events: list[Event]) -> None:
         """One chunk's events; raises InexactNumbers (numbers.plain_us) before it changes
         anything."""
+        if type(events) is Metadata:  # every event is ph "M" (`parse._metadata_chunk`)
+            threads = _threads_frame(events)
+            if not threads.is_empty():
+                self.threads.append(threads)
+            return
         rest = [e for e in events if e.ph != "X"]
         if not rest:
             self._complete(events)

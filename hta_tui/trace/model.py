@@ -43,6 +43,10 @@ def _write_atomic(df: pl.DataFrame, path: Path) -> None:
 #: from the entry rather than the whole frame (a file parsed in pieces has 2 M per GB).
 NARROW_EVENTS = 4_000_000
 
+#: The rows a narrow read keeps of a large rank: all (None), an expression, or one made
+#: from the rank's metadata (its time bounds, its events).
+Rows = pl.Expr | Callable[[dict[str, Any]], pl.Expr | None] | None
+
 STATUSES = ("pending", "loading", "loaded", "incomplete", "not_trace", "error")
 #: More files changed at once than this and the ranks of every file are assigned again.
 UPDATE_MAX = 256
@@ -500,15 +504,19 @@ class TraceSet:
         return {rank: data.frame(name) for rank, data in self.loaded().items()}
 
     def columns(
-        self, names: Sequence[str], *, large_only: bool = False, where: pl.Expr | None = None
+        self, names: Sequence[str], *, large_only: bool = False, where: Rows = None
     ) -> dict[int, pl.DataFrame]:
         """Rank -> its events' `names` columns (`RankData.columns`; a large rank's only the
-        rows `where` keeps); `large_only`: the whole events of every rank small enough to
-        hold them."""
-        return {
-            rank: data.columns(names, where) if data.large() or not large_only else data.events
-            for rank, data in self.loaded().items()
-        }
+        rows `where` keeps, or `where(meta)` of the rank's metadata); `large_only`: the
+        whole events of every rank small enough to hold them."""
+        out = {}
+        for rank, data in self.loaded().items():
+            if data.large() or not large_only:
+                rows = where if where is None or isinstance(where, pl.Expr) else where(data.meta)
+                out[rank] = data.columns(names, rows)
+            else:
+                out[rank] = data.events
+        return out
 
     @property
     def origin_ns(self) -> int | None:

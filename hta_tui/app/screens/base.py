@@ -47,7 +47,7 @@ from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.app.widgets.title_line import TitleLine
-from hta_tui.trace.model import TraceSet
+from hta_tui.trace.model import Rows, TraceSet
 
 #: While files are still landing, recompute at most this often (seconds).
 MIN_INTERVAL = 1.0
@@ -387,7 +387,7 @@ class AnalysisScreen(Screen):
     EVENTS_COLUMNS_ALWAYS = True
     #: The rows the screen's analyses read (None: every one): a rank too large to hold reads
     #: only these, a piece at a time (`RankData.columns`); its numbers must be the same.
-    EVENTS_ROWS: ClassVar[pl.Expr | None] = None
+    EVENTS_ROWS: ClassVar[Rows] = None
 
     @classmethod
     def frames_for(cls, ts: TraceSet, params: Params) -> dict[int, pl.DataFrame]:

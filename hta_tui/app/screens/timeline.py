@@ -33,6 +33,21 @@ from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
 
+#: About the most events the timeline of a rank too large to hold draws: the trace's first
+#: part, the share of its time that holds this many of its events were they spread evenly
+#: (17 columns of 22 M events need 4 GB, and its rows as much again).
+WINDOW_EVENTS = 2_000_000
+
+
+def window(meta: dict[str, Any]) -> pl.Expr | None:
+    """The events a large rank's timeline draws (those starting in its first part, see
+    WINDOW_EVENTS); None: every event."""
+    n, lo, hi = meta.get("n_events") or 0, meta.get("min_ts"), meta.get("max_end")
+    if n <= WINDOW_EVENTS or lo is None or hi is None:
+        return None
+    return pl.col("ts") < lo + (hi - lo) * WINDOW_EVENTS // n
+
+
 class TimelineScreen(AnalysisScreen):
     TITLE = "Trace timeline"
     STEPS = "whole trace"
@@ -44,6 +59,8 @@ class TimelineScreen(AnalysisScreen):
         "wait_on_stream",
     )
     EVENTS_COLUMNS_ALWAYS = False
+    #: ... and only its first part (`window`): the rest of it is not drawn.
+    EVENTS_ROWS = staticmethod(window)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("w,plus,equals_sign", "zoom(0.5)", "Zoom in", key_display="w/+"),
@@ -69,6 +86,8 @@ class TimelineScreen(AnalysisScreen):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.target: Moment | None = None
+        #: the ranks drawn only in part (too large to hold: `window`)
+        self.partial: list[int] = []
         self.flow_targets: list[te.Ref] = []
 
     def compose_body(self) -> ComposeResult:
@@ -101,6 +120,9 @@ class TimelineScreen(AnalysisScreen):
         origin = ts.origin_ns
         options = registry.Options(origin_ns=-1 if origin is None else origin)
         got = registry.tables(frames, [self.MODEL], options, frames=ts.frames)
+        self.partial = [
+            r for r, d in ts.loaded().items() if d.large() and window(d.meta) is not None
+        ]
         return got[self.MODEL]
 
     def show(self, result: Timeline) -> None:
@@ -109,8 +131,11 @@ class TimelineScreen(AnalysisScreen):
         if self.target is not None:
             self._go_to_target()
         else:
+            part = ""
+            if self.partial:  # a rank too large to draw whole: its first part (`window`)
+                part = f"rank {', '.join(map(str, self.partial))}: its first part only · "
             self._say(
-                f"{len(result.rows)} rows · {fmt_time(result.span_ns)} · "
+                f"{part}{len(result.rows)} rows · {fmt_time(result.span_ns)} · "
                 "w/s zoom  a/d pan  [/] events  enter select  f flow  m mark  / find"
             )
 
