@@ -402,3 +402,52 @@ def test_metadata_names_of_any_type() -> None:
         (2, 3, "thread_sort_index", "9"),
         (2, 3, "x", None),
     ]
+
+
+def test_metadata_chunks_take_the_short_way_to_the_same_frames(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chunk whose events are all `ph: "M"` (Kineto writes the processes' and threads'
+    names in blocks: 310k of them in a real MTIA trace) is decoded into a five-field struct
+    and goes straight to the threads frame; the frames, and what was dropped, are those of
+    the usual way, odd values too (a pid as text, a sort index as text, a name that is a
+    number, args null or absent or with a field of another type, text that is not ASCII, a
+    metadata event among the others)."""
+    meta = [
+        {"name": "process_name", "ph": "M", "ts": 0, "pid": p, "tid": 0, "args": {"name": f"p{p}"}}
+        for p in range(40)
+    ] + [
+        {"name": "thread_name", "ph": "M", "ts": 1.5, "pid": "7", "tid": 3, "args": {"name": 9}},
+        {"name": "thread_sort_index", "ph": "M", "pid": 7, "tid": 3, "args": {"sort_index": "5"}},
+        {"name": "process_labels", "ph": "M", "pid": 8, "tid": 0, "args": {"labels": "GPU ü"}},
+        {"name": "thread_name", "ph": "M", "pid": 8, "tid": 4, "args": None},
+        {"name": "thread_name", "ph": "M", "pid": 8, "tid": 5},
+        {"name": "thread_name", "ph": "M", "pid": 8, "tid": 6, "args": {"device": "x", "name": "t"}},
+        {"name": "process_name", "ph": "M", "cat": 5, "pid": [1], "tid": 0, "args": {"name": "x"}},
+    ]  # fmt: skip
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "pid": 1, "tid": 2, "ts": i, "dur": 1}
+        for i in range(20)
+    ]
+    mixed = [*events[:10], meta[0], *events[10:]]
+    doc = {"traceEvents": [*meta, *mixed, *meta], "deviceLogs": ["[x] ]", "y"]}
+    buf = json.dumps(doc, indent=1, ensure_ascii=False).encode()
+    monkeypatch.setattr(parse_mod, "CHUNK_BYTES", 600)  # a few events a chunk
+    short: list[int] = []
+    metadata_chunk = parse_mod._metadata_chunk
+
+    def spy(piece: memoryview, exact: bool) -> object:
+        got = metadata_chunk(piece, exact)
+        short.append(got is not None)
+        return got
+
+    monkeypatch.setattr(parse_mod, "_metadata_chunk", spy)
+    fast = parse_bytes(buf)
+    assert sum(short) >= 4 and not all(short)  # most metadata chunks, not the mixed ones
+    monkeypatch.setattr(parse_mod, "_metadata_chunk", lambda piece, exact: None)
+    usual = parse_bytes(buf)
+    for name, frame in usual.frames.items():
+        assert fast.frames[name].equals(frame), name
+    assert fast.meta["dropped_events"] == usual.meta["dropped_events"]
+    threads = fast.frames["threads"]
+    assert threads.height >= 2 * 40 and threads["value"].to_list().count("GPU ü") == 2
