@@ -422,7 +422,7 @@ def test_metadata_chunks_take_the_short_way_to_the_same_frames(
         {"name": "process_labels", "ph": "M", "pid": 8, "tid": 0, "args": {"labels": "GPU ü"}},
         {"name": "thread_name", "ph": "M", "pid": 8, "tid": 4, "args": None},
         {"name": "thread_name", "ph": "M", "pid": 8, "tid": 5},
-        {"name": "thread_name", "ph": "M", "pid": 8, "tid": 6, "args": {"device": "x", "name": "t"}},
+        {"name": "thread_name", "ph": "M", "pid": 8, "tid": 6, "args": {"device": "x"}},
         {"name": "process_name", "ph": "M", "cat": 5, "pid": [1], "tid": 0, "args": {"name": "x"}},
     ]  # fmt: skip
     events = [

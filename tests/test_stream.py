@@ -214,9 +214,9 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
     from its entry: the same kernel tables and timeline rows as from the whole frames."""
     import numpy as np
 
+    from hta_tui.app.screens import timeline as timeline_screen
     from hta_tui.app.screens.base import Params
     from hta_tui.app.screens.kernels import KernelsScreen
-    from hta_tui.app.screens import timeline as timeline_screen
     from hta_tui.app.screens.timeline import TimelineScreen
     from hta_tui.trace import model
     from hta_tui.trace.model import open_set

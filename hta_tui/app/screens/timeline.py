@@ -32,7 +32,6 @@ from hta_tui.app.widgets.timeline_view import TimelineView, fmt_time
 from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
 
-
 #: About the most events the timeline of a rank too large to hold draws: the trace's first
 #: part, the share of its time that holds this many of its events were they spread evenly
 #: (17 columns of 22 M events need 4 GB, and its rows as much again).
