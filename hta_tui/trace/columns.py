@@ -155,7 +155,7 @@ class _Gathered:
         """One chunk's events; raises InexactNumbers (numbers.plain_us) before it changes
         anything."""
         if type(events) is Metadata:  # every event is ph "M" (`parse._metadata_chunk`)
-            threads = _threads_frame(events)
+            threads = _metadata_frame(events)
             if not threads.is_empty():
                 self.threads.append(threads)
             return
@@ -518,6 +518,28 @@ def _threads_frame(evs: list[Event]) -> pl.DataFrame:
 
 
 _ARG_NAME, _LABELS, _SORT_INDEX = map(reader, ("name", "labels", "sort_index"))
+
+
+def _metadata_frame(evs: Metadata) -> pl.DataFrame:
+    """`_threads_frame` of a chunk of metadata events only (`parse._metadata_chunk`: their
+    args are None when absent, never NO_ARGS): the name or labels chosen in Python, one
+    column instead of two, the same values (the first of name, labels and sort index
+    given, as text)."""
+    args = [e.args for e in evs]
+    if None in args:
+        keep = [a is not None for a in args]
+        evs, args = list(compress(evs, keep)), list(compress(args, keep))
+        if not evs:
+            return empty("threads")
+    named = [n if n is not None else v for n, v in zip(_ARG_NAME(args), _LABELS(args), strict=True)]
+    value = _text_column("value", named)
+    sorts = _SORT_INDEX(args)
+    if sorts.count(None) != len(sorts):  # (an index past Int64 is null, as before)
+        sort = column("sort_index", sorts, pl.Int64, strict=False).cast(pl.String)
+        value = pl.select(pl.coalesce(value, sort).alias("value")).to_series()
+    key = _text_column("key", _NAME(evs))
+    pid, tid = _int_column("pid", _PID(evs)), _int_column("tid", _TID(evs))
+    return pl.DataFrame([pid, tid, key, value])
 
 
 def _int_column(name: str, values: list[Any]) -> pl.Series:
