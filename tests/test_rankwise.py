@@ -164,14 +164,16 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, name: str) -> None:
 @pytest.mark.shared
 @pytest.mark.heavy
 def test_rank_by_rank_equals_every_rank_at_once(
-    shared: Path, tmp_path: Path, cluster: DaskBackend
+    shared: Path, tmp_path: Path, cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every rank-wise and reducing analysis on a real 8-rank job (GPU kernels, NCCL,
     memcpy, syncs) made rank by rank on Dask's workers (each rank's tables, or its summary
     reduced here) gives the tables of the registry run over every rank at once; the
     reductions again with the options that change them: the plugin's distributed tables
     (its transfer is the shortest range over the ranks), HTA's rounding and kernel folding,
-    one rank's kernel sequences, every step's critical path (the path across ranks too)."""
+    one rank's kernel sequences, every step's critical path (the path across ranks too).
+    (Rank by rank: these files are small enough to be batched otherwise.)"""
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)
     cache = Cache(tmp_path)
     ts = open_session(shared / "traces" / "param_dlrm_8rank", cache, backend=cluster).trace_set
     assert len(ts.loaded()) == 8
