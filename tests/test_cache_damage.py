@@ -57,9 +57,10 @@ DAMAGE = {"truncated": truncated, "garbage": garbage, "missing": missing, "zero"
 #: app's parser worker).
 DERIVED = ("derived/overview-", "derived/step-breakdown-")
 #: A rank-wise analysis's tables kept in the entry's `results/` folder (hta_tui/exec): one
-#: file per analysis, all of one kind, damaged here in one of them.
+#: file per analysis, all of one kind, damaged here in one of them (these small ranks run
+#: in one batch, its tables kept beside the first rank's frames: `rank_work.batch_tables`).
 RESULTS = "results/"
-RESULT = "results/idle_time_breakdown-"
+RESULT = "results/batch-idle_time_breakdown-"
 #: every file of an entry: meta.json, each frame the parser writes, each derived summary
 #: (`test_entry_files_are_all_damaged_here` fails when an entry gains a kind of file)
 FILES = [META_FILE, *(f"{name}.parquet" for name in FRAME_SCHEMAS), *DERIVED, RESULT]

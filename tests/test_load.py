@@ -386,3 +386,41 @@ def test_the_app_loads_through_the_process_pool(tmp_path: Path) -> None:
     with "bad value(s) in fds_to_keep"."""
     out = run_script_on_two_ranks(tmp_path, APP_POOL_SCRIPT)
     assert out.stdout.splitlines()[:2] == ["['loaded', 'loaded']", "[]"]
+
+
+def test_small_files_go_to_the_pool_several_to_a_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool task per small file cost more than its parse: small files go a chunk to a
+    task, each with its own result (a bad one its own reason), the same numbers as alone."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+
+    d = tmp_path / "traces"
+    write_job(d, Dialect(), JobShape(ranks=8, steps=1, ops_per_step=2))
+    (d / "rank-9.pt.trace.json").write_bytes(b"{ not json")
+    alone = {r.file.path.name: r for r in load_files(discover(d), Cache(tmp_path / "c1"))}
+    submits: list[int] = []
+
+    class Counted(ProcessPoolExecutor):
+        def submit(self, fn, /, *args, **kw):  # type: ignore[no-untyped-def]
+            submits.append(1)
+            return super().submit(fn, *args, **kw)
+
+    monkeypatch.setattr(load_mod, "ProcessPoolExecutor", Counted)
+    monkeypatch.setattr(load_mod, "INLINE_BYTES", 0)  # every file to the pool
+    monkeypatch.setattr(load_mod, "CHUNKS_PER_WORKER", 1, raising=False)
+    cache = Cache(tmp_path / "c2")
+    pooled = {r.file.path.name: r for r in load_files(discover(d), cache, workers=2)}
+    assert 0 < len(submits) <= 3  # 9 files: chunks of 4 for two workers, not 9 tasks
+    assert sorted(pooled) == sorted(alone) and len(pooled) == 9
+    assert pooled["rank-9.pt.trace.json"].status == "error"
+    assert "\n" not in (pooled["rank-9.pt.trace.json"].error or "\n")
+    for name, r in alone.items():
+        assert (pooled[name].status, pooled[name].error) == (r.status, r.error), name
+        if r.ok:
+            assert pooled[name].meta["n_events"] == r.meta["n_events"] > 0
+            assert pooled[name].meta["rank_in_file"] == r.meta["rank_in_file"]
+    # each file its own entry: a second load is all cache hits
+    assert all(r.cached for r in load_files(discover(d), cache) if r.ok)

@@ -240,14 +240,27 @@ def _time_folder(root: Path, name: str) -> None:
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("name", ["slow", "stuck"])
+@pytest.mark.parametrize("name", ["slow", "stuck", "slow in a chunk"])
 def test_a_file_over_the_time_limit_is_given_up(name: str, tmp_path: Path, monkeypatch) -> None:
     """`slow`: the worker's alarm stops it; `stuck`: the alarm is blocked, the parent's
-    watchdog kills the pool and the other files are parsed in a new one."""
+    watchdog kills the pool and the other files are parsed in a new one; `slow in a chunk`:
+    the three small files in one task, the alarm stops the slow one only."""
     root = tmp_path / "t"
-    _time_folder(root, name)
+    _time_folder(root, name.split()[0])
     monkeypatch.setattr(load_mod, "INLINE_BYTES", 0)  # every file goes to the pool
     monkeypatch.setattr(load_mod, "WATCHDOG_GRACE_S", 1.0)
+    workers = 2
+    if name == "slow in a chunk":
+        monkeypatch.setattr(load_mod, "CHUNKS_PER_WORKER", 1, raising=False)
+        workers = 1
+    submits: list[int] = []
+
+    class Counted(load_mod.ProcessPoolExecutor):  # type: ignore[name-defined]
+        def submit(self, fn, /, *args, **kw):  # type: ignore[no-untyped-def]
+            submits.append(1)
+            return super().submit(fn, *args, **kw)
+
+    monkeypatch.setattr(load_mod, "ProcessPoolExecutor", Counted)
     files = (
         sorted(describe(p) for p in root.iterdir())
         if False
@@ -256,7 +269,7 @@ def test_a_file_over_the_time_limit_is_given_up(name: str, tmp_path: Path, monke
     t0 = time.monotonic()
     results = list(
         load_files(
-            files, Cache(tmp_path / "c"), workers=2, after_parse=_sleepy,
+            files, Cache(tmp_path / "c"), workers=workers, after_parse=_sleepy,
             limits=Limits(timeout_s=5),
         )
     )  # fmt: skip
@@ -265,6 +278,8 @@ def test_a_file_over_the_time_limit_is_given_up(name: str, tmp_path: Path, monke
     assert status["rank-1.json"] == ("error", "took longer than 5 s (HTA_TUI_FILE_TIMEOUT)")
     assert status["rank-0.json"][0] == status["rank-2.json"][0] == "loaded"
     assert len(results) == 3
+    if name == "slow in a chunk":
+        assert submits == [1]  # one task for the three files
 
 
 def test_the_file_list_says_what_was_dropped(tmp_path: Path) -> None:

@@ -164,14 +164,16 @@ def _same(a: pl.DataFrame, b: pl.DataFrame, name: str) -> None:
 @pytest.mark.shared
 @pytest.mark.heavy
 def test_rank_by_rank_equals_every_rank_at_once(
-    shared: Path, tmp_path: Path, cluster: DaskBackend
+    shared: Path, tmp_path: Path, cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every rank-wise and reducing analysis on a real 8-rank job (GPU kernels, NCCL,
     memcpy, syncs) made rank by rank on Dask's workers (each rank's tables, or its summary
     reduced here) gives the tables of the registry run over every rank at once; the
     reductions again with the options that change them: the plugin's distributed tables
     (its transfer is the shortest range over the ranks), HTA's rounding and kernel folding,
-    one rank's kernel sequences, every step's critical path (the path across ranks too)."""
+    one rank's kernel sequences, every step's critical path (the path across ranks too).
+    (Rank by rank: these files are small enough to be batched otherwise.)"""
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)
     cache = Cache(tmp_path)
     ts = open_session(shared / "traces" / "param_dlrm_8rank", cache, backend=cluster).trace_set
     assert len(ts.loaded()) == 8
@@ -299,9 +301,13 @@ def test_the_json_report_holds_one_table_s_records_at_a_time(
     assert len(doc["kernel_duration_stats"]) and doc["scope"]
 
 
-def test_second_run_makes_nothing(job8: tuple[Path, Cache], cluster: DaskBackend) -> None:
+def test_second_run_makes_nothing(
+    job8: tuple[Path, Cache], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Whole answers are read back per job (no frame read); without them each rank's kept
-    tables are, and only a changed rank is made again."""
+    tables are, and only a changed rank is made again (ranks one by one here, as large
+    ranks are: small ones are batched, `test_small_ranks_run_in_batches`)."""
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)
     job, cache = job8
     ts = open_session(job, cache, backend=Backend()).trace_set
     opts, only = registry.Options(), ["idle_time_breakdown", "profiler_steps"]
@@ -382,7 +388,9 @@ def test_failed_work_costs_only_its_retry(
     job8: tuple[Path, Cache], cluster: DaskBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Dask retries a task whose worker died once; one that fails again is made here: the
-    numbers are the same either way, and the rank's one-line reason is kept."""
+    numbers are the same either way, and the rank's one-line reason is kept (ranks one by
+    one, as large ranks are)."""
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)
     job, cache = job8
     ts = open_session(job, cache, backend=Backend()).trace_set
     only = ["idle_time_breakdown"]
@@ -396,6 +404,7 @@ def test_failed_work_costs_only_its_retry(
     assert not retried.failed and set(_FLAKY.values()) == {2}  # each retried once
     assert got["idle_time_breakdown"].to_dicts() == want.to_dicts()
     monkeypatch.undo()
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)
     forget_results(cache)
     lost = split.SplitRun()
     got = split.run_split(ts, only, registry.Options(), DyingWorker(), stats=lost)
@@ -465,8 +474,10 @@ def test_killed_worker_process_loses_nothing(
 ) -> None:
     """A LocalCluster of two worker processes, one killed (SIGKILL, as the OOM killer) while
     it runs a rank's work: the rank's work runs again on the other worker and every rank's
-    tables arrive, the same as in-process; no worker process outlives the cluster."""
+    tables arrive, the same as in-process; no worker process outlives the cluster (ranks
+    one by one, as large ranks are)."""
     pytest.importorskip("distributed")
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)
     import contextlib
     import signal
     import threading
@@ -613,3 +624,53 @@ def test_job_wide_columns_suffice_on_shared(shared: Path, tmp_path: Path, case: 
     made = _narrow_equals_whole(ts, stats)
     assert not stats.wide
     assert sum(t.height for t in made.values()) > 10
+
+
+def test_small_ranks_run_in_batches(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranks of small files run their analyses together (a rank of a few dozen events cost
+    ~0.25 s of fixed costs alone): the same tables as rank by rank, one task and one kept
+    file per analysis for the batch (read back next time), and a batch whose work fails is
+    made rank by rank here, each rank with its numbers and the batch's one-line reason."""
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    only = [
+        "idle_time_breakdown", "kernel_view", "operator_stats", "syncs",
+        "profiler_steps", "comm_comp_per_rank", "gpu_kernel_breakdown", "findings",
+    ]  # fmt: skip
+    opts = registry.Options()
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)
+    alone = split.SplitRun()
+    want = split.run_split(ts, only, opts, Backend(), stats=alone)
+    assert alone.rank_tasks == 8 and alone.batches == 0
+    monkeypatch.undo()
+    forget_results(cache)
+    batched = split.SplitRun()
+    got = split.run_split(ts, only, opts, Backend(), cache_root=cache.root, stats=batched)
+    assert batched.rank_tasks == 1 and batched.batches == 1 and not batched.failed
+    assert list(got) == list(want)
+    for name, table in want.items():
+        assert got[name].equals(table), name
+    assert sum(t.height for t in got.values()) > 50
+    # kept: one file per analysis for the batch, beside its first rank's frames
+    kept = list(ts.loaded()[0].entry.glob(f"{RESULTS_DIR}/batch-*.arrow"))
+    assert len(kept) == len(only)  # (the findings: each rank's part)
+    shutil.rmtree(cache.root / split.JOBS_DIR)
+    hits = split.SplitRun()
+    again = split.run_split(ts, only, opts, Backend(), cache_root=cache.root, stats=hits)
+    assert hits.rank_tasks == 0 and hits.rank_hits == 8 * len(only)
+    assert all(again[n].equals(t) for n, t in want.items())
+    # a batch's work fails (a worker's memory, one rank's odd data): rank by rank here
+    forget_results(cache)
+    real = split.batch_tables
+
+    def failing(jobs: tuple, data: Any = None) -> Any:
+        raise MemoryError("the batch did not fit")
+
+    monkeypatch.setattr(split, "batch_tables", failing)
+    lost = split.SplitRun()
+    got = split.run_split(ts, only, opts, Backend(), stats=lost)
+    assert lost.failed == {r: "MemoryError: the batch did not fit" for r in range(8)}
+    assert all(got[n].equals(t) for n, t in want.items())
+    assert real is not failing

@@ -156,3 +156,33 @@ def test_evidence_row_found_most_exactly() -> None:
     assert row_index(per_step, 1, 2, "ProfilerStep#2") == (-1, 0)  # named nowhere
     assert row_index(per_step, 1, 2, None) == (3, 2)  # the step alone, then
     assert row_index(per_step.drop("kind"), 1, 2, "all_reduce") == (-1, 0)
+
+
+def test_the_apps_findings_are_kept_for_the_next_open(tmp_path: Path, monkeypatch: Any) -> None:
+    """The overview's findings at 1,000 small ranks cost ~200 s of CPU at every open: made
+    as the report makes them (exec/split), the same tables, and read back at the next open
+    with no file changed, without one analysis run."""
+    from hta_tui.analysis import registry
+    from hta_tui.app import findings_data
+    from hta_tui.session.live import open_session
+    from hta_tui.trace.cache import Cache
+
+    root = tmp_path / "traces"
+    write_ranks(root, 2)
+    cache = Cache(tmp_path / "cache")
+    ts = open_session(root, cache).trace_set
+    plain = compute_findings(ts.snapshot())
+    findings_data._last.clear()
+    kept = compute_findings(ts.snapshot(), cache.root)
+    assert kept.findings.equals(plain.findings) and kept.evidence.equals(plain.evidence)
+    assert plain.findings.height > 0 and plain.evidence.height > 0
+    # the next open: a new session on the same files reads the kept answer back
+    findings_data._last.clear()
+
+    def no_run(*a: Any, **kw: Any) -> Any:
+        raise AssertionError("an analysis ran")
+
+    monkeypatch.setattr(registry, "run", no_run)
+    monkeypatch.setattr(registry, "rank_parts", no_run)
+    again = compute_findings(open_session(root, cache).trace_set.snapshot(), cache.root)
+    assert again.findings.equals(plain.findings) and again.evidence.equals(plain.evidence)

@@ -226,6 +226,12 @@ class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, ForegroundMixin, App[i
         """The test side's files when comparing."""
         return self.session.compare_set
 
+    @property
+    def kept_answers(self) -> Path | None:
+        """Where whole answers (the findings) are kept for the next open, as the report
+        keeps them (`exec.split`): the cache, unless it is off."""
+        return self.cache.root if self.cache.enabled else None
+
     def get_line_filters(self) -> list[LineFilter]:
         """Textual's filters, then the guard that keeps control characters off the terminal."""
         return [*super().get_line_filters(), self._control_filter]

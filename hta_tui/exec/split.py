@@ -24,7 +24,7 @@ import logging
 import zlib
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -33,17 +33,26 @@ from hta_tui.analysis import registry, steps
 from hta_tui.exec.backends import Backend
 from hta_tui.exec.blobs import pack, unpack
 from hta_tui.exec.rank_work import (
+    ALONE,
+    BATCH_BYTES,
+    BATCH_RANKS,
     STEPS,
     RankJob,
     _steps_blob,
     _write_atomic,
+    batch_path,
+    batch_tables,
     code_version,
+    each_rank,
     options_key,
     rank_tables,
     read_cached,
     result_path,
     steps_path,
     unpack_steps,
+)
+from hta_tui.exec.rank_work import (
+    concat_tables as _concat,
 )
 from hta_tui.trace.cache import DamagedEntry, read_frame
 from hta_tui.trace.model import TraceSet
@@ -62,6 +71,8 @@ class SplitRun:
     job_hits: list[str] = field(default_factory=list)
     rank_hits: int = 0
     rank_tasks: int = 0
+    #: of which tasks of several small ranks (`rank_work.batch_tables`)
+    batches: int = 0
     #: rank -> the one-line reason its work failed on the back-end (then made here)
     failed: dict[int, str] = field(default_factory=dict)
     here: list[str] = field(default_factory=list)
@@ -256,6 +267,28 @@ def _narrow_frames(
     return out
 
 
+def _units(ranks: list[_Rank]) -> list[_Unit]:
+    """The ranks in units of work, in rank order: consecutive ranks whose file is under
+    BATCH_BYTES (and stored) together, up to BATCH_RANKS; any other rank alone."""
+    units: list[_Unit] = []
+    for r in ranks:
+        small = r.stored and r.size < BATCH_BYTES
+        last = units[-1] if units else None
+        if small and last is not None and last.small and len(last) < BATCH_RANKS:
+            last.append(r)
+        else:
+            units.append(_Unit([r], small))
+    return units
+
+
+class _Unit(list):
+    """A unit of work's ranks; `small`: it may take more (its ranks are batched)."""
+
+    def __init__(self, ranks: list[_Rank], small: bool) -> None:
+        super().__init__(ranks)
+        self.small = small
+
+
 def _rankwise(
     ts: TraceSet,
     chosen: list[registry.Analysis],
@@ -264,32 +297,98 @@ def _rankwise(
     backend: Backend,
     stats: SplitRun,
 ) -> dict[str, registry.Tables]:
-    """Each rank's tables (stored, or made on the back-end), concatenated in rank order
-    (and reduced across ranks, for an analysis that reduces)."""
-    parts: dict[int, dict[str, bytes]] = {}
-    jobs: list[RankJob] = []
-    for r in ranks:
+    """Each unit's tables (stored, or made on the back-end: a rank alone, or a batch of
+    small ranks together), concatenated in rank order (and reduced across ranks, for an
+    analysis that reduces). A batch whose work failed is made here rank by rank: a rank
+    that fails costs only itself."""
+    units: list[list[_Rank]] = []
+    parts: list[dict[str, bytes]] = []
+    jobs: list[tuple[int, tuple[RankJob, ...]]] = []  # (unit, its ranks' jobs)
+    for unit in _units(ranks):
+        if len(unit) > 1:
+            every = tuple(a.name for a in chosen)
+            rank_jobs = tuple(RankJob(r.rank, str(r.entry), r.meta, every, options) for r in unit)
+            found = {a.name: read_cached(batch_path(rank_jobs, a)) for a in chosen}
+            have = {n: b for n, b in found.items() if b is not None}
+            stats.rank_hits += len(have) * len(unit)
+            wanted = tuple(a.name for a in chosen if a.name not in have)
+            if wanted:
+                jobs.append((len(units), tuple(replace(j, analyses=wanted) for j in rank_jobs)))
+            units.append(unit)
+            parts.append(have)
+            continue
+        r = unit[0]
+        units.append(unit)
         if not r.stored:  # frames only this process has
+            parts.append({})
             continue
         found = {a.name: read_cached(result_path(r.entry, a, options)) for a in chosen}
         have = {n: b for n, b in found.items() if b is not None}
         stats.rank_hits += len(have)
-        parts[r.rank] = have
+        parts.append(have)
         wanted = tuple(a.name for a in chosen if a.name not in have)
         if wanted:
-            jobs.append(RankJob(r.rank, str(r.entry), r.meta, wanted, options))
+            jobs.append((len(units) - 1, (RankJob(r.rank, str(r.entry), r.meta, wanted, options),)))
     remote = sum(r.size for r in ranks) >= backend.remote_bytes
     runner = backend if remote else Backend()
-    for rank, got in _gather(runner, jobs, stats, ts).items():
-        parts[rank].update(got)
-    for r in ranks:
-        if r.rank not in parts or len(parts[r.rank]) < len(chosen):
-            parts[r.rank] = _here(ts, r, chosen, options, parts.get(r.rank, {}))
+    for i, got in _gather_units(runner, jobs, stats, ts).items():
+        parts[i].update(got)
+    pieces: dict[str, list[registry.Tables]] = {a.name: [] for a in chosen}
+    for unit, have in zip(units, parts, strict=True):
+        if len(have) < len(chosen):
+            # a rank alone whose work failed or whose frames are here only; a failed
+            # batch's ranks one by one (what was found kept for the batch is left)
+            for r in unit:
+                made = _here(ts, r, chosen, options, have if len(unit) == 1 else {})
+                for a in chosen:
+                    pieces[a.name].append(unpack(made[a.name]))
+            continue
+        for a in chosen:
+            tables = unpack(have[a.name])
+            alone = len(unit) > 1 and a.name in ALONE
+            pieces[a.name] += each_rank(tables) if alone else [tables]
     order = tuple(r.rank for r in ranks)
-    return {
-        a.name: a.reduced(_concat([unpack(parts[r.rank][a.name]) for r in ranks]), options, order)
-        for a in chosen
-    }
+    return {a.name: a.reduced(_concat(pieces[a.name]), options, order) for a in chosen}
+
+
+def _gather_units(
+    backend: Backend, jobs: list[tuple[int, tuple[RankJob, ...]]], stats: SplitRun, ts: TraceSet
+) -> dict[int, dict[str, bytes]]:
+    """Every unit's answer (`rank_tables` for a rank alone, `batch_tables` for a batch); a
+    unit whose work failed (after the back-end's retry) is logged and left out, to be made
+    here. In this process the work reads the frames `ts` holds."""
+    stats.rank_tasks += len(jobs)
+    stats.batches += sum(len(batch) > 1 for _, batch in jobs)
+    futures: dict[Future[dict[str, bytes]], tuple[int, tuple[RankJob, ...]]] = {}
+    out = {}
+    here = backend.kind == "inline"
+    loaded = ts.loaded() if here else {}
+    for unit, batch in jobs:
+        try:
+            if len(batch) == 1:
+                args: tuple = (batch[0], loaded[batch[0].rank]) if here else (batch[0],)
+                futures[backend.submit(rank_tables, *args)] = (unit, batch)
+            else:
+                data = {j.rank: loaded[j.rank] for j in batch} if here else None
+                futures[backend.submit(batch_tables, batch, data)] = (unit, batch)
+        except Exception as exc:  # a cluster that would not start: made here
+            for job in batch:
+                stats.failed[job.rank] = _one_line(exc)
+    for fut in as_completed(futures):
+        unit, batch = futures[fut]
+        try:
+            out[unit] = fut.result()
+        except Exception as exc:  # a worker that died, a file a worker cannot read
+            reason = _one_line(exc)
+            for job in batch:
+                stats.failed[job.rank] = reason
+            which = (
+                f"rank {batch[0].rank}"
+                if len(batch) == 1
+                else (f"ranks {batch[0].rank}-{batch[-1].rank}")
+            )
+            log.warning("%s: work failed on %s (%s); made here", which, backend.describe(), reason)
+    return out
 
 
 def _gather(
@@ -336,16 +435,6 @@ def _here(
         frames("events"), [a.name for a in wanted], options, frames=frames, meta={r.rank: r.meta}
     )
     return {**have, **{a.name: pack(made[a.name]) for a in wanted}}
-
-
-def _concat(parts: list[registry.Tables]) -> registry.Tables:
-    """Tables of each rank, one after another in rank order (empty ones keep the schema)."""
-    out = {}
-    for name in parts[0]:
-        frames = [p[name] for p in parts if name in p]
-        full = [f for f in frames if f.height]
-        out[name] = pl.concat(full, how="diagonal_relaxed") if full else frames[0]
-    return out
 
 
 def rank_steps(

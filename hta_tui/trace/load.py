@@ -188,16 +188,59 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _worker(
-    tf: TraceFile,
+    files: list[TraceFile],
     cache_root: Path,
     enabled: bool,
     after_parse: AfterParse | None,
     limits: Limits,
-) -> LoadResult:
+) -> list[LoadResult]:
+    """A pool task: one file, or several small ones in turn (`_tasks`), each under its own
+    time limit and with its own reason. A file whose entry is there already (a chunk sent
+    again after a stuck file, `_pool_round`) is a cache hit."""
     cache = Cache.__new__(Cache)
     cache.root, cache.enabled = cache_root, enabled
-    with _time_limit(limits.seconds_for(tf.size)):
-        return _parse_and_store(tf, cache, after_parse, limits)  # the caller found no entry
+    out = []
+    for tf in files:
+        try:
+            with _time_limit(limits.seconds_for(tf.size)):
+                hit = _cached(tf, cache) if len(files) > 1 else None
+                out.append(hit or _parse_and_store(tf, cache, after_parse, limits))
+        except FileTimeout:  # the alarm rang after the file's own handlers
+            out.append(LoadResult(tf, "error", error=_timeout_text(limits, tf)))
+    return out
+
+
+#: Files under this size (bytes on disk) go to the pool several to a task: a task costs the
+#: pool a round trip (pickling, a pipe, a wake-up of the parent) that outweighed parsing a
+#: file of a few kB.
+CHUNK_BYTES = 256_000
+#: At most this many files, and this many bytes, in one task: a task's files land together.
+CHUNK_FILES = 32
+CHUNK_TOTAL_BYTES = 2_000_000
+#: Tasks per worker at least, so both cores stay busy to the end and files land in a stream.
+CHUNKS_PER_WORKER = 4
+
+
+def _tasks(pending: list[TraceFile], workers: int) -> list[list[TraceFile]]:
+    """The pool's tasks, largest first: a file of CHUNK_BYTES or more alone, the smaller
+    ones in chunks of up to CHUNK_FILES (fewer when there are few: every worker gets
+    CHUNKS_PER_WORKER tasks or more)."""
+    ordered = sorted(pending, key=lambda tf: tf.size, reverse=True)
+    big = [[tf] for tf in ordered if tf.size >= CHUNK_BYTES]
+    small = [tf for tf in ordered if tf.size < CHUNK_BYTES]
+    per = max(1, min(CHUNK_FILES, len(small) // (workers * CHUNKS_PER_WORKER)))
+    chunks: list[list[TraceFile]] = []
+    for tf in small:
+        last = chunks[-1] if chunks else None
+        if (
+            last is None
+            or len(last) >= per
+            or sum(f.size for f in last) + tf.size > CHUNK_TOTAL_BYTES
+        ):
+            chunks.append([tf])
+        else:
+            last.append(tf)
+    return big + chunks
 
 
 def small_json(tf: TraceFile) -> bool:
@@ -350,9 +393,9 @@ def _load(
     # Every other file in a pool, even of one process: only there does the time limit hold
     # for a file stuck in C. Largest first keeps both cores busy to the end; forkserver avoids
     # forking a process that runs polars or Textual threads.
-    pending.sort(key=lambda tf: tf.size, reverse=True)
-    while pending:
-        pending = yield from _pool_round(pending, n, cache, after_parse, limits, cancelled)
+    tasks = _tasks(pending, n)
+    while tasks:
+        tasks = yield from _pool_round(tasks, n, cache, after_parse, limits, cancelled)
 
 
 #: How often the parent looks for a worker past its time limit (s), and how long past the
@@ -362,41 +405,52 @@ WATCHDOG_GRACE_S = 5.0
 
 
 def _pool_round(
-    pending: list[TraceFile],
+    tasks: list[list[TraceFile]],
     n: int,
     cache: Cache,
     after_parse: AfterParse | None,
     limits: Limits,
     cancelled: Any,
 ) -> Iterator[LoadResult]:
-    """Parse `pending` in a pool of `n` processes. Returns the files left to do: empty,
-    unless a worker overran its time limit (stuck where its alarm cannot reach, in C); then
-    that file gets its reason, the pool is killed and the others go to a new one."""
+    """Parse the files of `tasks` (each a list of files, `_tasks`) in a pool of `n`
+    processes. Returns the tasks left to do: none, unless a worker overran its time limit
+    (stuck where its alarm cannot reach, in C) or died; then a task of one file gets its
+    reason, a chunk's files are sent again one to a task (the culprit is found then, the
+    others are cache hits or parsed), and when stuck the pool is killed and the rest go to
+    a new one."""
     ctx = mp.get_context(START_METHOD)
     prepare_pool(() if after_parse is None else (after_parse.__module__,))
     with _usable_stderr():
-        pool = ProcessPoolExecutor(max_workers=min(n, len(pending)), mp_context=ctx)
+        pool = ProcessPoolExecutor(max_workers=min(n, len(tasks)), mp_context=ctx)
     with pool:
         with _usable_stderr(), _children_skip_main():  # processes start on the first submits
-            owner: dict[Future[LoadResult], TraceFile] = {
-                pool.submit(_worker, tf, cache.root, cache.enabled, after_parse, limits): tf
-                for tf in pending
+            owner: dict[Future[list[LoadResult]], list[TraceFile]] = {
+                pool.submit(_worker, task, cache.root, cache.enabled, after_parse, limits): task
+                for task in tasks
             }
         futures = set(owner)
-        # When each running file started, as far as the parent can tell: the pool marks one
+        # When each running task started, as far as the parent can tell: the pool marks one
         # more than it has workers as running (queued), so clocks restart at every finish;
         # a stuck worker is still found, once the others are done.
-        started: dict[Future[LoadResult], float] = {}
+        started: dict[Future[list[LoadResult]], float] = {}
         grace = WATCHDOG_GRACE_S
+        retry: list[list[TraceFile]] = []  # chunks whose worker died, a file to a task
+
+        def limit(fut: Future[list[LoadResult]]) -> float:
+            return sum(limits.seconds_for(tf.size) for tf in owner[fut]) + grace
+
         while futures:
             done, futures = wait(futures, timeout=WATCHDOG_TICK_S, return_when=FIRST_COMPLETED)
             if done:
                 started.clear()
             for fut in done:
                 try:
-                    yield fut.result()
+                    yield from fut.result()
                 except Exception as exc:  # a worker died (out of memory, killed)
-                    yield LoadResult(owner[fut], "error", error=_one_line(exc))
+                    if len(owner[fut]) > 1:  # which file it was is not known: each alone
+                        retry += [[tf] for tf in owner[fut]]
+                    else:
+                        yield LoadResult(owner[fut][0], "error", error=_one_line(exc))
             if cancelled is not None and cancelled():
                 for fut in futures:
                     fut.cancel()
@@ -405,17 +459,18 @@ def _pool_round(
             for fut in futures:
                 if fut.running():
                     started.setdefault(fut, now)
-            stuck = [
-                f
-                for f in futures
-                if now - started.get(f, now) > limits.seconds_for(owner[f].size) + grace
-            ]
+            stuck = [f for f in futures if now - started.get(f, now) > limit(f)]
             if stuck:
+                left = [owner[f] for f in futures if f not in stuck]
                 for fut in stuck:
-                    yield LoadResult(owner[fut], "error", error=_timeout_text(limits, owner[fut]))
+                    if len(owner[fut]) > 1:
+                        left += [[tf] for tf in owner[fut]]
+                        continue
+                    tf = owner[fut][0]
+                    yield LoadResult(tf, "error", error=_timeout_text(limits, tf))
                 _kill(pool)
-                return [owner[f] for f in futures if f not in stuck]
-    return []
+                return retry + left
+    return retry
 
 
 def _any_thread_worker(

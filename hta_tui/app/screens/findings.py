@@ -16,6 +16,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from hta_tui.app.access import hta_app
 from hta_tui.app.evidence import open_evidence
 from hta_tui.app.findings_data import (
     MOMENT_COLUMNS,
@@ -105,7 +106,7 @@ class FindingsScreen(AnalysisScreen):
         )
 
     def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
-        return compute_findings(ts)
+        return compute_findings(ts, hta_app(self).kept_answers)
 
     def show(self, result: Findings) -> None:
         table = self.query_one("#findings-table", FrameTable)

@@ -93,7 +93,7 @@ class FindingsBlock(Vertical):
     def _compute(self, ts: TraceSet) -> None:
         worker = get_current_worker()
         try:
-            result = compute_findings(ts)
+            result = compute_findings(ts, hta_app(self).kept_answers)
         except Exception as exc:  # the rest of the overview shows all the same
             logging.getLogger("hta_tui").exception("the overview's findings failed")
             self.post_message(FindingsReady(None, ts.generation, one_line(exc)))
