@@ -321,6 +321,12 @@ def test_every_screen_computes_through_the_registry(job, monkeypatch) -> None:
         return real(ranks, names, options, **kw)
 
     monkeypatch.setattr(registry, "tables", recording)
+    # no app: the findings view's kept answers (the app's cache) are off, as with --no-cache
+    from types import SimpleNamespace
+
+    from hta_tui.app.screens import findings as findings_screen
+
+    monkeypatch.setattr(findings_screen, "hta_app", lambda _: SimpleNamespace(kept_answers=None))
     frames = job.frames()
     for cls in _screens_with_analyses():
         asked.clear()
