@@ -413,10 +413,13 @@ def _sequences(
     cands = view.filter(hit).select("idx", "name", "dur")
     if cands.is_empty():
         return _empty()
+    launches = kernel_links(view, min_stream=min_stream)
+    if launches.is_empty() and min_pattern_len >= 1:
+        # No kernel launched from any event (a CPU-only trace): every candidate's pattern
+        # has no kernel, shorter than asked; the call graph is not worth building.
+        return _empty()
     graph = call_graph(view, min_stream=min_stream)
-    links = kernel_links(view, min_stream=min_stream).join(
-        graph.select(pl.col("idx").alias("launcher"), "depth"), on="launcher"
-    )
+    links = launches.join(graph.select(pl.col("idx").alias("launcher"), "depth"), on="launcher")
     cands = (
         cands.join(graph.select("idx", "depth"), on="idx", how="left")
         .join(links.select("idx", (pl.col("depth") + 1).alias("k_depth")), on="idx", how="left")
