@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.host_context import enclosing
+from hta_tui.analysis.host_context import enclosing, rows_at
 from hta_tui.analysis.hta_view import us
 from hta_tui.analysis.sequences import _levels, ancestors_at
 
@@ -151,10 +151,11 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
         graph.select("thread", "pos", (pl.col("level") - 1).alias("level")),
     )
     graph = graph.with_columns(parents.alias("parent"))
-    info = events.select("idx", "name", "kind", "dur", "python_module_id")
+    inner = graph.filter(pl.col("level") > 0).select("idx", "parent")
+    # a gather of the few columns read (idx is the row number), not a join of the whole rank
+    info = rows_at(events, inner["idx"], ("name", "kind", "dur")).drop("idx")
     children = (
-        graph.filter(pl.col("level") > 0)
-        .join(info, on="idx")
+        pl.concat([inner, info], how="horizontal")
         .group_by("parent")
         .agg(
             pl.col("dur").sum().alias("child_dur"),
