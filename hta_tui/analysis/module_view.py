@@ -129,7 +129,12 @@ def _module_parents(python: pl.DataFrame) -> pl.DataFrame:
 def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
     """The module table of one rank (MODULE_COLUMNS without rank); empty without modules."""
     schema = {k: v for k, v in MODULE_COLUMNS.items() if k != "rank"}
-    mods = events.filter(_is_module())
+    mods = (  # lazy: the columns read below, not the whole rows
+        events.lazy()
+        .filter(_is_module())
+        .select("idx", "pid", "tid", "name", "python_module_id", "python_id", "dur")
+        .collect()
+    )
     if mods.is_empty():
         return pl.DataFrame(schema=schema)
     threads = mods.select("pid", "tid").unique().with_row_index("thread")
