@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+import pytest
 
+from hta_tui.analysis import enclosing
 from hta_tui.analysis.enclosing import innermost, innermost_and_levels, levels
 
 
@@ -44,3 +46,32 @@ def test_one_sort_gives_both_answers() -> None:
         assert found.sort("row").equals(innermost(nodes, probes).sort("row"))
         assert nesting.sort("node").equals(levels(nodes).sort("node"))
         assert found["node"].null_count() < found.height  # most probes are inside a frame
+
+
+def test_packed_sort_keys_order_as_the_plain_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ends are sorted on keys packed into three integers (thread and time, kind and
+    duration, id): ties of time, kind and duration (zero-length, equal and overlapping
+    frames, probes at their times) come out as the five plain keys order them."""
+    for seed in range(3):
+        nodes, probes = _frames(seed)
+        probes = pl.concat(  # probes exactly at frames' starts and ends as well
+            [
+                probes,
+                nodes.select(
+                    "key",
+                    (pl.int_range(pl.len()) + 1000).cast(probes.schema["row"]).alias("row"),
+                    pl.col("end").alias("ts"),
+                ),
+            ]
+        )
+        assert len(enclosing._order(nodes, probes)) == 3  # packed on these
+        packed = innermost_and_levels(nodes, probes)
+        with monkeypatch.context() as m:
+            m.setattr(
+                enclosing,
+                "_order",
+                lambda *_: [pl.col(c) for c in ("key", "time", "kind", "k", "id")],
+            )
+            plain = innermost_and_levels(nodes, probes)
+        assert packed[0].equals(plain[0])
+        assert packed[1].equals(plain[1])

@@ -13,7 +13,7 @@ and the synchronizing/transfer split needs every rank to have the same collectiv
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -25,12 +25,13 @@ _STEP_RE = r"^ProfilerStep#(\d+)"
 _NS = 1000.0
 
 
-def _rows(ev: pl.DataFrame, *cats: str) -> pl.DataFrame:
+def _rows(ev: pl.DataFrame, *cats: str, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """The rows of the plugin's categories (lower-cased `cat`), by the kinds they normalise to
     (an Enum compare, where lower-casing every row's text took a third of this module's
     time). Kinds are the categories exactly, except `python` (also python_function, which the
     plugin leaves out: told apart by its text) and `kernel` (also other accelerators'
-    `*_kernel` categories, which the plugin never sees: counted, a deliberate difference)."""
+    `*_kernel` categories, which the plugin never sees: counted, a deliberate difference).
+    `columns`: only those (the filter reads the few it needs, not every row's 38 columns)."""
     kinds = {
         "cpu_op": "cpu_op",
         "operator": "cpu_op",
@@ -39,11 +40,12 @@ def _rows(ev: pl.DataFrame, *cats: str) -> pl.DataFrame:
         "kernel": "kernel",
         "python": "python",
     }
-    of_kind = ev.filter(pl.col("kind").is_in(sorted({kinds[c] for c in cats})))
-    if "python" not in cats:
-        return of_kind
-    not_python = pl.col("kind") != "python"
-    return of_kind.filter(not_python | (pl.col("cat").str.to_lowercase() == "python"))
+    rows = pl.col("kind").is_in(sorted({kinds[c] for c in cats}))
+    if "python" in cats:
+        not_python = pl.col("kind") != "python"
+        rows = rows & (not_python | (pl.col("cat").str.to_lowercase() == "python"))
+    picked = ev.lazy().filter(rows)
+    return (picked if columns is None else picked.select(columns)).collect()
 
 
 _CPU = ("cpu_op", "operator", "python")
@@ -60,7 +62,7 @@ def steps_of(ev: pl.DataFrame) -> pl.DataFrame:
     )
     if not named.is_empty():
         return named.sort("start")
-    cpu = _rows(ev, *_CPU)
+    cpu = _rows(ev, *_CPU, columns=("ts", "dur"))
     return cpu.select(
         pl.lit("0").alias("step"),
         pl.col("ts").min().alias("start"),
@@ -96,7 +98,7 @@ def _anchors(ev: pl.DataFrame, *, every: bool = False) -> pl.DataFrame:
 
 def _ranges(ev: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     """Each collective's ranges (its own, then its kernels'), numbered j per node."""
-    kernels = _rows(ev, "kernel").select(
+    kernels = _rows(ev, "kernel", columns=("external_id", "ts", "dur")).select(
         "external_id", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end")
     )
     linked = anchors.select("node", "external_id").join(kernels, on="external_id")
@@ -129,11 +131,11 @@ def _overlap_query(rank: int, ev: pl.DataFrame) -> pl.LazyFrame | None:
         return None
     anchors = _anchors(ev, every=True)
     linked = pl.col("external_id").is_in(anchors["external_id"].implode()).fill_null(False)
-    kernels = _rows(ev, "kernel")
+    kernels = _rows(ev, "kernel", columns=("external_id", "ts", "dur"))
     comm = pl.concat([anchors.select("start", "end"), spans(kernels.filter(linked))])
     compute_kernels = kernels.filter(~linked)
     if compute_kernels.is_empty():
-        compute_kernels = _rows(ev, *_CPU).filter(
+        compute_kernels = _rows(ev, *_CPU, columns=("name", "ts", "dur")).filter(
             ~pl.col("name").str.starts_with("ProfilerStep#")
             & ~pl.col("name").is_in(PLUGIN_OPS)
             & ~pl.col("name").str.contains(DATA_LOADER)

@@ -52,13 +52,13 @@ def worker_name(path: str | Path) -> str:
 
 
 def _gpus(ev: pl.DataFrame) -> list[int]:
-    gpu = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
-    ids = gpu.select(pl.coalesce("device", "pid").unique().sort()).to_series()
+    gpu = ev.lazy().filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+    ids = gpu.select(pl.coalesce("device", "pid").unique().sort()).collect().to_series()
     return [int(i) for i in ids.drop_nulls()]
 
 
 def _cpu_pid(ev: pl.DataFrame) -> int | None:
-    pids = ev.filter(pl.col("kind") == "cpu_op")["pid"].drop_nulls()
+    pids = ev.lazy().filter(pl.col("kind") == "cpu_op").select("pid").collect()["pid"].drop_nulls()
     return int(pids.mode().sort()[0]) if not pids.is_empty() else None
 
 

@@ -82,7 +82,8 @@ def _innermost(nodes: pl.DataFrame, probes: pl.DataFrame, graph: pl.DataFrame) -
 
 
 def _ends(nodes: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
-    """Every end and probe in order, with the running count of open nodes (`size`)."""
+    """Every end and probe in order, with the running count of open nodes (`size`).
+    Columns: pos, key, id, kind, size (what the as-of joins read)."""
     node = pl.col("node").cast(pl.Int64).alias("id")
     zero = pl.col("end") <= pl.col("start")
     dur = pl.col("end") - pl.col("start")
@@ -111,14 +112,66 @@ def _ends(nodes: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
         pl.lit(0, pl.Int64).alias("k"),
         pl.lit(0, pl.Int32).alias("delta"),
     )
+    ends = pl.concat([opens, closes, points]).collect()
+    # One argsort on packed keys, then only the columns read after it are gathered: sorting
+    # the whole frame on five keys cost twice as much (the memory tables sort three times).
+    order = ends.select(pl.arg_sort_by(_order(nodes, probes))).to_series()
     # Each thread's count returns to 0 at its end, so one cumulative sum serves every thread.
     return (
-        pl.concat([opens, closes, points])
-        .sort(["key", "time", "kind", "k", "id"])
+        ends.select("key", "id", "kind", "delta")[order]
         .with_row_index("pos")
-        .with_columns(pl.col("delta").cum_sum().alias("size"))
-        .collect()
+        .select("pos", "key", "id", "kind", pl.col("delta").cum_sum().alias("size"))
     )
+
+
+def _order(nodes: pl.DataFrame, probes: pl.DataFrame) -> list[pl.Expr]:
+    """Sort keys equivalent to (key, time, kind, k, id), packed into three integers where the
+    values allow it (integer keys spanning < 2^17, times spanning < 2^45 ns: 9.7 h, no
+    nulls: the plain keys sort a null first within its key)."""
+    plain = [pl.col(c) for c in ("key", "time", "kind", "k", "id")]
+    if not (nodes.schema["key"].is_integer() and probes.schema["key"].is_integer()):
+        return plain
+    stats = [
+        pl.col("key").min().cast(pl.Int64).alias("k0"),
+        pl.col("key").max().cast(pl.Int64).alias("k1"),
+    ]
+    nulls = lambda *cols: pl.sum_horizontal(pl.col(c).null_count() for c in cols)  # noqa: E731
+    b = (
+        pl.concat(
+            [
+                nodes.select(
+                    *stats,
+                    nulls("key", "start", "end").cast(pl.Int64).alias("nulls"),
+                    pl.min_horizontal(pl.col("start").min(), pl.col("end").min()).alias("lo"),
+                    pl.max_horizontal(pl.col("start").max(), pl.col("end").max()).alias("hi"),
+                ),
+                probes.select(
+                    *stats,
+                    nulls("key", "ts").cast(pl.Int64).alias("nulls"),
+                    pl.col("ts").min().alias("lo"),
+                    pl.col("ts").max().alias("hi"),
+                ),
+            ],
+            how="vertical_relaxed",
+        )
+        .select(
+            pl.col("k0").min(),
+            pl.col("k1").max(),
+            pl.col("nulls").sum(),
+            pl.col("lo").min(),
+            pl.col("hi").max(),
+        )
+        .row(0, named=True)
+    )
+    if b["lo"] is None or b["k0"] is None or b["nulls"]:
+        return plain
+    if b["k1"] - b["k0"] >= 1 << 17 or b["hi"] - b["lo"] >= 1 << 45:
+        return plain
+    # key * 2^45 + time fits in 62 bits; |k| <= hi - lo < 2^45, so kind * 2^47 + k + 2^46
+    # orders by kind, then k
+    key_time = (pl.col("key").cast(pl.Int64) - b["k0"]) * (1 << 45) + (pl.col("time") - b["lo"])
+    kind_k = pl.col("kind").cast(pl.Int64) * (1 << 47) + pl.col("k") + (1 << 46)
+    return [key_time, kind_k, pl.col("id")]
 
 
 def levels(nodes: pl.DataFrame) -> pl.DataFrame:

@@ -144,8 +144,11 @@ def _tc_shares(events: pl.DataFrame, kernels: pl.DataFrame, *, tb_compat: bool) 
     """Per device: tensor-core share of kernel time, modern and plugin lists (percent)."""
     if tb_compat:
         nodes = op_tree.tree(events, tb_compat=True).filter("is_op")
-        runtimes = events.filter(tb_roles.runtime_rows(tb_compat=True)).select(
-            "correlation", "external_id"
+        runtimes = (
+            events.lazy()
+            .filter(tb_roles.runtime_rows(tb_compat=True))
+            .select("correlation", "external_id")
+            .collect()
         )
         linked = runtimes.join(
             nodes.select("external_id").unique(), on="external_id", how="semi"
@@ -233,10 +236,17 @@ def _trace_span(events: pl.DataFrame) -> tuple[int, int] | None:
     if not marker.is_empty():
         row = marker.row(-1, named=True)
         return int(row["ts"]), int(row["ts"] + row["dur"])
-    known = events.filter(tb_roles.known_rows())
-    if known.is_empty():
+    # lazy: the extent of the rows, not a copy of their 38 columns
+    known = (
+        events.lazy()
+        .filter(tb_roles.known_rows())
+        .select(pl.len(), pl.col("ts").min(), (pl.col("ts") + pl.col("dur")).max().alias("end"))
+        .collect()
+        .row(0)
+    )
+    if not known[0]:
         return None
-    return int(known["ts"].min()), int((known["ts"] + known["dur"]).max())  # type: ignore[arg-type]
+    return int(known[1]), int(known[2])
 
 
 def _exact_us(ns: pl.Expr) -> pl.Expr:

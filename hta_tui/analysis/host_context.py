@@ -83,12 +83,18 @@ def context_events(events: pl.DataFrame, among: pl.Expr | None = None) -> pl.Laz
 
 
 def enclosing(
-    events: pl.DataFrame, queries: pl.DataFrame, among: pl.Expr | None = None
+    events: pl.DataFrame,
+    queries: pl.DataFrame,
+    among: pl.Expr | None = None,
+    *,
+    ordered: bool = True,
 ) -> pl.DataFrame:
     """Every context event enclosing each query (queries: idx, pid, tid, ts, dur), itself
     excluded; outermost first per query. Columns: q, and the c_* columns of `context_events`.
     `among`: only the context events it selects (a caller that reads only operators and
-    modules need not nest every Python frame of the thread around each query).
+    modules need not nest every Python frame of the thread around each query). `ordered`
+    False: in no particular order (a caller that only sums per query or per container need
+    not sort every pair).
 
     The events that contain some query are nested (`sequences._levels`), then every query's
     ancestors at each of its levels are found in one as-of join: a few sorts, whatever the
@@ -147,7 +153,7 @@ def enclosing(
         pl.col("ts").alias("q_ts"),
         (pl.col("ts") + pl.col("dur")).alias("q_end"),
     )
-    return (
+    found = (
         pairs.select("q", "c_idx")
         .join(ctx, on="c_idx")
         .join(spans, on="q")
@@ -157,9 +163,10 @@ def enclosing(
             & (pl.col("c_end") >= pl.col("q_end"))
             & (pl.col("c_idx") != pl.col("q"))
         )
-        .sort(["q", "c_ts", "c_end", "c_idx"], descending=[False, False, True, False])
-        .select("q", *ctx.columns)
     )
+    if ordered:
+        found = found.sort(["q", "c_ts", "c_end", "c_idx"], descending=[False, False, True, False])
+    return found.select("q", *ctx.columns)
 
 
 def context(

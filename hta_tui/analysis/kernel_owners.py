@@ -323,8 +323,20 @@ def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
 def _graph_launches(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """A rank's graph launch calls, and those of them with no GPU op (their kernels were not
     recorded): `dur` only."""
-    graphs = events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
-    gpu_corr = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS))["correlation"].drop_nulls()
+    # lazy: the few columns read, not every column of the rank's GPU ops
+    graphs = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
+        .select("correlation", "dur")
+        .collect()
+    )
+    gpu_corr = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(GPU_WORK_KINDS))
+        .select("correlation")
+        .collect()["correlation"]
+        .drop_nulls()
+    )
     bare = graphs.filter(~pl.col("correlation").is_in(gpu_corr.implode()).fill_null(False))
     return graphs.select("dur"), bare.select("dur")
 

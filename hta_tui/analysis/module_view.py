@@ -27,9 +27,10 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.host_context import enclosing
+from hta_tui.analysis import nesting
+from hta_tui.analysis.host_context import enclosing, rows_at
 from hta_tui.analysis.hta_view import us
-from hta_tui.analysis.sequences import _levels, ancestors_at
+from hta_tui.analysis.sequences import _levels
 
 MODULE_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -129,7 +130,12 @@ def _module_parents(python: pl.DataFrame) -> pl.DataFrame:
 def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
     """The module table of one rank (MODULE_COLUMNS without rank); empty without modules."""
     schema = {k: v for k, v in MODULE_COLUMNS.items() if k != "rank"}
-    mods = events.filter(_is_module())
+    mods = (  # lazy: the columns read below, not the whole rows
+        events.lazy()
+        .filter(_is_module())
+        .select("idx", "pid", "tid", "name", "python_module_id", "python_id", "dur")
+        .collect()
+    )
     if mods.is_empty():
         return pl.DataFrame(schema=schema)
     threads = mods.select("pid", "tid").unique().with_row_index("thread")
@@ -145,16 +151,17 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
         )
         .collect()
     )
-    graph = nodes.join(_levels(nodes), on="idx")
-    parents = ancestors_at(
-        graph.select("idx", "thread", "pos", "level"),
-        graph.select("thread", "pos", (pl.col("level") - 1).alias("level")),
-    )
+    # in open order (threads apart): each node's parent is the last one before it on its
+    # thread one level up (`nesting.parents`, numpy), not an as-of join per level
+    graph = nodes.join(_levels(nodes), on="idx").sort("pos")
+    up = nesting.parents(graph["thread"].to_numpy(), graph["level"].to_numpy())
+    parents = graph["idx"].gather(np.maximum(up, 0)).set(pl.Series(up < 0), None)  # type: ignore[arg-type]
     graph = graph.with_columns(parents.alias("parent"))
-    info = events.select("idx", "name", "kind", "dur", "python_module_id")
+    inner = graph.filter(pl.col("level") > 0).select("idx", "parent")
+    # a gather of the few columns read (idx is the row number), not a join of the whole rank
+    info = rows_at(events, inner["idx"], ("name", "kind", "dur")).drop("idx")
     children = (
-        graph.filter(pl.col("level") > 0)
-        .join(info, on="idx")
+        pl.concat([inner, info], how="horizontal")
         .group_by("parent")
         .agg(
             pl.col("dur").sum().alias("child_dur"),
@@ -364,7 +371,9 @@ def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) 
     if launches.is_empty():
         return empty
     # only what the totals read: module frames and operators, not every Python frame
-    around = enclosing(events, launches, among=_is_module() | (pl.col("kind") == "cpu_op"))
+    around = enclosing(
+        events, launches, among=_is_module() | (pl.col("kind") == "cpu_op"), ordered=False
+    )
     mod_ids = mods.select(pl.col("idx").alias("c_idx"))
     gpu_ns = launches.select(pl.col("idx").alias("q"), "gpu_ns")
     total = (

@@ -49,12 +49,16 @@ def host_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     marks = marks.drop_nulls().sort("host_start", maintain_order=True)
     if not marks.is_empty():
         return marks
-    host = events.filter(tb_roles.host_span_rows())
-    return host.select(
-        pl.lit(0, pl.Int64).alias("step"),
-        pl.col("ts").min().alias("host_start"),
-        (pl.col("ts") + pl.col("dur")).max().alias("host_end"),
-    ).drop_nulls()
+    host = events.lazy().filter(tb_roles.host_span_rows())  # lazy: two columns, not 38
+    return (
+        host.select(
+            pl.lit(0, pl.Int64).alias("step"),
+            pl.col("ts").min().alias("host_start"),
+            (pl.col("ts") + pl.col("dur")).max().alias("host_end"),
+        )
+        .collect()
+        .drop_nulls()
+    )
 
 
 def profiler_steps(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
