@@ -44,9 +44,7 @@ def schedule(srcs: list[tuple[str, bytes]], n: int) -> list[tuple[int, str]]:
     and each kind once on a large source (the large ones in turn)."""
     big = [i for i, (_, data) in enumerate(srcs) if len(data) > BIG_SOURCE]
     small = [i for i in range(len(srcs)) if i not in big]
-    plan = (
-        [(big[j % len(big)], KINDS[j % len(KINDS)]) for j in range(len(KINDS))] if big else []
-    )
+    plan = [(big[j % len(big)], KINDS[j % len(KINDS)]) for j in range(len(KINDS))] if big else []
     j = 0
     while len(plan) < n:
         plan.append((small[j % len(small)], KINDS[(j // len(small)) % len(KINDS)]))
