@@ -6,7 +6,9 @@ events, two spans of rank 0), and records what each view shows and does:
 
 - navigation (issue 11 point 5): every view's letter and every section's digit reach the
   app's navigation from every view and over `?`, and the footer shows `?` at 80 columns;
-- resizes: every view survives 60x20, 160x50 and back, the footer's `?` still there at 60;
+- resizes: every view survives 60x20 and back, the footer's `?` still there at 60 (a wider
+  terminal only adds room: the hostile-names walk runs every view at 100x30, the app shell's
+  layout test goes to 120x40; a third size on every view cost a fifth of this walk);
 - scope (issue 17): each view's title says which ranks, steps and span its numbers cover,
   whole at 80 columns; every `x: ...` hint names a key the view has;
 - the rank picked with `r` holds on every view; escape clears a view's filter first;
@@ -121,7 +123,7 @@ async def _every_view(pilot: Any, walk: Walk) -> None:
             seen.hints = [
                 key for w in screen.query(Static) for key in HINT.findall(str(w.render()))
             ]
-        for size in ((60, 20), (160, 50), SIZE):
+        for size in ((60, 20), SIZE):
             await pilot.resize_terminal(*size)
             await pilot.pause(0.1)
             seen.sizes.append((app.screen.size.width, app.screen.size.height))
@@ -252,7 +254,7 @@ def test_every_view_within_two_keys_from_every_view(walk: Walk) -> None:
 @pytest.mark.heavy
 def test_every_screen_survives_resizes(walk: Walk) -> None:
     for mode, seen in walk.views.items():
-        assert [w for w, _ in seen.sizes] == [60, 160, SIZE[0]], mode
+        assert [w for w, _ in seen.sizes] == [60, SIZE[0]], mode
         # the footer still shows `?` at 60 columns (80: the navigation test)
         assert seen.help_at_60, mode
     assert walk.return_code is None  # no crash

@@ -33,19 +33,18 @@ N_MUTANTS = 520
 SHARED_MAX_BYTES = 300_000
 SHARED_MAX_JSON = 2_000_000
 STATUSES = {"loaded", "incomplete", "not_trace", "error"}
-#: Sources above this size (JSON bytes) get each kind twice over all of them instead of each
-#: kind each: most of the parsing time otherwise, and the small ones mutate the same layouts.
-BIG_SOURCE = 350_000
+#: Sources above this size (JSON bytes) get each kind once over all of them instead of each
+#: kind each: most of the parsing time otherwise (each kind twice was 60 MB of JSON through the
+#: pool per run, once is 30 MB), and the small ones mutate the same layouts.
+BIG_SOURCE = 300_000
 
 
 def schedule(srcs: list[tuple[str, bytes]], n: int) -> list[tuple[int, str]]:
     """(source index, kind) of each of `n` mutants: every kind on every small source in turn,
-    and each kind twice on a large source (the large ones in turn)."""
+    and each kind once on a large source (the large ones in turn)."""
     big = [i for i, (_, data) in enumerate(srcs) if len(data) > BIG_SOURCE]
     small = [i for i in range(len(srcs)) if i not in big]
-    plan = (
-        [(big[j % len(big)], KINDS[j % len(KINDS)]) for j in range(2 * len(KINDS))] if big else []
-    )
+    plan = [(big[j % len(big)], KINDS[j % len(KINDS)]) for j in range(len(KINDS))] if big else []
     j = 0
     while len(plan) < n:
         plan.append((small[j % len(small)], KINDS[(j // len(small)) % len(KINDS)]))
