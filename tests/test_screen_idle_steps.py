@@ -30,7 +30,6 @@ from tests.test_app_support import (
     settle,
     wait_until,
     wait_view,
-    write_rank,
 )
 from tests.test_app_support import make_screen_app as make_app
 
@@ -197,9 +196,9 @@ async def _steps_flags_slow_rank(pilot: Any, seen: dict) -> None:
     assert screen.params.get("gpu") is True
 
 
-async def test_steps_empty_without_profiler_steps(tmp_path: Path, ui: Any) -> None:
-    root = tmp_path / "traces"
-    root.mkdir()
+def no_steps_root(root: Path) -> Path:
+    """One rank of the tests' generator without its ProfilerStep annotations."""
+    root.mkdir(parents=True)
     trace = rank_trace(0)
     trace["traceEvents"] = [
         e for e in trace["traceEvents"] if not str(e.get("name", "")).startswith("ProfilerStep")
@@ -207,13 +206,15 @@ async def test_steps_empty_without_profiler_steps(tmp_path: Path, ui: Any) -> No
     import orjson
 
     (root / "rank-0.trace.json").write_bytes(orjson.dumps(trace))
-    app = make_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        screen = await ui.press_view(pilot, "P", SCREEN_KEYS["P"])
-        assert "No ProfilerStep" in str(screen.query_one("#steps-summary", Static).render())
-        assert not screen.query_one("#steps-bars-box").display
-        assert table(screen, "steps-iterations").frame.is_empty()
+    return root
+
+
+async def _steps_empty_without_profiler_steps(pilot: Any, seen: dict) -> None:
+    await settle(pilot)
+    screen = await press_view(pilot, "P", SCREEN_KEYS["P"])
+    assert "No ProfilerStep" in str(screen.query_one("#steps-summary", Static).render())
+    assert not screen.query_one("#steps-bars-box").display
+    assert table(screen, "steps-iterations").frame.is_empty()
 
 
 # -- screen 5: overlap -------------------------------------------------------------------------
@@ -328,34 +329,61 @@ async def test_shared_traces_in_app(shared: Path, case: str, tmp_path: Path, ui:
                 assert want[key] in text
 
 
-async def test_shared_traces_every_case(shared: Path, tmp_path: Path, ui: Any) -> None:
+async def _every_case(pilot: Any, seen: dict) -> None:
     """Each case's frames through each screen's compute and show: a sentence, no exception,
     ASCII-only charts when the app draws without Unicode."""
+    from tests.conftest import SHARED
+
+    if not (SHARED / "traces").is_dir():
+        pytest.skip(f"shared traces not found at {SHARED}")
+    shared = SHARED
     cases = {p.name: case_frames(p) for p in sorted((shared / "traces").iterdir()) if p.is_dir()}
     assert len(cases) >= 10
-    root = tmp_path / "traces"
-    write_rank(root, 0, world=1)
-    app = make_app(root, tmp_path, ascii=True)  # and the charts' ASCII fallback
+    await settle(pilot)
+    for key, summary in SUMMARIES.items():
+        screen = await press_view(pilot, key, SCREEN_KEYS[key])
+        for case, frames in cases.items():  # no pause per case: show() is synchronous
+            result = type(screen).compute(frames, screen.params)
+            screen.result = result
+            screen.show(result)
+            charts = screen.query("StackedBars, StepBars")
+            assert charts
+            for chart in charts:
+                # what a refresh would draw, without waiting for one
+                assert chart.render().plain.isascii(), (case, key)
+            text = str(screen.query_one(summary, Static).render()).strip()
+            assert text, (case, key)
+            if key == "I" and not frames:
+                assert "No GPU kernels" in text
+            if key == "P" and case == "cpu_only":
+                assert table(screen, "steps-iterations").frame.height > 0
+        await pilot.pause()
+
+
+async def _one_rank_walk(tmp_path: Path) -> Walk:
+    walk = Walk()
+    app = make_app(no_steps_root(tmp_path / "traces"), tmp_path, ascii=True)  # ASCII charts
+    scenarios = {"no steps": _steps_empty_without_profiler_steps, "every case": _every_case}
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        for key, summary in SUMMARIES.items():
-            screen = await ui.press_view(pilot, key, SCREEN_KEYS[key])
-            for case, frames in cases.items():  # no pause per case: show() is synchronous
-                result = type(screen).compute(frames, screen.params)
-                screen.result = result
-                screen.show(result)
-                charts = screen.query("StackedBars, StepBars")
-                assert charts
-                for chart in charts:
-                    # what a refresh would draw, without waiting for one
-                    assert chart.render().plain.isascii(), (case, key)
-                text = str(screen.query_one(summary, Static).render()).strip()
-                assert text, (case, key)
-                if key == "I" and not frames:
-                    assert "No GPU kernels" in text
-                if key == "P" and case == "cpu_only":
-                    assert table(screen, "steps-iterations").frame.height > 0
-            await pilot.pause()
+        await run_scenarios(pilot, walk, scenarios)
+    return walk
+
+
+@pytest.fixture(scope="module")
+def one_rank_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on a one-rank trace without ProfilerSteps, drawing without Unicode: its steps
+    view, then every shared case's results shown on the three views."""
+    return asyncio.run(_one_rank_walk(tmp_path_factory.mktemp("one-rank-app")))
+
+
+def test_steps_empty_without_profiler_steps(one_rank_walk: Walk) -> None:
+    one_rank_walk.check("no steps")
+
+
+def test_shared_traces_every_case(shared: Path, one_rank_walk: Walk) -> None:
+    """Each case's frames through each screen's compute and show: a sentence, no exception,
+    ASCII-only charts when the app draws without Unicode."""
+    one_rank_walk.check("every case")
 
 
 # -- snapshots -----------------------------------------------------------------------------------
