@@ -75,9 +75,8 @@ async def _v_is_the_next_table(pilot: Any, seen: dict) -> None:
             assert tabs.active == now
 
 
-async def test_a_key_typed_while_a_view_loads_is_acted_on_once_loaded(
-    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _typed_while_loading(pilot: Any, seen: dict) -> None:
+    """The idle view's first compute held on a gate: `v v` typed meanwhile."""
     gate = threading.Event()
     compute = IdleScreen.compute
 
@@ -85,24 +84,31 @@ async def test_a_key_typed_while_a_view_loads_is_acted_on_once_loaded(
         assert gate.wait(30)
         return compute(*args, **kw)
 
-    monkeypatch.setattr(IdleScreen, "compute", staticmethod(held))
-    app = _app(traces, tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: app.settled, 30, "loading")
-        await pilot.press("I")
-        await wait_until(pilot, lambda: isinstance(app.screen, IdleScreen))
-        screen = app.screen
-        assert screen.query_one("#body").loading  # still computing: the gate is shut
-        first = screen.query_one("#idle-tabs", TabbedContent).active
-        await pilot.press("v", "v")  # two tables on, typed while it loads
-        await pilot.pause()
-        gate.set()
-        await wait_until(pilot, lambda: screen_shows_current(app, screen), 30, "idle")
-        await wait_until(pilot, lambda: not screen._queued_keys)
-        await pilot.pause()
-        tabs = screen.query_one("#idle-tabs", TabbedContent)
-        panes = [p.id for p in tabs.query("TabPane")]
-        assert tabs.active == panes[(panes.index(first) + 2) % len(panes)]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(IdleScreen, "compute", staticmethod(held))
+        try:
+            await _typed_while_held(pilot, gate)
+        finally:
+            gate.set()
+
+
+async def _typed_while_held(pilot: Any, gate: threading.Event) -> None:
+    app = pilot.app
+    await wait_until(pilot, lambda: app.settled, 30, "loading")
+    await pilot.press("I")
+    await wait_until(pilot, lambda: isinstance(app.screen, IdleScreen))
+    screen = app.screen
+    assert screen.query_one("#body").loading  # still computing: the gate is shut
+    first = screen.query_one("#idle-tabs", TabbedContent).active
+    await pilot.press("v", "v")  # two tables on, typed while it loads
+    await pilot.pause()
+    gate.set()
+    await wait_until(pilot, lambda: screen_shows_current(app, screen), 30, "idle")
+    await wait_until(pilot, lambda: not screen._queued_keys)
+    await pilot.pause()
+    tabs = screen.query_one("#idle-tabs", TabbedContent)
+    panes = [p.id for p in tabs.query("TabPane")]
+    assert tabs.active == panes[(panes.index(first) + 2) % len(panes)]
 
 
 async def _0_and_f_say_why(pilot: Any, seen: dict) -> None:
@@ -160,6 +166,7 @@ async def _one_key_walk(traces: Path, tmp_path: Path) -> Walk:
         "0 and F": _0_and_f_say_why,
         "help": _help_opens_on_the_views,
         "t kernels": functools.partial(_t_says_why, where="kernels"),
+        "typed while loading": _typed_while_loading,  # the idle view's first visit
         "v": _v_is_the_next_table,
     }
     async with _app(traces, tmp_path).run_test(size=(80, 24), notifications=True) as pilot:
@@ -175,6 +182,10 @@ def one_key(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Walk:
 
 def test_v_is_the_next_table_everywhere_and_in_the_footer(one_key: Walk) -> None:
     one_key.check("v")
+
+
+def test_a_key_typed_while_a_view_loads_is_acted_on_once_loaded(one_key: Walk) -> None:
+    one_key.check("typed while loading")
 
 
 def test_0_and_f_without_a_second_run_say_why(one_key: Walk) -> None:
