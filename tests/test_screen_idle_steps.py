@@ -244,17 +244,15 @@ async def _overlap_numbers(pilot: Any, seen: dict) -> None:
 # -- one app on the generated job for the tests above ---------------------------------------------
 
 
-async def _all_ranks_no_filter(pilot: Any, seen: dict) -> None:
-    """Back to every rank and no filter (the rank picked holds on every view)."""
+async def _threshold_back(pilot: Any, seen: dict) -> None:
+    """The idle view's threshold back to its default (30 us), as a new app has it."""
     app = pilot.app
     screen = await press_view(pilot, "I", IdleScreen)
-    await pilot.press("escape")  # the kept filter
-    await pilot.press("r")
-    await pilot.pause()
-    await pilot.press("up", "up", "up", "enter")  # rank 2, 1, 0, all
-    await wait_until(pilot, lambda: screen.params.rank is None and not app.screen.is_modal)
+    await pilot.press("c")
+    await wait_until(pilot, lambda: isinstance(app.screen, ThresholdDialog))
+    await pilot.press("end", *["backspace"] * 4, "3", "0", "enter")
     await wait_view(pilot, IdleScreen)
-    assert table(screen, "idle-breakdown").filter_text == ""
+    assert screen.params.get("threshold") == 30
 
 
 async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
@@ -262,10 +260,10 @@ async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
     app = make_app(root, tmp_path)
     scenarios = {
         "overlap": _overlap_numbers,
-        "idle rank": _idle_rank_switch_filter_sort_export,
-        "reset": _all_ranks_no_filter,
         "idle threshold": _idle_numbers_and_threshold,
-        "steps": _steps_flags_slow_rank,  # last: it leaves GPU annotations and a filter
+        "reset": _threshold_back,
+        "steps": _steps_flags_slow_rank,
+        "idle rank": _idle_rank_switch_filter_sort_export,  # last: rank 2 holds on every view
     }
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -280,11 +278,11 @@ def synth_walk(synth_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Wa
 
 
 def test_idle_numbers_and_threshold(synth_walk: Walk) -> None:
-    synth_walk.check("reset")
     synth_walk.check("idle threshold")
 
 
 def test_idle_rank_switch_filter_sort_export(synth_walk: Walk) -> None:
+    synth_walk.check("reset")
     synth_walk.check("idle rank")
 
 
