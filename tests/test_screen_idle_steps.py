@@ -423,11 +423,12 @@ def _run_before(key: str, ui: Any):
     return run_before
 
 
-# each view in the dark theme, the light theme once (it restyles, it does not lay out)
+# each view in the dark theme; the light theme restyles, it does not lay out
+# (the light theme's snapshots elsewhere cover it: a light twin here would show the same layout)
 @pytest.mark.parametrize(
     ("key", "theme"),
-    [("I", "hta-dark"), ("I", "hta-light"), ("C", "hta-dark"), ("P", "hta-dark")],
-    ids=["2-hta-dark", "2-hta-light", "5-hta-dark", "9-hta-dark"],  # the snapshots' names
+    [("I", "hta-dark"), ("C", "hta-dark"), ("P", "hta-dark")],
+    ids=["2-hta-dark", "5-hta-dark", "9-hta-dark"],  # the snapshots' names
 )
 def test_snapshot(snap_compare, tmp_path: Path, key: str, theme: str, ui: Any) -> None:
     app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)

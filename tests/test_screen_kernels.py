@@ -495,16 +495,16 @@ def _run_before(keys: tuple[str, ...]):
     return run_before
 
 
-# each view in the dark theme, the light theme once (it restyles, it does not lay out)
+# each view in the dark theme; the light theme restyles, it does not lay out
+# (the light theme's snapshots elsewhere cover it: a light twin here would show the same layout)
 @pytest.mark.parametrize(
     ("keys", "theme"),
     [
         (("K",), "hta-dark"),
-        (("K",), "hta-light"),
         (("K", "enter"), "hta-dark"),
         (("Q", "enter"), "hta-dark"),
     ],
-    ids=["kernels-hta-dark", "kernels-hta-light", "detail-hta-dark", "sequences-hta-dark"],
+    ids=["kernels-hta-dark", "detail-hta-dark", "sequences-hta-dark"],
 )
 def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...], theme: str) -> None:
     app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)

@@ -332,11 +332,12 @@ def zoomed(keys: str):
     return run_before
 
 
-# each zoom in the dark theme, the light theme once (it restyles, it does not lay out)
+# each zoom in the dark theme; the light theme restyles, it does not lay out
+# (the light theme's snapshots elsewhere cover it: a light twin here would show the same layout)
 @pytest.mark.parametrize(
     ("zoom", "theme"),
-    [("", "hta-dark"), ("", "hta-light"), ("w w", "hta-dark"), ("w w w w w", "hta-dark")],
-    ids=["-hta-dark", "-hta-light", "w w-hta-dark", "w w w w w-hta-dark"],
+    [("", "hta-dark"), ("w w", "hta-dark"), ("w w w w w", "hta-dark")],
+    ids=["-hta-dark", "w w-hta-dark", "w w w w w-hta-dark"],
 )
 def test_snapshot_timeline(snap_compare, tmp_path: Path, theme: str, zoom: str) -> None:
     app = make(tmp_path, theme=theme)
