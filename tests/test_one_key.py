@@ -4,6 +4,8 @@ it has; `t` and `0` where they do not apply say why in one line; `?` opens on th
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from hta_tui.app.screens.idle import IdleScreen
 from hta_tui.app.screens.memory import MemoryScreen
 from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.trace.cache import Cache
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import screen_shows_current, wait_until
 
 
@@ -51,32 +54,29 @@ def _footer_keys(screen: Any) -> dict[str, Any]:
     return {k.key: k for k in screen.query(FooterKey)}
 
 
-async def test_v_is_the_next_table_everywhere_and_in_the_footer(
-    traces: Path, tmp_path: Path
-) -> None:
-    app = _app(traces, tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        for key, cls in (("I", IdleScreen), ("M", MemoryScreen), ("E", KernelDetailScreen)):
-            screen = await _open(pilot, key, cls)
-            tabs = screen.query_one(TabbedContent)
-            before = tabs.active
-            await pilot.press("v")
+async def _v_is_the_next_table(pilot: Any, seen: dict) -> None:
+    app = pilot.app
+    app.clear_notifications()  # an earlier scenario's
+    for key, cls in (("I", IdleScreen), ("M", MemoryScreen), ("E", KernelDetailScreen)):
+        screen = await _open(pilot, key, cls)
+        tabs = screen.query_one(TabbedContent)
+        before = tabs.active
+        await pilot.press("v")
+        await pilot.pause()
+        assert tabs.active != before, cls.__name__
+        footer = _footer_keys(screen)
+        assert "v" in footer, cls.__name__
+        # on screen at 80 columns, right after ? and q
+        assert footer["v"].region.right <= 80 and footer["v"].region.width > 0
+        if cls is KernelDetailScreen:  # `]` no longer switches tables here
+            now = tabs.active
+            await pilot.press("right_square_bracket")
             await pilot.pause()
-            assert tabs.active != before, cls.__name__
-            footer = _footer_keys(screen)
-            assert "v" in footer, cls.__name__
-            # on screen at 80 columns, right after ? and q
-            assert footer["v"].region.right <= 80 and footer["v"].region.width > 0
-            if cls is KernelDetailScreen:  # `]` no longer switches tables here
-                now = tabs.active
-                await pilot.press("right_square_bracket")
-                await pilot.pause()
-                assert tabs.active == now
+            assert tabs.active == now
 
 
-async def test_a_key_typed_while_a_view_loads_is_acted_on_once_loaded(
-    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _typed_while_loading(pilot: Any, seen: dict) -> None:
+    """The idle view's first compute held on a gate: `v v` typed meanwhile."""
     gate = threading.Event()
     compute = IdleScreen.compute
 
@@ -84,67 +84,118 @@ async def test_a_key_typed_while_a_view_loads_is_acted_on_once_loaded(
         assert gate.wait(30)
         return compute(*args, **kw)
 
-    monkeypatch.setattr(IdleScreen, "compute", staticmethod(held))
-    app = _app(traces, tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: app.settled, 30, "loading")
-        await pilot.press("I")
-        await wait_until(pilot, lambda: isinstance(app.screen, IdleScreen))
-        screen = app.screen
-        assert screen.query_one("#body").loading  # still computing: the gate is shut
-        first = screen.query_one("#idle-tabs", TabbedContent).active
-        await pilot.press("v", "v")  # two tables on, typed while it loads
-        await pilot.pause()
-        gate.set()
-        await wait_until(pilot, lambda: screen_shows_current(app, screen), 30, "idle")
-        await wait_until(pilot, lambda: not screen._queued_keys)
-        await pilot.pause()
-        tabs = screen.query_one("#idle-tabs", TabbedContent)
-        panes = [p.id for p in tabs.query("TabPane")]
-        assert tabs.active == panes[(panes.index(first) + 2) % len(panes)]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(IdleScreen, "compute", staticmethod(held))
+        try:
+            await _typed_while_held(pilot, gate)
+        finally:
+            gate.set()
 
 
-async def test_0_and_f_without_a_second_run_say_why(traces: Path, tmp_path: Path) -> None:
-    app = _app(traces, tmp_path)
-    async with app.run_test(size=(80, 24), notifications=True) as pilot:
-        await wait_until(pilot, lambda: app.settled, 30, "loading")
-        for key in ("0", "F"):
-            await pilot.press(key)
-            await pilot.pause()
-            assert app.current_mode == "overview"
-        notes = [n.message for n in app._notifications if "--compare" in n.message]
-        assert len(notes) >= 1 and all("\n" not in n for n in notes)
+async def _typed_while_held(pilot: Any, gate: threading.Event) -> None:
+    app = pilot.app
+    await wait_until(pilot, lambda: app.settled, 30, "loading")
+    await pilot.press("I")
+    await wait_until(pilot, lambda: isinstance(app.screen, IdleScreen))
+    screen = app.screen
+    assert screen.query_one("#body").loading  # still computing: the gate is shut
+    first = screen.query_one("#idle-tabs", TabbedContent).active
+    await pilot.press("v", "v")  # two tables on, typed while it loads
+    await pilot.pause()
+    gate.set()
+    await wait_until(pilot, lambda: screen_shows_current(app, screen), 30, "idle")
+    await wait_until(pilot, lambda: not screen._queued_keys)
+    await pilot.pause()
+    tabs = screen.query_one("#idle-tabs", TabbedContent)
+    panes = [p.id for p in tabs.query("TabPane")]
+    assert tabs.active == panes[(panes.index(first) + 2) % len(panes)]
+
+
+async def _0_and_f_say_why(pilot: Any, seen: dict) -> None:
+    app = pilot.app
+    app.clear_notifications()  # an earlier scenario's
+    await wait_until(pilot, lambda: app.settled, 30, "loading")
+    for key in ("0", "F"):
+        await pilot.press(key)
+        await pilot.pause()
+        assert app.current_mode == "overview"
+    notes = [n.message for n in app._notifications if "--compare" in n.message]
+    assert len(notes) >= 1 and all("\n" not in n for n in notes)
+
+
+async def _t_says_why(pilot: Any, seen: dict, where: str) -> None:
+    app = pilot.app
+    app.clear_notifications()  # an earlier scenario's
+    await wait_until(pilot, lambda: app.settled, 30, "loading")
+    if where == "kernels":
+        await pilot.press("K")
+        await wait_until(
+            pilot,
+            lambda: app.current_mode == "kernels" and screen_shows_current(app, app.screen),
+            60,
+        )
+        await pilot.pause()
+    await pilot.press("t")
+    await pilot.pause()
+    notes = [n.message for n in app._notifications if n.message.startswith("t: ")]
+    assert len(notes) == 1 and "\n" not in notes[0]
+    assert ("totals" in notes[0]) == (where == "kernels")
+
+
+async def _help_opens_on_the_views(pilot: Any, seen: dict) -> None:
+    app = pilot.app
+    app.clear_notifications()  # an earlier scenario's
+    await wait_until(pilot, lambda: app.settled, 30, "loading")
+    await pilot.press("question_mark")
+    await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
+    await pilot.pause()
+    table = app.screen.query_one("#help-table", DataTable)
+    row = table.get_row_at(table.cursor_row)
+    assert str(row[0]) == "1"  # the Overview section's digit, the views' first row
+    assert table.cursor_row > 0  # the screen's own keys are above it
+    assert table.scroll_y >= table.cursor_row - 1  # and in view at the top
+
+
+# -- one app for the tests above ------------------------------------------------------------------
+
+
+async def _one_key_walk(traces: Path, tmp_path: Path) -> Walk:
+    walk = Walk()
+    scenarios = {  # the overview's first, then the views'
+        "t overview": functools.partial(_t_says_why, where="overview"),
+        "0 and F": _0_and_f_say_why,
+        "help": _help_opens_on_the_views,
+        "t kernels": functools.partial(_t_says_why, where="kernels"),
+        "typed while loading": _typed_while_loading,  # the idle view's first visit
+        "v": _v_is_the_next_table,
+    }
+    async with _app(traces, tmp_path).run_test(size=(80, 24), notifications=True) as pilot:
+        await run_scenarios(pilot, walk, scenarios)
+    return walk
+
+
+@pytest.fixture(scope="module")
+def one_key(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on `traces` through the scenarios of the tests below, in turn."""
+    return asyncio.run(_one_key_walk(traces, tmp_path_factory.mktemp("onekey-app")))
+
+
+def test_v_is_the_next_table_everywhere_and_in_the_footer(one_key: Walk) -> None:
+    one_key.check("v")
+
+
+def test_a_key_typed_while_a_view_loads_is_acted_on_once_loaded(one_key: Walk) -> None:
+    one_key.check("typed while loading")
+
+
+def test_0_and_f_without_a_second_run_say_why(one_key: Walk) -> None:
+    one_key.check("0 and F")
 
 
 @pytest.mark.parametrize("where", ["kernels", "overview"])
-async def test_t_says_why_it_does_nothing(traces: Path, tmp_path: Path, where: str) -> None:
-    app = _app(traces, tmp_path)
-    async with app.run_test(size=(80, 24), notifications=True) as pilot:
-        await wait_until(pilot, lambda: app.settled, 30, "loading")
-        if where == "kernels":
-            await pilot.press("K")
-            await wait_until(
-                pilot,
-                lambda: app.current_mode == "kernels" and screen_shows_current(app, app.screen),
-                60,
-            )
-            await pilot.pause()
-        await pilot.press("t")
-        await pilot.pause()
-        notes = [n.message for n in app._notifications if n.message.startswith("t: ")]
-        assert len(notes) == 1 and "\n" not in notes[0]
-        assert ("totals" in notes[0]) == (where == "kernels")
+def test_t_says_why_it_does_nothing(one_key: Walk, where: str) -> None:
+    one_key.check(f"t {where}")
 
 
-async def test_help_opens_on_the_list_of_views(traces: Path, tmp_path: Path) -> None:
-    app = _app(traces, tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: app.settled, 30, "loading")
-        await pilot.press("question_mark")
-        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
-        await pilot.pause()
-        table = app.screen.query_one("#help-table", DataTable)
-        row = table.get_row_at(table.cursor_row)
-        assert str(row[0]) == "1"  # the Overview section's digit, the views' first row
-        assert table.cursor_row > 0  # the screen's own keys are above it
-        assert table.scroll_y >= table.cursor_row - 1  # and in view at the top
+def test_help_opens_on_the_list_of_views(one_key: Walk) -> None:
+    one_key.check("help")

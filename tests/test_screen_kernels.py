@@ -5,6 +5,7 @@ operator, every shared trace, and snapshots."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import gzip
 from pathlib import Path
@@ -28,6 +29,7 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import T0, rank_trace, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
 
@@ -73,209 +75,261 @@ def frames_of(app: HtaApp) -> dict[int, pl.DataFrame]:
 # -- the drill-down path -------------------------------------------------------------------------
 
 
-async def test_drill_down_to_a_kernel_and_back(synth_root: Path, tmp_path: Path) -> None:
-    app = make_app(synth_root, tmp_path)
+async def _drill_down_to_a_kernel_and_back(pilot: Any, seen: dict) -> None:
+    app = pilot.app
+    await settle(pilot)
+    screen = await open_screen(pilot, "K")
+    frames = frames_of(app)
+    # the numbers are the analyses'
+    types, _ = kernels.gpu_kernel_breakdown(frames)
+    rows = screen.query_one(TypeBreakdown).rows
+    assert rows == list(types.select("kernel_type", "sum", "percentage").iter_rows())
+    kt = table(screen, "kernel-table")
+    assert_frame_equal(analysis_columns(kt), kernel_detail.kernel_table(frames, fold=True))
+    # down two rows, enter: the detail of that kernel
+    await pilot.press("j", "j")
+    name = kt.selected_row()["name"]
+    assert kt.cursor_row == 2 and name != "others"
+    await pilot.press("enter")
+    detail = await wait_screen(pilot, KernelDetailScreen)
+    assert app.selected_kernel == name
+    assert detail.result["name"] == name and not detail.result["auto"]
+    # the short name on one line; n: the full name, wrapped over as many lines as it takes
+    assert text_of(detail, "#detail-name") == f"{fold_name(name)}  (n: full name)"
+    await pilot.press("n")
+    await pilot.pause()
+    assert text_of(detail, "#detail-name") == name
+    assert detail.query_one("#detail-name").size.height >= len(name) // SIZE[0]
+    await pilot.press("n")
+    await pilot.pause()
+    summary, _ = kernels.kernel_duration_distribution(frames, name)
+    assert_frame_equal(table(detail, "rank-table").frame, summary)
+    assert_frame_equal(
+        table(detail, "launchers-table").frame, kernel_detail.kernel_launchers(frames, name)
+    )
+    assert_frame_equal(
+        table(detail, "streams-table").frame, kernel_detail.kernel_streams(frames, name)
+    )
+    # the tabs: v cycles through them (one key for the next table in every view)
+    tabs = detail.query_one(TabbedContent)
+    seen = [tabs.active]
+    for _ in range(5):
+        await pilot.press("v")
+        seen.append(tabs.active)
+    assert seen == ["tab-ranks", "tab-hist", "tab-time", "tab-runs", "tab-launch", "tab-ranks"]
+    # escape: back to the kernels, on the same row
+    await pilot.press("escape")
+    await pilot.pause()
+    assert app.screen is screen
+    assert kt.cursor_row == 2 and kt.selected_row()["name"] == name
+    # a second drill-down shows the new kernel on the same detail screen
+    await pilot.press("k", "enter")
+    again = await wait_screen(pilot, KernelDetailScreen)
+    other = kt.selected_row()["name"]
+    assert again is detail and other != name
+    assert detail.result["name"] == other == app.selected_kernel
+
+
+async def _kernel_table_filter_sort_export_topk_rank(pilot: Any, seen: dict) -> None:
+    app = pilot.app
+    await settle(pilot)
+    screen = await open_screen(pilot, "K")
+    frames = frames_of(app)
+    kt = table(screen, "kernel-table")
+    # filter
+    await pilot.press("slash", *"cutlass", "enter")
+    await pilot.pause()
+    await wait_screen(pilot, KernelsScreen)
+    assert screen.params.get("fold") is False  # a filter looks at every kernel
+    names = kt.view_frame["name"].to_list()
+    assert names and all("cutlass" in n.lower() for n in names)
+    assert kt.row_count == len(names)
+    # short names shown, full names kept (cursor row, export)
+    assert kt.view_frame["kernel"].to_list() == [fold_name(n, 0) for n in names]
+    # sort: s picks the column (numbers largest first), S reverses
+    await pilot.press("s")
+    await pilot.pause()
+    options = app.screen.query_one(OptionList)
+    options.highlighted = kt.frame.columns.index("sum us")
+    await pilot.press("enter")
+    await pilot.pause()
+    assert app.screen is screen
+    assert kt.sort_by == ("sum us", True)
+    await pilot.press("S")
+    assert kt.sort_by == ("sum us", False)
+    sums = kt.view_frame["sum us"].to_list()
+    assert sums == sorted(sums)
+    # export writes exactly the table shown
+    await pilot.press("e")
+    await pilot.pause()
+    files = list((app.export_dir).glob("*.csv"))
+    assert len(files) == 1
+    with files[0].open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["name"] for r in rows] == kt.view_frame["name"].to_list()
+    assert [float(r["sum us"]) for r in rows] == pytest.approx(sums)
+    # top-k toggle: every kernel, no "others"
+    # / then escape clears the filter
+    await pilot.press("slash", "escape")
+    await pilot.pause()
+    assert kt.filter_text == "" and kt.has_focus
+    await pilot.press("o")
+    await wait_screen(pilot, KernelsScreen)
+    assert screen.params.get("fold") is True
+    assert "others" in kt.frame["name"].to_list()
+    await pilot.press("o")
+    await wait_screen(pilot, KernelsScreen)
+    assert screen.params.get("fold") is False
+    every = kernel_detail.kernel_table(frames, fold=False)
+    assert_frame_equal(analysis_columns(kt), every)
+    assert "others" not in kt.frame["name"].to_list()
+    assert kt.frame.height > kernel_detail.kernel_table(frames, fold=True).height - 3
+    await pilot.press("o")
+    await wait_screen(pilot, KernelsScreen)
+    assert "others" in kt.frame["name"].to_list()
+    # enter on "others" explains instead of drilling down
+    kt.move_cursor(row=kt.view_frame["name"].to_list().index("others"))
+    await pilot.press("enter")
+    await pilot.pause()
+    assert app.screen is screen and app.selected_kernel is None
+    assert any("others" in str(n.message) for n in app._notifications)
+    # rank switch: r, rank 1 -> HTA's per-rank kernel table
+    await pilot.press("r")
+    await pilot.pause()
+    await pilot.press("down", "down", "enter")
+    await wait_screen(pilot, KernelsScreen)
+    assert screen.params.rank == 1
+    one = {1: frames[1]}
+    assert_frame_equal(analysis_columns(kt), kernel_detail.kernel_table(one))
+    _, hta = kernels.gpu_kernel_breakdown(one)
+    cols = ["name", "type", "count", "sum us", "mean us", "std us", "min us", "max us"]
+    hta = hta.rename(
+        {
+            "kernel_type": "type",
+            "sum (us)": "sum us",
+            "mean (us)": "mean us",
+            "stddev": "std us",
+            "min (us)": "min us",
+            "max (us)": "max us",
+        }
+    ).select(cols)
+    assert_frame_equal(
+        kt.frame.select(cols).sort("type", "name"), hta.sort("type", "name"), check_exact=False
+    )
+    assert "rank 1" in text_of(screen, "#screen-title")
+
+
+async def _detail_without_a_pick_then_sequences(pilot: Any, seen: dict) -> None:
+    app = pilot.app
+    await settle(pilot)
+    detail = await open_screen(pilot, "E")
+    frames = frames_of(app)
+    largest = kernel_detail.kernel_table(frames, fold=False)["name"][0]
+    assert detail.result["name"] == largest and detail.result["auto"]
+    assert "largest total time" in text_of(detail, "#detail-summary")
+    bins = detail.result["bins"]
+    _, hist = kernels.kernel_duration_distribution(frames, largest)
+    assert bins["count"].sum() == hist["count"].sum() == detail.result["summary"]["count"].sum()
+    occ = detail.result["occurrences"]
+    assert_frame_equal(occ, kernel_detail.kernel_occurrences(frames, largest))
+    # without UTF-8 the charts are plain ASCII
+    app.ascii = True
+    detail.show(detail.result)
+    await wait_until(pilot, lambda: detail.charts_pending == 0, what="the charts")
+    for tab, plot_id in (
+        ("ranks", "#ranks-plot"),
+        ("hist", "#hist-plot"),
+        ("time", "#time-plot"),
+    ):
+        detail.query_one(TabbedContent).active = f"tab-{tab}"  # a chart is built when shown
+        plot = detail.query_one(plot_id, SafePlot)
+        await wait_until(pilot, lambda: plot.picture.plain.strip() != "", what=plot_id)  # noqa: B023
+        chart = plot.picture.plain
+        assert chart.strip() and chart.isascii(), plot_id
+    app.ascii = False
+    # then screen 8: sequences for an operator
+    screen = await open_screen(pilot, "Q")
+    ops = table(screen, "operators-table")
+    assert_frame_equal(ops.frame, kernel_detail.launching_operators({0: frames[0]}))
+    assert text_of(screen, "#seq-summary").startswith("Rank 0's operators")
+    # the title says why rank 0: the smallest of the ranks loaded
+    assert "rank 0 (smallest of" in text_of(screen, "#screen-title")
+    # the first operator launching >= 3 kernels per instance
+    pos = ops.frame.with_row_index().filter(pl.col("max ops") >= 3)["index"][0]
+    for _ in range(pos):
+        await pilot.press("j")
+    operator = ops.selected_row()["operator"]
+    await pilot.press("enter")
+    await wait_screen(pilot, SequencesScreen)
+    assert screen.params.get("operator") == operator
+    want = sequences.frequent_cuda_kernel_sequences(
+        frames, operator, rank=0, min_pattern_len=3, top_k=5
+    )
+    assert not want.is_empty()
+    pats = table(screen, "patterns-table")
+    assert_frame_equal(pats.frame, SequencesScreen.shown_patterns(want))
+    assert_frame_equal(pats.frame.select(want.columns), want.head(5), check_column_order=False)
+    assert pats.has_focus
+    listed = text_of(screen, "#pattern-kernels").splitlines()
+    parts = want["pattern"][0].split("|")
+    assert listed[0] == parts[0] and len(listed) == len(parts)
+    assert listed[1].strip().startswith("1. ")
+
+
+# -- one app on the generated job for the tests above ---------------------------------------------
+
+
+async def _opens_on_the_overview(pilot: Any, seen: dict) -> None:
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, OverviewScreen)
+
+
+async def _as_first_opened(pilot: Any, seen: dict) -> None:
+    """No kernel picked, the detail on its first tab: as a new app would be."""
+    app = pilot.app
+    app.selected_kernel = None
+    for stack in app._screen_stacks.values():
+        for screen in stack:
+            if isinstance(screen, KernelDetailScreen):
+                screen.query_one(TabbedContent).active = "tab-ranks"
+    await pilot.pause()
+
+
+async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
+    walk = Walk()
+    app = make_app(root, tmp_path)
+    scenarios = {
+        "overview": _opens_on_the_overview,
+        "detail": _detail_without_a_pick_then_sequences,  # before any kernel is picked
+        "reset": _as_first_opened,
+        "drill": _drill_down_to_a_kernel_and_back,
+        "reset again": _as_first_opened,
+        "table": _kernel_table_filter_sort_export_topk_rank,  # last: it leaves rank 1 picked
+    }
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        assert isinstance(app.screen, OverviewScreen)
-        screen = await open_screen(pilot, "K")
-        frames = frames_of(app)
-        # the numbers are the analyses'
-        types, _ = kernels.gpu_kernel_breakdown(frames)
-        rows = screen.query_one(TypeBreakdown).rows
-        assert rows == list(types.select("kernel_type", "sum", "percentage").iter_rows())
-        kt = table(screen, "kernel-table")
-        assert_frame_equal(analysis_columns(kt), kernel_detail.kernel_table(frames, fold=True))
-        # down two rows, enter: the detail of that kernel
-        await pilot.press("j", "j")
-        name = kt.selected_row()["name"]
-        assert kt.cursor_row == 2 and name != "others"
-        await pilot.press("enter")
-        detail = await wait_screen(pilot, KernelDetailScreen)
-        assert app.selected_kernel == name
-        assert detail.result["name"] == name and not detail.result["auto"]
-        # the short name on one line; n: the full name, wrapped over as many lines as it takes
-        assert text_of(detail, "#detail-name") == f"{fold_name(name)}  (n: full name)"
-        await pilot.press("n")
-        await pilot.pause()
-        assert text_of(detail, "#detail-name") == name
-        assert detail.query_one("#detail-name").size.height >= len(name) // SIZE[0]
-        await pilot.press("n")
-        await pilot.pause()
-        summary, _ = kernels.kernel_duration_distribution(frames, name)
-        assert_frame_equal(table(detail, "rank-table").frame, summary)
-        assert_frame_equal(
-            table(detail, "launchers-table").frame, kernel_detail.kernel_launchers(frames, name)
-        )
-        assert_frame_equal(
-            table(detail, "streams-table").frame, kernel_detail.kernel_streams(frames, name)
-        )
-        # the tabs: v cycles through them (one key for the next table in every view)
-        tabs = detail.query_one(TabbedContent)
-        seen = [tabs.active]
-        for _ in range(5):
-            await pilot.press("v")
-            seen.append(tabs.active)
-        assert seen == ["tab-ranks", "tab-hist", "tab-time", "tab-runs", "tab-launch", "tab-ranks"]
-        # escape: back to the kernels, on the same row
-        await pilot.press("escape")
-        await pilot.pause()
-        assert app.screen is screen
-        assert kt.cursor_row == 2 and kt.selected_row()["name"] == name
-        # a second drill-down shows the new kernel on the same detail screen
-        await pilot.press("k", "enter")
-        again = await wait_screen(pilot, KernelDetailScreen)
-        other = kt.selected_row()["name"]
-        assert again is detail and other != name
-        assert detail.result["name"] == other == app.selected_kernel
+        await run_scenarios(pilot, walk, scenarios)
+    return walk
 
 
-async def test_kernel_table_filter_sort_export_topk_rank(synth_root: Path, tmp_path: Path) -> None:
-    app = make_app(synth_root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        screen = await open_screen(pilot, "K")
-        frames = frames_of(app)
-        kt = table(screen, "kernel-table")
-        # filter
-        await pilot.press("slash", *"cutlass", "enter")
-        await pilot.pause()
-        await wait_screen(pilot, KernelsScreen)
-        assert screen.params.get("fold") is False  # a filter looks at every kernel
-        names = kt.view_frame["name"].to_list()
-        assert names and all("cutlass" in n.lower() for n in names)
-        assert kt.row_count == len(names)
-        # short names shown, full names kept (cursor row, export)
-        assert kt.view_frame["kernel"].to_list() == [fold_name(n, 0) for n in names]
-        # sort: s picks the column (numbers largest first), S reverses
-        await pilot.press("s")
-        await pilot.pause()
-        options = app.screen.query_one(OptionList)
-        options.highlighted = kt.frame.columns.index("sum us")
-        await pilot.press("enter")
-        await pilot.pause()
-        assert app.screen is screen
-        assert kt.sort_by == ("sum us", True)
-        await pilot.press("S")
-        assert kt.sort_by == ("sum us", False)
-        sums = kt.view_frame["sum us"].to_list()
-        assert sums == sorted(sums)
-        # export writes exactly the table shown
-        await pilot.press("e")
-        await pilot.pause()
-        files = list((tmp_path / "exports").glob("*.csv"))
-        assert len(files) == 1
-        with files[0].open() as f:
-            rows = list(csv.DictReader(f))
-        assert [r["name"] for r in rows] == kt.view_frame["name"].to_list()
-        assert [float(r["sum us"]) for r in rows] == pytest.approx(sums)
-        # top-k toggle: every kernel, no "others"
-        # / then escape clears the filter
-        await pilot.press("slash", "escape")
-        await pilot.pause()
-        assert kt.filter_text == "" and kt.has_focus
-        await pilot.press("o")
-        await wait_screen(pilot, KernelsScreen)
-        assert screen.params.get("fold") is True
-        assert "others" in kt.frame["name"].to_list()
-        await pilot.press("o")
-        await wait_screen(pilot, KernelsScreen)
-        assert screen.params.get("fold") is False
-        every = kernel_detail.kernel_table(frames, fold=False)
-        assert_frame_equal(analysis_columns(kt), every)
-        assert "others" not in kt.frame["name"].to_list()
-        assert kt.frame.height > kernel_detail.kernel_table(frames, fold=True).height - 3
-        await pilot.press("o")
-        await wait_screen(pilot, KernelsScreen)
-        assert "others" in kt.frame["name"].to_list()
-        # enter on "others" explains instead of drilling down
-        kt.move_cursor(row=kt.view_frame["name"].to_list().index("others"))
-        await pilot.press("enter")
-        await pilot.pause()
-        assert app.screen is screen and app.selected_kernel is None
-        assert any("others" in str(n.message) for n in app._notifications)
-        # rank switch: r, rank 1 -> HTA's per-rank kernel table
-        await pilot.press("r")
-        await pilot.pause()
-        await pilot.press("down", "down", "enter")
-        await wait_screen(pilot, KernelsScreen)
-        assert screen.params.rank == 1
-        one = {1: frames[1]}
-        assert_frame_equal(analysis_columns(kt), kernel_detail.kernel_table(one))
-        _, hta = kernels.gpu_kernel_breakdown(one)
-        cols = ["name", "type", "count", "sum us", "mean us", "std us", "min us", "max us"]
-        hta = hta.rename(
-            {
-                "kernel_type": "type",
-                "sum (us)": "sum us",
-                "mean (us)": "mean us",
-                "stddev": "std us",
-                "min (us)": "min us",
-                "max (us)": "max us",
-            }
-        ).select(cols)
-        assert_frame_equal(
-            kt.frame.select(cols).sort("type", "name"), hta.sort("type", "name"), check_exact=False
-        )
-        assert "rank 1" in text_of(screen, "#screen-title")
+@pytest.fixture(scope="module")
+def synth_walk(synth_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on `synth_root` through the scenarios of the three tests below, in turn."""
+    return asyncio.run(_synth_walk(synth_root, tmp_path_factory.mktemp("synth-app")))
 
 
-async def test_detail_without_a_pick_then_sequences(synth_root: Path, tmp_path: Path) -> None:
-    app = make_app(synth_root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        detail = await open_screen(pilot, "E")
-        frames = frames_of(app)
-        largest = kernel_detail.kernel_table(frames, fold=False)["name"][0]
-        assert detail.result["name"] == largest and detail.result["auto"]
-        assert "largest total time" in text_of(detail, "#detail-summary")
-        bins = detail.result["bins"]
-        _, hist = kernels.kernel_duration_distribution(frames, largest)
-        assert bins["count"].sum() == hist["count"].sum() == detail.result["summary"]["count"].sum()
-        occ = detail.result["occurrences"]
-        assert_frame_equal(occ, kernel_detail.kernel_occurrences(frames, largest))
-        # without UTF-8 the charts are plain ASCII
-        app.ascii = True
-        detail.show(detail.result)
-        await wait_until(pilot, lambda: detail.charts_pending == 0, what="the charts")
-        for tab, plot_id in (
-            ("ranks", "#ranks-plot"),
-            ("hist", "#hist-plot"),
-            ("time", "#time-plot"),
-        ):
-            detail.query_one(TabbedContent).active = f"tab-{tab}"  # a chart is built when shown
-            plot = detail.query_one(plot_id, SafePlot)
-            await wait_until(pilot, lambda: plot.picture.plain.strip() != "", what=plot_id)  # noqa: B023
-            chart = plot.picture.plain
-            assert chart.strip() and chart.isascii(), plot_id
-        app.ascii = False
-        # then screen 8: sequences for an operator
-        screen = await open_screen(pilot, "Q")
-        ops = table(screen, "operators-table")
-        assert_frame_equal(ops.frame, kernel_detail.launching_operators({0: frames[0]}))
-        assert text_of(screen, "#seq-summary").startswith("Rank 0's operators")
-        # the title says why rank 0: the smallest of the ranks loaded
-        assert "rank 0 (smallest of" in text_of(screen, "#screen-title")
-        # the first operator launching >= 3 kernels per instance
-        pos = ops.frame.with_row_index().filter(pl.col("max ops") >= 3)["index"][0]
-        for _ in range(pos):
-            await pilot.press("j")
-        operator = ops.selected_row()["operator"]
-        await pilot.press("enter")
-        await wait_screen(pilot, SequencesScreen)
-        assert screen.params.get("operator") == operator
-        want = sequences.frequent_cuda_kernel_sequences(
-            frames, operator, rank=0, min_pattern_len=3, top_k=5
-        )
-        assert not want.is_empty()
-        pats = table(screen, "patterns-table")
-        assert_frame_equal(pats.frame, SequencesScreen.shown_patterns(want))
-        assert_frame_equal(pats.frame.select(want.columns), want.head(5), check_column_order=False)
-        assert pats.has_focus
-        listed = text_of(screen, "#pattern-kernels").splitlines()
-        parts = want["pattern"][0].split("|")
-        assert listed[0] == parts[0] and len(listed) == len(parts)
-        assert listed[1].strip().startswith("1. ")
+def test_drill_down_to_a_kernel_and_back(synth_walk: Walk) -> None:
+    synth_walk.check("overview")
+    synth_walk.check("reset")
+    synth_walk.check("drill")
+
+
+def test_kernel_table_filter_sort_export_topk_rank(synth_walk: Walk) -> None:
+    synth_walk.check("reset again")
+    synth_walk.check("table")
+
+
+def test_detail_without_a_pick_then_sequences(synth_walk: Walk) -> None:
+    synth_walk.check("detail")
 
 
 # -- analysis: kernel_detail ---------------------------------------------------------------------
@@ -441,16 +495,16 @@ def _run_before(keys: tuple[str, ...]):
     return run_before
 
 
-# each view in the dark theme, the light theme once (it restyles, it does not lay out)
+# each view in the dark theme; the light theme restyles, it does not lay out
+# (the light theme's snapshots elsewhere cover it: a light twin here would show the same layout)
 @pytest.mark.parametrize(
     ("keys", "theme"),
     [
         (("K",), "hta-dark"),
-        (("K",), "hta-light"),
         (("K", "enter"), "hta-dark"),
         (("Q", "enter"), "hta-dark"),
     ],
-    ids=["kernels-hta-dark", "kernels-hta-light", "detail-hta-dark", "sequences-hta-dark"],
+    ids=["kernels-hta-dark", "detail-hta-dark", "sequences-hta-dark"],
 )
 def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...], theme: str) -> None:
     app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)

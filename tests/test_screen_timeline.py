@@ -4,6 +4,7 @@ expected positions and names are read off its events."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from textual.widgets import Static
 
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.timeline import Moment, TimelineScreen
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 from tests.timeline_trace import GEMM, RELU, T0, write_timeline_traces
 
@@ -56,181 +58,263 @@ async def to_row(pilot: Any, screen: TimelineScreen, key: tuple) -> None:
     raise AssertionError(f"row {key} not reached")
 
 
-async def test_opens_with_every_row_and_the_whole_trace(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        assert view.span == 1400 * US
-        assert [it.row is None for it in view.items].count(True) == 4  # 2 ranks x CPU, GPU
-        # per rank: 2 threads; stream 7's queue, GPU utilisation, streams 7 and 20
-        assert len(view.items) == 16
+async def _opens_with_every_row_and_the_whole_trace(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    assert view.span == 1400 * US
+    assert [it.row is None for it in view.items].count(True) == 4  # 2 ranks x CPU, GPU
+    # per rank: 2 threads; stream 7's queue, GPU utilisation, streams 7 and 20
+    assert len(view.items) == 16
 
 
-async def test_zoom_keys_keep_the_cursor_in_place(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        view.cursor_t = 300 * US
-        frac = (view.cursor_t - view.t0) / view.span
-        for key, factor in (("w", 0.5), ("plus", 0.5), ("s", 2), ("minus", 2)):
-            before = view.span
-            await pilot.press(key)
-            assert view.span == pytest.approx(before * factor)
-            assert (view.cursor_t - view.t0) / view.span == pytest.approx(frac)
-        assert view.span == pytest.approx(1400 * US)
+async def _zoom_keys_keep_the_cursor_in_place(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    view.cursor_t = 300 * US
+    frac = (view.cursor_t - view.t0) / view.span
+    for key, factor in (("w", 0.5), ("plus", 0.5), ("s", 2), ("minus", 2)):
+        before = view.span
+        await pilot.press(key)
+        assert view.span == pytest.approx(before * factor)
+        assert (view.cursor_t - view.t0) / view.span == pytest.approx(frac)
+    assert view.span == pytest.approx(1400 * US)
 
 
-async def test_pan_and_page_keys(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        await pilot.press("w", "w")
-        span, t0 = view.span, view.t0
-        await pilot.press("d")
-        assert view.t0 == pytest.approx(t0 + span / 8)
-        await pilot.press("a")
-        assert view.t0 == pytest.approx(t0)
-        await pilot.press("D")
-        assert view.t0 == pytest.approx(t0 + span)
-        await pilot.press("A")
-        assert view.t0 == pytest.approx(t0)
-        await pilot.press("z")
-        assert (view.t0, view.span) == (0, 1400 * US)
+async def _pan_and_page_keys(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    await pilot.press("w", "w")
+    span, t0 = view.span, view.t0
+    await pilot.press("d")
+    assert view.t0 == pytest.approx(t0 + span / 8)
+    await pilot.press("a")
+    assert view.t0 == pytest.approx(t0)
+    await pilot.press("D")
+    assert view.t0 == pytest.approx(t0 + span)
+    await pilot.press("A")
+    assert view.t0 == pytest.approx(t0)
+    await pilot.press("z")
+    assert (view.t0, view.span) == (0, 1400 * US)
 
 
-async def test_rows_up_down_and_fold_a_group(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        assert view.current_item.row is None  # the first group header
-        await pilot.press("down")
-        assert row_key(screen) == (0, "cpu", 10, 1)
-        await pilot.press("down", "down", "down")
-        assert row_key(screen) == (0, "gpu", 0, -1007)  # stream 7's launch queue
-        await pilot.press("down")
-        assert row_key(screen) == (0, "gpu", 0, -1)
-        await pilot.press("up", "up")
-        assert view.current_item.row is None  # rank 0's GPU header
-        n = len(view.items)
-        await pilot.press("enter")  # on a header: fold it
-        assert len(view.items) == n - 4
-        await pilot.press("space")  # unfold
-        assert len(view.items) == n
+async def _rows_up_down_and_fold_a_group(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    assert view.current_item.row is None  # the first group header
+    await pilot.press("down")
+    assert row_key(screen) == (0, "cpu", 10, 1)
+    await pilot.press("down", "down", "down")
+    assert row_key(screen) == (0, "gpu", 0, -1007)  # stream 7's launch queue
+    await pilot.press("down")
+    assert row_key(screen) == (0, "gpu", 0, -1)
+    await pilot.press("up", "up")
+    assert view.current_item.row is None  # rank 0's GPU header
+    n = len(view.items)
+    await pilot.press("enter")  # on a header: fold it
+    assert len(view.items) == n - 4
+    await pilot.press("space")  # unfold
+    assert len(view.items) == n
 
 
-async def test_down_moves_the_cursor_past_the_screen(tmp_path: Path) -> None:
+async def _down_moves_the_cursor_past_the_screen(pilot: Any, seen: dict) -> None:
     """More rows than fit: down moves the cursor (not the scroll view's scroll) to the last
     row, and the view scrolls to keep it in sight."""
-    async with make(tmp_path).run_test(size=(80, 12)) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        assert len(view.items) > view.size.height
-        for _ in range(len(view.items)):
-            await pilot.press("down")
-        assert row_key(screen) == (1, "gpu", 1, 20)  # the last row
-        assert view.scroll_offset.y > 0
+    await pilot.resize_terminal(80, 12)  # more rows than fit
+    screen = await fresh_timeline(pilot)
+    await wait_until(pilot, lambda: screen.view.size.height < 12, 10, "80x12")
+    view = screen.view
+    assert len(view.items) > view.size.height
+    for _ in range(len(view.items)):
+        await pilot.press("down")
+    assert row_key(screen) == (1, "gpu", 1, 20)  # the last row
+    assert view.scroll_offset.y > 0
+    await pilot.press("up")
+    assert row_key(screen) == (1, "gpu", 1, 7)
+
+
+async def _enter_on_the_queue_track_says_its_length(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    await to_row(pilot, screen, (0, "gpu", 0, -1007))
+    screen.view.show_range(100 * US, 200 * US)
+    screen.view.cursor_t = 140 * US  # launched at 120, started at 150: one in the queue
+    await pilot.press("enter")
+    assert "queue length of stream 7" in details(screen)
+    assert "1.0 on average" in details(screen) and "(max 1)" in details(screen)
+
+
+async def _next_previous_event_and_enter_select(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    await to_row(pilot, screen, (0, "gpu", 0, 7))
+    view.cursor_t = 0
+    await pilot.press("right_square_bracket")
+    assert view.selected == (view.current_row, 0)
+    assert GEMM in details(screen)
+    assert "dur 200.000 us" in details(screen)
+    await pilot.press("right_square_bracket")
+    assert view.selected == (view.current_row, 1)
+    assert RELU in details(screen)
+    await pilot.press("left_square_bracket")
+    assert view.selected == (view.current_row, 0)
+    # enter: the innermost event under the cursor, with its stack
+    await to_row(pilot, screen, (0, "cpu", 10, 1))
+    view.cursor_t = 125 * US
+    await pilot.press("enter")
+    text = details(screen)
+    assert text.startswith("cudaLaunchKernel")
+    assert "stack: ProfilerStep#1 > aten::linear > aten::addmm" in text
+    view.cursor_t = 1100 * US  # past the step: nothing there
+    await pilot.press("enter")
+    assert "no event under the cursor" in details(screen)
+
+
+async def _follow_flow_from_kernel_to_launch_and_back(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    await pilot.press("f")
+    assert "select an event first" in details(screen)
+    await to_row(pilot, screen, (0, "gpu", 0, 7))
+    view.cursor_t = 530 * US
+    await pilot.press("enter")
+    assert RELU in details(screen)
+    await pilot.press("f")
+    assert row_key(screen) == (0, "cpu", 10, 1)
+    row = view.timeline.rows[view.current_row]
+    assert row.starts[view.selected[1]] == 510 * US  # the relu's cudaLaunchKernel
+    await pilot.press("f")
+    assert row_key(screen) == (0, "gpu", 0, 7)
+    assert RELU in details(screen)
+
+
+async def _mark_a_range(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    await to_row(pilot, screen, (0, "gpu", 0, 7))
+    view.show_range(0, 1000 * US)
+    view.cursor_t = 200 * US
+    await pilot.press("m")
+    assert view.mark == (200 * US, None)
+    view.cursor_t = 400 * US
+    await pilot.press("m")
+    assert view.mark == (200 * US, 400 * US)
+    text = details(screen)
+    assert text.startswith("marked 200us")
+    # [200, 390) of rank 0 main thread, [210, 400) of rank 1 (100 us later)
+    assert "aten::addmm  380.0 us  x2" in text
+    await pilot.press("m")
+    assert view.mark is None
+
+
+async def _find_highlights_names(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    await pilot.press("slash")
+    await pilot.press(*"gemm", "enter")
+    assert "2 events match 'gemm'" in details(screen)
+    lit = {i for i, m in view.matches.items() if m.any()}
+    assert {view.timeline.rows[i].key for i in lit} == {(0, "gpu", 0, 7), (1, "gpu", 1, 7)}
+    assert view.has_focus
+
+
+async def _show_moment_zooms_and_selects(pilot: Any, seen: dict) -> None:
+    screen = await fresh_timeline(pilot)
+    view = screen.view
+    screen.show_moment(Moment(rank=1, t=(T0 + 100 + 520) * US, dur=40 * US, name=RELU))
+    assert row_key(screen) == (1, "gpu", 1, 7)
+    assert RELU in details(screen)
+    assert view.t0 <= 620 * US < 660 * US <= view.t0 + view.span
+    assert view.span < 1400 * US / 4
+
+
+# -- one app for the tests above ------------------------------------------------------------------
+
+
+async def fresh_timeline(pilot: Any) -> TimelineScreen:
+    """The timeline as first opened, though an earlier scenario used it: the whole trace,
+    nothing selected or marked, the cursor on the first row."""
+    screen = await open_timeline(pilot)
+    view = screen.view
+    view.focus()
+    await pilot.press("z")
+    view.selected = None
+    view.mark = None
+    while view.cursor > 0:
         await pilot.press("up")
-        assert row_key(screen) == (1, "gpu", 1, 7)
+    await pilot.pause()
+    return screen
 
 
-async def test_enter_on_the_queue_track_says_its_length(tmp_path: Path) -> None:
+async def _timeline_walk(tmp_path: Path) -> Walk:
+    walk = Walk()
+    scenarios = {
+        "opens": _opens_with_every_row_and_the_whole_trace,
+        "rows": _rows_up_down_and_fold_a_group,
+        "zoom": _zoom_keys_keep_the_cursor_in_place,
+        "pan": _pan_and_page_keys,
+        "queue": _enter_on_the_queue_track_says_its_length,
+        "events": _next_previous_event_and_enter_select,
+        "flow": _follow_flow_from_kernel_to_launch_and_back,
+        "mark": _mark_a_range,
+        "find": _find_highlights_names,
+        "moment": _show_moment_zooms_and_selects,
+        "small": _down_moves_the_cursor_past_the_screen,
+    }
     async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        await to_row(pilot, screen, (0, "gpu", 0, -1007))
-        screen.view.show_range(100 * US, 200 * US)
-        screen.view.cursor_t = 140 * US  # launched at 120, started at 150: one in the queue
-        await pilot.press("enter")
-        assert "queue length of stream 7" in details(screen)
-        assert "1.0 on average" in details(screen) and "(max 1)" in details(screen)
+        await run_scenarios(pilot, walk, scenarios)
+    return walk
 
 
-async def test_next_previous_event_and_enter_select(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        await to_row(pilot, screen, (0, "gpu", 0, 7))
-        view.cursor_t = 0
-        await pilot.press("right_square_bracket")
-        assert view.selected == (view.current_row, 0)
-        assert GEMM in details(screen)
-        assert "dur 200.000 us" in details(screen)
-        await pilot.press("right_square_bracket")
-        assert view.selected == (view.current_row, 1)
-        assert RELU in details(screen)
-        await pilot.press("left_square_bracket")
-        assert view.selected == (view.current_row, 0)
-        # enter: the innermost event under the cursor, with its stack
-        await to_row(pilot, screen, (0, "cpu", 10, 1))
-        view.cursor_t = 125 * US
-        await pilot.press("enter")
-        text = details(screen)
-        assert text.startswith("cudaLaunchKernel")
-        assert "stack: ProfilerStep#1 > aten::linear > aten::addmm" in text
-        view.cursor_t = 1100 * US  # past the step: nothing there
-        await pilot.press("enter")
-        assert "no event under the cursor" in details(screen)
+@pytest.fixture(scope="module")
+def timeline_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on tests/timeline_trace.py through the scenarios of the tests below, in turn
+    (the last at 80x12)."""
+    return asyncio.run(_timeline_walk(tmp_path_factory.mktemp("timeline-app")))
 
 
-async def test_follow_flow_from_kernel_to_launch_and_back(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        await pilot.press("f")
-        assert "select an event first" in details(screen)
-        await to_row(pilot, screen, (0, "gpu", 0, 7))
-        view.cursor_t = 530 * US
-        await pilot.press("enter")
-        assert RELU in details(screen)
-        await pilot.press("f")
-        assert row_key(screen) == (0, "cpu", 10, 1)
-        row = view.timeline.rows[view.current_row]
-        assert row.starts[view.selected[1]] == 510 * US  # the relu's cudaLaunchKernel
-        await pilot.press("f")
-        assert row_key(screen) == (0, "gpu", 0, 7)
-        assert RELU in details(screen)
+def test_opens_with_every_row_and_the_whole_trace(timeline_walk: Walk) -> None:
+    timeline_walk.check("opens")
 
 
-async def test_mark_a_range(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        await to_row(pilot, screen, (0, "gpu", 0, 7))
-        view.show_range(0, 1000 * US)
-        view.cursor_t = 200 * US
-        await pilot.press("m")
-        assert view.mark == (200 * US, None)
-        view.cursor_t = 400 * US
-        await pilot.press("m")
-        assert view.mark == (200 * US, 400 * US)
-        text = details(screen)
-        assert text.startswith("marked 200us")
-        # [200, 390) of rank 0 main thread, [210, 400) of rank 1 (100 us later)
-        assert "aten::addmm  380.0 us  x2" in text
-        await pilot.press("m")
-        assert view.mark is None
+def test_zoom_keys_keep_the_cursor_in_place(timeline_walk: Walk) -> None:
+    timeline_walk.check("zoom")
 
 
-async def test_find_highlights_names(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        await pilot.press("slash")
-        await pilot.press(*"gemm", "enter")
-        assert "2 events match 'gemm'" in details(screen)
-        lit = {i for i, m in view.matches.items() if m.any()}
-        assert {view.timeline.rows[i].key for i in lit} == {(0, "gpu", 0, 7), (1, "gpu", 1, 7)}
-        assert view.has_focus
+def test_pan_and_page_keys(timeline_walk: Walk) -> None:
+    timeline_walk.check("pan")
 
 
-async def test_show_moment_zooms_and_selects(tmp_path: Path) -> None:
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        screen = await open_timeline(pilot)
-        view = screen.view
-        screen.show_moment(Moment(rank=1, t=(T0 + 100 + 520) * US, dur=40 * US, name=RELU))
-        assert row_key(screen) == (1, "gpu", 1, 7)
-        assert RELU in details(screen)
-        assert view.t0 <= 620 * US < 660 * US <= view.t0 + view.span
-        assert view.span < 1400 * US / 4
+def test_rows_up_down_and_fold_a_group(timeline_walk: Walk) -> None:
+    timeline_walk.check("rows")
+
+
+def test_down_moves_the_cursor_past_the_screen(timeline_walk: Walk) -> None:
+    """More rows than fit: down moves the cursor (not the scroll view's scroll) to the last
+    row, and the view scrolls to keep it in sight."""
+    timeline_walk.check("small")
+
+
+def test_enter_on_the_queue_track_says_its_length(timeline_walk: Walk) -> None:
+    timeline_walk.check("queue")
+
+
+def test_next_previous_event_and_enter_select(timeline_walk: Walk) -> None:
+    timeline_walk.check("events")
+
+
+def test_follow_flow_from_kernel_to_launch_and_back(timeline_walk: Walk) -> None:
+    timeline_walk.check("flow")
+
+
+def test_mark_a_range(timeline_walk: Walk) -> None:
+    timeline_walk.check("mark")
+
+
+def test_find_highlights_names(timeline_walk: Walk) -> None:
+    timeline_walk.check("find")
+
+
+def test_show_moment_zooms_and_selects(timeline_walk: Walk) -> None:
+    timeline_walk.check("moment")
 
 
 # -- snapshots -----------------------------------------------------------------------------------
@@ -248,11 +332,12 @@ def zoomed(keys: str):
     return run_before
 
 
-# each zoom in the dark theme, the light theme once (it restyles, it does not lay out)
+# each zoom in the dark theme; the light theme restyles, it does not lay out
+# (the light theme's snapshots elsewhere cover it: a light twin here would show the same layout)
 @pytest.mark.parametrize(
     ("zoom", "theme"),
-    [("", "hta-dark"), ("", "hta-light"), ("w w", "hta-dark"), ("w w w w w", "hta-dark")],
-    ids=["-hta-dark", "-hta-light", "w w-hta-dark", "w w w w w-hta-dark"],
+    [("", "hta-dark"), ("w w", "hta-dark"), ("w w w w w", "hta-dark")],
+    ids=["-hta-dark", "w w-hta-dark", "w w w w w-hta-dark"],
 )
 def test_snapshot_timeline(snap_compare, tmp_path: Path, theme: str, zoom: str) -> None:
     app = make(tmp_path, theme=theme)

@@ -4,6 +4,8 @@ trace. Each expectation is checked against the raw events frame, not the timelin
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from hta_tui.app.screens.steps import StepsScreen
 from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
 SIZE = (80, 24)
@@ -52,8 +55,9 @@ async def press_t_on(pilot: Any, screen: Any, tab: str | None, table_id: str, ro
     await pilot.pause()
     values = table.selected_row()
     assert values is not None
-    await pilot.press("t")
     app = pilot.app
+    forget_selection(app)
+    await pilot.press("t")
     await wait_until(
         pilot,
         lambda: isinstance(app.screen, TimelineScreen) and app.screen.view.selected is not None,
@@ -62,6 +66,15 @@ async def press_t_on(pilot: Any, screen: Any, tab: str | None, table_id: str, ro
     )
     await pilot.pause()
     return values
+
+
+def forget_selection(app: Any) -> None:
+    """No event selected on a timeline an earlier link opened (one app runs several links):
+    the wait for the timeline's selection then waits for this link's."""
+    for stack in app._screen_stacks.values():
+        for screen in stack:
+            if isinstance(screen, TimelineScreen) and screen.view.timeline is not None:
+                screen.view.selected = None
 
 
 def selected_event(app: Any) -> tuple[int, dict]:
@@ -78,72 +91,101 @@ def on_screen(app: Any, ts_ns: int) -> bool:
     return view.t0 <= t <= view.t0 + view.span
 
 
-@pytest.mark.parametrize(
-    ("tab", "table_id"),
-    [("short", "short-table"), ("runtime", "runtime-table"), ("delay", "delay-table")],
-)
-async def test_t_from_launch_tables_selects_the_launched_kernel(
-    traces: Path, tmp_path: Path, tab: str, table_id: str
-) -> None:
-    app = make_screen_app(traces, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "L", LaunchScreen)
-        table = screen.query_one(f"#{table_id}", FrameTable)
-        if table.frame.is_empty():
-            pytest.skip(f"no {tab} rows in this trace")
-        values = await press_t_on(pilot, screen, tab, table_id, min(1, table.frame.height - 1))
-        rank, ev = selected_event(app)
-        assert rank == values["rank"]
-        assert ev["correlation"] == values["correlation"]
-        assert ev["kind"] in ("kernel", "memcpy", "memset")
-        assert on_screen(app, ev["ts"])
+LAUNCH_TABLES = [("short", "short-table"), ("runtime", "runtime-table"), ("delay", "delay-table")]
 
 
-async def test_t_from_idle_gaps_selects_the_delayed_kernel(traces: Path, tmp_path: Path) -> None:
-    app = make_screen_app(traces, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "I", IdleScreen)
-        values = await press_t_on(pilot, screen, "idle-tab-gaps", "idle-gaps", 2)
-        rank, ev = selected_event(app)
-        assert rank == values["rank"]
-        assert ev["name"] == values["after"]
-        assert ev["stream"] == values["stream"]
-        # the gap ends where that kernel starts (us from the trace's start, as the timeline)
-        want = values["start (us from trace start)"] + values["gap (us)"]
-        assert (ev["ts"] - app.trace_set.origin_ns) / 1e3 == pytest.approx(want, abs=1e-3)
-        view = app.screen.view  # the whole gap is in view
-        start = ev["ts"] - view.timeline.origin_ns
-        assert view.t0 <= start - values["gap (us)"] * 1e3
-        assert start <= view.t0 + view.span
+async def _launch_table(pilot: Any, seen: dict, tab: str, table_id: str) -> None:
+    app = pilot.app
+    screen = await open_screen(pilot, "L", LaunchScreen)
+    table = screen.query_one(f"#{table_id}", FrameTable)
+    if table.frame.is_empty():
+        pytest.skip(f"no {tab} rows in this trace")
+    values = await press_t_on(pilot, screen, tab, table_id, min(1, table.frame.height - 1))
+    rank, ev = selected_event(app)
+    assert rank == values["rank"]
+    assert ev["correlation"] == values["correlation"]
+    assert ev["kind"] in ("kernel", "memcpy", "memset")
+    assert on_screen(app, ev["ts"])
 
 
-async def test_t_from_iterations_selects_the_profiler_step(traces: Path, tmp_path: Path) -> None:
-    app = make_screen_app(traces, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "P", StepsScreen)
-        values = await press_t_on(pilot, screen, "steps-tab-iterations", "steps-iterations", 3)
-        rank, ev = selected_event(app)
-        assert rank == values["rank"]
-        assert ev["name"] == f"ProfilerStep#{values['iter']}"
-        assert ev["dur"] / 1e3 == pytest.approx(values["dur"], abs=1e-3)
+async def _idle_gaps(pilot: Any, seen: dict) -> None:
+    app = pilot.app
+    screen = await open_screen(pilot, "I", IdleScreen)
+    values = await press_t_on(pilot, screen, "idle-tab-gaps", "idle-gaps", 2)
+    rank, ev = selected_event(app)
+    assert rank == values["rank"]
+    assert ev["name"] == values["after"]
+    assert ev["stream"] == values["stream"]
+    # the gap ends where that kernel starts (us from the trace's start, as the timeline)
+    want = values["start (us from trace start)"] + values["gap (us)"]
+    assert (ev["ts"] - app.trace_set.origin_ns) / 1e3 == pytest.approx(want, abs=1e-3)
+    view = app.screen.view  # the whole gap is in view
+    start = ev["ts"] - view.timeline.origin_ns
+    assert view.t0 <= start - values["gap (us)"] * 1e3
+    assert start <= view.t0 + view.span
 
 
-async def test_t_on_a_table_without_moments_means_nothing_else(
-    traces: Path, tmp_path: Path
-) -> None:
+async def _iterations(pilot: Any, seen: dict) -> None:
+    app = pilot.app
+    screen = await open_screen(pilot, "P", StepsScreen)
+    values = await press_t_on(pilot, screen, "steps-tab-iterations", "steps-iterations", 3)
+    rank, ev = selected_event(app)
+    assert rank == values["rank"]
+    assert ev["name"] == f"ProfilerStep#{values['iter']}"
+    assert ev["dur"] / 1e3 == pytest.approx(values["dur"], abs=1e-3)
+
+
+async def _no_moments(pilot: Any, seen: dict) -> None:
     from hta_tui.app.screens.kernels import KernelsScreen
 
-    app = make_screen_app(traces, tmp_path)
+    app = pilot.app
+    screen = await open_screen(pilot, "K", KernelsScreen)
+    screen.query_one("#kernel-table", FrameTable).focus()
+    folded = screen.params.get("fold", True)
+    await pilot.press("t")
+    await pilot.pause()
+    assert isinstance(app.screen, KernelsScreen)  # totals: no moment, no timeline
+    assert screen.params.get("fold", True) is folded  # and not the old top-k toggle
+    await pilot.press("o")  # which moved here
+    await wait_until(pilot, lambda: screen.params.get("fold", True) is not folded, 10)
+
+
+async def _walk_links(root: Path, tmp_path: Path) -> Walk:
+    walk = Walk()
+    scenarios = {
+        f"launch {tab}": functools.partial(_launch_table, tab=tab, table_id=table_id)
+        for tab, table_id in LAUNCH_TABLES
+    }
+    scenarios |= {"idle gaps": _idle_gaps, "iterations": _iterations, "kernels": _no_moments}
+    app = make_screen_app(root, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_screen(pilot, "K", KernelsScreen)
-        screen.query_one("#kernel-table", FrameTable).focus()
-        folded = screen.params.get("fold", True)
-        await pilot.press("t")
-        await pilot.pause()
-        assert isinstance(app.screen, KernelsScreen)  # totals: no moment, no timeline
-        assert screen.params.get("fold", True) is folded  # and not the old top-k toggle
-        await pilot.press("o")  # which moved here
-        await wait_until(pilot, lambda: screen.params.get("fold", True) is not folded, 10)
+        await run_scenarios(pilot, walk, scenarios)
+    return walk
+
+
+@pytest.fixture(scope="module")
+def links(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on `traces` through the scenarios of the tests below, in turn."""
+    return asyncio.run(_walk_links(traces, tmp_path_factory.mktemp("links-app")))
+
+
+@pytest.mark.parametrize(("tab", "table_id"), LAUNCH_TABLES)
+def test_t_from_launch_tables_selects_the_launched_kernel(
+    links: Walk, tab: str, table_id: str
+) -> None:
+    links.check(f"launch {tab}")
+
+
+def test_t_from_idle_gaps_selects_the_delayed_kernel(links: Walk) -> None:
+    links.check("idle gaps")
+
+
+def test_t_from_iterations_selects_the_profiler_step(links: Walk) -> None:
+    links.check("iterations")
+
+
+def test_t_on_a_table_without_moments_means_nothing_else(links: Walk) -> None:
+    links.check("kernels")
 
 
 async def test_t_from_a_sync_selects_the_sync_call(tmp_path: Path) -> None:
