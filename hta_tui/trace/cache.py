@@ -422,6 +422,27 @@ def read_rows(entry: Path, name: str, columns: list[str], where: pl.Expr) -> pl.
     return pl.concat(kept, rechunk=False)
 
 
+def read_distinct(entry: Path, name: str, values: list[pl.Expr]) -> pl.DataFrame:
+    """The distinct rows of `values` over one frame, read a piece at a time (a 10 GB rank's
+    threads and streams from a few of its columns; the memory held is one piece's columns
+    and the distinct rows). Errors as `read_frame`."""
+    wanted = list(dict.fromkeys(n for v in values for n in v.meta.root_names()))
+    path = entry / f"{name}.parquet"
+    try:
+        first = read_checked(path, wanted)
+    except FileNotFoundError:
+        meta = _read_meta(entry)
+        if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
+            return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(values).clear()
+        raise DamagedEntry(f"{path.name} is missing") from None
+    seen = [first.select(values).unique()]
+    del first
+    for part in _more_parts(entry, name, wanted):  # one at a time
+        seen.append(part.select(values).unique())
+        del part
+    return pl.concat(seen).unique(maintain_order=True)
+
+
 def _more_parts(entry: Path, name: str, columns: list[str] | None) -> Iterator[pl.DataFrame]:
     """A frame's pieces after the first, as many as the entry lists (FILES_KEY)."""
     meta = _read_meta(entry)
