@@ -314,3 +314,35 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
     drawn_late = {i for r in moved.rows if not r.counter for i in tail["idx"].to_numpy()[r.idx]}
     assert set(last) <= drawn_late and lanes(timeline) <= lanes(moved)
     assert screen.read_ns[0] > at[1] - moved.origin_ns
+
+
+def test_the_timeline_moved_past_the_part_read_reads_the_part_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large rank's timeline (drawn in part): panning or zooming so that the view leaves
+    the part read asks for the part from the view's left edge (once), not while it stays
+    inside it or only widened around it."""
+    from types import SimpleNamespace
+
+    from hta_tui.app.screens.timeline import TimelineScreen
+
+    view = SimpleNamespace(t0=0.0, span=100.0, timeline=SimpleNamespace(origin_ns=1_000))
+    asked: list[dict] = []
+    monkeypatch.setattr(TimelineScreen, "view", property(lambda s: view))
+    monkeypatch.setattr(TimelineScreen, "_say", lambda s, text: None)
+    monkeypatch.setattr(TimelineScreen, "set_params", lambda s, **kw: asked.append(kw))
+    screen = TimelineScreen()
+    screen.read_ns = (0, 400)
+    screen._follow_view()  # inside the part read
+    view.span = 1_000.0
+    screen._follow_view()  # zoomed out from its start: nothing more to read from there
+    assert asked == []
+    view.t0, view.span = 450.0, 100.0  # panned past its end
+    screen._follow_view()
+    assert asked == [{"window_at": 1_450}]
+    screen.params.extra["window_at"] = 1_450
+    screen._follow_view()  # the same part asked for again: not read twice
+    screen.read_ns = None  # a rank drawn whole: nothing to read
+    view.t0 = 5_000.0
+    screen._follow_view()
+    assert asked == [{"window_at": 1_450}]
