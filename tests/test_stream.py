@@ -250,6 +250,8 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
     assert given[0].filter(pl.col("kind") == "python").height >= 1
     kept = whole[0].filter(~plain).select(KernelsScreen.EVENTS_COLUMNS)
     assert_frame_equal(given[0], kept)
+    # one chunk per column (the pieces' joined): the HTA view of the rank shares them
+    assert set(given[0].n_chunks("all")) == {1}
     narrow = KernelsScreen.compute(given, Params())
     for key in ("types", "kernels"):
         assert_frame_equal(narrow[key], kernels[key], check_exact=False)

@@ -419,7 +419,12 @@ def read_rows(entry: Path, name: str, columns: list[str], where: pl.Expr) -> pl.
         offset += part.height
         kept.append(part.filter(where).select(columns))
         del part
-    return pl.concat(kept, rechunk=False)
+    out = pl.concat(kept, rechunk=False)
+    del kept
+    # One chunk per column, made a column at a time (the memory held is the rows plus one
+    # column): a frame of a chunk per piece is copied whole by the first filter or join on
+    # it (the HTA view of the rank), a frame of one chunk is shared by the views made of it.
+    return pl.DataFrame([out.drop_in_place(c).rechunk() for c in list(out.columns)])
 
 
 def read_distinct(entry: Path, name: str, values: list[pl.Expr]) -> pl.DataFrame:
