@@ -344,7 +344,14 @@ def test_the_timeline_moved_past_the_part_read_reads_the_part_shown(
     assert asked == [{"window_at": 1_450}]
     screen.params.extra["window_at"] = 1_450
     screen._follow_view()  # the same part asked for again: not read twice
+    # the whole trace again (z) from the part read later: the first part read again
+    screen.read_ns = (450, 850)
+    view.timeline.span_ns = 2_000
+    view.show_range = lambda t0, t1: setattr(view, "t0", t0) or setattr(view, "span", t1 - t0)
+    screen.action_reset_zoom()
+    assert asked == [{"window_at": 1_450}, {"window_at": 1_000}]
+    screen.params.extra["window_at"] = 1_000
     screen.read_ns = None  # a rank drawn whole: nothing to read
     view.t0 = 5_000.0
     screen._follow_view()
-    assert asked == [{"window_at": 1_450}]
+    assert len(asked) == 2

@@ -221,6 +221,7 @@ class TimelineScreen(AnalysisScreen):
             self._select(place.ref)
         else:
             self._say(f"rank {m.rank} at {fmt_time(place.t0)}, {fmt_time(m.dur)} long")
+        self._follow_view()  # a moment past the part read of a large rank: read its part
 
     # -- actions -------------------------------------------------------------------------------
     def _say(self, text: str) -> None:
@@ -254,9 +255,11 @@ class TimelineScreen(AnalysisScreen):
         tl = self.view.timeline
         if tl is not None:
             self.view.show_range(0, tl.span_ns)
+            self._follow_view()
 
     def action_cursor_time(self, cells: int) -> None:
         self.view.move_cursor_time(cells)
+        self._follow_view()
 
     def action_cursor_row(self, delta: int) -> None:
         self.view.move_cursor_row(delta)
@@ -277,7 +280,8 @@ class TimelineScreen(AnalysisScreen):
         t = float(row.starts[sel[1]]) if sel is not None and sel[0] == index else self.view.cursor_t
         pos = te.next_event(row, t, forward)
         if pos is None:
-            self._say("no more events on this row")
+            more = " in the part read: pan (a/d) to read on" if self.read_ns is not None else ""
+            self._say(f"no more events on this row{more}")
             return
         self._select(te.Ref(index, pos))
 
