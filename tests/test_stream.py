@@ -38,6 +38,7 @@ def _trace() -> dict:
     events = trace["traceEvents"]
     launch = next(e for e in events if e.get("cat") == "cuda_runtime" and "args" in e)
     step = next(e for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    kernel = next(e for e in events if e.get("cat") == "kernel" and "args" in e)
     late = 2**45  # us: beyond 2^43, a float cannot keep a fractional digit
     # Python functions around a launch: a module (an owner of its kernels) and plain ones
     where = {"ph": "X", "cat": "python_function", "pid": launch["pid"], "tid": launch["tid"]}
@@ -53,8 +54,14 @@ def _trace() -> dict:
         {**launch, "ts": launch["ts"] + 1e6},
         {**step, "name": f"ProfilerStep#{HUGE_DIGITS}"},
         {**launch, "ts": f"{late}.125", "dur": 1.5, "args": {"correlation": 10**9}},
+        # a thread and a stream with events only at the end (the timeline lists their rows
+        # even when it reads only the first part)
+        {**launch, "cat": "cpu_op", "name": "aten::late", "tid": 4242, "ts": f"{late}.250",
+         "dur": 2, "args": {}},
+        {**kernel, "tid": 99, "ts": f"{late}.500", "dur": 1,
+         "args": {**kernel["args"], "stream": 99, "correlation": 10**9}},
         {"ph": "X", "cat": "cpu_op", "name": "bad", "pid": 1, "tid": 1, "ts": "soon"},
-    ]
+    ]  # fmt: skip
     return trace
 
 
@@ -243,6 +250,10 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
     assert given[0].filter(pl.col("kind") == "python").height >= 1
     kept = whole[0].filter(~plain).select(KernelsScreen.EVENTS_COLUMNS)
     assert_frame_equal(given[0], kept)
+    # one chunk per column (the pieces' joined): the HTA view of the rank shares them
+    assert set(given[0].n_chunks("all")) == {1}
+    # ... and a column with no value in them (held as one null) reads the same
+    assert any(given[0][c].null_count() == given[0].height for c in given[0].columns)
     narrow = KernelsScreen.compute(given, Params())
     for key in ("types", "kernels"):
         assert_frame_equal(narrow[key], kernels[key], check_exact=False)
@@ -277,3 +288,72 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
     assert drawn and drawn.keys() <= every.keys()
     for key, idx in every.items():
         assert list(drawn.get(key, [])) == [i for i in idx if i in kept]
+    # ... with every thread and stream of the whole rank listed (empty where the part has
+    # none) and the whole rank's span, so the view pans to its end ...
+    from hta_tui.analysis.timeline_rows import stream_of
+
+    def lanes(tl: object) -> set[tuple]:
+        return {(*r.key[:3], stream_of(r.key)) for r in tl.rows if not r.counter}  # type: ignore[attr-defined]
+
+    screen = TimelineScreen()
+    shown = screen.compute_on(ts, {0: part}, Params())
+    alone = TimelineScreen.compute({0: part}, Params())
+    assert screen.partial == [0] and screen.read_ns is not None
+    assert not lanes(timeline) <= lanes(alone)  # some rows have no event in the first part
+    assert lanes(timeline) <= lanes(shown)
+    from hta_tui.analysis.timeline_cells import row_cells
+
+    empty = [r for r in shown.rows if not len(r)]
+    assert empty and all((row_cells(r, 0, shown.span_ns, 80).busy == 0).all() for r in empty)
+    assert shown.origin_ns + shown.span_ns == data.meta["max_end"] > alone.origin_ns + alone.span_ns
+    # ... and panning past the part read reads the part shown there: the last events drawn
+    end = TimelineScreen.events_rows(Params(extra={"window_at": data.meta["max_end"] - 1}))
+    at = timeline_screen.window_bounds(data.meta)
+    assert at is not None and callable(end)
+    late = Params(extra={"window_at": data.meta["max_end"] - (at[1] - at[0])})
+    tail = TimelineScreen.frames_for(ts, late)[0]
+    last = whole[0].filter(pl.col("ts") == pl.col("ts").max())["idx"].to_list()
+    assert last and set(last) <= set(tail["idx"].to_list())
+    moved = screen.compute_on(ts, {0: tail}, late)
+    drawn_late = {i for r in moved.rows if not r.counter for i in tail["idx"].to_numpy()[r.idx]}
+    assert set(last) <= drawn_late and lanes(timeline) <= lanes(moved)
+    assert screen.read_ns[0] > at[1] - moved.origin_ns
+
+
+def test_the_timeline_moved_past_the_part_read_reads_the_part_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large rank's timeline (drawn in part): panning or zooming so that the view leaves
+    the part read asks for the part from the view's left edge (once), not while it stays
+    inside it or only widened around it."""
+    from types import SimpleNamespace
+
+    from hta_tui.app.screens.timeline import TimelineScreen
+
+    view = SimpleNamespace(t0=0.0, span=100.0, timeline=SimpleNamespace(origin_ns=1_000))
+    asked: list[dict] = []
+    monkeypatch.setattr(TimelineScreen, "view", property(lambda s: view))
+    monkeypatch.setattr(TimelineScreen, "_say", lambda s, text: None)
+    monkeypatch.setattr(TimelineScreen, "set_params", lambda s, **kw: asked.append(kw))
+    screen = TimelineScreen()
+    screen.read_ns = (0, 400)
+    screen._follow_view()  # inside the part read
+    view.span = 1_000.0
+    screen._follow_view()  # zoomed out from its start: nothing more to read from there
+    assert asked == []
+    view.t0, view.span = 450.0, 100.0  # panned past its end
+    screen._follow_view()
+    assert asked == [{"window_at": 1_450}]
+    screen.params.extra["window_at"] = 1_450
+    screen._follow_view()  # the same part asked for again: not read twice
+    # the whole trace again (z) from the part read later: the first part read again
+    screen.read_ns = (450, 850)
+    view.timeline.span_ns = 2_000
+    view.show_range = lambda t0, t1: setattr(view, "t0", t0) or setattr(view, "span", t1 - t0)
+    screen.action_reset_zoom()
+    assert asked == [{"window_at": 1_450}, {"window_at": 1_000}]
+    screen.params.extra["window_at"] = 1_000
+    screen.read_ns = None  # a rank drawn whole: nothing to read
+    view.t0 = 5_000.0
+    screen._follow_view()
+    assert len(asked) == 2

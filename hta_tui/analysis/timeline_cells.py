@@ -40,6 +40,8 @@ def row_cells(row: Row, t0: float, t1: float, width: int) -> Cells:
     lod = row.lod
     if lod is not None and step >= LOD_MIN_BUCKETS * lod.width:
         kind = _lod_kind(row, edges)
+    elif not len(row):  # a row listed with no event in the part read (a large rank's)
+        kind = np.full(width, NONE, dtype=np.uint8)
     else:
         kind = np.where(event >= 0, row.kinds[np.maximum(event, 0)], NONE).astype(np.uint8)
         # a cell busy somewhere but not at its middle takes the kind of what starts in it

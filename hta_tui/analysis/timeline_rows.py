@@ -9,6 +9,8 @@ else is read from the events frame when the user asks about one event.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import polars as pl
 
@@ -256,3 +258,51 @@ def lane_table(
             "busy_ms": pl.Float64,
         },
     )
+
+
+def lane_keys() -> list[pl.Expr]:
+    """What makes an event's row (`_lanes`'s gpu, group and lane of each drawn event), as
+    expressions whose distinct values over a rank list its threads and streams."""
+    on_gpu = pl.col("stream").is_not_null() & pl.col("kind").is_in(GPU_ROW_KINDS)
+    cpu = pl.col("stream").is_null() & ~pl.col("kind").is_in(GPU_ROW_KINDS)
+    drawn = ~pl.col("kind").is_in(SKIPPED_KINDS) & (on_gpu | cpu) & (pl.col("dur") >= 0)
+    group = (
+        pl.when(on_gpu)
+        .then(pl.coalesce("device", "pid", pl.lit(0)))
+        .otherwise(pl.coalesce("pid", pl.lit(0)))
+    )
+    lane = pl.when(on_gpu).then(pl.col("stream")).otherwise(pl.coalesce("tid", pl.lit(0)))
+    return [drawn.alias("drawn"), on_gpu.alias("gpu"), group.alias("group"), lane.alias("lane")]
+
+
+def with_every_row(
+    tl: Timeline,
+    keys: dict[int, pl.DataFrame],
+    threads: dict[int, pl.DataFrame] | None = None,
+    end_ns: int | None = None,
+) -> Timeline:
+    """`tl` drawn from a part of some ranks' events, with an empty row for each of their
+    threads and streams that has no event in that part (`keys`: the distinct `lane_keys` of
+    each such rank's every event) and its span reaching `end_ns` (the ranks' last end, ns as
+    in the file): every row of the whole timeline is listed, and the view pans to its end."""
+    have = {(r.key[0], r.key[1], r.key[2], stream_of(r.key)) for r in tl.rows}
+    span = tl.span_ns if end_ns is None else max(tl.span_ns, end_ns - tl.origin_ns)
+    empty = np.zeros(0, dtype=np.int64)
+    rows = list(tl.rows)
+    labels = dict(tl.group_labels)
+    for rank, frame in keys.items():
+        names = _thread_names((threads or {}).get(rank))
+        drawn = frame.filter(pl.col("drawn")).select("gpu", "group", "lane").unique()
+        for on_gpu, group, lane in drawn.iter_rows():
+            side = "gpu" if on_gpu else "cpu"
+            if (rank, side, int(group), int(lane)) in have:
+                continue
+            label = _gpu_label(lane) if on_gpu else names.get((group, lane), f"thread {lane}")
+            kinds = np.zeros(0, dtype=np.uint8)
+            key = (rank, side, int(group), int(lane))
+            rows.append(Row(key, label, empty, empty, kinds, empty, empty, empty, empty))
+            labels.setdefault(
+                rows[-1].group, f"rank {rank} · {'CPU pid' if side == 'cpu' else 'GPU'} {group}"
+            )
+    rows.sort(key=lambda r: (r.key[0], *_order(r)))
+    return replace(tl, rows=rows, span_ns=span, group_labels=labels)

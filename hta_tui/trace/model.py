@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import note, read_frame, read_rows, reparse
+from hta_tui.trace.cache import note, read_distinct, read_frame, read_rows, reparse
 from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
@@ -152,6 +152,24 @@ class RankData:
             for other in [k for k in self._frames if k.startswith("events:")]:
                 del self._frames[other]
             self._frames[key] = df
+        return df
+
+    def distinct(self, values: Sequence[pl.Expr]) -> pl.DataFrame:
+        """The distinct rows of `values` over every event (a large rank's read a piece at a
+        time, kept): the timeline of a rank drawn only in part lists every thread and stream
+        of it, not only those with events in the part read."""
+        if not self.large():
+            return self.events.select(values).unique(maintain_order=True)
+        key = "distinct:" + ",".join(map(str, values))
+        with self._lock:
+            df = self._frames.get(key)
+        if df is None:
+            try:
+                df = read_distinct(self.entry, "events", list(values))
+            except (DamagedEntry, OSError):
+                return self.events.select(values).unique(maintain_order=True)
+            with self._lock:
+                self._frames[key] = df
         return df
 
 

@@ -390,12 +390,19 @@ class AnalysisScreen(Screen):
     EVENTS_ROWS: ClassVar[Rows] = None
 
     @classmethod
+    def events_rows(cls, params: Params) -> Rows:
+        """The rows a large rank gives these parameters (`EVENTS_ROWS`; the timeline's
+        depend on the part of the trace it shows)."""
+        return cls.EVENTS_ROWS
+
+    @classmethod
     def frames_for(cls, ts: TraceSet, params: Params) -> dict[int, pl.DataFrame]:
         """The events frames a screen's numbers come from: the chosen rank's (or all), with
         the last step put back when `H` asks for every step."""
         narrow = getattr(ts, "columns", None)
         if cls.EVENTS_COLUMNS and narrow is not None:
-            rows = {} if cls.EVENTS_ROWS is None else {"where": cls.EVENTS_ROWS}
+            where = cls.events_rows(params)
+            rows = {} if where is None else {"where": where}
             frames = narrow(cls.EVENTS_COLUMNS, large_only=not cls.EVENTS_COLUMNS_ALWAYS, **rows)
         else:
             frames = ts.frames()

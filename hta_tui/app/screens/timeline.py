@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Input, Static
 
-from hta_tui.analysis import registry
+from hta_tui.analysis import registry, timeline_rows
 from hta_tui.analysis import timeline_events as te
 from hta_tui.analysis.timeline_counters import QUEUE_LANE
 from hta_tui.analysis.timeline_rows import Timeline, busy_before, innermost_at
@@ -38,13 +38,28 @@ from hta_tui.trace.model import TraceSet
 WINDOW_EVENTS = 2_000_000
 
 
-def window(meta: dict[str, Any]) -> pl.Expr | None:
-    """The events a large rank's timeline draws (those starting in its first part, see
-    WINDOW_EVENTS); None: every event."""
+def window_bounds(meta: dict[str, Any], at: int | None = None) -> tuple[int, int] | None:
+    """The part of a large rank's time its timeline reads (ns as in the file): from `at`
+    (default: its first event) for the share of its time that holds WINDOW_EVENTS events
+    were they spread evenly; None: the whole rank (small enough)."""
     n, lo, hi = meta.get("n_events") or 0, meta.get("min_ts"), meta.get("max_end")
     if n <= WINDOW_EVENTS or lo is None or hi is None:
         return None
-    return pl.col("ts") < lo + (hi - lo) * WINDOW_EVENTS // n
+    start = lo if at is None else max(int(at), lo)
+    return start, start + max((hi - lo) * WINDOW_EVENTS // n, 1)
+
+
+def window(meta: dict[str, Any], at: int | None = None) -> pl.Expr | None:
+    """The events a large rank's timeline draws: those starting in its first part (see
+    WINDOW_EVENTS), or, from `at` on, those overlapping the part from there; None: every
+    event."""
+    bounds = window_bounds(meta, at)
+    if bounds is None:
+        return None
+    start, end = bounds
+    if start == meta.get("min_ts"):
+        return pl.col("ts") < end
+    return (pl.col("ts") < end) & (pl.col("ts") + pl.col("dur").fill_null(0) >= start)
 
 
 class TimelineScreen(AnalysisScreen):
@@ -58,8 +73,13 @@ class TimelineScreen(AnalysisScreen):
         "wait_on_stream",
     )
     EVENTS_COLUMNS_ALWAYS = False
-    #: ... and only its first part (`window`): the rest of it is not drawn.
+    #: ... and only a part of its time (`window`): the first, then the one the view moves to.
     EVENTS_ROWS = staticmethod(window)
+
+    @classmethod
+    def events_rows(cls, params: Params) -> Any:
+        at = params.get("window_at")
+        return cls.EVENTS_ROWS if at is None else lambda meta: window(meta, at)
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("w,plus,equals_sign", "zoom(0.5)", "Zoom in", key_display="w/+"),
@@ -87,6 +107,9 @@ class TimelineScreen(AnalysisScreen):
         self.target: Moment | None = None
         #: the ranks drawn only in part (too large to hold: `window`)
         self.partial: list[int] = []
+        #: the part of their time read (ns from the origin): the view moving past it reads
+        #: the part it then shows (`_follow_view`)
+        self.read_ns: tuple[int, int] | None = None
         self.flow_targets: list[te.Ref] = []
 
     def compose_body(self) -> ComposeResult:
@@ -119,10 +142,22 @@ class TimelineScreen(AnalysisScreen):
         origin = ts.origin_ns
         options = registry.Options(origin_ns=-1 if origin is None else origin)
         got = registry.tables(frames, [self.MODEL], options, frames=ts.frames)
-        self.partial = [
-            r for r, d in ts.loaded().items() if d.large() and window(d.meta) is not None
-        ]
-        return got[self.MODEL]
+        at = params.get("window_at")
+        large = {r: d for r, d in ts.loaded().items() if r in frames and d.large()}
+        parts = {r: b for r, d in large.items() if (b := window_bounds(d.meta, at)) is not None}
+        self.partial = sorted(parts)
+        tl = got[self.MODEL]
+        if not parts:
+            self.read_ns = None
+            return tl
+        # the part read (relative to the origin), and every row and the whole span listed
+        self.read_ns = (
+            max(b[0] for b in parts.values()) - tl.origin_ns,
+            min(b[1] for b in parts.values()) - tl.origin_ns,
+        )
+        keys = {r: large[r].distinct(timeline_rows.lane_keys()) for r in parts}
+        end = max(int(large[r].meta["max_end"]) for r in parts)
+        return timeline_rows.with_every_row(tl, keys, ts.frames("threads"), end)
 
     def show(self, result: Timeline) -> None:
         self.view.set_timeline(result)
@@ -131,8 +166,11 @@ class TimelineScreen(AnalysisScreen):
             self._go_to_target()
         else:
             part = ""
-            if self.partial:  # a rank too large to draw whole: its first part (`window`)
-                part = f"rank {', '.join(map(str, self.partial))}: its first part only · "
+            if self.partial and self.read_ns is not None:  # too large to draw whole
+                part = (
+                    f"rank {', '.join(map(str, self.partial))}: "
+                    f"{fmt_time(self.read_ns[0])}-{fmt_time(self.read_ns[1])} read · "
+                )
             self._say(
                 f"{part}{len(result.rows)} rows · {fmt_time(result.span_ns)} · "
                 "w/s zoom  a/d pan  [/] events  enter select  f flow  m mark  / find"
@@ -183,6 +221,7 @@ class TimelineScreen(AnalysisScreen):
             self._select(place.ref)
         else:
             self._say(f"rank {m.rank} at {fmt_time(place.t0)}, {fmt_time(m.dur)} long")
+        self._follow_view()  # a moment past the part read of a large rank: read its part
 
     # -- actions -------------------------------------------------------------------------------
     def _say(self, text: str) -> None:
@@ -190,17 +229,37 @@ class TimelineScreen(AnalysisScreen):
 
     def action_zoom(self, factor: float) -> None:
         self.view.zoom(factor)
+        self._follow_view()
 
     def action_pan(self, fraction: float) -> None:
         self.view.pan(fraction)
+        self._follow_view()
+
+    def _follow_view(self) -> None:
+        """A rank drawn only in part: the view moved past the part read reads the part it
+        now shows (from its left edge), in the screen's worker; the rows stay."""
+        read, view = self.read_ns, self.view
+        if read is None or view.timeline is None:
+            return
+        t0, t1 = view.t0, view.t0 + view.span
+        if read[0] <= t0 and t1 <= read[1]:
+            return
+        # the left edge left the part, or the right one is past it and the left one moved
+        moved = not read[0] <= t0 < read[1] or (t1 > read[1] and t0 > read[0])
+        at = int(view.timeline.origin_ns + max(t0, 0))
+        if moved and at != self.params.get("window_at"):
+            self._say(f"reading from {fmt_time(max(t0, 0))}...")
+            self.set_params(window_at=at)
 
     def action_reset_zoom(self) -> None:
         tl = self.view.timeline
         if tl is not None:
             self.view.show_range(0, tl.span_ns)
+            self._follow_view()
 
     def action_cursor_time(self, cells: int) -> None:
         self.view.move_cursor_time(cells)
+        self._follow_view()
 
     def action_cursor_row(self, delta: int) -> None:
         self.view.move_cursor_row(delta)
@@ -221,7 +280,8 @@ class TimelineScreen(AnalysisScreen):
         t = float(row.starts[sel[1]]) if sel is not None and sel[0] == index else self.view.cursor_t
         pos = te.next_event(row, t, forward)
         if pos is None:
-            self._say("no more events on this row")
+            more = " in the part read: pan (a/d) to read on" if self.read_ns is not None else ""
+            self._say(f"no more events on this row{more}")
             return
         self._select(te.Ref(index, pos))
 
