@@ -263,20 +263,20 @@ def test_question_mark_shows_every_binding(shell_walk) -> None:
     walk, _ = shell_walk
     seen = walk["help"]
     assert {("q", "Quit"), ("question_mark", "Help"), ("r", "Reload")} <= seen["footer"]
-    assert seen["help_shown"]
+    assert seen["help_shown"], "? did not open the help"
     rows = seen["rows"]
     assert "q" in rows["Quit"] and "?" in rows["Help"] and "r" in rows["Reload"]
     assert "Cursor down" in rows  # bindings the footer hides are listed too
-    assert seen["after_escape"]
-    assert seen["after_toggle"]
-    assert seen["running"]
+    assert seen["after_escape"], "escape did not close the help"
+    assert seen["after_toggle"], "? again did not close the help (? toggles)"
+    assert seen["running"], "the app stopped"
 
 
 def test_layout_fits_80x24_and_survives_resizes(shell_walk) -> None:
     walk, _ = shell_walk
     seen = walk["layout"]
     assert seen["errors"] == 1  # a broken file's row is in the table
-    assert seen["fits"]
+    assert seen["fits"], "the layout does not fit 80x24"
     assert seen["done"]
 
 

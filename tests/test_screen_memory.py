@@ -153,6 +153,10 @@ async def _zoom(pilot: Any, seen: dict[str, Any]) -> None:
 async def _filter_sort(pilot: Any, seen: dict[str, Any]) -> None:
     """test_filter_and_sort_the_events_table's steps (after the zoom's `z`: the whole trace)."""
     screen = await open_memory(pilot)
+    if screen.params.get("view") is not None:  # the whole trace, whatever the zoom left
+        screen.set_params(view=None)
+        await wait_until(pilot, lambda: screen.params.get("view") is None, 10, "view all")
+        await wait_shown(pilot)
     await pilot.press("v")
     table = screen.query_one("#memory-events", FrameTable)
     whole = memory_window(_file(pilot.app.trace_set.root)).events

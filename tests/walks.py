@@ -37,7 +37,7 @@ class Walk:
 
 
 async def back_to_base(pilot: Any) -> None:
-    """Close any dialog left open (a failed scenario's), so the next one starts on a view."""
+    """Close any dialog left open, so the next scenario starts on a view."""
     app = pilot.app
     while len(app.screen_stack) > 1:
         app.pop_screen()
@@ -56,5 +56,6 @@ async def run_scenarios(pilot: Any, walk: Walk, scenarios: Sequence[tuple[str, S
             await step(pilot, seen)
         except Exception as exc:  # the scenario's test fails with it, the others go on
             walk.errors[name] = "".join(traceback.format_exception(exc))
-            with contextlib.suppress(Exception):  # the app is gone: the rest say so
-                await back_to_base(pilot)
+        # a dialog left open (by a failure, or a broken close key) is not the next one's
+        with contextlib.suppress(Exception):  # the app is gone: the rest say so
+            await back_to_base(pilot)
