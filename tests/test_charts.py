@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from hta_tui.app.app import HtaApp
+from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.ticks import label, linear_ticks, log_ticks
 from hta_tui.synth import write_trace_dir
@@ -107,5 +108,5 @@ async def test_ascii_terminal_gets_ascii_borders(traces: Path, tmp_path: Path) -
             border = app.screen.query_one(selector).styles.border_top[0]
             assert border == "ascii", selector
         await pilot.press("question_mark")
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
         assert app.screen.query_one("#help-box").styles.border_top[0] == "ascii"

@@ -184,8 +184,14 @@ async def _per_shape(pilot: Any, seen: dict[str, Any]) -> None:
     longest = frame["input shape"].str.len_chars().arg_max()
     assert longest is not None
     table.move_cursor(row=longest)
-    await pilot.pause(0.1)
     row = frame.row(longest, named=True)
+    whole = f"{row['operator']} {row['input shape']}"
+    await wait_until(
+        pilot,
+        lambda: text_of(screen, "#operator-shape") == whole,
+        10,
+        f"the line below to read {whole!r}, not {text_of(screen, '#operator-shape')!r}",
+    )
     drawn = table.row_texts(longest)[list(edges).index("input shape")]
     assert drawn != row["input shape"] and "…" in drawn
     assert text_of(screen, "#operator-shape") == f"{row['operator']} {row['input shape']}"
