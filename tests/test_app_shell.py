@@ -453,28 +453,56 @@ async def test_q_quits(tmp_path: Path) -> None:
     assert app.return_code == 0
 
 
-async def test_no_gpu_kernels_says_so(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    write_ranks(root, 2, gpu=False)
-    app = make_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        empty = app.screen.query_one("#temporal-empty", Static)
-        assert empty.display
-        assert "no GPU kernels in the loaded ranks" in str(empty.render())
-        assert not app.screen.query_one("#temporal").display
+async def _empty(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_empty_folder's steps."""
+    app = pilot.app
+    seen["text"] = str(app.screen.query_one("#temporal-empty", Static).render())
+    seen["total"] = app.status_info.total
 
 
-async def test_empty_folder(tmp_path: Path) -> None:
+async def _no_gpu(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_no_gpu_kernels_says_so's steps: two CPU-only ranks land in the folder (`r`)."""
+    app = pilot.app
+    write_ranks(app.trace_set.root, 2, gpu=False)
+    await pilot.press("r")
+    await wait_until(pilot, lambda: app.scan_generation == 2)
+    await settle(pilot)
+    seen["loaded"] = app.status_info.loaded
+    empty = app.screen.query_one("#temporal-empty", Static)
+    seen["empty_shown"] = empty.display
+    seen["text"] = str(empty.render())
+    seen["temporal_shown"] = app.screen.query_one("#temporal").display
+
+
+async def _empty_walk(tmp_path: Path) -> Walk:
+    walk = Walk()
     root = tmp_path / "traces"
     root.mkdir()
-    app = make_app(root, tmp_path)
+    app = make_app(root, tmp_path, findings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        assert "no trace files in traces/" in str(
-            app.screen.query_one("#temporal-empty", Static).render()
-        )
-        assert app.status_info.total == 0
+        await run_scenarios(pilot, walk, [("empty", _empty), ("no gpu", _no_gpu)])
+    return walk
+
+
+@pytest.fixture(scope="module")
+def empty_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on an empty folder, then on two CPU-only ranks written into it."""
+    return asyncio.run(_empty_walk(tmp_path_factory.mktemp("empty-walk")))
+
+
+def test_no_gpu_kernels_says_so(empty_walk: Walk) -> None:
+    seen = empty_walk["no gpu"]
+    assert seen["loaded"] == 2
+    assert seen["empty_shown"], "the temporal box's empty line is hidden"
+    assert "no GPU kernels in the loaded ranks" in seen["text"]
+    assert not seen["temporal_shown"], "the temporal table is shown without GPU kernels"
+
+
+def test_empty_folder(empty_walk: Walk) -> None:
+    seen = empty_walk["empty"]
+    assert "no trace files in traces/" in seen["text"]
+    assert seen["total"] == 0
 
 
 @pytest.mark.shared
