@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.notifications import Notify
@@ -32,6 +34,7 @@ from tests.test_app_support import (
     write_rank,
     write_ranks,
 )
+from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 
@@ -56,69 +59,225 @@ def row_keys(app: HtaApp) -> list[str]:
     return list(table(app).row_keys)
 
 
-async def test_overview_lists_every_file_with_rank_and_status(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    paths = write_trace_dir(root, ranks=4, steps=2, seed=0)
-    before = listing(root)
-    messages = []
-    app = make_app(root, tmp_path)
+# -- one app for the overview, `?`, reload, broken files and layout tests ----------------------
+# Each test's steps are a scenario of one app run (tests/walks.py) on a generated 4-rank job:
+# the overview lists it; `?`; then two files give way to a broken and a truncated one that
+# only `r` finds (the broken-files and reload tests); the layout is checked with them shown.
+
+
+async def _overview(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_overview_lists_every_file_with_rank_and_status' steps."""
+    app = pilot.app
+    paths = seen["paths"] = pilot.app.walk_paths
+    assert isinstance(app.screen, OverviewScreen)
+    seen["row_keys"] = row_keys(app)
+    seen["rows"] = {p.name: cells(app, p.name) for p in paths}
+    seen["temporal"] = [rank for rank, _, _ in app.overview_data.temporal]
+    bars = app.screen.query_one("#temporal-bars", StackedBars)
+    seen["bar_labels"] = [r.label for r in bars.rows]
+    info = app.screen.query_one(StatusBar).info
+    seen["info"] = (info.total, info.done, info.loaded, info.errors, info.loading)
+    seen["messages"] = list(app.walk_messages)
+    seen["listing"] = listing(app.trace_set.root)
+
+
+async def _help(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_question_mark_shows_every_binding's steps."""
+    app = pilot.app
+    seen["footer"] = {(k.key, k.description) for k in app.screen.query_one(Footer).query(FooterKey)}
+    await pilot.press("question_mark")
+    await pilot.pause()
+    seen["help_shown"] = isinstance(app.screen, HelpScreen)
+    seen["rows"] = {desc: keys.split(", ") for keys, desc, _ in app.screen.rows}
+    await pilot.press("escape")
+    await pilot.pause()
+    seen["after_escape"] = isinstance(app.screen, OverviewScreen)
+    await pilot.press("question_mark")
+    await pilot.pause()
+    await pilot.press("question_mark")  # ? toggles
+    await pilot.pause()
+    seen["after_toggle"] = isinstance(app.screen, OverviewScreen)
+    seen["running"] = app.is_running
+
+
+async def _reload_broken(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_reload_key_rescans_the_folder's and test_broken_files_show_their_reason_while_
+    others_load's steps: not watching, only `r` finds the changes."""
+    app = pilot.app
+    root = app.trace_set.root
+    seen["before_count"] = len(row_keys(app))
+    for path in app.walk_paths[2:]:
+        path.unlink()
+    (root / "rank-2.trace.json").write_bytes(b'{"traceEvents": [oops')
+    whole = gzip.compress(trace_bytes(3), mtime=0)
+    (root / "rank-3.trace.json.gz").write_bytes(whole[: len(whole) // 2])  # truncated
+    seen["written"] = listing(root)
+    await pilot.press("r")
+    await wait_until(pilot, lambda: app.scan_generation == 2)
+    await settle(pilot)
+    seen["row_keys"] = row_keys(app)
+    seen["want_keys"] = sorted(p.name for p in root.iterdir())
+    seen["watch"] = app.status_info.watch
+    first, second = (p.name for p in app.walk_paths[:2])
+    seen["first"] = cells(app, first)["status"]
+    seen["second"] = cells(app, second)["status"]
+    seen["broken"] = cells(app, "rank-2.trace.json")
+    seen["cut"] = cells(app, "rank-3.trace.json.gz")
+    seen["temporal"] = [rank for rank, _, _ in app.overview_data.temporal]
+    info = app.status_info
+    seen["counts"] = (info.loaded, info.errors, info.incomplete)
+    seen["problems"] = str(app.screen.query_one("#status-problems", Static).render())
+    # the detail line gives the whole reason of the highlighted file
+    t = table(app)
+    t.move_cursor(row=row_keys(app).index("rank-2.trace.json"))
+    await pilot.pause()
+    seen["detail"] = str(app.screen.query_one("#file-detail", Static).render())
+
+
+async def _layout(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_layout_fits_80x24_and_survives_resizes' steps (a broken file's row shown)."""
+    app = pilot.app
+
+    def fits(width: int, height: int) -> bool:
+        screen = app.screen
+        status = screen.query_one(StatusBar)
+        t = table(app)
+        # every visible column fits inside the table: nothing essential off screen
+        used = t.table_width
+        keys = [c.key for c in t.view_columns]
+        return (
+            app.size == (width, height)
+            and status.region.y == height - 2
+            and status.region.width == width
+            and screen.query_one(Footer).region.y == height - 1
+            and used <= t.scrollable_content_region.width
+            and {"rank", "file", "status"} <= set(keys)
+            and screen.query_one("#temporal-box").region.bottom <= status.region.y
+        )
+
+    seen["errors"] = app.status_info.errors
+    seen["fits"] = fits(*SIZE)
+    for size in ((120, 40), (60, 20), (80, 24)):
+        await pilot.resize_terminal(*size)
+        await wait_until(pilot, lambda size=size: fits(*size), what=f"the layout at {size}")
+    await pilot.resize_terminal(140, 30)
+    await wait_until(
+        pilot,
+        lambda: "events" in [c.key for c in table(app).view_columns],
+        what="the events column at 140 columns",
+    )
+    seen["done"] = True
+
+
+async def _shell_walk(root: Path, paths: list[Path], tmp_path: Path) -> Walk:
+    walk = Walk()
+    walk.seen["before"] = {"listing": listing(root)}
+    messages: list[Any] = []
+    app = make_app(root, tmp_path, findings=False)
+    app.walk_paths = paths  # type: ignore[attr-defined]
+    app.walk_messages = messages  # type: ignore[attr-defined]
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
         await settle(pilot)
-        assert isinstance(app.screen, OverviewScreen)
-        assert row_keys(app) == [p.name for p in paths]
-        for rank, path in enumerate(paths):
-            row = cells(app, path.name)
-            assert row["rank"] == str(rank)
-            assert row["status"] == "loaded"
-            assert row["kernels"] and int(row["kernels"]) > 0
-            assert row["busy"].endswith("ms")
-        assert [rank for rank, _, _ in app.overview_data.temporal] == [0, 1, 2, 3]
-        bars = app.screen.query_one("#temporal-bars", StackedBars)
-        assert [r.label for r in bars.rows] == ["r0", "r1", "r2", "r3"]
-        info = app.screen.query_one(StatusBar).info
-        assert (info.total, info.done, info.loaded, info.errors) == (4, 4, 4, 0)
-        assert not info.loading
+        await run_scenarios(
+            pilot,
+            walk,
+            [
+                ("overview", _overview),
+                ("help", _help),
+                ("reload", _reload_broken),
+                ("layout", _layout),
+            ],
+        )
+    walk.seen["after"] = {"listing": listing(root)}
+    return walk
+
+
+@pytest.fixture(scope="module")
+def shell_walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Walk, Path]:
+    """The walk and its temporary folder (the test's cache is under it)."""
+    tmp_path = tmp_path_factory.mktemp("shell-walk")
+    root = tmp_path / "traces"
+    paths = write_trace_dir(root, ranks=4, steps=2, seed=0)
+    return asyncio.run(_shell_walk(root, paths, tmp_path)), tmp_path
+
+
+def test_overview_lists_every_file_with_rank_and_status(shell_walk) -> None:
+    walk, tmp_path = shell_walk
+    seen = walk["overview"]
+    paths = seen["paths"]
+    assert seen["row_keys"] == [p.name for p in paths]
+    for rank, path in enumerate(paths):
+        row = seen["rows"][path.name]
+        assert row["rank"] == str(rank)
+        assert row["status"] == "loaded"
+        assert row["kernels"] and int(row["kernels"]) > 0
+        assert row["busy"].endswith("ms")
+    assert seen["temporal"] == [0, 1, 2, 3]
+    assert seen["bar_labels"] == ["r0", "r1", "r2", "r3"]
+    assert seen["info"] == (4, 4, 4, 0, False)
     # the session wakes the app once per batch of changes, never once per file (a waiting
     # wake-up stands for any number); overviews come tagged with a generation
+    messages = seen["messages"]
     wakes = [m for m in messages if isinstance(m, SessionReady)]
     assert 1 <= len(wakes) <= 2 * len(paths)
     gens = [m.generation for m in messages if isinstance(m, OverviewReady)]
     assert gens == sorted(gens)
-    # the trace folder is untouched; parsed frames went to the test's cache only
-    assert listing(root) == before
+    # the trace folder is untouched (by the app: the reload test changes it later, and
+    # checks the same); parsed frames went to the test's cache only
+    assert seen["listing"] == walk["before"]["listing"]
     assert list((tmp_path / "cache").rglob("meta.json"))
 
 
-async def test_broken_files_show_their_reason_while_others_load(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    write_ranks(root, 2)
-    (root / "rank-2.trace.json").write_bytes(b'{"traceEvents": [oops')
-    whole = gzip.compress(trace_bytes(3), mtime=0)
-    (root / "rank-3.trace.json.gz").write_bytes(whole[: len(whole) // 2])  # truncated
-    before = listing(root)
-    app = make_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        assert cells(app, "rank-0.trace.json.gz")["status"] == "loaded"
-        assert cells(app, "rank-1.trace.json.gz")["status"] == "loaded"
-        broken = cells(app, "rank-2.trace.json")
-        assert broken["status"] == "error"
-        assert "invalid JSON" in broken["file"]  # the reason, under the name, in the row
-        cut = cells(app, "rank-3.trace.json.gz")
-        assert cut["status"] == "incomplete"
-        assert "truncated" in cut["file"]
-        assert [rank for rank, _, _ in app.overview_data.temporal] == [0, 1]
-        info = app.status_info
-        assert (info.loaded, info.errors, info.incomplete) == (2, 1, 1)
-        problems = str(app.screen.query_one("#status-problems", Static).render())
-        assert "1 error" in problems and "1 incomplete" in problems
-        # the detail line gives the whole reason of the highlighted file
-        t = table(app)
-        t.move_cursor(row=row_keys(app).index("rank-2.trace.json"))
-        await pilot.pause()
-        detail = str(app.screen.query_one("#file-detail", Static).render())
-        assert "rank 2" in detail and "invalid JSON" in detail
-    assert listing(root) == before
+def test_broken_files_show_their_reason_while_others_load(shell_walk) -> None:
+    walk, _ = shell_walk
+    seen = walk["reload"]
+    assert seen["first"] == "loaded"
+    assert seen["second"] == "loaded"
+    broken = seen["broken"]
+    assert broken["status"] == "error"
+    assert "invalid JSON" in broken["file"]  # the reason, under the name, in the row
+    cut = seen["cut"]
+    assert cut["status"] == "incomplete"
+    assert "truncated" in cut["file"]
+    assert seen["temporal"] == [0, 1]
+    assert seen["counts"] == (2, 1, 1)
+    problems = seen["problems"]
+    assert "1 error" in problems and "1 incomplete" in problems
+    # the detail line gives the whole reason of the highlighted file
+    detail = seen["detail"]
+    assert "rank 2" in detail and "invalid JSON" in detail
+    assert walk["after"]["listing"] == seen["written"]
+
+
+def test_reload_key_rescans_the_folder(shell_walk) -> None:
+    walk, _ = shell_walk
+    seen = walk["reload"]
+    assert seen["before_count"] == 4
+    # two files gone and two new ones: found by `r` (not watching)
+    assert seen["row_keys"] == seen["want_keys"]
+    assert "rank-2.trace.json" in seen["row_keys"] and len(seen["row_keys"]) == 4
+    assert seen["watch"] == "off"
+
+
+def test_question_mark_shows_every_binding(shell_walk) -> None:
+    walk, _ = shell_walk
+    seen = walk["help"]
+    assert {("q", "Quit"), ("question_mark", "Help"), ("r", "Reload")} <= seen["footer"]
+    assert seen["help_shown"], "? did not open the help"
+    rows = seen["rows"]
+    assert "q" in rows["Quit"] and "?" in rows["Help"] and "r" in rows["Reload"]
+    assert "Cursor down" in rows  # bindings the footer hides are listed too
+    assert seen["after_escape"], "escape did not close the help"
+    assert seen["after_toggle"], "? again did not close the help (? toggles)"
+    assert seen["running"], "the app stopped"
+
+
+def test_layout_fits_80x24_and_survives_resizes(shell_walk) -> None:
+    walk, _ = shell_walk
+    seen = walk["layout"]
+    assert seen["errors"] == 1  # a broken file's row is in the table
+    assert seen["fits"], "the layout does not fit 80x24"
+    assert seen["done"]
 
 
 @pytest.mark.parametrize("poll", [False, True], ids=["native", "poll"])
@@ -283,22 +442,6 @@ async def test_one_file_as_the_root(tmp_path: Path) -> None:
         assert app.status_info.root == path.name
 
 
-async def test_reload_key_rescans_the_folder(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    write_ranks(root, 2)
-    app = make_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        assert len(row_keys(app)) == 2
-        write_rank(root, 2)  # not watching: only a reload finds it
-        (root / "rank-0.trace.json.gz").unlink()
-        await pilot.press("r")
-        await wait_until(pilot, lambda: app.scan_generation == 2)
-        await settle(pilot)
-        assert row_keys(app) == ["rank-1.trace.json.gz", "rank-2.trace.json.gz"]
-        assert app.status_info.watch == "off"
-
-
 async def test_q_quits(tmp_path: Path) -> None:
     root = tmp_path / "traces"
     write_ranks(root, 1)
@@ -310,90 +453,56 @@ async def test_q_quits(tmp_path: Path) -> None:
     assert app.return_code == 0
 
 
-async def test_question_mark_shows_every_binding(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    write_ranks(root, 1)
-    app = make_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        footer = {(k.key, k.description) for k in app.screen.query_one(Footer).query(FooterKey)}
-        assert {("q", "Quit"), ("question_mark", "Help"), ("r", "Reload")} <= footer
-        await pilot.press("question_mark")
-        await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
-        rows = {desc: keys.split(", ") for keys, desc, _ in app.screen.rows}
-        assert "q" in rows["Quit"] and "?" in rows["Help"] and "r" in rows["Reload"]
-        assert "Cursor down" in rows  # bindings the footer hides are listed too
-        await pilot.press("escape")
-        await pilot.pause()
-        assert isinstance(app.screen, OverviewScreen)
-        await pilot.press("question_mark")
-        await pilot.pause()
-        await pilot.press("question_mark")  # ? toggles
-        await pilot.pause()
-        assert isinstance(app.screen, OverviewScreen)
-        assert app.is_running
+async def _empty(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_empty_folder's steps."""
+    app = pilot.app
+    seen["text"] = str(app.screen.query_one("#temporal-empty", Static).render())
+    seen["total"] = app.status_info.total
 
 
-async def test_layout_fits_80x24_and_survives_resizes(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    write_trace_dir(root, ranks=4, steps=2, seed=0)
-    (root / "rank-9.trace.json").write_bytes(b"not json at all")
-    app = make_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-
-        def fits(width: int, height: int) -> bool:
-            screen = app.screen
-            status = screen.query_one(StatusBar)
-            t = table(app)
-            # every visible column fits inside the table: nothing essential off screen
-            used = t.table_width
-            keys = [c.key for c in t.view_columns]
-            return (
-                app.size == (width, height)
-                and status.region.y == height - 2
-                and status.region.width == width
-                and screen.query_one(Footer).region.y == height - 1
-                and used <= t.scrollable_content_region.width
-                and {"rank", "file", "status"} <= set(keys)
-                and screen.query_one("#temporal-box").region.bottom <= status.region.y
-            )
-
-        assert fits(*SIZE)
-        for size in ((120, 40), (60, 20), (80, 24)):
-            await pilot.resize_terminal(*size)
-            await wait_until(pilot, lambda size=size: fits(*size), what=f"the layout at {size}")
-        await pilot.resize_terminal(140, 30)
-        await wait_until(
-            pilot,
-            lambda: "events" in [c.key for c in table(app).view_columns],
-            what="the events column at 140 columns",
-        )
+async def _no_gpu(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_no_gpu_kernels_says_so's steps: two CPU-only ranks land in the folder (`r`)."""
+    app = pilot.app
+    write_ranks(app.trace_set.root, 2, gpu=False)
+    await pilot.press("r")
+    await wait_until(pilot, lambda: app.scan_generation == 2)
+    await settle(pilot)
+    seen["loaded"] = app.status_info.loaded
+    empty = app.screen.query_one("#temporal-empty", Static)
+    seen["empty_shown"] = empty.display
+    seen["text"] = str(empty.render())
+    seen["temporal_shown"] = app.screen.query_one("#temporal").display
 
 
-async def test_no_gpu_kernels_says_so(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    write_ranks(root, 2, gpu=False)
-    app = make_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        empty = app.screen.query_one("#temporal-empty", Static)
-        assert empty.display
-        assert "no GPU kernels in the loaded ranks" in str(empty.render())
-        assert not app.screen.query_one("#temporal").display
-
-
-async def test_empty_folder(tmp_path: Path) -> None:
+async def _empty_walk(tmp_path: Path) -> Walk:
+    walk = Walk()
     root = tmp_path / "traces"
     root.mkdir()
-    app = make_app(root, tmp_path)
+    app = make_app(root, tmp_path, findings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        assert "no trace files in traces/" in str(
-            app.screen.query_one("#temporal-empty", Static).render()
-        )
-        assert app.status_info.total == 0
+        await run_scenarios(pilot, walk, [("empty", _empty), ("no gpu", _no_gpu)])
+    return walk
+
+
+@pytest.fixture(scope="module")
+def empty_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on an empty folder, then on two CPU-only ranks written into it."""
+    return asyncio.run(_empty_walk(tmp_path_factory.mktemp("empty-walk")))
+
+
+def test_no_gpu_kernels_says_so(empty_walk: Walk) -> None:
+    seen = empty_walk["no gpu"]
+    assert seen["loaded"] == 2
+    assert seen["empty_shown"], "the temporal box's empty line is hidden"
+    assert "no GPU kernels in the loaded ranks" in seen["text"]
+    assert not seen["temporal_shown"], "the temporal table is shown without GPU kernels"
+
+
+def test_empty_folder(empty_walk: Walk) -> None:
+    seen = empty_walk["empty"]
+    assert "no trace files in traces/" in seen["text"]
+    assert seen["total"] == 0
 
 
 @pytest.mark.shared

@@ -5,19 +5,23 @@ cannot show box glyphs."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hta_tui.app.app import HtaApp
+from hta_tui.app.screens.help import HelpScreen
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.ticks import label, linear_ticks, log_ticks
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from tests.test_app_support import app_idle as screen_ready
 from tests.test_app_support import wait_patiently as wait_until
+from tests.walks import Walk, run_scenarios
 
 
 def test_ticks_are_round_values() -> None:
@@ -46,34 +50,54 @@ async def _picture(app: HtaApp, pilot, selector: str) -> str:
     return plot.picture.plain
 
 
-async def test_launch_scatter_axes_in_us(traces: Path, tmp_path: Path) -> None:
-    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await wait_until(pilot, lambda: app.settled)
-        await pilot.press("L")
-        lines = (await _picture(app, pilot, "#launch-plot")).splitlines()
-        assert any("launch call on the CPU (us)" in line for line in lines)
-        axis = next(i for i, line in enumerate(lines) if "└" in line)
-        x_ticks = lines[axis + 1].split()
-        y_ticks = [line.split("┤")[0].strip() for line in lines if "┤" in line]
-        assert len(x_ticks) >= 2 and all(_round(t) for t in x_ticks), x_ticks
-        assert len(y_ticks) >= 2 and all(_round(t) for t in y_ticks), y_ticks
+async def _launch_scatter(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_launch_scatter_axes_in_us' steps."""
+    await pilot.press("L")
+    seen["lines"] = (await _picture(pilot.app, pilot, "#launch-plot")).splitlines()
 
 
-async def test_time_chart_names_each_rank_with_its_own_marker(
-    traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("NO_COLOR", "1")
-    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
+async def _time_chart(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_time_chart_names_each_rank_with_its_own_marker's steps."""
+    app = pilot.app
+    await pilot.press("K")
+    await wait_until(pilot, lambda: screen_ready(app))
+    await pilot.press("enter", "v", "v")
+    seen["text"] = await _picture(app, pilot, "#time-plot")
+
+
+async def _walk(traces: Path, tmp_path: Path) -> Walk:
+    walk = Walk()
+    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False, findings=False)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: app.settled)
-        await pilot.press("K")
-        await wait_until(pilot, lambda: screen_ready(app))
-        await pilot.press("enter", "v", "v")
-        text = await _picture(app, pilot, "#time-plot")
-        legend = dict(re.findall(r"(\S)\1 (r\d)", text))  # "•• r0": marker, rank
-        assert set(legend.values()) == {"r0", "r1", "r2"}
-        assert len(set(legend)) == 3  # three different markers
+        await run_scenarios(pilot, walk, [("launch", _launch_scatter), ("time", _time_chart)])
+    return walk
+
+
+@pytest.fixture(scope="module")
+def walk(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app at 100x30 under NO_COLOR (the time chart's markers must tell ranks apart
+    without colour; the scatter's axes are text either way) for both charts."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("NO_COLOR", "1")
+        return asyncio.run(_walk(traces, tmp_path_factory.mktemp("charts-walk")))
+
+
+def test_launch_scatter_axes_in_us(walk: Walk) -> None:
+    lines = walk["launch"]["lines"]
+    assert any("launch call on the CPU (us)" in line for line in lines)
+    axis = next(i for i, line in enumerate(lines) if "└" in line)
+    x_ticks = lines[axis + 1].split()
+    y_ticks = [line.split("┤")[0].strip() for line in lines if "┤" in line]
+    assert len(x_ticks) >= 2 and all(_round(t) for t in x_ticks), x_ticks
+    assert len(y_ticks) >= 2 and all(_round(t) for t in y_ticks), y_ticks
+
+
+def test_time_chart_names_each_rank_with_its_own_marker(walk: Walk) -> None:
+    text = walk["time"]["text"]
+    legend = dict(re.findall(r"(\S)\1 (r\d)", text))  # "•• r0": marker, rank
+    assert set(legend.values()) == {"r0", "r1", "r2"}
+    assert len(set(legend)) == 3  # three different markers
 
 
 async def test_ascii_terminal_gets_ascii_borders(traces: Path, tmp_path: Path) -> None:
@@ -84,5 +108,5 @@ async def test_ascii_terminal_gets_ascii_borders(traces: Path, tmp_path: Path) -
             border = app.screen.query_one(selector).styles.border_top[0]
             assert border == "ascii", selector
         await pilot.press("question_mark")
-        await pilot.pause(0.2)
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
         assert app.screen.query_one("#help-box").styles.border_top[0] == "ascii"

@@ -5,6 +5,7 @@ states, every shared case, the CLI wiring, and snapshots."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
 from tests.test_app_support import settle, wait_until, write_rank
+from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 
@@ -194,47 +196,54 @@ async def test_trace_diff_numbers_toggle_filter_and_drill_down(shared: Path, cac
         assert isinstance(app.screen, DiffScreen)
 
 
-async def test_trace_compare_iteration_pick(shared: Path, cache_dir) -> None:
-    root = shared / "traces" / "trace_compare"
-    app = make_app(root / "base", root / "test", cache_dir)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await start(pilot)
-        c, t = sides(app)
-        assert_table(screen, diff.compare_traces(c, t))
-        # the pair differs in its second (last) iteration: pick ProfilerStep#1010 on both
-        await pilot.press("i")
-        await pilot.pause()
-        steps = diff.step_numbers(c)
-        assert steps == [1009, 1010]
-        await pick(pilot, 2, 2)  # options: first complete, #1009, #1010 (last)
-        screen = await wait_diff(pilot)
-        assert screen.params.get("control_iteration") == 1010
-        assert screen.params.get("test_iteration") == 1010
-        want = diff.compare_traces(c, t, control_iteration=1010, test_iteration=1010)
-        assert_table(screen, want)
-        assert "iter 1010" in text(screen, "#diff-sides")
-        assert not want.equals(diff.compare_traces(c, t))  # it really changed the table
-        # n: short names
-        await pilot.press("n")
-        screen = await wait_diff(pilot)
-        assert_table(
-            screen,
-            diff.compare_traces(
-                c, t, control_iteration=1010, test_iteration=1010, use_short_name=True
-            ),
-        )
+async def _compare_start(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_trace_compare_iteration_pick's first check, on the app's own pair."""
+    app = pilot.app
+    screen = await start(pilot)
+    c, t = sides(app)
+    assert_table(screen, diff.compare_traces(c, t))
+    seen["result"] = screen.result
 
 
-async def test_every_shared_case_against_a_small_trace(shared: Path, cache_dir) -> None:
-    """Each case folder as the control side: a table or a clear sentence, never an error. One
-    app session; each case's result computed as the screen's worker computes it (the sides
-    picked as `PairSources` picks them) and shown on the screen."""
-    test = shared / "traces" / "trace_compare" / "test"
-    cases = sorted(p for p in (shared / "traces").iterdir() if p.is_dir())
-    cases = [c for c in cases if c.name not in ("trace_diff", "trace_compare")]
-    app = make_app(cases[0], test, cache_dir)
-    shown = {"table": 0, "no steps": 0, "not loaded": 0}
-    async with app.run_test(size=SIZE) as pilot:
+async def _iteration_pick(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_trace_compare_iteration_pick's steps (after every case: the pair's own result
+    shown again first)."""
+    app = pilot.app
+    screen = await start(pilot)
+    own = app.walk.seen["compare start"]["result"]  # type: ignore[attr-defined]
+    screen.result = own
+    screen.show(own)
+    await pilot.pause()
+    c, t = sides(app)
+    assert_table(screen, diff.compare_traces(c, t))
+    # the pair differs in its second (last) iteration: pick ProfilerStep#1010 on both
+    await pilot.press("i")
+    await pilot.pause()
+    steps = diff.step_numbers(c)
+    assert steps == [1009, 1010]
+    await pick(pilot, 2, 2)  # options: first complete, #1009, #1010 (last)
+    screen = await wait_diff(pilot)
+    assert screen.params.get("control_iteration") == 1010
+    assert screen.params.get("test_iteration") == 1010
+    want = diff.compare_traces(c, t, control_iteration=1010, test_iteration=1010)
+    assert_table(screen, want)
+    assert "iter 1010" in text(screen, "#diff-sides")
+    assert not want.equals(diff.compare_traces(c, t))  # it really changed the table
+    # n: short names
+    await pilot.press("n")
+    screen = await wait_diff(pilot)
+    assert_table(
+        screen,
+        diff.compare_traces(c, t, control_iteration=1010, test_iteration=1010, use_short_name=True),
+    )
+    seen["done"] = True
+
+
+def _every_case(cases: list[Path], cache_dir: Path) -> Any:
+    async def scenario(pilot: Any, seen: dict[str, Any]) -> None:
+        """test_every_shared_case_against_a_small_trace's steps."""
+        app = pilot.app
+        shown = seen["shown"] = {"table": 0, "no steps": 0, "not loaded": 0}
         screen = await start(pilot)
         test_set = app.compare_set
         assert test_set is not None
@@ -255,7 +264,49 @@ async def test_every_shared_case_against_a_small_trace(shared: Path, cache_dir) 
             else:
                 assert "control side has no loaded trace" in text(screen, "#diff-summary"), case
                 shown["not loaded"] += 1
-        assert not [w for w in app.workers if w.state.name == "ERROR"]
+        seen["errors"] = [w for w in app.workers if w.state.name == "ERROR"]
+
+    return scenario
+
+
+async def _compare_walk(shared: Path, cache_dir: Path) -> Walk:
+    walk = Walk()
+    root = shared / "traces" / "trace_compare"
+    cases = sorted(p for p in (shared / "traces").iterdir() if p.is_dir())
+    cases = [c for c in cases if c.name not in ("trace_diff", "trace_compare")]
+    app = make_app(root / "base", root / "test", cache_dir, findings=False)
+    app.walk = walk  # type: ignore[attr-defined]
+    async with app.run_test(size=SIZE) as pilot:
+        await run_scenarios(
+            pilot,
+            walk,
+            [
+                ("compare start", _compare_start),
+                ("every case", _every_case(cases, cache_dir)),
+                ("iteration pick", _iteration_pick),  # last: it changes the parameters
+            ],
+        )
+    return walk
+
+
+@pytest.fixture(scope="module")
+def compare_walk(shared: Path, cache_dir: Path) -> Walk:
+    """One app on trace_compare's pair for its iteration test and every shared case."""
+    return asyncio.run(_compare_walk(shared, cache_dir))
+
+
+def test_trace_compare_iteration_pick(compare_walk: Walk) -> None:
+    compare_walk["compare start"]
+    assert compare_walk["iteration pick"]["done"]
+
+
+def test_every_shared_case_against_a_small_trace(compare_walk: Walk) -> None:
+    """Each case folder as the control side: a table or a clear sentence, never an error. One
+    app session; each case's result computed as the screen's worker computes it (the sides
+    picked as `PairSources` picks them) and shown on the screen."""
+    seen = compare_walk["every case"]
+    assert not seen["errors"]
+    shown = seen["shown"]
     assert shown["table"] >= 10 and shown["no steps"] >= 1, shown  # the states were shown
 
 
@@ -329,26 +380,77 @@ async def test_empty_and_missing_sides(tmp_path: Path, synth_root: Path) -> None
         assert "control side has no rank 7" in text(screen, "#diff-summary")
 
 
-async def test_the_status_bar_counts_both_sides(tmp_path: Path) -> None:
-    """Comparing, a broken file of the test side shows in the status bar too."""
-    control, test = tmp_path / "control", tmp_path / "test"
+async def _watched(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_the_test_side_is_watched_too's steps, with the status bar's checks once the
+    landed file has loaded (the test side also holds a broken file)."""
+    app = pilot.app
+    _, test, new = app.walk_paths  # type: ignore[attr-defined]
+    screen = await start(pilot)
+    assert "test side has no loaded trace" in text(screen, "#diff-summary")
+    await wait_until(pilot, lambda: app.watcher_state == "watching", what="the watcher")
+    shutil.copy(new, test / new.name)
+    await wait_until(pilot, lambda: 0 in app.compare_set.loaded(), timeout=30, what="the test file")
+    await settle(pilot, 30)
+    await wait_until(
+        pilot,
+        lambda: diff_ready(app) and screen.result["ready"],
+        timeout=30,
+        what="the diff",
+    )
+    c, t = sides(app)
+    assert_table(screen, diff.compare_traces(c, t))
+    assert app.trace_set is not app.compare_set and len(app.trace_set.entries) == 1
+    # the status bar counts both sides (test_the_status_bar_counts_both_sides)
+    await wait_until(pilot, lambda: not app.status_info.loading, what="both sides")
+    info = app.status_info
+    seen["status"] = (info.total, info.loaded, info.errors)
+    seen["root"] = info.root
+    seen["bar"] = str(app.screen.query_one("#status-problems", Static).render())
+    seen["notes"] = [str(n.message) for n in app._notifications]
+    # a deletion on the test side leaves the control side alone
+    (test / new.name).unlink()
+    await wait_until(
+        pilot,
+        lambda: all(p.name != new.name for p in app.compare_set.entries),
+        timeout=30,
+        what="the deletion",
+    )
+    assert 0 in app.trace_set.loaded()
+    seen["done"] = True
+
+
+async def _watched_walk(tmp_path: Path) -> Walk:
+    walk = Walk()
+    control, test, staging = tmp_path / "control", tmp_path / "test", tmp_path / "staging"
     write_rank(control, 0)
-    write_rank(test, 0)
+    test.mkdir()
     (test / "rank-1.json").write_bytes(b"{ not json")
-    app = make_app(control, test, tmp_path / "cache")
+    new = write_rank(staging, 0, steps=4)
+    app = make_app(control, test, tmp_path / "cache", watch=True, findings=False)
+    app.walk_paths = (control, test, new)  # type: ignore[attr-defined]
     async with app.run_test(size=SIZE) as pilot:
-        await start(pilot)
-        await settle(pilot)
-        await wait_until(pilot, lambda: not app.status_info.loading, what="both sides")
-        info = app.status_info
-        assert (info.total, info.loaded, info.errors) == (3, 2, 1)
-        assert info.root == "control/ vs test/"
-        bar = str(app.screen.query_one("#status-problems", Static).render())
-        assert "1 error" in bar
-        # the overview lists the control side's files: the test side's error is a notice
-        notes = [str(n.message) for n in app._notifications]
-        assert any(n.startswith("test side: rank-1.json: ") for n in notes), notes
+        await run_scenarios(pilot, walk, [("watched", _watched)])
+    return walk
+
+
+@pytest.fixture(scope="module")
+def watched_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One watched app comparing two folders, for the status bar's and the watcher's tests."""
+    return asyncio.run(_watched_walk(tmp_path_factory.mktemp("watched")))
+
+
+async def test_the_status_bar_counts_both_sides(tmp_path: Path, watched_walk: Walk) -> None:
+    """Comparing, a broken file of the test side shows in the status bar too."""
+    seen = watched_walk["watched"]
+    assert seen["status"] == (3, 2, 1)
+    assert seen["root"] == "control/ vs test/"
+    assert "1 error" in seen["bar"]
+    # the overview lists the control side's files: the test side's error is a notice
+    notes = seen["notes"]
+    assert any(n.startswith("test side: rank-1.json: ") for n in notes), notes
     # two ranks of one folder: its files once
+    control = tmp_path / "control"
+    write_rank(control, 0)
     app = make_app(control, control, tmp_path / "cache", test_rank=0)
     async with app.run_test(size=SIZE) as pilot:
         await start(pilot)
@@ -357,37 +459,9 @@ async def test_the_status_bar_counts_both_sides(tmp_path: Path) -> None:
         assert (app.status_info.total, app.status_info.root) == (1, "control/")
 
 
-async def test_the_test_side_is_watched_too(tmp_path: Path) -> None:
+def test_the_test_side_is_watched_too(watched_walk: Walk) -> None:
     """A file landing in the test folder loads into compare_set, and the diff follows."""
-    control, test, staging = tmp_path / "control", tmp_path / "test", tmp_path / "staging"
-    write_rank(control, 0)
-    test.mkdir()
-    new = write_rank(staging, 0, steps=4)
-    app = make_app(control, test, tmp_path / "cache", watch=True)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await start(pilot)
-        assert "test side has no loaded trace" in text(screen, "#diff-summary")
-        await wait_until(pilot, lambda: app.watcher_state == "watching", what="the watcher")
-        shutil.copy(new, test / new.name)
-        await wait_until(
-            pilot, lambda: 0 in app.compare_set.loaded(), timeout=30, what="the test file"
-        )
-        await settle(pilot, 30)
-        await wait_until(
-            pilot,
-            lambda: diff_ready(app) and screen.result["ready"],
-            timeout=30,
-            what="the diff",
-        )
-        c, t = sides(app)
-        assert_table(screen, diff.compare_traces(c, t))
-        assert app.trace_set is not app.compare_set and len(app.trace_set.entries) == 1
-        # a deletion on the test side leaves the control side alone
-        (test / new.name).unlink()
-        await wait_until(
-            pilot, lambda: not app.compare_set.entries, timeout=30, what="the deletion"
-        )
-        assert 0 in app.trace_set.loaded()
+    assert watched_walk["watched"]["done"]
 
 
 async def test_without_compare_nothing_changes(tmp_path: Path, synth_root: Path) -> None:

@@ -7,6 +7,7 @@ these pictures).
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.trace.parse import parse_file
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
+from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 MIB = 1024 * 1024
@@ -124,36 +126,83 @@ def test_window_filters_by_time(tmp_path: Path) -> None:
     assert ops["allocation_size_kb"] == 4 * 1024 and ops["self_allocation_size_kb"] == 0
 
 
-@pytest.mark.asyncio
-async def test_zoom_changes_the_tables(tmp_path: Path) -> None:
-    root = synth_root(tmp_path)
-    app = make_screen_app(root, tmp_path)
+async def _zoom(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_zoom_changes_the_tables' steps (first: it starts from the whole trace)."""
+    screen = await open_memory(pilot)
+    events = screen.query_one("#memory-events", FrameTable)
+    seen["whole_height"] = events.frame.height
+    seen["stats_before"] = screen.query_one("#memory-stats", FrameTable).frame
+    await pilot.press("plus")
+    await wait_shown(pilot)
+    await pilot.press("plus")
+    await wait_shown(pilot)
+    seen["view"] = screen.params.get("view")
+    # the headline stays one line at 80 columns (an id other views' styles once reached)
+    seen["headline_height"] = screen.query_one("#memory-headline").region.height
+    seen["zoomed"] = events.frame
+    seen["stats_zoomed"] = screen.query_one("#memory-stats", FrameTable).frame
+    await pilot.press("left_square_bracket")
+    await wait_shown(pilot)
+    seen["panned"] = screen.params.get("view")
+    await pilot.press("z")
+    await wait_shown(pilot)
+    seen["all_height"] = events.frame.height
+    seen["all_headline"] = str(screen.query_one("#memory-headline").render())
+
+
+async def _filter_sort(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_filter_and_sort_the_events_table's steps (after the zoom's `z`: the whole trace)."""
+    screen = await open_memory(pilot)
+    if screen.params.get("view") is not None:  # the whole trace, whatever the zoom left
+        screen.set_params(view=None)
+        await wait_until(pilot, lambda: screen.params.get("view") is None, 10, "view all")
+        await wait_shown(pilot)
+    await pilot.press("v")
+    table = screen.query_one("#memory-events", FrameTable)
+    whole = memory_window(_file(pilot.app.trace_set.root)).events
+    want = seen["want"] = whole.filter(pl.col("operator").str.to_lowercase().str.contains("addmm"))
+    seen["whole_height"] = whole.height
+    await pilot.press("slash", *"ADDMM", "enter")
+    await wait_until(pilot, lambda: table.row_count == min(want.height, 400), 10, "rows")
+    seen["filtered_height"] = table.view_frame.height
+    table.sort_on("size_kb")
+    seen["sorted_sizes"] = table.view_frame["size_kb"].to_list()
+    seen["selected_size"] = table.selected_row()["size_kb"]
+
+
+async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
+    walk = Walk()
+    app = make_screen_app(root, tmp_path, findings=False)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_memory(pilot)
-        events = screen.query_one("#memory-events", FrameTable)
-        whole = memory_window(_file(root))
-        assert events.frame.height == whole.events.height
-        stats_before = screen.query_one("#memory-stats", FrameTable).frame
-        await pilot.press("plus")
-        await wait_shown(pilot)
-        await pilot.press("plus")
-        await wait_shown(pilot)
-        lo, hi = screen.params.get("view")
-        assert hi - lo == pytest.approx((whole.full[1] - whole.full[0]) / 4)
-        # the headline stays one line at 80 columns (an id other views' styles once reached)
-        assert screen.query_one("#memory-headline").region.height == 1
-        zoomed = events.frame
-        assert 0 < zoomed.height < whole.events.height
-        times = pl.concat([zoomed["allocation_ms"], zoomed["release_ms"]]).drop_nulls()
-        assert ((times >= lo - 1e-6) & (times <= hi + 1e-6)).all()
-        assert not screen.query_one("#memory-stats", FrameTable).frame.equals(stats_before)
-        await pilot.press("left_square_bracket")
-        await wait_shown(pilot)
-        assert screen.params.get("view")[0] < lo
-        await pilot.press("z")
-        await wait_shown(pilot)
-        assert events.frame.height == whole.events.height
-        assert "view all" in str(screen.query_one("#memory-headline").render())
+        await run_scenarios(pilot, walk, [("zoom", _zoom), ("filter", _filter_sort)])
+    return walk
+
+
+@pytest.fixture(scope="module")
+def synth_walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Walk, Path]:
+    """One app on the generated trace with memory events, for both tests on it."""
+    tmp_path = tmp_path_factory.mktemp("memory-walk")
+    root = synth_root(tmp_path)
+    return asyncio.run(_synth_walk(root, tmp_path)), root
+
+
+def test_zoom_changes_the_tables(synth_walk: tuple[Walk, Path]) -> None:
+    walk, root = synth_walk
+    seen = walk["zoom"]
+    whole = memory_window(_file(root))
+    assert seen["whole_height"] == whole.events.height
+    lo, hi = seen["view"]
+    assert hi - lo == pytest.approx((whole.full[1] - whole.full[0]) / 4)
+    # the headline stays one line at 80 columns (an id other views' styles once reached)
+    assert seen["headline_height"] == 1
+    zoomed = seen["zoomed"]
+    assert 0 < zoomed.height < whole.events.height
+    times = pl.concat([zoomed["allocation_ms"], zoomed["release_ms"]]).drop_nulls()
+    assert ((times >= lo - 1e-6) & (times <= hi + 1e-6)).all()
+    assert not seen["stats_zoomed"].equals(seen["stats_before"])
+    assert seen["panned"][0] < lo
+    assert seen["all_height"] == whole.events.height
+    assert "view all" in seen["all_headline"]
 
 
 @pytest.mark.asyncio
@@ -182,21 +231,12 @@ def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...]) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(*keys))
 
 
-@pytest.mark.asyncio
-async def test_filter_and_sort_the_events_table(tmp_path: Path) -> None:
+def test_filter_and_sort_the_events_table(synth_walk: tuple[Walk, Path]) -> None:
     """The events table (names as categories) filters by any part of a name and sorts."""
-    root = synth_root(tmp_path)
-    app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_memory(pilot)
-        await pilot.press("v")
-        table = screen.query_one("#memory-events", FrameTable)
-        whole = memory_window(_file(root)).events
-        want = whole.filter(pl.col("operator").str.to_lowercase().str.contains("addmm"))
-        assert 0 < want.height < whole.height
-        await pilot.press("slash", *"ADDMM", "enter")
-        await wait_until(pilot, lambda: table.row_count == min(want.height, 400), 10, "rows")
-        assert table.view_frame.height == want.height
-        table.sort_on("size_kb")
-        assert table.view_frame["size_kb"].to_list() == sorted(want["size_kb"], reverse=True)
-        assert table.selected_row()["size_kb"] == want["size_kb"].max()
+    walk, _ = synth_walk
+    seen = walk["filter"]
+    want = seen["want"]
+    assert 0 < want.height < seen["whole_height"]
+    assert seen["filtered_height"] == want.height
+    assert seen["sorted_sizes"] == sorted(want["size_kb"], reverse=True)
+    assert seen["selected_size"] == want["size_kb"].max()

@@ -4,6 +4,7 @@ says why; call stacks of the highlighted operator when the trace has them; snaps
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from tests.test_app_support import (
     wait_until,
     write_cpu_ranks,
 )
+from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 
@@ -38,46 +40,6 @@ def text_of(screen: Any, selector: str) -> str:
 
 def shown(screen: Any, id: str = "operators-table") -> pl.DataFrame:
     return screen.query_one(f"#{id}", FrameTable).frame
-
-
-async def test_gpu_job_tables_and_toggles(tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    write_trace_dir(root, ranks=2, steps=3, seed=0)
-    app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_operators(pilot)
-        frames = app.trace_set.frames()
-        tables = operators.job_operator_tables(frames)
-        assert shown(screen).equals(display(tables["name"], gpu=True))
-        assert screen.query_one("#operators-table", FrameTable).row_count == tables["name"].height
-        assert set(HEADERS[c] for c in DEVICE_COLUMNS) <= set(shown(screen).columns)
-        summary = text_of(screen, "#operators-summary")
-        assert summary.startswith(f"{tables['name'].height} operators")
-        # the job's calls are the ranks' calls added up
-        per_rank = operators.operator_stats(frames)
-        assert int(shown(screen)["calls"].sum()) == int(per_rank["calls"].sum())
-        await pilot.press("v")  # per operator + input shape
-        await wait_until(
-            pilot, lambda: screen_shows_current(app, screen) and screen.result["by_shape"]
-        )
-        assert shown(screen).equals(display(tables["shape"], gpu=True))
-        assert "input shape" in shown(screen).columns
-        await pilot.press("v")
-        await wait_until(
-            pilot, lambda: screen_shows_current(app, screen) and not screen.result["by_shape"]
-        )
-        await pilot.press("r")  # one rank: the per-rank analysis
-        await pilot.press("down", "down", "enter")
-        await wait_until(
-            pilot, lambda: screen_shows_current(app, screen) and screen.params.rank == 1
-        )
-        want = operators.operator_stats({1: frames[1]}).drop("rank")
-        assert shown(screen).equals(display(want, gpu=True))
-        # the generator writes Python frames, none around an operator: the view says so
-        name = screen.query_one("#operators-table", FrameTable).selected_row()["operator"]
-        title = text_of(screen, "#operator-stacks-title")
-        assert title == f"{name}: no Python frame around its calls"
-        assert not screen.query_one("#operator-stacks", FrameTable).display
 
 
 async def test_cpu_only_trace_has_host_columns_and_says_why(tmp_path: Path) -> None:
@@ -171,34 +133,98 @@ def column_right_edges(table: FrameTable) -> dict[str, int]:
     return edges
 
 
-async def test_per_shape_keeps_the_device_columns_at_80_columns(tmp_path: Path) -> None:
-    """Issue 17: per input shape, the shape column pushed the device columns off an 80-column
-    screen. The name and the shape share the name's room; the whole shape is printed below."""
+async def _gpu_job(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_gpu_job_tables_and_toggles' steps and checks (after the per-shape one, which
+    leaves the view per operator)."""
+    app = pilot.app
+    screen = await open_operators(pilot)
+    frames = app.trace_set.frames()
+    tables = operators.job_operator_tables(frames)
+    assert shown(screen).equals(display(tables["name"], gpu=True))
+    assert screen.query_one("#operators-table", FrameTable).row_count == tables["name"].height
+    assert set(HEADERS[c] for c in DEVICE_COLUMNS) <= set(shown(screen).columns)
+    summary = text_of(screen, "#operators-summary")
+    assert summary.startswith(f"{tables['name'].height} operators")
+    # the job's calls are the ranks' calls added up
+    per_rank = operators.operator_stats(frames)
+    assert int(shown(screen)["calls"].sum()) == int(per_rank["calls"].sum())
+    await pilot.press("v")  # per operator + input shape
+    await wait_until(pilot, lambda: screen_shows_current(app, screen) and screen.result["by_shape"])
+    assert shown(screen).equals(display(tables["shape"], gpu=True))
+    assert "input shape" in shown(screen).columns
+    await pilot.press("v")
+    await wait_until(
+        pilot, lambda: screen_shows_current(app, screen) and not screen.result["by_shape"]
+    )
+    await pilot.press("r")  # one rank: the per-rank analysis
+    await pilot.press("down", "down", "enter")
+    await wait_until(pilot, lambda: screen_shows_current(app, screen) and screen.params.rank == 1)
+    want = operators.operator_stats({1: frames[1]}).drop("rank")
+    assert shown(screen).equals(display(want, gpu=True))
+    # the generator writes Python frames, none around an operator: the view says so
+    name = screen.query_one("#operators-table", FrameTable).selected_row()["operator"]
+    title = text_of(screen, "#operator-stacks-title")
+    assert title == f"{name}: no Python frame around its calls"
+    assert not screen.query_one("#operator-stacks", FrameTable).display
+    seen["done"] = True
+
+
+async def _per_shape(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_per_shape_keeps_the_device_columns_at_80_columns' steps and checks (first)."""
+    app = pilot.app
+    screen = await open_operators(pilot)
+    await pilot.press("v")
+    await wait_until(pilot, lambda: screen_shows_current(app, screen) and screen.result["by_shape"])
+    table = screen.query_one("#operators-table", FrameTable)
+    edges = column_right_edges(table)
+    for header in ("input shape", "calls", "dev self (us)", "dev total"):
+        assert edges[header] <= table.scrollable_content_region.width, header
+    # the longest shape is elided in the table and whole in the line below it
+    frame = shown(screen)
+    longest = frame["input shape"].str.len_chars().arg_max()
+    assert longest is not None
+    table.move_cursor(row=longest)
+    row = frame.row(longest, named=True)
+    whole = f"{row['operator']} {row['input shape']}"
+    await wait_until(
+        pilot,
+        lambda: text_of(screen, "#operator-shape") == whole,
+        10,
+        f"the line below to read {whole!r}, not {text_of(screen, '#operator-shape')!r}",
+    )
+    drawn = table.row_texts(longest)[list(edges).index("input shape")]
+    assert drawn != row["input shape"] and "…" in drawn
+    assert text_of(screen, "#operator-shape") == f"{row['operator']} {row['input shape']}"
+    await pilot.press("v")  # per operator: no shape line
+    await wait_until(
+        pilot, lambda: screen_shows_current(app, screen) and not screen.result["by_shape"]
+    )
+    assert not screen.query_one("#operator-shape").display
+    seen["done"] = True
+
+
+async def _job_walk(root: Path, tmp_path: Path) -> Walk:
+    walk = Walk()
+    app = make_screen_app(root, tmp_path, findings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await run_scenarios(pilot, walk, [("per shape", _per_shape), ("gpu job", _gpu_job)])
+    return walk
+
+
+@pytest.fixture(scope="module")
+def job_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on the generated 2-rank job for both tests on it."""
+    tmp_path = tmp_path_factory.mktemp("operators-walk")
     root = tmp_path / "traces"
     write_trace_dir(root, ranks=2, steps=3, seed=0)
-    app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_operators(pilot)
-        await pilot.press("v")
-        await wait_until(
-            pilot, lambda: screen_shows_current(app, screen) and screen.result["by_shape"]
-        )
-        table = screen.query_one("#operators-table", FrameTable)
-        edges = column_right_edges(table)
-        for header in ("input shape", "calls", "dev self (us)", "dev total"):
-            assert edges[header] <= table.scrollable_content_region.width, header
-        # the longest shape is elided in the table and whole in the line below it
-        frame = shown(screen)
-        longest = frame["input shape"].str.len_chars().arg_max()
-        assert longest is not None
-        table.move_cursor(row=longest)
-        await pilot.pause(0.1)
-        row = frame.row(longest, named=True)
-        drawn = table.row_texts(longest)[list(edges).index("input shape")]
-        assert drawn != row["input shape"] and "…" in drawn
-        assert text_of(screen, "#operator-shape") == f"{row['operator']} {row['input shape']}"
-        await pilot.press("v")  # per operator: no shape line
-        await wait_until(
-            pilot, lambda: screen_shows_current(app, screen) and not screen.result["by_shape"]
-        )
-        assert not screen.query_one("#operator-shape").display
+    return asyncio.run(_job_walk(root, tmp_path))
+
+
+def test_gpu_job_tables_and_toggles(job_walk: Walk) -> None:
+    assert job_walk["gpu job"]["done"]
+
+
+def test_per_shape_keeps_the_device_columns_at_80_columns(job_walk: Walk) -> None:
+    """Issue 17: per input shape, the shape column pushed the device columns off an 80-column
+    screen. The name and the shape share the name's room; the whole shape is printed below."""
+    assert job_walk["per shape"]["done"]

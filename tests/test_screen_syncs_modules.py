@@ -3,6 +3,7 @@ drill-down and fold / unfold against what the generator wrote, and 80x24 snapsho
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from hta_tui.app.widgets.icicle import icicle_lines
 from hta_tui.synth import sync_story
 from hta_tui.synth.files import write_trace
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
+from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 STEPS = 3
@@ -42,50 +44,81 @@ async def open_screen(pilot: Any, key: str, cls: type) -> Any:
     return pilot.app.screen_stack[0]
 
 
-async def test_syncs_screen_verdict_and_drill_down(story_root: Path, tmp_path: Path) -> None:
-    app = make_screen_app(story_root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        screen = await open_screen(pilot, "y", SyncsScreen)
-        verdict = str(screen.query_one("#sync-verdict", Static).render())
-        assert f"in {sync_story.BACKWARD_SYNC_CALL_SITE}, backward" in verdict
-        summary = screen.query_one("#sync-summary", FrameTable)
-        top = summary.selected_row()
-        assert top is not None and top["module"] == sync_story.BACKWARD_SYNC_MODULE
-        # a frame's line is its function's first line (issue 24.11): labelled so
-        assert top["function (first line)"] == sync_story.BACKWARD_SYNC_CALL_SITE
-        assert "call site" not in summary.frame.columns
-        instances = screen.query_one("#sync-instances", FrameTable)
-        assert instances.frame.height == 3 * STEPS  # every sync, before a pick
-        summary.focus()
-        await pilot.press("enter")
-        await pilot.pause()
-        assert instances.frame.height == STEPS  # the backward call site's own
-        assert set(instances.frame["forward op"]) == {"aten::gather"}
+async def _syncs(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_syncs_screen_verdict_and_drill_down's steps."""
+    screen = await open_screen(pilot, "y", SyncsScreen)
+    seen["verdict"] = str(screen.query_one("#sync-verdict", Static).render())
+    summary = screen.query_one("#sync-summary", FrameTable)
+    seen["top"] = summary.selected_row()
+    seen["columns"] = summary.frame.columns
+    instances = screen.query_one("#sync-instances", FrameTable)
+    seen["before_pick"] = instances.frame.height
+    summary.focus()
+    await pilot.press("enter")
+    await pilot.pause()
+    seen["picked"] = instances.frame
 
 
-async def test_modules_screen_fold_and_icicle(story_root: Path, tmp_path: Path) -> None:
-    app = make_screen_app(story_root, tmp_path)
+async def _modules(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_modules_screen_fold_and_icicle's steps."""
+    screen = await open_screen(pilot, "u", ModulesScreen)
+    tree = screen.query_one("#module-tree", FrameTable)
+    seen["tree"] = tree.frame
+    tree.focus()
+    await pilot.press("enter")  # fold Net_0
+    await pilot.pause()
+    seen["folded"] = tree.frame["module"].to_list()
+    await pilot.press("enter")  # unfold
+    await pilot.pause()
+    seen["unfolded_height"] = tree.frame.height
+    seen["icicle"] = str(screen.query_one("#module-icicle", Static).render())
+
+
+async def _story_walk(root: Path, tmp_path: Path) -> Walk:
+    walk = Walk()
+    app = make_screen_app(root, tmp_path, findings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        screen = await open_screen(pilot, "u", ModulesScreen)
-        tree = screen.query_one("#module-tree", FrameTable)
-        assert tree.frame["path"].to_list() == [
-            "Net_0",
-            "Net_0/CrossEntropyLoss_0",
-            "Net_0/Linear_0",
-            "Net_0/PatchDrop_0",
-        ]
-        assert tree.frame["module"][0] == "- Net_0"
-        tree.focus()
-        await pilot.press("enter")  # fold Net_0
-        await pilot.pause()
-        assert tree.frame["module"].to_list() == ["+ Net_0"]
-        await pilot.press("enter")  # unfold
-        await pilot.pause()
-        assert tree.frame.height == 4
-        icicle = str(screen.query_one("#module-icicle", Static).render())
-        assert "Net_0" in icicle and "Linear_0" in icicle
+        await run_scenarios(pilot, walk, [("syncs", _syncs), ("modules", _modules)])
+    return walk
+
+
+@pytest.fixture(scope="module")
+def story_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on the story for both views' tests (each reads its own view)."""
+    tmp_path = tmp_path_factory.mktemp("story-walk")
+    root = tmp_path / "traces"
+    root.mkdir()
+    write_trace(sync_story.make_sync_story(steps=STEPS), root / "rank-0.json")
+    return asyncio.run(_story_walk(root, tmp_path))
+
+
+def test_syncs_screen_verdict_and_drill_down(story_walk: Walk) -> None:
+    seen = story_walk["syncs"]
+    assert f"in {sync_story.BACKWARD_SYNC_CALL_SITE}, backward" in seen["verdict"]
+    top = seen["top"]
+    assert top is not None and top["module"] == sync_story.BACKWARD_SYNC_MODULE
+    # a frame's line is its function's first line (issue 24.11): labelled so
+    assert top["function (first line)"] == sync_story.BACKWARD_SYNC_CALL_SITE
+    assert "call site" not in seen["columns"]
+    assert seen["before_pick"] == 3 * STEPS  # every sync, before a pick
+    assert seen["picked"].height == STEPS  # the backward call site's own
+    assert set(seen["picked"]["forward op"]) == {"aten::gather"}
+
+
+def test_modules_screen_fold_and_icicle(story_walk: Walk) -> None:
+    seen = story_walk["modules"]
+    tree = seen["tree"]
+    assert tree["path"].to_list() == [
+        "Net_0",
+        "Net_0/CrossEntropyLoss_0",
+        "Net_0/Linear_0",
+        "Net_0/PatchDrop_0",
+    ]
+    assert tree["module"][0] == "- Net_0"
+    assert seen["folded"] == ["+ Net_0"]
+    assert seen["unfolded_height"] == 4
+    assert "Net_0" in seen["icicle"] and "Linear_0" in seen["icicle"]
 
 
 def test_icicle_widths_follow_the_values() -> None:
