@@ -3,15 +3,16 @@
 A Textual app run costs about a second of CPU to start and settle, and each view it first
 visits costs about half as much again: tests that each started their own app on the same trace
 to check one thing now share one run. A module-scoped fixture drives the app through each
-scenario in turn (`run_scenarios`); a scenario makes the old test's asserts as it goes, and
-what it raised is kept under its name, so each test still passes or fails on its own
-(`Walk.check`), with the failing line in its message.
+scenario in turn (`run_scenarios`); a scenario makes the old test's asserts as it goes (or
+records what it saw), and what it raised is kept under its name, so each test still passes or
+fails on its own (`walk.check(name)` or `walk[name]`), with the failing line in its message.
 """
 
 from __future__ import annotations
 
+import contextlib
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,8 @@ class Walk:
             pytest.fail(f"scenario {name!r} did not run (an earlier one broke the app)")
         return self.seen[name]
 
+    __getitem__ = check
+
 
 async def back_to_a_view(pilot: Any) -> None:
     """Close every dialog over the current view, so the next scenario can press its keys."""
@@ -50,9 +53,17 @@ async def back_to_a_view(pilot: Any) -> None:
     await pilot.pause()
 
 
-async def run_scenarios(pilot: Any, walk: Walk, scenarios: dict[str, Scenario]) -> None:
+async def run_scenarios(
+    pilot: Any,
+    walk: Walk,
+    scenarios: Mapping[str, Scenario] | Sequence[tuple[str, Scenario]],
+) -> None:
     """Each scenario in turn on the one app; a failure is recorded and the walk goes on."""
-    for name, scenario in scenarios.items():
+    steps = list(scenarios.items()) if isinstance(scenarios, Mapping) else list(scenarios)
+    for name, scenario in steps:
+        if not pilot.app.is_running:  # the app is gone: the rest cannot run
+            walk.errors[name] = "not run: the app had stopped after an earlier scenario"
+            continue
         seen = walk.seen[name] = {}
         try:
             await scenario(pilot, seen)
@@ -60,8 +71,6 @@ async def run_scenarios(pilot: Any, walk: Walk, scenarios: dict[str, Scenario]) 
             walk.skips[name] = str(skip.msg)
         except Exception:  # kept for that scenario's test
             walk.errors[name] = traceback.format_exc(limit=-3)
-            if pilot.app.return_code is not None:  # the app is gone: the rest cannot run
-                for later in list(scenarios)[list(scenarios).index(name) + 1 :]:
-                    walk.errors[later] = f"not run: the app exited after {name!r} failed"
-                return
-        await back_to_a_view(pilot)
+        # a dialog left open (by a failure, or a broken close key) is not the next one's
+        with contextlib.suppress(Exception):
+            await back_to_a_view(pilot)

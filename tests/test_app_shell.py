@@ -26,6 +26,7 @@ from hta_tui.session import live as loading_module
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace import watch as watch_module
 from hta_tui.trace.cache import Cache
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import (
     listing,
     settle,
@@ -34,7 +35,6 @@ from tests.test_app_support import (
     write_rank,
     write_ranks,
 )
-from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 
@@ -60,7 +60,7 @@ def row_keys(app: HtaApp) -> list[str]:
 
 
 # -- one app for the overview, `?`, reload, broken files and layout tests ----------------------
-# Each test's steps are a scenario of one app run (tests/walks.py) on a generated 4-rank job:
+# Each test's steps are a scenario of one app run (tests/app_walk.py) on a generated 4-rank job:
 # the overview lists it; `?`; then two files give way to a broken and a truncated one that
 # only `r` finds (the broken-files and reload tests); the layout is checked with them shown.
 

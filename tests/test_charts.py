@@ -19,9 +19,9 @@ from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.app.widgets.ticks import label, linear_ticks, log_ticks
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import app_idle as screen_ready
 from tests.test_app_support import wait_patiently as wait_until
-from tests.walks import Walk, run_scenarios
 
 
 def test_ticks_are_round_values() -> None:

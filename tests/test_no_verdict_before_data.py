@@ -14,8 +14,8 @@ from textual.widgets import Static
 from hta_tui.app.screens.gpu_metrics import GpuMetricsScreen
 from hta_tui.app.screens.step_time import StepTimeScreen
 from hta_tui.app.widgets.title_line import TitleLine
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import hold_loads, make_screen_app, settle, wait_until, write_rank
-from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 

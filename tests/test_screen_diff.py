@@ -34,8 +34,8 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import settle, wait_until, write_rank
-from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 

@@ -20,9 +20,9 @@ from hta_tui.app.format import fmt_us
 from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.diff import DiffTable
 from hta_tui.synth import write_trace_dir
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import wait_until
 from tests.test_screen_diff import make_app, start
-from tests.walks import Walk, run_scenarios
 
 SIZES = [(80, 24), (160, 48)]
 

@@ -22,8 +22,8 @@ from hta_tui.app.screens.memory import MemoryScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.trace.parse import parse_file
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
-from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 MIB = 1024 * 1024

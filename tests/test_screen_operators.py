@@ -17,6 +17,7 @@ from hta_tui.analysis import operators
 from hta_tui.app.screens.operators import DEVICE_COLUMNS, HEADERS, OperatorsScreen, display
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import (
     T0,
     make_screen_app,
@@ -25,7 +26,6 @@ from tests.test_app_support import (
     wait_until,
     write_cpu_ranks,
 )
-from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 

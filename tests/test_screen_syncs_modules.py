@@ -17,8 +17,8 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.icicle import icicle_lines
 from hta_tui.synth import sync_story
 from hta_tui.synth.files import write_trace
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
-from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 STEPS = 3

@@ -30,9 +30,9 @@ from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
 from hta_tui.trace.parse import parse_file, read_bytes
+from tests.app_walk import Walk, run_scenarios
 from tests.test_app_support import T0, listing, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
-from tests.walks import Walk, run_scenarios
 
 SIZE = (80, 24)
 HTA = ["correlation", "cpu_duration", "gpu_duration", "launch_delay"]
@@ -79,7 +79,7 @@ def frame(screen: Any, table_id: str) -> pl.DataFrame:
 
 
 # -- one app on the generated job for the four tests below ----------------------------------
-# Each test's steps are a scenario of one app run (tests/walks.py), in this order: the export
+# Each test's steps are a scenario of one app run (tests/app_walk.py), in this order: the export
 # (rank 0, fresh), the timelines' tables, streams and rank switch (ends on rank 1), the
 # launches' rank switch, all ranks again, the launches' cutoffs, filter, sort and export.
 
