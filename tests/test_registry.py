@@ -346,6 +346,9 @@ _COVER = "what the numbers cover, for titles"
 #: What the app's screens may use of the analyses besides the registry, each with why:
 #: where work gives way, display helpers, column names, and reshaping of tables it made.
 SCREEN_HELPERS: dict[str, str] = {
+    # a large rank's timeline (big27c): the columns its rows are told apart by, for the
+    # screen's own read of the rank's distinct rows (reads are the screen's, as frames are)
+    "hta_tui.analysis.timeline_rows.lane_keys": "what a read of a large rank's rows selects",
     # a view's window (win26): the memory window's tables as one value to draw, the next
     # window a key asks for, and the timeline's per-key searches of the rows the registry made
     "hta_tui.analysis.memory_window.MemoryWindow": "the window the registry's tables describe",

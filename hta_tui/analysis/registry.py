@@ -1978,17 +1978,30 @@ def _memory_window(r: Ranks, o: Options, memory: Ranks) -> Lazy:
     return {n: part(n) for n in mw.WINDOW_TABLES}
 
 
-def _timeline_rows(r: Ranks, o: Options, threads: Ranks, flows: Ranks, memory: Ranks) -> Lazy:
+def _timeline_rows(
+    r: Ranks,
+    o: Options,
+    threads: Ranks,
+    flows: Ranks,
+    memory: Ranks,
+    every_row: tuple[Ranks, int] | None = None,
+) -> Lazy:
     """The timeline's rows (`timeline_model`, a result: numpy arrays per thread, stream and
     counter, which the app's view slices and searches per key) and, as a table, each row's
-    events and busy time in the window."""
+    events and busy time in the window. `every_row` (an input: a large rank drawn from a part
+    of its events): each such rank's distinct row keys over all its events and their last
+    end, so every row is listed, empty where the part has none, and the span is whole."""
     from hta_tui.analysis import timeline_rows  # (numpy: the timeline's views only)
 
     @functools.cache
     def model() -> Any:
-        return timeline_rows.build_timeline(
+        tl = timeline_rows.build_timeline(
             dict(r), _origin(o), dict(threads), dict(flows), dict(memory)
         )
+        if every_row is None:
+            return tl
+        keys, end_ns = every_row
+        return timeline_rows.with_every_row(tl, dict(keys), dict(threads), end_ns)
 
     def table() -> pl.DataFrame:
         w = _window(o)
@@ -2029,6 +2042,7 @@ for _window_analysis in (
         steps="whole",
         definitions="own",
         results=("timeline_model",),
+        inputs=("every_row",),
     ),
 ):
     declare(_window_analysis)

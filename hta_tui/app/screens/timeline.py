@@ -141,23 +141,28 @@ class TimelineScreen(AnalysisScreen):
         origin even when one rank is shown."""
         origin = ts.origin_ns
         options = registry.Options(origin_ns=-1 if origin is None else origin)
-        got = registry.tables(frames, [self.MODEL], options, frames=ts.frames)
         at = params.get("window_at")
         large = {r: d for r, d in ts.loaded().items() if r in frames and d.large()}
         parts = {r: b for r, d in large.items() if (b := window_bounds(d.meta, at)) is not None}
         self.partial = sorted(parts)
-        tl = got[self.MODEL]
-        if not parts:
-            self.read_ns = None
-            return tl
-        # the part read (relative to the origin), and every row and the whole span listed
+        every_row = None
+        if parts:  # every row and the whole span listed: each rank's row keys, read here
+            keys = {r: large[r].distinct(timeline_rows.lane_keys()) for r in parts}
+            every_row = (keys, max(int(large[r].meta["max_end"]) for r in parts))
+        given = {"every_row": every_row}
+        tl = registry.tables(frames, [self.MODEL], options, frames=ts.frames, given=given)[
+            self.MODEL
+        ]
+        # the part read (relative to the origin)
         self.read_ns = (
-            max(b[0] for b in parts.values()) - tl.origin_ns,
-            min(b[1] for b in parts.values()) - tl.origin_ns,
+            (
+                max(b[0] for b in parts.values()) - tl.origin_ns,
+                min(b[1] for b in parts.values()) - tl.origin_ns,
+            )
+            if parts
+            else None
         )
-        keys = {r: large[r].distinct(timeline_rows.lane_keys()) for r in parts}
-        end = max(int(large[r].meta["max_end"]) for r in parts)
-        return timeline_rows.with_every_row(tl, keys, ts.frames("threads"), end)
+        return tl
 
     def show(self, result: Timeline) -> None:
         self.view.set_timeline(result)
