@@ -42,7 +42,8 @@ async def open_distributed(pilot: Any) -> DistributedScreen:
         isinstance(app.screen_stack[0], DistributedScreen)
         and screen_shows_current(app, app.screen_stack[0])
     )
-    await wait_until(pilot, ready, what="distributed screen")
+    # 64 ranks on a loaded machine: the app opens every rank first (a guard, not a deadline)
+    await wait_until(pilot, ready, 60, what="distributed screen")
     await pilot.pause()
     return app.screen_stack[0]
 
