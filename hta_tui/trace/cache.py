@@ -379,14 +379,9 @@ def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.D
     """One frame of a cache entry (only the named columns, when given), of every piece of it
     for an entry written in pieces (`EntryWriter`). A frame the entry never had is empty;
     DamagedEntry when its file is missing or damaged."""
-    path = entry / f"{name}.parquet"
-    try:
-        first = read_checked(path, columns)
-    except FileNotFoundError:
-        meta = _read_meta(entry)
-        if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
-            return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns or pl.all())
-        raise DamagedEntry(f"{path.name} is missing") from None
+    first = _first_piece(entry, name, columns)
+    if first is None:
+        return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns or pl.all())
     if not (entry / part_name(name, 1)).exists():
         return first
     whole = pl.concat([first, *_more_parts(entry, name, columns)], rechunk=False)
@@ -401,14 +396,9 @@ def read_rows(entry: Path, name: str, columns: list[str], where: pl.Expr) -> pl.
     10 GB rank needs its GPU work, launches and operators, not its Python functions). `idx`
     numbers the rows as `read_frame` does, before any is left out. Errors as `read_frame`."""
     wanted = list(dict.fromkeys([*columns, *where.meta.root_names()]))
-    path = entry / f"{name}.parquet"
-    try:
-        first = read_checked(path, wanted)
-    except FileNotFoundError:
-        meta = _read_meta(entry)
-        if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
-            return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns)
-        raise DamagedEntry(f"{path.name} is missing") from None
+    first = _first_piece(entry, name, wanted)
+    if first is None:
+        return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(columns)
     if not (entry / part_name(name, 1)).exists():
         return first.filter(where).select(columns)
     kept, offset = [], 0
@@ -440,20 +430,28 @@ def read_distinct(entry: Path, name: str, values: list[pl.Expr]) -> pl.DataFrame
     threads and streams from a few of its columns; the memory held is one piece's columns
     and the distinct rows). Errors as `read_frame`."""
     wanted = list(dict.fromkeys(n for v in values for n in v.meta.root_names()))
-    path = entry / f"{name}.parquet"
-    try:
-        first = read_checked(path, wanted)
-    except FileNotFoundError:
-        meta = _read_meta(entry)
-        if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
-            return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(values).clear()
-        raise DamagedEntry(f"{path.name} is missing") from None
+    first = _first_piece(entry, name, wanted)
+    if first is None:
+        return pl.DataFrame(schema=FRAME_SCHEMAS[name]).select(values).clear()
     seen = [first.select(values).unique()]
     del first
     for part in _more_parts(entry, name, wanted):  # one at a time
         seen.append(part.select(values).unique())
         del part
     return pl.concat(seen).unique(maintain_order=True)
+
+
+def _first_piece(entry: Path, name: str, columns: list[str] | None) -> pl.DataFrame | None:
+    """A frame's first (or only) piece, only `columns` when given; None for a frame the entry
+    never had (it is empty); DamagedEntry when its file is missing or damaged."""
+    path = entry / f"{name}.parquet"
+    try:
+        return read_checked(path, columns)
+    except FileNotFoundError:
+        meta = _read_meta(entry)
+        if meta is not None and f"{name}.parquet" not in meta.get(FILES_KEY, {}):
+            return None
+        raise DamagedEntry(f"{path.name} is missing") from None
 
 
 def _more_parts(entry: Path, name: str, columns: list[str] | None) -> Iterator[pl.DataFrame]:
