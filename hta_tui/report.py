@@ -20,9 +20,17 @@ from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
+from hta_tui.exec.parts import RankParts, whole_frame
 from hta_tui.exec.split import job_cached, rank_steps, run_split
 from hta_tui.printable import json_printable, printable, printable_frame
-from hta_tui.report_text import SERIES, terminal_width, write_text
+from hta_tui.report_text import (
+    DEFAULT_ROWS,
+    FOLDED,
+    SERIES,
+    TIME_ORDER,
+    terminal_width,
+    write_text,
+)
 from hta_tui.session import open_session
 from hta_tui.trace.cache import Cache, take_notices
 from hta_tui.trace.model import TraceSet
@@ -52,14 +60,17 @@ def build_tables(
     options: registry.Options | None = None,
     backend: Backend | None = None,
     cache_root: Path | None = None,
-) -> dict[str, pl.DataFrame]:
+    stream: bool = False,
+) -> dict[str, Any]:
     """ "files" and every selected analysis's tables, in the registry's order.
 
     The temporal breakdown comes from the per-file summaries (equal to the analysis over the
     frames, see tests/test_overview.py), so `--only temporal_breakdown` reads no frame when
     the cache is warm. The others go through `exec.split`: rank-wise analyses rank by rank
     on `backend` (in this process when None), their results and whole answers kept under
-    `cache_root` (not kept when None).
+    `cache_root` (not kept when None). `stream`: a long rank-wise table (a row per kernel
+    launch) as its ranks' parts (`exec.parts.RankParts`, read one at a time: the report's
+    writers take either), not a frame.
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
@@ -70,7 +81,7 @@ def build_tables(
         tables["temporal_breakdown"] = summaries["overview_temporal"]
     rest = [n for n in selected if n != "temporal_breakdown"]
     if rest:  # (findings last, on the tables the others made: exec/split.py)
-        tables.update(run_split(ts, rest, options, backend, cache_root=cache_root))
+        tables.update(run_split(ts, rest, options, backend, cache_root=cache_root, stream=stream))
     wanted = registry.wanted_tables(names, tables)
     first = {n: wanted.pop(n) for n in ("findings",) if n in wanted}  # what to fix, first
     return {**first, "files": tables["files"], **wanted}
@@ -86,7 +97,7 @@ def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
 NEED_TOTALS = ("memory_curve", "memory_peak", "memory_device_peaks", "memory_step_peaks")
 
 
-def why_empty(ts: TraceSet, tables: dict[str, pl.DataFrame]) -> dict[str, str]:
+def why_empty(ts: TraceSet, tables: dict[str, Any]) -> dict[str, str]:
     """table -> why it has no row, where the data says (a device whose memory events carry
     no `Total Allocated`, PyTorch's 2021 format: `memory_no_curve`), as the memory view does."""
     empty = [t for t in NEED_TOTALS if t in tables and tables[t].is_empty()]
@@ -95,6 +106,7 @@ def why_empty(ts: TraceSet, tables: dict[str, pl.DataFrame]) -> dict[str, str]:
     gone = tables.get("memory_no_curve")
     if gone is None:
         gone = registry.table(ts.frames(), "memory_no_curve", frames=ts.frames)
+    gone = whole_frame(gone)  # (a row per device)
     if gone.is_empty():
         return {}
     where = ", ".join(f"rank {r} {d}" for r, d in gone.select("rank", "device").iter_rows())
@@ -176,10 +188,14 @@ JSON_ROWS = 20_000
 _INDENT = orjson.OPT_INDENT_2
 
 
-def _table_json(name: str, tables: dict[str, pl.DataFrame]) -> Iterator[bytes]:
+def _table_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
     """A table's `orjson.dumps(records, OPT_INDENT_2)`, byte for byte, made JSON_ROWS rows
-    at a time: one table of per-launch rows is millions of records on a large job."""
+    at a time: one table of per-launch rows is millions of records on a large job; a
+    streamed one (`RankParts`) read a rank's part at a time too."""
     table = tables.get(name)
+    if isinstance(table, RankParts):
+        yield from _parts_json(name, table)
+        return
     if name in ("files", "findings") or table is None or table.height <= JSON_ROWS:
         yield orjson.dumps(_record(name, tables), option=_INDENT)
         return
@@ -192,7 +208,25 @@ def _table_json(name: str, tables: dict[str, pl.DataFrame]) -> Iterator[bytes]:
     yield b"\n]"
 
 
-def _write_json(out: TextIO, tables: dict[str, pl.DataFrame], scope: Any) -> None:
+def _parts_json(name: str, table: RankParts) -> Iterator[bytes]:
+    """`_table_json` of a streamed table: each rank's part, JSON_ROWS rows at a time; the
+    same bytes as the whole table's records at once."""
+    if table.is_empty():
+        yield orjson.dumps(registry.json_value(name, table.head(0)), option=_INDENT)
+        return
+    yield b"["
+    first = True
+    for frame in table.frames():
+        for start in range(0, frame.height, JSON_ROWS):
+            part = orjson.dumps(
+                registry.json_value(name, frame.slice(start, JSON_ROWS)), option=_INDENT
+            )
+            yield (b"" if first else b",") + part[1:-2]  # its items, as `_table_json`
+            first = False
+    yield b"\n]"
+
+
+def _write_json(out: TextIO, tables: dict[str, Any], scope: Any) -> None:
     """`orjson.dumps(doc, OPT_INDENT_2)` of the report's document ({table: records, ...,
     "scope": ...}), byte for byte, written a table (and a slice of a long one) at a time:
     the client holds a few thousand records at a time, not the whole report's (a report of
@@ -254,20 +288,26 @@ def _flat_records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**r, "dropped_events": dropped_text(r.get("dropped_events") or {})} for r in rows]
 
 
-def write_csv(tables: dict[str, pl.DataFrame], out_dir: Path, *, raw: bool = False) -> list[Path]:
-    """One CSV per table, formulas neutralised for spreadsheets unless `raw` (programs)."""
+def write_csv(tables: dict[str, Any], out_dir: Path, *, raw: bool = False) -> list[Path]:
+    """One CSV per table, formulas neutralised for spreadsheets unless `raw` (programs); a
+    streamed table (`RankParts`) written a rank's part at a time."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     flat = csv_ready if raw else csv_for_people
     for name, df in _flat_files(tables).items():
         path = out_dir / f"{name}.csv"
-        flat(df).write_csv(path)
+        if isinstance(df, RankParts) and not df.is_empty():
+            with path.open("wb") as fh:
+                for i, frame in enumerate(df.frames()):
+                    flat(frame).write_csv(fh, include_header=not i)
+        else:
+            flat(whole_frame(df)).write_csv(path)
         paths.append(path)
     return paths
 
 
 def _text(
-    tables: dict[str, pl.DataFrame],
+    tables: dict[str, Any],
     root: Path,
     out: TextIO,
     named: list[str] | None = None,
@@ -275,13 +315,22 @@ def _text(
     **text: Any,
 ) -> None:
     """The text report; long time series only when `named` (--only) names them; `why`:
-    what an empty table says instead of "no rows" (`why_empty`)."""
-    # names and paths from the traces are data: shown as written, never terminal control
-    tables = {name: printable_frame(df) for name, df in tables.items()}
+    what an empty table says instead of "no rows" (`why_empty`). A streamed table
+    (`RankParts`) gives its first rows only (whole where the text sorts or folds it, or
+    --rows 0 asks for every row)."""
     left = {n: df.height for n, df in tables.items() if n in SERIES and n not in (named or ())}
     left = {n: rows for n, rows in left.items() if rows}  # an empty one says so, as ever
-    shown = {n: df for n, df in tables.items() if n not in left}
-    write_text(_flat_files(shown), {"files": f"Files in {printable(root)}"}, out, why=why, **text)
+    rows = text.get("rows", DEFAULT_ROWS)
+    heights = {n: df.height for n, df in tables.items() if isinstance(df, RankParts)}
+    shown = {
+        n: _first_rows(n, df, rows) if isinstance(df, RankParts) else df
+        for n, df in tables.items()
+        if n not in left
+    }
+    # names and paths from the traces are data: shown as written, never terminal control
+    shown = {name: printable_frame(df) for name, df in shown.items()}
+    titles = {"files": f"Files in {printable(root)}"}
+    write_text(_flat_files(shown), titles, out, why=why, heights=heights, **text)
     if left:
         names = ", ".join(f"{n} ({rows:,} rows)" for n, rows in left.items())
         note = (
@@ -289,6 +338,14 @@ def _text(
             "--json and --csv DIR have them)"
         )
         print(textwrap.fill(note, text.get("width") or terminal_width()), file=out)
+
+
+def _first_rows(name: str, table: RankParts, rows: int | None) -> pl.DataFrame:
+    """What the text shows of a streamed table: its first `rows`, or all of it where the
+    text sorts it by time or folds its names over the whole column."""
+    if not rows or name in TIME_ORDER or name in FOLDED:
+        return table.collect()
+    return table.head(rows)
 
 
 def _no_trace_text(ts: TraceSet, out: TextIO, **text: Any) -> None:
@@ -376,7 +433,9 @@ def _run_report(
         print(f"hta-tui: no trace files in {printable(path)}", file=sys.stderr)
     options = dataclasses.replace(options or registry.Options(), hta_compat=hta_compat)
     cache_root = cache.root if cache.enabled else None
-    tables = build_tables(ts, names=only, options=options, backend=backend, cache_root=cache_root)
+    tables = build_tables(
+        ts, names=only, options=options, backend=backend, cache_root=cache_root, stream=True
+    )
     if backend.kind == "dask":  # honest about what the cluster did not do
         here = [a.name for a in registry.select(only) if a.scope == "job" and a.rank_part is None]
         if here and ts.loaded():

@@ -208,9 +208,11 @@ def write_text(
     width: int | None = None,
     rows: int | None = DEFAULT_ROWS,
     why: Mapping[str, str] | None = None,
+    heights: Mapping[str, int] | None = None,
 ) -> None:
     """Every table under a `# title` line; `rows` per table at most (None or 0: all); an
-    empty table says why when `why` knows."""
+    empty table says why when `why` knows. `heights`: a table's rows in all where it is
+    given its first rows only (a streamed table's)."""
     width = width or terminal_width()
     encoding = (getattr(out, "encoding", None) or "utf-8").lower()
     dots = "…" if "utf" in encoding else "~"  # an ASCII terminal cannot print "…"
@@ -228,10 +230,11 @@ def write_text(
         whole = KEPT_WHOLE if name.endswith("files") else frozenset()
         for line in table_lines(shown, width, whole):
             print(line.replace("…", dots), file=out)
-        left = df.height - shown.height
+        total = (heights or {}).get(name, df.height)
+        left = total - shown.height
         if left:
             note = (
-                f"({left:,} more rows of {df.height:,} not shown: --rows 0 shows them all; "
+                f"({left:,} more rows of {total:,} not shown: --rows 0 shows them all; "
                 "--json or --csv DIR write every row)"
             )
             print(textwrap.fill(note, width), file=out)

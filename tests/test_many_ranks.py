@@ -536,6 +536,18 @@ async def test_a_per_rank_table_of_many_ranks_names_the_worst_then_the_spread(
         assert table.view_frame.columns == every.columns
         await pilot.press("a")
         assert table.summarised and table.view_frame.columns[0] == label
+        # the critical path's paths too: the longest first (the path across ranks, of no
+        # rank, among them), then their spread; not 40 rows
+        from hta_tui.app.screens.critical_path import CriticalPathScreen
+
+        cp = await press_view(pilot, "J", CriticalPathScreen, timeout=120)
+        paths = cp.query_one("#cp-paths", FrameTable)
+        assert paths.frame["rank"].drop_nulls().n_unique() == n and paths.summarised
+        shown = paths.view_frame
+        assert shown.columns[0] == label and shown.height < n  # of 40 ranks, not 41
+        longest = paths.frame.sort("path (us)", descending=True, nulls_last=True)
+        worst = shown.filter(pl.col(label).str.starts_with("worst"))
+        assert worst["path (us)"].to_list() == longest["path (us)"].head(worst.height).to_list()
 
 
 async def test_bars_of_many_ranks_draw_only_the_lines_on_screen() -> None:

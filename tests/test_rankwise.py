@@ -26,7 +26,15 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from hta_tui.analysis import registry
-from hta_tui.exec import INSTALL_HINT, Backend, BackendError, DaskBackend, PoolBackend, split
+from hta_tui.exec import (
+    INSTALL_HINT,
+    Backend,
+    BackendError,
+    DaskBackend,
+    PoolBackend,
+    rank_work,
+    split,
+)
 from hta_tui.exec.rank_work import RESULTS_DIR
 from hta_tui.report import run_report
 from hta_tui.session import open_session
@@ -205,22 +213,30 @@ def test_rank_by_rank_equals_every_rank_at_once(
 
 
 def test_three_back_ends_one_report_on_64_ranks(
-    job64: tuple[Path, Cache], cluster: DaskBackend, capsys: pytest.CaptureFixture[str]
+    job64: tuple[Path, Cache],
+    cluster: DaskBackend,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A 64-rank job parsed and analysed on Dask, in a worker process and in-process: one
-    report, number for number; the report says which analyses the cluster did not make."""
+    report, number for number; the report says which analyses the cluster did not make. A
+    rank-wise table streamed rank part by rank part (as a row per launch is on a large job)
+    is the same on each."""
     job, cache = job64
-    on_dask = report(job, cache, cluster, JOB_ONLY)
+    monkeypatch.setattr(split, "STREAM_BYTES", 0)  # every rank-wise table streamed
+    only = [*JOB_ONLY, "idle_time_breakdown"]
+    on_dask = report(job, cache, cluster, only)
     assert "not yet distributed" not in capsys.readouterr().err  # every one split by rank
     assert len(on_dask["files"]) == 64
     assert {r["status"] for r in on_dask["files"]} == {"loaded"}
     forget_results(cache)
-    here = report(job, cache, Backend(), JOB_ONLY)
+    here = report(job, cache, Backend(), only)
     forget_results(cache)
     with PoolBackend(1) as pool:
         pool.remote_bytes = 0  # small as the files are, the work goes to the process
-        in_pool = report(job, cache, pool, JOB_ONLY)
+        in_pool = report(job, cache, pool, only)
     assert here == on_dask == in_pool
+    assert len({r["rank"] for r in here["idle_time_breakdown"]}) == 64
     assert len({r["rank"] for r in here["gpu_kernel_breakdown"]}) == 64
     assert len({r["rank"] for r in here["straggler_scores"]}) == 64
     # matched across the ranks: the late rank found
@@ -655,11 +671,13 @@ def test_small_ranks_run_in_batches(
     assert sum(t.height for t in got.values()) > 50
     # kept: one file per analysis for the batch, beside its first rank's frames
     kept = list(ts.loaded()[0].entry.glob(f"{RESULTS_DIR}/batch-*.arrow"))
-    assert len(kept) == len(only)  # (the findings: each rank's part)
+    # (the findings: each rank's part; and the tables their rules read, made with them)
+    made = len(only) + len(batched.for_findings)
+    assert len(kept) == made
     shutil.rmtree(cache.root / split.JOBS_DIR)
     hits = split.SplitRun()
     again = split.run_split(ts, only, opts, Backend(), cache_root=cache.root, stats=hits)
-    assert hits.rank_tasks == 0 and hits.rank_hits == 8 * len(only)
+    assert hits.rank_tasks == 0 and hits.rank_hits == 8 * made
     assert all(again[n].equals(t) for n, t in want.items())
     # a batch's work fails (a worker's memory, one rank's odd data): rank by rank here
     forget_results(cache)
@@ -674,3 +692,92 @@ def test_small_ranks_run_in_batches(
     assert lost.failed == {r: "MemoryError: the batch did not fit" for r in range(8)}
     assert all(got[n].equals(t) for n, t in want.items())
     assert real is not failing
+
+
+def test_a_long_table_is_read_one_rank_part_at_a_time(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank-wise table too long to hold (a row per kernel launch: 112 MB of Arrow at 64 x
+    100 MB) is written rank part by rank part, JSON, text and CSV: the client holds one
+    rank's part of it at a time, never the concatenation, and writes what the whole table
+    writes, byte for byte."""
+    import weakref
+
+    from hta_tui import report as report_module
+    from hta_tui.exec.parts import Part
+
+    job, cache = job8
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)  # a part per rank (a batch is one part)
+    only = ["cuda_kernel_launch_stats", "idle_time_breakdown", "kernel_duration_stats"]
+
+    def outputs(tmp: Path, out: io.StringIO) -> tuple[str, str, dict[str, str]]:
+        """The JSON (written to `out`), the text and the CSV files of the report."""
+        text = io.StringIO()
+        for doc, kw in ((out, {"as_json": True}), (text, {"rows": 3})):
+            assert run_report(job, out=doc, cache=cache, backend=Backend(), only=only, **kw) == 0
+        run_report(job, csv_dir=tmp, cache=cache, backend=Backend(), only=only)
+        return out.getvalue(), text.getvalue(), {p.name: p.read_text() for p in tmp.iterdir()}
+
+    whole = outputs(cache.root.parent / "csv-whole", io.StringIO())  # this small: frames
+    assert orjson.loads(whole[0])["cuda_kernel_launch_stats"]
+    forget_results(cache)
+    held: list[tuple[str, weakref.ref]] = []  # every part's tables read
+    tables = Part.tables
+
+    def tracked(self: Part) -> dict[str, pl.DataFrame]:
+        got = tables(self)
+        held.extend((name, weakref.ref(df)) for name, df in got.items())
+        return got
+
+    class Watched(io.StringIO):
+        """Notes, at each write, how many parts' tables are alive."""
+
+        most = 0
+
+        def write(self, text: str) -> int:
+            Watched.most = max(Watched.most, sum(ref() is not None for _, ref in held))
+            return super().write(text)
+
+    monkeypatch.setattr(split, "STREAM_BYTES", 0)  # every rank-wise table streamed
+    monkeypatch.setattr(report_module, "JSON_ROWS", 2)  # and sliced inside a rank's part
+    monkeypatch.setattr(Part, "tables", tracked)
+    streamed = outputs(cache.root.parent / "csv-streamed", Watched())
+    assert streamed == whole
+    read = [name for name, _ in held if name == "cuda_kernel_launch_stats"]
+    assert len(read) >= 2 * 8  # each rank's part read, for its schema and for its rows
+    assert Watched.most == 1  # one part at a time
+    # small ranks in a batch: the batch's part (its ranks' rows in order) streamed the same
+    monkeypatch.setattr(split, "BATCH_BYTES", rank_work.BATCH_BYTES)
+    forget_results(cache)
+    held.clear()
+    assert outputs(cache.root.parent / "csv-batched", Watched()) == whole
+    assert 2 <= len([n for n, _ in held if n == "cuda_kernel_launch_stats"]) < 2 * 8
+
+
+def test_findings_alone_read_no_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--only findings`: the tables the rules read are made rank by rank as the others'
+    (here, and on workers), not from every rank's frames on the client (8.2 GB at 64 x
+    100 MB); the findings are those made over every rank's frames at once."""
+    from hta_tui import report as report_module
+
+    job, cache = tmp_path / "job", Cache(tmp_path / "c")
+    write_job(job, Dialect(), JobShape(ranks=2, steps=2, ops_per_step=4))
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    meta = registry.trace_meta(ts)
+    at_once = registry.run(ts.frames(), ["findings"], frames=ts.frames, meta=meta)
+    asked: list[int] = []
+    getitem = registry.LazyEvents.__getitem__
+
+    def counted(self: registry.LazyEvents, rank: int) -> pl.DataFrame:
+        asked.append(rank)
+        return getitem(self, rank)
+
+    monkeypatch.setattr(registry.LazyEvents, "__getitem__", counted)
+    alone = report(job, cache, Backend(), ["findings"])
+    assert asked == []
+    want = report_module.finding_records(at_once["findings"], at_once["finding_evidence"])
+    assert [f["id"] for f in alone["findings"]] == [f["id"] for f in want]
+    for got, row in zip(alone["findings"], want, strict=True):  # (sums: the last bit aside)
+        assert got == {k: pytest.approx(v, rel=1e-12) for k, v in row.items()}, row["id"]
+    (launch,) = [f for f in alone["findings"] if f["id"] == "launch.bound"]
+    assert launch["severity"] != "abstain"  # its launches read, a row per rank

@@ -75,6 +75,7 @@ OTHER_ORDER: dict[str, str] = {
             "distributed_hierarchy",
             "step_time_stats",
             "step_time_average",
+            "kernel_launch_summary",
         ),
         "by rank",
     ),

@@ -33,7 +33,7 @@ def summarise(
     `worst` (largest first when `descending`; ties by rank), labelled "worst 1"..., then
     the spread of every number column over the rows (the rank column left empty there).
     The columns are `df`'s, after a leading label column (`label_column`)."""
-    ranks = df[rank].n_unique() if rank in df.columns else df.height
+    ranks = df[rank].drop_nulls().n_unique() if rank in df.columns else df.height
     label = label_column(ranks)
     order = [c for c in (worst, rank) if c in df.columns]
     ordered = (

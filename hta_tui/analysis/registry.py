@@ -465,6 +465,13 @@ def _launch(r: Ranks, o: Options) -> Lazy:
     return {"cuda_kernel_launch_stats": table}
 
 
+def _launch_summary(r: Ranks, o: Options) -> Lazy:
+    from hta_tui.analysis.findings.gpu import launch_summary  # (the rule's own summary)
+
+    made = _launch(r, o)["cuda_kernel_launch_stats"]
+    return {"kernel_launch_summary": lambda: launch_summary(made())}
+
+
 def _sequences(r: Ranks, o: Options) -> Lazy:
     return {
         "frequent_cuda_kernel_sequences": lambda: sequences.frequent_cuda_kernel_sequences(
@@ -925,6 +932,16 @@ ANALYSES: list[Analysis] = [
         _launch,
         options=("runtime_cutoff_us", "launch_delay_cutoff_us", "include_memory_events", *_H),
         scope="rank",
+    ),
+    # what the findings' launch.bound reads of the launches: a row per rank, not per launch
+    Analysis(
+        "kernel_launch_summary",
+        "Kernel launches per rank: those shorter on the GPU than their launch call",
+        _launch_summary,
+        False,
+        options=("runtime_cutoff_us", "launch_delay_cutoff_us", "include_memory_events", *_H),
+        scope="rank",
+        definitions="own",
     ),
     Analysis(
         "frequent_cuda_kernel_sequences",

@@ -7,6 +7,7 @@ kept beside the frames, and the client's reduction of them.
     rank_work  one rank's file -> its rank-wise analyses' tables (`RankJob`, `rank_tables`)
     split      the client: rank-wise tables gathered and concatenated, the rest run here,
                whole answers kept per job (`run_split`)
+    parts      a long rank-wise table as its ranks' parts, read one at a time (`RankParts`)
 """
 
 from __future__ import annotations

@@ -10,6 +10,12 @@ on a back-end, the rest over every rank here, each result kept for the next run.
                                  reduced here (`Analysis.reduce`): no frame read here
     job-wide (`scope="job"`)     run here over every rank's frames (not yet distributed)
 
+Asked to stream (`run_split(stream=True)`: the report), a rank-wise analysis whose ranks'
+parts add up to STREAM_BYTES or more (a row per kernel launch or memory event) is answered
+as `parts.RankParts`: each rank's part read when used, one at a time, never concatenated
+here, and never kept whole per job. The findings' rules get the tables they read made rank
+by rank too, even when `--only` leaves those analyses out (`_findings_inputs`).
+
 Either way an analysis's whole answer is also kept under the cache's `jobs/` folder, keyed
 by every rank's file, the options it reads and the code's version: a second report with no
 file changed reads it back and reads no frame at all; with one file changed, only that
@@ -26,12 +32,14 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from hta_tui.analysis import registry, steps
 from hta_tui.exec.backends import Backend
 from hta_tui.exec.blobs import pack, unpack
+from hta_tui.exec.parts import Part, RankParts, streamed, whole_frame
 from hta_tui.exec.rank_work import (
     ALONE,
     BATCH_BYTES,
@@ -62,6 +70,13 @@ log = logging.getLogger("hta_tui.exec")
 JOBS_DIR = "jobs"
 #: evaluated last, on the tables the others made
 FINDINGS = "findings"
+#: A rank-wise analysis whose ranks' parts add up to this many bytes (of Arrow) is streamed
+#: when the caller asks: 64 ranks of 100 MB make 112 MB of kernel launches, 22 MB of memory
+#: events, 14 MB of memory curve; every other table of theirs is under 8 MB together.
+STREAM_BYTES = 8_000_000
+#: A rank's part from this many bytes on is held as the path of its kept file (read again
+#: when used), not as its bytes: the client holds the small ones only.
+HOLD_BYTES = 65_536
 
 
 @dataclass
@@ -78,6 +93,10 @@ class SplitRun:
     here: list[str] = field(default_factory=list)
     #: why the job-wide analyses ran again on every column (`_run_here`), if they did
     wide: list[str] = field(default_factory=list)
+    #: analyses answered rank part by rank part (`parts.RankParts`)
+    streamed: list[str] = field(default_factory=list)
+    #: analyses made only because the findings' rules read their tables
+    for_findings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -141,30 +160,33 @@ def run_split(
     *,
     cache_root: Path | None = None,
     stats: SplitRun | None = None,
-) -> registry.Tables:
+    stream: bool = False,
+) -> dict[str, Any]:
     """Every table of the selected analyses (`registry.select(names)`), in declaration
     order, the same numbers as `registry.run` over every rank. `cache_root`: where whole
-    answers are kept (None: not kept)."""
+    answers are kept (None: not kept). `stream`: long rank-wise tables answered as
+    `parts.RankParts` (module docstring), the others as frames."""
     backend = backend or Backend()
     stats = stats if stats is not None else SplitRun()
     chosen = registry.select(names)
     ranks = _ranks(ts)
-    answers: dict[str, registry.Tables] = {}
+    answers: dict[str, dict[str, Any]] = {}
     keys = {a.name: _job_key(a, options, ranks) for a in chosen}
-    if cache_root is not None:
-        for a in chosen:
-            blob = read_cached(job_path(cache_root, keys[a.name]))
-            if blob is not None:
-                answers[a.name] = unpack(blob)
-                stats.job_hits.append(a.name)
-    left = [a for a in chosen if a.name not in answers]
+    _kept(cache_root, chosen, keys, stream, answers, stats)
+    # findings to make: the tables their rules read, made rank by rank with the others
+    extra = _findings_inputs(chosen) if ranks and FINDINGS not in answers else []
+    if extra:
+        stats.for_findings += [a.name for a in extra]
+        keys.update({a.name: _job_key(a, options, ranks) for a in extra})
+        _kept(cache_root, extra, keys, stream, answers, stats)
+    left = [a for a in chosen + extra if a.name not in answers]
     # (what reads the trace set itself, the overview's summaries, runs here, where it is)
     rankwise = [a for a in left if a.scope in ("rank", "reduce") and not a.inputs] if ranks else []
     # the findings' rank part (each rank's first event) in the same round of work
     finding = [a for a in left if a.name == FINDINGS and a.rank_part is not None and ranks]
-    parts: dict[str, registry.Tables] = {}
+    parts: dict[str, dict[str, Any]] = {}
     if rankwise or finding:
-        parts = _rankwise(ts, rankwise + finding, options, ranks, backend, stats)
+        parts = _rankwise(ts, rankwise + finding, options, ranks, backend, stats, stream)
         answers.update({a.name: parts[a.name] for a in rankwise})
     # here: the job-wide analyses, and findings last (registry.run evaluates them on the
     # tables made here and above: rank-wise, reduced, or kept)
@@ -184,22 +206,91 @@ def run_split(
                 if FINDINGS in parts
                 else steps.job_origin_us(_narrow_frames(ts, ranks, ("ts", "cat")))
             )
+            read = set(needed_tables())  # a streamed table only if a rule reads it, whole
+            given = {
+                t: whole_frame(v)
+                for t, v in {**done, **made}.items()
+                if t in read or not isinstance(v, RankParts)
+            }
             answers[FINDINGS] = registry.run(
                 registry.LazyEvents(ts),
                 [FINDINGS],
                 options,
                 frames=lambda name: registry.LazyEvents(ts, name=name),
                 meta=registry.trace_meta(ts),
-                made={**done, **made},
+                made=given,
                 origin_us=origin,
             )
     if cache_root is not None:
         for a in left:
-            _write_atomic(pack(answers[a.name]), job_path(cache_root, keys[a.name]))
-    out: registry.Tables = {}
+            answer = answers[a.name]
+            if not any(isinstance(t, RankParts) for t in answer.values()):
+                _write_atomic(pack(answer), job_path(cache_root, keys[a.name]))
+    out: dict[str, Any] = {}
     for a in chosen:
         out.update(answers[a.name])
     return out
+
+
+def _kept(
+    cache_root: Path | None,
+    analyses: list[registry.Analysis],
+    keys: Mapping[str, str],
+    stream: bool,
+    answers: dict[str, dict[str, Any]],
+    stats: SplitRun,
+) -> None:
+    """The whole answers kept per job (`answers` given them); not a long rank-wise one
+    when streaming: that one comes from its ranks' parts, never read back whole."""
+    if cache_root is None:
+        return
+    for a in analyses:
+        path = job_path(cache_root, keys[a.name])
+        if stream and a.scope == "rank" and _size(path) >= STREAM_BYTES:
+            continue
+        blob = read_cached(path)
+        if blob is not None:
+            answers[a.name] = unpack(blob)
+            stats.job_hits.append(a.name)
+
+
+def _findings_inputs(chosen: list[registry.Analysis]) -> list[registry.Analysis]:
+    """The analyses whose tables the findings' rules read, when the findings are chosen and
+    they are not (`--only findings`): made rank by rank with the others, where the rules
+    would otherwise make them from every rank's frames here (8.2 GB at 64 x 100 MB)."""
+    if not any(a.name == FINDINGS for a in chosen):
+        return []
+    have = {a.name for a in chosen}
+    owners = dict.fromkeys(registry.owner(t).name for t in needed_tables() if registry.known(t))
+    return [
+        registry.BY_NAME[n]
+        for n in owners
+        if n not in have
+        and registry.BY_NAME[n].scope in ("rank", "reduce")
+        and not registry.BY_NAME[n].inputs
+    ]
+
+
+def needed_tables() -> list[str]:
+    """The tables the findings' rules read (their default configuration, as the report's)."""
+    from hta_tui.analysis.findings.engine import needed_tables as needed
+
+    return needed()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _part(blob: bytes, kept: Path | None) -> Part:
+    """A rank's tables of an analysis, held as bytes when small (or not kept on disk), else
+    as the path of the file they were kept in (its size tells it holds them)."""
+    if kept is not None and len(blob) >= HOLD_BYTES and _size(kept) == len(blob):
+        return Part(len(blob), path=kept)
+    return Part(len(blob), blob=blob)
 
 
 def _run_here(
@@ -296,20 +387,26 @@ def _rankwise(
     ranks: list[_Rank],
     backend: Backend,
     stats: SplitRun,
-) -> dict[str, registry.Tables]:
+    stream: bool = False,
+) -> dict[str, dict[str, Any]]:
     """Each unit's tables (stored, or made on the back-end: a rank alone, or a batch of
     small ranks together), concatenated in rank order (and reduced across ranks, for an
-    analysis that reduces). A batch whose work failed is made here rank by rank: a rank
-    that fails costs only itself."""
+    analysis that reduces); a long rank-wise one, when `stream`, as its units' parts
+    (`parts.RankParts`). A batch whose work failed is made here rank by rank: a rank that
+    fails costs only itself."""
     units: list[list[_Rank]] = []
-    parts: list[dict[str, bytes]] = []
+    parts: list[dict[str, Part]] = []
     jobs: list[tuple[int, tuple[RankJob, ...]]] = []  # (unit, its ranks' jobs)
     for unit in _units(ranks):
         if len(unit) > 1:
             every = tuple(a.name for a in chosen)
             rank_jobs = tuple(RankJob(r.rank, str(r.entry), r.meta, every, options) for r in unit)
-            found = {a.name: read_cached(batch_path(rank_jobs, a)) for a in chosen}
-            have = {n: b for n, b in found.items() if b is not None}
+            have = {}
+            for a in chosen:
+                path = batch_path(rank_jobs, a)
+                blob = read_cached(path)
+                if blob is not None:
+                    have[a.name] = _part(blob, path)
             stats.rank_hits += len(have) * len(unit)
             wanted = tuple(a.name for a in chosen if a.name not in have)
             if wanted:
@@ -322,8 +419,12 @@ def _rankwise(
         if not r.stored:  # frames only this process has
             parts.append({})
             continue
-        found = {a.name: read_cached(result_path(r.entry, a, options)) for a in chosen}
-        have = {n: b for n, b in found.items() if b is not None}
+        have = {}
+        for a in chosen:
+            path = result_path(r.entry, a, options)
+            blob = read_cached(path)
+            if blob is not None:
+                have[a.name] = _part(blob, path)
         stats.rank_hits += len(have)
         parts.append(have)
         wanted = tuple(a.name for a in chosen if a.name not in have)
@@ -331,32 +432,66 @@ def _rankwise(
             jobs.append((len(units) - 1, (RankJob(r.rank, str(r.entry), r.meta, wanted, options),)))
     remote = sum(r.size for r in ranks) >= backend.remote_bytes
     runner = backend if remote else Backend()
-    for i, got in _gather_units(runner, jobs, stats, ts).items():
+
+    def keep(batch: tuple[RankJob, ...], got: dict[str, bytes]) -> dict[str, Part]:
+        """A worker's answer as it lands: a long part kept by the worker (beside the
+        frames) held as its path from here on."""
+        job = batch[0]
+
+        def kept(n: str) -> Path | None:
+            a = registry.BY_NAME[n]
+            if not job.store:
+                return None
+            return (
+                batch_path(batch, a) if len(batch) > 1 else result_path(Path(job.entry), a, options)
+            )
+
+        return {n: _part(b, kept(n)) for n, b in got.items()}
+
+    for i, got in _gather_units(runner, jobs, stats, ts, keep).items():
         parts[i].update(got)
-    pieces: dict[str, list[registry.Tables]] = {a.name: [] for a in chosen}
+    # each analysis's parts in rank order: (part, whether it holds a batch's ranks kept apart)
+    pieces: dict[str, list[tuple[Part, bool]]] = {a.name: [] for a in chosen}
     for unit, have in zip(units, parts, strict=True):
         if len(have) < len(chosen):
             # a rank alone whose work failed or whose frames are here only; a failed
             # batch's ranks one by one (what was found kept for the batch is left)
             for r in unit:
-                made = _here(ts, r, chosen, options, have if len(unit) == 1 else {})
+                found = have if len(unit) == 1 else {}
+                made = _here(ts, r, chosen, options, found)
+                done = {**found, **{n: Part(len(b), blob=b) for n, b in made.items()}}
                 for a in chosen:
-                    pieces[a.name].append(unpack(made[a.name]))
+                    pieces[a.name].append((done[a.name], False))
             continue
         for a in chosen:
-            tables = unpack(have[a.name])
-            alone = len(unit) > 1 and a.name in ALONE
-            pieces[a.name] += each_rank(tables) if alone else [tables]
+            pieces[a.name].append((have[a.name], len(unit) > 1 and a.name in ALONE))
     order = tuple(r.rank for r in ranks)
-    return {a.name: a.reduced(_concat(pieces[a.name]), options, order) for a in chosen}
+    out: dict[str, dict[str, Any]] = {}
+    for a in chosen:
+        got = pieces[a.name]
+        long = sum(p.size for p, _ in got) >= STREAM_BYTES
+        if stream and a.scope == "rank" and long and not any(apart for _, apart in got):
+            out[a.name] = dict(streamed(a.tables, [p for p, _ in got]))
+            stats.streamed.append(a.name)
+            continue
+        tables: list[registry.Tables] = []
+        for p, apart in got:
+            tables += each_rank(p.tables()) if apart else [p.tables()]
+        out[a.name] = a.reduced(_concat(tables), options, order)
+    return out
 
 
 def _gather_units(
-    backend: Backend, jobs: list[tuple[int, tuple[RankJob, ...]]], stats: SplitRun, ts: TraceSet
-) -> dict[int, dict[str, bytes]]:
-    """Every unit's answer (`rank_tables` for a rank alone, `batch_tables` for a batch); a
-    unit whose work failed (after the back-end's retry) is logged and left out, to be made
-    here. In this process the work reads the frames `ts` holds."""
+    backend: Backend,
+    jobs: list[tuple[int, tuple[RankJob, ...]]],
+    stats: SplitRun,
+    ts: TraceSet,
+    keep: Callable[[tuple[RankJob, ...], dict[str, bytes]], Any] | None = None,
+) -> dict[int, Any]:
+    """Every unit's answer (`rank_tables` for a rank alone, `batch_tables` for a batch;
+    `keep(batch, answer)` of it as it lands); a unit whose work failed (after the back-end's
+    retry) is logged and left out, to be made here. In this process the work reads the
+    frames `ts` holds."""
     stats.rank_tasks += len(jobs)
     stats.batches += sum(len(batch) > 1 for _, batch in jobs)
     futures: dict[Future[dict[str, bytes]], tuple[int, tuple[RankJob, ...]]] = {}
@@ -375,9 +510,10 @@ def _gather_units(
             for job in batch:
                 stats.failed[job.rank] = _one_line(exc)
     for fut in as_completed(futures):
-        unit, batch = futures[fut]
+        unit, batch = futures.pop(fut)  # (its answer let go once kept)
         try:
-            out[unit] = fut.result()
+            got = fut.result()
+            out[unit] = keep(batch, got) if keep is not None else got
         except Exception as exc:  # a worker that died, a file a worker cannot read
             reason = _one_line(exc)
             for job in batch:
@@ -392,10 +528,15 @@ def _gather_units(
 
 
 def _gather(
-    backend: Backend, jobs: list[RankJob], stats: SplitRun, ts: TraceSet
-) -> dict[int, dict[str, bytes]]:
-    """Every job's answer; a job that failed (after the back-end's retry) is logged and
-    left out, to be made here. In this process a rank's work reads the frames `ts` holds."""
+    backend: Backend,
+    jobs: list[RankJob],
+    stats: SplitRun,
+    ts: TraceSet,
+    keep: Callable[[RankJob, dict[str, bytes]], Any] | None = None,
+) -> dict[int, Any]:
+    """Every job's answer (`keep(job, answer)` of it as it lands); a job that failed (after
+    the back-end's retry) is logged and left out, to be made here. In this process a rank's
+    work reads the frames `ts` holds."""
     stats.rank_tasks += len(jobs)
     futures: dict[Future[dict[str, bytes]], RankJob] = {}
     out = {}
@@ -409,9 +550,10 @@ def _gather(
         except Exception as exc:  # a cluster that would not start: made here
             stats.failed[job.rank] = _one_line(exc)
     for fut in as_completed(futures):
-        job = futures[fut]
+        job = futures.pop(fut)  # (its answer let go once kept)
         try:
-            out[job.rank] = fut.result()
+            got = fut.result()
+            out[job.rank] = keep(job, got) if keep is not None else got
         except Exception as exc:  # a worker that died, a file a worker cannot read
             reason = _one_line(exc)
             stats.failed[job.rank] = reason
@@ -426,15 +568,15 @@ def _here(
     r: _Rank,
     chosen: list[registry.Analysis],
     options: registry.Options,
-    have: Mapping[str, bytes],
+    have: Mapping[str, Part],
 ) -> dict[str, bytes]:
-    """A rank's missing tables made in this process from its frames here."""
+    """A rank's missing tables made in this process from its frames here (those only)."""
     wanted = [a for a in chosen if a.name not in have]
     frames: Callable[[str], registry.Ranks] = registry.trace_frames(ts, [r.rank])
     made = registry.rank_parts(
         frames("events"), [a.name for a in wanted], options, frames=frames, meta={r.rank: r.meta}
     )
-    return {**have, **{a.name: pack(made[a.name]) for a in wanted}}
+    return {a.name: pack(made[a.name]) for a in wanted}
 
 
 def rank_steps(

@@ -180,28 +180,52 @@ def _gpu_present(t: Tables) -> bool:
 _LAUNCH_RE = r"(?i)launch"
 
 
+#: `launch_summary`'s columns: a rank's launch calls (of its `rows` kernel launches with
+#: their kernel: copies and memsets too), those whose kernel ran shorter than the call, the
+#: GPU time lost to them (us) and the median call (us).
+LAUNCH_SUMMARY_SCHEMA = {
+    "rank": pl.Int64,
+    "rows": pl.UInt32,
+    "launches": pl.UInt32,
+    "shorter": pl.UInt32,
+    "gap": pl.Float64,
+    "launch_us": pl.Float64,
+}
+
+
+def launch_summary(launches: pl.DataFrame) -> pl.DataFrame:
+    """cuda_kernel_launch_stats (a row per launch) summarised per rank: what launch.bound
+    reads, a row per rank (made beside each rank's frames, so the findings never hold a
+    row per launch of every rank, issue 30)."""
+    if launches.is_empty():
+        return pl.DataFrame(schema=LAUNCH_SUMMARY_SCHEMA)
+    call = pl.col("launch").str.contains(_LAUNCH_RE)
+    short_k = (pl.col("gpu_duration") < pl.col("cpu_duration")) & call
+    table = launches.group_by("rank", maintain_order=True).agg(
+        pl.len().alias("rows"),
+        call.sum().alias("launches"),
+        short_k.sum().alias("shorter"),
+        (pl.col("cpu_duration") - pl.col("gpu_duration"))
+        .clip(0)
+        .filter(short_k)
+        .sum()
+        .alias("gap"),
+        pl.col("cpu_duration").filter(call).median().alias("launch_us"),
+    )
+    return table.cast(LAUNCH_SUMMARY_SCHEMA)  # type: ignore[arg-type]
+
+
 def _launch_bound(t: Tables, th: Thresholds) -> RuleResult:
     if no_steps(t):
         return abstain(NO_STEPS)
     if not _gpu_present(t):
         return abstain(NO_GPU)
-    launches = t["cuda_kernel_launch_stats"]
-    if launches.is_empty():
+    summary = t["kernel_launch_summary"]
+    if summary.is_empty():
         return abstain("no kernel launch with its kernel in the trace")
-    launches = launches.filter(pl.col("launch").str.contains(_LAUNCH_RE))
-    short_k = pl.col("gpu_duration") < pl.col("cpu_duration")
     per = (
-        launches.group_by("rank", maintain_order=True)
-        .agg(
-            pl.len().alias("launches"),
-            short_k.sum().alias("shorter"),
-            (pl.col("cpu_duration") - pl.col("gpu_duration"))
-            .clip(0)
-            .filter(short_k)
-            .sum()
-            .alias("gap"),
-            pl.col("cpu_duration").median().alias("launch_us"),
-        )
+        summary.filter(pl.col("launches") > 0)
+        .select("rank", "launches", "shorter", "gap", "launch_us")
         .with_columns((100 * pl.col("shorter") / pl.col("launches")).alias("pct"))
         .sort(["pct", "rank"], descending=[True, False], maintain_order=True)
     )
@@ -240,7 +264,7 @@ LAUNCH = Rule(
     title="The GPU waits for kernel launches",
     metric="kernels shorter than their launch call (% of launches)",
     thresholds=Thresholds(info=25, warn=50, fail=75),
-    needs=(STEPS, STEP_NUMBERS, "cuda_kernel_launch_stats", "kernel_view_by_op"),
+    needs=(STEPS, STEP_NUMBERS, "kernel_launch_summary", "kernel_view_by_op"),
     evaluate=_launch_bound,
     trusts=("graph",),
 )

@@ -26,7 +26,7 @@ from hta_tui.app.access import hta_app
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import AnalysisScreen, Params
 from hta_tui.app.widgets.bars import BarRow, StackedBars
-from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.frame_table import FrameTable, RankSummary
 from hta_tui.app.widgets.text_line import TextBlock
 from hta_tui.printable import printable
 from hta_tui.trace.model import TraceSet
@@ -102,7 +102,10 @@ class CriticalPathScreen(AnalysisScreen):
         yield TextBlock("", id="cp-verdict", classes="summary")
         with VerticalScroll(id="cp-bars-box", can_focus=False):
             yield BoundBars(BOUND_CATEGORIES, ascii=hta_app(self).ascii, id="cp-bars")
-        yield FrameTable(id="cp-paths", export_name="critical_path")
+        # past a screenful of ranks: the longest paths first, then their spread (issue 30)
+        yield FrameTable(
+            id="cp-paths", export_name="critical_path", ranks=RankSummary(worst="path (us)")
+        )
         yield TextBlock(
             "Path edges (enter on a path above)", id="cp-what-if", classes="section-title"
         )

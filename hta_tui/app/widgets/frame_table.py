@@ -286,7 +286,9 @@ class FrameTable(FrameView):
         self.frame = df
         spec = self.ranks
         could = self.can_summarise
-        self.rank_count = df[spec.rank].n_unique() if spec and spec.rank in df.columns else 0
+        # (a row of no rank, the critical path across ranks, is not one more rank)
+        ranks = df[spec.rank].drop_nulls() if spec and spec.rank in df.columns else None
+        self.rank_count = ranks.n_unique() if ranks is not None else 0
         if could != self.can_summarise and self.is_attached:
             self.refresh_bindings()  # `a` shows in the footer only where it does something
         self._render_frame()

@@ -1,0 +1,113 @@
+"""A rank-wise table the client never holds whole: each rank's part read when it is used,
+one at a time (a row per kernel launch or memory event is 1.75 MB of Arrow per 100 MB rank;
+64 ranks of it concatenated were most of the client's 0.5-0.9 GB, bench/DASK.md).
+
+`RankParts` stands where a table would: its height, schema and columns are known, its rows
+come rank part by rank part (`frames`), each cast to the schema of the concatenation
+`exec.split` would have made (`pl.concat(..., how="diagonal_relaxed")` of the non-empty
+parts, in rank order), so what is written from it is what the whole table writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from hta_tui.exec.blobs import unpack, whole
+
+
+@dataclass(frozen=True)
+class Part:
+    """One rank's tables of one analysis as kept: the file beside the rank's frames (read
+    when used), or the bytes themselves when they are small or not kept there."""
+
+    size: int
+    path: Path | None = None
+    blob: bytes | None = None
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        """Its tables; OSError when its file went away or was damaged since it was kept."""
+        blob = self.blob
+        if blob is None:
+            assert self.path is not None  # (one of the two, always)
+            blob = self.path.read_bytes()
+            if not whole(blob):
+                raise OSError(f"{self.path}: damaged since it was kept")
+        return unpack(blob)
+
+
+class RankParts:
+    """One table of a rank-wise analysis as its ranks' parts, in rank order (see the module
+    docstring)."""
+
+    def __init__(self, name: str, parts: Sequence[Part], schema: pl.DataFrame, height: int):
+        self.name = name
+        self._parts = list(parts)
+        self._empty = schema  # no row, the concatenation's columns and types
+        self.height = height
+
+    @property
+    def schema(self) -> pl.Schema:
+        return self._empty.schema
+
+    @property
+    def columns(self) -> list[str]:
+        return self._empty.columns
+
+    def is_empty(self) -> bool:
+        return self.height == 0
+
+    def frames(self) -> Iterator[pl.DataFrame]:
+        """Each non-empty rank part, cast to the whole table's schema, one at a time."""
+        for part in self._parts:
+            table = part.tables().get(self.name)
+            if table is not None and table.height:
+                yield pl.concat([self._empty, table], how="diagonal_relaxed")
+
+    def head(self, n: int) -> pl.DataFrame:
+        """The first `n` rows (of the first parts only)."""
+        got: list[pl.DataFrame] = []
+        left = n
+        for frame in self.frames():
+            if left <= 0:
+                break
+            got.append(frame.head(left))
+            left -= got[-1].height
+        return pl.concat([self._empty, *got]) if got else self._empty
+
+    def collect(self) -> pl.DataFrame:
+        """The whole table (what a caller that needs it whole pays for)."""
+        return pl.concat([self._empty, *self.frames()])
+
+
+def streamed(names: Sequence[str], parts: Sequence[Part]) -> dict[str, RankParts]:
+    """table -> its RankParts, from one analysis's rank parts (rank order): one pass reads
+    each part once for the tables' heights and the concatenation's schema."""
+    kinds: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
+    first: dict[str, pl.DataFrame] = {}
+    heights = dict.fromkeys(names, 0)
+    for part in parts:
+        tables = part.tables()
+        for n in names:
+            table = tables.get(n)
+            if table is None:  # (not in this rank's part: as `split._concat`)
+                continue
+            first.setdefault(n, table.clear())
+            heights[n] += table.height
+            if table.height:
+                kinds[n].append(table.clear())
+    out = {}
+    for n in names:
+        shown = kinds[n]
+        if n in first:
+            empty = pl.concat(shown, how="diagonal_relaxed") if shown else first[n]
+            out[n] = RankParts(n, parts, empty, heights[n])
+    return out
+
+
+def whole_frame(table: pl.DataFrame | RankParts) -> pl.DataFrame:
+    """A table as one frame: a streamed one collected (only where it is needed whole)."""
+    return table.collect() if isinstance(table, RankParts) else table
