@@ -74,3 +74,20 @@ async def run_scenarios(
         # a dialog left open (by a failure, or a broken close key) is not the next one's
         with contextlib.suppress(Exception):
             await back_to_a_view(pilot)
+
+
+async def walk_app(
+    app: Any,
+    scenarios: Mapping[str, Scenario] | Sequence[tuple[str, Scenario]],
+    *,
+    first: Callable[[Any], Awaitable[None]] | None = None,
+    **run_test: Any,
+) -> Walk:
+    """`app` run once (`run_test(**run_test)`) over `scenarios` in turn: what each saw.
+    `first`: awaited with the pilot before them (e.g. until the app has settled)."""
+    walk = Walk()
+    async with app.run_test(**run_test) as pilot:
+        if first is not None:
+            await first(pilot)
+        await run_scenarios(pilot, walk, scenarios)
+    return walk

@@ -26,7 +26,7 @@ from hta_tui.session import live as loading_module
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace import watch as watch_module
 from hta_tui.trace.cache import Cache
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, run_scenarios, walk_app
 from tests.test_app_support import (
     listing,
     settle,
@@ -475,14 +475,10 @@ async def _no_gpu(pilot: Any, seen: dict[str, Any]) -> None:
 
 
 async def _empty_walk(tmp_path: Path) -> Walk:
-    walk = Walk()
     root = tmp_path / "traces"
     root.mkdir()
     app = make_app(root, tmp_path, findings=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await run_scenarios(pilot, walk, [("empty", _empty), ("no gpu", _no_gpu)])
-    return walk
+    return await walk_app(app, [("empty", _empty), ("no gpu", _no_gpu)], size=SIZE, first=settle)
 
 
 @pytest.fixture(scope="module")

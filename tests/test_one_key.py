@@ -21,7 +21,7 @@ from hta_tui.app.screens.idle import IdleScreen
 from hta_tui.app.screens.memory import MemoryScreen
 from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.trace.cache import Cache
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import screen_shows_current, wait_until
 
 
@@ -160,7 +160,6 @@ async def _help_opens_on_the_views(pilot: Any, seen: dict) -> None:
 
 
 async def _one_key_walk(traces: Path, tmp_path: Path) -> Walk:
-    walk = Walk()
     scenarios = {  # the overview's first, then the views'
         "t overview": functools.partial(_t_says_why, where="overview"),
         "0 and F": _0_and_f_say_why,
@@ -169,9 +168,7 @@ async def _one_key_walk(traces: Path, tmp_path: Path) -> Walk:
         "typed while loading": _typed_while_loading,  # the idle view's first visit
         "v": _v_is_the_next_table,
     }
-    async with _app(traces, tmp_path).run_test(size=(80, 24), notifications=True) as pilot:
-        await run_scenarios(pilot, walk, scenarios)
-    return walk
+    return await walk_app(_app(traces, tmp_path), scenarios, size=(80, 24), notifications=True)
 
 
 @pytest.fixture(scope="module")

@@ -34,7 +34,7 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, run_scenarios, walk_app
 from tests.test_app_support import settle, wait_until, write_rank
 
 SIZE = (80, 24)
@@ -420,7 +420,6 @@ async def _watched(pilot: Any, seen: dict[str, Any]) -> None:
 
 
 async def _watched_walk(tmp_path: Path) -> Walk:
-    walk = Walk()
     control, test, staging = tmp_path / "control", tmp_path / "test", tmp_path / "staging"
     write_rank(control, 0)
     test.mkdir()
@@ -428,9 +427,7 @@ async def _watched_walk(tmp_path: Path) -> Walk:
     new = write_rank(staging, 0, steps=4)
     app = make_app(control, test, tmp_path / "cache", watch=True, findings=False)
     app.walk_paths = (control, test, new)  # type: ignore[attr-defined]
-    async with app.run_test(size=SIZE) as pilot:
-        await run_scenarios(pilot, walk, [("watched", _watched)])
-    return walk
+    return await walk_app(app, [("watched", _watched)], size=SIZE)
 
 
 @pytest.fixture(scope="module")

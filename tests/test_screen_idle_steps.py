@@ -22,7 +22,7 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.discover import discover
 from hta_tui.trace.parse import TraceFileError, parse_file
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import (
     T0,
     press_view,
@@ -256,7 +256,6 @@ async def _threshold_back(pilot: Any, seen: dict) -> None:
 
 
 async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
-    walk = Walk()
     app = make_app(root, tmp_path)
     scenarios = {
         "overlap": _overlap_numbers,
@@ -265,10 +264,7 @@ async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
         "steps": _steps_flags_slow_rank,
         "idle rank": _idle_rank_switch_filter_sort_export,  # last: rank 2 holds on every view
     }
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await run_scenarios(pilot, walk, scenarios)
-    return walk
+    return await walk_app(app, scenarios, size=SIZE, first=settle)
 
 
 @pytest.fixture(scope="module")
@@ -359,12 +355,9 @@ async def _every_case(pilot: Any, seen: dict) -> None:
 
 
 async def _one_rank_walk(tmp_path: Path) -> Walk:
-    walk = Walk()
     app = make_app(no_steps_root(tmp_path / "traces"), tmp_path, ascii=True)  # ASCII charts
     scenarios = {"no steps": _steps_empty_without_profiler_steps, "every case": _every_case}
-    async with app.run_test(size=SIZE) as pilot:
-        await run_scenarios(pilot, walk, scenarios)
-    return walk
+    return await walk_app(app, scenarios, size=SIZE)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import T0, rank_trace, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
 
@@ -296,7 +296,6 @@ async def _as_first_opened(pilot: Any, seen: dict) -> None:
 
 
 async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
-    walk = Walk()
     app = make_app(root, tmp_path)
     scenarios = {
         "overview": _opens_on_the_overview,
@@ -306,9 +305,7 @@ async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
         "reset again": _as_first_opened,
         "table": _kernel_table_filter_sort_export_topk_rank,  # last: it leaves rank 1 picked
     }
-    async with app.run_test(size=SIZE) as pilot:
-        await run_scenarios(pilot, walk, scenarios)
-    return walk
+    return await walk_app(app, scenarios, size=SIZE)
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from hta_tui.app.screens.memory import MemoryScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.trace.parse import parse_file
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
 SIZE = (80, 24)
@@ -171,11 +171,8 @@ async def _filter_sort(pilot: Any, seen: dict[str, Any]) -> None:
 
 
 async def _synth_walk(root: Path, tmp_path: Path) -> Walk:
-    walk = Walk()
     app = make_screen_app(root, tmp_path, findings=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await run_scenarios(pilot, walk, [("zoom", _zoom), ("filter", _filter_sort)])
-    return walk
+    return await walk_app(app, [("zoom", _zoom), ("filter", _filter_sort)], size=SIZE)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from hta_tui.analysis import operators
 from hta_tui.app.screens.operators import DEVICE_COLUMNS, HEADERS, OperatorsScreen, display
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import (
     T0,
     make_screen_app,
@@ -204,11 +204,8 @@ async def _per_shape(pilot: Any, seen: dict[str, Any]) -> None:
 
 
 async def _job_walk(root: Path, tmp_path: Path) -> Walk:
-    walk = Walk()
     app = make_screen_app(root, tmp_path, findings=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await run_scenarios(pilot, walk, [("per shape", _per_shape), ("gpu job", _gpu_job)])
-    return walk
+    return await walk_app(app, [("per shape", _per_shape), ("gpu job", _gpu_job)], size=SIZE)
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.icicle import icicle_lines
 from hta_tui.synth import sync_story
 from hta_tui.synth.files import write_trace
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
 SIZE = (80, 24)
@@ -75,12 +75,8 @@ async def _modules(pilot: Any, seen: dict[str, Any]) -> None:
 
 
 async def _story_walk(root: Path, tmp_path: Path) -> Walk:
-    walk = Walk()
     app = make_screen_app(root, tmp_path, findings=False)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await run_scenarios(pilot, walk, [("syncs", _syncs), ("modules", _modules)])
-    return walk
+    return await walk_app(app, [("syncs", _syncs), ("modules", _modules)], size=SIZE, first=settle)
 
 
 @pytest.fixture(scope="module")

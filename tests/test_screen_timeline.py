@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.timeline import Moment, TimelineScreen
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 from tests.timeline_trace import GEMM, RELU, T0, write_timeline_traces
 
@@ -245,7 +245,6 @@ async def fresh_timeline(pilot: Any) -> TimelineScreen:
 
 
 async def _timeline_walk(tmp_path: Path) -> Walk:
-    walk = Walk()
     scenarios = {
         "opens": _opens_with_every_row_and_the_whole_trace,
         "rows": _rows_up_down_and_fold_a_group,
@@ -259,9 +258,7 @@ async def _timeline_walk(tmp_path: Path) -> Walk:
         "moment": _show_moment_zooms_and_selects,
         "small": _down_moves_the_cursor_past_the_screen,
     }
-    async with make(tmp_path).run_test(size=SIZE) as pilot:
-        await run_scenarios(pilot, walk, scenarios)
-    return walk
+    return await walk_app(make(tmp_path), scenarios, size=SIZE)
 
 
 @pytest.fixture(scope="module")

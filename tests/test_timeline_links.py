@@ -19,7 +19,7 @@ from hta_tui.app.screens.steps import StepsScreen
 from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
 SIZE = (80, 24)
@@ -151,16 +151,13 @@ async def _no_moments(pilot: Any, seen: dict) -> None:
 
 
 async def _walk_links(root: Path, tmp_path: Path) -> Walk:
-    walk = Walk()
     scenarios = {
         f"launch {tab}": functools.partial(_launch_table, tab=tab, table_id=table_id)
         for tab, table_id in LAUNCH_TABLES
     }
     scenarios |= {"idle gaps": _idle_gaps, "iterations": _iterations, "kernels": _no_moments}
     app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await run_scenarios(pilot, walk, scenarios)
-    return walk
+    return await walk_app(app, scenarios, size=SIZE)
 
 
 @pytest.fixture(scope="module")

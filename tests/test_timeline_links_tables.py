@@ -16,7 +16,7 @@ from textual.widgets import TabbedContent
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.synth.nccl_job import write_nccl_job
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import make_screen_app, wait_until
 from tests.test_timeline_links import on_screen, open_screen, press_t_on, selected_event
 
@@ -124,11 +124,8 @@ async def _kernel_run(pilot: Any, seen: dict) -> None:
 
 
 async def _walk(root: Path, tmp_path: Path, scenarios: dict) -> Walk:
-    walk = Walk()
     app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await run_scenarios(pilot, walk, scenarios)
-    return walk
+    return await walk_app(app, scenarios, size=SIZE)
 
 
 @pytest.fixture(scope="module")
