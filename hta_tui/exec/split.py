@@ -448,7 +448,7 @@ def _rankwise(
 
         return {n: _part(b, kept(n)) for n, b in got.items()}
 
-    for i, got in _gather_units(runner, jobs, stats, ts, keep).items():
+    for i, got in _gather(runner, jobs, stats, ts, keep).items():
         parts[i].update(got)
     # each analysis's parts in rank order: (part, whether it holds a batch's ranks kept apart)
     pieces: dict[str, list[tuple[Part, bool]]] = {a.name: [] for a in chosen}
@@ -481,17 +481,17 @@ def _rankwise(
     return out
 
 
-def _gather_units(
+def _gather(
     backend: Backend,
     jobs: list[tuple[int, tuple[RankJob, ...]]],
     stats: SplitRun,
     ts: TraceSet,
     keep: Callable[[tuple[RankJob, ...], dict[str, bytes]], Any] | None = None,
 ) -> dict[int, Any]:
-    """Every unit's answer (`rank_tables` for a rank alone, `batch_tables` for a batch;
-    `keep(batch, answer)` of it as it lands); a unit whose work failed (after the back-end's
-    retry) is logged and left out, to be made here. In this process the work reads the
-    frames `ts` holds."""
+    """Every unit's answer, under the key `jobs` gives it (`rank_tables` for a rank alone,
+    `batch_tables` for a batch; `keep(batch, answer)` of it as it lands); a unit whose work
+    failed (after the back-end's retry) is logged and left out, to be made here. In this
+    process the work reads the frames `ts` holds."""
     stats.rank_tasks += len(jobs)
     stats.batches += sum(len(batch) > 1 for _, batch in jobs)
     futures: dict[Future[dict[str, bytes]], tuple[int, tuple[RankJob, ...]]] = {}
@@ -527,42 +527,6 @@ def _gather_units(
     return out
 
 
-def _gather(
-    backend: Backend,
-    jobs: list[RankJob],
-    stats: SplitRun,
-    ts: TraceSet,
-    keep: Callable[[RankJob, dict[str, bytes]], Any] | None = None,
-) -> dict[int, Any]:
-    """Every job's answer (`keep(job, answer)` of it as it lands); a job that failed (after
-    the back-end's retry) is logged and left out, to be made here. In this process a rank's
-    work reads the frames `ts` holds."""
-    stats.rank_tasks += len(jobs)
-    futures: dict[Future[dict[str, bytes]], RankJob] = {}
-    out = {}
-    here = backend.kind == "inline"
-    for job in jobs:
-        try:
-            if here:
-                futures[backend.submit(rank_tables, job, ts.loaded()[job.rank])] = job
-            else:
-                futures[backend.submit(rank_tables, job)] = job
-        except Exception as exc:  # a cluster that would not start: made here
-            stats.failed[job.rank] = _one_line(exc)
-    for fut in as_completed(futures):
-        job = futures.pop(fut)  # (its answer let go once kept)
-        try:
-            got = fut.result()
-            out[job.rank] = keep(job, got) if keep is not None else got
-        except Exception as exc:  # a worker that died, a file a worker cannot read
-            reason = _one_line(exc)
-            stats.failed[job.rank] = reason
-            log.warning(
-                "rank %s: work failed on %s (%s); made here", job.rank, backend.describe(), reason
-            )
-    return out
-
-
 def _here(
     ts: TraceSet,
     r: _Rank,
@@ -595,7 +559,9 @@ def rank_steps(
         elif r.stored:
             jobs.append(RankJob(r.rank, str(r.entry), r.meta, (STEPS,), options))
     remote = sum(r.size for r in ranks) >= backend.remote_bytes
-    for rank, got in _gather(backend if remote else Backend(), jobs, SplitRun(), ts).items():
+    runner = backend if remote else Backend()
+    units = [(job.rank, (job,)) for job in jobs]  # each rank alone, keyed by its rank
+    for rank, got in _gather(runner, units, SplitRun(), ts).items():
         out[rank] = unpack_steps(got[STEPS])
     for r in ranks:
         if r.rank not in out:  # frames only here, or its work failed: made here
