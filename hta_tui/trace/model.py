@@ -137,39 +137,50 @@ class RankData:
         if not self.large():
             return self.events.select(names)
         key = "events:" + ",".join(names) + ("" if where is None else f" where {where}")
-        with self._lock:
-            df = self._frames.get(key)
-        if df is not None:
-            return df
-        try:
+
+        def read() -> pl.DataFrame:
             if where is None:
-                df = read_frame(self.entry, "events", list(names))
-            else:
-                df = read_rows(self.entry, "events", list(names), where)
-        except (DamagedEntry, OSError):
-            return self.events.select(names)  # parsed again, with its notice
-        with self._lock:  # the last one only: four views' columns would be most of it
-            for other in [k for k in self._frames if k.startswith("events:")]:
-                del self._frames[other]
-            self._frames[key] = df
-        return df
+                return read_frame(self.entry, "events", list(names))
+            return read_rows(self.entry, "events", list(names), where)
+
+        # the last one only: four views' columns would be most of it
+        return self._read_kept(key, read, lambda: self.events.select(names), evict="events:")
 
     def distinct(self, values: Sequence[pl.Expr]) -> pl.DataFrame:
         """The distinct rows of `values` over every event (a large rank's read a piece at a
         time, kept): the timeline of a rank drawn only in part lists every thread and stream
         of it, not only those with events in the part read."""
+        whole = lambda: self.events.select(values).unique(maintain_order=True)  # noqa: E731
         if not self.large():
-            return self.events.select(values).unique(maintain_order=True)
+            return whole()
         key = "distinct:" + ",".join(map(str, values))
+        return self._read_kept(
+            key, lambda: read_distinct(self.entry, "events", list(values)), whole
+        )
+
+    def _read_kept(
+        self,
+        key: str,
+        read: Callable[[], pl.DataFrame],
+        whole: Callable[[], pl.DataFrame],
+        evict: str = "",
+    ) -> pl.DataFrame:
+        """A narrow read of a large rank's entry, kept under `key` (and, with `evict`, the
+        only one kept of the keys starting so); a damaged entry gives `whole()` instead:
+        the rank parsed again, with its notice."""
         with self._lock:
             df = self._frames.get(key)
-        if df is None:
-            try:
-                df = read_distinct(self.entry, "events", list(values))
-            except (DamagedEntry, OSError):
-                return self.events.select(values).unique(maintain_order=True)
-            with self._lock:
-                self._frames[key] = df
+        if df is not None:
+            return df
+        try:
+            df = read()
+        except (DamagedEntry, OSError):
+            return whole()
+        with self._lock:
+            if evict:
+                for other in [k for k in self._frames if k.startswith(evict)]:
+                    del self._frames[other]
+            self._frames[key] = df
         return df
 
 
