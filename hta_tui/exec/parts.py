@@ -16,7 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from hta_tui.exec.blobs import unpack, whole
+from hta_tui.exec.blobs import unpack
+from hta_tui.exec.rank_work import read_cached
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,9 @@ class Part:
         blob = self.blob
         if blob is None:
             assert self.path is not None  # (one of the two, always)
-            blob = self.path.read_bytes()
-            if not whole(blob):
-                raise OSError(f"{self.path}: damaged since it was kept")
+            blob = read_cached(self.path)
+            if blob is None:
+                raise OSError(f"{self.path}: gone or damaged since it was kept")
         return unpack(blob)
 
 
