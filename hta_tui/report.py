@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -194,34 +194,28 @@ def _table_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
     streamed one (`RankParts`) read a rank's part at a time too."""
     table = tables.get(name)
     if isinstance(table, RankParts):
-        yield from _parts_json(name, table)
+        if table.is_empty():
+            yield orjson.dumps(registry.json_value(name, table.head(0)), option=_INDENT)
+        else:
+            yield from _sliced_json(name, table.frames())
         return
     if name in ("files", "findings") or table is None or table.height <= JSON_ROWS:
         yield orjson.dumps(_record(name, tables), option=_INDENT)
         return
-    yield b"["
-    for i, start in enumerate(range(0, table.height, JSON_ROWS)):
-        part = orjson.dumps(
-            registry.json_value(name, table.slice(start, JSON_ROWS)), option=_INDENT
-        )
-        yield (b"," if i else b"") + part[1:-2]  # its items, without "[" and "\n]"
-    yield b"\n]"
+    yield from _sliced_json(name, [table])
 
 
-def _parts_json(name: str, table: RankParts) -> Iterator[bytes]:
-    """`_table_json` of a streamed table: each rank's part, JSON_ROWS rows at a time; the
-    same bytes as the whole table's records at once."""
-    if table.is_empty():
-        yield orjson.dumps(registry.json_value(name, table.head(0)), option=_INDENT)
-        return
+def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
+    """The records of `frames` one after another, JSON_ROWS rows at a time: the same bytes
+    as the whole table's records dumped at once."""
     yield b"["
     first = True
-    for frame in table.frames():
+    for frame in frames:
         for start in range(0, frame.height, JSON_ROWS):
             part = orjson.dumps(
                 registry.json_value(name, frame.slice(start, JSON_ROWS)), option=_INDENT
             )
-            yield (b"" if first else b",") + part[1:-2]  # its items, as `_table_json`
+            yield (b"" if first else b",") + part[1:-2]  # its items, without "[" and "\n]"
             first = False
     yield b"\n]"
 
