@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.sequences import _levels, ancestors_at
+from hta_tui.analysis import nesting
+from hta_tui.analysis.sequences import _levels
 
 #: CPU-side kinds that can enclose an event.
 CONTEXT_KINDS: tuple[str, ...] = ("cpu_op", "annotation", "python")
@@ -97,8 +98,8 @@ def enclosing(
     not sort every pair).
 
     The events that contain some query are nested (`sequences._levels`), then every query's
-    ancestors at each of its levels are found in one as-of join: a few sorts, whatever the
-    number of queries.
+    ancestors at each of its levels are found by climbing parent links (`_ancestor_pairs`):
+    one sort, whatever the number of queries.
     """
     ctx_all = context_events(events, among)
     if queries.is_empty():
@@ -136,18 +137,7 @@ def enclosing(
         ]
     ).unique("idx")
     graph = nodes.join(_levels(nodes), on="idx").select("idx", "thread", "pos", "level")
-    wanted = (
-        graph.join(asked.select("idx"), on="idx", how="semi")
-        .filter(pl.col("level") > 0)
-        .select(
-            pl.col("idx").alias("q"),
-            "thread",
-            "pos",
-            pl.int_ranges(0, pl.col("level"), dtype=pl.Int32).alias("level"),
-        )
-        .explode("level")
-    )
-    pairs = wanted.with_columns(ancestors_at(graph, wanted).alias("c_idx")).drop_nulls("c_idx")
+    pairs = _ancestor_pairs(graph, asked["idx"])
     spans = queries.select(
         pl.col("idx").alias("q"),
         pl.col("ts").alias("q_ts"),
@@ -167,6 +157,30 @@ def enclosing(
     if ordered:
         found = found.sort(["q", "c_ts", "c_end", "c_idx"], descending=[False, False, True, False])
     return found.select("q", *ctx.columns)
+
+
+def _ancestor_pairs(graph: pl.DataFrame, asked: pl.Series) -> pl.DataFrame:
+    """(q, c_idx): every node of `graph` (idx, thread, pos, level) above each asked one on its
+    thread. The node at level l above a query is the last one opened at level l before it
+    (HTA's stack: `sequences.ancestors_at`), which is its parent's at l, and so on up: so
+    the pairs come from climbing parent links (`nesting.parents`, numpy), one level for
+    every query at a time, not from an as-of join of every (query, level)."""
+    g = graph.sort("pos")
+    idx = g["idx"]
+    level = g["level"].to_numpy()
+    up = nesting.parents(g["thread"].to_numpy(), level)
+    rows = np.flatnonzero(idx.is_in(asked.implode()).to_numpy() & (level > 0))
+    cur = up[rows]
+    queries, above = [], []
+    while rows.size:
+        keep = cur >= 0
+        rows, cur = rows[keep], cur[keep]
+        queries.append(rows)
+        above.append(cur)
+        cur = up[cur]
+    at = np.concatenate(queries) if queries else np.zeros(0, dtype=np.int64)
+    to = np.concatenate(above) if above else np.zeros(0, dtype=np.int64)
+    return pl.DataFrame([idx.gather(at).alias("q"), idx.gather(to).alias("c_idx")])
 
 
 def context(

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis import nesting
+from hta_tui.analysis import memory_records, nesting, shared
 from hta_tui.analysis.host_context import enclosing, rows_at
 from hta_tui.analysis.hta_view import us
 from hta_tui.analysis.sequences import _levels
@@ -49,11 +49,9 @@ MODULE_COLUMNS: dict[str, pl.DataType] = {
     "avg (us)": pl.Float64(),
 }
 
-_COLLECTIVES = [
-    f"{lib}:{op}"
-    for lib in ("nccl", "gloo")
-    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
-]
+#: The collectives in the tree: the memory tables' (`memory_records`), whose nesting of the
+#: tree this view reads (`_shared_graph`).
+_COLLECTIVES = list(memory_records.COLLECTIVES)
 _NOT_OPERATORS = ("DataParallel.forward", "DistributedDataParallel.forward")
 _MODULE_PREFIX = "nn.Module: "
 
@@ -138,25 +136,9 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
     )
     if mods.is_empty():
         return pl.DataFrame(schema=schema)
-    threads = mods.select("pid", "tid").unique().with_row_index("thread")
-    nodes = (  # (lazy: the filter reads the few columns it needs, not the whole frame)
-        events.lazy()
-        .filter(_tree_nodes())
-        .join(threads.lazy(), on=["pid", "tid"])
-        .select(
-            "thread",
-            "idx",
-            pl.col("ts").alias("start"),
-            (pl.col("ts") + pl.col("dur")).alias("end"),
-        )
-        .collect()
-    )
-    # in open order (threads apart): each node's parent is the last one before it on its
-    # thread one level up (`nesting.parents`, numpy), not an as-of join per level
-    graph = nodes.join(_levels(nodes), on="idx").sort("pos")
-    up = nesting.parents(graph["thread"].to_numpy(), graph["level"].to_numpy())
-    parents = graph["idx"].gather(np.maximum(up, 0)).set(pl.Series(up < 0), None)  # type: ignore[arg-type]
-    graph = graph.with_columns(parents.alias("parent"))
+    graph = _shared_graph(events, mods)
+    if graph is None:
+        graph = _own_graph(events, mods)
     inner = graph.filter(pl.col("level") > 0).select("idx", "parent")
     # a gather of the few columns read (idx is the row number), not a join of the whole rank
     info = rows_at(events, inner["idx"], ("name", "kind", "dur")).drop("idx")
@@ -230,6 +212,63 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
         ).alias("avg (us)"),
     )
     return _with_paths(table).cast(schema).select(list(schema)).sort("path")
+
+
+def _own_graph(events: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame:
+    """idx, level and parent (idx, null at the top) of the tree nodes on the module threads,
+    nested here by HTA's rules (`sequences._levels`)."""
+    threads = mods.select("pid", "tid").unique().with_row_index("thread")
+    nodes = (  # (lazy: the filter reads the few columns it needs, not the whole frame)
+        events.lazy()
+        .filter(_tree_nodes())
+        .join(threads.lazy(), on=["pid", "tid"])
+        .select(
+            "thread",
+            "idx",
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+        )
+        .collect()
+    )
+    # in open order (threads apart): each node's parent is the last one before it on its
+    # thread one level up (`nesting.parents`, numpy), not an as-of join per level
+    graph = nodes.join(_levels(nodes), on="idx").sort("pos")
+    up = nesting.parents(graph["thread"].to_numpy(), graph["level"].to_numpy())
+    parents = graph["idx"].gather(np.maximum(up, 0)).set(pl.Series(up < 0), None)  # type: ignore[arg-type]
+    return graph.select("idx", "level", parents.alias("parent"))
+
+
+def _shared_graph(events: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame | None:
+    """`_own_graph` read off the rank's one nesting of the plugin's operator tree
+    (`shared.tree_levels`, which the memory tables make anyway), or None where the two could
+    differ. They nest the same ranges the same way when, on the module threads, every tree
+    node has a pid (this view's threads are (pid, tid), the tree's tids), each tid one pid,
+    no node lasts zero time (HTA's rules and `enclosing`'s place such a node apart where
+    another ends) and a Python frame is a module exactly when it is named one (each view's
+    test of a module frame)."""
+    tids = mods["tid"].drop_nulls().unique().implode()
+    on_threads = events.lazy().filter(pl.col("tid").is_in(tids))
+    nodes = on_threads.filter(_tree_nodes())
+    named = pl.col("name").str.starts_with(_MODULE_PREFIX).fill_null(False)
+    same = pl.concat(
+        [
+            nodes.select(
+                (pl.col("pid").null_count() == 0)
+                & ((pl.col("dur") > 0).fill_null(False).all() | (pl.len() == 0))
+                & (pl.struct("pid", "tid").n_unique() == pl.col("tid").n_unique())
+            ),
+            on_threads.filter(pl.col("kind") == "python").select(
+                (pl.col("python_module_id").is_not_null() == named).all()
+            ),
+        ],
+        how="horizontal",
+    )
+    if not all(same.collect().row(0)):
+        return None
+    tree = shared.tree_nodes(events).filter(pl.col("key").is_in(tids)).select("node")
+    return tree.join(shared.tree_levels(events), on="node", maintain_order="left").select(
+        pl.col("node").alias("idx"), pl.col("depth").alias("level"), "parent"
+    )
 
 
 def _siblings_not_children(occ: pl.DataFrame) -> pl.DataFrame:

@@ -1,7 +1,8 @@
-"""What several analyses compute of one rank, computed once per rank and kept: the plugin's
-operator tree (memory attribution, memory statistics), the memory events with their operators
-(every memory table) and the allocations' Python context (the events table, what is alive at
-a peak, leak candidates).
+"""What several analyses compute of one rank, computed once per rank and kept: the nesting of
+the plugin's operator tree (the memory tables and the module view), the tree itself (memory
+attribution, memory statistics), the memory events with their operators (every memory table)
+and the allocations' Python context (the events table, what is alive at a peak, leak
+candidates).
 
 Kept by `hta_view.job_cached`, keyed by the identity of the rank's frames and dropped with
 them (nothing outlives a trace reload), built once even when two analyses ask at the same
@@ -10,13 +11,33 @@ time. A table here is one rank's; the analyses add the rank column and concatena
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import polars as pl
 
 from hta_tui.analysis import memory_device
 from hta_tui.analysis import memory_records as records
-from hta_tui.analysis.enclosing import innermost_and_levels
+from hta_tui.analysis.enclosing import innermost_and_levels, levels
 from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_context import python_context
+
+
+def tree_nodes(events: pl.DataFrame) -> pl.DataFrame:
+    """The plugin's operator-tree nodes of one rank (`memory_records.tree_nodes`)."""
+    return job_cached({0: events}, "operator_tree_nodes", lambda: records.tree_nodes(events))
+
+
+def tree_levels(
+    events: pl.DataFrame, made: Callable[[], pl.DataFrame] | None = None
+) -> pl.DataFrame:
+    """Each operator-tree node's depth and parent (`enclosing.levels` of `tree_nodes`): the
+    one nesting of those ranges per rank, read by the memory tables and the module view.
+    `made`: how a caller that sorts the nodes anyway (with its probes) gives it."""
+
+    def build() -> pl.DataFrame:
+        return levels(tree_nodes(events).select("key", "node", "start", "end"))
+
+    return job_cached({0: events}, "operator_tree_levels", made or build)
 
 
 def operator_tree(events: pl.DataFrame) -> pl.DataFrame:
@@ -24,7 +45,7 @@ def operator_tree(events: pl.DataFrame) -> pl.DataFrame:
     return job_cached(
         {0: events},
         "operator_tree",
-        lambda: records.effective_tree(records.tree_nodes(events)),
+        lambda: records.effective_tree(tree_nodes(events), tree_levels(events)),
     )
 
 
@@ -36,10 +57,11 @@ def memory_records(events: pl.DataFrame, memory: pl.DataFrame) -> pl.DataFrame:
 
     def build() -> pl.DataFrame:
         recs = memory_device.sorted_records(memory)
-        nodes = records.tree_nodes(events)
-        found, nesting = innermost_and_levels(
+        nodes = tree_nodes(events)
+        found, nested = innermost_and_levels(
             nodes.select("key", "node", "start", "end"), records.probes(recs)
         )
+        nesting = tree_levels(events, lambda: nested)  # kept for the module view
         tree = job_cached(
             {0: events}, "operator_tree", lambda: records.effective_tree(nodes, nesting)
         )
