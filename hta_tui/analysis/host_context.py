@@ -136,40 +136,27 @@ def enclosing(
             asked,
         ]
     ).unique("idx")
-    graph = nodes.join(_levels(nodes), on="idx").select("idx", "thread", "pos", "level")
-    pairs = _ancestor_pairs(graph, asked["idx"])
-    spans = queries.select(
-        pl.col("idx").alias("q"),
-        pl.col("ts").alias("q_ts"),
-        (pl.col("ts") + pl.col("dur")).alias("q_end"),
+    graph = (
+        nodes.join(_levels(nodes), on="idx")
+        .select("idx", "thread", "pos", "level", "start", "end")
+        .sort("pos")
     )
-    found = (
-        pairs.select("q", "c_idx")
-        .join(ctx, on="c_idx")
-        .join(spans, on="q")
-        # Nesting by time assumes well-formed threads; keep only true containment.
-        .filter(
-            (pl.col("c_ts") <= pl.col("q_ts"))
-            & (pl.col("c_end") >= pl.col("q_end"))
-            & (pl.col("c_idx") != pl.col("q"))
-        )
-    )
+    at, to = _ancestor_pairs(graph, asked["idx"])
+    found = _contained(graph, at, to, ctx, queries)
     if ordered:
         found = found.sort(["q", "c_ts", "c_end", "c_idx"], descending=[False, False, True, False])
     return found.select("q", *ctx.columns)
 
 
-def _ancestor_pairs(graph: pl.DataFrame, asked: pl.Series) -> pl.DataFrame:
-    """(q, c_idx): every node of `graph` (idx, thread, pos, level) above each asked one on its
-    thread. The node at level l above a query is the last one opened at level l before it
-    (HTA's stack: `sequences.ancestors_at`), which is its parent's at l, and so on up: so
-    the pairs come from climbing parent links (`nesting.parents`, numpy), one level for
-    every query at a time, not from an as-of join of every (query, level)."""
-    g = graph.sort("pos")
-    idx = g["idx"]
-    level = g["level"].to_numpy()
-    up = nesting.parents(g["thread"].to_numpy(), level)
-    rows = np.flatnonzero(idx.is_in(asked.implode()).to_numpy() & (level > 0))
+def _ancestor_pairs(graph: pl.DataFrame, asked: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of `graph` (idx, thread, level, in open order): each asked node's and every node
+    above it on its thread. The node at level l above a query is the last one opened at level
+    l before it (HTA's stack: `sequences.ancestors_at`), which is its parent's at l, and so
+    on up: so the pairs come from climbing parent links (`nesting.parents`, numpy), one level
+    for every query at a time, not from an as-of join of every (query, level)."""
+    level = graph["level"].to_numpy()
+    up = nesting.parents(graph["thread"].to_numpy(), level)
+    rows = np.flatnonzero(graph["idx"].is_in(asked.implode()).to_numpy() & (level > 0))
     cur = up[rows]
     queries, above = [], []
     while rows.size:
@@ -178,9 +165,52 @@ def _ancestor_pairs(graph: pl.DataFrame, asked: pl.Series) -> pl.DataFrame:
         queries.append(rows)
         above.append(cur)
         cur = up[cur]
-    at = np.concatenate(queries) if queries else np.zeros(0, dtype=np.int64)
-    to = np.concatenate(above) if above else np.zeros(0, dtype=np.int64)
-    return pl.DataFrame([idx.gather(at).alias("q"), idx.gather(to).alias("c_idx")])
+    none = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(queries) if queries else none), (
+        np.concatenate(above) if above else none
+    )
+
+
+def _contained(
+    graph: pl.DataFrame, at: np.ndarray, to: np.ndarray, ctx: pl.DataFrame, queries: pl.DataFrame
+) -> pl.DataFrame:
+    """The pairs (graph rows `at` below `to`) whose upper node is a context event (`ctx`'s
+    rows) that truly contains the query (nesting by time assumes well-formed threads): q and
+    the c_* columns. Gathers by row where the ids allow it (distinct query ids, no null
+    time, `ctx` in id order), else joins."""
+    q = graph["idx"].gather(at).alias("q")
+    c_idx = graph["idx"].gather(to).alias("c_idx")
+    ids = ctx["c_idx"]
+    plain = (
+        queries["idx"].n_unique() == queries.height
+        and not graph.select(pl.col("start", "end").null_count().sum()).row(0)[0]
+        and ids.is_sorted()
+    )
+    if not plain:
+        spans = queries.select(
+            pl.col("idx").alias("q"),
+            pl.col("ts").alias("q_ts"),
+            (pl.col("ts") + pl.col("dur")).alias("q_end"),
+        )
+        return (
+            pl.DataFrame([q, c_idx])
+            .join(ctx, on="c_idx")
+            .join(spans, on="q")
+            .filter(
+                (pl.col("c_ts") <= pl.col("q_ts"))
+                & (pl.col("c_end") >= pl.col("q_end"))
+                & (pl.col("c_idx") != pl.col("q"))
+            )
+            .select("q", *ctx.columns)
+        )
+    # a query's span is its node's (an event both asked and a container: the same times)
+    start, end = graph["start"].to_numpy(), graph["end"].to_numpy()
+    keys = ids.cast(pl.Int64).to_numpy()
+    want = c_idx.cast(pl.Int64).to_numpy()
+    row = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
+    ok = (keys[row] == want) if keys.size else np.zeros(want.size, dtype=bool)
+    ok &= (start[to] <= start[at]) & (end[to] >= end[at]) & (to != at)
+    return pl.concat([q.filter(pl.Series(ok)).to_frame(), ctx[row[ok]]], how="horizontal")
 
 
 def context(
