@@ -781,3 +781,45 @@ def test_findings_alone_read_no_frame(tmp_path: Path, monkeypatch: pytest.Monkey
         assert got == {k: pytest.approx(v, rel=1e-12) for k, v in row.items()}, row["id"]
     (launch,) = [f for f in alone["findings"] if f["id"] == "launch.bound"]
     assert launch["severity"] != "abstain"  # its launches read, a row per rank
+
+
+def test_a_batch_of_tiny_ranks_makes_shared_work_once(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of small ranks costs a bounded number of calls of the per-rank work made over
+    the batch at once, not one per rank (~500 polars queries a rank of a dozen events made
+    10,000 tiny ranks unreportable): every rank's collective calls in one pass (they were
+    made twice a rank), the kernel sequences of the one rank HTA's could be (the batch's
+    smallest, not every rank's), no sync attribution on a rank without syncs. The tables
+    stay those made rank by rank (`test_small_ranks_run_in_batches`)."""
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    calls: dict[str, int] = {}
+
+    def spy(module: Any, name: str) -> None:
+        real = getattr(module, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    from hta_tui.analysis import collectives, sequences, syncs
+
+    spy(collectives, "_nccl_kernels")
+    spy(sequences, "frequent_cuda_kernel_sequences")
+    spy(syncs, "in_flight")
+    names = ("comm_comp_per_rank", "frequent_cuda_kernel_sequences", "syncs", "critical_path")
+    loaded = ts.loaded()
+    jobs = tuple(
+        rank_work.RankJob(r, str(d.entry), {}, names, registry.Options(), store=False)
+        for r, d in sorted(loaded.items())
+    )
+    got = rank_work.batch_tables(jobs, dict(loaded))
+    assert set(got) == set(names)
+    assert calls.get("_nccl_kernels") == 1  # every rank's calls at once (24 on main)
+    assert calls.get("frequent_cuda_kernel_sequences") == 1  # rank 0's only (8 on main)
+    assert calls.get("in_flight", 0) == 0  # no rank here has a sync (8 on main)
+    sequences_part = rank_work.unpack(got["frequent_cuda_kernel_sequences"])
+    assert set(sequences_part["frequent_cuda_kernel_sequences"]["rank"].to_list()) <= {0}
