@@ -805,12 +805,16 @@ def test_a_batch_of_tiny_ranks_makes_shared_work_once(
 
         monkeypatch.setattr(module, name, counted)
 
-    from hta_tui.analysis import collectives, sequences, syncs
+    from hta_tui.analysis import aten_ops, collectives, sequences, syncs
 
     spy(collectives, "_nccl_kernels")
     spy(sequences, "frequent_cuda_kernel_sequences")
     spy(syncs, "in_flight")
-    names = ("comm_comp_per_rank", "frequent_cuda_kernel_sequences", "syncs", "critical_path")
+    spy(aten_ops, "kernel_links")
+    names = (
+        "comm_comp_per_rank", "frequent_cuda_kernel_sequences", "syncs", "critical_path",
+        "aten_op_kernels_and_delay",
+    )  # fmt: skip
     loaded = ts.loaded()
     jobs = tuple(
         rank_work.RankJob(r, str(d.entry), {}, names, registry.Options(), store=False)
@@ -821,5 +825,8 @@ def test_a_batch_of_tiny_ranks_makes_shared_work_once(
     assert calls.get("_nccl_kernels") == 1  # every rank's calls at once (24 on main)
     assert calls.get("frequent_cuda_kernel_sequences") == 1  # rank 0's only (8 on main)
     assert calls.get("in_flight", 0) == 0  # no rank here has a sync (8 on main)
+    assert calls.get("kernel_links") == 1  # every rank's launches in ATen ops at once (8)
+    aten = rank_work.unpack(got["aten_op_kernels_and_delay"])["aten_op_kernels_and_delay"]
+    assert aten["rank"].n_unique() == 8  # each rank its own rows, from the one pass
     sequences_part = rank_work.unpack(got["frequent_cuda_kernel_sequences"])
     assert set(sequences_part["frequent_cuda_kernel_sequences"]["rank"].to_list()) <= {0}
