@@ -17,24 +17,30 @@ def each_rank(
 ) -> pl.DataFrame:
     """`table(events)` of every rank, ranks in order; `schema` (with `rank`) when none has a
     table, so callers can select columns of an empty answer."""
-    made = []
-    for rank, events in sorted(ranks.items()):
-        checkpoint()  # each rank is a piece a view left behind may stop after
-        made.append((rank, table(events)))
-    return tagged(made, schema)
+    frames = [_ranked(rank, table, events) for rank, events in sorted(ranks.items())]
+    frames = [f for f in frames if f.width > 1]
+    if frames:
+        return pl.concat(frames, how="diagonal_relaxed")
+    return pl.DataFrame(schema=dict(schema) if schema else None)
 
 
-def tagged(
-    made: list[tuple[int, pl.DataFrame]], schema: Mapping[str, pl.DataType] | None = None
+def _ranked(
+    rank: int, table: Callable[[pl.DataFrame], pl.DataFrame], events: pl.DataFrame
 ) -> pl.DataFrame:
-    """Each rank's table one after another with a leading `rank` (Int64), made in one step
-    over the concatenation, not a query per rank (a batch of 64 tiny ranks ran ~500 of
-    those); a table with no column is left out, as one with no row would add none."""
-    kept = [(rank, t) for rank, t in made if t.width]
+    checkpoint()  # each rank is a piece a view left behind may stop after
+    return table(events).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+
+
+def tagged(frames: list[tuple[int, pl.DataFrame]]) -> pl.DataFrame:
+    """Each rank's frame one after another with a leading `rank` (Int64): the input of an
+    analysis that makes every rank's table at once, with `rank` in its keys. The column is
+    inserted, not selected (no query per rank); a frame with no column is left out."""
+    kept = [(rank, f) for rank, f in frames if f.width]
     if not kept:
-        return pl.DataFrame(schema=dict(schema) if schema else None)
-    rows = np.repeat(
-        np.array([rank for rank, _ in kept], dtype=np.int64), [t.height for _, t in kept]
-    )
-    every = pl.concat([t for _, t in kept], how="diagonal_relaxed")
-    return every.select(pl.Series("rank", rows, dtype=pl.Int64), pl.all())
+        return pl.DataFrame()
+    out = []
+    for rank, f in kept:
+        f = f.clone()  # a shallow copy: the caller's frame keeps its columns
+        f.insert_column(0, pl.Series("rank", np.full(f.height, rank, dtype=np.int64)))
+        out.append(f)
+    return pl.concat(out, how="diagonal_relaxed")
