@@ -805,15 +805,16 @@ def test_a_batch_of_tiny_ranks_makes_shared_work_once(
 
         monkeypatch.setattr(module, name, counted)
 
-    from hta_tui.analysis import aten_ops, collectives, sequences, syncs
+    from hta_tui.analysis import aten_ops, collectives, kernel_owners, sequences, syncs
 
     spy(collectives, "_nccl_kernels")
     spy(sequences, "frequent_cuda_kernel_sequences")
     spy(syncs, "in_flight")
     spy(aten_ops, "kernel_links")
+    spy(kernel_owners, "overlapping_on_stream")
     names = (
         "comm_comp_per_rank", "frequent_cuda_kernel_sequences", "syncs", "critical_path",
-        "aten_op_kernels_and_delay",
+        "aten_op_kernels_and_delay", "kernel_attribution",
     )  # fmt: skip
     loaded = ts.loaded()
     jobs = tuple(
@@ -828,5 +829,8 @@ def test_a_batch_of_tiny_ranks_makes_shared_work_once(
     assert calls.get("kernel_links") == 1  # every rank's launches in ATen ops at once (8)
     aten = rank_work.unpack(got["aten_op_kernels_and_delay"])["aten_op_kernels_and_delay"]
     assert aten["rank"].n_unique() == 8  # each rank its own rows, from the one pass
+    assert calls.get("overlapping_on_stream", 0) == 0  # every rank's at once (8 on main)
+    owned = rank_work.unpack(got["kernel_attribution"])["kernel_attribution"]
+    assert owned["rank"].to_list() == list(range(8)) and owned["kernels"].min() > 0
     sequences_part = rank_work.unpack(got["frequent_cuda_kernel_sequences"])
     assert set(sequences_part["frequent_cuda_kernel_sequences"]["rank"].to_list()) <= {0}
