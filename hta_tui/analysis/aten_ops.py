@@ -31,8 +31,8 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from hta_tui.analysis.hta_view import profiler_step_names, rank_view, us
-from hta_tui.analysis.per_rank import tagged
+from hta_tui.analysis.hta_view import profiler_step_names, rank_view
+from hta_tui.analysis.per_rank import divided_as_alone, tagged
 from hta_tui.analysis.sequences import kernel_links
 
 COLUMNS: dict[str, pl.DataType] = {
@@ -160,14 +160,18 @@ def _ranks_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
         .group_by("rank", "op_code", "k_code")
         .agg(
             pl.len().alias("occurrence_count"),
-            us((pl.col("l_start") - pl.col("o_start")).mean())
-            .round(3)
-            .alias("avg_aten_op_launch_delay"),
-            us((pl.col("k_start") - pl.col("l_start")).mean()).round(3).alias("avg_runtime_delay"),
+            (pl.col("l_start") - pl.col("o_start")).mean().alias("__launch"),
+            (pl.col("k_start") - pl.col("l_start")).mean().alias("__runtime"),
             pl.col("op").first(),
             pl.col("k_idx").first(),
         )
         .with_row_index("group")
+    )
+    # ns -> us (`hta_view.us`), as each rank's table alone divided them (`divided_as_alone`)
+    alone = pl.len().over("rank") == 1
+    per_op = per_op.with_columns(
+        divided_as_alone(pl.col(f"__{c}"), 1000, alone).round(3).alias(name)
+        for c, name in (("launch", "avg_aten_op_launch_delay"), ("runtime", "avg_runtime_delay"))
     )
     sequences = (
         per_op.select("group", "rank", "k_idx")

@@ -44,7 +44,7 @@ import polars as pl
 
 from hta_tui.analysis import kernel_backend, nesting
 from hta_tui.analysis.hta_view import job_cached, us
-from hta_tui.analysis.per_rank import tagged
+from hta_tui.analysis.per_rank import divided_as_alone, tagged
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
 
 OWNED = "operator"
@@ -443,17 +443,21 @@ def kernel_attribution(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     owners = owned_kernels(ranks)
     dur = pl.col("dur")
     none = pl.col("owner") != OWNED
+    # ns here, us below (each rank's figures were one row: divided exactly, as in Python)
+    times = {
+        "kernel_time (us)": dur.sum(),
+        "no_operator (us)": dur.filter(none).sum(),
+        "outside_any_operator (us)": dur.filter(pl.col("owner") == OUTSIDE).sum(),
+        "no_launch_event (us)": dur.filter(
+            pl.col("owner").is_in([NO_LAUNCH, NO_CORRELATION])
+        ).sum(),
+        "graph_kernel_time (us)": dur.filter("graph").sum(),
+    }
     sums = every.join(
         owners.group_by("rank").agg(
             pl.len().cast(pl.UInt32).alias("kernels"),
-            us(dur.sum()).alias("kernel_time (us)"),
-            us(dur.filter(none).sum()).alias("no_operator (us)"),
-            us(dur.filter(pl.col("owner") == OUTSIDE).sum()).alias("outside_any_operator (us)"),
-            us(dur.filter(pl.col("owner").is_in([NO_LAUNCH, NO_CORRELATION])).sum()).alias(
-                "no_launch_event (us)"
-            ),
+            *(t.alias(c) for c, t in times.items()),
             pl.col("graph").sum().cast(pl.UInt32).alias("graph_kernels"),
-            us(dur.filter("graph").sum()).alias("graph_kernel_time (us)"),
             (pl.col("module_from") == ANNOTATED)
             .sum()
             .cast(pl.UInt32)
@@ -461,12 +465,7 @@ def kernel_attribution(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         ),
         on="rank",
         how="left",
-    )
-    # a rank without kernels: what the sums of none are
-    sums = sums.with_columns(
-        pl.col("kernels", "graph_kernels", "graph_kernels_annotated").fill_null(0),
-        pl.exclude("rank", "kernels", "graph_kernels", "graph_kernels_annotated").fill_null(0.0),
-    )
+    ).fill_null(0)  # a rank without kernels: what the sums of none are
     events = tagged([(r, ev) for r, ev in sorted(ranks.items())])
     graphs, bare = _ranks_graph_launches(events)
     launches = every.join(
@@ -495,6 +494,7 @@ def kernel_attribution(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         strict=True,
     ):
         rank = row["rank"]
+        row.update({c: float(row[c]) / 1000 for c in times})
         total = row["kernel_time (us)"]
         row["no_operator_pct"] = 100 * row["no_operator (us)"] / total if total else 0.0
         row["graph_launches"] = extra["graph_launches"] or 0
@@ -580,8 +580,7 @@ def unattributed_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
             "launch",
             "launches",
             "kernels",
-            us(pl.col("__t")).alias("time (us)"),
-            _share_pct(),
+            *_time_and_share(),
         )
     )
     schema = {
@@ -599,11 +598,15 @@ def _with_total(owners: pl.DataFrame) -> pl.DataFrame:
     return owners.with_columns(pl.col("dur").sum().over("rank").alias("__total"))
 
 
-def _share_pct() -> pl.Expr:
-    """`share_pct`: 100 x `__t` / `__total` (its rank's kernel time), 0 without any, divided
-    as a rank's alone was, by a number: times the inverse (the same double to the bit)."""
-    share = (100 * pl.col("__t")).cast(pl.Float64) * (1.0 / pl.col("__total").cast(pl.Float64))
-    return pl.when(pl.col("__total") != 0).then(share).otherwise(0.0).alias("share_pct")
+def _time_and_share() -> list[pl.Expr]:
+    """`time (us)` of `__t` (ns) and `share_pct`, 100 x `__t` / `__total` (its rank's kernel
+    time; 0 without any), divided as each rank's table alone was (`divided_as_alone`)."""
+    alone = pl.len().over("rank") == 1
+    share = divided_as_alone(100 * pl.col("__t"), pl.col("__total"), alone)
+    return [
+        divided_as_alone(pl.col("__t"), 1000, alone).alias("time (us)"),
+        pl.when(pl.col("__total") != 0).then(share).otherwise(0.0).alias("share_pct"),
+    ]
 
 
 MODULE_COLUMNS: dict[str, pl.DataType] = {
@@ -649,7 +652,7 @@ def _kernel_time_by(
         _with_total(owned_kernels(ranks))
         .group_by("rank", *keys)
         .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"), pl.col("__total").first())
-        .select("rank", *keys, "kernels", us(pl.col("__t")).alias("time (us)"), _share_pct())
+        .select("rank", *keys, "kernels", *_time_and_share())
     )
     return table.cast(schema).sort(
         ["rank", "time (us)", *keys],
