@@ -29,6 +29,7 @@ import polars as pl
 
 from hta_tui.analysis.comm_kinds import COLLECTIVE_OP, NCCL_KERNEL, dtype_bytes, kind_of
 from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.per_rank import tagged
 from hta_tui.trace.schema import COMM_COLUMNS
 
 CALL_COLUMNS: dict[str, pl.DataType] = {
@@ -111,7 +112,7 @@ def ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
 
 
 def _ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
-    ev = ranked(ranks)
+    ev = tagged(sorted(ranks.items()))
     if ev.is_empty():
         return pl.DataFrame(schema=CALL_COLUMNS)
     args = (
@@ -175,14 +176,6 @@ def _ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         "group_size",
         "on_gpu",
     ).sort("rank", "ts", maintain_order=True)
-
-
-def ranked(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
-    """Every rank's events, one after another in rank order, with a leading `rank`."""
-    frames = [
-        ev.select(pl.lit(r, pl.Int64).alias("rank"), pl.all()) for r, ev in sorted(ranks.items())
-    ]
-    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
 def _nccl_kernels(ev: pl.DataFrame) -> pl.DataFrame:
