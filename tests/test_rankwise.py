@@ -834,3 +834,20 @@ def test_a_batch_of_tiny_ranks_makes_shared_work_once(
     assert owned["rank"].to_list() == list(range(8)) and owned["kernels"].min() > 0
     sequences_part = rank_work.unpack(got["frequent_cuda_kernel_sequences"])
     assert set(sequences_part["frequent_cuda_kernel_sequences"]["rank"].to_list()) <= {0}
+
+
+def test_aten_ops_of_ranks_too_far_apart_go_one_rank_at_a_time(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ATen ops of a batch are laid out one rank after another in time for one join; a
+    layout that could pass Int64 (a broken file's clock decades off) makes them one rank at
+    a time instead, with the same table."""
+    from hta_tui.analysis import aten_ops
+
+    job, cache = job8
+    frames = open_session(job, cache, backend=Backend()).trace_set.frames()
+    together = aten_ops.aten_op_kernels_and_delay(frames)
+    monkeypatch.setattr(aten_ops, "_MAX_LAYOUT", 0)
+    alone = aten_ops.aten_op_kernels_and_delay(frames)
+    assert together.height > 8 and together["rank"].n_unique() == 8
+    assert_frame_equal(alone, together)

@@ -51,11 +51,18 @@ LAUNCH_PATTERN = r"^(cuda.*LaunchKernel|cuLaunchKernel|runFunction)"
 ALL_LAUNCHES = r"^(cuda.*LaunchKernel|cuLaunchKernel|hip.*LaunchKernel|runFunction)"
 
 
-def _with_offsets(rows: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame:
+#: Past this many ns of laid-out time the offsets could overflow Int64: the ranks go one at
+#: a time instead (a rank whose clock jumps by decades, as a broken file's can, then costs
+#: only itself, as it did alone).
+_MAX_LAYOUT = 2**62
+
+
+def _with_offsets(rows: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame | None:
     """`rows` with `__off`, a time offset per rank and (pid, tid) so one inequality join keeps
     launches and ops of a thread together: each rank's threads (or the rank as one, when not
     `same_thread`) are laid one after another, each as long as the rank's span, and the ranks
-    one after another, so times of different threads or ranks land in disjoint ranges."""
+    one after another, so times of different threads or ranks land in disjoint ranges. None
+    when several ranks' layout would pass `_MAX_LAYOUT`."""
     lo = pl.min_horizontal(pl.col("start").min(), pl.col("end").min())
     hi = pl.max_horizontal(pl.col("start").max(), pl.col("end").max())
     if same_thread:
@@ -74,6 +81,11 @@ def _with_offsets(rows: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame:
             .alias("__base")
         )
     )
+    length = per_rank.select(
+        (pl.col("__span").cast(pl.Float64) * (pl.col("__n") + 1)).sum()
+    ).item()  # (in floats: no overflow while asking whether it would)
+    if per_rank.height > 1 and (length or 0) > _MAX_LAYOUT:
+        return None
     return (
         rows.join(per_rank, on="rank", how="left", maintain_order="left")
         .with_columns(
@@ -110,7 +122,15 @@ def _ranks_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     )
     if rows.is_empty():
         return pl.DataFrame()
-    rows = _with_offsets(rows, same_thread=same_thread)
+    laid = _with_offsets(rows, same_thread=same_thread)
+    if laid is None:  # one rank at a time (`_MAX_LAYOUT`)
+        parts = [
+            _ranks_table(v, hta_compat=hta_compat)
+            for v in view.partition_by("rank", maintain_order=True)
+        ]
+        kept = [t for t in parts if t.width]
+        return pl.concat(kept, how="diagonal_relaxed") if kept else pl.DataFrame()
+    rows = laid
     # Names travel as codes (equal names, equal codes): sorts, joins and group-bys of long
     # kernel names cost more than the rest; the few distinct sequences get their names last.
     code = pl.col("name").cast(pl.Categorical).to_physical()
