@@ -781,3 +781,73 @@ def test_findings_alone_read_no_frame(tmp_path: Path, monkeypatch: pytest.Monkey
         assert got == {k: pytest.approx(v, rel=1e-12) for k, v in row.items()}, row["id"]
     (launch,) = [f for f in alone["findings"] if f["id"] == "launch.bound"]
     assert launch["severity"] != "abstain"  # its launches read, a row per rank
+
+
+def test_a_batch_of_tiny_ranks_makes_shared_work_once(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of small ranks costs a bounded number of calls of the per-rank work made over
+    the batch at once, not one per rank (~500 polars queries a rank of a dozen events made
+    10,000 tiny ranks unreportable): every rank's collective calls in one pass (they were
+    made twice a rank), the kernel sequences of the one rank HTA's could be (the batch's
+    smallest, not every rank's), no sync attribution on a rank without syncs. The tables
+    stay those made rank by rank (`test_small_ranks_run_in_batches`)."""
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    calls: dict[str, int] = {}
+
+    def spy(module: Any, name: str) -> None:
+        real = getattr(module, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    from hta_tui.analysis import aten_ops, collectives, kernel_owners, sequences, syncs
+
+    spy(collectives, "_nccl_kernels")
+    spy(sequences, "frequent_cuda_kernel_sequences")
+    spy(syncs, "in_flight")
+    spy(aten_ops, "kernel_links")
+    spy(kernel_owners, "overlapping_on_stream")
+    names = (
+        "comm_comp_per_rank", "frequent_cuda_kernel_sequences", "syncs", "critical_path",
+        "aten_op_kernels_and_delay", "kernel_attribution",
+    )  # fmt: skip
+    loaded = ts.loaded()
+    jobs = tuple(
+        rank_work.RankJob(r, str(d.entry), {}, names, registry.Options(), store=False)
+        for r, d in sorted(loaded.items())
+    )
+    got = rank_work.batch_tables(jobs, dict(loaded))
+    assert set(got) == set(names)
+    assert calls.get("_nccl_kernels") == 1  # every rank's calls at once (24 on main)
+    assert calls.get("frequent_cuda_kernel_sequences") == 1  # rank 0's only (8 on main)
+    assert calls.get("in_flight", 0) == 0  # no rank here has a sync (8 on main)
+    assert calls.get("kernel_links") == 1  # every rank's launches in ATen ops at once (8)
+    aten = rank_work.unpack(got["aten_op_kernels_and_delay"])["aten_op_kernels_and_delay"]
+    assert aten["rank"].n_unique() == 8  # each rank its own rows, from the one pass
+    assert calls.get("overlapping_on_stream", 0) == 0  # every rank's at once (8 on main)
+    owned = rank_work.unpack(got["kernel_attribution"])["kernel_attribution"]
+    assert owned["rank"].to_list() == list(range(8)) and owned["kernels"].min() > 0
+    sequences_part = rank_work.unpack(got["frequent_cuda_kernel_sequences"])
+    assert set(sequences_part["frequent_cuda_kernel_sequences"]["rank"].to_list()) <= {0}
+
+
+def test_aten_ops_of_ranks_too_far_apart_go_one_rank_at_a_time(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ATen ops of a batch are laid out one rank after another in time for one join; a
+    layout that could pass Int64 (a broken file's clock decades off) makes them one rank at
+    a time instead, with the same table."""
+    from hta_tui.analysis import aten_ops
+
+    job, cache = job8
+    frames = open_session(job, cache, backend=Backend()).trace_set.frames()
+    together = aten_ops.aten_op_kernels_and_delay(frames)
+    monkeypatch.setattr(aten_ops, "_MAX_LAYOUT", 0)
+    alone = aten_ops.aten_op_kernels_and_delay(frames)
+    assert together.height > 8 and together["rank"].n_unique() == 8
+    assert_frame_equal(alone, together)

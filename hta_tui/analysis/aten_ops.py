@@ -31,7 +31,8 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-from hta_tui.analysis.hta_view import profiler_step_names, rank_view, us
+from hta_tui.analysis.hta_view import profiler_step_names, rank_view
+from hta_tui.analysis.per_rank import divided_as_alone, tagged
 from hta_tui.analysis.sequences import kernel_links
 
 COLUMNS: dict[str, pl.DataType] = {
@@ -50,26 +51,60 @@ LAUNCH_PATTERN = r"^(cuda.*LaunchKernel|cuLaunchKernel|runFunction)"
 ALL_LAUNCHES = r"^(cuda.*LaunchKernel|cuLaunchKernel|hip.*LaunchKernel|runFunction)"
 
 
-def _thread_key(view: pl.DataFrame, *, same_thread: bool) -> pl.Expr:
-    """A time offset per (pid, tid) so one inequality join keeps launches and ops of a thread
-    together: times of different threads land in disjoint ranges."""
-    if not same_thread:
-        return pl.lit(0, pl.Int64)
-    lo = view.select(pl.min_horizontal(pl.col("start").min(), pl.col("end").min())).item()
-    hi = view.select(pl.max_horizontal(pl.col("start").max(), pl.col("end").max())).item()
-    span = int(hi - lo) + 1
-    thread = pl.struct(pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1)).rank("dense")
-    return (thread.cast(pl.Int64) * span) - lo
+#: Past this many ns of laid-out time the offsets could overflow Int64: the ranks go one at
+#: a time instead (a rank whose clock jumps by decades, as a broken file's can, then costs
+#: only itself, as it did alone).
+_MAX_LAYOUT = 2**62
 
 
-def _rank_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
-    """aten_op_name, kernel_sequence, occurrence_count and the average delays (us) per op name
-    and kernel sequence."""
+def _with_offsets(rows: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame | None:
+    """`rows` with `__off`, a time offset per rank and (pid, tid) so one inequality join keeps
+    launches and ops of a thread together: each rank's threads (or the rank as one, when not
+    `same_thread`) are laid one after another, each as long as the rank's span, and the ranks
+    one after another, so times of different threads or ranks land in disjoint ranges. None
+    when several ranks' layout would pass `_MAX_LAYOUT`."""
+    lo = pl.min_horizontal(pl.col("start").min(), pl.col("end").min())
+    hi = pl.max_horizontal(pl.col("start").max(), pl.col("end").max())
+    if same_thread:
+        who = pl.struct(pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1))
+        rows = rows.with_columns(who.rank("dense").over("rank").cast(pl.Int64).alias("__t"))
+    else:
+        rows = rows.with_columns(pl.lit(1, pl.Int64).alias("__t"))
+    per_rank = (
+        rows.group_by("rank")
+        .agg(lo.alias("__lo"), (hi - lo + 1).alias("__span"), pl.col("__t").max().alias("__n"))
+        .sort("rank")
+        .with_columns(
+            (pl.col("__span") * (pl.col("__n") + 1))
+            .cum_sum()
+            .shift(1, fill_value=0)
+            .alias("__base")
+        )
+    )
+    length = per_rank.select(
+        (pl.col("__span").cast(pl.Float64) * (pl.col("__n") + 1)).sum()
+    ).item()  # (in floats: no overflow while asking whether it would)
+    if per_rank.height > 1 and (length or 0) > _MAX_LAYOUT:
+        return None
+    return (
+        rows.join(per_rank, on="rank", how="left", maintain_order="left")
+        .with_columns(
+            (pl.col("__base") + pl.col("__t") * pl.col("__span") - pl.col("__lo")).alias("__off")
+        )
+        .drop("__t", "__lo", "__span", "__n", "__base")
+    )
+
+
+def _ranks_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
+    """rank, aten_op_name, kernel_sequence, occurrence_count and the average delays (us) per
+    rank, op name and kernel sequence, from the ranks' views in one frame (`rank` first):
+    every rank in the same few queries, each key with its rank (a query per rank cost a
+    rank of a dozen events ~40 queries)."""
     if view.is_empty():
         return pl.DataFrame()
     same_thread = not hta_compat
     # The columns used (a select costs nothing; every filter below copies what is left).
-    view = view.select("idx", "name", "start", "end", "pid", "tid", "stream", "correlation")
+    view = view.select("rank", "idx", "name", "start", "end", "pid", "tid", "stream", "correlation")
     # Only launches and ATen ops need the thread offset: computed over just those rows. Every
     # launch name starts with "cu", "hip" or "runFunction": prefix tests (cheap) pick the few
     # rows the pattern then has to look at.
@@ -87,15 +122,24 @@ def _rank_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     )
     if rows.is_empty():
         return pl.DataFrame()
-    rows = rows.with_columns(_thread_key(rows, same_thread=same_thread).alias("__off"))
+    laid = _with_offsets(rows, same_thread=same_thread)
+    if laid is None:  # one rank at a time (`_MAX_LAYOUT`)
+        parts = [
+            _ranks_table(v, hta_compat=hta_compat)
+            for v in view.partition_by("rank", maintain_order=True)
+        ]
+        kept = [t for t in parts if t.width]
+        return pl.concat(kept, how="diagonal_relaxed") if kept else pl.DataFrame()
+    rows = laid
     # Names travel as codes (equal names, equal codes): sorts, joins and group-bys of long
     # kernel names cost more than the rest; the few distinct sequences get their names last.
     code = pl.col("name").cast(pl.Categorical).to_physical()
-    kernels = kernel_links(view, min_stream=0, carry=("name", "start"))
-    kernel_names = kernels.select(pl.col("idx").alias("k_idx"), "name")
+    kernels = kernel_links(view, min_stream=0, carry=("name", "start"), by=("rank",))
+    kernel_names = kernels.select("rank", pl.col("idx").alias("k_idx"), "name")
     launches = (
         rows.filter("__launch")
         .select(
+            "rank",
             pl.col("idx").alias("launcher"),
             pl.col("start").alias("l_start"),
             (pl.col("start") + pl.col("__off")).alias("l_lo"),
@@ -103,16 +147,18 @@ def _rank_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
         )
         .join(
             kernels.select(
+                "rank",
                 "launcher",
                 pl.col("idx").alias("k_idx"),
                 code.alias("k_code"),
                 pl.col("start").alias("k_start"),
             ),
-            on="launcher",
+            on=["rank", "launcher"],
         )
     )
     op_rows = rows.filter(~pl.col("__launch"))
     ops = op_rows.select(
+        "rank",
         pl.col("idx").alias("op"),
         code.alias("op_code"),
         pl.col("start").alias("o_start"),
@@ -122,36 +168,44 @@ def _rank_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     )
     if launches.is_empty() or ops.is_empty():
         return pl.DataFrame()
-    deepest = _innermost_ops(launches.select("launcher", "l_lo", "l_hi").unique(), ops, same_thread)
-    charged = launches.join(deepest, on="launcher").sort(["op", "launcher", "k_start"])
+    deepest = _innermost_ops(
+        launches.select("rank", "launcher", "l_lo", "l_hi").unique(), ops, same_thread
+    )
+    charged = launches.join(deepest, on=["rank", "launcher"]).sort(
+        ["rank", "op", "launcher", "k_start"]
+    )
     per_op = (
-        charged.group_by("op", maintain_order=True)
+        charged.group_by("rank", "op", maintain_order=True)
         .agg(pl.col("op_code", "o_start", "l_start", "k_start").first(), "k_code", "k_idx")
-        .group_by("op_code", "k_code")
+        .group_by("rank", "op_code", "k_code")
         .agg(
             pl.len().alias("occurrence_count"),
-            us((pl.col("l_start") - pl.col("o_start")).mean())
-            .round(3)
-            .alias("avg_aten_op_launch_delay"),
-            us((pl.col("k_start") - pl.col("l_start")).mean()).round(3).alias("avg_runtime_delay"),
+            (pl.col("l_start") - pl.col("o_start")).mean().alias("__launch"),
+            (pl.col("k_start") - pl.col("l_start")).mean().alias("__runtime"),
             pl.col("op").first(),
             pl.col("k_idx").first(),
         )
         .with_row_index("group")
     )
+    # ns -> us (`hta_view.us`), as each rank's table alone divided them (`divided_as_alone`)
+    alone = pl.len().over("rank") == 1
+    per_op = per_op.with_columns(
+        divided_as_alone(pl.col(f"__{c}"), 1000, alone).round(3).alias(name)
+        for c, name in (("launch", "avg_aten_op_launch_delay"), ("runtime", "avg_runtime_delay"))
+    )
     sequences = (
-        per_op.select("group", "k_idx")
+        per_op.select("group", "rank", "k_idx")
         .explode("k_idx")
-        .join(kernel_names, on="k_idx", maintain_order="left")
+        .join(kernel_names, on=["rank", "k_idx"], maintain_order="left")
         .group_by("group", maintain_order=True)
         .agg(pl.col("name").str.join(" -> ").alias("kernel_sequence"))
     )
+    names = op_rows.select("rank", pl.col("idx").alias("op"), pl.col("name").alias("aten_op_name"))
     return (
         per_op.join(sequences, on="group")
-        .join(
-            op_rows.select(pl.col("idx").alias("op"), pl.col("name").alias("aten_op_name")), on="op"
-        )
+        .join(names, on=["rank", "op"])
         .select(
+            "rank",
             "aten_op_name",
             "kernel_sequence",
             "occurrence_count",
@@ -162,13 +216,14 @@ def _rank_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
 
 
 def _innermost_ops(launches: pl.DataFrame, ops: pl.DataFrame, same_thread: bool) -> pl.DataFrame:
-    """launcher -> op, aten_op_name, o_start of the innermost op containing each launch.
+    """rank, launcher -> op, op_code, o_start of the innermost op containing each launch.
 
     The innermost is the containing op that starts last; among equal starts the shorter, then
     the later in the file (`same_thread`), else HTA's first in the file. Usually it is simply
     the last op to start before the launch (one as-of join, with ops ordered so that the last
     of equal starts is the preferred one); only launches that op does not contain, but some
-    earlier op may, go through the inequality join over every containing op.
+    earlier op may, go through the inequality join over every containing op. (Ranks and
+    threads lie apart in time, `_with_offsets`: no join reaches another rank's ops.)
     """
     keys = ["o_lo", "o_dur", "op"] if same_thread else ["o_lo", "op"]
     desc = [False, True, False] if same_thread else [False, True]
@@ -176,7 +231,9 @@ def _innermost_ops(launches: pl.DataFrame, ops: pl.DataFrame, same_thread: bool)
         launches.sort("l_lo")
         .join_asof(
             # __reach: the latest end of any op starting up to here
-            ops.sort(keys, descending=desc).with_columns(pl.col("o_hi").cum_max().alias("__reach")),
+            ops.drop("rank")
+            .sort(keys, descending=desc)
+            .with_columns(pl.col("o_hi").cum_max().alias("__reach")),
             left_on="l_lo",
             right_on="o_lo",
             strategy="backward",
@@ -184,21 +241,23 @@ def _innermost_ops(launches: pl.DataFrame, ops: pl.DataFrame, same_thread: bool)
         )
         .with_columns((pl.col("o_hi") >= pl.col("l_hi")).fill_null(False).alias("__in"))
     )
-    cols = ["launcher", "op", "op_code", "o_start"]
+    cols = ["rank", "launcher", "op", "op_code", "o_start"]
     found = last_started.filter("__in").select(cols)
     # A launch that no op starting before it reaches past is in no op at all.
     rest = last_started.filter(~pl.col("__in") & (pl.col("__reach") >= pl.col("l_hi")))
-    rest = rest.select("launcher", "l_lo", "l_hi")
+    rest = rest.select("rank", "launcher", "l_lo", "l_hi")
     if rest.is_empty():
         return found
-    pairs = rest.join_where(ops, pl.col("o_lo") <= pl.col("l_lo"), pl.col("o_hi") >= pl.col("l_hi"))
+    pairs = rest.join_where(
+        ops.drop("rank"), pl.col("o_lo") <= pl.col("l_lo"), pl.col("o_hi") >= pl.col("l_hi")
+    )
     if same_thread:
-        order = (["launcher", "o_start", "o_dur", "op"], [False, True, False, True])
+        order = (["rank", "launcher", "o_start", "o_dur", "op"], [False, False, True, False, True])
     else:
-        order = (["launcher", "o_start", "op"], [False, True, False])
+        order = (["rank", "launcher", "o_start", "op"], [False, False, True, False])
     fallback = (
         pairs.sort(order[0], descending=order[1])
-        .group_by("launcher", maintain_order=True)
+        .group_by("rank", "launcher", maintain_order=True)
         .first()
         .select(cols)
     )
@@ -220,19 +279,17 @@ def aten_op_kernels_and_delay(
     """
     chosen = sorted(r for r in ranks if rank is None or r == rank)
     steps = profiler_step_names(ranks)  # HTA's step filter looks at the whole job
-    frames = []
-    for r in chosen:
-        view = rank_view(ranks[r], steps, hta_compat=hta_compat, columns=("pid", "tid"))
-        table = _rank_table(view, hta_compat=hta_compat)
-        if not table.is_empty():
-            frames.append(table.with_columns(pl.lit(r, pl.Int64).alias("rank")))
-    if not frames:
+    views = [
+        (r, rank_view(ranks[r], steps, hta_compat=hta_compat, columns=("pid", "tid")))
+        for r in chosen
+    ]
+    table = _ranks_table(tagged(views), hta_compat=hta_compat)
+    if table.is_empty():
         return pl.DataFrame(schema=COLUMNS)
     keys = list(sort_by)
     ties = [c for c in ("aten_op_name", "kernel_sequence") if c not in keys]
     return (
-        pl.concat(frames)
-        .select(list(COLUMNS))
+        table.select(list(COLUMNS))
         .cast(COLUMNS)
         .sort(["rank", *keys, *ties], descending=[False, *[True] * len(keys), *[False] * len(ties)])
     )

@@ -23,8 +23,9 @@ import polars as pl
 from hta_tui.analysis import intervals
 from hta_tui.analysis.comm_kinds import NCCL_KERNEL, kind_of
 from hta_tui.analysis.exposed_comm import covered_before
-from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.hta_view import job_cached, us
 from hta_tui.analysis.kernel_owners import kernel_owners
+from hta_tui.analysis.per_rank import tagged
 
 HIDDEN_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -54,27 +55,28 @@ STREAM_COLUMNS: dict[str, pl.DataType] = {
 _STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
 
 
-def _rank_collectives(rank: int, events: pl.DataFrame) -> pl.DataFrame:
-    """The rank's NCCL kernels: rank, pg, stream, kind, step, module, start, end."""
-    owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
+def _collectives(ranks: Mapping[int, pl.DataFrame], owners: pl.DataFrame) -> pl.DataFrame:
+    """The ranks' NCCL kernels (`owners`: their kernels, `rank` first): rank, pg, stream,
+    kind, step, module, start, end."""
     names = owners.select(pl.col("name").unique())
     nccl = names.filter(pl.col("name").str.contains(NCCL_KERNEL))["name"]
     comm = owners.filter(pl.col("name").is_in(nccl.implode()))
     if comm.is_empty():
         return pl.DataFrame()
-    ext = events.select("idx", "external_id")
+    events = tagged([(r, ev) for r, ev in sorted(ranks.items())])
+    ext = events.select("rank", "idx", "external_id")
     args = (
         events.lazy()
         .filter(pl.col("coll_name").is_not_null() & pl.col("external_id").is_not_null())
-        .group_by("external_id")
+        .group_by("rank", "external_id")
         .agg(pl.col("coll_name").drop_nulls().first(), pl.col("pg_name").drop_nulls().first())
         .collect()
     )
     return (
-        comm.join(ext, on="idx", how="left")
-        .join(args, on="external_id", how="left")
+        comm.join(ext, on=["rank", "idx"], how="left", maintain_order="left")
+        .join(args, on=["rank", "external_id"], how="left", maintain_order="left")
         .select(
-            pl.lit(rank, pl.Int64).alias("rank"),
+            "rank",
             pl.col("pg_name").cast(pl.String).fill_null("0").alias("pg"),
             "stream",
             kind_of(pl.col("coll_name").fill_null(pl.col("name"))).alias("kind"),
@@ -86,31 +88,32 @@ def _rank_collectives(rank: int, events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _compute_union(ranks: Mapping[int, pl.DataFrame]) -> pl.LazyFrame:
+def _compute_union(owners: pl.DataFrame) -> pl.LazyFrame:
     """Per rank, the disjoint intervals where a kernel other than NCCL's runs."""
-    parts = []
-    for rank, events in sorted(ranks.items()):
-        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
-        parts.append(
-            owners.filter(~pl.col("name").str.contains(NCCL_KERNEL).fill_null(False)).select(
-                pl.lit(rank, pl.Int64).alias("rank"),
-                pl.col("ts").alias("start"),
-                (pl.col("ts") + pl.col("dur")).alias("end"),
-            )
-        )
-    return intervals.merged(pl.concat(parts), by="rank").sort("rank", "start")
+    comp = owners.filter(~pl.col("name").str.contains(NCCL_KERNEL).fill_null(False)).select(
+        "rank", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end")
+    )
+    return intervals.merged(comp, by="rank").sort("rank", "start")
 
 
 def _hidden(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
-    """Every NCCL kernel with `__dur` and `__hidden` (ns)."""
-    frames = [f for r, ev in sorted(ranks.items()) if (f := _rank_collectives(r, ev)).height]
-    if not frames:
+    """Every NCCL kernel with `__dur` and `__hidden` (ns): every rank's at once (`rank` in
+    every key), once per job (both tables read it)."""
+    return job_cached(ranks, "collectives_hidden", lambda: _hidden_of(ranks))
+
+
+def _hidden_of(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    owners = tagged([(r, kernel_owners(ev)) for r, ev in sorted(ranks.items())])
+    if owners.is_empty():
         return pl.DataFrame()
-    comm = pl.concat(frames).lazy()
-    comp = _compute_union(ranks)
-    comm = covered_before(comm, comp, "start", "__cs")
-    comm = covered_before(comm, comp, "end", "__ce")
-    return comm.with_columns(
+    owners = owners.filter(pl.col("kind") == "kernel")
+    comm = _collectives(ranks, owners)
+    if comm.is_empty():
+        return pl.DataFrame()
+    comp = _compute_union(owners)
+    lazy = covered_before(comm.lazy(), comp, "start", "__cs")
+    lazy = covered_before(lazy, comp, "end", "__ce")
+    return lazy.with_columns(
         (pl.col("end") - pl.col("start")).alias("__dur"),
         (pl.col("__ce") - pl.col("__cs")).alias("__hidden"),
     ).collect()

@@ -29,6 +29,7 @@ import polars as pl
 
 from hta_tui.analysis.comm_kinds import COLLECTIVE_OP, NCCL_KERNEL, dtype_bytes, kind_of
 from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.per_rank import tagged
 from hta_tui.trace.schema import COMM_COLUMNS
 
 CALL_COLUMNS: dict[str, pl.DataType] = {
@@ -61,27 +62,36 @@ _DEFAULT_PG = "0"
 
 
 def _steps(ev: pl.DataFrame) -> pl.DataFrame:
-    """The rank's ProfilerStep#N intervals: step, step_ts, step_end (ns)."""
+    """Each rank's ProfilerStep#N intervals: rank, step, step_ts, step_end (ns), in order."""
     return (
         ev.lazy()
         .filter(pl.col("kind").is_in(["annotation", "cpu_op"]))
         .filter(pl.col("name").str.starts_with("ProfilerStep"))
         .select(
+            "rank",
             pl.col("name").str.extract(_STEP_RE, 1).cast(pl.Int64).alias("step"),
             pl.col("ts").alias("step_ts"),
             (pl.col("ts") + pl.col("dur")).alias("step_end"),
         )
         .drop_nulls("step")
-        .sort("step_ts")
+        .sort("rank", "step_ts", maintain_order=True)
         .collect()
     )
 
 
 def _with_step(calls: pl.DataFrame, steps: pl.DataFrame, at: str) -> pl.DataFrame:
-    """`step`: the ProfilerStep interval holding each call's `at` time (null outside)."""
+    """`step`: the ProfilerStep interval of its rank holding each call's `at` time (null
+    outside)."""
     if steps.is_empty():
         return calls.with_columns(pl.lit(None, pl.Int64).alias("step"))
-    joined = calls.sort(at).join_asof(steps, left_on=at, right_on="step_ts", strategy="backward")
+    joined = calls.sort("rank", at, maintain_order=True).join_asof(
+        steps,
+        left_on=at,
+        right_on="step_ts",
+        by="rank",
+        strategy="backward",
+        check_sortedness=False,
+    )
     inside = pl.col(at) < pl.col("step_end")
     return joined.with_columns(pl.when(inside).then(pl.col("step")).alias("step")).drop(
         "step_ts", "step_end"
@@ -90,28 +100,47 @@ def _with_step(calls: pl.DataFrame, steps: pl.DataFrame, at: str) -> pl.DataFram
 
 def rank_calls(rank: int, ev: pl.DataFrame) -> pl.DataFrame:
     """One rank's collective calls (`CALL_COLUMNS`), in time order, before matching."""
+    return ranks_calls({rank: ev})
+
+
+def ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Every rank's collective calls before matching (`CALL_COLUMNS`), rank by rank in time
+    order: the concatenation of each rank's alone, made over every rank at once (a few
+    queries per job, not per rank: a rank of a dozen events cost ~20 of them alone), once
+    per job (the distributed tables, the critical path's calls and the matching share it)."""
+    return job_cached(ranks, "rank_calls", lambda: _ranks_calls(ranks))
+
+
+def _ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    ev = tagged(sorted(ranks.items()))
+    if ev.is_empty():
+        return pl.DataFrame(schema=CALL_COLUMNS)
     args = (
         ev.lazy()
         .filter(pl.col("coll_name").is_not_null() & pl.col("external_id").is_not_null())
-        .sort(pl.col("kind") != "cpu_op")  # the record_param_comms op first
-        .group_by("external_id")
+        .sort(pl.col("kind") != "cpu_op", maintain_order=True)  # the record_param_comms op first
+        .group_by("rank", "external_id")
         .agg(
             pl.col("ts").first().alias("cpu_ts"),
             *(pl.col(c).drop_nulls().first() for c in COMM_COLUMNS if c != "pg_ranks"),
         )
     )
     kernels = _nccl_kernels(ev)
-    has_kernels = not kernels.is_empty()
-    if has_kernels:
-        base = kernels.lazy().with_columns(pl.lit(None, pl.Int64).alias("op_bytes"))
-    else:
-        ops = ev.lazy().filter(
-            pl.col("kind").is_in(["annotation", "cpu_op", "other"])
-            & pl.col("name").str.contains(COLLECTIVE_OP)
-        )
-        base = op_bytes(ops).select("idx", "name", "ts", "dur", "external_id", "op_bytes")
+    on_gpu = kernels["rank"].unique()  # the ranks with NCCL kernels: their calls are those
+    ops = ev.lazy().filter(
+        ~pl.col("rank").is_in(on_gpu.implode())
+        & pl.col("kind").is_in(["annotation", "cpu_op", "other"])
+        & pl.col("name").str.contains(COLLECTIVE_OP)
+    )
+    base = pl.concat(
+        [
+            kernels.lazy().with_columns(pl.lit(None, pl.Int64).alias("op_bytes")),
+            op_bytes(ops).select("rank", "idx", "name", "ts", "dur", "external_id", "op_bytes"),
+        ],
+        how="vertical_relaxed",
+    )
     calls = (
-        base.join(args, on="external_id", how="left")
+        base.join(args, on=["rank", "external_id"], how="left")
         .with_columns(
             pl.col("pg_name").fill_null(_DEFAULT_PG).alias("pg"),
             kind_of(pl.col("coll_name").fill_null(pl.col("name"))).alias("kind"),
@@ -120,19 +149,20 @@ def rank_calls(rank: int, ev: pl.DataFrame) -> pl.DataFrame:
                 pl.col("op_bytes"),
             ).alias("bytes"),
             (pl.col("ts") + pl.col("dur")).alias("end"),
+            pl.col("rank").is_in(on_gpu.implode()).alias("on_gpu"),
         )
-        .sort("ts", "idx")  # calls starting together numbered in file order
+        .sort("rank", "ts", "idx")  # calls starting together numbered in file order
         .with_columns(
             pl.coalesce(
-                pl.col("comm_seq"), pl.int_range(pl.len(), dtype=pl.Int64).over("pg")
+                pl.col("comm_seq"), pl.int_range(pl.len(), dtype=pl.Int64).over("rank", "pg")
             ).alias("seq"),
         )
         .collect()
     )
-    calls = _issued(calls, ev, on_gpu=has_kernels)
+    calls = _issued(calls, ev)
     calls = _with_step(calls, _steps(ev), "issued")
     return calls.select(
-        pl.lit(rank, pl.Int64).alias("rank"),
+        pl.col("rank").cast(pl.Int64),
         "pg",
         "seq",
         "kind",
@@ -144,43 +174,50 @@ def rank_calls(rank: int, ev: pl.DataFrame) -> pl.DataFrame:
         "bytes",
         "dtype",
         "group_size",
-        pl.lit(has_kernels).alias("on_gpu"),
-    ).sort("ts")
+        "on_gpu",
+    ).sort("rank", "ts", maintain_order=True)
 
 
 def _nccl_kernels(ev: pl.DataFrame) -> pl.DataFrame:
-    """idx, name, ts, dur, external_id of the rank's NCCL kernels (the pattern tried on the
-    distinct kernel names only)."""
+    """rank, idx, name, ts, dur, external_id of the ranks' NCCL kernels (the pattern tried
+    on the distinct kernel names only)."""
     kernels = (
         ev.lazy()
         .filter(pl.col("kind") == "kernel")
-        .select("idx", "name", "ts", "dur", "external_id")
+        .select("rank", "idx", "name", "ts", "dur", "external_id")
         .collect()
     )
     names = kernels.select(pl.col("name").unique()).filter(pl.col("name").str.contains(NCCL_KERNEL))
     return kernels.filter(pl.col("name").is_in(names["name"].implode()))
 
 
-def _issued(calls: pl.DataFrame, ev: pl.DataFrame, *, on_gpu: bool) -> pl.DataFrame:
+def _issued(calls: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
     """`issued`: when the CPU asked for the call (its record_param_comms op, else the nearest
-    `c10d::` op before it), which places it in a step; and `arrival`: when the rank was ready
-    for it. A GPU call arrives when its kernel starts (the stream reached it); a CPU call
-    (gloo) when it was issued: the backend may start it later, when a worker thread frees up,
-    which is not the rank's lateness."""
+    `c10d::` op of its rank before it), which places it in a step; and `arrival`: when the
+    rank was ready for it. A GPU call arrives when its kernel starts (the stream reached it);
+    a CPU call (gloo) when it was issued: the backend may start it later, when a worker
+    thread frees up, which is not the rank's lateness."""
     c10d = (
         ev.lazy()
         .filter(pl.col("name").str.starts_with("c10d::"))
-        .select(pl.col("ts").alias("c10d_ts"))
-        .sort("c10d_ts")
+        .select("rank", pl.col("ts").alias("c10d_ts"))
+        .sort("rank", "c10d_ts", maintain_order=True)
         .collect()
     )
-    calls = calls.sort("ts").join_asof(c10d, left_on="ts", right_on="c10d_ts", strategy="backward")
+    calls = calls.sort("rank", "ts", maintain_order=True).join_asof(
+        c10d,
+        left_on="ts",
+        right_on="c10d_ts",
+        by="rank",
+        strategy="backward",
+        check_sortedness=False,
+    )
     issued = pl.coalesce(
         pl.when(pl.col("cpu_ts") <= pl.col("ts")).then(pl.col("cpu_ts")),
         pl.col("c10d_ts"),
         pl.col("ts"),
     )
-    arrival = pl.col("ts") if on_gpu else pl.col("issued")
+    arrival = pl.when("on_gpu").then(pl.col("ts")).otherwise(pl.col("issued"))
     return calls.with_columns(issued.alias("issued")).with_columns(arrival.alias("arrival"))
 
 
@@ -229,10 +266,9 @@ def calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
 
 
 def _matched(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
-    frames = [rank_calls(r, ev) for r, ev in sorted(ranks.items())]
-    if not frames:
+    if not ranks:
         return pl.DataFrame(schema=MATCHED_COLUMNS)
-    return matched(pl.concat(frames, how="vertical_relaxed"))
+    return matched(ranks_calls(ranks))
 
 
 def matched(every: pl.DataFrame) -> pl.DataFrame:

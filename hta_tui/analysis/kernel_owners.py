@@ -37,13 +37,14 @@ launch, operator or module ran this kernel" should read `kernel_owners`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import polars as pl
 
 from hta_tui.analysis import kernel_backend, nesting
 from hta_tui.analysis.hta_view import job_cached, us
+from hta_tui.analysis.per_rank import divided_as_alone, tagged
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
 
 OWNED = "operator"
@@ -277,7 +278,7 @@ def _module_of_graph_kernels() -> list[pl.Expr]:
     ]
 
 
-def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
+def _verdict(row: dict[str, object], outside_by: Iterable[tuple]) -> str:
     """One line: the share of kernel time with no operator, and why."""
     if not row["kernels"]:
         return "no GPU kernels"
@@ -291,7 +292,7 @@ def _verdict(row: dict[str, object], outside_by: pl.DataFrame) -> str:
             f"{share} of kernel time ({row['no_operator (us)']:,.0f} us) belongs to no operator"
         )
         why = []
-        for launch, calls, _time in outside_by.iter_rows():
+        for launch, calls, _time in outside_by:
             why.append(f"{calls} {launch} call{'s' if calls != 1 else ''} outside any operator")
         if row["no_launch_event (us)"]:
             why.append(f"{row['no_launch_event (us)']:,.0f} us of kernels with no launch event")
@@ -390,16 +391,13 @@ def _summary(
         .select("launch", "calls", "t")
         .head(3)
     )
-    row["verdict"] = _verdict(row, outside_by)
+    row["verdict"] = _verdict(row, outside_by.iter_rows())
     return row
 
 
 def rank_attribution(events: pl.DataFrame) -> pl.DataFrame:
     """One rank's row of `kernel_attribution` (no `rank` column)."""
-    owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
-    row = _summary(owners, *_graph_launches(events), overlapping_on_stream(events))
-    schema = {k: v for k, v in ATTRIBUTION_COLUMNS.items() if k != "rank"}
-    return pl.DataFrame([{k: row[k] for k in schema}], schema=schema)
+    return kernel_attribution({0: events}).drop("rank")
 
 
 def job_verdict(ranks: Mapping[int, pl.DataFrame]) -> str | None:
@@ -436,53 +434,179 @@ def job_verdict(ranks: Mapping[int, pl.DataFrame]) -> str | None:
 def kernel_attribution(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Per rank (`ATTRIBUTION_COLUMNS`): kernel time, the time and share that belongs to no
     operator (outside any operator, no launch event), graph launches and their kernels, graph
-    launches with no kernel events and their CPU time, and a one-line verdict."""
-    frames = [
-        rank_attribution(events).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
-        for rank, events in sorted(ranks.items())
-    ]
-    if not frames:
+    launches with no kernel events and their CPU time, and a one-line verdict. Every rank's
+    figures in a few queries over the ranks' kernels together (`rank` in every key), then
+    each rank's row as `rank_attribution` makes it (the shares and verdict in Python)."""
+    if not ranks:
         return pl.DataFrame(schema=ATTRIBUTION_COLUMNS)
-    return pl.concat(frames).cast(ATTRIBUTION_COLUMNS)
+    every = pl.DataFrame({"rank": sorted(ranks)}, schema={"rank": pl.Int64()})
+    owners = owned_kernels(ranks)
+    dur = pl.col("dur")
+    none = pl.col("owner") != OWNED
+    # ns here, us below (each rank's figures were one row: divided exactly, as in Python)
+    times = {
+        "kernel_time (us)": dur.sum(),
+        "no_operator (us)": dur.filter(none).sum(),
+        "outside_any_operator (us)": dur.filter(pl.col("owner") == OUTSIDE).sum(),
+        "no_launch_event (us)": dur.filter(
+            pl.col("owner").is_in([NO_LAUNCH, NO_CORRELATION])
+        ).sum(),
+        "graph_kernel_time (us)": dur.filter("graph").sum(),
+    }
+    sums = every.join(
+        owners.group_by("rank").agg(
+            pl.len().cast(pl.UInt32).alias("kernels"),
+            *(t.alias(c) for c, t in times.items()),
+            pl.col("graph").sum().cast(pl.UInt32).alias("graph_kernels"),
+            (pl.col("module_from") == ANNOTATED)
+            .sum()
+            .cast(pl.UInt32)
+            .alias("graph_kernels_annotated"),
+        ),
+        on="rank",
+        how="left",
+    ).fill_null(0)  # a rank without kernels: what the sums of none are
+    events = tagged([(r, ev) for r, ev in sorted(ranks.items())])
+    graphs, bare = _ranks_graph_launches(events)
+    launches = every.join(
+        graphs.group_by("rank").agg(pl.len().alias("graph_launches")), on="rank", how="left"
+    ).join(
+        bare.group_by("rank").agg(pl.len().alias("bare"), dur.sum().alias("bare_dur")),
+        on="rank",
+        how="left",
+    )
+    overlapping = _overlapping_on_stream(events)
+    outside = (
+        owners.filter(pl.col("owner") == OUTSIDE)
+        .group_by("rank", "launch")
+        .agg(pl.col("launch_idx").n_unique().alias("calls"), dur.sum().alias("t"))
+        .sort(["rank", "t", "launch"], descending=[False, True, False])
+        .group_by("rank", maintain_order=True)
+        .head(3)
+    )
+    outside_by: dict[int, list[tuple]] = {}
+    for rank, launch, calls, t in outside.select("rank", "launch", "calls", "t").iter_rows():
+        outside_by.setdefault(rank, []).append((launch, calls, t))
+    rows = []
+    for row, extra in zip(
+        sums.sort("rank").iter_rows(named=True),
+        launches.sort("rank").iter_rows(named=True),
+        strict=True,
+    ):
+        rank = row["rank"]
+        row.update({c: float(row[c]) / 1000 for c in times})
+        total = row["kernel_time (us)"]
+        row["no_operator_pct"] = 100 * row["no_operator (us)"] / total if total else 0.0
+        row["graph_launches"] = extra["graph_launches"] or 0
+        row["graph_launches_without_kernels"] = extra["bare"] or 0
+        row["graph_launch_cpu_without_kernels (us)"] = float(extra["bare_dur"] or 0) / 1000
+        row["overlapping_on_stream"] = overlapping.get(rank, 0)
+        row["verdict"] = _verdict(row, outside_by.get(rank, []))
+        rows.append({k: row[k] for k in ATTRIBUTION_COLUMNS})
+    return pl.DataFrame(rows, schema=ATTRIBUTION_COLUMNS)
+
+
+def owned_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Every rank's kernels (`kernel_owners`, kind "kernel"), `rank` first, in one frame:
+    once per job (the attribution's tables read it)."""
+    return job_cached(ranks, "owned_kernels", lambda: _owned_kernels(ranks))
+
+
+def _owned_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    owners = tagged([(r, kernel_owners(ev)) for r, ev in sorted(ranks.items())])
+    if owners.is_empty():
+        return pl.DataFrame(schema={"rank": pl.Int64(), **OWNER_COLUMNS})
+    return owners.filter(pl.col("kind") == "kernel")
+
+
+def _ranks_graph_launches(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`_graph_launches` of every rank at once (`rank` first in `events` and the answers)."""
+    if events.is_empty():
+        empty = pl.DataFrame(schema={"rank": pl.Int64(), "dur": pl.Int64()})
+        return empty, empty
+    graphs = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
+        .select("rank", "correlation", "dur")
+        .collect()
+    )
+    gpu = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("correlation").is_not_null())
+        .select("rank", "correlation")
+        .unique()
+        .collect()
+    )
+    bare = graphs.join(gpu, on=["rank", "correlation"], how="anti", maintain_order="left")
+    return graphs.select("rank", "dur"), bare.select("rank", "dur")
+
+
+def _overlapping_on_stream(events: pl.DataFrame) -> dict[int, int]:
+    """rank -> `overlapping_on_stream` of its events, every rank at once (`rank` first)."""
+    if events.is_empty():
+        return {}
+    ops = events.lazy().filter(
+        pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("stream").is_not_null()
+    )
+    per = (
+        ops.select("rank", "stream", "ts", (pl.col("ts") + pl.col("dur")).alias("end"))
+        .sort(["rank", "stream", "ts", "end"], descending=[False, False, False, True])
+        .with_columns(
+            (pl.col("ts") < pl.col("end").cum_max().shift(1).over("rank", "stream")).alias("o")
+        )
+        .group_by("rank")
+        .agg(pl.col("o").sum())
+        .collect()
+    )
+    return dict(per.iter_rows())
 
 
 def unattributed_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """The kernel time that belongs to no operator per rank, reason and launch: kernels,
     time (us), share of the rank's kernel time (%); costliest first."""
-    frames = []
-    for rank, events in sorted(ranks.items()):
-        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
-        total = owners["dur"].sum()
-        frames.append(
-            owners.filter(pl.col("owner") != OWNED)
-            .group_by("owner", "launch")
-            .agg(
-                pl.len().cast(pl.UInt32).alias("kernels"),
-                pl.col("launch_idx").drop_nulls().n_unique().cast(pl.UInt32).alias("launches"),
-                pl.col("dur").sum().alias("__t"),
-            )
-            .select(
-                pl.lit(rank, pl.Int64).alias("rank"),
-                pl.col("owner").alias("reason"),
-                "launch",
-                "launches",
-                "kernels",
-                us(pl.col("__t")).alias("time (us)"),
-                (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
-            )
+    owners = _with_total(owned_kernels(ranks))
+    table = (
+        owners.filter(pl.col("owner") != OWNED)
+        .group_by("rank", "owner", "launch")
+        .agg(
+            pl.len().cast(pl.UInt32).alias("kernels"),
+            pl.col("launch_idx").drop_nulls().n_unique().cast(pl.UInt32).alias("launches"),
+            pl.col("dur").sum().alias("__t"),
+            pl.col("__total").first(),
         )
+        .select(
+            "rank",
+            pl.col("owner").alias("reason"),
+            "launch",
+            "launches",
+            "kernels",
+            *_time_and_share(),
+        )
+    )
     schema = {
         "rank": pl.Int64(), "reason": pl.String(), "launch": pl.String(),
         "launches": pl.UInt32(), "kernels": pl.UInt32(), "time (us)": pl.Float64(),
         "share_pct": pl.Float64(),
     }  # fmt: skip
-    if not frames:
-        return pl.DataFrame(schema=schema)
-    return (
-        pl.concat(frames)
-        .cast(schema)
-        .sort(["rank", "time (us)", "reason", "launch"], descending=[False, True, False, False])
+    return table.cast(schema).sort(
+        ["rank", "time (us)", "reason", "launch"], descending=[False, True, False, False]
     )
+
+
+def _with_total(owners: pl.DataFrame) -> pl.DataFrame:
+    """`owners` with `__total`, its rank's kernel time (ns)."""
+    return owners.with_columns(pl.col("dur").sum().over("rank").alias("__total"))
+
+
+def _time_and_share() -> list[pl.Expr]:
+    """`time (us)` of `__t` (ns) and `share_pct`, 100 x `__t` / `__total` (its rank's kernel
+    time; 0 without any), divided as each rank's table alone was (`divided_as_alone`)."""
+    alone = pl.len().over("rank") == 1
+    share = divided_as_alone(100 * pl.col("__t"), pl.col("__total"), alone)
+    return [
+        divided_as_alone(pl.col("__t"), 1000, alone).alias("time (us)"),
+        pl.when(pl.col("__total") != 0).then(share).otherwise(0.0).alias("share_pct"),
+    ]
 
 
 MODULE_COLUMNS: dict[str, pl.DataType] = {
@@ -524,31 +648,16 @@ def _kernel_time_by(
 ) -> pl.DataFrame:
     """Kernel count, time and share of the rank's kernel time per rank and `keys` (columns
     of `kernel_owners`), costliest first within each rank."""
-    frames = []
-    for rank, events in sorted(ranks.items()):
-        owners = kernel_owners(events).filter(pl.col("kind") == "kernel")
-        total = owners["dur"].sum()
-        frames.append(
-            owners.group_by(*keys)
-            .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"))
-            .select(
-                pl.lit(rank, pl.Int64).alias("rank"),
-                *keys,
-                "kernels",
-                us(pl.col("__t")).alias("time (us)"),
-                (100 * pl.col("__t") / total if total else pl.lit(0.0)).alias("share_pct"),
-            )
-        )
-    if not frames:
-        return pl.DataFrame(schema=schema)
-    return (
-        pl.concat(frames)
-        .cast(schema)
-        .sort(
-            ["rank", "time (us)", *keys],
-            descending=[False, True, False, False],
-            nulls_last=True,
-        )
+    table = (
+        _with_total(owned_kernels(ranks))
+        .group_by("rank", *keys)
+        .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"), pl.col("__total").first())
+        .select("rank", *keys, "kernels", *_time_and_share())
+    )
+    return table.cast(schema).sort(
+        ["rank", "time (us)", *keys],
+        descending=[False, True, False, False],
+        nulls_last=True,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
@@ -28,3 +29,38 @@ def _ranked(
 ) -> pl.DataFrame:
     checkpoint()  # each rank is a piece a view left behind may stop after
     return table(events).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+
+
+def tagged(frames: list[tuple[int, pl.DataFrame]]) -> pl.DataFrame:
+    """Each rank's frame one after another with a leading `rank` (Int64): the input of an
+    analysis that makes every rank's table at once, with `rank` in its keys. The column is
+    inserted, not selected (no query per rank); a frame with no column is left out."""
+    kept = [(rank, f) for rank, f in frames if f.width]
+    if not kept:
+        return pl.DataFrame()
+    out = []
+    for rank, f in kept:
+        f = f.clone()  # a shallow copy: the caller's frame keeps its columns
+        f.insert_column(0, pl.Series("rank", np.full(f.height, rank, dtype=np.int64)))
+        out.append(f)
+    return pl.concat(out, how="diagonal_relaxed")
+
+
+def divided_as_alone(num: pl.Expr, by: pl.Expr | float, alone: pl.Expr) -> pl.Expr:
+    """`num / by` to the bit as polars made it on each rank's table alone, for a table made
+    over every rank at once: polars divides a one-row table exactly (a number by a number)
+    but a longer column by a number as times its inverse (1214.5 / 1000 is 1.2145, 1214.5 x
+    0.001 is 1.2145000000000001, and round(3) then tells them apart). `alone`: the row was
+    its rank's only row; `by`: a number, or a column (a per-rank total) of numbers."""
+    num = num.cast(pl.Float64)
+    if isinstance(by, pl.Expr):
+        by = by.cast(pl.Float64)
+        exact = num / by  # a column by a column: exactly, row by row
+    else:
+        divisor = float(by)
+        exact = num.map_batches(
+            lambda s: pl.Series(s.name, s.to_numpy() / divisor, dtype=pl.Float64),
+            return_dtype=pl.Float64,
+        )
+    inverse = num * (1.0 / by)
+    return pl.when(num.is_null()).then(None).when(alone).then(exact).otherwise(inverse)

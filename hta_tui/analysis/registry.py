@@ -486,8 +486,10 @@ def _sequences(r: Ranks, o: Options) -> Lazy:
 
 
 def _sequences_part(r: Ranks, o: Options) -> Tables:
-    """Each rank its own sequences (HTA's are one rank's: the asked one, else the job's
-    smallest, which a rank alone cannot know), with its rank to pick it by."""
+    """The sequences of the rank HTA's could be, with its rank to pick it by: HTA's are one
+    rank's, the asked one, else the job's smallest, which these ranks alone cannot know;
+    but only their smallest can be it (a batch of 64 tiny ranks makes one rank's, not 64)."""
+    least = min(r, default=None)
     parts = [
         sequences.frequent_cuda_kernel_sequences(
             {rank: ev},
@@ -498,7 +500,7 @@ def _sequences_part(r: Ranks, o: Options) -> Tables:
             hta_compat=o.hta_compat,
         ).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
         for rank, ev in sorted(r.items())
-        if o.rank < 0 or rank == o.rank
+        if rank == (least if o.rank < 0 else o.rank)
     ]
     empty = sequences._empty().select(pl.lit(None, pl.Int64).alias("rank"), pl.all())
     return {"frequent_cuda_kernel_sequences": pl.concat([empty, *parts], how="vertical_relaxed")}
@@ -742,14 +744,11 @@ def _distributed_part(r: Ranks, o: Options, meta: Metas | None = None) -> Tables
     ranges (the plugin times a transfer by the shortest range over the ranks)."""
     meta = meta or {}
     own = {k: m for k, m in meta.items() if k in r}
-    calls = [collectives.rank_calls(rank, ev) for rank, ev in sorted(r.items())]
     out: Tables = {
         "comm_comp_per_rank": (
             comm_plugin.overlap(r) if o.tb_compat else comm_overview.comm_comp_per_rank(r)
         ),
-        "calls": pl.concat(calls, how="vertical_relaxed")
-        if calls
-        else pl.DataFrame(schema=collectives.CALL_COLUMNS),
+        "calls": collectives.ranks_calls(r),  # every rank's at once
         "distributed_hierarchy": comm_topology.hierarchy(
             {k: (str(m.get("path", "")), m, r[k]) for k, m in own.items()}
         ),

@@ -80,7 +80,11 @@ def hta_stream() -> pl.Expr:
 
 
 def kernel_links(
-    view: pl.DataFrame, *, min_stream: int = 1, carry: Sequence[str] = ()
+    view: pl.DataFrame,
+    *,
+    min_stream: int = 1,
+    carry: Sequence[str] = (),
+    by: Sequence[str] = (),
 ) -> pl.DataFrame:
     """GPU-side rows with a stream >= `min_stream` and the CPU-side row that launched them.
 
@@ -89,21 +93,22 @@ def kernel_links(
 
     Columns: idx (the kernel's), launcher (idx of the last CPU-side event in file order with the
     same correlation, HTA's `index_correlation`), then the kernel's `carry` columns. Kernels
-    without a launcher are left out.
+    without a launcher are left out. `by`: columns (first in the answer) telling apart views
+    of several ranks in one frame (`rank`): a correlation links within its rank only.
     """
     on_gpu = _hta_kernel_filter()
     corr = pl.col("correlation")
     launchers = (
         view.filter(~on_gpu & corr.is_not_null())
-        .group_by("correlation")
+        .group_by(*by, "correlation")
         .agg(pl.col("idx").max().alias("launcher"))
     )
     return (
         view.filter(on_gpu & corr.is_not_null() & (hta_stream() >= min_stream))
-        .select("idx", "correlation", *carry)
-        .join(launchers, on="correlation")
+        .select(*by, "idx", "correlation", *carry)
+        .join(launchers, on=[*by, "correlation"])
         .filter(pl.col("launcher") > 0)
-        .select("idx", "launcher", *carry)
+        .select(*by, "idx", "launcher", *carry)
     )
 
 

@@ -501,7 +501,8 @@ def critical_path_summary(
         )
         nodes.append(pl.DataFrame({"rank": [rank], "instance_id": [i], "nodes": [gr.nodes]}))
         if rank not in mine:  # in (pg, seq) order, as the matched calls
-            mine[rank] = collectives.rank_calls(rank, ranks[rank]).sort("pg", "seq", "rank")
+            every = collectives.ranks_calls(ranks)  # every rank's at once, made once
+            mine[rank] = every.filter(pl.col("rank") == rank).sort("pg", "seq", "rank")
         calls.append(_rank_call_nodes(ranks[rank], rp, mine[rank]).select(key[1], pl.all()))
     node_schema = {"rank": pl.Int64(), "instance_id": pl.Int64(), "nodes": pl.Int64()}
     out[GRAPH_EDGES] = pl.concat(graphs) if graphs else pl.DataFrame()
