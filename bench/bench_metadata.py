@@ -5,6 +5,8 @@ named in `ph: "M"` events, and Kineto's log arrays after the events, against orj
                                                                 # inside the repo); appends to
                                                                 # bench/LAYOUTS.md
     python bench/bench_metadata.py --data DIR --code TREE       # another checkout's parser
+    python bench/bench_metadata.py --data DIR --pairs TREE      # in one process: TREE's parse
+                                                                # and this one's, alternated
 
 The trace is built from a shared one (../shared/traces/tracelens_mi300_ddp_resnet18, repeated
 in time to ~60 MB by ../shared/tools/scale_trace.py, in Kineto's own layout) with, as in a real
@@ -104,14 +106,76 @@ def build(folder: Path, mb: float = 60.0, log_mb: float = 8.0) -> Path:
     return out
 
 
+def _renamed(tree: Path, folder: Path) -> str:
+    """`tree`'s hta_tui copied into `folder` as the package `hta_tui_before` (its imports
+    rewritten), so both parsers can be imported in one process."""
+    import re
+    import shutil
+
+    dest = folder / "hta_tui_before"
+    shutil.copytree(tree / "hta_tui", dest, ignore=shutil.ignore_patterns("__pycache__"))
+    for path in dest.rglob("*.py"):
+        path.write_text(re.sub(r"\bhta_tui\b", "hta_tui_before", path.read_text()))
+    return str(folder)
+
+
+def run_pairs(path: Path, tree: Path, repeat: int) -> None:
+    """Process CPU time of `tree`'s parse_bytes and this checkout's, alternated in one
+    process (polars on one thread, the order swapped every pair), with orjson.loads of the
+    same bytes each time: a loaded machine's drift cancels in the ratio after / before."""
+    import gc
+    import tempfile
+
+    os.environ["POLARS_MAX_THREADS"] = "1"  # (before polars is imported)
+    import orjson
+
+    with tempfile.TemporaryDirectory(prefix="hta-before-") as folder:
+        sys.path.insert(0, _renamed(tree, Path(folder)))
+        sys.path.insert(0, str(HERE.parent))
+        from hta_tui_before.trace.parse import parse_bytes as before  # type: ignore[import-not-found]
+
+        from hta_tui.trace.parse import parse_bytes as after
+
+        data = path.read_bytes()
+
+        def cpu(fn) -> float:  # type: ignore[no-untyped-def]
+            gc.collect()
+            start = time.process_time()
+            fn(data)
+            return time.process_time() - start
+
+        rows = []
+        for i in range(repeat):
+            loads = cpu(orjson.loads)
+            if i % 2:
+                b, a = cpu(before), cpu(after)
+            else:
+                a, b = cpu(after), cpu(before)
+            rows.append((b, a, loads))
+            print(
+                f"before {b:.2f} s, after {a:.2f} s, loads {loads:.2f} s: after / before "
+                f"{a / b:.2f}, before / loads {b / loads:.2f}, after / loads {a / loads:.2f}"
+            )
+    med = statistics.median
+    print(
+        f"median of {repeat} pairs: after / before {med(a / b for b, a, _ in rows):.2f}, "
+        f"before / loads {med(b / lo for b, _, lo in rows):.2f}, after / loads "
+        f"{med(a / lo for _, a, lo in rows):.2f}; load average {os.getloadavg()[0]:.1f}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--code", type=Path, help="the hta_tui of another checkout")
+    ap.add_argument("--pairs", type=Path, help="a checkout to compare in one process")
     ap.add_argument("--out", type=Path, default=HERE / "LAYOUTS.md")
     args = ap.parse_args()
     path = build(args.data)
+    if args.pairs is not None:
+        run_pairs(path, args.pairs, args.repeat)
+        return
     r = bench_layouts.run_layout(path, args.repeat, args.code)
     if "error" in r:
         raise SystemExit(r["error"])

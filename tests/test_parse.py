@@ -451,3 +451,77 @@ def test_metadata_chunks_take_the_short_way_to_the_same_frames(
     assert fast.meta["dropped_events"] == usual.meta["dropped_events"]
     threads = fast.frames["threads"]
     assert threads.height >= 2 * 40 and threads["value"].to_list().count("GPU ü") == 2
+    # msgspec checks what the short way needs (ph "M", args an object): a chunk with an
+    # event of another phase or without args is left to the usual way, which drops it
+    for odd in (meta[-4], meta[-3], events[0]):
+        piece = memoryview(orjson.dumps([meta[0], odd]))
+        assert metadata_chunk(piece, False) is None, odd
+    assert metadata_chunk(memoryview(orjson.dumps(meta[:2])), False) is not None
+
+
+def _array_start(buf: bytes) -> int:
+    return parse_mod._ARRAY_START.match(buf, buf.find(b'"traceEvents"') + 13).end() - 1
+
+
+def test_events_end_is_found_from_the_last_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The events array's end is looked for from the file's last "}"s first (log arrays
+    after the events hold none: megabytes of them cost a memory scan, not a regex step per
+    "]" of their lines), and is the "]" the regex walk finds: in every layout, after log
+    arrays, before an array of objects, after an event whose text holds "}], {", with
+    blanks before the "]"; an empty array, or more "}"s after the events than it looks at,
+    is left to the walk."""
+    from hta_tui.synth import make_trace
+    from hta_tui.synth.layouts import LAYOUTS, relayout
+
+    trace = make_trace(0, world_size=2, steps=1, seed=3, kernels_per_step=4)
+    source = orjson.dumps(trace)
+    odd = {**trace["traceEvents"][-1], "name": 'x}], {"ph": "X"}]}'}
+    docs = [relayout(source, layout) for layout in LAYOUTS] + [
+        orjson.dumps({"traceEvents": [*trace["traceEvents"], odd], "logs": ["a]", "}"]}),
+        orjson.dumps({"traceEvents": trace["traceEvents"], "deviceProperties": [{"id": 0}]}),
+        b'{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1}\n\t \r\n], "x": ["]"]}',
+        orjson.dumps({"traceEvents": trace["traceEvents"], "p": [{"i": i} for i in range(9)]}),
+    ]
+    walk = parse_mod._object_end
+    for n, doc in enumerate(docs):
+        if n == len(docs) - 1:  # nine objects after the events, more than it looks at
+            monkeypatch.setattr(parse_mod, "OBJECT_ENDS", 8)
+        first = _array_start(doc)
+        fast = walk(doc, first)
+        monkeypatch.setattr(parse_mod, "_object_end", lambda buf, first: None)
+        slow = parse_mod._events_end(doc, first)
+        monkeypatch.setattr(parse_mod, "_object_end", walk)
+        assert slow is not None and parse_mod._events_end(doc, first) == slow, n
+        assert (fast == slow) if n < len(docs) - 1 else fast is None, n
+        assert orjson.loads(doc[first : slow + 1]) == orjson.loads(doc)["traceEvents"], n
+    for empty in (b'{"traceEvents": [ ], "INFO": ["a]"]}', b'{"x": [{}], "traceEvents":[]}'):
+        first = _array_start(empty)
+        assert walk(empty, first) is None
+        assert parse_mod._events_end(empty, first) == empty.index(b"]", first)
+
+
+def test_clean_files_are_checked_without_a_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file whose ids are each held once (every real trace) is told clean by counting
+    them, and its steps by the names that can be steps: the per-row window and the regex
+    over every name run only where a shared id or an odd step is; what they find is
+    unchanged."""
+    from collections import Counter
+
+    from hta_tui.trace import quality
+
+    clean = parse_bytes(orjson.dumps(dialects.current())).frames["events"]
+    real_over = pl.Expr.over
+
+    def no_window(*args: object, **kwargs: object) -> object:
+        raise AssertionError("a window over a clean file")
+
+    monkeypatch.setattr(pl.Expr, "over", no_window)
+    dropped: Counter[str] = Counter()
+    assert quality.checked_events(clean, dropped).equals(clean) and not dropped
+    monkeypatch.setattr(pl.Expr, "over", real_over)
+    shared = clean.with_columns(pl.lit(7, pl.Int64).alias("correlation"))
+    launches = shared.filter(pl.col("kind").is_in(["runtime", "driver"])).height
+    steps = shared.with_columns(pl.lit("ProfilerStep#99999999999").alias("name")).head(2)
+    out = quality.checked_events(pl.concat([shared, steps]), dropped)
+    assert dropped[quality.SHARED_CORRELATION] >= launches - 1 > 0
+    assert dropped[quality.STEP_OUT_OF_RANGE] == 2 and out.height == shared.height

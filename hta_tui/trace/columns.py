@@ -521,18 +521,11 @@ _ARG_NAME, _LABELS, _SORT_INDEX = map(reader, ("name", "labels", "sort_index"))
 
 
 def _metadata_frame(evs: Metadata) -> pl.DataFrame:
-    """`_threads_frame` of a chunk of metadata events only (`parse._metadata_chunk`: their
-    args are None when absent, never NO_ARGS): the name or labels chosen in Python, one
-    column instead of two, the same values (the first of name, labels and sort index
-    given, as text)."""
+    """`_threads_frame` of a chunk of metadata events only, each with args
+    (`parse._metadata_chunk`): the name or labels chosen in one pass, one column instead of
+    two, the same values (the first of name, labels and sort index given, as text)."""
     args = [e.args for e in evs]
-    if None in args:
-        keep = [a is not None for a in args]
-        evs, args = list(compress(evs, keep)), list(compress(args, keep))
-        if not evs:
-            return empty("threads")
-    named = [n if n is not None else v for n, v in zip(_ARG_NAME(args), _LABELS(args), strict=True)]
-    value = _text_column("value", named)
+    value = _text_column("value", [a.labels if a.name is None else a.name for a in args])
     sorts = _SORT_INDEX(args)
     if sorts.count(None) != len(sorts):  # (an index past Int64 is null, as before)
         sort = column("sort_index", sorts, pl.Int64, strict=False).cast(pl.String)

@@ -8,7 +8,7 @@ collection walk them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -155,16 +155,19 @@ class MetadataArgs(msgspec.Struct, gc=False):
     sort_index: int | None = None
 
 
-class MetadataEvent(msgspec.Struct, gc=False):
+class MetadataEvent(msgspec.Struct, gc=False, kw_only=True):
     """A `ph: "M"` event as `Event` has it, but only the fields the threads frame reads:
     a trace naming tens of thousands of processes and threads (a real MTIA trace's 310k
-    metadata events) decodes them at two thirds of the cost (`parse._metadata_chunk`)."""
+    metadata events) decodes them at two thirds of the cost (`parse._metadata_chunk`).
+    msgspec checks what the threads frame would otherwise check a pass at a time: `ph` is
+    "M" and `args` an object (an event of another phase, or without args, is a
+    ValidationError, and its chunk goes the usual way)."""
 
     name: str | int | float | None = None
-    ph: str = ""
+    ph: Literal["M"]
     pid: int | str | None = None
     tid: int | str | None = None
-    args: MetadataArgs | None = None
+    args: MetadataArgs
 
 
 class Metadata(list):  # type: ignore[type-arg]
