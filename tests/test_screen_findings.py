@@ -39,6 +39,17 @@ async def test_findings_block_view_enter_and_t(tmp_path: Path, monkeypatch: Any)
     held_back = write_rank(root, 1, world=2)
     gate = hold_loads(monkeypatch, held_back)  # rank 1 "takes long": listed, not loaded
     app = make_screen_app(root, tmp_path, findings=True)
+    # each time the findings start computing: was the overview of that set drawn already?
+    # (the first computation runs every analysis of every rank: not while the last files and
+    # the overview need the cores)
+    started: list[tuple[int, int]] = []
+    compute = FindingsBlock._compute
+
+    def spy(block: FindingsBlock, ts: Any) -> Any:
+        started.append((app._overview_shown, ts.generation))
+        return compute(block, ts)
+
+    monkeypatch.setattr(FindingsBlock, "_compute", spy)
     try:
         async with app.run_test(size=SIZE) as pilot:
             # one rank in, one to come: no verdict yet, and nothing computed
@@ -52,6 +63,7 @@ async def test_findings_block_view_enter_and_t(tmp_path: Path, monkeypatch: Any)
             block = app.screen.query_one(FindingsBlock)
             await wait_until(pilot, lambda: block.current, 30, "the findings")
             await pilot.pause()
+            assert started and all(shown == generation for shown, generation in started)
             found = compute_findings(app.trace_set.snapshot()).findings
             fired = found.filter(found["severity"].is_in(["fail", "warn", "info"]))
             lines = _block_text(app).splitlines()
