@@ -4,7 +4,8 @@ stake per step (the rules' findings; `Z` opens them all with their evidence).
 It computes in a worker of the overview's group (the app counts it as the overview's work,
 `HtaApp.settled`), once no file is loading and the overview's numbers of that set are drawn
 (`HtaApp.overview_drawn`: a first computation runs every analysis of every rank, ~0.2 s of
-CPU a small rank, and must not take the cores the last files and the overview need): until
+CPU a small rank, and must not take the cores the last files and the overview need), on a
+thread of lower priority (`findings_data.in_background`): until
 then it says it is computing, never a verdict about data it has not seen. At 80x24 it is a
 title line and the two worst findings.
 """
@@ -21,7 +22,13 @@ from textual.worker import get_current_worker
 
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
-from hta_tui.app.findings_data import Findings, block_lines, compute_findings, counts_text
+from hta_tui.app.findings_data import (
+    Findings,
+    block_lines,
+    compute_findings,
+    counts_text,
+    in_background,
+)
 from hta_tui.app.widgets.text_line import TextBlock, TextLine
 from hta_tui.trace.model import TraceSet
 
@@ -104,7 +111,8 @@ class FindingsBlock(Vertical):
     def _compute(self, ts: TraceSet) -> None:
         worker = get_current_worker()
         try:
-            result = compute_findings(ts, hta_app(self).kept_answers)
+            # at a lower priority: the UI thread, and a file landing meanwhile, come first
+            result = in_background(compute_findings, ts, hta_app(self).kept_answers)
         except Exception as exc:  # the rest of the overview shows all the same
             logging.getLogger("hta_tui").exception("the overview's findings failed")
             self.post_message(FindingsReady(None, ts.generation, one_line(exc)))
