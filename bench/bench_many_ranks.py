@@ -130,6 +130,48 @@ def made_up_loads() -> None:
     live.load_files = load_files
 
 
+class ProcessCpu:
+    """CPU seconds (user + sys) of this process (every thread: the UI and the app's workers)
+    and of its descendants (the parser pool, forked from the forkserver): each descendant
+    sampled every `tick` s while it lives and kept at its last figure, so a pool that ended
+    still counts (its last tick's work excepted)."""
+
+    def __init__(self, tick: float = 0.1) -> None:
+        import threading
+
+        import psutil
+
+        self._me = psutil.Process()
+        self._seen: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._tick = tick
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import psutil
+
+        while not self._stop.wait(self._tick):
+            try:
+                kids = self._me.children(recursive=True)
+            except psutil.Error:
+                continue
+            for kid in kids:
+                try:
+                    t = kid.cpu_times()
+                except psutil.Error:
+                    continue
+                self._seen[kid.pid] = t.user + t.system
+
+    def split(self) -> tuple[float, float]:
+        """(this process, its descendants) so far, CPU seconds."""
+        t = self._me.cpu_times()
+        return t.user + t.system, sum(self._seen.values())
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = ()) -> dict:
     """Open the folder in the app: until every file is listed and the overview drawn, then the
     overview's keys, then each of `views` and keys on it; the longest the event loop could
@@ -171,6 +213,13 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
         )
 
     out: dict = {"keys": []}
+    cpu = ProcessCpu()
+    base = cpu.split()
+
+    def cpu_now() -> tuple[float, float]:
+        now = cpu.split()
+        return now[0] - base[0], now[1] - base[1]
+
     async with app.run_test(size=(120, 40)) as pilot:
         beat = asyncio.ensure_future(heartbeat())
         t0 = time.perf_counter()
@@ -181,6 +230,7 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
             await pilot.pause(0.05)
         out["numbers_s"] = time.perf_counter() - t0
         out["numbers_lag"] = busy()
+        out["numbers_cpu"] = cpu_now()
         while not (app.settled and len(app.trace_set.entries) >= 1):
             if time.perf_counter() - t0 > timeout:
                 out["timed_out"] = True
@@ -188,6 +238,7 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
             await pilot.pause(0.05)
         out["open_s"] = time.perf_counter() - t0
         out["open_lag"] = busy()
+        out["open_cpu"] = cpu_now()
         out["listed"] = len(app.trace_set.entries)
         for key in KEYS:
             reset()
@@ -216,7 +267,13 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
                 keys.append((key, busy()))
             out["views"].append((view, key_lag, shown_s, shown_lag, keys))
         beat.cancel()
+    cpu.stop()
     return out
+
+
+def cpus(split: tuple[float, float]) -> str:
+    """CPU seconds of the app's process and of its parser workers."""
+    return f"{split[0]:.1f} app + {split[1]:.1f} workers"
 
 
 def ui(busy: tuple[float, float]) -> str:
@@ -301,10 +358,12 @@ def main() -> None:
                         f" {res['numbers_s']:.1f} |",
                         f"| app {kind}: longest the UI thread was busy meanwhile |"
                         f" {ui(res['numbers_lag'])} |",
+                        f"| app {kind}: CPU s until then | {cpus(res['numbers_cpu'])} |",
                         f"| app {kind}: ... and its findings drawn (settled){late} |"
                         f" {res['open_s']:.1f} |",
                         f"| app {kind}: longest the UI thread was busy from numbers to findings |"
                         f" {ui(res['open_lag'])} |",
+                        f"| app {kind}: CPU s until the findings drawn | {cpus(res['open_cpu'])} |",
                     ]
                     worst_key, worst = max(res["keys"], key=lambda kv: kv[1])
                     lines.append(

@@ -96,3 +96,27 @@ async def test_wake_ups_soon_after_an_apply_wait_for_one_deferred_apply(
         await settle(pilot)
         assert applied == [1]
         assert sorted(app.trace_set.loaded()) == [0, 1, 2]
+
+
+def test_the_overview_waits_its_turn_while_files_land(monkeypatch: Any) -> None:
+    """While files land, the next overview waits OVERVIEW_SPACING times the last one's
+    duration (at least OVERVIEW_GAP) after the last started: back to back, at 1,000 small
+    files, they kept a core from the parser workers. Once every file is in: no wait."""
+    from types import SimpleNamespace
+
+    from hta_tui.app import refresh
+    from hta_tui.app.widgets.status import StatusInfo
+
+    monkeypatch.setattr(refresh.time, "monotonic", lambda: 100.0)  # a clock that stands
+    app = SimpleNamespace(
+        status_info=StatusInfo(root="r", total=1000, done=400),
+        _overview_started=99.0,
+        _overview_cost=0.5,
+    )
+    wait = refresh.RefreshMixin._overview_wait
+    assert wait(app) == refresh.OVERVIEW_SPACING * 0.5 - 1.0  # type: ignore[arg-type]
+    app._overview_cost = 0.01  # a cheap one still waits the gap
+    app._overview_started = 100.0
+    assert wait(app) == refresh.OVERVIEW_GAP  # type: ignore[arg-type]
+    app.status_info = StatusInfo(root="r", total=1000, done=1000)  # the last file's: at once
+    assert wait(app) == 0.0  # type: ignore[arg-type]

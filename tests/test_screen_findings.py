@@ -7,12 +7,15 @@ all-reduce in each rank's steps."""
 
 from __future__ import annotations
 
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
 from hta_tui.app.findings_data import compute_findings
 from hta_tui.app.screens.findings import FindingsScreen
 from hta_tui.app.screens.timeline import TimelineScreen
+from hta_tui.app.widgets import findings_block
 from hta_tui.app.widgets.findings_block import FindingsBlock
 from hta_tui.app.widgets.frame_table import FrameTable
 from tests.test_app_support import (
@@ -39,6 +42,26 @@ async def test_findings_block_view_enter_and_t(tmp_path: Path, monkeypatch: Any)
     held_back = write_rank(root, 1, world=2)
     gate = hold_loads(monkeypatch, held_back)  # rank 1 "takes long": listed, not loaded
     app = make_screen_app(root, tmp_path, findings=True)
+    # each time the findings start computing: was the overview of that set drawn already?
+    # (the first computation runs every analysis of every rank: not while the last files and
+    # the overview need the cores)
+    started: list[tuple[int, int]] = []
+    compute = FindingsBlock._compute
+
+    def spy(block: FindingsBlock, ts: Any) -> Any:
+        started.append((app._overview_shown, ts.generation))
+        return compute(block, ts)
+
+    monkeypatch.setattr(FindingsBlock, "_compute", spy)
+    # and at a lower priority than the UI thread's (the main thread, here)
+    nice: list[tuple[int, int]] = []
+
+    def niced(*args: Any) -> Any:
+        here = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        nice.append((here, os.getpriority(os.PRIO_PROCESS, os.getpid())))
+        return compute_findings(*args)
+
+    monkeypatch.setattr(findings_block, "compute_findings", niced)
     try:
         async with app.run_test(size=SIZE) as pilot:
             # one rank in, one to come: no verdict yet, and nothing computed
@@ -52,6 +75,8 @@ async def test_findings_block_view_enter_and_t(tmp_path: Path, monkeypatch: Any)
             block = app.screen.query_one(FindingsBlock)
             await wait_until(pilot, lambda: block.current, 30, "the findings")
             await pilot.pause()
+            assert started and all(shown == generation for shown, generation in started)
+            assert nice and all(mine > ui or ui == 19 for mine, ui in nice)
             found = compute_findings(app.trace_set.snapshot()).findings
             fired = found.filter(found["severity"].is_in(["fail", "warn", "info"]))
             lines = _block_text(app).splitlines()

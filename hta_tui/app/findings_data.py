@@ -8,9 +8,13 @@ to the width, so the top of the overview says what to fix first at 80x24.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -18,6 +22,13 @@ from hta_tui.analysis import registry
 from hta_tui.app.format import elide_end, fmt_us
 from hta_tui.exec.split import run_split
 from hta_tui.trace.model import TraceSet
+
+T = TypeVar("T")
+
+#: The overview's findings run this much nicer (lower priority) than the app: their first
+#: computation is every analysis of every rank (~200 s of CPU at 1,000 small ranks), and the
+#: UI thread, and a parser of a file that lands meanwhile, come first.
+BACKGROUND_NICE = 10
 
 #: A rule that says something: worth a line on the overview.
 FIRED = ("fail", "warn", "info")
@@ -63,6 +74,31 @@ def compute_findings(ts: TraceSet, cache_root: Path | None = None) -> Findings:
         _last.clear()
         _last[key] = made
     return made
+
+
+def in_background(fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)`, waited for, on a thread of its own at BACKGROUND_NICE lower priority
+    (threads it starts inherit it). A thread of its own: Textual's workers run on a pool whose
+    threads live on, and a thread cannot raise its priority back without privileges. Where
+    priorities cannot be set, at the same priority."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        with contextlib.suppress(OSError, AttributeError):  # not Linux, or not allowed
+            tid = threading.get_native_id()
+            nice = os.getpriority(os.PRIO_PROCESS, tid)
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, nice + BACKGROUND_NICE))
+        try:
+            out["value"] = fn(*args)
+        except BaseException as exc:  # raised again in the caller's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, name="hta-background", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 #: Columns of an evidence row naming its moment on the timeline (`with_moments`).

@@ -1,11 +1,15 @@
 """The refresh, mixed into HtaApp, pushed rather than polled: when the session's state
 (`HtaApp.data`) or `every_step` changes, the status bars follow the trace sets, and a snapshot
 of the set goes to _compute_overview (thread) -> OverviewReady -> the overview screen. One
-overview computation runs at a time; a change meanwhile starts the next when it ends."""
+overview computation runs at a time; a change meanwhile starts the next when it ends. While
+files are still landing, the next waits OVERVIEW_SPACING times the last one's duration: the
+overview's progress takes a small share of a core from the parser workers, and the last
+file's overview starts at once."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from typing import Any
 
@@ -31,6 +35,11 @@ from hta_tui.trace.model import TraceSet
 STEP_WHY = "cuda_runtime as Runtime, NCCL as Comm"
 #: The overview's file table and the rows kept for its next update (the registry's).
 OVERVIEW_FILES = ("overview_files", "overview_kept_rows")
+#: While files land, an overview starts no sooner than this many times the last one's
+#: duration after the last one started, and at least OVERVIEW_GAP s (at 1,000 small files
+#: one takes ~0.1-0.3 s of a core, and back to back they took a core from the parsers).
+OVERVIEW_SPACING = 4.0
+OVERVIEW_GAP = 0.5
 
 
 class RefreshMixin(AppMixin):
@@ -52,6 +61,16 @@ class RefreshMixin(AppMixin):
     #: the overview's file rows of its last computation, reused where nothing changed (the
     #: registry's `overview_kept_rows`, given back to it)
     _kept_rows: Any = None
+    #: when the last overview computation started (monotonic s) and how long it took (s)
+    _overview_started: float = float("-inf")
+    _overview_cost: float = 0.0
+    _overview_timer: Any = None
+
+    @property
+    def overview_drawn(self) -> bool:
+        """The overview's numbers of the current main set are drawn (the findings wait for
+        it: until then every core goes to the files and the overview)."""
+        return self._overview_shown == self.session.trace_set.generation
 
     @property
     def settled(self) -> bool:
@@ -74,6 +93,13 @@ class RefreshMixin(AppMixin):
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False, name="overview")
     def _compute_overview(self, ts: TraceSet, generation: int, ctx: dict[str, Any]) -> None:
+        started = time.perf_counter()
+        try:
+            self._overview_of(ts, generation, ctx)
+        finally:
+            self._overview_cost = time.perf_counter() - started
+
+    def _overview_of(self, ts: TraceSet, generation: int, ctx: dict[str, Any]) -> None:
         worker = get_current_worker()
         # through the registry's door, from the per-file summaries the loader made (no frame
         # read); rows made again only for the files that changed (one worker at a time)
@@ -202,11 +228,18 @@ class RefreshMixin(AppMixin):
                     bar.show(info)
 
     def _request_overview(self) -> None:
-        """Compute the overview of the current set, unless it is computed or computing."""
+        """Compute the overview of the current set, unless it is computed or computing; while
+        files land, not before its turn (OVERVIEW_SPACING): a timer asks again then."""
         key = self._overview_key()
         if self._overview_worker is not None or key == self._overview_requested:
             return
+        wait = self._overview_wait()
+        if wait > 0:
+            if self._overview_timer is None:
+                self._overview_timer = self.set_timer(wait, self._overview_due)
+            return
         self._overview_requested = key
+        self._overview_started = time.monotonic()
         ts = self.session.trace_set
         ctx = {
             "timings": self.timings,
@@ -217,3 +250,14 @@ class RefreshMixin(AppMixin):
             "tb_compat": self.tb_compat,
         }
         self._overview_worker = self._compute_overview(ts.snapshot(), ts.generation, ctx)
+
+    def _overview_wait(self) -> float:
+        """Seconds until the next overview's turn: none once every file is in."""
+        if not self.status_info.loading:
+            return 0.0
+        spacing = max(OVERVIEW_GAP, OVERVIEW_SPACING * self._overview_cost)
+        return self._overview_started + spacing - time.monotonic()
+
+    def _overview_due(self) -> None:
+        self._overview_timer = None
+        self._request_overview()

@@ -205,6 +205,7 @@ class OverviewScreen(Screen):
         self._show_files()
         self._show_temporal()
         self._show_detail()
+        self.query_one(FindingsBlock).overview_drawn()  # the findings' turn
 
     def _show_steps(self) -> None:
         """The answer to "where does my step time go", above everything else."""

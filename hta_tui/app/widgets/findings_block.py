@@ -2,8 +2,12 @@
 stake per step (the rules' findings; `Z` opens them all with their evidence).
 
 It computes in a worker of the overview's group (the app counts it as the overview's work,
-`HtaApp.settled`), once no file is loading: until then it says it is computing, never a
-verdict about data it has not seen. At 80x24 it is a title line and the two worst findings.
+`HtaApp.settled`), once no file is loading and the overview's numbers of that set are drawn
+(`HtaApp.overview_drawn`: a first computation runs every analysis of every rank, ~0.2 s of
+CPU a small rank, and must not take the cores the last files and the overview need), on a
+thread of lower priority (`findings_data.in_background`): until
+then it says it is computing, never a verdict about data it has not seen. At 80x24 it is a
+title line and the two worst findings.
 """
 
 from __future__ import annotations
@@ -18,7 +22,13 @@ from textual.worker import get_current_worker
 
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
-from hta_tui.app.findings_data import Findings, block_lines, compute_findings, counts_text
+from hta_tui.app.findings_data import (
+    Findings,
+    block_lines,
+    compute_findings,
+    counts_text,
+    in_background,
+)
 from hta_tui.app.widgets.text_line import TextBlock, TextLine
 from hta_tui.trace.model import TraceSet
 
@@ -84,16 +94,25 @@ class FindingsBlock(Vertical):
             return
         if self._asked == ts.generation:
             return
+        if not hta_app(self).overview_drawn:  # `overview_drawn()` asks again once it is
+            self._say(f"{COMPUTING} (after the overview)")
+            return
         self._asked = ts.generation
         if not self.current:
             self._say(COMPUTING)
         self._compute(ts.snapshot())
 
+    def overview_drawn(self) -> None:
+        """The overview screen drew its numbers: the findings' turn, if they wait for it."""
+        if self.is_mounted and self.display:
+            self._data_changed()
+
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False, name="findings")
     def _compute(self, ts: TraceSet) -> None:
         worker = get_current_worker()
         try:
-            result = compute_findings(ts, hta_app(self).kept_answers)
+            # at a lower priority: the UI thread, and a file landing meanwhile, come first
+            result = in_background(compute_findings, ts, hta_app(self).kept_answers)
         except Exception as exc:  # the rest of the overview shows all the same
             logging.getLogger("hta_tui").exception("the overview's findings failed")
             self.post_message(FindingsReady(None, ts.generation, one_line(exc)))
