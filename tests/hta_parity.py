@@ -21,9 +21,8 @@ from hta_tui.analysis import catalog
 from hta_tui.analysis import queue as qu
 from hta_tui.analysis import steps as st
 from hta_tui.report import build_tables
-from hta_tui.trace.cache import Cache
-from hta_tui.trace.model import TraceSet, open_set
 from tests.conftest import oracle_frame
+from tests.shared_sets import trace_set  # (imported from here by other modules too)
 from tests.test_analysis_oracle import mismatches as oracle_mismatches
 
 #: Compat mode: equal, cell for cell (floats up to their last bits; HTA's rounded
@@ -38,11 +37,6 @@ WITHIN = (1e-3, 0.0051)
 
 def _t(compat: bool) -> tuple[float, float]:
     return EXACT if compat else WITHIN
-
-
-@functools.cache
-def trace_set(path: Path) -> TraceSet:
-    return open_set(path, Cache(enabled=False))
 
 
 #: The analyses whose tables HTA answers (the checks below, tests/test_hta_deviations.py):
