@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from hta_tui.api import TraceAnalysis
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 from hta_tui.trace.parse import ParsedTrace, parse_file
@@ -28,3 +29,10 @@ def parsed(path: Path) -> ParsedTrace:
 def trace_set(path: Path) -> TraceSet:
     """A folder (or one file) as `open_set` loads it, without cache."""
     return open_set(path, Cache(enabled=False))
+
+
+@functools.cache
+def analysis(path: Path) -> TraceAnalysis:
+    """A folder (or one file) opened by the API, without cache (it keeps no table: each
+    method makes its tables again)."""
+    return TraceAnalysis(path, cache=False)

@@ -22,7 +22,7 @@ from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.step_time import MOVED_END, MOVED_START, StepTimeScreen, summary
 from hta_tui.report import run_report
 from hta_tui.trace.cache import Cache
-from tests.shared_sets import parsed
+from tests.shared_sets import analysis, parsed
 
 pytestmark = pytest.mark.shared
 
@@ -214,13 +214,11 @@ def test_diff_headline_compares_the_steps_both_sides_show(shared: Path) -> None:
 
 
 def test_api_gives_the_plugins_average_row(shared: Path) -> None:
-    from hta_tui import TraceAnalysis
-
     case = "trace_compare/base"
     [average] = json.loads(
         (shared / "oracle-tb" / case / "base" / "default" / "overview.json").read_text()
     )["performance"]
-    ta = TraceAnalysis(shared / "traces" / case, cache=False)
+    ta = analysis(shared / "traces" / case)
     [row] = ta.get_step_time_average(tb_compat=True).to_dicts()
     assert abs(row["step_time (us)"] - average["value"]) <= 0.5
     for child in average["children"]:
