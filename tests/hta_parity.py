@@ -21,9 +21,8 @@ from hta_tui.analysis import catalog
 from hta_tui.analysis import queue as qu
 from hta_tui.analysis import steps as st
 from hta_tui.report import build_tables
-from hta_tui.trace.cache import Cache
-from hta_tui.trace.model import TraceSet, open_set
 from tests.conftest import oracle_frame
+from tests.shared_sets import trace_set  # (imported from here by other modules too)
 from tests.test_analysis_oracle import mismatches as oracle_mismatches
 
 #: Compat mode: equal, cell for cell (floats up to their last bits; HTA's rounded
@@ -40,17 +39,34 @@ def _t(compat: bool) -> tuple[float, float]:
     return EXACT if compat else WITHIN
 
 
-@functools.cache
-def trace_set(path: Path) -> TraceSet:
-    return open_set(path, Cache(enabled=False))
+#: The analyses whose tables HTA answers (the checks below, tests/test_hta_deviations.py):
+#: with other settings (every kernel, a sequence's operator) the report is made with these
+#: only, as `report --only` makes them. With the default settings, every analysis of the
+#: report (each must run on every shared case in compat mode too); the same again for each
+#: setting was 40% of the parity tests' CPU.
+HTA_TABLES = (
+    "temporal_breakdown",
+    "idle_time_breakdown",
+    "gpu_kernel_breakdown",
+    "kernel_duration_stats",
+    "comm_comp_overlap",
+    "queue_length_summary",
+    "memory_bw_summary",
+    "cuda_kernel_launch_stats",
+    "profiler_steps",
+    "frequent_cuda_kernel_sequences",
+    "user_annotation_breakdown",
+    "aten_op_kernels_and_delay",
+)
 
 
 @functools.cache
 def tables(path: Path, hta_compat: bool, **settings: str) -> dict[str, pl.DataFrame]:
-    """Every analysis of the report on `path`, through the report's own code path."""
+    """The report's tables on `path` through the report's own code path: every analysis
+    with the default settings, HTA's (`HTA_TABLES`, every table of each) with others."""
     ts = trace_set(path)
     options = dataclasses.replace(catalog.options_with(settings), hta_compat=hta_compat)
-    return build_tables(ts, options=options)
+    return build_tables(ts, names=list(HTA_TABLES) if settings else None, options=options)
 
 
 def report(path: Path, hta_compat: bool, settings: dict[str, str] | None = None):

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.parse import parse_file
 from tests.conftest import SHARED
+from tests.shared_sets import parsed
 
 ROOT = SHARED / "oracle-tb"
 
@@ -41,14 +40,12 @@ def answer(profile: str, file: str) -> Any:
     return json.loads((PROFILES[profile][0] / file).read_text())
 
 
-@functools.cache
 def events(profile: str) -> pl.DataFrame:
-    return parse_file(PROFILES[profile][1]).frames["events"]
+    return parsed(PROFILES[profile][1]).frames["events"]
 
 
-@functools.cache
 def parsed_meta(profile: str) -> dict[str, Any]:
-    return parse_file(PROFILES[profile][1]).meta
+    return parsed(PROFILES[profile][1]).meta
 
 
 def close(got: float, want: float, rel: float = 1e-3, abs_: float = 0.01) -> bool:

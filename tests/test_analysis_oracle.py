@@ -6,7 +6,6 @@ default exact mode must too, except where a named test below documents why it do
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,8 @@ from hta_tui.analysis.kernels import (
 )
 from hta_tui.analysis.overlap import comm_comp_overlap
 from hta_tui.analysis.temporal import temporal_breakdown
-from hta_tui.trace.parse import ParsedTrace, parse_file
 from tests.conftest import SHARED, oracle_frame
+from tests.shared_sets import parsed
 
 pytestmark = pytest.mark.shared
 
@@ -61,11 +60,6 @@ def cases_with(file: str) -> list[str]:
 
 def cases_where_hta_failed(api: str) -> list[str]:
     return [c for c, m in METAS.items() if m["apis"].get(api, {}).get("result") == "error"]
-
-
-@functools.cache
-def parsed(path: Path) -> ParsedTrace:
-    return parse_file(path)
 
 
 def load_case(case: str) -> dict[int, pl.DataFrame]:

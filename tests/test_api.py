@@ -16,6 +16,7 @@ from hta_tui.cli import main
 from hta_tui.report import run_report
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
+from tests.shared_sets import analysis
 from tests.test_report import shared_cases
 
 
@@ -52,9 +53,8 @@ def every_method(ta: TraceAnalysis, out_dir: Path) -> dict[str, object]:
 
 @pytest.mark.shared
 def test_api_answers_on_every_shared_trace(shared: Path, tmp_path: Path) -> None:
-    cache = Cache(tmp_path / "cache")
     for case in shared_cases(shared):
-        ta = TraceAnalysis(shared / "traces" / case, cache=cache)
+        ta = analysis(shared / "traces" / case)
         out = every_method(ta, tmp_path / "out" / case)
         launch = out["launch"]
         assert isinstance(launch, dict) and sorted(launch) == ta.ranks, case
@@ -67,14 +67,14 @@ def test_api_answers_on_every_shared_trace(shared: Path, tmp_path: Path) -> None
 
 @pytest.mark.shared
 def test_ranks_other_than_zero_and_cpu_only(shared: Path, tmp_path: Path) -> None:
-    ta = TraceAnalysis(shared / "traces" / "cpu_only", cache=Cache(tmp_path / "c"))
+    ta = analysis(shared / "traces" / "cpu_only")
     assert ta.ranks == [34]
     assert ta.get_temporal_breakdown().is_empty()
     assert ta.get_idle_time_breakdown()[0].is_empty()
     kernel_type, per_kernel = ta.get_gpu_kernel_breakdown()
     assert kernel_type.is_empty() and per_kernel.is_empty()
     assert ta.get_cuda_kernel_launch_stats()[34].is_empty()
-    ta = TraceAnalysis(shared / "traces" / "trace_diff" / "control", cache=Cache(tmp_path / "c"))
+    ta = analysis(shared / "traces" / "trace_diff" / "control")
     assert ta.ranks == [3]
     assert ta.get_temporal_breakdown()["rank"].to_list() == [3]
     assert ta.get_queue_length_summary()["rank"].unique().to_list() == [3]

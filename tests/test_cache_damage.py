@@ -94,6 +94,12 @@ def clean_steps(trace_dir: Path) -> pl.DataFrame:
     return step_overview.step_table(open_set(trace_dir, Cache(enabled=False)))
 
 
+@pytest.fixture(scope="module")
+def clean_frames(trace_dir: Path) -> dict[Path, dict[str, pl.DataFrame]]:
+    """Each file's frames as a parse without cache gives them (parsed once for the module)."""
+    return {path: parse_file(path).frames for path in sorted(trace_dir.iterdir())}
+
+
 def warm(trace_dir: Path, cache: Cache) -> dict:
     """The report, which writes every entry, and the app's step breakdown summaries."""
     doc = report(trace_dir, cache)
@@ -143,6 +149,7 @@ def test_damaged_entry_gives_the_clean_numbers(
     trace_dir: Path,
     clean: dict,
     clean_steps: pl.DataFrame,
+    clean_frames: dict[Path, dict[str, pl.DataFrame]],
     warmed: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture,
@@ -163,7 +170,7 @@ def test_damaged_entry_gives_the_clean_numbers(
     ts = open_set(trace_dir, cache)
     for entry in ts.entries.values():
         assert entry.data is not None
-        for frame, want in parse_file(entry.path).frames.items():
+        for frame, want in clean_frames[entry.path].items():
             assert_frame_equal(entry.data.frame(frame), want)
     assert_frame_equal(step_overview.step_table(ts), clean_steps)
     notices = [n for n in take_notices() if n.startswith(f"{trace.name}: cache entry damaged")]

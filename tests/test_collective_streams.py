@@ -15,6 +15,7 @@ from hta_tui.analysis.collective_streams import collective_streams, collectives_
 from hta_tui.synth import fsdp
 from hta_tui.synth.files import write_trace
 from hta_tui.trace.parse import parse_bytes, read_bytes
+from tests.shared_sets import parsed
 
 
 def _events(tmp_path: Path, **kw: object) -> pl.DataFrame:
@@ -69,7 +70,7 @@ def test_real_nccl_kernels_by_process_group_and_stream(shared: Path) -> None:
         raw = json.load(f)["traceEvents"]
     nccl = [e for e in raw if e.get("cat") == "kernel" and e["name"].startswith("nccl")]
     assert nccl
-    table = collectives_hidden({0: parse_bytes(read_bytes(path)).frames["events"]})
+    table = collectives_hidden({0: parsed(path).frames["events"]})
     assert table["calls"].sum() == len(nccl)
     assert table["time (us)"].sum() == pytest.approx(sum(e["dur"] for e in nccl))
     want = {(str(e["args"]["Process Group Name"]), e["args"]["stream"]) for e in nccl}

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 
 from hta_tui.analysis import comm_plugin, comm_topology
-from hta_tui.trace.cache import Cache
-from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.model import TraceSet
 from tests.conftest import SHARED
+from tests.shared_sets import trace_set
 
 ORACLE = SHARED / "oracle-tb"
 
@@ -34,7 +34,7 @@ def _cases() -> list[str]:
 
 
 def _load(case: str) -> tuple[TraceSet, dict[str, int], Path]:
-    ts = open_set(SHARED / "traces" / case, Cache(enabled=False))
+    ts = trace_set(SHARED / "traces" / case)
     meta = json.loads((ORACLE / case / "meta.json").read_text())
     by_name = {e.path.name: e.rank for e in ts.files().values()}
     workers = {f["worker"]: by_name[f["source"]] for f in meta["files"] if f["source"] in by_name}

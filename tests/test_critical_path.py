@@ -19,6 +19,7 @@ from hta_tui.api import TraceAnalysis
 from hta_tui.synth.events import complete
 from hta_tui.trace.parse import parse_file
 from tests.conftest import SHARED
+from tests.shared_sets import parsed
 
 ORACLE = SHARED / "oracle-cp"
 
@@ -50,7 +51,7 @@ def _rank_events(folder: Path) -> dict[int, pl.DataFrame]:
     for f in sorted(folder.iterdir()):
         if ".json" not in f.name:
             continue
-        p = parse_file(f)
+        p = parsed(f)
         rank = p.meta.get("rank_in_file")
         out[int(rank) if rank is not None else 0] = p.frames["events"]
     return out

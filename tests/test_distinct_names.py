@@ -13,7 +13,7 @@ from hta_tui.analysis.names import fold_names
 from hta_tui.analysis.operator_stacks import python_stacks
 from hta_tui.app.widgets.frame_table import column_cells
 from hta_tui.report_text import table_lines
-from hta_tui.trace.parse import parse_file
+from tests.shared_sets import parsed
 
 H100 = "tracelens_h100_bert_memory"
 MI300 = "tracelens_mi300_ddp_resnet18"
@@ -28,7 +28,7 @@ TENSILE = [
 
 
 def _kernel_names(path: Path) -> pl.Series:
-    ev = parse_file(path).frames["events"]
+    ev = parsed(path).frames["events"]
     return ev.filter(pl.col("kind") == "kernel")["name"].cast(pl.String).unique().sort()
 
 
@@ -69,7 +69,7 @@ def test_folded_kernel_names_stay_distinct(shared: Path, case: str) -> None:
 @pytest.mark.shared
 def test_operator_call_stacks_stay_distinct_when_cut(shared: Path) -> None:
     (path,) = sorted((shared / "traces" / H100).glob("*.json*"))
-    stacks = python_stacks({0: parse_file(path).frames["events"]}, "aten::linear")
+    stacks = python_stacks({0: parsed(path).frames["events"]}, "aten::linear")
     full = stacks["call stack"]
     assert full.n_unique() >= 5 and (full.str.len_chars() > 300).all()
     for width in (40, 64):

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hta_tui.api import TraceAnalysis
+from tests.shared_sets import analysis
 
 pytestmark = pytest.mark.shared
 
@@ -132,7 +132,7 @@ def test_every_case_is_named(shared: Path) -> None:
 
 @pytest.mark.parametrize("case", _cases())
 def test_the_rules_that_fire_on_each_shared_case(shared: Path, case: str) -> None:
-    found = TraceAnalysis(shared / "traces" / case, cache=False).table("findings")
+    found = analysis(shared / "traces" / case).table("findings")
     fired = {
         r["id"]: r["severity"]
         for r in found.iter_rows(named=True)

@@ -18,6 +18,7 @@ from hta_tui.analysis import kernel_owners as ko
 from hta_tui.synth import graph_replay as gr
 from hta_tui.synth.files import write_trace
 from hta_tui.trace.parse import parse_bytes, read_bytes
+from tests.shared_sets import parsed
 
 
 def _events(tmp_path: Path, **kw: object) -> pl.DataFrame:
@@ -97,7 +98,7 @@ def _raw(shared: Path, case: str) -> list[dict]:
 
 def _load(shared: Path, case: str) -> pl.DataFrame:
     (path,) = (shared / "traces" / case).iterdir()
-    return parse_bytes(read_bytes(path)).frames["events"]
+    return parsed(path).frames["events"]
 
 
 @pytest.mark.shared

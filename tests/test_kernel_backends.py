@@ -17,6 +17,7 @@ from hta_tui.analysis.kernel_backend import backend
 from hta_tui.synth import graph_replay as gr
 from hta_tui.synth.files import write_trace
 from hta_tui.trace.parse import parse_bytes, read_bytes
+from tests.shared_sets import parsed
 
 
 @pytest.mark.parametrize(
@@ -78,7 +79,7 @@ def test_rocm_backends_on_mi300(shared: Path) -> None:
     miopen = sum(n.startswith(("igemm_", "batched_transpose", "SubTensorOp")) for n in names)
     hipblaslt = sum(n.startswith("Cijk_") and "UserArgs" in n for n in names)
     assert miopen and hipblaslt
-    table = ko.kernel_backends({0: parse_bytes(read_bytes(path)).frames["events"]})
+    table = ko.kernel_backends({0: parsed(path).frames["events"]})
     kernels = dict(table.group_by("backend").agg(pl.col("kernels").sum()).rows())
     assert kernels["MIOpen"] == miopen
     assert kernels["hipBLASLt"] == hipblaslt
@@ -122,6 +123,6 @@ def test_kernels_of_compiled_regions(shared: Path, case: str, region: str) -> No
         1 for e in raw if e.get("cat") == "kernel" and e["args"]["correlation"] in launches
     )
     assert expected
-    table = ko.kernel_backends({0: parse_bytes(read_bytes(path)).frames["events"]})
+    table = ko.kernel_backends({0: parsed(path).frames["events"]})
     inside = table.filter(pl.col("compiled_region").str.starts_with(region))
     assert inside["kernels"].sum() == expected

@@ -16,8 +16,8 @@ from hta_tui.analysis.memory_curve import memory_curve, memory_peaks
 from hta_tui.analysis.memory_events import memory_events
 from hta_tui.analysis.memory_records import memory_records, start_ns
 from hta_tui.analysis.memory_stats import memory_stats
-from hta_tui.trace.parse import parse_file
 
+from . import shared_sets
 from .conftest import SHARED
 
 
@@ -61,7 +61,7 @@ def parsed() -> dict[str, tuple]:
 def _load(parsed: dict, case: str, source: str) -> tuple:
     key = f"{case}/{source}"
     if key not in parsed:
-        p = parse_file(SHARED / "traces" / case / source)
+        p = shared_sets.parsed(SHARED / "traces" / case / source)
         events, memory = p.frames["events"], p.frames["memory"]
         parsed[key] = (events, memory_records(events, memory), start_ns(events, memory))
     return parsed[key]

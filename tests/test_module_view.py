@@ -13,6 +13,7 @@ from hta_tui.analysis.module_view import module_view, rank_module_view
 from hta_tui.synth import make_trace, write_trace
 from hta_tui.synth.sync_story import make_sync_story
 from hta_tui.trace.parse import parse_bytes, read_bytes
+from tests.shared_sets import parsed
 
 TOLERANCE = 1e-3  # 0.1 %
 
@@ -66,7 +67,7 @@ def test_module_view_matches_the_plugin(shared: Path) -> None:
     cases = _cases(shared)
     assert len(cases) >= 5  # vit (2 spans), h100 bert, mi300 resnet, b200
     for trace, oracle_path in cases:
-        events = parse_bytes(read_bytes(trace)).frames["events"]
+        events = parsed(trace).frames["events"]
         ours = rank_module_view(events)
         oracle = _oracle_rows(oracle_path)
         # The same hierarchy: every (module, parent) edge of the plugin's tree, and no other.

@@ -22,7 +22,7 @@ from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.step_time import MOVED_END, MOVED_START, StepTimeScreen, summary
 from hta_tui.report import run_report
 from hta_tui.trace.cache import Cache
-from hta_tui.trace.parse import parse_file
+from tests.shared_sets import analysis, parsed
 
 pytestmark = pytest.mark.shared
 
@@ -36,7 +36,7 @@ def _report(root: Path, tmp_path: Path, only: list[str], **kw) -> dict:
 
 
 def _events(shared: Path) -> pl.DataFrame:
-    return parse_file(next((shared / BASE).glob("*.json.gz"))).frames["events"]
+    return parsed(next((shared / BASE).glob("*.json.gz"))).frames["events"]
 
 
 def _host_steps(events: pl.DataFrame) -> dict[int, float]:
@@ -179,7 +179,7 @@ def test_compare_report_step_time_is_the_step_time_views(shared: Path, tmp_path:
     step_time = orjson.loads(out.getvalue())["step_time"]
     shown = {}
     for side in ("base", "test"):
-        events = parse_file(next((root / side).glob("*.json.gz"))).frames["events"]
+        events = parsed(next((root / side).glob("*.json.gz"))).frames["events"]
         table = StepTimeScreen.compute({1: events}, Params())["table"]
         shown[side] = dict(zip(table["step"], table["step (us)"], strict=True))
     common = sorted(set(shown["base"]) & set(shown["test"]))
@@ -202,8 +202,7 @@ def test_diff_headline_compares_the_steps_both_sides_show(shared: Path) -> None:
 
     root = shared / "traces" / "trace_compare"
     base, test = (
-        parse_file(next((root / side).glob("*.json.gz"))).frames["events"]
-        for side in ("base", "test")
+        parsed(next((root / side).glob("*.json.gz"))).frames["events"] for side in ("base", "test")
     )
     result = DiffScreen.compute({CONTROL_KEY: base, TEST_KEY: test}, Params())
     head = step_headline(result["step_time"])
@@ -215,13 +214,11 @@ def test_diff_headline_compares_the_steps_both_sides_show(shared: Path) -> None:
 
 
 def test_api_gives_the_plugins_average_row(shared: Path) -> None:
-    from hta_tui import TraceAnalysis
-
     case = "trace_compare/base"
     [average] = json.loads(
         (shared / "oracle-tb" / case / "base" / "default" / "overview.json").read_text()
     )["performance"]
-    ta = TraceAnalysis(shared / "traces" / case, cache=False)
+    ta = analysis(shared / "traces" / case)
     [row] = ta.get_step_time_average(tb_compat=True).to_dicts()
     assert abs(row["step_time (us)"] - average["value"]) <= 0.5
     for child in average["children"]:

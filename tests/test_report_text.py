@@ -26,15 +26,22 @@ def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def _text(trace_dir: Path, tmp_path: Path, **kw) -> str:
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the module: the report's tables made once (each test formats them its
+    own way; a report per test made them again, 0.7 s each)."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def _text(trace_dir: Path, cache_dir: Path, **kw) -> str:
     out = io.StringIO()
-    assert run_report(trace_dir, out=out, cache=Cache(tmp_path / "cache"), **kw) == 0
+    assert run_report(trace_dir, out=out, cache=Cache(cache_dir), **kw) == 0
     return out.getvalue()
 
 
-def _json(trace_dir: Path, tmp_path: Path) -> dict:
+def _json(trace_dir: Path, cache_dir: Path) -> dict:
     out = io.StringIO()
-    run_report(trace_dir, as_json=True, out=out, cache=Cache(tmp_path / "cache"))
+    run_report(trace_dir, as_json=True, out=out, cache=Cache(cache_dir))
     return orjson.loads(out.getvalue())
 
 
@@ -83,11 +90,11 @@ def _column(lines: list[str], header: str) -> list[str]:
 
 @pytest.mark.parametrize("width", [80, 160])
 def test_every_line_fits_and_no_column_is_dropped(
-    trace_dir: Path, tmp_path: Path, width: int
+    trace_dir: Path, cache_dir: Path, width: int
 ) -> None:
-    text = _text(trace_dir, tmp_path, width=width)
+    text = _text(trace_dir, cache_dir, width=width)
     assert max(len(line) for line in text.splitlines()) <= width
-    doc = _json(trace_dir, tmp_path)
+    doc = _json(trace_dir, cache_dir)
     for name, records in doc.items():
         if not records or not isinstance(records, list):
             continue
@@ -103,35 +110,35 @@ def test_every_line_fits_and_no_column_is_dropped(
             assert f" {column} " in section, (name, column)
 
 
-def test_rows_left_out_are_counted_and_rows_0_shows_all(trace_dir: Path, tmp_path: Path) -> None:
-    total = len(_json(trace_dir, tmp_path)["kernel_duration_stats"])
+def test_rows_left_out_are_counted_and_rows_0_shows_all(trace_dir: Path, cache_dir: Path) -> None:
+    total = len(_json(trace_dir, cache_dir)["kernel_duration_stats"])
     assert total > 5
-    cut = _section(_text(trace_dir, tmp_path, width=300, rows=5), "kernel_duration_stats")
+    cut = _section(_text(trace_dir, cache_dir, width=300, rows=5), "kernel_duration_stats")
     assert len(_column(cut, "count")) == 5
     assert f"({total - 5:,} more rows of {total:,} not shown: --rows 0 shows them all" in " ".join(
         cut
     )
-    full = _section(_text(trace_dir, tmp_path, width=300, rows=0), "kernel_duration_stats")
+    full = _section(_text(trace_dir, cache_dir, width=300, rows=0), "kernel_duration_stats")
     assert len(_column(full, "count")) == total
     assert not any("more rows" in line for line in full)
 
 
-def test_whole_numbers_print_as_integers(trace_dir: Path, tmp_path: Path) -> None:
+def test_whole_numbers_print_as_integers(trace_dir: Path, cache_dir: Path) -> None:
     """Counts are floats in HTA's schema (82.0); the text shows 82."""
-    doc = _json(trace_dir, tmp_path)
+    doc = _json(trace_dir, cache_dir)
     counts = [r["count"] for r in doc["idle_interval_stats"]]
     assert any(isinstance(c, float) for c in counts)
-    text = _text(trace_dir, tmp_path, width=300, rows=0)
+    text = _text(trace_dir, cache_dir, width=300, rows=0)
     cells = _column(_section(text, "idle_interval_stats"), "count")
     assert cells == [str(int(c)) for c in counts]
 
 
 def test_kernels_are_listed_most_time_first_with_folded_names(
-    trace_dir: Path, tmp_path: Path
+    trace_dir: Path, cache_dir: Path
 ) -> None:
-    records = _json(trace_dir, tmp_path)["gpu_kernel_breakdown"]
+    records = _json(trace_dir, cache_dir)["gpu_kernel_breakdown"]
     expected = sorted(records, key=lambda r: -r["sum (us)"])
-    lines = _section(_text(trace_dir, tmp_path, width=300, rows=0), "gpu_kernel_breakdown")
+    lines = _section(_text(trace_dir, cache_dir, width=300, rows=0), "gpu_kernel_breakdown")
     sums = [float(v) for v in _column(lines, "sum (us)")]
     assert sums == sorted(sums, reverse=True)
     assert _column(lines, "name") == [fold_name(r["name"]) for r in expected]

@@ -23,6 +23,7 @@ from hta_tui.analysis.syncs import rank_syncs, syncs
 from hta_tui.synth import sync_story
 from hta_tui.synth.files import write_trace
 from hta_tui.trace.parse import parse_bytes, read_bytes
+from tests.shared_sets import parsed
 
 SYNC_CASES = [
     "critical_path/alexnet",
@@ -69,7 +70,7 @@ def _raw_syncs(events: list[dict]) -> tuple[set[int], set[int]]:
 
 
 def _frames(path: Path) -> dict[str, pl.DataFrame]:
-    return parse_bytes(read_bytes(path)).frames
+    return parsed(path).frames
 
 
 @pytest.mark.shared

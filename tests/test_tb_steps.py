@@ -132,9 +132,9 @@ def test_steps_used_and_dropped_with_reasons() -> None:
 
 def test_report_and_api_keys(shared) -> None:  # type: ignore[no-untyped-def]
     """The report's new keys and the API methods answer for a multi-rank CPU-only job."""
-    from hta_tui import TraceAnalysis
+    from tests.shared_sets import analysis
 
-    ta = TraceAnalysis(shared / "traces" / "pytorch_cpu_ddp_gloo_4", cache=False)
+    ta = analysis(shared / "traces" / "pytorch_cpu_ddp_gloo_4")
     table = ta.get_step_time_breakdown()
     assert sorted(table["rank"].unique().to_list()) == [0, 1, 2, 3]
     want = {

@@ -1,0 +1,38 @@
+"""The shared traces (../shared/traces) parsed once per test process, for the tests that read
+their frames and test neither the parser nor the cache: every module that reads one file (or
+case) gets the same frames. Each module used to parse its cases again, some in every test
+(a case's folder again in each of the plugin oracle's four tests, a file twice for its
+events and its metadata), and the parse of every shared case is ~5 s of CPU.
+
+Read-only: a test derives new frames from these and never changes them (nor the dicts
+holding them).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from hta_tui.api import TraceAnalysis
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.parse import ParsedTrace, parse_file
+
+
+@functools.cache
+def parsed(path: Path) -> ParsedTrace:
+    """One trace file as `parse_file` gives it."""
+    return parse_file(path)
+
+
+@functools.cache
+def trace_set(path: Path) -> TraceSet:
+    """A folder (or one file) as `open_set` loads it, without cache."""
+    return open_set(path, Cache(enabled=False))
+
+
+@functools.cache
+def analysis(path: Path) -> TraceAnalysis:
+    """A folder (or one file) opened by the API, without cache (it keeps no table: each
+    method makes its tables again)."""
+    return TraceAnalysis(path, cache=False)
