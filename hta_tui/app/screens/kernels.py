@@ -128,6 +128,11 @@ class KernelsScreen(AnalysisScreen):
         *("annotation", "python_module_id", "grid", "block", "registers", "shared_memory"),
         "call_stack",
     )
+    #: A rank held whole is given whole, the same frame every view reads: HTA's views of
+    #: it (`hta_view`, kept per frame) are built once for this view and the others, and
+    #: kept across this view's own recomputations (`o`, `v`, `n`); a large rank gives only
+    #: these columns (tests/test_stream.py checks them against the whole frame's numbers).
+    EVENTS_COLUMNS_ALWAYS = False
     #: What they read of a large rank (`RankData.columns`): every row but the Python
     #: functions that are no module (a third of a real rank's events; `kernel_owners` reads
     #: only modules' among them).
