@@ -16,12 +16,16 @@ its first visit (the keys above), a revisit (every view's key again), and its fi
 a new app right after every other view's key (`after_all`). A view that shows its numbers
 before its last parts (`shows_numbers` before `shows_current`) gets both times.
 
+`--targets K,R`: the views read after every other view (default: every view; each costs a
+new app). Run from a checkout with `PYTHONPATH=.`: the script's own folder comes first on
+sys.path, so `hta_tui` would otherwise be whichever is installed (an A/B run gives each
+side's checkout this way).
+
     python bench/bench_keys.py --after-all --busy  # each view after every other view's key
 
-`--after-all` (issue 27, point 4): for each view, every other view's key in quick succession
-(each starting work that is then left behind), then its own; the time until it shows its
-numbers, optionally with one core kept busy; its section of KEYS.md is replaced (`--append`:
-added, to put a run of another checkout beside it).
+`--after-all` (issue 27, point 4): only that reading, optionally with one core kept busy;
+its section of KEYS.md is replaced (`--append`: added, to put a run of another checkout
+beside it).
 """
 
 from __future__ import annotations
@@ -239,8 +243,9 @@ async def measure(
             # results landing after the key count too
             await asyncio.sleep(max(0.0, gap - (time.perf_counter() - t)))
             blocks.append((key, lag["max"]))
-        if revisit:
-            for key in [e.key for e in SCREENS]:
+        if revisit:  # the views visited above only: another's first visit would add work
+            seen = {name.split(" ", 1)[1] for name in ready}
+            for key in [e.key for e in SCREENS if e.load().__name__ in seen]:
                 shown = await until_shown(app, key)
                 again[view_name(app, key)] = shown
                 await asyncio.sleep(GAP)
@@ -425,7 +430,7 @@ def main() -> None:
         f"{POLL * 1000:.0f} ms from the key press, no wait for idle in between; in brackets "
         "until the view is whole, where later parts land later) and the CPU seconds the "
         "app's processes used meanwhile (other work still running counts too). First visit: "
-        "the keys above, in order; revisit: every view's key again, in the registry's order; "
+        "the keys above, in order; revisit: those views' keys again, in the registry's order; "
         f"after every other view: a new app, every other view's key one every "
         f"{GAP_FAST * 1000:.0f} ms, then this one. Goal: 1 s first visit, 0.1 s revisit.",
         "",
