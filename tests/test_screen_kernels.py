@@ -554,3 +554,34 @@ def test_the_kernels_view_and_the_kernel_detail_share_each_ranks_hta_view(
         KernelDetailScreen.frames_for(ts, Params()), Params(extra={"name": None})
     )
     assert detail["name"] is not None and not built
+
+
+def test_the_kernel_details_numbers_come_before_its_launchers_and_runs(
+    synth_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first tab and the summary line do not wait for the launchers and the longest
+    runs (every run joined to its launch on every rank, the costlier tables on a real set):
+    they come after (`later`), the same tables as the whole view's."""
+    from hta_tui.app.screens.base import Params
+    from hta_tui.trace.model import open_set
+
+    ts = open_set(synth_root, Cache(tmp_path / "cache"), workers=1)
+    frames = KernelDetailScreen.frames_for(ts, Params())
+    params = Params(extra={"name": None})
+    whole = KernelDetailScreen.compute(frames, params, ts.origin_ns)
+    asked: list[str] = []
+    for name in ("kernel_launchers", "kernel_runs"):
+        real = getattr(kernel_detail, name)
+        monkeypatch.setattr(
+            kernel_detail, name, lambda *a, real=real, name=name, **kw: asked.append(name)
+            or real(*a, **kw),
+        )  # fmt: skip
+    first = KernelDetailScreen().compute_on(ts, frames, params)
+    assert first["name"] == whole["name"] and not asked
+    assert_frame_equal(first["summary"], whole["summary"])
+    assert first["launchers"].is_empty() and first["runs"].is_empty()
+    later = KernelDetailScreen.later(frames, first, ts.origin_ns)
+    assert later is not None and sorted(asked) == ["kernel_launchers", "kernel_runs"]
+    assert not whole["launchers"].is_empty() and not whole["runs"].is_empty()
+    assert_frame_equal(later["launchers"], whole["launchers"])
+    assert_frame_equal(later["runs"], whole["runs"])
