@@ -6,28 +6,42 @@
 Drives the real app headless with Textual's Pilot: opens the folder (warm cache), waits until
 everything is loaded, then presses every screen's number key and the common keys, timing each
 press until the app has processed it and repainted (the answer may be a loading state: the
-analyses run in workers). Also reports how long each screen takes to show its numbers.
-Appends its table to bench/RESULTS.md's key-latency section (bench/KEYS.md).
+analyses run in workers). Writes bench/KEYS.md (`--append`: a section added to it).
+
+Each view's key until its numbers show (issue 27): the key is sent as the terminal's driver
+sends it and the view is polled every POLL seconds from then on, with no wait for the
+process to go idle in between (Pilot's `press` waits up to 1 s twice, which made many
+readings 2.03 s); also the CPU the app's processes used meanwhile. Three readings per view:
+its first visit (the keys above), a revisit (every view's key again), and its first visit in
+a new app right after every other view's key (`after_all`). A view that shows its numbers
+before its last parts (`shows_numbers` before `shows_current`) gets both times.
+
+`--targets K,R`: the views read after every other view (default: every view; each costs a
+new app). Run from a checkout with `PYTHONPATH=.`: the script's own folder comes first on
+sys.path, so `hta_tui` would otherwise be whichever is installed (an A/B run gives each
+side's checkout this way).
 
     python bench/bench_keys.py --after-all --busy  # each view after every other view's key
 
-`--after-all` (issue 27, point 4): for each view, every other view's key in quick succession
-(each starting work that is then left behind), then its own; the time until it shows its
-numbers, optionally with one core kept busy; its section of KEYS.md is replaced (`--append`:
-added, to put a run of another checkout beside it).
+`--after-all` (issue 27, point 4): only that reading, optionally with one core kept busy;
+its section of KEYS.md is replaced (`--append`: added, to put a run of another checkout
+beside it).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hta_tui.app.screens.registry import SCREENS, SECTIONS
 
@@ -85,11 +99,94 @@ KEYS = [
 #: Keys that open a view (a section digit, a view's letter): their time until the view shows
 #: its numbers is reported too.
 VIEW_KEYS = {e.key for e in SCREENS} | {s.key for s in SECTIONS}
+VIEW_SECTIONS = {s.key for s in SECTIONS}
 
 #: Typing fast: sections and views on their first visit, one key every GAP_FAST seconds.
 KEYS_FAST = ["2", "3", "4", "escape", "5", "6", "1", "K", "M", "W", "Y", "R", "V", "T"]
 #: Seconds after each key before the next: a steady pace, and fast typing.
 GAP, GAP_FAST = 0.3, 0.1
+#: Seconds between two looks at whether the view shows its numbers.
+POLL = 0.015
+
+
+def tree_cpu() -> float:
+    """CPU seconds (user + system) of this process (the app: its UI thread and its workers'
+    threads) and of every process under it (the parser pool, forked by the forkserver)."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # ended meanwhile: its CPU is not counted
+            total += sum(child.cpu_times()[:2])
+    return total
+
+
+@dataclass
+class Shown:
+    """One view's key until its numbers: seconds of wall from the key press until the view
+    showed its numbers (`shows_numbers`) and until it was whole (`shows_current`: every
+    part, chart and lookup landed), and the CPU seconds the process tree used meanwhile."""
+
+    numbers: float
+    whole: float
+    cpu: float
+
+
+def send_key(app: Any, key: str) -> None:
+    """The key as the terminal's driver sends it, without Pilot's waits for the process to
+    go idle (up to 1 s each, twice: they hid the view's own time)."""
+    from textual import events
+
+    event = events.Key(key, key if len(key) == 1 else None)
+    event.set_sender(app)
+    app._driver.send_message(event)
+
+
+def _modes(key: str) -> set[str]:
+    """The modes (views) a view's key may bring up: its view, or its section's."""
+    return {e.mode for e in SCREENS if key in (e.key, e.section)}
+
+
+def _arrived(app: Any, key: str, before: Any, before_mode: str) -> bool:
+    """The view `key` opens is the screen: a mode the key brings up, a new screen but where
+    the key leaves the screen as it was (its own view's letter; a one-view section's digit)."""
+    modes = _modes(key)
+    if getattr(app, "current_mode", "") not in modes:
+        return False
+    stays = before_mode in modes and (len(modes) == 1 or key not in VIEW_SECTIONS)
+    return app.screen is not before or stays
+
+
+def _shows(screen: Any, state: str) -> bool:
+    """`shows_numbers` (a checkout without it: `shows_current`) or `shows_current`."""
+    value = getattr(screen, state, None)
+    if value is None:
+        value = getattr(screen, "shows_current", True)
+    return bool(value)
+
+
+async def until_shown(app: Any, key: str, limit: float = 600.0) -> Shown:
+    """Press `key` and poll every POLL seconds (no wait for idle in between) until the view
+    it opens is on the screen and shows its numbers, then until it is whole."""
+    before, before_mode = app.screen, getattr(app, "current_mode", "")
+    t, cpu = time.perf_counter(), tree_cpu()
+    send_key(app, key)
+    numbers = None
+    while time.perf_counter() - t < limit:
+        await asyncio.sleep(POLL)
+        if not _arrived(app, key, before, before_mode):
+            continue
+        if numbers is None and _shows(app.screen, "shows_numbers"):
+            numbers = time.perf_counter() - t
+        if numbers is not None and _shows(app.screen, "shows_current"):
+            break
+    whole = time.perf_counter() - t
+    return Shown(numbers if numbers is not None else whole, whole, tree_cpu() - cpu)
+
+
+def view_name(app: Any, key: str) -> str:
+    return f"{key} {type(app.screen).__name__}"
 
 
 async def measure(
@@ -98,14 +195,19 @@ async def measure(
     size: tuple[int, int],
     keys: list[str] = KEYS,
     gap: float = GAP,
+    revisit: bool = False,
 ) -> dict:
+    """The keys one every `gap` seconds: how long the UI thread was busy for each; for a
+    view's key (at the steady pace), the time until the view showed its numbers (its first
+    visit, `ready`), then, with `revisit`, every view's key once more (`again`)."""
     from hta_tui.app.app import HtaApp
     from hta_tui.trace.cache import Cache
 
     app = HtaApp(folder, cache=Cache(cache_dir), watch=False, timings=False)
     presses: list[tuple[str, float]] = []
     blocks: list[tuple[str, float]] = []
-    ready: dict[str, float] = {}
+    ready: dict[str, Shown] = {}
+    again: dict[str, Shown] = {}
     lag = {"max": 0.0}
 
     async def heartbeat() -> None:
@@ -125,23 +227,28 @@ async def measure(
             await pilot.pause(0.05)
         open_s = time.perf_counter() - t0
         open_lag = lag["max"]
+        await pilot.pause(0.5)  # the overview's own work done
         for key in keys:
             lag["max"] = 0.0
             t = time.perf_counter()
-            await pilot.press(key)
-            await pilot.pause(0)  # processed and repainted
-            presses.append((key, time.perf_counter() - t))
             if key in VIEW_KEYS and gap == GAP:
-                # from the key press until the screen shows its numbers
-                deadline = t + 120
-                while time.perf_counter() < deadline:
-                    if getattr(app.screen, "shows_current", True):
-                        break
-                    await pilot.pause(0.01)
-                ready[f"{key} {type(app.screen).__name__}"] = time.perf_counter() - t
+                shown = await until_shown(app, key)
+                name = view_name(app, key)
+                if name not in ready:  # a view's first visit only
+                    ready[name] = shown
+            else:
+                await pilot.press(key)
+                await pilot.pause(0)  # processed and repainted
+                presses.append((key, time.perf_counter() - t))
             # results landing after the key count too
-            await pilot.pause(max(0.0, gap - (time.perf_counter() - t)))
+            await asyncio.sleep(max(0.0, gap - (time.perf_counter() - t)))
             blocks.append((key, lag["max"]))
+        if revisit:  # the views visited above only: another's first visit would add work
+            seen = {name.split(" ", 1)[1] for name in ready}
+            for key in [e.key for e in SCREENS if e.load().__name__ in seen]:
+                shown = await until_shown(app, key)
+                again[view_name(app, key)] = shown
+                await asyncio.sleep(GAP)
         beat.cancel()
     return {
         "open_s": open_s,
@@ -149,6 +256,7 @@ async def measure(
         "presses": presses,
         "blocks": blocks,
         "ready": ready,
+        "again": again,
     }
 
 
@@ -158,39 +266,60 @@ AFTER_ALL = "## Each view after visiting every other view"
 
 async def after_all(
     folder: Path, cache_dir: Path, size: tuple[int, int], targets: list[str]
-) -> dict[str, float]:
-    """For each target view: every other view's key, one every GAP_FAST seconds (each
-    starting its work and leaving it behind), then the target's; seconds from that key until
-    the target shows its numbers (issue 27: work for views left behind must not hold up the
-    one shown)."""
+) -> dict[str, Shown]:
+    """For each target view, in an app of its own (so it is the view's first visit): every
+    other view's key, one every GAP_FAST seconds (each starting its work and leaving it
+    behind), then the target's; until the target shows its numbers (issue 27: work for
+    views left behind must not hold up the one shown)."""
     from hta_tui.app.app import HtaApp
     from hta_tui.trace.cache import Cache
 
     views = [e.key for e in SCREENS]
-    app = HtaApp(folder, cache=Cache(cache_dir), watch=False, timings=False)
-    ready: dict[str, float] = {}
-    async with app.run_test(size=size) as pilot:
-        while not (app.settled and app.trace_set.entries):
-            await pilot.pause(0.05)
-        for target in targets:
+    ready: dict[str, Shown] = {}
+    for target in targets:
+        app = HtaApp(folder, cache=Cache(cache_dir), watch=False, timings=False)
+        async with app.run_test(size=size) as pilot:
+            while not (app.settled and app.trace_set.entries):
+                await pilot.pause(0.05)
+            await pilot.pause(0.5)
             for key in views:
                 if key != target:
-                    await pilot.press(key)
-                    await pilot.pause(GAP_FAST)
-            t = time.perf_counter()
-            await pilot.press(target)
-            await pilot.pause(0)
-            while time.perf_counter() < t + 600:
-                if getattr(app.screen, "shows_current", True):
-                    break
-                await pilot.pause(0.01)
-            ready[f"{target} {type(app.screen).__name__}"] = time.perf_counter() - t
+                    send_key(app, key)
+                    await asyncio.sleep(GAP_FAST)
+            shown = await until_shown(app, target)
+            ready[view_name(app, target)] = shown
     return ready
 
 
 def busy_core() -> subprocess.Popen[bytes]:
     """A process keeping one core busy, as a training job's input pipeline would."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def shown_rows(
+    first: dict[str, Shown], again: dict[str, Shown], after: dict[str, Shown]
+) -> list[str]:
+    """The views' table: first visit, revisit, first visit after every other view."""
+    by_view = {name.split(" ", 1)[1]: s for name, s in again.items()}
+    after_view = {name.split(" ", 1)[1]: s for name, s in after.items()}
+
+    def cells(s: Shown | None) -> str:
+        if s is None:
+            return " | "
+        whole = f" ({s.whole:.2f})" if s.whole - s.numbers >= 0.01 else ""
+        return f"{s.numbers:.2f}{whole} | {s.cpu:.2f}"
+
+    lines = [
+        "| view (key) | first visit: numbers (whole) s | CPU s | revisit s | CPU s "
+        "| after every other view s | CPU s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in first.items():
+        view = name.split(" ", 1)[1]
+        lines.append(
+            f"| {name} | {cells(s)} | {cells(by_view.get(view))} | {cells(after_view.get(view))} |"
+        )
+    return lines
 
 
 def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int]) -> None:
@@ -205,7 +334,7 @@ def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int
         if spinner is not None:
             spinner.kill()
             spinner.wait()
-    worst_name, worst = max(ready.items(), key=lambda kv: kv[1])
+    worst_name, worst = max(ready.items(), key=lambda kv: kv[1].numbers)
     lines = [
         f"{AFTER_ALL}: {args.label}",
         "",
@@ -215,13 +344,15 @@ def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int
         f"{load:.1f} at the start"
         + (", a second process keeping one core busy" if args.busy else ""),
         "",
-        f"For each view: every other view's key, one every {GAP_FAST * 1000:.0f} ms, then its "
-        f"own; seconds until it shows its numbers. Worst **{worst:.2f} s** (`{worst_name}`), "
-        f"median {statistics.median(ready.values()):.2f} s; goal: <= 1 s.",
+        f"For each view, in a new app: every other view's key, one every "
+        f"{GAP_FAST * 1000:.0f} ms, then its own; seconds until it shows its numbers (polled "
+        f"every {POLL * 1000:.0f} ms) and the CPU the app's processes used meanwhile. Worst "
+        f"**{worst.numbers:.2f} s** (`{worst_name}`), median "
+        f"{statistics.median(s.numbers for s in ready.values()):.2f} s; goal: <= 1 s.",
         "",
-        "| view (key) | numbers shown, from the key press (s) |",
-        "|---|---:|",
-        *(f"| {name} | {t:.2f} |" for name, t in ready.items()),
+        "| view (key) | numbers shown, from the key press (s) | whole (s) | CPU (s) |",
+        "|---|---:|---:|---:|",
+        *(f"| {n} | {s.numbers:.2f} | {s.whole:.2f} | {s.cpu:.2f} |" for n, s in ready.items()),
         "",
     ]
     text = "\n".join(lines)
@@ -243,10 +374,10 @@ def main() -> None:
     ap.add_argument(
         "--after-all", action="store_true", help="each view after every other view's key"
     )
-    ap.add_argument("--targets", default="", help="--after-all: these view keys (a,b,...)")
+    ap.add_argument("--targets", default="", help="after every other view: these view keys (a,b)")
     ap.add_argument("--busy", action="store_true", help="--after-all: one core kept busy")
-    ap.add_argument("--label", default="this checkout", help="--after-all: the section's name")
-    ap.add_argument("--append", action="store_true", help="--after-all: add a section")
+    ap.add_argument("--label", default="this checkout", help="the section's name (--append)")
+    ap.add_argument("--append", action="store_true", help="add a section to --out")
     from trace_sets import add_set_arg, chosen, label
 
     add_set_arg(ap)
@@ -261,10 +392,13 @@ def main() -> None:
         return
     # `e` exports a CSV: into a temporary folder, not wherever the benchmark was started
     os.environ["HTA_TUI_EXPORT_DIR"] = tempfile.mkdtemp(prefix="hta-tui-keys-export-")
+    load = os.getloadavg()
+    targets = args.targets.split(",") if args.targets else [e.key for e in SCREENS]
     with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
         cold = asyncio.run(measure(folder, Path(cache), (cols, rows)))  # fills the cache
-        res = asyncio.run(measure(folder, Path(cache), (cols, rows)))
+        res = asyncio.run(measure(folder, Path(cache), (cols, rows), revisit=True))
         fast = asyncio.run(measure(folder, Path(cache), (cols, rows), KEYS_FAST, GAP_FAST))
+        after = asyncio.run(after_all(folder, Path(cache), (cols, rows), targets))
     fast_key, fast_worst = max(fast["blocks"], key=lambda kt: kt[1])
     times = [t for _, t in res["blocks"]]
     worst_key, worst = max(res["blocks"], key=lambda kt: kt[1])
@@ -274,7 +408,8 @@ def main() -> None:
         "# Benchmark results: key latency",
         "",
         f"Command: `python bench/bench_keys.py {' '.join(sys.argv[1:])}`; "
-        f"{time.strftime('%Y-%m-%d')}",
+        f"{time.strftime('%Y-%m-%d %H:%M')}, load average {load[0]:.1f} / {load[1]:.1f} / "
+        f"{load[2]:.1f} at the start",
         f"Data: {label(folder)}, warm cache; app driven by Textual's Pilot, headless.",
         "",
         f"- {len(times)} key presses. Longest the UI thread was busy (could not answer a key) "
@@ -283,16 +418,23 @@ def main() -> None:
         f"**{worst * 1000:.0f} ms** (`{worst_key}`); target: every key < 100 ms.",
         f"- Typing fast (a new app; {len(KEYS_FAST)} keys, one every {GAP_FAST * 1000:.0f} ms, "
         f"every screen's first visit): worst **{fast_worst * 1000:.0f} ms** (`{fast_key}`).",
-        f"- Pilot's press-to-idle time (includes Pilot's own waiting and screen mounts): median "
-        f"{statistics.median(pilot_times) * 1000:.0f} ms, worst {max(pilot_times) * 1000:.0f} ms.",
+        f"- Pilot's press-to-idle time of the keys that open no view (includes Pilot's own "
+        f"waiting): median {statistics.median(pilot_times) * 1000:.0f} ms, worst "
+        f"{max(pilot_times) * 1000:.0f} ms.",
         f"- warm open until every file is loaded and the overview drawn: {res['open_s']:.2f} s",
         f"- While a cold open parses the files ({cold['open_s']:.1f} s), the UI thread was never "
         f"busy longer than **{cold['open_lag'] * 1000:.0f} ms** at a time (keys answered while "
         "ranks land).",
         "",
-        "| screen (number key) | numbers shown, from the key press (s) |",
-        "|---|---:|",
-        *(f"| {name} | {t:.2f} |" for name, t in res["ready"].items()),
+        "Each view's key until its numbers show (seconds of wall, polled every "
+        f"{POLL * 1000:.0f} ms from the key press, no wait for idle in between; in brackets "
+        "until the view is whole, where later parts land later) and the CPU seconds the "
+        "app's processes used meanwhile (other work still running counts too). First visit: "
+        "the keys above, in order; revisit: those views' keys again, in the registry's order; "
+        f"after every other view: a new app, every other view's key one every "
+        f"{GAP_FAST * 1000:.0f} ms, then this one. Goal: 1 s first visit, 0.1 s revisit.",
+        "",
+        *shown_rows(res["ready"], res["again"], after),
         "",
         f"UI thread busy per key (ms), one key every {GAP * 1000:.0f} ms: "
         + ", ".join(f"`{k}` {t * 1000:.0f}" for k, t in res["blocks"]),
@@ -300,7 +442,12 @@ def main() -> None:
         f"Typing fast, one key every {GAP_FAST * 1000:.0f} ms (ms): "
         + ", ".join(f"`{k}` {t * 1000:.0f}" for k, t in fast["blocks"]),
     ]
-    args.out.write_text("\n".join(lines) + "\n")
+    text = "\n".join(lines) + "\n"
+    if args.append and args.out.exists():  # a section of its own, under the file's others
+        text = (
+            args.out.read_text().rstrip("\n") + "\n\n" + text.replace("# ", f"## {args.label}: ", 1)
+        )
+    args.out.write_text(text)
     print("\n".join(lines))
 
 

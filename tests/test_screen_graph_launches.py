@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import Static
 
 from hta_tui.app.screens.kernels import KernelsScreen
@@ -72,3 +73,25 @@ def test_snapshot_modules_with_cuda_graph_annotations(snap_compare, tmp_path: Pa
         assert "layers.0.attention.wq 200 us, layers.1.attention.wq 200 us" in said
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_the_operators_numbers_come_before_the_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Operators view's numbers do not wait for the verdict, which nests every launch
+    in its host ranges (`kernel_owners`, the costlier part on a real rank): it comes after
+    them (`later`), saying the same."""
+    from hta_tui.analysis import kernel_owners
+    from hta_tui.app.screens.base import Params
+    from hta_tui.trace.cache import Cache
+    from hta_tui.trace.model import open_set
+
+    ts = open_set(_root(tmp_path, inside_op=False), Cache(tmp_path / "cache"), workers=1)
+    frames = OperatorsScreen.frames_for(ts, Params())
+    asked: list[int] = []
+    real = kernel_owners.job_verdict
+    monkeypatch.setattr(kernel_owners, "job_verdict", lambda r: asked.append(1) or real(r))
+    result = OperatorsScreen.compute(frames, Params())
+    assert result["calls"] and result["gpu"] and not asked
+    said = OperatorsScreen.later(frames, result)
+    assert asked and said is not None and SAID in " ".join(said.split())

@@ -4,18 +4,25 @@ each equal to the kernel-view analysis on the same frames; snapshots."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
 
-from hta_tui.analysis import kernel_view
+from hta_tui.analysis import kernel_owners, kernel_view
 from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from tests.test_app_support import make_screen_app, open_view, screen_shows_current, wait_until
+from tests.test_app_support import (
+    make_screen_app,
+    open_view,
+    screen_shows_current,
+    settle,
+    wait_until,
+)
 from tests.test_screen_kernels import snapshot_root
 
 SIZE = (80, 24)
@@ -25,13 +32,46 @@ async def open_kernels(pilot: Any) -> KernelsScreen:
     return await open_view(pilot, "K", KernelsScreen)
 
 
-async def test_columns_and_grouping(tmp_path: Path) -> None:
+async def test_columns_and_grouping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "traces"
     write_trace_dir(root, ranks=2, steps=3, seed=0)
     app = make_screen_app(root, tmp_path)
+    # the kernels' backends (each launch nested in its host ranges, every rank) held back:
+    # the view's numbers are drawn without them, the backends filled in once they land
+    gate, asked = threading.Event(), threading.Event()
+    real = kernel_owners.backend_by_name
+
+    def held(ranks: Any) -> pl.DataFrame:
+        asked.set()
+        gate.wait(60)
+        return real(ranks)
+
+    monkeypatch.setattr(kernel_owners, "backend_by_name", held)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_kernels(pilot)
+        try:
+            await settle(pilot)
+            await pilot.press("K")
+            await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), 30)
+            screen = app.screen
+            table = screen.query_one("#kernel-table", FrameTable)
+            await wait_until(pilot, lambda: screen.result is not None, 60, "the numbers")
+            shown = table.frame
+            assert shown.height and shown["backend"].null_count() == shown.height
+            assert screen.shows_numbers and not screen.shows_current and not gate.is_set()
+            await wait_until(pilot, asked.is_set, 30, "the backends asked for")
+        finally:
+            gate.set()
+        await wait_until(pilot, lambda: screen_shows_current(app, screen), 60)
         frames = app.trace_set.frames()
+        filled = screen.query_one("#kernel-table", FrameTable).frame
+        backends = real(frames).filter(pl.col("name").is_in(filled["name"].implode()))
+        assert (
+            backends.height
+            and filled.join(backends, on="name")
+            .select((pl.col("backend") == pl.col("backend_right")).all())
+            .item()
+        )
+        assert filled.drop("backend").equals(shown.drop("backend"))
         view = kernel_view.job_kernel_table(frames).select(
             "name", "tc_used", "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"
         )

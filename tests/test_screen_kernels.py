@@ -350,6 +350,24 @@ def test_kernel_table_equals_hta_breakdown_per_rank(synth_root: Path, tmp_path: 
     every = kernel_detail.kernel_table(frames, fold=False)
     assert every["name"].n_unique() == every.height
     assert every["count"].sum() == kernel_detail.kernel_table(frames)["count"].sum()
+    # each type's folded tail: its statistics over the events of the kernels it folds
+    folded = kernel_detail.kernel_table(frames, num_kernels=2)
+    gpu = kernels.gpu_table(frames).filter(pl.col("kernel_type").is_in(kernels.ANALYSED_TYPES))
+    tails = 0
+    for row in folded.filter(pl.col("name") == "others").iter_rows(named=True):
+        shown = folded.filter(pl.col("type") == row["type"])["name"]
+        d = (
+            gpu.filter(
+                (pl.col("kernel_type") == row["type"]) & ~pl.col("name").is_in(shown.implode())
+            )["dur"]
+            / 1000
+        )
+        assert (row["count"], row["ranks"]) == (d.len(), len(frames))
+        want = (d.sum(), d.mean(), d.std(), d.min(), d.max())
+        got = tuple(row[c] for c in ("sum us", "mean us", "std us", "min us", "max us"))
+        assert got == pytest.approx(want, rel=1e-12)
+        tails += 1
+    assert tails
 
 
 def test_launchers_and_operators_on_a_known_trace(tmp_path: Path) -> None:
@@ -506,3 +524,64 @@ def _run_before(keys: tuple[str, ...]):
 def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...], theme: str) -> None:
     app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)
     assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(keys))
+
+
+def test_the_kernels_view_and_the_kernel_detail_share_each_ranks_hta_view(
+    synth_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank held whole reaches the Kernels view as the frame every view reads, so HTA's
+    view of it (kept per frame) is built once for both: the drill-down after the Kernels
+    view builds none (issue 27: a view's numbers within 1 s of its key)."""
+    from hta_tui.analysis import hta_view
+    from hta_tui.app.screens.base import Params
+    from hta_tui.trace.model import open_set
+
+    ts = open_set(synth_root, Cache(tmp_path / "cache"), workers=1)
+    built: list[int] = []  # HTA's views of a rank built to be kept (`rank_view`)
+    real = hta_view.build_rank_view
+
+    def build(events: pl.DataFrame, *a: Any, **kw: Any) -> pl.DataFrame:
+        if kw.get("columns") is hta_view.CACHED_COLUMNS:
+            built.append(id(events))
+        return real(events, *a, **kw)
+
+    monkeypatch.setattr(hta_view, "build_rank_view", build)
+    kernels_frames = KernelsScreen.frames_for(ts, Params())
+    assert KernelsScreen.compute(kernels_frames, Params())["kernels"].height
+    assert len(built) >= len(ts.loaded())  # one view per rank, at least
+    built.clear()
+    detail = KernelDetailScreen.compute(
+        KernelDetailScreen.frames_for(ts, Params()), Params(extra={"name": None})
+    )
+    assert detail["name"] is not None and not built
+
+
+def test_the_kernel_details_numbers_come_before_its_launchers_and_runs(
+    synth_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first tab and the summary line do not wait for the launchers and the longest
+    runs (every run joined to its launch on every rank, the costlier tables on a real set):
+    they come after (`later`), the same tables as the whole view's."""
+    from hta_tui.app.screens.base import Params
+    from hta_tui.trace.model import open_set
+
+    ts = open_set(synth_root, Cache(tmp_path / "cache"), workers=1)
+    frames = KernelDetailScreen.frames_for(ts, Params())
+    params = Params(extra={"name": None})
+    whole = KernelDetailScreen.compute(frames, params, ts.origin_ns)
+    asked: list[str] = []
+    for name in ("kernel_launchers", "kernel_runs"):
+        real = getattr(kernel_detail, name)
+        monkeypatch.setattr(
+            kernel_detail, name, lambda *a, real=real, name=name, **kw: asked.append(name)
+            or real(*a, **kw),
+        )  # fmt: skip
+    first = KernelDetailScreen().compute_on(ts, frames, params)
+    assert first["name"] == whole["name"] and not asked
+    assert_frame_equal(first["summary"], whole["summary"])
+    assert first["launchers"].is_empty() and first["runs"].is_empty()
+    later = KernelDetailScreen.later(frames, first, ts.origin_ns)
+    assert later is not None and sorted(asked) == ["kernel_launchers", "kernel_runs"]
+    assert not whole["launchers"].is_empty() and not whole["runs"].is_empty()
+    assert_frame_equal(later["launchers"], whole["launchers"])
+    assert_frame_equal(later["runs"], whole["runs"])

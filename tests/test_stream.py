@@ -257,7 +257,10 @@ def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
     narrow = KernelsScreen.compute(given, Params())
     for key in ("types", "kernels"):
         assert_frame_equal(narrow[key], kernels[key], check_exact=False)
-    assert narrow["kernels"].height and narrow["attribution"] == kernels["attribution"]
+    assert narrow["kernels"].height
+    later, whole_later = KernelsScreen.later(given, Params()), KernelsScreen.later(whole, Params())
+    assert later["attribution"] == whole_later["attribution"]
+    assert_frame_equal(later["backends"], whole_later["backends"])
     by_op = Params(extra={"by_op": True})
     assert_frame_equal(
         KernelsScreen.compute(given, by_op)["kernels"],

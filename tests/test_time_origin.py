@@ -66,8 +66,9 @@ def test_one_rank_shown_keeps_the_trace_start(tmp_path: Path) -> None:
     assert int(frames[rank]["ts"].min()) > ts.origin_ns  # type: ignore[arg-type,operator]
     one = {rank: frames[rank]}
     params = Params(rank=rank)
-    detail = KernelDetailScreen.compute_on(KernelDetailScreen(), ts, one, params)
-    runs = detail["runs"]
+    screen = KernelDetailScreen()
+    detail = screen.compute_on(ts, one, params)  # the runs come after the numbers
+    runs = screen.compute_later(ts, one, params, detail)["runs"]
     assert not runs.is_empty()
     assert (runs[START] - (runs["ts"] - ts.origin_ns) / 1e3).abs().max() < 1e-6
     idle = IdleScreen.compute_on(IdleScreen(), ts, one, params)["gaps"]

@@ -101,25 +101,57 @@ def kernel_table(
     analysed = gpu.filter(pl.col("kernel_type").is_in(kernels.ANALYSED_TYPES))
     if analysed.is_empty():
         return pl.DataFrame(schema=KERNEL_TABLE_COLUMNS)
-    shown = pl.col("name")
-    if fold:
-        folded = _fold(analysed, duration_ratio=duration_ratio, num_kernels=num_kernels)
-        analysed = analysed.join(folded, on=["kernel_type", "name"], how="left")
-        shown = pl.col("shown")
-    d = us(pl.col("dur"))
+    key = [pl.col("name"), pl.col("kernel_type").alias("type")]
+    if not fold:
+        return _kernel_stats(analysed.group_by(key).agg(*_stats(pl.col("dur"), pl.col("rank"))))
+    # each kernel's events grouped once (hashing every event's name once, not twice: the
+    # fold's join back onto every event cost three times the rest); the folded tail's
+    # statistics from its kernels' durations put together
+    each = analysed.group_by(key).agg(
+        *_stats(pl.col("dur"), pl.col("rank")), pl.col("dur").alias("durs"), pl.col("rank")
+    )
+    folded = _fold(
+        each.select(pl.col("type").alias("kernel_type"), "name", pl.col("total").alias("dur")),
+        duration_ratio=duration_ratio,
+        num_kernels=num_kernels,
+    ).rename({"kernel_type": "type"})
+    each = each.join(folded, on=["type", "name"], how="left")
+    others = pl.col("shown") == "others"
+    tail = (
+        each.filter(others)
+        .select("type", "durs", "rank")
+        .explode("durs", "rank")
+        .group_by("type")
+        .agg(*_stats(pl.col("durs"), pl.col("rank")))
+        .with_columns(pl.lit("others").alias("name"))
+    )
+    kept = each.filter(~others).drop("durs", "rank", "shown")
+    return _kernel_stats(pl.concat([kept, tail], how="diagonal"))
+
+
+def _stats(dur: pl.Expr, rank: pl.Expr) -> list[pl.Expr]:
+    """A group's statistics (us) from its events' durations (ns) and ranks; `total` its
+    duration (ns) for the fold."""
+    d = us(dur)
+    return [
+        pl.len().alias("count"),
+        d.sum().alias("sum us"),
+        d.mean().alias("mean us"),
+        d.std().fill_null(0.0).alias("std us"),
+        d.min().alias("min us"),
+        d.max().alias("max us"),
+        rank.n_unique().alias("ranks"),
+        dur.sum().alias("total"),
+    ]
+
+
+def _kernel_stats(groups: pl.DataFrame) -> pl.DataFrame:
+    """The kernel table from its groups' statistics: shares, sorted, typed."""
     total = pl.col("sum us").sum()
     return (
-        analysed.group_by(shown.alias("name"), pl.col("kernel_type").alias("type"))
-        .agg(
-            pl.len().alias("count"),
-            d.sum().alias("sum us"),
-            d.mean().alias("mean us"),
-            d.std().fill_null(0.0).alias("std us"),
-            d.min().alias("min us"),
-            d.max().alias("max us"),
-            pl.col("rank").n_unique().alias("ranks"),
+        groups.with_columns(
+            pl.when(total > 0).then(100 * pl.col("sum us") / total).alias("share %")
         )
-        .with_columns(pl.when(total > 0).then(100 * pl.col("sum us") / total).alias("share %"))
         .sort(["sum us", "name", "type"], descending=[True, False, False])
         .cast(KERNEL_TABLE_COLUMNS)
         .select(list(KERNEL_TABLE_COLUMNS))

@@ -94,6 +94,16 @@ TABLE_BINDING = Binding("v", "next_table", "Table", tooltip="Next table (the tab
 NOT_QUEUED = frozenset({"escape", "question_mark", "q", "ctrl+p", "ctrl+c", "tab", "shift+tab"})
 
 
+class ComputedLater(Message):
+    """A screen's worker finished the parts it shows after its numbers (`compute_later`)."""
+
+    def __init__(self, result: Any, generation: int, params: Params) -> None:
+        super().__init__()
+        self.result = result
+        self.generation = generation
+        self.params = params
+
+
 def bound_keys(node: object) -> set[str]:
     """The keys a node's class declares in BINDINGS (its bases' included): the public
     declarations, not Textual's private map of them."""
@@ -167,6 +177,8 @@ class AnalysisScreen(Screen):
         self._queued_keys: list[str] = []
         #: what to do once the current numbers show (`select_when_shown`)
         self._when_shown: Callable[[], None] | None = None
+        #: the numbers shown, their `compute_later` part still to come
+        self._later_pending = False
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
@@ -186,6 +198,20 @@ class AnalysisScreen(Screen):
         """Main thread: put `result` into the widgets."""
         raise NotImplementedError
 
+    #: The screen has parts that cost more than its numbers and come after them
+    #: (`compute_later`, `show_later`): the numbers are drawn first (issue 27).
+    LATER: ClassVar[bool] = False
+
+    def compute_later(
+        self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params, result: Any
+    ) -> Any:
+        """Worker thread, after `result` went to the screen: the parts shown after it."""
+        raise NotImplementedError
+
+    def show_later(self, result: Any, later: Any) -> None:
+        """Main thread: put the later parts (`compute_later`'s `later`) beside `result`."""
+        raise NotImplementedError
+
     @property
     def charts_pending(self) -> int:
         """Charts not on the screen yet: scheduled, or being built (tests wait for none)."""
@@ -197,14 +223,24 @@ class AnalysisScreen(Screen):
         computation, chart, row batch or lookup of its own still to land (tests, screenshots
         and benchmarks wait for this)."""
         return (
-            self.result is not None
-            and self._shown_key == (self.trace_set.generation, self.params)
-            and self.charts_pending == 0
-            and not any(t.rows_pending for t in self.query(FrameTable))
+            self.shows_numbers
+            and not self._later_pending
             and not any(  # its own workers: another view's work left behind is not its
                 w.node is self and w.group in self.WORKER_GROUPS and not w.is_finished
                 for w in self.app.workers
             )
+        )
+
+    @property
+    def shows_numbers(self) -> bool:
+        """The numbers of the current trace set and parameters are on the screen, drawn:
+        `shows_current` but for the parts shown after them (`LATER`), which may still be
+        coming (benchmarks time both)."""
+        return (
+            self.result is not None
+            and self._shown_key == (self.trace_set.generation, self.params)
+            and self.charts_pending == 0
+            and not any(t.rows_pending for t in self.query(FrameTable))
         )
 
     def draw_later(self, draw: Callable[[], None], order: int = 1) -> None:
@@ -432,6 +468,29 @@ class AnalysisScreen(Screen):
             return
         scope_text = self._scope(ts, frames, every, compat=bool(params.get("tb_compat", False)))
         self.post_message(Computed(result, ts.generation, params, scope_text))
+        if self.LATER:
+            self._compute_rest(worker, ts, frames, params, result)
+
+    def _compute_rest(
+        self,
+        worker: Worker[Any],
+        ts: TraceSet,
+        frames: dict[int, pl.DataFrame],
+        params: Params,
+        result: Any,
+    ) -> None:
+        """Worker thread: the later parts, once the numbers went to the screen (the same
+        worker, so `shows_current` waits for them and a newer computation cancels them)."""
+        try:
+            with self.giving_way(worker):
+                later = self.compute_later(ts, frames, params, result)
+        except Superseded:
+            return
+        except Exception as exc:
+            logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
+            later = exc
+        if not worker.is_cancelled:
+            self.post_message(ComputedLater(later, ts.generation, params))
 
     @on(ComputeFailed)
     def _compute_failed(self, msg: ComputeFailed) -> None:
@@ -443,6 +502,7 @@ class AnalysisScreen(Screen):
             self._maybe_refresh()
             return
         self._shown_key = (msg.generation, msg.params)
+        self._later_pending = False
         self.scope_text = f"failed: {msg.reason}"
         self.query_one("#screen-title", Static).update(self._title_text())
         self.query_one("#body").loading = False
@@ -482,6 +542,7 @@ class AnalysisScreen(Screen):
             return  # the user changed something meanwhile
         self.result = msg.result
         self._shown_key = (msg.generation, msg.params)
+        self._later_pending = self.LATER
         self.scope_text = msg.scope
         self.query_one("#screen-title", Static).update(self._title_text())
         self.query_one("#body").loading = False
@@ -492,6 +553,20 @@ class AnalysisScreen(Screen):
             self.call_after_refresh(self.call_after_refresh, self._replay_keys)
         self._maybe_refresh()
         self._run_when_shown()
+
+    @on(ComputedLater)
+    def _computed_later(self, msg: ComputedLater) -> None:
+        msg.stop()
+        if self._shown_key != (msg.generation, msg.params) or not self._later_pending:
+            return  # numbers of another state are shown (or coming): theirs will follow
+        self._later_pending = False
+        if isinstance(msg.result, Exception):  # the numbers stay; the rest says why not
+            self.app.notify(
+                f"{self.TITLE}: part failed: {one_line(msg.result)}", severity="error", timeout=10
+            )
+            return
+        self.show_later(self.result, msg.result)
+        self._apply_filter()
 
     def select_when_shown(self, select: Callable[[], None]) -> None:
         """Run `select` (a finding's evidence: put the cursor on its row) once this view

@@ -112,19 +112,61 @@ class KernelDetailScreen(AnalysisScreen):
             self.set_params(name=chosen)
         super().on_screen_resume()
 
+    #: The tables of the tabs not shown first (who launched it, its longest runs) come after
+    #: the numbers: they join every run to its launch on every rank, which cost more than
+    #: the rest of the view together (issue 27: the numbers within 1 s of the key).
+    LATER = True
+    LATER_TABLES = ("kernel_launchers", "kernel_runs")
+
     def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Any:
         """Run times count from the trace set's start, as the timeline's do."""
-        return self.compute(frames, params, ts.origin_ns)
+        return self.numbers(frames, params, ts.origin_ns)
+
+    def compute_later(
+        self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params, result: Any
+    ) -> dict[str, pl.DataFrame] | None:
+        return self.later(frames, result, ts.origin_ns)
+
+    def show_later(self, result: dict[str, Any], later: dict[str, pl.DataFrame] | None) -> None:
+        if later is None:
+            return
+        self.result = {**result, **later}
+        self.query_one("#launchers-table", FrameTable).show_frame(later["launchers"])
+        self.query_one("#runs-table", FrameTable).show_frame(later["runs"])
 
     @staticmethod
     def compute(
         frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
     ) -> dict[str, Any]:
+        """The whole view: its numbers and the tables shown after them."""
+        result = KernelDetailScreen.numbers(frames, params, origin_ns)
+        return {**result, **(KernelDetailScreen.later(frames, result, origin_ns) or {})}
+
+    @staticmethod
+    def later(
+        frames: dict[int, pl.DataFrame], result: dict[str, Any], origin_ns: int | None = None
+    ) -> dict[str, pl.DataFrame] | None:
+        """Who launched the kernel `result` shows, and its longest runs (None: no kernel)."""
+        if result.get("name") is None:
+            return None
+        options = registry.Options(
+            kernel_name=result["name"], origin_ns=-1 if origin_ns is None else origin_ns
+        )
+        got = registry.tables(frames, KernelDetailScreen.LATER_TABLES, options)
+        return {"launchers": got["kernel_launchers"], "runs": got["kernel_runs"]}
+
+    @staticmethod
+    def numbers(
+        frames: dict[int, pl.DataFrame], params: Params, origin_ns: int | None = None
+    ) -> dict[str, Any]:
+        """The kernel's numbers: its ranks, histogram, runs over time and streams (the
+        first tab and the summary line); its launchers and longest runs empty (`later`)."""
         options = registry.Options(
             kernel_name=params.get("name") or "",
             origin_ns=-1 if origin_ns is None else origin_ns,
         )
-        got = registry.tables(frames, KernelDetailScreen.ANALYSES, options)
+        first = [a for a in KernelDetailScreen.ANALYSES if a not in KernelDetailScreen.LATER_TABLES]
+        got = registry.tables(frames, first, options)
         chosen = got["kernel_detail"]
         name = chosen["name"][0] if not chosen.is_empty() else None
         auto = not params.get("name")
@@ -142,9 +184,9 @@ class KernelDetailScreen(AnalysisScreen):
             "summary": summary,
             "bins": bins,
             "occurrences": got["kernel_occurrences"],
-            "launchers": got["kernel_launchers"],
+            "launchers": pl.DataFrame(),
             "streams": got["kernel_streams"],
-            "runs": got["kernel_runs"],
+            "runs": pl.DataFrame(),
             "ranks": sorted(frames),
         }
 

@@ -37,6 +37,10 @@ BY_OP: dict[str, str] = {
 }
 
 
+#: No kernel's backend known yet (the Kernels view shows its numbers before them).
+NO_BACKENDS = pl.DataFrame(schema={"name": pl.String, "backend": pl.String})
+
+
 def with_kernel_view(
     table: pl.DataFrame, view: pl.DataFrame, backends: pl.DataFrame
 ) -> pl.DataFrame:

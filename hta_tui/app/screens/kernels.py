@@ -128,6 +128,11 @@ class KernelsScreen(AnalysisScreen):
         *("annotation", "python_module_id", "grid", "block", "registers", "shared_memory"),
         "call_stack",
     )
+    #: A rank held whole is given whole, the same frame every view reads: HTA's views of
+    #: it (`hta_view`, kept per frame) are built once for this view and the others, and
+    #: kept across this view's own recomputations (`o`, `v`, `n`); a large rank gives only
+    #: these columns (tests/test_stream.py checks them against the whole frame's numbers).
+    EVENTS_COLUMNS_ALWAYS = False
     #: What they read of a large rank (`RankData.columns`): every row but the Python
     #: functions that are no module (a third of a real rank's events; `kernel_owners` reads
     #: only modules' among them).
@@ -160,8 +165,15 @@ class KernelsScreen(AnalysisScreen):
         yield FrameTable(id="kernel-table", key_column="name", export_name="kernels")
         yield TextBlock("", id="kernel-name")
 
+    #: The backend column and the attribution verdict come after the numbers: they nest
+    #: every launch in its host ranges on every rank (`kernel_owners`), which cost more than
+    #: the rest of the view together (issue 27: the numbers within 1 s of the key).
+    LATER = True
+
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        """The view's numbers: the type breakdown and the kernel table, its backend column
+        empty until `later` fills it."""
         compat = bool(params.get("tb_compat", False))  # the plugin's columns by its rules (X)
         type_df = registry.table(
             frames,
@@ -180,11 +192,9 @@ class KernelsScreen(AnalysisScreen):
                 registry.table(frames, "kernel_view_job_by_op", options)
             )
         else:
-            got = registry.tables(
-                frames, ["kernel_table", "kernel_view_job", "kernel_backend_by_name"], options
-            )
+            got = registry.tables(frames, ["kernel_table", "kernel_view_job"], options)
             table = kernel_columns.with_kernel_view(
-                got["kernel_table"], got["kernel_view_job"], got["kernel_backend_by_name"]
+                got["kernel_table"], got["kernel_view_job"], kernel_columns.NO_BACKENDS
             )
         if not params.get("full_names", False):
             # the short name in the name's place; the full one stays for detail and export
@@ -199,8 +209,43 @@ class KernelsScreen(AnalysisScreen):
             "kernels": table,
             "ranks": len(frames),
             "by_op": by_op,
-            "attribution": verdict_text(registry.table(frames, "kernel_verdict")),
+            "attribution": None,
         }
+
+    @staticmethod
+    def later(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
+        """What the view shows after its numbers: each kernel's backend (per kernel, not
+        by operator) and the verdict on kernel time with no operator."""
+        got = registry.tables(
+            frames,
+            ["kernel_verdict"] if params.get("by_op", False) else
+            ["kernel_verdict", "kernel_backend_by_name"],
+        )  # fmt: skip
+        return {
+            "backends": got.get("kernel_backend_by_name"),
+            "attribution": verdict_text(got["kernel_verdict"]),
+        }
+
+    @staticmethod
+    def with_later(result: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
+        """`compute`'s numbers with `later`'s parts in their places."""
+        table = result["kernels"]
+        backends = later.get("backends")
+        if backends is not None and "backend" in table.columns:
+            filled = table.drop("backend").join(
+                backends, on="name", how="left", maintain_order="left"
+            )
+            table = filled.select(table.columns)
+        return {**result, "kernels": table, "attribution": later.get("attribution")}
+
+    def compute_later(
+        self, ts: Any, frames: dict[int, pl.DataFrame], params: Params, result: Any
+    ) -> dict[str, Any]:
+        return self.later(frames, params)
+
+    def show_later(self, result: dict[str, Any], later: dict[str, Any]) -> None:
+        self.result = self.with_later(result, later)
+        self.show(self.result)
 
     def show(self, result: dict[str, Any]) -> None:
         types: pl.DataFrame = result["types"]

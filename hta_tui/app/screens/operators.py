@@ -112,10 +112,29 @@ class OperatorsScreen(AnalysisScreen):
             "python": operator_stacks.has_python_frames(frames),
             "ops": table["name"].n_unique() if not table.is_empty() else 0,
             "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
-            "attribution": (
-                verdict_text(registry.table(frames, "kernel_verdict")) if gpu else None
-            ),
+            "attribution": None,
         }
+
+    #: The verdict on GPU time with no operator comes after the numbers: it nests every
+    #: launch of every rank in its host ranges (`kernel_owners`; shared with the Kernels
+    #: view's), which cost about as much as the operator tables themselves.
+    LATER = True
+
+    @staticmethod
+    def later(frames: dict[int, pl.DataFrame], result: dict[str, Any]) -> str | None:
+        """The attribution verdict of a trace with GPU work (`result`: `compute`'s)."""
+        if not result.get("gpu"):
+            return None
+        return verdict_text(registry.table(frames, "kernel_verdict"))
+
+    def compute_later(
+        self, ts: Any, frames: dict[int, pl.DataFrame], params: Params, result: Any
+    ) -> str | None:
+        return self.later(frames, result)
+
+    def show_later(self, result: dict[str, Any], later: str | None) -> None:
+        self.result = {**result, "attribution": later}
+        self.query_one("#operators-summary", Static).update(summary(self.result))
 
     def _fit(self, table: FrameTable) -> bool:
         """Per input shape, the name and the shape share the name's room (half each), so the
