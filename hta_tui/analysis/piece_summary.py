@@ -27,12 +27,13 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis import interval_arrays, tb_roles, tb_steps
-from hta_tui.analysis.hta_view import _hta_kernel_filter, gpu_mask, kernel_type, with_times
+from hta_tui.analysis.hta_view import _hta_kernel_filter, gpu_mask, kernel_type
 from hta_tui.analysis.step_breakdown import breakdown_table
 from hta_tui.trace.schema import GPU_WORK_KINDS
 
-#: The events' columns the step breakdown's steps read (`tb_steps.profiler_steps`).
-_STEP_ROW_COLUMNS = ("ts", "dur", "kind", "cat", "name", "correlation", "external_id")
+#: The events' columns the step breakdown's steps read (`tb_steps.profiler_steps`), the
+#: name last.
+_STEP_ROW_COLUMNS = ("ts", "dur", "kind", "cat", "correlation", "name")
 
 
 @dataclass
@@ -50,22 +51,28 @@ class Part:
 
 
 def overview_part(events: pl.DataFrame) -> Part:
-    """A piece's share of the overview's row (`overview.rank_summary`, exact timestamps)."""
-    work = events.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select("kind", "stream", "ts", "dur")
-    # as `hta_view.build_rank_view`: its filter, its times, its GPU test
-    ev = events.select("ts", "dur", "name", "cat", "kind", "stream", "correlation").filter(
-        pl.col("cat").is_not_null() & (pl.col("cat") != "Trace") & pl.col("ts").is_not_null()
-    )
-    ev = with_times(ev, hta_compat=False).with_columns(_hta_kernel_filter().alias("on_gpu"))
+    """A piece's share of the overview's row (`overview.rank_summary`, exact timestamps).
+    Lazy queries: each reads only its columns of the rows it keeps."""
+    lf = events.lazy()
+    work = lf.filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select("kind", "stream", "ts", "dur")
+    # as `hta_view.build_rank_view`: its rows, its times (exact: start = ts), its GPU test,
+    # and `_filter_profiler_steps`' GPU test
+    seen = pl.col("cat").is_not_null() & (pl.col("cat") != "Trace") & pl.col("ts").is_not_null()
+    on_gpu = _hta_kernel_filter()
     corr = pl.col("correlation").fill_null(-1)
-    gpu = ev.filter(gpu_mask(hta_compat=False)).select(
-        "start", "end", kernel_type().alias("kernel_type"), "on_gpu", corr.alias("corr")
+    gpu = lf.filter(seen & gpu_mask(hta_compat=False)).select(
+        pl.col("ts").alias("start"),
+        (pl.col("ts") + pl.col("dur")).alias("end"),
+        kernel_type().alias("kernel_type"),
+        on_gpu.alias("on_gpu"),
+        corr.alias("corr"),
     )
-    cpu = ev.filter(~pl.col("on_gpu"))
-    cpu_corr = cpu.group_by(corr.alias("corr")).agg(pl.col("start").min())
+    cpu = lf.filter(seen & ~on_gpu)
+    cpu_corr = cpu.group_by(corr.alias("corr")).agg(pl.col("ts").min().alias("start"))
     step = pl.col("name").str.contains("ProfilerStep", literal=True).fill_null(False)
-    last = cpu.select(pl.col("start").filter(step).max()).item()
-    return Part(work, gpu, cpu_corr, last)
+    last = cpu.select(pl.col("ts").filter(step).max())
+    work_df, gpu_df, cpu_df, last_df = pl.collect_all([work, gpu, cpu_corr, last])
+    return Part(work_df, gpu_df, cpu_df, last_df.item())
 
 
 def summary_part(events: pl.DataFrame) -> Part:
@@ -96,7 +103,10 @@ def _step_rows(events: pl.DataFrame) -> pl.DataFrame:
         | (tb_roles.runtime_rows(tb_compat=False) & pl.col("correlation").is_not_null())
         | pl.int_range(pl.len(), dtype=pl.UInt32).is_in(pl.Series(at, dtype=pl.UInt32).implode())
     )
-    return events.select(_STEP_ROW_COLUMNS).filter(keep)
+    # a name is read only where it makes a step (long kernel names would be most of it)
+    step_name = pl.when(tb_roles.STEP_NAME).then(pl.col("name"))
+    rows = events.lazy().filter(keep)
+    return rows.select(*_STEP_ROW_COLUMNS[:-1], step_name.alias("name")).collect()
 
 
 def _roles(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]:
@@ -111,14 +121,20 @@ def _roles(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]
     # a kernel is communication when its name says so or its launch is a collective's
     local = pl.col("external_id").is_in(comm.implode()) | pl.col("name").is_in(nccl.implode())
     undecided = pl.col("__kernel") & pl.col("external_id").is_not_null() & ~local.fill_null(False)
-    rows = lf.with_columns(undecided.alias("__open")).collect()
-    open_kernels = rows.filter("__open").select(
-        "external_id", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end")
-    )
-    roles = rows.filter(~pl.col("__open")).select(
-        tb_roles.role_rule(local, tb_compat=False).alias("role"),
-        pl.col("ts").alias("start"),
-        (pl.col("ts") + pl.col("dur")).alias("end"),
+    undecided = undecided.fill_null(False)
+    open_kernels, roles = pl.collect_all(
+        [
+            lf.filter(undecided).select(
+                "external_id",
+                pl.col("ts").alias("start"),
+                (pl.col("ts") + pl.col("dur")).alias("end"),
+            ),
+            lf.filter(~undecided).select(
+                tb_roles.role_rule(local, tb_compat=False).alias("role"),
+                pl.col("ts").alias("start"),
+                (pl.col("ts") + pl.col("dur")).alias("end"),
+            ),
+        ]
     )
     return _merged(roles.drop_nulls()), open_kernels.drop_nulls(["start", "end"]), comm
 
