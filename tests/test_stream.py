@@ -425,3 +425,22 @@ def test_the_timeline_moved_past_the_part_read_reads_the_part_shown(
     view.t0 = 5_000.0
     screen._follow_view()
     assert len(asked) == 2
+
+
+def test_the_ids_of_earlier_pieces_are_found_in_any_of_them() -> None:
+    """The ids each piece's owners hold are looked up in those of every earlier piece (kept
+    as a few sorted blocks, merged as they come, not one set made again per piece): an id
+    of the first piece is found in the last, and only held ids are."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    pieces = stream._Pieces.__new__(stream._Pieces)
+    pieces.seen = {}
+    held: set[int] = set()
+    for k in range(40):
+        mine = np.unique(rng.integers(0, 20_000, 300 + 37 * k))
+        ids = {"correlation": pl.Series("correlation", mine)}
+        clash = pieces._clashes(ids).get("correlation", pl.Series(dtype=pl.Int64))
+        assert set(clash.to_list()) == held & set(mine.tolist())
+        held |= set(mine.tolist())
+    assert len(pieces.seen["correlation"].blocks) < 8
