@@ -138,7 +138,7 @@ def from_pieces(
     step_filter = len(meta.get("step_names", ())) >= 2
     data.memo(
         _memo_key(step_filter, False),
-        lambda: piece_summary.overview_row(parts, step_filter=step_filter),
+        lambda: summary_row(*piece_summary.overview_inputs(parts, step_filter=step_filter)),
     )
     return data.memos()
 

@@ -162,10 +162,9 @@ def _merged(roles: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def overview_row(parts: list[Part], *, step_filter: bool) -> pl.DataFrame:
-    """`overview.rank_summary` of the whole rank (exact timestamps), from its pieces' parts."""
-    from hta_tui.analysis.overview import summary_row
-
+def overview_inputs(parts: list[Part], *, step_filter: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What `overview.summary_row` makes the overview's row of (exact timestamps), for the
+    whole rank, from its pieces' parts: its GPU work, and the GPU events of its HTA view."""
     work = pl.concat([p.work for p in parts])
     gpu = pl.concat([p.gpu for p in parts])
     if step_filter:  # HTA's ProfilerStep filter (`hta_view._filter_profiler_steps`)
@@ -181,7 +180,7 @@ def overview_row(parts: list[Part], *, step_filter: bool) -> pl.DataFrame:
                 (~on_gpu & (pl.col("start") < last))
                 | (on_gpu & pl.col("corr").is_in(launched.implode()))
             )
-    return summary_row(work, gpu.select("start", "end", "kernel_type"))
+    return work, gpu.select("start", "end", "kernel_type")
 
 
 def breakdown(parts: list[Part]) -> pl.DataFrame:
