@@ -6,6 +6,7 @@ lowered so a small generated trace is cut into many pieces."""
 from __future__ import annotations
 
 import gzip
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -279,6 +280,37 @@ def test_a_file_parsed_in_pieces_gets_its_summaries_from_its_pieces_not_read_bac
             assert_frame_equal(read_checked(result.entry / "derived" / f"{key}.parquet"), table)
     row = held[next(iter(held))].row(0, named=True)
     assert row["has_gpu"] and row["overlapping"] is not None
+
+
+def _no_part(events: pl.DataFrame) -> object:
+    raise ValueError("a bug in a piece's part")
+
+
+def test_a_piece_whose_summary_part_fails_costs_a_read_back_not_the_file(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A piece whose share of the summaries cannot be made (a bug) leaves the file loaded,
+    its summaries made from its events read back, the same as the whole file's."""
+    from hta_tui.analysis import step_overview
+    from hta_tui.trace import model
+
+    hook = step_overview.precompute.in_pieces  # type: ignore[attr-defined]
+    monkeypatch.setattr(step_overview.precompute, "in_pieces", replace(hook, piece=_no_part))
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(orjson.dumps(_trace()))
+    whole = parse.parse_file(path)
+    held = step_overview.precompute(tmp_path / "held", whole.meta, whole.frames)
+    limits = Limits(max_bytes=LIMIT)
+    reads: list[str] = []
+    real = model.read_frame
+    monkeypatch.setattr(model, "read_frame", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+    (result,) = load_files(
+        [describe(path)], Cache(tmp_path / "c"), after_parse=step_overview.precompute, limits=limits
+    )
+    assert result.ok and result.memos is not None and result.memos.keys() == held.keys()
+    assert "events" in reads  # read back
+    for key, table in held.items():
+        assert_frame_equal(result.memos[key], table)
 
 
 def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
