@@ -129,9 +129,9 @@ def _in_pieces(
     summarize: Callable[[pl.DataFrame], Any] | None = None,
     parts: list[Any] | None = None,
 ) -> parse.ParsedTrace:
+    pieces = _Pieces(sink, piece, summarize)
     was_enabled = gc.isenabled()
     gc.disable()  # as `parse._parse_owned`: millions of small structs, no cycles
-    pieces = _Pieces(sink, piece, summarize)
     try:
         if not _gzipped(path):
             parsed = _split_file(path, pieces, piece)
