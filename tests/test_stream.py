@@ -6,6 +6,7 @@ lowered so a small generated trace is cut into many pieces."""
 from __future__ import annotations
 
 import gzip
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -18,6 +19,7 @@ from hta_tui.synth.hostile_files import HUGE_DIGITS
 from hta_tui.synth.memory import MemoryOptions
 from hta_tui.trace import parse, stream
 from hta_tui.trace.cache import Cache, EntryWriter, read_frame
+from hta_tui.trace.checked import read_checked
 from hta_tui.trace.discover import describe
 from hta_tui.trace.limits import Limits
 from hta_tui.trace.load import load_files
@@ -154,18 +156,29 @@ def test_pieces_parsed_by_two_processes_at_once_make_the_whole_files_frames(
     """The pieces go to worker processes (each reads its byte range itself, writes its
     frames into the entry) and come back in any order: the entry is still the whole-file
     parse's, row numbers and the ids an earlier piece holds (cleared) included, and no
-    worker's file is left in it."""
+    worker's file is left in it. Each worker makes its piece's share of the per-file
+    summaries too: merged in order, they are the whole file's."""
+    from hta_tui.analysis import piece_summary, step_overview
+
     monkeypatch.setattr(stream, "POOL_PIECE_MIN", 0)
     path = tmp_path / "rank-0.json"
     path.write_bytes(orjson.dumps(_trace()))
     whole = parse.parse_file(path)
     writer = EntryWriter(tmp_path / "entry")
-    parsed = stream.parse_in_pieces(path, writer, Limits(max_bytes=LIMIT))
+    parts: list[piece_summary.Part] = []
+    limits = Limits(max_bytes=LIMIT)
+    parsed = stream.parse_in_pieces(path, writer, limits, piece_summary.summary_part, parts)
     assert parsed.streamed
     entry = writer.commit(parsed.meta)
     assert (entry / "events.9.parquet").exists()
     assert not list(entry.glob(".piece-*"))
     _same(entry, parsed.meta, whole)
+    assert len(parts) == len(list(entry.glob("events*.parquet")))
+    held = step_overview.precompute(tmp_path / "held", whole.meta, whole.frames)
+    merged = step_overview.from_pieces(entry, parsed.meta, parts)
+    assert merged.keys() == held.keys()
+    for key, table in held.items():
+        assert_frame_equal(merged[key], table)
 
 
 def test_the_time_limit_is_for_each_gb_so_a_10_gb_rank_is_not_refused_for_its_size() -> None:
@@ -211,6 +224,93 @@ def test_a_large_ranks_summaries_read_only_their_columns_back(
         assert_frame_equal(narrow[key], table)
     events = [cols for name, cols in reads if name == "events"]
     assert events and all(cols is not None and len(cols) < 20 for cols in events)
+
+
+def _late_comm_kernel(trace: dict) -> dict:
+    """`trace` with, at its end, a kernel of no NCCL name launched by a collective op of its
+    start (its external id): its role in the step breakdown (communication) is decided by
+    another piece."""
+    events = trace["traceEvents"]
+    op = next(e for e in events if e.get("name") == "nccl:all_reduce")
+    kernel = next(e for e in events if e.get("cat") == "kernel" and "nccl" not in e["name"])
+    args = {**kernel["args"], "External id": op["args"]["External id"], "correlation": 7}
+    late = {**kernel, "name": "custom_all_reduce", "ts": kernel["ts"] + 3, "args": args}
+    return {**trace, "traceEvents": [*events, late]}
+
+
+@pytest.mark.parametrize("steps", [True, False])
+def test_a_file_parsed_in_pieces_gets_its_summaries_from_its_pieces_not_read_back(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch, steps: bool
+) -> None:
+    """The per-file summaries of a file parsed in pieces (the overview's row, the step
+    breakdown; the app's and the report's) are made from each piece's share, computed as
+    the piece is parsed, and merged: no event is read back from the entry (a 10 GB rank's
+    took 35-40 s of one core after the parse, and its peak), and every field is the
+    whole-file parse's. With steps (HTA's ProfilerStep filter on, ids an earlier piece holds
+    cleared) and without (the step breakdown's single step); a kernel whose role a
+    collective op of another piece decides."""
+    from hta_tui.analysis import overview, step_overview
+    from hta_tui.trace import model
+
+    trace = _late_comm_kernel(_trace())
+    if not steps:
+        events = trace["traceEvents"]
+        trace["traceEvents"] = [e for e in events if "ProfilerStep" not in str(e.get("name"))]
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(orjson.dumps(trace))
+    whole = parse.parse_file(path)
+    assert (len(whole.meta["step_names"]) >= 2) == steps
+    reads: list[str] = []
+    for name in ("read_frame", "read_rows"):
+        real = getattr(model, name)
+        spy = lambda *a, real=real, **k: reads.append(a[1]) or real(*a, **k)  # noqa: E731
+        monkeypatch.setattr(model, name, spy)
+    for k, precompute in enumerate((step_overview.precompute, overview.precompute)):
+        held = precompute(tmp_path / f"held-{k}", whole.meta, whole.frames)
+        cache = Cache(tmp_path / f"cache-{k}")
+        (result,) = load_files(
+            [describe(path)], cache, after_parse=precompute, limits=Limits(max_bytes=LIMIT)
+        )
+        assert result.ok and result.entry is not None
+        assert (result.entry / "events.3.parquet").exists()  # parsed in pieces
+        assert reads == []  # nothing read back
+        assert result.memos is not None and result.memos.keys() == held.keys()
+        for key, table in held.items():
+            assert_frame_equal(result.memos[key], table)
+            assert_frame_equal(read_checked(result.entry / "derived" / f"{key}.parquet"), table)
+    row = held[next(iter(held))].row(0, named=True)
+    assert row["has_gpu"] and row["overlapping"] is not None
+
+
+def _no_part(events: pl.DataFrame) -> object:
+    raise ValueError("a bug in a piece's part")
+
+
+def test_a_piece_whose_summary_part_fails_costs_a_read_back_not_the_file(
+    tmp_path: Path, small_pieces: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A piece whose share of the summaries cannot be made (a bug) leaves the file loaded,
+    its summaries made from its events read back, the same as the whole file's."""
+    from hta_tui.analysis import step_overview
+    from hta_tui.trace import model
+
+    hook = step_overview.precompute.in_pieces  # type: ignore[attr-defined]
+    monkeypatch.setattr(step_overview.precompute, "in_pieces", replace(hook, piece=_no_part))
+    path = tmp_path / "rank-0.json"
+    path.write_bytes(orjson.dumps(_trace()))
+    whole = parse.parse_file(path)
+    held = step_overview.precompute(tmp_path / "held", whole.meta, whole.frames)
+    limits = Limits(max_bytes=LIMIT)
+    reads: list[str] = []
+    real = model.read_frame
+    monkeypatch.setattr(model, "read_frame", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+    (result,) = load_files(
+        [describe(path)], Cache(tmp_path / "c"), after_parse=step_overview.precompute, limits=limits
+    )
+    assert result.ok and result.memos is not None and result.memos.keys() == held.keys()
+    assert "events" in reads  # read back
+    for key, table in held.items():
+        assert_frame_equal(result.memos[key], table)
 
 
 def test_the_kernels_and_timeline_of_a_large_rank_read_only_their_columns(
@@ -360,3 +460,22 @@ def test_the_timeline_moved_past_the_part_read_reads_the_part_shown(
     view.t0 = 5_000.0
     screen._follow_view()
     assert len(asked) == 2
+
+
+def test_the_ids_of_earlier_pieces_are_found_in_any_of_them() -> None:
+    """The ids each piece's owners hold are looked up in those of every earlier piece (kept
+    as a few sorted blocks, merged as they come, not one set made again per piece): an id
+    of the first piece is found in the last, and only held ids are."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    pieces = stream._Pieces.__new__(stream._Pieces)
+    pieces.seen = {}
+    held: set[int] = set()
+    for k in range(40):
+        mine = np.unique(rng.integers(0, 20_000, 300 + 37 * k))
+        ids = {"correlation": pl.Series("correlation", mine)}
+        clash = pieces._clashes(ids).get("correlation", pl.Series(dtype=pl.Int64))
+        assert set(clash.to_list()) == held & set(mine.tolist())
+        held |= set(mine.tolist())
+    assert len(pieces.seen["correlation"].blocks) < 8

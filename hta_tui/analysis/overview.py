@@ -9,11 +9,12 @@ from pathlib import Path
 
 import polars as pl
 
-from hta_tui.analysis import intervals, kernel_owners
+from hta_tui.analysis import intervals, kernel_owners, piece_summary
 from hta_tui.analysis.hta_view import gpu_events, profiler_step_names, rank_view
 from hta_tui.analysis.temporal import rank_times, temporal_from_ns
 from hta_tui.trace.model import FileEntry, RankData, TraceSet
 from hta_tui.trace.schema import GPU_WORK_KINDS
+from hta_tui.trace.stream import PieceSummaries
 
 FILE_COLUMNS: dict[str, pl.DataType] = {
     "path": pl.String(),
@@ -73,11 +74,18 @@ def rank_summary(events: pl.DataFrame, *, step_filter: bool, hta_compat: bool) -
     """
     names = profiler_step_names({0: events}) if step_filter else set()
     view = rank_view(events, names, hta_compat=hta_compat, columns=(), step_filter=step_filter)
-    times = rank_times(gpu_events(view))
+    return summary_row(events, gpu_events(view))
+
+
+def summary_row(work: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """`rank_summary`'s row from the rank's events (`kind`, `stream`, `ts`, `dur`: only its
+    GPU work counts, kernels, memcpy and memset, so a file parsed in pieces gives just
+    those) and the GPU events of its HTA view (`start`, `end`, `kernel_type`)."""
+    times = rank_times(gpu)
     idle, compute, non_compute, kernel = times if times is not None else (None,) * 4
     row = {
-        "overlapping": kernel_owners.overlapping_on_stream(events),
-        "gpu_busy": gpu_busy_ns(events),
+        "overlapping": kernel_owners.overlapping_on_stream(work),
+        "gpu_busy": gpu_busy_ns(work),
         "has_gpu": times is not None,
         "idle": idle,
         "compute": compute,
@@ -119,6 +127,23 @@ def precompute(
     data = RankData(entry, meta, _frames=dict(frames or {}))
     summary(data, step_filter=len(meta.get("step_names", ())) >= 2)
     return data.memos()
+
+
+def from_pieces(
+    entry: Path, meta: dict, parts: list[piece_summary.Part]
+) -> dict[str, pl.DataFrame]:
+    """`precompute` of a file parsed in pieces, from its pieces' parts (`piece_summary`):
+    the same memo, without reading the rank's events back."""
+    data = RankData(entry, meta)
+    step_filter = len(meta.get("step_names", ())) >= 2
+    data.memo(
+        _memo_key(step_filter, False),
+        lambda: summary_row(*piece_summary.overview_inputs(parts, step_filter=step_filter)),
+    )
+    return data.memos()
+
+
+precompute.in_pieces = PieceSummaries(piece_summary.overview_part, from_pieces)  # type: ignore[attr-defined]
 
 
 def _relative(ts: TraceSet, entry: FileEntry) -> str:

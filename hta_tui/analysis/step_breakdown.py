@@ -11,7 +11,7 @@ lexsort by role and start, then linear passes).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import polars as pl
@@ -59,10 +59,17 @@ def rank_breakdown(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataF
     """One row per used step of one rank (no `rank` column): step, step_time and each
     category, in us."""
     steps = tb_steps.profiler_steps(events, tb_compat=tb_compat).filter("used")
+    return breakdown_table(steps, lambda: tb_roles.role_of(events, tb_compat=tb_compat))
+
+
+def breakdown_table(steps: pl.DataFrame, roles: Callable[[], pl.DataFrame]) -> pl.DataFrame:
+    """`rank_breakdown` of the used steps and the events' roles (`tb_roles.role_of`, made
+    only when a step is used; a role's intervals may come merged already: only their union
+    counts)."""
     cols = [c for c in COLUMNS if c != "rank"]
     if steps.is_empty():
         return pl.DataFrame(schema={c: COLUMNS[c] for c in cols})
-    parts = _parts(tb_roles.role_of(events, tb_compat=tb_compat), steps)
+    parts = _parts(roles(), steps)
     names = [c + _US for c in tb_roles.CATEGORIES]
     table = steps.select("step", (pl.col("end") - pl.col("start")).alias("step_time (us)"))
     table = table.with_columns(pl.Series(n, parts[:, i]) for i, n in enumerate(names))

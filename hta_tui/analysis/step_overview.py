@@ -13,8 +13,9 @@ from pathlib import Path
 
 import polars as pl
 
-from hta_tui.analysis import overview, step_breakdown
+from hta_tui.analysis import overview, piece_summary, step_breakdown
 from hta_tui.trace.model import RankData, TraceSet
+from hta_tui.trace.stream import PieceSummaries
 
 #: Bump when what the breakdown computes changes: old memos are then ignored.
 VERSION = 1
@@ -60,3 +61,20 @@ def precompute(
     except Exception:  # the file still loads; the overview computes it again and says why
         logging.getLogger("hta_tui").exception("step breakdown of %s failed", entry)
     return {**memos, **data.memos()}
+
+
+def from_pieces(
+    entry: Path, meta: dict, parts: list[piece_summary.Part]
+) -> dict[str, pl.DataFrame]:
+    """`precompute` of a file parsed in pieces, from its pieces' parts (`piece_summary`):
+    the same memos, without reading the rank's events back."""
+    memos = overview.from_pieces(entry, meta, parts)
+    data = RankData(entry, meta)
+    try:
+        data.memo(_KEY, lambda: piece_summary.breakdown(parts))
+    except Exception:  # as `precompute`: the file still loads, the overview says why
+        logging.getLogger("hta_tui").exception("step breakdown of %s failed", entry)
+    return {**memos, **data.memos()}
+
+
+precompute.in_pieces = PieceSummaries(piece_summary.summary_part, from_pieces)  # type: ignore[attr-defined]

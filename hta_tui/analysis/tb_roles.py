@@ -114,15 +114,35 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
 
     One lazy query over the six columns it reads (filtering the wide frame copied every
     column); each `cat` test is evaluated once, as a column the role rules then combine."""
-    kernel = gpu_work("Kernel", tb_compat=tb_compat)
-    lf = (
+    lf = role_flags(events, tb_compat=tb_compat)
+    flags = lf.filter(pl.col("__comm") | pl.col("__kernel")).collect()
+    comm_kernel = pl.col("external_id").is_in(comm_ids(flags).implode())
+    if not tb_compat:  # HTA's rule, on the distinct kernel names only
+        names = flags.filter("__kernel").select(pl.col("name").unique())
+        nccl = names.filter(kernel_type() == "COMMUNICATION")["name"]
+        comm_kernel = comm_kernel | pl.col("name").is_in(nccl.implode())
+    return (
+        lf.select(
+            role_rule(comm_kernel, tb_compat=tb_compat).alias("role"),
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+        )
+        .drop_nulls()
+        .collect()
+    )
+
+
+def role_flags(events: pl.DataFrame, *, tb_compat: bool) -> pl.LazyFrame:
+    """The six columns `role_of` reads, with each `cat` test once as a column (`__op`,
+    `__py`, `__ann`, `__kernel`, `__comm`: a collective op on the host)."""
+    return (
         events.lazy()
         .select("kind", "cat", "name", "external_id", "ts", "dur")
         .with_columns(
             _operator().alias("__op"),
             _python().alias("__py"),
             _annotation().alias("__ann"),
-            kernel.alias("__kernel"),
+            gpu_work("Kernel", tb_compat=tb_compat).alias("__kernel"),
         )
         .with_columns(
             ((pl.col("__op") | pl.col("__py") | pl.col("__ann")) & _IS_COMM_NAME).alias("__comm")
@@ -130,13 +150,17 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         .collect()
         .lazy()
     )
-    flags = lf.filter(pl.col("__comm") | pl.col("__kernel")).collect()
-    comm_ids = flags.filter("__comm")["external_id"].drop_nulls().unique()
-    comm_kernel = pl.col("external_id").is_in(comm_ids.implode())
-    if not tb_compat:  # HTA's rule, on the distinct kernel names only
-        names = flags.filter("__kernel").select(pl.col("name").unique())
-        nccl = names.filter(kernel_type() == "COMMUNICATION")["name"]
-        comm_kernel = comm_kernel | pl.col("name").is_in(nccl.implode())
+
+
+def comm_ids(flags: pl.DataFrame) -> pl.Series:
+    """The external ids of the collective ops (`role_flags`): a kernel launched by one of
+    them is communication."""
+    return flags.filter("__comm")["external_id"].drop_nulls().unique()
+
+
+def role_rule(comm_kernel: pl.Expr, *, tb_compat: bool) -> pl.Expr:
+    """Each row's role (Int8, null: none) over `role_flags`' columns; `comm_kernel`: which
+    kernels are communication."""
     dataloader_kinds = pl.col("__op")
     if not tb_compat:
         dataloader_kinds = dataloader_kinds | pl.col("__ann")
@@ -158,15 +182,7 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         .when(pl.col("__op") | pl.col("__py"))
         .then(6)
     )
-    return (
-        lf.select(
-            role.cast(pl.Int8).alias("role"),
-            pl.col("ts").alias("start"),
-            (pl.col("ts") + pl.col("dur")).alias("end"),
-        )
-        .drop_nulls()
-        .collect()
-    )
+    return role.cast(pl.Int8)
 
 
 def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:

@@ -72,7 +72,9 @@ class LoadResult:
 #: Called in the worker, right after a file is parsed and stored, with (entry, meta, frames):
 #: where a front end precomputes per-file summaries (into the entry) while the frames are in
 #: memory, without reading them back. What it returns (memo key -> table) travels back with
-#: the result (`LoadResult.memos`).
+#: the result (`LoadResult.memos`). Its `in_pieces` attribute, when it has one
+#: (`stream.PieceSummaries`), makes the same for a file parsed in pieces from each piece's
+#: events as it is parsed, instead of reading the whole rank's back.
 AfterParse = Callable[[Path, dict[str, Any], dict[str, pl.DataFrame]], Any]
 
 
@@ -120,6 +122,8 @@ def _parse_and_store(
 
     kept: dict[str, pl.DataFrame] | None = None
     notice = None
+    hook = getattr(after_parse, "in_pieces", None)
+    parts: list[Any] = []
     try:
         entry = None
         try:
@@ -127,7 +131,7 @@ def _parse_and_store(
         except TraceFileError as exc:
             if not exc.too_big:
                 raise
-            parsed, entry, kept, notice = _in_pieces(tf, cache, limits)
+            parsed, entry, kept, notice = _in_pieces(tf, cache, limits, hook, parts)
         if entry is None:
             try:
                 entry = cache.store(tf, parsed)
@@ -136,7 +140,12 @@ def _parse_and_store(
         meta = parsed.meta
         # a streamed file's frames are read back from its entry, as far as needed
         frames = parsed.frames or None
-        memos = after_parse(entry, meta, frames) if after_parse is not None else None
+        if after_parse is None:
+            memos = None
+        elif parts and parsed.streamed:
+            memos = _merged_summaries(hook, after_parse, entry, meta, parts)
+        else:
+            memos = after_parse(entry, meta, frames)
     except TraceFileError as exc:
         status = "incomplete" if exc.incomplete else "not_trace" if exc.not_trace else "error"
         return failed(status, str(exc))
@@ -160,22 +169,47 @@ def _parse_and_store(
 
 
 def _in_pieces(
-    tf: TraceFile, cache: Cache, limits: Limits
+    tf: TraceFile,
+    cache: Cache,
+    limits: Limits,
+    hook: stream.PieceSummaries | None = None,
+    parts: list[Any] | None = None,
 ) -> tuple[ParsedTrace, Path | None, dict[str, pl.DataFrame] | None, str | None]:
     """A file too large to hold at once, into its cache entry piece by piece (`stream`):
     the parse, its entry (None: store it as any other, it was parsed whole after all), the
-    frames kept and a notice when the cache cannot take them (then it must fit in memory)."""
+    frames kept and a notice when the cache cannot take them (then it must fit in memory).
+    `hook`: the summaries' share of each piece, made as it is parsed, into `parts`."""
     writer = cache.writer(tf)
+    summarize = hook.piece if hook is not None else None
     try:
-        parsed = stream.parse_in_pieces(tf.path, writer, limits)
+        parsed = stream.parse_in_pieces(tf.path, writer, limits, summarize, parts)
         return parsed, writer.commit(parsed.meta) if parsed.streamed else None, None, None
     except CacheWriteError as exc:
+        if parts is not None:
+            parts.clear()
         writer.abort()
         parsed = parse_file(tf.path, limits)
         return parsed, uncached_entry(tf), parsed.frames, unwritable(cache, exc)
     except BaseException:
         writer.abort()
         raise
+
+
+def _merged_summaries(
+    hook: stream.PieceSummaries | None,
+    after_parse: AfterParse,
+    entry: Path,
+    meta: dict[str, Any],
+    parts: list[Any],
+) -> Any:
+    """The per-file summaries of a file parsed in pieces, from its pieces' parts; if that
+    fails, from its events read back (`after_parse`): a bug there costs time, not the file."""
+    try:
+        assert hook is not None
+        return hook.merge(entry, meta, parts)
+    except Exception:
+        log.warning("%s: merging the pieces' summaries failed", entry, exc_info=True)
+        return after_parse(entry, meta, None)
 
 
 def _timeout_text(limits: Limits, tf: TraceFile) -> str:

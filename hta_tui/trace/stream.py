@@ -29,13 +29,14 @@ import os
 import re
 import zlib
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 import msgspec
+import numpy as np
 import polars as pl
 
 from hta_tui.trace import parse
@@ -72,6 +73,19 @@ class FrameSink(Protocol):
         """Forget the pieces added so far (the file is parsed whole after all)."""
 
 
+@dataclass(frozen=True)
+class PieceSummaries:
+    """How a front end's per-file summaries (`load.AfterParse`, which carries this as its
+    `in_pieces`) are made for a file parsed in pieces, without reading its events back:
+    `piece(events)` runs where each piece's events are (its worker), and returns a small
+    part (None: it could not, and the summaries read the events back after all);
+    `merge(entry, meta, parts)`, the parts in file order, returns what `after_parse` would
+    (the memos). Both module-level functions, so workers can import them."""
+
+    piece: Callable[[pl.DataFrame], Any]
+    merge: Callable[[Path, dict[str, Any], list[Any]], Any]
+
+
 class CannotSplit(Exception):
     """The file's layout does not allow reading it in pieces (the reason is the message)."""
 
@@ -83,16 +97,24 @@ def whole_limit(limits: Limits) -> int:
 
 
 def parse_in_pieces(
-    path: str | Path, sink: FrameSink, limits: Limits | None = None
+    path: str | Path,
+    sink: FrameSink,
+    limits: Limits | None = None,
+    summarize: Callable[[pl.DataFrame], Any] | None = None,
+    parts: list[Any] | None = None,
 ) -> parse.ParsedTrace:
     """A file of more JSON than `whole_limit`, in pieces into `sink`: the result's `frames`
     are empty (the sink has them) and its `streamed` true. A file that cannot be split is
     parsed whole after all, within the byte limit (too big beyond it, with the reason it
-    could not be split)."""
+    could not be split). `summarize` (`PieceSummaries.piece`) runs on each piece's events
+    where they are parsed; `parts` receives what it returned, in file order (left empty
+    when the file was parsed whole, or a piece had no part)."""
     limits = limits or Limits.from_env()
+    out: list[Any] = [] if parts is None else parts
     try:
-        parsed = _in_pieces(path, sink, min(PIECE_BYTES, limits.max_bytes))
+        parsed = _in_pieces(path, sink, min(PIECE_BYTES, limits.max_bytes), summarize, out)
     except CannotSplit as why:
+        out.clear()
         sink.abort()
         log.info("%s: parsed whole: %s", path, why)
         return parse.parse_file(path, limits)
@@ -100,16 +122,28 @@ def parse_in_pieces(
     return parsed
 
 
-def _in_pieces(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTrace:
+def _in_pieces(
+    path: str | Path,
+    sink: FrameSink,
+    piece: int,
+    summarize: Callable[[pl.DataFrame], Any] | None = None,
+    parts: list[Any] | None = None,
+) -> parse.ParsedTrace:
+    pieces = _Pieces(sink, piece, summarize)
     was_enabled = gc.isenabled()
     gc.disable()  # as `parse._parse_owned`: millions of small structs, no cycles
     try:
         if not _gzipped(path):
-            return _split_file(path, sink, piece)
-        return _split(json_blocks(path, min(BLOCK_BYTES, piece)), sink, piece)
+            parsed = _split_file(path, pieces, piece)
+        else:
+            parsed = _split(json_blocks(path, min(BLOCK_BYTES, piece)), pieces, piece)
+        if parts is not None and pieces.parts is not None:
+            parts.extend(pieces.parts)
+        return parsed
     except RecursionError as exc:
         raise parse.TraceFileError("invalid JSON (nested too deeply)") from exc
     finally:
+        pieces.close()
         if was_enabled:
             gc.enable()
 
@@ -127,7 +161,7 @@ def _gzipped(path: str | Path) -> bool:
 _CUT_WINDOW = 1_000_000
 
 
-def _split_file(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTrace:
+def _split_file(path: str | Path, pieces: _Pieces, piece: int) -> parse.ParsedTrace:
     """`_split` for a file that is not compressed: only where the pieces end is read here
     (a window after each piece's size, and the file's tail); each worker reads its piece
     itself (`_parse_piece` of a byte range), so the pieces' bytes never pass through this
@@ -135,19 +169,15 @@ def _split_file(path: str | Path, sink: FrameSink, piece: int) -> parse.ParsedTr
     with parse.open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size  # what it held when opened, as `json_blocks`
         head, pos = _events_start(_pread(f, 0, min(size, BLOCK_BYTES, piece)))
-        pieces = _Pieces(sink, piece)
-        try:
-            last = size - parse.TAIL_WINDOW  # no cut at or after this: the array may end there
-            while pos + piece < last:
-                cut = _next_cut(f, pos + piece, last, pos + 4 * piece)
-                if cut is None:
-                    break  # the rest is the last piece
-                stop, pos_next = cut
-                pieces.add((str(path), pos, stop))
-                pos = pos_next
-            return _last_piece(pieces, head, b"[" + _pread(f, pos, size - pos))
-        finally:
-            pieces.close()
+        last = size - parse.TAIL_WINDOW  # no cut at or after this: the array may end there
+        while pos + piece < last:
+            cut = _next_cut(f, pos + piece, last, pos + 4 * piece)
+            if cut is None:
+                break  # the rest is the last piece
+            stop, pos_next = cut
+            pieces.add((str(path), pos, stop))
+            pos = pos_next
+        return _last_piece(pieces, head, b"[" + _pread(f, pos, size - pos))
 
 
 def _next_cut(f: BinaryIO, at: int, last: int, most: int) -> tuple[int, int] | None:
@@ -176,7 +206,7 @@ def _pread(f: BinaryIO, offset: int, n: int) -> bytes:
     return f.read(n)
 
 
-def _split(blocks: Iterator[bytes], sink: FrameSink, piece: int) -> parse.ParsedTrace:
+def _split(blocks: Iterator[bytes], pieces: _Pieces, piece: int) -> parse.ParsedTrace:
     """Read the blocks, cutting the events array into pieces of about `piece` bytes; the
     document around the array (its other keys) is decoded at the end, as
     `parse._find_events` does."""
@@ -184,11 +214,7 @@ def _split(blocks: Iterator[bytes], sink: FrameSink, piece: int) -> parse.Parsed
     head, first = _events_start(data)
     rest = [data[first:]]  # from the first event's "{" (held by `_cut` alone)
     del data
-    pieces = _Pieces(sink, piece)
-    try:
-        return _cut(rest, blocks, piece, head, pieces)
-    finally:
-        pieces.close()
+    return _cut(rest, blocks, piece, head, pieces)
 
 
 def _cut(
@@ -263,10 +289,15 @@ class _Pieces:
     of CPU; the file's reading and cutting, and this, a tenth of it), at most IN_FLIGHT
     pieces held at a time, so the memory is bounded by the piece size whatever the file's."""
 
-    def __init__(self, sink: FrameSink, piece: int) -> None:
+    def __init__(
+        self, sink: FrameSink, piece: int, summarize: Callable[[pl.DataFrame], Any] | None = None
+    ) -> None:
         self.sink = sink
+        self.summarize = summarize
+        #: each piece's summary part, in order (None once a piece has none)
+        self.parts: list[Any] | None = [] if summarize is not None else None
         self.dropped: Counter[str] = Counter()
-        self.seen: dict[str, pl.Series] = {}
+        self.seen: dict[str, _SeenIds] = {}
         self.n = 0  # events so far
         self.flows = 0
         self.facts: list[pl.DataFrame] = []
@@ -286,9 +317,10 @@ class _Pieces:
         if self.pool is not None and isinstance(job, memoryview):
             job = bytes(job)
         if self.pool is None:
-            self.pending.append(_done(_parse_piece(job, self.folder, self.k)))
+            self.pending.append(_done(_parse_piece(job, self.folder, self.k, self.summarize)))
         else:
-            self.pending.append(self.pool.submit(_parse_piece, job, self.folder, self.k))
+            work = (_parse_piece, job, self.folder, self.k, self.summarize)
+            self.pending.append(self.pool.submit(*work))
         self.k += 1
         while len(self.pending) > (IN_FLIGHT if self.pool is not None else 0):
             self._take(self.pending.popleft().result())
@@ -302,6 +334,7 @@ class _Pieces:
             self.steps.update(piece.steps)
             self.pids.append(piece.pids)
         frames = piece.frames
+        part = piece.part
         clash = self._clashes(piece.ids)
         if clash:  # ids of earlier pieces (a merged or hand-made file): cleared, rewritten
             events = frames["events"]
@@ -309,7 +342,12 @@ class _Pieces:
                 file = Path(events[0])
                 events = read_checked(file)
                 file.unlink()
-            frames = {**frames, "events": _clear(events, clash, self.dropped)}
+            events = _clear(events, clash, self.dropped)
+            frames = {**frames, "events": events}
+            if self.parts is not None:  # the part, of the ids as they are kept
+                part = _summary_part(self.summarize, events)
+        if self.parts is not None:
+            self.parts = None if part is None else [*self.parts, part]
         for name in FRAME_SCHEMAS:
             part = frames.get(name)
             if part is None:
@@ -335,14 +373,11 @@ class _Pieces:
         `seen` then holds this piece's too."""
         out: dict[str, pl.Series] = {}
         for column, mine in ids.items():
-            earlier = self.seen.get(column)
-            if earlier is None:
-                self.seen[column] = mine
-                continue
-            both = mine.filter(mine.is_in(earlier.implode()))
+            seen = self.seen.setdefault(column, _SeenIds())
+            both = seen.held(mine)
             if both.len():
                 out[column] = both
-            self.seen[column] = pl.concat([earlier, mine]).unique()
+            seen.add(mine)
         return out
 
     def finish(self, trace: parse._Trace) -> parse.ParsedTrace:
@@ -391,6 +426,36 @@ class _Pieces:
         return out
 
 
+class _SeenIds:
+    """The distinct ids of the pieces so far, as sorted blocks merged like a binary counter
+    (a block is merged with the one before while that is at most twice its size): each
+    piece's ids are looked up in a few blocks and merged O(log pieces) times. One set made
+    again for every piece cost time quadratic in the pieces: 15 s of CPU over a 10 GB
+    rank's 82 pieces, in the process that hands them out."""
+
+    def __init__(self) -> None:
+        self.blocks: list[np.ndarray] = []
+
+    def held(self, ids: pl.Series) -> pl.Series:
+        """Those of `ids` (distinct, no null) some earlier piece has."""
+        mine = ids.to_numpy()
+        hit = np.zeros(mine.size, dtype=bool)
+        for block in self.blocks:
+            at = np.minimum(np.searchsorted(block, mine), block.size - 1)
+            hit |= block[at] == mine
+        return ids.filter(pl.Series(hit))
+
+    def add(self, ids: pl.Series) -> None:
+        self.blocks.append(np.sort(ids.to_numpy()))
+        while len(self.blocks) > 1 and self.blocks[-2].size <= 2 * self.blocks[-1].size:
+            both = np.concatenate([self.blocks.pop(), self.blocks.pop()])
+            both.sort(kind="stable")  # two sorted runs: merged (np.union1d hashes: 100x slower)
+            new = np.empty(both.size, dtype=bool)
+            new[:1] = True
+            np.not_equal(both[1:], both[:-1], out=new[1:])
+            self.blocks.append(both[new])
+
+
 #: The processes parsing a file's pieces at once (never more than the cores).
 PIECE_WORKERS = 2
 #: Pieces handed out and not yet taken back, beyond those being parsed: one waiting, so a
@@ -432,15 +497,20 @@ class _Piece:
     facts: pl.DataFrame | None
     steps: set[str]
     pids: pl.DataFrame | None
+    part: Any = None  # `PieceSummaries.piece` of its events
 
 
 def _parse_piece(
-    events_json: bytes | memoryview | tuple[str, int, int], folder: str | None, k: int
+    events_json: bytes | memoryview | tuple[str, int, int],
+    folder: str | None,
+    k: int,
+    summarize: Callable[[pl.DataFrame], Any] | None = None,
 ) -> _Piece:
     """One piece's frames (`columns.build_frames`, as a whole file's), its ids shared within
-    it cleared, its facts; written into `folder` (the entry being written) when given,
-    so only their names travel back. `events_json`: the events, or the path and byte range
-    of the file that holds them (read here). Run in a worker."""
+    it cleared, its facts and its summary part (`summarize`); written into `folder` (the
+    entry being written) when given, so only their names travel back. `events_json`: the
+    events, or the path and byte range of the file that holds them (read here). Run in a
+    worker."""
     if isinstance(events_json, tuple):
         path, start, stop = events_json
         with parse.open_regular(path) as f:
@@ -464,6 +534,7 @@ def _parse_piece(
     events = checked_events(frames["events"], dropped, ids)
     frames["events"] = events
     facts, steps, pids = _facts(events)
+    part = _summary_part(summarize, events) if summarize is not None else None
     out: dict[str, tuple[str, int, int] | pl.DataFrame] = {}
     for name, frame in frames.items():
         if frame.is_empty():
@@ -473,7 +544,19 @@ def _parse_piece(
         else:
             path = Path(folder) / f".piece-{k}-{name}.parquet"
             out[name] = (str(path), write_checked(frame, path), frame.height)
-    return _Piece(out, dropped, ids, facts, steps, pids)
+    return _Piece(out, dropped, ids, facts, steps, pids, part)
+
+
+def _summary_part(summarize: Callable[[pl.DataFrame], Any] | None, events: pl.DataFrame) -> Any:
+    """`summarize(events)`, or None when it fails (the summaries then read the events back:
+    a bug there costs time, not the file)."""
+    if summarize is None:
+        return None
+    try:
+        return summarize(events)
+    except Exception:
+        log.warning("a piece's summary part failed; read back instead", exc_info=True)
+        return None
 
 
 def _facts(events: pl.DataFrame) -> tuple[pl.DataFrame | None, set[str], pl.DataFrame | None]:
