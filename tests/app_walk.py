@@ -91,3 +91,15 @@ async def walk_app(
             await first(pilot)
         await run_scenarios(pilot, walk, scenarios)
     return walk
+
+
+async def screenshot(pilot: Any) -> str:
+    """The app as `snap_compare` takes it once its `run_before` is done (the same waits, the
+    same export): a snapshot from an app run shared with other tests (`snap_svg` compares)."""
+    app = pilot.app
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    return app.export_screenshot(title=app.title, simplify=True)
