@@ -92,11 +92,15 @@ def _no_cache_notices_from_other_tests() -> None:
     take_notices()
 
 
-@pytest.fixture(autouse=True)
-def _no_overview_findings(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, scope="session")
+def _no_overview_findings() -> Any:
     """The overview's findings run every rule's analyses (~0.6 s of CPU on the tests' tiny
-    traces): only the app tests that look at them turn them on (`HtaApp(findings=True)`)."""
-    monkeypatch.setenv("HTA_TUI_FINDINGS", "0")
+    traces): only the app tests that look at them turn them on (`HtaApp(findings=True)`).
+    For the whole session, so that the apps of module-scoped walks (set up before any
+    function-scoped fixture) go without them too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HTA_TUI_FINDINGS", "0")
+        yield
 
 
 @pytest.fixture
