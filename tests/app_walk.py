@@ -91,3 +91,32 @@ async def walk_app(
             await first(pilot)
         await run_scenarios(pilot, walk, scenarios)
     return walk
+
+
+async def screenshot(pilot: Any) -> str:
+    """The app as `snap_compare` takes it once its `run_before` is done (the same waits, the
+    same export): a snapshot from an app run shared with other tests (`snap_svg` compares)."""
+    app = pilot.app
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    return app.export_screenshot(title=app.title, simplify=True)
+
+
+def snapshot_steps(
+    steps: Mapping[str, Callable[[Any], Awaitable[None]]],
+) -> dict[str, Scenario]:
+    """Scenarios that each run a snapshot's `run_before`, in turn on one app, then take the
+    screenshot (`seen["svg"]`): several snapshots of one app's views for one app run (each
+    view shown as a new app would show it: their order is the tests' to choose)."""
+
+    def step(run_before: Callable[[Any], Awaitable[None]]) -> Scenario:
+        async def scenario(pilot: Any, seen: dict[str, Any]) -> None:
+            await run_before(pilot)
+            seen["svg"] = await screenshot(pilot)
+
+        return scenario
+
+    return {name: step(run_before) for name, run_before in steps.items()}

@@ -92,8 +92,55 @@ def _no_cache_notices_from_other_tests() -> None:
     take_notices()
 
 
-@pytest.fixture(autouse=True)
-def _no_overview_findings(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, scope="session")
+def _no_overview_findings() -> Any:
     """The overview's findings run every rule's analyses (~0.6 s of CPU on the tests' tiny
-    traces): only the app tests that look at them turn them on (`HtaApp(findings=True)`)."""
-    monkeypatch.setenv("HTA_TUI_FINDINGS", "0")
+    traces): only the app tests that look at them turn them on (`HtaApp(findings=True)`).
+    For the whole session, so that the apps of module-scoped walks (set up before any
+    function-scoped fixture) go without them too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HTA_TUI_FINDINGS", "0")
+        yield
+
+
+@pytest.fixture
+def snap_svg(snapshot: Any, request: pytest.FixtureRequest) -> Any:
+    """`snap_compare` for a screenshot already taken (`app_walk.screenshot`) in an app run that
+    other tests share: the same snapshot file, comparison, `--snapshot-update` and report."""
+    import inspect
+    import pickle
+
+    from pytest_textual_snapshot import (
+        PseudoApp,
+        PseudoConsole,
+        SVGImageExtension,
+        node_to_report_path,
+    )
+    from rich.console import Console
+
+    snap = snapshot.use_extension(SVGImageExtension)
+
+    def compare(svg: str) -> bool:
+        result = snap == svg
+        index = snap.num_executions - 1
+        done = snap.executions.get(index)
+        exists = bool(done and done.final_data is not None)
+        console = Console(legacy_windows=False, force_terminal=True)
+        node = request.node
+        path, line, name = node.reportinfo()
+        data = (
+            result,
+            str(snap),
+            svg,
+            PseudoApp(PseudoConsole(console.legacy_windows, console.size)),
+            path,
+            line,
+            name,
+            inspect.getdoc(node.function) or "",
+            "",
+            exists,
+        )
+        node_to_report_path(node).write_bytes(pickle.dumps(data))
+        return result
+
+    return compare

@@ -118,12 +118,21 @@ def listing(folder: Path) -> dict[str, tuple[int, int]]:
 
 
 async def wait_until(pilot: Any, predicate: Any, timeout: float = 15.0, what: str = "") -> None:
-    """Poll `predicate()` between event-loop turns until true; fail after `timeout` seconds."""
+    """Poll `predicate()` until true; fail after `timeout` seconds, or when the app stopped.
+    The polls only sleep (20 ms): the app runs meanwhile (its messages, workers, repaints);
+    `pilot.pause()` at each poll would post to every widget of the screen and repaint it, about
+    a quarter of a core at fifty polls a second. Once true, one pause lets the screen take
+    what it was sent (a dialog just pushed composes its widgets), and the predicate must
+    still hold."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what or predicate}")
+        while not predicate():
+            if loop.time() > deadline:
+                raise AssertionError(f"timed out waiting for {what or predicate}")
+            if not pilot.app.is_running:
+                raise AssertionError(f"the app stopped while waiting for {what or predicate}")
+            await asyncio.sleep(0.02)
         await pilot.pause(0.02)
 
 

@@ -5,7 +5,9 @@ suite walks once, at 80x24, on a trace that exercises every view (three ranks, G
 events, two spans of rank 0), and records what each view shows and does:
 
 - navigation (issue 11 point 5): every view's letter and every section's digit reach the
-  app's navigation from every view and over `?`, and the footer shows `?` at 80 columns;
+  app's navigation from every view and over `?` (the walk reaches each view with its
+  section's digit; a digit goes back to the section's last view), `?` and the command
+  palette list every view, and the footer shows `?` at 80 columns;
 - resizes: every view survives 60x20 and back, the footer's `?` still there at 60 (a wider
   terminal only adds room: the hostile-names walk runs every view at 100x30, the app shell's
   layout test goes to 120x40; a third size on every view cost a fifth of this walk);
@@ -28,7 +30,15 @@ from textual.widgets import Input, Static
 
 from hta_tui.app.screens.base import AnalysisScreen
 from hta_tui.app.screens.help import HelpScreen
-from hta_tui.app.screens.registry import BY_SECTION, OLD_KEYS, SCREENS, SECTIONS
+from hta_tui.app.screens.registry import (
+    BY_MODE,
+    BY_SECTION,
+    DIFF,
+    OLD_KEYS,
+    SCREENS,
+    SECTION_TITLE,
+    SECTIONS,
+)
 from hta_tui.app.widgets.title_line import SEP, TitleLine
 from tests.test_app_support import app_idle, make_screen_app, settle, wait_until
 from tests.test_app_ui_behaviour import help_fits
@@ -67,6 +77,9 @@ class ViewSeen:
 class Walk:
     views: dict[str, ViewSeen] = field(default_factory=dict)
     section_walks: dict[str, list[str]] = field(default_factory=dict)
+    digits_back: list[str] = field(default_factory=list)
+    help_rows: list[tuple[str, str, str]] = field(default_factory=list)
+    palette: list[str] = field(default_factory=list)
     old_keys: dict[str, str] = field(default_factory=dict)
     help_actions: dict[str, str] = field(default_factory=dict)
     after_help_k: tuple[str, bool] = ("", False)
@@ -83,11 +96,12 @@ def _title(screen: Any) -> tuple[str, list[str], int]:
     return title.text, str(title.render()).split("\n"), title.size.width
 
 
-async def _show(pilot: Any, entry: Any) -> Any:
-    """Press the view's key; the view once its numbers are current and drawn."""
+async def _show(pilot: Any, entry: Any, key: str | None = None) -> Any:
+    """Press the view's key (or `key`); the view once its numbers are current and drawn."""
     app = pilot.app
     cls = entry.load()
-    await pilot.press(entry.key)
+    if key != "":
+        await pilot.press(key or entry.key)
 
     def ready() -> bool:
         s = app.screen
@@ -109,9 +123,14 @@ async def _poll(pilot: Any, predicate: Any, tries: int = 50) -> bool:
 
 
 async def _every_view(pilot: Any, walk: Walk) -> None:
+    """Every view in the registry's order, each reached with its section's digit (one key to
+    a section's first view, again to walk its views; the app opens on the first one)."""
     app = pilot.app
     for entry in SCREENS:
-        screen = await _show(pilot, entry)
+        key = "" if entry.mode == app.current_mode else entry.section
+        screen = await _show(pilot, entry, key)
+        if key:
+            walk.section_walks.setdefault(key, []).append(app.current_mode)
         seen = walk.views[entry.mode] = ViewSeen(mode=app.current_mode)
         seen.help_at_80 = await _poll(pilot, lambda: help_in_footer(app))
         seen.actions = nav_actions(app)
@@ -133,12 +152,13 @@ async def _every_view(pilot: Any, walk: Walk) -> None:
 
 async def _navigation(pilot: Any, walk: Walk) -> None:
     app = pilot.app
-    for section in SECTIONS:  # a section's digit: one key to it, again to walk its views
-        modes = walk.section_walks[section.key] = []
-        for _ in BY_SECTION[section.key]:
-            await pilot.press(section.key)
-            await pilot.pause()
-            modes.append(app.current_mode)
+    # from the last section: a section's digit goes back to the view last shown there;
+    # again, to the section's next one (round to its first); `0` without --compare stays
+    first = SECTIONS[0].key
+    for key in (first, first, "0"):
+        await pilot.press(key)
+        await pilot.pause()
+        walk.digits_back.append(app.current_mode)
     for key in OLD_KEYS:  # the old letters still work
         await pilot.press(key)
         await pilot.pause()
@@ -147,6 +167,8 @@ async def _navigation(pilot: Any, walk: Walk) -> None:
     await pilot.pause()
     assert isinstance(app.screen, HelpScreen)
     walk.help_actions = nav_actions(app)
+    walk.help_rows = list(app.screen.rows)
+    walk.palette = [c.title for c in app.get_system_commands(app.screen)]
     await pilot.press("K")
     await pilot.pause()
     walk.after_help_k = (app.current_mode, isinstance(app.screen, HelpScreen))
@@ -241,14 +263,35 @@ def test_every_view_within_two_keys_from_every_view(walk: Walk) -> None:
             assert seen.actions.get(key) == f"goto('{mode}')", (entry, key)
     hidden = [m for m, v in walk.views.items() if not v.help_at_80]
     assert not hidden, f"`?` not in the footer at 80 columns: {hidden}"
-    for section in SECTIONS:
-        want = sorted(e.mode for e in BY_SECTION[section.key])
-        assert sorted(walk.section_walks[section.key]) == want, section
+    for section in SECTIONS:  # its digit walked its views in order (the app opened on 1's)
+        want = [e.mode for e in BY_SECTION[section.key]][section is SECTIONS[0] :]
+        assert walk.section_walks[section.key] == want, section
+    # `1` from section 6: the view last shown there; again: round to its first; `0`: stays
+    last, first = BY_SECTION[SECTIONS[0].key][-1].mode, SCREENS[0].mode
+    assert walk.digits_back == [last, first, first]
     assert walk.old_keys == OLD_KEYS
     assert all(walk.help_actions.get(e.key) == f"app.goto('{e.mode}')" for e in SCREENS)
     assert walk.after_help_k == ("kernels", False)
     mode, over_help = walk.after_help_digit
     assert mode in {e.mode for e in BY_SECTION["4"]} and not over_help
+
+
+@pytest.mark.heavy
+def test_help_and_palette_list_every_view(walk: Walk) -> None:
+    """`?` lists every view under its section with its keys, every section, the old letters,
+    and no diff without --compare; so does the command palette."""
+    rows = walk.help_rows
+    for e in SCREENS:
+        keys = {k: d for k, d, w in rows if w == SECTION_TITLE[e.section]}
+        assert any(k.startswith(e.keys) and d == f"  {e.title}" for k, d in keys.items())
+    for s in SECTIONS:
+        assert any(k == s.key and d.startswith(f"{s.title} section") for k, d, _ in rows)
+    for key, mode in OLD_KEYS.items():
+        assert any(f", {key} (old)" in k and d.strip() == BY_MODE[mode].title for k, d, _ in rows)
+    assert not any("Diff" in d for _, d, _ in rows)  # only when comparing
+    for e in SCREENS:
+        assert f"{e.section} {e.key} {e.title}" in walk.palette
+    assert f"0 F {DIFF.title}" not in walk.palette
 
 
 @pytest.mark.heavy

@@ -474,7 +474,9 @@ async def export_shown(pilot: Any, walk: Walk) -> None:
 
 
 async def walk_every_view(root: Path, tmp_path: Path) -> Walk:
-    app, written = recording_app(root, tmp_path)
+    # the overview with its findings (names from the trace in the block too): the one walk
+    # over every view with them on
+    app, written = recording_app(root, tmp_path, findings=True)
     walk = Walk(exports=tmp_path / "exports")
     seen = walk.seen
     async with app.run_test(headless=False, size=SIZE, notifications=True) as pilot:

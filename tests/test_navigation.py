@@ -1,16 +1,15 @@
 """Issue 11 point 5: every view one or two keystrokes from anywhere, and `?`, the command
-palette and README all list what the registry holds."""
+palette and README all list what the registry holds. The keys pressed in the app (every
+view's letter and section digit, a digit's memory, `?` and the palette) are checked on the one
+walk over every view (tests/test_every_view.py)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import pytest
-
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.registry import (
-    BY_MODE,
     BY_SECTION,
     DIFF,
     OLD_KEYS,
@@ -18,23 +17,9 @@ from hta_tui.app.screens.registry import (
     SECTION_TITLE,
     SECTIONS,
 )
-from hta_tui.synth import write_trace_dir
-from hta_tui.trace.cache import Cache
-from tests.test_app_support import settle
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SIZE = (80, 24)
-
-
-@pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("nav") / "traces"
-    write_trace_dir(d, ranks=2, steps=2, seed=5)
-    return d
-
-
-def make_app(root: Path, tmp_path: Path, **kw) -> HtaApp:
-    return HtaApp(root, cache=Cache(tmp_path / "cache"), watch=False, timings=False, **kw)
 
 
 def test_registry_keys_are_unique_and_free() -> None:
@@ -102,46 +87,6 @@ def help_in_footer(app: HtaApp) -> bool:
     right = min([k.region.x for k in found if k.has_class("-command-palette")] or [SIZE[0]])
     keys = [k for k in found if k.region.width > 0 and k.region.right <= right]
     return "question_mark" in {k.key for k in keys}
-
-
-async def test_section_digit_remembers_the_last_view(traces: Path, tmp_path: Path) -> None:
-    app = make_app(traces, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, timeout=60)
-        await pilot.press("L")  # kernel launches, in section 2
-        await pilot.press("M")
-        await pilot.press("2")
-        await pilot.pause()
-        assert app.current_mode == "launch"
-        await pilot.press("2")  # again: the next view of the section
-        await pilot.pause()
-        assert app.current_mode == "sequences"
-        await pilot.press("0")  # no diff without --compare
-        await pilot.pause()
-        assert app.current_mode == "sequences"
-
-
-async def test_help_and_palette_list_every_view(traces: Path, tmp_path: Path) -> None:
-    app = make_app(traces, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot, timeout=60)
-        await pilot.press("question_mark")
-        await pilot.pause()
-        rows = app.screen.rows
-        for e in SCREENS:
-            keys = {k: d for k, d, w in rows if w == SECTION_TITLE[e.section]}
-            assert any(k.startswith(e.keys) and d == f"  {e.title}" for k, d in keys.items())
-        for s in SECTIONS:
-            assert any(k == s.key and d.startswith(f"{s.title} section") for k, d, _ in rows)
-        for key, mode in OLD_KEYS.items():
-            assert any(
-                f", {key} (old)" in k and d.strip() == BY_MODE[mode].title for k, d, _ in rows
-            )
-        assert not any("Diff" in d for _, d, _ in rows)  # only when comparing
-        titles = [c.title for c in app.get_system_commands(app.screen)]
-        for e in SCREENS:
-            assert f"{e.section} {e.key} {e.title}" in titles
-        assert f"0 F {DIFF.title}" not in titles
 
 
 def test_readme_table_is_the_registry() -> None:

@@ -4,12 +4,14 @@ its snapshot at 80x24."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 import polars as pl
+import pytest
 from textual.widgets import Static
 
 from hta_tui.analysis.critical_path.tables import critical_path_tables
@@ -19,6 +21,7 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.synth.constants import _FIRST_STEP
 from hta_tui.trace.parse import parse_file, read_bytes
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_snapshot import demo_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
@@ -107,8 +110,16 @@ async def _on_critical_path(pilot: Any) -> None:
     await open_critical_path(pilot)
 
 
-def test_snapshot(snap_compare, tmp_path: Path) -> None:
-    assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=_on_critical_path)
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on the demo for both snapshots: the view, then the timeline from a path."""
+    app = demo_app(tmp_path_factory.mktemp("snapshots"))
+    steps = snapshot_steps({"view": _on_critical_path, "timeline": _timeline_with_path})
+    return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
+
+
+def test_snapshot(snap_svg, snapshots: Walk) -> None:
+    assert snap_svg(snapshots.check("view")["svg"])
 
 
 async def _timeline_with_path(pilot: Any) -> None:
@@ -131,6 +142,6 @@ async def _timeline_with_path(pilot: Any) -> None:
     await pilot.pause()
 
 
-def test_snapshot_timeline_marks(snap_compare, tmp_path: Path) -> None:
+def test_snapshot_timeline_marks(snap_svg, snapshots: Walk) -> None:
     """The timeline from a path's edge: the path's events highlighted."""
-    assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=_timeline_with_path)
+    assert snap_svg(snapshots.check("timeline")["svg"])

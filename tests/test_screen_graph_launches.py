@@ -4,6 +4,7 @@ whose kernels all have an operator says nothing more."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from hta_tui.app.screens.modules import ModulesScreen
 from hta_tui.app.screens.operators import OperatorsScreen
 from hta_tui.synth.files import write_trace
 from hta_tui.synth.graph_replay import make_graph_replay
+from tests.app_walk import Walk, screenshot, walk_app
 from tests.test_app_support import make_screen_app, open_view
 
 SIZE = (80, 24)
@@ -35,13 +37,30 @@ def _text(screen: Any, selector: str) -> str:
     return " ".join(str(screen.query_one(selector, Static).render()).split())
 
 
-async def test_views_say_the_kernel_time_with_no_operator(tmp_path: Path) -> None:
+async def _kernels_snapshot(pilot: Any, seen: dict[str, Any]) -> None:
+    await open_view(pilot, "K", KernelsScreen)
+    seen["svg"] = await screenshot(pilot)
+
+
+async def _no_operator(pilot: Any, seen: dict[str, Any]) -> None:
+    kernels = await open_view(pilot, "K", KernelsScreen)
+    assert SAID in _text(kernels, "#kernels-summary")
+    ops = await open_view(pilot, "R", OperatorsScreen)
+    assert SAID in _text(ops, "#operators-summary")
+
+
+@pytest.fixture(scope="module")
+def outside_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on a graph replay outside any operator: the kernels view's snapshot (as a new
+    app shows it), then what the views say."""
+    tmp_path = tmp_path_factory.mktemp("outside")
     app = make_screen_app(_root(tmp_path, inside_op=False), tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        kernels = await open_view(pilot, "K", KernelsScreen)
-        assert SAID in _text(kernels, "#kernels-summary")
-        ops = await open_view(pilot, "R", OperatorsScreen)
-        assert SAID in _text(ops, "#operators-summary")
+    steps = {"snapshot": _kernels_snapshot, "no operator": _no_operator}
+    return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
+
+
+def test_views_say_the_kernel_time_with_no_operator(outside_walk: Walk) -> None:
+    outside_walk.check("no operator")
 
 
 async def test_views_say_nothing_more_when_every_kernel_has_an_operator(tmp_path: Path) -> None:
@@ -52,14 +71,9 @@ async def test_views_say_nothing_more_when_every_kernel_has_an_operator(tmp_path
 
 
 def test_snapshot_kernels_with_a_graph_replay_outside_any_operator(
-    snap_compare, tmp_path: Path
+    snap_svg, outside_walk: Walk
 ) -> None:
-    app = make_screen_app(_root(tmp_path, inside_op=False), tmp_path)
-
-    async def run_before(pilot: Any) -> None:
-        await open_view(pilot, "K", KernelsScreen)
-
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_svg(outside_walk.check("snapshot")["svg"])
 
 
 def test_snapshot_modules_with_cuda_graph_annotations(snap_compare, tmp_path: Path) -> None:

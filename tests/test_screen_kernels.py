@@ -29,7 +29,7 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
-from tests.app_walk import Walk, walk_app
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import T0, rank_trace, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
 
@@ -510,20 +510,27 @@ def _run_before(keys: tuple[str, ...]):
     return run_before
 
 
-# each view in the dark theme; the light theme restyles, it does not lay out
-# (the light theme's snapshots elsewhere cover it: a light twin here would show the same layout)
-@pytest.mark.parametrize(
-    ("keys", "theme"),
-    [
-        (("K",), "hta-dark"),
-        (("K", "enter"), "hta-dark"),
-        (("Q", "enter"), "hta-dark"),
-    ],
-    ids=["kernels-hta-dark", "detail-hta-dark", "sequences-hta-dark"],
-)
-def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...], theme: str) -> None:
-    app = make_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(keys))
+#: each view in the dark theme; the light theme restyles, it does not lay out
+#: (the light theme's snapshots elsewhere cover it: a light twin here would show the same layout)
+SNAPSHOTS = {
+    "kernels-hta-dark": ("K",),
+    "detail-hta-dark": ("K", "enter"),  # the kernel under the cursor, as a new app has it
+    "sequences-hta-dark": ("Q", "enter"),
+}
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app (dark theme) on `snapshot_root` through each snapshot's keys in turn."""
+    tmp_path = tmp_path_factory.mktemp("snapshots")
+    app = make_app(snapshot_root(tmp_path), tmp_path, theme="hta-dark", ascii=False)
+    steps = snapshot_steps({name: _run_before(keys) for name, keys in SNAPSHOTS.items()})
+    return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
+
+
+@pytest.mark.parametrize("name", list(SNAPSHOTS))
+def test_snapshot(snap_svg, snapshots: Walk, name: str) -> None:
+    assert snap_svg(snapshots.check(name)["svg"])
 
 
 def test_the_kernels_view_and_the_kernel_detail_share_each_ranks_hta_view(

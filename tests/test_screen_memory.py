@@ -22,7 +22,7 @@ from hta_tui.app.screens.memory import MemoryScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import MemoryOptions, write_trace_dir
 from hta_tui.trace.parse import parse_file
-from tests.app_walk import Walk, walk_app
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
 SIZE = (80, 24)
@@ -222,10 +222,21 @@ def _run_before(*keys: str):
     return run_before
 
 
-@pytest.mark.parametrize("keys", [(), ("plus",)])
-def test_snapshot(snap_compare, tmp_path: Path, keys: tuple[str, ...]) -> None:
+#: the view as it opens, then zoomed in once (`+`), in one app
+SNAPSHOTS = {"keys0": (), "keys1": ("plus",)}
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    tmp_path = tmp_path_factory.mktemp("snapshots")
     app = make_screen_app(fixed_root(tmp_path), tmp_path)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(*keys))
+    steps = snapshot_steps({name: _run_before(*keys) for name, keys in SNAPSHOTS.items()})
+    return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
+
+
+@pytest.mark.parametrize("name", list(SNAPSHOTS))
+def test_snapshot(snap_svg, snapshots: Walk, name: str) -> None:
+    assert snap_svg(snapshots.check(name)["svg"])
 
 
 def test_filter_and_sort_the_events_table(synth_walk: tuple[Walk, Path]) -> None:

@@ -17,7 +17,7 @@ from hta_tui.analysis import operators
 from hta_tui.app.screens.operators import DEVICE_COLUMNS, HEADERS, OperatorsScreen, display
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from tests.app_walk import Walk, walk_app
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import (
     T0,
     make_screen_app,
@@ -101,17 +101,7 @@ async def test_call_stacks_of_the_highlighted_operator(tmp_path: Path) -> None:
         assert "no call stack recorded" in text_of(screen, "#operator-stacks-title")
 
 
-# both tables in the dark theme, the light theme once (it restyles, it does not lay out)
-@pytest.mark.parametrize(
-    ("keys", "theme"),
-    [((), "hta-dark"), ((), "hta-light"), (("v",), "hta-dark")],
-    ids=["per-op-hta-dark", "per-op-hta-light", "per-shape-hta-dark"],
-)
-def test_snapshot(snap_compare, tmp_path: Path, theme: str, keys: tuple[str, ...]) -> None:
-    root = tmp_path / "traces"
-    write_trace_dir(root, ranks=2, steps=3, seed=0)
-    app = make_screen_app(root, tmp_path, theme=theme)
-
+def _operators_then(keys: tuple[str, ...]):
     async def run_before(pilot: Any) -> None:
         screen = await open_operators(pilot)
         for key in keys:
@@ -121,7 +111,39 @@ def test_snapshot(snap_compare, tmp_path: Path, theme: str, keys: tuple[str, ...
             )
         await pilot.pause()
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    return run_before
+
+
+def _snapshot_app(tmp_path: Path, theme: str) -> Any:
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=3, seed=0)
+    return make_screen_app(root, tmp_path, theme=theme)
+
+
+@pytest.fixture(scope="module")
+def dark_snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app in the dark theme for both tables' snapshots: per operator, then (`v`) per
+    shape."""
+    app = _snapshot_app(tmp_path_factory.mktemp("snapshots"), "hta-dark")
+    steps = snapshot_steps({"per-op": _operators_then(()), "per-shape": _operators_then(("v",))})
+    return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
+
+
+# both tables in the dark theme, the light theme once (it restyles, it does not lay out)
+@pytest.mark.parametrize(
+    ("keys", "theme"),
+    [((), "hta-dark"), ((), "hta-light"), (("v",), "hta-dark")],
+    ids=["per-op-hta-dark", "per-op-hta-light", "per-shape-hta-dark"],
+)
+def test_snapshot(
+    snap_compare, snap_svg, request: pytest.FixtureRequest, tmp_path: Path, theme: str, keys
+) -> None:
+    if theme == "hta-dark":
+        walk = request.getfixturevalue("dark_snapshots")
+        assert snap_svg(walk.check("per-shape" if keys else "per-op")["svg"])
+        return
+    app = _snapshot_app(tmp_path, theme)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_operators_then(keys))
 
 
 def column_right_edges(table: FrameTable) -> dict[str, int]:

@@ -17,19 +17,23 @@ from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.icicle import icicle_lines
 from hta_tui.synth import sync_story
 from hta_tui.synth.files import write_trace
-from tests.app_walk import Walk, walk_app
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 
 SIZE = (80, 24)
 STEPS = 3
 
 
-@pytest.fixture
-def story_root(tmp_path: Path) -> Path:
+def write_story(tmp_path: Path) -> Path:
     root = tmp_path / "traces"
     root.mkdir()
     write_trace(sync_story.make_sync_story(steps=STEPS), root / "rank-0.json")
     return root
+
+
+@pytest.fixture
+def story_root(tmp_path: Path) -> Path:
+    return write_story(tmp_path)
 
 
 async def open_screen(pilot: Any, key: str, cls: type) -> Any:
@@ -136,12 +140,22 @@ def _run_before(key: str, cls: type):
     return run_before
 
 
-@pytest.mark.parametrize(
-    "key,cls", [("y", SyncsScreen), ("u", ModulesScreen)], ids=["syncs", "modules"]
-)
-def test_snapshot(snap_compare, story_root: Path, tmp_path: Path, key: str, cls: type) -> None:
-    app: HtaApp = make_screen_app(story_root, tmp_path, theme="hta-dark", ascii=False)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(key, cls))
+SNAPSHOTS = {"syncs": ("y", SyncsScreen), "modules": ("u", ModulesScreen)}
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app (dark theme) on the story showing each view in turn for its snapshot."""
+    tmp_path = tmp_path_factory.mktemp("snapshots")
+    root = write_story(tmp_path)
+    app: HtaApp = make_screen_app(root, tmp_path, theme="hta-dark", ascii=False)
+    steps = snapshot_steps({name: _run_before(*view) for name, view in SNAPSHOTS.items()})
+    return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
+
+
+@pytest.mark.parametrize("name", list(SNAPSHOTS))
+def test_snapshot(snap_svg, snapshots: Walk, name: str) -> None:
+    assert snap_svg(snapshots.check(name)["svg"])
 
 
 async def test_syncs_of_several_ranks_say_which_rank_and_fold_kernel_names(

@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.timeline import Moment, TimelineScreen
-from tests.app_walk import Walk, walk_app
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
 from tests.timeline_trace import GEMM, RELU, T0, write_timeline_traces
 
@@ -318,6 +318,9 @@ def test_show_moment_zooms_and_selects(timeline_walk: Walk) -> None:
 
 
 def zoomed(keys: str):
+    """The GPU row of rank 0's stream 7, the cursor at 250 us, then `keys` (the zoom keys
+    pressed since the view opened: each snapshot presses the ones the one before did not)."""
+
     async def run_before(pilot: Any) -> None:
         screen = await open_timeline(pilot)
         await to_row(pilot, screen, (0, "gpu", 0, 7))
@@ -329,16 +332,22 @@ def zoomed(keys: str):
     return run_before
 
 
-# each zoom in the dark theme; the light theme restyles, it does not lay out
-# (the light theme's snapshots elsewhere cover it: a light twin here would show the same layout)
-@pytest.mark.parametrize(
-    ("zoom", "theme"),
-    [("", "hta-dark"), ("w w", "hta-dark"), ("w w w w w", "hta-dark")],
-    ids=["-hta-dark", "w w-hta-dark", "w w w w w-hta-dark"],
-)
-def test_snapshot_timeline(snap_compare, tmp_path: Path, theme: str, zoom: str) -> None:
-    app = make(tmp_path, theme=theme)
-    assert snap_compare(app, terminal_size=SIZE, run_before=zoomed(zoom))
+#: each zoom in the dark theme, in one app, zooming in further at each (the light theme
+#: restyles, it does not lay out: its snapshots elsewhere cover it)
+ZOOMS = {"-hta-dark": "", "w w-hta-dark": "w w", "w w w w w-hta-dark": "w w w"}
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    tmp_path = tmp_path_factory.mktemp("snapshots")
+    steps = snapshot_steps({name: zoomed(keys) for name, keys in ZOOMS.items()})
+    app = make(tmp_path, theme="hta-dark")
+    return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
+
+
+@pytest.mark.parametrize("name", list(ZOOMS))
+def test_snapshot_timeline(snap_svg, snapshots: Walk, name: str) -> None:
+    assert snap_svg(snapshots.check(name)["svg"])
 
 
 async def test_a_kernel_too_long_for_its_bar_shows_its_short_name(tmp_path: Path) -> None:

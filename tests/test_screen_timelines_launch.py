@@ -30,7 +30,7 @@ from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import open_set
 from hta_tui.trace.parse import parse_file, read_bytes
-from tests.app_walk import Walk, run_scenarios
+from tests.app_walk import Walk, run_scenarios, snapshot_steps, walk_app
 from tests.test_app_support import T0, listing, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
 
@@ -615,8 +615,21 @@ def run_to(key: str, cls: type):
     return run_before
 
 
+@pytest.fixture(scope="module")
+def dark_snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app in the dark theme for the timelines' and the launches' snapshots, in turn."""
+    app = snapshot_app(tmp_path_factory.mktemp("snapshots"), "hta-dark")
+    steps = {"N": run_to("N", TimelinesScreen), "L": run_to("L", LaunchScreen)}
+    return asyncio.run(walk_app(app, snapshot_steps(steps), size=SIZE, notifications=True))
+
+
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
-def test_snapshot_timelines(snap_compare, tmp_path: Path, theme: str) -> None:
+def test_snapshot_timelines(
+    snap_compare, snap_svg, dark_snapshots: Walk, tmp_path: Path, theme: str
+) -> None:
+    if theme == "hta-dark":
+        assert snap_svg(dark_snapshots.check("N")["svg"])
+        return
     app = snapshot_app(tmp_path, theme)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_to("N", TimelinesScreen))
 
@@ -624,6 +637,5 @@ def test_snapshot_timelines(snap_compare, tmp_path: Path, theme: str) -> None:
 # the dark theme only: the light one restyles the same layout, and the timelines' light
 # snapshot above keeps it covered in this module (as the operators' snapshots do)
 @pytest.mark.parametrize("theme", ["hta-dark"])
-def test_snapshot_launch(snap_compare, tmp_path: Path, theme: str) -> None:
-    app = snapshot_app(tmp_path, theme)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_to("L", LaunchScreen))
+def test_snapshot_launch(snap_svg, dark_snapshots: Walk, theme: str) -> None:
+    assert snap_svg(dark_snapshots.check("L")["svg"])

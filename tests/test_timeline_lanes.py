@@ -4,6 +4,7 @@ lane, and the lanes sit under their stream."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 from pathlib import Path
@@ -22,6 +23,7 @@ from hta_tui.synth.files import write_trace
 from hta_tui.synth.graph_replay import make_graph_replay
 from hta_tui.trace.parse import parse_bytes, read_bytes
 from hta_tui.trace.schema import KINDS
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import make_screen_app, settle
 from tests.test_overview import _overlapping
 from tests.test_screen_timeline import open_timeline, to_row
@@ -124,25 +126,26 @@ def test_b200_overlapping_kernels_are_counted_and_each_drawn_in_a_lane(shared: P
     assert set(work["idx"].to_list()) <= set(drawn.tolist())
 
 
-def test_snapshot_overview_counts_the_overlapping_gpu_ops(snap_compare, tmp_path: Path) -> None:
+async def _overview(pilot: Any) -> None:
+    await settle(pilot)
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on a graph replay whose GPU ops overlap on their stream: the overview, then the
+    timeline, for their snapshots."""
+    tmp_path = tmp_path_factory.mktemp("snapshots")
     root = tmp_path / "traces"
     root.mkdir()
     write_trace(make_graph_replay(steps=1, kernels=6, overlap=True), root / "rank-0.json")
     app = make_screen_app(root, tmp_path)
-
-    async def run_before(pilot: Any) -> None:
-        await settle(pilot)
-
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    steps = snapshot_steps({"overview": _overview, "timeline": open_timeline})
+    return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
 
 
-def test_snapshot_timeline_with_a_second_lane(snap_compare, tmp_path: Path) -> None:
-    root = tmp_path / "traces"
-    root.mkdir()
-    write_trace(make_graph_replay(steps=1, kernels=6, overlap=True), root / "rank-0.json")
-    app = make_screen_app(root, tmp_path)
+def test_snapshot_overview_counts_the_overlapping_gpu_ops(snap_svg, snapshots: Walk) -> None:
+    assert snap_svg(snapshots.check("overview")["svg"])
 
-    async def run_before(pilot: Any) -> None:
-        await open_timeline(pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+def test_snapshot_timeline_with_a_second_lane(snap_svg, snapshots: Walk) -> None:
+    assert snap_svg(snapshots.check("timeline")["svg"])
