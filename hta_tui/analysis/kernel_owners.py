@@ -324,37 +324,47 @@ def _verdict(row: dict[str, object], outside_by: Iterable[tuple]) -> str:
 def _graph_launches(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """A rank's graph launch calls, and those of them with no GPU op (their kernels were not
     recorded): `dur` only."""
-    # lazy: the few columns read, not every column of the rank's GPU ops
-    graphs = (
-        events.lazy()
-        .filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
-        .select("correlation", "dur")
-        .collect()
-    )
-    gpu_corr = (
-        events.lazy()
-        .filter(pl.col("kind").is_in(GPU_WORK_KINDS))
-        .select("correlation")
-        .collect()["correlation"]
-        .drop_nulls()
-    )
-    bare = graphs.filter(~pl.col("correlation").is_in(gpu_corr.implode()).fill_null(False))
-    return graphs.select("dur"), bare.select("dur")
+    return _graph_launch_rows(events, [])
 
 
 def overlapping_on_stream(events: pl.DataFrame) -> int:
     """GPU ops (kernels, memcpys, memsets) that start before an earlier op of their stream
     ended: what a timeline that nests a stream's events by time hides, and what Perfetto
     drops when they are not nested (the app's timeline packs them into lanes, `lanes`)."""
-    ops = events.lazy().filter(
-        pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("stream").is_not_null()
-    )
-    return (
-        ops.select("stream", "ts", (pl.col("ts") + pl.col("dur")).alias("end"))
-        .sort(["stream", "ts", "end"], descending=[False, False, True])
-        .select((pl.col("ts") < pl.col("end").cum_max().shift(1).over("stream")).sum())
+    return _overlapping(events, []).select(pl.col("o").sum()).collect().item()
+
+
+def _graph_launch_rows(events: pl.DataFrame, by: list[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The graph launch calls of `events` and those of them with no GPU op of the same `by`
+    keys (`rank`, or none for one rank): `by` and `dur`. Lazy: the few columns read, not
+    every column of the GPU ops."""
+    graphs = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
+        .select(*by, "correlation", "dur")
         .collect()
-        .item()
+    )
+    gpu = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("correlation").is_not_null())
+        .select(*by, "correlation")
+        .unique()
+        .collect()
+    )
+    bare = graphs.join(gpu, on=[*by, "correlation"], how="anti", maintain_order="left")
+    return graphs.select(*by, "dur"), bare.select(*by, "dur")
+
+
+def _overlapping(events: pl.DataFrame, by: list[str]) -> pl.LazyFrame:
+    """Each GPU op on a stream with `o`: it starts before an earlier op of its stream (within
+    its `by` keys) ended."""
+    keys = [*by, "stream"]
+    return (
+        events.lazy()
+        .filter(pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("stream").is_not_null())
+        .select(*keys, "ts", (pl.col("ts") + pl.col("dur")).alias("end"))
+        .sort([*keys, "ts", "end"], descending=[*(False for _ in keys), False, True])
+        .with_columns((pl.col("ts") < pl.col("end").cum_max().shift(1).over(keys)).alias("o"))
     )
 
 
@@ -524,40 +534,14 @@ def _ranks_graph_launches(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
     if events.is_empty():
         empty = pl.DataFrame(schema={"rank": pl.Int64(), "dur": pl.Int64()})
         return empty, empty
-    graphs = (
-        events.lazy()
-        .filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
-        .select("rank", "correlation", "dur")
-        .collect()
-    )
-    gpu = (
-        events.lazy()
-        .filter(pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("correlation").is_not_null())
-        .select("rank", "correlation")
-        .unique()
-        .collect()
-    )
-    bare = graphs.join(gpu, on=["rank", "correlation"], how="anti", maintain_order="left")
-    return graphs.select("rank", "dur"), bare.select("rank", "dur")
+    return _graph_launch_rows(events, ["rank"])
 
 
 def _overlapping_on_stream(events: pl.DataFrame) -> dict[int, int]:
     """rank -> `overlapping_on_stream` of its events, every rank at once (`rank` first)."""
     if events.is_empty():
         return {}
-    ops = events.lazy().filter(
-        pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("stream").is_not_null()
-    )
-    per = (
-        ops.select("rank", "stream", "ts", (pl.col("ts") + pl.col("dur")).alias("end"))
-        .sort(["rank", "stream", "ts", "end"], descending=[False, False, False, True])
-        .with_columns(
-            (pl.col("ts") < pl.col("end").cum_max().shift(1).over("rank", "stream")).alias("o")
-        )
-        .group_by("rank")
-        .agg(pl.col("o").sum())
-        .collect()
-    )
+    per = _overlapping(events, ["rank"]).group_by("rank").agg(pl.col("o").sum()).collect()
     return dict(per.iter_rows())
 
 
