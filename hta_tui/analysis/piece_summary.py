@@ -115,11 +115,9 @@ def _roles(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.Series]
     external ids."""
     lf = tb_roles.role_flags(events, tb_compat=False)
     flags = lf.filter(pl.col("__comm") | pl.col("__kernel")).collect()
-    nccl = flags.filter("__kernel").select(pl.col("name").unique())
-    nccl = nccl.filter(kernel_type() == "COMMUNICATION")["name"]
     comm = tb_roles.comm_ids(flags)
     # a kernel is communication when its name says so or its launch is a collective's
-    local = pl.col("external_id").is_in(comm.implode()) | pl.col("name").is_in(nccl.implode())
+    local = tb_roles.comm_kernels(flags, comm, tb_compat=False)
     undecided = pl.col("__kernel") & pl.col("external_id").is_not_null() & ~local.fill_null(False)
     undecided = undecided.fill_null(False)
     open_kernels, roles = pl.collect_all(

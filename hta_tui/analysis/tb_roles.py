@@ -116,11 +116,7 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     column); each `cat` test is evaluated once, as a column the role rules then combine."""
     lf = role_flags(events, tb_compat=tb_compat)
     flags = lf.filter(pl.col("__comm") | pl.col("__kernel")).collect()
-    comm_kernel = pl.col("external_id").is_in(comm_ids(flags).implode())
-    if not tb_compat:  # HTA's rule, on the distinct kernel names only
-        names = flags.filter("__kernel").select(pl.col("name").unique())
-        nccl = names.filter(kernel_type() == "COMMUNICATION")["name"]
-        comm_kernel = comm_kernel | pl.col("name").is_in(nccl.implode())
+    comm_kernel = comm_kernels(flags, comm_ids(flags), tb_compat=tb_compat)
     return (
         lf.select(
             role_rule(comm_kernel, tb_compat=tb_compat).alias("role"),
@@ -156,6 +152,18 @@ def comm_ids(flags: pl.DataFrame) -> pl.Series:
     """The external ids of the collective ops (`role_flags`): a kernel launched by one of
     them is communication."""
     return flags.filter("__comm")["external_id"].drop_nulls().unique()
+
+
+def comm_kernels(flags: pl.DataFrame, ids: pl.Series, *, tb_compat: bool) -> pl.Expr:
+    """Which kernels are communication (`role_rule`'s `comm_kernel`): launched by a
+    collective op (`ids`, `comm_ids`) or, by HTA's rule (not `tb_compat`), named as one
+    (tested on the distinct kernel names of `flags` only)."""
+    comm_kernel = pl.col("external_id").is_in(ids.implode())
+    if not tb_compat:
+        names = flags.filter("__kernel").select(pl.col("name").unique())
+        nccl = names.filter(kernel_type() == "COMMUNICATION")["name"]
+        comm_kernel = comm_kernel | pl.col("name").is_in(nccl.implode())
+    return comm_kernel
 
 
 def role_rule(comm_kernel: pl.Expr, *, tb_compat: bool) -> pl.Expr:
