@@ -74,6 +74,19 @@ async def sort_by(pilot: Any, table: FrameTable, column: str) -> None:
     await wait_until(pilot, lambda: app.screen is screen, 5, "the column list to close")
 
 
+async def sort_and_export(pilot: Any, table: FrameTable, column: str, csv: str) -> None:
+    """Sort `table` by `column` (`s`: descending) and export it (`e`): its rows in that
+    order, then the file `csv` in the export folder."""
+    view = table.view_frame
+    await sort_by(pilot, table, column)
+    assert table.sort_by == (column, True)
+    assert table.view_frame[column].to_list() == sorted(view[column], reverse=True)
+    await pilot.press("e")
+    out = pilot.app.export_dir / csv
+    await wait_until(pilot, out.exists, 10, "the csv")
+    await pilot.pause()
+
+
 def frame(screen: Any, table_id: str) -> pl.DataFrame:
     return screen.query_one(f"#{table_id}", FrameTable).frame
 
@@ -114,13 +127,7 @@ async def _timelines_export(pilot: Any, seen: dict[str, Any]) -> None:
     assert view["name"].str.starts_with("Memcpy").all()
     assert app.focused is not None
     table.focus()
-    await sort_by(pilot, table, "mean")
-    assert table.sort_by == ("mean", True)
-    assert table.view_frame["mean"].to_list() == sorted(view["mean"], reverse=True)
-    await pilot.press("e")
-    out = app.export_dir / "hta-tui-memory_bw_summary.csv"
-    await wait_until(pilot, out.exists, 10, "the csv")
-    await pilot.pause()
+    await sort_and_export(pilot, table, "mean", "hta-tui-memory_bw_summary.csv")
     seen["table_view"] = table.view_frame
     # back to a known state: the filter cleared, the queue pane shown
     await pilot.press("escape")
@@ -283,13 +290,7 @@ async def _launch_cutoffs(pilot: Any, seen: dict[str, Any]) -> None:
     assert 0 < view.height < table.frame.height
     assert view["kernel"].str.to_lowercase().str.contains("memcpy").all()
     assert app.focused is table
-    await sort_by(pilot, table, "cpu_duration")
-    assert table.sort_by == ("cpu_duration", True)
-    assert table.view_frame["cpu_duration"].to_list() == sorted(view["cpu_duration"], reverse=True)
-    await pilot.press("e")
-    out = app.export_dir / "hta-tui-short_gpu_kernels.csv"
-    await wait_until(pilot, out.exists, 10, "the csv")
-    await pilot.pause()
+    await sort_and_export(pilot, table, "cpu_duration", "hta-tui-short_gpu_kernels.csv")
     seen["table_view"] = table.view_frame
 
 
