@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -314,6 +315,17 @@ def after_all(
     return ready
 
 
+@contextlib.contextmanager
+def cache_dir(args: argparse.Namespace) -> Iterator[Path]:
+    """`--cache`, or a new folder removed afterwards."""
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        yield args.cache
+        return
+    with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
+        yield Path(cache)
+
+
 def busy_core() -> subprocess.Popen[bytes]:
     """A process keeping one core busy, as a training job's input pipeline would."""
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -350,9 +362,10 @@ def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int
     spinner = busy_core() if args.busy else None
     load = os.getloadavg()[0]
     try:
-        with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
-            asyncio.run(measure(folder, Path(cache), size, ["1"]))  # fills the cache
-            ready = after_all(folder, Path(cache), size, targets)
+        with cache_dir(args) as cache:
+            asyncio.run(measure(folder, cache, size, ["1"]))  # fills the cache
+            gc.collect()
+            ready = after_all(folder, cache, size, targets)
     finally:
         if spinner is not None:
             spinner.kill()
@@ -361,9 +374,8 @@ def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int
     lines = [
         f"{AFTER_ALL}: {args.label}",
         "",
-        f"Command: `python bench/bench_keys.py --after-all --ranks {args.ranks} --mb {args.mb:g}"
-        f"{f' --targets {args.targets}' if args.targets else ''}"
-        f"{' --busy' if args.busy else ''}`; {time.strftime('%Y-%m-%d %H:%M')}, load average "
+        f"Command: `python bench/bench_keys.py {' '.join(sys.argv[1:])}`; "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, load average "
         f"{load:.1f} at the start"
         + (", a second process keeping one core busy" if args.busy else ""),
         "",
@@ -401,6 +413,13 @@ def main() -> None:
     ap.add_argument("--busy", action="store_true", help="--after-all: one core kept busy")
     ap.add_argument("--label", default="this checkout", help="the section's name (--append)")
     ap.add_argument("--append", action="store_true", help="add a section to --out")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="a cache folder kept between runs (an A/B run shares one; the first run's "
+        "open is then warm): by default a new one, filled by a cold open",
+    )
     from trace_sets import add_set_arg, chosen, label
 
     add_set_arg(ap)
@@ -417,15 +436,15 @@ def main() -> None:
     os.environ["HTA_TUI_EXPORT_DIR"] = tempfile.mkdtemp(prefix="hta-tui-keys-export-")
     load = os.getloadavg()
     targets = args.targets.split(",") if args.targets else [e.key for e in SCREENS]
-    with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
+    with cache_dir(args) as cache:
         # each app in a loop of its own, closed (its workers' threads done) before the next
-        cold = asyncio.run(measure(folder, Path(cache), (cols, rows)))  # fills the cache
+        cold = asyncio.run(measure(folder, cache, (cols, rows)))  # fills the cache
         gc.collect()
-        res = asyncio.run(measure(folder, Path(cache), (cols, rows), revisit=True))
+        res = asyncio.run(measure(folder, cache, (cols, rows), revisit=True))
         gc.collect()
-        fast = asyncio.run(measure(folder, Path(cache), (cols, rows), KEYS_FAST, GAP_FAST))
+        fast = asyncio.run(measure(folder, cache, (cols, rows), KEYS_FAST, GAP_FAST))
         gc.collect()
-        after = after_all(folder, Path(cache), (cols, rows), targets)
+        after = after_all(folder, cache, (cols, rows), targets)
     fast_key, fast_worst = max(fast["blocks"], key=lambda kt: kt[1])
     times = [t for _, t in res["blocks"]]
     worst_key, worst = max(res["blocks"], key=lambda kt: kt[1])

@@ -303,8 +303,10 @@ class AnalysisScreen(Screen):
 
     def _elsewhere(self) -> bool:
         """Another view is shown (a modal over this one leaves it shown): numbers landing
-        now wait to be drawn (`_unshown`) rather than take the UI thread from it."""
-        return hta_app(self).foreground.shown is not self
+        now wait to be drawn (`_unshown`) rather than take the UI thread from it. None shown
+        yet (the app not mounted): this one is drawn."""
+        shown = hta_app(self).foreground.shown
+        return shown is not None and shown is not self
 
     def _set_computing(self, want: tuple[int, Params] | None) -> None:
         """Main thread: the computation asked for (None: none), which the foreground knows:
