@@ -81,9 +81,9 @@ KEYS = [
     "B",
     "T",
     "N",
-    "O",
-    "r",
+    "r",  # the rank picker (on the overview, `r` reloads: every view would compute again)
     "escape",
+    "O",
     "question_mark",
     "escape",
     "K",

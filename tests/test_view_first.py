@@ -1,6 +1,7 @@
 """The view on screen first (issue 27, point 4): work for views no longer shown waits at its
-next checkpoint (the registry's door) while the shown view computes, and goes on once it has
-its numbers; a view visited on the way finishes in the background."""
+next checkpoint (the registry's door; the first before it reads its frames) while the shown
+view wants its numbers, and goes on once it has them; a view visited on the way finishes in
+the background, its numbers drawn when it is shown again, and a revisit computes nothing."""
 
 from __future__ import annotations
 
