@@ -33,12 +33,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,9 +81,9 @@ KEYS = [
     "B",
     "T",
     "N",
-    "O",
-    "r",
+    "r",  # the rank picker (on the overview, `r` reloads: every view would compute again)
     "escape",
+    "O",
     "question_mark",
     "escape",
     "K",
@@ -107,6 +109,13 @@ KEYS_FAST = ["2", "3", "4", "escape", "5", "6", "1", "K", "M", "W", "Y", "R", "V
 GAP, GAP_FAST = 0.3, 0.1
 #: Seconds between two looks at whether the view shows its numbers.
 POLL = 0.015
+
+
+def rss_mb() -> float:
+    """Resident memory of this process (the app and its workers' threads), MB."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
 
 
 def tree_cpu() -> float:
@@ -243,6 +252,7 @@ async def measure(
             # results landing after the key count too
             await asyncio.sleep(max(0.0, gap - (time.perf_counter() - t)))
             blocks.append((key, lag["max"]))
+        rss_views = rss_mb()  # every view visited: their numbers held
         if revisit:  # the views visited above only: another's first visit would add work
             seen = {name.split(" ", 1)[1] for name in ready}
             for key in [e.key for e in SCREENS if e.load().__name__ in seen]:
@@ -250,7 +260,9 @@ async def measure(
                 again[view_name(app, key)] = shown
                 await asyncio.sleep(GAP)
         beat.cancel()
+        app.workers.cancel_all()  # work left behind stops at its next checkpoint
     return {
+        "rss_views": rss_views,
         "open_s": open_s,
         "open_lag": open_lag,
         "presses": presses,
@@ -264,31 +276,54 @@ async def measure(
 AFTER_ALL = "## Each view after visiting every other view"
 
 
-async def after_all(
-    folder: Path, cache_dir: Path, size: tuple[int, int], targets: list[str]
-) -> dict[str, Shown]:
-    """For each target view, in an app of its own (so it is the view's first visit): every
-    other view's key, one every GAP_FAST seconds (each starting its work and leaving it
-    behind), then the target's; until the target shows its numbers (issue 27: work for
-    views left behind must not hold up the one shown)."""
+async def after_one(
+    folder: Path, cache_dir: Path, size: tuple[int, int], target: str
+) -> tuple[str, Shown]:
+    """In a new app (so it is the view's first visit): every other view's key, one every
+    GAP_FAST seconds (each starting its work and leaving it behind), then the target's;
+    until the target shows its numbers (issue 27: work for views left behind must not hold
+    up the one shown)."""
     from hta_tui.app.app import HtaApp
     from hta_tui.trace.cache import Cache
 
-    views = [e.key for e in SCREENS]
+    app = HtaApp(folder, cache=Cache(cache_dir), watch=False, timings=False)
+    async with app.run_test(size=size) as pilot:
+        while not (app.settled and app.trace_set.entries):
+            await pilot.pause(0.05)
+        await pilot.pause(0.5)
+        for key in (e.key for e in SCREENS):
+            if key != target:
+                send_key(app, key)
+                await asyncio.sleep(GAP_FAST)
+        shown = await until_shown(app, target)
+        name = view_name(app, target)
+        app.workers.cancel_all()  # the views left behind stop at their next checkpoint
+    return name, shown
+
+
+def after_all(
+    folder: Path, cache_dir: Path, size: tuple[int, int], targets: list[str]
+) -> dict[str, Shown]:
+    """Each target after every other view (`after_one`), each app in a loop of its own:
+    closing the loop waits for the app's worker threads, so no app's work (nor the frames
+    it holds) runs on into the next one's (all in one loop, 19 apps grew past 11 GB)."""
     ready: dict[str, Shown] = {}
     for target in targets:
-        app = HtaApp(folder, cache=Cache(cache_dir), watch=False, timings=False)
-        async with app.run_test(size=size) as pilot:
-            while not (app.settled and app.trace_set.entries):
-                await pilot.pause(0.05)
-            await pilot.pause(0.5)
-            for key in views:
-                if key != target:
-                    send_key(app, key)
-                    await asyncio.sleep(GAP_FAST)
-            shown = await until_shown(app, target)
-            ready[view_name(app, target)] = shown
+        name, shown = asyncio.run(after_one(folder, cache_dir, size, target))
+        ready[name] = shown
+        gc.collect()
     return ready
+
+
+@contextlib.contextmanager
+def cache_dir(args: argparse.Namespace) -> Iterator[Path]:
+    """`--cache`, or a new folder removed afterwards."""
+    if args.cache is not None:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        yield args.cache
+        return
+    with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
+        yield Path(cache)
 
 
 def busy_core() -> subprocess.Popen[bytes]:
@@ -327,9 +362,10 @@ def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int
     spinner = busy_core() if args.busy else None
     load = os.getloadavg()[0]
     try:
-        with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
-            asyncio.run(measure(folder, Path(cache), size, ["1"]))  # fills the cache
-            ready = asyncio.run(after_all(folder, Path(cache), size, targets))
+        with cache_dir(args) as cache:
+            asyncio.run(measure(folder, cache, size, ["1"]))  # fills the cache
+            gc.collect()
+            ready = after_all(folder, cache, size, targets)
     finally:
         if spinner is not None:
             spinner.kill()
@@ -338,9 +374,8 @@ def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int
     lines = [
         f"{AFTER_ALL}: {args.label}",
         "",
-        f"Command: `python bench/bench_keys.py --after-all --ranks {args.ranks} --mb {args.mb:g}"
-        f"{f' --targets {args.targets}' if args.targets else ''}"
-        f"{' --busy' if args.busy else ''}`; {time.strftime('%Y-%m-%d %H:%M')}, load average "
+        f"Command: `python bench/bench_keys.py {' '.join(sys.argv[1:])}`; "
+        f"{time.strftime('%Y-%m-%d %H:%M')}, load average "
         f"{load:.1f} at the start"
         + (", a second process keeping one core busy" if args.busy else ""),
         "",
@@ -378,6 +413,13 @@ def main() -> None:
     ap.add_argument("--busy", action="store_true", help="--after-all: one core kept busy")
     ap.add_argument("--label", default="this checkout", help="the section's name (--append)")
     ap.add_argument("--append", action="store_true", help="add a section to --out")
+    ap.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="a cache folder kept between runs (an A/B run shares one; the first run's "
+        "open is then warm): by default a new one, filled by a cold open",
+    )
     from trace_sets import add_set_arg, chosen, label
 
     add_set_arg(ap)
@@ -394,11 +436,15 @@ def main() -> None:
     os.environ["HTA_TUI_EXPORT_DIR"] = tempfile.mkdtemp(prefix="hta-tui-keys-export-")
     load = os.getloadavg()
     targets = args.targets.split(",") if args.targets else [e.key for e in SCREENS]
-    with tempfile.TemporaryDirectory(prefix="hta-tui-keys-") as cache:
-        cold = asyncio.run(measure(folder, Path(cache), (cols, rows)))  # fills the cache
-        res = asyncio.run(measure(folder, Path(cache), (cols, rows), revisit=True))
-        fast = asyncio.run(measure(folder, Path(cache), (cols, rows), KEYS_FAST, GAP_FAST))
-        after = asyncio.run(after_all(folder, Path(cache), (cols, rows), targets))
+    with cache_dir(args) as cache:
+        # each app in a loop of its own, closed (its workers' threads done) before the next
+        cold = asyncio.run(measure(folder, cache, (cols, rows)))  # fills the cache
+        gc.collect()
+        res = asyncio.run(measure(folder, cache, (cols, rows), revisit=True))
+        gc.collect()
+        fast = asyncio.run(measure(folder, cache, (cols, rows), KEYS_FAST, GAP_FAST))
+        gc.collect()
+        after = after_all(folder, cache, (cols, rows), targets)
     fast_key, fast_worst = max(fast["blocks"], key=lambda kt: kt[1])
     times = [t for _, t in res["blocks"]]
     worst_key, worst = max(res["blocks"], key=lambda kt: kt[1])
@@ -422,6 +468,8 @@ def main() -> None:
         f"waiting): median {statistics.median(pilot_times) * 1000:.0f} ms, worst "
         f"{max(pilot_times) * 1000:.0f} ms.",
         f"- warm open until every file is loaded and the overview drawn: {res['open_s']:.2f} s",
+        f"- The app's resident memory once every view was visited (their numbers held): "
+        f"{res['rss_views']:.0f} MB (the cold run's: {cold['rss_views']:.0f} MB).",
         f"- While a cold open parses the files ({cold['open_s']:.1f} s), the UI thread was never "
         f"busy longer than **{cold['open_lag'] * 1000:.0f} ms** at a time (keys answered while "
         "ranks land).",

@@ -1,12 +1,14 @@
 """The view on screen first (issue 27, point 4): work for views no longer shown waits at its
-next checkpoint (the registry's door) while the shown view computes, and goes on once it has
-its numbers; a view visited on the way finishes in the background."""
+next checkpoint (the registry's door; the first before it reads its frames) while the shown
+view wants its numbers, and goes on once it has them; a view visited on the way finishes in
+the background, its numbers drawn when it is shown again, and a revisit computes nothing."""
 
 from __future__ import annotations
 
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import polars as pl
@@ -14,26 +16,46 @@ import pytest
 
 from hta_tui.analysis import registry
 from hta_tui.analysis.checkpoint import checkpoint, hooked
+from hta_tui.app import foreground
 from hta_tui.app.access import hta_app
+from hta_tui.app.foreground import Foreground
+from hta_tui.app.screens.base import AnalysisScreen
 from hta_tui.app.screens.idle import IdleScreen
 from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.launch import LaunchScreen
+from hta_tui.app.screens.modules import ModulesScreen
+from hta_tui.app.screens.overlap import OverlapScreen
+from hta_tui.app.screens.sequences import SequencesScreen
 from hta_tui.app.screens.steps import StepsScreen
 from hta_tui.app.screens.syncs import SyncsScreen
 from hta_tui.synth import write_trace_dir
-from tests.test_app_support import base_screen, make_screen_app, wait_patiently, wait_view
+from tests.test_app_support import (
+    base_screen,
+    make_screen_app,
+    press_view,
+    wait_patiently,
+    wait_view,
+)
 
-HELD = (KernelsScreen, IdleScreen, SyncsScreen)
+#: Six views whose work is held: as many as asyncio's default pool has threads on two cores,
+#: which held work used to fill (the shown view's worker then queued behind it).
+HELD = (KernelsScreen, IdleScreen, SyncsScreen, OverlapScreen, SequencesScreen, ModulesScreen)
+HELD_KEYS = ("K", "I", "Y", "C", "Q", "U")
 
 
 @pytest.fixture
 def gate(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The held views' computations ask the registry for a table (the door every view's
     work passes) until the gate opens, then compute as they would. The shown view's
-    computation starts only once all three wait at the door (or says why not)."""
-    release = threading.Event()
+    computation starts only once all of them wait at the door (or says why not), says it
+    runs (`computing`) and goes on once told (`go`). Counts each view's computations and
+    draws, and the launch view's frame reads."""
+    release, computing, go = threading.Event(), threading.Event(), threading.Event()
     started: list[str] = []
     ended: list[str] = []
     views: list[Any] = []  # the held views
+    shows: list[str] = []
+    reads: list[str] = []
     registry.declare(
         registry.Analysis("held_gate", "a gate", lambda r, o: {"held_gate": pl.DataFrame})
     )
@@ -54,45 +76,81 @@ def gate(monkeypatch: pytest.MonkeyPatch) -> Any:
     real_steps = StepsScreen.compute_on
 
     def shown(self: Any, ts: Any, frames: Any, params: Any) -> Any:
+        started.append("StepsScreen")
         fg = hta_app(self).foreground
         deadline = time.monotonic() + 30
-        while not (len(views) == 3 and all(fg.is_holding(v) for v in views)):
+        while not (len(views) == len(HELD) and all(fg.is_holding(v) for v in views)):
             if time.monotonic() > deadline:
                 raise AssertionError("the views left behind did not wait for the shown one")
             time.sleep(0.01)
+        computing.set()
+        go.wait(30)
         return real_steps(self, ts, frames, params)
 
     monkeypatch.setattr(StepsScreen, "compute_on", shown)
-    yield release, started, ended
+    real_show = KernelsScreen.show
+    monkeypatch.setattr(
+        KernelsScreen, "show", lambda self, r: shows.append("KernelsScreen") or real_show(self, r)
+    )
+    real_frames = AnalysisScreen.frames_for.__func__  # type: ignore[attr-defined]
+
+    def frames_for(cls: Any, ts: Any, params: Any) -> Any:
+        reads.append(cls.__name__)
+        return real_frames(cls, ts, params)
+
+    monkeypatch.setattr(LaunchScreen, "frames_for", classmethod(frames_for))
+    yield release, started, ended, (computing, go), shows, reads
     release.set()
+    go.set()
     registry.withdraw("held_gate")
 
 
 async def test_views_left_behind_wait_while_the_shown_one_computes(
     tmp_path: Path, gate: Any
 ) -> None:
-    release, started, ended = gate
+    release, started, ended, (computing, go), shows, reads = gate
     write_trace_dir(tmp_path / "t", ranks=2, steps=3, seed=3)
     app = make_screen_app(tmp_path / "t", tmp_path)
+    fg = app.foreground
     async with app.run_test(size=(100, 30)) as pilot:
         try:
             await wait_patiently(pilot, lambda: app.settled)
-            for n, key in enumerate(("K", "I", "Y"), 1):  # three views whose work is held
+            launch = await press_view(pilot, "L", LaunchScreen, timeout=60)
+            for n, key in enumerate(HELD_KEYS, 1):  # views whose work is held
                 await pilot.press(key)
                 await wait_patiently(pilot, lambda n=n: len(started) == n, what=f"{key} held")
             await pilot.press("P")  # the view shown now: its numbers, the others waiting
+            await wait_patiently(pilot, computing.is_set, what="the shown view computing")
+            # work for a view left behind that starts now waits before it reads its frames
+            read = len(reads)
+            launch.set_params(probe=1)
+            await wait_patiently(pilot, lambda: fg.is_holding(launch), what="launch held")
+            assert len(reads) == read
+            go.set()
             steps = await wait_view(pilot, StepsScreen, timeout=60)
             assert steps.result is not None and "failed" not in steps.scope_text
             assert not release.is_set() and not ended  # the others went on, not stopped
             release.set()
-            await wait_patiently(pilot, lambda: len(ended) == 3, timeout=30)
+            await wait_patiently(pilot, lambda: len(ended) == len(HELD), timeout=30)
+            await wait_patiently(
+                pilot,
+                lambda: not any(w.group == "screen" and not w.is_finished for w in app.workers),
+                what="every view's work done",
+            )
+            await pilot.pause()
+            assert len(reads) == read + 1  # launch's frames, once the shown view had its own
+            assert not shows  # numbers that landed behind another view cost it no drawing
             # a view visited on the way finished in the background: shown at once
             await pilot.press("K")
             kernels = await wait_view(pilot, KernelsScreen, timeout=60)
             assert kernels.result is not None and base_screen(app) is kernels
-            assert started.count("KernelsScreen") == 1  # not computed again
+            assert started.count("KernelsScreen") == 1 and shows  # drawn now, not computed
+            drawn = len(shows)
+            await press_view(pilot, "P", StepsScreen, timeout=60)  # a revisit computes nothing
+            assert started.count("StepsScreen") == 1 and len(shows) == drawn
         finally:  # a held view never outlives the test, also when it fails
             release.set()
+            go.set()
 
 
 def test_the_door_is_a_checkpoint_and_a_hook_holds_only_inside_its_block() -> None:
@@ -139,3 +197,33 @@ def test_no_checkpoint_while_a_lock_is_held(tmp_path: Path) -> None:
     with hooked(lambda: seen.append(op_tree._building.locked())):
         registry.tables(frames, ["operator_stats", "kernel_view_by_op"])
     assert seen and not any(seen)
+
+
+def test_a_shown_view_wanting_numbers_holds_the_others_until_they_land(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From its key, before its worker has even started, the shown view holds the work left
+    behind (it would take the cores while the shown view reads its frames); once the
+    numbers are drawn, that work goes on. Should the shown view's worker queue for a thread
+    held work keeps, the hold lapses (`QUEUED_GRACE`): nothing waits for ever."""
+    fg = Foreground()
+    shown, behind = object(), object()
+    worker: Any = SimpleNamespace(is_cancelled=False)
+
+    def behind_passes() -> threading.Event:
+        passed = threading.Event()
+        threading.Thread(target=lambda: (fg.give_way(behind, worker)(), passed.set())).start()
+        return passed
+
+    fg.show(shown)
+    fg.wants(shown, True)
+    passed = behind_passes()
+    deadline = time.monotonic() + 30
+    while not fg.is_holding(behind) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fg.is_holding(behind) and not passed.is_set()
+    fg.wants(shown, False)  # its numbers are on the screen
+    assert passed.wait(30) and not fg.is_holding(behind)
+    monkeypatch.setattr(foreground, "QUEUED_GRACE", 0.2)
+    fg.wants(shown, True)  # wanting, its worker never starting
+    assert behind_passes().wait(30)

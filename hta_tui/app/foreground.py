@@ -1,10 +1,18 @@
 """The view on screen first (issue 27, point 4). A view's computation passes checkpoints
-(analysis/checkpoint.py: before each of the registry's tables, each rank's shared view and
-each job-wide intermediate, each rank of the heavy per-rank tables). There, work for a view
-no longer shown waits while the shown view computes, and goes on once it has its numbers:
-so the view on screen gets the cores, and a view visited on the way still finishes in the
-background (shown at once when visited again). Work whose worker was cancelled (a newer
-computation of the same view took over) stops there.
+(analysis/checkpoint.py: before it reads its frames, before each of the registry's tables,
+each rank's shared view and each job-wide intermediate, each rank of the heavy per-rank
+tables). There, work for a view no longer shown waits while the shown view wants its numbers
+(from its key until they are on the screen: its worker queued, reading frames, computing, the
+numbers being drawn), and goes on once it has them: so the view on screen gets the cores, and
+a view visited on the way still finishes in the background (shown at once when visited
+again). Work whose worker was cancelled (a newer computation of the same view took over)
+stops there.
+
+Held work keeps its worker's thread: the app's loop gets enough threads (`WORKER_THREADS`)
+that the shown view's worker never queues behind held ones (asyncio's default, 6 on two
+cores, did: the shown view then waited for work left behind to finish). Should it queue
+anyway, the hold lapses after `QUEUED_GRACE` seconds, so held work cannot wait for a worker
+that waits for its thread.
 
 A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
 app's own worker, which never waits: while it is shown, the views left behind go on.
@@ -12,8 +20,11 @@ app's own worker, which never waits: while it is shown, the views left behind go
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from textual.screen import ModalScreen, Screen
@@ -23,6 +34,11 @@ from hta_tui.app.mixin import AppMixin
 
 #: Seconds between looks at a held worker's cancellation while it waits.
 HOLD_POLL = 0.05
+#: Threads of the app's loop for its workers: every view's at once, held ones included.
+WORKER_THREADS = 64
+#: Seconds a shown view that wants numbers but whose computation has not started holds the
+#: others: its worker may be queued for a thread that held work keeps.
+QUEUED_GRACE = 2.0
 
 
 class Superseded(Exception):
@@ -37,6 +53,7 @@ class Foreground:
         self._changed = threading.Condition()
         self._shown: object | None = None
         self._running: dict[int, int] = {}  # id(view) -> its computations running
+        self._wanting: dict[int, float] = {}  # id(view) -> since when it wants its numbers
         #: id(view) -> its computations waiting at a checkpoint now (tests, benchmarks)
         self.holding: dict[int, int] = {}
 
@@ -63,9 +80,23 @@ class Foreground:
                     del self._running[id(view)]
                 self._changed.notify_all()
 
+    def wants(self, view: object, wanting: bool) -> None:
+        """Main thread: `view` waits for numbers (a computation asked, from its key until
+        they are shown), or has them (or none are coming)."""
+        with self._changed:
+            if wanting:
+                self._wanting.setdefault(id(view), time.monotonic())
+            elif self._wanting.pop(id(view), None) is not None:
+                self._changed.notify_all()
+
     def _holds(self, view: object) -> bool:
         shown = self._shown
-        return shown is not None and shown is not view and id(shown) in self._running
+        if shown is None or shown is view:
+            return False
+        if id(shown) in self._running:
+            return True
+        since = self._wanting.get(id(shown))
+        return since is not None and time.monotonic() - since < QUEUED_GRACE
 
     def give_way(self, view: object, worker: Worker[object]) -> Callable[[], None]:
         """The checkpoint hook of `view`'s worker: stop once the worker is cancelled; wait
@@ -102,8 +133,11 @@ class ForegroundMixin(AppMixin):
     foreground: Foreground
 
     def follow_foreground(self) -> None:
+        """Event loop: also gives the loop's thread workers `WORKER_THREADS` threads."""
         self.screen_change_signal.subscribe(self, self._screen_changed)
         self.foreground.show(self.screen)
+        pool = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="hta-worker")
+        asyncio.get_running_loop().set_default_executor(pool)
 
     def _screen_changed(self, screen: Screen) -> None:
         if not isinstance(screen, ModalScreen):

@@ -5,8 +5,10 @@ A screen subclass says what to compute (`compute`, a pure function of the loaded
 screen's parameters, run in a thread worker: it must not touch widgets) and how to show it
 (`show`, main thread). The base class runs `compute` whenever the trace set or a parameter
 changes, drops results of an older state, and shows a loading state meanwhile. While another
-view is shown and computing, its work waits at its checkpoints (`giving_way`,
-app/foreground.py).
+view is shown and wants its numbers, its work waits at its checkpoints (`giving_way`,
+app/foreground.py), the first one before it reads its frames; numbers that land while the
+view is not shown are kept and drawn when it is shown again (`on_screen_resume`), so views
+left behind cost the UI thread nothing and a revisit computes nothing.
 
 Nothing polls: a screen watches the app's reactive values (`data`, the session's state;
 `rank_choice`; `every_step`) and refreshes when one changes while it is shown, or when it is
@@ -34,7 +36,7 @@ from textual.widgets import Input, Static
 from textual.worker import Worker, get_current_worker
 
 from hta_tui.analysis import scope
-from hta_tui.analysis.checkpoint import hooked
+from hta_tui.analysis.checkpoint import checkpoint, hooked
 from hta_tui.app.access import hta_app
 from hta_tui.app.environment import one_line
 from hta_tui.app.foreground import Superseded
@@ -179,6 +181,9 @@ class AnalysisScreen(Screen):
         self._when_shown: Callable[[], None] | None = None
         #: the numbers shown, their `compute_later` part still to come
         self._later_pending = False
+        #: numbers (and later parts) that landed while another view was shown: drawn when
+        #: this one is shown again
+        self._unshown: list[Computed | ComputedLater] = []
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
@@ -284,7 +289,30 @@ class AnalysisScreen(Screen):
         info = hta_app(self).status_info
         for bar in self.query(StatusBar):
             bar.show(info)
+        self._show_kept()
         self._maybe_refresh()
+
+    def _show_kept(self) -> None:
+        """Main thread: draw the numbers that landed while another view was shown."""
+        kept, self._unshown = self._unshown, []
+        for msg in kept:
+            if isinstance(msg, Computed):
+                self._show_computed(msg)
+            else:
+                self._show_computed_later(msg)
+
+    def _elsewhere(self) -> bool:
+        """Another view is shown (a modal over this one leaves it shown): numbers landing
+        now wait to be drawn (`_unshown`) rather than take the UI thread from it. None shown
+        yet (the app not mounted): this one is drawn."""
+        shown = hta_app(self).foreground.shown
+        return shown is not None and shown is not self
+
+    def _set_computing(self, want: tuple[int, Params] | None) -> None:
+        """Main thread: the computation asked for (None: none), which the foreground knows:
+        while this view is shown and wants numbers, work left behind waits."""
+        self._computing = want
+        hta_app(self).foreground.wants(self, want is not None)
 
     # -- refresh -------------------------------------------------------------------------------
     @property
@@ -396,7 +424,7 @@ class AnalysisScreen(Screen):
                 self._refresh_timer = self.set_timer(wait, self._deferred_refresh)
             return
         self._last_compute = now
-        self._computing = want
+        self._set_computing(want)
         self.query_one("#screen-title", Static).update(self._title_text())
         body = self.query_one("#body")
         if not self._show_waiting() and self._shown_key is None:
@@ -451,22 +479,26 @@ class AnalysisScreen(Screen):
     @work(thread=True, exclusive=True, group="screen", exit_on_error=False)
     def _compute(self, ts: TraceSet, params: Params) -> None:
         worker = get_current_worker()
-        frames = self.frames_for(ts, params)
         every = bool(params.get("every_step", False))
-        if worker.is_cancelled:
-            return
         try:
             with self.giving_way(worker):  # the view on screen first (app/foreground.py)
-                result = self.compute_on(ts, frames, params)
+                checkpoint()  # left behind already: no frames read while another computes
+                frames = self.frames_for(ts, params)
+                try:
+                    result = self.compute_on(ts, frames, params)
+                except Superseded:
+                    raise
+                except Exception as exc:  # a screen that fails says so, not loading forever
+                    logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
+                    self.post_message(ComputeFailed(one_line(exc), ts.generation, params))
+                    return
+                checkpoint()
+                compat = bool(params.get("tb_compat", False))
+                scope_text = self._scope(ts, frames, every, compat=compat)
         except Superseded:
-            return
-        except Exception as exc:  # a screen that fails says so, instead of loading forever
-            logging.getLogger("hta_tui").exception("%s failed", self.TITLE)
-            self.post_message(ComputeFailed(one_line(exc), ts.generation, params))
             return
         if worker.is_cancelled:
             return
-        scope_text = self._scope(ts, frames, every, compat=bool(params.get("tb_compat", False)))
         self.post_message(Computed(result, ts.generation, params, scope_text))
         if self.LATER:
             self._compute_rest(worker, ts, frames, params, result)
@@ -497,7 +529,7 @@ class AnalysisScreen(Screen):
         """Shown once per trace-set state: the next change of data or parameters retries."""
         msg.stop()
         if self._computing == (msg.generation, msg.params):
-            self._computing = None
+            self._set_computing(None)
         if msg.params != self.params:
             self._maybe_refresh()
             return
@@ -535,8 +567,17 @@ class AnalysisScreen(Screen):
     @on(Computed)
     def _computed(self, msg: Computed) -> None:
         msg.stop()
+        if self._elsewhere() and msg.params == self.params:
+            self._unshown = [msg]  # drawn when shown again; the older kept ones are stale
+            if self._computing == (msg.generation, msg.params):
+                self._set_computing(None)
+            return
+        self._show_computed(msg)
+
+    def _show_computed(self, msg: Computed) -> None:
+        """Main thread: the numbers of `msg` on the screen (if still the ones wanted)."""
         if self._computing == (msg.generation, msg.params):
-            self._computing = None
+            self._set_computing(None)
         if msg.params != self.params:
             self._maybe_refresh()
             return  # the user changed something meanwhile
@@ -557,6 +598,13 @@ class AnalysisScreen(Screen):
     @on(ComputedLater)
     def _computed_later(self, msg: ComputedLater) -> None:
         msg.stop()
+        if self._unshown or self._elsewhere():  # after the numbers kept, when shown again
+            self._unshown.append(msg)
+            return
+        self._show_computed_later(msg)
+
+    def _show_computed_later(self, msg: ComputedLater) -> None:
+        """Main thread: the later parts of `msg` beside the numbers shown."""
         if self._shown_key != (msg.generation, msg.params) or not self._later_pending:
             return  # numbers of another state are shown (or coming): theirs will follow
         self._later_pending = False
