@@ -14,10 +14,12 @@ import pytest
 from hta_tui.app.foreground import Foreground, Superseded
 from hta_tui.app.read_ahead import ReadAhead
 from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace import model
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
+from hta_tui.trace.schema import FRAME_SCHEMAS
 from tests.test_app_support import make_screen_app, settle, wait_patiently, wait_view
 
 
@@ -55,12 +57,16 @@ def test_read_ahead_reads_each_rank_once_and_the_views_get_those_frames(
     reads = counting_reads(monkeypatch)
     passed: list[int] = []
     assert ts.read_ahead(lambda: passed.append(1)) == 3
-    assert reads == ["events"] * 3 and len(passed) == 3  # a checkpoint before each rank
+    every = sorted(FRAME_SCHEMAS) * 3  # each rank's frames once, events first
+    assert sorted(reads) == sorted(every) and reads[0] == "events" and len(passed) == 3
     held = {rank: data.held() for rank, data in ts.loaded().items()}
     frames = ts.snapshot().frames()  # what a view's worker gets
-    assert sorted(frames) == [0, 1, 2] and reads == ["events"] * 3  # nothing read again
+    for name in FRAME_SCHEMAS:
+        ts.snapshot().frames(name)
+    assert len(reads) == len(every)  # nothing read again
+    assert sorted(frames) == [0, 1, 2]
     assert all(frames[rank] is held[rank] for rank in frames)  # the same frames
-    assert ts.read_ahead() == 0 and len(reads) == 3
+    assert ts.read_ahead() == 0 and len(reads) == len(every)
 
 
 def test_read_ahead_holds_nothing_the_views_would_read_narrow_or_not_at_all(
@@ -105,8 +111,8 @@ def test_read_ahead_waits_while_the_shown_view_computes(three_ranks: tuple[Path,
 async def test_the_app_reads_the_frames_once_the_overview_is_drawn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once the open is done and the overview drawn, the app reads every rank's frame; the
-    first view visited then reads none."""
+    """Once the open is done and the overview drawn, the app reads every rank's frames; the
+    views visited then read none."""
     write_trace_dir(tmp_path / "t", ranks=2, steps=2, seed=6)
     drawn: list[bool] = []
     real = TraceSet.read_ahead
@@ -125,4 +131,6 @@ async def test_the_app_reads_the_frames_once_the_overview_is_drawn(
         reads = counting_reads(monkeypatch)
         await pilot.press("K")
         kernels = await wait_view(pilot, KernelsScreen, timeout=60)
-        assert kernels.result is not None and "events" not in reads
+        await pilot.press("T")  # every frame of every rank
+        await wait_view(pilot, TimelineScreen, timeout=60)
+        assert kernels.result is not None and reads == []

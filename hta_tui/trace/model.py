@@ -539,24 +539,26 @@ class TraceSet:
         return {rank: data.frame(name) for rank, data in self.loaded().items()}
 
     def read_ahead(self, between: Callable[[], None] = lambda: None) -> int:
-        """Read every rank's events frame now, so the first view visited finds them held
-        (`frames` then returns these very frames: the views' per-frame caches see one
-        frame per rank). Only when the views would hold them all anyway and they are few
-        (`READ_AHEAD_EVENTS`, `READ_AHEAD_RANKS`; so no rank too large to hold whole, which
-        the views read narrow): nothing is held that a view would not hold. Last rank
-        first, so a view reading its frames meanwhile (first rank first) shares the ranks
-        out rather than waiting on each one.
-        `between` runs before each rank (a checkpoint: it may wait, or raise to stop).
-        Returns how many frames it read."""
+        """Read every rank's frames now, so the first view visited finds them held (`frames`
+        then returns these very frames: the views' per-frame caches see one frame per
+        rank; the events are what every view reads, the others are small, ~5% of them,
+        and the timeline and memory views read them). Only when the views would hold them
+        all anyway and they are few (`READ_AHEAD_EVENTS`, `READ_AHEAD_RANKS`; so no rank too
+        large to hold whole, which the views read narrow): nothing is held that a view
+        would not hold. Last rank first, so a view reading its frames meanwhile (first rank
+        first) shares the ranks out rather than waiting on each one. `between` runs before
+        each rank (a checkpoint: it may wait, or raise to stop).
+        Returns how many ranks' frames it read."""
         data = self.loaded()
         total = sum(d.meta.get("n_events") or 0 for d in data.values())
         if len(data) > READ_AHEAD_RANKS or total > READ_AHEAD_EVENTS:
             return 0
         read = 0
         for rank in sorted(data, reverse=True):
-            if data[rank].held() is None:
+            if any(data[rank].held(name) is None for name in FRAME_SCHEMAS):
                 between()
-                data[rank].frame()
+                for name in FRAME_SCHEMAS:
+                    data[rank].frame(name)
                 read += 1
         return read
 
