@@ -6,8 +6,9 @@ Opens the folder (its cache warm or not: the open is not counted), then for each
 in turn: its `frames_for` (reading the ranks' frames, for the first view) and its compute
 (the view's numbers), then, for a view that shows parts after them (`LATER`), its
 `compute_later`. The first view reads the ranks' frames; the later ones reuse what the
-earlier ones built, as in the app. `--read-ahead`: the frames are read first, as the app
-does while the overview is shown (`TraceSet.read_ahead`), and that is not counted either.
+earlier ones built, as in the app. `--read-ahead`: the frames are read first, and HTA's
+view of each rank made, as the app does while the overview is shown (`app/read_ahead.py`),
+and that is not counted either.
 A view computed by the app itself (the overview, the findings) is reported as such.
 CPU of the whole process (polars' threads included); wall is left out: on the shared
 machine it measures the load. Run a checkout against another with PYTHONPATH, alternating
@@ -35,7 +36,9 @@ def main() -> None:
     folder, keys = Path(args[0]), args[1].split(",")
     ts = open_session(folder, cache=Cache()).trace_set
     if "--read-ahead" in sys.argv:
-        ts.read_ahead()
+        from hta_tui.app.read_ahead import read_ahead
+
+        read_ahead(ts)
     by_key = {e.key: e for e in SCREENS}
     out = []
     for key in keys:

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from hta_tui.analysis import hta_view
 from hta_tui.app.foreground import Foreground, Superseded
-from hta_tui.app.read_ahead import ReadAhead
+from hta_tui.app.read_ahead import ReadAhead, read_ahead
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.synth import write_trace_dir
@@ -42,6 +43,19 @@ def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return reads
 
 
+def counting_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """HTA's views of a rank built (`hta_view.build_rank_view`), one entry each."""
+    builds: list[int] = []
+    real = hta_view.build_rank_view
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        builds.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(hta_view, "build_rank_view", counted)
+    return builds
+
+
 @pytest.fixture(scope="module")
 def three_ranks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("ahead")
@@ -69,17 +83,31 @@ def test_read_ahead_reads_each_rank_once_and_the_views_get_those_frames(
     assert ts.read_ahead() == 0 and len(reads) == len(every)
 
 
+def test_the_views_of_each_rank_are_made_ahead_too(
+    three_ranks: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTA's view of each rank, which most views start from, is made with the frames: a
+    view of every rank asking for it then builds none."""
+    ts = open_set(three_ranks[0], Cache(three_ranks[1]))
+    builds = counting_builds(monkeypatch)
+    assert read_ahead(ts)
+    assert len(builds) == 3
+    views = hta_view.hta_view(ts.snapshot().frames(), columns=["pid", "tid"])
+    assert len(builds) == 3 and sorted(views) == [0, 1, 2]
+
+
 def test_read_ahead_holds_nothing_the_views_would_read_narrow_or_not_at_all(
     three_ranks: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ts = open_set(three_ranks[0], Cache(three_ranks[1]))
+    builds = counting_builds(monkeypatch)
     total = sum(d.meta["n_events"] for d in ts.loaded().values())
     monkeypatch.setattr(model, "READ_AHEAD_EVENTS", total - 1)
-    assert ts.read_ahead() == 0
+    assert ts.read_ahead() == 0 and not read_ahead(ts)
     monkeypatch.setattr(model, "READ_AHEAD_EVENTS", total)
     monkeypatch.setattr(model, "READ_AHEAD_RANKS", 2)
-    assert ts.read_ahead() == 0
-    assert all(d.held() is None for d in ts.loaded().values())
+    assert ts.read_ahead() == 0 and not read_ahead(ts)
+    assert all(d.held() is None for d in ts.loaded().values()) and not builds
 
 
 def test_read_ahead_waits_while_the_shown_view_computes(three_ranks: tuple[Path, Path]) -> None:
@@ -111,14 +139,14 @@ def test_read_ahead_waits_while_the_shown_view_computes(three_ranks: tuple[Path,
 async def test_the_app_reads_the_frames_once_the_overview_is_drawn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once the open is done and the overview drawn, the app reads every rank's frames; the
-    views visited then read none."""
+    """Once the open is done and the overview drawn, the app reads every rank's frames and
+    makes HTA's view of each; the views visited then read and build none."""
     write_trace_dir(tmp_path / "t", ranks=2, steps=2, seed=6)
     drawn: list[bool] = []
     real = TraceSet.read_ahead
 
     def recording(self: TraceSet, between: Any = lambda: None) -> int:
-        drawn.append(app.overview_drawn)
+        drawn.append(app._overview_shown == self.generation)  # this set's overview drawn
         return real(self, between)
 
     monkeypatch.setattr(TraceSet, "read_ahead", recording)
@@ -127,10 +155,12 @@ async def test_the_app_reads_the_frames_once_the_overview_is_drawn(
         await settle(pilot)
         loaded = app.trace_set.loaded().values()
         await wait_patiently(pilot, lambda: all(d.held() is not None for d in loaded))
+        ahead = [w for w in app.workers if w.group == "read_ahead"]
+        await wait_patiently(pilot, lambda: all(w.is_finished for w in ahead))
         assert drawn == [True]  # once, after the overview's numbers
-        reads = counting_reads(monkeypatch)
+        reads, builds = counting_reads(monkeypatch), counting_builds(monkeypatch)
         await pilot.press("K")
         kernels = await wait_view(pilot, KernelsScreen, timeout=60)
         await pilot.press("T")  # every frame of every rank
         await wait_view(pilot, TimelineScreen, timeout=60)
-        assert kernels.result is not None and reads == []
+        assert kernels.result is not None and reads == [] and builds == []

@@ -538,6 +538,12 @@ class TraceSet:
     def frames(self, name: str = "events") -> dict[int, pl.DataFrame]:
         return {rank: data.frame(name) for rank, data in self.loaded().items()}
 
+    def reads_ahead(self) -> bool:
+        """Whether `read_ahead` reads this set's frames (few ranks, few events)."""
+        data = self.loaded()
+        total = sum(d.meta.get("n_events") or 0 for d in data.values())
+        return len(data) <= READ_AHEAD_RANKS and total <= READ_AHEAD_EVENTS
+
     def read_ahead(self, between: Callable[[], None] = lambda: None) -> int:
         """Read every rank's frames now, so the first view visited finds them held (`frames`
         then returns these very frames: the views' per-frame caches see one frame per
@@ -549,10 +555,9 @@ class TraceSet:
         first) shares the ranks out rather than waiting on each one. `between` runs before
         each rank (a checkpoint: it may wait, or raise to stop).
         Returns how many ranks' frames it read."""
-        data = self.loaded()
-        total = sum(d.meta.get("n_events") or 0 for d in data.values())
-        if len(data) > READ_AHEAD_RANKS or total > READ_AHEAD_EVENTS:
+        if not self.reads_ahead():
             return 0
+        data = self.loaded()
         read = 0
         for rank in sorted(data, reverse=True):
             if any(data[rank].held(name) is None for name in FRAME_SCHEMAS):
