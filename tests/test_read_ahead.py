@@ -139,8 +139,8 @@ def test_read_ahead_waits_while_the_shown_view_computes(three_ranks: tuple[Path,
 async def test_the_app_reads_the_frames_once_the_overview_is_drawn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once the open is done and the overview drawn, the app reads every rank's frames and
-    makes HTA's view of each; the views visited then read and build none."""
+    """Once the open is done and the overview drawn, the app reads every rank's frames; the
+    views visited then read none (the views of each rank made with them: the test above)."""
     write_trace_dir(tmp_path / "t", ranks=2, steps=2, seed=6)
     drawn: list[bool] = []
     real = TraceSet.read_ahead
@@ -153,14 +153,16 @@ async def test_the_app_reads_the_frames_once_the_overview_is_drawn(
     app = make_screen_app(tmp_path / "t", tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        loaded = app.trace_set.loaded().values()
-        await wait_patiently(pilot, lambda: all(d.held() is not None for d in loaded))
-        ahead = [w for w in app.workers if w.group == "read_ahead"]
-        await wait_patiently(pilot, lambda: all(w.is_finished for w in ahead))
+        await wait_patiently(
+            pilot,
+            lambda: drawn and all(w.is_finished for w in app.workers if w.group == "read_ahead"),
+            what="the read-ahead",
+        )
         assert drawn == [True]  # once, after the overview's numbers
-        reads, builds = counting_reads(monkeypatch), counting_builds(monkeypatch)
+        assert all(d.held() is not None for d in app.trace_set.loaded().values())
+        reads = counting_reads(monkeypatch)
         await pilot.press("K")
         kernels = await wait_view(pilot, KernelsScreen, timeout=60)
         await pilot.press("T")  # every frame of every rank
         await wait_view(pilot, TimelineScreen, timeout=60)
-        assert kernels.result is not None and reads == [] and builds == []
+        assert kernels.result is not None and reads == []
