@@ -69,3 +69,27 @@ async def test_overlap_view_says_nothing_of_separate_streams(tmp_path: Path) -> 
 def test_snapshot_overlap_layers(snap_compare, tmp_path: Path) -> None:
     app = make_screen_app(_root(tmp_path, separate=False), tmp_path)
     assert snap_compare(app, terminal_size=SIZE, run_before=_layers)
+
+
+def test_overlap_numbers_come_before_the_serialised_streams_flag(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Issue 27: the view's numbers do not wait for `collective_streams` (it nests every
+    launch in its host ranges, as much CPU as the rest of the view on a real trace); its
+    flag comes after them (`LATER`), the same flag."""
+    from hta_tui.analysis import registry
+    from hta_tui.trace.parse import parse_bytes, read_bytes
+
+    path = _root(tmp_path, separate=False) / "rank-0.json"
+    frames = {0: parse_bytes(read_bytes(path)).frames["events"]}
+    asked: list[str] = []
+    real = registry.table
+    monkeypatch.setattr(
+        registry, "table", lambda f, name, *a, **k: asked.append(name) or real(f, name, *a, **k)
+    )
+    result = OverlapScreen.compute(frames, {"layers": False})
+    assert "collective_streams" not in asked and result["overlap"].height == 1
+    assert OverlapScreen.LATER
+    flagged = OverlapScreen.later(frames)
+    assert flagged["rank"].to_list() == [0]
+    assert flagged["verdict"].item().startswith("all-gathers and reduce-scatters serialise")

@@ -6,6 +6,7 @@ What it does is split by concern, each a mixin of HtaApp:
     refresh     status bars and the overview, when `data` or `every_step` changes
     navigation  numbered screens, back, drill-down, help, command palette
     foreground  the view shown first: other views' work waits while it computes
+    read_ahead  the ranks' frames read once the overview is drawn, before any view asks
     sides       folder labels for the status bar
 
 No timer asks whether anything changed: the session wakes the app (one coalescing message per
@@ -38,6 +39,7 @@ from hta_tui.app.foreground import Foreground, ForegroundMixin
 from hta_tui.app.gc_pacing import GcPacer
 from hta_tui.app.loading import DataState, LoadingMixin
 from hta_tui.app.navigation import NavigationMixin
+from hta_tui.app.read_ahead import ReadAheadMixin
 from hta_tui.app.refresh import RefreshMixin
 from hta_tui.app.screens.navigation import nav_bindings
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
@@ -80,7 +82,9 @@ SCREEN_STYLES = (
 )
 
 
-class HtaApp(NavigationMixin, LoadingMixin, RefreshMixin, ForegroundMixin, App[int]):
+class HtaApp(
+    NavigationMixin, LoadingMixin, RefreshMixin, ReadAheadMixin, ForegroundMixin, App[int]
+):
     """hta-tui. `path` is a trace folder (searched recursively) or one trace file.
 
     `cache`: where parsed frames go (tests pass their own); `poll`: stat polling instead of

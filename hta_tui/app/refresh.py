@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from textual import work
@@ -65,6 +66,7 @@ class RefreshMixin(AppMixin):
     _overview_started: float = float("-inf")
     _overview_cost: float = 0.0
     _overview_timer: Any = None
+    start_read_ahead: Callable[[], None]  # ReadAheadMixin's
 
     @property
     def overview_drawn(self) -> bool:
@@ -162,6 +164,7 @@ class RefreshMixin(AppMixin):
             # may not all be there yet
             if isinstance(screen, OverviewScreen) and screen.is_mounted:
                 screen.show_overview(self.overview_data)
+        self.start_read_ahead()  # the frames, while the user looks at the overview
 
     def _overview_key(self) -> tuple[Any, ...]:
         # the scan's end changes what an empty overview says, not the set

@@ -137,13 +137,27 @@ class OverlapScreen(AnalysisScreen):
         else:
             comm = registry.table(frames, "comm_kernels_exposed").rename(KERNEL_HEADERS)
             comm = comm.select(list(KERNEL_HEADERS.values()))
+        return {"overlap": per_rank, "comm": comm, "layers": layers, "serialised": None}
+
+    #: The flag on serialised collective streams comes after the numbers: it nests every
+    #: launch of every rank in its host ranges (`collective_streams` -> `kernel_owners`,
+    #: shared with the Kernels view's later parts), about as much as the rest of the view.
+    LATER = True
+
+    @staticmethod
+    def later(frames: dict[int, pl.DataFrame]) -> pl.DataFrame:
+        """The ranks whose all-gathers and reduce-scatters serialise, with the verdict."""
         streams = registry.table(frames, "collective_streams")
-        return {
-            "overlap": per_rank,
-            "comm": comm,
-            "layers": layers,
-            "serialised": streams.filter("serialised").select("rank", "verdict"),
-        }
+        return streams.filter("serialised").select("rank", "verdict")
+
+    def compute_later(
+        self, ts: Any, frames: dict[int, pl.DataFrame], params: Params, result: Any
+    ) -> pl.DataFrame:
+        return self.later(frames)
+
+    def show_later(self, result: dict[str, Any], later: pl.DataFrame) -> None:
+        self.result = {**result, "serialised": later}
+        self.query_one("#overlap-summary", Static).update(self._summary_text(self.result))
 
     def show(self, result: dict[str, Any]) -> None:
         per_rank: pl.DataFrame = result["overlap"]
@@ -160,13 +174,7 @@ class OverlapScreen(AnalysisScreen):
                 for r in known.iter_rows(named=True)
             ]
         )
-        summary = self._summary(per_rank, known)
-        serialised = result.get("serialised")
-        if serialised is not None and not serialised.is_empty():
-            rank, verdict = serialised.row(0)
-            more = f" (and {serialised.height - 1} more)" if serialised.height > 1 else ""
-            summary += f"\nRank {rank}: {verdict}{more}."
-        self.query_one("#overlap-summary", Static).update(summary)
+        self.query_one("#overlap-summary", Static).update(self._summary_text(result))
         self._fit_heights()
         if self.focused is None:
             self.call_after_refresh(self.query_one("#overlap-table", FrameTable).focus)
@@ -190,6 +198,17 @@ class OverlapScreen(AnalysisScreen):
         row = self.query_one("#comm-kernels", FrameTable).selected_row()
         if row is not None and "name" in row:
             hta_app(self).show_kernel(row["name"])
+
+    def _summary_text(self, result: dict[str, Any]) -> str:
+        """The summary, with the serialised streams' flag once it is known (`LATER`)."""
+        per_rank: pl.DataFrame = result["overlap"]
+        summary = self._summary(per_rank, per_rank.filter(pl.col("overlap %").is_not_null()))
+        serialised = result.get("serialised")
+        if serialised is not None and not serialised.is_empty():
+            rank, verdict = serialised.row(0)
+            more = f" (and {serialised.height - 1} more)" if serialised.height > 1 else ""
+            summary += f"\nRank {rank}: {verdict}{more}."
+        return summary
 
     @staticmethod
     def _summary(per_rank: pl.DataFrame, known: pl.DataFrame) -> str:
