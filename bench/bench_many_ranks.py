@@ -172,6 +172,82 @@ class ProcessCpu:
         self._stop.set()
 
 
+class StretchProbe:
+    """What the UI thread did in each stretch over `LONG` s: its own CPU, the full garbage
+    collections in it (`gc.callbacks`: a collection is one C call no thread can sample), and
+    the UI thread's stack sampled by a watchdog thread every 10 ms while the heartbeat is late
+    (the innermost frames of hta_tui or textual, most frequent first)."""
+
+    LONG = 0.04
+
+    def __init__(self) -> None:
+        import gc
+        import threading
+
+        self._main = threading.get_ident()
+        self._last = time.perf_counter()
+        self._samples: list[str] = []
+        self._gc: list[tuple[int, float]] = []
+        self._gc_start = 0.0
+        self.stretches: list[dict] = []
+        self._stop = threading.Event()
+        self._callback = self._on_gc
+        gc.callbacks.append(self._callback)
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        import threading
+
+        if threading.get_ident() != self._main or info.get("generation", 0) < 1:
+            return
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self._gc.append((info["generation"], time.perf_counter() - self._gc_start))
+
+    def beat(self, t: float) -> None:
+        self._last = t
+        self._samples = []
+        self._gc = []
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.01):
+            if time.perf_counter() - self._last < self.LONG:
+                continue
+            frame = sys._current_frames().get(self._main)
+            where = []
+            while frame is not None and len(where) < 3:
+                name = frame.f_code.co_filename
+                if "hta_tui" in name or "textual" in name:
+                    short = name.split("site-packages/")[-1].split("/hta_tui/")[-1]
+                    where.append(f"{short}:{frame.f_lineno} {frame.f_code.co_name}")
+                frame = frame.f_back
+            self._samples.append(" < ".join(where) or "?")
+
+    def stretch(self, t: float, wall: float, cpu: float) -> None:
+        if wall < self.LONG and cpu < self.LONG:
+            return
+        from collections import Counter
+
+        self.stretches.append(
+            {
+                "at": t,
+                "wall": wall,
+                "cpu": cpu,
+                "gc": [g for g in self._gc if g[1] > 0.005],
+                "stacks": Counter(self._samples).most_common(3),
+            }
+        )
+
+    def stop(self) -> None:
+        import gc
+
+        self._stop.set()
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+
 async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = ()) -> dict:
     """Open the folder in the app: until every file is listed and the overview drawn, then the
     overview's keys, then each of `views` and keys on it; the longest the event loop could
@@ -184,14 +260,17 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
     # seconds in that time (on a shared machine the wall figure counts other processes'
     # turns too; the CPU figure is the UI thread's work alone)
     lag = {"max": 0.0, "cpu": 0.0}
+    probe = StretchProbe()
 
     async def heartbeat() -> None:
         tick = 0.002
         while True:
             t, c = time.perf_counter(), time.thread_time()
+            probe.beat(t)
             await asyncio.sleep(tick)
             lag["max"] = max(lag["max"], time.perf_counter() - t - tick)
             lag["cpu"] = max(lag["cpu"], time.thread_time() - c)
+            probe.stretch(t, time.perf_counter() - t - tick, time.thread_time() - c)
 
     def reset() -> None:
         lag["max"] = lag["cpu"] = 0.0
@@ -222,7 +301,7 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
 
     async with app.run_test(size=(120, 40)) as pilot:
         beat = asyncio.ensure_future(heartbeat())
-        t0 = time.perf_counter()
+        t0 = out["t0"] = time.perf_counter()
         while not numbers_drawn():
             if time.perf_counter() - t0 > timeout:
                 out["timed_out"] = True
@@ -268,6 +347,8 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
             out["views"].append((view, key_lag, shown_s, shown_lag, keys))
         beat.cancel()
     cpu.stop()
+    probe.stop()
+    out["stretches"] = probe.stretches
     return out
 
 
@@ -328,6 +409,7 @@ def main() -> None:
         lines.append(f"| trace set: the overview's file table (CPU) | {alone['file_table']:.2f} |")
     if args.app_only:
         args.no_cold = True
+    stretch_lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-cache-") as tmp:
         cache = str(args.cache) if args.cache else tmp
         if args.app_only:
@@ -380,6 +462,16 @@ def main() -> None:
                             f"| app {kind}: `{view}`: keys on its table, UI busy at most"
                             f" (worst `{worst_key}`) | {ui(worst)} |",
                         ]
+                    for st in res["stretches"]:
+                        gcs = ", ".join(f"gen{g} {d:.3f}" for g, d in st["gc"]) or "none"
+                        stacks = "; ".join(f"{n}x {w}" for w, n in st["stacks"]) or "no sample"
+                        stretch_lines.append(
+                            f"- {kind} +{st['at'] - res['t0']:.1f} s: {ui((st['wall'], st['cpu']))}"
+                            f", collections {gcs}; {stacks}"
+                        )
+    if stretch_lines:
+        lines += ["", f"UI-thread stretches over {40} ms (wall or its own CPU):", ""]
+        lines += stretch_lines
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
