@@ -37,6 +37,9 @@ KEYS = ["j", "j", "k", "pagedown", "G", "g", "j"]
 #: then shown), then keys on its table: down, every rank (`a`), the bottom, the summary.
 VIEWS = ["C", "P", "W"]
 VIEW_KEYS = ["j", "a", "G", "a"]
+#: On the last of `--views`: the rank picker opened, a search typed (`5`, `0`: 111 of 1,000
+#: ranks), moves, and the pick (the view then computes that rank's numbers).
+PICKER_KEYS = ["r", "5", "0", "down", "pagedown", "up", "enter"]
 
 
 def ensure_files(folder: Path, n: int) -> None:
@@ -345,6 +348,19 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
                 await pilot.pause(0.3)
                 keys.append((key, busy()))
             out["views"].append((view, key_lag, shown_s, shown_lag, keys))
+        if views:
+            for key in PICKER_KEYS:
+                reset()
+                await pilot.press(key)
+                await pilot.pause(0.3)
+                out.setdefault("picker", []).append((key, busy()))
+            reset()
+            t = time.perf_counter()
+            while not getattr(app.screen, "shows_current", False):
+                if time.perf_counter() - t > timeout:
+                    break
+                await pilot.pause(0.05)
+            out["picked"] = (time.perf_counter() - t, busy(), type(app.screen).__name__)
         beat.cancel()
     cpu.stop()
     probe.stop()
@@ -461,6 +477,15 @@ def main() -> None:
                             f" {ui(shown_lag)} |",
                             f"| app {kind}: `{view}`: keys on its table, UI busy at most"
                             f" (worst `{worst_key}`) | {ui(worst)} |",
+                        ]
+                    if res.get("picker"):
+                        keys = ", ".join(f"`{k}` {ui(b)}" for k, b in res["picker"])
+                        picked_s, picked_lag, shown = res["picked"]
+                        lines += [
+                            f"| app {kind}: rank picker on `{views[-1]}`, UI busy per key:"
+                            f" {keys} | {ui(max(b for _, b in res['picker']))} |",
+                            f"| app {kind}: the picked rank's numbers shown after (s; UI busy"
+                            f" at most {ui(picked_lag)}, on {shown}) | {picked_s:.1f} |",
                         ]
                     for st in res["stretches"]:
                         gcs = ", ".join(f"gen{g} {d:.3f}" for g, d in st["gc"]) or "none"
