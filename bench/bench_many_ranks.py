@@ -37,9 +37,9 @@ KEYS = ["j", "j", "k", "pagedown", "G", "g", "j"]
 #: then shown), then keys on its table: down, every rank (`a`), the bottom, the summary.
 VIEWS = ["C", "P", "W"]
 VIEW_KEYS = ["j", "a", "G", "a"]
-#: On the last of `--views`: the rank picker opened, a search typed (`5`, `0`: 111 of 1,000
-#: ranks), moves, and the pick (the view then computes that rank's numbers).
-PICKER_KEYS = ["r", "5", "0", "down", "pagedown", "up", "enter"]
+#: On the last of `--views`: the rank picker opened, a search typed (`1`, `2`: ranks 12 and
+#: 120-129 of 1,000), moves, and the pick (the view then computes that rank's numbers).
+PICKER_KEYS = ["r", "1", "2", "down", "pagedown", "up", "enter"]
 
 
 def ensure_files(folder: Path, n: int) -> None:
@@ -229,7 +229,8 @@ class StretchProbe:
             self._samples.append(" < ".join(where) or "?")
 
     def stretch(self, t: float, wall: float, cpu: float) -> None:
-        if wall < self.LONG and cpu < self.LONG:
+        collections = [g for g in self._gc if g[1] > 0.02]
+        if cpu < self.LONG and not collections:  # waiting for a core (other processes') only
             return
         from collections import Counter
 
@@ -238,7 +239,7 @@ class StretchProbe:
                 "at": t,
                 "wall": wall,
                 "cpu": cpu,
-                "gc": [g for g in self._gc if g[1] > 0.005],
+                "gc": collections,
                 "stacks": Counter(self._samples).most_common(3),
             }
         )
@@ -495,7 +496,13 @@ def main() -> None:
                             f", collections {gcs}; {stacks}"
                         )
     if stretch_lines:
-        lines += ["", f"UI-thread stretches over {40} ms (wall or its own CPU):", ""]
+        lines += [
+            "",
+            f"UI-thread stretches of {StretchProbe.LONG * 1000:.0f} ms of its own CPU or more,"
+            " or holding a collection over 20 ms (wall (CPU); the collections' wall s; the"
+            " UI thread's stack sampled every 10 ms, innermost hta_tui/textual frames):",
+            "",
+        ]
         lines += stretch_lines
     text = "\n".join(lines) + "\n"
     print(text)
