@@ -13,7 +13,8 @@ is one C call that walks every tracked object (0.06-0.22 s at 200,000+ objects, 
 thousands of ranks) and cannot be split, so it runs only when nothing is pending (`idle`: no
 file loading, no view computing: a result about to land is when a user presses keys) and
 after the user has been quiet for a while, or in any quiet idle moment once it has been long
-enough. A sweep that took longer than SLOW_SWEEP waits for the user to be away (AWAY) instead,
+enough; the end of the work counts as input (its result is when keys come). A sweep that
+took longer than SLOW_SWEEP waits for the user to be away (AWAY) instead,
 with no short-quiet fallback: at 10,000 ranks a sweep in the pause between two keys would be
 the key's answer arriving late.
 A collection of what is new in a quiet moment was tried too: 10-50 ms, and a key pressed
@@ -63,6 +64,8 @@ class GcPacer:
     saved_threshold: tuple[int, int, int] | None = None
     #: seconds the last full sweep took (its collection)
     last_sweep: float = 0.0
+    #: the last tick at which something was pending (`idle()` false)
+    last_busy: float = field(default=-1e9)
 
     def __post_init__(self) -> None:
         self.last_full = self.clock()  # the start is as good as a sweep: nothing to free yet
@@ -85,9 +88,12 @@ class GcPacer:
 
     def tick(self) -> None:
         now = self.clock()
+        idle = self.idle()
+        if not idle:
+            self.last_busy = now
         if now - self.last_input < QUIET:
             return
-        if self._sweep_due(now) and self.idle():
+        if idle and self._sweep_due(now):
             self.unfreeze()
             self.collect()
             self.last_sweep = self.clock() - now
@@ -100,8 +106,12 @@ class GcPacer:
 
     def _sweep_due(self, now: float) -> bool:
         """Long enough since the last sweep, and the user quiet long enough for what the last
-        sweep cost (a slow one waits for the user to be away)."""
-        since_full, quiet = now - self.last_full, now - self.last_input
+        sweep cost (a slow one waits for the user to be away). Work that ended counts as
+        input: a result that just landed is what the user reads and moves on."""
+        since_full = now - self.last_full
+        quiet = now - max(self.last_input, self.last_busy)
+        if quiet < QUIET:
+            return False
         if self.last_sweep > SLOW_SWEEP:
             return quiet >= AWAY and since_full >= FULL_EVERY
         return since_full >= FULL_AT_LEAST or (quiet >= LONG_QUIET and since_full >= FULL_EVERY)
