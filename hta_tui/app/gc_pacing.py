@@ -9,14 +9,13 @@ a quarter more objects have survived since the last one (a new screen does that)
 the pacer runs those are left to it (`start`).
 
 Cyclic garbage that was frozen (a widget removed later) is reclaimed by a full sweep. A sweep
-is one C call that walks every tracked object (0.06-0.22 s at 200,000+ objects, more with
-thousands of ranks) and cannot be split, so it runs only when nothing is pending (`idle`: no
-file loading, no view computing: a result about to land is when a user presses keys) and
-after the user has been quiet for a while, or in any quiet idle moment once it has been long
-enough; the end of the work counts as input (its result is when keys come). A sweep that
-took longer than SLOW_SWEEP waits for the user to be away (AWAY) instead,
-with no short-quiet fallback: at 10,000 ranks a sweep in the pause between two keys would be
-the key's answer arriving late.
+is one C call that walks every tracked object (0.09-0.59 s of the UI thread at 1,000 ranks,
+bench/MANY_RANKS.md) and cannot be split, so it runs only when nothing is pending (`idle`:
+no file loading, no view computing: a result about to land is when a user presses keys), and
+the end of that work counts as input (its result is when keys come); then after the user has
+been quiet for a while, or in any quiet idle moment once it has been long enough. Once a
+sweep took longer than SLOW_SWEEP the next waits for the user to be away (AWAY), with no
+short-quiet fallback: a sweep in the pause between two keys would be the key's answer late.
 A collection of what is new in a quiet moment was tried too: 10-50 ms, and a key pressed
 just then waited for it.
 """
