@@ -37,6 +37,9 @@ KEYS = ["j", "j", "k", "pagedown", "G", "g", "j"]
 #: then shown), then keys on its table: down, every rank (`a`), the bottom, the summary.
 VIEWS = ["C", "P", "W"]
 VIEW_KEYS = ["j", "a", "G", "a"]
+#: On the last of `--views`: the rank picker opened, a search typed (`1`, `2`: ranks 12 and
+#: 120-129 of 1,000), moves, and the pick (the view then computes that rank's numbers).
+PICKER_KEYS = ["r", "1", "2", "down", "pagedown", "up", "enter"]
 
 
 def ensure_files(folder: Path, n: int) -> None:
@@ -172,6 +175,83 @@ class ProcessCpu:
         self._stop.set()
 
 
+class StretchProbe:
+    """What the UI thread did in each stretch over `LONG` s: its own CPU, the full garbage
+    collections in it (`gc.callbacks`: a collection is one C call no thread can sample), and
+    the UI thread's stack sampled by a watchdog thread every 10 ms while the heartbeat is late
+    (the innermost frames of hta_tui or textual, most frequent first)."""
+
+    LONG = 0.04
+
+    def __init__(self) -> None:
+        import gc
+        import threading
+
+        self._main = threading.get_ident()
+        self._last = time.perf_counter()
+        self._samples: list[str] = []
+        self._gc: list[tuple[int, float]] = []
+        self._gc_start = 0.0
+        self.stretches: list[dict] = []
+        self._stop = threading.Event()
+        self._callback = self._on_gc
+        gc.callbacks.append(self._callback)
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        import threading
+
+        if threading.get_ident() != self._main or info.get("generation", 0) < 1:
+            return
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+        else:
+            self._gc.append((info["generation"], time.perf_counter() - self._gc_start))
+
+    def beat(self, t: float) -> None:
+        self._last = t
+        self._samples = []
+        self._gc = []
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.01):
+            if time.perf_counter() - self._last < self.LONG:
+                continue
+            frame = sys._current_frames().get(self._main)
+            where = []
+            while frame is not None and len(where) < 3:
+                name = frame.f_code.co_filename
+                if "hta_tui" in name or "textual" in name:
+                    short = name.split("site-packages/")[-1].split("/hta_tui/")[-1]
+                    where.append(f"{short}:{frame.f_lineno} {frame.f_code.co_name}")
+                frame = frame.f_back
+            self._samples.append(" < ".join(where) or "?")
+
+    def stretch(self, t: float, wall: float, cpu: float) -> None:
+        collections = [g for g in self._gc if g[1] > 0.02]
+        if cpu < self.LONG and not collections:  # waiting for a core (other processes') only
+            return
+        from collections import Counter
+
+        self.stretches.append(
+            {
+                "at": t,
+                "wall": wall,
+                "cpu": cpu,
+                "gc": collections,
+                "stacks": Counter(self._samples).most_common(3),
+            }
+        )
+
+    def stop(self) -> None:
+        import gc
+
+        self._stop.set()
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+
 async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = ()) -> dict:
     """Open the folder in the app: until every file is listed and the overview drawn, then the
     overview's keys, then each of `views` and keys on it; the longest the event loop could
@@ -184,14 +264,17 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
     # seconds in that time (on a shared machine the wall figure counts other processes'
     # turns too; the CPU figure is the UI thread's work alone)
     lag = {"max": 0.0, "cpu": 0.0}
+    probe = StretchProbe()
 
     async def heartbeat() -> None:
         tick = 0.002
         while True:
             t, c = time.perf_counter(), time.thread_time()
+            probe.beat(t)
             await asyncio.sleep(tick)
             lag["max"] = max(lag["max"], time.perf_counter() - t - tick)
             lag["cpu"] = max(lag["cpu"], time.thread_time() - c)
+            probe.stretch(t, time.perf_counter() - t - tick, time.thread_time() - c)
 
     def reset() -> None:
         lag["max"] = lag["cpu"] = 0.0
@@ -222,7 +305,7 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
 
     async with app.run_test(size=(120, 40)) as pilot:
         beat = asyncio.ensure_future(heartbeat())
-        t0 = time.perf_counter()
+        t0 = out["t0"] = time.perf_counter()
         while not numbers_drawn():
             if time.perf_counter() - t0 > timeout:
                 out["timed_out"] = True
@@ -266,8 +349,23 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
                 await pilot.pause(0.3)
                 keys.append((key, busy()))
             out["views"].append((view, key_lag, shown_s, shown_lag, keys))
+        if views:
+            for key in PICKER_KEYS:
+                reset()
+                await pilot.press(key)
+                await pilot.pause(0.3)
+                out.setdefault("picker", []).append((key, busy()))
+            reset()
+            t = time.perf_counter()
+            while not getattr(app.screen, "shows_current", False):
+                if time.perf_counter() - t > timeout:
+                    break
+                await pilot.pause(0.05)
+            out["picked"] = (time.perf_counter() - t, busy(), type(app.screen).__name__)
         beat.cancel()
     cpu.stop()
+    probe.stop()
+    out["stretches"] = probe.stretches
     return out
 
 
@@ -328,6 +426,7 @@ def main() -> None:
         lines.append(f"| trace set: the overview's file table (CPU) | {alone['file_table']:.2f} |")
     if args.app_only:
         args.no_cold = True
+    stretch_lines: list[str] = []
     with tempfile.TemporaryDirectory(prefix="hta-tui-ranks-cache-") as tmp:
         cache = str(args.cache) if args.cache else tmp
         if args.app_only:
@@ -380,6 +479,31 @@ def main() -> None:
                             f"| app {kind}: `{view}`: keys on its table, UI busy at most"
                             f" (worst `{worst_key}`) | {ui(worst)} |",
                         ]
+                    if res.get("picker"):
+                        keys = ", ".join(f"`{k}` {ui(b)}" for k, b in res["picker"])
+                        picked_s, picked_lag, shown = res["picked"]
+                        lines += [
+                            f"| app {kind}: rank picker on `{views[-1]}`, UI busy per key:"
+                            f" {keys} | {ui(max(b for _, b in res['picker']))} |",
+                            f"| app {kind}: the picked rank's numbers shown after (s; UI busy"
+                            f" at most {ui(picked_lag)}, on {shown}) | {picked_s:.1f} |",
+                        ]
+                    for st in res["stretches"]:
+                        gcs = ", ".join(f"gen{g} {d:.3f}" for g, d in st["gc"]) or "none"
+                        stacks = "; ".join(f"{n}x {w}" for w, n in st["stacks"]) or "no sample"
+                        stretch_lines.append(
+                            f"- {kind} +{st['at'] - res['t0']:.1f} s: {ui((st['wall'], st['cpu']))}"
+                            f", collections {gcs}; {stacks}"
+                        )
+    if stretch_lines:
+        lines += [
+            "",
+            f"UI-thread stretches of {StretchProbe.LONG * 1000:.0f} ms of its own CPU or more,"
+            " or holding a collection over 20 ms (wall (CPU); the collections' wall s; the"
+            " UI thread's stack sampled every 10 ms, innermost hta_tui/textual frames):",
+            "",
+        ]
+        lines += stretch_lines
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

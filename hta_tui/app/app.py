@@ -201,7 +201,7 @@ class HtaApp(
         self.selected_kernel: str | None = None
         self._mode_history: list[str] = []
         self._section_last: dict[str, str] = {}
-        self.gc_pacer = GcPacer()
+        self.gc_pacer = GcPacer(idle=self._nothing_pending)
         #: the style state (`_css_state`) each screen was last styled in, and of the last
         #: full restyle (`refresh_css`)
         self.css_styled: WeakKeyDictionary[Screen, tuple[Any, ...] | None] = WeakKeyDictionary()
@@ -219,6 +219,11 @@ class HtaApp(
                 self.add_mode(entry.mode, lambda entry=entry: self._styled(entry.load()()))
         if self.comparing:
             self.add_mode(DIFF.mode, lambda: self._styled(DIFF.load()()))
+
+    def _nothing_pending(self) -> bool:
+        """No file loading and no worker computing (a view's numbers, the findings): the GC
+        pacer's full sweep waits for it, as a result about to land is when keys come."""
+        return self.session.idle and all(w.is_finished for w in self.workers)
 
     @property
     def trace_set(self) -> TraceSet:

@@ -8,8 +8,14 @@ collections walk only what is new. Python would still start full collections by 
 a quarter more objects have survived since the last one (a new screen does that), so while
 the pacer runs those are left to it (`start`).
 
-Cyclic garbage that was frozen (a widget removed later) is reclaimed by a full sweep: after
-the user has been quiet for a while, or in any quiet moment once it has been long enough.
+Cyclic garbage that was frozen (a widget removed later) is reclaimed by a full sweep. A sweep
+is one C call that walks every tracked object (0.09-0.59 s of the UI thread at 1,000 ranks,
+bench/MANY_RANKS.md) and cannot be split, so it runs only when nothing is pending (`idle`:
+no file loading, no view computing: a result about to land is when a user presses keys), and
+the end of that work counts as input (its result is when keys come); then after the user has
+been quiet for a while, or in any quiet idle moment once it has been long enough. Once a
+sweep took longer than SLOW_SWEEP the next waits for the user to be away (AWAY), with no
+short-quiet fallback: a sweep in the pause between two keys would be the key's answer late.
 A collection of what is new in a quiet moment was tried too: 10-50 ms, and a key pressed
 just then waited for it.
 """
@@ -31,6 +37,10 @@ LONG_QUIET = 20.0
 FULL_EVERY = 60.0
 #: ...but at least one this often (seconds), in a short quiet moment if there is no long one.
 FULL_AT_LEAST = 600.0
+#: Seconds a sweep may take before the next waits for the user to be away...
+SLOW_SWEEP = 0.04
+#: ...this many seconds without input (and nothing pending).
+AWAY = 120.0
 #: Younger collections before Python starts a full one itself (its default: 10), while the
 #: pacer runs: in effect never.
 AUTO_FULL_AFTER = 100_000
@@ -39,7 +49,7 @@ AUTO_FULL_AFTER = 100_000
 @dataclass
 class GcPacer:
     """Call `activity()` on every input event and `tick()` from a timer (the app's: every
-    GC_TICK seconds)."""
+    GC_TICK seconds); `idle()` says whether nothing is pending (no sweep otherwise)."""
 
     clock: Callable[[], float] = time.monotonic
     collect: Callable[[], int] = gc.collect
@@ -49,7 +59,12 @@ class GcPacer:
     last_full: float = field(default=-1e9)  # set to the start time
     last_freeze: float = field(default=-1e9)
     pending: bool = True  # input since the last freeze
+    idle: Callable[[], bool] = lambda: True
     saved_threshold: tuple[int, int, int] | None = None
+    #: seconds the last full sweep took (its collection)
+    last_sweep: float = 0.0
+    #: the last tick at which something was pending (`idle()` false)
+    last_busy: float = field(default=-1e9)
 
     def __post_init__(self) -> None:
         self.last_full = self.clock()  # the start is as good as a sweep: nothing to free yet
@@ -72,17 +87,30 @@ class GcPacer:
 
     def tick(self) -> None:
         now = self.clock()
+        idle = self.idle()
+        if not idle:
+            self.last_busy = now
         if now - self.last_input < QUIET:
             return
-        since_full = now - self.last_full
-        if since_full >= FULL_AT_LEAST or (
-            now - self.last_input >= LONG_QUIET and since_full >= FULL_EVERY
-        ):
+        if idle and self._sweep_due(now):
             self.unfreeze()
             self.collect()
+            self.last_sweep = self.clock() - now
             self.last_full = now
         elif not (self.pending or now - self.last_freeze >= REFREEZE):
             return
         self.freeze()
         self.last_freeze = now
         self.pending = False
+
+    def _sweep_due(self, now: float) -> bool:
+        """Long enough since the last sweep, and the user quiet long enough for what the last
+        sweep cost (a slow one waits for the user to be away). Work that ended counts as
+        input: a result that just landed is what the user reads and moves on."""
+        since_full = now - self.last_full
+        quiet = now - max(self.last_input, self.last_busy)
+        if quiet < QUIET:
+            return False
+        if self.last_sweep > SLOW_SWEEP:
+            return quiet >= AWAY and since_full >= FULL_EVERY
+        return since_full >= FULL_AT_LEAST or (quiet >= LONG_QUIET and since_full >= FULL_EVERY)

@@ -36,6 +36,9 @@ from hta_tui.trace.discover import TraceFile, describe, discover
 from hta_tui.trace.load import LoadResult, load_files
 from hta_tui.trace.model import TraceSet
 
+#: A scan's listing reaches the owner in parts of this many files (each a turn of
+#: `apply_pending` with a limit): 10,000 files listed at once held a UI thread 0.06-0.11 s.
+FOUND_PART = 1000
 #: While watching, incomplete files are stat'ed this often (seconds) in case an event was
 #: missed: the one timer left, as the file system cannot be asked to push what it lost.
 RECHECK = 1.0
@@ -207,7 +210,13 @@ class LiveSession:
             files = discover(side.root)
             if self._stale(side, scan):
                 return
-            self._push(side, scan, "found", (files, True))
+            # in parts, the folder's listing (the paths, made here) with the last: the owner
+            # lists 10,000 files in turns (`apply_pending`'s limit), not in one 0.1 s stretch
+            listed = frozenset(tf.path for tf in files)
+            for start in range(0, max(len(files), 1), FOUND_PART):
+                last = start + FOUND_PART >= len(files)
+                part = files[start : start + FOUND_PART]
+                self._push(side, scan, "found", (part, last, listed if last else None))
             self._load(side, scan, files)
         except Exception as exc:  # the side's pending files get the reason, nothing hangs
             log.exception("loading %s failed", side.root)
@@ -308,17 +317,18 @@ class LiveSession:
             return bool(self._inbox)
 
     def apply_pending(self, limit: int | None = None) -> list[Change]:
-        """Apply what was queued since the last call, or its first `limit` loaded files (the
-        rest stay queued, in order, for the next call: an owner on a UI thread applies
-        10,000 landed files in turns of a few ms, not one of 0.15 s); one Change per side
-        it touched."""
+        """Apply what was queued since the last call, or its first `limit` loaded files and at
+        most one part of a listing (the rest stay queued, in order, for the next call: an
+        owner on a UI thread applies 10,000 landed files in turns of a few ms, not one of
+        0.15 s); one Change per side it touched."""
         with self._lock:
             items, self._inbox = self._inbox, []
             if limit is not None:
-                loaded = 0
+                loaded = found = 0
                 for i, item in enumerate(items):
                     loaded += item[2] == "loaded"
-                    if loaded > limit:
+                    found += item[2] == "found"  # and one part of a listing per call
+                    if (loaded > limit or found > 1) and i:
                         items, self._inbox = items[:i], items[i:] + self._inbox
                         break
         touched: dict[str, tuple[set[Path], list[Notice]]] = {}
@@ -336,7 +346,7 @@ class LiveSession:
                 batch_side = side
                 batch.append(payload)
             elif kind == "found":
-                self._found(side, *payload, paths)
+                self._found(side, paths, *payload)
             elif kind in ("gone", "deleted"):
                 if side.trace_set.entries.get(payload) is not None:
                     side.trace_set.remove(payload)
@@ -384,11 +394,21 @@ class LiveSession:
             notices=tuple(notices),
         )
 
-    def _found(self, side: Side, files: list[TraceFile], full: bool, paths: set[Path]) -> None:
+    def _found(
+        self,
+        side: Side,
+        paths: set[Path],
+        files: list[TraceFile],
+        full: bool,
+        listed: frozenset[Path] | None = None,
+    ) -> None:
+        """Files listed; `full`: the last part of a scan, whose `listed` (every path the
+        folder holds) tells which known files are gone."""
         ts = side.trace_set
         if full:
             side.scanning = False
-            listed = {tf.path for tf in files}
+            if listed is None:
+                listed = frozenset(tf.path for tf in files)
             for path in side.before - listed:
                 if path in ts.entries:
                     ts.remove(path)

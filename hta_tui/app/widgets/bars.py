@@ -17,6 +17,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
@@ -145,12 +146,17 @@ class StackedBars(Widget):
         key = (y, width, style.rich_style)
         strip = self.lines.get(key)
         if strip is None:
-            text = Text("\n", no_wrap=True).join([self._line(y, width)])
-            visual = visualize(self, text)
-            strips = Visual.to_strips(self, visual, width, 1, style)
-            strip = strips[0] if strips else Strip.blank(width, style.rich_style)
-            self.lines[key] = strip = _on_line(strip, y)
+            self.lines[key] = strip = line_strip(self, self._line(y, width), y, width, style)
         return strip
+
+
+def line_strip(widget: Widget, line: Text, y: int, width: int, style: VisualStyle) -> Strip:
+    """One line of a widget's `render()`, drawn alone as the whole would draw it at line `y`
+    (a Line-API widget makes only the lines on screen)."""
+    text = Text("\n", no_wrap=True).join([line])
+    strips = Visual.to_strips(widget, visualize(widget, text), width, 1, style)
+    strip = strips[0] if strips else Strip.blank(width, style.rich_style)
+    return _on_line(strip, y)
 
 
 def _on_line(strip: Strip, y: int) -> Strip:
