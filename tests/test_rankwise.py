@@ -851,3 +851,49 @@ def test_aten_ops_of_ranks_too_far_apart_go_one_rank_at_a_time(
     alone = aten_ops.aten_op_kernels_and_delay(frames)
     assert together.height > 8 and together["rank"].n_unique() == 8
     assert_frame_equal(alone, together)
+
+
+def test_a_batch_makes_the_temporal_breakdown_at_once_as_each_rank_alone(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporal breakdown of a batch of tiny ranks is made over the batch at once (one
+    union pass, not one a rank: it ran rank by rank in a batch, `ALONE`), and each rank's
+    row is to the bit its row made alone: polars divided a one-row table's nanoseconds
+    exactly but a longer one's as times the inverse (0.697 against 0.6970000000000001 us),
+    so the app's every-rank table and the report's differed in the last bit."""
+    from hta_tui.analysis import temporal
+
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    loaded = ts.loaded()
+    events = {r: d.events for r, d in sorted(loaded.items())}
+    calls = {"n": 0}
+    real = temporal._gpu_unions
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(temporal, "_gpu_unions", counted)
+    jobs = tuple(
+        rank_work.RankJob(
+            r, str(d.entry), {}, ("temporal_breakdown",), registry.Options(), store=False
+        )
+        for r, d in sorted(loaded.items())
+    )
+    got = rank_work.batch_tables(jobs, dict(loaded))
+    assert calls["n"] == 1  # every rank's unions in one pass (8 on main)
+    table = rank_work.unpack(got["temporal_breakdown"])["temporal_breakdown"]
+    alone = pl.concat([temporal.temporal_breakdown({r: ev}) for r, ev in events.items()])
+    assert_frame_equal(table, alone, check_exact=True)
+    for hta_compat in (False, True):
+        at_once = temporal.temporal_breakdown(events, hta_compat=hta_compat)
+        alone = pl.concat(
+            [
+                temporal.temporal_breakdown({r: ev}, hta_compat=hta_compat)
+                for r, ev in events.items()
+            ]
+        )
+        assert at_once["rank"].to_list() == list(range(8))
+        assert at_once["kernel_time(us)"].min() > 0  # real GPU time on every rank
+        assert_frame_equal(at_once, alone, check_exact=True)
