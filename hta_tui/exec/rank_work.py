@@ -215,9 +215,8 @@ def batch_tables(
 #: each rank alone (a sum or a division made in another order or over other chunks: 0.697
 #: against 0.6970000000000001 us), found by comparing both on generated and shared jobs: in
 #: a batch they run rank by rank and keep each rank's tables apart (still one task and one
-#: kept file), so every table stays the same to the byte. (temporal_breakdown left: it
-#: divides each rank's row as alone, `temporal.temporal_from_ns`.)
-ALONE = frozenset({"profiler_steps", "syncs"})
+#: kept file), so every table stays the same to the byte.
+ALONE = frozenset({"profiler_steps", "syncs", "temporal_breakdown"})
 
 
 def _batch_parts(
