@@ -155,12 +155,27 @@ def sync_tables(
     the steps the step-time view shows in that mode)."""
     table = syncs(ranks, flows)
     steps = step_time(ranks, tb_compat=tb_compat)
-    summary = sync_summary(table, steps)
+    cpu_only = cpu_only_ranks(ranks)
+    # Each rank's summary and verdict from its rows alone: polars divides a one-row column
+    # and a longer one differently in the last bit, so over several ranks at once (a batch
+    # of tiny ranks, the app's every rank) each rank still gets its figures made alone.
+    summaries, verdicts = [], []
+    for rank in sorted(ranks):
+        own = steps.filter(pl.col("rank") == rank)
+        summary = sync_summary(table.filter(pl.col("rank") == rank), own)
+        summaries.append(summary)
+        verdicts.append(sync_verdict(summary, own, cpu_only))
     return {
         "syncs": table,
-        "sync_summary": summary,
-        "sync_verdict": sync_verdict(summary, steps, cpu_only_ranks(ranks)),
+        "sync_summary": _joined(summaries, SUMMARY_COLUMNS),
+        "sync_verdict": _joined(verdicts, VERDICT_COLUMNS),
     }
+
+
+def _joined(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """The ranks' tables one after another (the columns when none has a row)."""
+    full = [f for f in frames if f.height]
+    return pl.concat(full) if full else pl.DataFrame(schema=dict(schema))
 
 
 def cpu_only_ranks(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
