@@ -16,6 +16,7 @@ import polars as pl
 
 from hta_tui.analysis import step_breakdown
 from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.per_rank import divided_as_alone
 from hta_tui.analysis.syncs import SYNC_COLUMNS, syncs
 
 GROUP_KEYS: tuple[str, ...] = ("rank", "phase", "module", "operator", "call_site")
@@ -113,7 +114,8 @@ def sync_verdict(
         pl.col("syncs").fill_null(0),
         pl.col("blocked (us)").fill_null(0.0),
         pl.col("call_sites").fill_null(0),
-        us(pl.col("step_ns")).alias("step time (us)"),
+        # one row a rank: divided as the rank's one-row table alone (exactly)
+        divided_as_alone(pl.col("step_ns"), 1000.0, pl.lit(True)).alias("step time (us)"),
     )
     pct = pl.when(pl.col("step_ns") > 0).then(
         100 * pl.col("blocked (us)") / pl.col("step time (us)")
@@ -155,12 +157,26 @@ def sync_tables(
     the steps the step-time view shows in that mode)."""
     table = syncs(ranks, flows)
     steps = step_time(ranks, tb_compat=tb_compat)
-    summary = sync_summary(table, steps)
+    # Each rank's summary from its rows alone: polars divides a one-row column and a longer
+    # one differently in the last bit, so over several ranks at once (a batch of tiny
+    # ranks, the app's every rank) each rank still gets its figures made alone. Only the
+    # ranks with a sync have a summary (most tiny ranks have none).
+    summaries = [
+        sync_summary(table.filter(pl.col("rank") == rank), steps.filter(pl.col("rank") == rank))
+        for rank in (table["rank"].unique().sort().to_list() if table.height else [])
+    ]
+    summary = _joined(summaries, SUMMARY_COLUMNS)
     return {
         "syncs": table,
         "sync_summary": summary,
         "sync_verdict": sync_verdict(summary, steps, cpu_only_ranks(ranks)),
     }
+
+
+def _joined(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """The ranks' tables one after another (the columns when none has a row)."""
+    full = [f for f in frames if f.height]
+    return pl.concat(full) if full else pl.DataFrame(schema=dict(schema))
 
 
 def cpu_only_ranks(ranks: Mapping[int, pl.DataFrame]) -> list[int]:

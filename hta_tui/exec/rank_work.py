@@ -211,39 +211,49 @@ def batch_tables(
     return {n: out[n] for n in first.analyses}
 
 
-#: Analyses whose numbers over several ranks at once differ in the last bit from those of
-#: each rank alone (a sum or a division made in another order or over other chunks: 0.697
-#: against 0.6970000000000001 us), found by comparing both on generated and shared jobs: in
-#: a batch they run rank by rank and keep each rank's tables apart (still one task and one
-#: kept file), so every table stays the same to the byte.
-ALONE = frozenset({"profiler_steps", "syncs", "temporal_breakdown"})
+#: Analyses whose tables a batch keeps rank by rank ("<i>\t<table>", `each_rank`), so the
+#: report concatenates them rank by rank as when each rank was made alone: a sum over the
+#: concatenation (the straggler scores' figures) then adds the same chunks in the same
+#: order, to the bit. They are made over the batch at once with the others (sharing the
+#: batch's step tables and views: ~40 ms of CPU a tiny rank made alone) and split by rank
+#: after (`_apart`).
+ALONE = frozenset({"profiler_steps", "syncs"})
 
 
 def _batch_parts(
     jobs: tuple[RankJob, ...], datas: dict[int, RankData], missing: list[registry.Analysis]
 ) -> dict[str, registry.Tables]:
-    """The batch's tables of `missing`: every rank at once; ALONE's rank by rank, each
-    rank's tables kept apart (`each_rank`)."""
+    """The batch's tables of `missing`, every rank at once; ALONE's kept apart by rank."""
     options = jobs[0].options
     meta = {j.rank: j.meta for j in jobs}
+    out = registry.rank_parts(
+        {rank: d.events for rank, d in datas.items()},
+        [a.name for a in missing],
+        options,
+        threads=1,
+        frames=lambda name: {rank: d.frame(name) for rank, d in datas.items()},
+        meta=meta,
+    )
+    for a in missing:
+        if a.name in ALONE:
+            out[a.name] = _apart(out[a.name], [j.rank for j in jobs])
+    return out
 
-    def run(ranks: dict[int, RankData], names: list[str]) -> dict[str, registry.Tables]:
-        return registry.rank_parts(
-            {rank: d.events for rank, d in ranks.items()},
-            names,
-            options,
-            threads=1,
-            frames=lambda name: {rank: d.frame(name) for rank, d in ranks.items()},
-            meta={rank: meta[rank] for rank in ranks},
-        )
 
-    together = [a.name for a in missing if a.name not in ALONE]
-    out = run(datas, together) if together else {}
-    alone = [a.name for a in missing if a.name in ALONE]
-    if alone:
-        each = [run({rank: d}, alone) for rank, d in datas.items()]
-        for n in alone:
-            out[n] = {f"{i}\t{t}": df for i, e in enumerate(each) for t, df in e[n].items()}
+def _apart(tables: registry.Tables, ranks: list[int]) -> registry.Tables:
+    """A batch's tables as each rank's ("<i>\t<table>", i: the rank's place in the batch):
+    its rows (an empty table of the same columns when it has none); a table without a
+    `rank` column (the steps every rank saw, reduced to the distinct ones) goes whole to
+    the first."""
+    out: registry.Tables = {}
+    for name, df in tables.items():
+        if "rank" in df.columns:
+            mine = df.partition_by("rank", as_dict=True, maintain_order=True)
+            pieces = [mine.get((rank,), df.clear()) for rank in ranks]
+        else:
+            pieces = [df, *(df.clear() for _ in ranks[1:])]
+        for i, piece in enumerate(pieces):
+            out[f"{i}\t{name}"] = piece
     return out
 
 
