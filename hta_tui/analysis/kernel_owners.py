@@ -344,6 +344,8 @@ def _graph_launch_rows(events: pl.DataFrame, by: list[str]) -> tuple[pl.DataFram
         .select(*by, "correlation", "dur")
         .collect()
     )
+    if graphs.is_empty():  # most ranks: no graph launch, no GPU op to look for
+        return graphs.select(*by, "dur"), graphs.select(*by, "dur")
     gpu = (
         events.lazy()
         .filter(pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("correlation").is_not_null())
