@@ -12,7 +12,15 @@ from typing import Any
 import polars as pl
 import pytest
 
-from hta_tui.analysis import enclosing, host_context, module_view, registry, sequences
+from hta_tui.analysis import (
+    enclosing,
+    host_context,
+    kernel_owners,
+    module_view,
+    nesting,
+    registry,
+    sequences,
+)
 from hta_tui.trace.parse import parse_bytes
 
 #: The analyses that read the operator tree (module_stats and the memory tables).
@@ -58,10 +66,13 @@ class _Trace:
         )  # fmt: skip
 
 
-def _trace(zero_length_op: bool = False) -> bytes:
+def _trace(zero_length_op: bool = False, gpu: bool = True) -> bytes:
     """Two steps of Net_0 > forward frame > Linear_0 / ReLU_0 modules, each running ops that
-    launch kernels and allocate; a second Linear_0 call inside ReLU_0's frame."""
+    launch kernels (unless not `gpu`) and allocate; a second Linear_0 call inside ReLU_0's
+    frame."""
     t = _Trace()
+    if not gpu:
+        t.launch = lambda ts, kernel_dur: None  # type: ignore[method-assign]
     for step in range(2):
         t0 = step * 1000.0
         t.x("user_annotation", f"ProfilerStep#{step}", t0, 900)
@@ -87,8 +98,8 @@ def _trace(zero_length_op: bool = False) -> bytes:
     return json.dumps({"traceEvents": t.events}).encode()
 
 
-def _frames(zero_length_op: bool = False) -> dict[str, pl.DataFrame]:
-    return parse_bytes(_trace(zero_length_op)).frames
+def _frames(zero_length_op: bool = False, gpu: bool = True) -> dict[str, pl.DataFrame]:
+    return parse_bytes(_trace(zero_length_op, gpu)).frames
 
 
 def _tables(frames: dict[str, pl.DataFrame], names: list[str]) -> dict[str, registry.Tables]:
@@ -193,3 +204,35 @@ def test_host_context_finds_the_true_enclosing_events() -> None:
     assert found.height == 2 * (6 + 5 + 6)
     assert found["q"].to_list() == expected["idx"].to_list()
     assert found["c_idx"].to_list() == expected["c_idx"].to_list()
+
+
+def test_kernel_attribution_nests_no_host_range_on_a_rank_without_gpu_ops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Kernel owners nest a rank's ops, modules and annotations around its launches; a rank
+    that launched nothing (a CPU-only trace) has nothing to place, so nothing is nested, and
+    its attribution row is the one of no kernels."""
+    calls: list[int] = []
+    depths = nesting.depths
+
+    def counted(*args: Any) -> Any:
+        calls.append(len(args[0]))
+        return depths(*args)
+
+    monkeypatch.setattr(nesting, "depths", counted)
+    for gpu in (True, False):
+        calls.clear()
+        events = _frames(gpu=gpu)["events"]
+        row = kernel_owners.kernel_attribution({0: events}).row(0, named=True)
+        if gpu:  # the launches and the host ranges around them, nested once
+            assert len(calls) == 1 and calls[0] > 6
+            assert (row["kernels"], row["kernel_time (us)"]) == (6, 30 + 31 + 2 * (12 + 7))
+            assert row["no_operator (us)"] == 0
+        else:
+            assert calls == []
+            assert (row["kernels"], row["kernel_time (us)"], row["graph_launches"]) == (0, 0, 0)
+        owners = kernel_owners.kernel_owners(events)
+        assert owners.height == (6 if gpu else 0)
+        assert owners["operator"].to_list() == (
+            ["aten::addmm", "aten::relu", "aten::linear"] * 2 if gpu else []
+        )

@@ -4,6 +4,7 @@ each one, from the `python_function` events a trace has when recorded `with_stac
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis.enclosing import innermost, innermost_and_levels, node_columns
@@ -43,14 +44,37 @@ def python_context(events: pl.DataFrame, recs: pl.DataFrame) -> pl.DataFrame:
     code = frames.filter(~is_module)
     inner, nesting = innermost_and_levels(code.select("key", "node", "start", "end"), probes)
     inner = inner.select(pl.col("row").alias("seq"), "node")
-    parents = nesting.select("node", "parent")
-    names = code.select("node", "name")
-    parts = []
-    at = inner
+    return out.join(_stacks(inner, code, nesting), on="seq", how="left")
+
+
+def _stacks(inner: pl.DataFrame, code: pl.DataFrame, nesting: pl.DataFrame) -> pl.DataFrame:
+    """seq and stack of each probe from its innermost frame (`inner`: seq, node): the frames
+    climbed by row number (numpy) where a join per depth hashed every frame of the rank
+    twice over (a frame's node is its unique idx; its parent from `nesting`)."""
+    nodes = code["node"].cast(pl.Int64).to_numpy()
+    # row_of[node]: the frame's row in `code`, -1 for none (its last slot, read for node -1)
+    row_of = np.full(int(nodes.max(initial=-1)) + 2, -1, dtype=np.int64)
+    row_of[nodes] = np.arange(nodes.size)
+    parent = (
+        code.select("node")
+        .join(nesting.select("node", "parent"), on="node", how="left", maintain_order="left")[
+            "parent"
+        ]
+        .cast(pl.Int64)
+        .fill_null(-1)
+        .to_numpy()
+    )
+    parent_row = np.append(row_of[parent], -1)  # row -1 (none) has no parent
+    names = code["name"].append(pl.Series([None], dtype=pl.String))  # row -1: null
+    start = inner["node"].cast(pl.Int64).fill_null(-1).to_numpy()
+    at = np.where(start < 0, -1, row_of[np.maximum(start, 0)])
+    parts = {}
     for depth in range(STACK_DEPTH):
-        at = at.join(names, on="node", how="left").rename({"name": f"f{depth}"})
-        parts.append(f"f{depth}")
-        at = at.join(parents, on="node", how="left").drop("node").rename({"parent": "node"})
+        parts[f"f{depth}"] = names.gather(np.where(at < 0, nodes.size, at))
+        at = parent_row[at]
     joined = pl.concat_str([pl.col(p) for p in parts], separator=STACK_SEP, ignore_nulls=True)
-    stack = at.select("seq", pl.when(joined != "").then(joined).alias("stack"))
-    return out.join(stack, on="seq", how="left")
+    return (
+        inner.select("seq")
+        .with_columns(**parts)
+        .select("seq", pl.when(joined != "").then(joined).alias("stack"))
+    )
