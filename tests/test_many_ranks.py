@@ -566,9 +566,9 @@ async def test_bars_of_many_ranks_draw_only_the_lines_on_screen() -> None:
     made_steps: list[int] = []
 
     class Counted(StackedBars):
-        def _line(self, y: int, width: int) -> Any:
+        def line_text(self, y: int, width: int) -> Any:
             made.append(y)
-            return super()._line(y, width)
+            return super().line_text(y, width)
 
     class CountedSteps(StepBars):
         def _line(self, y: int, width: int, layout: Any) -> Any:

@@ -14,15 +14,12 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import polars as pl
-from rich.style import Style
 from rich.text import Text
 from textual import on
 from textual.actions import SkipAction
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.strip import Strip
-from textual.widget import Widget
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from hta_tui.analysis import registry, step_compare
@@ -30,7 +27,7 @@ from hta_tui.app.access import hta_app
 from hta_tui.app.format import fmt_us
 from hta_tui.app.moment import MomentColumns
 from hta_tui.app.screens.base import TABLE_BINDING, AnalysisScreen, Params
-from hta_tui.app.widgets.bars import line_strip
+from hta_tui.app.widgets.bars import LinesOnScreen
 from hta_tui.app.widgets.frame_table import FrameTable, RankSummary
 from hta_tui.app.widgets.text_line import TextBlock
 
@@ -71,7 +68,7 @@ class RankBar:
     flagged: bool  # a straggler candidate
 
 
-class StepBars(Widget):
+class StepBars(LinesOnScreen):
     """One step's duration per rank: bars as long as the duration over the step's slowest
     duration, the slowest rank and the straggler candidates marked (`!`)."""
 
@@ -92,23 +89,23 @@ class StepBars(Widget):
         self.ascii = ascii
         self.title = ""
         self.bars: list[RankBar] = []
-        self.lines: dict[tuple[int, int, Style], Strip] = {}  # drawn lines, until a change
         self.layouts: dict[int, tuple[int, int, int, float]] = {}  # `_layout` by width
 
     def set_bars(self, title: str, bars: list[RankBar]) -> None:
         if (title, bars) != (self.title, self.bars):
             self.title = title
             self.bars = list(bars)
-            self.lines.clear()
             self.layouts.clear()
-            self.refresh(layout=True)
+            self.forget_lines()
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self.lines.clear()
-
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+    def line_count(self) -> int:
         return 1 + len(self.bars)
+
+    def line_text(self, y: int, width: int) -> Text:
+        layout = self.layouts.get(width)
+        if layout is None:
+            self.layouts[width] = layout = self._layout(width)
+        return self._line(y, width, layout)
 
     def _style(self, name: str):
         return self.get_component_rich_style(f"step-bars--{name}", partial=True)
@@ -140,30 +137,6 @@ class StepBars(Widget):
         if bar.slowest:
             line.append(" < slowest" if self.ascii else " ◀ slowest", style=bar_style)
         return line
-
-    def render(self) -> Text:
-        """Every line as one Text (the Line API below draws the lines on screen alone: at
-        thousands of ranks drawing all of them held the UI thread 0.2-0.3 s)."""
-        width = self.content_size.width or self.size.width
-        layout = self._layout(width)
-        lines = [self._line(y, width, layout) for y in range(len(self.bars) + 1)]
-        return Text("\n", no_wrap=True).join(lines)
-
-    def render_line(self, y: int) -> Strip:
-        """Line `y` as `render()` would draw it, made only when on screen."""
-        width = self.content_size.width or self.size.width
-        style = self.visual_style
-        if not 0 <= y <= len(self.bars):
-            return Strip.blank(width, style.rich_style)
-        key = (y, width, style.rich_style)
-        strip = self.lines.get(key)
-        if strip is None:
-            layout = self.layouts.get(width)
-            if layout is None:
-                self.layouts[width] = layout = self._layout(width)
-            strip = line_strip(self, self._line(y, width, layout), y, width, style)
-            self.lines[key] = strip
-        return strip
 
 
 #: Which steps these are: HTA's, not the step-time view's (moved to their GPU work).

@@ -56,7 +56,52 @@ def split_cells(values: tuple[float, ...], width: int) -> list[int]:
     return cells
 
 
-class StackedBars(Widget):
+class LinesOnScreen(Widget):
+    """A widget of one line per row: `render()` joins every line (what snapshots and text
+    selection read), the Line API makes only the lines on screen, each kept until a change
+    (`forget_lines`). Subclasses say how many lines there are and how one is drawn."""
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.lines: dict[tuple[int, int, Style], Strip] = {}  # drawn lines, until a change
+
+    def line_count(self) -> int:
+        raise NotImplementedError
+
+    def line_text(self, y: int, width: int) -> Text:
+        raise NotImplementedError
+
+    def forget_lines(self) -> None:
+        """The rows changed: draw again (and measure again) what is shown."""
+        self.lines.clear()
+        self.refresh(layout=True)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self.lines.clear()
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+        return self.line_count()
+
+    def render(self) -> Text:
+        width = self.content_size.width or self.size.width
+        lines = [self.line_text(y, width) for y in range(self.line_count())]
+        return Text("\n", no_wrap=True).join(lines)
+
+    def render_line(self, y: int) -> Strip:
+        """Line `y` as `render()` would draw it, made only when on screen."""
+        width = self.content_size.width or self.size.width
+        style = self.visual_style
+        if not 0 <= y < self.line_count():
+            return Strip.blank(width, style.rich_style)
+        key = (y, width, style.rich_style)
+        strip = self.lines.get(key)
+        if strip is None:
+            self.lines[key] = strip = line_strip(self, self.line_text(y, width), y, width, style)
+        return strip
+
+
+class StackedBars(LinesOnScreen):
     """A legend line, then one labelled bar per row."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -82,21 +127,15 @@ class StackedBars(Widget):
         self.categories = categories
         self.ascii = ascii
         self.rows: list[BarRow] = []
-        self.lines: dict[tuple[int, int, Style], Strip] = {}  # drawn lines, until a change
         self.label_width = 0
 
     def set_rows(self, rows: list[BarRow]) -> None:
         if rows != self.rows:
             self.rows = list(rows)
             self.label_width = max((len(r.label) for r in self.rows), default=0)
-            self.lines.clear()
-            self.refresh(layout=True)
+            self.forget_lines()
 
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self.lines.clear()
-
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[override]
+    def line_count(self) -> int:
         return 1 + len(self.rows)
 
     def _glyph(self, i: int) -> str:
@@ -118,7 +157,7 @@ class StackedBars(Widget):
                 break
         return text
 
-    def _line(self, y: int, width: int) -> Text:
+    def line_text(self, y: int, width: int) -> Text:
         """Line `y`: the legend, then one bar per row."""
         if y == 0:
             return self._legend(width)
@@ -130,24 +169,6 @@ class StackedBars(Widget):
             if n:
                 line.append(self._glyph(i) * n, style=self._style(self.categories[i][0]))
         return line
-
-    def render(self) -> Text:
-        """Every line as one Text (the Line API below draws the lines on screen alone)."""
-        width = self.content_size.width or self.size.width
-        lines = [self._line(y, width) for y in range(len(self.rows) + 1)]
-        return Text("\n", no_wrap=True).join(lines)
-
-    def render_line(self, y: int) -> Strip:
-        """Line `y` as `render()` would draw it, made only when on screen."""
-        width = self.content_size.width or self.size.width
-        style = self.visual_style
-        if not 0 <= y <= len(self.rows):
-            return Strip.blank(width, style.rich_style)
-        key = (y, width, style.rich_style)
-        strip = self.lines.get(key)
-        if strip is None:
-            self.lines[key] = strip = line_strip(self, self._line(y, width), y, width, style)
-        return strip
 
 
 def line_strip(widget: Widget, line: Text, y: int, width: int, style: VisualStyle) -> Strip:
