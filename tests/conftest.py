@@ -47,29 +47,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("shared") is not None and "shared" not in item.fixturenames:
             item.fixturenames.insert(0, "shared")
     # The longest modules start first: `--dist loadfile` hands modules out in this order, and
-    # one of them starting last would keep the run going on one worker alone.
+    # one of them starting last would keep the run going on one worker alone. (pytest-xdist
+    # reorders modules by their number of tests unless told not to: `--no-loadscope-reorder`
+    # in pyproject's addopts. Without it a walk of six tests over every view started last.)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
-#: Modules by the CPU time they took in one run (most first); the rest keep their order.
+#: Modules by the time they take on one worker (most first: one long app walk or Dask run
+#: cannot be shared out); the rest keep their order and fill in around them.
 LONGEST_FIRST = (
     "test_every_view.py",
     "test_rankwise.py",
     "test_hostile_names.py",
-    "test_screen_kernels.py",
-    "test_screen_idle_steps.py",
-    "test_screen_diff.py",
     "test_screen_timelines_launch.py",
-    "test_fuzz.py",
-    "test_screen_timeline.py",
+    "test_screen_idle_steps.py",
+    "test_screen_kernels.py",
     "test_hta_parity.py",
-    "test_screen_operators.py",
-    "test_api.py",
+    "test_screen_diff.py",
+    "test_fuzz.py",
+    "test_screen_distributed.py",
+    "test_screen_timeline.py",
     "test_cache_damage.py",
+    "test_api.py",
+    "test_report_every_key.py",
     "test_many_ranks.py",
-    "test_app_shell.py",
     "test_findings_shared.py",
+    "test_tb_gpu_metrics.py",
+    "test_stream.py",
+    "test_app_shell.py",
+    "test_screen_operators.py",
+    "test_hostile_input.py",
     "test_loader_isolation.py",
 )
 
