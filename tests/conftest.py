@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -37,6 +38,18 @@ def oracle_frame(path: Path) -> pl.DataFrame | None:
             for n, v in zip(index_names, idx, strict=False):
                 row[str(n)] = v
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+
+
+#: Python's collector thresholds in the test processes: the apps, tables and parsed traces of
+#: one process make millions of objects, and at the default (700, 10, 10) the collector ran
+#: 2,000 times a module (a second of CPU in the idle/steps module's 25); at these, 35 times
+#: (0.3 s). Only when it runs changes, not what it frees; the app's GC pacer sets and restores
+#: its own around each app (tests/test_gc_pacing.py checks against whatever was set).
+GC_THRESHOLD = (20_000, 50, 100)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    gc.set_threshold(*GC_THRESHOLD)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
