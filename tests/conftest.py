@@ -105,11 +105,15 @@ def ui(tmp_path: Path) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _no_cache_notices_from_other_tests() -> None:
+def _no_cache_notices_from_other_tests() -> Any:
     """Notices of damaged cache entries are process-wide (`trace.cache.take_notices`): one
-    test's must not show up as a toast in another's app or snapshot."""
+    test's must not show up as a toast in another's app or snapshot. Taken after each test
+    too: a module-scoped app walk is set up before this (function-scoped) fixture runs for
+    the test that first asks for it, so only a test's own teardown keeps its notices out."""
     from hta_tui.trace.cache import take_notices
 
+    take_notices()
+    yield
     take_notices()
 
 
