@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -39,6 +40,18 @@ def oracle_frame(path: Path) -> pl.DataFrame | None:
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
 
 
+#: Python's collector thresholds in the test processes: the apps, tables and parsed traces of
+#: one process make millions of objects, and at the default (700, 10, 10) the collector ran
+#: 2,000 times a module (a second of CPU in the idle/steps module's 25); at these, 35 times
+#: (0.3 s). Only when it runs changes, not what it frees; the app's GC pacer sets and restores
+#: its own around each app (tests/test_gc_pacing.py checks against whatever was set).
+GC_THRESHOLD = (20_000, 50, 100)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test marked `shared` gets the `shared` fixture even when it does not name it (its
     cases are listed at collection time), so it skips, like every other one, when ../shared
@@ -47,29 +60,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("shared") is not None and "shared" not in item.fixturenames:
             item.fixturenames.insert(0, "shared")
     # The longest modules start first: `--dist loadfile` hands modules out in this order, and
-    # one of them starting last would keep the run going on one worker alone.
+    # one of them starting last would keep the run going on one worker alone. (pytest-xdist
+    # reorders modules by their number of tests unless told not to: `--no-loadscope-reorder`
+    # in pyproject's addopts. Without it a walk of six tests over every view started last.)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
-#: Modules by the CPU time they took in one run (most first); the rest keep their order.
+#: Modules by the time they take on one worker (most first: one long app walk or Dask run
+#: cannot be shared out); the rest keep their order and fill in around them.
 LONGEST_FIRST = (
     "test_every_view.py",
     "test_rankwise.py",
     "test_hostile_names.py",
-    "test_screen_kernels.py",
-    "test_screen_idle_steps.py",
-    "test_screen_diff.py",
     "test_screen_timelines_launch.py",
-    "test_fuzz.py",
-    "test_screen_timeline.py",
+    "test_screen_idle_steps.py",
+    "test_screen_kernels.py",
     "test_hta_parity.py",
-    "test_screen_operators.py",
-    "test_api.py",
+    "test_screen_diff.py",
+    "test_fuzz.py",
+    "test_screen_distributed.py",
+    "test_screen_timeline.py",
     "test_cache_damage.py",
+    "test_api.py",
+    "test_report_every_key.py",
     "test_many_ranks.py",
-    "test_app_shell.py",
     "test_findings_shared.py",
+    "test_tb_gpu_metrics.py",
+    "test_stream.py",
+    "test_app_shell.py",
+    "test_screen_operators.py",
+    "test_hostile_input.py",
     "test_loader_isolation.py",
 )
 
@@ -84,11 +105,15 @@ def ui(tmp_path: Path) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _no_cache_notices_from_other_tests() -> None:
+def _no_cache_notices_from_other_tests() -> Any:
     """Notices of damaged cache entries are process-wide (`trace.cache.take_notices`): one
-    test's must not show up as a toast in another's app or snapshot."""
+    test's must not show up as a toast in another's app or snapshot. Taken after each test
+    too: a module-scoped app walk is set up before this (function-scoped) fixture runs for
+    the test that first asks for it, so only a test's own teardown keeps its notices out."""
     from hta_tui.trace.cache import take_notices
 
+    take_notices()
+    yield
     take_notices()
 
 

@@ -10,10 +10,14 @@ tests/__snapshots__/ before committing them.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+
+import pytest
 
 from hta_tui.app.app import HtaApp
 from hta_tui.trace.cache import Cache
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import settle, write_rank
 
 SIZE = (80, 24)
@@ -40,9 +44,39 @@ async def _settled(pilot) -> None:
     await settle(pilot)
 
 
-def test_overview(snap_compare, tmp_path: Path) -> None:
+async def _help(pilot) -> None:
+    await pilot.press("question_mark")
+    await pilot.pause()
+
+
+def _theme(name: str):
+    async def run_before(pilot) -> None:
+        pilot.app.theme = name
+        await pilot.pause()
+
+    return run_before
+
+
+#: One app (the default theme), in turn: the overview, `?` over it (closed after its picture:
+#: `app_walk.run_scenarios`), then the overview in the other themes (a theme restyles the
+#: screen shown: the same picture as an app started in it).
+SHARED_APP = {
+    "overview": _settled,
+    "help": _help,
+    "light": _theme("hta-light"),
+    "contrast": _theme("hta-contrast"),
+}
+
+
+@pytest.fixture(scope="module")
+def shared_app(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    app = demo_app(tmp_path_factory.mktemp("shared-app"))
+    return asyncio.run(walk_app(app, snapshot_steps(SHARED_APP), size=SIZE))
+
+
+def test_overview(snap_svg, shared_app: Walk) -> None:
     """Four loaded ranks and a broken file: its reason under its name, temporal bars."""
-    assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=_settled)
+    assert snap_svg(shared_app.check("overview")["svg"])
 
 
 def test_overview_findings(snap_compare, tmp_path: Path) -> None:
@@ -58,29 +92,19 @@ def test_overview_ascii(snap_compare, tmp_path: Path) -> None:
     assert snap_compare(demo_app(tmp_path, ascii=True), terminal_size=SIZE, run_before=_settled)
 
 
-def test_help(snap_compare, tmp_path: Path) -> None:
+def test_help(snap_svg, shared_app: Walk) -> None:
     """`?` over the overview: every key of the screen."""
-
-    async def run_before(pilot) -> None:
-        await settle(pilot)
-        await pilot.press("question_mark")
-        await pilot.pause()
-
-    assert snap_compare(demo_app(tmp_path), terminal_size=SIZE, run_before=run_before)
+    assert snap_svg(shared_app.check("help")["svg"])
 
 
-def test_overview_light(snap_compare, tmp_path: Path) -> None:
+def test_overview_light(snap_svg, shared_app: Walk) -> None:
     """The light theme."""
-    app = demo_app(tmp_path)
-    app.theme = "hta-light"
-    assert snap_compare(app, terminal_size=SIZE, run_before=_settled)
+    assert snap_svg(shared_app.check("light")["svg"])
 
 
-def test_overview_contrast(snap_compare, tmp_path: Path) -> None:
+def test_overview_contrast(snap_svg, shared_app: Walk) -> None:
     """The high-contrast theme."""
-    app = demo_app(tmp_path)
-    app.theme = "hta-contrast"
-    assert snap_compare(app, terminal_size=SIZE, run_before=_settled)
+    assert snap_svg(shared_app.check("contrast")["svg"])
 
 
 def test_overview_spans(snap_compare, tmp_path: Path) -> None:

@@ -33,8 +33,8 @@ from hta_tui.app.screens.overview import OverviewScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
-from hta_tui.trace.model import open_set
 from tests.app_walk import Walk, run_scenarios, walk_app
+from tests.shared_sets import trace_set
 from tests.test_app_support import settle, wait_until, write_rank
 
 SIZE = (80, 24)
@@ -239,7 +239,7 @@ async def _iteration_pick(pilot: Any, seen: dict[str, Any]) -> None:
     seen["done"] = True
 
 
-def _every_case(cases: list[Path], cache_dir: Path) -> Any:
+def _every_case(cases: list[Path]) -> Any:
     async def scenario(pilot: Any, seen: dict[str, Any]) -> None:
         """test_every_shared_case_against_a_small_trace's steps."""
         app = pilot.app
@@ -248,7 +248,7 @@ def _every_case(cases: list[Path], cache_dir: Path) -> Any:
         test_set = app.compare_set
         assert test_set is not None
         for case in cases:
-            pair = PairSources(open_set(case, Cache(cache_dir)), test_set)
+            pair = PairSources(trace_set(case), test_set)  # parsed once a process
             frames, info = pair.pick(screen.params)
             result = {**DiffScreen.compute(frames, screen.params), **info}
             screen.result = result
@@ -282,7 +282,7 @@ async def _compare_walk(shared: Path, cache_dir: Path) -> Walk:
             walk,
             [
                 ("compare start", _compare_start),
-                ("every case", _every_case(cases, cache_dir)),
+                ("every case", _every_case(cases)),
                 ("iteration pick", _iteration_pick),  # last: it changes the parameters
             ],
         )

@@ -4,6 +4,7 @@ CPU-only trace says there is no GPU; snapshots."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 from pathlib import Path
@@ -17,6 +18,7 @@ from hta_tui.app.screens.gpu_metrics import HEADERS, GpuMetricsScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.synth import write_trace_dir
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import (
     make_screen_app,
     open_view,
@@ -87,13 +89,23 @@ async def test_cpu_only_trace_says_there_is_no_gpu(tmp_path: Path) -> None:
         assert not screen.query_one("#gpu-chart", SafePlot).display
 
 
-@pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
-def test_snapshot(snap_compare, tmp_path: Path, theme: str) -> None:
+async def _light(pilot: Any) -> None:
+    pilot.app.theme = "hta-light"
+    screen = pilot.app.screen
+    await wait_until(pilot, lambda: screen.shows_current)
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app (dark) for both themes' snapshots: the view, then the same restyled."""
+    tmp_path = tmp_path_factory.mktemp("snapshots")
     root = tmp_path / "traces"
     write_trace_dir(root, ranks=2, steps=3, seed=0)
-    app = make_screen_app(root, tmp_path, theme=theme)
+    app = make_screen_app(root, tmp_path, theme="hta-dark")
+    steps = snapshot_steps({"hta-dark": open_gpu, "hta-light": _light})
+    return asyncio.run(walk_app(app, steps, size=SIZE))
 
-    async def run_before(pilot: Any) -> None:
-        await open_gpu(pilot)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+@pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
+def test_snapshot(snap_svg, snapshots: Walk, theme: str) -> None:
+    assert snap_svg(snapshots.check(theme)["svg"])

@@ -21,8 +21,9 @@ from hta_tui.app.screens.steps import StepBars, StepsScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.discover import discover
-from hta_tui.trace.parse import TraceFileError, parse_file
+from hta_tui.trace.parse import TraceFileError
 from tests.app_walk import Walk, snapshot_steps, walk_app
+from tests.shared_sets import parsed
 from tests.test_app_support import (
     T0,
     press_view,
@@ -302,7 +303,7 @@ def case_frames(folder: Path) -> dict[int, pl.DataFrame]:
     frames = {}
     for i, found in enumerate(discover(folder)):
         try:
-            frames[i] = parse_file(found.path).frames["events"]
+            frames[i] = parsed(found.path).frames["events"]  # parsed once a process
         except TraceFileError:
             continue
     return frames

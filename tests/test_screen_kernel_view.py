@@ -4,6 +4,7 @@ each equal to the kernel-view analysis on the same frames; snapshots."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from hta_tui.app.screens import kernel_columns
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
+from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import (
     make_screen_app,
     open_view,
@@ -122,7 +124,22 @@ def _run_before(keys: tuple[str, ...]):
     return run_before
 
 
+async def _light(pilot: Any) -> None:
+    pilot.app.theme = "hta-light"
+    screen = pilot.app.screen
+    await wait_until(pilot, lambda: screen_shows_current(pilot.app, screen))
+    await pilot.pause()
+
+
+@pytest.fixture(scope="module")
+def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app (dark) for both themes' snapshots: the view by operator, then restyled."""
+    tmp_path = tmp_path_factory.mktemp("snapshots")
+    app = make_screen_app(snapshot_root(tmp_path), tmp_path, theme="hta-dark", ascii=False)
+    steps = snapshot_steps({"hta-dark": _run_before(("v",)), "hta-light": _light})
+    return asyncio.run(walk_app(app, steps, size=SIZE))
+
+
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
-def test_snapshot_by_operator(snap_compare, tmp_path: Path, theme: str) -> None:
-    app = make_screen_app(snapshot_root(tmp_path), tmp_path, theme=theme, ascii=False)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_run_before(("v",)))
+def test_snapshot_by_operator(snap_svg, snapshots: Walk, theme: str) -> None:
+    assert snap_svg(snapshots.check(theme)["svg"])

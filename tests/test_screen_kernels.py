@@ -30,6 +30,7 @@ from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from tests.app_walk import Walk, snapshot_steps, walk_app
+from tests.shared_sets import trace_set
 from tests.test_app_support import T0, rank_trace, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
 
@@ -438,11 +439,9 @@ async def test_shared_traces(shared: Path, tmp_path: Path) -> None:
         assert not [w for w in app.workers if w.group == "screen" and w.error is not None]
         cases = _cases()
         assert "cpu_only" in cases and "trace_filter" in cases
-        from hta_tui.api import TraceAnalysis
-
         with_kernels = 0
         for case in cases:
-            frames = TraceAnalysis(shared / "traces" / case, cache=Cache(tmp_path / "c"))._ranks()
+            frames = trace_set(shared / "traces" / case).frames()  # parsed once a process
             has_kernels = not kernel_detail.kernel_table(frames).is_empty()
             with_kernels += has_kernels
             ks.show(KernelsScreen.compute(frames, Params(extra={"fold": True})))

@@ -125,8 +125,25 @@ def dark_snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
     """One app in the dark theme for both tables' snapshots: per operator, then (`v`) per
     shape."""
     app = _snapshot_app(tmp_path_factory.mktemp("snapshots"), "hta-dark")
-    steps = snapshot_steps({"per-op": _operators_then(()), "per-shape": _operators_then(("v",))})
+    steps = snapshot_steps(
+        {
+            "per-op": _operators_then(()),
+            "per-shape": _operators_then(("v",)),
+            "per-op light": _per_op_light,  # `v` back, then the light theme
+        }
+    )
     return asyncio.run(walk_app(app, steps, size=SIZE, notifications=True))
+
+
+async def _per_op_light(pilot: Any) -> None:
+    screen = await open_operators(pilot)
+    await pilot.press("v")
+    await wait_until(
+        pilot, lambda: screen_shows_current(pilot.app, screen) and not screen.result["by_shape"]
+    )
+    pilot.app.theme = "hta-light"
+    await wait_until(pilot, lambda: screen_shows_current(pilot.app, screen))
+    await pilot.pause()
 
 
 # both tables in the dark theme, the light theme once (it restyles, it does not lay out)
@@ -135,15 +152,9 @@ def dark_snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
     [((), "hta-dark"), ((), "hta-light"), (("v",), "hta-dark")],
     ids=["per-op-hta-dark", "per-op-hta-light", "per-shape-hta-dark"],
 )
-def test_snapshot(
-    snap_compare, snap_svg, request: pytest.FixtureRequest, tmp_path: Path, theme: str, keys
-) -> None:
-    if theme == "hta-dark":
-        walk = request.getfixturevalue("dark_snapshots")
-        assert snap_svg(walk.check("per-shape" if keys else "per-op")["svg"])
-        return
-    app = _snapshot_app(tmp_path, theme)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_operators_then(keys))
+def test_snapshot(snap_svg, dark_snapshots: Walk, theme: str, keys) -> None:
+    light = "" if theme == "hta-dark" else " light"
+    assert snap_svg(dark_snapshots.check(("per-shape" if keys else "per-op") + light)["svg"])
 
 
 def column_right_edges(table: FrameTable) -> dict[str, int]:

@@ -27,10 +27,9 @@ from hta_tui.app.screens.launch import CutoffsScreen, LaunchScreen
 from hta_tui.app.screens.timelines import BUCKETS, StreamPicker, TimelinesScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
-from hta_tui.trace.cache import Cache
-from hta_tui.trace.model import open_set
 from hta_tui.trace.parse import parse_file, read_bytes
 from tests.app_walk import Walk, run_scenarios, snapshot_steps, walk_app
+from tests.shared_sets import trace_set
 from tests.test_app_support import T0, listing, screen_shows_current, settle, wait_until
 from tests.test_app_support import make_screen_app as make_app
 
@@ -428,14 +427,14 @@ async def _cpu_only(pilot: Any, seen: dict[str, Any]) -> None:
     seen["done"] = True
 
 
-def _every_case(cases: list[Path], cache: Cache) -> Any:
+def _every_case(cases: list[Path]) -> Any:
     async def scenario(pilot: Any, seen: dict[str, Any]) -> None:
         """test_shared_cases_show's steps and checks."""
         timelines = await open_screen(pilot, "N", TimelinesScreen)
         launches = await open_screen(pilot, "L", LaunchScreen)
         seen["cases"] = []
         for case in cases:
-            frames = open_set(case, cache).frames()
+            frames = trace_set(case).frames()  # parsed once a process
             result = TimelinesScreen.compute(frames, Params())
             timelines.result = result
             timelines.show(result)
@@ -477,7 +476,7 @@ async def _shared_walk(shared: Path, tmp_path: Path) -> Walk:
             walk,
             [
                 ("cpu only", _cpu_only),  # first: the app's own case, through the app
-                ("every case", _every_case(cases, Cache(tmp_path / "cache"))),
+                ("every case", _every_case(cases)),
             ],
         )
     return walk
@@ -620,19 +619,26 @@ def run_to(key: str, cls: type):
 def dark_snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
     """One app in the dark theme for the timelines' and the launches' snapshots, in turn."""
     app = snapshot_app(tmp_path_factory.mktemp("snapshots"), "hta-dark")
-    steps = {"N": run_to("N", TimelinesScreen), "L": run_to("L", LaunchScreen)}
+    steps = {
+        "N": run_to("N", TimelinesScreen),
+        "L": run_to("L", LaunchScreen),
+        "N light": light(run_to("N", TimelinesScreen)),  # as an app started in it shows it
+    }
     return asyncio.run(walk_app(app, snapshot_steps(steps), size=SIZE, notifications=True))
 
 
+def light(run_before: Any) -> Any:
+    async def then_light(pilot: Any) -> None:
+        await run_before(pilot)
+        pilot.app.theme = "hta-light"
+        await wait_screen(pilot)
+
+    return then_light
+
+
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
-def test_snapshot_timelines(
-    snap_compare, snap_svg, dark_snapshots: Walk, tmp_path: Path, theme: str
-) -> None:
-    if theme == "hta-dark":
-        assert snap_svg(dark_snapshots.check("N")["svg"])
-        return
-    app = snapshot_app(tmp_path, theme)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_to("N", TimelinesScreen))
+def test_snapshot_timelines(snap_svg, dark_snapshots: Walk, theme: str) -> None:
+    assert snap_svg(dark_snapshots.check("N" if theme == "hta-dark" else "N light")["svg"])
 
 
 # the dark theme only: the light one restyles the same layout, and the timelines' light
