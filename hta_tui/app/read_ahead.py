@@ -54,12 +54,16 @@ class ReadAheadMixin(AppMixin):
     session: LiveSession
     foreground: Foreground
     _read_ahead_generation: int = -1
+    _overview_shown: int  # RefreshMixin's: the generation whose overview is drawn
 
     def start_read_ahead(self) -> None:
         """UI thread, once the overview is drawn: read the frames if the set is complete
-        (nothing listing or loading) and this generation's were not read ahead yet."""
+        (nothing listing or loading), its overview is the one drawn (a set that moved on since
+        gets its own overview, then this call again) and its frames were not read ahead yet."""
         ts = self.session.trace_set
         if ts.generation == self._read_ahead_generation or len(ts.entries) > READ_AHEAD_FILES:
+            return
+        if ts.generation != self._overview_shown:
             return
         counts = ts.counts()
         listing = any(side.scanning for side in self.session.sides.values())
