@@ -398,12 +398,17 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600)
     ap.add_argument("--cache", type=Path, help="a cache folder to reuse (warm figures only)")
     ap.add_argument("--out", type=Path)
+    ap.add_argument(
+        "--folder", type=Path, help="the N files' folder (default bench/out/ranks-N, written once)"
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(args.code.resolve()))
     import hta_tui
 
     n = args.files
-    folder = HERE / "out" / f"ranks-{n}"
+    # kept results are keyed by each rank's path as given: a warm run must name the folder as
+    # the run that kept them did (a link to it is another path)
+    folder = args.folder or HERE / "out" / f"ranks-{n}"
     ensure_files(folder, n)
     lines = [
         f"### {n} rank files of 14 events ({Path(hta_tui.__file__).parent.parent})",
