@@ -66,25 +66,32 @@ class Params:
         return self.extra.get(key, default)
 
 
-class ComputeFailed(Message):
-    """A screen's worker raised: `reason` is one line; the traceback went to the debug log."""
+class ForState(Message):
+    """A screen worker's message about the trace set at `generation` with `params`: what the
+    screen compares with the state it wants, to drop an older state's. Never posted itself
+    (each kind below has its own handler)."""
 
-    def __init__(self, reason: str, generation: int, params: Params) -> None:
+    def __init__(self, generation: int, params: Params) -> None:
         super().__init__()
-        self.reason = reason
         self.generation = generation
         self.params = params
 
 
-class Computed(Message):
+class ComputeFailed(ForState):
+    """A screen's worker raised: `reason` is one line; the traceback went to the debug log."""
+
+    def __init__(self, reason: str, generation: int, params: Params) -> None:
+        super().__init__(generation, params)
+        self.reason = reason
+
+
+class Computed(ForState):
     """A screen's worker finished: `result` for the trace set at `generation` with `params`;
     `scope` says what the numbers cover (ranks, span, steps)."""
 
     def __init__(self, result: Any, generation: int, params: Params, scope: str = "") -> None:
-        super().__init__()
+        super().__init__(generation, params)
         self.result = result
-        self.generation = generation
-        self.params = params
         self.scope = scope
 
 
@@ -96,14 +103,12 @@ TABLE_BINDING = Binding("v", "next_table", "Table", tooltip="Next table (the tab
 NOT_QUEUED = frozenset({"escape", "question_mark", "q", "ctrl+p", "ctrl+c", "tab", "shift+tab"})
 
 
-class ComputedLater(Message):
+class ComputedLater(ForState):
     """A screen's worker finished the parts it shows after its numbers (`compute_later`)."""
 
     def __init__(self, result: Any, generation: int, params: Params) -> None:
-        super().__init__()
+        super().__init__(generation, params)
         self.result = result
-        self.generation = generation
-        self.params = params
 
 
 def bound_keys(node: object) -> set[str]:
