@@ -161,9 +161,10 @@ def sync_tables(
     # one differently in the last bit, so over several ranks at once (a batch of tiny
     # ranks, the app's every rank) each rank still gets its figures made alone. Only the
     # ranks with a sync have a summary (most tiny ranks have none).
+    by_rank = table.partition_by("rank", as_dict=True) if table.height else {}
+    steps_of = steps.partition_by("rank", as_dict=True) if steps.height else {}
     summaries = [
-        sync_summary(table.filter(pl.col("rank") == rank), steps.filter(pl.col("rank") == rank))
-        for rank in (table["rank"].unique().sort().to_list() if table.height else [])
+        sync_summary(by_rank[key], steps_of.get(key, steps.clear())) for key in sorted(by_rank)
     ]
     summary = _joined(summaries, SUMMARY_COLUMNS)
     return {
