@@ -18,7 +18,7 @@ import pytest
 from hta_tui.app.app import HtaApp
 from hta_tui.trace.cache import Cache
 from tests.app_walk import Walk, snapshot_steps, walk_app
-from tests.test_app_support import settle, tables_measured, wait_until, write_rank
+from tests.test_app_support import settle, write_rank
 
 SIZE = (80, 24)
 
@@ -42,7 +42,6 @@ def demo_app(tmp_path: Path, *, ascii: bool = False, findings: bool = False) -> 
 
 async def _settled(pilot) -> None:
     await settle(pilot)
-    await wait_until(pilot, lambda: tables_measured(pilot.app), 30, "the tables to be measured")
 
 
 async def _help(pilot) -> None:

@@ -162,8 +162,11 @@ def tables_measured(app: Any) -> bool:
 
 
 async def settle(pilot: Any, timeout: float = 60.0) -> None:
-    """Until the app has loaded everything and shows an up-to-date overview."""
-    await wait_until(pilot, lambda: pilot.app.settled, timeout, "the app to settle")
+    """Until the app has loaded everything and shows an up-to-date overview, measured."""
+    app = pilot.app
+    await wait_until(
+        pilot, lambda: app.settled and tables_measured(app), timeout, "the app to settle"
+    )
     await pilot.pause()
 
 
