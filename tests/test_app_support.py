@@ -150,23 +150,9 @@ def screen_shows_current(app: HtaApp, screen: Any) -> bool:
     return bool(getattr(screen, "shows_current", False))
 
 
-def tables_measured(app: Any) -> bool:
-    """Every DataTable on screen has measured its rows: Textual does it when the table is
-    idle, and a screenshot taken before shows the columns at their labels' widths (a CI run
-    under load caught the overview's refilled temporal table so, `23.4%` cut to `23.4`)."""
-    from textual.widgets import DataTable
-
-    return not any(
-        t._require_update_dimensions or t._updated_cells for t in app.screen.query(DataTable)
-    )
-
-
 async def settle(pilot: Any, timeout: float = 60.0) -> None:
-    """Until the app has loaded everything and shows an up-to-date overview, measured."""
-    app = pilot.app
-    await wait_until(
-        pilot, lambda: app.settled and tables_measured(app), timeout, "the app to settle"
-    )
+    """Until the app has loaded everything and shows an up-to-date overview."""
+    await wait_until(pilot, lambda: pilot.app.settled, timeout, "the app to settle")
     await pilot.pause()
 
 
