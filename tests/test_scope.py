@@ -4,6 +4,7 @@ steps, and the step HTA's rule leaves out, with `H` to include it on every scree
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -55,15 +56,42 @@ def _title(app: HtaApp) -> str:
 
 
 async def test_shift_h_on_the_overview_counts_the_last_step(
-    traces: Path, frames: dict[int, pl.DataFrame], tmp_path: Path
+    traces: Path, frames: dict[int, pl.DataFrame], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The overview's temporal breakdown follows `H` too: its title says the last step is
     included, and its times are HTA's breakdown of the frames with the filter off (read
-    from the frames, not the per-file summaries the overview uses)."""
+    from the frames, not the per-file summaries the overview uses). Until the overview `H`
+    asked for is drawn the app is not settled, though the one on screen has the same
+    generation (a snapshot taken then caught its table being refilled)."""
     from hta_tui.analysis.temporal import temporal_breakdown
+    from hta_tui.app.refresh import RefreshMixin
 
+    held: list[Any] = []
+    apply = RefreshMixin._on_overview_ready
+
+    def hold_when_asked(self: HtaApp, msg: Any) -> None:
+        if held == ["hold"]:
+            held[0] = msg
+            return
+        apply(self, msg)
+
+    monkeypatch.setattr(RefreshMixin, "_on_overview_ready", hold_when_asked)
     app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
     async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.settled)
+        held.append("hold")
+        app.every_step = not app.every_step  # computed, its overview not drawn yet
+        overview = ("overview",)
+        await wait_until(
+            pilot,
+            lambda: (
+                held != ["hold"]
+                and not any(w.group in overview and not w.is_finished for w in app.workers)
+            ),
+        )
+        assert not app.settled
+        apply(app, held.pop())
+        app.every_step = not app.every_step
         await wait_until(pilot, lambda: app.settled)
         box = app.screen.query_one("#temporal-box")
         assert box.border_title == "Temporal breakdown · steps 2-4, 5 left out as HTA (H)"

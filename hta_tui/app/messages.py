@@ -19,16 +19,23 @@ if TYPE_CHECKING:
 class OverviewReady(Message):
     """Tables of the overview screen, computed in a worker from the TraceSet at `generation`:
     `overview.file_table` and `overview.temporal_table`'s frames, and `data`, the display rows
-    made from them (`screens.overview.OverviewData`)."""
+    made from them (`screens.overview.OverviewData`); `key`, the app's overview key it was
+    computed for (several can share a generation)."""
 
     def __init__(
-        self, files: pl.DataFrame, temporal: pl.DataFrame, generation: int, data: Any = None
+        self,
+        files: pl.DataFrame,
+        temporal: pl.DataFrame,
+        generation: int,
+        data: Any = None,
+        key: tuple[Any, ...] | None = None,
     ) -> None:
         super().__init__()
         self.files = files
         self.temporal = temporal
         self.generation = generation
         self.data = data
+        self.key = key
 
     def can_replace(self, message: Message) -> bool:
         """A newer overview waiting in the queue makes an older one pointless."""

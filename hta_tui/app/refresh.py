@@ -59,6 +59,9 @@ class RefreshMixin(AppMixin):
     _overview_worker: Worker | None
     _overview_requested: tuple[Any, ...] | None
     _overview_shown: int
+    #: the `_overview_key()` of the overview on screen: a recomputation of the same generation
+    #: (the scan ended, a switch flipped) is not drawn until its own message is applied
+    _overview_drawn_key: tuple[Any, ...] | None = None
     #: the overview's file rows of its last computation, reused where nothing changed (the
     #: registry's `overview_kept_rows`, given back to it)
     _kept_rows: Any = None
@@ -90,6 +93,7 @@ class RefreshMixin(AppMixin):
             not busy
             and sides_done
             and self._overview_requested == self._overview_key()
+            and self._overview_drawn_key == self._overview_requested
             and self._overview_shown == self.session.trace_set.generation
         )
 
@@ -152,12 +156,13 @@ class RefreshMixin(AppMixin):
             if landed
             else "",
         )
-        self.post_message(OverviewReady(files, temporal, generation, data))
+        self.post_message(OverviewReady(files, temporal, generation, data, key=ctx["key"]))
 
     def _on_overview_ready(self, msg: OverviewReady) -> None:
         if msg.generation < self._overview_shown or msg.data is None:
             return  # older than what is on screen
         self._overview_shown = msg.generation
+        self._overview_drawn_key = msg.key
         self.overview_data = msg.data
         for screen in self.screen_stack:
             # one still mounting shows `overview_data` from its own on_mount: its widgets
@@ -251,6 +256,7 @@ class RefreshMixin(AppMixin):
             "root": self._label,
             "every_step": self.every_step,
             "tb_compat": self.tb_compat,
+            "key": key,
         }
         self._overview_worker = self._compute_overview(ts.snapshot(), ts.generation, ctx)
 
