@@ -20,6 +20,7 @@ from hta_tui.analysis import diff
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.diff import (
     CONTROL_KEY,
+    MARK_STYLE,
     TEST_KEY,
     DiffDetailScreen,
     DiffScreen,
@@ -321,6 +322,23 @@ async def test_synthetic_ranks_of_one_folder(synth_root: Path, cache_dir) -> Non
         c, t = sides(app, 0, 1)
         assert_table(screen, diff.compare_traces(c, t))
         assert "rank 0" in text(screen, "#diff-sides") and "rank 1" in text(screen, "#diff-sides")
+        # a theme switch recolours the change marks: no cell keeps the old theme's colour
+        table = table_of(screen)
+        chg = [c.key for c in table.view_columns].index("chg")
+
+        def marks_as_themed() -> bool:
+            cell = table.row_cells(0)[chg]
+            want = f"diff-table--{MARK_STYLE.get(cell.plain, 'same')}"
+            return cell.style == table.get_component_rich_style(want, partial=True)
+
+        assert marks_as_themed()
+        before = table.row_cells(0)[chg].style
+        app.theme = "hta-light"
+        await pilot.pause()
+        assert table.row_cells(0)[chg].style != before
+        assert marks_as_themed()
+        app.theme = "hta-dark"
+        await pilot.pause()
         # average every complete iteration on the control side, iteration 2 on the test side
         await pilot.press("i")
         await pilot.pause()

@@ -416,8 +416,11 @@ class FrameView(ScrollView, can_focus=True):
 
     # -- drawing --------------------------------------------------------------------------------
     def notify_style_update(self) -> None:
+        """A new theme: cells styled by component classes (a diff's change marks) are
+        formatted again, not only the lines drawn from them."""
         super().notify_style_update()
         self.strips.clear()
+        self.pages.clear()
 
     def on_resize(self, _: events.Resize) -> None:
         self.strips.clear()
