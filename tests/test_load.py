@@ -303,6 +303,10 @@ def _age(entry: Path, seconds_ago: float) -> None:
 def test_cache_prune_keeps_recent_entries_and_drops_the_least_recently_used(
     tmp_path: Path,
 ) -> None:
+    import time as _time
+
+    from hta_tui.exec.split import job_path
+
     d = tmp_path / "traces"
     for r in range(3):
         dialects.write(dialects.current(rank=r), d / f"rank-{r}.json")
@@ -318,13 +322,22 @@ def test_cache_prune_keeps_recent_entries_and_drops_the_least_recently_used(
     dead_tmp = entries[0].parent / ".tmp-dead"
     dead_tmp.mkdir()
     os.utime(dead_tmp, (0, 0))
+    # the report's whole answers (exec/split.py's `job_path`): one old, one new, one left
+    # half-written by a writer that died
+    old_job, new_job = (job_path(cache.root, k * 40) for k in "ab")
+    dead_job = old_job.with_name(f".{old_job.name}.123.456")
+    for kept, age in ((old_job, 4 * 3600), (new_job, 0), (dead_job, 4 * 3600)):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(b"x" * 100)
+        os.utime(kept, (_time.time() - age, _time.time() - age))
 
-    assert cache.prune(max_bytes=10**12) >= 1000  # under the limit: only what is unusable
-    assert not stale_version.exists() and not dead_tmp.exists()
-    assert all(e.exists() for e in entries)
+    assert cache.prune(max_bytes=10**12) >= 1100  # under the limit: only what is unusable
+    assert not stale_version.exists() and not dead_tmp.exists() and not dead_job.exists()
+    assert all(e.exists() for e in entries) and old_job.exists()
 
     cache.prune(max_bytes=1)  # over: oldest first, but never what was used in the last hour
     assert [e.exists() for e in entries] == [False, False, True]
+    assert not old_job.exists() and new_job.exists()
     assert cache.lookup(files[0]) is None and cache.lookup(files[2]) is not None
 
 

@@ -62,12 +62,11 @@ from hta_tui.exec.rank_work import (
 from hta_tui.exec.rank_work import (
     concat_tables as _concat,
 )
-from hta_tui.trace.cache import DamagedEntry, read_frame
+from hta_tui.trace.cache import JOBS_DIR, DamagedEntry, read_frame
 from hta_tui.trace.model import TraceSet
 
 log = logging.getLogger("hta_tui.exec")
 
-JOBS_DIR = "jobs"
 #: evaluated last, on the tables the others made
 FINDINGS = "findings"
 #: A rank-wise analysis whose ranks' parts add up to this many bytes (of Arrow) is streamed

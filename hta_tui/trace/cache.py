@@ -51,6 +51,8 @@ CACHE_FORMAT = 3
 DEFAULT_MAX_GB = 10.0
 #: Entries used this recently are never pruned: an open app may still read their frames (s).
 KEEP_RECENT_S = 3600.0
+#: The cache's folder of the report's whole answers (exec/split.py keeps them there).
+JOBS_DIR = "jobs"
 
 
 def max_cache_bytes() -> int:
@@ -150,14 +152,31 @@ class Cache:
                         freed += size
                     continue
                 entries.append((_mtime(entry / META_FILE), size, entry))
+        # the report's whole answers: one per set of files and options, so a folder that
+        # grows leaves one behind per report; aged by when they were written
+        for kept in (self.root / JOBS_DIR).glob("??/*"):
+            size = _tree_bytes(kept)
+            if kept.name.startswith("."):
+                if now - _mtime(kept) > KEEP_RECENT_S:  # a writer died
+                    _remove(kept)
+                    freed += size
+                continue
+            entries.append((_mtime(kept), size, kept))
         total = sum(size for _, size, _ in entries)
         for used, size, entry in sorted(entries, key=lambda e: e[0]):
             if total <= limit or now - used < KEEP_RECENT_S:
                 break
-            shutil.rmtree(entry, ignore_errors=True)
+            _remove(entry)
             total -= size
             freed += size
         return freed
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _digest(tf: TraceFile) -> str:
@@ -173,6 +192,10 @@ def _mtime(path: Path) -> float:
 
 
 def _tree_bytes(path: Path) -> int:
+    """The bytes of the files under `path` (a file: its own)."""
+    if path.is_file():
+        with contextlib.suppress(OSError):
+            return path.stat().st_size
     total = 0
     for dirpath, _, names in os.walk(path):
         for name in names:
