@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
@@ -232,12 +232,29 @@ def ranks_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     default mode), made once per job: one query over the ranks' concatenated rows."""
 
     def build() -> pl.DataFrame:
-        rows = tagged(sorted(ranks.items()))  # (no query per rank)
+        rows = ranks_events(ranks)
         if rows.is_empty():
             return pl.DataFrame(schema={"rank": pl.Int64, **_KERNEL_SCHEMA})
         return rows.lazy().filter(_is_kernel(False)).select("rank", *_KERNEL_COLUMNS).collect()
 
     return job_cached(ranks, "tb_kernels_ranks", build)
+
+
+def ranks_events(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Every rank's events one after another with a leading `rank` (`per_rank.tagged`: no
+    query per rank), once per job."""
+    return job_cached(ranks, "tagged_events", lambda: tagged(sorted(ranks.items())))
+
+
+def ranks_busy_and_ranges(ranks: Mapping[int, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`_ranks_busy_and_ranges` of every rank's kernels, once per job (the metrics and both
+    series read them)."""
+    both = job_cached(
+        ranks,
+        "tb_busy_ranges_ranks",
+        lambda: cast(pl.DataFrame, _ranks_busy_and_ranges(ranks_kernels(ranks))),
+    )
+    return cast(tuple[pl.DataFrame, pl.DataFrame], both)
 
 
 _KERNEL_SCHEMA = {
@@ -349,7 +366,10 @@ def _ranks_metrics(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     kernels = ranks_kernels(ranks).join(spans.select("rank"), on="rank", how="semi")
     if kernels.is_empty():
         return pl.DataFrame(schema=COLUMNS)
-    busy, ranges = _ranks_busy_and_ranges(kernels)
+    busy, ranges = (
+        df.join(spans.select("rank"), on="rank", how="semi", maintain_order="left")
+        for df in ranks_busy_and_ranges(ranks)
+    )
     lo = pl.max_horizontal(pl.col("start"), pl.col("s0"))
     clipped = (pl.min_horizontal(pl.col("end"), pl.col("s1")) - lo).clip(lower_bound=0)
     by = ["rank", "device"]
@@ -534,7 +554,99 @@ def _utilization_series(events: pl.DataFrame, tb_compat: bool) -> pl.DataFrame:
 def utilization_series(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> pl.DataFrame:
-    return each_rank(ranks, lambda ev: rank_utilization_series(ev, tb_compat=tb_compat))
+    """`rank_utilization_series` of every rank, `rank` first; several ranks at once over a
+    rank column (`ranks_utilization_series`), the plugin's mode rank by rank."""
+    if len(ranks) < 2 or tb_compat:
+        return each_rank(ranks, lambda ev: rank_utilization_series(ev, tb_compat=tb_compat))
+    return ranks_utilization_series(ranks)
+
+
+_UTIL_SCHEMA = {
+    "device": pl.Int64,
+    "ts": pl.Float64,
+    "since_start (us)": pl.Float64,
+    "utilization": pl.Float64,
+}
+
+
+def ranks_grids(ranks: Mapping[int, pl.DataFrame]) -> dict[int, tuple[int, int, int, int]]:
+    """rank -> `trace_buckets` of its events, for every rank that has them: two queries over
+    every rank's events, not two a rank."""
+    ev = ranks_events(ranks)
+    if ev.is_empty():
+        return {}
+    marker = tb_roles.cat_in(["trace"]) & (pl.col("name") == "PyTorch Profiler (0)")
+    end = pl.col("ts") + pl.col("dur")
+    marked = (
+        ev.lazy()
+        .filter(marker)
+        .group_by("rank")
+        .agg(pl.col("ts").last().alias("a"), end.last().alias("b"))
+        .collect()
+    )
+    known = (
+        ev.lazy()
+        .filter(tb_roles.known_rows())
+        .group_by("rank")
+        .agg(pl.col("ts").min().alias("a"), end.max().alias("b"))
+        .collect()
+    )
+    spans = {r: (int(a), int(b)) for r, a, b in known.iter_rows()}
+    spans.update({r: (int(a), int(b)) for r, a, b in marked.iter_rows()})
+    out = {}
+    for rank, (first, last) in spans.items():
+        size = bucket_size_us((last - first) / 1000) * 1000
+        n = int((last - first) / size)
+        if n >= 1:
+            out[rank] = (first, size, n, last)
+    return out
+
+
+def ranks_utilization_series(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`rank_utilization_series` of every rank (default mode) with a leading `rank`, once per
+    job: each (rank, device)'s union cut at its rank's buckets (`interval_arrays.spread`, the
+    same ns as `bucket_overlaps`), the figures made over every rank in one query."""
+    return job_cached(ranks, "tb_util_series_ranks", lambda: _ranks_util(ranks))
+
+
+def _ranks_util(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    grids = ranks_grids(ranks)
+    busy, _ = ranks_busy_and_ranges(ranks)
+    rank = busy["rank"].to_numpy()
+    device = busy["device"].to_numpy()
+    start, end = busy["start"].to_numpy(), busy["end"].to_numpy()
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in ("rank", "device", "b", "b_end", "busy")}
+    firsts: list[np.ndarray] = []
+    for lo, hi in _groups([rank, device]):
+        grid = grids.get(int(rank[lo]))
+        if grid is None:
+            continue
+        first, size, n, last = grid
+        _, bucket, ov = interval_arrays.spread(start[lo:hi], end[lo:hi], first, size, n, last)
+        b = first + np.arange(n, dtype=np.int64) * size
+        b_end = b + size
+        b_end[-1] = last  # the last bucket may be longer
+        cols["rank"].append(np.full(n, rank[lo], dtype=np.int64))
+        cols["device"].append(np.full(n, device[lo], dtype=np.int64))
+        cols["b"].append(b)
+        cols["b_end"].append(b_end)
+        cols["busy"].append(np.bincount(bucket, ov, minlength=n).astype(np.int64))
+        firsts.append(np.full(n, first, dtype=np.int64))
+    if not firsts:
+        return pl.DataFrame(schema={"rank": pl.Int64, **_UTIL_SCHEMA})
+    data = {c: np.concatenate(v) for c, v in cols.items()}
+    data["first"] = np.concatenate(firsts)
+    return (
+        pl.DataFrame(data)
+        .select(
+            "rank",
+            "device",
+            _exact_us(pl.col("b")).alias("ts"),
+            ((pl.col("b") - pl.col("first")) / 1000).alias("since_start (us)"),
+            (pl.col("busy") / (pl.col("b_end") - pl.col("b"))).alias("utilization"),
+        )
+        .sort("rank", "device", "ts")
+    )
 
 
 def sm_efficiency_series(
