@@ -27,8 +27,15 @@ def each_rank(
 def _ranked(
     rank: int, table: Callable[[pl.DataFrame], pl.DataFrame], events: pl.DataFrame
 ) -> pl.DataFrame:
+    """`table(events)` with a leading `rank`, inserted (a query per rank and table cost
+    ~0.1 ms: a tenth of a tiny rank's analyses)."""
     checkpoint()  # each rank is a piece a view left behind may stop after
-    return table(events).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
+    out = table(events)
+    if not out.width:  # no table: one row of its rank alone, as a select makes it
+        return pl.DataFrame({"rank": [rank]}, schema={"rank": pl.Int64})
+    out = out.clone()  # a shallow copy: the table may be kept (a cached one)
+    out.insert_column(0, pl.Series("rank", np.full(out.height, rank, dtype=np.int64)))
+    return out
 
 
 def tagged(frames: list[tuple[int, pl.DataFrame]]) -> pl.DataFrame:
