@@ -34,7 +34,11 @@ def _ranked(
     if not out.width:  # no table: one row of its rank alone, as a select makes it
         return pl.DataFrame({"rank": [rank]}, schema={"rank": pl.Int64})
     out = out.clone()  # a shallow copy: the table may be kept (a cached one)
-    out.insert_column(0, pl.Series("rank", np.full(out.height, rank, dtype=np.int64)))
+    # flagged sorted, as a literal's column is: the ranks' tables concatenated keep the
+    # flag, and a group-by on `rank` then takes the sorted path, whose float aggregations
+    # (a std) differ in the last bit from the hashed one's
+    column = pl.Series("rank", np.full(out.height, rank, dtype=np.int64)).set_sorted()
+    out.insert_column(0, column)
     return out
 
 
