@@ -884,6 +884,15 @@ def test_a_batch_makes_syncs_and_steps_at_once_as_each_rank_alone(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sync_summary, "sync_tables", counted)
+    from hta_tui.analysis import syncs as syncs_module
+
+    looked = []
+    real_rank = syncs_module.rank_syncs
+    monkeypatch.setattr(
+        syncs_module,
+        "rank_syncs",
+        lambda events, *a, **k: looked.append(events) or real_rank(events, *a, **k),
+    )
     names = ("syncs", "profiler_steps")
     for options in (registry.Options(), registry.Options(tb_compat=True, hta_compat=True)):
         jobs = tuple(
@@ -891,8 +900,11 @@ def test_a_batch_makes_syncs_and_steps_at_once_as_each_rank_alone(
             for r, d in sorted(loaded.items())
         )
         calls["n"] = 0
+        looked.clear()
         got = rank_work.batch_tables(jobs, dict(loaded))
         assert calls["n"] == 1  # every rank's syncs at once (4 on main)
+        # only the ranks that may sync are looked at one by one (all 4 on main)
+        assert [id(e) for e in looked] == [id(loaded[r].events) for r in (2, 3)]
         alone = [rank_work.rank_tables(j, loaded[j.rank]) for j in jobs]
         for name in names:
             pieces = rank_work.each_rank(rank_work.unpack(got[name]))

@@ -27,7 +27,7 @@ import polars as pl
 
 from hta_tui.analysis import interval_arrays, op_tree, tb_roles, tb_steps, tensor_cores
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.per_rank import each_rank, tagged
+from hta_tui.analysis.per_rank import each_rank, ranks_events, tagged
 
 _MAX_BUCKETS = 100
 
@@ -238,12 +238,6 @@ def ranks_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         return rows.lazy().filter(_is_kernel(False)).select("rank", *_KERNEL_COLUMNS).collect()
 
     return job_cached(ranks, "tb_kernels_ranks", build)
-
-
-def ranks_events(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
-    """Every rank's events one after another with a leading `rank` (`per_rank.tagged`: no
-    query per rank), once per job."""
-    return job_cached(ranks, "tagged_events", lambda: tagged(sorted(ranks.items())))
 
 
 def ranks_busy_and_ranges(ranks: Mapping[int, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:

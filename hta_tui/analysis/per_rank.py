@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
+from hta_tui.analysis.hta_view import job_cached
 
 
 def each_rank(
@@ -55,6 +56,12 @@ def tagged(frames: list[tuple[int, pl.DataFrame]]) -> pl.DataFrame:
         f.insert_column(0, pl.Series("rank", np.full(f.height, rank, dtype=np.int64)))
         out.append(f)
     return pl.concat(out, how="diagonal_relaxed")
+
+
+def ranks_events(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """Every rank's events one after another with a leading `rank` (`tagged`: no query per
+    rank), once per job: what the analyses made over a batch at once start from."""
+    return job_cached(ranks, "tagged_events", lambda: tagged(sorted(ranks.items())))
 
 
 def divided_as_alone(num: pl.Expr, by: pl.Expr | float, alone: pl.Expr) -> pl.Expr:
