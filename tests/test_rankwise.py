@@ -987,27 +987,22 @@ def test_a_batch_makes_the_gpu_metrics_and_series_at_once_as_each_rank_alone(
     assert series["occupancy_pct"].drop_nulls().len() > 0
 
 
-@pytest.mark.shared
-def test_each_rank_inserts_a_rank_column_that_aggregates_as_a_literals(
-    shared: Path, tmp_path: Path
-) -> None:
+def test_each_rank_inserts_a_rank_column_that_aggregates_as_a_literals(tmp_path: Path) -> None:
     """`each_rank` inserts its rank column (no query per rank and table) and flags it sorted,
     as a literal's column is: a group-by on `rank` over the concatenation then takes the same
     path, so the step-time std (a float aggregation) is the same to the bit as with the
-    rank selected in as a literal (it was not, unflagged, on this case)."""
+    rank selected in as a literal (unflagged, 6 of these 8 ranks' differed in the last bit,
+    as three shared cases' did)."""
     from hta_tui.analysis import per_rank, step_breakdown, step_time_stats
 
-    ts = open_session(shared / "traces" / "nccl_parser_config", Cache(tmp_path)).trace_set
-    ranks = ts.frames()
-
-    def table(events: pl.DataFrame) -> pl.DataFrame:
-        return step_breakdown.rank_breakdown(events)
-
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=8, steps=3, ops_per_step=4))
+    ranks = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.frames()
+    table = step_breakdown.rank_breakdown
     inserted = per_rank.each_rank(ranks, table)
     selected = pl.concat(
         [table(ev).select(pl.lit(r, pl.Int64).alias("rank"), pl.all()) for r, ev in ranks.items()]
     )
-    assert inserted.height >= 3  # three steps of one rank
+    assert inserted.height == 24 and inserted["rank"].n_unique() == 8  # three steps a rank
     assert_frame_equal(inserted, selected, check_exact=True)
     assert_frame_equal(
         step_time_stats.step_time_stats(inserted),
