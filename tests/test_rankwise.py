@@ -884,6 +884,15 @@ def test_a_batch_makes_syncs_and_steps_at_once_as_each_rank_alone(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sync_summary, "sync_tables", counted)
+    from hta_tui.analysis import syncs as syncs_module
+
+    looked = []
+    real_rank = syncs_module.rank_syncs
+    monkeypatch.setattr(
+        syncs_module,
+        "rank_syncs",
+        lambda events, *a, **k: looked.append(events) or real_rank(events, *a, **k),
+    )
     names = ("syncs", "profiler_steps")
     for options in (registry.Options(), registry.Options(tb_compat=True, hta_compat=True)):
         jobs = tuple(
@@ -891,8 +900,11 @@ def test_a_batch_makes_syncs_and_steps_at_once_as_each_rank_alone(
             for r, d in sorted(loaded.items())
         )
         calls["n"] = 0
+        looked.clear()
         got = rank_work.batch_tables(jobs, dict(loaded))
         assert calls["n"] == 1  # every rank's syncs at once (4 on main)
+        # only the ranks that may sync are looked at one by one (all 4 on main)
+        assert [id(e) for e in looked] == [id(loaded[r].events) for r in (2, 3)]
         alone = [rank_work.rank_tables(j, loaded[j.rank]) for j in jobs]
         for name in names:
             pieces = rank_work.each_rank(rank_work.unpack(got[name]))
@@ -914,3 +926,86 @@ def test_a_batch_makes_syncs_and_steps_at_once_as_each_rank_alone(
         steps = first["profiler_steps"]
         every = pl.concat([rank_work.unpack(a["profiler_steps"])["profiler_steps"] for a in alone])
         assert steps["step"].to_list() == sorted(set(every["step"].to_list()))
+
+
+def test_a_batch_makes_the_gpu_metrics_and_series_at_once_as_each_rank_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GPU metrics, the utilization series and the four-metric series of a batch of tiny
+    ranks are made over the batch at once (no per-rank function called: ~25 queries a rank
+    on main, about half of them per device) and every rank's rows are to the bit those of
+    the rank made alone, on ranks of uneven shapes: one whose kernels run on two devices
+    (its span-divided figures divided as times the inverse, as polars does on a rank with
+    several devices), two with blocks per SM and occupancy, one with neither."""
+    from hta_tui.analysis import gpu_metric_series, gpu_metrics
+
+    job = tmp_path / "job"
+    for i, path in enumerate(write_job(job, Dialect(), JobShape(ranks=4, steps=3, ops_per_step=8))):
+        trace = orjson.loads(path.read_bytes())
+        kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+        for k, event in enumerate(kernels):
+            if i in (1, 2):
+                event["args"] |= {"blocks per SM": 0.4 + k % 5, "est. achieved occupancy %": 7 * k}
+            if i == 1 and k % 2:
+                event["args"]["device"] = 5
+        path.write_bytes(orjson.dumps(trace))
+    loaded = open_session(job, Cache(tmp_path / "cache"), backend=Backend()).trace_set.loaded()
+    assert sorted(loaded) == [0, 1, 2, 3]
+    per_rank = {
+        (gpu_metrics, "rank_gpu_metrics"),
+        (gpu_metrics, "rank_utilization_series"),
+        (gpu_metric_series, "rank_metric_series"),
+    }
+    calls = {"n": 0}
+    for module, name in per_rank:
+        real = getattr(module, name)
+
+        def counted(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    names = ("gpu_metrics", "gpu_metric_series")
+    jobs = tuple(
+        rank_work.RankJob(r, str(d.entry), {}, names, registry.Options(), store=False)
+        for r, d in sorted(loaded.items())
+    )
+    got = rank_work.batch_tables(jobs, dict(loaded))
+    assert calls["n"] == 0  # 16 on main: each function on each rank (the series twice)
+    alone = [rank_work.rank_tables(j, loaded[j.rank]) for j in jobs]
+    for name in names:
+        together = rank_work.unpack(got[name])
+        assert list(together) == list(rank_work.unpack(alone[0][name]))
+        for table, df in together.items():
+            each = pl.concat([rank_work.unpack(a[name])[table] for a in alone], how="diagonal")
+            assert_frame_equal(df, each, check_exact=True)
+    metrics = rank_work.unpack(got["gpu_metrics"])["gpu_metrics"]
+    assert metrics.filter(pl.col("rank") == 1)["device"].to_list() == [1, 5]
+    assert metrics["est_sm_efficiency_pct"].drop_nulls().len() == 3  # ranks 1 (x2) and 2
+    series = rank_work.unpack(got["gpu_metric_series"])["gpu_metric_series"]
+    assert series["rank"].unique().to_list() == [0, 1, 2, 3] and series.height > 20
+    assert series["occupancy_pct"].drop_nulls().len() > 0
+
+
+def test_each_rank_inserts_a_rank_column_that_aggregates_as_a_literals(tmp_path: Path) -> None:
+    """`each_rank` inserts its rank column (no query per rank and table) and flags it sorted,
+    as a literal's column is: a group-by on `rank` over the concatenation then takes the same
+    path, so the step-time std (a float aggregation) is the same to the bit as with the
+    rank selected in as a literal (unflagged, 6 of these 8 ranks' differed in the last bit,
+    as three shared cases' did)."""
+    from hta_tui.analysis import per_rank, step_breakdown, step_time_stats
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=8, steps=3, ops_per_step=4))
+    ranks = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.frames()
+    table = step_breakdown.rank_breakdown
+    inserted = per_rank.each_rank(ranks, table)
+    selected = pl.concat(
+        [table(ev).select(pl.lit(r, pl.Int64).alias("rank"), pl.all()) for r, ev in ranks.items()]
+    )
+    assert inserted.height == 24 and inserted["rank"].n_unique() == 8  # three steps a rank
+    assert_frame_equal(inserted, selected, check_exact=True)
+    assert_frame_equal(
+        step_time_stats.step_time_stats(inserted),
+        step_time_stats.step_time_stats(selected),
+        check_exact=True,
+    )

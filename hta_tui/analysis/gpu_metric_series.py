@@ -56,37 +56,58 @@ def rank_metric_series(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.D
     )
     kernels = kernels.join(tc_names, on="name", how="left", nulls_equal=True)
     util = util.sort("device", "since_start (us)")
-    parts = [
-        _device_series(kernels, ranges, device, grid_of)
-        for device in util["device"].unique(maintain_order=True).to_list()
-    ]
+    parts = []
+    for device in util["device"].unique(maintain_order=True).to_list():
+        r = ranges.filter(pl.col("device") == device)
+        k = kernels.filter(pl.col("device") == device)
+        parts.append(
+            _device_series(_arrays(r, _RANGE_COLUMNS), _arrays(k, _KERNEL_COLUMNS), grid_of)
+        )
     out = util.select(
         "device", "since_start (us)", (100 * pl.col("utilization")).alias("utilization_pct")
-    ).hstack(pl.concat(parts))
+    ).hstack(_series_frame(parts))
     if not tensor_cores.names_tell(events):
         out = out.with_columns(pl.lit(None, pl.Float64).alias("tc_pct"))
     return out
 
 
-def _device_series(
-    kernels: pl.DataFrame, ranges: pl.DataFrame, device: int, grid_of: tuple[int, int, int, int]
-) -> pl.DataFrame:
-    """SM efficiency, occupancy and tensor-core share per bucket of one device."""
-    first, size, n, last = grid_of
-    cut = lambda df: interval_arrays.spread(  # noqa: E731
-        df["start"].to_numpy(), df["end"].to_numpy(), first, size, n, last
+_RANGE_COLUMNS = ("start", "end", "value")
+_KERNEL_COLUMNS = ("start", "end", "occupancy", "tc")
+
+
+def _arrays(df: pl.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+    return tuple(df[c].to_numpy() for c in columns)
+
+
+def _series_frame(parts: list[dict[str, np.ndarray]]) -> pl.DataFrame:
+    """The devices' `_device_series` one after another: SM efficiency, occupancy, share."""
+    data = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    return pl.DataFrame(data, nan_to_null=True).select(
+        "sm_efficiency_pct",
+        *(pl.when("some").then(c).alias(c) for c in ("occupancy_pct", "tc_pct")),
     )
+
+
+def _device_series(
+    ranges: tuple[np.ndarray, ...],
+    kernels: tuple[np.ndarray, ...],
+    grid_of: tuple[int, int, int, int],
+) -> dict[str, np.ndarray]:
+    """SM efficiency, occupancy and tensor-core share per bucket of one device, from its
+    SM efficiency stretches (start, end, value) and its kernels (start, end, occupancy, tc);
+    `some`: a kernel ran in the bucket (else no occupancy or share: null)."""
+    first, size, n, last = grid_of
     length = np.full(n, size, dtype=np.int64)
     length[-1] = last - (first + (n - 1) * size)
-    r = ranges.filter(pl.col("device") == device)
-    rows, bucket, ov = cut(r)
-    sm = 100 * np.bincount(bucket, r["value"].to_numpy()[rows] * ov, minlength=n) / length
-    k = kernels.filter(pl.col("device") == device)
-    rows, bucket, ov = cut(k)
-    occ = k["occupancy"].to_numpy()[rows]
+    r_start, r_end, value = ranges
+    rows, bucket, ov = interval_arrays.spread(r_start, r_end, first, size, n, last)
+    sm = 100 * np.bincount(bucket, value[rows] * ov, minlength=n) / length
+    k_start, k_end, occupancy, is_tc = kernels
+    rows, bucket, ov = interval_arrays.spread(k_start, k_end, first, size, n, last)
+    occ = occupancy[rows]
     # a missing one (NaN) is left out, and one no occupancy can be (1e308 % overflowed)
     ok = (occ >= 0) & (occ <= 100)
-    tc = k["tc"].to_numpy()[rows]
+    tc = is_tc[rows]
     some = np.bincount(bucket[ov > 0], minlength=n) > 0  # else no occupancy or share (null)
     with np.errstate(invalid="ignore", divide="ignore"):
         occ_pct = np.bincount(bucket[ok], occ[ok] * ov[ok], minlength=n) / np.bincount(
@@ -99,23 +120,69 @@ def _device_series(
         )
     # unknown, not 0: no kernel of the device gives blocks per SM, or none in the bucket an
     # occupancy (0 / 0)
-    return pl.DataFrame(
-        {
-            "sm_efficiency_pct": sm if r.height else np.full(n, np.nan),
-            "occupancy_pct": occ_pct,
-            "tc_pct": tc_pct,
-            "some": some,
-        },
-        nan_to_null=True,
-    ).select(
-        "sm_efficiency_pct",
-        *(pl.when("some").then(c).alias(c) for c in ("occupancy_pct", "tc_pct")),
-    )
+    return {
+        "sm_efficiency_pct": sm if r_start.size else np.full(n, np.nan),
+        "occupancy_pct": occ_pct,
+        "tc_pct": tc_pct,
+        "some": some,
+    }
 
 
 def metric_series(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
-    return each_rank(
-        ranks,
-        lambda ev: rank_metric_series(ev, tb_compat=tb_compat),
-        {"rank": pl.Int64(), **COLUMNS},
+    """`rank_metric_series` of every rank, `rank` first. Several ranks (default mode) at once
+    (`_ranks_series`): the same numpy per (rank, device), on slices of every rank's kernels
+    and stretches, with no query per rank."""
+    if len(ranks) < 2 or tb_compat:
+        return each_rank(
+            ranks,
+            lambda ev: rank_metric_series(ev, tb_compat=tb_compat),
+            {"rank": pl.Int64(), **COLUMNS},
+        )
+    return _ranks_series(ranks)
+
+
+def _ranks_series(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    util = gpu_metrics.ranks_utilization_series(ranks)
+    if util.is_empty():
+        return pl.DataFrame(schema={"rank": pl.Int64(), **COLUMNS})
+    grids = gpu_metrics.ranks_grids(ranks)
+    _, ranges = gpu_metrics.ranks_busy_and_ranges(ranks)
+    kernels = gpu_metrics.ranks_kernels(ranks).with_columns(
+        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc")
     )
+    # each (rank, device)'s rows in the rank's order, from one stable sort
+    kernels = kernels.sort("rank", "device", maintain_order=True)
+    k_groups = _slices(kernels)
+    r_groups = _slices(ranges)
+    k_cols, r_cols = _arrays(kernels, _KERNEL_COLUMNS), _arrays(ranges, _RANGE_COLUMNS)
+    parts = []
+    keys = util.select("rank", "device").unique(maintain_order=True)
+    for rank, device in keys.iter_rows():
+        k = k_groups.get((rank, device), (0, 0))
+        r = r_groups.get((rank, device), (0, 0))
+        parts.append(
+            _device_series(
+                tuple(c[r[0] : r[1]] for c in r_cols),
+                tuple(c[k[0] : k[1]] for c in k_cols),
+                grids[rank],
+            )
+        )
+    untold = [r for r, ev in ranks.items() if not tensor_cores.names_tell(ev)]
+    out = util.select(
+        "rank",
+        "device",
+        "since_start (us)",
+        (100 * pl.col("utilization")).alias("utilization_pct"),
+    ).hstack(_series_frame(parts))
+    if untold:
+        out = out.with_columns(
+            pl.when(pl.col("rank").is_in(untold)).then(None).otherwise("tc_pct").alias("tc_pct")
+        )
+    return out
+
+
+def _slices(df: pl.DataFrame) -> dict[tuple[int, int], tuple[int, int]]:
+    """(rank, device) -> its rows' [start, stop) in `df` (sorted by rank and device)."""
+    groups = gpu_metrics._groups([df["rank"].to_numpy(), df["device"].to_numpy()])
+    ranks, devices = df["rank"].to_list(), df["device"].to_list()
+    return {(ranks[lo], devices[lo]): (lo, hi) for lo, hi in groups}

@@ -18,15 +18,16 @@ included), as `GPUMetricsParser` does; the device is the kernel's `args.device`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import polars as pl
 
 from hta_tui.analysis import interval_arrays, op_tree, tb_roles, tb_steps, tensor_cores
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.per_rank import each_rank
+from hta_tui.analysis.per_rank import each_rank, ranks_events, tagged
 
 _MAX_BUCKETS = 100
 
@@ -49,20 +50,23 @@ def device_kernels(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
 
 
 def _select_kernels(events: pl.DataFrame, tb_compat: bool) -> pl.DataFrame:
-    return (
-        events.lazy()
-        .filter(tb_roles.gpu_work("Kernel", tb_compat=tb_compat) & pl.col("device").is_not_null())
-        .select(
-            "device",
-            "name",
-            "correlation",
-            pl.col("ts").alias("start"),
-            (pl.col("ts") + pl.col("dur")).alias("end"),
-            "blocks_per_sm",
-            "occupancy",
-        )
-        .collect()
-    )
+    return events.lazy().filter(_is_kernel(tb_compat)).select(_KERNEL_COLUMNS).collect()
+
+
+def _is_kernel(tb_compat: bool) -> pl.Expr:
+    return tb_roles.gpu_work("Kernel", tb_compat=tb_compat) & pl.col("device").is_not_null()
+
+
+#: `device_kernels`' columns
+_KERNEL_COLUMNS = [
+    pl.col("device"),
+    pl.col("name"),
+    pl.col("correlation"),
+    pl.col("ts").alias("start"),
+    (pl.col("ts") + pl.col("dur")).alias("end"),
+    pl.col("blocks_per_sm"),
+    pl.col("occupancy"),
+]
 
 
 def _busy(events: pl.DataFrame, kernels: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
@@ -108,21 +112,16 @@ def sm_efficiency_ranges(kernels: pl.DataFrame) -> pl.DataFrame:
     parts = [pl.DataFrame(schema=_RANGES)]
     for device in sorted(k["device"].unique().to_list()):
         rows = k.filter(pl.col("device") == device)
-        bps = rows["blocks_per_sm"].to_numpy()
-        t = np.concatenate([rows["start"].to_numpy(), rows["end"].to_numpy()])
-        order = np.argsort(t, kind="stable")
-        t, d = t[order], np.concatenate([bps, -bps])[order]
-        first = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))
-        level = np.cumsum(np.add.reduceat(d, first))[:-1]
-        start, end = t[first][:-1], t[first][1:]
-        keep = level > 1e-12
+        start, end, value = _level_ranges(
+            rows["start"].to_numpy(), rows["end"].to_numpy(), rows["blocks_per_sm"].to_numpy()
+        )
         parts.append(
             pl.DataFrame(
                 {
-                    "device": np.full(int(keep.sum()), device, dtype=np.int64),
-                    "start": start[keep],
-                    "end": end[keep],
-                    "value": np.minimum(level[keep], 1.0),
+                    "device": np.full(start.size, device, dtype=np.int64),
+                    "start": start,
+                    "end": end,
+                    "value": value,
                 },
                 schema=_RANGES,
             )
@@ -219,7 +218,218 @@ def rank_gpu_metrics(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.Dat
 
 
 def gpu_metrics(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
-    return each_rank(ranks, lambda ev: rank_gpu_metrics(ev, tb_compat=tb_compat), COLUMNS)
+    """COLUMNS, one row per rank and device. Several ranks (a batch of tiny ones, the app's
+    every rank) at once over a rank column (`_ranks_metrics`): a dozen queries in all, where
+    each rank alone costs ~30; the same rows, to the bit. The plugin's mode (its tensor-core
+    share links kernels through each rank's operator tree) rank by rank."""
+    if len(ranks) < 2 or tb_compat:
+        return each_rank(ranks, lambda ev: rank_gpu_metrics(ev, tb_compat=tb_compat), COLUMNS)
+    return _ranks_metrics(ranks)
+
+
+def ranks_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`device_kernels` of every rank with a leading `rank`, in rank then file order (the
+    default mode), made once per job: one query over the ranks' concatenated rows."""
+
+    def build() -> pl.DataFrame:
+        rows = ranks_events(ranks)
+        if rows.is_empty():
+            return pl.DataFrame(schema={"rank": pl.Int64, **_KERNEL_SCHEMA})
+        return rows.lazy().filter(_is_kernel(False)).select("rank", *_KERNEL_COLUMNS).collect()
+
+    return job_cached(ranks, "tb_kernels_ranks", build)
+
+
+def ranks_busy_and_ranges(ranks: Mapping[int, pl.DataFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`_ranks_busy_and_ranges` of every rank's kernels, once per job (the metrics and both
+    series read them)."""
+    both = job_cached(
+        ranks,
+        "tb_busy_ranges_ranks",
+        lambda: cast(pl.DataFrame, _ranks_busy_and_ranges(ranks_kernels(ranks))),
+    )
+    return cast(tuple[pl.DataFrame, pl.DataFrame], both)
+
+
+_KERNEL_SCHEMA = {
+    "device": pl.Int64,
+    "name": pl.String,
+    "correlation": pl.Int64,
+    "start": pl.Int64,
+    "end": pl.Int64,
+    "blocks_per_sm": pl.Float64,
+    "occupancy": pl.Float64,
+}
+
+
+def _groups(keys: list[np.ndarray]) -> list[tuple[int, int]]:
+    """(start, stop) of each run of equal keys (rows sorted by them)."""
+    if not keys or keys[0].size == 0:
+        return []
+    change = np.zeros(keys[0].size, dtype=bool)
+    change[0] = True
+    for k in keys:
+        change[1:] |= k[1:] != k[:-1]
+    cuts = [*np.flatnonzero(change).tolist(), int(keys[0].size)]
+    return list(itertools.pairwise(cuts))
+
+
+def _ranks_busy_and_ranges(kernels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`_busy` and `sm_efficiency_ranges` of every rank (`rank` first): the same numpy on
+    each (rank, device)'s kernels in file order, the groups cut from one stable sort."""
+    rank = kernels["rank"].to_numpy()
+    device = kernels["device"].to_numpy()
+    order = np.lexsort((device, rank))  # stable: each group's rows in file order
+    rank, device = rank[order], device[order]
+    start = kernels["start"].to_numpy()[order]
+    end = kernels["end"].to_numpy()[order]
+    bps = kernels["blocks_per_sm"].to_numpy()[order]
+    busy: list[tuple[int, int, np.ndarray, np.ndarray]] = []
+    ranges: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
+    for lo, hi in _groups([rank, device]):
+        r, d = int(rank[lo]), int(device[lo])
+        busy.append((r, d, *interval_arrays.union(start[lo:hi], end[lo:hi])))
+        sel = bps[lo:hi] > 0
+        if sel.any():
+            ranges.append(
+                (r, d, *_level_ranges(start[lo:hi][sel], end[lo:hi][sel], bps[lo:hi][sel]))
+            )
+    return (
+        _stacked(busy, ("start", "end"), {"rank": pl.Int64, **_INTERVALS}),
+        _stacked(ranges, ("start", "end", "value"), {"rank": pl.Int64, **_RANGES}),
+    )
+
+
+def _stacked(
+    groups: list[tuple], columns: tuple[str, ...], schema: Mapping[str, pl.DataType]
+) -> pl.DataFrame:
+    """Each (rank, device, *arrays) group's rows one after another, as one frame."""
+    if not groups:
+        return pl.DataFrame(schema=dict(schema))
+    sizes = np.array([g[2].size for g in groups], dtype=np.int64)
+    data: dict[str, np.ndarray] = {
+        "rank": np.repeat(np.array([g[0] for g in groups], dtype=np.int64), sizes),
+        "device": np.repeat(np.array([g[1] for g in groups], dtype=np.int64), sizes),
+    }
+    for i, c in enumerate(columns):
+        data[c] = np.concatenate([g[2 + i] for g in groups])
+    return pl.DataFrame(data, schema=dict(schema))
+
+
+def _level_ranges(
+    start: np.ndarray, end: np.ndarray, bps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One device's (start, end, value) of `sm_efficiency_ranges` (kernels with blocks)."""
+    t = np.concatenate([start, end])
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], np.concatenate([bps, -bps])[order]
+    first = np.flatnonzero(np.concatenate([[True], t[1:] != t[:-1]]))
+    level = np.cumsum(np.add.reduceat(d, first))[:-1]
+    lo, hi = t[first][:-1], t[first][1:]
+    keep = level > 1e-12
+    return lo[keep], hi[keep], np.minimum(level[keep], 1.0)
+
+
+def _ranks_spans(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`steps_span` of every rank that has one: `rank`, `s0`, `s1` (ns), `length` (float)."""
+    steps = tagged(
+        [(r, tb_steps.profiler_steps(ev, tb_compat=False)) for r, ev in sorted(ranks.items())]
+    )
+    schema = {"rank": pl.Int64, "s0": pl.Int64, "s1": pl.Int64, "length": pl.Float64}
+    if steps.is_empty():
+        return pl.DataFrame(schema=schema)
+    return (
+        steps.lazy()
+        .filter("used")
+        .group_by("rank", maintain_order=True)
+        .agg(pl.col("start").first().alias("s0"), pl.col("end").last().alias("s1"))
+        .filter(pl.col("s1") > pl.col("s0"))
+        .with_columns((pl.col("s1") - pl.col("s0")).cast(pl.Float64).alias("length"))
+        .collect()
+    )
+
+
+def _ranks_metrics(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`rank_gpu_metrics` of every rank at once (the default mode): each rank's rows as
+    alone, ranks in order, to the bit. Eager, the rows of each group in the rank's order (a
+    float sum depends on both: a lazy group-by adds as a plain column sum does not). A
+    figure divided by the rank's span is divided as on the rank alone
+    (`per_rank.divided_as_alone`: exactly when it has one device, else as times the
+    inverse)."""
+    spans = _ranks_spans(ranks)
+    kernels = ranks_kernels(ranks).join(spans.select("rank"), on="rank", how="semi")
+    if kernels.is_empty():
+        return pl.DataFrame(schema=COLUMNS)
+    busy, ranges = (
+        df.join(spans.select("rank"), on="rank", how="semi", maintain_order="left")
+        for df in ranks_busy_and_ranges(ranks)
+    )
+    lo = pl.max_horizontal(pl.col("start"), pl.col("s0"))
+    clipped = (pl.min_horizontal(pl.col("end"), pl.col("s1")) - lo).clip(lower_bound=0)
+    by = ["rank", "device"]
+
+    def spanned(rows: pl.DataFrame) -> pl.DataFrame:
+        """`rows` with their rank's span and `len` inside it (> 0 only), in their order."""
+        with_span = rows.join(spans, on="rank", how="left", maintain_order="left")
+        return with_span.with_columns(clipped.alias("len")).filter(pl.col("len") > 0)
+
+    def per_span(table: pl.DataFrame, name: str) -> pl.DataFrame:
+        """`n` / the rank's span length as the rank alone divides it: exactly when it has
+        one device, else as times the inverse (numpy: a polars expression dividing by the
+        aggregated column gave the latter either way)."""
+        alone = table.select(pl.len().over("rank") == 1).to_series().to_numpy()
+        n = table["n"].cast(pl.Float64).to_numpy()
+        length = table["length"].to_numpy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            value = np.where(alone, n / length, n * (1.0 / length))
+        return table.select(*by).with_columns(pl.Series(name, value, dtype=pl.Float64))
+
+    util = busy.join(spans, on="rank", how="left", maintain_order="left")
+    util = util.group_by(by).agg((100 * clipped.sum()).alias("n"), pl.col("length").first())
+    sm = (
+        spanned(ranges)
+        .group_by(by)
+        .agg((100 * (pl.col("value") * pl.col("len")).sum()).alias("n"), pl.col("length").first())
+    )
+    occ = (
+        spanned(kernels.filter(pl.col("occupancy") >= 0))
+        .group_by(by)
+        .agg(
+            ((pl.col("occupancy") * pl.col("len")).sum() / pl.col("len").sum()).alias(
+                "est_achieved_occupancy_pct"
+            )
+        )
+    )
+    tell = pl.DataFrame(
+        {"rank": list(ranks), "tell": [tensor_cores.names_tell(ev) for ev in ranks.values()]},
+        schema={"rank": pl.Int64, "tell": pl.Boolean},
+    )
+    dur = pl.col("end") - pl.col("start")
+    total = pl.col("dur").sum()
+    per_name = kernels.group_by("rank", "device", "name").agg(dur.sum().alias("dur"))
+    tc = (
+        per_name.with_columns(
+            tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc"),
+            tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tcp"),
+        )
+        .group_by(by)
+        .agg(
+            (100 * pl.col("dur").filter("tc").sum() / total).alias("tc_kernel_pct"),
+            (100 * pl.col("dur").filter("tcp").sum() / total).alias("tc_kernel_pct_plugin_list"),
+        )
+        .join(tell, on="rank")
+        .select(
+            *by,
+            *(
+                pl.when("tell").then(c).otherwise(pl.lit(None, pl.Float64)).alias(c)
+                for c in ("tc_kernel_pct", "tc_kernel_pct_plugin_list")
+            ),
+        )
+    )
+    out = per_span(util, "gpu_utilization_pct")
+    for part in (per_span(sm, "est_sm_efficiency_pct"), occ, tc):
+        out = out.join(part, on=by, how="left")
+    return out.select([pl.col(c).cast(t) for c, t in COLUMNS.items()]).sort(by)
 
 
 def bucket_size_us(range_us: float) -> int:
@@ -338,7 +548,99 @@ def _utilization_series(events: pl.DataFrame, tb_compat: bool) -> pl.DataFrame:
 def utilization_series(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> pl.DataFrame:
-    return each_rank(ranks, lambda ev: rank_utilization_series(ev, tb_compat=tb_compat))
+    """`rank_utilization_series` of every rank, `rank` first; several ranks at once over a
+    rank column (`ranks_utilization_series`), the plugin's mode rank by rank."""
+    if len(ranks) < 2 or tb_compat:
+        return each_rank(ranks, lambda ev: rank_utilization_series(ev, tb_compat=tb_compat))
+    return ranks_utilization_series(ranks)
+
+
+_UTIL_SCHEMA = {
+    "device": pl.Int64,
+    "ts": pl.Float64,
+    "since_start (us)": pl.Float64,
+    "utilization": pl.Float64,
+}
+
+
+def ranks_grids(ranks: Mapping[int, pl.DataFrame]) -> dict[int, tuple[int, int, int, int]]:
+    """rank -> `trace_buckets` of its events, for every rank that has them: two queries over
+    every rank's events, not two a rank."""
+    ev = ranks_events(ranks)
+    if ev.is_empty():
+        return {}
+    marker = tb_roles.cat_in(["trace"]) & (pl.col("name") == "PyTorch Profiler (0)")
+    end = pl.col("ts") + pl.col("dur")
+    marked = (
+        ev.lazy()
+        .filter(marker)
+        .group_by("rank")
+        .agg(pl.col("ts").last().alias("a"), end.last().alias("b"))
+        .collect()
+    )
+    known = (
+        ev.lazy()
+        .filter(tb_roles.known_rows())
+        .group_by("rank")
+        .agg(pl.col("ts").min().alias("a"), end.max().alias("b"))
+        .collect()
+    )
+    spans = {r: (int(a), int(b)) for r, a, b in known.iter_rows()}
+    spans.update({r: (int(a), int(b)) for r, a, b in marked.iter_rows()})
+    out = {}
+    for rank, (first, last) in spans.items():
+        size = bucket_size_us((last - first) / 1000) * 1000
+        n = int((last - first) / size)
+        if n >= 1:
+            out[rank] = (first, size, n, last)
+    return out
+
+
+def ranks_utilization_series(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`rank_utilization_series` of every rank (default mode) with a leading `rank`, once per
+    job: each (rank, device)'s union cut at its rank's buckets (`interval_arrays.spread`, the
+    same ns as `bucket_overlaps`), the figures made over every rank in one query."""
+    return job_cached(ranks, "tb_util_series_ranks", lambda: _ranks_util(ranks))
+
+
+def _ranks_util(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    grids = ranks_grids(ranks)
+    busy, _ = ranks_busy_and_ranges(ranks)
+    rank = busy["rank"].to_numpy()
+    device = busy["device"].to_numpy()
+    start, end = busy["start"].to_numpy(), busy["end"].to_numpy()
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in ("rank", "device", "b", "b_end", "busy")}
+    firsts: list[np.ndarray] = []
+    for lo, hi in _groups([rank, device]):
+        grid = grids.get(int(rank[lo]))
+        if grid is None:
+            continue
+        first, size, n, last = grid
+        _, bucket, ov = interval_arrays.spread(start[lo:hi], end[lo:hi], first, size, n, last)
+        b = first + np.arange(n, dtype=np.int64) * size
+        b_end = b + size
+        b_end[-1] = last  # the last bucket may be longer
+        cols["rank"].append(np.full(n, rank[lo], dtype=np.int64))
+        cols["device"].append(np.full(n, device[lo], dtype=np.int64))
+        cols["b"].append(b)
+        cols["b_end"].append(b_end)
+        cols["busy"].append(np.bincount(bucket, ov, minlength=n).astype(np.int64))
+        firsts.append(np.full(n, first, dtype=np.int64))
+    if not firsts:
+        return pl.DataFrame(schema={"rank": pl.Int64, **_UTIL_SCHEMA})
+    data = {c: np.concatenate(v) for c, v in cols.items()}
+    data["first"] = np.concatenate(firsts)
+    return (
+        pl.DataFrame(data)
+        .select(
+            "rank",
+            "device",
+            _exact_us(pl.col("b")).alias("ts"),
+            ((pl.col("b") - pl.col("first")) / 1000).alias("since_start (us)"),
+            (pl.col("busy") / (pl.col("b_end") - pl.col("b"))).alias("utilization"),
+        )
+        .sort("rank", "device", "ts")
+    )
 
 
 def sm_efficiency_series(

@@ -16,7 +16,7 @@ import polars as pl
 
 from hta_tui.analysis import step_breakdown
 from hta_tui.analysis.hta_view import us
-from hta_tui.analysis.per_rank import divided_as_alone
+from hta_tui.analysis.per_rank import divided_as_alone, ranks_events
 from hta_tui.analysis.syncs import SYNC_COLUMNS, syncs
 
 GROUP_KEYS: tuple[str, ...] = ("rank", "phase", "module", "operator", "call_site")
@@ -181,5 +181,10 @@ def _joined(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType]) -> pl
 
 
 def cpu_only_ranks(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
-    """Ranks with no event on a GPU stream."""
-    return [r for r, f in ranks.items() if f.select(pl.col("stream").is_null().all()).item()]
+    """Ranks with no event on a GPU stream (several ranks: one query over every rank's
+    events, not one a rank)."""
+    if len(ranks) < 2:
+        return [r for r, f in ranks.items() if f.select(pl.col("stream").is_null().all()).item()]
+    on_gpu = ranks_events(ranks).lazy().filter(pl.col("stream").is_not_null()).select("rank")
+    some = set(on_gpu.unique().collect()["rank"].to_list())
+    return [r for r in ranks if r not in some]

@@ -29,6 +29,7 @@ from hta_tui.analysis.backward_origin import BACKWARD_RE, backward_origins
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.host_context import CONTEXT_COLUMNS, context, enclosing, rows_at
 from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.per_rank import ranks_events
 
 #: Host calls that wait for the GPU, by name without version / per-thread suffixes.
 #: -> the sync type.
@@ -259,6 +260,20 @@ def in_flight(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
     return hits.collect().cast(schema)
 
 
+def may_sync(ranks: Mapping[int, pl.DataFrame]) -> set[int]:
+    """The ranks `sync_calls` can find a sync on (a superset), in one query over every
+    rank's events: a GPU sync event, or a runtime call named as a sync call or an async
+    copy (which syncs when it copies into pageable memory)."""
+    events = ranks_events(ranks)
+    if events.is_empty():
+        return set()
+    call = pl.col("name").str.replace(_SUFFIX_RE, "").is_in(list(SYNC_CALLS))
+    copy = pl.col("name").str.contains(_ASYNC_COPY_RE)
+    launch = pl.col("kind").is_in(("runtime", "driver")) & (call | copy)
+    found = events.lazy().filter((pl.col("kind") == "sync") | launch).select("rank").unique()
+    return set(found.collect()["rank"].to_list())
+
+
 def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.DataFrame:
     """The syncs of one rank with attribution (SYNC_COLUMNS without rank)."""
     checkpoint()  # each rank is a piece a view left behind stops after
@@ -337,12 +352,16 @@ def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.Da
 def syncs(
     ranks: Mapping[int, pl.DataFrame], flows: Mapping[int, pl.DataFrame] | None = None
 ) -> pl.DataFrame:
-    """Every sync of every rank (SYNC_COLUMNS), in time order per rank."""
+    """Every sync of every rank (SYNC_COLUMNS), in time order per rank. Over several ranks,
+    only those that may have one (`may_sync`) are looked at: a tiny rank without costs ~10
+    queries to find it has none."""
+    maybe = may_sync(ranks) if len(ranks) > 1 else set(ranks)
     frames = [
         rank_syncs(events, (flows or {}).get(rank)).select(
             pl.lit(rank, pl.Int64).alias("rank"), pl.all()
         )
         for rank, events in sorted(ranks.items())
+        if rank in maybe
     ]
     frames = [f for f in frames if not f.is_empty()]
     if not frames:
