@@ -354,6 +354,41 @@ def test_second_run_makes_nothing(
     assert other.rank_tasks == 8
 
 
+def test_kept_findings_answer_only_the_options_they_were_made_with(
+    job8: tuple[Path, Cache],
+) -> None:
+    """The findings read the other analyses' tables, made with every option: a kept answer
+    made without `--hta-compat` (or with another delay) is not the answer with it. One was:
+    its evidence kept the first run's step window (19.236 us, not HTA's 19.0)."""
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    made = {}
+    for opts in (
+        registry.Options(),
+        registry.Options(hta_compat=True),
+        registry.Options(consecutive_kernel_delay_us=1),
+    ):
+        stats = split.SplitRun()
+        made[opts] = split.run_split(
+            ts, ["findings"], opts, Backend(), cache_root=cache.root, stats=stats
+        )
+        assert "findings" not in stats.job_hits, opts
+    again = split.SplitRun()
+    kept = split.run_split(
+        ts,
+        ["findings"],
+        registry.Options(hta_compat=True),
+        Backend(),
+        cache_root=cache.root,
+        stats=again,
+    )
+    assert again.job_hits == ["findings"]
+    assert (
+        kept["finding_evidence"].to_dicts()
+        == made[registry.Options(hta_compat=True)]["finding_evidence"].to_dicts()
+    )
+
+
 def test_scope_steps_found_rank_by_rank(job8: tuple[Path, Cache], cluster: DaskBackend) -> None:
     """The report's scope section, its steps found rank by rank on the workers (HTA's steps
     the union of the ranks', the plugin's each rank's own), says what it says when found

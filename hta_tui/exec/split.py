@@ -24,6 +24,7 @@ rank's rank-wise tables are made again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -69,6 +70,8 @@ log = logging.getLogger("hta_tui.exec")
 
 #: evaluated last, on the tables the others made
 FINDINGS = "findings"
+#: every option there is (what the findings' answer depends on)
+EVERY_OPTION = tuple(f.name for f in dataclasses.fields(registry.Options))
 #: A rank-wise analysis whose ranks' parts add up to this many bytes (of Arrow) is streamed
 #: when the caller asks: 64 ranks of 100 MB make 112 MB of kernel launches, 22 MB of memory
 #: events, 14 MB of memory curve; every other table of theirs is under 8 MB together.
@@ -119,7 +122,10 @@ def _ranks(ts: TraceSet) -> list[_Rank]:
 
 
 def _job_key(a: registry.Analysis, options: registry.Options, ranks: list[_Rank]) -> str:
-    digest = hashlib.sha1(options_key(a, options).encode())
+    # the findings' rules read the other analyses' tables, each made with the options it
+    # reads: their answer depends on every option (`--hta-compat` too), not on none
+    read = a if a.name != FINDINGS else dataclasses.replace(a, options=EVERY_OPTION)
+    digest = hashlib.sha1(options_key(read, options).encode())
     for r in ranks:
         digest.update(f"{r.rank}\0{r.entry.name}\0{r.meta.get('path', '')}\n".encode())
     return digest.hexdigest()
