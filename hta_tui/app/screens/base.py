@@ -597,6 +597,8 @@ class AnalysisScreen(Screen):
         self._apply_filter()
         if self._queued_keys:  # after `show`'s own focus moves
             self.call_after_refresh(self.call_after_refresh, self._replay_keys)
+        if self._computing is None:  # kept numbers drawn: wanted since the key, now shown
+            hta_app(self).foreground.wants(self, False)
         self._maybe_refresh()
         self._run_when_shown()
 
@@ -716,7 +718,7 @@ class AnalysisScreen(Screen):
     def _open_timeline(self, msg: FrameTable.OpenTimeline) -> None:
         """`t` on a table row: the timeline screen, zoomed to the row's moment."""
         msg.stop()
-        hta_app(self).action_goto("timeline")
+        hta_app(self).show_view("timeline")
         screen = self.app.screen
         if hasattr(screen, "show_moment"):
             screen.show_moment(msg.moment)
