@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 import pytest
 from textual import events
+from textual.widgets._footer import FooterKey
 
 from hta_tui.analysis import registry
 from hta_tui.analysis.checkpoint import checkpoint, hooked
@@ -260,8 +261,15 @@ async def test_a_view_whose_key_another_view_key_follows_is_never_built(
         await wait_view(pilot, KernelDetailScreen, timeout=60)
         assert built == ["KernelDetailScreen"] and app.current_mode == "detail"
         typed("M", "W", "K", "P")
-        await wait_view(pilot, StepsScreen, timeout=60)
+        steps = await wait_view(pilot, StepsScreen, timeout=60)
         assert built == ["KernelDetailScreen", "StepsScreen"]
+        # the footer's keys are made again only when the keys to show change (Textual
+        # remakes them on every change of focus: a third of a new screen's UI time)
+        keys = list(steps.query(FooterKey))
+        assert keys and all(k.has_class("-compact") for k in keys)
+        steps.refresh_bindings()
+        await pilot.pause()
+        assert list(steps.query(FooterKey)) == keys
         typed("escape")  # back to the view shown before, not to one passed over
         await wait_patiently(pilot, lambda: app.current_mode == "detail")
 
