@@ -11,7 +11,8 @@ analyses run in workers). Writes bench/KEYS.md (`--append`: a section added to i
 Each view's key until its numbers show (issue 27): the key is sent as the terminal's driver
 sends it and the view is polled every POLL seconds from then on, with no wait for the
 process to go idle in between (Pilot's `press` waits up to 1 s twice, which made many
-readings 2.03 s); also the CPU the app's processes used meanwhile. Three readings per view:
+readings 2.03 s); also the CPU the app's processes used meanwhile, and of it the UI
+thread's (building and drawing screens, against the views' work). Three readings per view:
 its first visit (the keys above), a revisit (every view's key again), and its first visit in
 a new app right after every other view's key (`after_all`). A view that shows its numbers
 before its last parts (`shows_numbers` before `shows_current`) gets both times.
@@ -79,6 +80,7 @@ KEYS = [
     "R",
     "V",
     "B",
+    "J",  # Critical path: 0.1 s of CPU on resnet18, 18-19 s on vit_memory (every step's path)
     "T",
     "N",
     "r",  # the rank picker (on the overview, `r` reloads: every view would compute again)
@@ -131,15 +133,26 @@ def tree_cpu() -> float:
     return total
 
 
+def ui_cpu() -> float:
+    """CPU seconds (user + system) of the UI thread (the app's event loop: this process's
+    main thread), to tell building and drawing screens from the views' work in workers."""
+    import psutil
+
+    me = psutil.Process()
+    return next((t.user_time + t.system_time for t in me.threads() if t.id == me.pid), 0.0)
+
+
 @dataclass
 class Shown:
     """One view's key until its numbers: seconds of wall from the key press until the view
     showed its numbers (`shows_numbers`) and until it was whole (`shows_current`: every
-    part, chart and lookup landed), and the CPU seconds the process tree used meanwhile."""
+    part, chart and lookup landed), the CPU seconds the process tree used meanwhile, and of
+    them the UI thread's."""
 
     numbers: float
     whole: float
     cpu: float
+    ui: float = 0.0
 
 
 def send_key(app: Any, key: str) -> None:
@@ -179,7 +192,7 @@ async def until_shown(app: Any, key: str, limit: float = 600.0) -> Shown:
     """Press `key` and poll every POLL seconds (no wait for idle in between) until the view
     it opens is on the screen and shows its numbers, then until it is whole."""
     before, before_mode = app.screen, getattr(app, "current_mode", "")
-    t, cpu = time.perf_counter(), tree_cpu()
+    t, cpu, ui = time.perf_counter(), tree_cpu(), ui_cpu()
     send_key(app, key)
     numbers = None
     while time.perf_counter() - t < limit:
@@ -191,7 +204,7 @@ async def until_shown(app: Any, key: str, limit: float = 600.0) -> Shown:
         if numbers is not None and _shows(app.screen, "shows_current"):
             break
     whole = time.perf_counter() - t
-    return Shown(numbers if numbers is not None else whole, whole, tree_cpu() - cpu)
+    return Shown(numbers if numbers is not None else whole, whole, tree_cpu() - cpu, ui_cpu() - ui)
 
 
 def view_name(app: Any, key: str) -> str:
@@ -342,11 +355,11 @@ def shown_rows(
         if s is None:
             return " | "
         whole = f" ({s.whole:.2f})" if s.whole - s.numbers >= 0.01 else ""
-        return f"{s.numbers:.2f}{whole} | {s.cpu:.2f}"
+        return f"{s.numbers:.2f}{whole} | {s.cpu:.2f} ({s.ui:.2f})"
 
     lines = [
-        "| view (key) | first visit: numbers (whole) s | CPU s | revisit s | CPU s "
-        "| after every other view s | CPU s |",
+        "| view (key) | first visit: numbers (whole) s | CPU s (UI thread) | revisit s "
+        "| CPU s (UI) | after every other view s | CPU s (UI) |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in first.items():
@@ -385,9 +398,13 @@ def write_after_all(args: argparse.Namespace, folder: Path, size: tuple[int, int
         f"**{worst.numbers:.2f} s** (`{worst_name}`), median "
         f"{statistics.median(s.numbers for s in ready.values()):.2f} s; goal: <= 1 s.",
         "",
-        "| view (key) | numbers shown, from the key press (s) | whole (s) | CPU (s) |",
-        "|---|---:|---:|---:|",
-        *(f"| {n} | {s.numbers:.2f} | {s.whole:.2f} | {s.cpu:.2f} |" for n, s in ready.items()),
+        "| view (key) | numbers shown, from the key press (s) | whole (s) | CPU (s) "
+        "| of it, the UI thread's (s) |",
+        "|---|---:|---:|---:|---:|",
+        *(
+            f"| {n} | {s.numbers:.2f} | {s.whole:.2f} | {s.cpu:.2f} | {s.ui:.2f} |"
+            for n, s in ready.items()
+        ),
         "",
     ]
     text = "\n".join(lines)
@@ -477,7 +494,8 @@ def main() -> None:
         "Each view's key until its numbers show (seconds of wall, polled every "
         f"{POLL * 1000:.0f} ms from the key press, no wait for idle in between; in brackets "
         "until the view is whole, where later parts land later) and the CPU seconds the "
-        "app's processes used meanwhile (other work still running counts too). First visit: "
+        "app's processes used meanwhile (other work still running counts too; in brackets, "
+        "the UI thread's: building and drawing screens). First visit: "
         "the keys above, in order; revisit: those views' keys again, in the registry's order; "
         f"after every other view: a new app, every other view's key one every "
         f"{GAP_FAST * 1000:.0f} ms, then this one. Goal: 1 s first visit, 0.1 s revisit.",

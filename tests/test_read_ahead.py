@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from hta_tui.analysis import hta_view
+from hta_tui.analysis import hta_view, op_tree, registry
 from hta_tui.app.foreground import Foreground, Superseded
 from hta_tui.app.read_ahead import ReadAhead, read_ahead
 from hta_tui.app.screens.kernels import KernelsScreen
+from hta_tui.app.screens.operators import OperatorsScreen
 from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace import model
@@ -86,14 +87,20 @@ def test_read_ahead_reads_each_rank_once_and_the_views_get_those_frames(
 def test_the_views_of_each_rank_are_made_ahead_too(
     three_ranks: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """HTA's view of each rank, which most views start from, is made with the frames: a
-    view of every rank asking for it then builds none."""
+    """HTA's view of each rank, which most views start from, is made with the frames, and
+    so is each rank's operator tree (most of the Operators view's first visit): a view of
+    every rank asking for them then builds none."""
     ts = open_set(three_ranks[0], Cache(three_ranks[1]))
     builds = counting_builds(monkeypatch)
+    trees: list[int] = []
+    real_tree = op_tree._build
+    monkeypatch.setattr(op_tree, "_build", lambda *a, **kw: trees.append(1) or real_tree(*a, **kw))
     assert read_ahead(ts)
-    assert len(builds) == 3
+    assert len(builds) == 3 and len(trees) == 3
     views = hta_view.hta_view(ts.snapshot().frames(), columns=["pid", "tid"])
     assert len(builds) == 3 and sorted(views) == [0, 1, 2]
+    registry.tables(ts.snapshot().frames(), OperatorsScreen.ANALYSES)
+    assert len(trees) == 3
 
 
 def test_read_ahead_holds_nothing_the_views_would_read_narrow_or_not_at_all(

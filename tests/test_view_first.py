@@ -13,13 +13,16 @@ from typing import Any
 
 import polars as pl
 import pytest
+from textual import events
+from textual.widgets._footer import FooterKey
 
 from hta_tui.analysis import registry
 from hta_tui.analysis.checkpoint import checkpoint, hooked
 from hta_tui.app import foreground
 from hta_tui.app.access import hta_app
-from hta_tui.app.foreground import Foreground
+from hta_tui.app.foreground import Foreground, ForegroundMixin
 from hta_tui.app.screens.base import AnalysisScreen
+from hta_tui.app.screens.detail import KernelDetailScreen
 from hta_tui.app.screens.idle import IdleScreen
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.screens.launch import LaunchScreen
@@ -227,3 +230,95 @@ def test_a_shown_view_wanting_numbers_holds_the_others_until_they_land(
     monkeypatch.setattr(foreground, "QUEUED_GRACE", 0.2)
     fg.wants(shown, True)  # wanting, its worker never starting
     assert behind_passes().wait(30)
+
+
+async def test_a_view_whose_key_another_view_key_follows_is_never_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Views' keys typed faster than screens are built (Textual holds the app's keys while
+    a new screen mounts): a view whose key another view's key already follows is passed
+    over, neither built nor computed (after a walk through every view, building the screens
+    left behind took the UI thread ~4 s); what it would have shown still counts (a
+    section's digit twice steps to the section's next view)."""
+    built: list[str] = []
+    real_init = AnalysisScreen.__init__
+
+    def init(self: Any, **kw: Any) -> None:
+        built.append(type(self).__name__)
+        real_init(self, **kw)
+
+    monkeypatch.setattr(AnalysisScreen, "__init__", init)
+    write_trace_dir(tmp_path / "t", ranks=1, steps=2, seed=5)
+    app = make_screen_app(tmp_path / "t", tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_patiently(pilot, lambda: app.settled)
+
+        def typed(*keys: str) -> None:  # all waiting before the app handles the first
+            for key in keys:
+                app.post_message(events.Key(key, key))
+
+        typed("2", "2")  # Kernels (passed over), then the section's next view
+        await wait_view(pilot, KernelDetailScreen, timeout=60)
+        assert built == ["KernelDetailScreen"] and app.current_mode == "detail"
+        typed("M", "W", "K", "P")
+        steps = await wait_view(pilot, StepsScreen, timeout=60)
+        assert built == ["KernelDetailScreen", "StepsScreen"]
+        # the footer's keys are made again only when the keys to show change (Textual
+        # remakes them on every change of focus: a third of a new screen's UI time)
+        keys = list(steps.query(FooterKey))
+        assert keys and all(k.has_class("-compact") for k in keys)
+        steps.refresh_bindings()
+        await pilot.pause()
+        assert list(steps.query(FooterKey)) == keys
+        # shown again in the same theme, a screen is not restyled whole (Textual restyles
+        # it on every resume: 13-15% of the UI thread's time in a walk through the views)
+        restyled: list[object] = []
+        real_restyle = KernelDetailScreen.update_node_styles
+
+        def counted(self: Any, animate: bool = True) -> None:
+            restyled.append(self)
+            real_restyle(self, animate)
+
+        monkeypatch.setattr(KernelDetailScreen, "update_node_styles", counted)
+        typed("escape")  # back to the view shown before, not to one passed over
+        await wait_patiently(pilot, lambda: app.current_mode == "detail")
+        await pilot.pause()
+        detail = base_screen(app)
+        assert isinstance(detail, KernelDetailScreen) and detail not in restyled
+        # ... but a theme changed meanwhile still reaches it
+        before = detail.styles.background
+        typed("P")
+        await wait_view(pilot, StepsScreen, timeout=60)
+        app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
+        await pilot.pause()
+        typed("escape")
+        await wait_patiently(pilot, lambda: app.current_mode == "detail")
+        await pilot.pause()
+        assert detail.styles.background != before
+
+
+def test_a_view_shown_without_numbers_holds_the_others_from_its_key() -> None:
+    """A view shown without its numbers holds the work left behind from its key on, while
+    its screen is still being built and before its computation is asked; one shown with
+    its numbers holds nothing."""
+    fg = Foreground()
+    app: Any = SimpleNamespace(foreground=fg)
+    worker: Any = SimpleNamespace(is_cancelled=False)
+
+    def behind_passes(behind: object) -> threading.Event:
+        passed = threading.Event()
+        threading.Thread(target=lambda: (fg.give_way(behind, worker)(), passed.set())).start()
+        return passed
+
+    ForegroundMixin._screen_changed(app, SimpleNamespace(shows_numbers=True))
+    assert behind_passes(object()).wait(30)
+    shown = SimpleNamespace(shows_numbers=False)
+    ForegroundMixin._screen_changed(app, shown)
+    behind = object()
+    passed = behind_passes(behind)
+    deadline = time.monotonic() + 30
+    while not fg.is_holding(behind) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fg.is_holding(behind) and not passed.is_set()
+    fg.wants(shown, False)  # its numbers drawn
+    assert passed.wait(30)

@@ -260,6 +260,11 @@ class HtaApp(
             id(self.ansi_theme_light),
         )
 
+    def styled_now(self, screen: Screen) -> bool:
+        """`screen` was styled in the current style state (`_css_state`): shown again, it
+        need not be restyled whole (`AnalysisScreen.post_message`)."""
+        return self.css_styled.get(screen) == self._css_state()
+
     def _styled(self, screen: Screen) -> Screen:
         """A new screen, marked as styled by the stylesheet of the last full restyle: every
         style file is loaded at start (CSS_PATH) and a new screen's widgets get their styles

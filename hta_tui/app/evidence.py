@@ -106,12 +106,12 @@ def open_evidence(screen: Screen, row: Mapping[str, Any]) -> None:
         if moment is None:
             app.notify(f"{row.get('label') or view}: no view or moment to open", timeout=4)
             return
-        app.action_goto("timeline")
+        app.show_view("timeline")
         target = app.screen
         if hasattr(target, "show_moment"):
             target.show_moment(moment)
         return
-    app.action_goto(view)
+    app.show_view(view)
     target = app.screen
     if app.current_mode != view or not hasattr(target, "select_when_shown"):
         return

@@ -140,5 +140,12 @@ class ForegroundMixin(AppMixin):
         asyncio.get_running_loop().set_default_executor(pool)
 
     def _screen_changed(self, screen: Screen) -> None:
-        if not isinstance(screen, ModalScreen):
-            self.foreground.show(screen)
+        """A view shown without its numbers wants them from its key on: while its screen is
+        still being built (0.1-0.2 s of the UI thread on a first visit), the work left behind
+        already waits (its computation, once asked, takes over; should none be asked, the
+        hold lapses after `QUEUED_GRACE`)."""
+        if isinstance(screen, ModalScreen):
+            return
+        self.foreground.show(screen)
+        if getattr(screen, "shows_numbers", True) is False:
+            self.foreground.wants(screen, True)

@@ -1,16 +1,26 @@
 """Moving between screens, mixed into HtaApp: numbered screens (each a mode keeping its own
-stack), going back, drilling down to a kernel, help and the command palette's entries."""
+stack), going back, drilling down to a kernel, help and the command palette's entries.
+
+A view's key followed by another view's key already waiting (typed faster than the screens
+are built: Textual holds the app's keys while a new screen mounts) is passed over: its screen
+is neither built nor computed (issue 27: after a walk through every view, mounting the screens
+left behind took the UI thread ~4 s). What it would have shown still counts for the next key
+(a section's digit pressed twice steps to the section's next view).
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 
+from textual import events
 from textual.app import App, SystemCommand
+from textual.message import Message
 from textual.screen import Screen
 
 from hta_tui.app.mixin import AppMixin
 from hta_tui.app.screens.help import HelpScreen
-from hta_tui.app.screens.navigation import help_rows, palette_entries
+from hta_tui.app.screens.navigation import help_rows, nav_bindings, palette_entries
 from hta_tui.app.screens.registry import BY_MODE, BY_SECTION, DIFF
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.trace.model import TraceSet
@@ -22,6 +32,8 @@ NO_MOMENT_TABLE = "this table's rows are totals, not moments; t opens the timeli
 NO_MOMENT_TABLE += "that names one (a launch, an idle gap, a sync, a step, a kernel's run)"
 NO_MOMENT_HERE = "no table row here names a moment (a launch, an idle gap, a sync, a step, "
 NO_MOMENT_HERE += "a kernel's run); t opens the timeline from one"
+#: The keys that open a view or a section (the app's and a modal's navigation bindings).
+NAV_KEYS = frozenset(k.strip() for b in nav_bindings() for k in b.key.split(","))
 
 
 class NavigationMixin(AppMixin):
@@ -38,8 +50,57 @@ class NavigationMixin(AppMixin):
     def comparing(self) -> bool:
         return self.compare_set is not None
 
+    #: keys posted to the app and not handled yet, oldest first (`post_message`)
+    _keys_waiting: deque[events.Key]
+    #: the view a passed-over key would have shown (`passed_over`), until a view is shown
+    heading: str | None = None
+
+    def post_message(self, message: Message) -> bool:
+        """Also notes the keys as they arrive, to tell a view's key that another view's key
+        follows (`passed_over`)."""
+        if isinstance(message, events.Key):
+            if not hasattr(self, "_keys_waiting"):
+                self._keys_waiting = deque()
+            self._keys_waiting.append(message)
+        return super().post_message(message)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            waiting = getattr(self, "_keys_waiting", None)
+            while waiting:  # this key and any older one never handled (the app closing)
+                if waiting.popleft() is event:
+                    break
+        await super().on_event(event)
+
+    def passed_over(self) -> bool:
+        """The key being handled is followed by another view's key, already waiting: its
+        view would be shown only to be left at once."""
+        waiting = getattr(self, "_keys_waiting", None)
+        if not waiting:
+            return False
+        key = waiting[0].key
+        return key in NAV_KEYS and (self.comparing or key not in (DIFF.key, DIFF.section))
+
+    @property
+    def where(self) -> str:
+        """The view the keys so far lead to: the one shown, or the one a key passed over
+        would have shown."""
+        return self.heading or self.current_mode
+
     def action_goto(self, mode: str) -> None:
-        """Show a numbered screen (each keeps its own state: its mode's screen stack)."""
+        """A view's key: show a numbered screen (each keeps its own state: its mode's screen
+        stack), unless another view's key already follows (`passed_over`)."""
+        if self.passed_over() and (mode != DIFF.mode or self.comparing):
+            entry = BY_MODE.get(mode)
+            if entry is not None:
+                self._section_last[entry.section] = mode
+            self.heading = mode
+            return
+        self.show_view(mode)
+
+    def show_view(self, mode: str) -> None:
+        """Show a numbered screen now (a drill-down, a finding's evidence, the palette)."""
+        self.heading = None
         if mode == DIFF.mode and not self.comparing:
             self.notify(NO_DIFF, timeout=6)  # `0` and `F` say why they do nothing
             return
@@ -63,13 +124,15 @@ class NavigationMixin(AppMixin):
         modes = [e.mode for e in views]
         if not modes:
             return
-        if self.current_mode in modes and not isinstance(self.screen, HelpScreen):
-            self.action_goto(modes[(modes.index(self.current_mode) + 1) % len(modes)])
+        where = self.where
+        if where in modes and not isinstance(self.screen, HelpScreen):
+            self.action_goto(modes[(modes.index(where) + 1) % len(modes)])
             return
         self.action_goto(self._section_last.get(key, modes[0]))
 
     def action_go_back(self) -> None:
         """Back to the screen shown before this one (escape on a numbered screen)."""
+        self.heading = None
         if len(self.screen_stack) > 1:
             self.pop_screen()
         elif self._mode_history:
@@ -78,7 +141,7 @@ class NavigationMixin(AppMixin):
     def show_kernel(self, name: str) -> None:
         """Drill down: the kernel detail screen for `name`."""
         self.selected_kernel = name
-        self.action_goto("detail")
+        self.show_view("detail")
         screen = self.screen
         if hasattr(screen, "set_params"):
             screen.set_params(name=name)
@@ -151,4 +214,4 @@ class NavigationMixin(AppMixin):
         )
         yield SystemCommand("Help", "Show every key binding", self.action_help)
         for title, help_text, mode in palette_entries(self.comparing):
-            yield SystemCommand(title, help_text, lambda mode=mode: self.action_goto(mode))
+            yield SystemCommand(title, help_text, lambda mode=mode: self.show_view(mode))

@@ -190,6 +190,15 @@ class AnalysisScreen(Screen):
         #: this one is shown again
         self._unshown: list[Computed | ComputedLater] = []
 
+    def post_message(self, message: Message) -> bool:
+        """Shown again (or first, once built), the screen is not restyled whole when it was
+        styled in the current theme (`HtaApp.styled_now`): Textual's restyle on every
+        ScreenResume was 13-15% of the UI thread's time while views are walked through
+        (issue 27); a theme changed meanwhile still restyles it."""
+        if isinstance(message, events.ScreenResume) and hta_app(self).styled_now(self):
+            message.refresh_styles = False
+        return super().post_message(message)
+
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
         return {}
@@ -597,6 +606,8 @@ class AnalysisScreen(Screen):
         self._apply_filter()
         if self._queued_keys:  # after `show`'s own focus moves
             self.call_after_refresh(self.call_after_refresh, self._replay_keys)
+        if self._computing is None:  # kept numbers drawn: wanted since the key, now shown
+            hta_app(self).foreground.wants(self, False)
         self._maybe_refresh()
         self._run_when_shown()
 
@@ -716,7 +727,7 @@ class AnalysisScreen(Screen):
     def _open_timeline(self, msg: FrameTable.OpenTimeline) -> None:
         """`t` on a table row: the timeline screen, zoomed to the row's moment."""
         msg.stop()
-        hta_app(self).action_goto("timeline")
+        hta_app(self).show_view("timeline")
         screen = self.app.screen
         if hasattr(screen, "show_moment"):
             screen.show_moment(msg.moment)

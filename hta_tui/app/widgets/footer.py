@@ -17,48 +17,62 @@ FIRST = ("help", "quit", "next_table")
 
 class KeysFooter(Footer):
     """Textual's Footer (pinned version) with FIRST's keys moved to the front. Binding
-    groups are not used in hta-tui, so each action is one key."""
+    groups are not used in hta-tui, so each action is one key.
+
+    Built cheaper than Textual's (every screen has one, and a footer was about a third of a
+    new screen's UI time, issue 27): a key gets its compact class when made, not restyled
+    once mounted, and the keys are made again only when the keys to show changed (Textual
+    remakes them on every change of focus)."""
 
     FIRST: ClassVar[tuple[str, ...]] = FIRST
     #: the screen has told its bindings (Footer's own flag is private)
     bindings_ready = False
+    #: what the keys shown were made from (`shown_keys`), None before they are
+    composed: tuple[tuple[object, ...], ...] | None = None
 
     def bindings_changed(self, screen: Screen) -> None:
         self.bindings_ready = True
+        same = self.composed is not None and self.is_attached and screen is self.screen
+        if same and self.shown_keys() == self.composed:
+            return
         super().bindings_changed(screen)
 
-    def compose(self) -> ComposeResult:
-        if not self.bindings_ready:
-            return
+    def shown_keys(self) -> tuple[tuple[object, ...], ...]:
+        """(key, display, description, action, enabled, tooltip, classes) of each key to
+        show, in order, the command palette's last."""
         actions: dict[str, tuple] = {}
         for _node, binding, enabled, tooltip in self.screen.active_bindings.values():
             if binding.show and binding.action not in actions:
                 actions[binding.action] = (binding, enabled, tooltip)
         first = [actions.pop(a) for a in self.FIRST if a in actions]
-        ordered = [*first, *actions.values()]
-        self.styles.grid_size_columns = len(ordered)
-        for binding, enabled, tooltip in ordered:
-            yield FooterKey(
-                binding.key,
-                self.app.get_key_display(binding),
-                binding.description,
-                binding.action,
+        compact = "-compact" if self.compact else ""
+        keys = [
+            (b.key, self.app.get_key_display(b), b.description, b.action, on, tip, compact)
+            for b, on, tip in (*first, *actions.values())
+        ]
+        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
+            found = self.screen.active_bindings.get(self.app.COMMAND_PALETTE_BINDING)
+            if found is not None:  # compact always, as Textual makes it
+                _node, b, on, _tip = found
+                tip = b.tooltip or b.description
+                palette = "-command-palette -compact"
+                keys.append((b.key, self.app.get_key_display(b), b.description, b.action))
+                keys[-1] += (on, tip, palette)
+        return tuple(keys)
+
+    def compose(self) -> ComposeResult:
+        if not self.bindings_ready:
+            return
+        self.composed = keys = self.shown_keys()
+        self.styles.grid_size_columns = sum("-command-palette" not in k[-1] for k in keys)
+        for key, display, description, action, enabled, tooltip, classes in keys:
+            made = FooterKey(
+                key,
+                display,
+                description,
+                action,
                 disabled=not enabled,
                 tooltip=tooltip,
-            ).data_bind(compact=Footer.compact)
-        if self.show_command_palette and self.app.ENABLE_COMMAND_PALETTE:
-            try:
-                _node, binding, enabled, tooltip = self.screen.active_bindings[
-                    self.app.COMMAND_PALETTE_BINDING
-                ]
-            except KeyError:
-                return
-            yield FooterKey(
-                binding.key,
-                self.app.get_key_display(binding),
-                binding.description,
-                binding.action,
-                classes="-command-palette",
-                disabled=not enabled,
-                tooltip=binding.tooltip or binding.description,
+                classes=classes,
             )
+            yield made if "-command-palette" in classes else made.data_bind(compact=Footer.compact)
