@@ -246,6 +246,14 @@ def parent_rows(nodes: pl.DataFrame, *, node: str, parent: str = "parent") -> np
     ids = nodes[node]
     if n and ids.dtype.is_integer() and (ids.to_numpy() == np.arange(n)).all():
         return nodes[parent].fill_null(-1).cast(pl.Int64).to_numpy()  # ids are row numbers
+    if n and ids.dtype.is_integer() and not ids.null_count() and ids.n_unique() == n:
+        own = ids.cast(pl.Int64).to_numpy()
+        if own.min() >= 0 and own.max() < 8 * n + 1024:  # small ids (event idx): by an array
+            row_of = np.full(int(own.max()) + 1, -1, dtype=np.int64)
+            row_of[own] = np.arange(n, dtype=np.int64)
+            up = nodes[parent].cast(pl.Int64).fill_null(-1).to_numpy()
+            ok = (up >= 0) & (up < row_of.size)
+            return np.where(ok, row_of[np.where(ok, up, 0)], -1)
     rows = pl.DataFrame({parent: ids, "__row": pl.int_range(n, eager=True, dtype=pl.Int64)})
     up = nodes.select(parent).join(rows, on=parent, how="left", maintain_order="left")
     return up["__row"].fill_null(-1).to_numpy()
