@@ -22,10 +22,11 @@ DEVIATIONS, documented in README:
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis.enclosing import innermost, innermost_and_levels, levels, node_columns
-from hta_tui.analysis.op_tree import same_name_merges
+from hta_tui.analysis.op_tree import merges_by_row, parent_rows
 
 ROOT = "CallTreeRoot"
 UNKNOWN = "<unknown>"
@@ -115,10 +116,31 @@ def effective_tree(nodes: pl.DataFrame, nesting: pl.DataFrame | None = None) -> 
     parent (null at the top). `nesting`: `levels` of the nodes, when already made."""
     if nesting is None:
         nesting = levels(nodes.select("key", "node", "start", "end"))
-    tree = nodes.join(nesting, on="node")
-    eff = same_name_merges(tree, node="node", mergeable="merge").rename({"top": "eff"})
-    eff_map = eff.select(pl.col("node").alias("parent"), pl.col("eff").alias("eff_parent"))
-    return tree.join(eff, on="node").join(eff_map, on="parent", how="left")
+    tree = _with_nesting(nodes, nesting)
+    up = parent_rows(tree, node="node")
+    eff = merges_by_row(tree, up, node="node", mergeable="merge")["merged", "top"]
+    # each node's parent's effective node, by its row (what a join on the parent ids gave)
+    eff_parent = eff["top"].gather(np.maximum(up, 0)).set(pl.Series(up < 0), None)  # type: ignore[arg-type]
+    return tree.with_columns(eff["merged"], eff["top"].alias("eff"), eff_parent.alias("eff_parent"))
+
+
+def _with_nesting(nodes: pl.DataFrame, nesting: pl.DataFrame) -> pl.DataFrame:
+    """`nodes.join(nesting, on="node")` (rows in the nesting's order), as a gather of the
+    nodes' rows when their ids are sorted and every nesting node is one of them (always, for
+    nodes from `tree_nodes`: ids are event idx, in file order): hashing the tree's 100k+
+    nodes with their names cost the memory tables ~25 ms a rank."""
+    ids = nodes["node"]
+    want = nesting["node"]
+    if ids.is_empty() or ids.null_count() or want.null_count() or want.n_unique() != want.len():
+        return nodes.join(nesting, on="node")
+    have = ids.cast(pl.Int64).to_numpy()
+    asked = want.cast(pl.Int64).to_numpy()
+    if not (np.diff(have) > 0).all():  # not sorted, or not unique
+        return nodes.join(nesting, on="node")
+    rows = np.minimum(np.searchsorted(have, asked), have.size - 1)
+    if not (have[rows] == asked).all():
+        return nodes.join(nesting, on="node")
+    return pl.concat([nodes[rows], nesting.drop("node")], how="horizontal")
 
 
 def sorted_memory(memory: pl.DataFrame) -> pl.DataFrame:
@@ -161,6 +183,14 @@ def probes(recs: pl.DataFrame) -> pl.DataFrame:
 def attribute(recs: pl.DataFrame, tree: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
     """`memory_records` from the sorted events, the tree and each event's innermost node
     (`enclosing.innermost` of the tree's nodes)."""
+    named = _named_by_row(recs, tree, found)
+    if named is None:
+        named = _named_by_join(recs, tree, found)
+    return _name_frees(named).select(RECORD_COLUMNS)
+
+
+def _named_by_join(recs: pl.DataFrame, tree: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    """`recs` with each event's node, op and parent (null outside any operator), by joins."""
     names = (
         tree.select("node", "eff", "eff_parent")
         .join(
@@ -178,8 +208,66 @@ def attribute(recs: pl.DataFrame, tree: pl.DataFrame, found: pl.DataFrame) -> pl
         pl.when(pl.col("is_op")).then(pl.col("op")).alias("op"),
         pl.when(pl.col("is_op")).then(pl.col("parent").fill_null(ROOT)).alias("parent"),
     )
-    recs = recs.join(found, on="seq", how="left", maintain_order="left")  # time order
-    return _name_frees(recs).select(RECORD_COLUMNS)
+    return recs.join(found, on="seq", how="left", maintain_order="left")  # time order
+
+
+def _named_by_row(
+    recs: pl.DataFrame, tree: pl.DataFrame, found: pl.DataFrame
+) -> pl.DataFrame | None:
+    """`_named_by_join` by row gathers: every id here (a node's idx, an event's seq) is a
+    small distinct integer, so an array indexed by id finds each row (the joins hashed the
+    tree's nodes with their names twice and the rank's memory events once: ~35 ms a rank of
+    vit_memory 8x100MB). None where an id is null or repeated (the joins then)."""
+    ids, seqs, rows = tree["node"], recs["seq"], found["row"]
+    if tree.is_empty() or recs.is_empty() or found.is_empty():
+        return None
+    if ids.null_count() or seqs.null_count() or rows.null_count():
+        return None
+    if ids.n_unique() != ids.len() or rows.n_unique() != rows.len():
+        return None
+    ids_np = ids.cast(pl.Int64).to_numpy()
+    rows_np = rows.cast(pl.Int64).to_numpy()
+    seqs_np = seqs.cast(pl.Int64).to_numpy()
+    if min(ids_np.min(), rows_np.min(), seqs_np.min()) < 0:
+        return None
+    if max(ids_np.max(), rows_np.max()) > 8 * (tree.height + recs.height) + 1024:
+        return None  # ids far apart: arrays indexed by them would be mostly empty
+    tree_row = _index(ids_np)
+
+    def at(table: np.ndarray, values: pl.Series) -> np.ndarray:
+        """`table[v]` for each id (-1: null, or not an id of the table)."""
+        v = values.cast(pl.Int64).fill_null(-1).to_numpy()
+        ok = (v >= 0) & (v < table.size)
+        return np.where(ok, table[np.where(ok, v, 0)], -1)
+
+    def pick(col: pl.Series, where: np.ndarray) -> pl.Series:
+        """col[where], null where `where` is -1."""
+        return col.gather(np.maximum(where, 0)).set(pl.Series(where < 0), None)  # type: ignore[arg-type]
+
+    own = at(tree_row, found["node"])  # the found node's row
+    eff = np.where(own >= 0, at(tree_row, tree["eff"])[np.maximum(own, 0)], -1)
+    up = np.where(own >= 0, at(tree_row, tree["eff_parent"])[np.maximum(own, 0)], -1)
+    # a node whose effective node is not in the tree left the inner join: nothing found
+    is_op = pick(tree["is_op"], eff).fill_null(False).to_numpy()
+    named = np.where(is_op, own, -1)
+    node = pick(tree["eff"], named)
+    op = pick(tree["name"], np.where(is_op, eff, -1))
+    # outside any node (or the parent's name null): the root, as the joins' fill_null gave
+    parent = pick(tree["name"], up).fill_null(ROOT).set(pl.Series(~is_op), None)  # type: ignore[arg-type]
+    # each event's found row (-1: a probe never asked, the event without a thread)
+    found_at = at(_index(rows_np), seqs)
+    return recs.with_columns(
+        pick(node, found_at).alias("node"),
+        pick(op, found_at).alias("op"),
+        pick(parent, found_at).alias("parent"),
+    )
+
+
+def _index(ids: np.ndarray) -> np.ndarray:
+    """row of each id, indexed by the id (-1: no row)."""
+    table = np.full(int(ids.max(initial=-1)) + 1, -1, dtype=np.int64)
+    table[ids] = np.arange(ids.size, dtype=np.int64)
+    return table
 
 
 def _name_frees(recs: pl.DataFrame) -> pl.DataFrame:

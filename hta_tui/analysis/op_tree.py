@@ -234,15 +234,39 @@ def same_name_merges(
     parent, also `mergeable`, and that parent's only child, merges into it. Columns: `node`,
     `merged` (this one merged into its parent) and `top` (the node it counts as: itself, or
     the top of its chain of merges). On numpy, each node's parent as a row number."""
+    return merges_by_row(
+        nodes, parent_rows(nodes, node=node, parent=parent), node=node, mergeable=mergeable,
+        parent=parent,
+    )  # fmt: skip
+
+
+def parent_rows(nodes: pl.DataFrame, *, node: str, parent: str = "parent") -> np.ndarray:
+    """Each node's parent as a row number of `nodes` (-1: none, or not among them)."""
+    n = nodes.height
+    ids = nodes[node]
+    if n and ids.dtype.is_integer() and (ids.to_numpy() == np.arange(n)).all():
+        return nodes[parent].fill_null(-1).cast(pl.Int64).to_numpy()  # ids are row numbers
+    if n and ids.dtype.is_integer() and not ids.null_count() and ids.n_unique() == n:
+        own = ids.cast(pl.Int64).to_numpy()
+        if own.min() >= 0 and own.max() < 8 * n + 1024:  # small ids (event idx): by an array
+            row_of = np.full(int(own.max()) + 1, -1, dtype=np.int64)
+            row_of[own] = np.arange(n, dtype=np.int64)
+            up = nodes[parent].cast(pl.Int64).fill_null(-1).to_numpy()
+            ok = (up >= 0) & (up < row_of.size)
+            return np.where(ok, row_of[np.where(ok, up, 0)], -1)
+    rows = pl.DataFrame({parent: ids, "__row": pl.int_range(n, eager=True, dtype=pl.Int64)})
+    up = nodes.select(parent).join(rows, on=parent, how="left", maintain_order="left")
+    return up["__row"].fill_null(-1).to_numpy()
+
+
+def merges_by_row(
+    nodes: pl.DataFrame, up: np.ndarray, *, node: str, mergeable: str, parent: str = "parent"
+) -> pl.DataFrame:
+    """`same_name_merges` with each node's parent row given (`parent_rows`): a caller that
+    needs those rows again (the memory tables' effective parents) finds them once."""
     n = nodes.height
     ids = nodes[node]
     top_type = nodes.head(0).select(pl.when(True).then(pl.col(parent)).otherwise(node)).dtypes[0]
-    if n and ids.dtype.is_integer() and (ids.to_numpy() == np.arange(n)).all():
-        up = nodes[parent].fill_null(-1).cast(pl.Int64).to_numpy()  # ids are row numbers
-    else:
-        rows = pl.DataFrame({parent: ids, "__row": pl.int_range(n, eager=True, dtype=pl.Int64)})
-        up = nodes.select(parent).join(rows, on=parent, how="left", maintain_order="left")
-        up = up["__row"].fill_null(-1).to_numpy()
     has = up >= 0
     at = np.maximum(up, 0)
     children = np.bincount(up[has], minlength=n)

@@ -1,0 +1,118 @@
+"""Issue 27: the memory tables' operator tree and each memory event's operator are found by
+row (arrays indexed by the node and event ids), not by hash joins of the rank's 100k+ tree
+nodes and its memory events: the same frames as the joins gave, on a real trace whose tree
+has same-named merges, and the joins kept where the ids do not allow rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from hta_tui.analysis import memory_device, memory_records
+from hta_tui.analysis.enclosing import innermost_and_levels
+from hta_tui.analysis.op_tree import same_name_merges
+from hta_tui.trace.parse import parse_file
+
+
+def _joined_tree(nodes: pl.DataFrame, nesting: pl.DataFrame) -> pl.DataFrame:
+    """The effective tree as joins on the node ids (the definition the rows must match)."""
+    tree = nodes.join(nesting, on="node")
+    eff = same_name_merges(tree, node="node", mergeable="merge").rename({"top": "eff"})
+    eff_map = eff.select(pl.col("node").alias("parent"), pl.col("eff").alias("eff_parent"))
+    return tree.join(eff, on="node").join(eff_map, on="parent", how="left")
+
+
+def _joined_records(recs: pl.DataFrame, tree: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
+    """Each memory event's node, operator and parent as joins (the plugin's rule: a node
+    that is not an operator names nothing; the parent of a top-level operator is the root)."""
+    names = (
+        tree.select("node", "eff", "eff_parent")
+        .join(
+            tree.select(pl.col("node").alias("eff"), pl.col("name").alias("op"), "is_op"), on="eff"
+        )
+        .join(
+            tree.select(pl.col("node").alias("eff_parent"), pl.col("name").alias("parent")),
+            on="eff_parent",
+            how="left",
+        )
+    )
+    is_op = pl.col("is_op")
+    found = found.join(names, on="node", how="left").select(
+        pl.col("row").alias("seq"),
+        pl.when(is_op).then(pl.col("eff")).alias("node"),
+        pl.when(is_op).then(pl.col("op")).alias("op"),
+        pl.when(is_op).then(pl.col("parent").fill_null(memory_records.ROOT)).alias("parent"),
+    )
+    recs = recs.join(found, on="seq", how="left", maintain_order="left")
+    return memory_records._name_frees(recs).select(memory_records.RECORD_COLUMNS)
+
+
+@contextmanager
+def _joins() -> Iterator[list[int]]:
+    """The heights of the frames DataFrame.join was called on meanwhile."""
+    seen: list[int] = []
+    orig = pl.DataFrame.join
+
+    def counted(self: pl.DataFrame, *a, **k):  # type: ignore[no-untyped-def]
+        seen.append(self.height)
+        return orig(self, *a, **k)
+
+    pl.DataFrame.join = counted  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        pl.DataFrame.join = orig  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="module")
+def vit(shared: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """nodes, nesting, sorted memory events and each one's innermost node, of a real trace."""
+    (path,) = sorted((shared / "traces" / "pytorch_cpu_vit_memory").glob("*.json.gz"))[:1]
+    frames = parse_file(path).frames
+    recs = memory_device.sorted_memory(frames["memory"])
+    nodes = memory_records.tree_nodes(frames["events"])
+    found, nesting = innermost_and_levels(
+        nodes.select("key", "node", "start", "end"), memory_records.probes(recs)
+    )
+    return nodes, nesting, recs, found
+
+
+def test_tree_and_attribution_by_row_are_the_joins(vit) -> None:  # type: ignore[no-untyped-def]
+    nodes, nesting, recs, found = vit
+    with _joins() as joins:
+        tree = memory_records.effective_tree(nodes, nesting)
+        records = memory_records.attribute(recs, tree, found)
+    assert not joins  # main hashed the tree three times and the events once
+    reference = _joined_tree(nodes, nesting)
+    assert tree.equals(reference)
+    assert tree["merged"].any()  # same-named single children merged: eff differs from node
+    assert (tree["eff_parent"] != tree["parent"]).any()
+    assert records.equals(_joined_records(recs, reference, found))
+    assert records["op"].null_count() < records.height  # most events inside an operator
+
+
+def test_ids_rows_cannot_address_keep_the_joins(vit) -> None:  # type: ignore[no-untyped-def]
+    nodes, nesting, recs, found = vit
+    # ids out of file order (the nesting's gather needs them sorted), and far apart
+    shuffled = nodes.with_columns(pl.col("node").cast(pl.Int64) * 1_000_003).reverse()
+    scaled = nesting.with_columns(pl.col("node", "parent").cast(pl.Int64) * 1_000_003)
+    far = found.with_columns(pl.col("node").cast(pl.Int64) * 1_000_003)
+    tree = memory_records.effective_tree(shuffled, scaled)
+    assert tree.equals(_joined_tree(shuffled, scaled))
+    assert memory_records.attribute(recs, tree, far).equals(_joined_records(recs, tree, far))
+
+
+def test_events_no_probe_asked_for_name_nothing(vit) -> None:  # type: ignore[no-untyped-def]
+    nodes, nesting, recs, found = vit
+    tree = memory_records.effective_tree(nodes, nesting)
+    half = found.head(found.height // 2)  # the others as events without a thread
+    with _joins() as joins:
+        ours = memory_records.attribute(recs, tree, half)
+    assert not joins
+    assert ours.equals(_joined_records(recs, tree, half))
+    whole = memory_records.attribute(recs, tree, found)
+    assert ours["op"].null_count() > whole["op"].null_count()
