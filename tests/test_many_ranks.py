@@ -406,7 +406,7 @@ async def test_overview_shows_the_spread_of_many_ranks(tmp_path: Path) -> None:
     from hta_tui.app.format import temporal_rows
     from hta_tui.app.screens.overview import OverviewData, OverviewScreen
     from hta_tui.app.widgets.bars import StackedBars
-    from tests.test_app_support import make_screen_app, settle
+    from tests.test_app_support import make_screen_app, settle, wait_until
 
     (tmp_path / "traces").mkdir()
     app = make_screen_app(tmp_path / "traces", tmp_path)
@@ -422,6 +422,16 @@ async def test_overview_shows_the_spread_of_many_ranks(tmp_path: Path) -> None:
         assert len(bars.rows) == 12
         title = str(screen.query_one("#temporal-box").border_title)
         assert "1000 ranks: spread, then 8 outliers (idle)" in title
+        # while files land, an overview is shown in parts, each drawn before the next (a
+        # whole repaint held the UI thread 40-75 ms at 1,000 ranks): the files at once, the
+        # temporal breakdown after them; the last overview (nothing loading) whole at once
+        few = temporal_rows(many_ranks_temporal(5))
+        screen.show_overview(OverviewData(temporal=few, temporal_ranks=5, loading=True))
+        assert len(bars.rows) == 12  # not yet
+        await wait_until(pilot, lambda: len(bars.rows) == 5, 10, "the temporal part")
+        assert [r.label for r in bars.rows] == ["r0", "r1", "r2", "r3", "r4"]
+        screen.show_overview(OverviewData(temporal=temporal_rows(df), temporal_ranks=1000))
+        assert len(bars.rows) == 12  # at once
 
 
 async def test_rank_picker_finds_one_of_ten_thousand_ranks_by_number(tmp_path: Path) -> None:
@@ -440,6 +450,8 @@ async def test_rank_picker_finds_one_of_ten_thousand_ranks_by_number(tmp_path: P
         await settle(pilot)
         app.push_screen(RankPicker(ranks, None), picked.append)
         await pilot.pause()
+        # opaque: the view beneath is not drawn again, blended, as the picker opens
+        assert app.screen.styles.background.a == 1
         options = app.screen.query_one(OptionList)
         assert options.option_count <= 201  # "all ranks" and the first 200
         await pilot.press("down", "down", "enter")  # all ranks, rank 0, rank 1
