@@ -153,6 +153,8 @@ def test_a_thousand_files_landing_at_once_regroup_only_their_ranks(
                 start : start + part
             ]
         )
+        ts.update_ranks()  # the app's turn: this turn's files grouped now, not at next ask
+        assert len(grouped) == n + start + part
         assert len(ts.loaded()) == start + part
     assert assignments == []
     assert len(grouped) == 2 * n and set(grouped) == {1}  # each rank once a change, alone
@@ -276,6 +278,7 @@ def test_a_snapshot_keeps_its_own_index(tmp_path: Path, assignments: list[int]) 
     # a file that says no rank (its worker's, or the next free number): the index needs
     # every file, assigned in the snapshot (its worker), not on the owner's thread
     ts.add_pending_many([trace_file(tmp_path, 9, worker="trainer")])
+    ts.update_ranks()  # not file by file: left for whoever asks
     stale = ts.snapshot()
     assert len(assignments) == before
     assert stale.ranks() == [0, 3, 4, 7]
