@@ -284,13 +284,17 @@ class TraceSet:
         #: changes its ranks alone
         self._stated = True
         self._memo: dict[str, Any] = {}  # answers about every rank, for this generation
-        #: a snapshot's index as its owner had it (groups, owner entry id -> copy)
-        self._carried: tuple[dict[int, RankGroup], dict[int, FileEntry]] | None = None
+        #: a snapshot's index as its owner had it (groups, and what makes owner entry id ->
+        #: copy, in the snapshot's reader)
+        self._carried: tuple[dict[int, RankGroup], Callable[[], dict[int, FileEntry]]] | None = None
         #: detached copies of the entries for snapshots (`snapshot`), each made once with its
         #: rank current and shared by every snapshot until its file or its rank's group
         #: changes (`_stale_twins`: the paths to copy again; None: every one)
         self._twins: dict[Path, FileEntry] = {}
         self._stale_twins: set[Path] | None = None
+        #: files came or went since the copies were last made: their order is made again
+        #: (else `_twins` holds the paths of `entries` in its order: copied as one dict)
+        self._files_moved = True
         #: a snapshot whose entries are shared copies: copied again before it changes
         self._shares_twins = False
         self.generation = 0  # bumps on every change; lets consumers drop stale results
@@ -315,6 +319,8 @@ class TraceSet:
             if entry is None or entry.file.key != tf.key:
                 if entry is not None:
                     entry.owner = None  # an older version: keeps the rank it had
+                else:
+                    self._files_moved = True
                 self.entries[tf.path] = FileEntry(tf, owner=self)
                 fresh.append(tf.path)
         self._changed(fresh)
@@ -347,7 +353,7 @@ class TraceSet:
         if self._stale:  # assigned in full in the copy, when first asked there
             snap._stale, snap._dirty = True, None
         else:  # the owner's groups are never changed, only replaced: safe to read later
-            snap._carried = (dict(self._ranks), copies)
+            snap._carried = (dict(self._ranks), lambda: copies)
         return snap
 
     def update_ranks(self) -> None:
@@ -368,39 +374,41 @@ class TraceSet:
 
     def _shared_snapshot(self) -> TraceSet:
         """A snapshot of a current index whose entries are the kept detached copies."""
-        twins, stale = self._twins, self._stale_twins
-        if stale is None or len(twins) != len(self.entries):
-            stale = None  # every copy made again (and those of files gone dropped)
-        if stale is None or stale:
-            renew = self.entries.keys() if stale is None else stale
-            blank = FileEntry.__new__
-            for path in list(renew):
-                entry = self.entries.get(path)
-                if entry is None:
-                    twins.pop(path, None)
-                    continue
-                twin = blank(FileEntry)
-                twin.__dict__.update(entry.__dict__)
-                twin.owner = None  # its rank is current: read as it is
-                twins[path] = twin
-            for path in [p for p in twins if p not in self.entries] if stale is None else ():
-                del twins[path]
-            self._stale_twins = set()
+        stale = self._stale_twins
+        if stale is None or self._files_moved:  # in the order of `entries`, kept copies
+            old = self._twins
+            self._twins = {
+                path: _detached(entry)
+                if stale is None or path in stale or path not in old
+                else old[path]
+                for path, entry in self.entries.items()
+            }
+            self._files_moved = False
+        else:  # the same files in the same order: each changed one copied in its place
+            for path in stale:
+                self._twins[path] = _detached(self.entries[path])
+        self._stale_twins = set()
         snap = TraceSet(self.root)
-        snap.entries = {path: twins[path] for path in self.entries}
+        snap.entries = dict(self._twins)  # one C copy: no path hashed
         snap._shares_twins = True
         snap._chosen_span = dict(self._chosen_span)
         snap.generation = self.generation
-        copies = {id(entry): twins[path] for path, entry in self.entries.items()}
-        snap._carried = (dict(self._ranks), copies)
+        owner = dict(self.entries)
+        copies = snap.entries
+
+        def pairs() -> dict[int, FileEntry]:  # in the snapshot's reader: the index's entries
+            return {id(entry): copies[path] for path, entry in owner.items()}
+
+        snap._carried = (dict(self._ranks), pairs)
         return snap
 
     def _translate(self) -> None:
         """The index a snapshot carried over, made of its own copies of the entries."""
         if self._carried is None:
             return
-        groups, copies = self._carried
+        groups, pairs = self._carried
         self._carried = None
+        copies = pairs()
         self._ranks = {
             rank: RankGroup(
                 spans=[copies[id(e)] for e in group.spans],
@@ -444,6 +452,8 @@ class TraceSet:
         if entry is None or entry.file.key != result.file.key:
             if entry is not None:
                 entry.owner = None  # an older version: keeps the rank it had
+            else:
+                self._files_moved = True
             entry = FileEntry(result.file, owner=self)
             self.entries[result.file.path] = entry
         entry.status = result.status
@@ -463,6 +473,7 @@ class TraceSet:
     def remove(self, path: Path) -> None:
         entry = self.entries.pop(path, None)
         if entry is not None:
+            self._files_moved = True
             entry.owner = None  # keeps the rank it had
             self._changed([path])
 
@@ -696,6 +707,14 @@ class TraceSet:
             return out
 
         return dict(self._remember("counts", compute))
+
+
+def _detached(entry: FileEntry) -> FileEntry:
+    """A copy of `entry` whose rank fields are read as they are (its set's index current)."""
+    twin = FileEntry.__new__(FileEntry)
+    twin.__dict__.update(entry.__dict__)
+    twin.owner = None
+    return twin
 
 
 def open_set(
