@@ -129,7 +129,7 @@ def test_asking_after_every_file_assigns_no_file_twice(
 def test_a_thousand_files_landing_at_once_regroup_only_their_ranks(
     tmp_path: Path, assignments: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The app applies what landed in turns of up to 1,000 files (listed, then loaded); more
+    """The app applies what landed in turns of hundreds of files (listed, then loaded); more
     than 256 changed files at once assigned every file of the set again: at 10,000 files,
     0.16 s of the UI thread per turn. Now each turn groups the ranks of its own files, and
     the index is what assigning every file gives."""
@@ -141,16 +141,19 @@ def test_a_thousand_files_landing_at_once_regroup_only_their_ranks(
         return real(members, chosen)
 
     monkeypatch.setattr(model, "group_of", counted)
-    n, part = 3000, 1000
+    n, part = 900, 300  # more than the 256 changed files that made it assign every file
     ts = TraceSet(tmp_path)
     files = [trace_file(tmp_path, i) for i in range(n)]
+    events = pl.DataFrame(schema=FRAME_SCHEMAS["events"])
     for start in range(0, n, part):  # listed in parts, the index asked after each
         ts.add_pending_many(files[start : start + part])
         assert len(ts.ranks()) == start + part
+    assert assignments == [] and len(grouped) == n
     for start in range(0, n, part):  # then loaded in turns, asked after each
         ts.apply_many(
-            [loaded(tmp_path, tf, i, rank_in_file=i) for i, tf in enumerate(files)][
-                start : start + part
+            [
+                LoadResult(tf, "loaded", {"rank_in_file": i}, tmp_path, frames={"events": events})
+                for i, tf in enumerate(files[start : start + part], start)
             ]
         )
         ts.update_ranks()  # the app's turn: this turn's files grouped now, not at next ask
