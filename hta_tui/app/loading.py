@@ -47,9 +47,10 @@ class DataState:
 #: (work in the number of files), so 1,000 files landing one by one would cost 1,000 of them
 #: on the UI thread; a wake-up within this time of the last apply waits for one timer.
 APPLY_INTERVAL = 0.2
-#: Loaded files applied per turn (applying a file costs ~10 us of the UI thread, more on a
-#: busy machine): the rest follow a turn later, so keys and drawing run in between.
-APPLY_MAX = 1000
+#: Loaded files applied per turn (applying a file and grouping its rank cost ~20-40 us of
+#: the UI thread, more on a busy machine): the rest follow a turn later, so keys and drawing
+#: run in between.
+APPLY_MAX = 500
 
 
 class LoadingMixin(AppMixin):
@@ -97,6 +98,8 @@ class LoadingMixin(AppMixin):
         self._apply_timer = None
         self._last_apply = monotonic()
         self.session.apply_pending(APPLY_MAX)  # listeners: _session_changed, once per side
+        for side in self.session.sides.values():
+            side.trace_set.update_ranks()  # this turn's files' ranks, not many turns' at once
         self._set_data()
         if self.session.pending() and self._apply_timer is None:  # what is left: next turn
             self._apply_timer = self.set_timer(0.01, self._apply_session)

@@ -26,7 +26,15 @@ def matching(ranks: list[int], typed: str, limit: int = MAX_SHOWN) -> tuple[list
 
 
 class RankPicker(ModalScreen[int | None]):
-    """Pick one rank, or all ranks (returns -1 for all; dismissing returns None)."""
+    """Pick one rank, or all ranks (returns -1 for all; dismissing returns None).
+
+    Its background is opaque: a modal's default (the view beneath, dimmed) drew the whole
+    view again under it, blended, as it opened: the longest of its steps 54-79 ms of the UI
+    thread over a view of 1,000 ranks, 34-48 ms opaque."""
+
+    DEFAULT_CSS = """
+    RankPicker { background: $background; }
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
