@@ -11,12 +11,14 @@ holding them).
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from hta_tui.api import TraceAnalysis
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 from hta_tui.trace.parse import ParsedTrace, parse_file
+from tests.conftest import CASES_CACHE
 
 
 @functools.cache
@@ -27,8 +29,10 @@ def parsed(path: Path) -> ParsedTrace:
 
 @functools.cache
 def trace_set(path: Path) -> TraceSet:
-    """A folder (or one file) as `open_set` loads it, without cache."""
-    return open_set(path, Cache(enabled=False))
+    """A folder (or one file) as `open_set` loads it, through the run's cache of the shared
+    cases (conftest.py's `CASES_CACHE`; without it, no cache)."""
+    root = os.environ.get(CASES_CACHE)
+    return open_set(path, Cache(Path(root)) if root else Cache(enabled=False))
 
 
 @functools.cache
