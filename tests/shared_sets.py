@@ -1,6 +1,7 @@
-"""The shared traces (../shared/traces) parsed once per test process, for the tests that read
-their frames and test neither the parser nor the cache: every module that reads one file (or
-case) gets the same frames. Each module used to parse its cases again, some in every test
+"""The shared traces (../shared/traces) parsed once per test process (trace sets and the API's
+once per run: the processes share a cache folder), for the tests that read their frames and
+test neither the parser nor the cache: every module that reads one file (or case) gets the
+same frames. Each module used to parse its cases again, some in every test
 (a case's folder again in each of the plugin oracle's four tests, a file twice for its
 events and its metadata), and the parse of every shared case is ~5 s of CPU.
 
@@ -37,6 +38,8 @@ def trace_set(path: Path) -> TraceSet:
 
 @functools.cache
 def analysis(path: Path) -> TraceAnalysis:
-    """A folder (or one file) opened by the API, without cache (it keeps no table: each
-    method makes its tables again)."""
-    return TraceAnalysis(path, cache=False)
+    """A folder (or one file) opened by the API, through the run's cache of the shared cases
+    (a folder of its own: the API's parse adds each file's summaries; without it, no cache).
+    It keeps no table either way: each method makes its tables again."""
+    root = os.environ.get(CASES_CACHE)
+    return TraceAnalysis(path, cache=Cache(Path(root) / "api") if root else False)
