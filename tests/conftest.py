@@ -48,13 +48,6 @@ def oracle_frame(path: Path) -> pl.DataFrame | None:
 GC_THRESHOLD = (20_000, 50, 100)
 
 
-#: Frames a second the test apps draw at most (Textual's default: 60). Most of an app test's
-#: CPU is Textual's layout and drawing of frames nobody sees (the headless driver drops them);
-#: `pilot.pause()`, screenshots and `export_screenshot` draw whenever a test looks, whatever
-#: this is. At 10 the every-view walk used about a tenth less CPU.
-TEST_FPS = 10
-
-
 #: A cache folder of the shared cases for every test process of one run (`shared_sets.trace_set`):
 #: the first process to load a case parses it, the others read its frames (each of the three
 #: parsed every case). Made by the first process (the workers inherit it), removed at its end.
@@ -70,11 +63,6 @@ def pytest_configure(config: pytest.Config) -> None:
         folder = tempfile.mkdtemp(prefix="hta-tui-test-cases-")
         os.environ[CASES_CACHE] = folder
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-    # Textual reads TEXTUAL_FPS once, when textual.screen is imported: by the snapshot
-    # plugin, before this file. Its update timer reads the period when a screen makes it.
-    import textual.screen
-
-    textual.screen.UPDATE_PERIOD = 1 / TEST_FPS  # type: ignore[misc]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
