@@ -48,8 +48,21 @@ def oracle_frame(path: Path) -> pl.DataFrame | None:
 GC_THRESHOLD = (20_000, 50, 100)
 
 
+#: A cache folder of the shared cases for every test process of one run (`shared_sets.trace_set`):
+#: the first process to load a case parses it, the others read its frames (each of the three
+#: parsed every case). Made by the first process (the workers inherit it), removed at its end.
+CASES_CACHE = "HTA_TUI_TEST_CASES_CACHE"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     gc.set_threshold(*GC_THRESHOLD)
+    if CASES_CACHE not in os.environ:  # the first process (the workers inherit it)
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="hta-tui-test-cases-")
+        os.environ[CASES_CACHE] = folder
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,6 +1,7 @@
-"""The shared traces (../shared/traces) parsed once per test process, for the tests that read
-their frames and test neither the parser nor the cache: every module that reads one file (or
-case) gets the same frames. Each module used to parse its cases again, some in every test
+"""The shared traces (../shared/traces) parsed once per test process (trace sets and the API's
+once per run: the processes share a cache folder), for the tests that read their frames and
+test neither the parser nor the cache: every module that reads one file (or case) gets the
+same frames. Each module used to parse its cases again, some in every test
 (a case's folder again in each of the plugin oracle's four tests, a file twice for its
 events and its metadata), and the parse of every shared case is ~5 s of CPU.
 
@@ -11,12 +12,14 @@ holding them).
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from hta_tui.api import TraceAnalysis
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet, open_set
 from hta_tui.trace.parse import ParsedTrace, parse_file
+from tests.conftest import CASES_CACHE
 
 
 @functools.cache
@@ -27,12 +30,16 @@ def parsed(path: Path) -> ParsedTrace:
 
 @functools.cache
 def trace_set(path: Path) -> TraceSet:
-    """A folder (or one file) as `open_set` loads it, without cache."""
-    return open_set(path, Cache(enabled=False))
+    """A folder (or one file) as `open_set` loads it, through the run's cache of the shared
+    cases (conftest.py's `CASES_CACHE`; without it, no cache)."""
+    root = os.environ.get(CASES_CACHE)
+    return open_set(path, Cache(Path(root)) if root else Cache(enabled=False))
 
 
 @functools.cache
 def analysis(path: Path) -> TraceAnalysis:
-    """A folder (or one file) opened by the API, without cache (it keeps no table: each
-    method makes its tables again)."""
-    return TraceAnalysis(path, cache=False)
+    """A folder (or one file) opened by the API, through the run's cache of the shared cases
+    (a folder of its own: the API's parse adds each file's summaries; without it, no cache).
+    It keeps no table either way: each method makes its tables again."""
+    root = os.environ.get(CASES_CACHE)
+    return TraceAnalysis(path, cache=Cache(Path(root) / "api") if root else False)

@@ -1,6 +1,6 @@
 """Keys every screen shares (issue 17, points 6 and 7): escape clears a filter before it
-leaves, `j`/`k` move in the file list, the footer never loses `?`, and the rank picked with
-`r` holds on every screen."""
+leaves, `j`/`k` move in the file list. (The footer's `?` and the rank picked with `r` on
+every view: the every-view walk, tests/test_every_view.py.)"""
 
 from __future__ import annotations
 
@@ -57,21 +57,3 @@ async def test_j_and_k_move_in_the_file_list(traces: Path, tmp_path: Path) -> No
         assert files.cursor_row == 2
         await pilot.press("k")
         assert files.cursor_row == 1
-
-
-async def test_the_rank_picked_holds_on_every_screen(traces: Path, tmp_path: Path) -> None:
-    app = HtaApp(traces, cache=Cache(tmp_path / "c"), watch=False)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await wait_until(pilot, lambda: app.settled)
-        await pilot.press("K")
-        await wait_until(pilot, lambda: screen_ready(app))
-        await pilot.press("r")
-        await pilot.pause(0.2)
-        await pilot.press("down", "down", "enter")  # all ranks, rank 0, rank 1
-        await wait_until(pilot, lambda: screen_ready(app) and app.screen.params.rank == 1)
-        await pilot.press("I")
-        await wait_until(pilot, lambda: screen_ready(app))
-        assert app.screen.params.rank == 1
-        assert "rank 1" in str(app.screen.query_one("#screen-title").render())
-        frames = app.screen.result
-        assert frames is not None

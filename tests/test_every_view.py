@@ -8,9 +8,10 @@ events, two spans of rank 0), and records what each view shows and does:
   app's navigation from every view and over `?` (the walk reaches each view with its
   section's digit; a digit goes back to the section's last view), `?` and the command
   palette list every view, and the footer shows `?` at 80 columns;
-- resizes: every view survives 60x20 and back, the footer's `?` still there at 60 (a wider
-  terminal only adds room: the hostile-names walk runs every view at 100x30, the app shell's
-  layout test goes to 120x40; a third size on every view cost a fifth of this walk);
+- resizes: every view survives 60x20 (shown again there, the last then at 80x24 again), the
+  footer's `?` still there at 60 (a wider terminal only adds room: the hostile-names walk
+  runs every view at 100x30, the app shell's layout test goes to 120x40; a third size on
+  every view cost a fifth of this walk);
 - scope (issue 17): each view's title says which ranks, steps and span its numbers cover,
   whole at 80 columns; every `x: ...` hint names a key the view has;
 - the rank picked with `r` holds on every view; escape clears a view's filter first;
@@ -88,6 +89,7 @@ class Walk:
     every_step_iterations: list[int] = field(default_factory=list)
     every_step_on_kernels: str = ""
     back_to_hta_title: str = ""
+    back_at: tuple[str, int, int] = ("", 0, 0)  # the last view at 80x24 again
     return_code: int | None = None
 
 
@@ -142,12 +144,6 @@ async def _every_view(pilot: Any, walk: Walk) -> None:
             seen.hints = [
                 key for w in screen.query(Static) for key in HINT.findall(str(w.render()))
             ]
-        for size in ((60, 20), SIZE):
-            await pilot.resize_terminal(*size)
-            await pilot.pause(0.1)
-            seen.sizes.append((app.screen.size.width, app.screen.size.height))
-            if size[0] == 60:
-                seen.help_at_60 = await _poll(pilot, lambda: help_fits(app, 60))
 
 
 async def _navigation(pilot: Any, walk: Walk) -> None:
@@ -179,18 +175,26 @@ async def _navigation(pilot: Any, walk: Walk) -> None:
 
 
 async def _rank_two(pilot: Any, walk: Walk) -> None:
-    """Rank 2 picked on the first view, then every view: the pick holds; a kept filter's
-    first escape clears it and the view stays."""
+    """At 60x20, rank 2 picked on the first view, then every view: each is laid out again
+    at the smaller size, the footer still shows `?`; the pick holds; a kept filter's first
+    escape clears it and the view stays. Then 80x24 again. (Resized here rather than on the
+    first visit: two more layouts of every view cost a tenth of the walk.)"""
     app = pilot.app
     views = [e for e in SCREENS if issubclass(e.load(), AnalysisScreen)]
     await _show(pilot, views[0])
+    await pilot.resize_terminal(60, 20)
+    await pilot.pause(0.1)
     await pilot.press("r")
     await pilot.pause(0.2)
     await pilot.press("down", "down", "down", "enter")  # all, rank 0, rank 1, rank 2
     await wait_until(pilot, lambda: app.screen.params.rank == 2, 30)
-    for entry in views:
+    for entry in SCREENS:
         screen = await _show(pilot, entry)
         seen = walk.views[entry.mode]
+        seen.sizes.append((app.screen.size.width, app.screen.size.height))
+        seen.help_at_60 = await _poll(pilot, lambda: help_fits(app, 60))
+        if entry not in views:
+            continue
         seen.rank = screen.params.rank
         seen.rank_title, seen.rank_title_lines, _ = _title(screen)
         await pilot.press("slash", *"zz", "enter")
@@ -199,6 +203,10 @@ async def _rank_two(pilot: Any, walk: Walk) -> None:
         await pilot.press("escape")
         seen.filter_cleared = await _poll(pilot, lambda b=box: b.value == "" and not b.display)
         seen.mode_after_escape = app.current_mode
+    await pilot.resize_terminal(*SIZE)
+    await pilot.pause(0.1)
+    walk.back_at = (app.current_mode, app.screen.size.width, app.screen.size.height)
+    await _show(pilot, views[0])
     await pilot.press("r")  # all ranks again
     await pilot.pause(0.2)
     await pilot.press("up", "up", "up", "enter")
@@ -296,10 +304,13 @@ def test_help_and_palette_list_every_view(walk: Walk) -> None:
 
 @pytest.mark.heavy
 def test_every_screen_survives_resizes(walk: Walk) -> None:
+    """Every view, laid out at 80x24, is shown again at 60x20 (the last one then at 80x24
+    again): each takes the size, and the footer still shows `?` at 60 columns (80: the
+    navigation test)."""
     for mode, seen in walk.views.items():
-        assert [w for w, _ in seen.sizes] == [60, SIZE[0]], mode
-        # the footer still shows `?` at 60 columns (80: the navigation test)
+        assert seen.sizes == [(60, 20)], mode
         assert seen.help_at_60, mode
+    assert walk.back_at == (SCREENS[-1].mode, *SIZE)
     assert walk.return_code is None  # no crash
 
 

@@ -153,7 +153,8 @@ async def _help_opens_on_the_views(pilot: Any, seen: dict) -> None:
     row = table.get_row_at(table.cursor_row)
     assert str(row[0]) == "1"  # the Overview section's digit, the views' first row
     assert table.cursor_row > 0  # the screen's own keys are above it
-    assert table.scroll_y >= table.cursor_row - 1  # and in view at the top
+    # and in view at the top (scrolled there after the table's first refresh)
+    await wait_until(pilot, lambda: table.scroll_y >= table.cursor_row - 1, 5, "the scroll")
 
 
 # -- one app for the tests above ------------------------------------------------------------------

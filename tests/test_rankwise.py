@@ -66,24 +66,29 @@ def cluster() -> Iterator[DaskBackend]:
         yield backend
 
 
+#: Ranks of the generated NCCL job: a late one among many (64 cost the suite 10 s of CPU,
+#: for the same asserts)
+JOB_RANKS = 16
+
+
 @pytest.fixture(scope="module")
-def parsed64(tmp_path_factory: pytest.TempPathFactory, cluster: DaskBackend) -> Path:
-    """A generated 64-rank NCCL job of tiny ranks (rank 2 late at every collective), parsed
-    once on the Dask cluster (its cache copied by `job64` for each test)."""
-    root = tmp_path_factory.mktemp("job64")
-    write_nccl_job(root / "job", ranks=64, steps=2)
+def parsed_job(tmp_path_factory: pytest.TempPathFactory, cluster: DaskBackend) -> Path:
+    """A generated NCCL job of tiny ranks (rank 2 late at every collective), parsed once on
+    the Dask cluster (its cache copied by `nccl_job` for each test)."""
+    root = tmp_path_factory.mktemp("nccl-job")
+    write_nccl_job(root / "job", ranks=JOB_RANKS, steps=2)
     ts = open_session(root / "job", Cache(root / "cache"), backend=cluster).trace_set
-    assert len(ts.loaded()) == 64
+    assert len(ts.loaded()) == JOB_RANKS
     return root
 
 
 @pytest.fixture
-def job64(parsed64: Path, tmp_path: Path) -> tuple[Path, Cache]:
-    """The 64-rank job and a cache of its frames only, this test's own."""
-    shutil.copytree(parsed64 / "cache", tmp_path / "cache")
+def nccl_job(parsed_job: Path, tmp_path: Path) -> tuple[Path, Cache]:
+    """The NCCL job and a cache of its frames only, this test's own."""
+    shutil.copytree(parsed_job / "cache", tmp_path / "cache")
     cache = Cache(tmp_path / "cache")
     forget_results(cache)
-    return parsed64 / "job", cache
+    return parsed_job / "job", cache
 
 
 @pytest.fixture(scope="module")
@@ -212,22 +217,22 @@ def test_rank_by_rank_equals_every_rank_at_once(
         assert on_dask["comm_wait_transfer"].height and on_dask["collectives"].height
 
 
-def test_three_back_ends_one_report_on_64_ranks(
-    job64: tuple[Path, Cache],
+def test_three_back_ends_one_report_on_many_ranks(
+    nccl_job: tuple[Path, Cache],
     cluster: DaskBackend,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A 64-rank job parsed and analysed on Dask, in a worker process and in-process: one
+    """A job of many ranks parsed and analysed on Dask, in a worker process and in-process: one
     report, number for number; the report says which analyses the cluster did not make. A
     rank-wise table streamed rank part by rank part (as a row per launch is on a large job)
     is the same on each."""
-    job, cache = job64
+    job, cache = nccl_job
     monkeypatch.setattr(split, "STREAM_BYTES", 0)  # every rank-wise table streamed
     only = [*JOB_ONLY, "idle_time_breakdown"]
     on_dask = report(job, cache, cluster, only)
     assert "not yet distributed" not in capsys.readouterr().err  # every one split by rank
-    assert len(on_dask["files"]) == 64
+    assert len(on_dask["files"]) == JOB_RANKS
     assert {r["status"] for r in on_dask["files"]} == {"loaded"}
     forget_results(cache)
     here = report(job, cache, Backend(), only)
@@ -236,9 +241,9 @@ def test_three_back_ends_one_report_on_64_ranks(
         pool.remote_bytes = 0  # small as the files are, the work goes to the process
         in_pool = report(job, cache, pool, only)
     assert here == on_dask == in_pool
-    assert len({r["rank"] for r in here["idle_time_breakdown"]}) == 64
-    assert len({r["rank"] for r in here["gpu_kernel_breakdown"]}) == 64
-    assert len({r["rank"] for r in here["straggler_scores"]}) == 64
+    assert len({r["rank"] for r in here["idle_time_breakdown"]}) == JOB_RANKS
+    assert len({r["rank"] for r in here["gpu_kernel_breakdown"]}) == JOB_RANKS
+    assert len({r["rank"] for r in here["straggler_scores"]}) == JOB_RANKS
     # matched across the ranks: the late rank found
     assert [r["rank"] for r in on_dask["collective_stragglers"]] == [2]
 

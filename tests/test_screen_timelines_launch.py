@@ -26,6 +26,7 @@ from hta_tui.app.screens.base import Params, RankPicker
 from hta_tui.app.screens.launch import CutoffsScreen, LaunchScreen
 from hta_tui.app.screens.timelines import BUCKETS, StreamPicker, TimelinesScreen
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.plot import SafePlot
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.parse import parse_file, read_bytes
 from tests.app_walk import Walk, run_scenarios, snapshot_steps, walk_app
@@ -624,7 +625,49 @@ def dark_snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
         "L": run_to("L", LaunchScreen),
         "N light": light(run_to("N", TimelinesScreen)),  # as an app started in it shows it
     }
-    return asyncio.run(walk_app(app, snapshot_steps(steps), size=SIZE, notifications=True))
+    scenarios = {**snapshot_steps(steps), "L grown": _launch_chart_grown}  # after the pictures
+    return asyncio.run(walk_app(app, scenarios, size=SIZE, notifications=True))
+
+
+NARROW = 25
+
+
+async def _launch_chart_grown(pilot: Any, seen: dict[str, Any]) -> None:
+    """The launches' chart drawn at 25 columns (room for two ticks), then the terminal
+    widened: it shows what a chart drawn at the new width shows (it kept the narrow chart's
+    ticks: the launch snapshot's flake, a first draw before the chart was laid out)."""
+    screen = await open_screen(pilot, "L", LaunchScreen)
+    plot = screen.query_one("#launch-plot", SafePlot)
+
+    async def drawn() -> str:
+        await pilot.pause()
+        await wait_until(pilot, lambda: screen.charts_pending == 0, 10, "the chart")
+        return plot.picture.plain
+
+    await pilot.resize_terminal(NARROW, SIZE[1])
+    await pilot.press("p", "p")  # the chart drawn again, narrow
+    seen["narrow"] = await drawn()
+    await pilot.resize_terminal(*SIZE)
+    await wait_until(pilot, lambda: plot.size.width > NARROW, 10, "the wider chart")
+    seen["grown"] = await drawn()
+    await pilot.press("p", "p")
+    seen["drawn wide"] = await drawn()
+
+
+def test_a_launch_chart_drawn_narrow_then_widened_is_drawn_for_its_width(
+    dark_snapshots: Walk,
+) -> None:
+    seen = dark_snapshots["L grown"]
+    assert seen["grown"] == seen["drawn wide"]
+    # (the narrow chart has fewer ticks: otherwise this would not tell)
+    assert len(x_labels(seen["narrow"])) < len(x_labels(seen["drawn wide"]))
+
+
+def x_labels(picture: str) -> list[str]:
+    """The labels under a chart's x axis (the line below its bottom border)."""
+    lines = picture.splitlines()
+    below = next(i for i, line in enumerate(lines) if "└" in line) + 1
+    return lines[below].split()
 
 
 def light(run_before: Any) -> Any:

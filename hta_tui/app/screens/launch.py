@@ -108,6 +108,18 @@ class CutoffsScreen(ModalScreen[tuple[float, float] | None]):
         self.dismiss(None)
 
 
+class LaunchPlot(SafePlot):
+    """The launches' chart. Its tick labels are as many as its size has room for
+    (`LaunchScreen._draw`), so a new size draws it again: the first draw can come before the
+    chart is laid out (the body was loading, and the draw's timer beat the layout on a busy
+    machine), which left two ticks on a full-width chart."""
+
+    def on_resize(self) -> None:
+        screen = self.screen
+        if isinstance(screen, LaunchScreen):
+            screen.plot_resized()
+
+
 class LaunchScreen(AnalysisScreen):
     TITLE = "Kernel launches"
     ANALYSES = ("kernel_launches", "short_gpu_kernels", "runtime_outliers", "launch_delay_outliers")
@@ -122,6 +134,8 @@ class LaunchScreen(AnalysisScreen):
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.plot_kind = "scatter"
+        #: the tick room the chart was last drawn for (`_tick_room`)
+        self._drawn_room: tuple[int, int] | None = None
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -132,7 +146,7 @@ class LaunchScreen(AnalysisScreen):
 
     def compose_body(self) -> ComposeResult:
         yield TextBlock("", id="launch-summary", classes="summary")
-        yield SafePlot(id="launch-plot")
+        yield LaunchPlot(id="launch-plot")
         with TabbedContent(id="launch-tabs", initial="short"):
             with TabPane("Short kernels", id="short"):
                 yield FrameTable(
@@ -243,8 +257,8 @@ class LaunchScreen(AnalysisScreen):
                 # round values in us at their log10 positions, not the log10 numbers
                 # as many as the chart has room for: plotext drops labels that collide, and
                 # which ones it drops varies
-                width, height = plot.size
-                room = {"cpu_duration": max(2, width // 10), "gpu_duration": max(2, height // 3)}
+                self._drawn_room = self._tick_room(plot)
+                room = dict(zip(("cpu_duration", "gpu_duration"), self._drawn_room, strict=True))
                 for axis, column in ((plt.xticks, "cpu_duration"), (plt.yticks, "gpu_duration")):
                     lo, hi = float(pts[column].min()), float(pts[column].max())
                     values = log_ticks(lo, hi, room[column])
@@ -261,6 +275,19 @@ class LaunchScreen(AnalysisScreen):
                 )
             plt.xlabel("launch delay (us) over time (ms since the rank's first launch)")
         plot.refresh()
+
+    @staticmethod
+    def _tick_room(plot: SafePlot) -> tuple[int, int]:
+        """How many tick labels each axis has room for, at the chart's size now."""
+        width, height = plot.size
+        return max(2, width // 10), max(2, height // 3)
+
+    def plot_resized(self) -> None:
+        """The chart has a new size: drawn again if its ticks were for another room."""
+        plot = self.query_one("#launch-plot", SafePlot)
+        room = self._tick_room(plot)
+        if self.result is not None and self._drawn_room not in (None, room):
+            self._draw()
 
     def _focus_active_table(self) -> None:
         pane = self.query_one(TabbedContent).active_pane
