@@ -109,3 +109,28 @@ def snapshots(tmp_path_factory: pytest.TempPathFactory) -> Walk:
 @pytest.mark.parametrize("theme", ["hta-dark", "hta-light"])
 def test_snapshot(snap_svg, snapshots: Walk, theme: str) -> None:
     assert snap_svg(snapshots.check(theme)["svg"])
+
+
+def test_the_table_comes_before_the_charts_series(tmp_path: Path, monkeypatch: Any) -> None:
+    """Issue 27: the view's table does not wait for the chart's series (every rank's kernels
+    cut into the plugin's buckets: five times the table's CPU on 8 x 100 MB); they come
+    after it (`LATER`), the same series."""
+    from hta_tui.analysis import registry
+    from hta_tui.session import open_session
+    from hta_tui.trace.cache import Cache
+
+    root = tmp_path / "traces"
+    write_trace_dir(root, ranks=2, steps=2, seed=0)
+    ts = open_session(root, Cache(tmp_path / "cache")).trace_set
+    frames = ts.frames()
+    asked: list[str] = []
+    real = registry.table
+    monkeypatch.setattr(
+        registry, "table", lambda f, name, *a, **k: asked.append(name) or real(f, name, *a, **k)
+    )
+    screen = GpuMetricsScreen.__new__(GpuMetricsScreen)  # its compute, no app
+    result = screen.compute_on(ts, frames, {})
+    assert "gpu_metric_series" not in asked and result["series"] is None
+    assert result["table"].height == 2 and GpuMetricsScreen.LATER
+    later = screen.compute_later(ts, frames, {}, result)
+    assert later.equals(gpu_metric_series.metric_series(frames)) and not later.is_empty()
