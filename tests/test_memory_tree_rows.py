@@ -28,27 +28,10 @@ def _joined_tree(nodes: pl.DataFrame, nesting: pl.DataFrame) -> pl.DataFrame:
 
 def _joined_records(recs: pl.DataFrame, tree: pl.DataFrame, found: pl.DataFrame) -> pl.DataFrame:
     """Each memory event's node, operator and parent as joins (the plugin's rule: a node
-    that is not an operator names nothing; the parent of a top-level operator is the root)."""
-    names = (
-        tree.select("node", "eff", "eff_parent")
-        .join(
-            tree.select(pl.col("node").alias("eff"), pl.col("name").alias("op"), "is_op"), on="eff"
-        )
-        .join(
-            tree.select(pl.col("node").alias("eff_parent"), pl.col("name").alias("parent")),
-            on="eff_parent",
-            how="left",
-        )
-    )
-    is_op = pl.col("is_op")
-    found = found.join(names, on="node", how="left").select(
-        pl.col("row").alias("seq"),
-        pl.when(is_op).then(pl.col("eff")).alias("node"),
-        pl.when(is_op).then(pl.col("op")).alias("op"),
-        pl.when(is_op).then(pl.col("parent").fill_null(memory_records.ROOT)).alias("parent"),
-    )
-    recs = recs.join(found, on="seq", how="left", maintain_order="left")
-    return memory_records._name_frees(recs).select(memory_records.RECORD_COLUMNS)
+    that is not an operator names nothing; the parent of a top-level operator is the root):
+    the module's own join path, kept for ids rows cannot address."""
+    named = memory_records._named_by_join(recs, tree, found)
+    return memory_records._name_frees(named).select(memory_records.RECORD_COLUMNS)
 
 
 @contextmanager
