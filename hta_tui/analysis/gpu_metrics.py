@@ -440,9 +440,13 @@ def bucket_size_us(range_us: float) -> int:
     return size
 
 
+#: The profiler's own span event: the trace's span where there is one.
+_PROFILER_SPAN = tb_roles.cat_in(["trace"]) & (pl.col("name") == "PyTorch Profiler (0)")
+
+
 def _trace_span(events: pl.DataFrame) -> tuple[int, int] | None:
     """The 'PyTorch Profiler (0)' span, else the extent of every event the plugin reads."""
-    marker = events.filter(tb_roles.cat_in(["trace"]) & (pl.col("name") == "PyTorch Profiler (0)"))
+    marker = events.filter(_PROFILER_SPAN)
     if not marker.is_empty():
         row = marker.row(-1, named=True)
         return int(row["ts"]), int(row["ts"] + row["dur"])
@@ -468,9 +472,11 @@ def trace_buckets(events: pl.DataFrame) -> tuple[int, int, int, int] | None:
     """The plugin's counter buckets over the trace span: (first ns, bucket ns, count, last
     ns); the last bucket runs to the span's end."""
     span = _trace_span(events)
-    if span is None:
-        return None
-    first, last = span
+    return None if span is None else _grid(*span)
+
+
+def _grid(first: int, last: int) -> tuple[int, int, int, int] | None:
+    """`trace_buckets` of the span [first, last] ns (None: not one bucket long)."""
     size = bucket_size_us((last - first) / 1000) * 1000
     n = int((last - first) / size)
     return (first, size, n, last) if n >= 1 else None
@@ -569,11 +575,10 @@ def ranks_grids(ranks: Mapping[int, pl.DataFrame]) -> dict[int, tuple[int, int, 
     ev = ranks_events(ranks)
     if ev.is_empty():
         return {}
-    marker = tb_roles.cat_in(["trace"]) & (pl.col("name") == "PyTorch Profiler (0)")
     end = pl.col("ts") + pl.col("dur")
     marked = (
         ev.lazy()
-        .filter(marker)
+        .filter(_PROFILER_SPAN)
         .group_by("rank")
         .agg(pl.col("ts").last().alias("a"), end.last().alias("b"))
         .collect()
@@ -587,13 +592,8 @@ def ranks_grids(ranks: Mapping[int, pl.DataFrame]) -> dict[int, tuple[int, int, 
     )
     spans = {r: (int(a), int(b)) for r, a, b in known.iter_rows()}
     spans.update({r: (int(a), int(b)) for r, a, b in marked.iter_rows()})
-    out = {}
-    for rank, (first, last) in spans.items():
-        size = bucket_size_us((last - first) / 1000) * 1000
-        n = int((last - first) / size)
-        if n >= 1:
-            out[rank] = (first, size, n, last)
-    return out
+    grids = {rank: _grid(first, last) for rank, (first, last) in spans.items()}
+    return {rank: grid for rank, grid in grids.items() if grid is not None}
 
 
 def ranks_utilization_series(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
