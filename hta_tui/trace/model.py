@@ -341,12 +341,9 @@ class TraceSet:
         snap = TraceSet(self.root)
         copies: dict[int, FileEntry] = {}
         entries: dict[Path, FileEntry] = {}
-        blank = FileEntry.__new__
         for path, entry in self.entries.items():
-            twin = blank(FileEntry)
-            twin.__dict__.update(entry.__dict__)
-            twin.owner = snap  # its ranks, when stale, are the copy's to assign
-            copies[id(entry)] = entries[path] = twin
+            # its ranks, when stale, are the copy's to assign
+            copies[id(entry)] = entries[path] = _detached(entry, owner=snap)
         snap.entries = entries
         snap._chosen_span = dict(self._chosen_span)
         snap.generation = self.generation
@@ -437,12 +434,7 @@ class TraceSet:
             return False
         self._index()
         self._shares_twins = False
-        twins, self.entries = self.entries, {}
-        for path, twin in twins.items():
-            copy = FileEntry.__new__(FileEntry)
-            copy.__dict__.update(twin.__dict__)
-            copy.owner = self
-            self.entries[path] = copy
+        self.entries = {path: _detached(twin, owner=self) for path, twin in self.entries.items()}
         self._dirty = None
         return True
 
@@ -709,11 +701,12 @@ class TraceSet:
         return dict(self._remember("counts", compute))
 
 
-def _detached(entry: FileEntry) -> FileEntry:
-    """A copy of `entry` whose rank fields are read as they are (its set's index current)."""
+def _detached(entry: FileEntry, owner: TraceSet | None = None) -> FileEntry:
+    """A copy of `entry` (no __init__: its fields as they are). No `owner`: its rank fields
+    are read as they are (its set's index current); else that set assigns them."""
     twin = FileEntry.__new__(FileEntry)
     twin.__dict__.update(entry.__dict__)
-    twin.owner = None
+    twin.owner = owner
     return twin
 
 
