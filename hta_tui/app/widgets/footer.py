@@ -56,8 +56,8 @@ class KeysFooter(Footer):
                 _node, b, on, _tip = found
                 tip = b.tooltip or b.description
                 palette = "-command-palette -compact"
-                keys.append((b.key, self.app.get_key_display(b), b.description, b.action))
-                keys[-1] += (on, tip, palette)
+                display = self.app.get_key_display(b)
+                keys.append((b.key, display, b.description, b.action, on, tip, palette))
         return tuple(keys)
 
     def compose(self) -> ComposeResult:
