@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis.enclosing import innermost, innermost_and_levels, levels, node_columns
-from hta_tui.analysis.op_tree import merges_by_row, parent_rows
+from hta_tui.analysis.op_tree import id_rows, merges_by_row, parent_rows, rows_at
 
 ROOT = "CallTreeRoot"
 UNKNOWN = "<unknown>"
@@ -232,13 +232,11 @@ def _named_by_row(
         return None
     if max(ids_np.max(), rows_np.max()) > 8 * (tree.height + recs.height) + 1024:
         return None  # ids far apart: arrays indexed by them would be mostly empty
-    tree_row = _index(ids_np)
+    tree_row = id_rows(ids_np)
 
     def at(table: np.ndarray, values: pl.Series) -> np.ndarray:
         """`table[v]` for each id (-1: null, or not an id of the table)."""
-        v = values.cast(pl.Int64).fill_null(-1).to_numpy()
-        ok = (v >= 0) & (v < table.size)
-        return np.where(ok, table[np.where(ok, v, 0)], -1)
+        return rows_at(table, values.cast(pl.Int64).fill_null(-1).to_numpy())
 
     def pick(col: pl.Series, where: np.ndarray) -> pl.Series:
         """col[where], null where `where` is -1."""
@@ -255,19 +253,12 @@ def _named_by_row(
     # outside any node (or the parent's name null): the root, as the joins' fill_null gave
     parent = pick(tree["name"], up).fill_null(ROOT).set(pl.Series(~is_op), None)  # type: ignore[arg-type]
     # each event's found row (-1: a probe never asked, the event without a thread)
-    found_at = at(_index(rows_np), seqs)
+    found_at = at(id_rows(rows_np), seqs)
     return recs.with_columns(
         pick(node, found_at).alias("node"),
         pick(op, found_at).alias("op"),
         pick(parent, found_at).alias("parent"),
     )
-
-
-def _index(ids: np.ndarray) -> np.ndarray:
-    """row of each id, indexed by the id (-1: no row)."""
-    table = np.full(int(ids.max(initial=-1)) + 1, -1, dtype=np.int64)
-    table[ids] = np.arange(ids.size, dtype=np.int64)
-    return table
 
 
 def _name_frees(recs: pl.DataFrame) -> pl.DataFrame:

@@ -249,14 +249,26 @@ def parent_rows(nodes: pl.DataFrame, *, node: str, parent: str = "parent") -> np
     if n and ids.dtype.is_integer() and not ids.null_count() and ids.n_unique() == n:
         own = ids.cast(pl.Int64).to_numpy()
         if own.min() >= 0 and own.max() < 8 * n + 1024:  # small ids (event idx): by an array
-            row_of = np.full(int(own.max()) + 1, -1, dtype=np.int64)
-            row_of[own] = np.arange(n, dtype=np.int64)
             up = nodes[parent].cast(pl.Int64).fill_null(-1).to_numpy()
-            ok = (up >= 0) & (up < row_of.size)
-            return np.where(ok, row_of[np.where(ok, up, 0)], -1)
+            return rows_at(id_rows(own), up)
     rows = pl.DataFrame({parent: ids, "__row": pl.int_range(n, eager=True, dtype=pl.Int64)})
     up = nodes.select(parent).join(rows, on=parent, how="left", maintain_order="left")
     return up["__row"].fill_null(-1).to_numpy()
+
+
+def id_rows(ids: np.ndarray) -> np.ndarray:
+    """The row of each id, indexed by the id (-1: no row): `ids` distinct small integers
+    >= 0 (event idx), so an array finds a row where a join would hash them."""
+    table = np.full(int(ids.max(initial=-1)) + 1, -1, dtype=np.int64)
+    table[ids] = np.arange(ids.size, dtype=np.int64)
+    return table
+
+
+def rows_at(table: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """`table[id]` for each id of an `id_rows` table (-1: a negative id, i.e. null, or one
+    past the table)."""
+    ok = (ids >= 0) & (ids < table.size)
+    return np.where(ok, table[np.where(ok, ids, 0)], -1)
 
 
 def merges_by_row(
