@@ -133,8 +133,13 @@ class ForegroundMixin(AppMixin):
     foreground: Foreground
 
     def follow_foreground(self) -> None:
-        """Event loop: also gives the loop's thread workers `WORKER_THREADS` threads."""
-        self.screen_change_signal.subscribe(self, self._screen_changed)
+        """Event loop: also gives the loop's thread workers `WORKER_THREADS` threads.
+
+        Told at once, inside the switch (`immediate`): posted to the app's queue instead, as
+        Textual's default does, the change came 0.2-1 s after the key while the app's queue
+        held a new screen's mounting, and meanwhile the view left behind counted as shown
+        (its work went on) while the new one's first checkpoint waited for it."""
+        self.screen_change_signal.subscribe(self, self._screen_changed, immediate=True)
         self.foreground.show(self.screen)
         pool = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="hta-worker")
         asyncio.get_running_loop().set_default_executor(pool)
