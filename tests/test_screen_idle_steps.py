@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,10 +154,46 @@ async def _idle_rank_switch_filter_sort_export(pilot: Any, seen: dict) -> None:
 # -- screen 9: steps ---------------------------------------------------------------------------
 
 
+def _on_ui_thread(calls: list[str]) -> Callable[[], None]:
+    """`step_compare`'s functions note each call the steps view makes on the UI thread (at
+    1,000 ranks the chart's per-step durations made there held `P` up); returns the undo."""
+    real = {n: getattr(step_compare, n) for n in ("step_spread", "step_durations")}
+
+    def noted(name: str, fn: Any) -> Any:
+        def call(*args: Any, **kw: Any) -> Any:
+            caller = sys._getframe(1).f_code.co_filename
+            if (
+                caller.endswith("steps.py")
+                and threading.current_thread() is threading.main_thread()
+            ):
+                calls.append(name)
+            return fn(*args, **kw)
+
+        return call
+
+    def undo() -> None:
+        for name, fn in real.items():
+            setattr(step_compare, name, fn)
+
+    for name, fn in real.items():
+        setattr(step_compare, name, noted(name, fn))
+    return undo
+
+
 async def _steps_flags_slow_rank(pilot: Any, seen: dict) -> None:
     app = pilot.app
     await settle(pilot)
-    screen = await press_view(pilot, "P", SCREEN_KEYS["P"])
+    on_ui: list[str] = []
+    undo = _on_ui_thread(on_ui)
+    try:
+        screen = await press_view(pilot, "P", SCREEN_KEYS["P"])
+        await pilot.press("down")  # the chart follows the per-step table's cursor
+        await pilot.pause()
+        await pilot.press("up")
+        await pilot.pause()
+    finally:
+        undo()
+    assert not on_ui  # the steps' durations come with the numbers, made in the worker
     frames = app.trace_set.frames()
     iters = steps.iterations(frames)
     assert_frame_equal(table(screen, "steps-iterations").frame, iters)
@@ -176,6 +215,8 @@ async def _steps_flags_slow_rank(pilot: Any, seen: dict) -> None:
     second_step = table(screen, "steps-per-step").selected_row()["iter"]
     assert screen.query_one(StepBars).title != first
     assert f"Step {second_step} " in screen.query_one(StepBars).title
+    shown = [(b.rank, b.dur) for b in screen.query_one(StepBars).bars]
+    assert shown == step_compare.step_durations(iters, second_step).rows()
 
     assert_frame_equal(
         table(screen, "steps-annotations").frame,

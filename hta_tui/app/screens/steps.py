@@ -139,6 +139,33 @@ class StepBars(LinesOnScreen):
         return line
 
 
+def step_bars(
+    iters: pl.DataFrame, spread: pl.DataFrame, stragglers: pl.DataFrame
+) -> dict[int, pl.DataFrame]:
+    """Worker thread: step -> its bars (rank, dur, slowest, flagged), in the order the chart
+    shows them: by rank, or with more ranks than the box shows (`MANY_BARS`) the slowest
+    first. Every step at once, with the numbers: made on the UI thread at each cursor move
+    (a filter of every rank's steps, then 1,000 bars sorted), it held `P` up at 1,000 ranks."""
+    flagged = stragglers.filter(pl.col("straggler"))["rank"]
+    df = (
+        iters.filter(pl.col("iter") >= 0)
+        .join(spread.select("iter", "slowest_rank"), on="iter", how="left")
+        .select(
+            "iter",
+            pl.col("rank").cast(pl.Int64),
+            pl.col("dur").cast(pl.Float64),
+            (pl.col("rank") == pl.col("slowest_rank")).fill_null(False).alias("slowest"),
+            pl.col("rank").is_in(flagged.implode()).alias("flagged"),
+        )
+    )
+    many = pl.len().over("iter") > MANY_BARS
+    df = df.sort(
+        "iter", pl.when(many).then(-pl.col("dur")).otherwise(0.0), "rank", maintain_order=True
+    )
+    parts = df.partition_by("iter", as_dict=True, include_key=False, maintain_order=True)
+    return {int(key[0]): part for key, part in parts.items()}  # type: ignore[arg-type]
+
+
 #: Which steps these are: HTA's, not the step-time view's (moved to their GPU work).
 HOST_STEPS = "host ProfilerStep ranges, as HTA; B moves them to their GPU work"
 
@@ -197,16 +224,19 @@ class StepsScreen(AnalysisScreen):
         notes = "gpu_user_annotation_breakdown" if gpu else "user_annotation_breakdown"
         got = registry.tables(frames, ["iterations", "straggler_scores", notes])
         iters, stragglers = got["iterations"], got["straggler_scores"]
-        return {
+        spread = step_compare.step_spread(iters)
+        # flagged ranks first (light reshaping; the rows are the analysis's)
+        stragglers = stragglers.sort(["straggler", "rank"], descending=[True, False])
+        result = {
             "iterations": iters,
-            "spread": step_compare.step_spread(iters),
-            # flagged ranks first (light reshaping; the rows are the analysis's)
-            "stragglers": stragglers.sort(["straggler", "rank"], descending=[True, False]).select(
-                STRAGGLER_ORDER
-            ),
+            "spread": spread,
+            "stragglers": stragglers.select(STRAGGLER_ORDER),
             "annotations": got[notes],
-            "gpu": bool(params.get("gpu", False)),
+            "gpu": gpu,
+            "bars": step_bars(iters, spread, stragglers),
         }
+        result["summary"] = StepsScreen._summary(result)
+        return result
 
     def show(self, result: dict[str, Any]) -> None:
         iters: pl.DataFrame = result["iterations"]
@@ -217,19 +247,14 @@ class StepsScreen(AnalysisScreen):
         where = "GPU" if result["gpu"] else "CPU"
         tabs = self.query_one("#steps-tabs", TabbedContent)
         tabs.get_tab(TABS[3]).label = f"Annotations ({where})"
-        self.query_one("#steps-summary", Static).update(self._summary(result))
+        self.query_one("#steps-summary", Static).update(result["summary"])
         self._show_step()
         if not isinstance(self.focused, FrameTable):
             self.call_after_refresh(self._focus_table)
 
-    def _flagged(self) -> set[int]:
-        if not isinstance(self.result, dict):
-            return set()
-        s: pl.DataFrame = self.result["stragglers"]
-        return set(s.filter(pl.col("straggler"))["rank"].to_list())
-
     def _show_step(self) -> None:
-        """The chart: the step under the per-step table's cursor, one bar per rank."""
+        """The chart: the step under the per-step table's cursor, one bar per rank (made in
+        the worker with the numbers, `step_bars`: here only looked up)."""
         box = self.query_one("#steps-bars-box")
         if not isinstance(self.result, dict) or self.result["spread"].is_empty():
             box.display = False
@@ -239,16 +264,10 @@ class StepsScreen(AnalysisScreen):
         if row is None:
             row = spread.row(0, named=True)
         step = int(row["iter"])
-        durs = step_compare.step_durations(self.result["iterations"], step)
-        flagged = self._flagged()
+        shown: pl.DataFrame | None = self.result["bars"].get(step)
+        bars = [] if shown is None else [RankBar(*r) for r in shown.iter_rows()]
+        order = "slowest first" if len(bars) > MANY_BARS else "by rank"
         slowest = row["slowest_rank"]
-        bars = [
-            RankBar(int(r), float(d), r == slowest, int(r) in flagged) for r, d in durs.iter_rows()
-        ]
-        order = "by rank"
-        if len(bars) > MANY_BARS:  # the box shows a few: the slowest ranks first
-            bars.sort(key=lambda b: (-b.dur, b.rank))
-            order = "slowest first"
         spread_txt = "" if row["spread_pctg"] is None else f", spread {row['spread_pctg']:.1f}%"
         title = f"Step {step} {order} (slowest rank {slowest}{spread_txt})"
         box.display = True
