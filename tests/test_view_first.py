@@ -250,6 +250,18 @@ async def test_a_view_whose_key_another_view_key_follows_is_never_built(
     monkeypatch.setattr(AnalysisScreen, "__init__", init)
     write_trace_dir(tmp_path / "t", ranks=1, steps=2, seed=5)
     app = make_screen_app(tmp_path / "t", tmp_path)
+    # the view switched to counts as shown from the switch on: told later (through the
+    # app's queue, behind the new screen's mounting) the view left behind went on computing
+    # meanwhile and the new view's first checkpoint waited for it (0.2-1 s after every view)
+    told: list[bool] = []
+    real_switch = type(app).switch_mode
+
+    def switch(self: Any, mode: str) -> Any:
+        done = real_switch(self, mode)
+        told.append(self.foreground.shown is self.screen)
+        return done
+
+    monkeypatch.setattr(type(app), "switch_mode", switch)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_patiently(pilot, lambda: app.settled)
 
@@ -263,6 +275,7 @@ async def test_a_view_whose_key_another_view_key_follows_is_never_built(
         typed("M", "W", "K", "P")
         steps = await wait_view(pilot, StepsScreen, timeout=60)
         assert built == ["KernelDetailScreen", "StepsScreen"]
+        assert len(told) == 2 and all(told)
         # the footer's keys are made again only when the keys to show change (Textual
         # remakes them on every change of focus: a third of a new screen's UI time)
         keys = list(steps.query(FooterKey))
