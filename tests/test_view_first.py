@@ -335,3 +335,84 @@ def test_a_view_shown_without_numbers_holds_the_others_from_its_key() -> None:
     assert fg.is_holding(behind) and not passed.is_set()
     fg.wants(shown, False)  # its numbers drawn
     assert passed.wait(30)
+
+
+async def test_a_view_left_behind_drops_work_of_a_state_no_longer_wanted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A view left behind whose computation is of a state no longer wanted (here a rank
+    chosen on another view) has it cancelled: it stops at its next checkpoint rather than
+    finishing once shown again (and being computed anew after). Shown again, it computes the
+    state wanted then, with the numbers of that rank alone."""
+    release = threading.Event()
+    runs: list[tuple[int | None, str]] = []
+    registry.declare(
+        registry.Analysis("drop_gate", "a gate", lambda r, o: {"drop_gate": pl.DataFrame})
+    )
+    real = KernelsScreen.compute_on
+
+    def gated(self: Any, ts: Any, frames: Any, params: Any) -> Any:
+        try:
+            while not release.wait(0.01):
+                registry.table(frames, "drop_gate")  # the door: a checkpoint each time
+        except foreground.Superseded:
+            runs.append((params.rank, "dropped"))
+            raise
+        runs.append((params.rank, "computed"))
+        return real(self, ts, frames, params)
+
+    monkeypatch.setattr(KernelsScreen, "compute_on", gated)
+    write_trace_dir(tmp_path / "t", ranks=2, steps=2, seed=6)
+    app = make_screen_app(tmp_path / "t", tmp_path)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_patiently(pilot, lambda: app.settled)
+            await pilot.press("K")  # its computation waits at the door until released
+            await wait_patiently(
+                pilot,
+                lambda: (
+                    isinstance(base_screen(app), KernelsScreen)
+                    and base_screen(app)._computing is not None
+                ),
+                what="K asked",
+            )
+            kernels = base_screen(app)
+            await press_view(pilot, "P", StepsScreen, timeout=60)  # K left behind
+            app.rank_choice = 1
+            await wait_patiently(pilot, lambda: runs == [(None, "dropped")], what="K dropped")
+            release.set()
+            await pilot.press("K")
+            shown = await wait_view(pilot, KernelsScreen, timeout=60)
+            assert shown is kernels and runs == [(None, "dropped"), (1, "computed")]
+            assert kernels.params.rank == 1
+            frames = app.trace_set.frames()
+            want = KernelsScreen.compute({1: frames[1]}, kernels.params)  # rank 1's alone
+            assert kernels.result["types"].equals(want["types"])
+            assert kernels.result["kernels"]["name"].to_list() == want["kernels"]["name"].to_list()
+    finally:
+        release.set()
+        registry.withdraw("drop_gate")
+
+
+def test_work_left_behind_waits_until_the_shown_view_is_looked_at(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A view shown with its numbers (neither computing nor wanting) still holds the work
+    left behind until it has been on the screen `LINGER` seconds: views passed through a
+    fraction of a second apart do not let that work go between two keys, where the next
+    view's key would find it in the middle of a piece."""
+    monkeypatch.setattr(foreground, "LINGER", 60.0, raising=False)
+    fg = Foreground()
+    behind = object()
+    worker: Any = SimpleNamespace(is_cancelled=False)
+    fg.show(object())
+    passed = threading.Event()
+    threading.Thread(
+        target=lambda: (fg.give_way(behind, worker)(), passed.set()), daemon=True
+    ).start()
+    deadline = time.monotonic() + 30
+    while not fg.is_holding(behind) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fg.is_holding(behind) and not passed.is_set()
+    monkeypatch.setattr(foreground, "LINGER", 0.0)  # now looked at long enough
+    assert passed.wait(30)

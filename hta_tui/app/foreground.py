@@ -14,6 +14,11 @@ cores, did: the shown view then waited for work left behind to finish). Should i
 anyway, the hold lapses after `QUEUED_GRACE` seconds, so held work cannot wait for a worker
 that waits for its thread.
 
+Held work goes on only once the view shown has been on the screen for `LINGER` seconds too:
+views passed through on the way to another (keys a fraction of a second apart) do not get
+their work left behind going between two keys, where the next view's key would find it in
+the middle of a piece (issue 27: every view right after visiting every other view).
+
 A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
 app's own worker, which never waits: while it is shown, the views left behind go on.
 """
@@ -39,6 +44,9 @@ WORKER_THREADS = 64
 #: Seconds a shown view that wants numbers but whose computation has not started holds the
 #: others: its worker may be queued for a thread that held work keeps.
 QUEUED_GRACE = 2.0
+#: Seconds a view is shown before work left behind goes on (when it is not computing): the
+#: user looks at it rather than passing through it.
+LINGER = 0.5
 
 
 class Superseded(Exception):
@@ -52,6 +60,7 @@ class Foreground:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._shown: object | None = None
+        self._shown_since = float("-inf")
         self._running: dict[int, int] = {}  # id(view) -> its computations running
         self._wanting: dict[int, float] = {}  # id(view) -> since when it wants its numbers
         #: id(view) -> its computations waiting at a checkpoint now (tests, benchmarks)
@@ -59,6 +68,8 @@ class Foreground:
 
     def show(self, view: object) -> None:
         with self._changed:
+            if view is not self._shown:
+                self._shown_since = time.monotonic()
             self._shown = view
             self._changed.notify_all()
 
@@ -95,12 +106,15 @@ class Foreground:
             return False
         if id(shown) in self._running:
             return True
+        now = time.monotonic()
         since = self._wanting.get(id(shown))
-        return since is not None and time.monotonic() - since < QUEUED_GRACE
+        if since is not None and now - since < QUEUED_GRACE:
+            return True
+        return now - self._shown_since < LINGER
 
     def give_way(self, view: object, worker: Worker[object]) -> Callable[[], None]:
         """The checkpoint hook of `view`'s worker: stop once the worker is cancelled; wait
-        while another view is shown and computing."""
+        while another view is shown and computing (or shown less than `LINGER` ago)."""
 
         def hook() -> None:
             if worker.is_cancelled:

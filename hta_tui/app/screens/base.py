@@ -189,6 +189,9 @@ class AnalysisScreen(Screen):
         #: numbers (and later parts) that landed while another view was shown: drawn when
         #: this one is shown again
         self._unshown: list[Computed | ComputedLater] = []
+        #: the computation's worker (numbers, then any later parts) and the state it is of
+        self._worker: Worker[Any] | None = None
+        self._worker_key: tuple[int, Params] | None = None
 
     def post_message(self, message: Message) -> bool:
         """Shown again (or first, once built), the screen is not restyled whole when it was
@@ -296,8 +299,28 @@ class AnalysisScreen(Screen):
         self._maybe_refresh()
 
     def _app_changed(self) -> None:
-        """The session or a choice every screen follows changed: shown again if visible."""
+        """The session or a choice every screen follows changed: shown again if visible;
+        left behind, its computation of the state before is dropped (`_drop_stale`)."""
+        if not self.is_current:
+            self._drop_stale()
         self._maybe_refresh()
+
+    def _drop_stale(self) -> None:
+        """Main thread, the view left behind: its computation (held while another view is
+        shown, or running on) is of a state no longer wanted (a reload, a rank chosen on
+        another view): cancelled, it stops at its next checkpoint instead of finishing when
+        shown again and being computed anew after that. Shown again, it computes the state
+        then wanted (`_maybe_refresh`)."""
+        worker = self._worker
+        if worker is None or worker.is_finished:
+            return
+        self._follow_rank()
+        if self._worker_key == (self.trace_set.generation, self.params):
+            return
+        worker.cancel()
+        self._worker = None
+        if self._computing is not None:
+            self._set_computing(None)
 
     def on_screen_resume(self) -> None:
         info = hta_app(self).status_info
@@ -443,7 +466,8 @@ class AnalysisScreen(Screen):
         body = self.query_one("#body")
         if not self._show_waiting() and self._shown_key is None:
             body.loading = True
-        self._compute(ts.snapshot(), self.params)
+        self._worker_key = want
+        self._worker = self._compute(ts.snapshot(), self.params)
 
     @contextmanager
     def giving_way(self, worker: Worker[Any]) -> Iterator[None]:
