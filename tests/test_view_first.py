@@ -414,5 +414,11 @@ def test_work_left_behind_waits_until_the_shown_view_is_looked_at(
     while not fg.is_holding(behind) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert fg.is_holding(behind) and not passed.is_set()
+    ahead = threading.Event()  # the read-ahead, work every view needs, does not linger
+    threading.Thread(
+        target=lambda: (fg.give_way(object(), worker, lingers=False)(), ahead.set()),
+        daemon=True,
+    ).start()
+    assert ahead.wait(30) and not passed.is_set()
     monkeypatch.setattr(foreground, "LINGER", 0.0)  # now looked at long enough
     assert passed.wait(30)

@@ -17,7 +17,9 @@ that waits for its thread.
 Held work goes on only once the view shown has been on the screen for `LINGER` seconds too:
 views passed through on the way to another (keys a fraction of a second apart) do not get
 their work left behind going between two keys, where the next view's key would find it in
-the middle of a piece (issue 27: every view right after visiting every other view).
+the middle of a piece (issue 27: every view right after visiting every other view). The
+read-ahead (app/read_ahead.py: the frames and shared tables every view needs) does not wait
+for that: held through a walk, it left the view at its end to build them.
 
 A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
 app's own worker, which never waits: while it is shown, the views left behind go on.
@@ -100,7 +102,7 @@ class Foreground:
             elif self._wanting.pop(id(view), None) is not None:
                 self._changed.notify_all()
 
-    def _holds(self, view: object) -> bool:
+    def _holds(self, view: object, lingers: bool = True) -> bool:
         shown = self._shown
         if shown is None or shown is view:
             return False
@@ -110,21 +112,24 @@ class Foreground:
         since = self._wanting.get(id(shown))
         if since is not None and now - since < QUEUED_GRACE:
             return True
-        return now - self._shown_since < LINGER
+        return lingers and now - self._shown_since < LINGER
 
-    def give_way(self, view: object, worker: Worker[object]) -> Callable[[], None]:
+    def give_way(
+        self, view: object, worker: Worker[object], *, lingers: bool = True
+    ) -> Callable[[], None]:
         """The checkpoint hook of `view`'s worker: stop once the worker is cancelled; wait
-        while another view is shown and computing (or shown less than `LINGER` ago)."""
+        while another view is shown and computing (or, if it `lingers`, shown less than
+        `LINGER` ago: the read-ahead, work every view needs, does not)."""
 
         def hook() -> None:
             if worker.is_cancelled:
                 raise Superseded
             with self._changed:
-                if not self._holds(view):
+                if not self._holds(view, lingers):
                     return
                 self.holding[id(view)] = self.holding.get(id(view), 0) + 1
                 try:
-                    while self._holds(view) and not worker.is_cancelled:
+                    while self._holds(view, lingers) and not worker.is_cancelled:
                         self._changed.wait(HOLD_POLL)
                 finally:
                     self.holding[id(view)] -= 1

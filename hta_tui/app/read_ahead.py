@@ -81,7 +81,8 @@ class ReadAheadMixin(AppMixin):
 
     @work(thread=True, exclusive=True, group="read_ahead", exit_on_error=False)
     def _read_ahead(self, ts: TraceSet) -> None:
-        checkpoint = self.foreground.give_way(ReadAhead(), get_current_worker())
+        # work every view needs: it goes on as soon as the view shown has its numbers
+        checkpoint = self.foreground.give_way(ReadAhead(), get_current_worker(), lingers=False)
         try:
             in_background(read_ahead, ts, checkpoint)
         except Superseded:  # a newer set's read-ahead took over
