@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
+from hta_tui import report_json
 from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute
 from hta_tui.analysis.tables import csv_for_people, csv_ready
@@ -182,16 +183,29 @@ def _record(name: str, tables: dict[str, pl.DataFrame]) -> Any:
     return registry.json_value(name, tables[name])
 
 
-#: Rows of a table made into Python records at a time (`_table_json`).
-JSON_ROWS = 20_000
-
 _INDENT = orjson.OPT_INDENT_2
 
 
-def _table_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
-    """A table's `orjson.dumps(records, OPT_INDENT_2)`, byte for byte, made JSON_ROWS rows
-    at a time: one table of per-launch rows is millions of records on a large job; a
-    streamed one (`RankParts`) read a rank's part at a time too."""
+def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str]:
+    """A table's text in the report's document: its `orjson.dumps(records, OPT_INDENT_2)`,
+    byte for byte, indented to its place and made printable. Written from the frames, a
+    slice of rows at a time (`report_json`); a streamed table (`RankParts`) read a rank's
+    part at a time too. The files and findings (their own records), and a table with a
+    column `report_json` does not write, are made as records (`_records_json`)."""
+    table = tables.get(name)
+    if name not in ("files", "findings") and table is not None:
+        frames = table.frames() if isinstance(table, RankParts) else [table]
+        text = report_json.table_text(table.schema, frames, 2, registry.LIST_KEYS.get(name))
+        if text is not None:
+            yield from text
+            return
+    for piece in _records_json(name, tables):
+        yield json_printable(piece.replace(b"\n", b"\n  ").decode())
+
+
+def _records_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
+    """A table's `orjson.dumps(records, OPT_INDENT_2)` from its Python records, JSON_ROWS
+    rows at a time."""
     table = tables.get(name)
     if isinstance(table, RankParts):
         if table.is_empty():
@@ -199,7 +213,7 @@ def _table_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
         else:
             yield from _sliced_json(name, table.frames())
         return
-    if name in ("files", "findings") or table is None or table.height <= JSON_ROWS:
+    if name in ("files", "findings") or table is None or table.height <= report_json.JSON_ROWS:
         yield orjson.dumps(_record(name, tables), option=_INDENT)
         return
     yield from _sliced_json(name, [table])
@@ -208,13 +222,12 @@ def _table_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
 def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
     """The records of `frames` one after another, JSON_ROWS rows at a time: the same bytes
     as the whole table's records dumped at once."""
+    rows = report_json.JSON_ROWS
     yield b"["
     first = True
     for frame in frames:
-        for start in range(0, frame.height, JSON_ROWS):
-            part = orjson.dumps(
-                registry.json_value(name, frame.slice(start, JSON_ROWS)), option=_INDENT
-            )
+        for start in range(0, frame.height, rows):
+            part = orjson.dumps(registry.json_value(name, frame.slice(start, rows)), option=_INDENT)
             yield (b"" if first else b",") + part[1:-2]  # its items, without "[" and "\n]"
             first = False
     yield b"\n]"
@@ -223,15 +236,18 @@ def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
 def _write_json(out: TextIO, tables: dict[str, Any], scope: Any) -> None:
     """`orjson.dumps(doc, OPT_INDENT_2)` of the report's document ({table: records, ...,
     "scope": ...}), byte for byte, written a table (and a slice of a long one) at a time:
-    the client holds a few thousand records at a time, not the whole report's (a report of
-    64 ranks of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once)."""
+    the client holds a slice's text at a time, not the whole report's (a report of 64 ranks
+    of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once)."""
     keys = [*tables, "scope"]
     out.write("{\n")
     for i, name in enumerate(keys):
         out.write(f"  {json_printable(orjson.dumps(name).decode())}: ")
-        pieces = [orjson.dumps(scope, option=_INDENT)] if name == "scope" else None
-        for piece in pieces or _table_json(name, tables):
-            out.write(json_printable(piece.replace(b"\n", b"\n  ").decode()))
+        if name == "scope":
+            text = orjson.dumps(scope, option=_INDENT).replace(b"\n", b"\n  ").decode()
+            out.write(json_printable(text))
+        else:
+            for piece in _table_json(name, tables):
+                out.write(piece)
         out.write(",\n" if i < len(keys) - 1 else "\n")
     out.write("}\n")
 

@@ -1,0 +1,115 @@
+"""The report's JSON tables written straight from the frames, in polars.
+
+What a table writes is `orjson.dumps(registry.json_value(name, df), option=OPT_INDENT_2)`
+(records, or a list for `registry.LIST_KEYS`), indented to its place in the document and
+made printable (`printable.json_printable`). Made as Python records that was most of a
+results-warm report's CPU (8 x 100 MB ranks: an 81-115 MB document, ~1-1.5 s); here each
+row's text is one polars string made from its columns' texts, the same bytes with no Python
+object per row: integers and booleans as polars writes them, floats too (the same shortest
+round-trip text as orjson's; NaN and infinities as `null`), strings through polars' JSON
+encoder (orjson's escapes) and lists of these item by item. A table with a column of any
+other type (dates, structs, decimals: none today) is written the records' way
+(`table_text` answers None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import orjson
+import polars as pl
+
+from hta_tui.printable import json_printable, json_printable_expr
+
+#: Rows of a table made into text at a time: a table of per-launch rows is millions of rows
+#: on a large job; the client holds one slice's text at a time.
+JSON_ROWS = 50_000
+
+_KEY = "v"
+_ENCODED = f'{{"{_KEY}":'  # what polars' JSON encoder writes before a value
+
+
+def _spaces(n: int) -> str:
+    return " " * n
+
+
+def value_text(expr: pl.Expr, dtype: pl.DataType, at: int) -> pl.Expr | None:
+    """Each value's JSON text as orjson writes it (OPT_INDENT_2) on a line indented `at`
+    spaces (a list's items on the lines below); None for a type written the records' way."""
+    if dtype == pl.Boolean or dtype == pl.Null:
+        return expr.cast(pl.String).fill_null("null")
+    if dtype.is_integer():
+        if dtype in (pl.Int128, pl.UInt128):  # (orjson refuses what 64 bits do not hold)
+            return None
+        return expr.cast(pl.String).fill_null("null")
+    if dtype.is_float():
+        wide = expr.cast(pl.Float64)  # a Float32 is written as the double it is
+        return pl.when(wide.is_finite()).then(wide.cast(pl.String)).otherwise(pl.lit("null"))
+    if dtype == pl.String or isinstance(dtype, (pl.Categorical, pl.Enum)):
+        encoded = pl.struct(expr.cast(pl.String).alias(_KEY)).struct.json_encode()
+        text = encoded.str.strip_prefix(_ENCODED).str.strip_suffix("}")
+        return json_printable_expr(text)
+    if isinstance(dtype, pl.List):
+        inner = value_text(pl.element(), dtype.inner, at + 2)
+        if inner is None:
+            return None
+        items = expr.list.eval(inner).list.join(",\n" + _spaces(at + 2))
+        whole = pl.concat_str(
+            pl.lit("[\n" + _spaces(at + 2)), items, pl.lit("\n" + _spaces(at) + "]")
+        )
+        return (
+            pl.when(expr.is_null())
+            .then(pl.lit("null"))
+            .when(expr.list.len() == 0)
+            .then(pl.lit("[]"))
+            .otherwise(whole)
+        )
+    return None
+
+
+def _key(name: str) -> str:
+    return json_printable(orjson.dumps(name).decode())
+
+
+def row_text(schema: pl.Schema, at: int, column: str | None = None) -> pl.Expr | None:
+    """Each row's text, each item of the list on its own line indented `at` spaces, "\\n"
+    first: the row as a record, or its `column` alone (a `LIST_KEYS` table). None when a
+    column's type is written the records' way (or there is no column)."""
+    names = list(schema)
+    if column is not None:
+        value = value_text(pl.nth(names.index(column)), schema[column], at)
+        return None if value is None else pl.concat_str(pl.lit("\n" + _spaces(at)), value)
+    if not names:
+        return None
+    parts: list[pl.Expr] = []
+    for i, (name, dtype) in enumerate(schema.items()):
+        value = value_text(pl.nth(i), dtype, at + 2)  # (by place: a name may look like a regex)
+        if value is None:
+            return None
+        before = ("\n" + _spaces(at) + "{" if i == 0 else ",") + "\n" + _spaces(at + 2)
+        parts += [pl.lit(before + _key(name) + ": "), value]
+    parts.append(pl.lit("\n" + _spaces(at) + "}"))
+    return pl.concat_str(parts)
+
+
+def table_text(
+    schema: pl.Schema, frames: Iterable[pl.DataFrame], at: int, column: str | None = None
+) -> Iterator[str] | None:
+    """The JSON list of `frames`' rows (each of `schema`), as pieces of text, JSON_ROWS rows
+    at a time; `at`: the indent of the line the list starts on. None when a column's type is
+    written the records' way."""
+    rows = row_text(schema, at + 2, column)
+    if rows is None:
+        return None
+    return _pieces(rows, frames, at)
+
+
+def _pieces(rows: pl.Expr, frames: Iterable[pl.DataFrame], at: int) -> Iterator[str]:
+    first = True
+    for frame in frames:
+        for start in range(0, frame.height, JSON_ROWS):
+            part = frame.slice(start, JSON_ROWS).select(rows.alias("row"))
+            text = part.to_series().str.join(",").item()
+            yield ("[" if first else ",") + text
+            first = False
+    yield "[]" if first else "\n" + _spaces(at) + "]"
