@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import io
 import math
+import os
+import subprocess
+import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -19,7 +23,9 @@ import pytest
 from hta_tui import report
 from hta_tui.analysis import registry
 from hta_tui.printable import json_printable
+from hta_tui.report import run_report
 from hta_tui.synth.hostile import PAYLOAD
+from hta_tui.trace.cache import Cache
 
 FLOATS = [0.0, -0.0, 1.5, 0.1, 1e16, 1e-7, 1e21, 5e-324, 1.7976931348623157e308, 1 / 3]
 
@@ -112,3 +118,53 @@ def test_a_type_written_the_records_way_is_the_same_bytes() -> None:
     out = io.StringIO()
     report._write_json(out, tables, {})
     assert out.getvalue() == _expected(tables, {}) + "\n"
+
+
+#: A warm report's client runs none of these analyses (its answers are kept): it imports
+#: none of their modules either.
+NOT_RUN = (
+    "hta_tui.analysis.critical_path.tables",
+    "hta_tui.analysis.diff",
+    "hta_tui.analysis.kernels",
+    "hta_tui.analysis.memory_view",
+    "hta_tui.analysis.module_view",
+    "hta_tui.analysis.collectives",
+)
+
+_IMPORTS = """
+import io, sys, contextlib
+from hta_tui.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    rc = main(["report", sys.argv[1], "--json", "--only", sys.argv[2]])
+sys.stdout.write(out.getvalue())
+sys.stderr.write("\\nIMPORTED " + " ".join(sorted(sys.modules)))
+sys.exit(rc)
+"""
+
+
+def test_a_warm_report_imports_only_what_it_reads(tmp_path: Path) -> None:
+    """A second report, every answer kept, imports no analysis it does not run (nor the
+    watcher's asyncio): the registry imports an analysis's module when first used. Its
+    JSON is the first report's."""
+    from tests import dialects
+
+    root = tmp_path / "t"
+    dialects.write(dialects.current(rank=0), root / "rank-0.json")
+    cache = tmp_path / "cache"
+    first = io.StringIO()
+    only = ["idle_time_breakdown", "kernel_duration_stats"]
+    assert run_report(root, as_json=True, out=first, cache=Cache(cache), only=only) == 0
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, str(root), ",".join(only)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],  # (this checkout's hta_tui)
+        env={**os.environ, "HTA_TUI_CACHE": str(cache)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == first.getvalue()
+    imported = set(proc.stderr.rpartition("IMPORTED ")[2].split())
+    assert "hta_tui.analysis.registry" in imported
+    assert not imported & {*NOT_RUN, "asyncio", "watchfiles"}
