@@ -18,7 +18,7 @@ import polars as pl
 
 from hta_tui import report_json
 from hta_tui.analysis import coverage, registry
-from hta_tui.analysis.overview import file_table, precompute
+from hta_tui.analysis.overview import file_table, precompute, summaries_decide
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
 from hta_tui.exec.parts import RankParts, whole_frame
@@ -67,20 +67,24 @@ def build_tables(
 
     The temporal breakdown comes from the per-file summaries (equal to the analysis over the
     frames, see tests/test_overview.py), so `--only temporal_breakdown` reads no frame when
-    the cache is warm. The others go through `exec.split`: rank-wise analyses rank by rank
-    on `backend` (in this process when None), their results and whole answers kept under
-    `cache_root` (not kept when None). `stream`: a long rank-wise table (a row per kernel
-    launch) as its ranks' parts (`exec.parts.RankParts`, read one at a time: the report's
-    writers take either), not a frame.
+    the cache is warm; with a summary missing, rank by rank as the others
+    (`overview.summaries_decide`). The others go through `exec.split`: rank-wise analyses
+    rank by rank on `backend` (in this process when None), their results and whole answers
+    kept under `cache_root` (not kept when None). `stream`: a long rank-wise table (a row
+    per kernel launch) as its ranks' parts (`exec.parts.RankParts`, read one at a time: the
+    report's writers take either), not a frame.
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
-    if "temporal_breakdown" in selected:
+    summed = "temporal_breakdown" in selected and summaries_decide(
+        ts, hta_compat=options.hta_compat
+    )
+    if summed:
         # the overview's table through the door: the same numbers, read from the summaries
         summaries = registry.set_tables(ts, ["overview_temporal"], options)
         tables["temporal_breakdown"] = summaries["overview_temporal"]
-    rest = [n for n in selected if n != "temporal_breakdown"]
+    rest = [n for n in selected if n != "temporal_breakdown" or not summed]
     if rest:  # (findings last, on the tables the others made: exec/split.py)
         tables.update(run_split(ts, rest, options, backend, cache_root=cache_root, stream=stream))
     wanted = registry.wanted_tables(names, tables)
