@@ -23,7 +23,7 @@ from hta_tui.printable import json_printable, json_printable_expr
 
 #: Rows of a table made into text at a time: a table of per-launch rows is millions of rows
 #: on a large job; the client holds one slice's text at a time.
-JSON_ROWS = 50_000
+JSON_ROWS = 20_000
 
 _KEY = "v"
 _ENCODED = f'{{"{_KEY}":'  # what polars' JSON encoder writes before a value
