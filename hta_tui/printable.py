@@ -79,9 +79,18 @@ def printable_frame(df: pl.DataFrame) -> pl.DataFrame:
 
 #: the characters JSON may carry raw (it escapes the C0 ones itself), as JSON escapes
 _JSON_ESCAPES = {code: f"\\u{code:04x}" for code in UNPRINTABLE if code >= 0x7F}
+#: (not the C0 ones: JSON text has its own newlines, and escapes those in its strings)
+_JSON_FIND = re.compile("[" + "".join(re.escape(chr(c)) for c in _JSON_ESCAPES) + "]")
 
 
 def json_printable(doc: str) -> str:
     """JSON text with the DEL, C1, bidi and separator characters in its strings written as
     `\\u` escapes: the same JSON to a program, nothing a terminal acts on when printed."""
-    return doc.translate(_JSON_ESCAPES) if _FIND.search(doc) else doc
+    return doc.translate(_JSON_ESCAPES) if _JSON_FIND.search(doc) else doc
+
+
+def json_printable_expr(expr: pl.Expr) -> pl.Expr:
+    """`json_printable` over a String column of JSON texts, in polars."""
+    return expr.str.replace_many(
+        [chr(c) for c in _JSON_ESCAPES], list(_JSON_ESCAPES.values()), ascii_case_insensitive=False
+    )

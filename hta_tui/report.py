@@ -16,8 +16,9 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
+from hta_tui import report_json
 from hta_tui.analysis import coverage, registry
-from hta_tui.analysis.overview import file_table, precompute
+from hta_tui.analysis.overview import file_table, precompute, summaries_decide
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
 from hta_tui.exec.parts import RankParts, whole_frame
@@ -66,20 +67,24 @@ def build_tables(
 
     The temporal breakdown comes from the per-file summaries (equal to the analysis over the
     frames, see tests/test_overview.py), so `--only temporal_breakdown` reads no frame when
-    the cache is warm. The others go through `exec.split`: rank-wise analyses rank by rank
-    on `backend` (in this process when None), their results and whole answers kept under
-    `cache_root` (not kept when None). `stream`: a long rank-wise table (a row per kernel
-    launch) as its ranks' parts (`exec.parts.RankParts`, read one at a time: the report's
-    writers take either), not a frame.
+    the cache is warm; with a summary missing, rank by rank as the others
+    (`overview.summaries_decide`). The others go through `exec.split`: rank-wise analyses
+    rank by rank on `backend` (in this process when None), their results and whole answers
+    kept under `cache_root` (not kept when None). `stream`: a long rank-wise table (a row
+    per kernel launch) as its ranks' parts (`exec.parts.RankParts`, read one at a time: the
+    report's writers take either), not a frame.
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
-    if "temporal_breakdown" in selected:
+    summed = "temporal_breakdown" in selected and summaries_decide(
+        ts, hta_compat=options.hta_compat
+    )
+    if summed:
         # the overview's table through the door: the same numbers, read from the summaries
         summaries = registry.set_tables(ts, ["overview_temporal"], options)
         tables["temporal_breakdown"] = summaries["overview_temporal"]
-    rest = [n for n in selected if n != "temporal_breakdown"]
+    rest = [n for n in selected if n != "temporal_breakdown" or not summed]
     if rest:  # (findings last, on the tables the others made: exec/split.py)
         tables.update(run_split(ts, rest, options, backend, cache_root=cache_root, stream=stream))
     wanted = registry.wanted_tables(names, tables)
@@ -182,16 +187,29 @@ def _record(name: str, tables: dict[str, pl.DataFrame]) -> Any:
     return registry.json_value(name, tables[name])
 
 
-#: Rows of a table made into Python records at a time (`_table_json`).
-JSON_ROWS = 20_000
-
 _INDENT = orjson.OPT_INDENT_2
 
 
-def _table_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
-    """A table's `orjson.dumps(records, OPT_INDENT_2)`, byte for byte, made JSON_ROWS rows
-    at a time: one table of per-launch rows is millions of records on a large job; a
-    streamed one (`RankParts`) read a rank's part at a time too."""
+def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str]:
+    """A table's text in the report's document: its `orjson.dumps(records, OPT_INDENT_2)`,
+    byte for byte, indented to its place and made printable. Written from the frames, a
+    slice of rows at a time (`report_json`); a streamed table (`RankParts`) read a rank's
+    part at a time too. The files and findings (their own records), and a table with a
+    column `report_json` does not write, are made as records (`_records_json`)."""
+    table = tables.get(name)
+    if name not in ("files", "findings") and table is not None:
+        frames = table.frames() if isinstance(table, RankParts) else [table]
+        text = report_json.table_text(table.schema, frames, 2, registry.LIST_KEYS.get(name))
+        if text is not None:
+            yield from text
+            return
+    for piece in _records_json(name, tables):
+        yield json_printable(piece.replace(b"\n", b"\n  ").decode())
+
+
+def _records_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
+    """A table's `orjson.dumps(records, OPT_INDENT_2)` from its Python records, JSON_ROWS
+    rows at a time."""
     table = tables.get(name)
     if isinstance(table, RankParts):
         if table.is_empty():
@@ -199,7 +217,7 @@ def _table_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
         else:
             yield from _sliced_json(name, table.frames())
         return
-    if name in ("files", "findings") or table is None or table.height <= JSON_ROWS:
+    if name in ("files", "findings") or table is None or table.height <= report_json.JSON_ROWS:
         yield orjson.dumps(_record(name, tables), option=_INDENT)
         return
     yield from _sliced_json(name, [table])
@@ -208,13 +226,12 @@ def _table_json(name: str, tables: dict[str, Any]) -> Iterator[bytes]:
 def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
     """The records of `frames` one after another, JSON_ROWS rows at a time: the same bytes
     as the whole table's records dumped at once."""
+    rows = report_json.JSON_ROWS
     yield b"["
     first = True
     for frame in frames:
-        for start in range(0, frame.height, JSON_ROWS):
-            part = orjson.dumps(
-                registry.json_value(name, frame.slice(start, JSON_ROWS)), option=_INDENT
-            )
+        for start in range(0, frame.height, rows):
+            part = orjson.dumps(registry.json_value(name, frame.slice(start, rows)), option=_INDENT)
             yield (b"" if first else b",") + part[1:-2]  # its items, without "[" and "\n]"
             first = False
     yield b"\n]"
@@ -223,15 +240,18 @@ def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
 def _write_json(out: TextIO, tables: dict[str, Any], scope: Any) -> None:
     """`orjson.dumps(doc, OPT_INDENT_2)` of the report's document ({table: records, ...,
     "scope": ...}), byte for byte, written a table (and a slice of a long one) at a time:
-    the client holds a few thousand records at a time, not the whole report's (a report of
-    64 ranks of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once)."""
+    the client holds a slice's text at a time, not the whole report's (a report of 64 ranks
+    of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once)."""
     keys = [*tables, "scope"]
     out.write("{\n")
     for i, name in enumerate(keys):
         out.write(f"  {json_printable(orjson.dumps(name).decode())}: ")
-        pieces = [orjson.dumps(scope, option=_INDENT)] if name == "scope" else None
-        for piece in pieces or _table_json(name, tables):
-            out.write(json_printable(piece.replace(b"\n", b"\n  ").decode()))
+        if name == "scope":
+            text = orjson.dumps(scope, option=_INDENT).replace(b"\n", b"\n  ").decode()
+            out.write(json_printable(text))
+        else:
+            for piece in _table_json(name, tables):
+                out.write(piece)
         out.write(",\n" if i < len(keys) - 1 else "\n")
     out.write("}\n")
 

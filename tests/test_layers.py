@@ -34,6 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "hta_tui.api_syncs",
             "hta_tui.check",
             "hta_tui.report",
+            "hta_tui.report_json",
             "hta_tui.report_text",
         ),
     ),
@@ -77,17 +78,30 @@ def _run_time_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
+def _lazy_import(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "lazy_module"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )
+
+
 @functools.cache
 def imported_modules(path: Path) -> frozenset[str]:
     """Every module `path` imports at run time, anywhere in it: relative imports made
-    absolute, and `from package import name` as the module `package.name` where there is
-    one."""
+    absolute, `from package import name` as the module `package.name` where there is
+    one, and the modules it imports when first used (`analysis.lazy.lazy_module`)."""
     me = module_name(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     names: set[str] = set()
     for node in _run_time_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names.update(a.name for a in node.names)
+        elif _lazy_import(node):  # `lazy_module("hta_tui.analysis.x")`: imported when used
+            names.add(node.args[0].value)  # type: ignore[attr-defined]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")

@@ -95,3 +95,57 @@ def test_files_count_the_gpu_ops_that_overlap_on_their_stream(tmp_path: Path) ->
     assert rows[0].reason.startswith(f"{expected} GPU ops overlap on their stream: ")
     assert "Perfetto would drop them (one lane per stream)" in rows[0].reason
     assert rows[1].reason == ""
+
+
+def test_a_report_missing_summaries_makes_the_breakdown_rank_by_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report --hta-compat` (whose summaries the parser does not make) or a `derived/` gone:
+    the temporal breakdown is made rank by rank as the other analyses (on workers, one
+    rank's frames at a time), not by summarising every rank in the client; the same JSON as
+    from the summaries, once they are there. Ranks that disagree on HTA's step filter still
+    go through the summaries (only they give the job's numbers)."""
+    import io
+    import shutil
+
+    from hta_tui.analysis import overview
+    from hta_tui.exec import Backend
+    from hta_tui.report import run_report
+    from hta_tui.trace.cache import JOBS_DIR
+
+    d = tmp_path / "t"
+    write_trace_dir(d, ranks=2, steps=3, seed=1)
+    cache = Cache(tmp_path / "cache")
+    summarised: list[bool] = []
+    summary = overview.rank_summary
+
+    def counted(*args: object, **kw: bool) -> pl.DataFrame:
+        summarised.append(kw["hta_compat"])
+        return summary(*args, **kw)  # type: ignore[arg-type]
+
+    def report() -> str:
+        out = io.StringIO()
+        only = ["temporal_breakdown"]
+        kw = {"cache": cache, "backend": Backend(), "only": only, "hta_compat": True}
+        assert run_report(d, as_json=True, out=out, **kw) == 0  # type: ignore[arg-type]
+        return out.getvalue()
+
+    monkeypatch.setattr(overview, "rank_summary", counted)
+    rank_wise = report()
+    assert True not in summarised  # no compat summary made here
+    ts = open_set(d, cache)
+    assert not overview.summaries_decide(ts, hta_compat=True)
+    for data in ts.loaded().values():  # the summaries made: the report reads them
+        overview.summary(data, step_filter=True, hta_compat=True)
+    assert overview.summaries_decide(open_set(d, cache), hta_compat=True)
+    shutil.rmtree(cache.root / JOBS_DIR)  # (the answer kept per job: made again)
+    tables: list[bool] = []
+    table = overview.temporal_table
+    monkeypatch.setattr(
+        overview, "temporal_table", lambda *a, **kw: tables.append(True) or table(*a, **kw)
+    )
+    assert report() == rank_wise
+    assert tables == [True]  # from the summaries, this time
+    # a rank with one step in a job of several: the job's filter differs from its own
+    write_trace(make_trace(2, world_size=3, steps=1, seed=1), d / "rank-2.json")
+    assert overview.summaries_decide(open_set(d, cache, after_parse=precompute), hta_compat=True)

@@ -284,42 +284,37 @@ def test_the_json_report_holds_one_table_s_records_at_a_time(
     job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`report --json` writes each table, a long one a slice of rows at a time, as soon as
-    its records are made (the whole document's records at once were 2.5 GB on the client at
+    its text is made (the whole document's records at once were 2.5 GB on the client at
     64 x 100 MB), and the text is the whole document's `orjson.dumps(..., OPT_INDENT_2)`,
     byte for byte."""
-    from hta_tui import report as report_module
+    from hta_tui import report_json
 
     job, cache = job8
-    made: list[str] = []
-    json_value = registry.json_value
-
-    def counted(name: str, table: pl.DataFrame) -> list[object]:
-        made.append(name)
-        return json_value(name, table)
-
-    class Stream(io.StringIO):
-        """Notes, at each write, which tables' records were made by then."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.seen: list[tuple[tuple[str, ...], str]] = []
-
-        def write(self, text: str) -> int:
-            self.seen.append((tuple(made), text))
-            return super().write(text)
-
-    monkeypatch.setattr(registry, "json_value", counted)
-    monkeypatch.setattr(report_module, "JSON_ROWS", 2)  # 8 ranks' rows: several slices
-    out = Stream()
+    monkeypatch.setattr(report_json, "JSON_ROWS", 2)  # 8 ranks' rows: several slices
+    out = _Writes()
     only = ["idle_time_breakdown", "kernel_duration_stats"]
     assert run_report(job, as_json=True, out=out, cache=cache, backend=Backend(), only=only) == 0
     doc = orjson.loads(out.getvalue())
     assert out.getvalue() == orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
-    key = next(i for i, (_, text) in enumerate(out.seen) if '"idle_time_breakdown"' in text)
-    written = [m for m, _ in out.seen[key + 1 :] if m]  # what had been made at each write
-    assert written[0] == ("idle_time_breakdown",)  # its first slice, alone
-    assert made.count("idle_time_breakdown") == -(-len(doc["idle_time_breakdown"]) // 2) > 1
+    key = next(i for i, text in enumerate(out.seen) if '"idle_time_breakdown"' in text)
+    rows = len(doc["idle_time_breakdown"])
+    slices = out.seen[key + 1 : key + 1 + -(-rows // 2)]  # a write per slice of 2 rows
+    row = "\n    {"  # (a record starts so, at its depth in the document)
+    assert rows > 2 and all(text.count(row) <= 2 for text in slices)
+    assert sum(text.count(row) for text in slices) == rows
     assert len(doc["kernel_duration_stats"]) and doc["scope"]
+
+
+class _Writes(io.StringIO):
+    """Each piece of text written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.seen.append(text)
+        return super().write(text)
 
 
 def test_second_run_makes_nothing(
@@ -743,7 +738,7 @@ def test_a_long_table_is_read_one_rank_part_at_a_time(
     writes, byte for byte."""
     import weakref
 
-    from hta_tui import report as report_module
+    from hta_tui import report_json
     from hta_tui.exec.parts import Part
 
     job, cache = job8
@@ -779,7 +774,7 @@ def test_a_long_table_is_read_one_rank_part_at_a_time(
             return super().write(text)
 
     monkeypatch.setattr(split, "STREAM_BYTES", 0)  # every rank-wise table streamed
-    monkeypatch.setattr(report_module, "JSON_ROWS", 2)  # and sliced inside a rank's part
+    monkeypatch.setattr(report_json, "JSON_ROWS", 2)  # and sliced inside a rank's part
     monkeypatch.setattr(Part, "tables", tracked)
     streamed = outputs(cache.root.parent / "csv-streamed", Watched())
     assert streamed == whole

@@ -11,8 +11,13 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.analysis import scope, step_breakdown
+from hta_tui.analysis import scope
+from hta_tui.analysis.lazy import lazy_module
 from hta_tui.analysis.registry import Analysis, Options
+
+#: (imported when a rank's steps are found: the report's client, whose are kept, imports
+#: neither it nor numpy)
+step_breakdown = lazy_module("hta_tui.analysis.step_breakdown")
 
 #: Analysis.steps -> what a step is in that table.
 STEPS: dict[str, str] = {

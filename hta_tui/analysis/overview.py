@@ -219,6 +219,20 @@ def _step_filter(ts: TraceSet) -> bool:
     return len(ts.step_names()) >= 2
 
 
+def summaries_decide(ts: TraceSet, *, hta_compat: bool = False) -> bool:
+    """Should `temporal_table` answer the temporal breakdown (not the analysis rank by rank,
+    on workers)? When every rank's summary is at hand it reads no frame; when a rank's own
+    steps would choose another ProfilerStep filter than the job's, only it (recomputing that
+    rank's summary) gives the job's numbers. Otherwise a summary missing (`--hta-compat`'s,
+    which the parser does not make, or a `derived/` gone) costs this process every rank's
+    columns, where the rank-wise analysis costs a worker one rank's at a time."""
+    job = _step_filter(ts)
+    loaded = ts.loaded().values()
+    if any((len(d.meta.get("step_names", ())) >= 2) != job for d in loaded):
+        return True
+    return all(d.has_memo(_memo_key(job, hta_compat)) for d in loaded)
+
+
 def temporal_table(
     ts: TraceSet, *, hta_compat: bool = False, every_step: bool = False
 ) -> pl.DataFrame:

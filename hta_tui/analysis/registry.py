@@ -13,61 +13,109 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import polars as pl
 
-from hta_tui.analysis import (
-    annotations,
-    aten_ops,
-    collective_streams,
-    collectives,
-    comm_overview,
-    comm_plugin,
-    comm_stats,
-    comm_topology,
-    diff,
-    exposed_comm,
-    gaps,
-    gpu_metric_series,
-    gpu_metrics,
-    idle,
-    kernel_detail,
-    kernel_owners,
-    kernel_view,
-    kernels,
-    launch,
-    launch_kernels,
-    memory,
-    memory_view,
-    module_view,
-    operator_stacks,
-    operators,
-    overlap,
-    overview,
-    overview_rows,
-    queue,
-    scheduling,
-    sequences,
-    step_breakdown,
-    step_overview,
-    step_pairs,
-    step_time_stats,
-    steps,
-    sync_summary,
-    temporal,
-)
 from hta_tui.analysis.checkpoint import checkpoint
-from hta_tui.analysis.critical_path.tables import (
-    critical_path_instances,
-    critical_path_reduce,
-    critical_path_result,
-    critical_path_summary,
-)
+from hta_tui.analysis.lazy import lazy_module
 from hta_tui.trace.model import TraceSet
 from hta_tui.trace.schema import EVENTS_SCHEMA
+
+#: The analyses' modules: each imported when one of its functions is first called, so a
+#: report whose every answer is kept, and `--list`, import none of them (nor numpy); the
+#: pool's forkserver imports them all once for its workers (exec/backends.WORK_MODULES).
+MODULES = (
+    "hta_tui.analysis.annotations",
+    "hta_tui.analysis.aten_ops",
+    "hta_tui.analysis.collective_streams",
+    "hta_tui.analysis.collectives",
+    "hta_tui.analysis.comm_overview",
+    "hta_tui.analysis.comm_plugin",
+    "hta_tui.analysis.comm_stats",
+    "hta_tui.analysis.comm_topology",
+    "hta_tui.analysis.diff",
+    "hta_tui.analysis.exposed_comm",
+    "hta_tui.analysis.gaps",
+    "hta_tui.analysis.gpu_metric_series",
+    "hta_tui.analysis.gpu_metrics",
+    "hta_tui.analysis.idle",
+    "hta_tui.analysis.kernel_detail",
+    "hta_tui.analysis.kernel_owners",
+    "hta_tui.analysis.kernel_view",
+    "hta_tui.analysis.kernels",
+    "hta_tui.analysis.launch",
+    "hta_tui.analysis.launch_kernels",
+    "hta_tui.analysis.memory",
+    "hta_tui.analysis.memory_view",
+    "hta_tui.analysis.module_view",
+    "hta_tui.analysis.operator_stacks",
+    "hta_tui.analysis.operators",
+    "hta_tui.analysis.overlap",
+    "hta_tui.analysis.overview",
+    "hta_tui.analysis.overview_rows",
+    "hta_tui.analysis.queue",
+    "hta_tui.analysis.scheduling",
+    "hta_tui.analysis.sequences",
+    "hta_tui.analysis.step_breakdown",
+    "hta_tui.analysis.step_overview",
+    "hta_tui.analysis.step_pairs",
+    "hta_tui.analysis.step_time_stats",
+    "hta_tui.analysis.steps",
+    "hta_tui.analysis.sync_summary",
+    "hta_tui.analysis.temporal",
+    "hta_tui.analysis.critical_path.tables",
+)
+annotations = lazy_module("hta_tui.analysis.annotations")
+aten_ops = lazy_module("hta_tui.analysis.aten_ops")
+collective_streams = lazy_module("hta_tui.analysis.collective_streams")
+collectives = lazy_module("hta_tui.analysis.collectives")
+comm_overview = lazy_module("hta_tui.analysis.comm_overview")
+comm_plugin = lazy_module("hta_tui.analysis.comm_plugin")
+comm_stats = lazy_module("hta_tui.analysis.comm_stats")
+comm_topology = lazy_module("hta_tui.analysis.comm_topology")
+diff = lazy_module("hta_tui.analysis.diff")
+exposed_comm = lazy_module("hta_tui.analysis.exposed_comm")
+gaps = lazy_module("hta_tui.analysis.gaps")
+gpu_metric_series = lazy_module("hta_tui.analysis.gpu_metric_series")
+gpu_metrics = lazy_module("hta_tui.analysis.gpu_metrics")
+idle = lazy_module("hta_tui.analysis.idle")
+kernel_detail = lazy_module("hta_tui.analysis.kernel_detail")
+kernel_owners = lazy_module("hta_tui.analysis.kernel_owners")
+kernel_view = lazy_module("hta_tui.analysis.kernel_view")
+kernels = lazy_module("hta_tui.analysis.kernels")
+launch = lazy_module("hta_tui.analysis.launch")
+launch_kernels = lazy_module("hta_tui.analysis.launch_kernels")
+memory = lazy_module("hta_tui.analysis.memory")
+memory_view = lazy_module("hta_tui.analysis.memory_view")
+module_view = lazy_module("hta_tui.analysis.module_view")
+operator_stacks = lazy_module("hta_tui.analysis.operator_stacks")
+operators = lazy_module("hta_tui.analysis.operators")
+overlap = lazy_module("hta_tui.analysis.overlap")
+overview = lazy_module("hta_tui.analysis.overview")
+overview_rows = lazy_module("hta_tui.analysis.overview_rows")
+queue = lazy_module("hta_tui.analysis.queue")
+scheduling = lazy_module("hta_tui.analysis.scheduling")
+sequences = lazy_module("hta_tui.analysis.sequences")
+step_breakdown = lazy_module("hta_tui.analysis.step_breakdown")
+step_overview = lazy_module("hta_tui.analysis.step_overview")
+step_pairs = lazy_module("hta_tui.analysis.step_pairs")
+step_time_stats = lazy_module("hta_tui.analysis.step_time_stats")
+steps = lazy_module("hta_tui.analysis.steps")
+sync_summary = lazy_module("hta_tui.analysis.sync_summary")
+temporal = lazy_module("hta_tui.analysis.temporal")
+critical_path_tables = lazy_module("hta_tui.analysis.critical_path.tables")
+
+
+def import_modules() -> None:
+    """Every analysis's module imported now: by a front end whose views will use them (the
+    app, before its first view, not at it)."""
+    for name in MODULES:
+        importlib.import_module(name)
+
 
 T = TypeVar("T")
 
@@ -818,8 +866,10 @@ _PATH_TABLES = ("critical_path", "critical_path_edges", "critical_path_what_if")
 def _critical_path(r: Ranks, o: Options) -> Lazy:
     @functools.cache
     def made() -> tuple[Mapping[str, pl.DataFrame], Mapping[tuple[int, int], Any]]:
-        steps_asked = critical_path_instances(o.critical_path_steps)
-        return critical_path_result(r, instances=steps_asked, hta_compat=o.hta_compat)
+        steps_asked = critical_path_tables.critical_path_instances(o.critical_path_steps)
+        return critical_path_tables.critical_path_result(
+            r, instances=steps_asked, hta_compat=o.hta_compat
+        )
 
     lazy: Lazy = {n: functools.partial(lambda n: made()[0][n], n) for n in _PATH_TABLES}
     # (rank, instance) -> its path (critical_path.path.RankPath): the app's overlay export
@@ -828,14 +878,16 @@ def _critical_path(r: Ranks, o: Options) -> Lazy:
 
 
 def _critical_path_part(r: Ranks, o: Options) -> Tables:
-    steps_asked = critical_path_instances(o.critical_path_steps)
-    return critical_path_summary(r, instances=steps_asked, hta_compat=o.hta_compat)
+    steps_asked = critical_path_tables.critical_path_instances(o.critical_path_steps)
+    return critical_path_tables.critical_path_summary(
+        r, instances=steps_asked, hta_compat=o.hta_compat
+    )
 
 
 def _critical_path_reduce(
     parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
 ) -> Tables:
-    return critical_path_reduce(parts)
+    return critical_path_tables.critical_path_reduce(parts)
 
 
 def _modules(r: Ranks, o: Options) -> Lazy:

@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 import polars as pl
 
-from hta_tui.analysis import interval_arrays
 from hta_tui.analysis.hta_view import (
     KERNEL_TYPE,
     KERNEL_TYPES,
@@ -32,6 +30,11 @@ from hta_tui.analysis.hta_view import (
     us,
     with_times,
 )
+from hta_tui.analysis.lazy import lazy_module
+
+#: (numpy's: imported when first used, so the report's client, which reads this module's
+#: names, imports no numpy)
+interval_arrays = lazy_module("hta_tui.analysis.interval_arrays")
 
 _STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
 #: The step number in a ProfilerStep name (group 1).
@@ -207,6 +210,8 @@ def _rank_step_metrics(
         return None
     # numpy: each launch to the step it started in by binary search, then per step number
     # a union of its kernels of each type (a loop over steps, not events)
+    import numpy as np  # (here: the report's client imports this module, not numpy)
+
     s_start, s_end = steps["s_start"].to_numpy(), steps["s_end"].to_numpy()
     launch = gpu["launch_start"].to_numpy()
     at = np.searchsorted(s_start, launch, side="right") - 1

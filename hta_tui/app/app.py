@@ -32,6 +32,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker
 
+from hta_tui.analysis.registry import import_modules
 from hta_tui.analysis.step_overview import precompute
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.environment import export_dir, unicode_ok
@@ -53,6 +54,8 @@ from hta_tui.themes import THEMES
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.model import TraceSet
 from hta_tui.trace.pool import prepare_pool
+
+import_modules()  # the analyses the views run: imported here, not at a view's first visit
 
 #: How often the garbage-collection pacer looks for a quiet moment (seconds). Not a poll of
 #: the data: a quiet moment is time without input, which nothing can announce.

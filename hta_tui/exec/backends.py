@@ -19,12 +19,14 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from typing import Any
 
+from hta_tui.analysis.registry import MODULES
 from hta_tui.trace.pool import START_METHOD, _children_skip_main, _usable_stderr, prepare_pool
 
 #: What `--dask` says when the optional dependency is missing.
 INSTALL_HINT = "--dask needs Dask's distributed: pip install 'hta-tui[dask]'"
-#: Modules every pool worker needs for per-rank work, imported once by the forkserver.
-WORK_MODULES = ("hta_tui.exec.rank_work",)
+#: Modules every pool worker needs for per-rank work, imported once by the forkserver (the
+#: registry imports its analyses' modules when first used: here, all of them at once).
+WORK_MODULES = ("hta_tui.exec.rank_work", *MODULES)
 
 
 #: Where a local cluster listens (its scheduler, workers and their HTTP servers): this

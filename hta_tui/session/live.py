@@ -19,22 +19,27 @@ whole-second mtimes; network file systems lose events).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hta_tui.analysis.lazy import lazy_module
 from hta_tui.analysis.step_overview import precompute
 from hta_tui.session.sides import MAIN, TEST, Change, InlineExecutor, Notice, Side, one_line
-from hta_tui.trace import watch as watch_module
 from hta_tui.trace.cache import Cache
 from hta_tui.trace.discover import TraceFile, describe, discover
 from hta_tui.trace.load import LoadResult, load_files
 from hta_tui.trace.model import TraceSet
+
+if TYPE_CHECKING:
+    import asyncio
+
+#: (imported when a side is first watched: a report watches nothing, nor imports asyncio)
+watch_module = lazy_module("hta_tui.trace.watch")
 
 #: A scan's listing reaches the owner in parts of this many files (each a turn of
 #: `apply_pending` with a limit): 10,000 files listed at once held a UI thread 0.06-0.11 s.
@@ -267,12 +272,16 @@ class LiveSession:
 
     # -- watching (a thread per side) -------------------------------------------------------------
     def _watch_thread(self, side: Side) -> None:
+        import asyncio
+
         try:
             asyncio.run(self._watch_loop(side))
         except Exception as exc:  # the session keeps going, unwatched
             self._push(side, None, "watch", ("off", one_line(exc)))
 
     async def _watch_loop(self, side: Side) -> None:
+        import asyncio
+
         stop = asyncio.Event()
         with self._lock:
             if self._closed:
@@ -293,6 +302,8 @@ class LiveSession:
         self._push(side, None, "watch", ("off", None))
 
     async def _recheck_loop(self, side: Side, stop: asyncio.Event) -> None:
+        import asyncio
+
         while not stop.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), RECHECK)

@@ -89,6 +89,13 @@ class RankData:
             self._memos[key] = df
         return df
 
+    def has_memo(self, key: str) -> bool:
+        """Is `memo(key, ...)` at hand (held, or kept in the entry) without computing it?"""
+        with self._lock:
+            if key in self._memos:
+                return True
+        return (self.entry / "derived" / f"{key}.parquet").is_file()
+
     def memos(self) -> dict[str, pl.DataFrame]:
         """The derived tables computed or read so far (a parser worker hands them back)."""
         with self._lock:

@@ -33,11 +33,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import msgspec
-import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from hta_tui.trace import parse
 from hta_tui.trace.checked import read_checked, write_checked
@@ -438,6 +440,8 @@ class _SeenIds:
 
     def held(self, ids: pl.Series) -> pl.Series:
         """Those of `ids` (distinct, no null) some earlier piece has."""
+        import numpy as np  # (here: a report that parses nothing imports no numpy)
+
         mine = ids.to_numpy()
         hit = np.zeros(mine.size, dtype=bool)
         for block in self.blocks:
@@ -446,6 +450,8 @@ class _SeenIds:
         return ids.filter(pl.Series(hit))
 
     def add(self, ids: pl.Series) -> None:
+        import numpy as np
+
         self.blocks.append(np.sort(ids.to_numpy()))
         while len(self.blocks) > 1 and self.blocks[-2].size <= 2 * self.blocks[-1].size:
             both = np.concatenate([self.blocks.pop(), self.blocks.pop()])

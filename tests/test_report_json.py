@@ -1,0 +1,170 @@
+"""The report's JSON written straight from the frames (`hta_tui.report_json`): the bytes of
+`orjson.dumps(records, OPT_INDENT_2)` made printable, with no Python record (or value) per
+row, on the values that are hard to write alike: NaN and infinities, -0.0, nulls of every
+type, the largest integers, floats in exponent form, Float32, unicode, quotes, every control
+and bidi character, names that look like regexes, lists (empty, null, holding nulls), and
+a type written the records' way (datetimes, structs)."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+import pytest
+
+from hta_tui import report
+from hta_tui.analysis import registry
+from hta_tui.printable import json_printable
+from hta_tui.report import run_report
+from hta_tui.synth.hostile import PAYLOAD
+from hta_tui.trace.cache import Cache
+
+FLOATS = [0.0, -0.0, 1.5, 0.1, 1e16, 1e-7, 1e21, 5e-324, 1.7976931348623157e308, 1 / 3]
+
+
+def _edges() -> pl.DataFrame:
+    """Every hard case, a row each (lists cycled to the same length)."""
+    floats = [*FLOATS, math.nan, math.inf, -math.inf, None]
+    n = len(floats)
+
+    def cycle(values: list[Any]) -> list[Any]:
+        return [values[i % len(values)] for i in range(n)]
+
+    texts = ["", 'q"uote\\', "é漢字😀", "\u2028\u2029", PAYLOAD, "/</script>", None]
+    return pl.DataFrame(
+        {
+            "f64": pl.Series(floats, dtype=pl.Float64),
+            "f32": pl.Series(cycle([0.1, -0.0, 3.4e38, math.nan, None]), dtype=pl.Float32),
+            "i64": pl.Series(cycle([-(2**63), 2**63 - 1, 0, None]), dtype=pl.Int64),
+            "u64": pl.Series(cycle([2**64 - 1, 0, None]), dtype=pl.UInt64),
+            "i8": pl.Series(cycle([-128, 127, None]), dtype=pl.Int8),
+            "u32": pl.Series(cycle([2**32 - 1, None]), dtype=pl.UInt32),
+            "flag": pl.Series(cycle([True, False, None]), dtype=pl.Boolean),
+            "nothing": pl.Series([None] * n, dtype=pl.Null),
+            "text": pl.Series(cycle(texts), dtype=pl.String),
+            "cat": pl.Series(cycle(["a", PAYLOAD, None]), dtype=pl.Categorical),
+            "enum": pl.Series(cycle(["x", None, "y"]), dtype=pl.Enum(["x", "y"])),
+            "ints": pl.Series(cycle([[1, None, 3], [], None]), dtype=pl.List(pl.Int64)),
+            "names": pl.Series(cycle([[PAYLOAD, None], [], None]), dtype=pl.List(pl.String)),
+            "reals": pl.Series(cycle([[math.nan, -0.0, 1e-7], None]), dtype=pl.List(pl.Float64)),
+            # names are data too: a regex's look, quotes, controls, bidi
+            "^a.*$": pl.Series(cycle([1, 2]), dtype=pl.Int64),
+            f'k"{PAYLOAD}é': pl.Series(cycle(["v"]), dtype=pl.String),
+        }
+    )
+
+
+def _expected(tables: dict[str, pl.DataFrame], scope: Any) -> str:
+    """The document as the records' way writes it: every table's records at once."""
+    doc = {name: registry.json_value(name, df) for name, df in tables.items()}
+    return json_printable(
+        orjson.dumps({**doc, "scope": scope}, option=orjson.OPT_INDENT_2).decode()
+    )
+
+
+def _refuse_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From here on, a frame made into Python rows or values fails the test."""
+
+    def refused(*args: object, **kw: object) -> Any:
+        raise AssertionError("a Python object per row")
+
+    for cls, name in [
+        (pl.DataFrame, "to_dicts"),
+        (pl.DataFrame, "rows"),
+        (pl.DataFrame, "iter_rows"),
+        (pl.DataFrame, "row"),
+        (pl.Series, "to_list"),
+        (pl.Series, "__iter__"),
+    ]:
+        monkeypatch.setattr(cls, name, refused)
+
+
+def test_json_from_frames_is_the_records_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every hard value, sliced (2 rows at a time) and as a list table (`LIST_KEYS`),
+    written byte for byte as the records' JSON, and no row made a Python object."""
+    edges = _edges()
+    tables = {
+        "edges": edges,
+        "empty": edges.clear(),
+        "potential_stragglers": pl.DataFrame({"rank": [3, None, 0]}),
+    }
+    scope = {"edges": {"ranks": [0, 1]}}
+    want = _expected(tables, scope) + "\n"  # (the reference makes records)
+    _refuse_rows(monkeypatch)
+    for rows in (2, 10_000):
+        monkeypatch.setattr("hta_tui.report_json.JSON_ROWS", rows)
+        out = io.StringIO()
+        report._write_json(out, tables, scope)
+        assert out.getvalue() == want
+
+
+def test_a_type_written_the_records_way_is_the_same_bytes() -> None:
+    """A datetime or struct column (orjson writes Python's datetimes and dicts): that table
+    as records, the others still from their frames; the document unchanged."""
+    tables = {
+        "when": pl.DataFrame({"at": [datetime(2024, 1, 2, 3, 4, 5, 6)], "n": [1.5]}),
+        "nested": pl.DataFrame({"s": [{"a": 1, "b": PAYLOAD}, None]}),
+        "deep": pl.DataFrame({"l": [[{"a": 1}], []]}),
+        "edges": _edges(),
+    }
+    out = io.StringIO()
+    report._write_json(out, tables, {})
+    assert out.getvalue() == _expected(tables, {}) + "\n"
+
+
+#: A warm report's client runs none of these analyses (its answers are kept): it imports
+#: none of their modules either.
+NOT_RUN = (
+    "hta_tui.analysis.critical_path.tables",
+    "hta_tui.analysis.diff",
+    "hta_tui.analysis.kernels",
+    "hta_tui.analysis.memory_view",
+    "hta_tui.analysis.module_view",
+    "hta_tui.analysis.collectives",
+)
+
+_IMPORTS = """
+import io, sys, contextlib
+from hta_tui.cli import main
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    rc = main(["report", sys.argv[1], "--json", "--only", sys.argv[2]])
+sys.stdout.write(out.getvalue())
+sys.stderr.write("\\nIMPORTED " + " ".join(sorted(sys.modules)))
+sys.exit(rc)
+"""
+
+
+def test_a_warm_report_imports_only_what_it_reads(tmp_path: Path) -> None:
+    """A second report, every answer kept, imports no analysis it does not run (nor the
+    watcher's asyncio): the registry imports an analysis's module when first used. Its
+    JSON is the first report's."""
+    from tests import dialects
+
+    root = tmp_path / "t"
+    dialects.write(dialects.current(rank=0), root / "rank-0.json")
+    cache = tmp_path / "cache"
+    first = io.StringIO()
+    only = ["idle_time_breakdown", "kernel_duration_stats"]
+    assert run_report(root, as_json=True, out=first, cache=Cache(cache), only=only) == 0
+    proc = subprocess.run(
+        [sys.executable, "-c", _IMPORTS, str(root), ",".join(only)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],  # (this checkout's hta_tui)
+        env={**os.environ, "HTA_TUI_CACHE": str(cache)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == first.getvalue()
+    imported = set(proc.stderr.rpartition("IMPORTED ")[2].split())
+    assert "hta_tui.analysis.registry" in imported
+    assert not imported & {*NOT_RUN, "asyncio", "watchfiles"}
