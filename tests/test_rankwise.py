@@ -1027,6 +1027,97 @@ def test_a_batch_makes_the_gpu_metrics_and_series_at_once_as_each_rank_alone(
     assert series["occupancy_pct"].drop_nulls().len() > 0
 
 
+def _uneven_kernel_job(job: Path) -> None:
+    """Four tiny ranks whose kernel views differ in shape: rank 0 one kernel (a one-row
+    table, its total of an odd number of ns: polars divides it exactly alone, a longer
+    column as times the inverse), rank 1 no kernel, rank 2 launch properties, blocks per SM
+    and occupancy and a kernel with no runtime call, rank 3 a kernel with no runtime call
+    and a GPU-side ProfilerStep (the plugin's two main threads: its strays counted twice)."""
+    odd = next(n for n in range(1_000_000, 1_001_000) if n / 1000 != n * (1 / 1000))
+    for i, path in enumerate(write_job(job, Dialect(), JobShape(ranks=4, steps=3, ops_per_step=8))):
+        trace = orjson.loads(path.read_bytes())
+        events = trace["traceEvents"]
+        kernels = [e for e in events if e.get("cat") == "kernel"]
+        if i == 0:
+            kernels[0]["dur"] = odd / 1000
+            events[:] = [e for e in events if e.get("cat") != "kernel" or e is kernels[0]]
+        if i == 1:
+            events[:] = [e for e in events if e.get("cat") != "kernel"]
+        if i == 2:
+            for k, event in enumerate(kernels):
+                event["args"] |= {
+                    "blocks per SM": 0.4 + k % 5,
+                    "est. achieved occupancy %": 7 * k,
+                    "grid": [k % 3 + 1, 1, 1],
+                    "block": [128, 1, 1],
+                    "registers per thread": 32 + k % 2,
+                    "shared memory": 1024 * (k % 2),
+                }
+        if i in (2, 3):  # a kernel whose runtime call is gone: outside any operator
+            lost = kernels[1]["args"]["correlation"]
+            events[:] = [
+                e
+                for e in events
+                if not (e.get("cat") == "cuda_runtime" and e["args"]["correlation"] == lost)
+            ]
+        if i == 3:
+            step = next(e for e in events if e["name"].startswith("ProfilerStep#"))
+            gpu = {**step, "cat": "gpu_user_annotation", "pid": 0, "tid": 7}
+            events.append(gpu | {"args": {"device": 0, "stream": 7}})
+        path.write_bytes(orjson.dumps(trace))
+
+
+def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin's kernel views (by kernel, by kernel and operator) of a batch of tiny ranks
+    are made over the batch at once (no per-rank table: ~25 queries a rank on main) and
+    every rank's rows are to the bit those of the rank made alone, in both modes, on ranks
+    of uneven shapes (`_uneven_kernel_job`)."""
+    from hta_tui.analysis import kernel_view
+
+    _uneven_kernel_job(tmp_path / "job")
+    loaded = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.loaded()
+    assert sorted(loaded) == [0, 1, 2, 3]
+    calls = {"n": 0}
+    for name in ("rank_kernel_table", "rank_kernel_op_table"):
+        real = getattr(kernel_view, name)
+
+        def counted(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(kernel_view, name, counted)
+    names = ("kernel_view", "kernel_view_by_op")
+    for options in (registry.Options(), registry.Options(tb_compat=True)):
+        jobs = tuple(
+            rank_work.RankJob(r, str(d.entry), {}, names, options, store=False)
+            for r, d in sorted(loaded.items())
+        )
+        calls["n"] = 0
+        got = rank_work.batch_tables(jobs, dict(loaded))
+        assert calls["n"] == 0  # 8 on main: each table on each rank
+        alone = [rank_work.rank_tables(j, loaded[j.rank]) for j in jobs]
+        for name in names:
+            df = rank_work.unpack(got[name])[name]
+            each = pl.concat([rank_work.unpack(a[name])[name] for a in alone], how="diagonal")
+            assert_frame_equal(df, each, check_exact=True)
+        by_op = rank_work.unpack(got["kernel_view_by_op"])["kernel_view_by_op"]
+        assert set(by_op["rank"]) == {0, 2, 3}  # rank 1 has no kernel
+        one = by_op.filter(pl.col("rank") == 0)
+        assert one.height == 1 and one["total (us)"].item() * 1000 != one["total (us)"].item()
+        odd = round(one["total (us)"].item() * 1000)
+        assert one["total (us)"].item() == odd / 1000  # divided exactly, as alone
+        assert by_op.filter(pl.col("rank") == 2)["grid"].n_unique() > 1
+        roots = by_op.filter(pl.col("operator") == "CallTreeRoot")
+        assert set(roots["rank"]) >= {2, 3}
+        kernels = by_op.filter(pl.col("rank") == 2)["calls"].sum()  # as many as rank 3's
+        counted = by_op.filter(pl.col("rank") == 3)["calls"].sum()
+        # the plugin's two main threads on rank 3: its strays (in its mode every kernel:
+        # it links no `cuda_runtime` call) counted twice
+        assert counted == kernels * (2 if options.tb_compat else 1)
+
+
 def test_each_rank_inserts_a_rank_column_that_aggregates_as_a_literals(tmp_path: Path) -> None:
     """`each_rank` inserts its rank column (no query per rank and table) and flags it sorted,
     as a literal's column is: a group-by on `rank` over the concatenation then takes the same
