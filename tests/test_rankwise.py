@@ -1032,17 +1032,24 @@ def _uneven_kernel_job(job: Path) -> None:
     table, its total of an odd number of ns: polars divides it exactly alone, a longer
     column as times the inverse), rank 1 no kernel, rank 2 launch properties, blocks per SM
     and occupancy and a kernel with no runtime call, rank 3 a kernel with no runtime call
-    and a GPU-side ProfilerStep (the plugin's two main threads: its strays counted twice)."""
+    and a GPU-side ProfilerStep (the plugin's two main threads: its strays counted twice).
+    Rank 0 has one step, rank 1 none (one step "0" over its CPU ops, its computation
+    theirs: it has no kernel), ranks 2 and 3 three steps each with NCCL kernels."""
     odd = next(n for n in range(1_000_000, 1_001_000) if n / 1000 != n * (1 / 1000))
     for i, path in enumerate(write_job(job, Dialect(), JobShape(ranks=4, steps=3, ops_per_step=8))):
         trace = orjson.loads(path.read_bytes())
         events = trace["traceEvents"]
         kernels = [e for e in events if e.get("cat") == "kernel"]
-        if i == 0:
+        if i == 0:  # and one step: its computation/communication table one row
             kernels[0]["dur"] = odd / 1000
             events[:] = [e for e in events if e.get("cat") != "kernel" or e is kernels[0]]
-        if i == 1:
-            events[:] = [e for e in events if e.get("cat") != "kernel"]
+            events[:] = [e for e in events if e["name"] not in ("ProfilerStep#2", "ProfilerStep#3")]
+        if i == 1:  # and no ProfilerStep: one step "0" over its CPU ops
+            events[:] = [
+                e
+                for e in events
+                if e.get("cat") != "kernel" and not e["name"].startswith("ProfilerStep#")
+            ]
         if i == 2:
             for k, event in enumerate(kernels):
                 event["args"] |= {
@@ -1070,11 +1077,12 @@ def _uneven_kernel_job(job: Path) -> None:
 def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The plugin's kernel views (by kernel, by kernel and operator) of a batch of tiny ranks
-    are made over the batch at once (no per-rank table: ~25 queries a rank on main) and
-    every rank's rows are to the bit those of the rank made alone, in both modes, on ranks
-    of uneven shapes (`_uneven_kernel_job`)."""
-    from hta_tui.analysis import kernel_view
+    """The plugin's kernel views (by kernel, by kernel and operator) and the computation /
+    communication per rank and step of a batch of tiny ranks are made over the batch at
+    once (no per-rank table: ~25 and ~36 queries a rank on main) and every rank's rows are
+    to the bit those of the rank made alone, in both modes, on ranks of uneven shapes
+    (`_uneven_kernel_job`)."""
+    from hta_tui.analysis import comm_overview, comm_plugin, kernel_view
 
     _uneven_kernel_job(tmp_path / "job")
     loaded = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.loaded()
@@ -1088,7 +1096,14 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
             return _real(*args, **kwargs)
 
         monkeypatch.setattr(kernel_view, name, counted)
-    names = ("kernel_view", "kernel_view_by_op")
+    real_steps = comm_plugin.steps_of
+
+    def steps_of(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real_steps(*args, **kwargs)
+
+    monkeypatch.setattr(comm_overview, "steps_of", steps_of)
+    names = ("kernel_view", "kernel_view_by_op", "comm_comp_per_rank")
     for options in (registry.Options(), registry.Options(tb_compat=True)):
         jobs = tuple(
             rank_work.RankJob(r, str(d.entry), {}, names, options, store=False)
@@ -1096,12 +1111,24 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
         )
         calls["n"] = 0
         got = rank_work.batch_tables(jobs, dict(loaded))
-        assert calls["n"] == 0  # 8 on main: each table on each rank
+        assert calls["n"] == 0  # 12 on main: each table on each rank
         alone = [rank_work.rank_tables(j, loaded[j.rank]) for j in jobs]
         for name in names:
-            df = rank_work.unpack(got[name])[name]
-            each = pl.concat([rank_work.unpack(a[name])[name] for a in alone], how="diagonal")
-            assert_frame_equal(df, each, check_exact=True)
+            together = rank_work.unpack(got[name])
+            for table, df in together.items():
+                each = [rank_work.unpack(a[name])[table] for a in alone]
+                assert_frame_equal(df, pl.concat(each, how="diagonal"), check_exact=True)
+        if not options.tb_compat:  # (the plugin's own table, its rules: rank by rank)
+            per_step = rank_work.unpack(got["comm_comp_per_rank"])["comm_comp_per_rank"]
+            steps = per_step.group_by("rank", maintain_order=True).agg("step")
+            assert steps.rows() == [
+                (0, ["1", "all"]),
+                (1, ["0", "all"]),
+                (2, ["1", "2", "3", "all"]),
+                (3, ["1", "2", "3", "all"]),
+            ]
+            assert per_step.filter(pl.col("rank") == 1)["computation"][0] > 0  # its CPU ops
+            assert per_step.filter(pl.col("rank") == 2)["communication"].max() > 0  # NCCL
         by_op = rank_work.unpack(got["kernel_view_by_op"])["kernel_view_by_op"]
         assert set(by_op["rank"]) == {0, 2, 3}  # rank 1 has no kernel
         one = by_op.filter(pl.col("rank") == 0)
