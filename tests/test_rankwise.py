@@ -1077,12 +1077,13 @@ def _uneven_kernel_job(job: Path) -> None:
 def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The plugin's kernel views (by kernel, by kernel and operator) and the computation /
-    communication per rank and step of a batch of tiny ranks are made over the batch at
-    once (no per-rank table: ~25 and ~36 queries a rank on main) and every rank's rows are
-    to the bit those of the rank made alone, in both modes, on ranks of uneven shapes
-    (`_uneven_kernel_job`)."""
+    """The plugin's kernel views (by kernel, by kernel and operator), the computation /
+    communication per rank and step and the critical path's launch queues of a batch of
+    tiny ranks are made over the batch at once (no per-rank table: ~25, ~36 and ~17 queries
+    a rank on main) and every rank's rows are to the bit those of the rank made alone, in
+    both modes, on ranks of uneven shapes (`_uneven_kernel_job`)."""
     from hta_tui.analysis import comm_overview, comm_plugin, kernel_view
+    from hta_tui.analysis.critical_path import graph as cp_graph
 
     _uneven_kernel_job(tmp_path / "job")
     loaded = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.loaded()
@@ -1103,7 +1104,16 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
         return real_steps(*args, **kwargs)
 
     monkeypatch.setattr(comm_overview, "steps_of", steps_of)
-    names = ("kernel_view", "kernel_view_by_op", "comm_comp_per_rank")
+    real_queue = cp_graph.queue_at
+
+    def queue_at(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real_queue(*args, **kwargs)
+
+    monkeypatch.setattr(cp_graph, "queue_at", queue_at)
+    names = ("kernel_view", "kernel_view_by_op", "comm_comp_per_rank", "critical_path")
+    # (the path across ranks' graph tables: their row order differs between two runs)
+    unordered = {"path_graph_edges", "path_graph_calls"}
     for options in (registry.Options(), registry.Options(tb_compat=True)):
         jobs = tuple(
             rank_work.RankJob(r, str(d.entry), {}, names, options, store=False)
@@ -1111,11 +1121,13 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
         )
         calls["n"] = 0
         got = rank_work.batch_tables(jobs, dict(loaded))
-        assert calls["n"] == 0  # 12 on main: each table on each rank
+        assert calls["n"] == 0  # 16 on main: each table on each rank
         alone = [rank_work.rank_tables(j, loaded[j.rank]) for j in jobs]
         for name in names:
             together = rank_work.unpack(got[name])
             for table, df in together.items():
+                if table in unordered:
+                    continue
                 each = [rank_work.unpack(a[name])[table] for a in alone]
                 assert_frame_equal(df, pl.concat(each, how="diagonal"), check_exact=True)
         if not options.tb_compat:  # (the plugin's own table, its rules: rank by rank)
@@ -1129,6 +1141,9 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
             ]
             assert per_step.filter(pl.col("rank") == 1)["computation"][0] > 0  # its CPU ops
             assert per_step.filter(pl.col("rank") == 2)["communication"].max() > 0  # NCCL
+            edges = rank_work.unpack(got["critical_path"])["critical_path_edges"]
+            launched = edges.filter(pl.col("type").str.contains("launch"))  # (queues read)
+            assert set(launched["rank"]) >= {0, 2, 3}
         by_op = rank_work.unpack(got["kernel_view_by_op"])["kernel_view_by_op"]
         assert set(by_op["rank"]) == {0, 2, 3}  # rank 1 has no kernel
         one = by_op.filter(pl.col("rank") == 0)
