@@ -1078,11 +1078,12 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The plugin's kernel views (by kernel, by kernel and operator), the computation /
-    communication per rank and step and the critical path's launch queues of a batch of
-    tiny ranks are made over the batch at once (no per-rank table: ~25, ~36 and ~17 queries
-    a rank on main) and every rank's rows are to the bit those of the rank made alone, in
-    both modes, on ranks of uneven shapes (`_uneven_kernel_job`)."""
-    from hta_tui.analysis import comm_overview, comm_plugin, kernel_view
+    communication per rank and step, the critical path's launch queues and HTA's shared
+    views (every HTA analysis's start) of a batch of tiny ranks are made over the batch at
+    once (no per-rank table: ~25, ~36, ~17 and ~16 queries a rank on main) and every rank's
+    rows are to the bit those of the rank made alone, in both modes (HTA's rounding too),
+    on ranks of uneven shapes (`_uneven_kernel_job`)."""
+    from hta_tui.analysis import comm_overview, comm_plugin, hta_view, kernel_view
     from hta_tui.analysis.critical_path import graph as cp_graph
 
     _uneven_kernel_job(tmp_path / "job")
@@ -1111,17 +1112,24 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
         return real_queue(*args, **kwargs)
 
     monkeypatch.setattr(cp_graph, "queue_at", queue_at)
+    real_view = hta_view.build_rank_view
+
+    def build_rank_view(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real_view(*args, **kwargs)
+
+    monkeypatch.setattr(hta_view, "build_rank_view", build_rank_view)
     names = ("kernel_view", "kernel_view_by_op", "comm_comp_per_rank", "critical_path")
     # (the path across ranks' graph tables: their row order differs between two runs)
     unordered = {"path_graph_edges", "path_graph_calls"}
-    for options in (registry.Options(), registry.Options(tb_compat=True)):
+    for options in (registry.Options(), registry.Options(tb_compat=True, hta_compat=True)):
         jobs = tuple(
             rank_work.RankJob(r, str(d.entry), {}, names, options, store=False)
             for r, d in sorted(loaded.items())
         )
         calls["n"] = 0
         got = rank_work.batch_tables(jobs, dict(loaded))
-        assert calls["n"] == 0  # 16 on main: each table on each rank
+        assert calls["n"] == 0  # on main: each table on each rank (16)
         alone = [rank_work.rank_tables(j, loaded[j.rank]) for j in jobs]
         for name in names:
             together = rank_work.unpack(got[name])
@@ -1144,6 +1152,17 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
             edges = rank_work.unpack(got["critical_path"])["critical_path_edges"]
             launched = edges.filter(pl.col("type").str.contains("launch"))  # (queues read)
             assert set(launched["rank"]) >= {0, 2, 3}
+    # HTA's shared views of fresh frames (none kept yet): built over the ranks at once
+    frames = {r: d.events.clone() for r, d in loaded.items()}
+    steps = hta_view.profiler_step_names(frames)
+    for compat in (False, True):
+        calls["n"] = 0
+        views = hta_view.hta_view(frames, hta_compat=compat, columns=("pid", "tid"))
+        assert calls["n"] == 0  # 4 on main
+        for rank, view in views.items():
+            alone = real_view(frames[rank], steps, hta_compat=compat, columns=("pid", "tid"))
+            assert_frame_equal(view, alone, check_exact=True)
+        assert views[2]["kernel_type"].drop_nulls().len() > 0 and views[1].is_empty()
         by_op = rank_work.unpack(got["kernel_view_by_op"])["kernel_view_by_op"]
         assert set(by_op["rank"]) == {0, 2, 3}  # rank 1 has no kernel
         one = by_op.filter(pl.col("rank") == 0)
