@@ -1157,7 +1157,8 @@ def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
     steps = hta_view.profiler_step_names(frames)
     for compat in (False, True):
         calls["n"] = 0
-        views = hta_view.hta_view(frames, hta_compat=compat, columns=("pid", "tid"))
+        with hta_view.views_at_once():  # (as in a batch's task)
+            views = hta_view.hta_view(frames, hta_compat=compat, columns=("pid", "tid"))
         assert calls["n"] == 0  # 4 on main
         for rank, view in views.items():
             alone = real_view(frames[rank], steps, hta_compat=compat, columns=("pid", "tid"))

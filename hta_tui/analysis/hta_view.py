@@ -32,9 +32,10 @@ Kernel types follow `hta.utils.utils.get_kernel_type`. Times stay integer nanose
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import polars as pl
 
@@ -394,12 +395,30 @@ def hta_view(
 ) -> dict[int, pl.DataFrame]:
     """`rank_view` of every rank; the ProfilerStep rule looks at all ranks at once, as HTA."""
     steps = profiler_step_names(ranks)
-    if len(ranks) > 1 and columns is not None and set(columns) <= set(CACHED_COLUMNS):
+    batch = getattr(_at_once, "on", False) and len(ranks) > 1
+    if batch and columns is not None and set(columns) <= set(CACHED_COLUMNS):
         _views_at_once(ranks, steps, hta_compat=hta_compat)
     return {
         int(r): rank_view(ev, steps, hta_compat=hta_compat, columns=columns)
         for r, ev in sorted(ranks.items())
     }
+
+
+#: `views_at_once` is on in this thread
+_at_once = threading.local()
+
+
+@contextlib.contextmanager
+def views_at_once() -> Iterator[None]:
+    """Meanwhile, in this thread, `hta_view` builds the ranks' missing views together
+    (`_views_at_once`): for a batch of small ranks made in one task (`rank_work`), not for
+    the app, whose read-ahead builds them rank by rank with a checkpoint between."""
+    before = getattr(_at_once, "on", False)
+    _at_once.on = True
+    try:
+        yield
+    finally:
+        _at_once.on = before
 
 
 def _views_at_once(

@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.analysis import registry
+from hta_tui.analysis import hta_view, registry
 from hta_tui.exec.blobs import pack, unpack, whole
 from hta_tui.trace.model import RankData
 
@@ -235,14 +235,15 @@ def _batch_parts(
     """The batch's tables of `missing`, every rank at once; ALONE's kept apart by rank."""
     options = jobs[0].options
     meta = {j.rank: j.meta for j in jobs}
-    out = registry.rank_parts(
-        {rank: d.events for rank, d in datas.items()},
-        [a.name for a in missing],
-        options,
-        threads=1,
-        frames=lambda name: {rank: d.frame(name) for rank, d in datas.items()},
-        meta=meta,
-    )
+    with hta_view.views_at_once():  # HTA's views of the batch's ranks made together
+        out = registry.rank_parts(
+            {rank: d.events for rank, d in datas.items()},
+            [a.name for a in missing],
+            options,
+            threads=1,
+            frames=lambda name: {rank: d.frame(name) for rank, d in datas.items()},
+            meta=meta,
+        )
     for a in missing:
         if a.name in ALONE:
             out[a.name] = _apart(out[a.name], [j.rank for j in jobs])
