@@ -1027,6 +1027,35 @@ def test_a_batch_makes_the_gpu_metrics_and_series_at_once_as_each_rank_alone(
     assert series["occupancy_pct"].drop_nulls().len() > 0
 
 
+def test_a_batch_keeps_each_ranks_steps_for_the_reports_scope(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of small ranks that makes tables makes each rank's steps covered too, while
+    its step tables are at hand, and keeps them beside the rank's frames: the report's
+    scope (`rank_steps`, next) then makes none (on main: every rank's again, alone, ~5x the
+    CPU), and what it reads is what it would have made."""
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=3, ops_per_step=2))
+    cache = Cache(tmp_path / "cache")
+    ts = open_session(tmp_path / "job", cache, backend=Backend()).trace_set
+    stats = split.SplitRun()
+    split.run_split(ts, ["kernel_view"], registry.Options(), Backend(), stats=stats)
+    assert stats.batches == 1
+    made: list[int] = []
+    real = rank_work._steps_blob
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rank_work, "_steps_blob", counted)
+    monkeypatch.setattr(split, "_steps_blob", counted)
+    kept = split.rank_steps(ts, registry.Options(), Backend())
+    assert made == []
+    forget_results(cache)
+    assert split.rank_steps(ts, registry.Options(), Backend()) == kept and len(made) == 3
+    assert sorted(kept) == [0, 1, 2] and kept[0]["every"] == [1, 2, 3]
+
+
 def _uneven_kernel_job(job: Path) -> None:
     """Four tiny ranks whose kernel views differ in shape: rank 0 one kernel (a one-row
     table, its total of an odd number of ns: polars divides it exactly alone, a longer
