@@ -1022,6 +1022,188 @@ def test_a_batch_makes_the_gpu_metrics_and_series_at_once_as_each_rank_alone(
     assert series["occupancy_pct"].drop_nulls().len() > 0
 
 
+def test_a_batch_keeps_each_ranks_steps_for_the_reports_scope(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch of small ranks that makes tables makes each rank's steps covered too, while
+    its step tables are at hand, and keeps them beside the rank's frames: the report's
+    scope (`rank_steps`, next) then makes none (on main: every rank's again, alone, ~5x the
+    CPU), and what it reads is what it would have made."""
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=3, ops_per_step=2))
+    cache = Cache(tmp_path / "cache")
+    ts = open_session(tmp_path / "job", cache, backend=Backend()).trace_set
+    stats = split.SplitRun()
+    split.run_split(ts, ["kernel_view"], registry.Options(), Backend(), stats=stats)
+    assert stats.batches == 1
+    made: list[int] = []
+    real = rank_work._steps_blob
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rank_work, "_steps_blob", counted)
+    monkeypatch.setattr(split, "_steps_blob", counted)
+    kept = split.rank_steps(ts, registry.Options(), Backend())
+    assert made == []
+    forget_results(cache)
+    assert split.rank_steps(ts, registry.Options(), Backend()) == kept and len(made) == 3
+    assert sorted(kept) == [0, 1, 2] and kept[0]["every"] == [1, 2, 3]
+
+
+def _uneven_kernel_job(job: Path) -> None:
+    """Four tiny ranks whose kernel views differ in shape: rank 0 one kernel (a one-row
+    table, its total of an odd number of ns: polars divides it exactly alone, a longer
+    column as times the inverse), rank 1 no kernel, rank 2 launch properties, blocks per SM
+    and occupancy and a kernel with no runtime call, rank 3 a kernel with no runtime call
+    and a GPU-side ProfilerStep (the plugin's two main threads: its strays counted twice).
+    Rank 0 has one step, rank 1 none (one step "0" over its CPU ops, its computation
+    theirs: it has no kernel), ranks 2 and 3 three steps each with NCCL kernels."""
+    odd = next(n for n in range(1_000_000, 1_001_000) if n / 1000 != n * (1 / 1000))
+    for i, path in enumerate(write_job(job, Dialect(), JobShape(ranks=4, steps=3, ops_per_step=8))):
+        trace = orjson.loads(path.read_bytes())
+        events = trace["traceEvents"]
+        kernels = [e for e in events if e.get("cat") == "kernel"]
+        if i == 0:  # and one step: its computation/communication table one row
+            kernels[0]["dur"] = odd / 1000
+            events[:] = [e for e in events if e.get("cat") != "kernel" or e is kernels[0]]
+            events[:] = [e for e in events if e["name"] not in ("ProfilerStep#2", "ProfilerStep#3")]
+        if i == 1:  # and no ProfilerStep: one step "0" over its CPU ops
+            events[:] = [
+                e
+                for e in events
+                if e.get("cat") != "kernel" and not e["name"].startswith("ProfilerStep#")
+            ]
+        if i == 2:
+            for k, event in enumerate(kernels):
+                event["args"] |= {
+                    "blocks per SM": 0.4 + k % 5,
+                    "est. achieved occupancy %": 7 * k,
+                    "grid": [k % 3 + 1, 1, 1],
+                    "block": [128, 1, 1],
+                    "registers per thread": 32 + k % 2,
+                    "shared memory": 1024 * (k % 2),
+                }
+        if i in (2, 3):  # a kernel whose runtime call is gone: outside any operator
+            lost = kernels[1]["args"]["correlation"]
+            events[:] = [
+                e
+                for e in events
+                if not (e.get("cat") == "cuda_runtime" and e["args"]["correlation"] == lost)
+            ]
+        if i == 3:
+            step = next(e for e in events if e["name"].startswith("ProfilerStep#"))
+            gpu = {**step, "cat": "gpu_user_annotation", "pid": 0, "tid": 7}
+            events.append(gpu | {"args": {"device": 0, "stream": 7}})
+        path.write_bytes(orjson.dumps(trace))
+
+
+def test_a_batch_makes_the_kernel_views_at_once_as_each_rank_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin's kernel views (by kernel, by kernel and operator), the computation /
+    communication per rank and step, the critical path's launch queues and HTA's shared
+    views (every HTA analysis's start) of a batch of tiny ranks are made over the batch at
+    once (no per-rank table: ~25, ~36, ~17 and ~16 queries a rank on main) and every rank's
+    rows are to the bit those of the rank made alone, in both modes (HTA's rounding too),
+    on ranks of uneven shapes (`_uneven_kernel_job`)."""
+    from hta_tui.analysis import comm_overview, comm_plugin, hta_view, kernel_view
+    from hta_tui.analysis.critical_path import graph as cp_graph
+
+    _uneven_kernel_job(tmp_path / "job")
+    loaded = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.loaded()
+    assert sorted(loaded) == [0, 1, 2, 3]
+    calls = {"n": 0}
+    for name in ("rank_kernel_table", "rank_kernel_op_table"):
+        real = getattr(kernel_view, name)
+
+        def counted(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
+            calls["n"] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(kernel_view, name, counted)
+    real_steps = comm_plugin.steps_of
+
+    def steps_of(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real_steps(*args, **kwargs)
+
+    monkeypatch.setattr(comm_overview, "steps_of", steps_of)
+    real_queue = cp_graph.queue_at
+
+    def queue_at(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real_queue(*args, **kwargs)
+
+    monkeypatch.setattr(cp_graph, "queue_at", queue_at)
+    real_view = hta_view.build_rank_view
+
+    def build_rank_view(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        return real_view(*args, **kwargs)
+
+    monkeypatch.setattr(hta_view, "build_rank_view", build_rank_view)
+    names = ("kernel_view", "kernel_view_by_op", "comm_comp_per_rank", "critical_path")
+    # (the path across ranks' graph tables: their row order differs between two runs)
+    unordered = {"path_graph_edges", "path_graph_calls"}
+    for options in (registry.Options(), registry.Options(tb_compat=True, hta_compat=True)):
+        jobs = tuple(
+            rank_work.RankJob(r, str(d.entry), {}, names, options, store=False)
+            for r, d in sorted(loaded.items())
+        )
+        calls["n"] = 0
+        got = rank_work.batch_tables(jobs, dict(loaded))
+        assert calls["n"] == 0  # on main: each table on each rank (16)
+        alone = [rank_work.rank_tables(j, loaded[j.rank]) for j in jobs]
+        for name in names:
+            together = rank_work.unpack(got[name])
+            for table, df in together.items():
+                if table in unordered:
+                    continue
+                each = [rank_work.unpack(a[name])[table] for a in alone]
+                assert_frame_equal(df, pl.concat(each, how="diagonal"), check_exact=True)
+        if not options.tb_compat:  # (the plugin's own table, its rules: rank by rank)
+            per_step = rank_work.unpack(got["comm_comp_per_rank"])["comm_comp_per_rank"]
+            steps = per_step.group_by("rank", maintain_order=True).agg("step")
+            assert steps.rows() == [
+                (0, ["1", "all"]),
+                (1, ["0", "all"]),
+                (2, ["1", "2", "3", "all"]),
+                (3, ["1", "2", "3", "all"]),
+            ]
+            assert per_step.filter(pl.col("rank") == 1)["computation"][0] > 0  # its CPU ops
+            assert per_step.filter(pl.col("rank") == 2)["communication"].max() > 0  # NCCL
+            edges = rank_work.unpack(got["critical_path"])["critical_path_edges"]
+            launched = edges.filter(pl.col("type").str.contains("launch"))  # (queues read)
+            assert set(launched["rank"]) >= {0, 2, 3}
+    # HTA's shared views of fresh frames (none kept yet): built over the ranks at once
+    frames = {r: d.events.clone() for r, d in loaded.items()}
+    steps = hta_view.profiler_step_names(frames)
+    for compat in (False, True):
+        calls["n"] = 0
+        with hta_view.views_at_once():  # (as in a batch's task)
+            views = hta_view.hta_view(frames, hta_compat=compat, columns=("pid", "tid"))
+        assert calls["n"] == 0  # 4 on main
+        for rank, view in views.items():
+            alone = real_view(frames[rank], steps, hta_compat=compat, columns=("pid", "tid"))
+            assert_frame_equal(view, alone, check_exact=True)
+        assert views[2]["kernel_type"].drop_nulls().len() > 0 and views[1].is_empty()
+        by_op = rank_work.unpack(got["kernel_view_by_op"])["kernel_view_by_op"]
+        assert set(by_op["rank"]) == {0, 2, 3}  # rank 1 has no kernel
+        one = by_op.filter(pl.col("rank") == 0)
+        assert one.height == 1 and one["total (us)"].item() * 1000 != one["total (us)"].item()
+        odd = round(one["total (us)"].item() * 1000)
+        assert one["total (us)"].item() == odd / 1000  # divided exactly, as alone
+        assert by_op.filter(pl.col("rank") == 2)["grid"].n_unique() > 1
+        roots = by_op.filter(pl.col("operator") == "CallTreeRoot")
+        assert set(roots["rank"]) >= {2, 3}
+        kernels = by_op.filter(pl.col("rank") == 2)["calls"].sum()  # as many as rank 3's
+        counted = by_op.filter(pl.col("rank") == 3)["calls"].sum()
+        # the plugin's two main threads on rank 3: its strays (in its mode every kernel:
+        # it links no `cuda_runtime` call) counted twice
+        assert counted == kernels * (2 if options.tb_compat else 1)
+
+
 def test_each_rank_inserts_a_rank_column_that_aggregates_as_a_literals(tmp_path: Path) -> None:
     """`each_rank` inserts its rank column (no query per rank and table) and flags it sorted,
     as a literal's column is: a group-by on `rank` over the concatenation then takes the same

@@ -14,17 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import polars as pl
 
-from hta_tui.analysis import collectives
+from hta_tui.analysis import collectives, intervals
 from hta_tui.analysis.comm_kinds import COLLECTIVE_OP, NCCL_KERNEL
 from hta_tui.analysis.comm_plugin import (
+    _OVERLAP_SCHEMA,
+    _STEP_RE,
     DATA_LOADER,
+    breakdown_of,
     breakdown_query,
     spans,
     steps_of,
     with_means,
 )
+from hta_tui.analysis.per_rank import ranks_events
 
 _US = 1000.0
 #: CPU ops that belong to a collective rather than to computation.
@@ -33,6 +38,8 @@ _COMM_CPU = COLLECTIVE_OP + r"|^c10d::|^record_param_comms$|^ProfilerStep#"
 
 def comm_comp_per_rank(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """rank, step ("all" = per-step mean), computation, overlapping, communication, other (us)."""
+    if len(ranks) > 1:
+        return _ranks_comm_comp(ranks)
     calls = collectives.calls(ranks)
     queries = []
     for rank, ev in sorted(ranks.items()):
@@ -58,6 +65,154 @@ def _without(ev: pl.DataFrame, kind: str, *patterns: str) -> pl.DataFrame:
     for pattern in patterns:
         names = names.filter(~pl.col("name").str.contains(pattern))
     return rows.filter(pl.col("name").is_in(names["name"].implode())).select("ts", "dur")
+
+
+# --- every rank at once -------------------------------------------------------------------
+# A tiny rank's rows alone cost ~36 polars queries; over a batch of ranks the same rows come
+# from a few queries over every rank's events with a `rank` column (`per_rank.ranks_events`):
+# the unions merged per rank in one query, each step's covered time by binary search on the
+# rank's slice (numpy, no query); integer nanoseconds until the microseconds, divided in
+# one query a rank (`breakdown_of`, collected together), as each rank alone divides them.
+
+
+def _ranks_steps(events: pl.DataFrame) -> pl.DataFrame:
+    """`steps_of` of every rank (rank, step, start, end), in rank and start order."""
+    profiler = pl.col("name").str.starts_with("ProfilerStep#") & pl.col("kind").is_in(
+        ["annotation", "cpu_op"]
+    )
+    named = (
+        events.lazy()
+        .filter(profiler)
+        .select(
+            "rank",
+            pl.col("name").str.extract(_STEP_RE, 1).alias("step"),
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+        )
+        .sort("rank", "start", maintain_order=True)
+        .collect()
+    )
+    cpu = pl.col("kind").is_in(["cpu_op", "python"]) & (
+        (pl.col("kind") != "python") | (pl.col("cat").str.to_lowercase() == "python")
+    )
+    unnamed = (
+        events.lazy()
+        .filter(cpu & ~pl.col("rank").is_in(named["rank"].unique().implode()))
+        .group_by("rank")
+        .agg(
+            pl.lit("0").alias("step"),
+            pl.col("ts").min().alias("start"),
+            (pl.col("ts") + pl.col("dur")).max().alias("end"),
+        )
+        .drop_nulls("start")
+        .collect()
+    )
+    both = pl.concat([named, unnamed.cast(named.schema)])  # type: ignore[arg-type]
+    return both.sort("rank", maintain_order=True)
+
+
+def _ranks_comp(events: pl.DataFrame) -> pl.DataFrame:
+    """rank, start, end of each rank's computation: its kernels but NCCL's, or (none) its
+    CPU ops but a collective's or the data loader's (patterns tried on distinct names)."""
+    rows = (
+        events.lazy()
+        .filter(pl.col("kind").is_in(["kernel", "cpu_op"]))
+        .select("rank", "kind", "name", "ts", "dur")
+        .collect()
+    )
+    names = rows.select("kind", "name").unique()
+    comm = pl.col("name").str.contains(NCCL_KERNEL)
+    cpu_comm = pl.col("name").str.contains(_COMM_CPU) | pl.col("name").str.contains(DATA_LOADER)
+    kept = names.filter(
+        pl.when(pl.col("kind") == "kernel").then(~comm).otherwise(~cpu_comm).fill_null(False)
+    ).with_columns(pl.lit(True).alias("__kept"))
+    rows = rows.join(kept, on=["kind", "name"], how="left", maintain_order="left").filter(
+        pl.col("__kept").fill_null(False)
+    )
+    with_kernels = rows.filter(pl.col("kind") == "kernel")["rank"].unique().implode()
+    own = (pl.col("kind") == "kernel") | ~pl.col("rank").is_in(with_kernels)
+    return rows.filter(own).select(
+        "rank", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")).alias("end")
+    )
+
+
+def _ranks_comm_comp(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`comm_comp_per_rank` of several ranks, made over them at once."""
+    events = ranks_events(ranks)
+    if not events.width:
+        return pl.DataFrame(schema=_OVERLAP_SCHEMA)
+    steps = _ranks_steps(events)
+    if steps.is_empty():
+        return pl.DataFrame(schema=_OVERLAP_SCHEMA)
+    comp = _ranks_comp(events)
+    comm = (
+        collectives.calls(ranks)
+        .lazy()
+        .select(pl.col("rank").cast(pl.Int64), pl.col("ts").alias("start"), pl.col("end"))
+    )
+    comp_m, comm_m, union_m = pl.collect_all(
+        [
+            intervals.merged(comp, by="rank"),
+            intervals.merged(comm, by="rank"),
+            intervals.merged(
+                pl.concat(
+                    [intervals.merged(comp, by="rank"), intervals.merged(comm, by="rank")],
+                    how="vertical_relaxed",
+                ),
+                by="rank",
+            ),
+        ]
+    )
+    step_ranks = steps["rank"].to_numpy()
+    lo, hi = steps["start"].to_numpy(), steps["end"].to_numpy()
+    covered = {}
+    for name, merged in (("comp", comp_m), ("comm", comm_m), ("union", union_m)):
+        covered[name] = _covered_by_rank(merged, step_ranks, lo, hi)
+    per_row = steps.with_columns(
+        (pl.col("end") - pl.col("start")).alias("total"),
+        *(pl.Series(n, c) for n, c in covered.items()),
+    )
+    # each rank's covered time per step name (steps of one name add up), joined back
+    parts = per_row.group_by("rank", "step", maintain_order=True).agg(
+        pl.col("comp").sum(), pl.col("comm").sum(), pl.col("union").sum()
+    )
+    t = per_row.drop("comp", "comm", "union").join(
+        parts, on=["rank", "step"], how="left", maintain_order="left"
+    )
+    # the divisions rank by rank, in one collect: polars divides a column by a number in
+    # a way that depends on the column's length and its threads (`breakdown_of`)
+    by_rank = t.partition_by("rank", as_dict=True, maintain_order=True)
+    queries = [
+        breakdown_of(rank, part.drop("rank", "start", "end").lazy())
+        for (rank,), part in by_rank.items()
+    ]
+    per_step = pl.concat(pl.collect_all(queries))
+    values = ["computation", "overlapping", "communication", "other"]
+    means = per_step.group_by("rank", maintain_order=True).agg(
+        pl.lit("all").alias("step"), *((pl.col(c).sum() / pl.len()).alias(c) for c in values)
+    )
+    return pl.concat([per_step, means]).sort("rank", maintain_order=True)
+
+
+def _covered_by_rank(
+    merged: pl.DataFrame, step_ranks: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
+    """Each step's covered time by its rank's merged intervals (`intervals.covered_within`
+    on the rank's slices: rows of both in rank order)."""
+    out = np.zeros(len(lo), dtype=np.int64)
+    if merged.is_empty():
+        return out
+    ranks = merged["rank"].to_numpy()
+    starts, ends = merged["start"], merged["end"]
+    for rank in np.unique(step_ranks):
+        a, b = np.searchsorted(step_ranks, rank, "left"), np.searchsorted(step_ranks, rank, "right")
+        i, j = np.searchsorted(ranks, rank, "left"), np.searchsorted(ranks, rank, "right")
+        if i == j:
+            continue
+        mine = pl.DataFrame([starts[i:j], ends[i:j]])
+        covered = intervals.covered_within(mine, pl.Series(lo[a:b]), pl.Series(hi[a:b]))
+        out[a:b] = covered.to_numpy()
+    return out
 
 
 def wait_transfer_per_step(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:

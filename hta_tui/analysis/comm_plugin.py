@@ -164,9 +164,16 @@ def breakdown_query(
         t = t.join(
             part.lazy().rename({"covered": name}), on="step", how="left", maintain_order="left"
         )
+    return breakdown_of(rank, t)
+
+
+def breakdown_of(rank: int, covered: pl.LazyFrame) -> pl.LazyFrame:
+    """`breakdown_query`'s rows from each step's total and covered times (step, total,
+    comp, comm, union: ns, null as 0). (Its divisions' last bit depends on how polars
+    splits the frame among its threads: a rank's table is divided in a query of its own.)"""
     ov = pl.col("comp") + pl.col("comm") - pl.col("union")
     return (
-        t.fill_null(0)
+        covered.fill_null(0)
         .with_columns(ov.alias("ov"))
         .select(
             pl.lit(rank, pl.Int64).alias("rank"),

@@ -32,9 +32,10 @@ Kernel types follow `hta.utils.utils.get_kernel_type`. Times stay integer nanose
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import polars as pl
 
@@ -340,7 +341,7 @@ def rank_view(
         )
         view = _remember(events, key, view)
     keep = {*CORE_COLUMNS, *columns, *_ADDED}
-    return view.select([c for c in view.columns if c in keep])
+    return view[[c for c in view.columns if c in keep]]  # (a pick: no query)
 
 
 def build_rank_view(
@@ -394,10 +395,130 @@ def hta_view(
 ) -> dict[int, pl.DataFrame]:
     """`rank_view` of every rank; the ProfilerStep rule looks at all ranks at once, as HTA."""
     steps = profiler_step_names(ranks)
+    batch = getattr(_at_once, "on", False) and len(ranks) > 1
+    if batch and columns is not None and set(columns) <= set(CACHED_COLUMNS):
+        _views_at_once(ranks, steps, hta_compat=hta_compat)
     return {
         int(r): rank_view(ev, steps, hta_compat=hta_compat, columns=columns)
         for r, ev in sorted(ranks.items())
     }
+
+
+#: `views_at_once` is on in this thread
+_at_once = threading.local()
+
+
+@contextlib.contextmanager
+def views_at_once() -> Iterator[None]:
+    """Meanwhile, in this thread, `hta_view` builds the ranks' missing views together
+    (`_views_at_once`): for a batch of small ranks made in one task (`rank_work`), not for
+    the app, whose read-ahead builds them rank by rank with a checkpoint between."""
+    before = getattr(_at_once, "on", False)
+    _at_once.on = True
+    try:
+        yield
+    finally:
+        _at_once.on = before
+
+
+def _views_at_once(
+    ranks: Mapping[int, pl.DataFrame], step_names: set[str], *, hta_compat: bool
+) -> None:
+    """The shared views (`rank_view`'s cached ones) of the ranks that have none yet, built
+    over them at once: one query set over their events one after another with a rank column
+    (a tiny rank's alone cost ~16 queries), each rank's rows and columns as its own build.
+    Ranks of one schema together (a concatenation would cast a column another rank holds in
+    another type); a rank alone, or one whose batch fails, builds its own when asked."""
+    keep = [*CORE_COLUMNS, *(c for c in CACHED_COLUMNS if c not in CORE_COLUMNS)]
+    groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame, tuple[object, ...]]]] = {}
+    for rank, events in sorted(ranks.items()):
+        step_filter = len(step_names) >= 2 and not keeps_every_step(events)
+        key = (id(events), hta_compat, step_filter, frozenset(step_names) if step_filter else None)
+        with _views_lock:
+            if key in _views:
+                continue
+        if not set(keep) <= set(events.columns):
+            continue
+        picked = events[keep]  # (a pick: no query)
+        groups.setdefault((step_filter, *picked.dtypes), []).append((rank, events, key))
+    for (step_filter, *_), members in groups.items():
+        if len(members) < 2:
+            continue
+        try:
+            built = _build_views(
+                [(r, ev[keep]) for r, ev, _ in members],
+                step_names,
+                hta_compat=hta_compat,
+                step_filter=bool(step_filter),
+            )
+        except Exception:  # (each rank builds its own, and says what is wrong with it)
+            continue
+        for rank, events, key in members:
+            _remember(events, key, built[rank])
+
+
+def _build_views(
+    frames: list[tuple[int, pl.DataFrame]],
+    step_names: set[str],
+    *,
+    hta_compat: bool,
+    step_filter: bool,
+) -> dict[int, pl.DataFrame]:
+    """`build_rank_view` of each rank (frames of one schema, `CACHED_COLUMNS` picked),
+    made over them at once; rank -> its view."""
+    parts = []
+    for rank, f in frames:
+        f = f.clone()  # (a shallow copy: the caller's frame keeps its columns)
+        f.insert_column(0, pl.Series("__rank", [rank] * f.height, dtype=pl.Int64))
+        parts.append(f)
+    every = pl.concat(parts, how="vertical")
+    ev = every.filter(
+        pl.col("cat").is_not_null() & (pl.col("cat") != "Trace") & pl.col("ts").is_not_null()
+    )
+    start, end = pl.col("ts"), pl.col("ts") + pl.col("dur")
+    if hta_compat:  # rounded on the ranks whose timestamps have fractional microseconds
+        fractional = (
+            ev.group_by("__rank")
+            .agg((pl.col("ts") % _NS_PER_US != 0).any().alias("__frac"))
+            .filter("__frac")["__rank"]
+        )
+        if fractional.len():
+            rounded = pl.col("__rank").is_in(fractional.implode())
+            up = f64_us(pl.col("ts")).ceil().cast(pl.Int64) * _NS_PER_US
+            down = (f64_us(pl.col("ts")) + f64_us(pl.col("dur"))).floor().cast(pl.Int64)
+            start = pl.when(rounded).then(up).otherwise(start)
+            end = pl.when(rounded).then(down * _NS_PER_US).otherwise(end)
+    ev = ev.with_columns(start.alias("start"), end.alias("end")).with_columns(
+        (pl.col("end") - pl.col("start")).alias("dur")
+    )
+    if step_filter:  # `_filter_profiler_steps` per rank
+        on_gpu = _hta_kernel_filter()
+        is_step = pl.col("name").is_in(sorted(step_names))
+        last_start = pl.col("start").filter(~on_gpu & is_step).max().over("__rank")
+        kept_cpu = ~on_gpu & (pl.col("start") < last_start)
+        corr = pl.col("correlation").fill_null(-1)
+        ev = ev.with_columns(kept_cpu.alias("__cpu"), corr.alias("__corr"))
+        launched = (
+            ev.filter("__cpu")
+            .select("__rank", "__corr")
+            .unique()
+            .with_columns(pl.lit(True).alias("__l"))
+        )
+        ev = (
+            ev.join(launched, on=["__rank", "__corr"], how="left", maintain_order="left")
+            .filter(pl.col("__cpu") | (on_gpu & pl.col("__l").fill_null(False)))
+            .drop("__cpu", "__corr", "__l")
+        )
+    ev = ev.with_columns(gpu_mask(hta_compat=hta_compat).alias("gpu"))
+    name = pl.col("name").fill_null("")
+    types = ev.select(name.filter(pl.col("gpu")).unique()).with_columns(kernel_type().alias("t"))
+    typed = name.replace_strict(types["name"], types["t"], default=None, return_dtype=KERNEL_TYPE)
+    ev = ev.with_columns(
+        pl.when(pl.col("gpu")).then(typed).otherwise(None).cast(KERNEL_TYPE).alias("kernel_type")
+    )
+    mine = ev.partition_by("__rank", as_dict=True, include_key=False, maintain_order=True)
+    empty = ev.clear().drop("__rank")
+    return {rank: mine.get((rank,), empty).rechunk() for rank, _ in frames}
 
 
 def gpu_events(view: pl.DataFrame) -> pl.DataFrame:

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis import op_tree, tb_roles, tensor_cores
-from hta_tui.analysis.hta_view import us
-from hta_tui.analysis.per_rank import each_rank
+from hta_tui.analysis.hta_view import _NS_PER_US, us
+from hta_tui.analysis.per_rank import divided_as_alone, each_rank, ranks_events
 
 ROOT = "CallTreeRoot"
 
@@ -199,8 +199,198 @@ def job_kernel_table(
 
 
 def kernel_table(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    if len(ranks) > 1:
+        return _ranks_table(ranks, tb_compat=tb_compat, by_operator=False)
     return each_rank(ranks, lambda ev: rank_kernel_table(ev, tb_compat=tb_compat))
 
 
 def kernel_op_table(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    if len(ranks) > 1:
+        return _ranks_table(ranks, tb_compat=tb_compat, by_operator=True)
     return each_rank(ranks, lambda ev: rank_kernel_op_table(ev, tb_compat=tb_compat))
+
+
+# --- every rank at once -------------------------------------------------------------------
+# A tiny rank's table alone cost ~25 polars queries (~0.1-0.2 ms of fixed cost each); over a
+# batch of ranks (`rank_work.batch_tables`) the same tables come from one query set over every
+# rank's events with a `rank` column (`per_rank.ranks_events`), each rank's rows to the bit as
+# its table alone: the sums in each rank's row order (an eager group-by), and the microsecond
+# columns divided as polars divides them on the rank's table alone (`divided_as_alone`: a
+# one-row table exactly, a longer one as times the inverse).
+
+
+def _ranks_kernels(
+    ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool, columns: list[str]
+) -> pl.DataFrame:
+    """`_kernels` of every rank, one after another with a leading `rank`."""
+    events = ranks_events(ranks)
+    if not events.width:
+        return pl.DataFrame()
+    tells = pl.DataFrame(
+        {
+            "rank": sorted(ranks),
+            "names_tell": [tensor_cores.names_tell(ranks[r]) for r in sorted(ranks)],
+        },
+        schema={"rank": pl.Int64, "names_tell": pl.Boolean},
+    )
+    picked = [c for c in columns if c != "names_tell"]
+    kernel = tb_roles.gpu_work("Kernel", tb_compat=tb_compat)
+    kernels = events.lazy().filter(kernel).select("rank", *picked).collect()
+    return kernels.join(tells, on="rank", how="left", maintain_order="left")
+
+
+def _ranks_launchers(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool) -> pl.DataFrame:
+    """`_launchers` of every rank (rank, correlation, operator): each rank's op tree (kept
+    per rank: the operator views share it), the runtime calls of every rank at once."""
+    named = []
+    for rank, ev in sorted(ranks.items()):
+        nodes, links = op_tree.build(ev, tb_compat=tb_compat)
+        names = nodes["name"].gather(links["pos"]).alias("name")
+        part = pl.DataFrame([links["correlation"], names])
+        part.insert_column(0, pl.Series("rank", [rank] * part.height, dtype=pl.Int64))
+        named.append(part)
+    runtimes = (
+        ranks_events(ranks)
+        .lazy()
+        .filter(tb_roles.runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
+        .select("rank", "correlation", "external_id")
+        .collect()
+    )
+    linked = runtimes.join(
+        pl.concat(named, how="diagonal_relaxed"),
+        on=["rank", "correlation"],
+        how="left",
+        maintain_order="left",
+    )
+    outside = pl.col("external_id").fill_null(0) == 0 if tb_compat else pl.col("name").is_null()
+    operator = pl.when(outside).then(pl.lit(ROOT)).otherwise("name")
+    return linked.select("rank", "correlation", operator.alias("operator")).unique(
+        ["rank", "correlation"], keep="first", maintain_order=True
+    )
+
+
+def _ranks_keyed(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool) -> pl.DataFrame:
+    """`_keyed` of every rank, with a leading `rank`."""
+    columns = ["name", "correlation", "grid", "block", "registers", "shared_memory"]
+    kernels = _ranks_kernels(ranks, tb_compat=tb_compat, columns=[*columns, *_STATS_INPUT])
+    launchers = _ranks_launchers(ranks, tb_compat=tb_compat)
+    with_op = kernels.join(
+        launchers.with_columns(pl.lit(True).alias("__launched")),
+        on=["rank", "correlation"],
+        how="left",
+        maintain_order="left",
+    )
+    # no runtime call (a null correlation joins none): CallTreeRoot; a runtime call whose
+    # op is unknown: not in the tree
+    unattached = ~pl.col("__launched").fill_null(False)
+    main_threads = None
+    if tb_compat:
+        main_threads = (
+            ranks_events(ranks)
+            .lazy()
+            .filter(tb_roles.step_rows(tb_compat=True))
+            .group_by("rank")
+            .agg(pl.col("tid").n_unique().alias("__threads"))
+            .collect()
+        )
+        with_op = with_op.join(main_threads, on="rank", how="left", maintain_order="left")
+        unattached = unattached & (pl.col("__threads").fill_null(0) > 0)
+    operator = pl.when(unattached).then(pl.lit(ROOT)).otherwise("operator")
+    if not tb_compat:
+        operator = operator.fill_null(ROOT)
+    with_op = with_op.with_columns(operator.alias("operator"), unattached.alias("__stray"))
+    with_op = with_op.filter(pl.col("operator").is_not_null())
+    if main_threads is not None and (main_threads["__threads"] > 1).any():
+        # the plugin hangs them under every thread that has a ProfilerStep: each rank's
+        # strays again, (threads - 1) times after its rows, as its table alone has them
+        stray = with_op.filter("__stray")
+        copies = [
+            stray.filter(pl.col("__threads") > k + 1)
+            for k in range(int(main_threads["__threads"].max()) - 1)  # type: ignore[arg-type]
+        ]
+        with_op = pl.concat([with_op, *copies]).sort("rank", maintain_order=True)
+    return with_op.select(
+        "rank",
+        "name",
+        "operator",
+        *_dim_parts("grid"),
+        *_dim_parts("block"),
+        pl.col("registers").fill_null(0),
+        pl.col("shared_memory").fill_null(0),
+        *_STATS_INPUT,
+    )
+
+
+_RAW = {"total (us)": "__total", "mean (us)": "__mean", "max (us)": "__max", "min (us)": "__min"}
+
+
+def _ranks_stats(
+    kernels: pl.DataFrame, keys: list[str], *, shown: tuple[pl.Expr, ...] = (), by: list[str]
+) -> pl.DataFrame:
+    """`_stats` per rank and group of `keys`: the same aggregations, the microseconds
+    divided after as each rank's table alone divides them."""
+    dur = pl.col("dur")
+    total = dur.sum()
+
+    def weighted(col: str) -> pl.Expr:
+        value = (pl.col(col).fill_null(0) * dur).sum() / total
+        return pl.when(total > 0).then(value).otherwise(0.0)
+
+    alone = pl.len().over("rank") == 1
+    per_us = [
+        divided_as_alone(pl.col(raw), _NS_PER_US, alone).alias(name) for name, raw in _RAW.items()
+    ]
+    table = (
+        kernels.group_by(["rank", *keys])
+        .agg(
+            pl.len().alias("calls"),
+            total.cast(pl.Float64).alias("__total"),
+            dur.mean().cast(pl.Float64).alias("__mean"),
+            dur.max().cast(pl.Float64).alias("__max"),
+            dur.min().cast(pl.Float64).alias("__min"),
+            weighted("blocks_per_sm").alias("mean_blocks_per_sm"),
+            weighted("occupancy").alias("mean_est_achieved_occupancy_pct"),
+            pl.col("names_tell").all().alias("names_tell"),
+        )
+        .with_columns(*per_us)
+        .with_columns(
+            *shown,
+            *(
+                pl.when("names_tell").then(tensor_cores.uses_tc(pl.col("name"), modern=m)).alias(c)
+                for m, c in ((True, "tc_used"), (False, "tc_used_plugin_list"))
+            ),
+        )
+    )
+    order = ["calls", *_RAW, "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"]
+    kept = [k for k in keys if k in by]
+    after = [c for c in _SHOWN_AFTER if c in table.columns and c not in kept]
+    return (
+        table.select("rank", *kept, *order, *after)
+        .sort(["rank", "total (us)", *by], descending=[False, True, *([False] * len(by))])
+        .with_columns(pl.col("rank").set_sorted())  # as `each_rank` flags it
+    )
+
+
+#: the columns `_stats` adds after its aggregations, in its order
+_SHOWN_AFTER = ("grid", "block", "registers", "shared_memory", "tc_used", "tc_used_plugin_list")
+
+
+def _ranks_table(
+    ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool, by_operator: bool
+) -> pl.DataFrame:
+    """`kernel_table` / `kernel_op_table` of several ranks, made over them at once."""
+    if by_operator:
+        keyed = _ranks_keyed(ranks, tb_compat=tb_compat)
+        eligible = tensor_cores.tc_eligible_op(pl.col("operator"), modern=not tb_compat)
+        shown = (
+            _dims("grid"),
+            _dims("block"),
+            pl.col("registers").cast(pl.String),
+            pl.col("shared_memory").cast(pl.String),
+        )
+        table = _ranks_stats(keyed, _GROUP_KEYS, shown=shown, by=OP_KEYS)
+        return table.select("rank", *OP_KEYS, pl.exclude("rank", *OP_KEYS)).with_columns(
+            eligible.alias("op_tc_eligible")
+        )
+    kernels = _ranks_kernels(ranks, tb_compat=tb_compat, columns=["name", *_STATS_INPUT])
+    return _ranks_stats(kernels, ["name"], by=["name"])

@@ -23,7 +23,7 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.analysis import registry
+from hta_tui.analysis import hta_view, registry
 from hta_tui.exec.blobs import pack, unpack, whole
 from hta_tui.trace.model import RankData
 
@@ -196,12 +196,15 @@ def batch_tables(
     """analysis -> its tables on these ranks together (`blobs.pack`: the ranks' rows one
     after another, in the jobs' order, as `rank_tables` of each would give them), read back
     when stored, else made in one call over every rank and stored in one file per analysis.
-    Every job asks for the same analyses. `data`: the ranks' frames when this process has
-    them. Raises what an analysis raises (the caller makes the batch's ranks one by one)."""
+    Every job asks for the same analyses; with `STEPS` among them, each rank's steps are
+    made too when anything is (`_keep_steps`: kept, not answered). `data`: the ranks'
+    frames when this process has them. Raises what an analysis raises (the caller makes the
+    batch's ranks one by one)."""
     first = jobs[0]
+    names = [n for n in first.analyses if n != STEPS]
     out: dict[str, bytes] = {}
     missing = []
-    for name in first.analyses:
+    for name in names:
         a = registry.BY_NAME[name]
         blob = read_cached(batch_path(jobs, a))
         if blob is None:
@@ -217,7 +220,24 @@ def batch_tables(
             if all(j.store for j in jobs):
                 _write_atomic(blob, batch_path(jobs, a))
             out[a.name] = blob
-    return {n: out[n] for n in first.analyses}
+        if STEPS in first.analyses:
+            _keep_steps(jobs, datas)
+    return {n: out[n] for n in names}
+
+
+def _keep_steps(jobs: tuple[RankJob, ...], datas: dict[int, RankData]) -> None:
+    """Each rank's steps covered (`STEPS`), kept beside its frames as `rank_tables` keeps
+    them, made while the batch's per-rank step tables are at hand (~2 ms of CPU a tiny rank
+    here, ~11 made later on their own: the report's scope asks for them next,
+    `split.rank_steps`). Best effort: a rank whose steps fail has them made when asked."""
+    for job in jobs:
+        if not job.store:
+            continue
+        try:
+            blob = _steps_blob(job.rank, datas[job.rank].events, job.options)
+        except Exception:
+            continue
+        _write_atomic(blob, steps_path(Path(job.entry), job.options))
 
 
 #: Analyses whose tables a batch keeps rank by rank ("<i>\t<table>", `each_rank`), so the
@@ -235,14 +255,15 @@ def _batch_parts(
     """The batch's tables of `missing`, every rank at once; ALONE's kept apart by rank."""
     options = jobs[0].options
     meta = {j.rank: j.meta for j in jobs}
-    out = registry.rank_parts(
-        {rank: d.events for rank, d in datas.items()},
-        [a.name for a in missing],
-        options,
-        threads=1,
-        frames=lambda name: {rank: d.frame(name) for rank, d in datas.items()},
-        meta=meta,
-    )
+    with hta_view.views_at_once():  # HTA's views of the batch's ranks made together
+        out = registry.rank_parts(
+            {rank: d.events for rank, d in datas.items()},
+            [a.name for a in missing],
+            options,
+            threads=1,
+            frames=lambda name: {rank: d.frame(name) for rank, d in datas.items()},
+            meta=meta,
+        )
     for a in missing:
         if a.name in ALONE:
             out[a.name] = _apart(out[a.name], [j.rank for j in jobs])

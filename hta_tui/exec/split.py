@@ -415,6 +415,10 @@ def _rankwise(
             stats.rank_hits += len(have) * len(unit)
             wanted = tuple(a.name for a in chosen if a.name not in have)
             if wanted:
+                # each rank's steps covered too, made with its tables (the report's scope
+                # reads them next, `rank_steps`: made apart, they cost ~5x as much)
+                if any(read_cached(steps_path(r.entry, options)) is None for r in unit):
+                    wanted += (STEPS,)
                 jobs.append((len(units), tuple(replace(j, analyses=wanted) for j in rank_jobs)))
             units.append(unit)
             parts.append(have)

@@ -107,25 +107,43 @@ def queue_at(events: pl.DataFrame, *, hta_launches: bool = True) -> pl.DataFrame
     op's row) and after each GPU op's -1 (`queue_kernel`), over the whole rank (HTA's
     `_get_queue_length_time_series_for_rank`). A graph launch counts once per stream: its
     first op there (DEVIATION, see module)."""
+    return _queues(events, [], hta_launches=hta_launches)
+
+
+def ranks_queue_at(
+    every: pl.DataFrame, ranks: list[int], *, hta_launches: bool = True
+) -> dict[int, pl.DataFrame]:
+    """`queue_at` of each of `ranks`, from their prepared events one after another with a
+    leading `rank` (`per_rank.tagged`), made over them at once (one query set, the rank in
+    every key: ~17 queries a rank alone)."""
+    made = _queues(every, ["rank"], hta_launches=hta_launches)
+    mine = made.partition_by("rank", as_dict=True, include_key=False)
+    empty = made.clear().drop("rank")
+    return {rank: mine.get((rank,), empty) for rank in ranks}
+
+
+def _queues(events: pl.DataFrame, by: list[str], *, hta_launches: bool) -> pl.DataFrame:
+    """`queue_at` per `by` group (none: one rank's events), `by` leading its columns."""
     names = HTA_LAUNCHES + (() if hta_launches else GRAPH_LAUNCHES)
     launches = events.filter(
         pl.col("stream").is_null()
         & pl.col("kind").is_in(("runtime", "driver"))
         & pl.col("name").is_in(names)
         & pl.col("correlation").is_not_null()
-    ).select("correlation", pl.col("start").alias("launch_start"))
-    launches = launches.unique("correlation", keep="first")
+    ).select(*by, "correlation", pl.col("start").alias("launch_start"))
+    launches = launches.unique([*by, "correlation"], keep="first")
     ops = events.filter(pl.col("stream").is_not_null() & pl.col("correlation").is_not_null()).join(
-        launches, on="correlation", how="inner"
+        launches, on=[*by, "correlation"], how="inner"
     )
     # one unit per launch and stream: its first op
-    ops = ops.sort("start", "idx").with_columns(
-        (pl.int_range(pl.len()).over("correlation", "stream") == 0).alias("_first")
+    ops = ops.sort(*by, "start", "idx").with_columns(
+        (pl.int_range(pl.len()).over(*by, "correlation", "stream") == 0).alias("_first")
     )
     unit = ops.filter("_first")
     rows = pl.concat(
         [
             unit.select(
+                *by,
                 "idx",
                 "stream",
                 pl.col("launch_start").alias("t"),
@@ -133,6 +151,7 @@ def queue_at(events: pl.DataFrame, *, hta_launches: bool = True) -> pl.DataFrame
                 pl.lit(1).alias("launch"),
             ),
             unit.select(
+                *by,
                 "idx",
                 "stream",
                 pl.col("start").alias("t"),
@@ -140,8 +159,8 @@ def queue_at(events: pl.DataFrame, *, hta_launches: bool = True) -> pl.DataFrame
                 pl.lit(0).alias("launch"),
             ),
         ]
-    ).sort("stream", "t", "launch", "idx")
-    rows = rows.with_columns(pl.col("d").cum_sum().over("stream").alias("q"))
-    rt = rows.filter(pl.col("launch") == 1).select("idx", pl.col("q").alias("queue_runtime"))
-    kq = rows.filter(pl.col("launch") == 0).select("idx", pl.col("q").alias("queue_kernel"))
-    return rt.join(kq, on="idx", how="full", coalesce=True)
+    ).sort(*by, "stream", "t", "launch", "idx")
+    rows = rows.with_columns(pl.col("d").cum_sum().over(*by, "stream").alias("q"))
+    rt = rows.filter(pl.col("launch") == 1).select(*by, "idx", pl.col("q").alias("queue_runtime"))
+    kq = rows.filter(pl.col("launch") == 0).select(*by, "idx", pl.col("q").alias("queue_kernel"))
+    return rt.join(kq, on=[*by, "idx"], how="full", coalesce=True)

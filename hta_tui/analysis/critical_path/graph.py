@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.critical_path.device import kernel_edges, queue_at
+from hta_tui.analysis.critical_path.device import kernel_edges, queue_at, ranks_queue_at
 from hta_tui.analysis.critical_path.host import call_stack_edges, lock_edges
 from hta_tui.analysis.critical_path.rules import (
     BLOCKING_CALLS,
@@ -79,6 +79,7 @@ __all__ = [
     "clip",
     "is_comm",
     "queue_at",
+    "ranks_queue_at",
 ]
 
 

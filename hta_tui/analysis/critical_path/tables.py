@@ -33,6 +33,7 @@ from hta_tui.analysis.critical_path.path import (
     what_ifs,
     windows,
 )
+from hta_tui.analysis.per_rank import ranks_events, tagged
 
 SUMMARY_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),  # null on the rows of the path across ranks
@@ -144,6 +145,7 @@ def rank_paths(
     (with the reason where a rank has none)."""
     paths: dict[tuple[int, int], RankPath] = {}
     rows: list[dict[str, object]] = []
+    queues = _queues(ranks, hta_compat=hta_compat)
     for rank, raw in sorted(ranks.items()):
         checkpoint()  # each rank's graph is a piece a view left behind stops after
         ev = prepared(raw, hta_compat=hta_compat)
@@ -152,7 +154,8 @@ def rank_paths(
         )
         if not todo:
             rows.append(_row(rank, annotation, 0, error=f"no {annotation!r} on this rank"))
-        queue: pl.DataFrame | None = None  # the rank's queue lengths, once for every step
+        # the rank's queue lengths, once for every step
+        queue: pl.DataFrame | None = queues.get(rank)
         numbers = instance_steps(ev, annotation) if annotation else []
         for which in todo:
             w = windows(ev, annotation, which)
@@ -180,6 +183,26 @@ def rank_paths(
             paths[(rank, i)] = rp
             rows.append({**_summary(rp, name, i), "step": step})
     return paths, rows
+
+
+def _queues(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool) -> dict[int, pl.DataFrame]:
+    """Each rank's launch-queue lengths made over several ranks at once (a tiny rank's
+    alone cost ~17 queries); none when one rank, or when that fails: then each rank makes
+    its own, and a rank whose data it cannot read costs only its own row."""
+    if len(ranks) < 2:
+        return {}
+    try:
+        if hta_compat:  # (rounded or not as each rank's own timestamps say)
+            every = tagged(
+                [(r, prepared(raw, hta_compat=True)) for r, raw in sorted(ranks.items())]
+            )
+        else:
+            every = prepared(ranks_events(ranks))
+        if not every.width:
+            return {}
+        return g.ranks_queue_at(every, sorted(ranks), hta_launches=hta_compat)
+    except Exception:  # (said by the rank that fails alone, on its own row)
+        return {}
 
 
 def _collective_nodes(
@@ -211,6 +234,8 @@ CALL_NODE_COLUMNS: dict[str, pl.DataType] = {
 def _rank_call_nodes(raw: pl.DataFrame, rp: RankPath, calls: pl.DataFrame) -> pl.DataFrame:
     """One rank's collective calls (`collectives.rank_calls`, in (pg, seq) order) on the
     nodes of its graph: the part of `_collective_nodes` the rank makes alone."""
+    if calls.is_empty():  # (no query: a rank without collectives, most tiny ones)
+        return pl.DataFrame(schema=CALL_NODE_COLUMNS)
     nodes = rp.graph.nodes.join(raw.select("idx", pl.col("ts").alias("raw_ts")), on="idx")
     c = calls.join(
         nodes.select("row", "name", "raw_ts", "start", "end"),
