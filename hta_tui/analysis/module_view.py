@@ -30,6 +30,7 @@ import polars as pl
 from hta_tui.analysis import memory_records, nesting, shared
 from hta_tui.analysis.host_context import enclosing, rows_at
 from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.kernel_owners import thread_order
 from hta_tui.analysis.sequences import _levels
 
 MODULE_COLUMNS: dict[str, pl.DataType] = {
@@ -495,13 +496,13 @@ def _nested_device_time(
     ).item()
     if not ok:
         return None
-    pid, tid = rows["pid"].to_numpy(), rows["tid"].to_numpy()
+    thread = rows.select(pl.struct("pid", "tid").rank("dense")).to_series().to_numpy()
     start = rows["ts"].to_numpy()
     end = start + rows["dur"].to_numpy()
     idx = rows["idx"].cast(pl.Int64).to_numpy()
-    order = np.lexsort((idx, -end, start, tid, pid))  # `sequences._levels`' opening order
-    pid, tid, start, end = pid[order], tid[order], start[order], end[order]
-    thread = np.cumsum(np.concatenate([[0], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]))
+    # `sequences._levels`' opening order: by thread, start, longer first, smaller id first
+    order = thread_order(thread, start, end, idx)
+    thread, start, end = thread[order], start[order], end[order]
     kind = rows["type"].to_numpy()[order]
     up = nesting.parents(thread, nesting.depths(thread, start, end))
     inner = np.flatnonzero(up >= 0)
