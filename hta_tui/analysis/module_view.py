@@ -84,6 +84,10 @@ def _plain_operator() -> pl.Expr:
     )
 
 
+#: Rounds of pruning frames above no asked frame before `_module_parents` jumps pointers.
+_PRUNE = 3
+
+
 def _module_parents(python: pl.DataFrame, asked: pl.Series) -> pl.DataFrame:
     """python_id (of those `asked`) -> the nearest module frame strictly above it, up its
     chain of `Python parent id`s (none where the chain ends, or loops, without one:
@@ -108,8 +112,22 @@ def _module_parents(python: pl.DataFrame, asked: pl.Series) -> pl.DataFrame:
     at = np.minimum(np.searchsorted(by_id, wanted), max(n - 1, 0))
     found = has_parent & (n > 0) & (by_id[at] == wanted) if n else has_parent
     ptr = np.where(found, order[at] if n else 0, -1)  # the parent's row, -1: none
-    rows = np.flatnonzero(np.isin(ids, asked.drop_nulls().cast(pl.Int64).to_numpy()))
-    ans = _pointer_jump(ptr, is_module)[rows]
+    wanted_rows = np.isin(ids, asked.drop_nulls().cast(pl.Int64).to_numpy())
+    rows = np.flatnonzero(wanted_rows)
+    # Only the asked frames and the frames above them matter: the others (most frames are
+    # leaves, or lead only to leaves) are pruned, a few levels of them, before the jumps.
+    keep = np.ones(n, dtype=bool)
+    for _ in range(_PRUNE):
+        up = ptr[keep]
+        has_child = np.zeros(n, dtype=bool)
+        has_child[up[up >= 0]] = True
+        keep &= has_child | wanted_rows
+    kept = np.flatnonzero(keep)
+    at_kept = np.full(n, -1)
+    at_kept[kept] = np.arange(kept.size)
+    kept_ptr = np.where(ptr[kept] >= 0, at_kept[np.maximum(ptr[kept], 0)], -1)
+    ans = _pointer_jump(kept_ptr, is_module[kept])[at_kept[rows]]
+    ans = np.where(ans >= 0, kept[np.maximum(ans, 0)], -1)
     anc = pl.Series(np.where(ans >= 0, ids[np.maximum(ans, 0)] if n else 0, 0), dtype=pl.Int64)
     return pl.DataFrame({"python_id": ids[rows]}).with_columns(
         pl.when(pl.Series(ans >= 0)).then(anc).otherwise(None).alias("parent_python_id")
