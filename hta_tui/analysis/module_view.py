@@ -288,8 +288,11 @@ def _shared_graph(events: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame | No
             nodes.select(
                 (pl.col("pid").null_count() == 0)
                 & ((pl.col("dur") > 0).fill_null(False).all() | (pl.len() == 0))
-                & (pl.struct("pid", "tid").n_unique() == pl.col("tid").n_unique())
             ),
+            # each tid one pid (a group-by of the few tids, not a hash of every pair)
+            nodes.group_by("tid")
+            .agg((pl.col("pid").min() == pl.col("pid").max()).alias("one"))
+            .select(pl.col("one").all()),
             on_threads.filter(pl.col("kind") == "python").select(
                 (pl.col("python_module_id").is_not_null() == named).all()
             ),
@@ -298,8 +301,20 @@ def _shared_graph(events: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame | No
     )
     if not all(same.collect().row(0)):
         return None
-    tree = shared.tree_nodes(events).filter(pl.col("key").is_in(tids)).select("node")
-    return tree.join(shared.tree_levels(events), on="node", maintain_order="left").select(
+    tree = shared.tree_nodes(events)
+    levels = shared.tree_levels(events)
+    on_module_threads = pl.col("key").is_in(tids)
+    node = tree["node"].to_numpy()
+    if levels.height == tree.height and (node[1:] > node[:-1]).all():
+        # the nesting of every tree node, in node order: row for row the tree's (a sort,
+        # not a join), where its nodes are the tree's
+        levels = levels.sort("node")
+        if levels["node"].equals(tree["node"]):
+            return levels.filter(tree.select(on_module_threads).to_series()).select(
+                pl.col("node").alias("idx"), pl.col("depth").alias("level"), "parent"
+            )
+    tree = tree.filter(on_module_threads).select("node")
+    return tree.join(levels, on="node", maintain_order="left").select(
         pl.col("node").alias("idx"), pl.col("depth").alias("level"), "parent"
     )
 
