@@ -131,9 +131,10 @@ def test_modules_under_many_parents_keep_one_path_per_edge(monkeypatch) -> None:
 
 
 def test_module_parents_follow_the_parent_ids() -> None:
-    """`_module_parents` (numpy pointer jumping) gives each Python frame the nearest module
-    frame up its chain of parent ids, as a walk up the chain does: past non-module frames,
-    none for a chain without one, a loop of frames (tangled ids) or a missing parent."""
+    """`_module_parents` (numpy pointer jumping) gives each asked Python frame the nearest
+    module frame up its chain of parent ids, as a walk up the chain does: past non-module
+    frames, none for a chain without one, a loop of frames (tangled ids) or a missing parent;
+    frames in any order, or in id order."""
     import numpy as np
 
     from hta_tui.analysis.module_view import _module_parents
@@ -161,6 +162,11 @@ def test_module_parents_follow_the_parent_ids() -> None:
             at = parent_of[at]
         return None
 
-    got = dict(_module_parents(python).iter_rows())
+    got = dict(_module_parents(python, python["python_id"]).iter_rows())
     assert got == {i: walk(i) for i in ids.tolist()}
     assert sum(v is not None for v in got.values()) > n // 2
+    # frames in id order (as written: no sort), asked for some of them only
+    in_order = python.sort("python_id")
+    asked = in_order["python_id"].gather_every(3)
+    got = dict(_module_parents(in_order, asked).iter_rows())
+    assert got == {i: walk(i) for i in asked.to_list()}

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis.hta_view import profiler_step_names, rank_view
@@ -227,13 +228,15 @@ def _innermost_ops(launches: pl.DataFrame, ops: pl.DataFrame, same_thread: bool)
     """
     keys = ["o_lo", "o_dur", "op"] if same_thread else ["o_lo", "op"]
     desc = [False, True, False] if same_thread else [False, True]
+    ordered = (  # __reach: the latest end of any op starting up to here
+        ops.drop("rank")
+        .sort(keys, descending=desc)
+        .with_columns(pl.col("o_hi").cum_max().alias("__reach"))
+    )
     last_started = (
         launches.sort("l_lo")
         .join_asof(
-            # __reach: the latest end of any op starting up to here
-            ops.drop("rank")
-            .sort(keys, descending=desc)
-            .with_columns(pl.col("o_hi").cum_max().alias("__reach")),
+            ordered,
             left_on="l_lo",
             right_on="o_lo",
             strategy="backward",
@@ -248,6 +251,13 @@ def _innermost_ops(launches: pl.DataFrame, ops: pl.DataFrame, same_thread: bool)
     rest = rest.select("rank", "launcher", "l_lo", "l_hi")
     if rest.is_empty():
         return found
+    at = _last_holding(ordered, rest)
+    if at is not None:
+        # the preferred containing op: the last in `ordered` (the inequality join's first)
+        fallback = pl.concat(
+            [rest.select("rank", "launcher"), ordered[at].select(cols[2:])], how="horizontal"
+        ).sort("rank", "launcher")
+        return pl.concat([found, fallback])
     pairs = rest.join_where(
         ops.drop("rank"), pl.col("o_lo") <= pl.col("l_lo"), pl.col("o_hi") >= pl.col("l_hi")
     )
@@ -262,6 +272,35 @@ def _innermost_ops(launches: pl.DataFrame, ops: pl.DataFrame, same_thread: bool)
         .select(cols)
     )
     return pl.concat([found, fallback])
+
+
+def _last_holding(ordered: pl.DataFrame, rest: pl.DataFrame) -> np.ndarray | None:
+    """Row in `ordered` (ops by o_lo) of the last op that starts by each launch of `rest`
+    and ends no earlier than it (every such op holds it, as no other thread's or rank's op
+    can: `_with_offsets`); None where a time is null (the inequality join then). The last
+    row at or before the launch's start whose end reaches it: from there, back over spans
+    of 2^k rows whose latest end falls short (a table of the latest end of every span of
+    2^k rows ending at each row), k from high to low: ~17 vectorised steps for 100k ops,
+    not a pair of every launch and every op around it."""
+    times = (ordered["o_lo"], ordered["o_hi"], rest["l_lo"], rest["l_hi"])
+    if any(t.null_count() for t in times):
+        return None
+    o_lo, o_hi, l_lo, l_hi = (t.to_numpy() for t in times)
+    n = o_hi.size
+    at = np.searchsorted(o_lo, l_lo, side="right") - 1
+    spans = [o_hi]  # spans[k][i]: latest end of rows (i - 2^k, i]
+    while (1 << len(spans)) <= n:
+        k = 1 << (len(spans) - 1)
+        prev = spans[-1]
+        spans.append(np.concatenate([prev[:k], np.maximum(prev[k:], prev[:-k])]))
+    for k in range(len(spans) - 1, -1, -1):
+        inside = at >= 0
+        short = inside.copy()
+        short[inside] = spans[k][at[inside]] < l_hi[inside]
+        at[short] -= 1 << k
+    if (at < 0).any():  # (`rest` holds only launches some op reaches past)
+        return None
+    return at
 
 
 def aten_op_kernels_and_delay(

@@ -105,15 +105,42 @@ def is_graph_launch(name: pl.Expr | None = None) -> pl.Expr:
 
 
 def _launches(events: pl.DataFrame) -> pl.DataFrame:
-    """The earliest CPU call of each correlation: idx, pid, tid, ts, dur, name."""
-    return (
+    """The earliest CPU call of each correlation: idx, pid, tid, ts, dur, name (by time)."""
+    calls = (
         events.lazy()
         .filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("correlation").is_not_null())
         .select("idx", "pid", "tid", "ts", "dur", "name", "correlation")
         .sort("ts", "idx")
-        .unique("correlation", keep="first", maintain_order=True)
         .collect()
     )
+    if calls["correlation"].n_unique() == calls.height:  # (most traces: one call each)
+        return calls
+    return calls.unique("correlation", keep="first", maintain_order=True)
+
+
+def thread_order(
+    thread: np.ndarray, start: np.ndarray, end: np.ndarray, last: np.ndarray
+) -> np.ndarray:
+    """`np.lexsort((last, -end, start, thread))` (ranges by thread, start, longer first,
+    then `last`; equal keys in row order), as one stable sort of thread and start in one
+    integer (rows mostly in time order: a few runs to merge) and a sort of the few ties
+    only; four full passes cost several times more. `thread`: codes >= 0; null times (NaN)
+    or a span too long for one integer: the four passes."""
+    n = start.size
+    whole = start.dtype.kind in "iu" and thread.dtype.kind in "iu"  # (no null time: NaN)
+    span = int(start.max()) - int(start.min()) + 1 if n and whole else 1
+    if not n or not whole or thread.min() < 0 or (int(thread.max()) + 1) * span >= 2**62:
+        return np.lexsort((last, -end, start, thread))
+    key = thread.astype(np.int64) * span + (start - start.min())
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    tied = np.flatnonzero(key[1:] == key[:-1])
+    if tied.size:
+        members = np.union1d(tied, tied + 1)  # positions in runs of equal keys
+        sub = order[members]
+        run = np.cumsum(np.concatenate([[0], key[members[1:]] != key[members[:-1]]]))
+        order[members] = sub[np.lexsort((last[sub], -end[sub], run))]
+    return order
 
 
 _STEP_RE = r"^ProfilerStep\s*#\s*\d+"
@@ -171,7 +198,7 @@ def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     end = start + rows["dur"].to_numpy()
     kind = rows["type"].to_numpy()
     # by thread, start, longer first; at equal extents a range encloses a launch
-    order = np.lexsort((kind == 0, -end, start, thread))
+    order = thread_order(thread, start, end, kind == 0)
     parent_sorted = nesting.parents(
         thread[order], nesting.depths(thread[order], start[order], end[order])
     )

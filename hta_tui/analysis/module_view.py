@@ -30,6 +30,7 @@ import polars as pl
 from hta_tui.analysis import memory_records, nesting, shared
 from hta_tui.analysis.host_context import enclosing, rows_at
 from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.kernel_owners import thread_order
 from hta_tui.analysis.sequences import _levels
 
 MODULE_COLUMNS: dict[str, pl.DataType] = {
@@ -83,46 +84,78 @@ def _plain_operator() -> pl.Expr:
     )
 
 
-def _module_parents(python: pl.DataFrame) -> pl.DataFrame:
-    """python_id -> the nearest module frame strictly above it (pointer jumping over the
-    `Python parent id` chain, on numpy: one pass per doubling of the depth, not per frame;
-    a chain that loops without a module, or deeper than 2^64, has none)."""
-    frames = python.select("python_id", "python_parent_id").unique(
-        "python_id", keep="first", maintain_order=True
-    )
-    ids = frames["python_id"].cast(pl.Int64).to_numpy()
+#: Rounds of pruning frames above no asked frame before `_module_parents` jumps pointers.
+_PRUNE = 3
+
+
+def _module_parents(python: pl.DataFrame, asked: pl.Series) -> pl.DataFrame:
+    """python_id (of those `asked`) -> the nearest module frame strictly above it, up its
+    chain of `Python parent id`s (none where the chain ends, or loops, without one:
+    `_pointer_jump`). Frames written in id order (as Kineto writes them) need no sort."""
+    ids = python["python_id"].cast(pl.Int64).to_numpy()
+    if ids.size and (ids[1:] > ids[:-1]).all():  # ids distinct and in order
+        frames, order, by_id = python, np.arange(ids.size), ids
+        is_module = python["python_module_id"].is_not_null().to_numpy()
+    else:
+        frames = python.select("python_id", "python_parent_id").unique(
+            "python_id", keep="first", maintain_order=True
+        )
+        ids = frames["python_id"].cast(pl.Int64).to_numpy()
+        order = np.argsort(ids, kind="stable")
+        by_id = ids[order]
+        modules = python.filter(pl.col("python_module_id").is_not_null())["python_id"]
+        is_module = np.isin(ids, modules.cast(pl.Int64).to_numpy())
     n = len(ids)
-    order = np.argsort(ids, kind="stable")
-    by_id = ids[order]
     parent_ids = frames["python_parent_id"].cast(pl.Int64)
     has_parent = parent_ids.is_not_null().to_numpy()
     wanted = parent_ids.fill_null(0).to_numpy()
     at = np.minimum(np.searchsorted(by_id, wanted), max(n - 1, 0))
     found = has_parent & (n > 0) & (by_id[at] == wanted) if n else has_parent
     ptr = np.where(found, order[at] if n else 0, -1)  # the parent's row, -1: none
-    modules = python.filter(pl.col("python_module_id").is_not_null())["python_id"]
-    is_module = np.isin(ids, modules.cast(pl.Int64).to_numpy())
-    ans = np.full(n, -1)  # the answer's row, once `done`
+    wanted_rows = np.isin(ids, asked.drop_nulls().cast(pl.Int64).to_numpy())
+    rows = np.flatnonzero(wanted_rows)
+    # Only the asked frames and the frames above them matter: the others (most frames are
+    # leaves, or lead only to leaves) are pruned, a few levels of them, before the jumps.
+    keep = np.ones(n, dtype=bool)
+    for _ in range(_PRUNE):
+        up = ptr[keep]
+        has_child = np.zeros(n, dtype=bool)
+        has_child[up[up >= 0]] = True
+        keep &= has_child | wanted_rows
+    kept = np.flatnonzero(keep)
+    at_kept = np.full(n, -1)
+    at_kept[kept] = np.arange(kept.size)
+    kept_ptr = np.where(ptr[kept] >= 0, at_kept[np.maximum(ptr[kept], 0)], -1)
+    ans = _pointer_jump(kept_ptr, is_module[kept])[at_kept[rows]]
+    ans = np.where(ans >= 0, kept[np.maximum(ans, 0)], -1)
+    anc = pl.Series(np.where(ans >= 0, ids[np.maximum(ans, 0)] if n else 0, 0), dtype=pl.Int64)
+    return pl.DataFrame({"python_id": ids[rows]}).with_columns(
+        pl.when(pl.Series(ans >= 0)).then(anc).otherwise(None).alias("parent_python_id")
+    )
+
+
+def _pointer_jump(ptr: np.ndarray, is_module: np.ndarray) -> np.ndarray:
+    """Each row's nearest module row strictly above it (-1: none) by pointer jumping over
+    `ptr` (each row's parent row, -1: none): one pass per doubling of the depth, not per
+    frame; a chain that loops without a module, or deeper than 2^64, has none."""
+    ptr = ptr.copy()
+    ans = np.full(ptr.size, -1)  # the answer's row, once `done`
     done = ptr < 0
     for _ in range(64):
         todo = np.flatnonzero(~done)
         if not len(todo):
             break
+        # every read of this pass before any write: each row steps from the last pass's state
         p = ptr[todo]
-        hit = is_module[p]
-        inherit = ~hit & done[p]
-        new_ans, new_done, new_ptr = ans.copy(), done.copy(), ptr.copy()
-        new_ans[todo[hit]] = p[hit]
-        new_ans[todo[inherit]] = ans[p[inherit]]
-        new_done[todo[hit | inherit]] = True
-        jump = ~hit & ~inherit
-        new_ptr[todo[jump]] = ptr[p[jump]]
-        new_done[todo[jump]] = ptr[p[jump]] < 0  # the chain ends without a module
-        ans, done, ptr = new_ans, new_done, new_ptr
-    anc = pl.Series(np.where(ans >= 0, ids[np.maximum(ans, 0)] if n else 0, 0), dtype=pl.Int64)
-    return pl.DataFrame({"python_id": ids}).with_columns(
-        pl.when(pl.Series(ans >= 0)).then(anc).otherwise(None).alias("parent_python_id")
-    )
+        hit, p_done, p_ans, p_ptr = is_module[p], done[p], ans[p], ptr[p]
+        inherit = ~hit & p_done
+        jump = ~hit & ~p_done
+        ans[todo[hit]] = p[hit]
+        ans[todo[inherit]] = p_ans[inherit]
+        done[todo[hit | inherit]] = True
+        ptr[todo[jump]] = p_ptr[jump]
+        done[todo[jump]] = p_ptr[jump] < 0  # the chain ends without a module
+    return ans
 
 
 def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
@@ -170,7 +203,7 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
         .drop_nulls("python_id")
         .collect()
     )
-    up = _module_parents(python).join(
+    up = _module_parents(python, mods["python_id"]).join(
         mods.select(
             pl.col("python_id").alias("parent_python_id"),
             pl.col("name").alias("parent_name"),
@@ -255,8 +288,11 @@ def _shared_graph(events: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame | No
             nodes.select(
                 (pl.col("pid").null_count() == 0)
                 & ((pl.col("dur") > 0).fill_null(False).all() | (pl.len() == 0))
-                & (pl.struct("pid", "tid").n_unique() == pl.col("tid").n_unique())
             ),
+            # each tid one pid (a group-by of the few tids, not a hash of every pair)
+            nodes.group_by("tid")
+            .agg((pl.col("pid").min() == pl.col("pid").max()).alias("one"))
+            .select(pl.col("one").all()),
             on_threads.filter(pl.col("kind") == "python").select(
                 (pl.col("python_module_id").is_not_null() == named).all()
             ),
@@ -265,8 +301,20 @@ def _shared_graph(events: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame | No
     )
     if not all(same.collect().row(0)):
         return None
-    tree = shared.tree_nodes(events).filter(pl.col("key").is_in(tids)).select("node")
-    return tree.join(shared.tree_levels(events), on="node", maintain_order="left").select(
+    tree = shared.tree_nodes(events)
+    levels = shared.tree_levels(events)
+    on_module_threads = pl.col("key").is_in(tids)
+    node = tree["node"].to_numpy()
+    if levels.height == tree.height and (node[1:] > node[:-1]).all():
+        # the nesting of every tree node, in node order: row for row the tree's (a sort,
+        # not a join), where its nodes are the tree's
+        levels = levels.sort("node")
+        if levels["node"].equals(tree["node"]):
+            return levels.filter(tree.select(on_module_threads).to_series()).select(
+                pl.col("node").alias("idx"), pl.col("depth").alias("level"), "parent"
+            )
+    tree = tree.filter(on_module_threads).select("node")
+    return tree.join(levels, on="node", maintain_order="left").select(
         pl.col("node").alias("idx"), pl.col("depth").alias("level"), "parent"
     )
 
@@ -409,6 +457,9 @@ def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) 
     )
     if launches.is_empty():
         return empty
+    nested = _nested_device_time(events, graph, mods, launches)
+    if nested is not None:
+        return nested.cast(empty.schema)
     # only what the totals read: module frames and operators, not every Python frame
     around = enclosing(
         events, launches, among=_is_module() | (pl.col("kind") == "cpu_op"), ordered=False
@@ -437,6 +488,77 @@ def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) 
         .join(self_.rename({"owner": "idx"}), on="idx", how="full", coalesce=True)
         .with_columns(pl.col("dev_total").fill_null(0), pl.col("dev_self").fill_null(0))
         .cast(empty.schema)
+    )
+
+
+def _nested_device_time(
+    events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame, launches: pl.DataFrame
+) -> pl.DataFrame | None:
+    """`_device_time`'s answer from one nesting of the launch threads (numpy: a sort, each
+    range's parent and last descendant; every range's launched GPU time a difference of one
+    cumulative sum), not `enclosing`'s pairs of every launch and every range around it; or
+    None where the two could differ. They agree when, on the launch threads, the operators,
+    module frames and launches have distinct ids and times that last (no null, no zero
+    length), nest (each range inside its parent: `enclosing` then finds every range that
+    truly holds a launch) and no range lies inside a launch (ranges of equal times: the one
+    of smaller id holds the other, `sequences._levels`'s order)."""
+    asked = launches.filter(pl.col("pid").is_not_null() & pl.col("tid").is_not_null())
+    tids = asked["tid"].unique().implode()
+    held = (  # (threads told apart by (pid, tid) below: a tid filter, not a join)
+        events.lazy()
+        .filter(
+            (_is_module() | (pl.col("kind") == "cpu_op"))
+            & pl.col("pid").is_not_null()
+            & pl.col("tid").is_in(tids)
+        )
+        .select(
+            "pid", "tid", "idx", "ts", "dur",
+            pl.when(pl.col("kind") == "cpu_op").then(2).otherwise(1).cast(pl.Int8).alias("type"),
+            pl.lit(0, pl.Int64).alias("gpu_ns"),
+        )
+        .collect()
+    )  # fmt: skip
+    rows = pl.concat(
+        [held, asked.select(*held.columns[:5], pl.lit(0, pl.Int8).alias("type"), "gpu_ns")],
+        how="vertical_relaxed",
+    )
+    ok = rows.select(
+        (pl.sum_horizontal(pl.col("ts", "dur", "idx").null_count()) == 0)
+        & (pl.col("dur") > 0).all()
+        & (pl.col("idx").n_unique() == pl.len())
+    ).item()
+    if not ok:
+        return None
+    thread = rows.select(pl.struct("pid", "tid").rank("dense")).to_series().to_numpy()
+    start = rows["ts"].to_numpy()
+    end = start + rows["dur"].to_numpy()
+    idx = rows["idx"].cast(pl.Int64).to_numpy()
+    # `sequences._levels`' opening order: by thread, start, longer first, smaller id first
+    order = thread_order(thread, start, end, idx)
+    thread, start, end = thread[order], start[order], end[order]
+    kind = rows["type"].to_numpy()[order]
+    up = nesting.parents(thread, nesting.depths(thread, start, end))
+    inner = np.flatnonzero(up >= 0)
+    if (end[inner] > end[up[inner]]).any() or (kind[up[inner]] == 0).any():
+        return None
+    last = nesting.last_descendants(thread, start, end)
+    cum = np.concatenate([[0], np.cumsum(rows["gpu_ns"].to_numpy()[order])])
+    below = cum[last + 1] - cum[np.arange(order.size)]  # GPU ns of the launches inside
+    ranges = pl.DataFrame({"idx": rows["idx"].gather(order), "type": kind, "ns": below})
+    total = ranges.filter(pl.col("type") == 1).select("idx", pl.col("ns").alias("dev_total"))
+    # Self (the plugin's): the device totals of the module's direct plain operators.
+    ops = ranges.filter((pl.col("type") == 2) & (pl.col("ns") != 0))
+    plain = rows_at(events, ops["idx"], ("name", "kind")).select(_plain_operator()).to_series()
+    self_ = (
+        ops.filter(plain)
+        .join(graph.select("idx", pl.col("parent").alias("owner")), on="idx")
+        .join(mods.select(pl.col("idx").alias("owner")), on="owner", how="semi")
+        .group_by("owner")
+        .agg(pl.col("ns").sum().alias("dev_self"))
+        .rename({"owner": "idx"})
+    )
+    return total.join(self_, on="idx", how="full", coalesce=True).with_columns(
+        pl.col("dev_total").fill_null(0), pl.col("dev_self").fill_null(0)
     )
 
 

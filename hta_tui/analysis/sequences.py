@@ -92,23 +92,28 @@ def kernel_links(
     stream (`min_stream=0`).
 
     Columns: idx (the kernel's), launcher (idx of the last CPU-side event in file order with the
-    same correlation, HTA's `index_correlation`), then the kernel's `carry` columns. Kernels
-    without a launcher are left out. `by`: columns (first in the answer) telling apart views
-    of several ranks in one frame (`rank`): a correlation links within its rank only.
+    same correlation, HTA's `index_correlation`), then the kernel's `carry` columns, in the
+    kernels' order. Kernels without a launcher are left out. `by`: columns (first in the
+    answer) telling apart views of several ranks in one frame (`rank`): a correlation links
+    within its rank only.
     """
     on_gpu = _hta_kernel_filter()
     corr = pl.col("correlation")
-    launchers = (
-        view.filter(~on_gpu & corr.is_not_null())
-        .group_by(*by, "correlation")
-        .agg(pl.col("idx").max().alias("launcher"))
-    )
+    # the columns read, before any filter (a filter copies every column of the rows kept)
+    wanted = dict.fromkeys([*by, "idx", "correlation", "stream", "name", *carry])
+    rows = view.lazy().select(list(wanted))
+    cpu = rows.filter(~on_gpu & corr.is_not_null()).select(*by, "correlation", "idx").collect()
+    if cpu["correlation"].n_unique() == cpu.height:  # one CPU row each: it is the last
+        launchers = cpu.rename({"idx": "launcher"})
+    else:
+        launchers = cpu.group_by(*by, "correlation").agg(pl.col("idx").max().alias("launcher"))
     return (
-        view.filter(on_gpu & corr.is_not_null() & (hta_stream() >= min_stream))
+        rows.filter(on_gpu & corr.is_not_null() & (hta_stream() >= min_stream))
         .select(*by, "idx", "correlation", *carry)
-        .join(launchers, on=[*by, "correlation"])
+        .join(launchers.lazy(), on=[*by, "correlation"], maintain_order="left")
         .filter(pl.col("launcher") > 0)
         .select(*by, "idx", "launcher", *carry)
+        .collect()
     )
 
 
