@@ -12,8 +12,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hta_tui.analysis import memory_device, memory_records
+from hta_tui.analysis import memory_device, memory_records, memory_stats, shared
 from hta_tui.analysis.enclosing import innermost_and_levels
+from hta_tui.analysis.memory_events import KB
 from hta_tui.analysis.op_tree import same_name_merges
 from hta_tui.trace.parse import parse_file
 
@@ -52,10 +53,18 @@ def _joins() -> Iterator[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def vit(shared: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """nodes, nesting, sorted memory events and each one's innermost node, of a real trace."""
+def vit_frames(shared: Path) -> dict[str, pl.DataFrame]:
+    """The frames of a real trace with memory events and a deep operator tree."""
     (path,) = sorted((shared / "traces" / "pytorch_cpu_vit_memory").glob("*.json.gz"))[:1]
-    frames = parse_file(path).frames
+    return parse_file(path).frames
+
+
+@pytest.fixture(scope="module")
+def vit(
+    vit_frames: dict[str, pl.DataFrame],
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """nodes, nesting, sorted memory events and each one's innermost node, of a real trace."""
+    frames = vit_frames
     recs = memory_device.sorted_memory(frames["memory"])
     nodes = memory_records.tree_nodes(frames["events"])
     found, nesting = innermost_and_levels(
@@ -99,3 +108,31 @@ def test_events_no_probe_asked_for_name_nothing(vit) -> None:  # type: ignore[no
     assert ours.equals(_joined_records(recs, tree, half))
     whole = memory_records.attribute(recs, tree, found)
     assert ours["op"].null_count() > whole["op"].null_count()
+
+
+def test_memory_stats_sums_by_row(vit_frames: dict[str, pl.DataFrame]) -> None:
+    """The memory statistics sum each node's events on arrays indexed by node row: no frame
+    of every tree node (and device) joined to the self sums and to the operator names; the
+    self columns add up to the events attributed to an operator, per device."""
+    events, memory = vit_frames["events"], vit_frames["memory"]
+    records = shared.memory_records(events, memory)
+    tree = shared.operator_tree(events)
+    with _joins() as joins:
+        stats = memory_stats.memory_stats(events, records)
+    assert max(joins, default=0) < tree.height // 10  # main joined all 100k+ nodes twice
+    inside = records.filter(pl.col("node").is_not_null())
+    expected = inside.group_by("device").agg(
+        (pl.col("bytes") > 0).sum().cast(pl.Int64).alias("allocs"),
+        pl.col("bytes").sum().alias("inc"),
+        pl.col("bytes").filter(pl.col("bytes") > 0).sum().alias("alloc"),
+    )
+    got = stats.group_by("device").agg(
+        pl.col("self_allocation_count").sum().alias("allocs"),
+        (pl.col("self_size_increase_kb").sum() * KB).round().cast(pl.Int64).alias("inc"),
+        (pl.col("self_allocation_size_kb").sum() * KB).round().cast(pl.Int64).alias("alloc"),
+    )
+    assert got.sort("device").equals(expected.sort("device"))
+    assert expected["allocs"].sum() > 100
+    assert (stats["allocation_count"] >= stats["self_allocation_count"]).all()
+    assert (stats["allocation_count"] > stats["self_allocation_count"]).any()  # nested ops
+    assert (stats["calls"] > 0).all()
