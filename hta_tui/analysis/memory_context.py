@@ -55,16 +55,14 @@ def _stacks(inner: pl.DataFrame, code: pl.DataFrame, nesting: pl.DataFrame) -> p
     # row_of[node]: the frame's row in `code`, -1 for none (its last slot, read for node -1)
     row_of = np.full(int(nodes.max(initial=-1)) + 2, -1, dtype=np.int64)
     row_of[nodes] = np.arange(nodes.size)
-    parent = (
-        code.select("node")
-        .join(nesting.select("node", "parent"), on="node", how="left", maintain_order="left")[
-            "parent"
-        ]
-        .cast(pl.Int64)
-        .fill_null(-1)
-        .to_numpy()
-    )
-    parent_row = np.append(row_of[parent], -1)  # row -1 (none) has no parent
+    # each frame's parent's row, set by row number from the nesting (a join of every frame
+    # on its node hashed the rank's 100k+ frames)
+    nested = nesting["node"].cast(pl.Int64).to_numpy()
+    up = nesting["parent"].cast(pl.Int64).fill_null(-1).to_numpy()
+    parent_row = np.full(nodes.size + 1, -1, dtype=np.int64)  # row -1 (none) has no parent
+    known = (nested >= 0) & (nested < row_of.size - 1)
+    at = row_of[np.where(known, nested, -1)]
+    parent_row[at[at >= 0]] = row_of[up[at >= 0]]
     names = code["name"].append(pl.Series([None], dtype=pl.String))  # row -1: null
     start = inner["node"].cast(pl.Int64).fill_null(-1).to_numpy()
     at = np.where(start < 0, -1, row_of[np.maximum(start, 0)])
