@@ -14,6 +14,12 @@ import pytest
 
 from hta_tui.analysis import memory_device, memory_records, memory_stats, shared
 from hta_tui.analysis.enclosing import innermost_and_levels
+from hta_tui.analysis.memory_context import (
+    MODULE_PREFIX,
+    STACK_DEPTH,
+    STACK_SEP,
+    python_context,
+)
 from hta_tui.analysis.memory_events import KB
 from hta_tui.analysis.op_tree import same_name_merges
 from hta_tui.trace.parse import parse_file
@@ -136,3 +142,19 @@ def test_memory_stats_sums_by_row(vit_frames: dict[str, pl.DataFrame]) -> None:
     assert (stats["allocation_count"] >= stats["self_allocation_count"]).all()
     assert (stats["allocation_count"] > stats["self_allocation_count"]).any()  # nested ops
     assert (stats["calls"] > 0).all()
+
+
+def test_python_stacks_climb_by_row(vit_frames: dict[str, pl.DataFrame]) -> None:
+    """Each allocation's Python frames are climbed by row number, the frames' parents set
+    from their nesting by row: no join of every Python frame of the rank on its node."""
+    events, memory = vit_frames["events"], vit_frames["memory"]
+    allocs = shared.memory_records(events, memory).filter(pl.col("bytes") > 0)
+    python = events.filter(pl.col("kind") == "python")
+    frames = python.filter(~pl.col("name").str.starts_with(MODULE_PREFIX)).height
+    assert frames > 4 * allocs.height  # a join of every frame stands out
+    with _joins() as joins:
+        context = python_context(events, allocs)
+    assert max(joins) < frames  # main joined every frame to the nesting
+    stacks = context["stack"].drop_nulls()
+    assert stacks.len() > allocs.height // 2
+    assert (stacks.str.count_matches(STACK_SEP, literal=True) == STACK_DEPTH - 1).any()
