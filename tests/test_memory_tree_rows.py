@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -158,3 +159,39 @@ def test_python_stacks_climb_by_row(vit_frames: dict[str, pl.DataFrame]) -> None
     stacks = context["stack"].drop_nulls()
     assert stacks.len() > allocs.height // 2
     assert (stacks.str.count_matches(STACK_SEP, literal=True) == STACK_DEPTH - 1).any()
+
+
+def _frees_by_windows(recs: pl.DataFrame) -> pl.DataFrame:
+    """The free-naming rule as windows over (device, address): the definition."""
+    alloc = pl.col("bytes") > 0
+    by = ["device", "addr"]
+    return recs.with_columns(
+        pl.when(alloc)
+        .then(pl.col(c))
+        .when(alloc.shift(1).over(by) & pl.col("addr").is_not_null())
+        .then(pl.col(c).shift(1).over(by))
+        .alias(c)
+        for c in ("op", "parent")
+    )
+
+
+def test_frees_named_as_the_windows_name_them() -> None:
+    """Frees named after the allocation just before them at their device and address, found
+    by one sort: as the windows do, with null sizes, addresses and devices among them."""
+    schema = {"device": pl.String, "addr": pl.Int64, "bytes": pl.Int64, "op": pl.String}
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        n = 80
+        pick = lambda values, p_null: [  # noqa: E731
+            None if rng.random() < p_null else v for v in rng.choice(values, n).tolist()
+        ]
+        recs = pl.DataFrame(
+            {
+                "device": pick(["CPU", "GPU0", "GPU1"], 0.05 * (seed % 2)),
+                "addr": pick([1, 2, 3, 4], 0.15),
+                "bytes": pick([-16, -8, 0, 8, 16], 0.1),
+                "op": pick(["aten::empty", "aten::add", "aten::mm"], 0.2),
+            },
+            schema=schema,
+        ).with_columns(pl.col("op").alias("parent"))
+        assert memory_records._name_frees(recs).equals(_frees_by_windows(recs))

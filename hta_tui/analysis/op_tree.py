@@ -249,11 +249,13 @@ def parent_rows(nodes: pl.DataFrame, *, node: str, parent: str = "parent") -> np
     ids = nodes[node]
     if n and ids.dtype.is_integer() and (ids.to_numpy() == np.arange(n)).all():
         return nodes[parent].fill_null(-1).cast(pl.Int64).to_numpy()  # ids are row numbers
-    if n and ids.dtype.is_integer() and not ids.null_count() and ids.n_unique() == n:
+    if n and ids.dtype.is_integer() and not ids.null_count():
         own = ids.cast(pl.Int64).to_numpy()
         if own.min() >= 0 and own.max() < 8 * n + 1024:  # small ids (event idx): by an array
-            up = nodes[parent].cast(pl.Int64).fill_null(-1).to_numpy()
-            return rows_at(id_rows(own), up)
+            table = id_rows(own)
+            if (table[own] == np.arange(n)).all():  # distinct (no id's row overwritten)
+                up = nodes[parent].cast(pl.Int64).fill_null(-1).to_numpy()
+                return rows_at(table, up)
     rows = pl.DataFrame({parent: ids, "__row": pl.int_range(n, eager=True, dtype=pl.Int64)})
     up = nodes.select(parent).join(rows, on=parent, how="left", maintain_order="left")
     return up["__row"].fill_null(-1).to_numpy()
@@ -286,8 +288,12 @@ def merges_by_row(
     at = np.maximum(up, 0)
     children = np.bincount(up[has], minlength=n)
     can = nodes[mergeable].fill_null(False).to_numpy()
-    same = (nodes["name"] == nodes["name"].gather(at)).fill_null(False).to_numpy()
-    merged = has & can & can[at] & (children[at] == 1) & same
+    merged = has & can & can[at] & (children[at] == 1)
+    # names compared only where the rest allows a merge (a few rows, not every node's name)
+    maybe = np.flatnonzero(merged)
+    names = nodes["name"]
+    same = (names.gather(maybe) == names.gather(at[maybe])).fill_null(False).to_numpy()
+    merged[maybe] = same
     # chains of merges (a, a, a) to their top by pointer doubling: log2 of the longest chain
     # passes (one link a pass made a file of 60k nested same-named ops take 50 s)
     top = np.where(merged, at, np.arange(n))
