@@ -175,22 +175,22 @@ def _frees_by_windows(recs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _some_null(rng: np.random.Generator, values: list, p_null: float, n: int = 80) -> list:
+    return [None if rng.random() < p_null else v for v in rng.choice(values, n).tolist()]
+
+
 def test_frees_named_as_the_windows_name_them() -> None:
     """Frees named after the allocation just before them at their device and address, found
     by one sort: as the windows do, with null sizes, addresses and devices among them."""
     schema = {"device": pl.String, "addr": pl.Int64, "bytes": pl.Int64, "op": pl.String}
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        n = 80
-        pick = lambda values, p_null: [  # noqa: E731
-            None if rng.random() < p_null else v for v in rng.choice(values, n).tolist()
-        ]
         recs = pl.DataFrame(
             {
-                "device": pick(["CPU", "GPU0", "GPU1"], 0.05 * (seed % 2)),
-                "addr": pick([1, 2, 3, 4], 0.15),
-                "bytes": pick([-16, -8, 0, 8, 16], 0.1),
-                "op": pick(["aten::empty", "aten::add", "aten::mm"], 0.2),
+                "device": _some_null(rng, ["CPU", "GPU0", "GPU1"], 0.05 * (seed % 2)),
+                "addr": _some_null(rng, [1, 2, 3, 4], 0.15),
+                "bytes": _some_null(rng, [-16, -8, 0, 8, 16], 0.1),
+                "op": _some_null(rng, ["aten::empty", "aten::add", "aten::mm"], 0.2),
             },
             schema=schema,
         ).with_columns(pl.col("op").alias("parent"))
