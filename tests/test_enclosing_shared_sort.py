@@ -126,3 +126,23 @@ def test_numpy_sweep_answers_as_the_sort_of_every_end(monkeypatch: pytest.Monkey
         assert_frame_equal(innermost(nodes, probes), found)
         assert_frame_equal(levels(nodes), alone)
         assert found["node"].null_count() < found.height
+
+
+def test_innermost_chain_climbs_as_the_levels_parents() -> None:
+    """Each probe's innermost node and its two nearest ancestors, found for the probes'
+    nodes alone: the nodes a climb of `levels`' parents from `innermost` reaches."""
+    for seed in range(6):
+        nodes, probes = _hostile(seed)
+        graph = enclosing._ends(nodes, probes)
+        found = enclosing._innermost(nodes, probes, graph)
+        parent = dict(enclosing._levels_of(nodes, graph).select("node", "parent").iter_rows())
+        expected = []
+        for row, node in found.select("row", "node").iter_rows():
+            climbed = [node]
+            for _ in range(2):
+                climbed.append(None if climbed[-1] is None else parent[climbed[-1]])
+            expected.append((row, *climbed))
+        chain = enclosing.innermost_chain(nodes, probes, 3)
+        assert chain is not None
+        assert chain.rows() == expected
+        assert chain["node_2"].null_count() < chain.height  # some probes three deep

@@ -310,8 +310,9 @@ class _Sweep:
             }
         )
 
-    def innermost(self) -> pl.DataFrame:
-        """`innermost` of the probes, rows in sweep order."""
+    def _probed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The probes in sweep order: row, level (count of open nodes, less 1), the opening
+        found at that level (sweep index, -1: none) and whether it is still open."""
         row = self.probes["row"].cast(pl.Int64).to_numpy()
         ts = self.probes["ts"].to_numpy()
         at = self._packed(self.probes["key"].to_numpy(), ts)
@@ -324,14 +325,48 @@ class _Sweep:
         level = opened - closed - 1
         found = self._last_at(level, opened, at)
         inside = (found >= 0) & (self.open_end[np.maximum(found, 0)] > ts)
-        node = pl.Series("node", np.where(inside, self.open_node[np.maximum(found, 0)], 0))
+        return row, level, found, inside
+
+    def _node_ids(self, index: np.ndarray, present: np.ndarray) -> pl.Series:
+        """The node id of each sweep index, null where not `present`."""
+        node = pl.Series(np.where(present, self.open_node[np.maximum(index, 0)], 0))
+        return node.set(pl.Series(~present), None)  # type: ignore[arg-type]
+
+    def innermost(self) -> pl.DataFrame:
+        """`innermost` of the probes, rows in sweep order."""
+        row, level, found, inside = self._probed()
         return pl.DataFrame(
             {
                 "row": pl.Series(row).cast(self.probes.schema["row"]),
-                "node": node.set(pl.Series(~inside), None),  # type: ignore[arg-type]
+                "node": self._node_ids(found, inside).alias("node"),
                 "depth": pl.Series(level, dtype=pl.Int64),
             }
         )
+
+    def chain(self, depth: int) -> pl.DataFrame:
+        """`innermost_chain`: each probe's innermost node and its parents (`levels`'), rows
+        in sweep order; parents found for these nodes only, not for every node."""
+        row, _, at, inside = self._probed()
+        at = np.where(inside, at, -1)
+        out = {"row": pl.Series(row).cast(self.probes.schema["row"])}
+        for i in range(depth):
+            out[f"node_{i}"] = self._node_ids(at, at >= 0).cast(pl.Int64)
+            has = at >= 0
+            up = np.full(at.size, -1, dtype=np.int64)
+            up[has] = self._last_at(self.level[at[has]] - 1, at[has], self.open_at[at[has]])
+            at = up
+        return pl.DataFrame(out)
+
+
+def innermost_chain(nodes: pl.DataFrame, probes: pl.DataFrame, depth: int) -> pl.DataFrame | None:
+    """For each probe (`innermost`'s arguments): `row`, and `node_0` .. `node_{depth-1}`: the
+    innermost node enclosing it (null when none) and its parent, grandparent, ... as `levels`
+    gives them (Int64, null past the top). None where the numpy sweep does not apply: then
+    `innermost_and_levels` and a climb of its parents."""
+    if probes.is_empty():
+        return None
+    sweep = _swept(nodes, probes)
+    return None if sweep is None else sweep.chain(depth)
 
 
 def _by_level(level: np.ndarray) -> np.ndarray:
