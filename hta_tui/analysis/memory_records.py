@@ -268,32 +268,39 @@ def _distinct(table: np.ndarray, ids: np.ndarray) -> bool:
     return bool((table[ids] == np.arange(ids.size)).all())
 
 
-def _name_frees(recs: pl.DataFrame) -> pl.DataFrame:
-    """A free takes the op and parent of the allocation it releases (the event just before it
-    at the same device and address, when that is an allocation); only allocations are named
-    after the op they happen in, as the plugin does."""
-    # each event's previous one at its device and address (a null address its own group, as
-    # a window over them makes it), by one stable sort: two windows cost twice as much
+def address_groups(recs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's previous one at its device and address (its row, -1: none) and its
+    group's number, groups numbered in (device, address) order: a null address (or device)
+    a group of its own, as a window over them makes it. One stable sort, where each window
+    over (device, address) hashed every event again."""
     by = (
         recs.select("device", "addr")
         .with_row_index("__row")
         .sort("device", "addr", maintain_order=True)
     )
     row = by["__row"].cast(pl.Int64).to_numpy()
-    same = np.zeros(row.size, dtype=bool)
-    same[1:] = (
-        by.select(
-            pl.col("device").eq_missing(pl.col("device").shift(1))
-            & pl.col("addr").eq_missing(pl.col("addr").shift(1))
-        )
-        .to_series()
-        .to_numpy()[1:]
-    )
+    same = by.select(
+        pl.col("device").eq_missing(pl.col("device").shift(1))
+        & pl.col("addr").eq_missing(pl.col("addr").shift(1))
+    ).to_series()
+    same = same.to_numpy().astype(bool)
+    if same.size:
+        same[0] = False
     prev = np.full(row.size, -1, dtype=np.int64)
     prev[row[same]] = row[np.flatnonzero(same) - 1]
+    group = np.empty(row.size, dtype=np.int64)
+    group[row] = np.cumsum(~same) - 1
+    return prev, group
+
+
+def _name_frees(recs: pl.DataFrame) -> pl.DataFrame:
+    """A free takes the op and parent of the allocation it releases (the event just before it
+    at the same device and address, when that is an allocation); only allocations are named
+    after the op they happen in, as the plugin does."""
+    prev, _ = address_groups(recs)
     alloc = (recs["bytes"] > 0).fill_null(False).to_numpy()
     after_alloc = (prev >= 0) & alloc[np.maximum(prev, 0)] & recs["addr"].is_not_null().to_numpy()
-    take = np.where(alloc, np.arange(row.size), np.where(after_alloc, prev, -1))
+    take = np.where(alloc, np.arange(recs.height), np.where(after_alloc, prev, -1))
     return recs.with_columns(
         recs[c].gather(np.maximum(take, 0)).set(pl.Series(take < 0), None)  # type: ignore[arg-type]
         for c in ("op", "parent")
