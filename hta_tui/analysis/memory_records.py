@@ -268,11 +268,10 @@ def _distinct(table: np.ndarray, ids: np.ndarray) -> bool:
     return bool((table[ids] == np.arange(ids.size)).all())
 
 
-def address_groups(recs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Each event's previous one at its device and address (its row, -1: none) and its
-    group's number, groups numbered in (device, address) order: a null address (or device)
-    a group of its own, as a window over them makes it. One stable sort, where each window
-    over (device, address) hashed every event again."""
+def _previous_at_address(recs: pl.DataFrame) -> np.ndarray:
+    """Each event's previous one at its device and address (its row, -1: none; a null
+    address or device is a group of its own, as a window over them makes it), from one
+    stable sort: two windows over (device, address) cost twice as much."""
     by = (
         recs.select("device", "addr")
         .with_row_index("__row")
@@ -285,19 +284,17 @@ def address_groups(recs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     ).to_series()
     same = same.to_numpy().astype(bool)
     if same.size:
-        same[0] = False
+        same[0] = False  # a null first one equals the shift's null
     prev = np.full(row.size, -1, dtype=np.int64)
     prev[row[same]] = row[np.flatnonzero(same) - 1]
-    group = np.empty(row.size, dtype=np.int64)
-    group[row] = np.cumsum(~same) - 1
-    return prev, group
+    return prev
 
 
 def _name_frees(recs: pl.DataFrame) -> pl.DataFrame:
     """A free takes the op and parent of the allocation it releases (the event just before it
     at the same device and address, when that is an allocation); only allocations are named
     after the op they happen in, as the plugin does."""
-    prev, _ = address_groups(recs)
+    prev = _previous_at_address(recs)
     alloc = (recs["bytes"] > 0).fill_null(False).to_numpy()
     after_alloc = (prev >= 0) & alloc[np.maximum(prev, 0)] & recs["addr"].is_not_null().to_numpy()
     take = np.where(alloc, np.arange(recs.height), np.where(after_alloc, prev, -1))
