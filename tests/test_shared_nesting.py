@@ -114,8 +114,9 @@ def _tables(frames: dict[str, pl.DataFrame], names: list[str]) -> dict[str, regi
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, tree_ids: set[int]) -> list[str]:
-    """Record every nesting sort (`enclosing`'s, on polars or numpy, HTA's `_levels` as the module view and the
-    call graph import it) whose ranges include every tree node of the thread."""
+    """Record every nesting sort (`enclosing`'s, on polars or numpy, HTA's `_levels` as the
+    module view and the call graph import it) whose ranges include every tree node of the
+    thread."""
     seen: list[str] = []
     ends, swept, hta_levels = enclosing._ends, enclosing._swept, sequences._levels
 
