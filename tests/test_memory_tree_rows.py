@@ -195,3 +195,17 @@ def test_frees_named_as_the_windows_name_them() -> None:
             schema=schema,
         ).with_columns(pl.col("op").alias("parent"))
         assert memory_records._name_frees(recs).equals(_frees_by_windows(recs))
+
+
+def test_memory_stats_of_no_operator_is_empty(vit_frames: dict[str, pl.DataFrame]) -> None:
+    """Memory events and no operator around them (a rank without host ops, a zoom between
+    operators): an empty table, not an error."""
+    events, memory = vit_frames["events"], vit_frames["memory"]
+    records = shared.memory_records(events, memory)
+    no_ops = events.filter(pl.col("kind") == "runtime")
+    assert shared.operator_tree(no_ops).is_empty() and not records.is_empty()
+    stats = memory_stats.memory_stats(no_ops, records)
+    assert stats.is_empty() and stats.schema == pl.Schema(memory_stats.COLUMNS)
+    last_end = shared.operator_tree(events)["end"].max()
+    late = memory_stats.memory_stats(events, records, last_end + 1, last_end + 10**9)
+    assert late.is_empty()

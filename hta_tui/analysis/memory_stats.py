@@ -132,7 +132,8 @@ def _self_and_total(
 
 def _rows_of(ids: pl.Series, asked: pl.Series) -> np.ndarray:
     """The row of `ids` holding each id of `asked` (-1: null or none): by an array indexed by
-    id where ids are distinct small integers (a tree's event idx), else by a join."""
+    id where ids are distinct small integers (a tree's event idx, always), else by a join
+    (a repeated id: its first row)."""
     n = ids.len()
     if n and ids.dtype.is_integer() and not ids.null_count():
         own = ids.cast(pl.Int64).to_numpy()
@@ -224,8 +225,9 @@ def _spans(nodes: pl.DataFrame, clip: tuple[int | None, int | None]) -> _Spans:
     key = spans["key"].to_numpy()
     by_key = np.argsort(key, kind="stable")
     ordered = key[by_key]
-    first = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
-    last = np.append(first[1:], key.size)
+    new_run = np.concatenate([[key.size > 0], ordered[1:] != ordered[:-1]])  # none if empty
+    first = np.flatnonzero(new_run)
+    last = np.append(first[1:], key.size)[: first.size]
     runs = {
         k: (a, b)
         for k, a, b in zip(ordered[first].tolist(), first.tolist(), last.tolist(), strict=True)
