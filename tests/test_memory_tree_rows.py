@@ -9,11 +9,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
-from hta_tui.analysis import memory_device, memory_records
+from hta_tui.analysis import memory_device, memory_records, memory_stats, shared
 from hta_tui.analysis.enclosing import innermost_and_levels
+from hta_tui.analysis.memory_context import (
+    MODULE_PREFIX,
+    STACK_DEPTH,
+    STACK_SEP,
+    python_context,
+)
+from hta_tui.analysis.memory_events import KB
 from hta_tui.analysis.op_tree import same_name_merges
 from hta_tui.trace.parse import parse_file
 
@@ -52,10 +60,18 @@ def _joins() -> Iterator[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def vit(shared: Path) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """nodes, nesting, sorted memory events and each one's innermost node, of a real trace."""
+def vit_frames(shared: Path) -> dict[str, pl.DataFrame]:
+    """The frames of a real trace with memory events and a deep operator tree."""
     (path,) = sorted((shared / "traces" / "pytorch_cpu_vit_memory").glob("*.json.gz"))[:1]
-    frames = parse_file(path).frames
+    return parse_file(path).frames
+
+
+@pytest.fixture(scope="module")
+def vit(
+    vit_frames: dict[str, pl.DataFrame],
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """nodes, nesting, sorted memory events and each one's innermost node, of a real trace."""
+    frames = vit_frames
     recs = memory_device.sorted_memory(frames["memory"])
     nodes = memory_records.tree_nodes(frames["events"])
     found, nesting = innermost_and_levels(
@@ -99,3 +115,97 @@ def test_events_no_probe_asked_for_name_nothing(vit) -> None:  # type: ignore[no
     assert ours.equals(_joined_records(recs, tree, half))
     whole = memory_records.attribute(recs, tree, found)
     assert ours["op"].null_count() > whole["op"].null_count()
+
+
+def test_memory_stats_sums_by_row(vit_frames: dict[str, pl.DataFrame]) -> None:
+    """The memory statistics sum each node's events on arrays indexed by node row: no frame
+    of every tree node (and device) joined to the self sums and to the operator names; the
+    self columns add up to the events attributed to an operator, per device."""
+    events, memory = vit_frames["events"], vit_frames["memory"]
+    records = shared.memory_records(events, memory)
+    tree = shared.operator_tree(events)
+    with _joins() as joins:
+        stats = memory_stats.memory_stats(events, records)
+    assert max(joins, default=0) < tree.height // 10  # main joined all 100k+ nodes twice
+    inside = records.filter(pl.col("node").is_not_null())
+    expected = inside.group_by("device").agg(
+        (pl.col("bytes") > 0).sum().cast(pl.Int64).alias("allocs"),
+        pl.col("bytes").sum().alias("inc"),
+        pl.col("bytes").filter(pl.col("bytes") > 0).sum().alias("alloc"),
+    )
+    got = stats.group_by("device").agg(
+        pl.col("self_allocation_count").sum().alias("allocs"),
+        (pl.col("self_size_increase_kb").sum() * KB).round().cast(pl.Int64).alias("inc"),
+        (pl.col("self_allocation_size_kb").sum() * KB).round().cast(pl.Int64).alias("alloc"),
+    )
+    assert got.sort("device").equals(expected.sort("device"))
+    assert expected["allocs"].sum() > 100
+    assert (stats["allocation_count"] >= stats["self_allocation_count"]).all()
+    assert (stats["allocation_count"] > stats["self_allocation_count"]).any()  # nested ops
+    assert (stats["calls"] > 0).all()
+
+
+def test_python_stacks_climb_by_row(vit_frames: dict[str, pl.DataFrame]) -> None:
+    """Each allocation's Python frames are climbed by row number, the frames' parents set
+    from their nesting by row: no join of every Python frame of the rank on its node."""
+    events, memory = vit_frames["events"], vit_frames["memory"]
+    allocs = shared.memory_records(events, memory).filter(pl.col("bytes") > 0)
+    python = events.filter(pl.col("kind") == "python")
+    frames = python.filter(~pl.col("name").str.starts_with(MODULE_PREFIX)).height
+    assert frames > 4 * allocs.height  # a join of every frame stands out
+    with _joins() as joins:
+        context = python_context(events, allocs)
+    assert max(joins) < frames  # main joined every frame to the nesting
+    stacks = context["stack"].drop_nulls()
+    assert stacks.len() > allocs.height // 2
+    assert (stacks.str.count_matches(STACK_SEP, literal=True) == STACK_DEPTH - 1).any()
+
+
+def _frees_by_windows(recs: pl.DataFrame) -> pl.DataFrame:
+    """The free-naming rule as windows over (device, address): the definition."""
+    alloc = pl.col("bytes") > 0
+    by = ["device", "addr"]
+    return recs.with_columns(
+        pl.when(alloc)
+        .then(pl.col(c))
+        .when(alloc.shift(1).over(by) & pl.col("addr").is_not_null())
+        .then(pl.col(c).shift(1).over(by))
+        .alias(c)
+        for c in ("op", "parent")
+    )
+
+
+def _some_null(rng: np.random.Generator, values: list, p_null: float, n: int = 80) -> list:
+    return [None if rng.random() < p_null else v for v in rng.choice(values, n).tolist()]
+
+
+def test_frees_named_as_the_windows_name_them() -> None:
+    """Frees named after the allocation just before them at their device and address, found
+    by one sort: as the windows do, with null sizes, addresses and devices among them."""
+    schema = {"device": pl.String, "addr": pl.Int64, "bytes": pl.Int64, "op": pl.String}
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        recs = pl.DataFrame(
+            {
+                "device": _some_null(rng, ["CPU", "GPU0", "GPU1"], 0.05 * (seed % 2)),
+                "addr": _some_null(rng, [1, 2, 3, 4], 0.15),
+                "bytes": _some_null(rng, [-16, -8, 0, 8, 16], 0.1),
+                "op": _some_null(rng, ["aten::empty", "aten::add", "aten::mm"], 0.2),
+            },
+            schema=schema,
+        ).with_columns(pl.col("op").alias("parent"))
+        assert memory_records._name_frees(recs).equals(_frees_by_windows(recs))
+
+
+def test_memory_stats_of_no_operator_is_empty(vit_frames: dict[str, pl.DataFrame]) -> None:
+    """Memory events and no operator around them (a rank without host ops, a zoom between
+    operators): an empty table, not an error."""
+    events, memory = vit_frames["events"], vit_frames["memory"]
+    records = shared.memory_records(events, memory)
+    no_ops = events.filter(pl.col("kind") == "runtime")
+    assert shared.operator_tree(no_ops).is_empty() and not records.is_empty()
+    stats = memory_stats.memory_stats(no_ops, records)
+    assert stats.is_empty() and stats.schema == pl.Schema(memory_stats.COLUMNS)
+    last_end = shared.operator_tree(events)["end"].max()
+    late = memory_stats.memory_stats(events, records, last_end + 1, last_end + 10**9)
+    assert late.is_empty()

@@ -70,3 +70,23 @@ def test_nothing() -> None:
     assert nesting.depths(empty, empty, empty).size == 0
     assert nesting.parents(empty, empty).size == 0
     assert nesting.last_descendants(empty, empty, empty).size == 0
+
+
+def test_sort_packed_orders_as_a_lexsort() -> None:
+    """The op tree's order (thread, start, longer first, host node before runtime call) from
+    one packed key sorted stably and its ties alone lexsorted: np.lexsort's order, ties of
+    every key kept in input order; None where the key cannot pack."""
+    rng = np.random.default_rng(0)
+    for threads in ([3, 9], [7], [5, 2**40]):  # small ids, one thread, ids far apart
+        n = 3000
+        tid = rng.choice(threads, n)
+        start = rng.integers(0, 40, n) * 1000 + 10**15  # many equal starts
+        end = start + rng.choice([0, 1000, 5000], n)
+        is_rt = rng.random(n) < 0.3
+        packed = nesting.packed_thread_time(tid, start)
+        assert packed is not None
+        got = nesting.sort_packed(packed, -end, is_rt)
+        assert (got == np.lexsort((is_rt, -end, start, tid))).all()
+    far = np.array([0, 2**46])
+    assert nesting.packed_thread_time(np.array([1, 1]), far) is None  # 19 h apart
+    assert nesting.packed_thread_time(np.arange(1 << 17) * 3, np.zeros(1 << 17)) is None

@@ -114,15 +114,22 @@ def _tables(frames: dict[str, pl.DataFrame], names: list[str]) -> dict[str, regi
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, tree_ids: set[int]) -> list[str]:
-    """Record every nesting sort (`enclosing`'s, HTA's `_levels` as the module view and the
-    call graph import it) whose ranges include every tree node of the thread."""
+    """Record every nesting sort (`enclosing`'s, on polars or numpy, HTA's `_levels` as the
+    module view and the call graph import it) whose ranges include every tree node of the
+    thread."""
     seen: list[str] = []
-    ends, hta_levels = enclosing._ends, sequences._levels
+    ends, swept, hta_levels = enclosing._ends, enclosing._swept, sequences._levels
 
     def counted_ends(nodes: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
         if tree_ids <= set(nodes["node"].to_list()):
             seen.append("enclosing")
         return ends(nodes, probes)
+
+    def counted_sweep(nodes: pl.DataFrame, probes: pl.DataFrame) -> enclosing._Sweep | None:
+        made = swept(nodes, probes)  # the sort on numpy, or None: `_ends` then
+        if made is not None and tree_ids <= set(nodes["node"].to_list()):
+            seen.append("enclosing")
+        return made
 
     def counted_levels(nodes: pl.DataFrame) -> pl.DataFrame:
         if tree_ids <= set(nodes["idx"].to_list()):
@@ -130,6 +137,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, tree_ids: set[int]) -> list[str]:
         return hta_levels(nodes)
 
     monkeypatch.setattr(enclosing, "_ends", counted_ends)
+    monkeypatch.setattr(enclosing, "_swept", counted_sweep)
     for holder in (sequences, module_view, host_context):
         monkeypatch.setattr(holder, "_levels", counted_levels)
     return seen

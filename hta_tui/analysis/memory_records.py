@@ -131,14 +131,15 @@ def _with_nesting(nodes: pl.DataFrame, nesting: pl.DataFrame) -> pl.DataFrame:
     nodes with their names cost the memory tables ~25 ms a rank."""
     ids = nodes["node"]
     want = nesting["node"]
-    if ids.is_empty() or ids.null_count() or want.null_count() or want.n_unique() != want.len():
+    if ids.is_empty() or ids.null_count() or want.null_count():
         return nodes.join(nesting, on="node")
     have = ids.cast(pl.Int64).to_numpy()
     asked = want.cast(pl.Int64).to_numpy()
     if not (np.diff(have) > 0).all():  # not sorted, or not unique
         return nodes.join(nesting, on="node")
     rows = np.minimum(np.searchsorted(have, asked), have.size - 1)
-    if not (have[rows] == asked).all():
+    # every asked id found, once (a repeated one would be a row counted twice)
+    if not (have[rows] == asked).all() or np.bincount(rows, minlength=1).max() > 1:
         return nodes.join(nesting, on="node")
     return pl.concat([nodes[rows], nesting.drop("node")], how="horizontal")
 
@@ -223,8 +224,6 @@ def _named_by_row(
         return None
     if ids.null_count() or seqs.null_count() or rows.null_count():
         return None
-    if ids.n_unique() != ids.len() or rows.n_unique() != rows.len():
-        return None
     ids_np = ids.cast(pl.Int64).to_numpy()
     rows_np = rows.cast(pl.Int64).to_numpy()
     seqs_np = seqs.cast(pl.Int64).to_numpy()
@@ -232,7 +231,9 @@ def _named_by_row(
         return None
     if max(ids_np.max(), rows_np.max()) > 8 * (tree.height + recs.height) + 1024:
         return None  # ids far apart: arrays indexed by them would be mostly empty
-    tree_row = id_rows(ids_np)
+    tree_row, found_row = id_rows(ids_np), id_rows(rows_np)
+    if not (_distinct(tree_row, ids_np) and _distinct(found_row, rows_np)):
+        return None
 
     def at(table: np.ndarray, values: pl.Series) -> np.ndarray:
         """`table[v]` for each id (-1: null, or not an id of the table)."""
@@ -253,7 +254,7 @@ def _named_by_row(
     # outside any node (or the parent's name null): the root, as the joins' fill_null gave
     parent = pick(tree["name"], up).fill_null(ROOT).set(pl.Series(~is_op), None)  # type: ignore[arg-type]
     # each event's found row (-1: a probe never asked, the event without a thread)
-    found_at = at(id_rows(rows_np), seqs)
+    found_at = at(found_row, seqs)
     return recs.with_columns(
         pick(node, found_at).alias("node"),
         pick(op, found_at).alias("op"),
@@ -261,19 +262,44 @@ def _named_by_row(
     )
 
 
+def _distinct(table: np.ndarray, ids: np.ndarray) -> bool:
+    """Whether `ids` are distinct, from their `id_rows` table (a repeated id's first row was
+    overwritten): no hash of every id."""
+    return bool((table[ids] == np.arange(ids.size)).all())
+
+
+def _previous_at_address(recs: pl.DataFrame) -> np.ndarray:
+    """Each event's previous one at its device and address (its row, -1: none; a null
+    address or device is a group of its own, as a window over them makes it), from one
+    stable sort: two windows over (device, address) cost twice as much."""
+    by = (
+        recs.select("device", "addr")
+        .with_row_index("__row")
+        .sort("device", "addr", maintain_order=True)
+    )
+    row = by["__row"].cast(pl.Int64).to_numpy()
+    same = by.select(
+        pl.col("device").eq_missing(pl.col("device").shift(1))
+        & pl.col("addr").eq_missing(pl.col("addr").shift(1))
+    ).to_series()
+    same = same.to_numpy().astype(bool)
+    if same.size:
+        same[0] = False  # a null first one equals the shift's null
+    prev = np.full(row.size, -1, dtype=np.int64)
+    prev[row[same]] = row[np.flatnonzero(same) - 1]
+    return prev
+
+
 def _name_frees(recs: pl.DataFrame) -> pl.DataFrame:
     """A free takes the op and parent of the allocation it releases (the event just before it
     at the same device and address, when that is an allocation); only allocations are named
     after the op they happen in, as the plugin does."""
-    alloc = pl.col("bytes") > 0
-    by = ["device", "addr"]
-    prev_alloc = alloc.shift(1).over(by)
+    prev = _previous_at_address(recs)
+    alloc = (recs["bytes"] > 0).fill_null(False).to_numpy()
+    after_alloc = (prev >= 0) & alloc[np.maximum(prev, 0)] & recs["addr"].is_not_null().to_numpy()
+    take = np.where(alloc, np.arange(recs.height), np.where(after_alloc, prev, -1))
     return recs.with_columns(
-        pl.when(alloc)
-        .then(pl.col(c))
-        .when(prev_alloc & pl.col("addr").is_not_null())
-        .then(pl.col(c).shift(1).over(by))
-        .alias(c)
+        recs[c].gather(np.maximum(take, 0)).set(pl.Series(take < 0), None)  # type: ignore[arg-type]
         for c in ("op", "parent")
     )
 

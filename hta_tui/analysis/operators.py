@@ -59,14 +59,11 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     )
     host_total = pl.col("end") - pl.col("start")
     top_tc = pl.col(f"top_{tc_col}")
-    calls = nodes.filter(pl.col("is_op") & ~pl.col("folded"))
-    # the shape text per distinct `Input Dims` (a few thousand), not per call
-    shapes = calls.select(pl.col("input_dims").unique()).with_columns(_input_shape())
-    return calls.join(
-        shapes, on="input_dims", how="left", nulls_equal=True, maintain_order="left"
-    ).select(
+    # the columns read below first, then the calls: filtering the tree's 30 columns (three of
+    # text) copied each
+    calls = nodes.select(
         "name",
-        "input_shape",
+        "input_dims",
         pl.col("call_stack").fill_null(""),
         "start",
         host_total.alias("host_total"),
@@ -76,6 +73,15 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         top_tc.alias("tc_self"),
         "tc_total",
         ((pl.col("eligible_below") > 0) | (top_tc > 0)).alias("tc_eligible"),
+    ).filter(pl.Series(nodes.select(pl.col("is_op") & ~pl.col("folded")).to_series()))
+    # the shape text per distinct `Input Dims` (a few thousand), not per call
+    shapes = calls.select(pl.col("input_dims").unique()).with_columns(_input_shape())
+    return calls.join(
+        shapes, on="input_dims", how="left", nulls_equal=True, maintain_order="left"
+    ).select(
+        "name",
+        "input_shape",
+        *calls.columns[2:],
         pl.lit(tensor_cores.names_tell(events)).alias("names_tell"),
     )
 
