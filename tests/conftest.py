@@ -85,7 +85,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 LONGEST_FIRST = (
     "test_every_view.py",
     "test_rankwise.py",
-    "test_hostile_names.py",
     "test_screen_timelines_launch.py",
     "test_screen_idle_steps.py",
     "test_screen_kernels.py",
@@ -97,6 +96,7 @@ LONGEST_FIRST = (
     "test_cache_damage.py",
     "test_api.py",
     "test_report_every_key.py",
+    "test_hostile_names.py",
     "test_many_ranks.py",
     "test_findings_shared.py",
     "test_tb_gpu_metrics.py",
