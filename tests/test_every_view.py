@@ -29,6 +29,7 @@ rank 0, a file that fails to load), and records what each view shows and does:
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,6 @@ from tests.test_hostile_names import (
     visit_tabs,
 )
 from tests.test_navigation import help_in_footer, nav_actions
-from tests.test_screen_scope_views import HINT, SPAN
-from tests.test_screen_scope_views import STEPS as PLUGIN_STEPS
 
 SIZE = (80, 24)
 #: Views whose name columns are narrower than SHOWN at 80 columns (they are filled for the
@@ -83,8 +82,19 @@ PLUGIN = "steps 1-4, as the TensorBoard plugin"
 EVERY_STEP = "steps 1-4, the last included (H)"
 #: Every ProfilerStep of each rank, with `H`.
 ITERATIONS = [3, 3, 2]
-#: The steps part each view must show (test_screen_scope_views' STEPS on this trace).
-STEPS = {mode: PLUGIN if "plugin" in part else part for mode, part in PLUGIN_STEPS.items()}
+#: The steps part each view must show (the overview is no analysis screen: test_scope).
+STEPS: dict[str, str] = {
+    "step_time": PLUGIN,
+    "gpu_metrics": PLUGIN,
+    "distributed": "every ProfilerStep",
+    "critical_path": "every ProfilerStep",  # the last one too: a path per step
+    "memory": "whole trace",
+    "operators": "whole trace",
+    "syncs": "whole trace",
+    "modules": "whole trace",
+    "timeline": "whole trace",
+    "findings": "each rule's steps",  # each reads another view's table, in its steps
+}
 #: Views that show one rank at a time when none is picked: which one, and why (the story has
 #: no memory events).
 ONE_RANK: dict[str, str] = {
@@ -92,6 +102,10 @@ ONE_RANK: dict[str, str] = {
     "timelines": f"rank 0 (first of {RANKS}; r picks)",
     "memory": "rank 0 (first with memory events of 2; r picks)",
 }
+#: The span rank 0's numbers come from: the newer of its two files.
+SPAN = "r0 span 2/2"
+#: A hint inside a sentence: `(n: full name)`, `; o: all`, `· c: cutoffs`.
+HINT = re.compile(r"[;(·]\s*([a-zA-Z]): ")
 
 
 @dataclass
