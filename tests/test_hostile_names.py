@@ -84,6 +84,13 @@ def hostile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return hostile_folder(tmp_path_factory.mktemp("hostile"))
 
 
+@pytest.fixture(scope="module")
+def reports_cache(tmp_path_factory: pytest.TempPathFactory) -> Cache:
+    """One cache for the reports below: the folder parsed once, each table made once (what a
+    report keeps is what the next one writes, as on a second run)."""
+    return Cache(tmp_path_factory.mktemp("reports-cache"))
+
+
 # -- the one place ------------------------------------------------------------------------------
 def test_printable_escapes_every_control_visibly() -> None:
     assert printable("evil\x1b]0;PWNED\x07") == "evil\\x1b]0;PWNED\\x07"
@@ -218,9 +225,9 @@ def test_control_filter_drops_what_slipped_through() -> None:
 
 
 # -- the text report ----------------------------------------------------------------------------
-def test_report_text_shows_names_as_escapes(hostile_root: Path, tmp_path: Path) -> None:
+def test_report_text_shows_names_as_escapes(hostile_root: Path, reports_cache: Cache) -> None:
     out = io.StringIO()
-    assert run_report(hostile_root, cache=Cache(tmp_path / "cache"), out=out) == 0
+    assert run_report(hostile_root, cache=reports_cache, out=out) == 0
     text = out.getvalue()
     assert not BAD.search(text.replace("\n", ""))
     assert SHOWN in text  # kernel and operator names
@@ -245,11 +252,11 @@ def _holds_payload(value: object) -> bool:
 
 
 @pytest.mark.heavy
-def test_report_text_of_every_key(hostile_root: Path, tmp_path: Path) -> None:
+def test_report_text_of_every_key(hostile_root: Path, reports_cache: Cache) -> None:
     """Every analysis and table `--only` knows, in one text report: no control reaches the
     output, and every table whose JSON holds a name from the traces shows it escaped."""
     keys = [a.name for a in catalog.ANALYSES] + list(catalog.TABLE_OWNER)
-    cache = Cache(tmp_path / "cache")
+    cache = reports_cache
     out, doc = io.StringIO(), io.StringIO()
     assert run_report(hostile_root, only=keys, cache=cache, out=out, width=400, rows=0) == 0
     assert run_report(hostile_root, only=keys, as_json=True, cache=cache, out=doc) == 0
@@ -268,9 +275,9 @@ def test_report_text_of_every_key(hostile_root: Path, tmp_path: Path) -> None:
     assert not hidden, f"tables that lost the escaped name: {hidden}"
 
 
-def test_report_json_keeps_names_exact(hostile_root: Path, tmp_path: Path) -> None:
+def test_report_json_keeps_names_exact(hostile_root: Path, reports_cache: Cache) -> None:
     out = io.StringIO()
-    assert run_report(hostile_root, as_json=True, cache=Cache(tmp_path / "cache"), out=out) == 0
+    assert run_report(hostile_root, as_json=True, cache=reports_cache, out=out) == 0
     assert not BAD.search(out.getvalue().replace("\n", ""))
     doc = orjson.loads(out.getvalue())
     names = {r["name"] for r in doc["gpu_kernel_breakdown"]}
@@ -278,7 +285,7 @@ def test_report_json_keeps_names_exact(hostile_root: Path, tmp_path: Path) -> No
     assert all(f["path"].startswith(BIDI) for f in doc["files"])
 
 
-def test_compare_report_shows_names_as_escapes(hostile_root: Path, tmp_path: Path) -> None:
+def test_compare_report_shows_names_as_escapes(hostile_root: Path, reports_cache: Cache) -> None:
     from hta_tui.report import run_compare_report
 
     shown = {}
@@ -290,7 +297,7 @@ def test_compare_report_shows_names_as_escapes(hostile_root: Path, tmp_path: Pat
             hostile_root,
             hostile_root,
             as_json=as_json,
-            cache=Cache(tmp_path / "c"),
+            cache=reports_cache,
             out=out,
             width=200,
         )
