@@ -346,6 +346,12 @@ async def _pickers_help_and_drill_down(pilot: Any, walk: Walk) -> None:
     await visit_tabs(pilot, seen, "detail from kernels")
 
 
+async def _resize(pilot: Any, size: tuple[int, int]) -> None:
+    """The terminal at `size`, once the screen has taken it."""
+    await pilot.resize_terminal(*size)
+    await wait_until(pilot, lambda: tuple(pilot.app.screen.size) == size, 10, f"{size}")
+
+
 async def _every_view(pilot: Any, walk: Walk) -> None:
     """Every view in the registry's order, each reached with its section's digit (one key to
     a section's first view, again to walk its views; the app opens on the first one)."""
@@ -354,13 +360,11 @@ async def _every_view(pilot: Any, walk: Walk) -> None:
         key = "" if entry.mode == app.current_mode else entry.section
         wide = entry.mode in WIDE
         if wide:  # its names first, at the size they need (its tables are filled for it)
-            await pilot.resize_terminal(*WIDE_SIZE)
-            await pilot.pause(0.1)
+            await _resize(pilot, WIDE_SIZE)
         screen = await _show(pilot, entry, key)
         if wide:
             await _names(pilot, walk, entry)
-            await pilot.resize_terminal(*SIZE)
-            await pilot.pause(0.1)
+            await _resize(pilot, SIZE)
         if key:
             walk.section_walks.setdefault(key, []).append(app.current_mode)
         seen = walk.views[entry.mode] = ViewSeen(mode=app.current_mode)
