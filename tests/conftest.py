@@ -80,31 +80,76 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
-#: Modules by the time they take on one worker (most first: one long app walk or Dask run
-#: cannot be shared out); the rest keep their order and fill in around them.
+#: Modules by the CPU they took on one worker in a per-test profile of the whole suite, most
+#: first (re-rank when modules grow): one long app walk or Dask run cannot be shared out, and
+#: pytest-xdist hands a worker its next module when two of its tests are left, so small
+#: modules at the end let the three workers finish together. The
+#: time-limit tests (test_loader_isolation: seconds of waiting on other processes) come
+#: early, where the other workers' work fills their waits. The rest (under ~2.5 s each) keep
+#: their order and fill in around them.
 LONGEST_FIRST = (
-    "test_every_view.py",
     "test_rankwise.py",
-    "test_hostile_names.py",
-    "test_screen_timelines_launch.py",
+    "test_every_view.py",
     "test_screen_idle_steps.py",
+    "test_screen_timelines_launch.py",
     "test_screen_kernels.py",
     "test_hta_parity.py",
-    "test_screen_diff.py",
     "test_fuzz.py",
-    "test_screen_distributed.py",
-    "test_screen_timeline.py",
-    "test_cache_damage.py",
+    "test_screen_diff.py",
     "test_api.py",
-    "test_report_every_key.py",
     "test_many_ranks.py",
+    "test_cache_damage.py",
     "test_findings_shared.py",
-    "test_tb_gpu_metrics.py",
+    "test_report_every_key.py",
+    "test_report.py",
     "test_stream.py",
+    "test_hostile_names.py",
     "test_app_shell.py",
-    "test_screen_operators.py",
+    "test_screen_timeline.py",
     "test_hostile_input.py",
+    "test_screen_distributed.py",
     "test_loader_isolation.py",
+    "test_timeline_links.py",
+    "test_screen_operators.py",
+    "test_analysis_sequences.py",
+    "test_timeline_links_tables.py",
+    "test_csv_formulas.py",
+    "test_tb_gpu_metrics.py",
+    "test_hta_deviations.py",
+    "test_app_keys.py",
+    "test_walk.py",
+    "test_findings.py",
+    "test_screen_memory.py",
+    "test_syncs.py",
+    "test_screen_findings.py",
+    "test_app_ui_behaviour.py",
+    "test_parse.py",
+    "test_one_key.py",
+    "test_view_first.py",
+    "test_app_snapshot.py",
+    "test_load.py",
+    "test_screen_syncs_modules.py",
+    "test_screen_critical_path.py",
+    "test_no_verdict_before_data.py",
+    "test_analysis_oracle.py",
+    "test_critical_path.py",
+    "test_charts.py",
+    "test_special_files.py",
+    "test_plugin_definitions.py",
+    "test_diff.py",
+    "test_tb_kernels.py",
+    "test_app_session.py",
+    "test_screen_fsdp.py",
+    "test_screen_step_time.py",
+    "test_screen_graph_launches.py",
+    "test_screen_kernel_view.py",
+    "test_scope.py",
+    "test_catalog_run.py",
+    "test_screen_gpu_metrics.py",
+    "test_textual_privates.py",
+    "test_app_spans.py",
+    "test_timeline_lanes.py",
+    "test_check.py",
 )
 
 

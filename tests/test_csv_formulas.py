@@ -4,7 +4,7 @@ every value for programs.
 A kernel named `=HYPERLINK("http://x","click")` was written as is by `--csv` and the app's `e`:
 a spreadsheet opening the file evaluates it. Text cells starting with =, +, -, @, tab or CR
 now get a leading `'`; numbers (negative ones included) are left alone. Every view's
-exports are checked on the one walk over every view (test_hostile_names.py).
+exports are checked on the one walk over every view (test_every_view.py).
 """
 
 from __future__ import annotations

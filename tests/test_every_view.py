@@ -1,26 +1,35 @@
 """One app run over every view, and the tests that read what it saw.
 
-Each view's layout is most of what a walk over every view costs (Textual's compositor), so the
-suite walks once, at 80x24, on a trace that exercises every view (three ranks, GPU memory
-events, two spans of rank 0), and records what each view shows and does:
+Each view's layout and numbers are most of what a walk over every view costs (Textual's
+compositor, the analyses), so the suite walks once, at 80x24, on a trace that exercises every
+view and whose names attack the terminal (issue 16: `hta_tui.synth.hostile`; two DDP ranks with
+GPU memory events, the sync story as rank 2 with Python call sites and nn.Modules, two spans of
+rank 0, a file that fails to load), and records what each view shows and does:
 
 - navigation (issue 11 point 5): every view's letter and every section's digit reach the
   app's navigation from every view and over `?` (the walk reaches each view with its
   section's digit; a digit goes back to the section's last view), `?` and the command
   palette list every view, and the footer shows `?` at 80 columns;
 - resizes: every view survives 60x20 (shown again there, the last then at 80x24 again), the
-  footer's `?` still there at 60 (a wider terminal only adds room: the hostile-names walk
-  runs every view at 100x30, the app shell's layout test goes to 120x40; a third size on
-  every view cost a fifth of this walk);
+  footer's `?` still there at 60 (a wider terminal only adds room: the views whose names are
+  cut at 80 columns are shown at 100x30 too, the app shell's layout test goes to 120x40; a
+  third size on every view cost a fifth of this walk);
 - scope (issue 17): each view's title says which ranks, steps and span its numbers cover,
   whole at 80 columns; every `x: ...` hint names a key the view has;
 - the rank picked with `r` holds on every view; escape clears a view's filter first;
-- `H` (HTA's left-out step) holds across views.
+- `H` (HTA's left-out step) holds across views;
+- names are data (issue 16): the app runs with a driver that records every byte Textual writes
+  to the terminal; every view, every tab, the pickers, the help, a notice and a drill-down
+  show the names (which are spreadsheet formulas too) as escapes, never as control, and `e`
+  on every table exports them neutralised (test_csv_formulas). Textual's own sequences
+  (cursor moves, colours, the pointer shape) are told apart by their grammar; nothing else
+  may hold an escape, a control or a bidi character.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,16 +49,63 @@ from hta_tui.app.screens.registry import (
     SECTION_TITLE,
     SECTIONS,
 )
+from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.app.widgets.title_line import SEP, TitleLine
-from tests.test_app_support import app_idle, make_screen_app, settle, wait_until
+from hta_tui.printable import printable
+from hta_tui.synth.hostile import BIDI, FOLDER_PAYLOAD, PAYLOAD
+from tests.test_app_support import app_idle, settle, wait_until
 from tests.test_app_ui_behaviour import help_fits
+from tests.test_hostile_names import (
+    BAD,
+    SHOWN,
+    assert_clean,
+    hostile_folder,
+    recording_app,
+    screen_text,
+    visit,
+    visit_tabs,
+)
 from tests.test_navigation import help_in_footer, nav_actions
-from tests.test_screen_scope_views import HINT, HTA, ONE_RANK, RANKS, SPAN, STEPS
-from tests.test_screen_scope_views import traces as traces
 
 SIZE = (80, 24)
-#: ProfilerStep#2..#5 on every rank (the scope-views trace): HTA leaves #5 out
-STEP_COUNT = 4
+#: Views whose name columns are narrower than SHOWN at 80 columns (they are filled for the
+#: size they are first shown at), and the timeline (24 rows show one rank's threads): their
+#: names are seen at WIDE_SIZE, the rest at 80x24.
+WIDE = {"launch", "memory", "overlap", "timeline"}
+WIDE_SIZE = (100, 30)
+#: The two DDP ranks (rank 0 in two spans) and the sync story as rank 2.
+RANKS = 3
+#: What the generator writes: ProfilerStep#2..#4 on each DDP rank (`steps=3`), #1..#2 in the
+#: story. HTA's analyses leave the last one out (H brings it back); the plugin's keep it.
+HTA = "steps 1-3, 4 left out as HTA (H)"
+PLUGIN = "steps 1-4, as the TensorBoard plugin"
+EVERY_STEP = "steps 1-4, the last included (H)"
+#: Every ProfilerStep of each rank, with `H`.
+ITERATIONS = [3, 3, 2]
+#: The steps part each view must show (the overview is no analysis screen: test_scope).
+STEPS: dict[str, str] = {
+    "step_time": PLUGIN,
+    "gpu_metrics": PLUGIN,
+    "distributed": "every ProfilerStep",
+    "critical_path": "every ProfilerStep",  # the last one too: a path per step
+    "memory": "whole trace",
+    "operators": "whole trace",
+    "syncs": "whole trace",
+    "modules": "whole trace",
+    "timeline": "whole trace",
+    "findings": "each rule's steps",  # each reads another view's table, in its steps
+}
+#: Views that show one rank at a time when none is picked: which one, and why (the story has
+#: no memory events).
+ONE_RANK: dict[str, str] = {
+    "sequences": f"rank 0 (smallest of {RANKS}; r picks)",
+    "timelines": f"rank 0 (first of {RANKS}; r picks)",
+    "memory": "rank 0 (first with memory events of 2; r picks)",
+}
+#: The span rank 0's numbers come from: the newer of its two files.
+SPAN = "r0 span 2/2"
+#: A hint inside a sentence: `(n: full name)`, `; o: all`, `· c: cutoffs`.
+HINT = re.compile(r"[;(·]\s*([a-zA-Z]): ")
 
 
 @dataclass
@@ -91,6 +147,14 @@ class Walk:
     back_to_hta_title: str = ""
     back_at: tuple[str, int, int] = ("", 0, 0)  # the last view at 80x24 again
     return_code: int | None = None
+    # names (issue 16): each view's and tab's text as shown, by name
+    names: dict[str, str] = field(default_factory=dict)
+    markup: dict[str, set[str]] = field(default_factory=dict)
+    lines: dict[str, str] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    output: str = ""  # every byte written to the terminal
+    exported: list[str] = field(default_factory=list)
+    exports: Path = Path()
 
 
 def _title(screen: Any) -> tuple[str, list[str], int]:
@@ -124,13 +188,183 @@ async def _poll(pilot: Any, predicate: Any, tries: int = 50) -> bool:
     return False
 
 
+#: Every view and tab that shows a name from the trace (the GPU's, a kernel's, an operator's,
+#: a Python frame's or nn.Module's, a memory event's operator, a process group, a call site,
+#: a thread's): each must show it as SHOWN. The others (step time, the idle and steps main
+#: tabs, the comm-op and wait tables, the counters' timelines) show numbers and kinds only.
+WITH_NAMES = [
+    "gpu_metrics",
+    "kernels",
+    "detail",
+    "detail/tab-ranks",
+    "detail/tab-hist",
+    "detail/tab-time",
+    "detail/tab-runs",
+    "detail/tab-launch",
+    "launch",
+    "launch/short",
+    "launch/runtime",
+    "launch/delay",
+    "sequences",
+    "idle/idle-tab-gaps",
+    "memory",
+    "memory/memory-peak-pane",
+    "memory/memory-events-pane",
+    "memory/memory-stats-pane",
+    "distributed",
+    "distributed/tab-collectives",
+    "steps/steps-tab-annotations",
+    "operators",
+    "operators/python stacks",
+    "syncs",
+    "modules",
+    "timeline/details",
+    "detail from kernels/tab-launch",
+]
+#: Summaries of one line (per rank) that name something from the trace, by view: a name's line
+#: break is shown as `\n` there too.
+ONE_LINERS = {"gpu_metrics": "gpu-summary", "distributed": "dist-summary", "syncs": "sync-verdict"}
+#: A timeline lane is labelled in 15 cells: the thread's name in brackets, escaped.
+LANE = printable(f"={PAYLOAD}")[:15]
+#: Statics that keep markup: constant text of ours (everything else a screen updates is a
+#: TextLine or TextBlock, which never read markup).
+OUR_MARKUP = {"screen-title", "detail-item", "cutoffs-note"}
+
+
+def markup_statics(screen: Any) -> set[str]:
+    """Ids of the screen's Statics that would read a string as markup."""
+    from textual.widgets import Static
+
+    return {
+        w.id for w in screen.query(Static) if type(w) is Static and w.id and w._render_markup
+    } - OUR_MARKUP
+
+
+async def python_stacks(pilot: Any, seen: dict[str, str]) -> None:
+    """Operators: the call stacks (Python frames, as `with_stack=True` writes them) of the
+    sync story's aten::gather (rank 2 alone: the DDP ranks' ops have no stack); then all
+    ranks again."""
+    screen = pilot.app.screen
+    screen.query_one("#operators-table", FrameTable).focus()
+    await pilot.press("r", "down", "down", "down", "enter")
+    await visit(pilot, seen, "operators/rank 2")
+    table = screen.query_one("#operators-table", FrameTable)
+    names = table.view_frame["operator"].to_list()
+    table.move_cursor(row=next(i for i, n in enumerate(names) if n.endswith(":aten::gather")))
+    title = screen.query_one("#operator-stacks-title")
+    await wait_until(pilot, lambda: "aten::gather: " in str(title.render()), 30, "the stacks")
+    await visit(pilot, seen, "operators/python stacks")
+    await pilot.press("r", "up", "up", "up", "enter")
+
+
+async def timeline_details(pilot: Any, seen: dict[str, str]) -> None:
+    """Timeline: a kernel's details line (`]` selects the next event of the cursor's row),
+    then a marked range's summary (its top names)."""
+    from hta_tui.app.widgets.timeline_view import TimelineView
+
+    view = pilot.app.screen.query_one(TimelineView)
+    rows = view.timeline.rows
+    view.goto_row(next(i for i, r in enumerate(rows) if r.label == "stream 7"))
+    view.focus()
+    await pilot.press("z", "right_square_bracket")
+    await pilot.pause()
+    seen["timeline/details"] = screen_text(pilot.app)
+    await pilot.press("m", *["right"] * 60, "m")  # the top names of a range (runtime calls)
+    await pilot.pause()
+    seen["timeline/mark"] = screen_text(pilot.app)
+
+
+#: The walk's names start with a spreadsheet formula too: one walk over every view shows the
+#: names as text (issue 16) and exports every table with them neutralised (test_csv_formulas).
+WALK_PAYLOAD = f"={PAYLOAD}"
+WALK_SHOWN = f"={SHOWN}"
+
+
+async def export_shown(pilot: Any, walk: Walk) -> None:
+    """`e` on every table the screen shows that was not exported yet."""
+    for table in pilot.app.screen.query(FrameTable):
+        if table.display and table.region.area and table.export_name not in walk.exported:
+            table.focus()
+            await pilot.press("e")
+            walk.exported.append(table.export_name)
+    pilot.app.clear_notifications()  # the export's toast would cover the next screen's names
+
+
+async def _names(pilot: Any, walk: Walk, entry: Any) -> None:
+    """The view as shown (each of its tabs, each table exported); the operators' Python
+    stacks, a timeline's details."""
+    app = pilot.app
+    seen = walk.names
+    if entry is SCREENS[0]:
+        await visit(pilot, seen, entry.mode)
+        await export_shown(pilot, walk)
+        return
+    await visit_tabs(pilot, seen, entry.mode, lambda: export_shown(pilot, walk))
+    walk.markup[entry.mode] = markup_statics(app.screen)
+    if entry.mode in ONE_LINERS:
+        block = app.screen.query_one(f"#{ONE_LINERS[entry.mode]}")
+        walk.lines[entry.mode] = str(block.render())
+    if entry.mode == "operators":
+        await python_stacks(pilot, seen)
+    elif entry.mode == "timeline":
+        await timeline_details(pilot, seen)
+
+
+async def _notice(pilot: Any, walk: Walk) -> None:
+    """Enter on a file of the overview (rank 0's other span): a notice names it. Last: the
+    span it picks would change every view's scope."""
+    app = pilot.app
+    await _show(pilot, SCREENS[0])
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: list(app._notifications), what="the notice")
+    await pilot.pause(0.2)
+    walk.names["notice"] = screen_text(app)
+    walk.notices = [n.message for n in app._notifications]
+
+
+async def _pickers_help_and_drill_down(pilot: Any, walk: Walk) -> None:
+    """The sort and rank pickers and the help over the kernels, then a kernel's detail."""
+    app = pilot.app
+    seen = walk.names
+    await pilot.press("K")
+    await pilot.pause()
+    for table in app.screen.query(FrameTable):
+        table.focus()
+        break
+    await pilot.press("s")  # the sort picker lists the columns
+    await pilot.pause()
+    seen["sort picker"] = screen_text(app)
+    await pilot.press("escape", "r")  # the rank picker
+    await pilot.pause()
+    seen["rank picker"] = screen_text(app)
+    await pilot.press("escape", "question_mark")
+    await pilot.pause()
+    seen["help"] = screen_text(app)
+    await pilot.press("question_mark", "K")
+    await pilot.pause()
+    await pilot.press("enter")  # drill down to the kernel under the cursor
+    await visit_tabs(pilot, seen, "detail from kernels")
+
+
+async def _resize(pilot: Any, size: tuple[int, int]) -> None:
+    """The terminal at `size`, once the screen has taken it."""
+    await pilot.resize_terminal(*size)
+    await wait_until(pilot, lambda: tuple(pilot.app.screen.size) == size, 10, f"{size}")
+
+
 async def _every_view(pilot: Any, walk: Walk) -> None:
     """Every view in the registry's order, each reached with its section's digit (one key to
     a section's first view, again to walk its views; the app opens on the first one)."""
     app = pilot.app
     for entry in SCREENS:
         key = "" if entry.mode == app.current_mode else entry.section
+        wide = entry.mode in WIDE
+        if wide:  # its names first, at the size they need (its tables are filled for it)
+            await _resize(pilot, WIDE_SIZE)
         screen = await _show(pilot, entry, key)
+        if wide:
+            await _names(pilot, walk, entry)
+            await _resize(pilot, SIZE)
         if key:
             walk.section_walks.setdefault(key, []).append(app.current_mode)
         seen = walk.views[entry.mode] = ViewSeen(mode=app.current_mode)
@@ -144,6 +378,8 @@ async def _every_view(pilot: Any, walk: Walk) -> None:
             seen.hints = [
                 key for w in screen.query(Static) for key in HINT.findall(str(w.render()))
             ]
+        if not wide:
+            await _names(pilot, walk, entry)
 
 
 async def _navigation(pilot: Any, walk: Walk) -> None:
@@ -237,21 +473,29 @@ async def _every_step(pilot: Any, walk: Walk) -> None:
 
 
 async def walk_every_view(root: Path, tmp_path: Path) -> Walk:
-    walk = Walk()
-    app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
+    # the overview with its findings (names from the trace in the block too)
+    app, written = recording_app(root, tmp_path, findings=True)
+    walk = Walk(exports=tmp_path / "exports")
+    async with app.run_test(headless=False, size=SIZE, notifications=True) as pilot:
         await settle(pilot, 60)
         await _every_view(pilot, walk)
         await _navigation(pilot, walk)
+        await _pickers_help_and_drill_down(pilot, walk)
         await _rank_two(pilot, walk)
         await _every_step(pilot, walk)
+        await _notice(pilot, walk)
+        exports = walk.exports
+        await wait_until(pilot, lambda: len(list(exports.glob("*.csv"))) == len(walk.exported))
         walk.return_code = app.return_code
+    walk.output = "".join(written)
     return walk
 
 
 @pytest.fixture(scope="module")
-def walk(traces: Path, tmp_path_factory: pytest.TempPathFactory) -> Walk:
-    return asyncio.run(walk_every_view(traces, tmp_path_factory.mktemp("walk")))
+def walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app run over every view of hostile names that are formulas too."""
+    root = hostile_folder(tmp_path_factory.mktemp("walk"), WALK_PAYLOAD)
+    return asyncio.run(walk_every_view(root, tmp_path_factory.mktemp("walk-app")))
 
 
 @pytest.mark.heavy
@@ -355,8 +599,65 @@ def test_rank_choice_and_escape_hold_on_every_view(walk: Walk) -> None:
 
 @pytest.mark.heavy
 def test_shift_h_holds_across_views(walk: Walk) -> None:
-    assert "steps 2-5, the last included (H)" in walk.every_step_title
-    assert walk.every_step_iterations == [STEP_COUNT] * RANKS  # step 5's iterations counted
-    assert "steps 2-5" in walk.every_step_on_kernels
+    assert EVERY_STEP in walk.every_step_title
+    assert walk.every_step_iterations == ITERATIONS  # the last step's iterations counted
+    assert "steps 1-4" in walk.every_step_on_kernels
     assert "the last included" in walk.every_step_on_kernels
     assert HTA in walk.back_to_hta_title
+
+
+@pytest.mark.heavy
+def test_every_view_shows_hostile_names_as_text(walk: Walk) -> None:
+    seen, lines, notices, output = walk.names, walk.lines, walk.notices, walk.output
+    assert output, "nothing was recorded"
+    assert_clean(output)
+    # every view of the registry was visited, with its tabs, and the pickers, help, a notice
+    assert {e.mode for e in SCREENS} <= set(seen)
+    assert {"notice", "sort picker", "rank picker", "help"} <= set(seen)
+    assert {"memory/memory-events-pane", "distributed/tab-wait", "timelines/memory-pane"} <= set(
+        seen
+    )
+    for name, text in seen.items():
+        assert not BAD.search(text.replace("\n", "")), name
+    assert "PWNED" in output
+    assert not {mode: ids for mode, ids in walk.markup.items() if ids}, "Statics reading markup"
+    assert printable(BIDI)[:12] in seen["overview"], seen["overview"]  # the file list
+    assert any(printable(BIDI) in n for n in notices), notices  # the notice: all of it
+    status = printable(FOLDER_PAYLOAD)[:19]  # the folder's name, cut to 40 cells
+    assert all(status in seen[n] for n in ("overview", "kernels", "steps")), "status bar"
+    missing = [name for name in WITH_NAMES if WALK_SHOWN not in seen[name]]
+    assert not missing, f"views without the escaped name: {missing}"
+    for mode, text in lines.items():
+        assert printable(WALK_PAYLOAD) in text, mode  # all of it, escaped
+        assert text.count("\n") == (2 if mode == "syncs" else 0), mode  # syncs: three ranks
+    assert "ncclDevKernel_=evil\\x1b]0;PWNED" in seen["overlap"]  # NCCL kernels, cut to fit
+    assert "Net_0" in seen["modules"]  # nn.Module names: the payload, then the module's name
+    assert seen["timeline"].count(LANE) >= 4  # the threads' lanes (two of each DDP rank)
+    stacks = seen["operators/python stacks"]
+    assert f"stacks of {WALK_SHOWN}" in stacks  # the title names the operator
+    assert f"train.py(20): {WALK_SHOWN[:14]}" in stacks  # its call site: file and line, name
+
+
+@pytest.mark.heavy
+def test_every_view_exports_neutralised(walk: Walk) -> None:
+    """`e` on every table of every view (every tab): no cell of any export runs as a formula,
+    and the names (kernels, operators, memory events, modules, call sites, GPUs, process
+    groups...) are there, behind their `'`."""
+    from tests.test_csv_formulas import formula_cells, read_rows
+
+    files = {
+        p.name.removeprefix("hta-tui-").removesuffix(".csv"): p for p in walk.exports.glob("*.csv")
+    }
+    assert sorted(files) == sorted(walk.exported)
+    assert {"kernels", "operators", "memory_events", "modules", "syncs", "wait_transfer"} <= set(
+        files
+    )
+    runs = {name: formula_cells(path) for name, path in files.items()}
+    assert not {name: cells for name, cells in runs.items() if cells}
+    named = {
+        name
+        for name, path in files.items()
+        if any(cell.startswith(f"'{WALK_PAYLOAD}") for row in read_rows(path) for cell in row)
+    }
+    for name in ("kernels", "operators", "memory_events", "modules", "gpu_metrics", "syncs"):
+        assert name in named, (name, sorted(named))

@@ -2,19 +2,18 @@
 file names holding every C0 and C1 control, OSC 0/8/52 and CSI sequences, bidi overrides and
 markup (`hta_tui.synth.hostile`) never reach the terminal as control, and are shown as escapes.
 
-The app runs with a driver that records every byte Textual writes to the terminal; every
-screen, every tab, the pickers, the help, a notice and the diff are visited. Textual's own
-sequences (cursor moves, colours, the pointer shape) are told apart by their grammar; nothing
-else may hold an escape, a control or a bidi character.
+The app runs with a driver that records every byte Textual writes to the terminal (here: the
+diff; every other view, tab, picker, the help and a notice are visited by the one walk over
+every view, tests/test_every_view.py, on these names). Textual's own sequences (cursor moves,
+colours, the pointer shape) are told apart by their grammar; nothing else may hold an escape,
+a control or a bidi character.
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from hta_tui.analysis import catalog
 from hta_tui.app.app import HtaApp
 from hta_tui.app.control_filter import ControlFilter
 from hta_tui.app.safe_text import escaped, safe_cell, safe_label
-from hta_tui.app.screens.registry import DIFF, SCREENS
+from hta_tui.app.screens.registry import DIFF
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.printable import (
     UNPRINTABLE,
@@ -83,6 +82,13 @@ def hostile_folder(out: Path, payload: str = PAYLOAD) -> Path:
 @pytest.fixture(scope="module")
 def hostile_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return hostile_folder(tmp_path_factory.mktemp("hostile"))
+
+
+@pytest.fixture(scope="module")
+def reports_cache(tmp_path_factory: pytest.TempPathFactory) -> Cache:
+    """One cache for the reports below: the folder parsed once, each table made once (what a
+    report keeps is what the next one writes, as on a second run)."""
+    return Cache(tmp_path_factory.mktemp("reports-cache"))
 
 
 # -- the one place ------------------------------------------------------------------------------
@@ -219,9 +225,9 @@ def test_control_filter_drops_what_slipped_through() -> None:
 
 
 # -- the text report ----------------------------------------------------------------------------
-def test_report_text_shows_names_as_escapes(hostile_root: Path, tmp_path: Path) -> None:
+def test_report_text_shows_names_as_escapes(hostile_root: Path, reports_cache: Cache) -> None:
     out = io.StringIO()
-    assert run_report(hostile_root, cache=Cache(tmp_path / "cache"), out=out) == 0
+    assert run_report(hostile_root, cache=reports_cache, out=out) == 0
     text = out.getvalue()
     assert not BAD.search(text.replace("\n", ""))
     assert SHOWN in text  # kernel and operator names
@@ -246,11 +252,11 @@ def _holds_payload(value: object) -> bool:
 
 
 @pytest.mark.heavy
-def test_report_text_of_every_key(hostile_root: Path, tmp_path: Path) -> None:
+def test_report_text_of_every_key(hostile_root: Path, reports_cache: Cache) -> None:
     """Every analysis and table `--only` knows, in one text report: no control reaches the
     output, and every table whose JSON holds a name from the traces shows it escaped."""
     keys = [a.name for a in catalog.ANALYSES] + list(catalog.TABLE_OWNER)
-    cache = Cache(tmp_path / "cache")
+    cache = reports_cache
     out, doc = io.StringIO(), io.StringIO()
     assert run_report(hostile_root, only=keys, cache=cache, out=out, width=400, rows=0) == 0
     assert run_report(hostile_root, only=keys, as_json=True, cache=cache, out=doc) == 0
@@ -269,9 +275,9 @@ def test_report_text_of_every_key(hostile_root: Path, tmp_path: Path) -> None:
     assert not hidden, f"tables that lost the escaped name: {hidden}"
 
 
-def test_report_json_keeps_names_exact(hostile_root: Path, tmp_path: Path) -> None:
+def test_report_json_keeps_names_exact(hostile_root: Path, reports_cache: Cache) -> None:
     out = io.StringIO()
-    assert run_report(hostile_root, as_json=True, cache=Cache(tmp_path / "cache"), out=out) == 0
+    assert run_report(hostile_root, as_json=True, cache=reports_cache, out=out) == 0
     assert not BAD.search(out.getvalue().replace("\n", ""))
     doc = orjson.loads(out.getvalue())
     names = {r["name"] for r in doc["gpu_kernel_breakdown"]}
@@ -279,7 +285,7 @@ def test_report_json_keeps_names_exact(hostile_root: Path, tmp_path: Path) -> No
     assert all(f["path"].startswith(BIDI) for f in doc["files"])
 
 
-def test_compare_report_shows_names_as_escapes(hostile_root: Path, tmp_path: Path) -> None:
+def test_compare_report_shows_names_as_escapes(hostile_root: Path, reports_cache: Cache) -> None:
     from hta_tui.report import run_compare_report
 
     shown = {}
@@ -291,7 +297,7 @@ def test_compare_report_shows_names_as_escapes(hostile_root: Path, tmp_path: Pat
             hostile_root,
             hostile_root,
             as_json=as_json,
-            cache=Cache(tmp_path / "c"),
+            cache=reports_cache,
             out=out,
             width=200,
         )
@@ -356,237 +362,6 @@ def recording_app(root: Path, tmp_path: Path, **kw: Any) -> tuple[HtaApp, list[s
     app.driver_class = driver
     app.export_dir = tmp_path / "exports"
     return app, driver.written
-
-
-#: Every view and tab that shows a name from the trace (the GPU's, a kernel's, an operator's,
-#: a Python frame's or nn.Module's, a memory event's operator, a process group, a call site,
-#: a thread's): each must show it as SHOWN. The others (step time, the idle and steps main
-#: tabs, the comm-op and wait tables, the counters' timelines) show numbers and kinds only.
-WITH_NAMES = [
-    "gpu_metrics",
-    "kernels",
-    "detail",
-    "detail/tab-ranks",
-    "detail/tab-hist",
-    "detail/tab-time",
-    "detail/tab-runs",
-    "detail/tab-launch",
-    "launch",
-    "launch/short",
-    "launch/runtime",
-    "launch/delay",
-    "sequences",
-    "idle/idle-tab-gaps",
-    "memory",
-    "memory/memory-peak-pane",
-    "memory/memory-events-pane",
-    "memory/memory-stats-pane",
-    "distributed",
-    "distributed/tab-collectives",
-    "steps/steps-tab-annotations",
-    "operators",
-    "operators/python stacks",
-    "syncs",
-    "modules",
-    "timeline/details",
-    "detail from kernels/tab-launch",
-]
-#: Summaries of one line (per rank) that name something from the trace, by view: a name's line
-#: break is shown as `\n` there too.
-ONE_LINERS = {"gpu_metrics": "gpu-summary", "distributed": "dist-summary", "syncs": "sync-verdict"}
-#: A timeline lane is labelled in 15 cells: the thread's name in brackets, escaped.
-LANE = printable(f"={PAYLOAD}")[:15]
-#: Statics that keep markup: constant text of ours (everything else a screen updates is a
-#: TextLine or TextBlock, which never read markup).
-OUR_MARKUP = {"screen-title", "detail-item", "cutoffs-note"}
-
-
-def markup_statics(screen: Any) -> set[str]:
-    """Ids of the screen's Statics that would read a string as markup."""
-    from textual.widgets import Static
-
-    return {
-        w.id for w in screen.query(Static) if type(w) is Static and w.id and w._render_markup
-    } - OUR_MARKUP
-
-
-async def python_stacks(pilot: Any, seen: dict[str, str]) -> None:
-    """Operators: the call stacks (Python frames, as `with_stack=True` writes them) of the
-    sync story's aten::gather (rank 2 alone: the DDP ranks' ops have no stack); then all
-    ranks again."""
-    screen = pilot.app.screen
-    screen.query_one("#operators-table", FrameTable).focus()
-    await pilot.press("r", "down", "down", "down", "enter")
-    await visit(pilot, seen, "operators/rank 2")
-    table = screen.query_one("#operators-table", FrameTable)
-    names = table.view_frame["operator"].to_list()
-    table.move_cursor(row=next(i for i, n in enumerate(names) if n.endswith(":aten::gather")))
-    title = screen.query_one("#operator-stacks-title")
-    await wait_until(pilot, lambda: "aten::gather: " in str(title.render()), 30, "the stacks")
-    await visit(pilot, seen, "operators/python stacks")
-    await pilot.press("r", "up", "up", "up", "enter")
-
-
-async def timeline_details(pilot: Any, seen: dict[str, str]) -> None:
-    """Timeline: a kernel's details line (`]` selects the next event of the cursor's row),
-    then a marked range's summary (its top names)."""
-    from hta_tui.app.widgets.timeline_view import TimelineView
-
-    view = pilot.app.screen.query_one(TimelineView)
-    rows = view.timeline.rows
-    view.goto_row(next(i for i, r in enumerate(rows) if r.label == "stream 7"))
-    view.focus()
-    await pilot.press("z", "right_square_bracket")
-    await pilot.pause()
-    seen["timeline/details"] = screen_text(pilot.app)
-    await pilot.press("m", *["right"] * 60, "m")  # the top names of a range (runtime calls)
-    await pilot.pause()
-    seen["timeline/mark"] = screen_text(pilot.app)
-
-
-#: The walk's names start with a spreadsheet formula too: one walk over every view shows the
-#: names as text (issue 16) and exports every table with them neutralised (test_csv_formulas).
-WALK_PAYLOAD = f"={PAYLOAD}"
-WALK_SHOWN = f"={SHOWN}"
-
-
-@dataclass
-class Walk:
-    """What one app run over every view (every tab, the pickers, the help, a notice) saw."""
-
-    seen: dict[str, str] = field(default_factory=dict)
-    markup: dict[str, set[str]] = field(default_factory=dict)
-    lines: dict[str, str] = field(default_factory=dict)
-    notices: list[str] = field(default_factory=list)
-    output: str = ""
-    exported: list[str] = field(default_factory=list)
-    exports: Path = Path()
-
-
-async def export_shown(pilot: Any, walk: Walk) -> None:
-    """`e` on every table the screen shows that was not exported yet."""
-    for table in pilot.app.screen.query(FrameTable):
-        if table.display and table.region.area and table.export_name not in walk.exported:
-            table.focus()
-            await pilot.press("e")
-            walk.exported.append(table.export_name)
-    pilot.app.clear_notifications()  # the export's toast would cover the next screen's names
-
-
-async def walk_every_view(root: Path, tmp_path: Path) -> Walk:
-    # the overview with its findings (names from the trace in the block too): the one walk
-    # over every view with them on
-    app, written = recording_app(root, tmp_path, findings=True)
-    walk = Walk(exports=tmp_path / "exports")
-    seen = walk.seen
-    async with app.run_test(headless=False, size=SIZE, notifications=True) as pilot:
-        await settle(pilot, timeout=30)
-        await visit(pilot, seen, "overview")
-        await export_shown(pilot, walk)
-        # enter on a file: a notice names it
-        await pilot.press("enter")
-        await wait_until(pilot, lambda: list(app._notifications), what="the notice")
-        await pilot.pause(0.2)
-        seen["notice"] = screen_text(app)
-        walk.notices = [n.message for n in app._notifications]
-        for entry in SCREENS[1:]:
-            await pilot.press(entry.key)
-            await visit_tabs(pilot, seen, entry.mode, lambda: export_shown(pilot, walk))
-            walk.markup[entry.mode] = markup_statics(app.screen)
-            if entry.mode in ONE_LINERS:
-                block = app.screen.query_one(f"#{ONE_LINERS[entry.mode]}")
-                walk.lines[entry.mode] = str(block.render())
-            if entry.mode == "operators":
-                await python_stacks(pilot, seen)
-            elif entry.mode == "timeline":
-                await timeline_details(pilot, seen)
-        await pilot.press("K")
-        await pilot.pause()
-        for table in app.screen.query(FrameTable):
-            table.focus()
-            break
-        await pilot.press("s")  # the sort picker lists the columns
-        await pilot.pause()
-        seen["sort picker"] = screen_text(app)
-        await pilot.press("escape", "r")  # the rank picker
-        await pilot.pause()
-        seen["rank picker"] = screen_text(app)
-        await pilot.press("escape", "question_mark")
-        await pilot.pause()
-        seen["help"] = screen_text(app)
-        await pilot.press("question_mark", "K")
-        await pilot.pause()
-        await pilot.press("enter")  # drill down to the kernel under the cursor
-        await visit_tabs(pilot, seen, "detail from kernels")
-        exports = walk.exports
-        await wait_until(pilot, lambda: len(list(exports.glob("*.csv"))) == len(walk.exported))
-    walk.output = "".join(written)
-    return walk
-
-
-@pytest.fixture(scope="module")
-def walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
-    """One app run over every view of hostile names that are formulas too, for the tests
-    below (each view's layout is most of a walk's cost: the suite walks once)."""
-    root = hostile_folder(tmp_path_factory.mktemp("walk"), WALK_PAYLOAD)
-    return asyncio.run(walk_every_view(root, tmp_path_factory.mktemp("walk-app")))
-
-
-@pytest.mark.heavy
-def test_every_view_shows_hostile_names_as_text(walk: Walk) -> None:
-    seen, lines, notices, output = walk.seen, walk.lines, walk.notices, walk.output
-    assert output, "nothing was recorded"
-    assert_clean(output)
-    # every view of the registry was visited, with its tabs, and the pickers, help, a notice
-    assert {e.mode for e in SCREENS} <= set(seen)
-    assert {"notice", "sort picker", "rank picker", "help"} <= set(seen)
-    assert {"memory/memory-events-pane", "distributed/tab-wait", "timelines/memory-pane"} <= set(
-        seen
-    )
-    for name, text in seen.items():
-        assert not BAD.search(text.replace("\n", "")), name
-    assert "PWNED" in output
-    assert not {mode: ids for mode, ids in walk.markup.items() if ids}, "Statics reading markup"
-    assert printable(BIDI)[:12] in seen["overview"], seen["overview"]  # the file list
-    assert any(printable(BIDI) in n for n in notices), notices  # the notice: all of it
-    status = printable(FOLDER_PAYLOAD)[:19]  # the folder's name, cut to 40 cells
-    assert all(status in seen[n] for n in ("overview", "kernels", "steps")), "status bar"
-    missing = [name for name in WITH_NAMES if WALK_SHOWN not in seen[name]]
-    assert not missing, f"views without the escaped name: {missing}"
-    for mode, text in lines.items():
-        assert printable(WALK_PAYLOAD) in text, mode  # all of it, escaped
-        assert text.count("\n") == (2 if mode == "syncs" else 0), mode  # syncs: three ranks
-    assert "ncclDevKernel_=evil\\x1b]0;PWNED" in seen["overlap"]  # NCCL kernels, cut to fit
-    assert "Net_0" in seen["modules"]  # nn.Module names: the payload, then the module's name
-    assert seen["timeline"].count(LANE) >= 4  # the threads' lanes (two of each DDP rank)
-    stacks = seen["operators/python stacks"]
-    assert f"stacks of {WALK_SHOWN}" in stacks  # the title names the operator
-    assert f"train.py(20): {WALK_SHOWN[:14]}" in stacks  # its call site: file and line, name
-
-
-@pytest.mark.heavy
-def test_every_view_exports_neutralised(walk: Walk) -> None:
-    """`e` on every table of every view (every tab): no cell of any export runs as a formula,
-    and the names (kernels, operators, memory events, modules, call sites, GPUs, process
-    groups...) are there, behind their `'`."""
-    from tests.test_csv_formulas import formula_cells, read_rows
-
-    files = {
-        p.name.removeprefix("hta-tui-").removesuffix(".csv"): p for p in walk.exports.glob("*.csv")
-    }
-    assert sorted(files) == sorted(walk.exported)
-    assert {"kernels", "operators", "memory_events", "modules", "syncs", "wait_transfer"} <= set(
-        files
-    )
-    runs = {name: formula_cells(path) for name, path in files.items()}
-    assert not {name: cells for name, cells in runs.items() if cells}
-    named = {
-        name
-        for name, path in files.items()
-        if any(cell.startswith(f"'{WALK_PAYLOAD}") for row in read_rows(path) for cell in row)
-    }
-    for name in ("kernels", "operators", "memory_events", "modules", "gpu_metrics", "syncs"):
-        assert name in named, (name, sorted(named))
 
 
 @pytest.mark.heavy

@@ -5,7 +5,7 @@ results are kept beside the frames and whole answers per job, so a second run ma
 work that fails on a worker is made again and loses nothing.
 
 The Dask tests use a LocalCluster of threads (processes=False): cheap, no process started.
-The one that kills a worker process runs only with HTA_TUI_CLUSTER_TESTS=1 (CI).
+The one that kills a worker process starts two real worker processes (in the normal suite).
 """
 
 from __future__ import annotations
