@@ -170,18 +170,24 @@ class TimelineScreen(AnalysisScreen):
         )
         return tl
 
-    #: Lines filled first when the view's height is not known yet (no app: a test, the
+    #: Lines filled first when the terminal's height is not known (no app: a test, the
     #: bench's `view_cpu.py`): about the view's at 120 x 40.
     FIRST_ROWS = 32
 
     def rows_on_screen(self) -> int:
-        """Worker thread: how many lines the view shows (rows and their groups' headings):
-        the ranks whose rows fill them are made first."""
+        """Worker thread: the lines the view can show (rows and their groups' headings), at
+        most the terminal's height: the ranks whose rows fill them are made first. The
+        terminal's, not the view's: the first computation starts before the view is laid
+        out (and a worker does not walk the DOM)."""
         try:
-            height = self.view.size.height
-        except Exception:  # not composed (a test's screen without an app)
+            height = self.app.size.height - self.CHROME
+        except Exception:  # no app (a test's screen, the bench)
             return self.FIRST_ROWS
         return height if height > 0 else self.FIRST_ROWS
+
+    #: Lines of the screen around the view at least (title, a line of details, ruler,
+    #: status bar, footer).
+    CHROME = 5
 
     #: The ranks below the screen's rows are made after those on it are drawn (about 0.1 s
     #: of CPU a rank of 100 MB: 8 ranks took the first visit past 1 s).
