@@ -414,3 +414,22 @@ def test_device_wide_syncs_are_not_called_a_stream(shared: Path) -> None:
     assert not any("4294967295" in label for label in labels)
     streams = {e["args"]["stream"] for e in raw if e.get("cat") == "kernel"}
     assert {f"stream {s}" for s in streams} <= set(labels)
+
+
+def test_a_lanes_order_is_lexsorts_on_ties_too() -> None:
+    """`by_start` (a stable argsort of nearly sorted starts, 20x cheaper on a real lane)
+    orders exactly as np.lexsort((-end, start)): equal starts longest first (a parent
+    before its child, written either way round), equal events in file order; whole-us
+    traces tie often."""
+    from hta_tui.analysis.timeline_rows import by_start
+
+    rng = np.random.default_rng(7)
+    for n, spread in ((0, 1), (1, 1), (50, 3), (400, 40), (3000, 10**6)):
+        start = np.sort(rng.integers(0, spread, n)) if n % 2 else rng.integers(0, spread, n)
+        end = start + rng.integers(0, 5, n)
+        assert by_start(start, end).tolist() == np.lexsort((-end, start)).tolist()
+    # already longest first on each tie, and nested children written before their parent
+    start, end = np.array([5, 5, 5, 9, 1]), np.array([9, 7, 7, 9, 2])
+    assert by_start(start, end).tolist() == np.lexsort((-end, start)).tolist() == [4, 0, 1, 2, 3]
+    start, end = np.array([5, 5, 1]), np.array([6, 9, 3])
+    assert by_start(start, end).tolist() == np.lexsort((-end, start)).tolist() == [2, 1, 0]
