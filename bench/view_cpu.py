@@ -1,6 +1,7 @@
 """CPU of a view's work until its numbers, as its worker runs it, in a process of its own.
 
     PYTHONPATH=. python bench/view_cpu.py /tmp/realsets/resnet18_8x100MB K,E,R [--read-ahead]
+        [--lines=N]
 
 Opens the folder (its cache warm or not: the open is not counted), then for each view key
 in turn: its `frames_for` (reading the ranks' frames, for the first view) and its compute
@@ -9,7 +10,10 @@ in turn: its `frames_for` (reading the ranks' frames, for the first view) and it
 earlier ones built, as in the app. `--read-ahead`: the frames are read first, and HTA's
 view of each rank made, as the app does while the overview is shown (`app/read_ahead.py`),
 and that is not counted either.
-A view computed by the app itself (the overview, the findings) is reported as such.
+A view computed by the app itself (the overview, the findings) is reported as such. The
+timeline's numbers are the ranks whose rows fill its lines (`TimelineScreen.FIRST_ROWS`
+without an app, about the view's at 120 x 40; `--lines N` to set them), its later part the
+other ranks' rows.
 CPU of the whole process (polars' threads included); wall is left out: on the shared
 machine it measures the load. Run a checkout against another with PYTHONPATH, alternating
 (issue 27, bench/KEYS.md).
@@ -40,6 +44,11 @@ def main() -> None:
 
         read_ahead(ts)
     by_key = {e.key: e for e in SCREENS}
+    lines = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--lines=")]
+    if lines:
+        from hta_tui.app.screens.timeline import TimelineScreen
+
+        TimelineScreen.FIRST_ROWS = int(lines[0])
     out = []
     for key in keys:
         cls = by_key[key].load()
@@ -60,8 +69,10 @@ def main() -> None:
         c = cpu()
         if getattr(cls, "LATER", False):
             screen.compute_later(ts, frames, params, result)
+        pending = getattr(result, "pending", ())  # the timeline's ranks made later
+        made = f", ranks {len(frames) - len(pending)} of {len(frames)} first" if pending else ""
         out.append(
-            f"{key} {cls.__name__}: numbers {numbers:.2f} s (frames {read:.2f}),"
+            f"{key} {cls.__name__}: numbers {numbers:.2f} s (frames {read:.2f}{made}),"
             f" later {cpu() - c:.2f} s"
         )
     print("; ".join(out))

@@ -5,16 +5,27 @@ expected positions and names are read off its events."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.widgets import Static
 
+from hta_tui.analysis import registry
 from hta_tui.app.app import HtaApp
 from hta_tui.app.screens.timeline import Moment, TimelineScreen
+from hta_tui.synth import write_trace_dir
 from tests.app_walk import Walk, snapshot_steps, walk_app
-from tests.test_app_support import make_screen_app, screen_shows_current, settle, wait_until
+from tests.test_app_support import (
+    base_screen,
+    make_screen_app,
+    screen_shows_current,
+    settle,
+    wait_patiently,
+    wait_until,
+    wait_view,
+)
 from tests.timeline_trace import GEMM, RELU, T0, write_timeline_traces
 
 SIZE = (80, 24)
@@ -404,3 +415,59 @@ def test_ruler_times_read_in_their_unit(ns: float, text: str) -> None:
     from hta_tui.app.widgets.timeline_view import fmt_time
 
     assert fmt_time(ns) == text
+
+
+async def test_the_timeline_draws_the_ranks_on_screen_before_making_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27: the timeline's first visit made every rank's rows before drawing any (8
+    real ranks of 100 MB: 1.4 s). The ranks whose rows fill the view are made and drawn
+    first; the others come after (`LATER`), and only once those are on the screen (a later
+    part started at once took the CPU from drawing them). They land below, the cursor and
+    zoom where they were, and the whole is the timeline one call makes."""
+    write_trace_dir(tmp_path / "t", ranks=4, steps=1, seed=3)
+    go = threading.Event()
+    drawn_first: list[bool] = []
+    real = TimelineScreen.compute_later
+
+    def later(self: Any, ts: Any, frames: Any, params: Any, result: Any) -> Any:
+        drawn_first.append(self._shown_key is not None)
+        go.wait(30)
+        return real(self, ts, frames, params, result)
+
+    monkeypatch.setattr(TimelineScreen, "compute_later", later)
+    app = make_screen_app(tmp_path / "t", tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_patiently(pilot, lambda: app.settled)
+        await pilot.press("T")
+        await wait_patiently(
+            pilot, lambda: isinstance(s := base_screen(app), TimelineScreen) and s.shows_numbers
+        )
+        screen = base_screen(app)
+        view = screen.view
+        first = view.timeline
+        assert first.pending and drawn_first == [True] and not screen.shows_current
+        assert {r.rank for r in first.rows} == set(range(4)) - set(first.pending)
+        lines = len(first.rows) + len(first.group_labels)
+        assert lines >= view.size.height  # the view's lines filled
+        said = str(screen.query_one("#timeline-details").content)
+        assert "rows being made" in said
+        await pilot.press("w", "down")  # zoom in, a row down: kept when the rest lands
+        await pilot.pause()
+        span, cursor = view.span, view.cursor
+        go.set()
+        await wait_view(pilot, TimelineScreen, timeout=60)
+        whole = view.timeline
+        assert whole.pending == () and (view.span, view.cursor) == (span, cursor)
+        assert whole.rows[: len(first.rows)] == first.rows  # drawn ones kept, first
+        assert "rows being made" not in str(screen.query_one("#timeline-details").content)
+        ts = app.trace_set
+        one = registry.tables(
+            ts.frames(),
+            ["timeline_model"],
+            registry.Options(origin_ns=ts.origin_ns),
+            frames=ts.frames,
+        )["timeline_model"]
+        assert [(r.key, r.starts.tolist(), r.lod.busy.tolist()) for r in whole.rows] == [
+            (r.key, r.starts.tolist(), r.lod.busy.tolist()) for r in one.rows
+        ]

@@ -2053,23 +2053,35 @@ def _timeline_rows(
     flows: Ranks,
     memory: Ranks,
     every_row: tuple[Ranks, int] | None = None,
+    timeline_first_rows: int | None = None,
+    timeline_model: Any = None,
 ) -> Lazy:
     """The timeline's rows (`timeline_model`, a result: numpy arrays per thread, stream and
     counter, which the app's view slices and searches per key) and, as a table, each row's
     events and busy time in the window. `every_row` (an input: a large rank drawn from a part
     of its events): each such rank's distinct row keys over all its events and their last
-    end, so every row is listed, empty where the part has none, and the span is whole."""
+    end, so every row is listed, empty where the part has none, and the span is whole.
+    `timeline_first_rows` (an input): only the ranks of about that many rows first (the
+    rows on screen), the others pending; `timeline_model` (an input: that partial model
+    given back): its rows kept, its pending ranks made (`build_timeline`)."""
     from hta_tui.analysis import timeline_rows  # (numpy: the timeline's views only)
 
     @functools.cache
     def model() -> Any:
         tl = timeline_rows.build_timeline(
-            dict(r), _origin(o), dict(threads), dict(flows), dict(memory)
+            dict(r),
+            _origin(o),
+            dict(threads),
+            dict(flows),
+            dict(memory),
+            first_rows=timeline_first_rows,
+            made=timeline_model,
         )
         if every_row is None:
             return tl
         keys, end_ns = every_row
-        return timeline_rows.with_every_row(tl, dict(keys), dict(threads), end_ns)
+        keys = {k: v for k, v in keys.items() if k not in tl.pending}  # theirs come later
+        return timeline_rows.with_every_row(tl, keys, dict(threads), end_ns)
 
     def table() -> pl.DataFrame:
         w = _window(o)
@@ -2110,7 +2122,7 @@ for _window_analysis in (
         steps="whole",
         definitions="own",
         results=("timeline_model",),
-        inputs=("every_row",),
+        inputs=("every_row", "timeline_first_rows", "timeline_model"),
     ),
 ):
     declare(_window_analysis)

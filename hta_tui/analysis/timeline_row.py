@@ -96,6 +96,9 @@ class Timeline:
     flows: dict[int, pl.DataFrame] = field(repr=False, default_factory=dict)
     #: each rank's first event, memory events included (ns as in the file)
     rank_starts: dict[int, int] = field(default_factory=dict)
+    #: ranks whose rows are not made yet (`timeline_rows.build_timeline`'s `first_rows`:
+    #: the rows on screen first); a later call given this timeline makes them
+    pending: tuple[int, ...] = ()
 
     def row_of(self, key: tuple[int, str, int, int]) -> int | None:
         return next((i for i, r in enumerate(self.rows) if r.key == key), None)

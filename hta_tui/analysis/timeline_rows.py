@@ -16,7 +16,6 @@ import polars as pl
 
 from hta_tui.analysis import lanes
 from hta_tui.analysis.checkpoint import checkpoint
-from hta_tui.analysis.intervals import merge_intervals
 from hta_tui.analysis.timeline_counters import memory_rows, queue_rows
 from hta_tui.analysis.timeline_row import (  # noqa: F401  (the timeline's API, from here too)
     GPU_ROW_KINDS,
@@ -52,7 +51,8 @@ def _lanes(events: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
     on_gpu = pl.col("stream").is_not_null() & pl.col("kind").is_in(GPU_ROW_KINDS)
     cpu = pl.col("stream").is_null() & ~pl.col("kind").is_in(GPU_ROW_KINDS)
     return (
-        events.with_row_index("_pos")
+        events.lazy()  # lazy: the filter copies the seven columns read, not all of them
+        .with_row_index("_pos")
         .filter(~pl.col("kind").is_in(SKIPPED_KINDS) & (on_gpu | cpu) & (pl.col("dur") >= 0))
         .select(
             gpu=on_gpu,
@@ -65,6 +65,7 @@ def _lanes(events: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
             kind=pl.col("kind").to_physical().cast(pl.UInt8),
             idx=pl.col("_pos"),
         )
+        .collect()
     )
 
 
@@ -89,16 +90,19 @@ def rank_rows(
     lanes = _lanes(events, origin_ns)
     names = _thread_names(threads)
     rows: list[Row] = []
+    on_device: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
     for (on_gpu, group, lane), part in lanes.partition_by(
         ["gpu", "group", "lane"], as_dict=True, maintain_order=False
     ).items():
         side = "gpu" if on_gpu else "cpu"
         label = _gpu_label(lane) if on_gpu else names.get((group, lane), f"thread {lane}")
         start, end = part["start"].to_numpy(), part["end"].to_numpy()
-        order = np.lexsort((-end, start))  # by start; parents (longer) first on ties
+        order = by_start(start, end)  # by start; parents (longer) first on ties
         start, end = start[order], end[order]
         kinds, idx = part["kind"].to_numpy()[order], part["idx"].to_numpy()[order]
         sub = _stream_lanes(start, end, kinds) if on_gpu else np.zeros(len(start), np.uint8)
+        if on_gpu:
+            on_device.setdefault(int(group), []).append((start, end))
         for k in np.unique(sub) if len(sub) else [0]:
             mine = sub == k
             rows.append(
@@ -112,26 +116,52 @@ def rank_rows(
                     span_ns=span_ns,
                 )
             )
-    gpu = lanes.filter("gpu")
-    if not gpu.is_empty():
-        union = merge_intervals(gpu, "start", "end", by="group").sort("group", "start")
-        util = KINDS.index("kernel")
-        for (group,), part in union.group_by(["group"], maintain_order=True):
-            s, e = part["start"].to_numpy(), part["end"].to_numpy()
-            rows.append(
-                make_row(
-                    (rank, "gpu", int(group), -1),
-                    "GPU util",
-                    s,
-                    e,
-                    np.full(len(s), util, dtype=np.uint8),
-                    np.full(len(s), -1, dtype=np.int64),
-                    span_ns=span_ns,
-                    counter=True,
-                )
+    util = KINDS.index("kernel")
+    for group, streams in sorted(on_device.items()):
+        s, e = _union(
+            np.concatenate([a for a, _ in streams]), np.concatenate([b for _, b in streams])
+        )
+        rows.append(
+            make_row(
+                (rank, "gpu", group, -1),
+                "GPU util",
+                s,
+                e,
+                np.full(len(s), util, dtype=np.uint8),
+                np.full(len(s), -1, dtype=np.int64),
+                span_ns=span_ns,
+                counter=True,
             )
+        )
     rows.sort(key=_order)
     return rows
+
+
+def by_start(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """`np.lexsort((-end, start))`: by start, the longer first on equal starts (parents
+    before their children), equal ones in file order. A lane's events come nearly sorted
+    by start, which a stable argsort takes in one pass (20x lexsort's two sorts on 260k
+    Python frames); only where equal starts are not already longest first does it sort
+    both keys."""
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    if ((s[1:] == s[:-1]) & (e[1:] > e[:-1])).any():
+        return np.lexsort((-end, start))
+    return order
+
+
+def _union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint union of intervals (ends no earlier than starts), sorted by start: a
+    device's streams merged (`intervals.merge_intervals` on arrays the rows already hold)."""
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    if len(start) == 0:
+        return start, end
+    new = np.empty(len(start), dtype=bool)
+    new[0] = True
+    new[1:] = start[1:] > np.maximum.accumulate(end)[:-1]
+    firsts = np.flatnonzero(new)
+    return start[firsts], np.maximum.reduceat(end, firsts)
 
 
 def _order(r: Row) -> tuple[bool, int, int, int]:
@@ -185,8 +215,18 @@ def build_timeline(
     threads: dict[int, pl.DataFrame] | None = None,
     flows: dict[int, pl.DataFrame] | None = None,
     memory: dict[int, pl.DataFrame] | None = None,
+    *,
+    first_rows: int | None = None,
+    made: Timeline | None = None,
 ) -> Timeline:
-    """The whole job's timeline; `origin_ns` defaults to the earliest event of all ranks."""
+    """The whole job's timeline; `origin_ns` defaults to the earliest event of all ranks.
+
+    In two parts, so the rows on screen are drawn before the others are made (issue 27):
+    `first_rows` makes ranks in order until that many lines of the view are filled (rows and
+    their groups' headings) and leaves the other ranks' rows out (`Timeline.pending`); given
+    that timeline back as `made`, only its pending ranks are made and its rows kept. Origin,
+    span and each rank's rows are those of the whole timeline either way (the span is every
+    rank's), so the two parts make the same timeline as one call."""
     bounds = [
         (f["ts"].min(), (f["ts"] + f["dur"]).max()) for f in frames.values() if not f.is_empty()
     ]
@@ -194,14 +234,21 @@ def build_timeline(
         origin_ns = min((int(b[0]) for b in bounds if b[0] is not None), default=0)
     end = max((int(b[1]) for b in bounds if b[1] is not None), default=origin_ns)
     span = max(end - origin_ns, 1)
+    kept = made_rows(made, frames, origin_ns)
     rows: list[Row] = []
     labels: dict[tuple[int, str, int], str] = {}
+    pending: list[int] = []
     for rank in sorted(frames):
-        checkpoint()  # each rank's rows are a piece a view left behind gives way after
-        own = rank_rows(rank, frames[rank], origin_ns, span, (threads or {}).get(rank))
-        own = sorted(
-            [*own, *counter_rows(rank, frames[rank], own, origin_ns, span, memory)], key=_order
-        )
+        if first_rows is not None and len(rows) + len(labels) >= first_rows:
+            pending.append(rank)  # off screen: made by a later call (`made`)
+            continue
+        own = kept.get(rank)
+        if own is None:
+            checkpoint()  # each rank's rows are a piece a view left behind gives way after
+            own = rank_rows(rank, frames[rank], origin_ns, span, (threads or {}).get(rank))
+            own = sorted(
+                [*own, *counter_rows(rank, frames[rank], own, origin_ns, span, memory)], key=_order
+            )
         for row in own:
             rows.append(row)
             side = "CPU pid" if row.key[1] == "cpu" else "GPU"
@@ -209,7 +256,26 @@ def build_timeline(
     starts = {
         r: t for r, f in frames.items() if (t := _first_ts(f, (memory or {}).get(r))) is not None
     }
-    return Timeline(rows, origin_ns, span, dict(frames), labels, dict(flows or {}), starts)
+    return Timeline(
+        rows, origin_ns, span, dict(frames), labels, dict(flows or {}), starts, tuple(pending)
+    )
+
+
+def made_rows(
+    made: Timeline | None, frames: dict[int, pl.DataFrame], origin_ns: int
+) -> dict[int, list[Row]]:
+    """The rows `made` made of each rank (none of its pending ranks'), when it was made from
+    these very frames on this origin (so on this span too: every rank's); else none, and
+    every rank is made again."""
+    if made is None or made.origin_ns != origin_ns or made.frames.keys() != frames.keys():
+        return {}
+    if any(made.frames[r] is not f for r, f in frames.items()):
+        return {}
+    out: dict[int, list[Row]] = {r: [] for r in frames if r not in made.pending}
+    for row in made.rows:
+        if row.rank in out:
+            out[row.rank].append(row)
+    return out
 
 
 def _first_ts(events: pl.DataFrame, memory: pl.DataFrame | None) -> int | None:

@@ -18,6 +18,7 @@ shown again (`on_screen_resume`).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -85,6 +86,11 @@ class ComputeFailed(ForState):
         self.reason = reason
 
 
+#: Seconds between a later part's looks at whether its numbers are drawn (`_compute_rest`),
+#: and the longest it waits for them (a message never handled must not hold it forever).
+LATER_POLL, LATER_WAIT = 0.05, 5.0
+
+
 class Computed(ForState):
     """A screen's worker finished: `result` for the trace set at `generation` with `params`;
     `scope` says what the numbers cover (ranks, span, steps)."""
@@ -93,6 +99,9 @@ class Computed(ForState):
         super().__init__(generation, params)
         self.result = result
         self.scope = scope
+        #: set once the numbers are on the screen (or kept for later, or not wanted): the
+        #: worker's later parts wait for it (`LATER`)
+        self.drawn = threading.Event()
 
 
 #: One key per idea: `v` shows a view's next table (its tabs), in every view that has several,
@@ -549,9 +558,10 @@ class AnalysisScreen(Screen):
             return
         if worker.is_cancelled:
             return
-        self.post_message(Computed(result, ts.generation, params, scope_text))
+        computed = Computed(result, ts.generation, params, scope_text)
+        self.post_message(computed)
         if self.LATER:
-            self._compute_rest(worker, ts, frames, params, result)
+            self._compute_rest(worker, ts, frames, params, result, computed.drawn)
 
     def _compute_rest(
         self,
@@ -560,9 +570,17 @@ class AnalysisScreen(Screen):
         frames: dict[int, pl.DataFrame],
         params: Params,
         result: Any,
+        drawn: threading.Event | None = None,
     ) -> None:
-        """Worker thread: the later parts, once the numbers went to the screen (the same
-        worker, so `shows_current` waits for them and a newer computation cancels them)."""
+        """Worker thread: the later parts, once the numbers are drawn (the same worker, so
+        `shows_current` waits for them and a newer computation cancels them). Started
+        before, they took the CPU and the GIL from drawing the numbers: GPU metrics' chart
+        series held its table back by seconds in the walk through every view (issue 27)."""
+        waited = 0.0
+        while drawn is not None and not drawn.wait(LATER_POLL) and waited < LATER_WAIT:
+            waited += LATER_POLL
+            if worker.is_cancelled:
+                return
         try:
             with self.giving_way(worker):
                 later = self.compute_later(ts, frames, params, result)
@@ -618,6 +636,7 @@ class AnalysisScreen(Screen):
     def _computed(self, msg: Computed) -> None:
         msg.stop()
         if self._elsewhere() and msg.params == self.params:
+            msg.drawn.set()  # kept: its later parts run on as work left behind
             self._unshown = [msg]  # drawn when shown again; the older kept ones are stale
             if self._computing == (msg.generation, msg.params):
                 self._set_computing(None)
@@ -629,8 +648,11 @@ class AnalysisScreen(Screen):
         if self._computing == (msg.generation, msg.params):
             self._set_computing(None)
         if msg.params != self.params:
+            msg.drawn.set()
             self._maybe_refresh()
             return  # the user changed something meanwhile
+        # its later parts once this frame is painted (after the charts' first frame too)
+        self.set_timer(CHART_DELAY, lambda: self.call_after_refresh(msg.drawn.set))
         self.result = msg.result
         self._shown_key = (msg.generation, msg.params)
         self._later_pending = self.LATER

@@ -138,7 +138,13 @@ class TimelineScreen(AnalysisScreen):
 
     def compute_on(self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params) -> Timeline:
         """Threads, flows and memory besides the events; ranks stay aligned on the common
-        origin even when one rank is shown."""
+        origin even when one rank is shown. Only the ranks whose rows fill the screen are
+        made here; the others come after them (`compute_later`)."""
+        return self._model(ts, frames, params, {"timeline_first_rows": self.rows_on_screen()})
+
+    def _model(
+        self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params, given: dict[str, Any]
+    ) -> Timeline:
         origin = ts.origin_ns
         options = registry.Options(origin_ns=-1 if origin is None else origin)
         at = params.get("window_at")
@@ -149,7 +155,7 @@ class TimelineScreen(AnalysisScreen):
         if parts:  # every row and the whole span listed: each rank's row keys, read here
             keys = {r: large[r].distinct(timeline_rows.lane_keys()) for r in parts}
             every_row = (keys, max(int(large[r].meta["max_end"]) for r in parts))
-        given = {"every_row": every_row}
+        given = {**given, "every_row": every_row}
         tl = registry.tables(frames, [self.MODEL], options, frames=ts.frames, given=given)[
             self.MODEL
         ]
@@ -164,29 +170,83 @@ class TimelineScreen(AnalysisScreen):
         )
         return tl
 
-    def show(self, result: Timeline) -> None:
-        self.view.set_timeline(result)
+    #: Lines filled first when the terminal's height is not known (no app: a test, the
+    #: bench's `view_cpu.py`): about the view's at 120 x 40.
+    FIRST_ROWS = 32
+
+    def rows_on_screen(self) -> int:
+        """Worker thread: the lines the view can show (rows and their groups' headings), at
+        most the terminal's height: the ranks whose rows fill them are made first. The
+        terminal's, not the view's: the first computation starts before the view is laid
+        out (and a worker does not walk the DOM)."""
+        try:
+            height = self.app.size.height - self.CHROME
+        except Exception:  # no app (a test's screen, the bench)
+            return self.FIRST_ROWS
+        return height if height > 0 else self.FIRST_ROWS
+
+    #: Lines of the screen around the view at least (title, a line of details, ruler,
+    #: status bar, footer).
+    CHROME = 5
+
+    #: The ranks below the screen's rows are made after those on it are drawn (about 0.1 s
+    #: of CPU a rank of 100 MB: 8 ranks took the first visit past 1 s).
+    LATER = True
+
+    def compute_later(
+        self, ts: TraceSet, frames: dict[int, pl.DataFrame], params: Params, result: Timeline
+    ) -> Timeline:
+        """Worker thread: the pending ranks' rows beside those drawn (the same timeline a
+        single call makes)."""
+        if not result.pending:
+            return result
+        return self._model(ts, frames, params, {"timeline_model": result})
+
+    def show_later(self, result: Timeline, later: Timeline) -> None:
+        """The other ranks' rows below those drawn: the rows drawn keep their place (they
+        come first), so the cursor, zoom and selection stay."""
+        self.result = later
+        if later is result:
+            return
+        view = self.view
+        selected = view.selected
+        view.set_timeline(later)
+        view.selected = selected
         self._mark_critical_path()
         if self.target is not None:
             self._go_to_target()
+        elif selected is None:
+            self._say(self._summary(later))
+
+    def show(self, result: Timeline) -> None:
+        self.view.set_timeline(result)
+        self._mark_critical_path()
+        if self.target is not None and self.target.rank not in result.pending:
+            self._go_to_target()
         else:
-            part = ""
-            if self.partial and self.read_ns is not None:  # too large to draw whole
-                part = (
-                    f"rank {', '.join(map(str, self.partial))}: "
-                    f"{fmt_time(self.read_ns[0])}-{fmt_time(self.read_ns[1])} read · "
-                )
-            self._say(
-                f"{part}{len(result.rows)} rows · {fmt_time(result.span_ns)} · "
-                "w/s zoom  a/d pan  [/] events  enter select  f flow  m mark  / find"
+            self._say(self._summary(result))
+
+    def _summary(self, tl: Timeline) -> str:
+        part = ""
+        if self.partial and self.read_ns is not None:  # too large to draw whole
+            part = (
+                f"rank {', '.join(map(str, self.partial))}: "
+                f"{fmt_time(self.read_ns[0])}-{fmt_time(self.read_ns[1])} read · "
             )
+        if tl.pending:  # below the screen's rows: made next
+            part += f"{ranks_text(tl.pending)}: rows being made · "
+        return (
+            f"{part}{len(tl.rows)} rows · {fmt_time(tl.span_ns)} · "
+            "w/s zoom  a/d pan  [/] events  enter select  f flow  m mark  / find"
+        )
 
     # -- linked from tables --------------------------------------------------------------------
     def show_moment(self, moment: Moment) -> None:
         """Zoom to a moment (and select its event when one starts there)."""
         self.target = moment
         views = self.query(TimelineView)  # empty until the screen's first compose
-        if views and views.first().timeline is not None:
+        tl = views.first().timeline if views else None
+        if tl is not None and moment.rank not in tl.pending:  # else once its rows are made
             self._mark_critical_path()
             self._go_to_target()
 
@@ -414,3 +474,12 @@ class TimelineScreen(AnalysisScreen):
         self._apply_filter()
         event.input.display = False
         self.view.focus()
+
+
+def ranks_text(ranks: tuple[int, ...]) -> str:
+    """ "rank 3", "ranks 2-7" or "ranks 1, 4, 6"."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if list(ranks) == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks))
