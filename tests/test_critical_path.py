@@ -333,6 +333,38 @@ def test_no_annotation_is_a_reason_not_a_crash(tmp_path: Path) -> None:
     assert "no 'ProfilerStep'" in row["error"]
 
 
+def test_a_job_without_steps_makes_no_launch_queues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch queues are made (for every rank at once) only once a rank has a step to
+    follow: a job without ProfilerStep makes none (the Critical path view of 8 x 100 MB
+    ranks without steps spent 0.7 s of CPU on them), a job with steps makes them once."""
+    from hta_tui.analysis.critical_path import graph
+
+    made: list[str] = []
+    for name in ("queue_at", "ranks_queue_at"):
+        real = getattr(graph, name)
+
+        def counted(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+            made.append(_name)
+            return _real(*a, **k)
+
+        monkeypatch.setattr(graph, name, counted)
+    for rank in (0, 1):
+        _write(tmp_path / "none", rank, [e for e in _step([("gemm", 50, 500)])[1:]])
+    rows = critical_path_tables(TraceAnalysis(tmp_path / "none", cache=False)._ranks())
+    assert rows["critical_path"]["error"].str.contains("no 'ProfilerStep'").to_list() == [
+        True,
+        True,
+    ]
+    assert made == []
+    for rank in (0, 1):
+        _write(tmp_path / "steps", rank, _step([("gemm", 50, 500)]))
+    rows = critical_path_tables(TraceAnalysis(tmp_path / "steps", cache=False)._ranks())
+    assert rows["critical_path"].filter(pl.col("rank").is_not_null())["error"].null_count() == 2
+    assert made == ["ranks_queue_at"]
+
+
 def test_steps_parameter(tmp_path: Path) -> None:
     """`--set critical_path_steps=...`: the first step by default (HTA's instance 0), every
     one, one, or a range of steps as one window."""
