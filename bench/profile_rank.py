@@ -59,6 +59,9 @@ if __name__ == "__main__":
     traces = sys.argv[1]
     rank = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     cache = Cache(sys.argv[3]) if len(sys.argv) > 3 else Cache()
+    # every analysis's module imported first, as a report's pool workers have them (the
+    # registry imports a module at its first use: that would count under the first analysis)
+    registry.import_modules()
     trace_set = open_set(traces, cache)
     trace_set.frames()
     picked = next(r for r in split._ranks(trace_set) if r.rank == rank)
