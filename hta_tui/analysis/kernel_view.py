@@ -158,7 +158,9 @@ _GROUP_KEYS = [
 ]  # fmt: skip
 
 
-def _op_stats(keyed: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+def _op_columns(*, tb_compat: bool) -> tuple[pl.Expr, tuple[pl.Expr, ...]]:
+    """The by-operator table's tensor-core eligibility and its shown launch columns: one
+    rank's table and several ranks' at once make them alike."""
     eligible = tensor_cores.tc_eligible_op(pl.col("operator"), modern=not tb_compat)
     shown = (
         _dims("grid"),
@@ -166,6 +168,11 @@ def _op_stats(keyed: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         pl.col("registers").cast(pl.String),
         pl.col("shared_memory").cast(pl.String),
     )
+    return eligible, shown
+
+
+def _op_stats(keyed: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+    eligible, shown = _op_columns(tb_compat=tb_compat)
     table = _stats(keyed, _GROUP_KEYS, shown=shown, by=OP_KEYS)
     return table.select(*OP_KEYS, pl.exclude(OP_KEYS)).with_columns(
         eligible.alias("op_tc_eligible")
@@ -381,13 +388,7 @@ def _ranks_table(
     """`kernel_table` / `kernel_op_table` of several ranks, made over them at once."""
     if by_operator:
         keyed = _ranks_keyed(ranks, tb_compat=tb_compat)
-        eligible = tensor_cores.tc_eligible_op(pl.col("operator"), modern=not tb_compat)
-        shown = (
-            _dims("grid"),
-            _dims("block"),
-            pl.col("registers").cast(pl.String),
-            pl.col("shared_memory").cast(pl.String),
-        )
+        eligible, shown = _op_columns(tb_compat=tb_compat)
         table = _ranks_stats(keyed, _GROUP_KEYS, shown=shown, by=OP_KEYS)
         return table.select("rank", *OP_KEYS, pl.exclude("rank", *OP_KEYS)).with_columns(
             eligible.alias("op_tc_eligible")
