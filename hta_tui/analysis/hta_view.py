@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint, none_inside
+from hta_tui.analysis.rank_column import tagged, untagged
 
 #: HTA's KernelType names, in its enum order.
 KERNEL_TYPES: tuple[str, ...] = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
@@ -466,12 +467,7 @@ def _build_views(
 ) -> dict[int, pl.DataFrame]:
     """`build_rank_view` of each rank (frames of one schema, `CACHED_COLUMNS` picked),
     made over them at once; rank -> its view."""
-    parts = []
-    for rank, f in frames:
-        f = f.clone()  # (a shallow copy: the caller's frame keeps its columns)
-        f.insert_column(0, pl.Series("__rank", [rank] * f.height, dtype=pl.Int64))
-        parts.append(f)
-    every = pl.concat(parts, how="vertical")
+    every = tagged(frames, "__rank")
     ev = every.filter(
         pl.col("cat").is_not_null() & (pl.col("cat") != "Trace") & pl.col("ts").is_not_null()
     )
@@ -516,9 +512,8 @@ def _build_views(
     ev = ev.with_columns(
         pl.when(pl.col("gpu")).then(typed).otherwise(None).cast(KERNEL_TYPE).alias("kernel_type")
     )
-    mine = ev.partition_by("__rank", as_dict=True, include_key=False, maintain_order=True)
-    empty = ev.clear().drop("__rank")
-    return {rank: mine.get((rank,), empty).rechunk() for rank, _ in frames}
+    mine = untagged(ev, [rank for rank, _ in frames], "__rank")
+    return {rank: view.rechunk() for rank, view in mine.items()}
 
 
 def gpu_events(view: pl.DataFrame) -> pl.DataFrame:

@@ -23,7 +23,7 @@ import polars as pl
 
 from hta_tui.analysis import op_tree, tb_roles, tensor_cores
 from hta_tui.analysis.hta_view import _NS_PER_US, us
-from hta_tui.analysis.per_rank import divided_as_alone, each_rank, ranks_events
+from hta_tui.analysis.per_rank import divided_as_alone, each_rank, ranks_events, tagged
 
 ROOT = "CallTreeRoot"
 
@@ -253,9 +253,7 @@ def _ranks_launchers(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool) -> p
     for rank, ev in sorted(ranks.items()):
         nodes, links = op_tree.build(ev, tb_compat=tb_compat)
         names = nodes["name"].gather(links["pos"]).alias("name")
-        part = pl.DataFrame([links["correlation"], names])
-        part.insert_column(0, pl.Series("rank", [rank] * part.height, dtype=pl.Int64))
-        named.append(part)
+        named.append((rank, pl.DataFrame([links["correlation"], names])))
     runtimes = (
         ranks_events(ranks)
         .lazy()
@@ -264,7 +262,7 @@ def _ranks_launchers(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool) -> p
         .collect()
     )
     linked = runtimes.join(
-        pl.concat(named, how="diagonal_relaxed"),
+        tagged(named),
         on=["rank", "correlation"],
         how="left",
         maintain_order="left",

@@ -9,6 +9,7 @@ import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.rank_column import tagged
 
 
 def each_rank(
@@ -41,21 +42,6 @@ def _ranked(
     column = pl.Series("rank", np.full(out.height, rank, dtype=np.int64)).set_sorted()
     out.insert_column(0, column)
     return out
-
-
-def tagged(frames: list[tuple[int, pl.DataFrame]]) -> pl.DataFrame:
-    """Each rank's frame one after another with a leading `rank` (Int64): the input of an
-    analysis that makes every rank's table at once, with `rank` in its keys. The column is
-    inserted, not selected (no query per rank); a frame with no column is left out."""
-    kept = [(rank, f) for rank, f in frames if f.width]
-    if not kept:
-        return pl.DataFrame()
-    out = []
-    for rank, f in kept:
-        f = f.clone()  # a shallow copy: the caller's frame keeps its columns
-        f.insert_column(0, pl.Series("rank", np.full(f.height, rank, dtype=np.int64)))
-        out.append(f)
-    return pl.concat(out, how="diagonal_relaxed")
 
 
 def ranks_events(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:

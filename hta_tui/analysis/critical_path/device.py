@@ -18,6 +18,7 @@ from hta_tui.analysis.critical_path.rules import (
     RowOf,
     part,
 )
+from hta_tui.analysis.rank_column import untagged
 
 
 def kernel_edges(
@@ -116,10 +117,7 @@ def ranks_queue_at(
     """`queue_at` of each of `ranks`, from their prepared events one after another with a
     leading `rank` (`per_rank.tagged`), made over them at once (one query set, the rank in
     every key: ~17 queries a rank alone)."""
-    made = _queues(every, ["rank"], hta_launches=hta_launches)
-    mine = made.partition_by("rank", as_dict=True, include_key=False)
-    empty = made.clear().drop("rank")
-    return {rank: mine.get((rank,), empty) for rank in ranks}
+    return untagged(_queues(every, ["rank"], hta_launches=hta_launches), ranks)
 
 
 def _queues(events: pl.DataFrame, by: list[str], *, hta_launches: bool) -> pl.DataFrame:

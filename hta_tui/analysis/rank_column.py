@@ -1,0 +1,36 @@
+"""Several ranks' frames as one table with a rank column, and back: what an analysis made
+over every rank at once starts from and ends with (below every analysis module, so the
+shared per-rank views can use it too)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import polars as pl
+
+
+def tagged(frames: list[tuple[int, pl.DataFrame]], column: str = "rank") -> pl.DataFrame:
+    """Each rank's frame one after another with a leading rank `column` (Int64): the input
+    of an analysis that makes every rank's table at once, with the rank in its keys. The
+    column is inserted, not selected (no query per rank); a frame with no column is left
+    out. `untagged` splits such a table back."""
+    kept = [(rank, f) for rank, f in frames if f.width]
+    if not kept:
+        return pl.DataFrame()
+    out = []
+    for rank, f in kept:
+        f = f.clone()  # a shallow copy: the caller's frame keeps its columns
+        f.insert_column(0, pl.Series(column, np.full(f.height, rank, dtype=np.int64)))
+        out.append(f)
+    return pl.concat(out, how="diagonal_relaxed")
+
+
+def untagged(
+    table: pl.DataFrame, ranks: Iterable[int], column: str = "rank"
+) -> dict[int, pl.DataFrame]:
+    """Each of `ranks`' rows of a table made over every rank at once, without its rank
+    `column`, in the table's order; a rank with no row gets the table's columns empty."""
+    mine = table.partition_by(column, as_dict=True, include_key=False, maintain_order=True)
+    empty = table.clear().drop(column)
+    return {rank: mine.get((rank,), empty) for rank in ranks}
