@@ -150,19 +150,12 @@ def _ranks_comm_comp(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         .lazy()
         .select(pl.col("rank").cast(pl.Int64), pl.col("ts").alias("start"), pl.col("end"))
     )
-    comp_m, comm_m, union_m = pl.collect_all(
-        [
-            intervals.merged(comp, by="rank"),
-            intervals.merged(comm, by="rank"),
-            intervals.merged(
-                pl.concat(
-                    [intervals.merged(comp, by="rank"), intervals.merged(comm, by="rank")],
-                    how="vertical_relaxed",
-                ),
-                by="rank",
-            ),
-        ]
+    comp_m, comm_m = pl.collect_all(
+        [intervals.merged(comp, by="rank"), intervals.merged(comm, by="rank")]
     )
+    union_m = intervals.merged(
+        pl.concat([comp_m, comm_m], how="vertical_relaxed"), by="rank"
+    ).collect()
     step_ranks = steps["rank"].to_numpy()
     lo, hi = steps["start"].to_numpy(), steps["end"].to_numpy()
     covered = {}
