@@ -163,8 +163,12 @@ async def test_app_reports_keys_to_the_pacer(tmp_path) -> None:
         before = app.gc_pacer.last_input
         await pilot.press("j")
         assert app.gc_pacer.last_input > before
-        # the pacer's sweep waits while a worker computes
-        await pilot.pause(0.1)
+        # the pacer's sweep waits while a worker computes; what the key started may run a
+        # while on a loaded machine, so wait for it to end rather than for a fixed time
+        for _ in range(400):
+            if app.gc_pacer.idle():
+                break
+            await pilot.pause(0.05)
         assert app.gc_pacer.idle()
         release = threading.Event()
         worker = app.run_worker(release.wait, thread=True)
