@@ -80,11 +80,13 @@ def step_time_breakdown(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> pl.DataFrame:
     """Every rank's used steps, broken down (COLUMNS)."""
+    tb_steps.prime_steps(ranks, tb_compat=tb_compat)  # a batch's steps made at once
     return each_rank(ranks, lambda ev: rank_breakdown(ev, tb_compat=tb_compat), COLUMNS)
 
 
 def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
     """Every rank's steps, used or not and why, times in us relative to the file."""
+    tb_steps.prime_steps(ranks, tb_compat=tb_compat)
     return each_rank(
         ranks,
         lambda ev: tb_steps.profiler_steps(ev, tb_compat=tb_compat).select(
@@ -103,6 +105,7 @@ def used_steps(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) ->
     """rank, step, start, end (ns, as in the file): the steps the step-time view shows, each
     moved to the GPU work it launched. The one step definition the step-time view, the diff's
     step time and the sync verdict share."""
+    tb_steps.prime_steps(ranks, tb_compat=tb_compat)
     return each_rank(
         ranks,
         lambda ev: (
