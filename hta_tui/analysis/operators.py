@@ -152,6 +152,7 @@ def rank_operator_stacks(events: pl.DataFrame, *, tb_compat: bool = False) -> pl
 def operator_stats(
     ranks: Mapping[int, pl.DataFrame], *, by_input_shape: bool = False, tb_compat: bool = False
 ) -> pl.DataFrame:
+    op_tree.prime_trees(ranks, tb_compat=tb_compat)  # a batch's trees made at once
     return each_rank(
         ranks,
         lambda ev: rank_operator_stats(ev, by_input_shape=by_input_shape, tb_compat=tb_compat),
@@ -159,6 +160,7 @@ def operator_stats(
 
 
 def operator_stacks(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    op_tree.prime_trees(ranks, tb_compat=tb_compat)
     return each_rank(ranks, lambda ev: rank_operator_stacks(ev, tb_compat=tb_compat))
 
 
@@ -183,6 +185,7 @@ def operator_tables(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> dict[str, pl.DataFrame]:
     """By name, by name + input shape and by call stack, from one walk of each rank's tree."""
+    op_tree.prime_trees(ranks, tb_compat=tb_compat)  # a batch's trees made at once
     out: dict[str, list[pl.DataFrame]] = {"name": [], "shape": [], "stack": []}
     for r, ev in sorted(ranks.items()):
         calls = _calls(ev, tb_compat=tb_compat)

@@ -82,7 +82,7 @@ def made_at_once(
     ranks: Mapping[int, pl.DataFrame],
     name: str,
     columns: tuple[str, ...],
-    build: Callable[[list[tuple[int, pl.DataFrame]]], dict[int, pl.DataFrame]],
+    build: Callable[[list[tuple[int, pl.DataFrame]]], Mapping[int, object]],
     *args: object,
 ) -> None:
     """Inside a batch (`batching`), a per-rank intermediate kept as `job_cached({0: events},
