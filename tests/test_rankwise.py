@@ -1249,9 +1249,8 @@ def _step_edge_job(job: Path) -> None:
             kernels = [e for e in events if e.get("cat") == "kernel" and e["ts"] >= late]
             gone = {id(k) for k in kernels[: len(kernels) // 2 + 1]}
             events[:] = [e for e in events if id(e) not in gone]
-        if (
-            i == 3
-        ):  # an early launch, outside every step, its kernel ending 2 us into the first step, before the step's own GPU work
+        if i == 3:  # an early launch outside every step, its kernel ending 2 us into
+            # the first step, before the step's own GPU work
             first = min(e["ts"] for e in events if e["name"].startswith("ProfilerStep#"))
             kernel = next(e for e in events if e.get("cat") == "kernel")
             call = next(
@@ -1277,42 +1276,48 @@ def _step_edge_job(job: Path) -> None:
         path.write_bytes(orjson.dumps(trace))
 
 
-def test_a_batch_makes_the_profiler_steps_at_once_as_each_rank_alone(
+def test_a_batch_makes_the_profiler_steps_and_op_trees_at_once_as_each_rank_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch's profiler steps (the plugin's: the step-time breakdown, its step table, the
-    GPU metrics start from them) are made over its ranks at once (~25 queries a tiny rank
-    alone on main), and every rank's tables are to the bit those of the rank alone, in both
-    modes, on ranks of uneven shapes and schemas (`_step_edge_job`: no step, no host op,
-    fractional timestamps, both of the plugin's tail rules, a launch before the steps)."""
-    from hta_tui.analysis import tb_steps
+    GPU metrics start from them) and operator trees (the operators, the kernels by
+    operator) are made over its ranks at once (~25 and ~19 queries a tiny rank alone on
+    main), and every rank's tables are to the bit those of the rank alone, in both modes
+    (the plugin's mode keeps its trees rank by rank), on ranks of uneven shapes and schemas
+    (`_step_edge_job`: no step, no host op, fractional timestamps, both of the plugin's tail
+    rules, a launch before the steps, a kernel with no runtime call)."""
+    from hta_tui.analysis import op_tree, tb_steps
 
     _step_edge_job(tmp_path / "job")
     loaded = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.loaded()
     assert sorted(loaded) == list(range(6))
-    built = {"n": 0}
-    real = tb_steps._profiler_steps
+    built = {"_profiler_steps": 0, "_build": 0}
+    for module, name in ((tb_steps, "_profiler_steps"), (op_tree, "_build")):
+        real = getattr(module, name)
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        built["n"] += 1
-        return real(*args, **kwargs)
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            built[_name] += 1
+            return _real(*args, **kwargs)
 
-    monkeypatch.setattr(tb_steps, "_profiler_steps", counted)
-    names = ("step_time_breakdown", "gpu_metrics")
+        monkeypatch.setattr(module, name, counted)
+    names = ("step_time_breakdown", "gpu_metrics", "operator_stats", "kernel_view_by_op")
     for options in (registry.Options(), registry.Options(tb_compat=True, hta_compat=True)):
         jobs = tuple(
             rank_work.RankJob(r, str(d.entry), {}, names, options, store=False)
             for r, d in sorted(loaded.items())
         )
-        built["n"] = 0
+        built.update(_profiler_steps=0, _build=0)
         got = rank_work.batch_tables(jobs, dict(loaded))
-        assert built["n"] == 0  # on main: each rank's (6)
+        assert built["_profiler_steps"] == 0  # on main: each rank's (6)
+        assert built["_build"] == (6 if options.tb_compat else 0)  # main: 6 (one a rank)
         alone = [rank_work.rank_tables(j) for j in jobs]  # (its frames read afresh)
-        assert built["n"] == 6  # (alone: each its own)
+        assert built["_profiler_steps"] == 6  # (alone: each its own)
         for name in names:
             for table, df in rank_work.unpack(got[name]).items():
                 each = [rank_work.unpack(a[name])[table] for a in alone]
                 assert_frame_equal(df, pl.concat(each, how="diagonal"), check_exact=True)
+        ops = rank_work.unpack(got["operator_stats"])["operator_stats"]
+        assert set(ops["rank"]) == {0, 1, 2, 3, 5}  # rank 4 has no operator
         chosen = rank_work.unpack(got["step_time_breakdown"])["step_selection"]
         said = dict(chosen.group_by("rank", maintain_order=True).agg("reason").rows())
         assert 4 not in said and said[1] == [None]  # no step; one step "0"
