@@ -1281,19 +1281,22 @@ def test_a_batch_makes_the_profiler_steps_and_op_trees_at_once_as_each_rank_alon
 ) -> None:
     """A batch's profiler steps (the plugin's: the step-time breakdown, its step table, the
     GPU metrics start from them) and operator trees (the operators, the kernels by
-    operator) and the operators' calls over the trees are made over its ranks at once (~25,
-    ~19 and ~34 queries a tiny rank alone on main), and every rank's tables are to the bit
-    those of the rank alone, in both modes
-    (the plugin's mode keeps its trees rank by rank), on ranks of uneven shapes and schemas
+    operator), the operators' calls over the trees and the step-time breakdown's roles are
+    made over its ranks at once (~25, ~19, ~34 and ~11 queries a tiny rank alone on main),
+    and every rank's tables are to the bit those of the rank alone, in both modes (the
+    plugin's mode keeps its trees rank by rank), on ranks of uneven shapes and schemas
     (`_step_edge_job`: no step, no host op, fractional timestamps, both of the plugin's tail
     rules, a launch before the steps, a kernel with no runtime call)."""
-    from hta_tui.analysis import op_tree, operators, tb_steps
+    from hta_tui.analysis import op_tree, operators, tb_roles, tb_steps
 
     _step_edge_job(tmp_path / "job")
     loaded = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.loaded()
     assert sorted(loaded) == list(range(6))
-    built = {"_profiler_steps": 0, "_build": 0, "_calls": 0}
-    spied = ((tb_steps, "_profiler_steps"), (op_tree, "_build"), (operators, "_calls"))
+    built = {"_profiler_steps": 0, "_build": 0, "_calls": 0, "role_of": 0}
+    spied = (
+        (tb_steps, "_profiler_steps"), (op_tree, "_build"), (operators, "_calls"),
+        (tb_roles, "role_of"),
+    )  # fmt: skip
     for module, name in spied:
         real = getattr(module, name)
 
@@ -1308,11 +1311,12 @@ def test_a_batch_makes_the_profiler_steps_and_op_trees_at_once_as_each_rank_alon
             rank_work.RankJob(r, str(d.entry), {}, names, options, store=False)
             for r, d in sorted(loaded.items())
         )
-        built.update(_profiler_steps=0, _build=0, _calls=0)
+        built.update(_profiler_steps=0, _build=0, _calls=0, role_of=0)
         got = rank_work.batch_tables(jobs, dict(loaded))
         assert built["_profiler_steps"] == 0  # on main: each rank's (6)
         assert built["_build"] == (6 if options.tb_compat else 0)  # main: 6 (one a rank)
         assert built["_calls"] == 1  # rank 4's alone (its tree empty); main: 6
+        assert built["role_of"] == 0  # main: 5 (each rank with a step)
         alone = [rank_work.rank_tables(j) for j in jobs]  # (its frames read afresh)
         assert built["_profiler_steps"] == 6  # (alone: each its own)
         for name in names:
