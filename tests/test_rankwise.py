@@ -1287,7 +1287,7 @@ def test_a_batch_makes_the_profiler_steps_and_op_trees_at_once_as_each_rank_alon
     plugin's mode keeps its trees rank by rank), on ranks of uneven shapes and schemas
     (`_step_edge_job`: no step, no host op, fractional timestamps, both of the plugin's tail
     rules, a launch before the steps, a kernel with no runtime call)."""
-    from hta_tui.analysis import op_tree, operators, tb_roles, tb_steps
+    from hta_tui.analysis import hta_view, op_tree, operators, tb_roles, tb_steps
 
     _step_edge_job(tmp_path / "job")
     loaded = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.loaded()
@@ -1335,3 +1335,26 @@ def test_a_batch_makes_the_profiler_steps_and_op_trees_at_once_as_each_rank_alon
         assert chosen.filter(pl.col("rank") == 5)["gpu_ops"].to_list()[2] == 0
         early = chosen.filter(pl.col("rank") == 3)["start_moved (us)"][0]
         assert 1.9 < early < 2.1  # to the end of the launch before every step
+    # HTA's ProfilerStep rows of a batch's views (asked ~6 times a rank by the steps'
+    # tables): made over the views at once, each rank's as its own alone
+    from hta_tui.analysis import steps as hta_steps
+    from hta_tui.trace.model import RankData
+
+    found = {"n": 0}
+    real_find = hta_steps._find_step_rows
+
+    def find(*args: Any, **kwargs: Any) -> Any:
+        found["n"] += 1
+        return real_find(*args, **kwargs)
+
+    monkeypatch.setattr(hta_steps, "_find_step_rows", find)
+    for compat in (False, True):
+        fresh = [{r: RankData(d.entry, {}).events for r, d in loaded.items()} for _ in "ab"]
+        found["n"] = 0
+        with hta_view.views_at_once():
+            together = hta_steps.iteration_rows(fresh[0], hta_compat=compat)
+            metrics = hta_steps.step_metrics(fresh[0], hta_compat=compat)
+        assert 1 <= found["n"] <= 2  # once a schema of the views (6 rank by rank)
+        assert_frame_equal(together, hta_steps.iteration_rows(fresh[1], hta_compat=compat))
+        assert_frame_equal(metrics, hta_steps.step_metrics(fresh[1], hta_compat=compat))
+        assert set(together["rank"]) == {2, 3, 5}  # (1, 4: no step; 0: its one, HTA's last)
