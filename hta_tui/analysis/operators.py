@@ -202,11 +202,10 @@ def operator_tables(
         calls = made[r] if r in made else _calls(ev, tb_compat=tb_compat)
         if calls.is_empty():
             continue
-        rank = pl.lit(r, pl.Int64).alias("rank")
-        out["name"].append(_aggregate(calls, ["name"]).select(rank, pl.all()))
-        out["shape"].append(_aggregate(calls, ["name", "input_shape"]).select(rank, pl.all()))
+        out["name"].append(_ranked(r, _aggregate(calls, ["name"])))
+        out["shape"].append(_ranked(r, _aggregate(calls, ["name", "input_shape"])))
         stacks = calls.filter(pl.col("call_stack") != "")
-        out["stack"].append(_aggregate(stacks, ["name", "call_stack"]).select(rank, pl.all()))
+        out["stack"].append(_ranked(r, _aggregate(stacks, ["name", "call_stack"])))
     return {k: pl.concat(v) if v else pl.DataFrame() for k, v in out.items()}
 
 
@@ -240,3 +239,13 @@ def _calls_at_once(
     calls = _walk(nodes, tb_compat=tb_compat, tell=pl.lit(True), keep=("rank",))
     calls = calls.drop("names_tell").join(tells, on="rank", how="left", maintain_order="left")
     return untagged(calls, [r for r, _ in trees])
+
+
+def _ranked(rank: int, table: pl.DataFrame) -> pl.DataFrame:
+    """`table` with a leading `rank`, inserted (a `select(lit(rank), all())` was a query per
+    rank and table), flagged sorted as a literal's column is (a later group-by on `rank`
+    takes the same path)."""
+    column = pl.Series("rank", np.full(table.height, rank, dtype=np.int64)).set_sorted()
+    out = table.clone()  # (a shallow copy)
+    out.insert_column(0, column)
+    return out
