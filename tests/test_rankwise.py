@@ -39,7 +39,7 @@ from hta_tui.exec.rank_work import RESULTS_DIR
 from hta_tui.report import run_report
 from hta_tui.session import open_session
 from hta_tui.synth.nccl_job import write_nccl_job
-from hta_tui.synth.small_job import Dialect, JobShape, write_job
+from hta_tui.synth.small_job import Dialect, JobShape, trace_bytes, write_job
 from hta_tui.trace.cache import Cache
 
 #: Analyses reduced across ranks: collective matching, steps and stragglers, the kernel
@@ -1226,3 +1226,135 @@ def test_each_rank_inserts_a_rank_column_that_aggregates_as_a_literals(tmp_path:
         step_time_stats.step_time_stats(selected),
         check_exact=True,
     )
+
+
+def _step_edge_job(job: Path) -> None:
+    """Six tiny ranks whose profiler steps differ in shape (`_uneven_kernel_job`'s four,
+    and two more): rank 4 no host op at all (no step), rank 5 fractional timestamps and its
+    last step launching no GPU work; rank 2's last step launches under 80 % of the step
+    before's GPU ops (the plugin's incomplete-capture rule), rank 3 a launch outside any
+    step before its first step's GPU work (the plugin's `prev_step_end_time`)."""
+    _uneven_kernel_job(job)
+    shape = JobShape(ranks=6, steps=3, ops_per_step=8)
+    for i in (4, 5):
+        path = job / f"rank-{i}.pt.trace.json"
+        path.write_bytes(trace_bytes(Dialect(), shape, i))
+    for i in (2, 3, 4, 5):
+        path = job / f"rank-{i}.pt.trace.json"
+        trace = orjson.loads(path.read_bytes())
+        events = trace["traceEvents"]
+        step3 = next(e for e in events if e["name"] == "ProfilerStep#3")
+        late = step3["ts"]
+        if i == 2:  # half of the last step's kernels gone
+            kernels = [e for e in events if e.get("cat") == "kernel" and e["ts"] >= late]
+            gone = {id(k) for k in kernels[: len(kernels) // 2 + 1]}
+            events[:] = [e for e in events if id(e) not in gone]
+        if i == 3:  # an early launch outside every step, its kernel ending 2 us into
+            # the first step, before the step's own GPU work
+            first = min(e["ts"] for e in events if e["name"].startswith("ProfilerStep#"))
+            kernel = next(e for e in events if e.get("cat") == "kernel")
+            call = next(
+                e
+                for e in events
+                if e.get("cat") == "cuda_runtime"
+                and e["args"].get("correlation") == kernel["args"]["correlation"]
+            )
+            events.append(call | {"ts": first - 50, "dur": 5, "args": {"correlation": 999_999}})
+            events.append(
+                kernel
+                | {"ts": first - 40, "dur": 42, "args": kernel["args"] | {"correlation": 999_999}}
+            )
+        if i == 4:  # GPU work and its runtime calls only
+            events[:] = [e for e in events if e.get("cat") in ("kernel", "cuda_runtime")]
+        if i == 5:  # fractional timestamps; the last step launches nothing
+            events[:] = [
+                e for e in events if not (e.get("cat") == "cuda_runtime" and e["ts"] >= late)
+            ]
+            for e in events:
+                if "ts" in e:
+                    e["ts"] = e["ts"] + 0.375
+        path.write_bytes(orjson.dumps(trace))
+
+
+def test_a_batch_makes_the_profiler_steps_and_op_trees_at_once_as_each_rank_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's profiler steps (the plugin's: the step-time breakdown, its step table, the
+    GPU metrics start from them) and operator trees (the operators, the kernels by
+    operator), the operators' calls over the trees and the step-time breakdown's roles are
+    made over its ranks at once (~25, ~19, ~34 and ~11 queries a tiny rank alone on main),
+    and every rank's tables are to the bit those of the rank alone, in both modes (the
+    plugin's mode keeps its trees rank by rank), on ranks of uneven shapes and schemas
+    (`_step_edge_job`: no step, no host op, fractional timestamps, both of the plugin's tail
+    rules, a launch before the steps, a kernel with no runtime call)."""
+    from hta_tui.analysis import hta_view, op_tree, operators, tb_roles, tb_steps
+
+    _step_edge_job(tmp_path / "job")
+    loaded = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set.loaded()
+    assert sorted(loaded) == list(range(6))
+    built = {"_profiler_steps": 0, "_build": 0, "_calls": 0, "role_of": 0}
+    spied = (
+        (tb_steps, "_profiler_steps"), (op_tree, "_build"), (operators, "_calls"),
+        (tb_roles, "role_of"),
+    )  # fmt: skip
+    for module, name in spied:
+        real = getattr(module, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            built[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    names = ("step_time_breakdown", "gpu_metrics", "operator_stats", "kernel_view_by_op")
+    for options in (registry.Options(), registry.Options(tb_compat=True, hta_compat=True)):
+        jobs = tuple(
+            rank_work.RankJob(r, str(d.entry), {}, names, options, store=False)
+            for r, d in sorted(loaded.items())
+        )
+        built.update(_profiler_steps=0, _build=0, _calls=0, role_of=0)
+        got = rank_work.batch_tables(jobs, dict(loaded))
+        assert built["_profiler_steps"] == 0  # on main: each rank's (6)
+        assert built["_build"] == (6 if options.tb_compat else 0)  # main: 6 (one a rank)
+        assert built["_calls"] == 1  # rank 4's alone (its tree empty); main: 6
+        assert built["role_of"] == 0  # main: 5 (each rank with a step)
+        alone = [rank_work.rank_tables(j) for j in jobs]  # (its frames read afresh)
+        assert built["_profiler_steps"] == 6  # (alone: each its own)
+        for name in names:
+            for table, df in rank_work.unpack(got[name]).items():
+                each = [rank_work.unpack(a[name])[table] for a in alone]
+                assert_frame_equal(df, pl.concat(each, how="diagonal"), check_exact=True)
+        ops = rank_work.unpack(got["operator_stats"])["operator_stats"]
+        assert set(ops["rank"]) == {0, 1, 2, 3, 5}  # rank 4 has no operator
+        chosen = rank_work.unpack(got["step_time_breakdown"])["step_selection"]
+        said = dict(chosen.group_by("rank", maintain_order=True).agg("reason").rows())
+        assert 4 not in said and said[1] == [None]  # no step; one step "0"
+        if options.tb_compat:  # (the plugin's own names: no `cuda_runtime` call links)
+            continue
+        assert said[2][:2] == [None, None] and "80%" in said[2][2]  # incomplete capture
+        assert said[5][:2] == [None, None] and "no GPU work" in said[5][2]
+        assert chosen.filter(pl.col("rank") == 5)["gpu_ops"].to_list()[2] == 0
+        early = chosen.filter(pl.col("rank") == 3)["start_moved (us)"][0]
+        assert 1.9 < early < 2.1  # to the end of the launch before every step
+    # HTA's ProfilerStep rows of a batch's views (asked ~6 times a rank by the steps'
+    # tables): made over the views at once, each rank's as its own alone
+    from hta_tui.analysis import steps as hta_steps
+    from hta_tui.trace.model import RankData
+
+    found = {"n": 0}
+    real_find = hta_steps._find_step_rows
+
+    def find(*args: Any, **kwargs: Any) -> Any:
+        found["n"] += 1
+        return real_find(*args, **kwargs)
+
+    monkeypatch.setattr(hta_steps, "_find_step_rows", find)
+    for compat in (False, True):
+        fresh = [{r: RankData(d.entry, {}).events for r, d in loaded.items()} for _ in "ab"]
+        found["n"] = 0
+        with hta_view.views_at_once():
+            together = hta_steps.iteration_rows(fresh[0], hta_compat=compat)
+            metrics = hta_steps.step_metrics(fresh[0], hta_compat=compat)
+        assert 1 <= found["n"] <= 2  # once a schema of the views (6 rank by rank)
+        assert_frame_equal(together, hta_steps.iteration_rows(fresh[1], hta_compat=compat))
+        assert_frame_equal(metrics, hta_steps.step_metrics(fresh[1], hta_compat=compat))
+        assert set(together["rank"]) == {2, 3, 5}  # (1, 4: no step; 0: its one, HTA's last)

@@ -223,6 +223,7 @@ def gpu_metrics(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -
     each rank alone costs ~30; the same rows, to the bit. The plugin's mode (its tensor-core
     share links kernels through each rank's operator tree) rank by rank."""
     if len(ranks) < 2 or tb_compat:
+        tb_steps.prime_steps(ranks, tb_compat=tb_compat)  # a batch's steps made at once
         return each_rank(ranks, lambda ev: rank_gpu_metrics(ev, tb_compat=tb_compat), COLUMNS)
     return _ranks_metrics(ranks)
 
@@ -332,6 +333,7 @@ def _level_ranges(
 
 def _ranks_spans(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """`steps_span` of every rank that has one: `rank`, `s0`, `s1` (ns), `length` (float)."""
+    tb_steps.prime_steps(ranks)  # a batch's steps made at once
     steps = tagged(
         [(r, tb_steps.profiler_steps(ev, tb_compat=False)) for r, ev in sorted(ranks.items())]
     )

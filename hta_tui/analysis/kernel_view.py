@@ -249,6 +249,7 @@ def _ranks_kernels(
 def _ranks_launchers(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool) -> pl.DataFrame:
     """`_launchers` of every rank (rank, correlation, operator): each rank's op tree (kept
     per rank: the operator views share it), the runtime calls of every rank at once."""
+    op_tree.prime_trees(ranks, tb_compat=tb_compat)  # a batch's trees made at once
     named = []
     for rank, ev in sorted(ranks.items()):
         nodes, links = op_tree.build(ev, tb_compat=tb_compat)

@@ -31,6 +31,7 @@ Operator view keeps that root, so every backward group is kept here too
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -38,6 +39,8 @@ import polars as pl
 from hta_tui.analysis import nesting, tb_roles, tensor_cores
 from hta_tui.analysis.checkpoint import checkpoint, none_inside
 from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.per_rank import made_at_once
+from hta_tui.analysis.rank_column import tagged, untagged
 
 _building = threading.Lock()
 _NAME = pl.col("name")  # tests on it are filled with False after (see tb_roles)
@@ -341,3 +344,141 @@ def subtree_sum(nodes: pl.DataFrame, col: str) -> pl.Series:
     cum = pl.concat([pl.Series([0], dtype=pl.Int64), nodes[col].cast(pl.Int64).cum_sum()])
     total = cum.gather(nodes["last"] + 1) - cum.gather(nodes["pos"].cast(pl.Int64))
     return total.alias(col.replace("self", "total"))
+
+
+#: what `_build` reads of a rank's events (`tb_compat=False`)
+_READ = (
+    "name", "cat", "kind", "ts", "dur", "tid", "correlation", "external_id", "input_dims",
+    "call_stack",
+)  # fmt: skip
+
+
+def prime_trees(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> None:
+    """Inside a batch of small ranks (`per_rank.made_at_once`), every rank's op tree (`build`)
+    made at once (~19 queries a tiny rank alone) and kept as each rank's: the operators and
+    the kernels by operator then find it. The plugin's mode links runtime calls by External
+    id (an unordered join): rank by rank."""
+    if tb_compat:
+        return
+    made_at_once(ranks, "tb_op_tree", _READ, _build_at_once, tb_compat)
+
+
+def _build_at_once(
+    frames: list[tuple[int, pl.DataFrame]],
+) -> dict[int, tuple[pl.DataFrame, pl.DataFrame]]:
+    """`_build` of each rank (frames of one schema, `tb_compat=False`) over them at once: the
+    rank a key of every sort, thread and correlation; rank -> (nodes, links) as its own
+    build makes them (integers only; each node's sums over its rows in their order)."""
+    every = tagged(frames)
+    if every["ts"].null_count() or every["dur"].null_count():
+        raise ValueError("a time is missing: numpy would make every rank's times floats")
+    picked = every.select(
+        _node_rows(tb_compat=False).fill_null(False).alias("node"),
+        tb_roles.runtime_rows(tb_compat=False).fill_null(False).alias("rt"),
+    )
+    node = picked["node"].to_numpy()
+    rows = np.flatnonzero(node | picked["rt"].to_numpy())
+    rank = every["rank"].to_numpy()[rows]
+    tid = every["tid"].fill_null(0).to_numpy()[rows]
+    start = every["ts"].to_numpy()[rows]
+    end = start + every["dur"].to_numpy()[rows]
+    is_rt = ~node[rows]
+    order = np.lexsort((is_rt, -end, start, tid, rank))  # each rank's order as `_build`'s
+    rows, rank, tid, start, end, is_rt = (a[order] for a in (rows, rank, tid, start, end, is_rt))
+    changed = (rank[1:] != rank[:-1]) | (tid[1:] != tid[:-1])
+    thread = np.concatenate([[0], np.cumsum(changed)]).astype(np.int64)  # (rank, tid)
+    depth = nesting.depths(thread, start, end)
+    parent = nesting.parents(thread, depth)
+    is_node = ~is_rt
+    new_pos = np.cumsum(is_node) - 1  # over every rank's nodes
+    has_node_parent = parent >= 0
+    has_node_parent[has_node_parent] = is_node[parent[has_node_parent]]
+    new_parent = np.where(has_node_parent, new_pos[np.maximum(parent, 0)], -1)
+    # each rank's nodes numbered from its own first
+    node_rank = rank[is_node]
+    first_node = np.searchsorted(node_rank, node_rank, side="left")
+    local_parent = np.where(has_node_parent[is_node], new_parent[is_node] - first_node, -1)
+    nodes = every.select("rank", "name", "cat", "external_id", "input_dims", "call_stack")[
+        rows[is_node]
+    ].select(
+        "rank",
+        pl.Series("pos", np.arange(node_rank.size) - first_node).cast(pl.UInt32),
+        "name",
+        pl.Series("tid", tid[is_node]),
+        pl.Series("start", start[is_node]),
+        pl.Series("end", end[is_node]),
+        "external_id",
+        "input_dims",
+        "call_stack",
+        _is_operator().alias("is_op"),
+        _op_type().alias("op_type"),
+        pl.Series("depth", depth[is_node], dtype=pl.Int32),
+        pl.Series("parent", local_parent).cast(pl.UInt32, strict=False),
+    )
+    call = is_rt & has_node_parent
+    call_rank = rank[call]
+    owner = new_parent[call]  # over every rank's nodes
+    links = every.select("rank", "correlation", "external_id")[rows[call]].with_columns(
+        pl.Series("pos", owner - np.searchsorted(node_rank, call_rank), dtype=pl.UInt32),
+        pl.Series("ts", start[call]),
+        pl.Series("dur", end[call] - start[call]),
+    )
+    work = _runtime_work_at_once(every, links, owner, node_rank.size)
+    last = nesting.last_descendants(thread[is_node], start[is_node], end[is_node]) - first_node
+    nodes = nodes.with_columns(*work, pl.Series("last", last))
+    ranks = [r for r, _ in frames]
+    trees, calls = untagged(nodes, ranks), untagged(links, ranks)
+    return {r: (trees[r], calls[r]) for r in ranks}
+
+
+def _runtime_work_at_once(
+    every: pl.DataFrame, links: pl.DataFrame, owner: np.ndarray, n: int
+) -> list[pl.Series]:
+    """`_runtime_work` of every rank's nodes (`n` of them, ranks one after another; `owner`:
+    each link's node among them): the earliest runtime call of a (rank, correlation) gets
+    its GPU work; each node's sums over its rows in the rank's order."""
+    work = (
+        every.lazy()
+        .filter(tb_roles.device_rows(tb_compat=False) & pl.col("correlation").is_not_null())
+        .select("rank", "name", "correlation", "dur")
+        .collect()
+    )
+    names = work.select(pl.col("name").unique()).with_columns(
+        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_m"),
+        tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_p"),
+    )
+    flags = work.select(
+        pl.col("name").is_in(names.filter(c)["name"].implode()).alias(c) for c in ("tc_m", "tc_p")
+    )
+    ranks = np.unique(every["rank"].to_numpy())
+    l_rank = np.searchsorted(ranks, links["rank"].to_numpy())
+    l_corr = links["correlation"].fill_null(-1).to_numpy()
+    has = links["correlation"].is_not_null().to_numpy()
+    k_corr = work["correlation"].to_numpy()
+    if (l_corr[has].size and l_corr[has].min() < 0) or (k_corr.size and k_corr.min() < 0):
+        raise ValueError("a negative correlation: rank by rank")
+    if max(l_corr.max(initial=0), k_corr.max(initial=0)) >= 1 << 40:
+        raise ValueError("a correlation too large to key with its rank: rank by rank")
+    by_ts = np.lexsort((links["ts"].to_numpy(), l_rank))  # each rank's calls by start, stable
+    mine = by_ts[has[by_ts]]
+    key = (l_rank[mine] << 40) | l_corr[mine]
+    first_key, first = np.unique(key, return_index=True)  # each key's earliest call
+    owner_pos = owner[mine][first].astype(np.int64)
+    k_key = (np.searchsorted(ranks, work["rank"].to_numpy()) << 40) | k_corr
+    at = np.minimum(np.searchsorted(first_key, k_key), max(first_key.size - 1, 0))
+    linked = first_key.size > 0
+    hit = (first_key[at] == k_key) if linked else np.zeros(k_key.size, dtype=bool)
+    pos = owner_pos[at[hit]] if linked else np.zeros(0, dtype=np.int64)
+    dur = work["dur"].to_numpy()[hit]
+
+    def per_node(where: np.ndarray, weights: np.ndarray, name: str) -> pl.Series:
+        sums = np.bincount(where, weights.astype(np.float64), minlength=n)
+        return pl.Series(name, sums.astype(np.int64))
+
+    tc_m, tc_p = (flags[c].fill_null(False).to_numpy()[hit] for c in ("tc_m", "tc_p"))
+    return [
+        per_node(owner.astype(np.int64), links["dur"].to_numpy(), "rt_dur"),
+        per_node(pos, dur, "dev_self"),
+        per_node(pos[tc_m], dur[tc_m], "tc_self"),
+        per_node(pos[tc_p], dur[tc_p], "tc_self_plugin"),
+    ]

@@ -22,7 +22,8 @@ import polars as pl
 from hta_tui.analysis import op_tree, tensor_cores
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import us
-from hta_tui.analysis.per_rank import each_rank
+from hta_tui.analysis.per_rank import batching, each_rank
+from hta_tui.analysis.rank_column import tagged, untagged
 
 
 def _input_shape() -> pl.Expr:
@@ -36,6 +37,14 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     nodes = op_tree.tree(events, tb_compat=tb_compat)
     if nodes.is_empty():
         return nodes
+    return _walk(nodes, tb_compat=tb_compat, tell=pl.lit(tensor_cores.names_tell(events)))
+
+
+def _walk(
+    nodes: pl.DataFrame, *, tb_compat: bool, tell: pl.Expr, keep: tuple[str, ...] = ()
+) -> pl.DataFrame:
+    """`_calls` of a tree (`op_tree.tree`, rows in `pos` order and `pos` their row numbers);
+    `tell`: `names_tell`'s column; `keep`: columns of the nodes kept before it."""
     nodes = op_tree.fold_same_name(nodes)
     if not nodes["pos"].is_sorted():
         nodes = nodes.sort("pos")
@@ -73,6 +82,7 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         top_tc.alias("tc_self"),
         "tc_total",
         ((pl.col("eligible_below") > 0) | (top_tc > 0)).alias("tc_eligible"),
+        *keep,
     ).filter(pl.Series(nodes.select(pl.col("is_op") & ~pl.col("folded")).to_series()))
     # the shape text per distinct `Input Dims` (a few thousand), not per call
     shapes = calls.select(pl.col("input_dims").unique()).with_columns(_input_shape())
@@ -82,7 +92,7 @@ def _calls(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         "name",
         "input_shape",
         *calls.columns[2:],
-        pl.lit(tensor_cores.names_tell(events)).alias("names_tell"),
+        tell.alias("names_tell"),
     )
 
 
@@ -152,6 +162,7 @@ def rank_operator_stacks(events: pl.DataFrame, *, tb_compat: bool = False) -> pl
 def operator_stats(
     ranks: Mapping[int, pl.DataFrame], *, by_input_shape: bool = False, tb_compat: bool = False
 ) -> pl.DataFrame:
+    op_tree.prime_trees(ranks, tb_compat=tb_compat)  # a batch's trees made at once
     return each_rank(
         ranks,
         lambda ev: rank_operator_stats(ev, by_input_shape=by_input_shape, tb_compat=tb_compat),
@@ -159,6 +170,7 @@ def operator_stats(
 
 
 def operator_stacks(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
+    op_tree.prime_trees(ranks, tb_compat=tb_compat)
     return each_rank(ranks, lambda ev: rank_operator_stacks(ev, tb_compat=tb_compat))
 
 
@@ -183,14 +195,57 @@ def operator_tables(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> dict[str, pl.DataFrame]:
     """By name, by name + input shape and by call stack, from one walk of each rank's tree."""
+    op_tree.prime_trees(ranks, tb_compat=tb_compat)  # a batch's trees made at once
+    made = _calls_at_once(ranks, tb_compat=tb_compat) if len(ranks) > 1 and batching() else {}
     out: dict[str, list[pl.DataFrame]] = {"name": [], "shape": [], "stack": []}
     for r, ev in sorted(ranks.items()):
-        calls = _calls(ev, tb_compat=tb_compat)
+        calls = made[r] if r in made else _calls(ev, tb_compat=tb_compat)
         if calls.is_empty():
             continue
-        rank = pl.lit(r, pl.Int64).alias("rank")
-        out["name"].append(_aggregate(calls, ["name"]).select(rank, pl.all()))
-        out["shape"].append(_aggregate(calls, ["name", "input_shape"]).select(rank, pl.all()))
+        out["name"].append(_ranked(r, _aggregate(calls, ["name"])))
+        out["shape"].append(_ranked(r, _aggregate(calls, ["name", "input_shape"])))
         stacks = calls.filter(pl.col("call_stack") != "")
-        out["stack"].append(_aggregate(stacks, ["name", "call_stack"]).select(rank, pl.all()))
+        out["stack"].append(_ranked(r, _aggregate(stacks, ["name", "call_stack"])))
     return {k: pl.concat(v) if v else pl.DataFrame() for k, v in out.items()}
+
+
+def _calls_at_once(
+    ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool
+) -> dict[int, pl.DataFrame]:
+    """`_calls` of every rank with a tree (each rank's tree kept, `op_tree.prime_trees`),
+    made over their trees one after another at once: each rank's positions moved past the
+    ranks before it, so the tree's walks by row number (folds, children, subtree sums:
+    integers only) keep to its own rows. rank -> its calls as `_calls` makes them; a rank
+    with an empty tree is left out (`_calls` of it, as alone)."""
+    trees = [(r, op_tree.tree(ev, tb_compat=tb_compat)) for r, ev in sorted(ranks.items())]
+    trees = [(r, t) for r, t in trees if t.height]
+    if len(trees) < 2 or len({tuple(t.dtypes) for _, t in trees}) > 1:
+        return {}  # (one schema: a concatenation would cast a column)
+    offsets = np.cumsum([0, *(t.height for _, t in trees[:-1])])
+    nodes = tagged(trees)
+    offset = pl.Series(np.repeat(offsets, [t.height for _, t in trees]))
+    nodes = nodes.with_columns(
+        (pl.col("pos").cast(pl.Int64) + offset).cast(pl.UInt32).alias("pos"),
+        (pl.col("parent").cast(pl.Int64) + offset).cast(pl.UInt32).alias("parent"),
+        pl.col("last") + offset,
+    )
+    tells = pl.DataFrame(
+        {
+            "rank": [r for r, _ in trees],
+            "names_tell": [tensor_cores.names_tell(ranks[r]) for r, _ in trees],
+        },
+        schema={"rank": pl.Int64, "names_tell": pl.Boolean},
+    )
+    calls = _walk(nodes, tb_compat=tb_compat, tell=pl.lit(True), keep=("rank",))
+    calls = calls.drop("names_tell").join(tells, on="rank", how="left", maintain_order="left")
+    return untagged(calls, [r for r, _ in trees])
+
+
+def _ranked(rank: int, table: pl.DataFrame) -> pl.DataFrame:
+    """`table` with a leading `rank`, inserted (a `select(lit(rank), all())` was a query per
+    rank and table), flagged sorted as a literal's column is (a later group-by on `rank`
+    takes the same path)."""
+    column = pl.Series("rank", np.full(table.height, rank, dtype=np.int64)).set_sorted()
+    out = table.clone()  # (a shallow copy)
+    out.insert_column(0, column)
+    return out

@@ -68,3 +68,49 @@ def divided_as_alone(num: pl.Expr, by: pl.Expr | float, alone: pl.Expr) -> pl.Ex
         )
     inverse = num * (1.0 / by)
     return pl.when(num.is_null()).then(None).when(alone).then(exact).otherwise(inverse)
+
+
+def batching() -> bool:
+    """Is this thread making a batch of small ranks at once (`hta_view.views_at_once`, on
+    inside a report's batch task only: the app builds rank by rank with checkpoints)?"""
+    from hta_tui.analysis import hta_view
+
+    return bool(getattr(hta_view._at_once, "on", False))
+
+
+def made_at_once(
+    ranks: Mapping[int, pl.DataFrame],
+    name: str,
+    columns: tuple[str, ...],
+    build: Callable[[list[tuple[int, pl.DataFrame]]], Mapping[int, object]],
+    *args: object,
+) -> None:
+    """Inside a batch (`batching`), a per-rank intermediate kept as `job_cached({0: events},
+    name, ..., *args)` made for every rank at once and kept under each rank's key, so each
+    rank's own call finds it (once per batch: the priming is itself kept). `build` gets the
+    ranks' `columns` (ranks of one schema together: a concatenation would cast a column
+    another rank holds in another type) and returns rank -> its table as its own build would
+    make it. A rank alone in its schema, without the columns, or in a group whose build
+    fails, makes its own when asked."""
+    if len(ranks) < 2 or not batching():
+        return
+
+    def prime() -> pl.DataFrame:
+        groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame, pl.DataFrame]]] = {}
+        for rank, events in sorted(ranks.items()):
+            if not set(columns) <= set(events.columns):
+                continue
+            picked = events[list(columns)]  # (a pick: no query)
+            groups.setdefault(tuple(picked.dtypes), []).append((rank, events, picked))
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            try:
+                built = build([(rank, picked) for rank, _, picked in members])
+            except Exception:  # (each rank makes its own, and says what is wrong with it)
+                continue
+            for rank, events, _ in members:
+                job_cached({0: events}, name, lambda t=built[rank]: t, *args)
+        return pl.DataFrame()
+
+    job_cached(ranks, f"{name} at once", prime, *args)

@@ -18,7 +18,7 @@ import polars as pl
 
 from hta_tui.analysis import interval_arrays, tb_roles, tb_steps
 from hta_tui.analysis.hta_view import us
-from hta_tui.analysis.per_rank import each_rank
+from hta_tui.analysis.per_rank import batching, each_rank
 
 _US = " (us)"
 
@@ -55,10 +55,14 @@ def _parts(roles: pl.DataFrame, steps: pl.DataFrame) -> np.ndarray:
     return np.diff(np.column_stack(covered), axis=1)
 
 
-def rank_breakdown(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
+def rank_breakdown(
+    events: pl.DataFrame, *, tb_compat: bool = False, roles: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """One row per used step of one rank (no `rank` column): step, step_time and each
-    category, in us."""
+    category, in us. `roles`: its `tb_roles.role_of`, when made already (a batch's)."""
     steps = tb_steps.profiler_steps(events, tb_compat=tb_compat).filter("used")
+    if roles is not None:
+        return breakdown_table(steps, lambda: roles)
     return breakdown_table(steps, lambda: tb_roles.role_of(events, tb_compat=tb_compat))
 
 
@@ -80,11 +84,20 @@ def step_time_breakdown(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> pl.DataFrame:
     """Every rank's used steps, broken down (COLUMNS)."""
-    return each_rank(ranks, lambda ev: rank_breakdown(ev, tb_compat=tb_compat), COLUMNS)
+    tb_steps.prime_steps(ranks, tb_compat=tb_compat)  # a batch's steps made at once
+    # and its roles: by frame (`each_rank` hands each rank's events alone)
+    made = tb_roles.roles_at_once(ranks, tb_compat=tb_compat) if batching() else {}
+    roles = {id(ranks[rank]): table for rank, table in made.items()}
+    return each_rank(
+        ranks,
+        lambda ev: rank_breakdown(ev, tb_compat=tb_compat, roles=roles.get(id(ev))),
+        COLUMNS,
+    )
 
 
 def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
     """Every rank's steps, used or not and why, times in us relative to the file."""
+    tb_steps.prime_steps(ranks, tb_compat=tb_compat)
     return each_rank(
         ranks,
         lambda ev: tb_steps.profiler_steps(ev, tb_compat=tb_compat).select(
@@ -103,6 +116,7 @@ def used_steps(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) ->
     """rank, step, start, end (ns, as in the file): the steps the step-time view shows, each
     moved to the GPU work it launched. The one step definition the step-time view, the diff's
     step time and the sync verdict share."""
+    tb_steps.prime_steps(ranks, tb_compat=tb_compat)
     return each_rank(
         ranks,
         lambda ev: (

@@ -26,6 +26,7 @@ from hta_tui.analysis.hta_view import (
     KERNEL_TYPES,
     gpu_launches,
     hta_view,
+    job_cached,
     profiler_step_names,
     us,
     with_times,
@@ -108,8 +109,31 @@ def _step_rows(view: pl.DataFrame, numbers: pl.DataFrame) -> pl.DataFrame:
     DEVIATION: a GPU-side `gpu_user_annotation` ProfilerStep#N (ROCm and recent CUDA traces)
     only shows where step N ran on the device; HTA's `extract_iteration_info` lists it as
     another row of step N (two `iter N` rows, and step times mixing CPU and GPU spans)."""
+    names = tuple(numbers["name"].to_list())  # (the job's: the rows depend on no other)
+    return job_cached({0: view}, "hta_step_rows", lambda: _find_step_rows(view, numbers), names)
+
+
+def _find_step_rows(view: pl.DataFrame, numbers: pl.DataFrame) -> pl.DataFrame:
     is_step = pl.col("name").str.starts_with("ProfilerStep") & (pl.col("kind") != "gpu_annotation")
     return view.filter(is_step).join(numbers, on="name", how="left", maintain_order="left")
+
+
+def _prime_step_rows(views: Mapping[int, pl.DataFrame], numbers: pl.DataFrame) -> None:
+    """Inside a batch of small ranks, every view's `_step_rows` made at once (views of one
+    schema together) and kept as each view's."""
+    if not views:
+        return
+    # (here, not at the top: they import numpy, which the report's client does without)
+    from hta_tui.analysis.per_rank import made_at_once
+    from hta_tui.analysis.rank_column import tagged, untagged
+
+    columns = tuple(next(iter(views.values())).columns)
+
+    def build(frames: list[tuple[int, pl.DataFrame]]) -> dict[int, pl.DataFrame]:
+        found = _find_step_rows(tagged(frames), numbers)
+        return untagged(found, [rank for rank, _ in frames])
+
+    made_at_once(views, "hta_step_rows", columns, build, tuple(numbers["name"].to_list()))
 
 
 def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
@@ -138,7 +162,9 @@ def iteration_rows(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = Fals
     (the origin, the smallest start of every rank, is subtracted by `iterations_from`)."""
     numbers = _step_numbers(ranks)
     frames = []
-    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
+    views = hta_view(ranks, hta_compat=hta_compat, columns=())
+    _prime_step_rows(views, numbers)
+    for rank, view in views.items():
         steps = _step_rows(view, numbers)
         if steps.is_empty():
             continue
@@ -173,7 +199,9 @@ def profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
     """HTA's `get_profiler_steps`: sorted step numbers over all ranks (see module doc)."""
     steps: set[int] = set()
     numbers = _step_numbers(ranks)
-    for view in hta_view(ranks, columns=()).values():
+    views = hta_view(ranks, columns=())
+    _prime_step_rows(views, numbers)
+    for view in views.values():
         steps.update(_step_rows(view, numbers)["iter"].drop_nulls().to_list())
     return sorted(steps)
 
@@ -299,7 +327,9 @@ def step_metrics(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
     by_rank = launched.partition_by("rank", as_dict=True)
     empty = launched.clear()
     rows = []
-    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
+    views = hta_view(ranks, hta_compat=hta_compat, columns=())
+    _prime_step_rows(views, numbers)
+    for rank, view in views.items():
         m = _rank_step_metrics(view, numbers, by_rank.get((rank,), empty), rank)
         if m is not None and not m.is_empty():
             rows.append(m)

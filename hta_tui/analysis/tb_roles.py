@@ -18,9 +18,12 @@ the plugin is wrong for traces newer than 2021 (README, "deliberate differences"
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import polars as pl
 
 from hta_tui.analysis.hta_view import kernel_type
+from hta_tui.analysis.rank_column import tagged, untagged
 
 #: Breakdown roles by priority; "Other" is what no role covers.
 ROLES: tuple[str, ...] = (
@@ -241,3 +244,74 @@ def known_rows() -> pl.Expr:
     plain += ["memset", "gpu_memset", "python", "python_function"]
     kept = _annotation() & (STEP_NAME | _IS_COMM_NAME)
     return cat_in(plain) | kept
+
+
+#: what `role_of` reads of a rank's events
+_ROLE_READ = ("kind", "cat", "name", "external_id", "ts", "dur")
+
+
+def roles_at_once(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool) -> dict[int, pl.DataFrame]:
+    """`role_of` of every rank, made over the ranks at once (ranks of one schema together:
+    a concatenation would cast a column); rank -> its table as `role_of` makes it. A rank
+    alone in its schema, or in a group that fails, is left out (its own `role_of`)."""
+    groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame]]] = {}
+    for rank, events in sorted(ranks.items()):
+        if set(_ROLE_READ) <= set(events.columns):
+            picked = events[list(_ROLE_READ)]  # (a pick: no query)
+            groups.setdefault(tuple(picked.dtypes), []).append((rank, picked))
+    out: dict[int, pl.DataFrame] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        try:
+            out |= _roles_of(members, tb_compat=tb_compat)
+        except Exception:  # (each rank makes its own, and says what is wrong with it)
+            continue
+    return out
+
+
+def _roles_of(
+    frames: list[tuple[int, pl.DataFrame]], *, tb_compat: bool
+) -> dict[int, pl.DataFrame]:
+    """`role_of` of each rank with `rank` in its keys: a kernel is communication by its
+    rank's collective ops' external ids, or by its name (a name's type is the same on
+    every rank, and a kernel's name is among its own rank's kernels)."""
+    lf = (
+        tagged(frames)
+        .lazy()
+        .with_columns(
+            _operator().alias("__op"),
+            _python().alias("__py"),
+            _annotation().alias("__ann"),
+            gpu_work("Kernel", tb_compat=tb_compat).alias("__kernel"),
+        )
+        .with_columns(
+            ((pl.col("__op") | pl.col("__py") | pl.col("__ann")) & _IS_COMM_NAME).alias("__comm")
+        )
+        .collect()
+        .lazy()
+    )
+    flags = lf.filter(pl.col("__comm") | pl.col("__kernel")).collect()
+    ids = (
+        flags.filter("__comm")
+        .select("rank", "external_id", pl.lit(True).alias("__by_id"))
+        .drop_nulls()
+        .unique(["rank", "external_id"])
+    )
+    comm_kernel = pl.col("__by_id").fill_null(False)
+    if not tb_compat:
+        names = flags.filter("__kernel").select(pl.col("name").unique())
+        nccl = names.filter(kernel_type() == "COMMUNICATION")["name"]
+        comm_kernel = comm_kernel | pl.col("name").is_in(nccl.implode())
+    roles = (
+        lf.join(ids.lazy(), on=["rank", "external_id"], how="left", maintain_order="left")
+        .select(
+            "rank",
+            role_rule(comm_kernel, tb_compat=tb_compat).alias("role"),
+            pl.col("ts").alias("start"),
+            (pl.col("ts") + pl.col("dur")).alias("end"),
+        )
+        .drop_nulls()
+        .collect()
+    )
+    return untagged(roles, [rank for rank, _ in frames])
