@@ -396,7 +396,7 @@ def hta_view(
 ) -> dict[int, pl.DataFrame]:
     """`rank_view` of every rank; the ProfilerStep rule looks at all ranks at once, as HTA."""
     steps = profiler_step_names(ranks)
-    batch = getattr(_at_once, "on", False) and len(ranks) > 1
+    batch = at_once() and len(ranks) > 1
     if batch and columns is not None and set(columns) <= set(CACHED_COLUMNS):
         _views_at_once(ranks, steps, hta_compat=hta_compat)
     return {
@@ -407,6 +407,11 @@ def hta_view(
 
 #: `views_at_once` is on in this thread
 _at_once = threading.local()
+
+
+def at_once() -> bool:
+    """Is `views_at_once` on in this thread (a report's batch task making small ranks)?"""
+    return bool(getattr(_at_once, "on", False))
 
 
 @contextlib.contextmanager

@@ -75,7 +75,7 @@ def batching() -> bool:
     inside a report's batch task only: the app builds rank by rank with checkpoints)?"""
     from hta_tui.analysis import hta_view
 
-    return bool(getattr(hta_view._at_once, "on", False))
+    return hta_view.at_once()
 
 
 def made_at_once(
