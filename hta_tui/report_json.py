@@ -77,31 +77,22 @@ def _key(name: str) -> str:
 
 
 def row_text(
-    schema: pl.Schema,
-    at: int,
-    column: str | None = None,
-    ascii: frozenset[int] = frozenset(),
-    made: frozenset[int] = frozenset(),
+    schema: pl.Schema, at: int, column: str | None = None, ascii: frozenset[int] = frozenset()
 ) -> pl.Expr | None:
     """Each row's text, each item of the list on its own line indented `at` spaces, "\\n"
     first: the row as a record, or its `column` alone (a `LIST_KEYS` table). None when a
     column's type is written the records' way (or there is no column). `ascii`: the places
-    of text columns holding nothing from U+007F up; `made`: of text columns already holding
-    their values' JSON texts (`_texts_made`)."""
+    of text columns holding nothing from U+007F up."""
     names = list(schema)
-
-    def text_of(i: int, dtype: pl.DataType, at: int) -> pl.Expr | None:
-        return pl.nth(i) if i in made else value_text(pl.nth(i), dtype, at, i in ascii)
-
     if column is not None:
         i = names.index(column)
-        text = text_of(i, schema[column], at)
-        return None if text is None else pl.concat_str(pl.lit("\n" + _spaces(at)), text)
+        value = value_text(pl.nth(i), schema[column], at, i in ascii)
+        return None if value is None else pl.concat_str(pl.lit("\n" + _spaces(at)), value)
     if not names:
         return None
     parts: list[pl.Expr] = []
     for i, (name, dtype) in enumerate(schema.items()):
-        value = text_of(i, dtype, at + 2)  # (by place: see `_ascii`)
+        value = value_text(pl.nth(i), dtype, at + 2, i in ascii)  # (by place: see `_ascii`)
         if value is None:
             return None
         before = ("\n" + _spaces(at) + "{" if i == 0 else ",") + "\n" + _spaces(at + 2)
@@ -138,46 +129,18 @@ def _ascii(frame: pl.DataFrame) -> frozenset[int]:
     return frozenset(i for i in text if found.get_column(str(i)).item())
 
 
-def _texts_made(
-    part: pl.DataFrame, ascii: frozenset[int], column: str | None
-) -> tuple[pl.DataFrame, frozenset[int]]:
-    """`part` with each text column of few distinct values (a memory event's operator,
-    module and stack; a launch's name) holding its values' JSON texts, made once a distinct
-    value and placed by a lookup: encoding 157k stacks of ~150 bytes one by one was most
-    of writing a vit_memory rank's events. The same function of each value, so the same
-    text; and the places of the columns so made."""
-    texts: dict[str, pl.Series] = {}
-    for i, (name, dtype) in enumerate(part.schema.items()):
-        if (column is not None and name != column) or not _text_like(dtype):
-            continue
-        values = part.get_column(name).cast(pl.String)
-        distinct = values.unique()
-        if 2 * distinct.len() > values.len():  # mostly distinct: one by one costs less
-            continue
-        encode = value_text(pl.first(), pl.String(), 0, i in ascii)
-        encoded = distinct.to_frame().select(encode).to_series()
-        # (a null value's text is "null", as `value_text` writes it)
-        texts[name] = values.replace_strict(distinct, encoded, default=None).fill_null("null")
-    if not texts:
-        return part, frozenset()
-    names = list(part.schema)
-    return part.with_columns(**texts), frozenset(names.index(n) for n in texts)
-
-
 def _pieces(
     schema: pl.Schema, frames: Iterable[pl.DataFrame], at: int, column: str | None
 ) -> Iterator[str]:
     first = True
-    made: dict[tuple[frozenset[int], frozenset[int]], pl.Expr] = {}
+    made: dict[frozenset[int], pl.Expr] = {}
     for frame in frames:
         for start in range(0, frame.height, JSON_ROWS):
             part = frame.slice(start, JSON_ROWS)
             ascii = _ascii(part)
-            part, encoded = _texts_made(part, ascii, column)
-            rows = made.get((ascii, encoded))
+            rows = made.get(ascii)
             if rows is None:
-                rows = row_text(schema, at + 2, column, ascii, encoded)  # type: ignore[assignment]
-                made[(ascii, encoded)] = rows  # type: ignore[assignment]
+                rows = made[ascii] = row_text(schema, at + 2, column, ascii)  # type: ignore[assignment]
             text = part.select(rows.alias("row")).to_series().str.join(",").item()
             yield ("[" if first else ",") + text
             first = False

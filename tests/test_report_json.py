@@ -91,19 +91,11 @@ def test_json_from_frames_is_the_records_bytes(monkeypatch: pytest.MonkeyPatch) 
     """Every hard value, sliced (2 rows at a time) and as a list table (`LIST_KEYS`),
     written byte for byte as the records' JSON, and no row made a Python object."""
     edges = _edges()
-    # text columns of few distinct values (each value's text made once, `_texts_made`), a
-    # mostly distinct one beside them, and a list table of names
-    repeated = pl.concat([edges.select("text", "cat", "enum")] * 5).with_columns(
-        pl.format("n{}é", pl.int_range(pl.len())).alias("distinct")
-    )
     tables = {
         "edges": edges,
         "empty": edges.clear(),
         "potential_stragglers": pl.DataFrame({"rank": [3, None, 0]}),
-        "repeated": repeated,
-        "names_list": repeated,
     }
-    monkeypatch.setitem(registry.LIST_KEYS, "names_list", "text")  # a list of texts
     scope = {"edges": {"ranks": [0, 1]}}
     want = _expected(tables, scope) + "\n"  # (the reference makes records)
     _refuse_rows(monkeypatch)
