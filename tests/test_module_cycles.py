@@ -170,3 +170,38 @@ def test_module_parents_follow_the_parent_ids() -> None:
     asked = in_order["python_id"].gather_every(3)
     got = dict(_module_parents(in_order, asked).iter_rows())
     assert got == {i: walk(i) for i in asked.to_list()}
+
+
+def test_paths_fit_is_the_capped_pass() -> None:
+    """`_paths_fit` (the climb on integer codes) says the capped pass fits exactly when the
+    capped pass on texts gives its paths, on tangled tables: several parents per module,
+    cycles, self-parents, null parents and null ids, at caps around their path counts."""
+    import random
+
+    from hta_tui.analysis.module_view import _paths, _paths_fit
+
+    checked = {True: 0, False: 0}
+    for seed in range(14):
+        rng = random.Random(seed)
+        names = [f"M{i}" for i in range(rng.randint(2, 7))]
+        rows = []
+        for _ in range(rng.randint(2, 24)):
+            mod, mid = rng.choice(names), rng.choice([0, 1, 1, 2, None])
+            parent = rng.choice([*names, None])
+            pid = rng.choice([0, 1, 2, None]) if parent is not None else None
+            rows.append((mod, mid, parent, pid))
+        table = pl.DataFrame(
+            rows,
+            schema={
+                "module": pl.String,
+                "module_id": pl.Int64,
+                "parent": pl.String,
+                "parent_id": pl.Int64,
+            },
+            orient="row",
+        )
+        for cap in (1, table.height, 10_000):
+            fits = _paths_fit(table, cap)
+            assert fits == (_paths(table, cap) is not None), (seed, cap)
+            checked[fits] += 1
+    assert checked[True] > 5 and checked[False] > 5  # both answers were tried

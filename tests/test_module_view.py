@@ -141,3 +141,53 @@ def test_enclosing_among_operators_and_modules(shared: Path) -> None:
     assert every["c_kind"].cast(pl.String).unique().to_list().count("python") == 1  # frames there
     assert some.height and some.height < every.height
     assert some.equals(kept)
+
+
+def _story_events(tmp_path: Path) -> pl.DataFrame:
+    story = write_trace(make_sync_story(steps=2), tmp_path / "story.json")
+    return parse_bytes(read_bytes(story)).frames["events"]
+
+
+def test_repeated_idx_costs_only_its_rank(tmp_path: Path) -> None:
+    """A frame whose idx repeats (the story's Python frames listed again a second later, as
+    two reads concatenated would) is answered, not a ShapeError from `enclosing`'s gather:
+    the launches' enclosing events are those of the frame without the copies, and the other
+    rank's table is unchanged."""
+    from hta_tui.analysis.host_context import enclosing
+
+    events = _story_events(tmp_path)
+    copies = events.filter(pl.col("kind") == "python").with_columns(pl.col("ts") + 10**9)
+    repeated = pl.concat([events, copies])
+    assert repeated["idx"].n_unique() < repeated.height
+    launches = events.filter(pl.col("kind") == "runtime").select("idx", "pid", "tid", "ts", "dur")
+    assert enclosing(repeated, launches).equals(enclosing(events, launches))
+    alone = module_view({0: events})
+    both = module_view({0: events, 1: repeated})
+    assert both.filter(pl.col("rank") == 0).equals(alone)
+    assert sorted(both.filter(pl.col("rank") == 1)["path"]) == sorted(alone["path"])
+
+
+def test_null_ts_costs_only_its_event(tmp_path: Path) -> None:
+    """An operator of null ts, on a rank where the shared nesting is refused (a zero-length
+    operator): `_own_graph` nests the other nodes, not a negative level from a node placed
+    nowhere. The table is the one without that operator, and the other rank's is unchanged;
+    a launch of null ts too is answered."""
+    events = _story_events(tmp_path)
+    op = events.filter(pl.col("kind") == "cpu_op")["idx"]
+    launch = events.filter(pl.col("kind") == "runtime")["idx"][1]
+    events = events.with_columns(  # a zero-length operator: `_shared_graph` refuses the rank
+        pl.when(pl.col("idx") == op[0]).then(0).otherwise(pl.col("dur")).alias("dur")
+    )
+    timeless = events.with_columns(
+        pl.when(pl.col("idx") == op[1]).then(None).otherwise(pl.col("ts")).alias("ts")
+    )
+    alone = module_view({0: events})
+    both = module_view({0: events, 1: timeless})
+    assert both.filter(pl.col("rank") == 0).equals(alone)
+    expected = module_view({1: events.filter(pl.col("idx") != op[1])})
+    assert not expected.is_empty()
+    assert both.filter(pl.col("rank") == 1).equals(expected)
+    no_launch_time = timeless.with_columns(
+        pl.when(pl.col("idx") == launch).then(None).otherwise(pl.col("ts")).alias("ts")
+    )
+    assert module_view({1: no_launch_time})["path"].sort().equals(expected["path"].sort())

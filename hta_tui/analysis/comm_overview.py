@@ -25,6 +25,7 @@ from hta_tui.analysis.comm_plugin import (
     DATA_LOADER,
     breakdown_of,
     breakdown_query,
+    is_python_cat,
     spans,
     steps_of,
     with_means,
@@ -93,7 +94,7 @@ def _ranks_steps(events: pl.DataFrame) -> pl.DataFrame:
         .collect()
     )
     cpu = pl.col("kind").is_in(["cpu_op", "python"]) & (
-        (pl.col("kind") != "python") | (pl.col("cat").str.to_lowercase() == "python")
+        (pl.col("kind") != "python") | is_python_cat()
     )
     unnamed = (
         events.lazy()

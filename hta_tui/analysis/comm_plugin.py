@@ -42,10 +42,15 @@ def _rows(ev: pl.DataFrame, *cats: str, columns: Sequence[str] | None = None) ->
     }
     rows = pl.col("kind").is_in(sorted({kinds[c] for c in cats}))
     if "python" in cats:
-        not_python = pl.col("kind") != "python"
-        rows = rows & (not_python | (pl.col("cat").str.to_lowercase() == "python"))
+        rows = rows & ((pl.col("kind") != "python") | is_python_cat())
     picked = ev.lazy().filter(rows)
     return (picked if columns is None else picked.select(columns)).collect()
+
+
+def is_python_cat() -> pl.Expr:
+    """`cat` is "python" in any case (the plugin lower-cases it): a case-blind match, where
+    lower-casing every row's text first cost ~4x more (only ASCII letters fold to these)."""
+    return pl.col("cat").str.contains("(?i)^python$")
 
 
 _CPU = ("cpu_op", "operator", "python")

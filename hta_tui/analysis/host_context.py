@@ -50,16 +50,24 @@ CONTEXT_COLUMNS: dict[str, pl.DataType] = {
 def rows_at(
     events: pl.DataFrame, idx: pl.Series, columns: Sequence[str] | None = None
 ) -> pl.DataFrame:
-    """The events with these idx, in that order (nulls and unknown idx left out); `columns`
-    only (and idx). A parsed frame's idx is its row number, so this is a gather, not a join
-    over the whole rank."""
+    """The events with these idx, in that order (nulls and unknown idx left out; of an idx
+    the frame repeats, its first row); `columns` only (and idx). A parsed frame's idx is its
+    row number, so this is a gather, not a join over the whole rank: the gathered rows' idx
+    are checked against those asked (a frame of repeated idx still ends at n - 1)."""
     idx = idx.drop_nulls()
     n = events.height
     if columns is not None:
         events = events.select("idx", *(c for c in columns if c != "idx"))
     if n and events["idx"][0] == 0 and events["idx"][n - 1] == n - 1:
-        return events[idx.filter(idx < n).cast(pl.UInt32)]
-    return idx.rename("idx").to_frame().join(events, on="idx", maintain_order="left")
+        asked = idx.filter(idx < n).cast(pl.UInt32)
+        rows = events[asked]
+        if (rows["idx"].cast(pl.UInt32) == asked).all():
+            return rows
+    joined = idx.rename("idx").to_frame().join(events, on="idx", maintain_order="left")
+    if joined.height > idx.len():  # an idx the frame repeats: its first row only
+        firsts = events.unique("idx", keep="first", maintain_order=True)
+        joined = idx.rename("idx").to_frame().join(firsts, on="idx", maintain_order="left")
+    return joined
 
 
 def context_events(events: pl.DataFrame, among: pl.Expr | None = None) -> pl.LazyFrame:

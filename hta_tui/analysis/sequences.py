@@ -145,11 +145,14 @@ def _stack_threads(view: pl.DataFrame, min_stream: int = 1) -> pl.DataFrame:
 def _levels(nodes: pl.DataFrame) -> pl.DataFrame:
     """Each node's open position (`pos`) in its thread's sorted ends and its level.
 
-    `nodes`: thread, idx, start, end. Sort keys per end: thread, time, class (0 closing,
-    1 opening, 2 / 3 zero-length opening / closing, or -2 / -1 when no event opens at that time),
-    then k1 (duration: longer opens first, shorter closes first) and k2 (idx: smaller opens
-    first, larger closes first).
+    `nodes`: thread, idx, start, end; a node of null start has no row (the parser makes no
+    null ts, but a frame from elsewhere must not break the nesting). Sort keys per end:
+    thread, time, class (0 closing, 1 opening, 2 / 3 zero-length opening / closing, or -2 / -1
+    when no event opens at that time), then k1 (duration: longer opens first, shorter closes
+    first) and k2 (idx: smaller opens first, larger closes first).
     """
+    if nodes["start"].null_count():  # no place in time: nested nowhere (left out)
+        nodes = nodes.filter(pl.col("start").is_not_null())
     end = pl.max_horizontal("start", "end")  # HTA's rounding can make end < start
     base = nodes.lazy().select("thread", "idx", "start", end.alias("end"))
     zero = pl.col("end") == pl.col("start")
