@@ -14,6 +14,7 @@ import pytest
 
 from hta_tui.analysis import catalog
 from hta_tui.analysis.critical_path import path as cp
+from hta_tui.analysis.critical_path.path import path_of
 from hta_tui.analysis.critical_path.tables import critical_path_tables
 from hta_tui.api import TraceAnalysis
 from hta_tui.synth.events import complete
@@ -342,7 +343,7 @@ def test_a_job_without_steps_makes_no_launch_queues(
     from hta_tui.analysis.critical_path import graph
 
     made: list[str] = []
-    for name in ("queue_at", "ranks_queue_at"):
+    for name in ("queue_at", "ranks_queue_at", "ranks_queues"):
         real = getattr(graph, name)
 
         def counted(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
@@ -362,7 +363,7 @@ def test_a_job_without_steps_makes_no_launch_queues(
         _write(tmp_path / "steps", rank, _step([("gemm", 50, 500)]))
     rows = critical_path_tables(TraceAnalysis(tmp_path / "steps", cache=False)._ranks())
     assert rows["critical_path"].filter(pl.col("rank").is_not_null())["error"].null_count() == 2
-    assert made == ["ranks_queue_at"]
+    assert made == ["ranks_queues"]
 
 
 def test_steps_parameter(tmp_path: Path) -> None:
@@ -418,14 +419,14 @@ def test_one_bad_rank_costs_only_its_row(tmp_path: Path, monkeypatch: pytest.Mon
     _write(tmp_path / "t", 0, _step([("gemm", 50, 500)]))
     _write(tmp_path / "t", 1, _step([("gemm", 50, 500)]))
     ranks = TraceAnalysis(tmp_path / "t", cache=False)._ranks()
-    real = cp.rank_path
+    real = path_of
 
-    def flaky(events: pl.DataFrame, rank: int, *a: Any, **k: Any) -> cp.RankPath:
+    def flaky(rank: int, *a: Any, **k: Any) -> cp.RankPath:
         if rank == 1:
             raise ValueError("odd value\nsecond line")
-        return real(events, rank, *a, **k)
+        return real(rank, *a, **k)
 
-    monkeypatch.setattr("hta_tui.analysis.critical_path.tables.rank_path", flaky)
+    monkeypatch.setattr("hta_tui.analysis.critical_path.tables.path_of", flaky)
     rows = critical_path_tables(ranks)["critical_path"].sort("rank").rows(named=True)
     assert rows[0]["path_length_us"] == 590 and rows[0]["error"] is None
     assert rows[1]["error"] == "ValueError: odd value"

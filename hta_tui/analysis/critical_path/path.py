@@ -3,17 +3,17 @@ bounds each edge on it, and re-run it with some edges scaled ("what if")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.comm_kinds import COLLECTIVE_OP
 from hta_tui.analysis.critical_path import graph as g
 from hta_tui.analysis.critical_path import longest
 from hta_tui.analysis.critical_path.longest import CycleError
 from hta_tui.analysis.hta_view import with_times
+from hta_tui.analysis.rank_column import tagged
 
 NS_PER_US = 1000
 
@@ -66,13 +66,16 @@ def windows(
     return int(ann["start"].min()), int(ann["end"].max())  # type: ignore[arg-type]
 
 
-def bound_types(graph: g.Graph, data_loading: str | None = None) -> np.ndarray:
+def bound_types(
+    graph: g.Graph, data_loading: str | None = None, comm: np.ndarray | None = None
+) -> np.ndarray:
     """Each edge's bound type (HTA's `bound_by`): by edge type, else by the attributed event:
     on the CPU `cpu_bound` (or `data_loading` by name), a communication kernel
     `gpu_communication_bound`, any other GPU op `gpu_compute_bound`."""
     nodes = graph.nodes
     on_gpu = nodes["stream"].is_not_null().to_numpy()
-    comm = nodes.select(g.is_comm(pl.col("name")))["name"].to_numpy()
+    if comm is None:  # (each node a communication kernel: `graph.build_many` says)
+        comm = nodes.select(g.is_comm(pl.col("name")))["name"].to_numpy()
     loading = (
         nodes["name"].fill_null("").str.contains(data_loading).to_numpy()
         if data_loading
@@ -117,20 +120,34 @@ def rank_path(
 ) -> RankPath:
     """One rank's critical path in a window of prepared events. CycleError when the
     dependencies loop (then there is no path). `queue`: the rank's `graph.queue_at`, when
-    several windows of one rank share it."""
+    several windows of one rank share it. (`graph.build_many` of one window: the report's
+    ranks and steps are made at once, `tables.rank_paths`.)"""
     if queue is None:
         queue = g.queue_at(events, hta_launches=hta_launches)
     cpu_only = not hta_launches and events.filter(pl.col("stream").is_not_null()).is_empty()
-    graph = g.build(
-        events,
-        *window,
-        queue=queue,
-        data_loading=data_loading,
+    make = g.build_many(
+        tagged([(rank, events)]),
+        [g.Window(rank, *window, extra=cpu_only)],
+        tagged([(rank, queue)]),
+        data_loading,
         graph_kernels=not hta_launches,
-        extra_nodes=COLLECTIVE_OP if cpu_only else None,
     )
+    return path_of(rank, window, make[0], data_loading)
+
+
+def path_of(
+    rank: int,
+    window: tuple[int, int],
+    make: Callable[[], tuple[g.Graph, np.ndarray]],
+    data_loading: str | None = None,
+) -> RankPath:
+    """The path of one graph of `graph.build_many` (its maker). CycleError when the
+    dependencies loop."""
+    graph, comm = make()
     length, path, order = solve(graph)
-    return RankPath(rank, window, graph, order, path, length, bound_types(graph, data_loading))
+    return RankPath(
+        rank, window, graph, order, path, length, bound_types(graph, data_loading, comm)
+    )
 
 
 def breakdown(rp: RankPath, weight: np.ndarray | None = None) -> dict[str, int]:
@@ -253,4 +270,13 @@ def what_ifs(rp: RankPath) -> list[tuple[str, int, str]]:
     return sorted(out, key=lambda x: x[1])
 
 
-__all__ = ["CycleError", "RankPath", "breakdown", "edges_table", "rank_path", "what_if", "windows"]
+__all__ = [
+    "CycleError",
+    "RankPath",
+    "breakdown",
+    "edges_table",
+    "path_of",
+    "rank_path",
+    "what_if",
+    "windows",
+]
