@@ -16,6 +16,7 @@ from hta_tui.analysis.critical_path.rules import (
     OP,
     SYNC,
     RowOf,
+    nulls,
     part,
 )
 from hta_tui.analysis.rank_column import untagged
@@ -66,10 +67,11 @@ def kernel_edges(k: pl.DataFrame, s: pl.DataFrame, ts: np.ndarray, row_of_idx: R
     out.append(part(2 * krow, 2 * krow + 1, OP, ts, krow))
     # previous kernel on the stream
     launch_row = row_of_idx(k["launch_idx"].to_numpy())
-    q_rt = k["queue_runtime"].fill_null(-1).to_numpy()
-    q_k = k["queue_kernel"].fill_null(-1).to_numpy()
-    prev = k["prev_idx"]
-    prev_row = np.where(prev.is_null().to_numpy(), -1, row_of_idx(prev.fill_null(-1).to_numpy()))
+    # (null queue lengths as NaN: neither 1 nor 0, as -1 was)
+    q_rt = k["queue_runtime"].to_numpy()
+    q_k = k["queue_kernel"].to_numpy()
+    none = nulls(k["prev_idx"])
+    prev_row = np.where(none, -1, row_of_idx(np.where(none, -1, k["prev_idx"].to_numpy())))
     prev_end = k["prev_end"].to_numpy()
     lstart = k["launch_start"].to_numpy()
     kstart = k["start"].to_numpy()
@@ -85,7 +87,7 @@ def kernel_edges(k: pl.DataFrame, s: pl.DataFrame, ts: np.ndarray, row_of_idx: R
         part(2 * launch_row[launch], 2 * krow[launch], LAUNCH, ts, np.full(launch.sum(), -1))
     )
     out.append(part(2 * prev_row[kk] + 1, 2 * krow[kk], KK, ts, prev_row[kk]))
-    graph = k["launch_name"].is_in(GRAPH_LAUNCHES).to_numpy() & (launch_row >= 0) & ~launch
+    graph = np.isin(k["launch_name"].to_numpy(), GRAPH_LAUNCHES) & (launch_row >= 0) & ~launch
     if graph.any():
         e = part(2 * launch_row[graph], 2 * krow[graph], LAUNCH, ts, np.full(graph.sum(), -1))
         e["weight"] = np.zeros(graph.sum(), dtype=np.int64)

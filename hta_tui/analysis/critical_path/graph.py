@@ -66,6 +66,7 @@ from hta_tui.analysis.critical_path.rules import (
     SYNC,
     RowOf,
     is_comm,
+    nulls,
 )
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "Window",
     "build_many",
     "is_comm",
+    "nulls",
     "queue_at",
     "ranks_queue_at",
     "ranks_queues",
@@ -158,7 +160,7 @@ def build_many(
 def _by_graph(table: pl.DataFrame) -> Callable[[int], pl.DataFrame]:
     """Graph number -> its rows of a batch table (without `G`), in the table's order."""
     mine = table.partition_by(G, as_dict=True, include_key=False, maintain_order=True)
-    empty = table.clear().drop(G)
+    empty = pl.DataFrame([c for c in table.clear().get_columns() if c.name != G])
     return lambda i: mine.get((i,), empty)
 
 

@@ -8,7 +8,15 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.critical_path.rules import BLOCKING_CALLS, DEP, LOCK_CALLS, OP, RowOf, part
+from hta_tui.analysis.critical_path.rules import (
+    BLOCKING_CALLS,
+    DEP,
+    LOCK_CALLS,
+    OP,
+    RowOf,
+    nulls,
+    part,
+)
 
 
 def lock_edges(nodes: pl.DataFrame, ts: np.ndarray) -> tuple[list[dict], np.ndarray]:
@@ -18,7 +26,7 @@ def lock_edges(nodes: pl.DataFrame, ts: np.ndarray) -> tuple[list[dict], np.ndar
     the lock (the call-stack walk leaves their edges to this)."""
     parts: list[dict] = []
     names = nodes["name"].to_numpy()
-    is_lock = np.isin(names, LOCK_CALLS) & nodes["stream"].is_null().to_numpy()
+    is_lock = np.isin(names, LOCK_CALLS) & nulls(nodes["stream"])
     lock_rows = np.flatnonzero(is_lock)
     if lock_rows.size:
         lnode = np.concatenate([2 * lock_rows, 2 * lock_rows + 1])

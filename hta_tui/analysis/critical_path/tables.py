@@ -27,7 +27,7 @@ from hta_tui.analysis.critical_path.path import (
     NS_PER_US,
     RankPath,
     breakdown,
-    edges_table,
+    edges_tables,
     path_of,
     prepared,
     what_ifs,
@@ -555,13 +555,10 @@ def _tables(rows: list[dict[str, object]], paths: Mapping[tuple[int, int], RankP
         ],
         schema=WHAT_IF_COLUMNS,
     )
-    edges = [
-        edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
-        for (_, i), rp in sorted(paths.items())
-    ]
+    edges = [(i, rp) for (_, i), rp in sorted(paths.items())]
     return {
         "critical_path": summary,
-        "critical_path_edges": pl.concat(edges) if edges else pl.DataFrame(),
+        "critical_path_edges": edges_tables(edges) if edges else pl.DataFrame(),
         "critical_path_what_if": what_if,
     }
 
@@ -589,26 +586,37 @@ def critical_path_summary(
         ranks, annotation, instances, hta_compat=hta_compat, data_loading=data_loading
     )
     out = _tables(rows, paths)
-    graphs, nodes, calls = [], [], []
-    mine: dict[int, pl.DataFrame] = {}
-    for (rank, i), rp in sorted(paths.items()):
-        gr = GraphArrays.of(rp)
-        key = [pl.lit(rank, pl.Int64).alias("rank"), pl.lit(i, pl.Int64).alias("instance_id")]
-        graphs.append(
-            pl.DataFrame(
-                {k: getattr(gr, k) for k in ("src", "dst", "type", "weight", "row", "bound")}
-            ).select(*key, pl.all())
+    keys = sorted(paths)
+    arrays = [GraphArrays.of(paths[k]) for k in keys]
+    cols = ("src", "dst", "type", "weight", "row", "bound")
+    sizes = [a.src.size for a in arrays]
+    # every path's graph in one frame (a frame per path cost a query each)
+    out[GRAPH_EDGES] = (
+        pl.DataFrame(
+            {
+                "rank": np.repeat(np.array([r for r, _ in keys], dtype=np.int64), sizes),
+                "instance_id": np.repeat(np.array([i for _, i in keys], dtype=np.int64), sizes),
+                **{c: np.concatenate([getattr(a, c) for a in arrays]) for c in cols},
+            }
         )
-        nodes.append(pl.DataFrame({"rank": [rank], "instance_id": [i], "nodes": [gr.nodes]}))
-        if rank not in mine:  # in (pg, seq) order, as the matched calls
-            every = collectives.ranks_calls(ranks)  # every rank's at once, made once
-            mine[rank] = every.filter(pl.col("rank") == rank).sort("pg", "seq", "rank")
-        calls.append(_rank_call_nodes(ranks[rank], rp, mine[rank]).select(key[1], pl.all()))
-    node_schema = {"rank": pl.Int64(), "instance_id": pl.Int64(), "nodes": pl.Int64()}
-    out[GRAPH_EDGES] = pl.concat(graphs) if graphs else pl.DataFrame()
-    out[GRAPH_NODES] = (
-        pl.concat(nodes).cast(node_schema) if nodes else pl.DataFrame(schema=node_schema)
+        if keys
+        else pl.DataFrame()
     )
+    out[GRAPH_NODES] = pl.DataFrame(
+        {
+            "rank": [r for r, _ in keys],
+            "instance_id": [i for _, i in keys],
+            "nodes": [a.nodes for a in arrays],
+        },
+        schema={"rank": pl.Int64(), "instance_id": pl.Int64(), "nodes": pl.Int64()},
+    )
+    mine = _calls_by_rank(ranks) if keys else {}
+    calls = []
+    for (rank, i), rp in sorted(paths.items()):
+        theirs = mine.get(rank)
+        if theirs is not None:  # (no query for a rank without collective calls)
+            c = _rank_call_nodes(ranks[rank], rp, theirs)
+            calls.append(c.select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all()))
     call_schema = {"instance_id": pl.Int64(), **CALL_NODE_COLUMNS}
     out[GRAPH_CALLS] = (
         pl.concat(calls).cast(call_schema)  # type: ignore[arg-type]
@@ -616,6 +624,17 @@ def critical_path_summary(
         else pl.DataFrame(schema=call_schema)
     )
     return out
+
+
+def _calls_by_rank(ranks: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:
+    """Each rank's collective calls (`collectives.ranks_calls`, every rank's made at once)
+    in (pg, seq) order, as the matched calls are; a rank without any is left out."""
+    every = collectives.ranks_calls(ranks)
+    if every.is_empty():
+        return {}
+    every = every.sort("pg", "seq", "rank", maintain_order=True)
+    parts = every.partition_by("rank", as_dict=True, maintain_order=True)
+    return {int(k[0]): df for k, df in parts.items()}  # type: ignore[call-overload]
 
 
 def critical_path_reduce(
