@@ -432,6 +432,29 @@ def test_one_bad_rank_costs_only_its_row(tmp_path: Path, monkeypatch: pytest.Mon
     assert rows[1]["error"] == "ValueError: odd value"
 
 
+def test_a_batch_that_fails_is_made_rank_by_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Graphs the batch cannot build (one rank's data) are built again rank by rank: the
+    rank that fails alone gets the reason on its row, the other its path."""
+    from hta_tui.analysis.critical_path import graph
+
+    for rank in (0, 1):
+        _write(tmp_path / "t", rank, _step([("gemm", 50, 500)]))
+    ranks = TraceAnalysis(tmp_path / "t", cache=False)._ranks()
+    real = graph.build_many
+
+    def flaky(every: pl.DataFrame, windows: list, *a: Any, **k: Any) -> Any:
+        if any(w.rank == 1 for w in windows):
+            raise ValueError("odd value\nsecond line")
+        return real(every, windows, *a, **k)
+
+    monkeypatch.setattr(graph, "build_many", flaky)
+    rows = critical_path_tables(ranks)["critical_path"].sort("rank").rows(named=True)
+    assert rows[0]["path_length_us"] == 590 and rows[0]["error"] is None
+    assert rows[1]["error"] == "ValueError: odd value"
+
+
 def test_data_load_events_bound_by_data_loading(tmp_path: Path) -> None:
     """HTA's `data_load_events`: time inside a matching annotation is `data_loading`; the
     loader's 300 us precede the step's 590 on the same thread."""

@@ -11,8 +11,9 @@ it: the rank with the most time on the path, and what bound it there.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -192,19 +193,24 @@ def _at_once(
         every = prepared(ranks_events(ranks))
     todo = _windows(every, ranks, annotation, instances)
     wanted = [(rank, t) for rank in sorted(ranks) for t in todo[rank] if t[4] is not None]
-    makers = []
+    makers: list[Callable[[], tuple[g.Graph, np.ndarray]]] = []
     if wanted:  # (a job without steps makes no launch queues: 0.7 s of CPU on 8 x 100 MB)
-        with_gpu = set(every.filter(pl.col("stream").is_not_null())["rank"].unique().to_list())
-        makers = g.build_many(
-            every,
-            [
-                g.Window(rank, *t[4], extra=not hta_compat and rank not in with_gpu)  # type: ignore[misc]
-                for rank, t in wanted
-            ],
-            g.ranks_queues(every, hta_launches=hta_compat),
-            data_loading,
-            graph_kernels=not hta_compat,
-        )
+        try:
+            with_gpu = set(every.filter(pl.col("stream").is_not_null())["rank"].unique())
+            makers = g.build_many(
+                every,
+                [
+                    g.Window(rank, *t[4], extra=not hta_compat and rank not in with_gpu)  # type: ignore[misc]
+                    for rank, t in wanted
+                ],
+                g.ranks_queues(every, hta_launches=hta_compat),
+                data_loading,
+                graph_kernels=not hta_compat,
+            )
+        except Exception as e:
+            if len(ranks) > 1:
+                raise  # (made again rank by rank)
+            makers = [functools.partial(_failed, e)] * len(wanted)  # its windows' rows say why
     graphs = {(rank, t[0]): m for (rank, t), m in zip(wanted, makers, strict=True)}
     out: dict[int, list[tuple[dict[str, object], RankPath | None]]] = {}
     for rank in sorted(ranks):
@@ -230,6 +236,11 @@ def _at_once(
                 continue
             mine.append(({**_summary(rp, name, i), "step": step}, rp))
     return out
+
+
+def _failed(e: Exception) -> tuple[g.Graph, np.ndarray]:
+    """A window of a rank whose graphs could not be made: the reason, on its row."""
+    raise e
 
 
 def _windows(
