@@ -188,12 +188,23 @@ def _clip(
         },
     )
     ev = every.with_row_index("_pos")
-    cpu = (
-        ev.filter(pl.col("stream").is_null() & (pl.col("dur") > 0))
-        .join(wins, on="rank")
-        .filter(pl.col("start").is_between(pl.col("_w0"), pl.col("_w1")))
-        .sort(G, "_pos")
-    )
+    host = ev.lazy().filter(pl.col("stream").is_null() & (pl.col("dur") > 0))
+    # a rank's i-th windows of every rank at a time: an event joined to one window of its
+    # rank, never to all of them at once (every step of 8 x 100 MB ranks: the CPU events
+    # times the steps)
+    nth, seen = [], dict.fromkeys((w.rank for w in windows), 0)
+    for w in windows:
+        nth.append(seen[w.rank])
+        seen[w.rank] += 1
+    cpu = pl.concat(
+        [
+            host.join(wins.filter(pl.Series(nth) == i).lazy(), on="rank")
+            .filter(pl.col("start").is_between(pl.col("_w0"), pl.col("_w1")))
+            .collect()
+            for i in range(max(seen.values(), default=0))
+        ]
+        or [host.join(wins.lazy(), on="rank").collect()]
+    ).sort(G, "_pos")
     launches = cpu.filter(
         pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null()
     ).select(
