@@ -14,6 +14,7 @@ import pytest
 
 from hta_tui.analysis import catalog
 from hta_tui.analysis.critical_path import path as cp
+from hta_tui.analysis.critical_path.path import path_of
 from hta_tui.analysis.critical_path.tables import critical_path_tables
 from hta_tui.api import TraceAnalysis
 from hta_tui.synth.events import complete
@@ -342,7 +343,7 @@ def test_a_job_without_steps_makes_no_launch_queues(
     from hta_tui.analysis.critical_path import graph
 
     made: list[str] = []
-    for name in ("queue_at", "ranks_queue_at"):
+    for name in ("queue_at", "ranks_queue_at", "ranks_queues"):
         real = getattr(graph, name)
 
         def counted(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
@@ -362,7 +363,7 @@ def test_a_job_without_steps_makes_no_launch_queues(
         _write(tmp_path / "steps", rank, _step([("gemm", 50, 500)]))
     rows = critical_path_tables(TraceAnalysis(tmp_path / "steps", cache=False)._ranks())
     assert rows["critical_path"].filter(pl.col("rank").is_not_null())["error"].null_count() == 2
-    assert made == ["ranks_queue_at"]
+    assert made == ["ranks_queues"]
 
 
 def test_steps_parameter(tmp_path: Path) -> None:
@@ -418,14 +419,37 @@ def test_one_bad_rank_costs_only_its_row(tmp_path: Path, monkeypatch: pytest.Mon
     _write(tmp_path / "t", 0, _step([("gemm", 50, 500)]))
     _write(tmp_path / "t", 1, _step([("gemm", 50, 500)]))
     ranks = TraceAnalysis(tmp_path / "t", cache=False)._ranks()
-    real = cp.rank_path
+    real = path_of
 
-    def flaky(events: pl.DataFrame, rank: int, *a: Any, **k: Any) -> cp.RankPath:
+    def flaky(rank: int, *a: Any, **k: Any) -> cp.RankPath:
         if rank == 1:
             raise ValueError("odd value\nsecond line")
-        return real(events, rank, *a, **k)
+        return real(rank, *a, **k)
 
-    monkeypatch.setattr("hta_tui.analysis.critical_path.tables.rank_path", flaky)
+    monkeypatch.setattr("hta_tui.analysis.critical_path.tables.path_of", flaky)
+    rows = critical_path_tables(ranks)["critical_path"].sort("rank").rows(named=True)
+    assert rows[0]["path_length_us"] == 590 and rows[0]["error"] is None
+    assert rows[1]["error"] == "ValueError: odd value"
+
+
+def test_a_batch_that_fails_is_made_rank_by_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Graphs the batch cannot build (one rank's data) are built again rank by rank: the
+    rank that fails alone gets the reason on its row, the other its path."""
+    from hta_tui.analysis.critical_path import graph
+
+    for rank in (0, 1):
+        _write(tmp_path / "t", rank, _step([("gemm", 50, 500)]))
+    ranks = TraceAnalysis(tmp_path / "t", cache=False)._ranks()
+    real = graph.build_many
+
+    def flaky(every: pl.DataFrame, windows: list, *a: Any, **k: Any) -> Any:
+        if any(w.rank == 1 for w in windows):
+            raise ValueError("odd value\nsecond line")
+        return real(every, windows, *a, **k)
+
+    monkeypatch.setattr(graph, "build_many", flaky)
     rows = critical_path_tables(ranks)["critical_path"].sort("rank").rows(named=True)
     assert rows[0]["path_length_us"] == 590 and rows[0]["error"] is None
     assert rows[1]["error"] == "ValueError: odd value"
@@ -451,3 +475,110 @@ def test_data_load_events_bound_by_data_loading(tmp_path: Path) -> None:
     assert got is not None and got.length_us == 890
     summary = dict(got.summary().select("bound_by", "duration_us").iter_rows())
     assert summary["data_loading"] == 300
+
+
+def _mixed_ranks(tmp_path: Path) -> dict[int, pl.DataFrame]:
+    """Ranks of every kind a batch holds: two CPU ranks with a gloo collective (the only
+    ones with collectives), a GPU rank, one without steps, one with two steps, one with
+    a step and no kernels."""
+    two = _step([("gemm", 50, 500)])
+    later = [dict(e, ts=e["ts"] + 2000) for e in two]
+    for e in later:
+        if e["name"].startswith("ProfilerStep"):
+            e["name"] = "ProfilerStep#2"
+        if "correlation" in e["args"]:
+            e["args"] = dict(e["args"], correlation=e["args"]["correlation"] + 10)
+    cpu_step = [_x("ProfilerStep#1", "user_annotation", T0, 1000), _x("aten::a", "cpu_op", T0, 90)]
+    for rank, events in enumerate(
+        [
+            _gloo_rank(0, 100),
+            _gloo_rank(1, 800),
+            _step([("gemm", 50, 500), ("sgemm", 560, 30)]),
+            _step([("gemm", 50, 500)])[1:],
+            two + later,
+            cpu_step,
+        ]
+    ):
+        _write(tmp_path / "mixed", rank, events)
+    return TraceAnalysis(tmp_path / "mixed", cache=False)._ranks()
+
+
+def test_ranks_made_at_once_equal_each_rank_alone(tmp_path: Path) -> None:
+    """The report's critical path of a batch (every rank's graphs built at once) equals
+    each rank's made alone, table by table, to the row and dtype: with and without
+    HTA's rounding, on ranks without steps, without kernels, with several steps, and
+    collectives on some ranks only."""
+    from hta_tui.analysis.critical_path.tables import critical_path_summary
+
+    ranks = _mixed_ranks(tmp_path)
+    for compat in (False, True):
+        batch = critical_path_summary(ranks, hta_compat=compat)
+        assert set(batch["critical_path"]["rank"]) == set(ranks)
+        assert batch["critical_path"].filter(pl.col("rank") == 3)["error"].to_list() == [
+            "no 'ProfilerStep' on this rank"
+        ]
+        assert batch["critical_path"].filter(pl.col("rank") == 4).height == 2
+        for rank, events in ranks.items():
+            alone = critical_path_summary({rank: events}, hta_compat=compat)
+            for name, table in alone.items():
+                if "rank" not in batch[name].columns:
+                    assert table.is_empty(), name
+                    continue
+                mine = batch[name].filter(pl.col("rank") == rank)
+                assert mine.equals(table.cast(mine.schema) if table.height else mine.clear())
+                assert table.is_empty() or table.schema == mine.schema, name
+
+
+def test_a_batch_of_ranks_costs_queries_per_batch_not_per_rank(tmp_path: Path) -> None:
+    """Every rank's and step's graph is built in one query set over the batch: six ranks
+    make as many polars queries as two (main made ~48 a tiny rank; a rank's collective
+    calls and each sync still cost their own)."""
+    from polars.lazyframe.frame import LazyFrame
+
+    from hta_tui.analysis.critical_path.tables import critical_path_summary
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+
+    # the tiny ranks of issue 26's 1,000 files: two steps of two ops each
+    files = write_job(tmp_path, Dialect(), JobShape(ranks=6, steps=2, ops_per_step=2))
+    frames = {r: parse_file(f).frames["events"] for r, f in enumerate(files)}
+    counted = [0]
+    real_lazy, real_eager = LazyFrame.collect, LazyFrame._collect_eager
+
+    def queries(n: int) -> int:
+        counted[0] = 0
+        tables = critical_path_summary({r: frames[r] for r in range(n)})
+        assert tables["critical_path"]["error"].null_count() == n * 2
+        return counted[0]
+
+    def lazy(self: LazyFrame, *a: Any, **k: Any) -> pl.DataFrame:
+        counted[0] += 1
+        return real_lazy(self, *a, **k)
+
+    def eager(self: LazyFrame, *a: Any, **k: Any) -> pl.DataFrame:
+        counted[0] += 1
+        return real_eager(self, *a, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LazyFrame, "collect", lazy)
+        mp.setattr(LazyFrame, "_collect_eager", eager)
+        two, six = queries(2), queries(6)
+    assert six == two
+
+
+@pytest.mark.shared
+def test_the_graphs_are_the_same_every_run(shared: Path) -> None:
+    """A graph's GPU ops are numbered in their events' order: the order of a join's output
+    varied from one call to the next (tb_plugin_gpu_metrics: ten calls, ten orders), and
+    with it the node numbers of the path across ranks' graph tables."""
+    from hta_tui.analysis.critical_path.tables import critical_path_summary
+
+    ranks = _rank_events(shared / "traces" / "tb_plugin_gpu_metrics")
+    ev = cp.prepared(ranks[0])
+    window = cp.windows(ev, "ProfilerStep", 0)
+    assert window is not None
+    nodes = cp.rank_path(ev, 0, window).graph.nodes
+    gpu = nodes.filter(pl.col("stream").is_not_null())["idx"]
+    assert gpu.len() > 10 and gpu.is_sorted()
+    first, second = critical_path_summary(ranks), critical_path_summary(ranks)
+    for name in ("path_graph_edges", "path_graph_calls", "critical_path_edges"):
+        assert first[name].equals(second[name]), name

@@ -237,3 +237,52 @@ def test_odd_cuda_graph_annotations_cost_only_themselves(tmp_path: Path) -> None
     frame = parse_bytes(read_bytes(path)).frames["events"].sort("idx")
     assert frame["name"].to_list() == [f"k{i}" for i in range(len(odd))]
     assert frame["annotation"].to_list() == [None, "block.mlp", None, "7", "old.one", None]
+
+
+def test_owners_made_over_a_batch_equal_each_rank_alone(tmp_path: Path) -> None:
+    """Every rank's kernel owners made at once (`ranks_owners`, one query set with `rank`
+    in every key) are each rank's own, to the row and dtype: tiny ranks of several steps,
+    without GPU ops, without steps, and graph replays; a batch costs as many queries as
+    two ranks (a tiny rank's own cost ~26)."""
+    from polars.lazyframe.frame import LazyFrame
+
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+
+    files = write_job(tmp_path / "tiny", Dialect(), JobShape(ranks=4, steps=3, ops_per_step=2))
+    tiny = [parse_bytes(read_bytes(f)).frames["events"] for f in files]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    batches = [
+        {
+            0: tiny[0],
+            1: tiny[1].filter(pl.col("stream").is_null()),
+            2: tiny[2].filter(~pl.col("name").str.starts_with("ProfilerStep")),
+            3: tiny[3],
+        },
+        {5: _events(tmp_path / "a", steps=2, kernels=12), 6: _events(tmp_path / "b", steps=1)},
+    ]
+    for ranks in batches:
+        ko.ranks_owners(ranks)
+        for events in ranks.values():
+            alone = ko._owners(events)
+            kept = ko.kernel_owners(events)  # the batch's, kept as the rank's own
+            assert kept.equals(alone) and kept.schema == alone.schema
+    counted = [0]
+    real = LazyFrame._collect_eager, LazyFrame.collect
+
+    def count(i: int) -> object:
+        def call(self: LazyFrame, *a: object, **k: object) -> pl.DataFrame:
+            counted[0] += 1
+            return real[i](self, *a, **k)  # type: ignore[operator]
+
+        return call
+
+    def queries(ranks: list[pl.DataFrame]) -> int:
+        counted[0] = 0
+        ko.ranks_owners({r: ev.clone() for r, ev in enumerate(ranks)})  # (none kept yet)
+        return counted[0]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LazyFrame, "_collect_eager", count(0))
+        mp.setattr(LazyFrame, "collect", count(1))
+        assert queries(tiny) == queries(tiny[:2])

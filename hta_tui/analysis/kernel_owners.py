@@ -45,6 +45,7 @@ import polars as pl
 from hta_tui.analysis import kernel_backend, nesting
 from hta_tui.analysis.hta_view import job_cached, us
 from hta_tui.analysis.per_rank import divided_as_alone, tagged
+from hta_tui.analysis.rank_column import untagged
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
 
 OWNED = "operator"
@@ -104,18 +105,20 @@ def is_graph_launch(name: pl.Expr | None = None) -> pl.Expr:
     return name.str.contains(r"^(cuda|hip|cu)GraphLaunch").fill_null(False)
 
 
-def _launches(events: pl.DataFrame) -> pl.DataFrame:
-    """The earliest CPU call of each correlation: idx, pid, tid, ts, dur, name (by time)."""
+def _launches(events: pl.DataFrame, by: list[str] | None = None) -> pl.DataFrame:
+    """The earliest CPU call of each correlation: idx, pid, tid, ts, dur, name (by time);
+    per `by` group (`rank`, or none for one rank), `by` leading."""
+    by = by or []
     calls = (
         events.lazy()
         .filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("correlation").is_not_null())
-        .select("idx", "pid", "tid", "ts", "dur", "name", "correlation")
-        .sort("ts", "idx")
+        .select(*by, "idx", "pid", "tid", "ts", "dur", "name", "correlation")
+        .sort(*by, "ts", "idx")
         .collect()
     )
-    if calls["correlation"].n_unique() == calls.height:  # (most traces: one call each)
+    if not by and calls["correlation"].n_unique() == calls.height:  # (most: one call each)
         return calls
-    return calls.unique("correlation", keep="first", maintain_order=True)
+    return calls.unique([*by, "correlation"], keep="first", maintain_order=True)
 
 
 def thread_order(
@@ -146,7 +149,9 @@ def thread_order(
 _STEP_RE = r"^ProfilerStep\s*#\s*\d+"
 
 
-def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
+def _around(
+    events: pl.DataFrame, launches: pl.DataFrame, by: list[str] | None = None
+) -> pl.DataFrame:
     """Per launch (`launch_idx`): the innermost cpu op (`operator`), nn.Module frame
     (`module`, without "nn.Module: ") and ProfilerStep (`step`) around it on its thread, and
     the outermost compiled region (`Torch-Compiled Region: 0/1` rather than the inductor graph
@@ -154,10 +159,13 @@ def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     ranges that can name these are nested once per thread (`nesting`, numpy), then every
     launch climbs its parents level by level together: a few vectorised steps per level, no
     loop over events. No launch (a rank without GPU ops): nothing to nest, every host range
-    of the rank left as it is (nesting them cost a CPU-only rank 0.05-0.1 s)."""
+    of the rank left as it is (nesting them cost a CPU-only rank 0.05-0.1 s). `by`: the
+    ranks' column of several ranks' events and launches (`rank` in the threads' key)."""
+    by = by or []
     if launches.is_empty():
         return pl.DataFrame(
             schema={
+                **{c: launches.schema[c] for c in by},
                 "launch_idx": launches.schema["idx"],
                 **{k: pl.String() for k in ("operator", "module", "step", "compiled_region")},
             }
@@ -166,13 +174,14 @@ def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
     holders = events.lazy().filter(
         pl.col("kind").is_in(["cpu_op", "annotation"]) | is_module
     ).select(
-        "pid", "tid", "ts", "dur", "name",
+        *by, "pid", "tid", "ts", "dur", "name",
         pl.when(pl.col("kind") == "cpu_op").then(1).when(is_module).then(3).otherwise(2)
         .cast(pl.Int8).alias("type"),
     ).collect()  # fmt: skip
     rows = pl.concat(
         [
             launches.select(
+                *by,
                 "pid",
                 "tid",
                 "ts",
@@ -183,7 +192,7 @@ def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
             holders,
         ]
     ).with_columns(
-        pl.struct(pl.col("pid").fill_null(0), pl.col("tid").fill_null(0))
+        pl.struct(*by, pl.col("pid").fill_null(0), pl.col("tid").fill_null(0))
         .rank("dense")
         .alias("thread"),
         pl.col("name").str.contains(_STEP_RE).fill_null(False).alias("is_step"),
@@ -237,6 +246,7 @@ def _around(events: pl.DataFrame, launches: pl.DataFrame) -> pl.DataFrame:
 
     return pl.DataFrame(
         [
+            *(launches[c] for c in by),
             launches["idx"].alias("launch_idx"),
             named("operator"),
             named("module").str.strip_prefix("nn.Module: "),
@@ -252,15 +262,30 @@ def kernel_owners(events: pl.DataFrame) -> pl.DataFrame:
     return job_cached({0: events}, "kernel_owners", lambda: _owners(events))
 
 
-def _owners(events: pl.DataFrame) -> pl.DataFrame:
+def ranks_owners(ranks: Mapping[int, pl.DataFrame]) -> None:
+    """Every rank's `kernel_owners` made at once (one query set over the ranks' events with
+    `rank` in every key: a tiny rank's alone cost ~26 queries) and kept as each rank's
+    own (a rank's kept already keeps its own); nothing when one rank or when the ranks
+    differ in schema (a concatenation would cast a column)."""
+    todo = dict(ranks)
+    if len(todo) < 2 or len({tuple(ev.schema.items()) for ev in todo.values()}) > 1:
+        return
+    made = untagged(_owners(tagged(sorted(todo.items())), ["rank"]), sorted(todo))
+    for rank, events in todo.items():
+        job_cached({0: events}, "kernel_owners", lambda mine=made[rank]: mine)
+
+
+def _owners(events: pl.DataFrame, by: list[str] | None = None) -> pl.DataFrame:
+    by = by or []
     gpu = events.lazy().filter(pl.col("kind").is_in(GPU_WORK_KINDS)).select(
-        "idx", "name", pl.col("kind").cast(pl.String), "stream", "ts", "dur", "correlation",
-        "annotation",
+        *by, "idx", "name", pl.col("kind").cast(pl.String), "stream", "ts", "dur",
+        "correlation", "annotation",
     ).collect()  # fmt: skip
-    launches = _launches(events)
-    ops = gpu.group_by("correlation").agg(pl.len().cast(pl.UInt32).alias("launch_ops"))
-    used = launches.join(ops.drop_nulls(), on="correlation", how="semi")
-    around = _around(events, used.select("idx", "pid", "tid", "ts", "dur"))
+    launches = _launches(events, by)
+    key = [*by, "correlation"]
+    ops = gpu.group_by(key).agg(pl.len().cast(pl.UInt32).alias("launch_ops"))
+    used = launches.join(ops.drop_nulls(), on=key, how="semi", maintain_order="left")
+    around = _around(events, used.select(*by, "idx", "pid", "tid", "ts", "dur"), by)
     owner = (
         pl.when(pl.col("correlation").is_null())
         .then(pl.lit(NO_CORRELATION))
@@ -273,17 +298,17 @@ def _owners(events: pl.DataFrame) -> pl.DataFrame:
     out = (
         gpu.join(
             used.select(
-                "correlation",
+                *key,
                 pl.col("idx").alias("launch_idx"),
                 pl.col("name").alias("launch"),
                 pl.col("dur").alias("launch_dur"),
             ),
-            on="correlation",
+            on=key,
             how="left",
             maintain_order="left",
         )
-        .join(ops, on="correlation", how="left", maintain_order="left")
-        .join(around, on="launch_idx", how="left", maintain_order="left")
+        .join(ops, on=key, how="left", maintain_order="left")
+        .join(around, on=[*by, "launch_idx"], how="left", maintain_order="left")
         .with_columns(is_graph_launch(pl.col("launch")).alias("graph"), owner.alias("owner"))
         .with_columns(_module_of_graph_kernels())
     )
@@ -296,7 +321,7 @@ def _owners(events: pl.DataFrame) -> pl.DataFrame:
     out = out.join(
         names, on=["name", "launch"], how="left", nulls_equal=True, maintain_order="left"
     )
-    return out.select(list(OWNER_COLUMNS)).cast(OWNER_COLUMNS)
+    return out.select(*by, *OWNER_COLUMNS).cast(OWNER_COLUMNS)  # type: ignore[arg-type]
 
 
 def _module_of_graph_kernels() -> list[pl.Expr]:
@@ -560,6 +585,7 @@ def owned_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
 
 
 def _owned_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    ranks_owners(ranks)
     owners = tagged([(r, kernel_owners(ev)) for r, ev in sorted(ranks.items())])
     if owners.is_empty():
         return pl.DataFrame(schema={"rank": pl.Int64(), **OWNER_COLUMNS})

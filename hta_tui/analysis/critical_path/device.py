@@ -16,22 +16,20 @@ from hta_tui.analysis.critical_path.rules import (
     OP,
     SYNC,
     RowOf,
+    nulls,
     part,
 )
 from hta_tui.analysis.rank_column import untagged
 
 
-def kernel_edges(
-    gpu: pl.DataFrame,
-    nodes: pl.DataFrame,
-    ts: np.ndarray,
-    row_of_idx: RowOf,
-    queue: pl.DataFrame,
-) -> list[dict]:
-    if gpu.is_empty():
-        return []
+def kernel_table(
+    gpu: pl.DataFrame, queue: pl.DataFrame, by: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Every `by` group's (one graph's) GPU ops with their launch and queue lengths, in
+    (time, idx) order, each with the previous op on its stream (`prev_idx`, `prev_end`); and
+    its Stream / Context Syncs (name, stream, end, the waiting call's idx)."""
     g = (
-        gpu.join(queue, on="idx", how="left")
+        gpu.join(queue, on=["rank", "idx"], how="left")
         .with_columns(
             pl.col("name").is_in(("Stream Sync", "Context Sync")).alias("_sync_ok"),
             pl.when(pl.col("kind") == "sync")
@@ -40,21 +38,40 @@ def kernel_edges(
             .alias("_sort"),
         )
         .filter((pl.col("kind") != "sync") | pl.col("_sync_ok"))
-        .sort("_sort", "idx")
+        .sort(by, "_sort", "idx")
     )
+    kernels = g.filter(pl.col("kind") != "sync").select(
+        by,
+        "idx",
+        "stream",
+        "start",
+        "launch_idx",
+        "launch_name",
+        "launch_start",
+        "queue_runtime",
+        "queue_kernel",
+        pl.col("idx").shift(1).over(by, "stream").alias("prev_idx"),
+        pl.col("end").shift(1).over(by, "stream").alias("prev_end"),
+    )
+    syncs = g.filter(pl.col("kind") == "sync").select(by, "name", "stream", "end", "launch_idx")
+    return kernels, syncs
+
+
+def kernel_edges(k: pl.DataFrame, s: pl.DataFrame, ts: np.ndarray, row_of_idx: RowOf) -> list[dict]:
+    """One graph's kernel spans, launch delays, kernel gaps and syncs, from its rows of
+    `kernel_table` (numpy; a query per sync only)."""
+    if k.is_empty() and s.is_empty():
+        return []
     out: list[dict] = []
-    k = g.filter(pl.col("kind") != "sync")
     krow = row_of_idx(k["idx"].to_numpy())
     out.append(part(2 * krow, 2 * krow + 1, OP, ts, krow))
     # previous kernel on the stream
-    k = k.with_columns(pl.Series("row", krow)).with_columns(
-        pl.col("row").shift(1).over("stream").alias("prev_row"),
-        pl.col("end").shift(1).over("stream").alias("prev_end"),
-    )
     launch_row = row_of_idx(k["launch_idx"].to_numpy())
-    q_rt = k["queue_runtime"].fill_null(-1).to_numpy()
-    q_k = k["queue_kernel"].fill_null(-1).to_numpy()
-    prev_row = k["prev_row"].fill_null(-1).to_numpy().astype(np.int64)
+    # (null queue lengths as NaN: neither 1 nor 0, as -1 was)
+    q_rt = k["queue_runtime"].to_numpy()
+    q_k = k["queue_kernel"].to_numpy()
+    none = nulls(k["prev_idx"])
+    prev_row = np.where(none, -1, row_of_idx(np.where(none, -1, k["prev_idx"].to_numpy())))
     prev_end = k["prev_end"].to_numpy()
     lstart = k["launch_start"].to_numpy()
     kstart = k["start"].to_numpy()
@@ -70,18 +87,15 @@ def kernel_edges(
         part(2 * launch_row[launch], 2 * krow[launch], LAUNCH, ts, np.full(launch.sum(), -1))
     )
     out.append(part(2 * prev_row[kk] + 1, 2 * krow[kk], KK, ts, prev_row[kk]))
-    graph = k["launch_name"].is_in(GRAPH_LAUNCHES).to_numpy() & (launch_row >= 0) & ~launch
+    graph = np.isin(k["launch_name"].to_numpy(), GRAPH_LAUNCHES) & (launch_row >= 0) & ~launch
     if graph.any():
         e = part(2 * launch_row[graph], 2 * krow[graph], LAUNCH, ts, np.full(graph.sum(), -1))
         e["weight"] = np.zeros(graph.sum(), dtype=np.int64)
         out.append(e)
     # syncs: the last kernel (by start, before the sync ends) -> the waiting call's end
-    s = g.filter(pl.col("kind") == "sync")
     if not s.is_empty():
-        kt = k.select("stream", "start", "row").sort("stream", "start")
-        for name, stream, end, launch_idx in s.select(
-            "name", "stream", "end", "launch_idx"
-        ).iter_rows():
+        kt = pl.DataFrame([k["stream"], k["start"], pl.Series("row", krow)]).sort("stream", "start")
+        for name, stream, end, launch_idx in s.iter_rows():
             dst_row = int(row_of_idx(np.array([launch_idx]))[0])
             if dst_row < 0:
                 continue
@@ -117,7 +131,12 @@ def ranks_queue_at(
     """`queue_at` of each of `ranks`, from their prepared events one after another with a
     leading `rank` (`per_rank.tagged`), made over them at once (one query set, the rank in
     every key: ~17 queries a rank alone)."""
-    return untagged(_queues(every, ["rank"], hta_launches=hta_launches), ranks)
+    return untagged(ranks_queues(every, hta_launches=hta_launches), ranks)
+
+
+def ranks_queues(every: pl.DataFrame, *, hta_launches: bool = True) -> pl.DataFrame:
+    """`ranks_queue_at` as one table, `rank` leading (what `graph.build_many` reads)."""
+    return _queues(every, ["rank"], hta_launches=hta_launches)
 
 
 def _queues(events: pl.DataFrame, by: list[str], *, hta_launches: bool) -> pl.DataFrame:

@@ -33,13 +33,22 @@ occur only in critical_path/alexnet, whose path is 99.97% CPU.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.critical_path.device import kernel_edges, queue_at, ranks_queue_at
-from hta_tui.analysis.critical_path.host import call_stack_edges, lock_edges
+from hta_tui.analysis.comm_kinds import COLLECTIVE_OP
+from hta_tui.analysis.critical_path.device import (
+    kernel_edges,
+    kernel_table,
+    queue_at,
+    ranks_queue_at,
+    ranks_queues,
+)
+from hta_tui.analysis.critical_path.host import call_stack_edges, lock_edges, thread_remapped
 from hta_tui.analysis.critical_path.rules import (
     BLOCKING_CALLS,
     BOUND_TYPES,
@@ -57,6 +66,7 @@ from hta_tui.analysis.critical_path.rules import (
     SYNC,
     RowOf,
     is_comm,
+    nulls,
 )
 
 __all__ = [
@@ -75,11 +85,13 @@ __all__ = [
     "OP",
     "SYNC",
     "Graph",
-    "build",
-    "clip",
+    "Window",
+    "build_many",
     "is_comm",
+    "nulls",
     "queue_at",
     "ranks_queue_at",
+    "ranks_queues",
 ]
 
 
@@ -107,60 +119,142 @@ class Graph:
         return out
 
 
-def clip(
-    events: pl.DataFrame, w0: int, w1: int, *, graph_kernels: bool = True
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """HTA's window: CPU events starting in [w0, w1] with a duration, and GPU events whose
-    launch does. Events carry `start` / `end` (ns). Without `graph_kernels` (HTA's limit)
-    the ops of a graph launch are left out."""
-    cpu = events.filter(
-        pl.col("stream").is_null() & pl.col("start").is_between(w0, w1) & (pl.col("dur") > 0)
+#: The graph's key in the batch's tables (`build_many`): one rank's window.
+G = "_g"
+NODE_COLUMNS = ("row", "idx", "name", "start", "end", "stream", "pid", "tid")
+
+
+@dataclass(frozen=True)
+class Window:
+    """One graph to build: a rank's window [w0, w1] (ns); `extra`: the rank's collective
+    backend ops get nodes (a CPU-only rank, DEVIATION)."""
+
+    rank: int
+    w0: int
+    w1: int
+    extra: bool = False
+
+
+def build_many(
+    every: pl.DataFrame,
+    windows: list[Window],
+    queue: pl.DataFrame,
+    data_loading: str | None = None,
+    *,
+    graph_kernels: bool = True,
+) -> list[Callable[[], tuple[Graph, np.ndarray]]]:
+    """Each window's graph, from the prepared events of its ranks one after another with a
+    leading `rank` (`per_rank.tagged`) and their queue lengths (`ranks_queues`): the window
+    (HTA's clip), the nodes, the kernels and the threads made in one query set over every
+    window at once (`G` in every key; a tiny rank's graph alone cost ~20 queries a step),
+    then each graph's edges in numpy on its slices. One maker per window: what fails
+    inside one graph costs only its window (the caller says which); each makes the graph
+    and whether each node is a communication kernel (`path.bound_types`)."""
+    cpu, gpu, nodes = _clip(every, windows, data_loading, graph_kernels=graph_kernels)
+    threads = thread_remapped(cpu, G)
+    kernels, syncs = kernel_table(gpu, queue, G)
+    pieces = [_by_graph(t) for t in (nodes, threads, kernels, syncs)]
+    return [functools.partial(_graph, *(p(i) for p in pieces)) for i in range(len(windows))]
+
+
+def _by_graph(table: pl.DataFrame) -> Callable[[int], pl.DataFrame]:
+    """Graph number -> its rows of a batch table (without `G`), in the table's order."""
+    mine = table.partition_by(G, as_dict=True, include_key=False, maintain_order=True)
+    empty = pl.DataFrame([c for c in table.clear().get_columns() if c.name != G])
+    return lambda i: mine.get((i,), empty)
+
+
+def _clip(
+    every: pl.DataFrame, windows: list[Window], data_loading: str | None, *, graph_kernels: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """HTA's window of every graph: CPU events starting in [w0, w1] with a duration, GPU
+    events whose launch does (without `graph_kernels`, HTA's limit, not the ops of a graph
+    launch), each in its events' order; and the nodes: each graph's CPU ops / runtime /
+    driver (+ data loading, + the collective ops of `extra`) then its GPU work, numbered."""
+    wins = pl.DataFrame(
+        {
+            G: range(len(windows)),
+            "rank": [w.rank for w in windows],
+            "_w0": [w.w0 for w in windows],
+            "_w1": [w.w1 for w in windows],
+            "_extra": [w.extra for w in windows],
+        },
+        schema={
+            G: pl.Int64,
+            "rank": pl.Int64,
+            "_w0": pl.Int64,
+            "_w1": pl.Int64,
+            "_extra": pl.Boolean,
+        },
     )
+    ev = every.with_row_index("_pos")
+    host = ev.lazy().filter(pl.col("stream").is_null() & (pl.col("dur") > 0))
+    # a rank's i-th windows of every rank at a time: an event joined to one window of its
+    # rank, never to all of them at once (every step of 8 x 100 MB ranks: the CPU events
+    # times the steps)
+    nth, seen = [], dict.fromkeys((w.rank for w in windows), 0)
+    for w in windows:
+        nth.append(seen[w.rank])
+        seen[w.rank] += 1
+    cpu = pl.concat(
+        [
+            host.join(wins.filter(pl.Series(nth) == i).lazy(), on="rank")
+            .filter(pl.col("start").is_between(pl.col("_w0"), pl.col("_w1")))
+            .collect()
+            for i in range(max(seen.values(), default=0))
+        ]
+        or [host.join(wins.lazy(), on="rank").collect()]
+    ).sort(G, "_pos")
     launches = cpu.filter(
         pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null()
     ).select(
+        G,
+        "rank",
         "correlation",
         pl.col("idx").alias("launch_idx"),
         pl.col("name").alias("launch_name"),
         pl.col("start").alias("launch_start"),
     )
-    launches = launches.unique("correlation", keep="first")
+    launches = launches.unique([G, "correlation"], keep="first")
     if not graph_kernels:
         launches = launches.filter(~pl.col("launch_name").is_in(GRAPH_LAUNCHES))
-    gpu = events.filter(
-        pl.col("stream").is_not_null()
-        & pl.col("kind").is_in(("kernel", "memcpy", "memset", "sync"))
-    ).join(launches, on="correlation", how="inner")
-    return cpu, gpu
-
-
-def build(
-    events: pl.DataFrame,
-    w0: int,
-    w1: int,
-    *,
-    queue: pl.DataFrame,
-    data_loading: str | None = None,
-    graph_kernels: bool = True,
-    extra_nodes: str | None = None,
-) -> Graph:
-    """The graph of one rank between w0 and w1 (ns, `start` timeline). `events` has `start`,
-    `end`, `dur` (ns); `queue` the queue length at each launch and GPU op (`queue_at`)."""
-    cpu, gpu = clip(events, w0, w1, graph_kernels=graph_kernels)
-    # --- nodes: CPU ops / runtime / driver (+ data loading), GPU work
+    # (in the events' order: a join's own order varies with polars' threads, and the nodes'
+    # numbering with it: the path across ranks' graph tables differed between two runs)
+    gpu = (
+        ev.filter(
+            pl.col("stream").is_not_null()
+            & pl.col("kind").is_in(("kernel", "memcpy", "memset", "sync"))
+        )
+        .join(launches, on=["rank", "correlation"], how="inner")
+        .sort(G, "_pos")
+    )
     node_cpu = pl.col("cat").is_in(NODE_CATS)
     if data_loading:
         node_cpu = node_cpu | pl.col("name").str.contains(data_loading)
-    if extra_nodes:
-        node_cpu = node_cpu | pl.col("name").str.contains(extra_nodes)
-    cols = ["idx", "name", "start", "end", "stream", "pid", "tid"]
-    work = gpu.filter(pl.col("kind") != "sync")
-    nodes = pl.concat(
-        [
-            cpu.filter(node_cpu).select(cols),
-            work.select(cols),
-        ]
-    ).with_row_index("row")
+    node_cpu = node_cpu | (pl.col("_extra") & pl.col("name").str.contains(COLLECTIVE_OP))
+    cols = [G, *NODE_COLUMNS[1:]]
+    nodes = (
+        pl.concat(
+            [cpu.filter(node_cpu).select(cols), gpu.filter(pl.col("kind") != "sync").select(cols)]
+        )
+        .sort(G, maintain_order=True)
+        .select(
+            G,
+            pl.int_range(pl.len(), dtype=pl.UInt32).over(G).alias("row"),
+            *NODE_COLUMNS[1:],
+            is_comm(pl.col("name")).alias("_comm"),
+        )
+    )
+    return cpu, gpu, nodes
+
+
+def _graph(
+    nodes: pl.DataFrame, threads: pl.DataFrame, kernels: pl.DataFrame, syncs: pl.DataFrame
+) -> tuple[Graph, np.ndarray]:
+    """One window's graph from its slices of the batch's tables (numpy, no query), and
+    whether each node is a communication kernel."""
+    comm = nodes.get_column("_comm").to_numpy()
+    nodes = pl.DataFrame([nodes.get_column(c) for c in NODE_COLUMNS])
     n = nodes.height
     ts = np.empty(2 * n, dtype=np.int64)
     ts[0::2] = nodes["start"].to_numpy()
@@ -173,10 +267,10 @@ def build(
     parts += lock
 
     # --- call stacks, thread by thread (the backward thread walked as the forward one)
-    parts += call_stack_edges(cpu, nodes, ts, row_of_idx, is_lock)
+    parts += call_stack_edges(threads, nodes, ts, row_of_idx, is_lock)
 
     # --- kernels, launches, kernel gaps and syncs
-    parts += kernel_edges(gpu, nodes, ts, row_of_idx, queue)
+    parts += kernel_edges(kernels, syncs, ts, row_of_idx)
 
     cat = {
         k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
@@ -184,7 +278,7 @@ def build(
     }
     w = cat["weight"].astype(np.int64)
     neg = w < 0
-    return Graph(
+    graph = Graph(
         nodes=nodes,
         src=cat["src"].astype(np.int64),
         dst=cat["dst"].astype(np.int64),
@@ -194,3 +288,4 @@ def build(
         negative_edges=int(neg.sum()),
         negative_ns=int(-w[neg].sum()),
     )
+    return graph, comm

@@ -8,7 +8,15 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.critical_path.rules import BLOCKING_CALLS, DEP, LOCK_CALLS, OP, RowOf, part
+from hta_tui.analysis.critical_path.rules import (
+    BLOCKING_CALLS,
+    DEP,
+    LOCK_CALLS,
+    OP,
+    RowOf,
+    nulls,
+    part,
+)
 
 
 def lock_edges(nodes: pl.DataFrame, ts: np.ndarray) -> tuple[list[dict], np.ndarray]:
@@ -18,7 +26,7 @@ def lock_edges(nodes: pl.DataFrame, ts: np.ndarray) -> tuple[list[dict], np.ndar
     the lock (the call-stack walk leaves their edges to this)."""
     parts: list[dict] = []
     names = nodes["name"].to_numpy()
-    is_lock = np.isin(names, LOCK_CALLS) & nodes["stream"].is_null().to_numpy()
+    is_lock = np.isin(names, LOCK_CALLS) & nulls(nodes["stream"])
     lock_rows = np.flatnonzero(is_lock)
     if lock_rows.size:
         lnode = np.concatenate([2 * lock_rows, 2 * lock_rows + 1])
@@ -58,33 +66,56 @@ def _bracket_match(is_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return match, depth_before
 
 
-def _thread_remap(cpu: pl.DataFrame) -> pl.Expr:
-    """HTA merges the backward thread into the forward one when exactly one thread has ops or
-    annotations named "...forward..." and exactly one "...autograd..." and they differ."""
+def thread_remapped(cpu: pl.DataFrame, by: str) -> pl.DataFrame:
+    """Each `by` group's (one graph's) CPU events as the call-stack walk reads them (idx,
+    start, end, dur, pid, tid; null ids as -1), in their order. HTA merges the backward
+    thread into the forward one when exactly one thread has ops or annotations named
+    "...forward..." and exactly one "...autograd..." and they differ."""
     marked = cpu.filter(pl.col("cat").is_in(("cpu_op", "user_annotation")))
 
-    def only(word: str) -> int | None:
-        tids = marked.filter(pl.col("name").str.contains(word, literal=True))["tid"].unique()
-        return int(tids[0]) if tids.len() == 1 and tids[0] is not None else None
+    def only(word: str) -> pl.DataFrame:
+        return (
+            marked.filter(pl.col("name").str.contains(word, literal=True))
+            .group_by(by)
+            .agg(pl.col("tid").n_unique().alias("_n"), pl.col("tid").first().alias(word))
+            .filter((pl.col("_n") == 1) & pl.col(word).is_not_null())
+            .drop("_n")
+        )
 
-    fwd, bwd = only("forward"), only("autograd")
-    if fwd is not None and bwd is not None and fwd != bwd:
-        return pl.when(pl.col("tid") == bwd).then(fwd).otherwise(pl.col("tid"))
-    return pl.col("tid")
+    merge = (
+        only("forward")
+        .join(only("autograd"), on=by)
+        .filter(pl.col("forward") != pl.col("autograd"))
+    )
+    return (
+        cpu.select(by, "idx", "start", "end", "dur", "pid", "tid")
+        .join(merge, on=by, how="left", maintain_order="left")
+        .select(
+            by,
+            "idx",
+            "start",
+            "end",
+            "dur",
+            pl.col("pid").fill_null(-1),
+            pl.when(pl.col("tid") == pl.col("autograd"))
+            .then(pl.col("forward"))
+            .otherwise(pl.col("tid"))
+            .fill_null(-1)
+            .alias("tid"),
+        )
+    )
 
 
 def call_stack_edges(
-    cpu: pl.DataFrame,
+    t: pl.DataFrame,
     nodes: pl.DataFrame,
     ts: np.ndarray,
     row_of_idx: RowOf,
     is_lock: np.ndarray,
 ) -> list[dict]:
-    if cpu.is_empty():
+    """One graph's call-stack edges, from its rows of `thread_remapped` (numpy, no query)."""
+    if t.is_empty():
         return []
-    t = cpu.select(
-        "idx", "start", "end", "dur", "pid", _thread_remap(cpu).alias("tid")
-    ).with_columns(pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1))
     m = t.height
     # tokens: starts then ends, sorted like HTA's compare_events within each thread
     idx = np.tile(t["idx"].to_numpy().astype(np.int64), 2)

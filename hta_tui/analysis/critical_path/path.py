@@ -3,17 +3,17 @@ bounds each edge on it, and re-run it with some edges scaled ("what if")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis.comm_kinds import COLLECTIVE_OP
 from hta_tui.analysis.critical_path import graph as g
 from hta_tui.analysis.critical_path import longest
 from hta_tui.analysis.critical_path.longest import CycleError
 from hta_tui.analysis.hta_view import with_times
+from hta_tui.analysis.rank_column import tagged
 
 NS_PER_US = 1000
 
@@ -66,13 +66,16 @@ def windows(
     return int(ann["start"].min()), int(ann["end"].max())  # type: ignore[arg-type]
 
 
-def bound_types(graph: g.Graph, data_loading: str | None = None) -> np.ndarray:
+def bound_types(
+    graph: g.Graph, data_loading: str | None = None, comm: np.ndarray | None = None
+) -> np.ndarray:
     """Each edge's bound type (HTA's `bound_by`): by edge type, else by the attributed event:
     on the CPU `cpu_bound` (or `data_loading` by name), a communication kernel
     `gpu_communication_bound`, any other GPU op `gpu_compute_bound`."""
     nodes = graph.nodes
-    on_gpu = nodes["stream"].is_not_null().to_numpy()
-    comm = nodes.select(g.is_comm(pl.col("name")))["name"].to_numpy()
+    on_gpu = ~g.nulls(nodes["stream"])
+    if comm is None:  # (each node a communication kernel: `graph.build_many` says)
+        comm = nodes.select(g.is_comm(pl.col("name")))["name"].to_numpy()
     loading = (
         nodes["name"].fill_null("").str.contains(data_loading).to_numpy()
         if data_loading
@@ -117,20 +120,34 @@ def rank_path(
 ) -> RankPath:
     """One rank's critical path in a window of prepared events. CycleError when the
     dependencies loop (then there is no path). `queue`: the rank's `graph.queue_at`, when
-    several windows of one rank share it."""
+    several windows of one rank share it. (`graph.build_many` of one window: the report's
+    ranks and steps are made at once, `tables.rank_paths`.)"""
     if queue is None:
         queue = g.queue_at(events, hta_launches=hta_launches)
     cpu_only = not hta_launches and events.filter(pl.col("stream").is_not_null()).is_empty()
-    graph = g.build(
-        events,
-        *window,
-        queue=queue,
-        data_loading=data_loading,
+    make = g.build_many(
+        tagged([(rank, events)]),
+        [g.Window(rank, *window, extra=cpu_only)],
+        tagged([(rank, queue)]),
+        data_loading,
         graph_kernels=not hta_launches,
-        extra_nodes=COLLECTIVE_OP if cpu_only else None,
     )
+    return path_of(rank, window, make[0], data_loading)
+
+
+def path_of(
+    rank: int,
+    window: tuple[int, int],
+    make: Callable[[], tuple[g.Graph, np.ndarray]],
+    data_loading: str | None = None,
+) -> RankPath:
+    """The path of one graph of `graph.build_many` (its maker). CycleError when the
+    dependencies loop."""
+    graph, comm = make()
     length, path, order = solve(graph)
-    return RankPath(rank, window, graph, order, path, length, bound_types(graph, data_loading))
+    return RankPath(
+        rank, window, graph, order, path, length, bound_types(graph, data_loading, comm)
+    )
 
 
 def breakdown(rp: RankPath, weight: np.ndarray | None = None) -> dict[str, int]:
@@ -181,6 +198,73 @@ def edges_table(rp: RankPath, *, path_only: bool = True) -> pl.DataFrame:
                 for c in ("event_idx", "s_name", "stream", "pid", "tid")
             )
         )
+    )
+
+
+_EDGE_PARTS = ("instance_id", "rank", "order", "type", "start_ns", "end_ns", "from_idx")
+_EDGE_PARTS += ("to_idx", "duration", "bound_by", "at")
+
+
+def edges_tables(paths: list[tuple[int, RankPath]]) -> pl.DataFrame:
+    """`edges_table` of each (instance id, path), one after another with a leading
+    `instance_id`: made at once (`edges_table` per path cost ~3 queries, a tiny rank's
+    step); per path when the paths' nodes disagree in a column's type."""
+    cols = ("idx", "name", "stream", "pid", "tid")
+    if len({tuple(rp.graph.nodes.schema[c] for c in cols) for _, rp in paths}) != 1:
+        return pl.concat(
+            [
+                edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
+                for i, rp in paths
+            ]
+        )
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in _EDGE_PARTS}
+    offset = 0
+    for i, rp in paths:
+        gr, ids = rp.graph, rp.path
+        ts = gr.node_ts
+        node_idx = gr.nodes["idx"].to_numpy().astype(np.int64)
+        src, dst, row = gr.src[ids], gr.dst[ids], gr.row[ids]
+        parts["instance_id"].append(np.full(ids.size, i, dtype=np.int64))
+        parts["rank"].append(np.full(ids.size, rp.rank, dtype=np.int64))
+        parts["order"].append(np.arange(ids.size, dtype=np.int64))
+        parts["type"].append(gr.type[ids])
+        parts["start_ns"].append(ts[src])
+        parts["end_ns"].append(ts[dst])
+        parts["from_idx"].append(node_idx[src // 2])
+        parts["to_idx"].append(node_idx[dst // 2])
+        parts["duration"].append(gr.weight[ids] / NS_PER_US)
+        parts["bound_by"].append(rp.bound[ids])
+        parts["at"].append(np.where(row < 0, -1, row + offset))
+        offset += gr.nodes.height
+    cat = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for k, v in parts.items()}
+    nodes = pl.concat([pl.DataFrame([rp.graph.nodes[c] for c in cols]) for _, rp in paths])
+    at = cat.pop("at")
+    ev = nodes[np.maximum(at, 0).tolist()]
+    miss = pl.Series(at < 0)
+    return pl.DataFrame(
+        {
+            **{k: cat[k] for k in ("instance_id", "rank", "order")},
+            "type": pl.Series(
+                np.array(g.EDGE_TYPES, dtype=object)[cat["type"].astype(np.int64)],
+                dtype=pl.String,
+            ),
+            **{k: cat[k] for k in ("start_ns", "end_ns", "from_idx", "to_idx", "duration")},
+            "bound_by": pl.Series(
+                np.array(BOUND_NAMES, dtype=object)[cat["bound_by"].astype(np.int64)],
+                dtype=pl.String,
+            ),
+            "event_idx": ev["idx"],
+            "s_name": ev["name"],
+            "stream": ev["stream"],
+            "pid": ev["pid"],
+            "tid": ev["tid"],
+        }
+    ).with_columns(
+        pl.when(miss).then(None).otherwise(pl.col("event_idx").cast(pl.Int64)).alias("event_idx"),
+        *(
+            pl.when(miss).then(None).otherwise(pl.col(c)).alias(c)
+            for c in ("s_name", "stream", "pid", "tid")
+        ),
     )
 
 
@@ -253,4 +337,13 @@ def what_ifs(rp: RankPath) -> list[tuple[str, int, str]]:
     return sorted(out, key=lambda x: x[1])
 
 
-__all__ = ["CycleError", "RankPath", "breakdown", "edges_table", "rank_path", "what_if", "windows"]
+__all__ = [
+    "CycleError",
+    "RankPath",
+    "breakdown",
+    "edges_table",
+    "path_of",
+    "rank_path",
+    "what_if",
+    "windows",
+]

@@ -88,6 +88,16 @@ class RowOf:
         return np.where(ok, self.table[np.where(ok, idx, 0)], -1)
 
 
+def nulls(s: pl.Series) -> np.ndarray:
+    """Which values are null, without a query where it can (a Series' `is_null` is one:
+    ~0.1 ms, several a tiny graph): none, or a number column's NaNs as numpy gives them."""
+    if not s.null_count():
+        return np.zeros(s.len(), dtype=bool)
+    if s.dtype.is_integer():
+        return np.isnan(s.to_numpy())
+    return s.is_null().to_numpy()
+
+
 def is_comm(name: pl.Expr) -> pl.Expr:
     """HTA's communication kernels, on names."""
     return name.fill_null("").str.contains(COMM_KERNEL)

@@ -11,8 +11,9 @@ it: the rank with the most time on the path, and what bound it there.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,11 +28,10 @@ from hta_tui.analysis.critical_path.path import (
     NS_PER_US,
     RankPath,
     breakdown,
-    edges_table,
+    edges_tables,
+    path_of,
     prepared,
-    rank_path,
     what_ifs,
-    windows,
 )
 from hta_tui.analysis.per_rank import ranks_events, tagged
 
@@ -142,72 +142,153 @@ def rank_paths(
     data_loading: str | None = None,
 ) -> tuple[dict[tuple[int, int], RankPath], list[dict[str, object]]]:
     """Each rank's path per instance (all of them by default), and a summary row for each
-    (with the reason where a rank has none)."""
+    (with the reason where a rank has none). The ranks of one schema are made at once
+    (`_at_once`: their windows, launch queues and graphs in one query set); a batch that
+    fails is made again rank by rank, so a rank whose data it cannot read costs only its
+    own rows."""
+    made: dict[int, list[tuple[dict[str, object], RankPath | None]]] = {}
+    for group in _same_schema(ranks):
+        try:
+            made.update(_at_once(group, annotation, instances, hta_compat, data_loading))
+        except Exception:
+            if len(group) == 1:
+                raise
+            for rank, raw in group.items():
+                made.update(_at_once({rank: raw}, annotation, instances, hta_compat, data_loading))
     paths: dict[tuple[int, int], RankPath] = {}
     rows: list[dict[str, object]] = []
-    # every rank's queue lengths made at once, when the first rank with a step needs its own
-    # (a job without steps makes none: resnet18's 8 x 100 MB spent 0.7 s of CPU on them)
-    queues: dict[int, pl.DataFrame] | None = None
+    for rank in sorted(ranks):
+        for row, rp in made[rank]:
+            rows.append(row)
+            if rp is not None:
+                paths[(rank, row["instance_id"])] = rp  # type: ignore[index]
+    return paths, rows
+
+
+def _same_schema(ranks: Mapping[int, pl.DataFrame]) -> list[Mapping[int, pl.DataFrame]]:
+    """The ranks in groups of one schema (a concatenation would cast a column another rank
+    holds in another type); all of them, the mapping itself, when they agree."""
+    groups: dict[tuple, dict[int, pl.DataFrame]] = {}
     for rank, raw in sorted(ranks.items()):
-        checkpoint()  # each rank's graph is a piece a view left behind stops after
-        ev = prepared(raw, hta_compat=hta_compat)
-        todo: list[int | tuple[int, int]] = (
-            list(instances) if instances is not None else list(range(step_count(ev, annotation)))
-        )
-        if not todo:
-            rows.append(_row(rank, annotation, 0, error=f"no {annotation!r} on this rank"))
-        queue: pl.DataFrame | None = None  # the rank's queue lengths, once for every step
-        numbers = instance_steps(ev, annotation) if annotation else []
-        for which in todo:
-            w = windows(ev, annotation, which)
-            # a range of steps is one window, shown under its first step
-            i = which if isinstance(which, int) else which[0]
-            step = numbers[i] if 0 <= i < len(numbers) else None
-            name = annotation if isinstance(which, int) else f"{annotation} {which[0]}-{which[1]}"
+        key = tuple(sorted((c, str(t)) for c, t in raw.schema.items()))
+        groups.setdefault(key, {})[rank] = raw
+    return [ranks] if len(groups) == 1 else list(groups.values())
+
+
+#: one window to follow: (which instance(s), its instance id, step number, row name, window)
+_Todo = tuple[int | tuple[int, int], int, int | None, str, tuple[int, int] | None]
+
+
+def _at_once(
+    ranks: Mapping[int, pl.DataFrame],
+    annotation: str,
+    instances: Instances,
+    hta_compat: bool,
+    data_loading: str | None,
+) -> dict[int, list[tuple[dict[str, object], RankPath | None]]]:
+    """`rank_paths` of ranks of one schema, made at once: rank -> its (row, path or None)."""
+    if hta_compat:  # (rounded or not as each rank's own timestamps say)
+        every = tagged([(r, prepared(raw, hta_compat=True)) for r, raw in sorted(ranks.items())])
+    else:
+        every = prepared(ranks_events(ranks))
+    todo = _windows(every, ranks, annotation, instances)
+    wanted = [(rank, t) for rank in sorted(ranks) for t in todo[rank] if t[4] is not None]
+    makers: list[Callable[[], tuple[g.Graph, np.ndarray]]] = []
+    if wanted:  # (a job without steps makes no launch queues: 0.7 s of CPU on 8 x 100 MB)
+        try:
+            with_gpu = set(every.filter(pl.col("stream").is_not_null())["rank"].unique())
+            makers = g.build_many(
+                every,
+                [
+                    g.Window(rank, *t[4], extra=not hta_compat and rank not in with_gpu)  # type: ignore[misc]
+                    for rank, t in wanted
+                ],
+                g.ranks_queues(every, hta_launches=hta_compat),
+                data_loading,
+                graph_kernels=not hta_compat,
+            )
+        except Exception as e:
+            if len(ranks) > 1:
+                raise  # (made again rank by rank)
+            makers = [functools.partial(_failed, e)] * len(wanted)  # its windows' rows say why
+    graphs = {(rank, t[0]): m for (rank, t), m in zip(wanted, makers, strict=True)}
+    out: dict[int, list[tuple[dict[str, object], RankPath | None]]] = {}
+    for rank in sorted(ranks):
+        mine = out.setdefault(rank, [])
+        if not todo[rank]:
+            mine.append((_row(rank, annotation, 0, error=f"no {annotation!r} on this rank"), None))
+        for which, i, step, name, w in todo[rank]:
             if w is None:
-                rows.append(_row(rank, name, i, error=f"no instance {which} of {annotation!r}"))
-                continue
-            try:
-                if queue is None:
-                    if queues is None:
-                        queues = _queues(ranks, hta_compat=hta_compat)
-                    queue = queues.get(rank)
-                if queue is None:
-                    queue = g.queue_at(ev, hta_launches=hta_compat)
-                rp = rank_path(
-                    ev, rank, w, hta_launches=hta_compat, data_loading=data_loading, queue=queue
+                mine.append(
+                    (_row(rank, name, i, error=f"no instance {which} of {annotation!r}"), None)
                 )
+                continue
+            checkpoint()  # each graph is a piece a view left behind stops after
+            try:
+                rp = path_of(rank, w, graphs[(rank, which)], data_loading)
             except CycleError as e:
-                rows.append(_row(rank, name, i, step=step, error=f"dependencies loop: {e}"))
+                mine.append((_row(rank, name, i, step=step, error=f"dependencies loop: {e}"), None))
                 continue
             except Exception as e:  # one rank's odd data costs only its own row
                 logging.getLogger("hta_tui").exception("critical path of rank %s failed", rank)
                 reason = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-                rows.append(_row(rank, name, i, step=step, error=reason))
+                mine.append((_row(rank, name, i, step=step, error=reason), None))
                 continue
-            paths[(rank, i)] = rp
-            rows.append({**_summary(rp, name, i), "step": step})
-    return paths, rows
+            mine.append(({**_summary(rp, name, i), "step": step}, rp))
+    return out
 
 
-def _queues(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool) -> dict[int, pl.DataFrame]:
-    """Each rank's launch-queue lengths made over several ranks at once (a tiny rank's
-    alone cost ~17 queries); none when one rank, or when that fails: then each rank makes
-    its own, and a rank whose data it cannot read costs only its own row."""
-    if len(ranks) < 2:
-        return {}
-    try:
-        if hta_compat:  # (rounded or not as each rank's own timestamps say)
-            every = tagged(
-                [(r, prepared(raw, hta_compat=True)) for r, raw in sorted(ranks.items())]
-            )
-        else:
-            every = prepared(ranks_events(ranks))
-        if not every.width:
-            return {}
-        return g.ranks_queue_at(every, sorted(ranks), hta_launches=hta_compat)
-    except Exception:  # (said by the rank that fails alone, on its own row)
-        return {}
+def _failed(e: Exception) -> tuple[g.Graph, np.ndarray]:
+    """A window of a rank whose graphs could not be made: the reason, on its row."""
+    raise e
+
+
+def _windows(
+    every: pl.DataFrame,
+    ranks: Mapping[int, pl.DataFrame],
+    annotation: str,
+    instances: Instances,
+) -> dict[int, list[_Todo]]:
+    """Each rank's windows to follow (HTA's, `path.windows`; None where the instance is
+    missing), from every rank's instances of the annotation found in one query."""
+    ann = (
+        every.filter(
+            pl.col("stream").is_null() & pl.col("name").str.contains(annotation, literal=True)
+        )
+        .sort("rank", "start", "idx")
+        .select(
+            "rank",
+            "start",
+            "end",
+            pl.col("name").str.extract(r"#(\d+)$", 1).cast(pl.Int64, strict=False).alias("step"),
+        )
+    )
+    per = ann.partition_by("rank", as_dict=True, include_key=False, maintain_order=True)
+    whole = {}
+    if annotation == "":  # every window is the whole trace (`path.windows`)
+        spans = every.group_by("rank").agg(pl.col("start").min(), pl.col("end").max())
+        whole = {r: (int(s), int(e)) for r, s, e in spans.iter_rows()}
+    out: dict[int, list[_Todo]] = {}
+    for rank in sorted(ranks):
+        mine = per.get((rank,))
+        starts = mine["start"].to_list() if mine is not None else []
+        ends = mine["end"].to_list() if mine is not None else []
+        numbers = mine["step"].to_list() if mine is not None and annotation else []
+        todo: list[_Todo] = []
+        for which in list(instances) if instances is not None else range(len(starts)):
+            first, last = which if isinstance(which, tuple) else (which, which)
+            lo = max(first + len(starts) if first < 0 else first, 0)
+            hi = lo + max(last - first + 1, 0)
+            w = (int(min(starts[lo:hi])), int(max(ends[lo:hi]))) if starts[lo:hi] else None
+            if annotation == "":
+                w = whole.get(rank)
+            # a range of steps is one window, shown under its first step
+            i = which if isinstance(which, int) else which[0]
+            step = numbers[i] if 0 <= i < len(numbers) else None
+            name = annotation if isinstance(which, int) else f"{annotation} {which[0]}-{which[1]}"
+            todo.append((which, i, step, name, w))
+        out[rank] = todo
+    return out
 
 
 def _collective_nodes(
@@ -485,13 +566,10 @@ def _tables(rows: list[dict[str, object]], paths: Mapping[tuple[int, int], RankP
         ],
         schema=WHAT_IF_COLUMNS,
     )
-    edges = [
-        edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
-        for (_, i), rp in sorted(paths.items())
-    ]
+    edges = [(i, rp) for (_, i), rp in sorted(paths.items())]
     return {
         "critical_path": summary,
-        "critical_path_edges": pl.concat(edges) if edges else pl.DataFrame(),
+        "critical_path_edges": edges_tables(edges) if edges else pl.DataFrame(),
         "critical_path_what_if": what_if,
     }
 
@@ -519,26 +597,37 @@ def critical_path_summary(
         ranks, annotation, instances, hta_compat=hta_compat, data_loading=data_loading
     )
     out = _tables(rows, paths)
-    graphs, nodes, calls = [], [], []
-    mine: dict[int, pl.DataFrame] = {}
-    for (rank, i), rp in sorted(paths.items()):
-        gr = GraphArrays.of(rp)
-        key = [pl.lit(rank, pl.Int64).alias("rank"), pl.lit(i, pl.Int64).alias("instance_id")]
-        graphs.append(
-            pl.DataFrame(
-                {k: getattr(gr, k) for k in ("src", "dst", "type", "weight", "row", "bound")}
-            ).select(*key, pl.all())
+    keys = sorted(paths)
+    arrays = [GraphArrays.of(paths[k]) for k in keys]
+    cols = ("src", "dst", "type", "weight", "row", "bound")
+    sizes = [a.src.size for a in arrays]
+    # every path's graph in one frame (a frame per path cost a query each)
+    out[GRAPH_EDGES] = (
+        pl.DataFrame(
+            {
+                "rank": np.repeat(np.array([r for r, _ in keys], dtype=np.int64), sizes),
+                "instance_id": np.repeat(np.array([i for _, i in keys], dtype=np.int64), sizes),
+                **{c: np.concatenate([getattr(a, c) for a in arrays]) for c in cols},
+            }
         )
-        nodes.append(pl.DataFrame({"rank": [rank], "instance_id": [i], "nodes": [gr.nodes]}))
-        if rank not in mine:  # in (pg, seq) order, as the matched calls
-            every = collectives.ranks_calls(ranks)  # every rank's at once, made once
-            mine[rank] = every.filter(pl.col("rank") == rank).sort("pg", "seq", "rank")
-        calls.append(_rank_call_nodes(ranks[rank], rp, mine[rank]).select(key[1], pl.all()))
-    node_schema = {"rank": pl.Int64(), "instance_id": pl.Int64(), "nodes": pl.Int64()}
-    out[GRAPH_EDGES] = pl.concat(graphs) if graphs else pl.DataFrame()
-    out[GRAPH_NODES] = (
-        pl.concat(nodes).cast(node_schema) if nodes else pl.DataFrame(schema=node_schema)
+        if keys
+        else pl.DataFrame()
     )
+    out[GRAPH_NODES] = pl.DataFrame(
+        {
+            "rank": [r for r, _ in keys],
+            "instance_id": [i for _, i in keys],
+            "nodes": [a.nodes for a in arrays],
+        },
+        schema={"rank": pl.Int64(), "instance_id": pl.Int64(), "nodes": pl.Int64()},
+    )
+    mine = _calls_by_rank(ranks) if keys else {}
+    calls = []
+    for (rank, i), rp in sorted(paths.items()):
+        theirs = mine.get(rank)
+        if theirs is not None:  # (no query for a rank without collective calls)
+            c = _rank_call_nodes(ranks[rank], rp, theirs)
+            calls.append(c.select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all()))
     call_schema = {"instance_id": pl.Int64(), **CALL_NODE_COLUMNS}
     out[GRAPH_CALLS] = (
         pl.concat(calls).cast(call_schema)  # type: ignore[arg-type]
@@ -546,6 +635,17 @@ def critical_path_summary(
         else pl.DataFrame(schema=call_schema)
     )
     return out
+
+
+def _calls_by_rank(ranks: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:
+    """Each rank's collective calls (`collectives.ranks_calls`, every rank's made at once)
+    in (pg, seq) order, as the matched calls are; a rank without any is left out."""
+    every = collectives.ranks_calls(ranks)
+    if every.is_empty():
+        return {}
+    every = every.sort("pg", "seq", "rank", maintain_order=True)
+    parts = every.partition_by("rank", as_dict=True, maintain_order=True)
+    return {int(k[0]): df for k, df in parts.items()}  # type: ignore[call-overload]
 
 
 def critical_path_reduce(
