@@ -408,6 +408,20 @@ async def app_run(
     return out
 
 
+#: Stretches kept only for their wall (the UI thread's CPU under `LONG`, no collection): at
+#: most this many, the longest, so a loaded machine's hundreds do not drown the others.
+WAITED_SHOWN = 30
+
+
+def kept_stretches(stretches: list[dict]) -> list[dict]:
+    """Every stretch of the UI's own CPU or with a collection; the `WAITED_SHOWN` longest of
+    those kept for their wall alone; in time order."""
+    waited = [s for s in stretches if s["cpu"] < StretchProbe.LONG and not s["gc"]]
+    longest = {id(s) for s in sorted(waited, key=lambda s: -s["wall"])[:WAITED_SHOWN]}
+    waiting = {id(s) for s in waited}
+    return [s for s in stretches if id(s) not in waiting or id(s) in longest]
+
+
 def every_view_key(views: str) -> list[str]:
     """`--views`' keys; `all`: every view's key but the overview's (the screens' registry)."""
     if views != "all":
@@ -555,7 +569,7 @@ def main() -> None:
                             f"| app {kind}: the picked rank's numbers shown after (s; UI busy"
                             f" at most {ui(picked_lag)}, on {shown}) | {picked_s:.1f} |",
                         ]
-                    for st in res["stretches"]:
+                    for st in kept_stretches(res["stretches"]):
                         gcs = ", ".join(f"gen{g} {d:.3f}" for g, d in st["gc"]) or "none"
                         stacks = "; ".join(f"{n}x {w}" for w, n in st["stacks"]) or "no sample"
                         others = ", ".join(f"{n} {c:.2f}" for n, c in st["others"]) or "none"
