@@ -182,6 +182,10 @@ class StretchProbe:
     (the innermost frames of hta_tui or textual, most frequent first)."""
 
     LONG = 0.04
+    #: A stretch this long is kept however little of it was the UI thread's own CPU, with
+    #: the CPU the process's other threads used meanwhile: waiting for a core (the load) or
+    #: for the GIL or a lock (another thread of the app ran) tell apart.
+    WAITED = 0.08
 
     def __init__(self) -> None:
         import gc
@@ -192,6 +196,7 @@ class StretchProbe:
         self._samples: list[str] = []
         self._gc: list[tuple[int, float]] = []
         self._gc_start = 0.0
+        self._late_cpu: dict[int, float] | None = None  # each thread's CPU when first late
         self.stretches: list[dict] = []
         self._stop = threading.Event()
         self._callback = self._on_gc
@@ -213,11 +218,27 @@ class StretchProbe:
         self._last = t
         self._samples = []
         self._gc = []
+        self._late_cpu = None
+
+    @staticmethod
+    def threads_cpu() -> dict[int, float]:
+        """Each thread of this process: its CPU seconds so far (/proc, clock ticks)."""
+        out: dict[int, float] = {}
+        tick = os.sysconf("SC_CLK_TCK")
+        for task in Path("/proc/self/task").iterdir():
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+        return out
 
     def _watch(self) -> None:
         while not self._stop.wait(0.01):
             if time.perf_counter() - self._last < self.LONG:
                 continue
+            if self._late_cpu is None:
+                self._late_cpu = self.threads_cpu()
             frame = sys._current_frames().get(self._main)
             where = []
             while frame is not None and len(where) < 3:
@@ -230,9 +251,20 @@ class StretchProbe:
 
     def stretch(self, t: float, wall: float, cpu: float) -> None:
         collections = [g for g in self._gc if g[1] > 0.02]
-        if cpu < self.LONG and not collections:  # waiting for a core (other processes') only
+        if cpu < self.LONG and not collections and wall < self.WAITED:
             return
+        import threading
         from collections import Counter
+
+        others: list[tuple[str, float]] = []
+        if self._late_cpu is not None:  # from the first late look (LONG in) to the end
+            now = self.threads_cpu()
+            names = {t.native_id: t.name for t in threading.enumerate()}
+            for tid, c in now.items():
+                used = c - self._late_cpu.get(tid, 0.0)
+                if used > 0 and names.get(tid) != "MainThread":
+                    others.append((names.get(tid, f"native {tid}"), used))
+            others.sort(key=lambda kv: -kv[1])
 
         self.stretches.append(
             {
@@ -241,6 +273,7 @@ class StretchProbe:
                 "cpu": cpu,
                 "gc": collections,
                 "stacks": Counter(self._samples).most_common(3),
+                "others": others[:4],
             }
         )
 
@@ -252,10 +285,13 @@ class StretchProbe:
             gc.callbacks.remove(self._callback)
 
 
-async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = ()) -> dict:
+async def app_run(
+    folder: Path, cache: Path, timeout: float, views: list[str] = (), wait: bool = True
+) -> dict:
     """Open the folder in the app: until every file is listed and the overview drawn, then the
-    overview's keys, then each of `views` and keys on it; the longest the event loop could
-    not run (UI thread busy) meanwhile and per key."""
+    overview's keys, then each of `views` and keys on it (with `wait` false, only each view's
+    key: its numbers are not waited for, the next view's key comes 0.3 s later); the longest
+    the event loop could not run (UI thread busy) meanwhile and per key."""
     from hta_tui.app.app import HtaApp
     from hta_tui.trace.cache import Cache
 
@@ -335,6 +371,9 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
             await pilot.press(view)
             await pilot.pause(0.3)
             key_lag = busy()
+            if not wait:
+                out["views"].append((view, key_lag, None, None, []))
+                continue
             reset()
             while not getattr(app.screen, "shows_current", False):
                 if time.perf_counter() - t > timeout:
@@ -349,7 +388,7 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
                 await pilot.pause(0.3)
                 keys.append((key, busy()))
             out["views"].append((view, key_lag, shown_s, shown_lag, keys))
-        if views:
+        if views and wait:
             for key in PICKER_KEYS:
                 reset()
                 await pilot.press(key)
@@ -367,6 +406,29 @@ async def app_run(folder: Path, cache: Path, timeout: float, views: list[str] = 
     probe.stop()
     out["stretches"] = probe.stretches
     return out
+
+
+#: Stretches kept only for their wall (the UI thread's CPU under `LONG`, no collection): at
+#: most this many, the longest, so a loaded machine's hundreds do not drown the others.
+WAITED_SHOWN = 30
+
+
+def kept_stretches(stretches: list[dict]) -> list[dict]:
+    """Every stretch of the UI's own CPU or with a collection; the `WAITED_SHOWN` longest of
+    those kept for their wall alone; in time order."""
+    waited = [s for s in stretches if s["cpu"] < StretchProbe.LONG and not s["gc"]]
+    longest = {id(s) for s in sorted(waited, key=lambda s: -s["wall"])[:WAITED_SHOWN]}
+    waiting = {id(s) for s in waited}
+    return [s for s in stretches if id(s) not in waiting or id(s) in longest]
+
+
+def every_view_key(views: str) -> list[str]:
+    """`--views`' keys; `all`: every view's key but the overview's (the screens' registry)."""
+    if views != "all":
+        return list(views)
+    from hta_tui.app.screens.registry import SCREENS
+
+    return [e.key for e in SCREENS if e.mode != "overview"]
 
 
 def cpus(split: tuple[float, float]) -> str:
@@ -388,7 +450,14 @@ def main() -> None:
     ap.add_argument(
         "--app-cache", type=Path, help="the app's cache folder, kept (a second run is warm)"
     )
-    ap.add_argument("--views", default="", help="view keys to open, e.g. CPW")
+    ap.add_argument(
+        "--views", default="", help="view keys to open, e.g. CPW; `all`: every view's key"
+    )
+    ap.add_argument(
+        "--keys-only",
+        action="store_true",
+        help="with --views: only each view's key, its numbers not waited for",
+    )
     ap.add_argument("--warm-only", action="store_true", help="no cold app run (--app-cache)")
     ap.add_argument(
         "--made-up", action="store_true", help="the app loads made-up results (`made_up_loads`)"
@@ -454,8 +523,10 @@ def main() -> None:
                     made_up_loads()
                 kinds = ("made-up",) if args.made_up else ("warm",) if args.warm_only else None
                 for kind in kinds or ("cold", "warm"):
-                    views = list(args.views) if kind != "cold" else []
-                    res = asyncio.run(app_run(folder, Path(where), args.timeout, views))
+                    views = every_view_key(args.views) if kind != "cold" else []
+                    res = asyncio.run(
+                        app_run(folder, Path(where), args.timeout, views, not args.keys_only)
+                    )
                     late = " (timed out)" if res.get("timed_out") else ""
                     lines += [
                         f"| app {kind}: every file listed, the overview's numbers drawn{late} |"
@@ -475,6 +546,11 @@ def main() -> None:
                         f"(worst `{worst_key}`) | {ui(worst)} |"
                     )
                     for view, key_lag, shown_s, shown_lag, keys in res.get("views", []):
+                        if shown_s is None:  # --keys-only
+                            lines.append(
+                                f"| app {kind}: `{view}` pressed: UI busy at most | {ui(key_lag)} |"
+                            )
+                            continue
                         worst_key, worst = max(keys, key=lambda kv: kv[1])
                         lines += [
                             f"| app {kind}: `{view}` pressed: UI busy at most | {ui(key_lag)} |",
@@ -493,19 +569,23 @@ def main() -> None:
                             f"| app {kind}: the picked rank's numbers shown after (s; UI busy"
                             f" at most {ui(picked_lag)}, on {shown}) | {picked_s:.1f} |",
                         ]
-                    for st in res["stretches"]:
+                    for st in kept_stretches(res["stretches"]):
                         gcs = ", ".join(f"gen{g} {d:.3f}" for g, d in st["gc"]) or "none"
                         stacks = "; ".join(f"{n}x {w}" for w, n in st["stacks"]) or "no sample"
+                        others = ", ".join(f"{n} {c:.2f}" for n, c in st["others"]) or "none"
                         stretch_lines.append(
                             f"- {kind} +{st['at'] - res['t0']:.1f} s: {ui((st['wall'], st['cpu']))}"
-                            f", collections {gcs}; {stacks}"
+                            f", collections {gcs}; other threads' CPU meanwhile: {others};"
+                            f" {stacks}"
                         )
     if stretch_lines:
         lines += [
             "",
             f"UI-thread stretches of {StretchProbe.LONG * 1000:.0f} ms of its own CPU or more,"
-            " or holding a collection over 20 ms (wall (CPU); the collections' wall s; the"
-            " UI thread's stack sampled every 10 ms, innermost hta_tui/textual frames):",
+            f" {StretchProbe.WAITED * 1000:.0f} ms of wall or more, or holding a collection over"
+            " 20 ms (wall (CPU); the collections' wall s; the CPU s the app's other threads used"
+            " from 40 ms into the stretch to its end (10 ms ticks); the UI thread's stack sampled"
+            " every 10 ms, innermost hta_tui/textual frames):",
             "",
         ]
         lines += stretch_lines
