@@ -128,10 +128,10 @@ def entry_file(cache: Cache, trace: Path, name: str) -> Path:
     return entry / name
 
 
-def test_entry_files_are_all_damaged_here(trace_dir: Path, tmp_path: Path) -> None:
-    """FILES names every file an entry holds after the report and the app have used it."""
-    cache = Cache(tmp_path / "cache")
-    warm(trace_dir, cache)
+def test_entry_files_are_all_damaged_here(trace_dir: Path, warmed: Path) -> None:
+    """FILES names every file an entry holds after the report and the app have used it (the
+    module's warmed cache, read only here: it was warmed once more for this test alone)."""
+    cache = Cache(warmed)
     trace = sorted(trace_dir.iterdir())[0]
     entry = entry_file(cache, trace, META_FILE).parent
     on_disk = sorted(p.relative_to(entry).as_posix() for p in entry.rglob("*") if p.is_file())
