@@ -194,14 +194,9 @@ def _runtime_work(
         .select("name", "correlation", "dur")
         .collect()
     )
-    # tensor-core flags per distinct name: a few hundred names, not a million rows
-    names = work.select(pl.col("name").unique()).with_columns(
-        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_m"),
-        tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_p"),
-    )
-    flags = work.select(
-        pl.col("name").is_in(names.filter(c)["name"].implode()).alias(c) for c in ("tc_m", "tc_p")
-    )
+    # tensor-core flags per distinct name: a few hundred names, not a million rows (each
+    # name tested once per process)
+    flags = _tc_flags(work)
     by_ts = np.argsort(links["ts"].to_numpy(), kind="stable")
     corr = links["correlation"].fill_null(-1).to_numpy()[by_ts]
     has = links["correlation"].is_not_null().to_numpy()[by_ts]
@@ -227,6 +222,16 @@ def _runtime_work(
         per_node(pos[tc_m], dur[tc_m], "tc_self"),
         per_node(pos[tc_p], dur[tc_p], "tc_self_plugin"),
     ]
+
+
+def _tc_flags(work: pl.DataFrame) -> pl.DataFrame:
+    """`tc_m` / `tc_p`: each row's name uses tensor cores by the modern / the plugin's list
+    (false for a null name)."""
+    modern, plugin = tensor_cores.tc_names(work["name"])
+    return work.select(
+        pl.col("name").is_in(names.implode()).alias(c)
+        for c, names in (("tc_m", modern), ("tc_p", plugin))
+    )
 
 
 _OWN = ("rt_dur", "dev_self", "tc_self", "tc_self_plugin")
@@ -443,13 +448,7 @@ def _runtime_work_at_once(
         .select("rank", "name", "correlation", "dur")
         .collect()
     )
-    names = work.select(pl.col("name").unique()).with_columns(
-        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_m"),
-        tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_p"),
-    )
-    flags = work.select(
-        pl.col("name").is_in(names.filter(c)["name"].implode()).alias(c) for c in ("tc_m", "tc_p")
-    )
+    flags = _tc_flags(work)
     ranks = np.unique(every["rank"].to_numpy())
     l_rank = np.searchsorted(ranks, links["rank"].to_numpy())
     l_corr = links["correlation"].fill_null(-1).to_numpy()
