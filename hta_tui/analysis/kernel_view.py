@@ -106,20 +106,19 @@ def _launchers(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     compat mode or a call outside any node by default; null for a call the plugin's rule
     attaches nowhere)."""
     nodes, links = op_tree.build(events, tb_compat=tb_compat)
+    named = links.select("correlation", nodes["name"].gather(links["pos"]).alias("name"))
     runtimes = (
         events.lazy()
         .filter(tb_roles.runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
         .select("correlation", "external_id")
         .collect()
     )
-    # joined and made unique on the owner's position; its name gathered after, once a call
-    # (carrying the names through the join and the unique cost as much again)
-    linked = runtimes.join(links.select("correlation", "pos"), on="correlation", how="left")
-    first = linked.unique("correlation", keep="first", maintain_order=True)
-    named = first.with_columns(nodes["name"].gather(first["pos"]).alias("name"))
+    linked = runtimes.join(named, on="correlation", how="left")
     outside = pl.col("external_id").fill_null(0) == 0 if tb_compat else pl.col("name").is_null()
     operator = pl.when(outside).then(pl.lit(ROOT)).otherwise("name")
-    return named.select("correlation", operator.alias("operator"))
+    return linked.select("correlation", operator.alias("operator")).unique(
+        "correlation", keep="first", maintain_order=True
+    )
 
 
 def _keyed(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
