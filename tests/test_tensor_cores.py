@@ -9,7 +9,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from hta_tui.analysis.tensor_cores import tc_eligible_op, uses_tc
+from hta_tui.analysis.tensor_cores import tc_eligible_op, tc_names, uses_tc
 
 CASES = [
     # name, plugin list, modern list
@@ -51,3 +51,26 @@ def test_eligible_ops() -> None:
     assert ops.select(tc_eligible_op(pl.col("name"), modern=True)).to_series().to_list() == [
         True, True, False, False,
     ]  # fmt: skip
+
+
+def test_tc_names_memo_is_uses_tc() -> None:
+    """`tc_names` (the flags per distinct name, kept per process: the op tree and the
+    kernels by operator read them) answers as `uses_tc` on every row, nulls, the empty
+    name, case variants, MIOpen's look-alikes and repeats included, before and after the
+    names are kept."""
+    names = [n for n, _, _ in CASES]
+    edge = [None, "", "SubTensorOp_fwd", "subtensorop_gemm", "AMPERE_SGEMM_128X64_NN"]
+    edge += ["Cijk_Ailk_Bljk_HHS_BH_MT64x64x16", names[0].upper(), names[3].lower()]
+    for batch in (names[:5] + edge[:3], names + edge + names, edge[::-1]):
+        frame = pl.DataFrame({"name": batch}, schema={"name": pl.String})
+        modern, plugin = tc_names(frame["name"])
+        got = frame.select(
+            pl.col("name").fill_null("").is_in(modern.implode()).alias("m"),
+            pl.col("name").fill_null("").is_in(plugin.implode()).alias("p"),
+        )
+        want = frame.select(
+            uses_tc(pl.col("name"), modern=True).alias("m"),
+            uses_tc(pl.col("name"), modern=False).alias("p"),
+        )
+        assert got.equals(want)
+        assert want["m"].any() and not want["m"].all() and want["p"].any()

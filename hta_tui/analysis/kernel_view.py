@@ -28,6 +28,9 @@ from hta_tui.analysis.per_rank import divided_as_alone, each_rank, ranks_events,
 ROOT = "CallTreeRoot"
 
 
+#: `uses_tc` by the modern list, by the plugin's (`tensor_cores.tc_names`' order)
+_TC_COLUMNS = ("tc_used", "tc_used_plugin_list")
+
 _STATS_INPUT = ("dur", "blocks_per_sm", "occupancy", "names_tell")
 
 
@@ -68,8 +71,8 @@ def _stats(
         .with_columns(
             *shown,
             *(
-                pl.when("names_tell").then(tensor_cores.uses_tc(pl.col("name"), modern=m)).alias(c)
-                for m, c in ((True, "tc_used"), (False, "tc_used_plugin_list"))
+                pl.when("names_tell").then(pl.col("name").fill_null("").is_in(n.implode())).alias(c)
+                for n, c in zip(tensor_cores.tc_names(kernels["name"]), _TC_COLUMNS, strict=True)
             ),
         )
         .drop([*(k for k in keys if k not in by), "names_tell"])
@@ -362,8 +365,8 @@ def _ranks_stats(
         .with_columns(
             *shown,
             *(
-                pl.when("names_tell").then(tensor_cores.uses_tc(pl.col("name"), modern=m)).alias(c)
-                for m, c in ((True, "tc_used"), (False, "tc_used_plugin_list"))
+                pl.when("names_tell").then(pl.col("name").fill_null("").is_in(n.implode())).alias(c)
+                for n, c in zip(tensor_cores.tc_names(kernels["name"]), _TC_COLUMNS, strict=True)
             ),
         )
     )

@@ -78,6 +78,30 @@ def _is_operator() -> pl.Expr:
     )
 
 
+def operator_flags(frame: pl.DataFrame) -> list[pl.Expr]:
+    """`_is_operator` (`is_op`) and `_op_type` (`op_type`) for `frame`'s rows, their name
+    tests made on its distinct names (a rank's 68k nodes have a few hundred) and found by
+    one lookup a row."""
+    names = frame.select(pl.col("name").unique()).with_columns(
+        (~tb_roles.STEP_NAME).alias("not_step"),
+        (
+            ~tb_roles.STEP_NAME
+            & ~tb_roles.DATALOADER
+            & ~_NAME.str.starts_with("Optimizer.").fill_null(False)
+            & ~_NAME.is_in(_EXCLUDED).fill_null(False)
+        ).alias("op_name"),
+    )
+    op_cat = tb_roles.cat_in(["cpu_op", "operator"])
+
+    def named(test: str) -> pl.Expr:
+        return _NAME.is_in(names.filter(test)["name"].implode(), nulls_equal=True)
+
+    return [
+        (op_cat & named("op_name")).alias("is_op"),
+        (op_cat & named("not_step")).alias("op_type"),
+    ]
+
+
 def tree(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
     """Every host node: `pos` (pre-order), name, tid, start, end, `parent` (pos or null),
     `is_op`, shapes and stack, `rt_dur` (its runtime calls), `dev_self`, `tc_self` and
@@ -129,24 +153,23 @@ def _build(events: pl.DataFrame, *, tb_compat: bool) -> tuple[pl.DataFrame, pl.D
     has_node_parent = parent >= 0
     has_node_parent[has_node_parent] = is_node[parent[has_node_parent]]
     new_parent = np.where(has_node_parent, new_pos[np.maximum(parent, 0)], -1)
-    nodes = (  # the operator tests on the nodes' rows alone (string tests: 1/3 of the rows)
-        events.select("name", "cat", "external_id", "input_dims", "call_stack")[rows[is_node]]
-        .select(
-            "name",
-            pl.Series("tid", tid[is_node]),
-            pl.Series("start", start[is_node]),
-            pl.Series("end", end[is_node]),
-            "external_id",
-            "input_dims",
-            "call_stack",
-            _is_operator().alias("is_op"),
-            _op_type().alias("op_type"),
-            pl.Series("depth", depth[is_node], dtype=pl.Int32),
-            # -1 (no parent) -> null
-            pl.Series("parent", new_parent[is_node]).cast(pl.UInt32, strict=False),
-        )
-        .with_row_index("pos")
-    )
+    # the operator tests on the nodes' rows alone (string tests: 1/3 of the rows)
+    gathered = events.select("name", "cat", "external_id", "input_dims", "call_stack")[
+        rows[is_node]
+    ]
+    nodes = gathered.select(
+        "name",
+        pl.Series("tid", tid[is_node]),
+        pl.Series("start", start[is_node]),
+        pl.Series("end", end[is_node]),
+        "external_id",
+        "input_dims",
+        "call_stack",
+        *operator_flags(gathered),
+        pl.Series("depth", depth[is_node], dtype=pl.Int32),
+        # -1 (no parent) -> null
+        pl.Series("parent", new_parent[is_node]).cast(pl.UInt32, strict=False),
+    ).with_row_index("pos")
     if tb_compat:
         links = _links_by_external_id(events, nodes)
     else:  # the innermost node around the call on its thread
@@ -194,14 +217,9 @@ def _runtime_work(
         .select("name", "correlation", "dur")
         .collect()
     )
-    # tensor-core flags per distinct name: a few hundred names, not a million rows
-    names = work.select(pl.col("name").unique()).with_columns(
-        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_m"),
-        tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_p"),
-    )
-    flags = work.select(
-        pl.col("name").is_in(names.filter(c)["name"].implode()).alias(c) for c in ("tc_m", "tc_p")
-    )
+    # tensor-core flags per distinct name: a few hundred names, not a million rows (each
+    # name tested once per process)
+    flags = _tc_flags(work)
     by_ts = np.argsort(links["ts"].to_numpy(), kind="stable")
     corr = links["correlation"].fill_null(-1).to_numpy()[by_ts]
     has = links["correlation"].is_not_null().to_numpy()[by_ts]
@@ -227,6 +245,16 @@ def _runtime_work(
         per_node(pos[tc_m], dur[tc_m], "tc_self"),
         per_node(pos[tc_p], dur[tc_p], "tc_self_plugin"),
     ]
+
+
+def _tc_flags(work: pl.DataFrame) -> pl.DataFrame:
+    """`tc_m` / `tc_p`: each row's name uses tensor cores by the modern / the plugin's list
+    (false for a null name)."""
+    modern, plugin = tensor_cores.tc_names(work["name"])
+    return work.select(
+        pl.col("name").is_in(names.implode()).alias(c)
+        for c, names in (("tc_m", modern), ("tc_p", plugin))
+    )
 
 
 _OWN = ("rt_dur", "dev_self", "tc_self", "tc_self_plugin")
@@ -443,13 +471,7 @@ def _runtime_work_at_once(
         .select("rank", "name", "correlation", "dur")
         .collect()
     )
-    names = work.select(pl.col("name").unique()).with_columns(
-        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc_m"),
-        tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tc_p"),
-    )
-    flags = work.select(
-        pl.col("name").is_in(names.filter(c)["name"].implode()).alias(c) for c in ("tc_m", "tc_p")
-    )
+    flags = _tc_flags(work)
     ranks = np.unique(every["rank"].to_numpy())
     l_rank = np.searchsorted(ranks, links["rank"].to_numpy())
     l_corr = links["correlation"].fill_null(-1).to_numpy()

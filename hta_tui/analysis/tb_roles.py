@@ -102,9 +102,11 @@ def step_rows(*, tb_compat: bool) -> pl.Expr:
     return cat_in(cats) & STEP_NAME
 
 
-def host_span_rows() -> pl.Expr:
-    """Events whose extent makes the single step "0" of a trace without ProfilerStep."""
-    return cat_in(["cpu_op", "operator", "python"]) | step_rows(tb_compat=False)
+def host_span_rows(*, steps: bool = True) -> pl.Expr:
+    """Events whose extent makes the single step "0" of a trace without ProfilerStep;
+    `steps=False`: the caller knows no row is a step row (`step_rows`)."""
+    spans = cat_in(["cpu_op", "operator", "python"])
+    return spans | step_rows(tb_compat=False) if steps else spans
 
 
 def comm_op_rows() -> pl.Expr:

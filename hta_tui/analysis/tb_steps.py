@@ -40,7 +40,7 @@ _SHORT = f"launched < {TAIL_SHARE:.0%} of the GPU ops of the step before (incomp
 
 def host_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     """`step`, `host_start`, `host_end` in the plugin's order (by start)."""
-    marks = (
+    found = (
         events.lazy()  # the few step rows' three columns, not the whole rows
         .filter(tb_roles.step_rows(tb_compat=tb_compat))
         .select(
@@ -50,10 +50,13 @@ def host_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         )
         .collect()
     )
-    marks = marks.drop_nulls().sort("host_start", maintain_order=True)
+    marks = found.drop_nulls().sort("host_start", maintain_order=True)
     if not marks.is_empty():
         return marks
-    host = events.lazy().filter(tb_roles.host_span_rows())  # lazy: two columns, not 38
+    # no step row at all: the span's own step rows (this mode's or fewer) are none either, so
+    # its step test (every row's `cat` and name) is skipped
+    spans = tb_roles.host_span_rows(steps=not found.is_empty())
+    host = events.lazy().filter(spans)  # lazy: two columns, not 38
     return (
         host.select(
             pl.lit(0, pl.Int64).alias("step"),

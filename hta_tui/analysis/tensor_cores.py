@@ -14,6 +14,8 @@ figures comparable with TensorBoard, the modern one for the truth on current GPU
 
 from __future__ import annotations
 
+import threading
+
 import polars as pl
 
 from hta_tui.analysis.hta_view import job_cached
@@ -82,6 +84,40 @@ def uses_tc(name: pl.Expr, *, modern: bool) -> pl.Expr:
     modern_hit = pl.any_horizontal(low.str.contains(p, literal=True) for p in MODERN_KERNELS)
     amd_hit = pl.any_horizontal(low.str.contains(p) for p in AMD_MATRIX_KERNELS)
     return (plugin | modern_hit | amd_hit) & ~low.str.contains(NOT_MATRIX_KERNELS)
+
+
+#: name -> (modern, plugin) `uses_tc` flags of the kernel names seen by this process: a
+#: rank's few hundred distinct names cost ~8 ms of string tests each time (dozens of patterns,
+#: regexes compiled per query); the ranks a worker reads share most of their kernel names
+_FLAGS: dict[str, tuple[bool, bool]] = {}
+_FLAGS_MAX = 200_000
+_flags_lock = threading.Lock()
+
+
+def tc_names(names: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """The distinct `names` (a null one as "") whose `uses_tc` is true, by the modern and by
+    the plugin's list: `name.fill_null("").is_in(...)` is `uses_tc(name)`. Each name is
+    tested once per process (`uses_tc` itself, on the names not met before)."""
+    keys = names.fill_null("").unique().to_list()
+    with _flags_lock:
+        got = {k: f for k in keys if (f := _FLAGS.get(k)) is not None}
+    new = [k for k in keys if k not in got]
+    if new:
+        tested = pl.DataFrame({"name": new}, schema={"name": pl.String}).select(
+            uses_tc(pl.col("name"), modern=True).alias("m"),
+            uses_tc(pl.col("name"), modern=False).alias("p"),
+        )
+        pairs = zip(tested["m"].to_list(), tested["p"].to_list(), strict=True)
+        found = dict(zip(new, pairs, strict=True))
+        got.update(found)
+        with _flags_lock:
+            if len(_FLAGS) + len(found) > _FLAGS_MAX:
+                _FLAGS.clear()
+            _FLAGS.update(found)
+    flags = [(k, *got[k]) for k in keys]
+    modern = pl.Series("name", [k for k, m, _ in flags if m], dtype=pl.String)
+    plugin = pl.Series("name", [k for k, _, p in flags if p], dtype=pl.String)
+    return modern, plugin
 
 
 #: Launch-name prefixes of the runtimes whose kernel names the lists above can read.
