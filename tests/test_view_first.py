@@ -124,6 +124,11 @@ async def test_views_left_behind_wait_while_the_shown_one_computes(
                 await wait_patiently(pilot, lambda n=n: len(started) == n, what=f"{key} held")
             await pilot.press("P")  # the view shown now: its numbers, the others waiting
             await wait_patiently(pilot, computing.is_set, what="the shown view computing")
+            # its loading indicator redraws 4 times a second, not Textual's 16 (50-95 ms of
+            # the UI thread's CPU a second, taken from building and drawing screens)
+            cover = base_screen(app).query_one("#body")._cover_widget  # Textual keeps it there
+            await wait_patiently(pilot, lambda: bool(cover and cover.auto_refresh), what="drawn")
+            assert cover.auto_refresh >= 0.25
             # work for a view left behind that starts now waits before it reads its frames
             read = len(reads)
             launch.set_params(probe=1)
