@@ -454,8 +454,8 @@ def test_the_shown_view_starts_no_piece_while_a_view_key_waits(
     built is mounted), the view shown is about to be left: its work waits at its next
     checkpoint (a worker just started: before it reads its frames) rather than start a piece
     that would run on beside the next view's (after a walk through every view, 5-7 views
-    were in the middle of one at the target's key). The read-ahead goes on meanwhile, and
-    while a view's screen is being built: it waits only while the shown view computes."""
+    were in the middle of one at the target's key). The read-ahead goes on meanwhile, as
+    the shown view neither computes nor wants numbers."""
     monkeypatch.setattr(foreground, "LINGER", 0.0)
     fg = Foreground()
     shown = object()
@@ -466,16 +466,11 @@ def test_the_shown_view_starts_no_piece_while_a_view_key_waits(
     assert _passes(fg, object(), lingers=False).wait(30)  # the read-ahead
     fg.key_waiting(False)  # handled (here: it did not leave the view)
     assert passed.wait(30)
-    fg.wants(shown, True)  # its screen being built: work left behind waits, not the read-ahead
-    behind = object()
-    held = _passes(fg, behind)
-    assert _until(lambda: fg.is_holding(behind)) and not held.is_set()
-    assert _passes(fg, object(), lingers=False).wait(30)
-    with fg.running(shown):  # computing: the read-ahead waits too
-        ahead = object()
-        read = _passes(fg, ahead, lingers=False)
-        assert _until(lambda: fg.is_holding(ahead)) and not read.is_set()
-        fg.wants(shown, False)
+    with fg.running(shown):  # computing: work left behind and the read-ahead wait
+        behind, ahead = object(), object()
+        held, read = _passes(fg, behind), _passes(fg, ahead, lingers=False)
+        assert _until(lambda: fg.is_holding(behind) and fg.is_holding(ahead))
+        assert not held.is_set() and not read.is_set()
     assert read.wait(30) and held.wait(30)
     monkeypatch.setattr(foreground, "KEY_GRACE", 0.2)  # a key never handled holds for a while
     fg.key_waiting(True)

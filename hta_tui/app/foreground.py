@@ -29,10 +29,10 @@ used to go on all at once, and the next key found each of them in the middle of 
 While a view's key waits to be handled (`key_waiting`: Textual handles it once the screen
 being built is mounted), the view shown is about to be left: its own work waits at its next
 checkpoint too (the first, before it reads its frames, for a view whose worker has just
-started), so it does not start a piece that would run on beside the next view's. The
-read-ahead goes on meanwhile, and while a view's screen is being built: it waits only while
-the shown view computes (held through a walk, the view at its end built the frames, HTA's
-views and the operator trees itself: 1-3 s of CPU more than its first visit).
+started), so it does not start a piece that would run on beside the next view's. (The
+read-ahead waits while the shown view computes or wants its numbers, as before: let go
+through a walk, it was in the middle of a rank's piece at the target's key, on its thread
+of lower priority, and the target waited for that piece's lock: Operators' operator trees.)
 
 A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
 app's own worker, which never waits: while it is shown, the views left behind go on (one at a
@@ -155,14 +155,15 @@ class Foreground:
             return False
         if shown is view:  # about to be left: no new piece
             return self.leaving
-        computing = id(shown) in self._running and id(shown) not in self.holding
-        if not lingers:  # the read-ahead: only while the shown view computes
-            return computing
-        if id(shown) in self._running or self.leaving:
+        if id(shown) in self._running:
             return True
         now = time.monotonic()
         since = self._wanting.get(id(shown))
         if since is not None and now - since < QUEUED_GRACE:
+            return True
+        if not lingers:  # the read-ahead
+            return False
+        if self.leaving:
             return True
         if now - self._shown_since < LINGER:
             return True

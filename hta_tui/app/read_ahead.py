@@ -7,9 +7,8 @@ operator tree (~0.9 s of CPU there, +120-160 MB kept). Once the open is done and
 drawn, a worker makes them (`read_ahead`: only for sets whose frames the views would hold
 anyway), while the user looks at the overview. Before each rank it passes the foreground's
 checkpoint as a view of its own that is never shown: it waits while the view shown
-computes (only then: not while a view's screen is being built, nor behind the work of views
-left behind), so it never holds up a view's numbers by more than one rank's piece; and it
-runs on a thread of lower priority (`in_background`, as the overview's findings do).
+computes, so it never holds up a view's numbers by more than one rank's piece; and it runs
+on a thread of lower priority (`in_background`, as the overview's findings do).
 """
 
 from __future__ import annotations
@@ -82,7 +81,7 @@ class ReadAheadMixin(AppMixin):
 
     @work(thread=True, exclusive=True, group="read_ahead", exit_on_error=False)
     def _read_ahead(self, ts: TraceSet) -> None:
-        # work every view needs: it goes on whenever the view shown is not computing
+        # work every view needs: it goes on as soon as the view shown has its numbers
         checkpoint = self.foreground.give_way(ReadAhead(), get_current_worker(), lingers=False)
         try:
             in_background(read_ahead, ts, checkpoint)
