@@ -124,6 +124,11 @@ async def test_views_left_behind_wait_while_the_shown_one_computes(
                 await wait_patiently(pilot, lambda n=n: len(started) == n, what=f"{key} held")
             await pilot.press("P")  # the view shown now: its numbers, the others waiting
             await wait_patiently(pilot, computing.is_set, what="the shown view computing")
+            # its loading indicator redraws 4 times a second, not Textual's 16 (50-95 ms of
+            # the UI thread's CPU a second, taken from building and drawing screens)
+            cover = base_screen(app).query_one("#body")._cover_widget  # Textual keeps it there
+            await wait_patiently(pilot, lambda: bool(cover and cover.auto_refresh), what="drawn")
+            assert cover.auto_refresh >= 0.25
             # work for a view left behind that starts now waits before it reads its frames
             read = len(reads)
             launch.set_params(probe=1)
@@ -273,8 +278,9 @@ async def test_a_view_whose_key_another_view_key_follows_is_never_built(
         await wait_view(pilot, KernelDetailScreen, timeout=60)
         assert built == ["KernelDetailScreen"] and app.current_mode == "detail"
         typed("M", "W", "K", "P")
+        assert app.foreground.leaving  # the view shown starts no new piece meanwhile
         steps = await wait_view(pilot, StepsScreen, timeout=60)
-        assert built == ["KernelDetailScreen", "StepsScreen"]
+        assert built == ["KernelDetailScreen", "StepsScreen"] and not app.foreground.leaving
         assert len(told) == 2 and all(told)
         # the footer's keys are made again only when the keys to show change (Textual
         # remakes them on every change of focus: a third of a new screen's UI time)
@@ -422,3 +428,90 @@ def test_work_left_behind_waits_until_the_shown_view_is_looked_at(
     assert ahead.wait(30) and not passed.is_set()
     monkeypatch.setattr(foreground, "LINGER", 0.0)  # now looked at long enough
     assert passed.wait(30)
+
+
+def _passes(fg: Foreground, view: object, *, lingers: bool = True) -> threading.Event:
+    """A thread passing `view`'s checkpoint once; set once it has."""
+    worker: Any = SimpleNamespace(is_cancelled=False)
+    passed = threading.Event()
+    threading.Thread(
+        target=lambda: (fg.give_way(view, worker, lingers=lingers)(), passed.set()), daemon=True
+    ).start()
+    return passed
+
+
+def _until(check: Any) -> bool:
+    deadline = time.monotonic() + 30
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return bool(check())
+
+
+def test_the_shown_view_starts_no_piece_while_a_view_key_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While a view's key waits to be handled (Textual hands it over once the screen being
+    built is mounted), the view shown is about to be left: its work waits at its next
+    checkpoint (a worker just started: before it reads its frames) rather than start a piece
+    that would run on beside the next view's (after a walk through every view, 5-7 views
+    were in the middle of one at the target's key). The read-ahead goes on meanwhile, as
+    the shown view neither computes nor wants numbers."""
+    monkeypatch.setattr(foreground, "LINGER", 0.0)
+    fg = Foreground()
+    shown = object()
+    fg.show(shown)
+    fg.key_waiting(True)
+    passed = _passes(fg, shown)
+    assert _until(lambda: fg.is_holding(shown)) and not passed.is_set()
+    assert _passes(fg, object(), lingers=False).wait(30)  # the read-ahead
+    fg.key_waiting(False)  # handled (here: it did not leave the view)
+    assert passed.wait(30)
+    with fg.running(shown):  # computing: work left behind and the read-ahead wait
+        behind, ahead = object(), object()
+        held, read = _passes(fg, behind), _passes(fg, ahead, lingers=False)
+        assert _until(lambda: fg.is_holding(behind) and fg.is_holding(ahead))
+        assert not held.is_set() and not read.is_set()
+    assert read.wait(30) and held.wait(30)
+    monkeypatch.setattr(foreground, "KEY_GRACE", 0.2)  # a key never handled holds for a while
+    fg.key_waiting(True)
+    assert _passes(fg, shown).wait(30)
+
+
+def test_work_left_behind_goes_on_one_view_at_a_time_the_last_left_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Once the view shown has its numbers and lingered, the views left behind go on one at
+    a time, the one left last first (the user comes back to it first): all at once, the next
+    key found each of them in the middle of a piece. One shown again computes as the view
+    shown: the one left behind waits for it, then goes on."""
+    monkeypatch.setattr(foreground, "LINGER", 0.0)
+    fg = Foreground()
+    first, second, third, shown = object(), object(), object(), object()
+    for view in (first, second, third, shown):
+        fg.show(view)
+    went: list[object] = []
+    done = {v: threading.Event() for v in (first, second, third)}
+    worker: Any = SimpleNamespace(is_cancelled=False)
+
+    def work(view: object) -> None:
+        with fg.running(view):
+            fg.give_way(view, worker)()
+            went.append(view)
+            done[view].wait(30)
+
+    with fg.running(shown):  # the shown view computes: all three wait
+        for view in (first, second, third):
+            threading.Thread(target=work, args=(view,), daemon=True).start()
+        assert _until(lambda: all(fg.is_holding(v) for v in (first, second, third)))
+    assert _until(lambda: went == [third])
+    time.sleep(0.2)  # the others still wait
+    assert went == [third] and fg.is_holding(first) and fg.is_holding(second)
+    done[third].set()  # its work ended
+    assert _until(lambda: went == [third, second])
+    fg.show(second)  # shown again, computing: the one left behind waits for it
+    time.sleep(0.2)
+    assert went == [third, second] and fg.is_holding(first)
+    done[second].set()
+    assert _until(lambda: went == [third, second, first])
+    for event in done.values():
+        event.set()

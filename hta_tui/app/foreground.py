@@ -21,8 +21,22 @@ the middle of a piece (issue 27: every view right after visiting every other vie
 read-ahead (app/read_ahead.py: the frames and shared tables every view needs) does not wait
 for that: held through a walk, it left the view at its end to build them.
 
+Work left behind goes on one view at a time (`_slot`: the view left last first), the read-ahead
+beside it: once the view shown lingered, 10-17 views left behind by a walk through every view
+used to go on all at once, and the next key found each of them in the middle of a piece
+(polars' threads of every one of them still inside a collect, which a checkpoint cannot stop).
+
+While a view's key waits to be handled (`key_waiting`: Textual handles it once the screen
+being built is mounted), the view shown is about to be left: its own work waits at its next
+checkpoint too (the first, before it reads its frames, for a view whose worker has just
+started), so it does not start a piece that would run on beside the next view's. (The
+read-ahead waits while the shown view computes or wants its numbers, as before: let go
+through a walk, it was in the middle of a rank's piece at the target's key, on its thread
+of lower priority, and the target waited for that piece's lock: Operators' operator trees.)
+
 A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
-app's own worker, which never waits: while it is shown, the views left behind go on.
+app's own worker, which never waits: while it is shown, the views left behind go on (one at a
+time).
 """
 
 from __future__ import annotations
@@ -49,6 +63,9 @@ QUEUED_GRACE = 2.0
 #: Seconds a view is shown before work left behind goes on (when it is not computing): the
 #: user looks at it rather than passing through it.
 LINGER = 0.5
+#: Seconds a view's key may wait to be handled and still hold the shown view's work (a key
+#: Textual never hands to the app must not hold it for ever).
+KEY_GRACE = 2.0
 
 
 class Superseded(Exception):
@@ -67,13 +84,39 @@ class Foreground:
         self._wanting: dict[int, float] = {}  # id(view) -> since when it wants its numbers
         #: id(view) -> its computations waiting at a checkpoint now (tests, benchmarks)
         self.holding: dict[int, int] = {}
+        self._left: dict[int, float] = {}  # id(view) -> when another view was shown instead
+        #: id(view) of the one view left behind whose work goes on (`_holds`)
+        self._slot: int | None = None
+        self._key_since: float | None = None  # a view's key waits to be handled since
 
     def show(self, view: object) -> None:
         with self._changed:
             if view is not self._shown:
-                self._shown_since = time.monotonic()
+                now = time.monotonic()
+                self._shown_since = now
+                if self._shown is not None:
+                    self._left[id(self._shown)] = now
+                if self._slot == id(view):  # shown, it no longer counts as left behind
+                    self._slot = None
             self._shown = view
             self._changed.notify_all()
+
+    def key_waiting(self, waiting: bool) -> None:
+        """Main thread: a view's key waits to be handled (the shown view is about to be
+        left), or none does any more."""
+        with self._changed:
+            if not waiting:
+                if self._key_since is not None:
+                    self._key_since = None
+                    self._changed.notify_all()
+            elif self._key_since is None:
+                self._key_since = time.monotonic()
+
+    @property
+    def leaving(self) -> bool:
+        """A view's key waits to be handled (for at most `KEY_GRACE`)."""
+        since = self._key_since
+        return since is not None and time.monotonic() - since < KEY_GRACE
 
     @property
     def shown(self) -> object | None:
@@ -91,6 +134,8 @@ class Foreground:
                 self._running[id(view)] -= 1
                 if not self._running[id(view)]:
                     del self._running[id(view)]
+                    if self._slot == id(view):
+                        self._slot = None
                 self._changed.notify_all()
 
     def wants(self, view: object, wanting: bool) -> None:
@@ -103,23 +148,50 @@ class Foreground:
                 self._changed.notify_all()
 
     def _holds(self, view: object, lingers: bool = True) -> bool:
+        """Under `_changed`: whether `view`'s work waits now. A view left behind that goes
+        on takes the slot (`_take_slot`) until its computations end or it is shown."""
         shown = self._shown
-        if shown is None or shown is view:
+        if shown is None:
             return False
+        if shown is view:  # about to be left: no new piece
+            return self.leaving
         if id(shown) in self._running:
             return True
         now = time.monotonic()
         since = self._wanting.get(id(shown))
         if since is not None and now - since < QUEUED_GRACE:
             return True
-        return lingers and now - self._shown_since < LINGER
+        if not lingers:  # the read-ahead
+            return False
+        if self.leaving:
+            return True
+        if now - self._shown_since < LINGER:
+            return True
+        return not self._take_slot(view)
+
+    def _take_slot(self, view: object) -> bool:
+        """Under `_changed`: `view`, left behind, may go on: no other view left behind is
+        going on (its computations ended, or it was shown again), and of those waiting
+        none was left later."""
+        slot = self._slot
+        if slot == id(view):
+            return True
+        if slot is not None and slot in self._running:
+            return False
+        mine = self._left.get(id(view), 0.0)
+        if any(self._left.get(k, 0.0) > mine for k in self.holding if k != id(view)):
+            return False
+        self._slot = id(view)
+        return True
 
     def give_way(
         self, view: object, worker: Worker[object], *, lingers: bool = True
     ) -> Callable[[], None]:
         """The checkpoint hook of `view`'s worker: stop once the worker is cancelled; wait
-        while another view is shown and computing (or, if it `lingers`, shown less than
-        `LINGER` ago: the read-ahead, work every view needs, does not)."""
+        while another view is shown and computing (or, if it `lingers`, wanting numbers,
+        shown less than `LINGER` ago, or another view left behind goes on: the read-ahead,
+        work every view needs, does not), or while `view` is shown and a view's key waits
+        to be handled."""
 
         def hook() -> None:
             if worker.is_cancelled:

@@ -5,7 +5,9 @@ A view's key followed by another view's key already waiting (typed faster than t
 are built: Textual holds the app's keys while a new screen mounts) is passed over: its screen
 is neither built nor computed (issue 27: after a walk through every view, mounting the screens
 left behind took the UI thread ~4 s). What it would have shown still counts for the next key
-(a section's digit pressed twice steps to the section's next view).
+(a section's digit pressed twice steps to the section's next view). While a view's key waits,
+the foreground knows (`Foreground.key_waiting`): the view shown, about to be left, starts no
+new piece of its work.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class NavigationMixin(AppMixin):
             if not hasattr(self, "_keys_waiting"):
                 self._keys_waiting = deque()
             self._keys_waiting.append(message)
+            self._tell_keys_waiting()
         return super().post_message(message)
 
     async def on_event(self, event: events.Event) -> None:
@@ -70,16 +73,26 @@ class NavigationMixin(AppMixin):
             while waiting:  # this key and any older one never handled (the app closing)
                 if waiting.popleft() is event:
                     break
+            self._tell_keys_waiting()
         await super().on_event(event)
+
+    def _leads_away(self, key: str) -> bool:
+        """`key` opens a view (the diff's only when comparing)."""
+        return key in NAV_KEYS and (self.comparing or key not in (DIFF.key, DIFF.section))
+
+    def _tell_keys_waiting(self) -> None:
+        """The foreground learns whether a view's key waits to be handled: the view shown
+        then starts no new piece of work, to be left in the middle of it."""
+        foreground = getattr(self, "foreground", None)
+        if foreground is not None:
+            waiting = getattr(self, "_keys_waiting", ())
+            foreground.key_waiting(any(self._leads_away(k.key) for k in waiting))
 
     def passed_over(self) -> bool:
         """The key being handled is followed by another view's key, already waiting: its
         view would be shown only to be left at once."""
         waiting = getattr(self, "_keys_waiting", None)
-        if not waiting:
-            return False
-        key = waiting[0].key
-        return key in NAV_KEYS and (self.comparing or key not in (DIFF.key, DIFF.section))
+        return bool(waiting) and self._leads_away(waiting[0].key)
 
     @property
     def where(self) -> str:

@@ -33,6 +33,7 @@ from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Input, Static
 from textual.worker import Worker, get_current_worker
 
@@ -46,6 +47,7 @@ from hta_tui.app.screens.scope_line import EVERY_STEP_BINDING, one_rank, span_sc
 from hta_tui.app.sides import folder_label
 from hta_tui.app.widgets.footer import KeysFooter
 from hta_tui.app.widgets.frame_table import FrameTable
+from hta_tui.app.widgets.loading import SlowLoadingIndicator
 from hta_tui.app.widgets.plot import CHART_DELAY, SafePlot
 from hta_tui.app.widgets.status import StatusBar
 from hta_tui.app.widgets.text_line import TextBlock
@@ -210,6 +212,11 @@ class AnalysisScreen(Screen):
         if isinstance(message, events.ScreenResume) and hta_app(self).styled_now(self):
             message.refresh_styles = False
         return super().post_message(message)
+
+    def get_loading_widget(self) -> Widget:
+        """While computing: a loading indicator drawn 4 times a second, not 16 (widgets/loading:
+        Textual's took 50-95 ms of the UI thread's CPU a second)."""
+        return SlowLoadingIndicator()
 
     # -- subclass API --------------------------------------------------------------------------
     def default_params(self) -> dict[str, Any]:
