@@ -228,9 +228,25 @@ def _runtime_work(
     keep = has[first]
     first_corr, owner_pos = first_corr[keep], owner_pos[keep]
     k_corr = work["correlation"].to_numpy()
-    at = np.minimum(np.searchsorted(first_corr, k_corr), max(first_corr.size - 1, 0))
-    linked = first_corr.size > 0
-    hit = (first_corr[at] == k_corr) if linked else np.zeros(k_corr.size, dtype=bool)
+    return _node_sums(first_corr, owner_pos, k_corr, work, flags, links["pos"].to_numpy(), links, n)
+
+
+def _node_sums(
+    first_key: np.ndarray,
+    owner_pos: np.ndarray,
+    k_key: np.ndarray,
+    work: pl.DataFrame,
+    flags: pl.DataFrame,
+    link_node: np.ndarray,
+    links: pl.DataFrame,
+    n: int,
+) -> list[pl.Series]:
+    """Each node's runtime time (its links, `link_node`) and the GPU work whose key
+    (`k_key`) is among the sorted `first_key` its owner (`owner_pos`) launched: bincount
+    sums, alone and over a batch alike."""
+    at = np.minimum(np.searchsorted(first_key, k_key), max(first_key.size - 1, 0))
+    linked = first_key.size > 0
+    hit = (first_key[at] == k_key) if linked else np.zeros(k_key.size, dtype=bool)
     pos = owner_pos[at[hit]] if linked else np.zeros(0, dtype=np.int64)
     dur = work["dur"].to_numpy()[hit]
 
@@ -240,7 +256,7 @@ def _runtime_work(
 
     tc_m, tc_p = (flags[c].fill_null(False).to_numpy()[hit] for c in ("tc_m", "tc_p"))
     return [
-        per_node(links["pos"].to_numpy().astype(np.int64), links["dur"].to_numpy(), "rt_dur"),
+        per_node(link_node.astype(np.int64), links["dur"].to_numpy(), "rt_dur"),
         per_node(pos, dur, "dev_self"),
         per_node(pos[tc_m], dur[tc_m], "tc_self"),
         per_node(pos[tc_p], dur[tc_p], "tc_self_plugin"),
@@ -487,20 +503,4 @@ def _runtime_work_at_once(
     first_key, first = np.unique(key, return_index=True)  # each key's earliest call
     owner_pos = owner[mine][first].astype(np.int64)
     k_key = (np.searchsorted(ranks, work["rank"].to_numpy()) << 40) | k_corr
-    at = np.minimum(np.searchsorted(first_key, k_key), max(first_key.size - 1, 0))
-    linked = first_key.size > 0
-    hit = (first_key[at] == k_key) if linked else np.zeros(k_key.size, dtype=bool)
-    pos = owner_pos[at[hit]] if linked else np.zeros(0, dtype=np.int64)
-    dur = work["dur"].to_numpy()[hit]
-
-    def per_node(where: np.ndarray, weights: np.ndarray, name: str) -> pl.Series:
-        sums = np.bincount(where, weights.astype(np.float64), minlength=n)
-        return pl.Series(name, sums.astype(np.int64))
-
-    tc_m, tc_p = (flags[c].fill_null(False).to_numpy()[hit] for c in ("tc_m", "tc_p"))
-    return [
-        per_node(owner.astype(np.int64), links["dur"].to_numpy(), "rt_dur"),
-        per_node(pos, dur, "dev_self"),
-        per_node(pos[tc_m], dur[tc_m], "tc_self"),
-        per_node(pos[tc_p], dur[tc_p], "tc_self_plugin"),
-    ]
+    return _node_sums(first_key, owner_pos, k_key, work, flags, owner, links, n)

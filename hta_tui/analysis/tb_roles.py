@@ -133,21 +133,26 @@ def role_of(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     )
 
 
+def _with_role_flags(lf: pl.LazyFrame, *, tb_compat: bool) -> pl.LazyFrame:
+    """`__op`, `__py`, `__ann`, `__kernel` and `__comm` (a collective op on the host) of
+    each row: one rank's and a batch's alike."""
+    return lf.with_columns(
+        _operator().alias("__op"),
+        _python().alias("__py"),
+        _annotation().alias("__ann"),
+        gpu_work("Kernel", tb_compat=tb_compat).alias("__kernel"),
+    ).with_columns(
+        ((pl.col("__op") | pl.col("__py") | pl.col("__ann")) & _IS_COMM_NAME).alias("__comm")
+    )
+
+
 def role_flags(events: pl.DataFrame, *, tb_compat: bool) -> pl.LazyFrame:
     """The six columns `role_of` reads, with each `cat` test once as a column (`__op`,
     `__py`, `__ann`, `__kernel`, `__comm`: a collective op on the host)."""
     return (
         events.lazy()
         .select("kind", "cat", "name", "external_id", "ts", "dur")
-        .with_columns(
-            _operator().alias("__op"),
-            _python().alias("__py"),
-            _annotation().alias("__ann"),
-            gpu_work("Kernel", tb_compat=tb_compat).alias("__kernel"),
-        )
-        .with_columns(
-            ((pl.col("__op") | pl.col("__py") | pl.col("__ann")) & _IS_COMM_NAME).alias("__comm")
-        )
+        .pipe(_with_role_flags, tb_compat=tb_compat)
         .collect()
         .lazy()
     )
@@ -278,21 +283,7 @@ def _roles_of(
     """`role_of` of each rank with `rank` in its keys: a kernel is communication by its
     rank's collective ops' external ids, or by its name (a name's type is the same on
     every rank, and a kernel's name is among its own rank's kernels)."""
-    lf = (
-        tagged(frames)
-        .lazy()
-        .with_columns(
-            _operator().alias("__op"),
-            _python().alias("__py"),
-            _annotation().alias("__ann"),
-            gpu_work("Kernel", tb_compat=tb_compat).alias("__kernel"),
-        )
-        .with_columns(
-            ((pl.col("__op") | pl.col("__py") | pl.col("__ann")) & _IS_COMM_NAME).alias("__comm")
-        )
-        .collect()
-        .lazy()
-    )
+    lf = tagged(frames).lazy().pipe(_with_role_flags, tb_compat=tb_compat).collect().lazy()
     flags = lf.filter(pl.col("__comm") | pl.col("__kernel")).collect()
     ids = (
         flags.filter("__comm")
