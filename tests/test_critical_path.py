@@ -366,16 +366,22 @@ def test_a_job_without_steps_makes_no_launch_queues(
     assert made == ["ranks_queues"]
 
 
-def test_steps_parameter(tmp_path: Path) -> None:
-    """`--set critical_path_steps=...`: the first step by default (HTA's instance 0), every
-    one, one, or a range of steps as one window."""
-    ev = _step([("gemm", 50, 500)])
-    second = [dict(e, ts=e["ts"] + 2000) for e in ev]
-    for e in second:
+def _second_step(events: list[dict]) -> list[dict]:
+    """`events` again 2 us later as ProfilerStep#2, their correlations moved by 10."""
+    later = [dict(e, ts=e["ts"] + 2000) for e in events]
+    for e in later:
         if e["name"].startswith("ProfilerStep"):
             e["name"] = "ProfilerStep#2"
         if "correlation" in e["args"]:
             e["args"] = dict(e["args"], correlation=e["args"]["correlation"] + 10)
+    return later
+
+
+def test_steps_parameter(tmp_path: Path) -> None:
+    """`--set critical_path_steps=...`: the first step by default (HTA's instance 0), every
+    one, one, or a range of steps as one window."""
+    ev = _step([("gemm", 50, 500)])
+    second = _second_step(ev)
     ta = _one(tmp_path, ev + second)
 
     def lengths(steps: str) -> list[tuple[str, int, float]]:
@@ -482,12 +488,7 @@ def _mixed_ranks(tmp_path: Path) -> dict[int, pl.DataFrame]:
     ones with collectives), a GPU rank, one without steps, one with two steps, one with
     a step and no kernels."""
     two = _step([("gemm", 50, 500)])
-    later = [dict(e, ts=e["ts"] + 2000) for e in two]
-    for e in later:
-        if e["name"].startswith("ProfilerStep"):
-            e["name"] = "ProfilerStep#2"
-        if "correlation" in e["args"]:
-            e["args"] = dict(e["args"], correlation=e["args"]["correlation"] + 10)
+    later = _second_step(two)
     cpu_step = [_x("ProfilerStep#1", "user_annotation", T0, 1000), _x("aten::a", "cpu_op", T0, 90)]
     for rank, events in enumerate(
         [
