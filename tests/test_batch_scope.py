@@ -139,3 +139,24 @@ def test_each_ranks_origin_is_timed_once_a_batch(edge_ranks: dict[int, Any], com
     assert got == {r: steps._origin({r: ev}, hta_compat=compat) for r, ev in alone.items()}
     assert (got[5] % 1000 == 0) is compat  # (rounded up to a whole us in HTA's mode)
     assert steps._origin(ranks, hta_compat=compat) == min(got.values())
+
+
+def test_a_ranks_topology_reads_its_pids_in_one_query_each() -> None:
+    """The topology's CPU pid (the most frequent of the CPU ops', the smallest of a tie,
+    nulls left out) and GPUs (device, else pid, of the GPU rows) take one query each (on
+    main 4 and 2: a Series' drop_nulls, mode and sort are queries too)."""
+    from hta_tui.analysis import comm_topology
+
+    ev = pl.DataFrame(
+        {
+            "kind": ["cpu_op"] * 7 + ["kernel", "memcpy", "kernel", "runtime"],
+            "pid": [3, 3, 1, 1, None, None, None, 7, 8, None, 9],
+            "device": [None] * 8 + [2, None, 5],
+        },
+        schema={"kind": pl.String, "pid": pl.Int64, "device": pl.Int64},
+    )
+    with counted_queries() as queries:
+        pid, gpus = comm_topology._cpu_pid(ev), comm_topology._gpus(ev)
+        none = comm_topology._cpu_pid(ev.filter(pl.col("kind") != "cpu_op"))
+    assert (pid, gpus, none) == (1, [2, 7], None)
+    assert queries[0] <= 3 + 1  # (+1: the filter above)
