@@ -74,6 +74,25 @@ def steps_covered(
 RANK_KINDS = ("hta", "every", "plugin")
 
 
+def ranks_steps(
+    ranks: Mapping[int, pl.DataFrame], options: Options
+) -> dict[int, dict[str, list[int]]]:
+    """rank -> kind (`RANK_KINDS`) -> the steps `steps_covered` gives that rank alone: the
+    plugin's made over every rank at once (each rank's are its own), HTA's and every
+    ProfilerStep from one scope a rank (not one a kind): what a report's batch keeps of each
+    rank for its scope (~15 queries a tiny rank made rank by rank and kind by kind)."""
+    plugin = steps_covered("plugin", ranks, options) or {}
+    out: dict[int, dict[str, list[int]]] = {}
+    for rank, events in sorted(ranks.items()):
+        found = scope.step_scope({rank: events})
+        out[rank] = {
+            "hta": list(found.kept),
+            "every": list(found.steps),
+            "plugin": list(plugin.get(str(rank), [])),
+        }
+    return out
+
+
 def merge_steps(per_rank: Mapping[int, Mapping[str, list[int]]]) -> dict[str, dict[str, list[int]]]:
     """`steps_covered` of every rank from each rank's own (kind -> its steps): the plugin's
     steps are each rank's; HTA's (and every ProfilerStep) are the job's, the union of the

@@ -132,8 +132,9 @@ def _pairs_default(view: pl.DataFrame, *, include_memory_events: bool) -> pl.Dat
 
 def _finish(pairs: pl.DataFrame, runtime_cutoff: float, launch_delay_cutoff: float) -> pl.DataFrame:
     cpu, gpu, delay = pl.col("cpu_duration"), pl.col("gpu_duration"), pl.col("launch_delay")
-    return (
-        pairs.select(
+    return (  # one query (as eager steps: 4 a rank), the divisions on the same rows
+        pairs.lazy()
+        .select(
             "correlation",
             us(pl.col("cpu_dur")).alias("cpu_duration"),
             us(pl.col("gpu_dur")).alias("gpu_duration"),
@@ -148,6 +149,7 @@ def _finish(pairs: pl.DataFrame, runtime_cutoff: float, launch_delay_cutoff: flo
         )
         .cast(COLUMNS)
         .select(list(COLUMNS))
+        .collect()
     )
 
 

@@ -122,21 +122,22 @@ def _rank_series(rank: int, pairs: pl.DataFrame) -> pl.DataFrame:
     stream = np.tile(pairs["stream"].to_numpy(), 2)
     perm = np.lexsort((pos, order, ts, stream))
     delta = np.concatenate([np.ones(launch.size, np.int64), np.full(start.size, -1, np.int64)])
-    threads = pairs.select("pid", "tid")  # nullable: gathered by polars, not numpy
-    return (
+    threads = pairs.lazy().select("pid", "tid")  # nullable: gathered by polars, not numpy
+    at = pl.Series(perm)
+    return (  # (one query: as eager steps, 4 a rank)
         pl.concat([threads, threads])
-        .gather(perm)
         .select(
             pl.lit(rank, pl.Int64).alias("rank"),
             pl.Series("stream", stream[perm]),
             pl.Series("ts", ts[perm]),
-            "pid",
-            "tid",
+            pl.col("pid").gather(at),
+            pl.col("tid").gather(at),
             # Each pair adds +1 and -1 on its op's stream, so every stream's deltas sum to 0
             # and one running sum over the stream-sorted rows restarts at 0 on each stream.
             pl.Series("queue_length", np.cumsum(delta[perm])),
         )
         .cast(SERIES_COLUMNS)
+        .collect()
     )
 
 

@@ -591,9 +591,7 @@ def _steps(r: Ranks, o: Options) -> Lazy:
 
 def _steps_part(r: Ranks, o: Options) -> Tables:
     """A rank's steps (HTA's and in its file's clock), its first event, its step metrics."""
-    origins = [
-        (rank, steps._origin({rank: ev}, hta_compat=o.hta_compat)) for rank, ev in sorted(r.items())
-    ]
+    origins = sorted(steps.origins(r, hta_compat=o.hta_compat).items())
     return {
         "profiler_steps": pl.DataFrame(
             {"step": steps.profiler_steps(r)}, schema={"step": pl.Int64}
@@ -1962,7 +1960,7 @@ def _findings(r: Ranks, o: Options, memory: Ranks, flows: Ranks, meta: Metas | N
 def _findings_part(r: Ranks, o: Options, **_: Any) -> Tables:
     """What the findings need of a rank besides the other analyses' tables: its first
     event (the job's clock origin is the smallest, `findings_origin_us`)."""
-    rows = [(rank, steps._origin({rank: ev})) for rank, ev in sorted(r.items())]
+    rows = sorted(steps.origins(r).items())
     schema = {"rank": pl.Int64, "origin": pl.Int64}
     return {"job_origin": pl.DataFrame(rows, schema=schema, orient="row")}
 

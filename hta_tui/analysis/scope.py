@@ -5,6 +5,7 @@ ProfilerStep; a file list counts every event).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,8 +32,15 @@ class StepScope:
 
 
 def _numbers(names: set[str]) -> list[int]:
-    found = pl.Series(sorted(names), dtype=pl.String).str.extract(STEP_NUMBER, 1)
-    return sorted(set(found.cast(pl.Int64, strict=False).drop_nulls().to_list()))
+    return list(_numbers_of(tuple(sorted(names))))
+
+
+@functools.lru_cache(maxsize=256)
+def _numbers_of(names: tuple[str, ...]) -> tuple[int, ...]:
+    """(once per set of step names: every rank of a job has the same few, and the extraction
+    is a polars query each time, ~4 a tiny rank in a report's batch)"""
+    found = pl.Series(names, dtype=pl.String).str.extract(STEP_NUMBER, 1)
+    return tuple(sorted(set(found.cast(pl.Int64, strict=False).drop_nulls().to_list())))
 
 
 def step_scope(ranks: Mapping[int, pl.DataFrame]) -> StepScope:

@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from hta_tui.analysis import interval_arrays, tb_roles, tb_steps
-from hta_tui.analysis.hta_view import us
+from hta_tui.analysis.hta_view import job_cached, us
 from hta_tui.analysis.per_rank import batching, each_rank
 
 _US = " (us)"
@@ -119,10 +119,17 @@ def used_steps(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) ->
     tb_steps.prime_steps(ranks, tb_compat=tb_compat)
     return each_rank(
         ranks,
-        lambda ev: (
-            tb_steps.profiler_steps(ev, tb_compat=tb_compat)
-            .filter("used")
-            .select("step", "start", "end")
-        ),
+        lambda ev: job_cached({0: ev}, "used steps", lambda: _used(ev, tb_compat), tb_compat),
         {"rank": pl.Int64(), "step": pl.Int64(), "start": pl.Int64(), "end": pl.Int64()},
     )
+
+
+def _used(events: pl.DataFrame, tb_compat: bool) -> pl.DataFrame:
+    """One rank's used steps, kept per rank (`used_steps`): asked ~5 times a rank by a
+    report's analyses and its scope, a query each time."""
+    steps = tb_steps.profiler_steps(events, tb_compat=tb_compat)
+    used = steps["used"]
+    if used.null_count():  # (null is not used, as `filter` reads it)
+        return steps.filter("used").select("step", "start", "end")
+    # gathered by position, no query (a filter and a select were two a rank); integers only
+    return steps[["step", "start", "end"]][np.flatnonzero(used.to_numpy())]

@@ -78,14 +78,34 @@ _MEAN_AD_TO_SD = 1.2533
 def _origin(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> int | None:
     """HTA's alignment origin: the smallest `ts` of all ranks' events (ns); with
     `hta_compat`, rounded up like every start of a fractional-microsecond file."""
-    starts = []
-    for ev in ranks.values():
-        ok = pl.col("cat").is_not_null() & (pl.col("cat") != "Trace")
-        v = ev.select(pl.col("ts").filter(ok).min()).item()
-        if v is not None:
-            first = pl.DataFrame({"ts": [v], "dur": [0]}, schema={"ts": pl.Int64, "dur": pl.Int64})
-            starts.append(int(with_times(first, hta_compat=hta_compat)["start"].item()))
-    return min(starts) if starts else None
+    found = [o for o in origins(ranks, hta_compat=hta_compat).values() if o is not None]
+    return min(found) if found else None
+
+
+def origins(
+    ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False
+) -> dict[int, int | None]:
+    """rank -> `_origin` of that rank alone, the rounding made for every rank at once (2
+    queries a call, not 2 a rank: asked per rank by the steps' and the findings' parts)."""
+    firsts: dict[int, int | None] = {}
+    ok = pl.col("cat").is_not_null() & (pl.col("cat") != "Trace")
+    for rank, ev in sorted(ranks.items()):
+        # kept per rank: the steps' part and the findings' part each ask every rank's
+        found = job_cached(
+            {0: ev}, "first ts", lambda ev=ev: ev.select(pl.col("ts").filter(ok).min())
+        )
+        firsts[rank] = found.item()
+    known = [r for r, v in firsts.items() if v is not None]
+    out: dict[int, int | None] = dict.fromkeys(firsts)
+    if known:
+        # with_times rounds each row alone (a whole microsecond, rounded or not, stays itself)
+        first = pl.DataFrame(
+            {"ts": [firsts[r] for r in known], "dur": [0] * len(known)},
+            schema={"ts": pl.Int64, "dur": pl.Int64},
+        )
+        timed = with_times(first, hta_compat=hta_compat)["start"].to_list()
+        out.update(zip(known, (int(t) for t in timed), strict=True))
+    return out
 
 
 def job_origin_us(ranks: Mapping[int, pl.DataFrame]) -> float:
@@ -228,11 +248,13 @@ def _rank_step_metrics(
     same way). Busy time is the union of the events' intervals, so overlapping NCCL kernels on
     several streams count once. None without numbered steps.
     """
-    steps = (
+    steps = (  # (one query, not three: ~3 of a tiny rank's step metrics)
         _step_rows(view, numbers)
+        .lazy()
         .filter(pl.col("iter").is_not_null())
         .select("iter", pl.col("start").alias("s_start"), pl.col("end").alias("s_end"))
         .sort("s_start")
+        .collect()
     )
     if steps.is_empty():
         return None

@@ -59,7 +59,7 @@ def _gpu_unions(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataF
         start = gpu["start"].to_numpy()
         order = np.argsort(start, kind="stable")
         start, end = start[order], gpu["end"].to_numpy()[order]
-        kind = gpu["kernel_type"].to_physical().fill_null(-1).to_numpy()[order]
+        kind = _codes(gpu["kernel_type"])[order]
         every = interval_arrays.union(start, end, ordered=True)
         length = functools.partial(_union_length, start, end)
         rows.append(
@@ -75,6 +75,16 @@ def _gpu_unions(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataF
         )
     schema = {c: pl.Int64() for c in ("rank", "first", "last", "all", "comp", "comm", "comm_comp")}
     return pl.DataFrame(rows, schema=schema)
+
+
+def _codes(kernel_type: pl.Series) -> np.ndarray:
+    """The kernel types' codes, -1 for none, read without a query (`fill_null` is one: ~2 a
+    tiny rank)."""
+    codes = kernel_type.to_physical()
+    if not codes.null_count():
+        return codes.to_numpy()
+    read = codes.to_numpy()  # (float, NaN where null)
+    return np.where(np.isnan(read), -1, read).astype(np.int64)
 
 
 def _union_length(start: np.ndarray, end: np.ndarray, keep: np.ndarray) -> int:

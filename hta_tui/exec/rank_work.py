@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from hta_tui.analysis import hta_view, registry
@@ -110,11 +111,14 @@ def steps_path(entry: Path, options: registry.Options) -> Path:
 def _steps_blob(rank: int, events: pl.DataFrame, options: registry.Options) -> bytes:
     from hta_tui.analysis import coverage
 
-    rows = [
-        (kind, step)
-        for kind in coverage.RANK_KINDS
-        for step in (coverage.steps_covered(kind, {rank: events}, options) or {}).get(str(rank), [])
-    ]
+    return _steps_packed(coverage.ranks_steps({rank: events}, options)[rank])
+
+
+def _steps_packed(kinds: dict[str, list[int]]) -> bytes:
+    """One rank's steps covered (kind -> steps, `coverage.ranks_steps`) as kept."""
+    from hta_tui.analysis import coverage
+
+    rows = [(kind, step) for kind in coverage.RANK_KINDS for step in kinds.get(kind, [])]
     table = pl.DataFrame(rows, schema={"kind": pl.String, "step": pl.Int64}, orient="row")
     return pack({STEPS: table})
 
@@ -230,11 +234,22 @@ def _keep_steps(jobs: tuple[RankJob, ...], datas: dict[int, RankData]) -> None:
     them, made while the batch's per-rank step tables are at hand (~2 ms of CPU a tiny rank
     here, ~11 made later on their own: the report's scope asks for them next,
     `split.rank_steps`). Best effort: a rank whose steps fail has them made when asked."""
-    for job in jobs:
-        if not job.store:
-            continue
+    from hta_tui.analysis import coverage
+
+    kept = [j for j in jobs if j.store]
+    if not kept:
+        return
+    try:  # every rank at once (the plugin's steps in one query set)
+        made = coverage.ranks_steps({j.rank: datas[j.rank].events for j in kept}, kept[0].options)
+    except Exception:
+        made = {}
+    for job in kept:
         try:
-            blob = _steps_blob(job.rank, datas[job.rank].events, job.options)
+            blob = (
+                _steps_packed(made[job.rank])
+                if job.rank in made
+                else _steps_blob(job.rank, datas[job.rank].events, job.options)
+            )
         except Exception:
             continue
         _write_atomic(blob, steps_path(Path(job.entry), job.options))
@@ -278,13 +293,36 @@ def _apart(tables: registry.Tables, ranks: list[int]) -> registry.Tables:
     out: registry.Tables = {}
     for name, df in tables.items():
         if "rank" in df.columns:
-            mine = df.partition_by("rank", as_dict=True, maintain_order=True)
-            pieces = [mine.get((rank,), df.clear()) for rank in ranks]
+            mine = _runs(df) or {
+                key[0]: part
+                for key, part in df.partition_by("rank", as_dict=True, maintain_order=True).items()
+            }
+            pieces = [mine.get(rank, df.clear()) for rank in ranks]
         else:
             pieces = [df, *(df.clear() for _ in ranks[1:])]
         for i, piece in enumerate(pieces):
             out[f"{i}\t{name}"] = piece
     return out
+
+
+def _runs(df: pl.DataFrame) -> dict[object, pl.DataFrame] | None:
+    """rank -> its rows, when each rank's rows are one run (the batch's tables are its ranks'
+    one after another): slices, each made one chunk as `partition_by` makes its parts, with
+    no query (`partition_by` is ~4 queries a tiny rank over a batch's tables). None when a
+    rank's rows are apart or a rank is null (`partition_by` then)."""
+    column = df["rank"]
+    if not df.height or column.null_count():
+        return None
+    values = column.to_numpy()
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    keys = values[starts].tolist()
+    if len(set(keys)) != len(keys):
+        return None
+    ends = [*starts[1:].tolist(), df.height]
+    return {
+        key: df.slice(start, end - start).rechunk()
+        for key, start, end in zip(keys, starts.tolist(), ends, strict=True)
+    }
 
 
 def each_rank(tables: registry.Tables) -> list[registry.Tables]:

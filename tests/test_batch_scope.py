@@ -1,0 +1,162 @@
+"""A report's batch of tiny ranks: what it still made rank by rank, made per batch (issue 26).
+
+The batch's tables split back by rank, each rank's steps covered for the report's scope and
+each rank's first event are made for the batch's ranks at once, each rank's to the bit what
+it is alone; counted in polars queries (each one's fixed cost is a tiny rank's cost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from polars.lazyframe.frame import LazyFrame
+from polars.testing import assert_frame_equal
+
+from hta_tui.analysis import coverage, registry, steps
+from hta_tui.exec import rank_work
+from hta_tui.session import open_session
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import RankData
+from tests.test_rankwise import _step_edge_job
+
+
+@contextmanager
+def counted_queries() -> Iterator[list[int]]:
+    """Polars queries made inside (a LazyFrame's collect, and the eager methods' path)."""
+    counted = [0]
+    real = LazyFrame._collect_eager, LazyFrame.collect
+
+    def count(i: int) -> Callable[..., pl.DataFrame]:
+        def call(self: LazyFrame, *a: object, **k: object) -> pl.DataFrame:
+            counted[0] += 1
+            return real[i](self, *a, **k)  # type: ignore[operator]
+
+        return call
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(LazyFrame, "_collect_eager", count(0))
+        mp.setattr(LazyFrame, "collect", count(1))
+        yield counted
+
+
+def test_a_batch_is_split_by_rank_without_a_query() -> None:
+    """`_apart` (every ALONE analysis's tables of a batch, ~4 queries a tiny rank on main by
+    `partition_by`) cuts each rank's run of rows out: the same pieces, one chunk each as
+    `partition_by` makes them, a rank with no row an empty table; rows of a rank apart still
+    split as `partition_by` does."""
+
+    def part(rank: int, n: int) -> pl.DataFrame:
+        return pl.DataFrame({"rank": [rank] * n, "x": [0.1 * (i + rank) for i in range(n)]})
+
+    batch = pl.concat([part(0, 2), part(2, 3), part(3, 1)])  # three chunks; rank 1: none
+    apart = pl.concat([part(0, 2), part(2, 1), part(0, 1)])  # rank 0's rows in two runs
+    tables = {"t": batch, "u": apart, "v": batch.clear(), "w": pl.DataFrame({"n": [1]})}
+    with counted_queries() as queries:
+        got = rank_work._apart({"t": batch}, [0, 1, 2, 3])
+    assert queries[0] == 0  # on main: a partition_by
+    got = rank_work._apart(tables, [0, 1, 2, 3])
+    for name in ("t", "u", "v"):
+        parts = tables[name].partition_by("rank", as_dict=True, maintain_order=True)
+        for i, rank in enumerate([0, 1, 2, 3]):
+            want = parts.get((rank,), tables[name].clear())
+            assert_frame_equal(got[f"{i}\t{name}"], want, check_exact=True)
+            assert got[f"{i}\t{name}"].n_chunks() == want.n_chunks()
+    assert got["1\tt"].is_empty() and got["0\tw"].height == 1 and got["1\tw"].is_empty()
+
+
+@pytest.fixture(scope="module")
+def edge_ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Any]:
+    """Six tiny ranks of uneven step shapes (`_step_edge_job`: no step, no host op,
+    fractional timestamps, one step, the plugin's tail rules), loaded."""
+    root = tmp_path_factory.mktemp("edge")
+    _step_edge_job(root / "job")
+    return open_session(root / "job", Cache(root / "cache")).trace_set.loaded()
+
+
+def _fresh(loaded: dict[int, Any]) -> dict[int, pl.DataFrame]:
+    """Every rank's events read afresh (nothing kept for them yet)."""
+    return {r: RankData(d.entry, {}).events for r, d in sorted(loaded.items())}
+
+
+@pytest.mark.parametrize("options", [registry.Options(), registry.Options(tb_compat=True)])
+def test_a_batch_keeps_each_ranks_steps_as_each_rank_alone(
+    edge_ranks: dict[int, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    options: registry.Options,
+) -> None:
+    """Each rank's steps covered, kept by a batch for the report's scope (`_keep_steps`,
+    after the batch's tables: ~15 queries a tiny rank on main, every kind of every rank
+    alone), are made over the batch (the plugin's steps at once, HTA's and every step's
+    scope once a rank, the step numbers once a job) and are to the bit each rank's alone
+    (`_steps_blob`)."""
+    datas = {r: RankData(d.entry, {}) for r, d in sorted(edge_ranks.items())}
+    names = ("profiler_steps", "syncs", rank_work.STEPS)
+    jobs = tuple(rank_work.RankJob(r, str(tmp_path / f"e{r}"), {}, names, options) for r in datas)
+    counted: list[int] = []
+    real = rank_work._keep_steps
+
+    def keep(*args: Any) -> None:
+        with counted_queries() as queries:
+            real(*args)
+        counted.append(queries[0])
+
+    monkeypatch.setattr(rank_work, "_keep_steps", keep)
+    rank_work.batch_tables(jobs, datas)
+    assert len(counted) == 1 and counted[0] <= 12 * len(jobs)  # main: 21 a rank here
+    alone = _fresh(edge_ranks)
+    kinds = {}
+    for job in jobs:
+        kept = rank_work.read_cached(rank_work.steps_path(Path(job.entry), options))
+        assert kept == rank_work._steps_blob(job.rank, alone[job.rank], options)
+        kinds[job.rank] = rank_work.unpack_steps(kept)
+    assert kinds[4] == {} and kinds[0]["every"] == [1]  # no step; a single step
+    assert kinds[2]["every"] == [1, 2, 3] and kinds[2]["hta"] == [1, 2]
+    every = coverage.ranks_steps(_fresh(edge_ranks), options)
+    for rank, events in alone.items():
+        for kind in coverage.RANK_KINDS:
+            one = coverage.steps_covered(kind, {rank: events}, options) or {}
+            assert every[rank][kind] == one.get(str(rank), [])
+
+
+@pytest.mark.parametrize("compat", [False, True])
+def test_each_ranks_origin_is_timed_once_a_batch(edge_ranks: dict[int, Any], compat: bool) -> None:
+    """Each rank's first event (the steps' and the findings' parts of a batch: 3 queries a
+    rank each on main, the rounding of a one-row table every rank) is found once a rank and
+    timed for the batch at once, each rank's as alone; rank 5's fractional timestamps
+    rounded in HTA's mode."""
+    ranks = _fresh(edge_ranks)
+    with counted_queries() as queries:
+        got = steps.origins(ranks, hta_compat=compat)
+        again = steps.origins(ranks, hta_compat=compat)
+    assert got == again and queries[0] <= len(ranks) + 8  # main: 2-3 a rank, each call
+    alone = _fresh(edge_ranks)
+    assert got == {r: steps._origin({r: ev}, hta_compat=compat) for r, ev in alone.items()}
+    assert (got[5] % 1000 == 0) is compat  # (rounded up to a whole us in HTA's mode)
+    assert steps._origin(ranks, hta_compat=compat) == min(got.values())
+
+
+def test_a_ranks_topology_reads_its_pids_in_one_query_each() -> None:
+    """The topology's CPU pid (the most frequent of the CPU ops', the smallest of a tie,
+    nulls left out) and GPUs (device, else pid, of the GPU rows) take one query each (on
+    main 4 and 2: a Series' drop_nulls, mode and sort are queries too)."""
+    from hta_tui.analysis import comm_topology
+
+    ev = pl.DataFrame(
+        {
+            "kind": ["cpu_op"] * 7 + ["kernel", "memcpy", "kernel", "runtime"],
+            "pid": [3, 3, 1, 1, None, None, None, 7, 8, None, 9],
+            "device": [None] * 8 + [2, None, 5],
+        },
+        schema={"kind": pl.String, "pid": pl.Int64, "device": pl.Int64},
+    )
+    with counted_queries() as queries:
+        pid, gpus = comm_topology._cpu_pid(ev), comm_topology._gpus(ev)
+        none = comm_topology._cpu_pid(ev.filter(pl.col("kind") != "cpu_op"))
+    assert (pid, gpus, none) == (1, [2, 7], None)
+    assert queries[0] <= 3 + 1  # (+1: the filter above)
