@@ -195,9 +195,11 @@ def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str]:
     byte for byte, indented to its place and made printable. Written from the frames, a
     slice of rows at a time (`report_json`); a streamed table (`RankParts`) read a rank's
     part at a time too. The files and findings (their own records), and a table with a
-    column `report_json` does not write, are made as records (`_records_json`)."""
+    column `report_json` does not write, and a small table (`report_json.small`: its
+    expressions cost more than its records), are made as records (`_records_json`)."""
     table = tables.get(name)
-    if name not in ("files", "findings") and table is not None:
+    small = isinstance(table, pl.DataFrame) and report_json.small(table)
+    if name not in ("files", "findings") and table is not None and not small:
         frames = table.frames() if isinstance(table, RankParts) else [table]
         text = report_json.table_text(table.schema, frames, 2, registry.LIST_KEYS.get(name))
         if text is not None:

@@ -20,7 +20,7 @@ import orjson
 import polars as pl
 import pytest
 
-from hta_tui import report
+from hta_tui import report, report_json
 from hta_tui.analysis import registry
 from hta_tui.printable import json_printable
 from hta_tui.report import run_report
@@ -98,6 +98,7 @@ def test_json_from_frames_is_the_records_bytes(monkeypatch: pytest.MonkeyPatch) 
     }
     scope = {"edges": {"ranks": [0, 1]}}
     want = _expected(tables, scope) + "\n"  # (the reference makes records)
+    monkeypatch.setattr("hta_tui.report_json.SMALL_CELLS", -1)  # (none written as records)
     _refuse_rows(monkeypatch)
     for rows in (2, 10_000):
         monkeypatch.setattr("hta_tui.report_json.JSON_ROWS", rows)
@@ -118,6 +119,43 @@ def test_a_type_written_the_records_way_is_the_same_bytes() -> None:
     out = io.StringIO()
     report._write_json(out, tables, {})
     assert out.getvalue() == _expected(tables, {}) + "\n"
+
+
+def test_small_tables_are_written_as_records_with_no_query(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A report of tiny ranks is ~190 tables of a few rows: each written from its records
+    (`report_json.SMALL_CELLS`), no polars query per table, the same bytes; a table of more
+    cells still from its frame, no Python row made."""
+    edges = _edges()
+    big = pl.concat([edges] * 40)  # (~9,000 cells)
+    stragglers = pl.DataFrame({"rank": [3, None, 0]})
+    tables = {"edges": edges, "empty": edges.clear(), "potential_stragglers": stragglers}
+    queries: list[str] = []
+
+    def counting(name: str) -> None:  # (an eager frame's query: polars' `_collect_eager`)
+        run = getattr(pl.LazyFrame, name)
+
+        def counted(self: pl.LazyFrame, *args: Any, **kw: Any) -> pl.DataFrame:
+            queries.append(name)
+            return run(self, *args, **kw)
+
+        monkeypatch.setattr(pl.LazyFrame, name, counted)
+
+    for name in ("collect", "_collect_eager"):
+        if hasattr(pl.LazyFrame, name):
+            counting(name)
+    out = io.StringIO()
+    report._write_json(out, tables, {"edges": {"ranks": [0]}})
+    assert out.getvalue() == _expected(tables, {"edges": {"ranks": [0]}}) + "\n"
+    assert not queries
+    assert big.height * big.width > report_json.SMALL_CELLS
+    want = _expected({"big": big}, {}) + "\n"
+    _refuse_rows(monkeypatch)
+    out = io.StringIO()
+    report._write_json(out, {"big": big}, {})
+    assert out.getvalue() == want
+    assert queries
 
 
 #: A warm report's client runs none of these analyses (its answers are kept): it imports
