@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -206,3 +207,45 @@ def test_a_warm_report_imports_only_what_it_reads(tmp_path: Path) -> None:
     imported = set(proc.stderr.rpartition("IMPORTED ")[2].split())
     assert "hta_tui.analysis.registry" in imported
     assert not imported & {*NOT_RUN, "asyncio", "watchfiles"}
+
+
+def test_a_warm_report_reads_every_files_summary_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files table and the temporal breakdown read each file's overview summary: a
+    second report reads them from one table kept for the job (`split.keep_summaries`), no
+    file's own (a read per file was ~0.5 s of a warm report of 1,000 tiny ranks); the same
+    JSON. A file changed since is a miss: its summary is made from its frames again."""
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+    from hta_tui.trace import model
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
+    cache, only = Cache(tmp_path / "cache"), ["temporal_breakdown"]
+
+    def json_report() -> str:
+        out = io.StringIO()
+        assert run_report(tmp_path / "job", as_json=True, out=out, cache=cache, only=only) == 0
+        return out.getvalue()
+
+    first = json_report()
+    read: list[str] = []
+    checked = model.read_checked
+
+    def counted(path: Path, *args: Any, **kw: Any) -> pl.DataFrame:
+        read.append(path.parent.name)
+        return checked(path, *args, **kw)
+
+    monkeypatch.setattr(model, "read_checked", counted)
+    assert json_report() == first
+    assert "derived" not in read
+    doc = orjson.loads(first)
+    assert [f["rank"] for f in doc["files"]] == [0, 1, 2]
+    assert len(doc["temporal_breakdown"]) == 3
+    # rank 2's file changed (other kernels): its numbers are the new file's, as uncached
+    other = tmp_path / "other"
+    write_job(other, Dialect(), JobShape(ranks=3, steps=2, ops_per_step=5, seed=7))
+    changed = next(other.iterdir()).name
+    shutil.copyfile(other / changed, tmp_path / "job" / changed)
+    fresh = io.StringIO()
+    assert run_report(tmp_path / "job", as_json=True, out=fresh, no_cache=True, only=only) == 0
+    assert json_report() == fresh.getvalue() != first
