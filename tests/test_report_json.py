@@ -249,3 +249,16 @@ def test_a_warm_report_reads_every_files_summary_at_once(
     fresh = io.StringIO()
     assert run_report(tmp_path / "job", as_json=True, out=fresh, no_cache=True, only=only) == 0
     assert json_report() == fresh.getvalue() != first
+
+
+def test_a_jobs_id_is_its_ranks_files(tmp_path: Path) -> None:
+    """What keys a job's kept answers (`split._set_id`, asked for each one) says each
+    loaded rank's rank, entry and file, as the analyses' job keys do (`split._ranks_id`)."""
+    from hta_tui.exec import split
+    from hta_tui.session import open_session
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=2, steps=1, ops_per_step=1))
+    ts = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set
+    assert split._set_id(ts) == split._ranks_id(split._ranks(ts))
+    assert split._set_id(ts).count(b"\n") == 2

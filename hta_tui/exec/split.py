@@ -129,6 +129,18 @@ def _ranks_id(ranks: list[_Rank]) -> bytes:
     return "".join(f"{r.rank}\0{r.entry.name}\0{r.meta.get('path', '')}\n" for r in ranks).encode()
 
 
+def _set_id(ts: TraceSet) -> bytes:
+    """`_ranks_id(_ranks(ts))`, with no file's metadata copied nor its entry looked at
+    (a report asks it for each answer it keeps whole beside the analyses')."""
+    loaded = ts.loaded()
+    texts = []
+    for rank in sorted(loaded):
+        entry = ts.selected(rank)
+        path = entry.path if entry is not None else ""
+        texts.append(f"{rank}\0{loaded[rank].entry.name}\0{path}\n")
+    return "".join(texts).encode()
+
+
 def _job_key(a: registry.Analysis, options: registry.Options, ranks: bytes) -> str:
     """`ranks`: `_ranks_id` of the job's ranks."""
     # the findings' rules read the other analyses' tables, each made with the options it
@@ -151,7 +163,7 @@ def job_cached(
     if cache_root is None:
         return compute()
     digest = hashlib.sha1(f"{code_version()}|{what}".encode())
-    digest.update(_ranks_id(_ranks(ts)))
+    digest.update(_set_id(ts))
     path = job_path(cache_root, digest.hexdigest())
     try:
         kept = path.read_bytes()
