@@ -260,14 +260,13 @@ def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
     """The records of `frames` one after another, JSON_ROWS rows at a time: the same bytes
     as the whole table's records dumped at once."""
     rows = report_json.JSON_ROWS
-    yield b"["
     first = True
     for frame in frames:
         for start in range(0, frame.height, rows):
             part = orjson.dumps(registry.json_value(name, frame.slice(start, rows)), option=_INDENT)
-            yield (b"" if first else b",") + part[1:-2]  # its items, without "[" and "\n]"
+            yield (b"[" if first else b",") + part[1:-2]  # its items, without "[" and "\n]"
             first = False
-    yield b"\n]"
+    yield b"[]" if first else b"\n]"
 
 
 def _write_json(
