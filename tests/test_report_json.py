@@ -238,6 +238,10 @@ def test_a_warm_report_reads_every_files_summary_at_once(
     monkeypatch.setattr(model, "read_checked", counted)
     assert json_report() == first
     assert "derived" not in read
+    # neither the job's table nor a file's own summary kept: made from its frames
+    shutil.rmtree(cache.root / "jobs")
+    shutil.rmtree(next(cache.root.glob("*/*/derived")))
+    assert json_report() == first
     doc = orjson.loads(first)
     assert [f["rank"] for f in doc["files"]] == [0, 1, 2]
     assert len(doc["temporal_breakdown"]) == 3

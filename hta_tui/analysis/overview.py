@@ -271,7 +271,10 @@ def summaries_frame(ts: TraceSet) -> pl.DataFrame | None:
 
     def made(data: RankData) -> pl.DataFrame:
         return data.memo(
-            key, lambda: rank_summary(data.columns(SUMMARY_COLUMNS), step_filter=step_filter)
+            key,
+            lambda: rank_summary(
+                data.columns(SUMMARY_COLUMNS), step_filter=step_filter, hta_compat=False
+            ),
         )
 
     datas = _summarised(ts)
