@@ -7,6 +7,8 @@ the CLI). Analyses with nothing to say give empty lists, never errors.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import sys
 import textwrap
 from collections.abc import Iterable, Iterator
@@ -16,13 +18,14 @@ from typing import Any, TextIO
 import orjson
 import polars as pl
 
+from hta_tui import printable as printable_module
 from hta_tui import report_json
 from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute, summaries_decide
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
 from hta_tui.exec.parts import RankParts, whole_frame
-from hta_tui.exec.split import job_cached, rank_steps, run_split
+from hta_tui.exec.split import job_cached, keep_summaries, rank_steps, run_split
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import (
     DEFAULT_ROWS,
@@ -76,6 +79,7 @@ def build_tables(
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
+    keep_summaries(ts, cache_root)  # (every file's summary read at once, kept per job)
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
     summed = "temporal_breakdown" in selected and summaries_decide(
         ts, hta_compat=options.hta_compat
@@ -156,20 +160,47 @@ def table_scopes(
     )
 
 
-def kept_scopes(
+def kept_scope_text(
     ts: TraceSet,
     tables: dict[str, pl.DataFrame],
     options: registry.Options,
     cache_root: Path | None,
     backend: Backend | None = None,
-) -> dict[str, Any]:
-    """`table_scopes`, kept per job beside the analyses' answers: a second report of the
-    same files reads no frame for it."""
-    what = f"scope|{sorted(dataclasses.asdict(options).items())}|{sorted(tables)}"
-    made = job_cached(
-        ts, cache_root, what, lambda: orjson.dumps(table_scopes(ts, tables, options, backend))
+) -> str:
+    """The document's "scope" as written there (`_scope_text` of `table_scopes`, each
+    empty table's `why_empty` in its entry), kept per job beside the analyses' answers: a
+    second report of the same files reads no frame for it, nor parses and writes it again
+    (at 1,000 ranks a few MB of JSON, ~0.1 s)."""
+    why = why_empty(ts, tables)
+    what = (
+        f"scope-text|{_writer_version()}|{sorted(dataclasses.asdict(options).items())}"
+        f"|{sorted(tables)}|{sorted(why.items())}"
     )
-    return orjson.loads(made)
+
+    def made() -> bytes:
+        scope = table_scopes(ts, tables, options, backend)
+        for name, said in why.items():
+            scope[name]["why_empty"] = said
+        return _scope_text(scope).encode()
+
+    return job_cached(ts, cache_root, what, made).decode()
+
+
+@functools.cache
+def _writer_version() -> str:
+    """What the kept text depends on besides the analyses' code (`code_version`): this
+    module's and the printable escapes' source."""
+    digest = hashlib.sha1()
+    for module in (sys.modules[__name__], printable_module):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _scope_text(scope: Any) -> str:
+    """The scope's text in the document: `orjson.dumps(scope, OPT_INDENT_2)` indented to
+    its place and made printable."""
+    text = orjson.dumps(scope, option=_INDENT).replace(b"\n", b"\n  ").decode()
+    return json_printable(text)
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -195,9 +226,11 @@ def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str]:
     byte for byte, indented to its place and made printable. Written from the frames, a
     slice of rows at a time (`report_json`); a streamed table (`RankParts`) read a rank's
     part at a time too. The files and findings (their own records), and a table with a
-    column `report_json` does not write, are made as records (`_records_json`)."""
+    column `report_json` does not write, and a small table (`report_json.small`: its
+    expressions cost more than its records), are made as records (`_records_json`)."""
     table = tables.get(name)
-    if name not in ("files", "findings") and table is not None:
+    small = isinstance(table, pl.DataFrame) and report_json.small(table)
+    if name not in ("files", "findings") and table is not None and not small:
         frames = table.frames() if isinstance(table, RankParts) else [table]
         text = report_json.table_text(table.schema, frames, 2, registry.LIST_KEYS.get(name))
         if text is not None:
@@ -227,28 +260,29 @@ def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
     """The records of `frames` one after another, JSON_ROWS rows at a time: the same bytes
     as the whole table's records dumped at once."""
     rows = report_json.JSON_ROWS
-    yield b"["
     first = True
     for frame in frames:
         for start in range(0, frame.height, rows):
             part = orjson.dumps(registry.json_value(name, frame.slice(start, rows)), option=_INDENT)
-            yield (b"" if first else b",") + part[1:-2]  # its items, without "[" and "\n]"
+            yield (b"[" if first else b",") + part[1:-2]  # its items, without "[" and "\n]"
             first = False
-    yield b"\n]"
+    yield b"[]" if first else b"\n]"
 
 
-def _write_json(out: TextIO, tables: dict[str, Any], scope: Any) -> None:
+def _write_json(
+    out: TextIO, tables: dict[str, Any], scope: Any, *, scope_text: str | None = None
+) -> None:
     """`orjson.dumps(doc, OPT_INDENT_2)` of the report's document ({table: records, ...,
     "scope": ...}), byte for byte, written a table (and a slice of a long one) at a time:
     the client holds a slice's text at a time, not the whole report's (a report of 64 ranks
-    of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once)."""
+    of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once). `scope_text`: the
+    scope's text already made (`kept_scope_text`), in place of `scope`."""
     keys = [*tables, "scope"]
     out.write("{\n")
     for i, name in enumerate(keys):
         out.write(f"  {json_printable(orjson.dumps(name).decode())}: ")
         if name == "scope":
-            text = orjson.dumps(scope, option=_INDENT).replace(b"\n", b"\n  ").decode()
-            out.write(json_printable(text))
+            out.write(scope_text if scope_text is not None else _scope_text(scope))
         else:
             for piece in _table_json(name, tables):
                 out.write(piece)
@@ -462,10 +496,8 @@ def _run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        scope = kept_scopes(ts, tables, options, cache_root, backend)
-        for name, why in why_empty(ts, tables).items():
-            scope[name]["why_empty"] = why
-        _write_json(out, tables, scope)
+        text = kept_scope_text(ts, tables, options, cache_root, backend)
+        _write_json(out, tables, None, scope_text=text)
     elif csv_dir is None and ts.entries and not ts.loaded():
         _no_trace_text(ts, out, **_shape(width, rows))
     elif csv_dir is None and ts.entries:

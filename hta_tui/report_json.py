@@ -9,7 +9,8 @@ object per row: integers and booleans as polars writes them, floats too (the sam
 round-trip text as orjson's; NaN and infinities as `null`), strings through polars' JSON
 encoder (orjson's escapes) and lists of these item by item. A table with a column of any
 other type (dates, structs, decimals: none today) is written the records' way
-(`table_text` answers None).
+(`table_text` answers None), and so is a small table (`small`): for a few rows the
+records cost less than the expressions.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ import orjson
 import polars as pl
 
 from hta_tui.printable import json_printable, json_printable_expr
+
+#: A table of at most this many cells (rows x columns) is written the records' way
+#: (`orjson` over its `to_dicts()`, the bytes this module matches): building a table's
+#: expressions and its queries costs ~1-3 ms whatever its length, its records ~0.4 us a
+#: cell (the two cross near 8,000 cells); a report of tiny ranks is ~190 tables of a few
+#: rows, ~60 ms of expressions for ~1 ms of records.
+SMALL_CELLS = 4_096
 
 #: Rows of a table made into text at a time: a table of per-launch rows is millions of rows
 #: on a large job; the client holds one slice's text at a time.
@@ -99,6 +107,11 @@ def row_text(
         parts += [pl.lit(before + _key(name) + ": "), value]
     parts.append(pl.lit("\n" + _spaces(at) + "}"))
     return pl.concat_str(parts)
+
+
+def small(table: pl.DataFrame) -> bool:
+    """Written the records' way: a few cells (`SMALL_CELLS`)."""
+    return table.height * max(table.width, 1) <= SMALL_CELLS
 
 
 def table_text(

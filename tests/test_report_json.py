@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import shutil
 import subprocess
 import sys
 from datetime import datetime
@@ -20,7 +21,7 @@ import orjson
 import polars as pl
 import pytest
 
-from hta_tui import report
+from hta_tui import report, report_json
 from hta_tui.analysis import registry
 from hta_tui.printable import json_printable
 from hta_tui.report import run_report
@@ -98,6 +99,7 @@ def test_json_from_frames_is_the_records_bytes(monkeypatch: pytest.MonkeyPatch) 
     }
     scope = {"edges": {"ranks": [0, 1]}}
     want = _expected(tables, scope) + "\n"  # (the reference makes records)
+    monkeypatch.setattr("hta_tui.report_json.SMALL_CELLS", -1)  # (none written as records)
     _refuse_rows(monkeypatch)
     for rows in (2, 10_000):
         monkeypatch.setattr("hta_tui.report_json.JSON_ROWS", rows)
@@ -118,6 +120,43 @@ def test_a_type_written_the_records_way_is_the_same_bytes() -> None:
     out = io.StringIO()
     report._write_json(out, tables, {})
     assert out.getvalue() == _expected(tables, {}) + "\n"
+
+
+def test_small_tables_are_written_as_records_with_no_query(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A report of tiny ranks is ~190 tables of a few rows: each written from its records
+    (`report_json.SMALL_CELLS`), no polars query per table, the same bytes; a table of more
+    cells still from its frame, no Python row made."""
+    edges = _edges()
+    big = pl.concat([edges] * 40)  # (~9,000 cells)
+    stragglers = pl.DataFrame({"rank": [3, None, 0]})
+    tables = {"edges": edges, "empty": edges.clear(), "potential_stragglers": stragglers}
+    queries: list[str] = []
+
+    def counting(name: str) -> None:  # (an eager frame's query: polars' `_collect_eager`)
+        run = getattr(pl.LazyFrame, name)
+
+        def counted(self: pl.LazyFrame, *args: Any, **kw: Any) -> pl.DataFrame:
+            queries.append(name)
+            return run(self, *args, **kw)
+
+        monkeypatch.setattr(pl.LazyFrame, name, counted)
+
+    for name in ("collect", "_collect_eager"):
+        if hasattr(pl.LazyFrame, name):
+            counting(name)
+    out = io.StringIO()
+    report._write_json(out, tables, {"edges": {"ranks": [0]}})
+    assert out.getvalue() == _expected(tables, {"edges": {"ranks": [0]}}) + "\n"
+    assert not queries
+    assert big.height * big.width > report_json.SMALL_CELLS
+    want = _expected({"big": big}, {}) + "\n"
+    _refuse_rows(monkeypatch)
+    out = io.StringIO()
+    report._write_json(out, {"big": big}, {})
+    assert out.getvalue() == want
+    assert queries
 
 
 #: A warm report's client runs none of these analyses (its answers are kept): it imports
@@ -168,3 +207,62 @@ def test_a_warm_report_imports_only_what_it_reads(tmp_path: Path) -> None:
     imported = set(proc.stderr.rpartition("IMPORTED ")[2].split())
     assert "hta_tui.analysis.registry" in imported
     assert not imported & {*NOT_RUN, "asyncio", "watchfiles"}
+
+
+def test_a_warm_report_reads_every_files_summary_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The files table and the temporal breakdown read each file's overview summary: a
+    second report reads them from one table kept for the job (`split.keep_summaries`), no
+    file's own (a read per file was ~0.5 s of a warm report of 1,000 tiny ranks); the same
+    JSON. A file changed since is a miss: its summary is made from its frames again."""
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+    from hta_tui.trace import model
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
+    cache, only = Cache(tmp_path / "cache"), ["temporal_breakdown"]
+
+    def json_report() -> str:
+        out = io.StringIO()
+        assert run_report(tmp_path / "job", as_json=True, out=out, cache=cache, only=only) == 0
+        return out.getvalue()
+
+    first = json_report()
+    read: list[str] = []
+    checked = model.read_checked
+
+    def counted(path: Path, *args: Any, **kw: Any) -> pl.DataFrame:
+        read.append(path.parent.name)
+        return checked(path, *args, **kw)
+
+    monkeypatch.setattr(model, "read_checked", counted)
+    assert json_report() == first
+    assert "derived" not in read
+    # neither the job's table nor a file's own summary kept: made from its frames
+    shutil.rmtree(cache.root / "jobs")
+    shutil.rmtree(next(cache.root.glob("*/*/derived")))
+    assert json_report() == first
+    doc = orjson.loads(first)
+    assert [f["rank"] for f in doc["files"]] == [0, 1, 2]
+    assert len(doc["temporal_breakdown"]) == 3
+    # rank 2's file changed (other kernels): its numbers are the new file's, as uncached
+    other = tmp_path / "other"
+    write_job(other, Dialect(), JobShape(ranks=3, steps=2, ops_per_step=5, seed=7))
+    changed = next(other.iterdir()).name
+    shutil.copyfile(other / changed, tmp_path / "job" / changed)
+    fresh = io.StringIO()
+    assert run_report(tmp_path / "job", as_json=True, out=fresh, no_cache=True, only=only) == 0
+    assert json_report() == fresh.getvalue() != first
+
+
+def test_a_jobs_id_is_its_ranks_files(tmp_path: Path) -> None:
+    """What keys a job's kept answers (`split._set_id`, asked for each one) says each
+    loaded rank's rank, entry and file, as the analyses' job keys do (`split._ranks_id`)."""
+    from hta_tui.exec import split
+    from hta_tui.session import open_session
+    from hta_tui.synth.small_job import Dialect, JobShape, write_job
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=2, steps=1, ops_per_step=1))
+    ts = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set
+    assert split._set_id(ts) == split._ranks_id(split._ranks(ts))
+    assert split._set_id(ts).count(b"\n") == 2

@@ -247,3 +247,51 @@ def temporal_table(
         if row["has_gpu"]:
             rows.append({"rank": rank, **row})
     return temporal_from_ns(pl.DataFrame(rows, schema={"rank": pl.Int64(), **_SUMMARY_SCHEMA}))
+
+
+def _summarised(ts: TraceSet) -> list[RankData]:
+    """The files with frames, each with the summary its files table row reads."""
+    entries = sorted(ts.files().values(), key=lambda e: str(e.path))
+    return [e.data for e in entries if e.data is not None]
+
+
+def summaries_id(ts: TraceSet) -> str:
+    """What `summaries_frame(ts)` depends on: the summary's kind and every file's entry."""
+    names = "\n".join(d.entry.name for d in _summarised(ts))
+    return f"{_memo_key(_step_filter(ts), False)}|{names}"
+
+
+def summaries_frame(ts: TraceSet) -> pl.DataFrame | None:
+    """Every file's overview summary (`summary`'s, made where missing; the files table and
+    the temporal breakdown read it), a row each: one table a job keeps and reads back at
+    once (`hold_summaries`), not a file per rank (1,000 reads were ~0.5 s of a warm
+    report). None when the rows do not make one table."""
+    step_filter = _step_filter(ts)
+    key = _memo_key(step_filter, False)
+
+    def made(data: RankData) -> pl.DataFrame:
+        return data.memo(
+            key,
+            lambda: rank_summary(
+                data.columns(SUMMARY_COLUMNS), step_filter=step_filter, hta_compat=False
+            ),
+        )
+
+    datas = _summarised(ts)
+    if not datas:
+        return None
+    try:
+        return pl.concat([made(d) for d in datas], how="vertical")
+    except pl.exceptions.PolarsError:
+        return None
+
+
+def hold_summaries(ts: TraceSet, table: pl.DataFrame) -> None:
+    """Each file's row of `summaries_frame(ts)` held as its summary (none read again); a
+    table of other rows than the files' is left."""
+    datas = _summarised(ts)
+    if table.height != len(datas) or table.schema != pl.Schema(_SUMMARY_SCHEMA):
+        return
+    key = _memo_key(_step_filter(ts), False)
+    for i, data in enumerate(datas):
+        data.hold_memo(key, table.slice(i, 1))

@@ -89,6 +89,12 @@ class RankData:
             self._memos[key] = df
         return df
 
+    def hold_memo(self, key: str, df: pl.DataFrame) -> None:
+        """`memo(key)`'s table, known already (read with other files' at once): held, as
+        if read from the entry; a memo held before stays."""
+        with self._lock:
+            self._memos.setdefault(key, df)
+
     def has_memo(self, key: str) -> bool:
         """Is `memo(key, ...)` at hand (held, or kept in the entry) without computing it?"""
         with self._lock:
