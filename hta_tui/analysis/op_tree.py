@@ -68,7 +68,8 @@ def _op_type() -> pl.Expr:
 
 
 def _is_operator() -> pl.Expr:
-    """Nodes the Operator view lists (`node.is_operator_node`)."""
+    """Nodes the Operator view lists (`node.is_operator_node`): the rule row by row, which
+    `operator_flags` answers by name (tests/test_op_tree_flags.py holds them equal)."""
     return (
         tb_roles.cat_in(["cpu_op", "operator"])
         & ~tb_roles.STEP_NAME
@@ -442,9 +443,10 @@ def _build_at_once(
     node_rank = rank[is_node]
     first_node = np.searchsorted(node_rank, node_rank, side="left")
     local_parent = np.where(has_node_parent[is_node], new_parent[is_node] - first_node, -1)
-    nodes = every.select("rank", "name", "cat", "external_id", "input_dims", "call_stack")[
+    gathered = every.select("rank", "name", "cat", "external_id", "input_dims", "call_stack")[
         rows[is_node]
-    ].select(
+    ]
+    nodes = gathered.select(
         "rank",
         pl.Series("pos", np.arange(node_rank.size) - first_node).cast(pl.UInt32),
         "name",
@@ -454,8 +456,7 @@ def _build_at_once(
         "external_id",
         "input_dims",
         "call_stack",
-        _is_operator().alias("is_op"),
-        _op_type().alias("op_type"),
+        *operator_flags(gathered),
         pl.Series("depth", depth[is_node], dtype=pl.Int32),
         pl.Series("parent", local_parent).cast(pl.UInt32, strict=False),
     )
