@@ -43,6 +43,31 @@ def _kernels(events: pl.DataFrame, *, tb_compat: bool, columns: list[str]) -> pl
     return events.lazy().filter(kernel).select(*picked, tells).collect()
 
 
+def _weighted_means() -> list[pl.Expr]:
+    """Blocks per SM and achieved occupancy, each kernel weighted by its duration (0 where
+    the group has none): one rank's table and a batch's alike."""
+    dur = pl.col("dur")
+    total = dur.sum()
+
+    def weighted(col: str) -> pl.Expr:
+        value = (pl.col(col).fill_null(0) * dur).sum() / total
+        return pl.when(total > 0).then(value).otherwise(0.0)
+
+    return [
+        weighted("blocks_per_sm").alias("mean_blocks_per_sm"),
+        weighted("occupancy").alias("mean_est_achieved_occupancy_pct"),
+    ]
+
+
+def _tc_columns(kernels: pl.DataFrame) -> list[pl.Expr]:
+    """Whether each group's kernel uses tensor cores, by the modern and the plugin's list
+    (null where the launches' names do not tell)."""
+    return [
+        pl.when("names_tell").then(pl.col("name").fill_null("").is_in(n.implode())).alias(c)
+        for n, c in zip(tensor_cores.tc_names(kernels["name"]), _TC_COLUMNS, strict=True)
+    ]
+
+
 def _stats(
     kernels: pl.DataFrame, keys: list[str], *, shown: tuple[pl.Expr, ...] = (), by: list[str]
 ) -> pl.DataFrame:
@@ -52,10 +77,6 @@ def _stats(
     dur = pl.col("dur")
     total = dur.sum()
 
-    def weighted(col: str) -> pl.Expr:
-        value = (pl.col(col).fill_null(0) * dur).sum() / total
-        return pl.when(total > 0).then(value).otherwise(0.0)
-
     return (
         kernels.group_by(keys)
         .agg(
@@ -64,16 +85,12 @@ def _stats(
             us(dur.mean()).alias("mean (us)"),
             us(dur.max()).alias("max (us)"),
             us(dur.min()).alias("min (us)"),
-            weighted("blocks_per_sm").alias("mean_blocks_per_sm"),
-            weighted("occupancy").alias("mean_est_achieved_occupancy_pct"),
+            *_weighted_means(),
             pl.col("names_tell").all().alias("names_tell"),
         )
         .with_columns(
             *shown,
-            *(
-                pl.when("names_tell").then(pl.col("name").fill_null("").is_in(n.implode())).alias(c)
-                for n, c in zip(tensor_cores.tc_names(kernels["name"]), _TC_COLUMNS, strict=True)
-            ),
+            *_tc_columns(kernels),
         )
         .drop([*(k for k in keys if k not in by), "names_tell"])
         .sort(["total (us)", *by], descending=[True, *([False] * len(by))])
@@ -341,10 +358,6 @@ def _ranks_stats(
     dur = pl.col("dur")
     total = dur.sum()
 
-    def weighted(col: str) -> pl.Expr:
-        value = (pl.col(col).fill_null(0) * dur).sum() / total
-        return pl.when(total > 0).then(value).otherwise(0.0)
-
     alone = pl.len().over("rank") == 1
     per_us = [
         divided_as_alone(pl.col(raw), _NS_PER_US, alone).alias(name) for name, raw in _RAW.items()
@@ -357,17 +370,13 @@ def _ranks_stats(
             dur.mean().cast(pl.Float64).alias("__mean"),
             dur.max().cast(pl.Float64).alias("__max"),
             dur.min().cast(pl.Float64).alias("__min"),
-            weighted("blocks_per_sm").alias("mean_blocks_per_sm"),
-            weighted("occupancy").alias("mean_est_achieved_occupancy_pct"),
+            *_weighted_means(),
             pl.col("names_tell").all().alias("names_tell"),
         )
         .with_columns(*per_us)
         .with_columns(
             *shown,
-            *(
-                pl.when("names_tell").then(pl.col("name").fill_null("").is_in(n.implode())).alias(c)
-                for n, c in zip(tensor_cores.tc_names(kernels["name"]), _TC_COLUMNS, strict=True)
-            ),
+            *_tc_columns(kernels),
         )
     )
     order = ["calls", *_RAW, "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"]
