@@ -18,7 +18,7 @@ the plugin is wrong for traces newer than 2021 (README, "deliberate differences"
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -203,15 +203,17 @@ def role_rule(comm_kernel: pl.Expr, *, tb_compat: bool) -> pl.Expr:
     return role.cast(pl.Int8)
 
 
-def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
+def device_links(events: pl.DataFrame, *, tb_compat: bool, by: Sequence[str] = ()) -> pl.DataFrame:
     """One row per runtime call that launched GPU work: its extent and its device work's
     (`rt_start`, `rt_end`, `dev_start`, `dev_end`, `dev_ops`), plus the unlinked device work as
-    rows with a null runtime (the plugin's "device nodes not launched inside any step")."""
+    rows with a null runtime (the plugin's "device nodes not launched inside any step").
+    `by`: keys before the correlation (`rank`: a batch of ranks' events at once)."""
+    keys = [*by, "correlation"]
     lf = events.lazy()
     # the earliest runtime call of each correlation (arg_min: no sort of the runtime rows)
     runtimes = (
         lf.filter(runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
-        .group_by("correlation")
+        .group_by(keys)
         .agg(
             pl.col("ts").min().alias("rt_start"),
             (pl.col("ts") + pl.col("dur")).get(pl.col("ts").arg_min()).alias("rt_end"),
@@ -221,8 +223,8 @@ def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     # extent) after the join cost twice as much
     device = (
         lf.filter(device_rows(tb_compat=tb_compat))
-        .select("correlation", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")))
-        .group_by("correlation")
+        .select(*keys, pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")))
+        .group_by(keys)
         .agg(
             pl.col("start").min().alias("dev_start"),
             pl.col("ts").max().alias("dev_end"),
@@ -230,8 +232,8 @@ def device_links(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
         )
     )
     return (
-        device.join(runtimes, on="correlation", how="left")
-        .select("correlation", "rt_start", "rt_end", "dev_start", "dev_end", "dev_ops")
+        device.join(runtimes, on=keys, how="left")
+        .select(*keys, "rt_start", "rt_end", "dev_start", "dev_end", "dev_ops")
         .collect()
     )
 

@@ -179,7 +179,7 @@ def _steps_at_once(
     every = tagged(frames)
     steps = _host_steps_at_once(every, tb_compat=tb_compat)
     steps = steps.with_columns(pl.int_range(pl.len(), dtype=pl.UInt32).over("rank").alias("i"))
-    links = _device_links_at_once(every, tb_compat=tb_compat)
+    links = tb_roles.device_links(every, tb_compat=tb_compat, by=["rank"])
     inside = (
         links.drop_nulls("rt_start")
         .sort("rank", "rt_start")
@@ -254,34 +254,6 @@ def _host_steps_at_once(every: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame
         .collect()
     )
     return pl.concat([marks, spans.cast(marks.schema)]).sort("rank", maintain_order=True)
-
-
-def _device_links_at_once(every: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
-    """`tb_roles.device_links` of every rank, `rank` in its keys."""
-    lf = every.lazy()
-    runtimes = (
-        lf.filter(tb_roles.runtime_rows(tb_compat=tb_compat) & pl.col("correlation").is_not_null())
-        .group_by("rank", "correlation")
-        .agg(
-            pl.col("ts").min().alias("rt_start"),
-            (pl.col("ts") + pl.col("dur")).get(pl.col("ts").arg_min()).alias("rt_end"),
-        )
-    )
-    device = (
-        lf.filter(tb_roles.device_rows(tb_compat=tb_compat))
-        .select("rank", "correlation", pl.col("ts").alias("start"), (pl.col("ts") + pl.col("dur")))
-        .group_by("rank", "correlation")
-        .agg(
-            pl.col("start").min().alias("dev_start"),
-            pl.col("ts").max().alias("dev_end"),
-            pl.len().alias("dev_ops"),
-        )
-    )
-    return (
-        device.join(runtimes, on=["rank", "correlation"], how="left")
-        .select("rank", "correlation", "rt_start", "rt_end", "dev_start", "dev_end", "dev_ops")
-        .collect()
-    )
 
 
 def _first_starts(
