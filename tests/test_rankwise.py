@@ -1022,19 +1022,23 @@ def test_a_batch_makes_the_gpu_metrics_and_series_at_once_as_each_rank_alone(
     assert series["occupancy_pct"].drop_nulls().len() > 0
 
 
+@pytest.mark.parametrize("alone", [False, True])
 def test_a_batch_keeps_each_ranks_steps_for_the_reports_scope(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: bool
 ) -> None:
     """A batch of small ranks that makes tables makes each rank's steps covered too, while
     its step tables are at hand, and keeps them beside the rank's frames: the report's
     scope (`rank_steps`, next) then makes none (on main: every rank's again, alone, ~5x the
-    CPU), and what it reads is what it would have made."""
+    CPU), and what it reads is what it would have made. So does a rank made alone (a big
+    one: on main its steps were a second task per rank, its frames read again)."""
     write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=3, ops_per_step=2))
     cache = Cache(tmp_path / "cache")
     ts = open_session(tmp_path / "job", cache, backend=Backend()).trace_set
     stats = split.SplitRun()
+    if alone:
+        monkeypatch.setattr(split, "BATCH_BYTES", 0)
     split.run_split(ts, ["kernel_view"], registry.Options(), Backend(), stats=stats)
-    assert stats.batches == 1
+    assert (stats.batches, stats.rank_tasks) == ((0, 3) if alone else (1, 1))
     made: list[int] = []
     real = rank_work._steps_blob
 

@@ -483,6 +483,8 @@ def _rankwise(
         parts.append(have)
         wanted = tuple(a.name for a in chosen if a.name not in have)
         if wanted:
+            if read_cached(steps_path(r.entry, options)) is None:  # (as a batch's, above)
+                wanted += (STEPS,)
             jobs.append((len(units) - 1, (RankJob(r.rank, str(r.entry), r.meta, wanted, options),)))
     remote = sum(r.size for r in ranks) >= backend.remote_bytes
     runner = backend if remote else Backend()
@@ -500,7 +502,8 @@ def _rankwise(
                 batch_path(batch, a) if len(batch) > 1 else result_path(Path(job.entry), a, options)
             )
 
-        return {n: _part(b, kept(n)) for n, b in got.items()}
+        # (a rank's steps covered are kept beside its frames, read by `rank_steps`)
+        return {n: _part(b, kept(n)) for n, b in got.items() if n != STEPS}
 
     for i, got in _gather(runner, jobs, stats, ts, keep).items():
         parts[i].update(got)
