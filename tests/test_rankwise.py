@@ -1055,6 +1055,40 @@ def test_a_batch_keeps_each_ranks_steps_for_the_reports_scope(
     assert sorted(kept) == [0, 1, 2] and kept[0]["every"] == [1, 2, 3]
 
 
+class _Warmed(Backend):
+    """The in-process back-end, counting `warm` calls."""
+
+    def __init__(self) -> None:
+        self.warmed = 0
+
+    def warm(self) -> None:
+        self.warmed += 1
+
+
+def test_workers_warmed_only_when_rank_work_lies_ahead(tmp_path: Path) -> None:
+    """The report starts its workers before reading the summaries (`Backend.warm`) when a
+    rank's steps covered are not kept for its options (its work will run), and not when a
+    report with every result kept needs none (a warm report starts no process)."""
+    from hta_tui.report import build_tables
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
+    cache = Cache(tmp_path / "cache")
+    ts = open_session(tmp_path / "job", cache, backend=Backend()).trace_set
+    plain, compat = registry.Options(), registry.Options(tb_compat=True)
+    backend = _Warmed()
+    assert split.work_ahead(ts, plain, backend) and split.work_ahead(ts, compat, backend)
+    build_tables(ts, names=["kernel_view"], options=plain, backend=backend, cache_root=cache.root)
+    assert backend.warmed == 1
+    # every rank's steps kept for these options: nothing ahead, nothing started
+    assert not split.work_ahead(ts, plain, backend) and split.work_ahead(ts, compat, backend)
+    build_tables(ts, names=["kernel_view"], options=plain, backend=backend, cache_root=cache.root)
+    assert backend.warmed == 1
+    big = PoolBackend()  # (files under its remote_bytes: the work stays in this process)
+    assert not split.work_ahead(ts, compat, big)
+    forget_results(cache)
+    assert split.work_ahead(ts, plain, backend)
+
+
 def _uneven_kernel_job(job: Path) -> None:
     """Four tiny ranks whose kernel views differ in shape: rank 0 one kernel (a one-row
     table, its total of an odd number of ns: polars divides it exactly alone, a longer

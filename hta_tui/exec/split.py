@@ -600,6 +600,18 @@ def _here(
     return {a.name: pack(made[a.name]) for a in wanted}
 
 
+def work_ahead(ts: TraceSet, options: registry.Options, backend: Backend) -> bool:
+    """Whether rank-wise work will likely go to `backend`'s workers: the files are big
+    enough for them (`remote_bytes`) and a rank's steps covered are not kept for these
+    options and this code (every rank's task keeps them: a report whose results are kept
+    has them all). A guess made before any result is read, to start the workers early
+    (`Backend.warm`); a wrong one costs a start or the wait it would have saved."""
+    ranks = _ranks(ts)
+    if not ranks or sum(r.size for r in ranks) < backend.remote_bytes:
+        return False
+    return any(r.stored and not steps_path(r.entry, options).is_file() for r in ranks)
+
+
 def rank_steps(
     ts: TraceSet, options: registry.Options, backend: Backend | None = None
 ) -> dict[int, dict[str, list[int]]]:
