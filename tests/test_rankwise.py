@@ -14,6 +14,7 @@ import dataclasses
 import io
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -1087,6 +1088,43 @@ def test_workers_warmed_only_when_rank_work_lies_ahead(tmp_path: Path) -> None:
     assert not split.work_ahead(ts, compat, big)
     forget_results(cache)
     assert split.work_ahead(ts, plain, backend)
+
+
+def test_a_workers_first_rank_imports_nothing(tmp_path: Path) -> None:
+    """A pool worker forks from the forkserver, which imported `WORK_MODULES` (and made
+    what `worker_start` makes): its first rank's work (every rank-wise analysis, the
+    findings' part, the steps covered) imports no module of its own (on main each worker
+    imported the findings, the steps' coverage and numpy's masked arrays on its first rank:
+    ~80 ms of CPU a worker), and finds the results' key made."""
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=1, steps=2, ops_per_step=2))
+    ts = open_session(tmp_path / "job", Cache(tmp_path / "cache"), backend=Backend()).trace_set
+    r = split._ranks(ts)[0]
+    names = [
+        a.name
+        for a in registry.ANALYSES
+        if (a.scope in ("rank", "reduce") and not a.inputs)
+        or (a.name == split.FINDINGS and a.rank_part is not None)
+    ]
+    code = f"""
+import importlib, sys
+from hta_tui.exec.backends import WORK_MODULES
+from hta_tui.trace.pool import PRELOAD
+for m in [*PRELOAD, *WORK_MODULES]:
+    importlib.import_module(m)
+from hta_tui.analysis import registry
+from hta_tui.exec import rank_work
+before = set(sys.modules)
+made = rank_work.code_version.cache_info().currsize
+job = rank_work.RankJob(0, {str(r.entry)!r}, {r.meta!r}, (*{names!r}, rank_work.STEPS),
+                        registry.Options(), store=False)
+rank_work.rank_tables(job)
+print(made, sorted(set(sys.modules) - before))
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip() == "1 []"
 
 
 def _uneven_kernel_job(job: Path) -> None:

@@ -25,8 +25,9 @@ from hta_tui.trace.pool import START_METHOD, _children_skip_main, _usable_stderr
 #: What `--dask` says when the optional dependency is missing.
 INSTALL_HINT = "--dask needs Dask's distributed: pip install 'hta-tui[dask]'"
 #: Modules every pool worker needs for per-rank work, imported once by the forkserver (the
-#: registry imports its analyses' modules when first used: here, all of them at once).
-WORK_MODULES = ("hta_tui.exec.rank_work", *MODULES)
+#: registry imports its analyses' modules when first used: here, all of them at once), and
+#: what each worker would otherwise make on its first rank (`worker_start`).
+WORK_MODULES = ("hta_tui.exec.rank_work", *MODULES, "hta_tui.exec.worker_start")
 
 
 #: Where a local cluster listens (its scheduler, workers and their HTTP servers): this
