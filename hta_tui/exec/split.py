@@ -80,6 +80,8 @@ STREAM_BYTES = 8_000_000
 #: A rank's part from this many bytes on is held as the path of its kept file (read again
 #: when used), not as its bytes: the client holds the small ones only.
 HOLD_BYTES = 65_536
+#: `work_ahead` looks at most at this many ranks' kept steps
+AHEAD_LOOKS = 8
 
 
 @dataclass
@@ -605,11 +607,22 @@ def work_ahead(ts: TraceSet, options: registry.Options, backend: Backend) -> boo
     enough for them (`remote_bytes`) and a rank's steps covered are not kept for these
     options and this code (every rank's task keeps them: a report whose results are kept
     has them all). A guess made before any result is read, to start the workers early
-    (`Backend.warm`); a wrong one costs a start or the wait it would have saved."""
-    ranks = _ranks(ts)
-    if not ranks or sum(r.size for r in ranks) < backend.remote_bytes:
+    (`Backend.warm`), from at most `AHEAD_LOOKS` ranks spread over the set (a stat each: a
+    warm report of 10,000 ranks looks at 8 files); a wrong one costs a start or the wait it
+    would have saved, never a number."""
+    loaded = ts.loaded()
+    ranks = sorted(loaded)
+    total = 0
+    for rank in ranks:  # (until there is enough: no file's metadata copied)
+        entry = ts.selected(rank)
+        total += entry.file.size if entry is not None else 0
+        if total >= backend.remote_bytes:
+            break
+    if not ranks or total < backend.remote_bytes:
         return False
-    return any(r.stored and not steps_path(r.entry, options).is_file() for r in ranks)
+    looked = ranks[:: -(-len(ranks) // AHEAD_LOOKS)]
+    entries = (loaded[rank].entry for rank in looked)
+    return any(not steps_path(e, options).is_file() and e.is_dir() for e in entries)
 
 
 def rank_steps(
