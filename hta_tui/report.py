@@ -25,7 +25,7 @@ from hta_tui.analysis.overview import file_table, precompute, summaries_decide
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
 from hta_tui.exec.parts import RankParts, whole_frame
-from hta_tui.exec.split import job_cached, keep_summaries, rank_steps, run_split
+from hta_tui.exec.split import job_cached, keep_summaries, rank_steps, run_split, work_ahead
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import (
     DEFAULT_ROWS,
@@ -79,6 +79,8 @@ def build_tables(
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
+    if backend is not None and cache_root is not None and work_ahead(ts, options, backend):
+        backend.warm()  # (its workers get ready while the summaries are read)
     keep_summaries(ts, cache_root)  # (every file's summary read at once, kept per job)
     tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
     summed = "temporal_breakdown" in selected and summaries_decide(

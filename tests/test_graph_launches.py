@@ -286,3 +286,29 @@ def test_owners_made_over_a_batch_equal_each_rank_alone(tmp_path: Path) -> None:
         mp.setattr(LazyFrame, "_collect_eager", count(0))
         mp.setattr(LazyFrame, "collect", count(1))
         assert queries(tiny) == queries(tiny[:2])
+
+
+def test_launch_stats_made_once_for_both_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kernel_launch_summary` reads the launch table `cuda_kernel_launch_stats` makes (a
+    rank's worker makes both: on main it made the table twice); other options, another."""
+    from hta_tui.analysis import registry
+    from hta_tui.analysis.findings.gpu import launch_summary
+
+    events = _events(tmp_path, steps=2, kernels=3)
+    made: list[float] = []
+    real = launch.cuda_kernel_launch_stats
+
+    def counted(*args: object, **kw: object) -> dict[int, pl.DataFrame]:
+        made.append(kw["runtime_cutoff"])  # type: ignore[arg-type]
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(launch, "cuda_kernel_launch_stats", counted)
+    names = ["cuda_kernel_launch_stats", "kernel_launch_summary"]
+    got = registry.run({0: events}, names, registry.Options())
+    assert made == [50] and not got["cuda_kernel_launch_stats"].is_empty()
+    assert got["kernel_launch_summary"].equals(launch_summary(got["cuda_kernel_launch_stats"]))
+    other = registry.run({0: events}, names, registry.Options(runtime_cutoff_us=1.0))
+    assert made == [50, 1.0]
+    assert not other["cuda_kernel_launch_stats"].equals(got["cuda_kernel_launch_stats"])

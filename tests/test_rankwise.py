@@ -14,6 +14,7 @@ import dataclasses
 import io
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -1022,19 +1023,23 @@ def test_a_batch_makes_the_gpu_metrics_and_series_at_once_as_each_rank_alone(
     assert series["occupancy_pct"].drop_nulls().len() > 0
 
 
+@pytest.mark.parametrize("alone", [False, True])
 def test_a_batch_keeps_each_ranks_steps_for_the_reports_scope(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: bool
 ) -> None:
     """A batch of small ranks that makes tables makes each rank's steps covered too, while
     its step tables are at hand, and keeps them beside the rank's frames: the report's
     scope (`rank_steps`, next) then makes none (on main: every rank's again, alone, ~5x the
-    CPU), and what it reads is what it would have made."""
+    CPU), and what it reads is what it would have made. So does a rank made alone (a big
+    one: on main its steps were a second task per rank, its frames read again)."""
     write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=3, ops_per_step=2))
     cache = Cache(tmp_path / "cache")
     ts = open_session(tmp_path / "job", cache, backend=Backend()).trace_set
     stats = split.SplitRun()
+    if alone:
+        monkeypatch.setattr(split, "BATCH_BYTES", 0)
     split.run_split(ts, ["kernel_view"], registry.Options(), Backend(), stats=stats)
-    assert stats.batches == 1
+    assert (stats.batches, stats.rank_tasks) == ((0, 3) if alone else (1, 1))
     made: list[int] = []
     real = rank_work._steps_blob
 
@@ -1049,6 +1054,77 @@ def test_a_batch_keeps_each_ranks_steps_for_the_reports_scope(
     forget_results(cache)
     assert split.rank_steps(ts, registry.Options(), Backend()) == kept and len(made) == 3
     assert sorted(kept) == [0, 1, 2] and kept[0]["every"] == [1, 2, 3]
+
+
+class _Warmed(Backend):
+    """The in-process back-end, counting `warm` calls."""
+
+    def __init__(self) -> None:
+        self.warmed = 0
+
+    def warm(self) -> None:
+        self.warmed += 1
+
+
+def test_workers_warmed_only_when_rank_work_lies_ahead(tmp_path: Path) -> None:
+    """The report starts its workers before reading the summaries (`Backend.warm`) when a
+    rank's steps covered are not kept for its options (its work will run), and not when a
+    report with every result kept needs none (a warm report starts no process)."""
+    from hta_tui.report import build_tables
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
+    cache = Cache(tmp_path / "cache")
+    ts = open_session(tmp_path / "job", cache, backend=Backend()).trace_set
+    plain, compat = registry.Options(), registry.Options(tb_compat=True)
+    backend = _Warmed()
+    assert split.work_ahead(ts, plain, backend) and split.work_ahead(ts, compat, backend)
+    build_tables(ts, names=["kernel_view"], options=plain, backend=backend, cache_root=cache.root)
+    assert backend.warmed == 1
+    # every rank's steps kept for these options: nothing ahead, nothing started
+    assert not split.work_ahead(ts, plain, backend) and split.work_ahead(ts, compat, backend)
+    build_tables(ts, names=["kernel_view"], options=plain, backend=backend, cache_root=cache.root)
+    assert backend.warmed == 1
+    big = PoolBackend()  # (files under its remote_bytes: the work stays in this process)
+    assert not split.work_ahead(ts, compat, big)
+    forget_results(cache)
+    assert split.work_ahead(ts, plain, backend)
+
+
+def test_a_workers_first_rank_imports_nothing(tmp_path: Path) -> None:
+    """A pool worker forks from the forkserver, which imported `WORK_MODULES` (and made
+    what `worker_start` makes): its first rank's work (every rank-wise analysis, the
+    findings' part, the steps covered) imports no module of its own (on main each worker
+    imported the findings, the steps' coverage and numpy's masked arrays on its first rank:
+    ~80 ms of CPU a worker), and finds the results' key made."""
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=1, steps=2, ops_per_step=2))
+    ts = open_session(tmp_path / "job", Cache(tmp_path / "cache"), backend=Backend()).trace_set
+    r = split._ranks(ts)[0]
+    names = [
+        a.name
+        for a in registry.ANALYSES
+        if (a.scope in ("rank", "reduce") and not a.inputs)
+        or (a.name == split.FINDINGS and a.rank_part is not None)
+    ]
+    code = f"""
+import importlib, sys
+from hta_tui.exec.backends import WORK_MODULES
+from hta_tui.trace.pool import PRELOAD
+for m in [*PRELOAD, *WORK_MODULES]:
+    importlib.import_module(m)
+from hta_tui.analysis import registry
+from hta_tui.exec import rank_work
+before = set(sys.modules)
+made = rank_work.code_version.cache_info().currsize
+job = rank_work.RankJob(0, {str(r.entry)!r}, {r.meta!r}, (*{names!r}, rank_work.STEPS),
+                        registry.Options(), store=False)
+rank_work.rank_tables(job)
+print(made, sorted(set(sys.modules) - before))
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip() == "1 []"
 
 
 def _uneven_kernel_job(job: Path) -> None:

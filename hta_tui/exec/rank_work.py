@@ -135,19 +135,13 @@ def unpack_steps(blob: bytes) -> dict[str, list[int]]:
 def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
     """analysis -> its tables on this rank (`blobs.pack`), read back when stored, else made
     and stored. `data`: the rank's frames when this process has them already (the
-    in-process back-end: nothing read twice). Raises what an analysis raises: the caller
-    says which rank it cost."""
+    in-process back-end: nothing read twice). With `STEPS` among them, the rank's steps
+    covered too, made after its tables (sharing their step tables: ~2 ms of CPU on a 100 MB
+    rank, ~40 ms on its own) and kept. Raises what an analysis raises: the caller says
+    which rank it cost."""
     entry = Path(job.entry)
     chosen = [registry.BY_NAME[n] for n in job.analyses if n != STEPS]
     out: dict[str, bytes] = {}
-    if STEPS in job.analyses:
-        blob = read_cached(steps_path(entry, job.options))
-        if blob is None:
-            data = data or RankData(entry, job.meta)
-            blob = _steps_blob(job.rank, data.events, job.options)
-            if job.store:
-                _write_atomic(blob, steps_path(entry, job.options))
-        out[STEPS] = blob
     missing = []
     for a in chosen:
         blob = read_cached(result_path(entry, a, job.options))
@@ -170,6 +164,14 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
             if job.store:
                 _write_atomic(blob, result_path(entry, a, job.options))
             out[a.name] = blob
+    if STEPS in job.analyses:  # after the tables: their step tables and views are kept
+        blob = read_cached(steps_path(entry, job.options))
+        if blob is None:
+            data = data or RankData(entry, job.meta)
+            blob = _steps_blob(job.rank, data.events, job.options)
+            if job.store:
+                _write_atomic(blob, steps_path(entry, job.options))
+        out[STEPS] = blob
     return {n: out[n] for n in job.analyses}
 
 

@@ -80,6 +80,8 @@ STREAM_BYTES = 8_000_000
 #: A rank's part from this many bytes on is held as the path of its kept file (read again
 #: when used), not as its bytes: the client holds the small ones only.
 HOLD_BYTES = 65_536
+#: `work_ahead` looks at most at this many ranks' kept steps
+AHEAD_LOOKS = 8
 
 
 @dataclass
@@ -483,6 +485,8 @@ def _rankwise(
         parts.append(have)
         wanted = tuple(a.name for a in chosen if a.name not in have)
         if wanted:
+            if read_cached(steps_path(r.entry, options)) is None:  # (as a batch's, above)
+                wanted += (STEPS,)
             jobs.append((len(units) - 1, (RankJob(r.rank, str(r.entry), r.meta, wanted, options),)))
     remote = sum(r.size for r in ranks) >= backend.remote_bytes
     runner = backend if remote else Backend()
@@ -500,7 +504,8 @@ def _rankwise(
                 batch_path(batch, a) if len(batch) > 1 else result_path(Path(job.entry), a, options)
             )
 
-        return {n: _part(b, kept(n)) for n, b in got.items()}
+        # (a rank's steps covered are kept beside its frames, read by `rank_steps`)
+        return {n: _part(b, kept(n)) for n, b in got.items() if n != STEPS}
 
     for i, got in _gather(runner, jobs, stats, ts, keep).items():
         parts[i].update(got)
@@ -595,6 +600,29 @@ def _here(
         frames("events"), [a.name for a in wanted], options, frames=frames, meta={r.rank: r.meta}
     )
     return {a.name: pack(made[a.name]) for a in wanted}
+
+
+def work_ahead(ts: TraceSet, options: registry.Options, backend: Backend) -> bool:
+    """Whether rank-wise work will likely go to `backend`'s workers: the files are big
+    enough for them (`remote_bytes`) and a rank's steps covered are not kept for these
+    options and this code (every rank's task keeps them: a report whose results are kept
+    has them all). A guess made before any result is read, to start the workers early
+    (`Backend.warm`), from at most `AHEAD_LOOKS` ranks spread over the set (a stat each: a
+    warm report of 10,000 ranks looks at 8 files); a wrong one costs a start or the wait it
+    would have saved, never a number."""
+    loaded = ts.loaded()
+    ranks = sorted(loaded)
+    total = 0
+    for rank in ranks:  # (until there is enough: no file's metadata copied)
+        entry = ts.selected(rank)
+        total += entry.file.size if entry is not None else 0
+        if total >= backend.remote_bytes:
+            break
+    if not ranks or total < backend.remote_bytes:
+        return False
+    looked = ranks[:: -(-len(ranks) // AHEAD_LOOKS)]
+    entries = (loaded[rank].entry for rank in looked)
+    return any(not steps_path(e, options).is_file() and e.is_dir() for e in entries)
 
 
 def rank_steps(

@@ -196,15 +196,21 @@ def _clip(
     for w in windows:
         nth.append(seen[w.rank])
         seen[w.rank] += 1
-    cpu = pl.concat(
-        [
-            host.join(wins.filter(pl.Series(nth) == i).lazy(), on="rank")
-            .filter(pl.col("start").is_between(pl.col("_w0"), pl.col("_w1")))
-            .collect()
-            for i in range(max(seen.values(), default=0))
-        ]
-        or [host.join(wins.lazy(), on="rank").collect()]
-    ).sort(G, "_pos")
+    # (each event's window found on the columns that find it, then its rows gathered: the
+    # join of every column before the filter copied every host event, ~70 ms a 100 MB rank)
+    narrow = host.select("rank", "_pos", "start")
+    found = [
+        narrow.join(wins.filter(pl.Series(nth) == i).lazy(), on="rank")
+        .filter(pl.col("start").is_between(pl.col("_w0"), pl.col("_w1")))
+        .drop("rank", "start")
+        .collect()
+        for i in range(max(seen.values(), default=0))
+    ]
+    if found:
+        picked = pl.concat(found).sort(G, "_pos")
+        cpu = pl.concat([ev[picked["_pos"]], picked.drop("_pos")], how="horizontal")
+    else:
+        cpu = host.join(wins.lazy(), on="rank").collect()
     launches = cpu.filter(
         pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null()
     ).select(
