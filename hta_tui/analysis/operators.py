@@ -198,14 +198,23 @@ def operator_tables(
     op_tree.prime_trees(ranks, tb_compat=tb_compat)  # a batch's trees made at once
     made = _calls_at_once(ranks, tb_compat=tb_compat) if len(ranks) > 1 and batching() else {}
     out: dict[str, list[pl.DataFrame]] = {"name": [], "shape": [], "stack": []}
+    # a rank without call stacks (most: `with_stack` traces only) aggregates none: its empty
+    # table is the one of its calls' schema, made once (a query a tiny rank)
+    no_stacks: dict[tuple[object, ...], pl.DataFrame] = {}
     for r, ev in sorted(ranks.items()):
         calls = made[r] if r in made else _calls(ev, tb_compat=tb_compat)
         if calls.is_empty():
             continue
         out["name"].append(_ranked(r, _aggregate(calls, ["name"])))
         out["shape"].append(_ranked(r, _aggregate(calls, ["name", "input_shape"])))
-        stacks = calls.filter(pl.col("call_stack") != "")
-        out["stack"].append(_ranked(r, _aggregate(stacks, ["name", "call_stack"])))
+        if (calls["call_stack"] != "").any():
+            stacks = _aggregate(calls.filter(pl.col("call_stack") != ""), ["name", "call_stack"])
+        else:
+            schema = tuple(calls.schema.items())
+            if schema not in no_stacks:
+                no_stacks[schema] = _aggregate(calls.clear(), ["name", "call_stack"])
+            stacks = no_stacks[schema]
+        out["stack"].append(_ranked(r, stacks))
     return {k: pl.concat(v) if v else pl.DataFrame() for k, v in out.items()}
 
 
