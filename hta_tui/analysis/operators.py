@@ -230,6 +230,7 @@ def _calls_at_once(
     trees = [(r, t) for r, t in trees if t.height]
     if len(trees) < 2 or len({tuple(t.dtypes) for _, t in trees}) > 1:
         return {}  # (one schema: a concatenation would cast a column)
+    told = tensor_cores.ranks_tell(ranks)
     offsets = np.cumsum([0, *(t.height for _, t in trees[:-1])])
     nodes = tagged(trees)
     offset = pl.Series(np.repeat(offsets, [t.height for _, t in trees]))
@@ -241,7 +242,7 @@ def _calls_at_once(
     tells = pl.DataFrame(
         {
             "rank": [r for r, _ in trees],
-            "names_tell": [tensor_cores.names_tell(ranks[r]) for r, _ in trees],
+            "names_tell": [told[r] for r, _ in trees],
         },
         schema={"rank": pl.Int64, "names_tell": pl.Boolean},
     )
