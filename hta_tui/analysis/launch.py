@@ -215,11 +215,11 @@ def _pairs_at_once(
     """rank -> its launches (`_pairs_default`), of a batch's ranks made at once (one query
     a schema, not one a rank); a rank without launches gets its empty table, as alone."""
     out: dict[int, pl.DataFrame] = {}
-    for table in tagged_views(views, _READ):
+    for members, table in tagged_views(views, _READ):
         made = _pairs_default(table, include_memory_events=include_memory_events)
         out |= by_rank(made)
         empty = made.clear().drop("rank")
-        out |= {r: empty for r in table["rank"].unique().to_list() if r not in out}
+        out |= {r: empty for r in members if r not in out}
     return out
 
 

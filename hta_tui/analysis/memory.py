@@ -69,9 +69,7 @@ def memory_kind(name: pl.Expr | None = None, kind: pl.Expr | None = None) -> pl.
     )
 
 
-def memory_ops(
-    view: pl.DataFrame, *, hta_compat: bool, keys: tuple[str, ...] = ()
-) -> pl.DataFrame:
+def memory_ops(view: pl.DataFrame, *, hta_compat: bool, keys: tuple[str, ...] = ()) -> pl.DataFrame:
     """A rank view's memory ops: idx, name (the memory kind), pid, tid, start, end (int ns;
     a zero-length op lasts 1 us, as in HTA) and memory_bw_gbps (after `keys`: a batch's
     `rank`)."""
@@ -187,11 +185,11 @@ def _series_at_once(
     query a schema, not two a rank: ~1.4 ms of CPU a tiny rank); a rank without memory
     ops gets its empty table, as alone."""
     out: dict[int, pl.DataFrame] = {}
-    for table in tagged_views(views, _READ):
+    for members, table in tagged_views(views, _READ):
         ops = memory_ops(table, hta_compat=hta_compat, keys=("rank",))
         made = _series(ops, pl.col("rank"), snap_idle=not hta_compat)
         out |= by_rank(made, keep=True)
-        out |= {r: made.clear() for r in table["rank"].unique().to_list() if r not in out}
+        out |= {r: made.clear() for r in members if r not in out}
     return out
 
 

@@ -118,20 +118,21 @@ def made_at_once(
 
 def tagged_views(
     views: Mapping[int, pl.DataFrame], columns: tuple[str, ...]
-) -> list[pl.DataFrame]:
-    """The views' `columns` with a leading `rank`, the ranks of one schema in one table
-    each (a concatenation would cast a column another rank holds in another type), ranks in
-    order in each (a view without them left out: made alone); kept per batch (the views are kept, so their ids name them). What an
-    analysis made over a batch's views at once starts from."""
+) -> list[tuple[list[int], pl.DataFrame]]:
+    """(ranks, their views' `columns` with a leading `rank`), the ranks of one schema in one
+    table each (a concatenation would cast a column another rank holds in another type),
+    ranks in order (a view without the columns left out: made alone); kept per batch (the
+    views are kept, so their ids name them). What an analysis made over a batch's views at
+    once starts from."""
 
-    def build() -> list[pl.DataFrame]:
+    def build() -> list[tuple[list[int], pl.DataFrame]]:
         groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame]]] = {}
         for rank, view in sorted(views.items()):
             if not set(columns) <= set(view.columns):
                 continue  # (made alone)
             picked = view[list(columns)]  # (a pick: no query)
             groups.setdefault(tuple(picked.dtypes), []).append((rank, picked))
-        return [tagged(members) for members in groups.values()]
+        return [([rank for rank, _ in members], tagged(members)) for members in groups.values()]
 
     return job_cached(views, "tagged views", build, columns)  # type: ignore[return-value]
 

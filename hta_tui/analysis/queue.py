@@ -128,7 +128,8 @@ def _rank_series(rank: int | None, pairs: pl.DataFrame) -> pl.DataFrame:
     pos = np.concatenate([pairs["launch_idx"].to_numpy(), pairs["idx"].to_numpy()])
     stream = np.tile(pairs["stream"].to_numpy(), 2)
     ranks = np.tile(pairs["rank"].to_numpy(), 2) if rank is None else None
-    perm = np.lexsort((pos, order, ts, stream) if ranks is None else (pos, order, ts, stream, ranks))
+    keys = (pos, order, ts, stream) if ranks is None else (pos, order, ts, stream, ranks)
+    perm = np.lexsort(keys)
     delta = np.concatenate([np.ones(launch.size, np.int64), np.full(start.size, -1, np.int64)])
     threads = pairs.lazy().select("pid", "tid")  # nullable: gathered by polars, not numpy
     at = pl.Series(perm)
@@ -162,7 +163,9 @@ def queue_length_series(
     views = hta_view(ranks, hta_compat=hta_compat, columns=_COLUMNS)
     made = _series_at_once(views, hta_compat=hta_compat) if len(views) > 1 and batching() else {}
     frames = [
-        made[rank] if rank in made else _rank_series(rank, launch_pairs(view, hta_compat=hta_compat))
+        made[rank]
+        if rank in made
+        else _rank_series(rank, launch_pairs(view, hta_compat=hta_compat))
         for rank, view in views.items()
     ]
     if not frames:
@@ -181,14 +184,14 @@ def _series_at_once(
     queries a schema, not three a rank: integers only); a rank without launches gets its
     empty table, as alone. A null stream or time leaves its ranks to be made alone."""
     out: dict[int, pl.DataFrame] = {}
-    for table in tagged_views(views, _READ):
+    for members, table in tagged_views(views, _READ):
         pairs = launch_pairs(table, hta_compat=hta_compat)
         used = pairs.select("stream", "launch_start", "start", "launch_idx", "idx")
         if any(used.null_count().row(0)):
             continue
         made = _rank_series(None, pairs)
         out |= by_rank(made, keep=True)
-        out |= {r: made.clear() for r in table["rank"].unique().to_list() if r not in out}
+        out |= {r: made.clear() for r in members if r not in out}
     return out
 
 
