@@ -105,8 +105,9 @@ def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .then(100 * pl.col(num) / pl.col(den))
         .otherwise(0.0)
     )
-    return (
-        calls.group_by(keys)
+    return (  # (one query, not three: the same steps on the same rows)
+        calls.lazy()
+        .group_by(keys)
         .agg(
             pl.len().alias("calls"),
             pl.col("dev_self", "dev_total", "host_self", "host_total", "tc_self", "tc_total").sum(),
@@ -130,6 +131,7 @@ def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             ["device_self_duration (us)", "host_self_duration (us)", *keys],
             descending=[True, True, *([False] * len(keys))],
         )
+        .collect()
     )
 
 
