@@ -216,7 +216,10 @@ def _pairs_at_once(
     a schema, not one a rank); a rank without launches gets its empty table, as alone."""
     out: dict[int, pl.DataFrame] = {}
     for members, table in tagged_views(views, _READ):
-        made = _pairs_default(table, include_memory_events=include_memory_events)
+        try:
+            made = _pairs_default(table, include_memory_events=include_memory_events)
+        except pl.exceptions.PolarsError:  # (each rank alone, and says what is wrong)
+            continue
         out |= by_rank(made)
         empty = made.clear().drop("rank")
         out |= {r: empty for r in members if r not in out}

@@ -186,8 +186,11 @@ def _series_at_once(
     ops gets its empty table, as alone."""
     out: dict[int, pl.DataFrame] = {}
     for members, table in tagged_views(views, _READ):
-        ops = memory_ops(table, hta_compat=hta_compat, keys=("rank",))
-        made = _series(ops, pl.col("rank"), snap_idle=not hta_compat)
+        try:
+            ops = memory_ops(table, hta_compat=hta_compat, keys=("rank",))
+            made = _series(ops, pl.col("rank"), snap_idle=not hta_compat)
+        except pl.exceptions.PolarsError:  # (each rank alone, and says what is wrong)
+            continue
         out |= by_rank(made, keep=True)
         out |= {r: made.clear() for r in members if r not in out}
     return out

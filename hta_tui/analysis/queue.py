@@ -185,11 +185,14 @@ def _series_at_once(
     empty table, as alone. A null stream or time leaves its ranks to be made alone."""
     out: dict[int, pl.DataFrame] = {}
     for members, table in tagged_views(views, _READ):
-        pairs = launch_pairs(table, hta_compat=hta_compat)
-        used = pairs.select("stream", "launch_start", "start", "launch_idx", "idx")
-        if any(used.null_count().row(0)):
+        try:
+            pairs = launch_pairs(table, hta_compat=hta_compat)
+            used = pairs.select("stream", "launch_start", "start", "launch_idx", "idx")
+            if any(used.null_count().row(0)):
+                continue
+            made = _rank_series(None, pairs)
+        except pl.exceptions.PolarsError:  # (each rank alone, and says what is wrong)
             continue
-        made = _rank_series(None, pairs)
         out |= by_rank(made, keep=True)
         out |= {r: made.clear() for r in members if r not in out}
     return out
