@@ -160,3 +160,91 @@ def test_a_ranks_topology_reads_its_pids_in_one_query_each() -> None:
         none = comm_topology._cpu_pid(ev.filter(pl.col("kind") != "cpu_op"))
     assert (pid, gpus, none) == (1, [2, 7], None)
     assert queries[0] <= 3 + 1  # (+1: the filter above)
+
+
+@pytest.mark.parametrize("compat", [False, True])
+def test_a_batch_makes_the_counters_launches_and_facts_at_once_as_each_rank_alone(
+    edge_ranks: dict[int, Any], monkeypatch: pytest.MonkeyPatch, compat: bool
+) -> None:
+    """Inside a batch (`views_at_once`), the memory bandwidth and queue-length series, the
+    launches, the topology's pids and GPUs, the kernel-name facts and the first timestamps
+    are made over the batch's ranks at once (no per-rank query or function), and every
+    table is to the bit the one made rank by rank, on ranks of uneven shapes; the
+    annotations and the syncs skip the ranks they would find nothing on."""
+    from hta_tui.analysis import (
+        annotations,
+        comm_topology,
+        hta_view,
+        launch,
+        memory,
+        queue,
+        syncs,
+        tensor_cores,
+    )
+
+    tables = {
+        "memory": lambda r: memory.memory_bw_series(r, hta_compat=compat),
+        "memory_summary": lambda r: memory.memory_bw_summary(r, hta_compat=compat),
+        "launch": lambda r: registry.with_rank(
+            launch.cuda_kernel_launch_stats(r, hta_compat=compat)
+        ),
+        "queue": lambda r: queue.queue_length_series(r, hta_compat=compat),
+        "queue_summary": lambda r: queue.queue_length_summary(r, hta_compat=compat),
+        "blocked": lambda r: queue.time_blocked_on_full_queue(r, 2, hta_compat=compat),
+        "cpu_annotations": lambda r: annotations.user_annotation_breakdown(r, hta_compat=compat),
+    }
+    alone = {name: make(_fresh(edge_ranks)) for name, make in tables.items()}
+    ranks = _fresh(edge_ranks)
+    alone_facts = {r: tensor_cores._launch_facts(ev) for r, ev in ranks.items()}
+    alone_tops = {
+        r: (comm_topology._cpu_pid(ev), comm_topology._gpus(ev)) for r, ev in ranks.items()
+    }
+    alone_origins = {r: steps._origin({r: ev}, hta_compat=compat) for r, ev in ranks.items()}
+    per_rank = {"n": 0}
+    for module, name in ((memory, "_rank_series"), (queue, "_rank_series"), (launch, "_finish")):
+        real = getattr(module, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            # (the launches' divisions stay a query a rank; a batch's series: rank None)
+            per_rank["n"] += _name != "_finish" and args[0] is not None
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+    with hta_view.views_at_once():
+        together = {name: make(ranks) for name, make in tables.items()}
+        pids, gpus = comm_topology._at_once(ranks)
+        told = tensor_cores.ranks_tell(ranks)
+        with counted_queries() as queries:
+            origins = steps.origins(ranks, hta_compat=compat)
+    assert per_rank["n"] == 0  # main: each rank's memory and queue series
+    assert queries[0] <= 4  # main: a query a rank (6), then the rounding
+    assert origins == alone_origins
+    for name, table in together.items():
+        assert_frame_equal(table, alone[name], check_exact=True)
+    assert together["memory"].height > 0 and together["queue"]["rank"].n_unique() >= 3
+    assert together["launch"]["rank"].n_unique() >= 3
+    assert {r: (pids[r], gpus[r]) for r in ranks} == alone_tops
+    for rank, ev in ranks.items():  # the facts each rank's `names_tell` reads, as alone
+        kept = hta_view.job_cached({0: ev}, "kernel_names_tell", lambda: pl.DataFrame())
+        assert_frame_equal(kept, alone_facts[rank], check_exact=True)
+        assert told[rank] == tensor_cores.names_tell(ev)
+    # every tiny rank's only annotations are its steps; its async copies are pinned: no query
+    # of either finds anything on them, and neither makes one
+    assert together["cpu_annotations"].is_empty()
+    copies = pl.concat([ev.filter(pl.col("name") == "cudaMemcpyAsync") for ev in ranks.values()])
+    assert copies.height > 0 and syncs.may_sync(ranks) == set()
+    assert all(syncs.sync_calls(ev).is_empty() for ev in ranks.values())
+
+
+def test_tagged_stacks_one_schema_and_relaxes_others() -> None:
+    """`tagged` stacks frames of one schema as they are (chunk for chunk) and falls back to
+    the relaxed concatenation when a column's type or the columns differ."""
+    from hta_tui.analysis.rank_column import tagged
+
+    a, b = pl.DataFrame({"x": [1, 2]}), pl.DataFrame({"x": [3]})
+    same = tagged([(0, a), (1, b)])
+    assert same.rows() == [(0, 1), (0, 2), (1, 3)] and same.n_chunks() == 2
+    floats = tagged([(0, a), (1, pl.DataFrame({"x": [1.5]}))])
+    assert floats.schema["x"] == pl.Float64 and floats["x"].to_list() == [1.0, 2.0, 1.5]
+    other = tagged([(0, a), (1, pl.DataFrame({"y": ["s"], "x": [4]}))])
+    assert other.columns == ["rank", "x", "y"] and other["y"].to_list() == [None, None, "s"]

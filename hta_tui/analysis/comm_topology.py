@@ -70,6 +70,34 @@ def _cpu_pid(ev: pl.DataFrame) -> int | None:
     return int(values[counts == counts.max()].min())
 
 
+def _at_once(
+    ranks: Mapping[int, pl.DataFrame],
+) -> tuple[dict[int, int | None], dict[int, list[int]]]:
+    """Inside a batch of small ranks (`per_rank.batching`), every rank's `_cpu_pid` and
+    `_gpus` in two queries over the batch's events (two queries a rank alone: most of a
+    tiny rank's distributed part); ({}, {}) otherwise, or when they cannot be made."""
+    from hta_tui.analysis.per_rank import batching, ranks_events
+
+    if len(ranks) < 2 or not batching():
+        return {}, {}
+    try:
+        ev = ranks_events(ranks).lazy()
+        cpu = ev.filter((pl.col("kind") == "cpu_op") & pl.col("pid").is_not_null())
+        counted = cpu.group_by("rank", "pid").agg(pl.len().alias("n"))
+        mode = counted.sort(["rank", "n", "pid"], descending=[False, True, False])
+        pids = dict(mode.group_by("rank").agg(pl.col("pid").first()).collect().rows())
+        gpu = ev.filter(pl.col("kind").is_in(["kernel", "memcpy", "memset"]))
+        ids = gpu.select("rank", pl.coalesce("device", "pid").alias("gpu")).drop_nulls("gpu")
+        found = ids.group_by("rank").agg(pl.col("gpu").unique().sort()).collect()
+    except pl.exceptions.PolarsError:  # (each rank alone, as before)
+        return {}, {}
+    gpus = {int(r): [int(i) for i in g] for r, g in found.rows()}
+    return (
+        {int(r): pids.get(r) for r in ranks},
+        {int(r): gpus.get(r, []) for r in ranks},
+    )
+
+
 def _gpu_info(props: list[Any], gpu: int) -> dict[str, Any]:
     prop = props[gpu] if 0 <= gpu < len(props) and isinstance(props[gpu], dict) else {}
     mem = prop.get("totalGlobalMem")
@@ -85,14 +113,15 @@ def hierarchy(files: Mapping[int, tuple[str, dict[str, Any], pl.DataFrame]]) -> 
     """One row per rank and GPU it used (one row with null GPU for a CPU rank); `files` maps
     a rank to its file path, its parse metadata and its events."""
     rows = []
+    pids, gpus = _at_once({rank: ev for rank, (_, _, ev) in files.items()})
     for rank, (path, meta, ev) in sorted(files.items()):
         worker = worker_name(path)
         split = _NODE_PROCESS.match(worker)
         node = split.group(1) if split else worker
-        process = split.group(2) if split else str(_cpu_pid(ev))
+        process = split.group(2) if split else str(pids[rank] if rank in pids else _cpu_pid(ev))
         dist = meta.get("distributed_info") or {}
         props = meta.get("device_properties") or []
-        for gpu in _gpus(ev) or [None]:
+        for gpu in (gpus[rank] if rank in gpus else _gpus(ev)) or [None]:
             info = _gpu_info(props, gpu) if gpu is not None else {}
             rows.append(
                 {

@@ -167,7 +167,7 @@ def _ranks_series(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
                 grids[rank],
             )
         )
-    untold = [r for r, ev in ranks.items() if not tensor_cores.names_tell(ev)]
+    untold = [r for r, told in tensor_cores.ranks_tell(ranks).items() if not told]
     out = util.select(
         "rank",
         "device",

@@ -403,7 +403,7 @@ def _ranks_metrics(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         )
     )
     tell = pl.DataFrame(
-        {"rank": list(ranks), "tell": [tensor_cores.names_tell(ev) for ev in ranks.values()]},
+        {"rank": list(ranks), "tell": list(tensor_cores.ranks_tell(ranks).values())},
         schema={"rank": pl.Int64, "tell": pl.Boolean},
     )
     dur = pl.col("end") - pl.col("start")

@@ -154,6 +154,8 @@ def with_times(events: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
 def profiler_step_names(ranks: Mapping[int, pl.DataFrame]) -> set[str]:
     """Distinct event names containing "ProfilerStep" over all ranks (HTA's symbol table)."""
     names: set[str] = set()
+    if at_once() and len(ranks) > 1:
+        _step_names_at_once(ranks)
     for events in ranks.values():
         key = (id(events), "step_names")
         with _views_lock:
@@ -165,6 +167,29 @@ def profiler_step_names(ranks: Mapping[int, pl.DataFrame]) -> set[str]:
             hit = _remember(events, key, hit)
         names.update(hit["name"].to_list())
     return names
+
+
+def _step_names_at_once(ranks: Mapping[int, pl.DataFrame]) -> None:
+    """Inside a batch of small ranks, the ranks' step names (`profiler_step_names`' per-rank
+    table, kept as each rank's) found in one query over the ranks whose names are not kept
+    yet (two queries a rank alone); ranks of another name type find their own."""
+    todo = []
+    for rank, events in sorted(ranks.items()):
+        with _views_lock:
+            kept = (id(events), "step_names") in _views
+        if not kept and events.schema.get("name") == pl.String:
+            todo.append((rank, events))
+    if len(todo) < 2:
+        return
+    every = tagged([(rank, events.select("name")) for rank, events in todo], "__rank")
+    found = (
+        every.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
+        .unique(["__rank", "name"])
+        .partition_by("__rank", as_dict=True, include_key=False)
+    )
+    empty = pl.DataFrame(schema={"name": pl.String})
+    for rank, events in todo:
+        _remember(events, (id(events), "step_names"), found.get((rank,), empty))
 
 
 def _filter_profiler_steps(events: pl.DataFrame, step_names: set[str]) -> pl.DataFrame:

@@ -256,7 +256,7 @@ def _ranks_kernels(
     tells = pl.DataFrame(
         {
             "rank": sorted(ranks),
-            "names_tell": [tensor_cores.names_tell(ranks[r]) for r in sorted(ranks)],
+            "names_tell": [told for _, told in sorted(tensor_cores.ranks_tell(ranks).items())],
         },
         schema={"rank": pl.Int64, "names_tell": pl.Boolean},
     )

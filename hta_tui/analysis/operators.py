@@ -105,8 +105,9 @@ def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
         .then(100 * pl.col(num) / pl.col(den))
         .otherwise(0.0)
     )
-    return (
-        calls.group_by(keys)
+    return (  # (one query, not three: the same steps on the same rows)
+        calls.lazy()
+        .group_by(keys)
         .agg(
             pl.len().alias("calls"),
             pl.col("dev_self", "dev_total", "host_self", "host_total", "tc_self", "tc_total").sum(),
@@ -130,6 +131,7 @@ def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             ["device_self_duration (us)", "host_self_duration (us)", *keys],
             descending=[True, True, *([False] * len(keys))],
         )
+        .collect()
     )
 
 
@@ -198,14 +200,23 @@ def operator_tables(
     op_tree.prime_trees(ranks, tb_compat=tb_compat)  # a batch's trees made at once
     made = _calls_at_once(ranks, tb_compat=tb_compat) if len(ranks) > 1 and batching() else {}
     out: dict[str, list[pl.DataFrame]] = {"name": [], "shape": [], "stack": []}
+    # a rank without call stacks (most: `with_stack` traces only) aggregates none: its empty
+    # table is the one of its calls' schema, made once (a query a tiny rank)
+    no_stacks: dict[tuple[object, ...], pl.DataFrame] = {}
     for r, ev in sorted(ranks.items()):
         calls = made[r] if r in made else _calls(ev, tb_compat=tb_compat)
         if calls.is_empty():
             continue
         out["name"].append(_ranked(r, _aggregate(calls, ["name"])))
         out["shape"].append(_ranked(r, _aggregate(calls, ["name", "input_shape"])))
-        stacks = calls.filter(pl.col("call_stack") != "")
-        out["stack"].append(_ranked(r, _aggregate(stacks, ["name", "call_stack"])))
+        if (calls["call_stack"] != "").any():
+            stacks = _aggregate(calls.filter(pl.col("call_stack") != ""), ["name", "call_stack"])
+        else:
+            schema = tuple(calls.schema.items())
+            if schema not in no_stacks:
+                no_stacks[schema] = _aggregate(calls.clear(), ["name", "call_stack"])
+            stacks = no_stacks[schema]
+        out["stack"].append(_ranked(r, stacks))
     return {k: pl.concat(v) if v else pl.DataFrame() for k, v in out.items()}
 
 
@@ -221,6 +232,7 @@ def _calls_at_once(
     trees = [(r, t) for r, t in trees if t.height]
     if len(trees) < 2 or len({tuple(t.dtypes) for _, t in trees}) > 1:
         return {}  # (one schema: a concatenation would cast a column)
+    told = tensor_cores.ranks_tell(ranks)
     offsets = np.cumsum([0, *(t.height for _, t in trees[:-1])])
     nodes = tagged(trees)
     offset = pl.Series(np.repeat(offsets, [t.height for _, t in trees]))
@@ -232,7 +244,7 @@ def _calls_at_once(
     tells = pl.DataFrame(
         {
             "rank": [r for r, _ in trees],
-            "names_tell": [tensor_cores.names_tell(ranks[r]) for r, _ in trees],
+            "names_tell": [told[r] for r, _ in trees],
         },
         schema={"rank": pl.Int64, "names_tell": pl.Boolean},
     )

@@ -114,3 +114,31 @@ def made_at_once(
         return pl.DataFrame()
 
     job_cached(ranks, f"{name} at once", prime, *args)
+
+
+def tagged_views(
+    views: Mapping[int, pl.DataFrame], columns: tuple[str, ...]
+) -> list[tuple[list[int], pl.DataFrame]]:
+    """(ranks, their views' `columns` with a leading `rank`), the ranks of one schema in one
+    table each (a concatenation would cast a column another rank holds in another type),
+    ranks in order (a view without the columns left out: made alone); kept per batch (the
+    views are kept, so their ids name them). What an analysis made over a batch's views at
+    once starts from."""
+
+    def build() -> list[tuple[list[int], pl.DataFrame]]:
+        groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame]]] = {}
+        for rank, view in sorted(views.items()):
+            if not set(columns) <= set(view.columns):
+                continue  # (made alone)
+            picked = view[list(columns)]  # (a pick: no query)
+            groups.setdefault(tuple(picked.dtypes), []).append((rank, picked))
+        return [([rank for rank, _ in members], tagged(members)) for members in groups.values()]
+
+    return job_cached(views, "tagged views", build, columns)  # type: ignore[return-value]
+
+
+def by_rank(table: pl.DataFrame, *, keep: bool = False) -> dict[int, pl.DataFrame]:
+    """rank -> its rows of a table made over a batch at once (one chunk each, as its own
+    query makes it), with its `rank` column when `keep`."""
+    parts = table.partition_by("rank", as_dict=True, include_key=keep, maintain_order=True)
+    return {int(key[0]): part for key, part in parts.items()}  # type: ignore[arg-type]

@@ -39,6 +39,7 @@ import polars as pl
 
 from hta_tui.analysis.describe import DESCRIBE_COLUMNS, describe
 from hta_tui.analysis.hta_view import hta_view, us
+from hta_tui.analysis.per_rank import batching, by_rank, tagged_views
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
 
 #: `TraceSymbolTable.get_runtime_launch_events_query` in HTA 0.5.
@@ -91,6 +92,7 @@ def launch_pairs(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     start, end (the GPU op), all from the view. One row per GPU op: a graph launch gives one
     row per op of the graph.
     """
+    keys = ["rank"] if "rank" in view.columns else []  # (a batch's views at once)
     lf = view.lazy()  # filters before the view's other columns are copied
     if hta_compat:
         # HTA keeps a launch only when its partner's event index is > 0: an op that is the
@@ -102,32 +104,40 @@ def launch_pairs(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
         gpu = lf.filter(pl.col("gpu") & pl.col("kind").is_in(GPU_WORK_KINDS))
         launches = lf.filter(pl.col("kind").is_in(LAUNCH_KINDS))
     launches = launches.filter(pl.col("correlation").is_not_null()).select(
-        "correlation", pl.col("idx").alias("launch_idx"), pl.col("start").alias("launch_start")
+        *keys,
+        "correlation",
+        pl.col("idx").alias("launch_idx"),
+        pl.col("start").alias("launch_start"),
     )
     ops = gpu.filter(pl.col("correlation").is_not_null()).select(
-        "correlation", "idx", "stream", "pid", "tid", "start", "end"
+        *keys, "correlation", "idx", "stream", "pid", "tid", "start", "end"
     )
-    return launches.join(ops, on="correlation", how="inner").collect()
+    return launches.join(ops, on=[*keys, "correlation"], how="inner").collect()
 
 
-def _rank_series(rank: int, pairs: pl.DataFrame) -> pl.DataFrame:
+def _rank_series(rank: int | None, pairs: pl.DataFrame) -> pl.DataFrame:
     """+1 at each launch, -1 at its op's start; sorted by stream, time, then at equal times
     ops start (-1) before launches (+1), except an op launched at that very time (it starts
-    after its own launch), then file order. numpy's lexsort: 10x a polars sort on 4 keys."""
+    after its own launch), then file order. numpy's lexsort: 10x a polars sort on 4 keys.
+    `rank` None: a batch's pairs with their `rank` column, sorted by rank first (each
+    rank's streams sum to 0 too, so one running sum serves every rank)."""
     launch, start = pairs["launch_start"].to_numpy(), pairs["start"].to_numpy()
     ts = np.concatenate([launch, start])
     own = np.where(launch >= start, 2, 0).astype(np.int8)
     order = np.concatenate([np.ones(launch.size, dtype=np.int8), own])
     pos = np.concatenate([pairs["launch_idx"].to_numpy(), pairs["idx"].to_numpy()])
     stream = np.tile(pairs["stream"].to_numpy(), 2)
-    perm = np.lexsort((pos, order, ts, stream))
+    ranks = np.tile(pairs["rank"].to_numpy(), 2) if rank is None else None
+    keys = (pos, order, ts, stream) if ranks is None else (pos, order, ts, stream, ranks)
+    perm = np.lexsort(keys)
     delta = np.concatenate([np.ones(launch.size, np.int64), np.full(start.size, -1, np.int64)])
     threads = pairs.lazy().select("pid", "tid")  # nullable: gathered by polars, not numpy
     at = pl.Series(perm)
+    column = pl.lit(rank, pl.Int64) if ranks is None else pl.Series(ranks[perm])
     return (  # (one query: as eager steps, 4 a rank)
         pl.concat([threads, threads])
         .select(
-            pl.lit(rank, pl.Int64).alias("rank"),
+            column.alias("rank"),
             pl.Series("stream", stream[perm]),
             pl.Series("ts", ts[perm]),
             pl.col("pid").gather(at),
@@ -150,13 +160,42 @@ def queue_length_series(
     events) and queue_length: the value from ts until the stream's next row. Sorted by rank,
     stream, ts. Empty (with the columns) when no rank launched anything on a GPU.
     """
+    views = hta_view(ranks, hta_compat=hta_compat, columns=_COLUMNS)
+    made = _series_at_once(views, hta_compat=hta_compat) if len(views) > 1 and batching() else {}
     frames = [
-        _rank_series(rank, launch_pairs(view, hta_compat=hta_compat))
-        for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=_COLUMNS).items()
+        made[rank]
+        if rank in made
+        else _rank_series(rank, launch_pairs(view, hta_compat=hta_compat))
+        for rank, view in views.items()
     ]
     if not frames:
         return pl.DataFrame(schema=SERIES_COLUMNS)
     return pl.concat(frames)
+
+
+#: What the launch pairs read of a view (`launch_pairs`)
+_READ = ("idx", "name", "kind", "gpu", "correlation", "stream", "pid", "tid", "start", "end")
+
+
+def _series_at_once(
+    views: Mapping[int, pl.DataFrame], *, hta_compat: bool
+) -> dict[int, pl.DataFrame]:
+    """rank -> its queue lengths (`_rank_series`), of a batch's ranks made at once (two
+    queries a schema, not three a rank: integers only); a rank without launches gets its
+    empty table, as alone. A null stream or time leaves its ranks to be made alone."""
+    out: dict[int, pl.DataFrame] = {}
+    for members, table in tagged_views(views, _READ):
+        try:
+            pairs = launch_pairs(table, hta_compat=hta_compat)
+            used = pairs.select("stream", "launch_start", "start", "launch_idx", "idx")
+            if any(used.null_count().row(0)):
+                continue
+            made = _rank_series(None, pairs)
+        except pl.exceptions.PolarsError:  # (each rank alone, and says what is wrong)
+            continue
+        out |= by_rank(made, keep=True)
+        out |= {r: made.clear() for r in members if r not in out}
+    return out
 
 
 def queue_length_summary_from_series(series: pl.DataFrame) -> pl.DataFrame:

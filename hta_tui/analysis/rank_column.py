@@ -23,7 +23,12 @@ def tagged(frames: list[tuple[int, pl.DataFrame]], column: str = "rank") -> pl.D
         f = f.clone()  # a shallow copy: the caller's frame keeps its columns
         f.insert_column(0, pl.Series(column, np.full(f.height, rank, dtype=np.int64)))
         out.append(f)
-    return pl.concat(out, how="diagonal_relaxed")
+    # frames of one schema (a batch's, mostly) stacked as they are: the same table, chunk
+    # for chunk, without the relaxed concatenation's select per frame (~60% of its cost)
+    try:
+        return pl.concat(out, how="vertical")
+    except pl.exceptions.PolarsError:  # (other columns or types: a SchemaError)
+        return pl.concat(out, how="diagonal_relaxed")
 
 
 def untagged(

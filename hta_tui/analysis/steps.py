@@ -89,6 +89,7 @@ def origins(
     queries a call, not 2 a rank: asked per rank by the steps' and the findings' parts)."""
     firsts: dict[int, int | None] = {}
     ok = pl.col("cat").is_not_null() & (pl.col("cat") != "Trace")
+    _prime_firsts(ranks, ok)
     for rank, ev in sorted(ranks.items()):
         # kept per rank: the steps' part and the findings' part each ask every rank's
         found = job_cached(
@@ -106,6 +107,21 @@ def origins(
         timed = with_times(first, hta_compat=hta_compat)["start"].to_list()
         out.update(zip(known, (int(t) for t in timed), strict=True))
     return out
+
+
+def _prime_firsts(ranks: Mapping[int, pl.DataFrame], ok: pl.Expr) -> None:
+    """Inside a batch of small ranks, every rank's first `ts` (`origins`' "first ts") made
+    in one query over the batch and kept as each rank's (a query a rank alone)."""
+    from hta_tui.analysis.per_rank import made_at_once  # (numpy: not on the client)
+    from hta_tui.analysis.rank_column import tagged
+
+    def build(frames: list[tuple[int, pl.DataFrame]]) -> dict[int, pl.DataFrame]:
+        every = tagged(frames)
+        found = dict(every.group_by("rank").agg(pl.col("ts").filter(ok).min()).rows())
+        dtype = every.schema["ts"]
+        return {r: pl.DataFrame({"ts": [found.get(r)]}, schema={"ts": dtype}) for r, _ in frames}
+
+    made_at_once(ranks, "first ts", ("ts", "cat"), build)
 
 
 def job_origin_us(ranks: Mapping[int, pl.DataFrame]) -> float:

@@ -262,8 +262,8 @@ def in_flight(events: pl.DataFrame, calls: pl.DataFrame) -> pl.DataFrame:
 
 def may_sync(ranks: Mapping[int, pl.DataFrame]) -> set[int]:
     """The ranks `sync_calls` can find a sync on (a superset), in one query over every
-    rank's events: a GPU sync event, or a runtime call named as a sync call or an async
-    copy (which syncs when it copies into pageable memory)."""
+    rank's events: a GPU sync event, a runtime call named as a sync call, or an async copy
+    call on a rank with a copy into pageable memory (which it syncs on)."""
     events = ranks_events(ranks)
     if events.is_empty():
         return set()
@@ -272,9 +272,28 @@ def may_sync(ranks: Mapping[int, pl.DataFrame]) -> set[int]:
     # regex per call was a third of the Syncs view's first visit on 8 real ranks).
     names = events.lazy().filter(runtime).select(pl.col("name").unique()).collect()["name"]
     call = names.str.replace(_SUFFIX_RE, "").is_in(list(SYNC_CALLS))
-    syncing = names.filter(call | names.str.contains(_ASYNC_COPY_RE))
-    launch = runtime & pl.col("name").is_in(syncing.implode())
-    found = events.lazy().filter((pl.col("kind") == "sync") | launch).select("rank").unique()
+    syncing = names.filter(call)
+    copying = names.filter(names.str.contains(_ASYNC_COPY_RE))
+    copies = events.lazy().filter(pl.col("kind") == "memcpy").select(pl.col("name").unique())
+    copied = copies.collect()["name"]
+    pageable = copied.filter(copied.str.contains(_PAGEABLE_DTOH_RE))
+    # an async copy syncs only with a copy into pageable memory (`sync_calls`): a rank
+    # whose copies are all pinned (every tiny rank of a synthetic job) has none
+    found = (
+        events.lazy()
+        .group_by("rank")
+        .agg(
+            ((pl.col("kind") == "sync") | (runtime & pl.col("name").is_in(syncing.implode())))
+            .any()
+            .alias("syncs"),
+            (runtime & pl.col("name").is_in(copying.implode())).any().alias("copies"),
+            ((pl.col("kind") == "memcpy") & pl.col("name").is_in(pageable.implode()))
+            .any()
+            .alias("pageable"),
+        )
+        .filter(pl.col("syncs") | (pl.col("copies") & pl.col("pageable")))
+        .select("rank")
+    )
     return set(found.collect()["rank"].to_list())
 
 

@@ -15,10 +15,13 @@ figures comparable with TensorBoard, the modern one for the truth on current GPU
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 
 import polars as pl
 
 from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.per_rank import made_at_once
+from hta_tui.analysis.rank_column import tagged
 
 #: `TC_Allowlist` of torch-tb-profiler 0.4.3: substrings, case-sensitive.
 PLUGIN_KERNELS: tuple[str, ...] = (
@@ -134,6 +137,40 @@ def names_tell(events: pl.DataFrame) -> bool:
     if row["launches"]:
         return bool(row["readable"])
     return not row["other_kernels"]
+
+
+def ranks_tell(ranks: Mapping[int, pl.DataFrame]) -> dict[int, bool]:
+    """`names_tell` of each rank; inside a batch of small ranks (`per_rank.made_at_once`)
+    its facts made for every rank at once (two queries, not two a rank)."""
+    made_at_once(ranks, "kernel_names_tell", ("kind", "name", "cat"), _facts_at_once)
+    return {r: names_tell(ev) for r, ev in ranks.items()}
+
+
+def _facts_at_once(frames: list[tuple[int, pl.DataFrame]]) -> dict[int, pl.DataFrame]:
+    """`_launch_facts` of each rank of a batch (frames of one schema), rank -> its table."""
+    every = tagged(frames).lazy()
+    launch = pl.col("name").fill_null("").str.to_lowercase()
+    readable = pl.any_horizontal(launch.str.starts_with(p) for p in _READABLE_LAUNCHES)
+    calls = (
+        every.filter(pl.col("kind").is_in(["runtime", "driver"]))
+        .group_by("rank")
+        .agg(readable.any().alias("readable"))
+    )
+    other = pl.col("cat").fill_null("").str.to_lowercase() != "kernel"
+    kernels = every.filter(pl.col("kind") == "kernel").group_by("rank").agg(other.any())
+    found_calls, found_other = pl.collect_all([calls, kernels])
+    said = dict(found_calls.rows())
+    others = dict(found_other.rows())
+    return {
+        rank: pl.DataFrame(
+            {
+                "launches": [rank in said],
+                "readable": [bool(said.get(rank, False))],
+                "other_kernels": [bool(others.get(rank, False))],
+            }
+        )
+        for rank, _ in frames
+    }
 
 
 def _launch_facts(events: pl.DataFrame) -> pl.DataFrame:
