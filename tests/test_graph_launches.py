@@ -312,3 +312,16 @@ def test_launch_stats_made_once_for_both_tables(
     other = registry.run({0: events}, names, registry.Options(runtime_cutoff_us=1.0))
     assert made == [50, 1.0]
     assert not other["cuda_kernel_launch_stats"].equals(got["cuda_kernel_launch_stats"])
+
+
+def test_the_launch_table_and_each_ranks_launches_are_kept_apart(tmp_path: Path) -> None:
+    """The registry keeps the job's launch table and `launch` each rank's launch tables, both
+    per job and options: two keys, not one (a frame kept where a rank's dict is read back
+    broke the findings' launch summary after the report's table)."""
+    from hta_tui.analysis import registry
+
+    ranks = {0: _events(tmp_path, steps=2, kernels=3)}
+    table = registry.run(ranks, ["cuda_kernel_launch_stats"], registry.Options())
+    per_rank = launch.cuda_kernel_launch_stats(ranks, runtime_cutoff=50)
+    assert isinstance(per_rank, dict) and set(per_rank) == {0}
+    assert per_rank[0].height == table["cuda_kernel_launch_stats"].height > 0

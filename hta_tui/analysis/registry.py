@@ -516,7 +516,8 @@ def _launch(r: Ranks, o: Options) -> Lazy:
         from hta_tui.analysis.hta_view import job_cached
 
         said = (o.runtime_cutoff_us, o.launch_delay_cutoff_us, o.include_memory_events)
-        return job_cached(r, "cuda_kernel_launch_stats", made, *said, o.hta_compat)
+        # (its own name: `launch` keeps each rank's tables under the analysis's name)
+        return job_cached(r, "launch_table", made, *said, o.hta_compat)
 
     return {"cuda_kernel_launch_stats": table}
 
