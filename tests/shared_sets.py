@@ -28,12 +28,19 @@ def parsed(path: Path) -> ParsedTrace:
     return parse_file(path)
 
 
+def cases_cache() -> Cache:
+    """The run's cache of the shared cases (conftest.py's `CASES_CACHE`; without it, no
+    cache): a report given it reads the frames another test parsed (it keeps its results
+    there too, which `trace_set`'s readers never look at)."""
+    root = os.environ.get(CASES_CACHE)
+    return Cache(Path(root)) if root else Cache(enabled=False)
+
+
 @functools.cache
 def trace_set(path: Path) -> TraceSet:
     """A folder (or one file) as `open_set` loads it, through the run's cache of the shared
-    cases (conftest.py's `CASES_CACHE`; without it, no cache)."""
-    root = os.environ.get(CASES_CACHE)
-    return open_set(path, Cache(Path(root)) if root else Cache(enabled=False))
+    cases (`cases_cache`)."""
+    return open_set(path, cases_cache())
 
 
 @functools.cache
