@@ -46,7 +46,8 @@ def trace_set(path: Path) -> TraceSet:
 @functools.cache
 def analysis(path: Path) -> TraceAnalysis:
     """A folder (or one file) opened by the API, through the run's cache of the shared cases
-    (a folder of its own: the API's parse adds each file's summaries; without it, no cache).
-    It keeps no table either way: each method makes its tables again."""
-    root = os.environ.get(CASES_CACHE)
-    return TraceAnalysis(path, cache=Cache(Path(root) / "api") if root else False)
+    (`cases_cache`: the frames `trace_set` reads, parsed once a run for both; a summary the
+    API's parse would have added to an entry `trace_set` made is made when asked). It keeps
+    no table either way: each method makes its tables again."""
+    cache = cases_cache()
+    return TraceAnalysis(path, cache=cache if cache.enabled else False)
