@@ -28,18 +28,26 @@ def parsed(path: Path) -> ParsedTrace:
     return parse_file(path)
 
 
+def cases_cache() -> Cache:
+    """The run's cache of the shared cases (conftest.py's `CASES_CACHE`; without it, no
+    cache): a report given it reads the frames another test parsed (it keeps its results
+    there too, which `trace_set`'s readers never look at)."""
+    root = os.environ.get(CASES_CACHE)
+    return Cache(Path(root)) if root else Cache(enabled=False)
+
+
 @functools.cache
 def trace_set(path: Path) -> TraceSet:
     """A folder (or one file) as `open_set` loads it, through the run's cache of the shared
-    cases (conftest.py's `CASES_CACHE`; without it, no cache)."""
-    root = os.environ.get(CASES_CACHE)
-    return open_set(path, Cache(Path(root)) if root else Cache(enabled=False))
+    cases (`cases_cache`)."""
+    return open_set(path, cases_cache())
 
 
 @functools.cache
 def analysis(path: Path) -> TraceAnalysis:
     """A folder (or one file) opened by the API, through the run's cache of the shared cases
-    (a folder of its own: the API's parse adds each file's summaries; without it, no cache).
-    It keeps no table either way: each method makes its tables again."""
-    root = os.environ.get(CASES_CACHE)
-    return TraceAnalysis(path, cache=Cache(Path(root) / "api") if root else False)
+    (`cases_cache`: the frames `trace_set` reads, parsed once a run for both; a summary the
+    API's parse would have added to an entry `trace_set` made is made when asked). It keeps
+    no table either way: each method makes its tables again."""
+    cache = cases_cache()
+    return TraceAnalysis(path, cache=cache if cache.enabled else False)

@@ -203,12 +203,11 @@ def test_a_rank_past_the_floor_is_flagged_with_its_evidence() -> None:
 
 
 @pytest.mark.shared
-def test_param_dlrm_has_no_straggler_on_noise(shared: Path, tmp_path: Path) -> None:
+def test_param_dlrm_has_no_straggler_on_noise(shared: Path) -> None:
     """The real 8-rank job of the issue: rank 4's computation is 0.4% of a step off."""
-    from hta_tui.trace.cache import Cache
-    from hta_tui.trace.model import open_set
+    from tests.shared_sets import trace_set
 
-    ts = open_set(shared / "traces" / "param_dlrm_8rank", Cache(tmp_path / "cache"))
+    ts = trace_set(shared / "traces" / "param_dlrm_8rank")
     got = straggler_candidates(ts.frames())
     assert not got["straggler"].any()
     assert "under the noise floor" in got.row(4, named=True)["reason"]

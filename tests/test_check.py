@@ -13,11 +13,12 @@ from hta_tui.analysis.baseline_gate import OPS_GATE, STEP_GATE, GateConfig, base
 from hta_tui.check import CheckConfig, ConfigError, load_config, parse_config
 from hta_tui.session import open_session
 from hta_tui.trace.cache import Cache
+from tests.shared_sets import cases_cache
 
 
-def _pair(root: Path, run: str, baseline: str, tmp_path: Path) -> tuple[pl.DataFrame, ...]:
+def _pair(root: Path, run: str, baseline: str, cache: Cache) -> tuple[pl.DataFrame, ...]:
     """(baseline events, run events, baseline rank, run rank): the smallest rank of each."""
-    session = open_session(root / run, Cache(tmp_path / "c"), compare=root / baseline)
+    session = open_session(root / run, cache, compare=root / baseline)
     run_set, base_set = session.trace_set, session.compare_set
     assert base_set is not None
     r, b = min(run_set.loaded()), min(base_set.loaded())
@@ -29,12 +30,12 @@ def _gate(gates: pl.DataFrame, gate: str) -> dict:
 
 
 @pytest.mark.shared
-def test_gates_on_trace_compare(shared: Path, tmp_path: Path) -> None:
+def test_gates_on_trace_compare(shared: Path) -> None:
     """The pair differs only in its second step (checked by hand in the raw files): the test
     adds All2All_Pooled_Req (311 us) and AddmmBackward0 (207 us) there, so per step (2
     steps) 155.5 and 103.5 us, both over the 100 us floor; CatBackward0 (11 us, 5.5 per
     step) is under it. Both sides' ProfilerSteps last 100,298 and 122,149 us: no step gate."""
-    base, run, b, r = _pair(shared / "traces" / "trace_compare", "test", "base", tmp_path)
+    base, run, b, r = _pair(shared / "traces" / "trace_compare", "test", "base", cases_cache())
     gates, evidence = baseline_gates(base, run, control_rank=b, test_rank=r)
     ops = _gate(gates, OPS_GATE)
     assert ops["severity"] == "fail" and ops["value"] == 2
@@ -52,12 +53,12 @@ def test_gates_on_trace_compare(shared: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.shared
-def test_gates_on_trace_diff(shared: Path, tmp_path: Path) -> None:
+def test_gates_on_trace_diff(shared: Path) -> None:
     """Control rank 3, test rank 1 (as `report --compare` pairs them). Their ProfilerSteps
     (host ranges, the raw files by hand): median 76,833.5 us in the control, 114,689.5 us in
     the test, +49.3%; cudaMemcpyAsync grows most, 12,840 -> 61,588.7 us per step (38 -> 802
     calls over the 6 steps). The other way round the step time fell: only ops fail."""
-    base, run, b, r = _pair(shared / "traces" / "trace_diff", "test", "control", tmp_path)
+    base, run, b, r = _pair(shared / "traces" / "trace_diff", "test", "control", cases_cache())
     assert (b, r) == (3, 1)
     gates, evidence = baseline_gates(base, run, control_rank=b, test_rank=r)
     step = _gate(gates, STEP_GATE)
@@ -83,7 +84,7 @@ def test_gates_abstain_without_steps(tmp_path: Path) -> None:
 
     write_rank(tmp_path / "run", 0, steps=0)
     write_rank(tmp_path / "base", 0)
-    base, run, _, _ = _pair(tmp_path, "run", "base", tmp_path)
+    base, run, _, _ = _pair(tmp_path, "run", "base", Cache(tmp_path / "c"))
     gates, evidence = baseline_gates(base, run)
     assert set(gates["severity"]) == {"abstain"} and evidence.is_empty()
     assert all("no ProfilerStep in the run" in reason for reason in gates["reason"])

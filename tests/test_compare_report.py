@@ -8,16 +8,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from hta_tui import TraceAnalysis, TraceDiff
+from hta_tui import TraceDiff
 from hta_tui.cli import main
 from hta_tui.report import run_compare_report
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from tests.conftest import oracle_frame
+from tests.shared_sets import analysis, cases_cache
 
 
 @pytest.mark.shared
-def test_trace_diff_api_matches_hta(shared: Path, tmp_path: Path) -> None:
+def test_trace_diff_api_matches_hta(shared: Path) -> None:
     base = shared / "traces" / "trace_compare" / "base"
     test = shared / "traces" / "trace_compare" / "test"
     ours = TraceDiff.compare_traces(base, test, device_type="DeviceType.GPU")
@@ -25,19 +26,18 @@ def test_trace_diff_api_matches_hta(shared: Path, tmp_path: Path) -> None:
     assert ours["name"].to_list() == hta["name"].to_list()
     assert ours["Test_counts"].to_list() == hta["Test_counts"].to_list()
     expected = orjson.loads((shared / "oracle/diff/trace_compare/ops_diff.json").read_bytes())
-    loaded = TraceAnalysis(base, cache=Cache(tmp_path / "c"))
-    assert TraceDiff.ops_diff(loaded, test) == expected
+    assert TraceDiff.ops_diff(analysis(base), test) == expected
 
 
 @pytest.mark.shared
-def test_report_compare_json(shared: Path, tmp_path: Path) -> None:
+def test_report_compare_json(shared: Path) -> None:
     out = io.StringIO()
     rc = run_compare_report(
         shared / "traces" / "trace_diff" / "control",
         shared / "traces" / "trace_diff" / "test",
         as_json=True,
         out=out,
-        cache=Cache(tmp_path / "c"),
+        cache=cases_cache(),
     )
     assert rc == 0
     doc = orjson.loads(out.getvalue())

@@ -21,17 +21,16 @@ from hta_tui.analysis import catalog, step_pairs
 from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.step_time import MOVED_END, MOVED_START, StepTimeScreen, summary
 from hta_tui.report import run_report
-from hta_tui.trace.cache import Cache
-from tests.shared_sets import analysis, parsed
+from tests.shared_sets import analysis, cases_cache, parsed
 
 pytestmark = pytest.mark.shared
 
 BASE = Path("traces") / "trace_compare" / "base"
 
 
-def _report(root: Path, tmp_path: Path, only: list[str], **kw) -> dict:
+def _report(root: Path, only: list[str], **kw) -> dict:
     out = io.StringIO()
-    run_report(root, as_json=True, only=only, out=out, cache=Cache(tmp_path / "c"), **kw)
+    run_report(root, as_json=True, only=only, out=out, cache=cases_cache(), **kw)
     return orjson.loads(out.getvalue())
 
 
@@ -53,8 +52,8 @@ def test_the_trace_moves_a_step(shared: Path) -> None:
     assert abs(lengths[1009] - host[1009]) > 10_000
 
 
-def test_sync_verdict_shares_are_of_the_step_time_views_steps(shared: Path, tmp_path: Path) -> None:
-    doc = _report(shared / BASE, tmp_path, ["sync_verdict", "step_time_breakdown"])
+def test_sync_verdict_shares_are_of_the_step_time_views_steps(shared: Path) -> None:
+    doc = _report(shared / BASE, ["sync_verdict", "step_time_breakdown"])
     [verdict] = doc["sync_verdict"]
     steps = [r for r in doc["step_time_breakdown"] if r["rank"] == verdict["rank"]]
     assert verdict["steps"] == len(steps)
@@ -93,9 +92,9 @@ def test_step_time_view_shows_how_far_each_step_moved(shared: Path) -> None:
     assert f"r1 step {most['step']}: start +" in lines[-1]
 
 
-def test_every_table_says_what_it_covers(shared: Path, tmp_path: Path) -> None:
+def test_every_table_says_what_it_covers(shared: Path) -> None:
     names = ["temporal_breakdown", "step_time_breakdown", "operator_stats", "comm_comp_per_rank"]
-    doc = _report(shared / BASE, tmp_path, names)
+    doc = _report(shared / BASE, names)
     scope = doc["scope"]
     assert set(scope) == set(doc) - {"files", "scope"}
     host = sorted(_host_steps(_events(shared)))
@@ -111,7 +110,6 @@ def test_every_table_says_what_it_covers(shared: Path, tmp_path: Path) -> None:
     assert "fixed for traces newer than 2021" in scope["step_time_breakdown"]["definitions"]
     compat = _report(
         shared / BASE,
-        tmp_path,
         ["step_time_breakdown"],
         options=catalog.Options(tb_compat=True),
     )["scope"]
@@ -134,14 +132,13 @@ AVERAGE_CASES = [
 
 
 @pytest.mark.parametrize("case", AVERAGE_CASES)
-def test_plugins_overview_averages_are_in_the_json(shared: Path, tmp_path: Path, case: str) -> None:
+def test_plugins_overview_averages_are_in_the_json(shared: Path, case: str) -> None:
     """The Overview's "Average Step Time" row of every worker: its value and each category's
     value (us, rounded by the plugin) and share (`extra`, %) in `step_time_average`."""
     oracle = shared / "oracle-tb" / case
     meta = json.loads((oracle / "meta.json").read_text())
     doc = _report(
         shared / "traces" / case,
-        tmp_path,
         ["step_time_average"],
         options=catalog.Options(tb_compat=True),
     )
@@ -165,7 +162,7 @@ def test_plugins_overview_averages_are_in_the_json(shared: Path, tmp_path: Path,
     assert checked > 0
 
 
-def test_compare_report_step_time_is_the_step_time_views(shared: Path, tmp_path: Path) -> None:
+def test_compare_report_step_time_is_the_step_time_views(shared: Path) -> None:
     """trace_compare: the step-time view shows steps 1009 and 1010 on base but only 1009 on
     test (its 1010 launched no GPU work). The diff compares the steps both sides show, as
     that view shows them, and says which it left out (a median over each side's own steps
@@ -174,7 +171,7 @@ def test_compare_report_step_time_is_the_step_time_views(shared: Path, tmp_path:
 
     out = io.StringIO()
     root = shared / "traces" / "trace_compare"
-    cache = Cache(tmp_path / "c")
+    cache = cases_cache()
     assert run_compare_report(root / "base", root / "test", as_json=True, out=out, cache=cache) == 0
     step_time = orjson.loads(out.getvalue())["step_time"]
     shown = {}

@@ -67,6 +67,16 @@ def cluster() -> Iterator[DaskBackend]:
         yield backend
 
 
+@pytest.fixture(scope="module")
+def pool() -> Iterator[PoolBackend]:
+    """One worker process for the module's tests that compare a report made in it with the
+    others (each started its own: the process and its imports were most of its run there).
+    Small as the files are, the work goes to the process."""
+    with PoolBackend(1) as backend:
+        backend.remote_bytes = 0
+        yield backend
+
+
 #: Ranks of the generated NCCL job: a late one among many (64 cost the suite 10 s of CPU,
 #: for the same asserts)
 JOB_RANKS = 16
@@ -113,7 +123,7 @@ def job8(parsed8: Path, tmp_path: Path) -> tuple[Path, Cache]:
 @pytest.mark.heavy
 @pytest.mark.parametrize("case", ["pytorch_cpu_ddp_gloo_4", "trace_filter"])
 def test_three_back_ends_one_report_on_shared(
-    shared: Path, tmp_path: Path, cluster: DaskBackend, case: str
+    shared: Path, tmp_path: Path, cluster: DaskBackend, pool: PoolBackend, case: str
 ) -> None:
     """Every default analysis on real multi-rank traces (CPU-only gloo; GPU NCCL): the same
     report, number for number, in-process, in a worker process and on Dask."""
@@ -123,9 +133,7 @@ def test_three_back_ends_one_report_on_shared(
     forget_results(cache)
     here = report(path, cache, Backend())
     forget_results(cache)
-    with PoolBackend(1) as pool:
-        pool.remote_bytes = 0
-        in_pool = report(path, cache, pool)
+    in_pool = report(path, cache, pool)
     assert here == on_dask == in_pool
     assert len(here["files"]) == 2 if case == "trace_filter" else 4
 
@@ -221,6 +229,7 @@ def test_rank_by_rank_equals_every_rank_at_once(
 def test_three_back_ends_one_report_on_many_ranks(
     nccl_job: tuple[Path, Cache],
     cluster: DaskBackend,
+    pool: PoolBackend,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -238,9 +247,7 @@ def test_three_back_ends_one_report_on_many_ranks(
     forget_results(cache)
     here = report(job, cache, Backend(), only)
     forget_results(cache)
-    with PoolBackend(1) as pool:
-        pool.remote_bytes = 0  # small as the files are, the work goes to the process
-        in_pool = report(job, cache, pool, only)
+    in_pool = report(job, cache, pool, only)
     assert here == on_dask == in_pool
     assert len({r["rank"] for r in here["idle_time_breakdown"]}) == JOB_RANKS
     assert len({r["rank"] for r in here["gpu_kernel_breakdown"]}) == JOB_RANKS
@@ -250,7 +257,7 @@ def test_three_back_ends_one_report_on_many_ranks(
 
 
 def test_the_report_reads_no_frame_on_the_client(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, pool: PoolBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every analysis of the report on the process pool: the client reads no rank's frames
     (the ranks' tables and summaries come from the worker, the reductions and the findings'
@@ -271,10 +278,8 @@ def test_the_report_reads_no_frame_on_the_client(
             read.append((self.meta.get("rank"), name))
         return frame(self, name)
 
-    with PoolBackend(1) as pool:
-        pool.remote_bytes = 0  # small as the files are, the work goes to the process
-        monkeypatch.setattr(model.RankData, "frame", counted)
-        in_pool = report(root, cache, pool)
+    monkeypatch.setattr(model.RankData, "frame", counted)
+    in_pool = report(root, cache, pool)
     assert read == []
     assert in_pool == here
     assert {"findings", "critical_path", "collectives", "straggler_scores"} <= set(here)

@@ -19,6 +19,7 @@ from hta_tui.synth import write_trace_dir
 from hta_tui.trace.cache import Cache
 from tests import dialects
 from tests.conftest import oracle_frame
+from tests.shared_sets import cases_cache
 
 TEMPORAL_COLUMNS = [
     "rank",
@@ -35,9 +36,13 @@ TEMPORAL_COLUMNS = [
 TEMPORAL = ["temporal_breakdown"]
 
 
-def report_json(path: Path, tmp_path: Path, **kw) -> tuple[int, dict]:
+def report_json(
+    path: Path, tmp_path: Path, *, cache: Cache | None = None, **kw
+) -> tuple[int, dict]:
+    """The JSON report of `path`, through `cache` (a new one in `tmp_path` by default)."""
     out = io.StringIO()
-    rc = run_report(path, as_json=True, out=out, cache=Cache(tmp_path / "cache"), **kw)
+    cache = cache or Cache(tmp_path / "cache")
+    rc = run_report(path, as_json=True, out=out, cache=cache, **kw)
     return rc, orjson.loads(out.getvalue())
 
 
@@ -124,9 +129,13 @@ def test_every_shared_case_against_hta(shared: Path, tmp_path: Path) -> None:
     """HTA-compatible mode equals HTA's file exactly; every case loads or says why."""
     cases = shared_cases(shared)
     assert len(cases) >= 14
-    for case in cases:
+    for case in cases:  # (the frames other tests parsed: the parse is theirs, ~3 s of CPU)
         rc, doc = report_json(  # the other analyses on every case: test_api, test_hta_parity
-            shared / "traces" / case, tmp_path, hta_compat=True, only=["temporal_breakdown"]
+            shared / "traces" / case,
+            tmp_path,
+            cache=cases_cache(),
+            hta_compat=True,
+            only=["temporal_breakdown"],
         )
         statuses = {f["status"] for f in doc["files"]}
         assert statuses <= {"loaded", "not_trace"}, (case, doc["files"])
@@ -151,15 +160,16 @@ def test_exact_mode_deviates_only_by_rounding(shared: Path, tmp_path: Path) -> N
     """Default mode keeps ns timestamps. On traces written in whole microseconds it equals
     HTA; on fractional ones HTA's rounding (start up, end down, per event) shortens every
     event by up to 1 us, which on nccl_parser_config moves idle time by 0.7%."""
-    _, exact = report_json(shared / "traces" / "trace_filter", tmp_path, only=TEMPORAL)
-    _, compat = report_json(
-        shared / "traces" / "trace_filter", tmp_path, hta_compat=True, only=TEMPORAL
-    )
+
+    def temporal(case: str, hta_compat: bool) -> dict:
+        path = shared / "traces" / case
+        return report_json(
+            path, tmp_path, cache=cases_cache(), hta_compat=hta_compat, only=TEMPORAL
+        )[1]
+
+    exact, compat = temporal("trace_filter", False), temporal("trace_filter", True)
     assert exact["temporal_breakdown"] == compat["temporal_breakdown"]
-    _, exact = report_json(shared / "traces" / "nccl_parser_config", tmp_path, only=TEMPORAL)
-    _, compat = report_json(
-        shared / "traces" / "nccl_parser_config", tmp_path, hta_compat=True, only=TEMPORAL
-    )
+    exact, compat = temporal("nccl_parser_config", False), temporal("nccl_parser_config", True)
     (ours,), (hta,) = exact["temporal_breakdown"], compat["temporal_breakdown"]
     assert hta["idle_time(us)"] == 338781.0  # HTA's number, from the oracle
     assert ours["idle_time(us)"] == pytest.approx(336419.714, abs=1e-3)

@@ -22,6 +22,7 @@ from hta_tui.report import run_report
 from hta_tui.report_text import DEFAULT_ROWS, TIME_ORDER
 from hta_tui.trace.cache import Cache
 from tests.conftest import REPO
+from tests.shared_sets import cases_cache
 from tests.test_report_text import _column, _section
 
 ALL_KEYS = [*catalog.BY_NAME, *catalog.TABLE_OWNER]
@@ -305,15 +306,13 @@ LONG_NAMES = ["tracelens_h100_bert_memory", "pytorch_cpu_vit_memory"]
 
 @pytest.mark.shared
 @pytest.mark.parametrize("case", LONG_NAMES)
-def test_every_table_of_real_traces_fits_80_columns(
-    shared: Path, case: str, tmp_path: Path
-) -> None:
+def test_every_table_of_real_traces_fits_80_columns(shared: Path, case: str) -> None:
     """Real names are long: a text column is cut to fit beside the key columns its group
     repeats (aten-op kernel sequences, nn.Module paths), never past the width. The files
     table alone keeps its paths whole."""
     out = io.StringIO()
     root = shared / "traces" / case
-    run_report(root, only=ALL_KEYS, out=out, cache=Cache(tmp_path / "cache"), width=80)
+    run_report(root, only=ALL_KEYS, out=out, cache=cases_cache(), width=80)
     sections = ("\n" + out.getvalue()).split("\n# ")[1:]
     assert len(sections) == len(ALL_KEYS) + 1
     for section in sections:
