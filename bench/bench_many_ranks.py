@@ -14,6 +14,11 @@ bench/out/ranks-N, then measures:
   and the overview's numbers drawn, then until its findings are drawn too (they run the
   analyses over every rank), the longest the UI thread was busy in each stretch, then keys on
   the overview (move, page, ends) and the longest the UI thread was busy per key.
+Each busy stretch is split by the kernel's own count (/proc's schedstat) into the UI thread's
+CPU, its wait for a core (the load: other processes) and the rest, asleep (the GIL held by
+another thread, a lock, the loop's own timeout): on a shared machine the CPU and asleep
+figures are the app's, the core wait is the machine's (`--switch-interval` tries another GIL
+switch interval).
 Prints a Markdown section; `--out` appends it to a file (bench/RESULTS.md's section).
 """
 
@@ -175,11 +180,21 @@ class ProcessCpu:
         self._stop.set()
 
 
+def schedstat(path: str = "/proc/thread-self/schedstat") -> tuple[float, float]:
+    """A thread's (CPU, wait for a core) seconds so far: the kernel's own count of the time it
+    ran and the time it was runnable but not running (the load), read without the GIL's help."""
+    with open(path) as fh:
+        ran, waited, _ = fh.read().split()
+    return int(ran) / 1e9, int(waited) / 1e9
+
+
 class StretchProbe:
-    """What the UI thread did in each stretch over `LONG` s: its own CPU, the full garbage
-    collections in it (`gc.callbacks`: a collection is one C call no thread can sample), and
-    the UI thread's stack sampled by a watchdog thread every 10 ms while the heartbeat is late
-    (the innermost frames of hta_tui or textual, most frequent first)."""
+    """What the UI thread did in each stretch over `LONG` s: its own CPU, its wait for a core
+    and the rest (asleep: on the GIL, a lock or the event loop's own timeout), the full garbage
+    collections in it (`gc.callbacks`: a collection is one C call no thread can sample), the
+    CPU and core waits of the app's other threads meanwhile, and the UI thread's stack sampled
+    by a watchdog thread every 10 ms while the heartbeat is late (the innermost frames of
+    hta_tui or textual, most frequent first)."""
 
     LONG = 0.04
     #: A stretch this long is kept however little of it was the UI thread's own CPU, with
@@ -192,11 +207,15 @@ class StretchProbe:
         import threading
 
         self._main = threading.get_ident()
+        self._main_native = threading.get_native_id()
         self._last = time.perf_counter()
+        self._last_sched = schedstat()
         self._samples: list[str] = []
         self._gc: list[tuple[int, float]] = []
         self._gc_start = 0.0
-        self._late_cpu: dict[int, float] | None = None  # each thread's CPU when first late
+        #: every thread's (CPU, core wait) taken by the watcher every 20 ms: (when, figures),
+        #: the last eight, so a stretch's start is covered (its first 40 ms add two)
+        self._snaps: list[tuple[float, dict[int, tuple[float, float]]]] = []
         self.stretches: list[dict] = []
         self._stop = threading.Event()
         self._callback = self._on_gc
@@ -216,32 +235,37 @@ class StretchProbe:
 
     def beat(self, t: float) -> None:
         self._last = t
+        self._last_sched = schedstat()
         self._samples = []
         self._gc = []
-        self._late_cpu = None
 
     @staticmethod
-    def threads_cpu() -> dict[int, float]:
-        """Each thread of this process: its CPU seconds so far (/proc, clock ticks)."""
-        out: dict[int, float] = {}
-        tick = os.sysconf("SC_CLK_TCK")
-        for task in Path("/proc/self/task").iterdir():
+    def threads_sched() -> dict[int, tuple[float, float]]:
+        """Each thread of this process: (CPU, wait for a core) seconds so far."""
+        out: dict[int, tuple[float, float]] = {}
+        for task in os.listdir("/proc/self/task"):
             try:
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                out[int(task)] = schedstat(f"/proc/self/task/{task}/schedstat")
             except OSError:
                 continue
-            out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
         return out
 
     def _watch(self) -> None:
+        tick = 0
         while not self._stop.wait(0.01):
-            if time.perf_counter() - self._last < self.LONG:
+            tick += 1
+            late = time.perf_counter() - self._last >= self.LONG
+            if not late:
+                if tick % 2 == 0:
+                    self._snaps = [*self._snaps[-7:], (time.perf_counter(), self.threads_sched())]
                 continue
-            if self._late_cpu is None:
-                self._late_cpu = self.threads_cpu()
             frame = sys._current_frames().get(self._main)
             where = []
-            while frame is not None and len(where) < 3:
+            # the innermost frame, whatever its module (a wait's)
+            if frame is not None and "hta_tui" not in frame.f_code.co_filename:
+                inner = frame.f_code.co_filename.split("/")[-1]
+                where.append(f"[{inner}:{frame.f_lineno} {frame.f_code.co_name}]")
+            while frame is not None and len(where) < 4:
                 name = frame.f_code.co_filename
                 if "hta_tui" in name or "textual" in name:
                     short = name.split("site-packages/")[-1].split("/hta_tui/")[-1]
@@ -249,21 +273,23 @@ class StretchProbe:
                 frame = frame.f_back
             self._samples.append(" < ".join(where) or "?")
 
-    def stretch(self, t: float, wall: float, cpu: float) -> None:
+    def stretch(self, t: float, wall: float, cpu: float, core_wait: float, asleep: float) -> None:
         collections = [g for g in self._gc if g[1] > 0.02]
         if cpu < self.LONG and not collections and wall < self.WAITED:
             return
         import threading
         from collections import Counter
 
-        others: list[tuple[str, float]] = []
-        if self._late_cpu is not None:  # from the first late look (LONG in) to the end
-            now = self.threads_cpu()
+        others: list[tuple[str, float, float]] = []
+        before = [s for s in self._snaps if s[0] <= t]
+        if before:  # from the watcher's last look before the stretch to its end
+            then = before[-1][1]
+            now = self.threads_sched()
             names = {t.native_id: t.name for t in threading.enumerate()}
-            for tid, c in now.items():
-                used = c - self._late_cpu.get(tid, 0.0)
-                if used > 0 and names.get(tid) != "MainThread":
-                    others.append((names.get(tid, f"native {tid}"), used))
+            for tid, (c, w) in now.items():
+                c0, w0 = then.get(tid, (0.0, 0.0))
+                if tid != self._main_native and (c - c0 > 0.001 or w - w0 > 0.001):
+                    others.append((names.get(tid, f"native {tid}"), c - c0, w - w0))
             others.sort(key=lambda kv: -kv[1])
 
         self.stretches.append(
@@ -271,9 +297,12 @@ class StretchProbe:
                 "at": t,
                 "wall": wall,
                 "cpu": cpu,
+                "core_wait": core_wait,
+                "asleep": asleep,
                 "gc": collections,
                 "stacks": Counter(self._samples).most_common(3),
                 "others": others[:4],
+                "others_since": t - before[-1][0] if before else None,
             }
         )
 
@@ -299,7 +328,10 @@ async def app_run(
     # the longest the event loop could not run: wall seconds, and the UI thread's own CPU
     # seconds in that time (on a shared machine the wall figure counts other processes'
     # turns too; the CPU figure is the UI thread's work alone)
-    lag = {"max": 0.0, "cpu": 0.0}
+    # seconds, the longest stretch's wait for a core (the kernel's schedstat: the load), and
+    # the most any stretch slept (wall less its CPU less its core wait: on the GIL, a lock,
+    # a polars call on a busy pool, or the loop's own timeout): the app's part beside its CPU
+    lag = {"max": 0.0, "cpu": 0.0, "core": 0.0, "asleep": 0.0}
     probe = StretchProbe()
 
     async def heartbeat() -> None:
@@ -307,16 +339,22 @@ async def app_run(
         while True:
             t, c = time.perf_counter(), time.thread_time()
             probe.beat(t)
+            ran0, waited0 = probe._last_sched
             await asyncio.sleep(tick)
-            lag["max"] = max(lag["max"], time.perf_counter() - t - tick)
+            wall = time.perf_counter() - t - tick
+            ran, waited = schedstat()
+            core, asleep = waited - waited0, max(0.0, wall - (ran - ran0) - (waited - waited0))
+            if wall > lag["max"]:
+                lag["max"], lag["core"] = wall, core
             lag["cpu"] = max(lag["cpu"], time.thread_time() - c)
-            probe.stretch(t, time.perf_counter() - t - tick, time.thread_time() - c)
+            lag["asleep"] = max(lag["asleep"], asleep)
+            probe.stretch(t, wall, time.thread_time() - c, core, asleep)
 
     def reset() -> None:
-        lag["max"] = lag["cpu"] = 0.0
+        lag["max"] = lag["cpu"] = lag["core"] = lag["asleep"] = 0.0
 
-    def busy() -> tuple[float, float]:
-        return lag["max"], lag["cpu"]
+    def busy() -> tuple[float, float, float, float]:
+        return lag["max"], lag["cpu"], lag["core"], lag["asleep"]
 
     def numbers_drawn() -> bool:
         """Every file listed and landed, the overview's numbers drawn for them (its findings
@@ -436,9 +474,12 @@ def cpus(split: tuple[float, float]) -> str:
     return f"{split[0]:.1f} app + {split[1]:.1f} workers"
 
 
-def ui(busy: tuple[float, float]) -> str:
-    """A UI-thread busy stretch: wall seconds (the UI thread's own CPU seconds)."""
-    return f"{busy[0]:.3f} ({busy[1]:.3f} CPU)"
+def ui(busy: tuple[float, ...]) -> str:
+    """A UI-thread busy stretch: wall seconds (the UI thread's own CPU seconds, most in one
+    stretch; the longest stretch's wait for a core)."""
+    core = f", {busy[2]:.3f} core wait" if len(busy) > 2 else ""
+    asleep = f"; asleep at most {busy[3]:.3f}" if len(busy) > 3 else ""
+    return f"{busy[0]:.3f} ({busy[1]:.3f} CPU{core}){asleep}"
 
 
 def main() -> None:
@@ -465,6 +506,12 @@ def main() -> None:
     ap.add_argument("--no-cold", action="store_true", help="skip the cold report")
     ap.add_argument("--full", action="store_true", help="also the whole report --json, warm")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument(
+        "--switch-interval",
+        type=float,
+        help="sys.setswitchinterval before the app runs (how long a thread waits for the GIL"
+        " before asking its holder to drop it)",
+    )
     ap.add_argument("--cache", type=Path, help="a cache folder to reuse (warm figures only)")
     ap.add_argument("--out", type=Path)
     ap.add_argument(
@@ -475,6 +522,8 @@ def main() -> None:
     import hta_tui
 
     n = args.files
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     # kept results are keyed by each rank's path as given: a warm run must name the folder as
     # the run that kept them did (a link to it is another path)
     folder = args.folder or HERE / "out" / f"ranks-{n}"
@@ -569,23 +618,30 @@ def main() -> None:
                             f"| app {kind}: the picked rank's numbers shown after (s; UI busy"
                             f" at most {ui(picked_lag)}, on {shown}) | {picked_s:.1f} |",
                         ]
+                    print(f"app {kind}: t0 {res['t0']:.4f} (monotonic)", file=sys.stderr)
                     for st in kept_stretches(res["stretches"]):
                         gcs = ", ".join(f"gen{g} {d:.3f}" for g, d in st["gc"]) or "none"
                         stacks = "; ".join(f"{n}x {w}" for w, n in st["stacks"]) or "no sample"
-                        others = ", ".join(f"{n} {c:.2f}" for n, c in st["others"]) or "none"
+                        others = (
+                            ", ".join(f"{n} {c:.3f} (waited {w:.3f})" for n, c, w in st["others"])
+                            or "none"
+                        )
                         stretch_lines.append(
-                            f"- {kind} +{st['at'] - res['t0']:.1f} s: {ui((st['wall'], st['cpu']))}"
-                            f", collections {gcs}; other threads' CPU meanwhile: {others};"
-                            f" {stacks}"
+                            f"- {kind} +{st['at'] - res['t0']:.1f} s:"
+                            f" {ui((st['wall'], st['cpu'], st['core_wait']))}, asleep"
+                            f" {st['asleep']:.3f}, collections {gcs}; other threads meanwhile"
+                            f" (CPU, wait for a core): {others}; {stacks}"
                         )
     if stretch_lines:
         lines += [
             "",
             f"UI-thread stretches of {StretchProbe.LONG * 1000:.0f} ms of its own CPU or more,"
             f" {StretchProbe.WAITED * 1000:.0f} ms of wall or more, or holding a collection over"
-            " 20 ms (wall (CPU); the collections' wall s; the CPU s the app's other threads used"
-            " from 40 ms into the stretch to its end (10 ms ticks); the UI thread's stack sampled"
-            " every 10 ms, innermost hta_tui/textual frames):",
+            " 20 ms (wall (CPU, wait for a core: schedstat); asleep: the rest, on the GIL, a lock"
+            " or the loop's timeout; the collections' wall s; the CPU s and core waits of the"
+            " app's other threads from the watcher's last look before the stretch (20 ms ticks)"
+            " to its end; the UI thread's stack sampled every 10 ms once 40 ms late, innermost"
+            " hta_tui/textual frames):",
             "",
         ]
         lines += stretch_lines

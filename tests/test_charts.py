@@ -63,6 +63,15 @@ async def _time_chart(pilot: Any, seen: dict[str, Any]) -> None:
     await wait_until(pilot, lambda: screen_ready(app))
     await pilot.press("enter", "v", "v")
     seen["text"] = await _picture(app, pilot, "#time-plot")
+    # repaints of the same picture reuse its lines (made once per picture and size)
+    plot = app.screen.query_one("#time-plot", SafePlot)
+    lines = getattr(plot, "_lines", None)
+    for _ in range(3):
+        plot.refresh()
+        await pilot.pause()
+    kept = lines is not None and getattr(plot, "_lines", None) is lines
+    seen["lines kept"] = kept and len(lines) == plot.size.height
+    seen["first line"] = (plot.render_line(0).text, seen["text"].splitlines()[0])
 
 
 async def _walk(traces: Path, tmp_path: Path) -> Walk:
@@ -91,6 +100,15 @@ def test_launch_scatter_axes_in_us(walk: Walk) -> None:
     y_ticks = [line.split("┤")[0].strip() for line in lines if "┤" in line]
     assert len(x_ticks) >= 2 and all(_round(t) for t in x_ticks), x_ticks
     assert len(y_ticks) >= 2 and all(_round(t) for t in y_ticks), y_ticks
+
+
+def test_a_chart_repainted_reuses_its_lines(walk: Walk) -> None:
+    """A 1,000-rank chart was repainted 5-6 times as its view was shown again or
+    re-scoped, each time making every line anew from its picture (~8 ms each)."""
+    seen = walk["time"]
+    assert seen["lines kept"]
+    drawn, picture = seen["first line"]
+    assert drawn.rstrip() == picture.rstrip() and picture.strip()
 
 
 def test_time_chart_names_each_rank_with_its_own_marker(walk: Walk) -> None:
