@@ -300,7 +300,8 @@ def made_ahead(
     if job_kept(ranks, name, *args) is not None:
         return
     value = build()
-    job_cached(ranks, name, lambda: value, *args)  # type: ignore[arg-type, return-value]
+    with none_inside():  # kept as it is: a checkpoint there (stopped) left a lock behind
+        job_cached(ranks, name, lambda: value, *args)  # type: ignore[arg-type, return-value]
 
 
 def job_cached(
@@ -321,10 +322,16 @@ def job_cached(
     key = _job_key(ranks, name, args)
     with _views_lock:
         hit = _views.get(key)
+    if hit is not None:
+        return hit
+    # not under the lock: work that waited there would hold up the view shown; before the
+    # build's lock is made: work stopped there (cancelled) left it behind
+    checkpoint()
+    with _views_lock:
+        hit = _views.get(key)
         if hit is not None:
             return hit
         building = _building.setdefault(key, threading.RLock())
-    checkpoint()  # not under the lock: work that waited there would hold up the view shown
     with building:
         with _views_lock:
             hit = _views.get(key)
