@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from hta_tui.analysis import hta_view, op_tree, registry
+from hta_tui.analysis import hta_view, op_tree, registry, tb_steps
 from hta_tui.app.foreground import Foreground, Superseded
 from hta_tui.app.read_ahead import ReadAhead, read_ahead
 from hta_tui.app.screens.kernels import KernelsScreen
 from hta_tui.app.screens.operators import OperatorsScreen
+from hta_tui.app.screens.syncs import SyncsScreen
 from hta_tui.app.screens.timeline import TimelineScreen
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace import model
@@ -88,19 +89,61 @@ def test_the_views_of_each_rank_are_made_ahead_too(
     three_ranks: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """HTA's view of each rank, which most views start from, is made with the frames, and
-    so is each rank's operator tree (most of the Operators view's first visit): a view of
-    every rank asking for them then builds none."""
+    so are each rank's steps (the Step time, GPU metrics and Syncs views') and its operator
+    tree (most of the Operators view's first visit): a view of every rank asking for them
+    then builds none; kernel detail's runs (asking for `ts`, a core column) neither."""
     ts = open_set(three_ranks[0], Cache(three_ranks[1]))
     builds = counting_builds(monkeypatch)
     trees: list[int] = []
     real_tree = op_tree._build
     monkeypatch.setattr(op_tree, "_build", lambda *a, **kw: trees.append(1) or real_tree(*a, **kw))
+    steps: list[int] = []
+    real_steps = tb_steps._profiler_steps
+    monkeypatch.setattr(
+        tb_steps, "_profiler_steps", lambda *a, **kw: steps.append(1) or real_steps(*a, **kw)
+    )
     assert read_ahead(ts)
-    assert len(builds) == 3 and len(trees) == 3
+    assert len(builds) == 3 and len(trees) == 3 and len(steps) == 3
     views = hta_view.hta_view(ts.snapshot().frames(), columns=["pid", "tid"])
     assert len(builds) == 3 and sorted(views) == [0, 1, 2]
-    registry.tables(ts.snapshot().frames(), OperatorsScreen.ANALYSES)
-    assert len(trees) == 3
+    frames = ts.snapshot().frames()
+    runs = hta_view.hta_view(frames, columns=["ts"])
+    assert len(builds) == 3
+    steps_of = hta_view.profiler_step_names(frames)
+    for rank, view in runs.items():
+        assert view.equals(hta_view.build_rank_view(frames[rank], steps_of, columns=["ts"]))
+    registry.tables(frames, OperatorsScreen.ANALYSES)
+    registry.tables(frames, SyncsScreen.ANALYSES, frames=ts.snapshot().frames)
+    assert len(trees) == 3 and len(steps) == 3
+
+
+def test_a_view_never_waits_for_a_piece_made_ahead(
+    three_ranks: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-ahead's operator tree is made outside the lock a view's build holds: a view
+    asking for the same rank's tree meanwhile makes its own at once instead of waiting for
+    the read-ahead (a thread of lower priority: on a loaded machine, seconds); the tree kept
+    is the first one made, and the read-ahead's, landing later, does not replace it."""
+    ts = open_set(three_ranks[0], Cache(three_ranks[1]))
+    events = ts.frames()[0]
+    inside, release = threading.Event(), threading.Event()
+    real = op_tree._build
+
+    def slow_ahead(*args: Any, **kw: Any) -> Any:
+        if threading.current_thread().name == "ahead":
+            inside.set()
+            assert release.wait(30)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(op_tree, "_build", slow_ahead)
+    ahead = threading.Thread(target=op_tree.build_ahead, args=(events,), name="ahead")
+    ahead.start()
+    assert inside.wait(30)  # the read-ahead is in the middle of the tree
+    made = op_tree.build(events)  # a view's: not held up by it
+    assert not release.is_set() and ahead.is_alive()
+    release.set()
+    ahead.join(30)
+    assert op_tree.build(events) is made  # the view's tree, kept
 
 
 def test_read_ahead_holds_nothing_the_views_would_read_narrow_or_not_at_all(

@@ -14,9 +14,12 @@ import pytest
 from textual.widgets import Static
 
 from hta_tui.analysis import operators
+from hta_tui.app.screens.base import Params
 from hta_tui.app.screens.operators import DEVICE_COLUMNS, HEADERS, OperatorsScreen, display
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
+from hta_tui.trace.cache import Cache
+from hta_tui.trace.model import open_set
 from tests.app_walk import Walk, snapshot_steps, walk_app
 from tests.test_app_support import (
     T0,
@@ -258,3 +261,25 @@ def test_per_shape_keeps_the_device_columns_at_80_columns(job_walk: Walk) -> Non
     """Issue 17: per input shape, the shape column pushed the device columns off an 80-column
     screen. The name and the shape share the name's room; the whole shape is printed below."""
     assert job_walk["per shape"]["done"]
+
+
+def test_the_view_makes_only_the_grouping_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The numbers are the grouping shown (per operator, or per input shape after `v`) and
+    the call stacks below it: the other grouping, a third of the work, is made only when
+    `v` asks for it; the tables are the job analysis's."""
+    write_trace_dir(tmp_path / "t", ranks=2, steps=2, seed=3)
+    frames = open_set(tmp_path / "t", Cache(tmp_path / "c")).frames()
+    want = operators.job_operator_tables(frames)
+    made: list[list[str]] = []
+    real = operators._aggregate
+    monkeypatch.setattr(
+        operators, "_aggregate", lambda calls, keys: made.append(keys) or real(calls, keys)
+    )
+    for by_shape, table in ((False, "name"), (True, "shape")):
+        made.clear()
+        got = OperatorsScreen.compute(frames, Params(extra={"by_shape": by_shape}))
+        assert made == [["name", "input_shape"] if by_shape else ["name"], ["name", "call_stack"]]
+        assert got["table"].equals(display(want[table], gpu=True))
+        assert got["stacks"].equals(display(want["stack"], gpu=True))

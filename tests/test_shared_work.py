@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import polars as pl
+import pytest
 
 from hta_tui.analysis import catalog, hta_view, memory_context, memory_records, memory_view
+from hta_tui.analysis.checkpoint import hooked
 from hta_tui.synth import MemoryOptions, make_trace
 from hta_tui.trace.parse import parse_bytes
 
@@ -93,3 +95,21 @@ def test_what_is_shared_goes_with_the_frames() -> None:
     gc.collect()
     assert not made & set(hta_view._views)  # what these frames kept went with them
     assert not hta_view._building
+
+
+def test_a_build_stopped_at_its_checkpoint_leaves_no_lock_behind() -> None:
+    """A view's work stopped at the checkpoint before a shared table's build (its worker
+    cancelled: `Superseded`) leaves no build lock behind for it (the app's read-ahead, stopped
+    when a set is closed, left its steps' and trees')."""
+    events = pl.DataFrame({"ts": [1, 2]})
+
+    class Stopped(Exception):
+        pass
+
+    def stop() -> None:
+        raise Stopped
+
+    with hooked(stop), pytest.raises(Stopped):
+        hta_view.job_cached({0: events}, "stopped-build", lambda: events)
+    assert not [k for k in hta_view._building if k[3] == "stopped-build"]
+    assert hta_view.job_cached({0: events}, "stopped-build", lambda: events) is events

@@ -293,6 +293,42 @@ def keeps_every_step(events: pl.DataFrame) -> bool:
     return id(events) in _every_step_ids
 
 
+def _job_key(
+    ranks: Mapping[int, pl.DataFrame], name: str, args: tuple[object, ...]
+) -> tuple[object, ...]:
+    """`job_cached`'s key: the frames' identities, the ranks, the name and the arguments."""
+    frames = [ranks[r] for r in sorted(ranks)]
+    return ("job", tuple(id(f) for f in frames), tuple(sorted(ranks)), name, *args)
+
+
+def job_kept(ranks: Mapping[int, pl.DataFrame], name: str, *args: object) -> object | None:
+    """What `job_cached` keeps for these frames, `name` and `args`, or None: nothing built
+    (and nothing waited for: one being built is not there yet)."""
+    key = _job_key(ranks, name, args)
+    with _views_lock:
+        return _views.get(key)
+
+
+def made_ahead(
+    ranks: Mapping[int, pl.DataFrame],
+    name: str,
+    build: Callable[[], object],
+    *args: object,
+) -> None:
+    """`job_cached(ranks, name, build, *args)` for work ahead of any view (the app's
+    read-ahead, on a thread of lower priority): built outside the lock `job_cached` holds
+    while it builds, and kept unless one was kept meanwhile. A view asking for the same
+    table then makes its own rather than wait for a thread every other thread comes before
+    (issue 27: the read-ahead goes on through a walk of keys, and the view at its end must
+    never wait for a piece of it)."""
+    checkpoint()
+    if job_kept(ranks, name, *args) is not None:
+        return
+    value = build()
+    with none_inside():  # kept as it is: a checkpoint there (stopped) left a lock behind
+        job_cached(ranks, name, lambda: value, *args)  # type: ignore[arg-type, return-value]
+
+
 def job_cached(
     ranks: Mapping[int, pl.DataFrame],
     name: str,
@@ -308,14 +344,19 @@ def job_cached(
     if not ranks:
         return build()
     frames = [ranks[r] for r in sorted(ranks)]
-    ids = tuple(id(f) for f in frames)
-    key = ("job", ids, tuple(sorted(ranks)), name, *args)
+    key = _job_key(ranks, name, args)
+    with _views_lock:
+        hit = _views.get(key)
+    if hit is not None:
+        return hit
+    # not under the lock: work that waited there would hold up the view shown; before the
+    # build's lock is made: work stopped there (cancelled) left it behind
+    checkpoint()
     with _views_lock:
         hit = _views.get(key)
         if hit is not None:
             return hit
         building = _building.setdefault(key, threading.RLock())
-    checkpoint()  # not under the lock: work that waited there would hold up the view shown
     with building:
         with _views_lock:
             hit = _views.get(key)
@@ -334,6 +375,13 @@ def job_cached(
     return value
 
 
+def _shared(columns: Sequence[str] | None) -> bool:
+    """Whether the shared, cached view holds every column asked for (the core ones and
+    `CACHED_COLUMNS`): kernel detail's runs asked for `ts`, a core column, and built an
+    uncached view of every rank on each visit."""
+    return columns is not None and set(columns) <= {*CORE_COLUMNS, *CACHED_COLUMNS}
+
+
 def rank_view(
     events: pl.DataFrame,
     step_names: set[str],
@@ -349,7 +397,7 @@ def rank_view(
     """
     if step_filter is None:
         step_filter = len(step_names) >= 2 and not keeps_every_step(events)
-    if columns is None or not set(columns) <= set(CACHED_COLUMNS):
+    if not _shared(columns):
         return build_rank_view(
             events, step_names, hta_compat=hta_compat, columns=columns, step_filter=step_filter
         )
@@ -422,7 +470,7 @@ def hta_view(
     """`rank_view` of every rank; the ProfilerStep rule looks at all ranks at once, as HTA."""
     steps = profiler_step_names(ranks)
     batch = at_once() and len(ranks) > 1
-    if batch and columns is not None and set(columns) <= set(CACHED_COLUMNS):
+    if batch and _shared(columns):
         _views_at_once(ranks, steps, hta_compat=hta_compat)
     return {
         int(r): rank_view(ev, steps, hta_compat=hta_compat, columns=columns)

@@ -38,7 +38,7 @@ import polars as pl
 
 from hta_tui.analysis import nesting, tb_roles, tensor_cores
 from hta_tui.analysis.checkpoint import checkpoint, none_inside
-from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.hta_view import job_cached, made_ahead
 from hta_tui.analysis.per_rank import made_at_once
 from hta_tui.analysis.rank_column import tagged, untagged
 
@@ -124,6 +124,12 @@ def build(events: pl.DataFrame, *, tb_compat: bool = False) -> tuple[pl.DataFram
             tb_compat,
         )
     return built  # type: ignore[return-value]
+
+
+def build_ahead(events: pl.DataFrame) -> None:
+    """`build` (the default mode's) made ahead of any view (`hta_view.made_ahead`: the
+    read-ahead's, never waited for by a view)."""
+    made_ahead({0: events}, "tb_op_tree", lambda: _build(events, tb_compat=False), False)
 
 
 def _build(events: pl.DataFrame, *, tb_compat: bool) -> tuple[pl.DataFrame, pl.DataFrame]:

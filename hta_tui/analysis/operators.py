@@ -176,21 +176,39 @@ def operator_stacks(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = Fals
     return each_rank(ranks, lambda ev: rank_operator_stacks(ev, tb_compat=tb_compat))
 
 
+#: The job tables (`job_operator_table`): by name, by name + input shape, by call stack.
+JOB_TABLES = ("name", "shape", "stack")
+
+
+def job_operator_calls(
+    ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
+) -> pl.DataFrame | None:
+    """Every rank's operator calls one after another (`_calls`), what the job tables sum;
+    None when no rank has one."""
+    parts = [_calls(ev, tb_compat=tb_compat) for _, ev in sorted(ranks.items())]
+    parts = [p for p in parts if not p.is_empty()]
+    return pl.concat(parts) if parts else None
+
+
+def job_operator_table(calls: pl.DataFrame | None, table: str) -> pl.DataFrame:
+    """One of `JOB_TABLES` from `job_operator_calls`: each made only when asked (the
+    Operators view shows one grouping at a time; a third of its numbers' work each)."""
+    if calls is None:
+        return pl.DataFrame()
+    if table == "name":
+        return _aggregate(calls, ["name"])
+    if table == "shape":
+        return _aggregate(calls, ["name", "input_shape"])
+    return _aggregate(calls.filter(pl.col("call_stack") != ""), ["name", "call_stack"])
+
+
 def job_operator_tables(
     ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
 ) -> dict[str, pl.DataFrame]:
     """`operator_tables` summed over the ranks (no `rank` column): the app's view of a job.
     Tensor-core eligibility is the earliest call's across the ranks."""
-    parts = [_calls(ev, tb_compat=tb_compat) for _, ev in sorted(ranks.items())]
-    parts = [p for p in parts if not p.is_empty()]
-    if not parts:
-        return {"name": pl.DataFrame(), "shape": pl.DataFrame(), "stack": pl.DataFrame()}
-    calls = pl.concat(parts)
-    return {
-        "name": _aggregate(calls, ["name"]),
-        "shape": _aggregate(calls, ["name", "input_shape"]),
-        "stack": _aggregate(calls.filter(pl.col("call_stack") != ""), ["name", "call_stack"]),
-    }
+    calls = job_operator_calls(ranks, tb_compat=tb_compat)
+    return {t: job_operator_table(calls, t) for t in JOB_TABLES}
 
 
 def operator_tables(

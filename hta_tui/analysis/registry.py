@@ -1403,11 +1403,11 @@ def _last_calls(r: Ranks, o: Options) -> Lazy:
 
 
 def _job_operators(r: Ranks, o: Options) -> Lazy:
-    tables = once(lambda: operators.job_operator_tables(r, tb_compat=o.tb_compat))
-    return {
-        "job_operator_stats": lambda: tables()["name"],
-        "job_operator_stats_by_input_shape": lambda: tables()["shape"],
-        "job_operator_call_stacks": lambda: tables()["stack"],
+    calls = once(lambda: operators.job_operator_calls(r, tb_compat=o.tb_compat))
+    return {  # each table made only when asked: the view shows one grouping at a time
+        "job_operator_stats": lambda: operators.job_operator_table(calls(), "name"),
+        "job_operator_stats_by_input_shape": lambda: operators.job_operator_table(calls(), "shape"),
+        "job_operator_call_stacks": lambda: operators.job_operator_table(calls(), "stack"),
         "operator_python_stacks": lambda: operator_stacks.python_stacks(r, o.operator),
     }
 

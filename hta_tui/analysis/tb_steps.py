@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis import tb_roles
-from hta_tui.analysis.hta_view import job_cached
+from hta_tui.analysis.hta_view import job_cached, made_ahead
 from hta_tui.analysis.per_rank import made_at_once
 from hta_tui.analysis.rank_column import tagged, untagged
 
@@ -75,6 +75,12 @@ def profiler_steps(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataF
     return job_cached(
         {0: events}, "tb_steps", lambda: _profiler_steps(events, tb_compat=tb_compat), tb_compat
     )
+
+
+def steps_ahead(events: pl.DataFrame) -> None:
+    """`profiler_steps` (the default mode's) made ahead of any view (`hta_view.made_ahead`:
+    the read-ahead's, never waited for by a view)."""
+    made_ahead({0: events}, "tb_steps", lambda: _profiler_steps(events, tb_compat=False), False)
 
 
 def _profiler_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:

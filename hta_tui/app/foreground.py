@@ -29,10 +29,16 @@ used to go on all at once, and the next key found each of them in the middle of 
 While a view's key waits to be handled (`key_waiting`: Textual handles it once the screen
 being built is mounted), the view shown is about to be left: its own work waits at its next
 checkpoint too (the first, before it reads its frames, for a view whose worker has just
-started), so it does not start a piece that would run on beside the next view's. (The
-read-ahead waits while the shown view computes or wants its numbers, as before: let go
-through a walk, it was in the middle of a rank's piece at the target's key, on its thread
-of lower priority, and the target waited for that piece's lock: Operators' operator trees.)
+started), so it does not start a piece that would run on beside the next view's.
+
+The read-ahead waits while the view shown computes (a computation of it running, not all of
+them waiting at a checkpoint) or wants its numbers, but not while a view's key waits: through
+a walk of keys it goes on while the next view's key waits and each view's work waits for it,
+so the view at the walk's end finds the frames, HTA's views, the steps and the operator trees
+made (held through the walk, it left the target to build them: Operators 1.5 s, Launch
+1.1 s after every other view); from the target's key on it waits again. A piece of it never
+makes a view wait: the steps and trees it makes are built outside the lock a view's build
+holds (`hta_view.made_ahead`), the views of each rank under none.
 
 A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
 app's own worker, which never waits: while it is shown, the views left behind go on (one at a
@@ -155,19 +161,28 @@ class Foreground:
             return False
         if shown is view:  # about to be left: no new piece
             return self.leaving
+        if not lingers:  # the read-ahead
+            return self._read_ahead_holds(shown)
         if id(shown) in self._running:
             return True
         now = time.monotonic()
         since = self._wanting.get(id(shown))
         if since is not None and now - since < QUEUED_GRACE:
             return True
-        if not lingers:  # the read-ahead
-            return False
         if self.leaving:
             return True
         if now - self._shown_since < LINGER:
             return True
         return not self._take_slot(view)
+
+    def _read_ahead_holds(self, shown: object) -> bool:
+        """Under `_changed`: whether the read-ahead waits: while the view shown computes
+        (a computation of it running, not all of them waiting at a checkpoint) or wants its
+        numbers, unless a view's key waits (it is about to be left)."""
+        if self._running.get(id(shown), 0) > self.holding.get(id(shown), 0):
+            return True
+        since = self._wanting.get(id(shown))
+        return since is not None and not self.leaving and time.monotonic() - since < QUEUED_GRACE
 
     def _take_slot(self, view: object) -> bool:
         """Under `_changed`: `view`, left behind, may go on: no other view left behind is

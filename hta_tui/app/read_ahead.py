@@ -19,7 +19,7 @@ from collections.abc import Callable
 from textual import work
 from textual.worker import get_current_worker
 
-from hta_tui.analysis import op_tree
+from hta_tui.analysis import op_tree, tb_steps
 from hta_tui.analysis.checkpoint import hooked
 from hta_tui.analysis.hta_view import CACHED_COLUMNS, hta_view
 from hta_tui.app.findings_data import in_background
@@ -34,18 +34,25 @@ READ_AHEAD_FILES = 4 * READ_AHEAD_RANKS
 
 def read_ahead(ts: TraceSet, checkpoint: Callable[[], None] = lambda: None) -> bool:
     """Every rank's frames (`TraceSet.read_ahead`), then HTA's view of each, as a view of
-    every rank with the default options builds it, then each rank's operator tree (the
-    Operators view's and the kernels-by-operator table's: ~0.1 s of CPU a rank of 100 MB,
-    most of the Operators view's first visit); each kept while its frame is, shared by the
-    views; `checkpoint` before each rank's piece. False for a set not read ahead."""
+    every rank with the default options builds it, then each rank's steps as the plugin's
+    views move them to their GPU work (`tb_steps`: the Step time, GPU metrics and Syncs
+    views' and the overview's; ~25 ms of CPU a rank of 100 MB, a fifth of the Syncs view's
+    first visit), then each rank's operator tree (the Operators view's and the
+    kernels-by-operator table's: ~0.05 s of CPU a rank, most of the Operators view's first
+    visit); each kept while its frame is, shared by the views; `checkpoint` before each
+    rank's piece. The steps and the trees are made outside the locks a view's build holds
+    (`hta_view.made_ahead`): a view asking for one meanwhile never waits for this thread
+    of lower priority. False for a set not read ahead."""
     if not ts.reads_ahead():
         return False
     ts.read_ahead(checkpoint)
-    with hooked(checkpoint):  # rank_view and op_tree pass a checkpoint before each rank
+    with hooked(checkpoint):  # each piece below passes a checkpoint before each rank
         frames = ts.frames()
         hta_view(frames, columns=CACHED_COLUMNS)
         for _rank, events in sorted(frames.items()):
-            op_tree.build(events)
+            tb_steps.steps_ahead(events)
+        for _rank, events in sorted(frames.items()):
+            op_tree.build_ahead(events)
     return True
 
 

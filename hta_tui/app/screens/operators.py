@@ -92,23 +92,21 @@ class OperatorsScreen(AnalysisScreen):
     @staticmethod
     def compute(frames: dict[int, pl.DataFrame], params: Params) -> dict[str, Any]:
         options = registry.Options(tb_compat=bool(params.get("tb_compat", False)))
-        got = registry.tables(frames, OperatorsScreen.ANALYSES, options)
-        tables = {
-            "name": got["job_operator_stats"],
-            "shape": got["job_operator_stats_by_input_shape"],
-            "stack": got["job_operator_call_stacks"],
-        }
+        by_shape = bool(params.get("by_shape", False))
+        # the grouping shown only (`v` asks for the other): each is a third of the numbers
+        grouping = OperatorsScreen.ANALYSES[1 if by_shape else 0]
+        stacks_name = OperatorsScreen.ANALYSES[2]
+        got = registry.tables(frames, (grouping, stacks_name), options)
         gpu = any(
             ev.select(pl.col("kind").is_in(GPU_WORK_KINDS).any()).item() for ev in frames.values()
         )
-        by_shape = bool(params.get("by_shape", False))
-        table = tables["shape" if by_shape else "name"]
+        table = got[grouping]
         return {
             "gpu": gpu,
             "tb_compat": bool(params.get("tb_compat", False)),
             "by_shape": by_shape,
             "table": display(table, gpu=gpu),
-            "stacks": display(tables["stack"], gpu=gpu),
+            "stacks": display(got[stacks_name], gpu=gpu),
             "python": operator_stacks.has_python_frames(frames),
             "ops": table["name"].n_unique() if not table.is_empty() else 0,
             "calls": int(table["calls"].sum()) if not table.is_empty() else 0,
