@@ -35,6 +35,7 @@ from tests.app_walk import Walk, walk_app
 from tests.test_app_support import (
     make_screen_app,
     open_view,
+    press_view,
     rank_trace,
     screen_shows_current,
     settle,
@@ -96,22 +97,14 @@ def _write_stepless(root: Path) -> None:
 
 async def _every_profiler_step(pilot: Any, seen: dict[str, Any]) -> None:
     """test_views_of_every_profiler_step_say_when_there_is_none's steps and checks."""
-    app = pilot.app
     for key, cls, want in (
         ("W", DistributedScreen, "whole trace (no ProfilerStep)"),
         ("J", CriticalPathScreen, "no ProfilerStep: no step to follow"),
         ("K", KernelsScreen, "whole trace (no ProfilerStep)"),
     ):
-        await pilot.press(key)
-        await wait_until(
-            pilot,
-            lambda c=cls: isinstance(app.screen, c) and screen_shows_current(app, app.screen),
-            60.0,
-            cls.__name__,
-        )
-        await pilot.pause()
-        assert want in app.screen.scope_text, (key, app.screen.scope_text)
-        assert "every ProfilerStep" not in app.screen.scope_text
+        screen = await press_view(pilot, key, cls, 60.0)
+        assert want in screen.scope_text, (key, screen.scope_text)
+        assert "every ProfilerStep" not in screen.scope_text
 
 
 async def _whole_trace_step(pilot: Any, seen: dict[str, Any]) -> None:
@@ -125,15 +118,7 @@ async def _whole_trace_step(pilot: Any, seen: dict[str, Any]) -> None:
     assert "whole trace (no ProfilerStep)" in str(
         app.screen.query_one("#temporal-box").border_title
     )
-    await pilot.press("B")
-    await wait_until(
-        pilot,
-        lambda: isinstance(app.screen, StepTimeScreen) and screen_shows_current(app, app.screen),
-        60.0,
-        "step time",
-    )
-    await pilot.pause()
-    screen = app.screen
+    screen = await press_view(pilot, "B", StepTimeScreen, 60.0)
     assert "whole trace as step 0 (no ProfilerStep)" in screen.scope_text
     text = str(screen.query_one("#step-time-summary", Static).render())
     assert "Step 0 is the whole trace: no ProfilerStep" in text
@@ -176,17 +161,7 @@ async def test_critical_path_edge_starts_count_from_the_trace_start(tmp_path: Pa
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("J")
-        await wait_until(
-            pilot,
-            lambda: (
-                isinstance(app.screen, CriticalPathScreen) and screen_shows_current(app, app.screen)
-            ),
-            60.0,
-            "critical path",
-        )
-        await pilot.pause()
-        screen = app.screen
+        screen = await press_view(pilot, "J", CriticalPathScreen, 60.0)
         table = screen.query_one("#cp-edges", FrameTable)
         row = table.selected_row()
         assert row is not None and START in row, row
@@ -217,17 +192,8 @@ def test_a_cpu_only_rank_has_no_gpu_to_wait_for(tmp_path: Path) -> None:
 async def _detail_hint(pilot: Any, seen: dict[str, Any]) -> None:
     """test_kernel_detail_names_the_key_that_picks_a_kernel's steps and checks."""
     app = pilot.app
-    await pilot.press("E")
-    await wait_until(
-        pilot,
-        lambda: (
-            isinstance(app.screen, KernelDetailScreen) and screen_shows_current(app, app.screen)
-        ),
-        60.0,
-        "kernel detail",
-    )
-    await pilot.pause()
-    line = str(app.screen.query_one("#detail-summary", Static).render())
+    screen = await press_view(pilot, "E", KernelDetailScreen, 60.0)
+    line = str(screen.query_one("#detail-summary", Static).render())
     hint = re.search(r"no kernel picked: [^;]*; (\w+)[: ]", line)
     assert hint, line
     await pilot.press(hint.group(1))
