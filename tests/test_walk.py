@@ -3,8 +3,10 @@ view (the same step, rank or number said two ways), each fix on a small generate
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 import polars as pl
@@ -29,9 +31,11 @@ from hta_tui.app.screens.step_time import StepTimeScreen
 from hta_tui.app.widgets.frame_table import FrameTable
 from hta_tui.synth import write_trace_dir
 from hta_tui.trace.parse import parse_file
+from tests.app_walk import Walk, walk_app
 from tests.test_app_support import (
     make_screen_app,
     open_view,
+    press_view,
     rank_trace,
     screen_shows_current,
     settle,
@@ -91,65 +95,62 @@ def _write_stepless(root: Path) -> None:
         (root / f"rank-{rank}.trace.json").write_bytes(orjson.dumps(trace))
 
 
-async def test_views_of_every_profiler_step_say_when_there_is_none(tmp_path: Path) -> None:
+async def _every_profiler_step(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_views_of_every_profiler_step_say_when_there_is_none's steps and checks."""
+    for key, cls, want in (
+        ("W", DistributedScreen, "whole trace (no ProfilerStep)"),
+        ("J", CriticalPathScreen, "no ProfilerStep: no step to follow"),
+        ("K", KernelsScreen, "whole trace (no ProfilerStep)"),
+    ):
+        screen = await press_view(pilot, key, cls, 60.0)
+        assert want in screen.scope_text, (key, screen.scope_text)
+        assert "every ProfilerStep" not in screen.scope_text
+
+
+async def _whole_trace_step(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_the_plugins_whole_trace_step_is_called_the_whole_trace's steps and checks (first:
+    the overview as the app opens on it)."""
+    app = pilot.app
+    box = app.screen.query_one("#overview-step-box")
+    await wait_until(pilot, lambda: "step 0" in str(box.border_title), 30.0, "step box")
+    assert "whole trace as step 0 (no ProfilerStep)" in str(box.border_title)
+    assert len(str(box.border_title)) <= 80 - 4  # whole in its border at 80 columns
+    assert "whole trace (no ProfilerStep)" in str(
+        app.screen.query_one("#temporal-box").border_title
+    )
+    screen = await press_view(pilot, "B", StepTimeScreen, 60.0)
+    assert "whole trace as step 0 (no ProfilerStep)" in screen.scope_text
+    text = str(screen.query_one("#step-time-summary", Static).render())
+    assert "Step 0 is the whole trace: no ProfilerStep" in text
+    assert "ProfilerStep ranges as recorded" not in text
+    assert all(len(line) <= 78 for line in text.splitlines() if "Step 0" in line)
+
+
+@pytest.fixture(scope="module")
+def stepless_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on two ranks without ProfilerStep for the two tests below: the overview and
+    the step time first, then the views of every ProfilerStep."""
+    tmp_path = tmp_path_factory.mktemp("stepless")
+    root = tmp_path / "traces"
+    _write_stepless(root)
+    app = make_screen_app(root, tmp_path)
+    scenarios = {"whole trace": _whole_trace_step, "every step": _every_profiler_step}
+    return asyncio.run(walk_app(app, scenarios, first=settle, size=(80, 24)))
+
+
+def test_views_of_every_profiler_step_say_when_there_is_none(stepless_walk: Walk) -> None:
     """On a trace without ProfilerStep the distributed view's title said `every ProfilerStep`
     and the critical path's `each ProfilerStep`, where the others say `whole trace (no
     ProfilerStep)`; with steps, both now use the same words."""
-    root = tmp_path / "traces"
-    _write_stepless(root)
-    app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        for key, cls, want in (
-            ("W", DistributedScreen, "whole trace (no ProfilerStep)"),
-            ("J", CriticalPathScreen, "no ProfilerStep: no step to follow"),
-            ("K", KernelsScreen, "whole trace (no ProfilerStep)"),
-        ):
-            await pilot.press(key)
-            await wait_until(
-                pilot,
-                lambda c=cls: isinstance(app.screen, c) and screen_shows_current(app, app.screen),
-                60.0,
-                cls.__name__,
-            )
-            await pilot.pause()
-            assert want in app.screen.scope_text, (key, app.screen.scope_text)
-            assert "every ProfilerStep" not in app.screen.scope_text
+    stepless_walk.check("every step")
     assert CriticalPathScreen.STEPS == DistributedScreen.STEPS == "every ProfilerStep"
 
 
-async def test_the_plugins_whole_trace_step_is_called_the_whole_trace(tmp_path: Path) -> None:
+def test_the_plugins_whole_trace_step_is_called_the_whole_trace(stepless_walk: Walk) -> None:
     """Without ProfilerStep the plugin's one step "0" is the whole trace: the step-time view
     and the overview's step box said `step 0, as the TensorBoard plugin` (and `the ProfilerStep
     ranges as recorded`) beside a temporal breakdown of the `whole trace (no ProfilerStep)`."""
-    root = tmp_path / "traces"
-    _write_stepless(root)
-    app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        box = app.screen.query_one("#overview-step-box")
-        await wait_until(pilot, lambda: "step 0" in str(box.border_title), 30.0, "step box")
-        assert "whole trace as step 0 (no ProfilerStep)" in str(box.border_title)
-        assert len(str(box.border_title)) <= 80 - 4  # whole in its border at 80 columns
-        assert "whole trace (no ProfilerStep)" in str(
-            app.screen.query_one("#temporal-box").border_title
-        )
-        await pilot.press("B")
-        await wait_until(
-            pilot,
-            lambda: (
-                isinstance(app.screen, StepTimeScreen) and screen_shows_current(app, app.screen)
-            ),
-            60.0,
-            "step time",
-        )
-        await pilot.pause()
-        screen = app.screen
-        assert "whole trace as step 0 (no ProfilerStep)" in screen.scope_text
-        text = str(screen.query_one("#step-time-summary", Static).render())
-        assert "Step 0 is the whole trace: no ProfilerStep" in text
-        assert "ProfilerStep ranges as recorded" not in text
-        assert all(len(line) <= 78 for line in text.splitlines() if "Step 0" in line)
+    stepless_walk.check("whole trace")
 
 
 async def test_critical_path_edge_starts_count_from_the_trace_start(tmp_path: Path) -> None:
@@ -160,17 +161,7 @@ async def test_critical_path_edge_starts_count_from_the_trace_start(tmp_path: Pa
     app = make_screen_app(root, tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("J")
-        await wait_until(
-            pilot,
-            lambda: (
-                isinstance(app.screen, CriticalPathScreen) and screen_shows_current(app, app.screen)
-            ),
-            60.0,
-            "critical path",
-        )
-        await pilot.pause()
-        screen = app.screen
+        screen = await press_view(pilot, "J", CriticalPathScreen, 60.0)
         table = screen.query_one("#cp-edges", FrameTable)
         row = table.selected_row()
         assert row is not None and START in row, row
@@ -198,29 +189,51 @@ def test_a_cpu_only_rank_has_no_gpu_to_wait_for(tmp_path: Path) -> None:
     ]
 
 
-async def test_kernel_detail_names_the_key_that_picks_a_kernel(tmp_path: Path) -> None:
-    """Kernel detail opened with no kernel picked said `3 to pick`: 3 opens the memory
-    section since the digits name sections. The key it names opens the kernels view."""
+async def _detail_hint(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_kernel_detail_names_the_key_that_picks_a_kernel's steps and checks."""
+    app = pilot.app
+    screen = await press_view(pilot, "E", KernelDetailScreen, 60.0)
+    line = str(screen.query_one("#detail-summary", Static).render())
+    hint = re.search(r"no kernel picked: [^;]*; (\w+)[: ]", line)
+    assert hint, line
+    await pilot.press(hint.group(1))
+    await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), 30.0, "kernels")
+
+
+async def _tensor_core_list(pilot: Any, seen: dict[str, Any]) -> None:
+    """test_operators_name_the_tensor_core_list_of_the_rules_shown's steps and checks."""
+    app = pilot.app
+    screen = await open_view(pilot, "R", OperatorsScreen)
+    assert "tensor cores: modern kernel list" in str(
+        screen.query_one("#operators-summary").render()
+    )
+    await pilot.press("X")
+    await wait_until(
+        pilot,
+        lambda: screen.params.get("tb_compat") is True and screen_shows_current(app, screen),
+        60.0,
+        "the plugin's rules",
+    )
+    await pilot.pause()
+    text = str(screen.query_one("#operators-summary").render())
+    assert "tensor cores: the plugin's 2021 kernel list" in text, text
+
+
+@pytest.fixture(scope="module")
+def one_rank_walk(tmp_path_factory: pytest.TempPathFactory) -> Walk:
+    """One app on one generated rank of two steps for the two tests below, in turn."""
+    tmp_path = tmp_path_factory.mktemp("one-rank")
     root = tmp_path / "traces"
     write_trace_dir(root, ranks=1, steps=2, seed=0, kernels_per_step=6)
     app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
-        await pilot.press("E")
-        await wait_until(
-            pilot,
-            lambda: (
-                isinstance(app.screen, KernelDetailScreen) and screen_shows_current(app, app.screen)
-            ),
-            60.0,
-            "kernel detail",
-        )
-        await pilot.pause()
-        line = str(app.screen.query_one("#detail-summary", Static).render())
-        hint = re.search(r"no kernel picked: [^;]*; (\w+)[: ]", line)
-        assert hint, line
-        await pilot.press(hint.group(1))
-        await wait_until(pilot, lambda: isinstance(app.screen, KernelsScreen), 30.0, "kernels")
+    scenarios = {"detail hint": _detail_hint, "tensor cores": _tensor_core_list}
+    return asyncio.run(walk_app(app, scenarios, first=settle, size=(80, 24)))
+
+
+def test_kernel_detail_names_the_key_that_picks_a_kernel(one_rank_walk: Walk) -> None:
+    """Kernel detail opened with no kernel picked said `3 to pick`: 3 opens the memory
+    section since the digits name sections. The key it names opens the kernels view."""
+    one_rank_walk.check("detail hint")
 
 
 def test_one_collective_on_one_rank_is_said_in_the_singular() -> None:
@@ -231,24 +244,7 @@ def test_one_collective_on_one_rank_is_said_in_the_singular() -> None:
     assert DistributedScreen._summary(two).startswith("2 collectives, none seen on two ranks:")
 
 
-async def test_operators_name_the_tensor_core_list_of_the_rules_shown(tmp_path: Path) -> None:
+def test_operators_name_the_tensor_core_list_of_the_rules_shown(one_rank_walk: Walk) -> None:
     """The operators view said `tensor cores: modern kernel list` under the plugin's own
     rules (X), whose tensor-core columns use the plugin's 2021 list."""
-    root = tmp_path / "traces"
-    write_trace_dir(root, ranks=1, steps=2, seed=0, kernels_per_step=6)
-    app = make_screen_app(root, tmp_path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        screen = await open_view(pilot, "R", OperatorsScreen)
-        assert "tensor cores: modern kernel list" in str(
-            screen.query_one("#operators-summary").render()
-        )
-        await pilot.press("X")
-        await wait_until(
-            pilot,
-            lambda: screen.params.get("tb_compat") is True and screen_shows_current(app, screen),
-            60.0,
-            "the plugin's rules",
-        )
-        await pilot.pause()
-        text = str(screen.query_one("#operators-summary").render())
-        assert "tensor cores: the plugin's 2021 kernel list" in text, text
+    one_rank_walk.check("tensor cores")
