@@ -141,30 +141,6 @@ def _share_parsed_css() -> None:
     Stylesheet._parse_rules = shared  # type: ignore[method-assign]
 
 
-#: Textual's idle test for Pilot's `pause()` (and every `press()`): sleep a step, look whether
-#: the process used under IDLE_SHARE of that step's CPU, else sleep another (up to 1 s).
-#: Textual's step is 20 ms, so every key and pause of an app test waited at least 20 ms,
-#: most of them with the app long done: at 5 ms steps and the same share, the same test of
-#: idleness answers as soon as the app is done within 5 ms.
-IDLE_STEP = 0.005
-IDLE_SHARE = 1 / 20
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _quick_idle_waits() -> None:
-    """Pilot's waits for an idle app in steps of IDLE_STEP (Textual's private module
-    constants; skipped if they moved): whether an app is idle is judged as before, in
-    shorter steps. Measured on eight app modules (64 tests, a machine at load 4.5): 39 s
-    of wall to 32 s, the same CPU."""
-    try:
-        from textual import _wait
-    except ImportError:
-        return
-    if hasattr(_wait, "SLEEP_GRANULARITY") and hasattr(_wait, "SLEEP_IDLE"):
-        _wait.SLEEP_GRANULARITY = IDLE_STEP
-        _wait.SLEEP_IDLE = IDLE_STEP * IDLE_SHARE
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test marked `shared` gets the `shared` fixture even when it does not name it (its
     cases are listed at collection time), so it skips, like every other one, when ../shared
