@@ -42,7 +42,7 @@ from collections.abc import Mapping
 import polars as pl
 
 from hta_tui.analysis.hta_view import hta_view, job_cached, us
-from hta_tui.analysis.per_rank import batching, by_rank, tagged_views
+from hta_tui.analysis.per_rank import views_at_once
 from hta_tui.trace.schema import LAUNCH_KINDS
 
 #: Launch names of HTA 0.5's `cuda_kernel_launch_stats`.
@@ -188,8 +188,10 @@ def _launch_stats(
     out = {}
     views = hta_view(ranks, hta_compat=hta_compat, columns=())
     made = (
-        _pairs_at_once(views, include_memory_events=include_memory_events)
-        if not hta_compat and len(views) > 1 and batching()
+        views_at_once(
+            views, _READ, lambda t: _pairs_default(t, include_memory_events=include_memory_events)
+        )
+        if not hta_compat
         else {}
     )
     for rank, view in views.items():
@@ -205,25 +207,8 @@ def _launch_stats(
     return out
 
 
-#: What the default launches read of a view (`_pairs_default`)
+#: What the default launches read of a view (`_pairs_default`), a batch's at once
 _READ = ("idx", "name", "kind", "gpu", "correlation", "start", "dur")
-
-
-def _pairs_at_once(
-    views: Mapping[int, pl.DataFrame], *, include_memory_events: bool
-) -> dict[int, pl.DataFrame]:
-    """rank -> its launches (`_pairs_default`), of a batch's ranks made at once (one query
-    a schema, not one a rank); a rank without launches gets its empty table, as alone."""
-    out: dict[int, pl.DataFrame] = {}
-    for members, table in tagged_views(views, _READ):
-        try:
-            made = _pairs_default(table, include_memory_events=include_memory_events)
-        except pl.exceptions.PolarsError:  # (each rank alone, and says what is wrong)
-            continue
-        out |= by_rank(made)
-        empty = made.clear().drop("rank")
-        out |= {r: empty for r in members if r not in out}
-    return out
 
 
 def short_gpu_kernels(stats: pl.DataFrame, runtime_cutoff: float = 50) -> pl.DataFrame:

@@ -30,7 +30,7 @@ import polars as pl
 
 from hta_tui.analysis.describe import DESCRIBE_COLUMNS, describe
 from hta_tui.analysis.hta_view import hta_view
-from hta_tui.analysis.per_rank import batching, by_rank, tagged_views
+from hta_tui.analysis.per_rank import views_at_once
 
 SERIES_COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -162,7 +162,18 @@ def memory_bw_series(
     rank, name, ts. Empty (with the columns) without memory ops.
     """
     views = hta_view(ranks, hta_compat=hta_compat, columns=_COLUMNS)
-    made = _series_at_once(views, hta_compat=hta_compat) if len(views) > 1 and batching() else {}
+    # a batch's ranks made at once (one query a schema, not two a rank: ~1.4 ms of CPU a
+    # tiny rank), each rank's rows its own
+    made = views_at_once(
+        views,
+        _READ,
+        lambda t: _series(
+            memory_ops(t, hta_compat=hta_compat, keys=("rank",)),
+            pl.col("rank"),
+            snap_idle=not hta_compat,
+        ),
+        keep=True,
+    )
     frames = [
         made[rank]
         if rank in made
@@ -176,24 +187,6 @@ def memory_bw_series(
 
 #: What the memory ops read of a view (`memory_ops`)
 _READ = ("idx", "name", "kind", "gpu", "kernel_type", "pid", "tid", "start", "end", *_COLUMNS[2:])
-
-
-def _series_at_once(
-    views: Mapping[int, pl.DataFrame], *, hta_compat: bool
-) -> dict[int, pl.DataFrame]:
-    """rank -> its step function (`_rank_series`), of a batch's ranks made at once (one
-    query a schema, not two a rank: ~1.4 ms of CPU a tiny rank); a rank without memory
-    ops gets its empty table, as alone."""
-    out: dict[int, pl.DataFrame] = {}
-    for members, table in tagged_views(views, _READ):
-        try:
-            ops = memory_ops(table, hta_compat=hta_compat, keys=("rank",))
-            made = _series(ops, pl.col("rank"), snap_idle=not hta_compat)
-        except pl.exceptions.PolarsError:  # (each rank alone, and says what is wrong)
-            continue
-        out |= by_rank(made, keep=True)
-        out |= {r: made.clear() for r in members if r not in out}
-    return out
 
 
 def memory_bw_summary_from_series(series: pl.DataFrame) -> pl.DataFrame:

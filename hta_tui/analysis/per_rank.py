@@ -137,6 +137,34 @@ def tagged_views(
     return job_cached(views, "tagged views", build, columns)  # type: ignore[return-value]
 
 
+def views_at_once(
+    views: Mapping[int, pl.DataFrame],
+    columns: tuple[str, ...],
+    make: Callable[[pl.DataFrame], pl.DataFrame | None],
+    *,
+    keep: bool = False,
+) -> dict[int, pl.DataFrame]:
+    """rank -> its table, `make` run once per schema over a batch's views at once
+    (`tagged_views`: `make` sees a leading `rank` column) and split back (`by_rank`, with
+    `rank` when `keep`); a rank with no rows gets the table's empty frame, as alone. Empty
+    outside a batch; a schema `make` refuses (None) or fails on leaves its ranks out, to be
+    made alone (which says what is wrong)."""
+    out: dict[int, pl.DataFrame] = {}
+    if len(views) < 2 or not batching():
+        return out
+    for members, table in tagged_views(views, columns):
+        try:
+            made = make(table)
+        except pl.exceptions.PolarsError:
+            continue
+        if made is None:
+            continue
+        out |= by_rank(made, keep=keep)
+        empty = made.clear() if keep else made.clear().drop("rank")
+        out |= {r: empty for r in members if r not in out}
+    return out
+
+
 def by_rank(table: pl.DataFrame, *, keep: bool = False) -> dict[int, pl.DataFrame]:
     """rank -> its rows of a table made over a batch at once (one chunk each, as its own
     query makes it), with its `rank` column when `keep`."""

@@ -39,7 +39,7 @@ import polars as pl
 
 from hta_tui.analysis.describe import DESCRIBE_COLUMNS, describe
 from hta_tui.analysis.hta_view import hta_view, us
-from hta_tui.analysis.per_rank import batching, by_rank, tagged_views
+from hta_tui.analysis.per_rank import views_at_once
 from hta_tui.trace.schema import GPU_WORK_KINDS, LAUNCH_KINDS
 
 #: `TraceSymbolTable.get_runtime_launch_events_query` in HTA 0.5.
@@ -161,7 +161,7 @@ def queue_length_series(
     stream, ts. Empty (with the columns) when no rank launched anything on a GPU.
     """
     views = hta_view(ranks, hta_compat=hta_compat, columns=_COLUMNS)
-    made = _series_at_once(views, hta_compat=hta_compat) if len(views) > 1 and batching() else {}
+    made = views_at_once(views, _READ, lambda t: _series_at_once(t, hta_compat), keep=True)
     frames = [
         made[rank]
         if rank in made
@@ -177,25 +177,15 @@ def queue_length_series(
 _READ = ("idx", "name", "kind", "gpu", "correlation", "stream", "pid", "tid", "start", "end")
 
 
-def _series_at_once(
-    views: Mapping[int, pl.DataFrame], *, hta_compat: bool
-) -> dict[int, pl.DataFrame]:
-    """rank -> its queue lengths (`_rank_series`), of a batch's ranks made at once (two
-    queries a schema, not three a rank: integers only); a rank without launches gets its
-    empty table, as alone. A null stream or time leaves its ranks to be made alone."""
-    out: dict[int, pl.DataFrame] = {}
-    for members, table in tagged_views(views, _READ):
-        try:
-            pairs = launch_pairs(table, hta_compat=hta_compat)
-            used = pairs.select("stream", "launch_start", "start", "launch_idx", "idx")
-            if any(used.null_count().row(0)):
-                continue
-            made = _rank_series(None, pairs)
-        except pl.exceptions.PolarsError:  # (each rank alone, and says what is wrong)
-            continue
-        out |= by_rank(made, keep=True)
-        out |= {r: made.clear() for r in members if r not in out}
-    return out
+def _series_at_once(table: pl.DataFrame, hta_compat: bool) -> pl.DataFrame | None:
+    """The queue lengths (`_rank_series`) of a batch's views at once (`per_rank.views_at_once`:
+    two queries a schema, not three a rank; integers only); None (each rank alone) when a
+    stream or a time is null."""
+    pairs = launch_pairs(table, hta_compat=hta_compat)
+    used = pairs.select("stream", "launch_start", "start", "launch_idx", "idx")
+    if any(used.null_count().row(0)):
+        return None
+    return _rank_series(None, pairs)
 
 
 def queue_length_summary_from_series(series: pl.DataFrame) -> pl.DataFrame:
