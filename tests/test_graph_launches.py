@@ -292,19 +292,19 @@ def test_launch_stats_made_once_for_both_tables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`kernel_launch_summary` reads the launch table `cuda_kernel_launch_stats` makes (a
-    rank's worker makes both: on main it made the table twice); other options, another."""
+    rank's worker makes both: once it made the table twice); other options, another."""
     from hta_tui.analysis import registry
     from hta_tui.analysis.findings.gpu import launch_summary
 
     events = _events(tmp_path, steps=2, kernels=3)
     made: list[float] = []
-    real = launch.cuda_kernel_launch_stats
+    real = launch._launch_stats
 
-    def counted(*args: object, **kw: object) -> dict[int, pl.DataFrame]:
-        made.append(kw["runtime_cutoff"])  # type: ignore[arg-type]
-        return real(*args, **kw)  # type: ignore[arg-type]
+    def counted(*args: object) -> dict[int, pl.DataFrame]:
+        made.append(args[1])  # type: ignore[arg-type]  # (its runtime_cutoff)
+        return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(launch, "cuda_kernel_launch_stats", counted)
+    monkeypatch.setattr(launch, "_launch_stats", counted)
     names = ["cuda_kernel_launch_stats", "kernel_launch_summary"]
     got = registry.run({0: events}, names, registry.Options())
     assert made == [50] and not got["cuda_kernel_launch_stats"].is_empty()
@@ -315,9 +315,9 @@ def test_launch_stats_made_once_for_both_tables(
 
 
 def test_the_launch_table_and_each_ranks_launches_are_kept_apart(tmp_path: Path) -> None:
-    """The registry keeps the job's launch table and `launch` each rank's launch tables, both
-    per job and options: two keys, not one (a frame kept where a rank's dict is read back
-    broke the findings' launch summary after the report's table)."""
+    """After the registry's launch table, `launch` still answers each rank's tables (a frame
+    once kept under their key, where a rank's dict is read back, broke the findings' launch
+    summary after the report's table)."""
     from hta_tui.analysis import registry
 
     ranks = {0: _events(tmp_path, steps=2, kernels=3)}

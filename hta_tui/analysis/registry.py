@@ -500,7 +500,9 @@ def _memory_series(r: Ranks, o: Options) -> Lazy:
 
 
 def _launch(r: Ranks, o: Options) -> Lazy:
-    def made() -> pl.DataFrame:
+    def table() -> pl.DataFrame:
+        # (each rank's launches made once per job and options, `launch` keeps them:
+        # `kernel_launch_summary` reads this table too)
         per_rank = launch.cuda_kernel_launch_stats(
             r,
             runtime_cutoff=o.runtime_cutoff_us,
@@ -509,15 +511,6 @@ def _launch(r: Ranks, o: Options) -> Lazy:
             hta_compat=o.hta_compat,
         )
         return with_rank(per_rank)
-
-    def table() -> pl.DataFrame:
-        """Once per job and options: `kernel_launch_summary` reads it too (a rank's worker
-        makes both: made twice, ~8 ms of a 100 MB rank's CPU)."""
-        from hta_tui.analysis.hta_view import job_cached
-
-        said = (o.runtime_cutoff_us, o.launch_delay_cutoff_us, o.include_memory_events)
-        # (its own name: `launch` keeps each rank's tables under the analysis's name)
-        return job_cached(r, "launch_table", made, *said, o.hta_compat)
 
     return {"cuda_kernel_launch_stats": table}
 
