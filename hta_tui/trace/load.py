@@ -283,10 +283,11 @@ def _fill(results: list[LoadResult], after_parse: AfterParse | None) -> None:
         return
     try:
         made = hits.made([(r.entry, r.meta) for r in lacking])  # type: ignore[misc]
+        pairs = list(zip(lacking, made, strict=True))
     except Exception:  # (FileTimeout too: the time limit of the chunk's files)
         log.warning("summaries of %d cached files failed", len(lacking), exc_info=True)
         return
-    for result, memos in zip(lacking, made):
+    for result, memos in pairs:
         result.memos = memos if isinstance(memos, dict) else None
 
 
@@ -306,15 +307,15 @@ FILL_FILES = 128
 
 
 def _tasks(
-    pending: list[TraceFile], workers: int, most: int = CHUNK_FILES
+    pending: list[TraceFile], workers: int, most: int = CHUNK_FILES, each: int = CHUNKS_PER_WORKER
 ) -> list[list[TraceFile]]:
     """The pool's tasks, largest first: a file of CHUNK_BYTES or more alone, the smaller
-    ones in chunks of up to `most` (fewer when there are few: every worker gets
-    CHUNKS_PER_WORKER tasks or more)."""
+    ones in chunks of up to `most` (fewer when there are few: every worker gets `each`
+    tasks or more)."""
     ordered = sorted(pending, key=lambda tf: tf.size, reverse=True)
     big = [[tf] for tf in ordered if tf.size >= CHUNK_BYTES]
     small = [tf for tf in ordered if tf.size < CHUNK_BYTES]
-    per = max(1, min(most, len(small) // (workers * CHUNKS_PER_WORKER)))
+    per = max(1, min(most, len(small) // (workers * each)))
     chunks: list[list[TraceFile]] = []
     for tf in small:
         last = chunks[-1] if chunks else None
@@ -488,8 +489,8 @@ def _load(
     # Every other file in a pool, even of one process: only there does the time limit hold
     # for a file stuck in C. Largest first keeps both cores busy to the end; forkserver avoids
     # forking a process that runs polars or Textual threads. The hits whose summaries are
-    # made first, several at once: their files are listed sooner.
-    tasks = _tasks(fills, n, FILL_FILES) + _tasks(pending, n)
+    # made first, a chunk a worker at least (a batch costs less a file): listed sooner.
+    tasks = _tasks(fills, n, FILL_FILES, 1) + _tasks(pending, n)
     while tasks:
         tasks = yield from _pool_round(tasks, n, cache, after_parse, limits, cancelled)
 
@@ -500,11 +501,11 @@ def _filled_here(
     """Cache hits whose summaries are made in this process (the report, scripts, a back-end
     that parses here or on a cluster), a chunk at a time, each under its files' time limit."""
     by_file = {r.file.path: r for r in lacking}
-    for task in _tasks([r.file for r in lacking], 1, FILL_FILES):
+    for task in _tasks([r.file for r in lacking], 1, FILL_FILES, 1):
         chunk = [by_file[tf.path] for tf in task]
-        with contextlib.suppress(FileTimeout):
-            with _time_limit_here(sum(limits.seconds_for(tf.size) for tf in task)):
-                _fill(chunk, after_parse)
+        seconds = sum(limits.seconds_for(tf.size) for tf in task)
+        with contextlib.suppress(FileTimeout), _time_limit_here(seconds):
+            _fill(chunk, after_parse)
         yield from chunk
         if cancelled is not None and cancelled():
             return
