@@ -24,7 +24,15 @@ from typing import Any
 import polars as pl
 
 from hta_tui.trace import stream
-from hta_tui.trace.cache import Cache, CacheWriteError, note_once, uncached_entry, unwritable
+from hta_tui.trace.cache import (
+    Cache,
+    CacheWriteError,
+    note,
+    note_once,
+    take_notices,
+    uncached_entry,
+    unwritable,
+)
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.limits import Limits
 from hta_tui.trace.parse import ParsedTrace, TraceFileError, parse_file, read_bytes
@@ -63,6 +71,9 @@ class LoadResult:
     #: the derived tables `after_parse` computed (`RankData.memo` keys), handed to the owner
     #: with the result so it does not read back what the worker just wrote
     memos: dict[str, pl.DataFrame] | None = None
+    #: damaged cache entries a worker found (and parsed again) while it made summaries of
+    #: cache hits (`HitSummaries`): the front ends' notices, given in the owner's process
+    damaged: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -257,6 +268,8 @@ def _worker(
             out.append(LoadResult(tf, "error", error=_timeout_text(limits, tf)))
     with _time_limit(sum(limits.seconds_for(tf.size) for tf in files)):
         _fill(out, after_parse)
+    if out:  # (an entry a summary found damaged: told where the front end is)
+        out[0].damaged = tuple(take_notices())
     return out
 
 
@@ -307,11 +320,12 @@ FILL_FILES = 128
 
 
 def _tasks(
-    pending: list[TraceFile], workers: int, most: int = CHUNK_FILES, each: int = CHUNKS_PER_WORKER
+    pending: list[TraceFile], workers: int, most: int = CHUNK_FILES, each: int | None = None
 ) -> list[list[TraceFile]]:
     """The pool's tasks, largest first: a file of CHUNK_BYTES or more alone, the smaller
     ones in chunks of up to `most` (fewer when there are few: every worker gets `each`
-    tasks or more)."""
+    tasks or more, default CHUNKS_PER_WORKER)."""
+    each = each or CHUNKS_PER_WORKER
     ordered = sorted(pending, key=lambda tf: tf.size, reverse=True)
     big = [[tf] for tf in ordered if tf.size >= CHUNK_BYTES]
     small = [tf for tf in ordered if tf.size < CHUNK_BYTES]
@@ -430,6 +444,8 @@ def load_files(
         _log_result(result)
         if result.notice:
             note_once(result.notice)
+        for text in result.damaged:
+            note(text)
         stored = stored or (result.ok and not result.cached)
         yield result
     if stored:
