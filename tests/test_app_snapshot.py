@@ -18,7 +18,7 @@ import pytest
 from hta_tui.app.app import HtaApp
 from hta_tui.trace.cache import Cache
 from tests.app_walk import Walk, snapshot_steps, walk_app
-from tests.test_app_support import settle, wait_until, write_rank
+from tests.test_app_support import settle, write_rank
 
 SIZE = (80, 24)
 
@@ -42,17 +42,6 @@ def demo_app(tmp_path: Path, *, ascii: bool = False, findings: bool = False) -> 
 
 async def _settled(pilot) -> None:
     await settle(pilot)
-
-
-async def _findings_drawn(pilot) -> None:
-    """Settled, and the findings drawn: they start only once the overview is drawn, so the
-    app can look settled a moment before their worker exists."""
-    from hta_tui.app.widgets.findings_block import FindingsBlock
-
-    await settle(pilot)
-    block = pilot.app.screen.query_one(FindingsBlock)
-    await wait_until(pilot, lambda: block.result is not None, 60.0, "the findings")
-    await pilot.pause()
 
 
 async def _help(pilot) -> None:
@@ -95,7 +84,7 @@ def test_overview_findings(snap_compare, tmp_path: Path) -> None:
     the step time (the other overview snapshots leave them off: they cost every rule's
     analyses)."""
     app = demo_app(tmp_path, findings=True)
-    assert snap_compare(app, terminal_size=SIZE, run_before=_findings_drawn)
+    assert snap_compare(app, terminal_size=SIZE, run_before=_settled)
 
 
 def test_overview_ascii(snap_compare, tmp_path: Path) -> None:

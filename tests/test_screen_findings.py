@@ -71,10 +71,8 @@ async def test_findings_block_view_enter_and_t(tmp_path: Path, monkeypatch: Any)
             assert "computing findings… (waiting for 1 of 2 files)" in text
             assert "FAIL" not in text and app.screen.query_one(FindingsBlock).result is None
             gate.set()
-            await settle(pilot, 30)
-            block = app.screen.query_one(FindingsBlock)
-            await wait_until(pilot, lambda: block.current, 30, "the findings")
-            await pilot.pause()
+            await settle(pilot, 30)  # settled: the findings of the set drawn too
+            assert app.screen.query_one(FindingsBlock).current
             assert started and all(shown == generation for shown, generation in started)
             assert nice and all(mine > ui or ui == 19 for mine, ui in nice)
             found = compute_findings(app.trace_set.snapshot()).findings
@@ -156,6 +154,40 @@ async def _findings_view(pilot: Any) -> None:
         "the Findings view",
     )
     await pilot.pause()
+
+
+async def test_the_app_is_settled_only_once_its_findings_are_drawn(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """`HtaApp.settled` (what tests wait for) includes the findings when they are on: they
+    start after the overview is drawn, so an app whose overview is drawn is not settled
+    until they are (a snapshot of them was taken early before)."""
+    write_rank(tmp_path / "traces", 0)
+    app = make_screen_app(tmp_path / "traces", tmp_path, findings=True)
+    turns: list[tuple[FindingsBlock, int]] = []  # the findings' turns, held back
+    monkeypatch.setattr(
+        FindingsBlock, "overview_drawn", lambda b: turns.append((b, app.trace_set.generation))
+    )
+
+    def overview_done() -> bool:
+        """Every file in, the overview of the last set drawn and nothing computing."""
+        return (
+            app.session.idle
+            and app.overview_drawn
+            and bool(turns)
+            and turns[-1][1] == app.trace_set.generation
+            and not any(w.group == "overview" and not w.is_finished for w in app.workers)
+        )
+
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, overview_done, 30, "the overview")
+        await pilot.pause(0.1)
+        assert overview_done() and not app.settled  # its findings not drawn yet
+        monkeypatch.undo()
+        block = turns[-1][0]
+        block.overview_drawn()
+        await settle(pilot, 30)
+        assert block.current
 
 
 def test_snapshot_findings_view(snap_compare, tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from hta_tui.app.screens.base import definitions_text
 from hta_tui.app.screens.overview import OverviewData, OverviewScreen
 from hta_tui.app.screens.plugin_steps import describe_used
 from hta_tui.app.screens.step_time import overview_rows
+from hta_tui.app.widgets.findings_block import FindingsBlock
 from hta_tui.app.widgets.status import StatusBar, StatusInfo
 from hta_tui.session import LiveSession, Side
 from hta_tui.trace.cache import take_notices
@@ -79,7 +80,8 @@ class RefreshMixin(AppMixin):
 
     @property
     def settled(self) -> bool:
-        """Nothing left to do: no file loading, no overview computing or out of date (tests)."""
+        """Nothing left to do: no file loading, no overview computing or out of date, its
+        findings drawn when they are on (tests)."""
         busy = not self.session.idle or any(
             w.group == "overview" and not w.is_finished for w in self.workers
         )
@@ -95,6 +97,7 @@ class RefreshMixin(AppMixin):
             and self._overview_requested == self._overview_key()
             and self._overview_drawn_key == self._overview_requested
             and self._overview_shown == self.session.trace_set.generation
+            and all(block.settled for s in self.screen_stack for block in s.query(FindingsBlock))
         )
 
     @work(thread=True, exclusive=True, group="overview", exit_on_error=False, name="overview")

@@ -57,6 +57,7 @@ class FindingsBlock(Vertical):
         super().__init__(**kw)  # type: ignore[arg-type]
         self.result: Findings | None = None
         self._asked: int | None = None  # the generation being computed or shown
+        self._answered: int | None = None  # the generation whose findings (or error) are shown
         #: lines it takes (0 when off): the overview leaves out its step bar to make room
         self.rows = 0
 
@@ -79,6 +80,15 @@ class FindingsBlock(Vertical):
         """The findings of the current trace set are shown (tests wait for it)."""
         ts = hta_app(self).trace_set
         return self.result is not None and self.result.generation == ts.generation
+
+    @property
+    def settled(self) -> bool:
+        """Nothing left to show for the current set: its findings (or why there are none)
+        drawn, or the block off (`HtaApp.settled` waits for it)."""
+        if not self.is_mounted or not self.display:
+            return True
+        ts = hta_app(self).trace_set
+        return not ts.loaded() or self._answered == ts.generation
 
     def _data_changed(self, _data: object = None) -> None:
         ts = hta_app(self).trace_set
@@ -125,6 +135,7 @@ class FindingsBlock(Vertical):
         msg.stop()
         if msg.generation != self._asked:
             return  # an older set's
+        self._answered = msg.generation
         if msg.result is None:
             self._say(f"Findings not computed: {msg.error}")
             return
