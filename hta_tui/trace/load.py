@@ -2,7 +2,7 @@
 
 Workers parse and write the cache entry themselves, and hand back only a small result; the
 caller reads the Parquet it needs. So the parent never holds JSON, and a warm open never starts
-a process.
+a process (unless its entries lack the front end's summaries, `HitSummaries`: made there).
 """
 
 from __future__ import annotations
