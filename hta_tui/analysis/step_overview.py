@@ -94,7 +94,7 @@ def of_hits(hits: list[tuple[Path, dict]]) -> list[dict[str, pl.DataFrame] | Non
     tiny rank's alone costs ~25 queries), each kept in its entry and returned with the
     overview's summary, so the app's overview reads neither back. Made on the app's side
     one file at a time, 1,000 report-filled files cost its open ~10 s of CPU."""
-    datas = [RankData(entry, meta, _memos=overview.precompute(entry, meta)) for entry, meta in hits]
+    datas = [RankData(entry, meta, _memos=_summary(entry, meta)) for entry, meta in hits]
     try:
         made = _breakdowns(datas)
     except Exception:  # each rank makes its own below, and says what is wrong with it
@@ -109,6 +109,16 @@ def of_hits(hits: list[tuple[Path, dict]]) -> list[dict[str, pl.DataFrame] | Non
         except Exception:  # as `precompute`: the file still loads, the overview says why
             logging.getLogger("hta_tui").exception("step breakdown of %s failed", data.entry)
     return [data.memos() for data in datas]
+
+
+def _summary(entry: Path, meta: dict) -> dict[str, pl.DataFrame]:
+    """The overview's summary of a hit (read from its entry, made if missing); a failure
+    costs only it (the overview makes it again when it asks, and says why)."""
+    try:
+        return overview.precompute(entry, meta)
+    except Exception:
+        logging.getLogger("hta_tui").exception("overview summary of %s failed", entry)
+        return {}
 
 
 def _breakdowns(datas: list[RankData]) -> dict[int, pl.DataFrame]:

@@ -514,8 +514,9 @@ def _load(
 def _filled_here(
     lacking: list[LoadResult], after_parse: AfterParse | None, limits: Limits, cancelled: Any
 ) -> Iterator[LoadResult]:
-    """Cache hits whose summaries are made in this process (the report, scripts, a back-end
-    that parses here or on a cluster), a chunk at a time, each under its files' time limit."""
+    """Cache hits whose summaries are made in this process (a session on its main thread,
+    a back-end that parses here or on a cluster), a chunk at a time, each under its files'
+    time limit where an alarm can hold it."""
     by_file = {r.file.path: r for r in lacking}
     for task in _tasks([r.file for r in lacking], 1, FILL_FILES, 1):
         chunk = [by_file[tf.path] for tf in task]
