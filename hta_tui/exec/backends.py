@@ -108,7 +108,7 @@ class PoolBackend(Backend):
 
     def rest(self) -> None:
         """`one_round` (a report: its rank-wise work is one round, then the reduction here):
-        the workers end. Each holds what its last rank freed, ~150-250 MB of a 100 MB rank
+        the workers end. Idle, each held what its ranks freed, ~250-340 MB on 100 MB ranks
         (polars' allocator, jemalloc, gives freed pages back on a timer whose thread a
         forked process does not have), all through the reduction, when this process
         peaks; a later task forks new workers from the forkserver, which stays."""
