@@ -442,7 +442,7 @@ def run_report(
     out = out or sys.stdout
     if backend is None:
         try:
-            own = open_backend(dask, workers=workers, lazy=True)
+            own = open_backend(dask, workers=workers, lazy=True, one_round=True)
         except BackendError as exc:  # distributed missing, a scheduler out of reach
             print(f"hta-tui: {printable(str(exc))}", file=sys.stderr)
             return 2

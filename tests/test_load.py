@@ -196,14 +196,17 @@ from hta_tui.trace.pool import _start_forkserver
 _start_forkserver()
 with ProcessPoolExecutor(2, mp_context=mp.get_context("forkserver")) as pool:
     sizes = {pool.submit(pl.thread_pool_size).result() for _ in range(4)}
+    conf = pool.submit(os.getenv, "_RJEM_MALLOC_CONF").result()
 print(sorted(sizes), "POLARS_MAX_THREADS" in os.environ)
+print(conf.split(",")[-1], "narenas" in os.environ["_RJEM_MALLOC_CONF"])
 """
 
 
 def test_parser_workers_run_polars_single_threaded(tmp_path: Path) -> None:
-    """One worker per core already: polars threads in each would fight over the cores. The
-    setting reaches the workers only, not this process's environment (a fresh interpreter:
-    the forkserver starts once per process)."""
+    """One worker per core already: polars threads in each would fight over the cores; and
+    their allocator with one arena (`pool.WORKER_ARENAS`). The settings reach the workers
+    only, not this process's environment (a fresh interpreter: the forkserver starts once
+    per process)."""
     env = {k: v for k, v in os.environ.items() if k != "POLARS_MAX_THREADS"}
     out = subprocess.run(
         [sys.executable, "-c", WORKER_THREADS],
@@ -214,7 +217,7 @@ def test_parser_workers_run_polars_single_threaded(tmp_path: Path) -> None:
         check=False,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["[1]", "False"]
+    assert out.stdout.split() == ["[1]", "False", "narenas:1", "False"]
 
 
 UNGUARDED_SCRIPT = """

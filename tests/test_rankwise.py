@@ -261,7 +261,9 @@ def test_the_report_reads_no_frame_on_the_client(
 ) -> None:
     """Every analysis of the report on the process pool: the client reads no rank's frames
     (the ranks' tables and summaries come from the worker, the reductions and the findings'
-    rules run on them), and the report is the one made in-process, number for number."""
+    rules run on them), and the report is the one made in-process, number for number; the
+    command's pool ends its workers after the round (they held a rank's freed memory through
+    the reduction, the report's peak)."""
     from hta_tui.trace import model
 
     root = tmp_path / "job"
@@ -282,6 +284,13 @@ def test_the_report_reads_no_frame_on_the_client(
     in_pool = report(root, cache, pool)
     assert read == []
     assert in_pool == here
+    assert pool.started  # (the app's: its workers stay for the next view's work)
+    # the command's own pool: its workers end once the round is over (`PoolBackend.rest`)
+    forget_results(cache)
+    with PoolBackend(1, one_round=True) as once:
+        once.remote_bytes = 0
+        assert report(root, cache, once) == here
+        assert not once.started and read == []
     assert {"findings", "critical_path", "collectives", "straggler_scores"} <= set(here)
     assert len(here["gpu_kernel_type_breakdown"]) and len(here["iterations"]) == 3
 

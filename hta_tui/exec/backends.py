@@ -65,6 +65,9 @@ class Backend:
         """Start now what the first task would wait for, so it gets ready while the caller
         does other work (nothing here)."""
 
+    def rest(self) -> None:
+        """A round of tasks is over: what only held memory for it may go (nothing here)."""
+
     def close(self) -> None:
         """Stop what the back-end started (idempotent)."""
 
@@ -84,18 +87,34 @@ class PoolBackend(Backend):
     #: 20 MB of trace files: below it the analyses run in the caller, as before.
     remote_bytes = 20_000_000
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, *, one_round: bool = False) -> None:
         self._workers = workers
         self._pool: ProcessPoolExecutor | None = None
+        self._one_round = one_round
 
     def describe(self) -> str:
         return f"process pool ({self._workers or 'one per core'})"
+
+    @property
+    def started(self) -> bool:
+        """Whether worker processes are up (or starting)."""
+        return self._pool is not None
 
     def warm(self) -> None:
         """The forkserver started, importing the analyses (~0.3 s of CPU) on another core
         while the caller reads summaries and kept results; the first submit then waits
         for what is left of it, not all of it."""
         prepare_pool(WORK_MODULES)
+
+    def rest(self) -> None:
+        """`one_round` (a report: its rank-wise work is one round, then the reduction here):
+        the workers end. Idle, each held what its ranks freed, ~250-340 MB on 100 MB ranks
+        (polars' allocator, jemalloc, gives freed pages back on a timer whose thread a
+        forked process does not have), all through the reduction, when this process
+        peaks; a later task forks new workers from the forkserver, which stays."""
+        if self._one_round and self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         if self._pool is None:
@@ -216,10 +235,12 @@ def open_backend(
     workers: int | None = None,
     processes: bool = True,
     lazy: bool = False,
+    one_round: bool = False,
 ) -> Backend:
     """The back-end a front end asked for: Dask at `dask` when given (started on its first
     task when `lazy`), else the process pool of `workers` (BackendError with its one line
-    when Dask cannot start)."""
+    when Dask cannot start); `one_round`: its workers end when a round of tasks is over
+    (`PoolBackend.rest`)."""
     if dask:
         return DaskBackend(dask, processes=processes, lazy=lazy)
-    return PoolBackend(workers)
+    return PoolBackend(workers, one_round=one_round)

@@ -509,6 +509,7 @@ def _rankwise(
 
     for i, got in _gather(runner, jobs, stats, ts, keep).items():
         parts[i].update(got)
+    runner.rest()  # (the reduction below: workers that only hold memory may end)
     # each analysis's parts in rank order: (part, whether it holds a batch's ranks kept apart)
     pieces: dict[str, list[tuple[Part, bool]]] = {a.name: [] for a in chosen}
     for unit, have in zip(units, parts, strict=True):

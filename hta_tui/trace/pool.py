@@ -46,6 +46,18 @@ START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "
 PRELOAD = ("hta_tui.trace.load",)
 
 
+#: Where polars' allocator (jemalloc, on Linux) reads its settings when polars is imported
+#: (polars adds its own decay times to what is there).
+MALLOC_CONF = "_RJEM_MALLOC_CONF"
+#: The workers' allocator with one arena (with their one polars thread), not jemalloc's four
+#: per core: a worker runs one task at a time, and memory freed in an arena is given back
+#: only as that arena allocates again (jemalloc's purging thread does not run in a forked
+#: process). With eight arenas a worker of 100 MB ranks held ~250 MB after its first rank
+#: and ~480 MB after its eighth (peak ~320 -> ~550 MB); with one it stays near ~260 MB
+#: (peak ~290), at no more CPU (bench/ANALYSES.md, "mem19"). Unless the user chose either.
+WORKER_ARENAS = "narenas:1"
+
+
 def prepare_pool(preload: Sequence[str] = ()) -> None:
     """Start multiprocessing's helper processes (resource tracker, forkserver) now. The app
     calls this before Textual takes over stderr, so no stream is swapped while it runs.
@@ -78,6 +90,9 @@ def _start_forkserver(preload: Sequence[str] = ()) -> None:
     env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     if "POLARS_MAX_THREADS" not in os.environ:
         env["POLARS_MAX_THREADS"] = "1"
+        conf = os.environ.get(MALLOC_CONF, "")  # (polars put its decay times there if here)
+        if "narenas" not in conf:
+            env[MALLOC_CONF] = f"{conf},{WORKER_ARENAS}" if conf else WORKER_ARENAS
     with _environ(env):
         forkserver.ensure_running()
 
