@@ -735,6 +735,71 @@ def test_small_ranks_run_in_batches(
     assert real is not failing
 
 
+class _Counting(Backend):
+    """A process pool's choice of where work runs (its `remote_bytes`, `rank_bytes`), the
+    work itself made here, its tasks counted."""
+
+    kind = "pool"
+    remote_bytes = PoolBackend.remote_bytes
+    rank_bytes = PoolBackend.rank_bytes
+
+    def __init__(self) -> None:
+        self.submitted = 0
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args)
+
+
+def test_the_pool_takes_many_small_files_not_a_few(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers take rank work worth a process start by the files' bytes and their count
+    together (a folder of 1,000 tiny files is rank work, not bytes), counting only the ranks
+    whose results are not kept; a job of a few small files stays in the caller."""
+    pool = PoolBackend()
+    assert pool.worth_workers(1, 20_000_000)  # bytes alone, as ever
+    assert pool.worth_workers(100, 100 * 4_000)  # 100 tiny files
+    assert not pool.worth_workers(8, 8 * 60_000)  # 8 small ranks (a real 8-rank job)
+    assert not pool.worth_workers(2, 2 * 5_000_000)
+    assert not pool.worth_workers(0, 0)  # nothing to make
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    opts = registry.Options()
+    few = _Counting()
+    want = split.run_split(ts, ["kernel_view"], opts, few, cache_root=cache.root)
+    assert few.submitted == 0  # 8 small ranks: made in the caller
+    forget_results(cache)
+    monkeypatch.setattr(_Counting, "rank_bytes", _Counting.remote_bytes // 8)
+    many, stats = _Counting(), split.SplitRun()
+    got = split.run_split(ts, ["kernel_view"], opts, many, cache_root=cache.root, stats=stats)
+    assert many.submitted == stats.batches == 1 and all(got[n].equals(t) for n, t in want.items())
+    shutil.rmtree(cache.root / split.JOBS_DIR)  # every rank's results kept: no task
+    split.run_split(ts, ["kernel_view"], opts, many, cache_root=cache.root)
+    assert many.submitted == 1
+
+
+def test_small_ranks_split_in_even_batches() -> None:
+    """Consecutive small stored ranks go in as few batches of at most BATCH_RANKS as hold
+    them, of even sizes (two workers end together); a big rank, or one whose frames only
+    this process holds, alone; every rank once, in rank order."""
+
+    def rank(i: int, size: int = 4_000, stored: bool = True) -> Any:
+        return split._Rank(i, Path(f"/entry{i}"), {}, size, stored)
+
+    def sizes(ranks: list) -> list[int]:
+        units = split._units(ranks)
+        assert [r.rank for unit in units for r in unit] == [r.rank for r in ranks]
+        return [len(unit) for unit in units]
+
+    assert split.BATCH_RANKS == 64
+    assert sizes([rank(i) for i in range(200)]) == [50] * 4
+    assert sizes([rank(i) for i in range(64)]) == [64]
+    assert sizes([rank(i) for i in range(65)]) == [32, 33]
+    mixed = [*map(rank, range(70)), rank(70, size=5_000_000), *map(rank, range(71, 74))]
+    assert sizes([*mixed, rank(74, stored=False), rank(75)]) == [35, 35, 1, 3, 1, 1]
+
+
 def test_a_long_table_is_read_one_rank_part_at_a_time(
     job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -410,26 +410,24 @@ def _narrow_frames(
     return out
 
 
-def _units(ranks: list[_Rank]) -> list[_Unit]:
+def _units(ranks: list[_Rank]) -> list[list[_Rank]]:
     """The ranks in units of work, in rank order: consecutive ranks whose file is under
-    BATCH_BYTES (and stored) together, up to BATCH_RANKS; any other rank alone."""
-    units: list[_Unit] = []
-    for r in ranks:
-        small = r.stored and r.size < BATCH_BYTES
-        last = units[-1] if units else None
-        if small and last is not None and last.small and len(last) < BATCH_RANKS:
-            last.append(r)
-        else:
-            units.append(_Unit([r], small))
+    BATCH_BYTES (and stored) together, as few batches of at most BATCH_RANKS as hold them,
+    of even sizes (200 ranks: four of 50, not three of 64 and one of 8, so two workers end
+    together); any other rank alone."""
+    units: list[list[_Rank]] = []
+    run: list[_Rank] = []  # consecutive small ranks not yet in a unit
+    for r in [*ranks, None]:
+        if r is not None and r.stored and r.size < BATCH_BYTES:
+            run.append(r)
+            continue
+        count = -(-len(run) // BATCH_RANKS)  # batches: ceil
+        for i in range(count):
+            units.append(run[i * len(run) // count : (i + 1) * len(run) // count])
+        run = []
+        if r is not None:
+            units.append([r])
     return units
-
-
-class _Unit(list):
-    """A unit of work's ranks; `small`: it may take more (its ranks are batched)."""
-
-    def __init__(self, ranks: list[_Rank], small: bool) -> None:
-        super().__init__(ranks)
-        self.small = small
 
 
 def _rankwise(
@@ -488,7 +486,9 @@ def _rankwise(
             if read_cached(steps_path(r.entry, options)) is None:  # (as a batch's, above)
                 wanted += (STEPS,)
             jobs.append((len(units) - 1, (RankJob(r.rank, str(r.entry), r.meta, wanted, options),)))
-    remote = sum(r.size for r in ranks) >= backend.remote_bytes
+    sizes = {r.rank: r.size for r in ranks}
+    to_make = [job.rank for _, batch in jobs for job in batch]
+    remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))
     runner = backend if remote else Backend()
 
     def keep(batch: tuple[RankJob, ...], got: dict[str, bytes]) -> dict[str, Part]:
@@ -603,22 +603,22 @@ def _here(
 
 
 def work_ahead(ts: TraceSet, options: registry.Options, backend: Backend) -> bool:
-    """Whether rank-wise work will likely go to `backend`'s workers: the files are big
-    enough for them (`remote_bytes`) and a rank's steps covered are not kept for these
-    options and this code (every rank's task keeps them: a report whose results are kept
-    has them all). A guess made before any result is read, to start the workers early
-    (`Backend.warm`), from at most `AHEAD_LOOKS` ranks spread over the set (a stat each: a
-    warm report of 10,000 ranks looks at 8 files); a wrong one costs a start or the wait it
-    would have saved, never a number."""
+    """Whether rank-wise work will likely go to `backend`'s workers: the files are worth
+    them (`Backend.worth_workers`: their bytes, their count) and a rank's steps covered are
+    not kept for these options and this code (every rank's task keeps them: a report whose
+    results are kept has them all). A guess made before any result is read, to start the
+    workers early (`Backend.warm`), from at most `AHEAD_LOOKS` ranks spread over the set (a
+    stat each: a warm report of 10,000 ranks looks at 8 files); a wrong one costs a start
+    or the wait it would have saved, never a number."""
     loaded = ts.loaded()
     ranks = sorted(loaded)
     total = 0
     for rank in ranks:  # (until there is enough: no file's metadata copied)
+        if backend.worth_workers(len(ranks), total):
+            break
         entry = ts.selected(rank)
         total += entry.file.size if entry is not None else 0
-        if total >= backend.remote_bytes:
-            break
-    if not ranks or total < backend.remote_bytes:
+    if not backend.worth_workers(len(ranks), total):
         return False
     looked = ranks[:: -(-len(ranks) // AHEAD_LOOKS)]
     entries = (loaded[rank].entry for rank in looked)
@@ -640,7 +640,8 @@ def rank_steps(
             out[r.rank] = unpack_steps(blob)
         elif r.stored:
             jobs.append(RankJob(r.rank, str(r.entry), r.meta, (STEPS,), options))
-    remote = sum(r.size for r in ranks) >= backend.remote_bytes
+    sizes = {r.rank: r.size for r in ranks}
+    remote = backend.worth_workers(len(jobs), sum(sizes[job.rank] for job in jobs))
     runner = backend if remote else Backend()
     units = [(job.rank, (job,)) for job in jobs]  # each rank alone, keyed by its rank
     for rank, got in _gather(runner, units, SplitRun(), ts).items():
