@@ -942,6 +942,50 @@ def test_a_batch_of_tiny_ranks_makes_shared_work_once(
     assert set(sequences_part["frequent_cuda_kernel_sequences"]["rank"].to_list()) <= {0}
 
 
+def test_the_kernel_sequences_are_made_once_a_job(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTA's kernel sequences are one rank's (`Analysis.one_rank`: the asked one, else the
+    job's smallest): made by the one unit of work holding it, not for each batch's or each
+    lone rank's smallest; the same tables as made over every rank at once, asked rank or
+    not. Asked alone (`--only`), each unit still makes its own (its task keeps its ranks'
+    steps covered too)."""
+    from hta_tui.analysis import sequences
+
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    calls: list[int] = []
+    real = sequences.frequent_cuda_kernel_sequences
+
+    def counted(ranks: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(len(ranks))
+        return real(ranks, *args, **kwargs)
+
+    names = ["frequent_cuda_kernel_sequences", "kernel_view"]
+    monkeypatch.setattr(split, "BATCH_RANKS", 3)  # batches of 3, 3 and 2 ranks
+    for asked in (-1, 5, 9):
+        opts = registry.Options(rank=asked)
+        want = registry.run(ts.frames(), names, opts, frames=ts.frames)
+        monkeypatch.setattr(sequences, "frequent_cuda_kernel_sequences", counted)
+        for batch in (3, 1):  # batches, then each rank alone
+            monkeypatch.setattr(split, "BATCH_BYTES", 10**9 if batch > 1 else 0)
+            calls.clear()
+            forget_results(cache)
+            stats = split.SplitRun()
+            got = split.run_split(ts, names, opts, Backend(), stats=stats)
+            assert stats.rank_tasks == (3 if batch > 1 else 8), (asked, batch)
+            assert calls == ([] if asked == 9 else [1])  # (rank 9: none holds it)
+            for name, table in want.items():
+                assert got[name].equals(table), (asked, batch, name)
+        monkeypatch.setattr(sequences, "frequent_cuda_kernel_sequences", real)
+    assert not want["frequent_cuda_kernel_sequences"].is_empty() or asked == 9
+    monkeypatch.setattr(sequences, "frequent_cuda_kernel_sequences", counted)
+    calls.clear()
+    forget_results(cache)
+    split.run_split(ts, names[:1], registry.Options(), Backend())
+    assert len(calls) == 8  # asked alone: each rank alone its own (batch: its smallest)
+
+
 def test_aten_ops_of_ranks_too_far_apart_go_one_rank_at_a_time(
     job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
 ) -> None:

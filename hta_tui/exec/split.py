@@ -447,17 +447,21 @@ def _rankwise(
     units: list[list[_Rank]] = []
     parts: list[dict[str, Part]] = []
     jobs: list[tuple[int, tuple[RankJob, ...]]] = []  # (unit, its ranks' jobs)
+    order = tuple(r.rank for r in ranks)
+    spare = _spare_parts(chosen, options, order)
     for unit in _units(ranks):
+        # (a unit without the one rank such an analysis reads gives the part of no rank)
+        given = {n: p for n, (rank, p) in spare.items() if all(r.rank != rank for r in unit)}
         if len(unit) > 1:
             every = tuple(a.name for a in chosen)
             rank_jobs = tuple(RankJob(r.rank, str(r.entry), r.meta, every, options) for r in unit)
-            have = {}
+            have = dict(given)
             for a in chosen:
                 path = batch_path(rank_jobs, a)
-                blob = read_cached(path)
+                blob = read_cached(path) if a.name not in have else None
                 if blob is not None:
                     have[a.name] = _part(blob, path)
-            stats.rank_hits += len(have) * len(unit)
+            stats.rank_hits += (len(have) - len(given)) * len(unit)
             wanted = tuple(a.name for a in chosen if a.name not in have)
             if wanted:
                 # each rank's steps covered too, made with its tables (the report's scope
@@ -473,13 +477,13 @@ def _rankwise(
         if not r.stored:  # frames only this process has
             parts.append({})
             continue
-        have = {}
+        have = dict(given)
         for a in chosen:
             path = result_path(r.entry, a, options)
-            blob = read_cached(path)
+            blob = read_cached(path) if a.name not in have else None
             if blob is not None:
                 have[a.name] = _part(blob, path)
-        stats.rank_hits += len(have)
+        stats.rank_hits += len(have) - len(given)
         parts.append(have)
         wanted = tuple(a.name for a in chosen if a.name not in have)
         if wanted:
@@ -516,7 +520,7 @@ def _rankwise(
             # a rank alone whose work failed or whose frames are here only; a failed
             # batch's ranks one by one (what was found kept for the batch is left)
             for r in unit:
-                found = have if len(unit) == 1 else {}
+                found = have if len(unit) == 1 else {n: have[n] for n in have if n in spare}
                 made = _here(ts, r, chosen, options, found)
                 done = {**found, **{n: Part(len(b), blob=b) for n, b in made.items()}}
                 for a in chosen:
@@ -524,7 +528,6 @@ def _rankwise(
             continue
         for a in chosen:
             pieces[a.name].append((have[a.name], len(unit) > 1 and a.name in ALONE))
-    order = tuple(r.rank for r in ranks)
     out: dict[str, dict[str, Any]] = {}
     for a in chosen:
         got = pieces[a.name]
@@ -537,6 +540,24 @@ def _rankwise(
         for p, apart in got:
             tables += each_rank(p.tables()) if apart else [p.tables()]
         out[a.name] = a.reduced(_concat(tables), options, order)
+    return out
+
+
+def _spare_parts(
+    chosen: list[registry.Analysis], options: registry.Options, order: tuple[int, ...]
+) -> dict[str, tuple[int | None, Part]]:
+    """analysis -> (the one rank whose part it reads, the part of no rank) for those that
+    read one rank's part only (`Analysis.one_rank`), made here once: the units without that
+    rank are not asked for it (HTA's kernel sequences were made for each batch's smallest
+    rank, 16 times at 1,000 tiny files, for the job's smallest). Not when they are all a
+    unit would make (`--only` them): its task makes each rank's steps covered too."""
+    ones = [a for a in chosen if a.one_rank is not None]
+    if not ones or len(ones) == len(chosen):
+        return {}
+    out = {}
+    for a in ones:
+        blob = pack(registry.rank_parts({}, [a.name], options)[a.name])
+        out[a.name] = (a.one_rank(options, order), Part(len(blob), blob=blob))
     return out
 
 
