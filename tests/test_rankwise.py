@@ -780,9 +780,10 @@ def test_the_pool_takes_many_small_files_not_a_few(
 
 
 def test_small_ranks_split_in_even_batches() -> None:
-    """Consecutive small stored ranks go in as few batches of at most BATCH_RANKS as hold
-    them, of even sizes (two workers end together); a big rank, or one whose frames only
-    this process holds, alone; every rank once, in rank order."""
+    """Consecutive small stored ranks go in batches of even sizes (two workers end
+    together): of at most BATCH_RANKS up to BATCHES of them, then bigger ones (fewer parts
+    for the client, less per rank in a worker); a big rank, or one whose frames only this
+    process holds, alone; every rank once, in rank order."""
 
     def rank(i: int, size: int = 4_000, stored: bool = True) -> Any:
         return split._Rank(i, Path(f"/entry{i}"), {}, size, stored)
@@ -796,6 +797,9 @@ def test_small_ranks_split_in_even_batches() -> None:
     assert sizes([rank(i) for i in range(200)]) == [50] * 4
     assert sizes([rank(i) for i in range(64)]) == [64]
     assert sizes([rank(i) for i in range(65)]) == [32, 33]
+    assert sizes([rank(i) for i in range(1000)]) == [62, 63] * 8  # 16: a balance for two
+    assert sizes([rank(i) for i in range(2000)]) == [125] * 16  # then bigger batches,
+    assert sizes([rank(i) for i in range(10_000)]) == [250] * 40  # up to 256 ranks each
     mixed = [*map(rank, range(70)), rank(70, size=5_000_000), *map(rank, range(71, 74))]
     assert sizes([*mixed, rank(74, stored=False), rank(75)]) == [35, 35, 1, 3, 1, 1]
 
