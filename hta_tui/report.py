@@ -11,7 +11,7 @@ import functools
 import hashlib
 import sys
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
@@ -292,18 +292,25 @@ def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
 
 
 def _write_json(
-    out: TextIO, tables: dict[str, Any], scope: Any, *, scope_text: str | None = None
+    out: TextIO,
+    tables: dict[str, Any],
+    scope: Any,
+    *,
+    scope_text: str | Callable[[], str] | None = None,
 ) -> None:
     """`orjson.dumps(doc, OPT_INDENT_2)` of the report's document ({table: records, ...,
     "scope": ...}), byte for byte, written a table (and a slice of a long one) at a time:
     the client holds a slice's text at a time, not the whole report's (a report of 64 ranks
     of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once). `scope_text`: the
-    scope's text already made (`kept_scope_text`), in place of `scope`."""
+    scope's text already made (`kept_scope_text`), or what answers it once the tables are
+    written, in place of `scope`."""
     keys = [*tables, "scope"]
     out.write("{\n")
     for i, name in enumerate(keys):
         out.write(f"  {json_printable(orjson.dumps(name).decode())}: ")
         if name == "scope":
+            if callable(scope_text):
+                scope_text = scope_text()
             out.write(scope_text if scope_text is not None else _scope_text(scope))
         else:
             for piece in _table_json(name, tables):
@@ -518,8 +525,11 @@ def _run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        text = kept_scope_text(ts, tables, options, cache_root, backend)
-        _write_json(out, tables, None, scope_text=text)
+        # the scope made while the tables are written (each rank's steps read back, the
+        # tables' JSON made by polars, which lets go of the GIL): it is written last
+        with ThreadPoolExecutor(1, thread_name_prefix="scope") as meanwhile:
+            text = meanwhile.submit(kept_scope_text, ts, tables, options, cache_root, backend)
+            _write_json(out, tables, None, scope_text=text.result)
     elif csv_dir is None and ts.entries and not ts.loaded():
         _no_trace_text(ts, out, **_shape(width, rows))
     elif csv_dir is None and ts.entries:

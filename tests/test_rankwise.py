@@ -1208,6 +1208,41 @@ def test_workers_warmed_only_when_rank_work_lies_ahead(tmp_path: Path) -> None:
     assert split.work_ahead(ts, plain, backend)
 
 
+def test_the_files_table_and_scope_are_made_while_other_work_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With rank work ahead for the workers, the files' summaries are read and their table
+    made on a thread meanwhile, and the scope is made on a thread while the tables are
+    written; without (every result kept), the files table here: the same document."""
+    import threading
+
+    from hta_tui import report as report_module
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
+    cache = Cache(tmp_path / "cache")
+    where: list[str] = []
+    for name in ("_files_table", "kept_scope_text"):
+        real = getattr(report_module, name)
+
+        def spied(*args: Any, real: Any = real, name: str = name) -> Any:
+            where.append(f"{name} {threading.current_thread().name.split('_')[0]}")
+            return real(*args)
+
+        monkeypatch.setattr(report_module, name, spied)
+    docs = []
+    for _ in range(2):
+        out = io.StringIO()
+        assert (
+            run_report(tmp_path / "job", as_json=True, out=out, cache=cache, backend=_Warmed()) == 0
+        )
+        docs.append(out.getvalue())
+    assert where == [
+        "_files_table files-table", "kept_scope_text scope",  # work ahead: meanwhile
+        "_files_table MainThread", "kept_scope_text scope",  # every result kept
+    ]  # fmt: skip
+    assert docs[0] == docs[1] and orjson.loads(docs[0])["files"]
+
+
 def test_a_workers_first_rank_imports_nothing(tmp_path: Path) -> None:
     """A pool worker forks from the forkserver, which imported `WORK_MODULES` (and made
     what `worker_start` makes): its first rank's work (every rank-wise analysis, the
