@@ -11,7 +11,8 @@ import functools
 import hashlib
 import sys
 import textwrap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -79,23 +80,42 @@ def build_tables(
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
-    if backend is not None and cache_root is not None and work_ahead(ts, options, backend):
+    ahead = backend is not None and cache_root is not None and work_ahead(ts, options, backend)
+    if ahead:
         backend.warm()  # (its workers get ready while the summaries are read)
-    keep_summaries(ts, cache_root)  # (every file's summary read at once, kept per job)
-    tables: dict[str, pl.DataFrame] = {"files": file_table(ts).select(FILE_KEYS)}
-    summed = "temporal_breakdown" in selected and summaries_decide(
-        ts, hta_compat=options.hta_compat
-    )
+    temporal = "temporal_breakdown" in selected
+    made: dict[str, Any] = {}
+    # with work for the workers ahead, the files' summaries are read and their table made
+    # meanwhile (~3 s of this process at 10,000 files, the workers idle): when the summaries
+    # answer the temporal breakdown before they are read, they do after (only more held)
+    if ahead and (not temporal or summaries_decide(ts, hta_compat=options.hta_compat)):
+        rest = [n for n in selected if n != "temporal_breakdown"]
+        with ThreadPoolExecutor(1, thread_name_prefix="files-table") as meanwhile:
+            files = meanwhile.submit(_files_table, ts, cache_root)
+            if rest:
+                made = run_split(ts, rest, options, backend, cache_root=cache_root, stream=stream)
+            tables: dict[str, Any] = {"files": files.result()}
+        summed = temporal
+    else:
+        tables = {"files": _files_table(ts, cache_root)}
+        summed = temporal and summaries_decide(ts, hta_compat=options.hta_compat)
+        rest = [n for n in selected if n != "temporal_breakdown" or not summed]
+        if rest:  # (findings last, on the tables the others made: exec/split.py)
+            made = run_split(ts, rest, options, backend, cache_root=cache_root, stream=stream)
     if summed:
         # the overview's table through the door: the same numbers, read from the summaries
         summaries = registry.set_tables(ts, ["overview_temporal"], options)
         tables["temporal_breakdown"] = summaries["overview_temporal"]
-    rest = [n for n in selected if n != "temporal_breakdown" or not summed]
-    if rest:  # (findings last, on the tables the others made: exec/split.py)
-        tables.update(run_split(ts, rest, options, backend, cache_root=cache_root, stream=stream))
+    tables.update(made)
     wanted = registry.wanted_tables(names, tables)
     first = {n: wanted.pop(n) for n in ("findings",) if n in wanted}  # what to fix, first
     return {**first, "files": tables["files"], **wanted}
+
+
+def _files_table(ts: TraceSet, cache_root: Path | None) -> pl.DataFrame:
+    """The files table, every file's summary read at once first (kept per job)."""
+    keep_summaries(ts, cache_root)
+    return file_table(ts).select(FILE_KEYS)
 
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
@@ -272,18 +292,25 @@ def _sliced_json(name: str, frames: Iterable[pl.DataFrame]) -> Iterator[bytes]:
 
 
 def _write_json(
-    out: TextIO, tables: dict[str, Any], scope: Any, *, scope_text: str | None = None
+    out: TextIO,
+    tables: dict[str, Any],
+    scope: Any,
+    *,
+    scope_text: str | Callable[[], str] | None = None,
 ) -> None:
     """`orjson.dumps(doc, OPT_INDENT_2)` of the report's document ({table: records, ...,
     "scope": ...}), byte for byte, written a table (and a slice of a long one) at a time:
     the client holds a slice's text at a time, not the whole report's (a report of 64 ranks
     of 100 MB is 0.5 GB of JSON, 2.5 GB as Python records at once). `scope_text`: the
-    scope's text already made (`kept_scope_text`), in place of `scope`."""
+    scope's text already made (`kept_scope_text`), or what answers it once the tables are
+    written, in place of `scope`."""
     keys = [*tables, "scope"]
     out.write("{\n")
     for i, name in enumerate(keys):
         out.write(f"  {json_printable(orjson.dumps(name).decode())}: ")
         if name == "scope":
+            if callable(scope_text):
+                scope_text = scope_text()
             out.write(scope_text if scope_text is not None else _scope_text(scope))
         else:
             for piece in _table_json(name, tables):
@@ -498,8 +525,11 @@ def _run_report(
     if csv_dir is not None:
         write_csv(tables, csv_dir, raw=csv_raw)
     if as_json:
-        text = kept_scope_text(ts, tables, options, cache_root, backend)
-        _write_json(out, tables, None, scope_text=text)
+        # the scope made while the tables are written (each rank's steps read back, the
+        # tables' JSON made by polars, which lets go of the GIL): it is written last
+        with ThreadPoolExecutor(1, thread_name_prefix="scope") as meanwhile:
+            text = meanwhile.submit(kept_scope_text, ts, tables, options, cache_root, backend)
+            _write_json(out, tables, None, scope_text=text.result)
     elif csv_dir is None and ts.entries and not ts.loaded():
         _no_trace_text(ts, out, **_shape(width, rows))
     elif csv_dir is None and ts.entries:

@@ -744,6 +744,75 @@ def test_small_ranks_run_in_batches(
     assert real is not failing
 
 
+class _Counting(Backend):
+    """A process pool's choice of where work runs (its `remote_bytes`, `rank_bytes`), the
+    work itself made here, its tasks counted."""
+
+    kind = "pool"
+    remote_bytes = PoolBackend.remote_bytes
+    rank_bytes = PoolBackend.rank_bytes
+
+    def __init__(self) -> None:
+        self.submitted = 0
+
+    def submit(self, fn: Any, *args: Any) -> Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args)
+
+
+def test_the_pool_takes_many_small_files_not_a_few(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers take rank work worth a process start by the files' bytes and their count
+    together (a folder of 1,000 tiny files is rank work, not bytes), counting only the ranks
+    whose results are not kept; a job of a few small files stays in the caller."""
+    pool = PoolBackend()
+    assert pool.worth_workers(1, 20_000_000)  # bytes alone, as ever
+    assert pool.worth_workers(100, 100 * 4_000)  # 100 tiny files
+    assert not pool.worth_workers(8, 8 * 60_000)  # 8 small ranks (a real 8-rank job)
+    assert not pool.worth_workers(2, 2 * 5_000_000)
+    assert not pool.worth_workers(0, 0)  # nothing to make
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    opts = registry.Options()
+    few = _Counting()
+    want = split.run_split(ts, ["kernel_view"], opts, few, cache_root=cache.root)
+    assert few.submitted == 0  # 8 small ranks: made in the caller
+    forget_results(cache)
+    monkeypatch.setattr(_Counting, "rank_bytes", _Counting.remote_bytes // 8)
+    many, stats = _Counting(), split.SplitRun()
+    got = split.run_split(ts, ["kernel_view"], opts, many, cache_root=cache.root, stats=stats)
+    assert many.submitted == stats.batches == 1 and all(got[n].equals(t) for n, t in want.items())
+    shutil.rmtree(cache.root / split.JOBS_DIR)  # every rank's results kept: no task
+    split.run_split(ts, ["kernel_view"], opts, many, cache_root=cache.root)
+    assert many.submitted == 1
+
+
+def test_small_ranks_split_in_even_batches() -> None:
+    """Consecutive small stored ranks go in batches of even sizes (two workers end
+    together): of at most BATCH_RANKS up to BATCHES of them, then bigger ones (fewer parts
+    for the client, less per rank in a worker); a big rank, or one whose frames only this
+    process holds, alone; every rank once, in rank order."""
+
+    def rank(i: int, size: int = 4_000, stored: bool = True) -> Any:
+        return split._Rank(i, Path(f"/entry{i}"), {}, size, stored)
+
+    def sizes(ranks: list) -> list[int]:
+        units = split._units(ranks)
+        assert [r.rank for unit in units for r in unit] == [r.rank for r in ranks]
+        return [len(unit) for unit in units]
+
+    assert split.BATCH_RANKS == 64
+    assert sizes([rank(i) for i in range(200)]) == [50] * 4
+    assert sizes([rank(i) for i in range(64)]) == [64]
+    assert sizes([rank(i) for i in range(65)]) == [32, 33]
+    assert sizes([rank(i) for i in range(1000)]) == [62, 63] * 8  # 16: a balance for two
+    assert sizes([rank(i) for i in range(2000)]) == [125] * 16  # then bigger batches,
+    assert sizes([rank(i) for i in range(10_000)]) == [250] * 40  # up to 256 ranks each
+    mixed = [*map(rank, range(70)), rank(70, size=5_000_000), *map(rank, range(71, 74))]
+    assert sizes([*mixed, rank(74, stored=False), rank(75)]) == [35, 35, 1, 3, 1, 1]
+
+
 def test_a_long_table_is_read_one_rank_part_at_a_time(
     job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -884,6 +953,50 @@ def test_a_batch_of_tiny_ranks_makes_shared_work_once(
     assert owned["rank"].to_list() == list(range(8)) and owned["kernels"].min() > 0
     sequences_part = rank_work.unpack(got["frequent_cuda_kernel_sequences"])
     assert set(sequences_part["frequent_cuda_kernel_sequences"]["rank"].to_list()) <= {0}
+
+
+def test_the_kernel_sequences_are_made_once_a_job(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HTA's kernel sequences are one rank's (`Analysis.one_rank`: the asked one, else the
+    job's smallest): made by the one unit of work holding it, not for each batch's or each
+    lone rank's smallest; the same tables as made over every rank at once, asked rank or
+    not. Asked alone (`--only`), each unit still makes its own (its task keeps its ranks'
+    steps covered too)."""
+    from hta_tui.analysis import sequences
+
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    calls: list[int] = []
+    real = sequences.frequent_cuda_kernel_sequences
+
+    def counted(ranks: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(len(ranks))
+        return real(ranks, *args, **kwargs)
+
+    names = ["frequent_cuda_kernel_sequences", "kernel_view"]
+    monkeypatch.setattr(split, "BATCH_RANKS", 3)  # batches of 3, 3 and 2 ranks
+    for asked in (-1, 5, 9):
+        opts = registry.Options(rank=asked)
+        want = registry.run(ts.frames(), names, opts, frames=ts.frames)
+        monkeypatch.setattr(sequences, "frequent_cuda_kernel_sequences", counted)
+        for batch in (3, 1):  # batches, then each rank alone
+            monkeypatch.setattr(split, "BATCH_BYTES", 10**9 if batch > 1 else 0)
+            calls.clear()
+            forget_results(cache)
+            stats = split.SplitRun()
+            got = split.run_split(ts, names, opts, Backend(), stats=stats)
+            assert stats.rank_tasks == (3 if batch > 1 else 8), (asked, batch)
+            assert calls == ([] if asked == 9 else [1])  # (rank 9: none holds it)
+            for name, table in want.items():
+                assert got[name].equals(table), (asked, batch, name)
+        monkeypatch.setattr(sequences, "frequent_cuda_kernel_sequences", real)
+    assert not want["frequent_cuda_kernel_sequences"].is_empty() or asked == 9
+    monkeypatch.setattr(sequences, "frequent_cuda_kernel_sequences", counted)
+    calls.clear()
+    forget_results(cache)
+    split.run_split(ts, names[:1], registry.Options(), Backend())
+    assert len(calls) == 8  # asked alone: each rank alone its own (batch: its smallest)
 
 
 def test_aten_ops_of_ranks_too_far_apart_go_one_rank_at_a_time(
@@ -1102,6 +1215,41 @@ def test_workers_warmed_only_when_rank_work_lies_ahead(tmp_path: Path) -> None:
     assert not split.work_ahead(ts, compat, big)
     forget_results(cache)
     assert split.work_ahead(ts, plain, backend)
+
+
+def test_the_files_table_and_scope_are_made_while_other_work_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With rank work ahead for the workers, the files' summaries are read and their table
+    made on a thread meanwhile, and the scope is made on a thread while the tables are
+    written; without (every result kept), the files table here: the same document."""
+    import threading
+
+    from hta_tui import report as report_module
+
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
+    cache = Cache(tmp_path / "cache")
+    where: list[str] = []
+    for name in ("_files_table", "kept_scope_text"):
+        real = getattr(report_module, name)
+
+        def spied(*args: Any, real: Any = real, name: str = name) -> Any:
+            where.append(f"{name} {threading.current_thread().name.split('_')[0]}")
+            return real(*args)
+
+        monkeypatch.setattr(report_module, name, spied)
+    docs = []
+    for _ in range(2):
+        out = io.StringIO()
+        assert (
+            run_report(tmp_path / "job", as_json=True, out=out, cache=cache, backend=_Warmed()) == 0
+        )
+        docs.append(out.getvalue())
+    assert where == [
+        "_files_table files-table", "kept_scope_text scope",  # work ahead: meanwhile
+        "_files_table MainThread", "kept_scope_text scope",  # every result kept
+    ]  # fmt: skip
+    assert docs[0] == docs[1] and orjson.loads(docs[0])["files"]
 
 
 def test_a_workers_first_rank_imports_nothing(tmp_path: Path) -> None:

@@ -146,8 +146,13 @@ def from_pieces(
 precompute.in_pieces = PieceSummaries(piece_summary.overview_part, from_pieces)  # type: ignore[attr-defined]
 
 
-def _relative(ts: TraceSet, entry: FileEntry) -> str:
-    root = ts.root if ts.root.is_dir() else ts.root.parent
+def _root(ts: TraceSet) -> Path:
+    """What the files' paths are shown relative to (a stat: asked once per table)."""
+    return ts.root if ts.root.is_dir() else ts.root.parent
+
+
+def _relative(ts: TraceSet, entry: FileEntry, root: Path | None = None) -> str:
+    root = root if root is not None else _root(ts)
     try:
         return entry.path.relative_to(root).as_posix()
     except ValueError:
@@ -155,10 +160,10 @@ def _relative(ts: TraceSet, entry: FileEntry) -> str:
 
 
 def file_row(
-    ts: TraceSet, entry: FileEntry, *, step_filter: bool | None = None
+    ts: TraceSet, entry: FileEntry, *, step_filter: bool | None = None, root: Path | None = None
 ) -> dict[str, object]:
-    """One file's row. `step_filter`: HTA's job-wide step rule, when the caller knows it (a
-    table of every file asks the set once, not once per file)."""
+    """One file's row. `step_filter`: HTA's job-wide step rule, and `root` (`_root`), when
+    the caller knows them (a table of every file asks the set once, not once per file)."""
     meta = entry.meta
     data = entry.data
     busy = overlapping = None
@@ -173,7 +178,7 @@ def file_row(
     sel = ts.selected(rank) if rank is not None else None
     several = rank is not None and ts.files_of(rank) > 1
     return {
-        "path": _relative(ts, entry),
+        "path": _relative(ts, entry, root),
         "rank": rank,
         "span": entry.file.span_hint if several else "",
         "shown": sel is not None and sel.path == entry.path,
@@ -209,8 +214,8 @@ def file_table(ts: TraceSet) -> pl.DataFrame:
             str(e.path),
         ),
     )
-    step_filter = _step_filter(ts)
-    rows = [file_row(ts, e, step_filter=step_filter) for e in entries]
+    step_filter, root = _step_filter(ts), _root(ts)
+    rows = [file_row(ts, e, step_filter=step_filter, root=root) for e in entries]
     return pl.DataFrame(rows, schema=FILE_COLUMNS)
 
 

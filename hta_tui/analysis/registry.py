@@ -344,6 +344,10 @@ class Analysis:
     #: rank order -> the tables `function` gives over every rank at once, number for number
     #: (tests/test_rankwise.py compares them on real traces and a generated 64-rank job).
     reduce: Reduce | None = None
+    #: (options, the job's ranks in order) -> the one rank whose `rank_part` its `reduce`
+    #: reads (None: none): every other rank's part is the part of no rank, made once by the
+    #: caller, not asked of each unit of work (HTA's kernel sequences are one rank's).
+    one_rank: Callable[[Options, tuple[int, ...]], int | None] | None = None
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -556,11 +560,15 @@ def _sequences_part(r: Ranks, o: Options) -> Tables:
     return {"frequent_cuda_kernel_sequences": pl.concat([empty, *parts], how="vertical_relaxed")}
 
 
+def _sequences_rank(o: Options, ranks: tuple[int, ...]) -> int | None:
+    """HTA's rank: the asked one (no rows when the job lacks it), else the smallest."""
+    return o.rank if o.rank >= 0 else min(ranks, default=None)
+
+
 def _sequences_reduce(
     parts: Mapping[str, pl.DataFrame], o: Options, ranks: tuple[int, ...]
 ) -> Tables:
-    # HTA's rank: the asked one (no rows when the job lacks it), else the smallest
-    picked_rank = o.rank if o.rank >= 0 else min(ranks, default=None)
+    picked_rank = _sequences_rank(o, ranks)
     table = parts["frequent_cuda_kernel_sequences"]
     return {
         "frequent_cuda_kernel_sequences": table.filter(pl.col("rank") == picked_rank).drop("rank")
@@ -1004,6 +1012,7 @@ ANALYSES: list[Analysis] = [
         scope="reduce",
         rank_part=_sequences_part,
         reduce=_sequences_reduce,
+        one_rank=_sequences_rank,
     ),
     Analysis(
         "aten_op_kernels_and_delay",

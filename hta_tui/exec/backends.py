@@ -44,9 +44,18 @@ class Backend:
     """The in-process back-end, and the interface of the others."""
 
     kind = "inline"
-    #: Per-rank analysis work goes to workers (not run in the caller) from this many bytes of
-    #: trace files on: below it, a worker start costs more than the work.
+    #: Per-rank analysis work goes to workers (not run in the caller) from this much work on,
+    #: counted in bytes of trace files (`worth_workers`): below it, a worker start costs more
+    #: than the work.
     remote_bytes = 0
+    #: What a rank costs besides its bytes (a task's, its analyses' fixed costs), counted as
+    #: this many bytes of trace file: a folder of many tiny files is rank work, not bytes.
+    rank_bytes = 0
+
+    def worth_workers(self, ranks: int, size: int) -> bool:
+        """Whether the work of `ranks` ranks of `size` bytes of files together goes to the
+        workers (`remote_bytes`, `rank_bytes`); none to do goes nowhere."""
+        return ranks > 0 and size + ranks * self.rank_bytes >= self.remote_bytes
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run `fn(*args)`; its result (or exception) in the future."""
@@ -86,6 +95,10 @@ class PoolBackend(Backend):
     kind = "pool"
     #: 20 MB of trace files: below it the analyses run in the caller, as before.
     remote_bytes = 20_000_000
+    #: 100 tiny ranks (a few KB each) are worth the workers: ~1 s of CPU in batches (~10 ms
+    #: a rank), halved over two cores, against a start of ~0.3 s; a job of 2-8 small ranks
+    #: stays in the caller (the pool made it slower: one batch, no work to share).
+    rank_bytes = 200_000
 
     def __init__(self, workers: int | None = None, *, one_round: bool = False) -> None:
         self._workers = workers

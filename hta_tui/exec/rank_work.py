@@ -104,8 +104,14 @@ STEPS = "steps_covered"
 
 
 def steps_path(entry: Path, options: registry.Options) -> Path:
-    said = f"{code_version()}|{STEPS}|{options.tb_compat!r}"
-    return entry / RESULTS_DIR / f"{STEPS}-{hashlib.sha1(said.encode()).hexdigest()[:20]}.arrow"
+    return entry / RESULTS_DIR / _steps_name(options.tb_compat)
+
+
+@functools.lru_cache(maxsize=4)
+def _steps_name(tb_compat: bool) -> str:
+    """(hashed once, not once a rank: the report's scope asks for every rank's)"""
+    said = f"{code_version()}|{STEPS}|{tb_compat!r}"
+    return f"{STEPS}-{hashlib.sha1(said.encode()).hexdigest()[:20]}.arrow"
 
 
 def _steps_blob(rank: int, events: pl.DataFrame, options: registry.Options) -> bytes:
@@ -124,12 +130,13 @@ def _steps_packed(kinds: dict[str, list[int]]) -> bytes:
 
 
 def unpack_steps(blob: bytes) -> dict[str, list[int]]:
-    """kind -> this rank's steps, from `_steps_blob`."""
+    """kind -> this rank's steps, from `_steps_blob`, in their order (a few rows: read as
+    lists, no query a kind: those were most of the report's scope at 1,000 tiny ranks)."""
     table = unpack(blob)[STEPS]
-    return {
-        kind: table.filter(pl.col("kind") == kind)["step"].to_list()
-        for kind in table["kind"].unique().to_list()
-    }
+    out: dict[str, list[int]] = {}
+    for kind, step in zip(table["kind"].to_list(), table["step"].to_list(), strict=True):
+        out.setdefault(kind, []).append(step)
+    return out
 
 
 def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:

@@ -410,26 +410,39 @@ def _narrow_frames(
     return out
 
 
-def _units(ranks: list[_Rank]) -> list[_Unit]:
+def _units(ranks: list[_Rank]) -> list[list[_Rank]]:
     """The ranks in units of work, in rank order: consecutive ranks whose file is under
-    BATCH_BYTES (and stored) together, up to BATCH_RANKS; any other rank alone."""
-    units: list[_Unit] = []
-    for r in ranks:
-        small = r.stored and r.size < BATCH_BYTES
-        last = units[-1] if units else None
-        if small and last is not None and last.small and len(last) < BATCH_RANKS:
-            last.append(r)
-        else:
-            units.append(_Unit([r], small))
+    BATCH_BYTES (and stored) together, in batches of even sizes (200 ranks: four of 50, not
+    three of 64 and one of 8, so two workers end together): batches of at most BATCH_RANKS
+    up to BATCHES of them, then bigger ones up to BATCH_MOST (`_batches`); any other rank
+    alone."""
+    units: list[list[_Rank]] = []
+    run: list[_Rank] = []  # consecutive small ranks not yet in a unit
+    for r in [*ranks, None]:
+        if r is not None and r.stored and r.size < BATCH_BYTES:
+            run.append(r)
+            continue
+        count = _batches(len(run))
+        for i in range(count):
+            units.append(run[i * len(run) // count : (i + 1) * len(run) // count])
+        run = []
+        if r is not None:
+            units.append([r])
     return units
 
 
-class _Unit(list):
-    """A unit of work's ranks; `small`: it may take more (its ranks are batched)."""
+#: A run of small ranks is cut in at least this many batches while they hold at most
+#: BATCH_RANKS ranks (the workers' balance: a batch's ~0.6 s the most one waits for
+#: another at the end), then in bigger ones up to BATCH_MOST: a tiny rank costs ~10% less
+#: in a batch of 256 than of 64 (~9.6 ms against 10.9), and the client reads and
+#: concatenates a part per batch and analysis (40 batches at 10,000 files, not 157).
+BATCHES = 16
+BATCH_MOST = 256
 
-    def __init__(self, ranks: list[_Rank], small: bool) -> None:
-        super().__init__(ranks)
-        self.small = small
+
+def _batches(ranks: int) -> int:
+    """How many batches a run of `ranks` small ranks makes (`_units`)."""
+    return max(-(-ranks // BATCH_MOST), min(-(-ranks // BATCH_RANKS), BATCHES))
 
 
 def _rankwise(
@@ -449,17 +462,21 @@ def _rankwise(
     units: list[list[_Rank]] = []
     parts: list[dict[str, Part]] = []
     jobs: list[tuple[int, tuple[RankJob, ...]]] = []  # (unit, its ranks' jobs)
+    order = tuple(r.rank for r in ranks)
+    spare = _spare_parts(chosen, options, order)
     for unit in _units(ranks):
+        # (a unit without the one rank such an analysis reads gives the part of no rank)
+        given = {n: p for n, (rank, p) in spare.items() if all(r.rank != rank for r in unit)}
         if len(unit) > 1:
             every = tuple(a.name for a in chosen)
             rank_jobs = tuple(RankJob(r.rank, str(r.entry), r.meta, every, options) for r in unit)
-            have = {}
+            have = dict(given)
             for a in chosen:
                 path = batch_path(rank_jobs, a)
-                blob = read_cached(path)
+                blob = read_cached(path) if a.name not in have else None
                 if blob is not None:
                     have[a.name] = _part(blob, path)
-            stats.rank_hits += len(have) * len(unit)
+            stats.rank_hits += (len(have) - len(given)) * len(unit)
             wanted = tuple(a.name for a in chosen if a.name not in have)
             if wanted:
                 # each rank's steps covered too, made with its tables (the report's scope
@@ -475,20 +492,22 @@ def _rankwise(
         if not r.stored:  # frames only this process has
             parts.append({})
             continue
-        have = {}
+        have = dict(given)
         for a in chosen:
             path = result_path(r.entry, a, options)
-            blob = read_cached(path)
+            blob = read_cached(path) if a.name not in have else None
             if blob is not None:
                 have[a.name] = _part(blob, path)
-        stats.rank_hits += len(have)
+        stats.rank_hits += len(have) - len(given)
         parts.append(have)
         wanted = tuple(a.name for a in chosen if a.name not in have)
         if wanted:
             if read_cached(steps_path(r.entry, options)) is None:  # (as a batch's, above)
                 wanted += (STEPS,)
             jobs.append((len(units) - 1, (RankJob(r.rank, str(r.entry), r.meta, wanted, options),)))
-    remote = sum(r.size for r in ranks) >= backend.remote_bytes
+    sizes = {r.rank: r.size for r in ranks}
+    to_make = [job.rank for _, batch in jobs for job in batch]
+    remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))
     runner = backend if remote else Backend()
 
     def keep(batch: tuple[RankJob, ...], got: dict[str, bytes]) -> dict[str, Part]:
@@ -517,7 +536,7 @@ def _rankwise(
             # a rank alone whose work failed or whose frames are here only; a failed
             # batch's ranks one by one (what was found kept for the batch is left)
             for r in unit:
-                found = have if len(unit) == 1 else {}
+                found = have if len(unit) == 1 else {n: have[n] for n in have if n in spare}
                 made = _here(ts, r, chosen, options, found)
                 done = {**found, **{n: Part(len(b), blob=b) for n, b in made.items()}}
                 for a in chosen:
@@ -525,7 +544,6 @@ def _rankwise(
             continue
         for a in chosen:
             pieces[a.name].append((have[a.name], len(unit) > 1 and a.name in ALONE))
-    order = tuple(r.rank for r in ranks)
     out: dict[str, dict[str, Any]] = {}
     for a in chosen:
         got = pieces[a.name]
@@ -538,6 +556,24 @@ def _rankwise(
         for p, apart in got:
             tables += each_rank(p.tables()) if apart else [p.tables()]
         out[a.name] = a.reduced(_concat(tables), options, order)
+    return out
+
+
+def _spare_parts(
+    chosen: list[registry.Analysis], options: registry.Options, order: tuple[int, ...]
+) -> dict[str, tuple[int | None, Part]]:
+    """analysis -> (the one rank whose part it reads, the part of no rank) for those that
+    read one rank's part only (`Analysis.one_rank`), made here once: the units without that
+    rank are not asked for it (HTA's kernel sequences were made for each batch's smallest
+    rank, 16 times at 1,000 tiny files, for the job's smallest). Not when they are all a
+    unit would make (`--only` them): its task makes each rank's steps covered too."""
+    ones = [a for a in chosen if a.one_rank is not None]
+    if not ones or len(ones) == len(chosen):
+        return {}
+    out = {}
+    for a in ones:
+        blob = pack(registry.rank_parts({}, [a.name], options)[a.name])
+        out[a.name] = (a.one_rank(options, order), Part(len(blob), blob=blob))
     return out
 
 
@@ -604,22 +640,22 @@ def _here(
 
 
 def work_ahead(ts: TraceSet, options: registry.Options, backend: Backend) -> bool:
-    """Whether rank-wise work will likely go to `backend`'s workers: the files are big
-    enough for them (`remote_bytes`) and a rank's steps covered are not kept for these
-    options and this code (every rank's task keeps them: a report whose results are kept
-    has them all). A guess made before any result is read, to start the workers early
-    (`Backend.warm`), from at most `AHEAD_LOOKS` ranks spread over the set (a stat each: a
-    warm report of 10,000 ranks looks at 8 files); a wrong one costs a start or the wait it
-    would have saved, never a number."""
+    """Whether rank-wise work will likely go to `backend`'s workers: the files are worth
+    them (`Backend.worth_workers`: their bytes, their count) and a rank's steps covered are
+    not kept for these options and this code (every rank's task keeps them: a report whose
+    results are kept has them all). A guess made before any result is read, to start the
+    workers early (`Backend.warm`), from at most `AHEAD_LOOKS` ranks spread over the set (a
+    stat each: a warm report of 10,000 ranks looks at 8 files); a wrong one costs a start
+    or the wait it would have saved, never a number."""
     loaded = ts.loaded()
     ranks = sorted(loaded)
     total = 0
     for rank in ranks:  # (until there is enough: no file's metadata copied)
+        if backend.worth_workers(len(ranks), total):
+            break
         entry = ts.selected(rank)
         total += entry.file.size if entry is not None else 0
-        if total >= backend.remote_bytes:
-            break
-    if not ranks or total < backend.remote_bytes:
+    if not backend.worth_workers(len(ranks), total):
         return False
     looked = ranks[:: -(-len(ranks) // AHEAD_LOOKS)]
     entries = (loaded[rank].entry for rank in looked)
@@ -641,7 +677,8 @@ def rank_steps(
             out[r.rank] = unpack_steps(blob)
         elif r.stored:
             jobs.append(RankJob(r.rank, str(r.entry), r.meta, (STEPS,), options))
-    remote = sum(r.size for r in ranks) >= backend.remote_bytes
+    sizes = {r.rank: r.size for r in ranks}
+    remote = backend.worth_workers(len(jobs), sum(sizes[job.rank] for job in jobs))
     runner = backend if remote else Backend()
     units = [(job.rank, (job,)) for job in jobs]  # each rank alone, keyed by its rank
     for rank, got in _gather(runner, units, SplitRun(), ts).items():
