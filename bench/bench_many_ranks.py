@@ -438,7 +438,7 @@ async def app_run(
                 (
                     view,
                     t,
-                    [f for f in fine if t <= f[0] < t + 0.3],
+                    [f for f in fine if f[0] < t + 0.3 and f[0] + f[1] > t],  # (begun before: < 0)
                     [s - t for s in started if s >= t],
                 )
             )
@@ -659,7 +659,9 @@ def main() -> None:
                             for a, w, c, k, z in stretches
                         )
                         print(
-                            f"key {view}: worker asked {began}; stretches {each}", file=sys.stderr
+                            f"key {view} at +{t - res['t0']:.1f} s: worker asked {began};"
+                            f" stretches {each}",
+                            file=sys.stderr,
                         )
                     for st in kept_stretches(res["stretches"]):
                         gcs = ", ".join(f"gen{g} {d:.3f}" for g, d in st["gc"]) or "none"

@@ -558,16 +558,16 @@ def test_every_background_checkpoint_waits_until_a_screen_shown_is_drawn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """From a screen's switch to its first picture every background thread waits at its
-    checkpoint: the view's own work, the views left behind, the read-ahead (even while the
-    next view's key waits) and the findings (`while_drawing`); only that screen's picture
-    lets them go, and a picture never drawn holds them `DRAW_GRACE` at most."""
+    checkpoint: the view's own work, the views left behind, the read-ahead and the findings
+    (`while_drawing`); only that screen's picture lets them go, and a picture never drawn
+    holds them `DRAW_GRACE` at most. While the next view's key waits the read-ahead goes on
+    (a walk's: held while each screen is drawn, it left the walk's target its work)."""
     monkeypatch.setattr(foreground, "LINGER", 0.0)
     fg = Foreground()
     shown, other = object(), object()
     fg.show(shown)
     assert _passes(fg, object(), lingers=False).wait(30)  # nothing drawn: nothing waits
     fg.drawing(shown, True)
-    fg.key_waiting(True)  # the read-ahead's way through a walk: not while a screen is drawn
     ahead, behind, mine = object(), object(), object()
     read, held = _passes(fg, ahead, lingers=False), _passes(fg, behind)
     own = _passes(fg, shown)
@@ -577,9 +577,12 @@ def test_every_background_checkpoint_waits_until_a_screen_shown_is_drawn(
     fg.drawing(other, False)  # another screen's picture: still held
     time.sleep(0.1)
     assert not (read.is_set() or held.is_set() or own.is_set() or findings.is_set())
+    fg.key_waiting(True)  # a walk: the read-ahead goes on, the rest still waits
+    assert read.wait(30)
+    assert not (held.is_set() or own.is_set() or findings.is_set())
     fg.key_waiting(False)
     fg.drawing(shown, False)
-    assert read.wait(30) and held.wait(30) and own.wait(30) and findings.wait(30)
+    assert held.wait(30) and own.wait(30) and findings.wait(30)
     monkeypatch.setattr(foreground, "DRAW_GRACE", 0.2)
     fg.drawing(shown, True)  # never drawn (the screen removed first)
     assert _passes(fg, mine, lingers=False).wait(30)

@@ -43,7 +43,9 @@ holds (`hta_view.made_ahead`), the views of each rank under none.
 Until a screen just shown has drawn its first picture (`drawing`, from the switch to its
 first refresh, at most `DRAW_GRACE`), every background thread that passes checkpoints waits
 at its next one: the views' work (the shown view's own, which starts after that refresh
-anyway), the read-ahead (even through a walk) and the overview's findings (`while_drawing`).
+anyway), the read-ahead and the overview's findings (`while_drawing`). The read-ahead still
+goes on while the next view's key waits (through a walk, as above: held while each screen of
+the walk was drawn, it left the target to make Operators' trees and Launch's rank views).
 A Python thread running beside the UI thread takes the GIL from it at every release (each
 loop's `select`, each polars call) for up to the switch interval, and one taken off its core
 while it holds the GIL (the machine's load, or its lower priority) stops the UI thread until
@@ -190,8 +192,8 @@ class Foreground:
         shown = self._shown
         if shown is None:
             return False
-        if self.being_drawn:  # the key's answer: the UI thread draws it alone
-            return True
+        if self.being_drawn and (lingers or not self.leaving):
+            return True  # the key's answer: the UI thread draws it alone (see `drawing`)
         if shown is view:  # about to be left: no new piece
             return self.leaving
         if not lingers:  # the read-ahead
