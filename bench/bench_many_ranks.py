@@ -433,12 +433,12 @@ async def app_run(
             t = time.perf_counter()
             await pilot.press(view)
             await pilot.pause(0.3)
-            key_lag = busy()
+            key_lag, end = busy(), time.perf_counter()  # (the pause may last longer)
             out.setdefault("key_windows", []).append(
                 (
                     view,
                     t,
-                    [f for f in fine if f[0] < t + 0.3 and f[0] + f[1] > t],  # (begun before: < 0)
+                    [f for f in fine if f[0] < end and f[0] + f[1] > t],  # (begun before: < 0)
                     [s - t for s in started if s >= t],
                 )
             )
