@@ -314,6 +314,25 @@ class StretchProbe:
             gc.callbacks.remove(self._callback)
 
 
+#: Stretches of the UI thread listed in a view key's window (`--views`) from this wall.
+FINE = 0.01
+
+
+def watch_compute_starts() -> list[float]:
+    """When each screen's computation starts (its worker asked for, on the UI thread)."""
+    from hta_tui.app.screens.base import AnalysisScreen
+
+    starts: list[float] = []
+    real = AnalysisScreen._start_compute
+
+    def timed(self, ts, want):  # type: ignore[no-untyped-def]
+        starts.append(time.perf_counter())
+        return real(self, ts, want)
+
+    AnalysisScreen._start_compute = timed  # type: ignore[method-assign]
+    return starts
+
+
 async def app_run(
     folder: Path, cache: Path, timeout: float, views: list[str] = (), wait: bool = True
 ) -> dict:
@@ -333,6 +352,10 @@ async def app_run(
     # a polars call on a busy pool, or the loop's own timeout): the app's part beside its CPU
     lag = {"max": 0.0, "cpu": 0.0, "core": 0.0, "asleep": 0.0}
     probe = StretchProbe()
+    #: every stretch over `FINE` (start, wall, CPU, core wait, asleep), and when each view's
+    #: key was pressed and its worker started (`out["key_windows"]`: what a key's 0.3 s held)
+    fine: list[tuple[float, float, float, float, float]] = []
+    started = watch_compute_starts()
 
     async def heartbeat() -> None:
         tick = 0.002
@@ -349,6 +372,8 @@ async def app_run(
             lag["cpu"] = max(lag["cpu"], time.thread_time() - c)
             lag["asleep"] = max(lag["asleep"], asleep)
             probe.stretch(t, wall, time.thread_time() - c, core, asleep)
+            if wall > FINE:
+                fine.append((t, wall, time.thread_time() - c, core, asleep))
 
     def reset() -> None:
         lag["max"] = lag["cpu"] = lag["core"] = lag["asleep"] = 0.0
@@ -408,7 +433,15 @@ async def app_run(
             t = time.perf_counter()
             await pilot.press(view)
             await pilot.pause(0.3)
-            key_lag = busy()
+            key_lag, end = busy(), time.perf_counter()  # (the pause may last longer)
+            out.setdefault("key_windows", []).append(
+                (
+                    view,
+                    t,
+                    [f for f in fine if f[0] < end and f[0] + f[1] > t],  # (begun before: < 0)
+                    [s - t for s in started if s >= t],
+                )
+            )
             if not wait:
                 out["views"].append((view, key_lag, None, None, []))
                 continue
@@ -619,6 +652,17 @@ def main() -> None:
                             f" at most {ui(picked_lag)}, on {shown}) | {picked_s:.1f} |",
                         ]
                     print(f"app {kind}: t0 {res['t0']:.4f} (monotonic)", file=sys.stderr)
+                    for view, t, stretches, starts in res.get("key_windows", []):
+                        began = ", ".join(f"+{s:.3f}" for s in starts) or "none"
+                        each = "; ".join(
+                            f"+{a - t:.3f} {w:.3f} ({c:.3f} CPU, {k:.3f} core, {z:.3f} asleep)"
+                            for a, w, c, k, z in stretches
+                        )
+                        print(
+                            f"key {view} at +{t - res['t0']:.1f} s: worker asked {began};"
+                            f" stretches {each}",
+                            file=sys.stderr,
+                        )
                     for st in kept_stretches(res["stretches"]):
                         gcs = ", ".join(f"gen{g} {d:.3f}" for g, d in st["gc"]) or "none"
                         stacks = "; ".join(f"{n}x {w}" for w, n in st["stacks"]) or "no sample"

@@ -36,6 +36,7 @@ from tests.test_app_support import (
     base_screen,
     make_screen_app,
     press_view,
+    screen_shows_current,
     wait_patiently,
     wait_view,
 )
@@ -329,9 +330,12 @@ def test_a_view_shown_without_numbers_holds_the_others_from_its_key() -> None:
         threading.Thread(target=lambda: (fg.give_way(behind, worker)(), passed.set())).start()
         return passed
 
-    ForegroundMixin._screen_changed(app, SimpleNamespace(shows_numbers=True))
+    def screen(numbers: bool) -> Any:  # its first picture drawn at once
+        return SimpleNamespace(shows_numbers=numbers, call_after_refresh=lambda f, *a: f(*a))
+
+    ForegroundMixin._screen_changed(app, screen(True))
     assert behind_passes(object()).wait(30)
-    shown = SimpleNamespace(shows_numbers=False)
+    shown = screen(False)
     ForegroundMixin._screen_changed(app, shown)
     behind = object()
     passed = behind_passes(behind)
@@ -548,3 +552,90 @@ def test_the_read_ahead_goes_on_while_a_view_key_waits(
         assert _until(lambda: fg.is_holding(ahead)) and not read.is_set()
     fg.wants(shown, False)
     assert read.wait(30)
+
+
+def test_every_background_checkpoint_waits_until_a_screen_shown_is_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """From a screen's switch to its first picture every background thread waits at its
+    checkpoint: the view's own work, the views left behind, the read-ahead and the findings
+    (`while_drawing`); only that screen's picture lets them go, and a picture never drawn
+    holds them `DRAW_GRACE` at most. While the next view's key waits the read-ahead goes on
+    (a walk's: held while each screen is drawn, it left the walk's target its work)."""
+    monkeypatch.setattr(foreground, "LINGER", 0.0)
+    fg = Foreground()
+    shown, other = object(), object()
+    fg.show(shown)
+    assert _passes(fg, object(), lingers=False).wait(30)  # nothing drawn: nothing waits
+    fg.drawing(shown, True)
+    ahead, behind, mine = object(), object(), object()
+    read, held = _passes(fg, ahead, lingers=False), _passes(fg, behind)
+    own = _passes(fg, shown)
+    findings = threading.Event()
+    threading.Thread(target=lambda: (fg.while_drawing()(), findings.set()), daemon=True).start()
+    assert _until(lambda: fg.is_holding(ahead) and fg.is_holding(behind) and fg.is_holding(shown))
+    fg.drawing(other, False)  # another screen's picture: still held
+    time.sleep(0.1)
+    assert not (read.is_set() or held.is_set() or own.is_set() or findings.is_set())
+    fg.key_waiting(True)  # a walk: the read-ahead goes on, the rest still waits
+    assert read.wait(30)
+    assert not (held.is_set() or own.is_set() or findings.is_set())
+    fg.key_waiting(False)
+    fg.drawing(shown, False)
+    assert held.wait(30) and own.wait(30) and findings.wait(30)
+    monkeypatch.setattr(foreground, "DRAW_GRACE", 0.2)
+    fg.drawing(shown, True)  # never drawn (the screen removed first)
+    assert _passes(fg, mine, lingers=False).wait(30)
+
+
+def test_in_background_runs_its_function_under_the_hook_given() -> None:
+    """The findings' thread passes its checkpoints through the hook it was given (a hook
+    is a thread's own: set in the caller's thread it would never be seen)."""
+    from hta_tui.app.findings_data import in_background
+
+    passed: list[str] = []
+
+    def work() -> int:
+        checkpoint()
+        return threading.get_ident()
+
+    ident = in_background(work, checkpoint=lambda: passed.append("hook"))
+    assert passed == ["hook"] and ident != threading.get_ident()
+    assert in_background(work) != threading.get_ident() and passed == ["hook"]
+
+
+async def test_a_key_s_screen_is_drawn_before_any_background_thread_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Pressing a view's key: from the switch until the new screen's first refresh the
+    read-ahead (here on a view revisited, which wants no numbers and so held nothing before)
+    and the findings wait at their checkpoints; once it is drawn they go on."""
+    write_trace_dir(tmp_path / "t", ranks=1, steps=2, seed=5)
+    app = make_screen_app(tmp_path / "t", tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_patiently(pilot, lambda: app.settled)
+        await press_view(pilot, "K", KernelsScreen, timeout=60)
+        await pilot.press("O")
+        await wait_patiently(pilot, lambda: app.current_mode == "overview")
+        fg = app.foreground
+        ahead = object()
+        seen: dict[str, Any] = {}
+
+        def switched(screen: Any) -> None:  # inside the switch: nothing drawn yet
+            if seen:
+                return
+            seen["read"] = _passes(fg, ahead, lingers=False)
+            seen["findings"] = findings = threading.Event()
+            threading.Thread(
+                target=lambda: (fg.while_drawing()(), findings.set()), daemon=True
+            ).start()
+            seen["held"] = _until(lambda: fg.is_holding(ahead))  # the UI thread blocked here
+            seen["early"] = seen["read"].is_set() or findings.is_set()
+
+        app.screen_change_signal.subscribe(app, switched, immediate=True)
+        await pilot.press("K")
+        await wait_patiently(pilot, lambda: bool(seen) and seen["read"].is_set())
+        assert seen["held"] and not seen["early"]
+        assert screen_shows_current(app, base_screen(app))  # revisited: wanted no numbers
+        await wait_patiently(pilot, seen["findings"].is_set)
+        assert not fg.being_drawn

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import polars as pl
 
 from hta_tui.analysis import registry
+from hta_tui.analysis.checkpoint import hooked
 from hta_tui.app.format import elide_end, fmt_us
 from hta_tui.exec.split import run_split
 from hta_tui.trace.model import TraceSet
@@ -76,11 +77,14 @@ def compute_findings(ts: TraceSet, cache_root: Path | None = None) -> Findings:
     return made
 
 
-def in_background(fn: Callable[..., T], *args: Any) -> T:
+def in_background(
+    fn: Callable[..., T], *args: Any, checkpoint: Callable[[], None] | None = None
+) -> T:
     """`fn(*args)`, waited for, on a thread of its own at BACKGROUND_NICE lower priority
-    (threads it starts inherit it). A thread of its own: Textual's workers run on a pool whose
-    threads live on, and a thread cannot raise its priority back without privileges. Where
-    priorities cannot be set, at the same priority."""
+    (threads it starts inherit it), `checkpoint` its checkpoints' hook there (hooks are a
+    thread's own). A thread of its own: Textual's workers run on a pool whose threads live
+    on, and a thread cannot raise its priority back without privileges. Where priorities
+    cannot be set, at the same priority."""
     out: dict[str, Any] = {}
 
     def run() -> None:
@@ -89,7 +93,11 @@ def in_background(fn: Callable[..., T], *args: Any) -> T:
             nice = os.getpriority(os.PRIO_PROCESS, tid)
             os.setpriority(os.PRIO_PROCESS, tid, min(19, nice + BACKGROUND_NICE))
         try:
-            out["value"] = fn(*args)
+            if checkpoint is None:
+                out["value"] = fn(*args)
+            else:
+                with hooked(checkpoint):
+                    out["value"] = fn(*args)
         except BaseException as exc:  # raised again in the caller's thread
             out["error"] = exc
 

@@ -40,6 +40,18 @@ made (held through the walk, it left the target to build them: Operators 1.5 s, 
 makes a view wait: the steps and trees it makes are built outside the lock a view's build
 holds (`hta_view.made_ahead`), the views of each rank under none.
 
+Until a screen just shown has drawn its first picture (`drawing`, from the switch to its
+first refresh, at most `DRAW_GRACE`), every background thread that passes checkpoints waits
+at its next one: the views' work (the shown view's own, which starts after that refresh
+anyway), the read-ahead and the overview's findings (`while_drawing`). The read-ahead still
+goes on while the next view's key waits (through a walk, as above: held while each screen of
+the walk was drawn, it left the target to make Operators' trees and Launch's rank views).
+A Python thread running beside the UI thread takes the GIL from it at every release (each
+loop's `select`, each polars call) for up to the switch interval, and one taken off its core
+while it holds the GIL (the machine's load, or its lower priority) stops the UI thread until
+it runs again (bench/MANY_RANKS.md, pkey18 and pkey19): the screen's first picture, the
+key's answer, is drawn by the UI thread alone.
+
 A modal on top (help, a picker) leaves the view under it shown. The overview computes in the
 app's own worker, which never waits: while it is shown, the views left behind go on (one at a
 time).
@@ -72,6 +84,9 @@ LINGER = 0.5
 #: Seconds a view's key may wait to be handled and still hold the shown view's work (a key
 #: Textual never hands to the app must not hold it for ever).
 KEY_GRACE = 2.0
+#: Seconds a screen just shown may take to draw its first picture and still hold the
+#: background work (a screen never refreshed, or removed first, must not hold it for ever).
+DRAW_GRACE = 1.0
 
 
 class Superseded(Exception):
@@ -94,6 +109,8 @@ class Foreground:
         #: id(view) of the one view left behind whose work goes on (`_holds`)
         self._slot: int | None = None
         self._key_since: float | None = None  # a view's key waits to be handled since
+        #: id(screen) shown and not drawn yet, and since when (`drawing`)
+        self._drawing: tuple[int, float] | None = None
 
     def show(self, view: object) -> None:
         with self._changed:
@@ -117,6 +134,22 @@ class Foreground:
                     self._changed.notify_all()
             elif self._key_since is None:
                 self._key_since = time.monotonic()
+
+    def drawing(self, screen: object, waiting: bool) -> None:
+        """Main thread: `screen` was just shown and its first picture is not drawn yet
+        (`waiting`), or it is drawn (only the screen being drawn clears it)."""
+        with self._changed:
+            if waiting:
+                self._drawing = (id(screen), time.monotonic())
+            elif self._drawing is not None and self._drawing[0] == id(screen):
+                self._drawing = None
+                self._changed.notify_all()
+
+    @property
+    def being_drawn(self) -> bool:
+        """A screen just shown has not drawn its first picture (for at most `DRAW_GRACE`)."""
+        drawing = self._drawing
+        return drawing is not None and time.monotonic() - drawing[1] < DRAW_GRACE
 
     @property
     def leaving(self) -> bool:
@@ -159,6 +192,8 @@ class Foreground:
         shown = self._shown
         if shown is None:
             return False
+        if self.being_drawn and (lingers or not self.leaving):
+            return True  # the key's answer: the UI thread draws it alone (see `drawing`)
         if shown is view:  # about to be left: no new piece
             return self.leaving
         if not lingers:  # the read-ahead
@@ -227,6 +262,17 @@ class Foreground:
 
         return hook
 
+    def while_drawing(self) -> Callable[[], None]:
+        """The checkpoint hook of background work that no view owns (the overview's
+        findings): it only waits while a screen just shown is being drawn."""
+
+        def hook() -> None:
+            with self._changed:
+                while self.being_drawn:
+                    self._changed.wait(HOLD_POLL)
+
+        return hook
+
     def is_holding(self, view: object) -> bool:
         with self._changed:
             return id(view) in self.holding
@@ -251,10 +297,13 @@ class ForegroundMixin(AppMixin):
         asyncio.get_running_loop().set_default_executor(pool)
 
     def _screen_changed(self, screen: Screen) -> None:
-        """A view shown without its numbers wants them from its key on: while its screen is
-        still being built (0.1-0.2 s of the UI thread on a first visit), the work left behind
-        already waits (its computation, once asked, takes over; should none be asked, the
-        hold lapses after `QUEUED_GRACE`)."""
+        """Until its first picture is drawn, every background thread waits at its next
+        checkpoint (`drawing`). A view shown without its numbers wants them from its key
+        on: while its screen is still being built (0.1-0.2 s of the UI thread on a first
+        visit), the work left behind already waits (its computation, once asked, takes
+        over; should none be asked, the hold lapses after `QUEUED_GRACE`)."""
+        self.foreground.drawing(screen, True)
+        screen.call_after_refresh(self.foreground.drawing, screen, False)
         if isinstance(screen, ModalScreen):
             return
         self.foreground.show(screen)

@@ -122,7 +122,10 @@ class FindingsBlock(Vertical):
         worker = get_current_worker()
         try:
             # at a lower priority: the UI thread, and a file landing meanwhile, come first
-            result = in_background(compute_findings, ts, hta_app(self).kept_answers)
+            # ... and waiting at its checkpoints while a screen just shown is drawn
+            app = hta_app(self)
+            wait = app.foreground.while_drawing()
+            result = in_background(compute_findings, ts, app.kept_answers, checkpoint=wait)
         except Exception as exc:  # the rest of the overview shows all the same
             logging.getLogger("hta_tui").exception("the overview's findings failed")
             self.post_message(FindingsReady(None, ts.generation, one_line(exc)))
