@@ -124,6 +124,30 @@ def test_a_batch_keeps_each_ranks_steps_as_each_rank_alone(
             assert every[rank][kind] == one.get(str(rank), [])
 
 
+def test_ranks_of_the_same_step_names_find_their_steps_at_once(
+    edge_ranks: dict[int, Any],
+) -> None:
+    """Each rank's HTA steps alone (`ranks_profiler_steps`, what a batch keeps for the
+    report's scope: three queries a rank alone on main) are found in one query set for
+    ranks of the same step names, each to the list what `profiler_steps` gives it alone; a
+    rank alone in its names (no step, one step) makes its own. The edge ranks twice over
+    (fresh frames: nothing kept for them)."""
+    from hta_tui.analysis.hta_view import hta_view
+
+    ranks = _fresh(edge_ranks) | {r + 10: ev for r, ev in _fresh(edge_ranks).items()}
+    alone = {r: steps.profiler_steps({r: ev}) for r, ev in _fresh(edge_ranks).items()}
+    for rank, events in ranks.items():  # each rank's view made (a batch made them)
+        hta_view({rank: events}, columns=())
+    with counted_queries() as queries:
+        got = steps.ranks_profiler_steps(ranks)
+    assert got == alone | {r + 10: s for r, s in alone.items()}
+    assert got[4] == [] and got[0] == [1] and got[2] == [1, 2]
+    with counted_queries() as one_by_one:
+        for r, ev in ranks.items():
+            steps.profiler_steps({r: ev})
+    assert queries[0] <= one_by_one[0] / 2
+
+
 @pytest.mark.parametrize("compat", [False, True])
 def test_each_ranks_origin_is_timed_once_a_batch(edge_ranks: dict[int, Any], compat: bool) -> None:
     """Each rank's first event (the steps' and the findings' parts of a batch: 3 queries a

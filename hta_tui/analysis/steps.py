@@ -17,6 +17,7 @@ choice of a "dominant" kernel, and works with one step or with modern NCCL names
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 import polars as pl
@@ -240,6 +241,38 @@ def profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
     for view in views.values():
         steps.update(_step_rows(view, numbers)["iter"].drop_nulls().to_list())
     return sorted(steps)
+
+
+def ranks_profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> dict[int, list[int]]:
+    """rank -> `profiler_steps({rank: events})`, each rank alone (a report's batch keeps each
+    rank's steps for its scope): ranks whose own step names are the same (HTA's view of each
+    alone is then the one the group gives it) found in one query over their views (three
+    queries a tiny rank alone); a rank alone in its names, or a group whose views differ in
+    schema or whose query fails, makes its own."""
+    groups: dict[frozenset[str], list[int]] = {}
+    for rank, events in sorted(ranks.items()):
+        groups.setdefault(frozenset(profiler_step_names({rank: events})), []).append(rank)
+    out: dict[int, list[int]] = {}
+    for members in groups.values():
+        if len(members) > 1:
+            with contextlib.suppress(pl.exceptions.PolarsError):  # (each makes its own)
+                out |= _steps_at_once({r: ranks[r] for r in members})
+        out |= {r: profiler_steps({r: ranks[r]}) for r in members if r not in out}
+    return dict(sorted(out.items()))
+
+
+def _steps_at_once(ranks: Mapping[int, pl.DataFrame]) -> dict[int, list[int]]:
+    """`ranks_profiler_steps` of ranks of the same step names; empty when their views differ
+    in schema (each makes its own)."""
+    from hta_tui.analysis.rank_column import tagged  # (numpy: not on the client)
+
+    views = hta_view(ranks, columns=())
+    if len({tuple(v.schema.items()) for v in views.values()}) > 1:
+        return {}
+    found = _find_step_rows(tagged(sorted(views.items())), _step_numbers(ranks))
+    per = found.group_by("rank").agg(pl.col("iter").drop_nulls().unique())
+    got = dict(zip(per["rank"].to_list(), per["iter"].to_list(), strict=True))
+    return {r: sorted(got.get(r) or []) for r in ranks}
 
 
 def _robust_z(col: str) -> pl.Expr:
