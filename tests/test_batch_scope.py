@@ -272,3 +272,37 @@ def test_tagged_stacks_one_schema_and_relaxes_others() -> None:
     assert floats.schema["x"] == pl.Float64 and floats["x"].to_list() == [1.0, 2.0, 1.5]
     other = tagged([(0, a), (1, pl.DataFrame({"y": ["s"], "x": [4]}))])
     assert other.columns == ["rank", "x", "y"] and other["y"].to_list() == [None, None, "s"]
+
+
+@pytest.mark.parametrize("tb_compat", [False, True])
+def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
+    edge_ranks: dict[int, Any], monkeypatch: pytest.MonkeyPatch, tb_compat: bool
+) -> None:
+    """Inside a batch (`views_at_once`) the step-time breakdown (its tables without a query
+    a rank: the used steps gathered, the ns divided in numpy as polars divides each rank's
+    own table, a one-row one exactly) is to the bit each rank's made alone, on ranks of one
+    used step and of several, and of none."""
+    from hta_tui.analysis import hta_view, step_breakdown
+
+    tables = {
+        "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
+    }
+    alone = {
+        name: pl.concat(
+            [make({r: ev}) for r, ev in _fresh(edge_ranks).items()], how="diagonal_relaxed"
+        )
+        for name, make in tables.items()
+    }
+    ranks = _fresh(edge_ranks)
+    alone_tables = []
+    real = step_breakdown.breakdown_table
+    monkeypatch.setattr(
+        step_breakdown, "breakdown_table", lambda *a: alone_tables.append(1) or real(*a)
+    )
+    with hta_view.views_at_once():
+        together = {name: make(ranks) for name, make in tables.items()}
+    assert not alone_tables  # (main: each rank's, four queries)
+    for name, table in together.items():
+        assert_frame_equal(table, alone[name], check_exact=True)
+    used = together["step_time"].group_by("rank").len()["len"]
+    assert used.min() == 1 and used.max() >= 2  # (one used step, and several)

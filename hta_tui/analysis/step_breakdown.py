@@ -60,9 +60,13 @@ def rank_breakdown(
 ) -> pl.DataFrame:
     """One row per used step of one rank (no `rank` column): step, step_time and each
     category, in us. `roles`: its `tb_roles.role_of`, when made already (a batch's)."""
-    steps = tb_steps.profiler_steps(events, tb_compat=tb_compat).filter("used")
-    if roles is not None:
-        return breakdown_table(steps, lambda: roles)
+    steps = tb_steps.profiler_steps(events, tb_compat=tb_compat)
+    if roles is not None:  # (a batch's)
+        made = _table_at_hand(steps, roles)
+        if made is not None:
+            return made
+        return breakdown_table(steps.filter("used"), lambda: roles)
+    steps = steps.filter("used")
     return breakdown_table(steps, lambda: tb_roles.role_of(events, tb_compat=tb_compat))
 
 
@@ -78,6 +82,30 @@ def breakdown_table(steps: pl.DataFrame, roles: Callable[[], pl.DataFrame]) -> p
     table = steps.select("step", (pl.col("end") - pl.col("start")).alias("step_time (us)"))
     table = table.with_columns(pl.Series(n, parts[:, i]) for i, n in enumerate(names))
     return table.select("step", *(us(pl.col(c)) for c in table.columns[1:]))
+
+
+def _table_at_hand(steps: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame | None:
+    """`breakdown_table` of a batch's rank (its steps, one chunk, and roles made at once)
+    without a query (four a tiny rank): the used steps gathered by position, the ns divided
+    in numpy as polars divides the rank's own table of one chunk: a one-row table exactly, a
+    longer one by the reciprocal (`per_rank.divided_as_alone`). None (made as alone) for
+    steps of another shape: nulls, several chunks, other types."""
+    used = steps["used"]
+    ends = steps["start"], steps["end"]
+    if steps.n_chunks() != 1 or used.null_count() or any(e.null_count() for e in ends):
+        return None
+    if any(e.dtype != pl.Int64 for e in ends):
+        return None
+    at = np.flatnonzero(used.to_numpy())
+    if not at.size:  # (its empty table, as `breakdown_table` makes it)
+        return pl.DataFrame(schema={c: t for c, t in COLUMNS.items() if c != "rank"})
+    picked = steps[["start", "end"]][at]  # (a gather by position: no query)
+    start, end = picked["start"].to_numpy(), picked["end"].to_numpy()
+    ns = np.column_stack([end - start, _parts(roles, picked)]).astype(np.float64)
+    values = ns / 1000.0 if at.size == 1 else ns * (1.0 / 1000)
+    names = ["step_time (us)", *(c + _US for c in tb_roles.CATEGORIES)]
+    columns = [steps["step"][at], *(pl.Series(n, values[:, i]) for i, n in enumerate(names))]
+    return pl.DataFrame(columns)
 
 
 def step_time_breakdown(
