@@ -39,12 +39,16 @@ def _parts(roles: pl.DataFrame, steps: pl.DataFrame) -> np.ndarray:
     An instant goes to the first role running then, so role i gets what the union of roles
     0..i covers beyond the union of roles 0..i-1; Other is what none covers.
     """
+    return _parts_within(roles, steps["start"].to_numpy(), steps["end"].to_numpy())
+
+
+def _parts_within(roles: pl.DataFrame, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """`_parts` of the steps from `lo` to `hi` (ns)."""
     start, end = roles["start"].to_numpy(), roles["end"].to_numpy()
     role = roles["role"].to_numpy()
     order = np.lexsort((start, role))  # by role, then start: each role a slice
     start, end = start[order], end[order]
     bounds = np.searchsorted(role[order], np.arange(len(tb_roles.ROLES) + 1))
-    lo, hi = steps["start"].to_numpy(), steps["end"].to_numpy()
     so_far = (start[:0], end[:0])
     covered = [np.zeros(lo.size, dtype=np.int64)]
     for a, b in itertools.pairwise(bounds):
@@ -94,18 +98,17 @@ def _table_at_hand(steps: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame | N
     ends = steps["start"], steps["end"]
     if steps.n_chunks() != 1 or used.null_count() or any(e.null_count() for e in ends):
         return None
-    if any(e.dtype != pl.Int64 for e in ends):
+    if any(c.dtype != pl.Int64 for c in (*ends, steps["step"])) or steps["step"].null_count():
         return None
     at = np.flatnonzero(used.to_numpy())
     if not at.size:  # (its empty table, as `breakdown_table` makes it)
         return pl.DataFrame(schema={c: t for c, t in COLUMNS.items() if c != "rank"})
-    picked = steps[["start", "end"]][at]  # (a gather by position: no query)
-    start, end = picked["start"].to_numpy(), picked["end"].to_numpy()
-    ns = np.column_stack([end - start, _parts(roles, picked)]).astype(np.float64)
+    start, end = ends[0].to_numpy()[at], ends[1].to_numpy()[at]  # (by position: no query)
+    ns = np.column_stack([end - start, _parts_within(roles, start, end)]).astype(np.float64)
     values = ns / 1000.0 if at.size == 1 else ns * (1.0 / 1000)
     names = ["step_time (us)", *(c + _US for c in tb_roles.CATEGORIES)]
-    columns = [steps["step"][at], *(pl.Series(n, values[:, i]) for i, n in enumerate(names))]
-    return pl.DataFrame(columns)
+    step = pl.Series("step", steps["step"].to_numpy()[at], dtype=pl.Int64)
+    return pl.DataFrame([step, *(pl.Series(n, values[:, i]) for i, n in enumerate(names))])
 
 
 def step_time_breakdown(
