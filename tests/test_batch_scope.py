@@ -280,29 +280,49 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
 ) -> None:
     """Inside a batch (`views_at_once`) the step-time breakdown (its tables without a query
     a rank: the used steps gathered, the ns divided in numpy as polars divides each rank's
-    own table, a one-row one exactly) is to the bit each rank's made alone, on ranks of one
-    used step and of several, and of none."""
-    from hta_tui.analysis import hta_view, step_breakdown
+    own table, a one-row one exactly) and the operator tables (aggregated at once, `rank` in
+    the keys, the divisions as each rank's) are to the bit each rank's made alone, on ranks
+    of one row and of several, and of none, on the analyses' polars engine."""
+    from hta_tui.analysis import hta_view, operators, step_breakdown
 
     tables = {
         "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
+        **{
+            f"operators_{k}": lambda r, k=k: operators.operator_tables(r, tb_compat=tb_compat)[k]
+            for k in ("name", "shape", "stack")
+        },
     }
-    alone = {
-        name: pl.concat(
-            [make({r: ev}) for r, ev in _fresh(edge_ranks).items()], how="diagonal_relaxed"
-        )
-        for name, make in tables.items()
-    }
-    ranks = _fresh(edge_ranks)
+
+    def fresh() -> dict[int, pl.DataFrame]:  # and rank 6: rank 0 with one operator name
+        ranks = _fresh(edge_ranks)
+        one = (pl.col("kind") != "cpu_op") | (pl.col("name") == "aten::op_memset")
+        return ranks | {6: ranks[0].filter(one)}
+
+    engine = pl.Config(engine_affinity=registry.ENGINE)  # (the analyses' engine: `run`)
+    with engine:
+        alone = {
+            name: pl.concat([make({r: ev}) for r, ev in fresh().items()], how="diagonal_relaxed")
+            for name, make in tables.items()
+        }
+    ranks = fresh()
     alone_tables = []
     real = step_breakdown.breakdown_table
     monkeypatch.setattr(
         step_breakdown, "breakdown_table", lambda *a: alone_tables.append(1) or real(*a)
     )
-    with hta_view.views_at_once():
+    aggregated = operators._aggregate
+    monkeypatch.setattr(  # (a rank's own: no `by`)
+        operators,
+        "_aggregate",
+        lambda *a, **k: alone_tables.extend([] if k else [a]) or aggregated(*a, **k),
+    )
+    with hta_view.views_at_once(), engine:
         together = {name: make(ranks) for name, make in tables.items()}
-    assert not alone_tables  # (main: each rank's, four queries)
+    # main: each rank's breakdown (four queries) and aggregates (two or three); the stacks'
+    # empty table once a call
+    assert len(alone_tables) == 3
     for name, table in together.items():
         assert_frame_equal(table, alone[name], check_exact=True)
-    used = together["step_time"].group_by("rank").len()["len"]
-    assert used.min() == 1 and used.max() >= 2  # (one used step, and several)
+    for name in ("step_time", "operators_name"):  # a rank of one row, one of several
+        rows = together[name].group_by("rank").len()["len"]
+        assert rows.min() == 1 and rows.max() >= 2
