@@ -287,6 +287,7 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
 
     tables = {
         "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
+        "step_selection": lambda r: step_breakdown.step_selection(r, tb_compat=tb_compat),
         **{
             f"operators_{k}": lambda r, k=k: operators.operator_tables(r, tb_compat=tb_compat)[k]
             for k in ("name", "shape", "stack")
@@ -323,6 +324,29 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
     assert len(alone_tables) == 3
     for name, table in together.items():
         assert_frame_equal(table, alone[name], check_exact=True)
-    for name in ("step_time", "operators_name"):  # a rank of one row, one of several
+    for name in ("step_time", "step_selection", "operators_name"):  # one row, several
         rows = together[name].group_by("rank").len()["len"]
         assert rows.min() == 1 and rows.max() >= 2
+
+
+def test_with_rank_inserts_the_rank_as_a_literals_select_made_it() -> None:
+    """`registry.with_rank` (HTA's dict answers with a leading rank: a query a rank and
+    table on main) inserts the column: the same table chunk for chunk, flagged sorted as a
+    literal's column (a later group-by on `rank` takes the same path); empty frames left out."""
+    two = pl.concat(
+        [pl.DataFrame({"a": [1, 2], "b": ["x", "y"]}), pl.DataFrame({"a": [3], "b": ["z"]})]
+    )
+    per_rank = {3: two.head(1), 1: two, 2: two.clear()}
+    with counted_queries() as queries:
+        got = registry.with_rank(per_rank)
+    want = pl.concat(
+        [
+            df.select(pl.lit(r, pl.Int64).alias("rank"), pl.all())
+            for r, df in ((1, two), (3, two.head(1)))
+        ],
+        how="diagonal_relaxed",
+    )
+    assert queries[0] == 1  # (the relaxed concatenation's; main: one more a rank)
+    assert_frame_equal(got, want, check_exact=True)
+    assert [got[c].n_chunks() for c in got.columns] == [want[c].n_chunks() for c in want.columns]
+    assert got["rank"].flags == want["rank"].flags

@@ -129,9 +129,14 @@ def step_time_breakdown(
 def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
     """Every rank's steps, used or not and why, times in us relative to the file."""
     tb_steps.prime_steps(ranks, tb_compat=tb_compat)
-    return each_rank(
-        ranks,
-        lambda ev: tb_steps.profiler_steps(ev, tb_compat=tb_compat).select(
+    quick = _selection_at_hand if batching() else lambda _: None
+
+    def table(events: pl.DataFrame) -> pl.DataFrame:
+        steps = tb_steps.profiler_steps(events, tb_compat=tb_compat)
+        made = quick(steps)
+        if made is not None:
+            return made
+        return steps.select(
             "step",
             us(pl.col("end") - pl.col("start")).alias("step_time (us)"),
             us(pl.col("start") - pl.col("host_start")).alias("start_moved (us)"),
@@ -139,7 +144,33 @@ def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
             "gpu_ops",
             "used",
             "reason",
-        ),
+        )
+
+    return each_rank(ranks, table)
+
+
+def _selection_at_hand(steps: pl.DataFrame) -> pl.DataFrame | None:
+    """`step_selection`'s table of a batch's rank without a query: the ns differences
+    divided in numpy as polars divides the rank's own table of one chunk (a one-row one
+    exactly, a longer one by the reciprocal); None (made by its query) for steps of another
+    shape: none, nulls, several chunks, other types."""
+    ns = [steps[c] for c in ("start", "end", "host_start", "host_end")]
+    if not steps.height or steps.n_chunks() != 1:
+        return None
+    if any(c.dtype != pl.Int64 or c.null_count() for c in ns):
+        return None
+    start, end, host_start, host_end = (c.to_numpy() for c in ns)
+    moved = np.column_stack([end - start, start - host_start, end - host_end]).astype(np.float64)
+    values = moved / 1000.0 if steps.height == 1 else moved * (1.0 / 1000)
+    names = ("step_time (us)", "start_moved (us)", "end_moved (us)")
+    return pl.DataFrame(
+        [
+            steps["step"],
+            *(pl.Series(n, values[:, i]) for i, n in enumerate(names)),
+            steps["gpu_ops"],
+            steps["used"],
+            steps["reason"],
+        ]
     )
 
 
