@@ -278,16 +278,21 @@ def test_tagged_stacks_one_schema_and_relaxes_others() -> None:
 def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
     edge_ranks: dict[int, Any], monkeypatch: pytest.MonkeyPatch, tb_compat: bool
 ) -> None:
-    """Inside a batch (`views_at_once`) the step-time breakdown (its tables without a query
-    a rank: the used steps gathered, the ns divided in numpy as polars divides each rank's
-    own table, a one-row one exactly) and the operator tables (aggregated at once, `rank` in
-    the keys, the divisions as each rank's) are to the bit each rank's made alone, on ranks
-    of one row and of several, and of none, on the analyses' polars engine."""
+    """Inside a batch (`views_at_once`) the step-time breakdown and step selection (their
+    tables without a query a rank: the used steps gathered, the ns divided in numpy as
+    polars divides each rank's own table, a one-row one exactly), the operator tables
+    (aggregated at once, `rank` in the keys, the divisions as each rank's) and the profiler
+    steps' parts (HTA's steps, iteration rows, step metrics: gathered in numpy) are to the
+    bit the tables made rank by rank, on ranks of one row and of several, and of none, on
+    the analyses' polars engine."""
     from hta_tui.analysis import hta_view, operators, step_breakdown
 
     tables = {
         "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
         "step_selection": lambda r: step_breakdown.step_selection(r, tb_compat=tb_compat),
+        "iteration_rows": lambda r: steps.iteration_rows(r, hta_compat=tb_compat),
+        "step_metrics": lambda r: steps.step_metrics(r, hta_compat=tb_compat),
+        "profiler_steps": lambda r: pl.DataFrame({"step": steps.profiler_steps(r)}),
         **{
             f"operators_{k}": lambda r, k=k: operators.operator_tables(r, tb_compat=tb_compat)[k]
             for k in ("name", "shape", "stack")
@@ -300,11 +305,8 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         return ranks | {6: ranks[0].filter(one)}
 
     engine = pl.Config(engine_affinity=registry.ENGINE)  # (the analyses' engine: `run`)
-    with engine:
-        alone = {
-            name: pl.concat([make({r: ev}) for r, ev in fresh().items()], how="diagonal_relaxed")
-            for name, make in tables.items()
-        }
+    with engine:  # rank by rank (no batch: `batching` is off)
+        alone = {name: make(fresh()) for name, make in tables.items()}
     ranks = fresh()
     alone_tables = []
     real = step_breakdown.breakdown_table
