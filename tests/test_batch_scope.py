@@ -352,3 +352,31 @@ def test_with_rank_inserts_the_rank_as_a_literals_select_made_it() -> None:
     assert_frame_equal(got, want, check_exact=True)
     assert [got[c].n_chunks() for c in got.columns] == [want[c].n_chunks() for c in want.columns]
     assert got["rank"].flags == want["rank"].flags
+
+
+def test_parts_cut_a_batch_by_rank_as_partition_by_without_a_query() -> None:
+    """`rank_column.parts` (a batch's tables split back by rank: `partition_by` was about
+    a query a part) cuts each rank's run of rows out: the same parts, one chunk each, with
+    the key or without; ranks apart, or a null rank, fall back to `partition_by`."""
+    from hta_tui.analysis.rank_column import parts
+
+    table = pl.concat(
+        [
+            pl.DataFrame({"rank": [r] * n, "x": [0.5 * i for i in range(n)]})
+            for r, n in ((0, 2), (3, 1), (1, 3))
+        ]
+    )
+    apart = pl.concat([table, table.head(1)])
+    nulls = table.with_columns(pl.when(pl.col("x") > 0.6).then(pl.col("rank")).alias("rank"))
+    with counted_queries() as queries:
+        got = parts(table)
+    assert queries[0] == 0 and list(got) == [(0,), (3,), (1,)]
+    for t in (table, apart, nulls):
+        for keep in (False, True):
+            want = t.partition_by("rank", as_dict=True, include_key=keep, maintain_order=True)
+            found = parts(t, keep=keep)
+            assert list(found) == list(want)
+            for key, part in want.items():
+                assert_frame_equal(found[key], part, check_exact=True)
+                assert found[key].n_chunks() == 1
+    assert table.columns == ["rank", "x"]  # (its own column kept)

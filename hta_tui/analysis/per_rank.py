@@ -9,7 +9,7 @@ import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.rank_column import tagged
+from hta_tui.analysis.rank_column import parts, tagged
 
 
 def each_rank(
@@ -168,5 +168,5 @@ def views_at_once(
 def by_rank(table: pl.DataFrame, *, keep: bool = False) -> dict[int, pl.DataFrame]:
     """rank -> its rows of a table made over a batch at once (one chunk each, as its own
     query makes it), with its `rank` column when `keep`."""
-    parts = table.partition_by("rank", as_dict=True, include_key=keep, maintain_order=True)
-    return {int(key[0]): part for key, part in parts.items()}  # type: ignore[arg-type]
+    found = parts(table, "rank", keep=keep)  # (a batch's: its runs, no query)
+    return {int(key[0]): part for key, part in found.items()}  # type: ignore[arg-type]

@@ -504,8 +504,11 @@ def step_metrics(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
         .collect()
     )
     numbers = _step_numbers(ranks)
-    by_rank = _runs(launched) if at_once() else None
-    if by_rank is None:
+    if at_once():  # (a batch's launches, rank after rank: cut as slices, no query)
+        from hta_tui.analysis.rank_column import parts  # (numpy: not on the client)
+
+        by_rank = parts(launched, "rank", keep=True)
+    else:
         by_rank = launched.partition_by("rank", as_dict=True)
     empty = launched.clear()
     rows = []
@@ -518,20 +521,6 @@ def step_metrics(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
     if not rows:
         return pl.DataFrame(schema=STEP_METRIC_COLUMNS)
     return pl.concat(rows).cast(STEP_METRIC_COLUMNS)
-
-
-def _runs(table: pl.DataFrame) -> dict[tuple[int], pl.DataFrame] | None:
-    """`partition_by("rank", as_dict=True)` of a table whose ranks come one after another
-    (a batch's launches), as slices: no query (one a rank); None when they do not."""
-    ranks = table["rank"]
-    if ranks.null_count() or not ranks.dtype.is_integer():
-        return None
-    values = ranks.to_numpy()
-    if values.size and (np.diff(values) < 0).any():
-        return None
-    keys, at = np.unique(values, return_index=True)
-    ends = [*at[1:], values.size]
-    return {(int(k),): table.slice(a, b - a) for k, a, b in zip(keys, at, ends, strict=True)}
 
 
 def stragglers_from(per_step: pl.DataFrame, threshold: float = Z_THRESHOLD) -> pl.DataFrame:
