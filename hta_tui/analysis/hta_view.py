@@ -181,7 +181,7 @@ def _step_names_at_once(ranks: Mapping[int, pl.DataFrame]) -> None:
             todo.append((rank, events))
     if len(todo) < 2:
         return
-    every = tagged([(rank, events.select("name")) for rank, events in todo], "__rank")
+    every = tagged([(rank, events[["name"]]) for rank, events in todo], "__rank")  # (picks)
     found = parts(
         every.filter(pl.col("name").str.contains("ProfilerStep", literal=True)).unique(
             ["__rank", "name"], maintain_order=True
