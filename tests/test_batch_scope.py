@@ -285,7 +285,7 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
     steps' parts (HTA's steps, iteration rows, step metrics: gathered in numpy) are to the
     bit the tables made rank by rank, on ranks of one row and of several, and of none, on
     the analyses' polars engine."""
-    from hta_tui.analysis import hta_view, operators, step_breakdown
+    from hta_tui.analysis import hta_view, kernels, operators, step_breakdown, temporal
 
     tables = {
         "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
@@ -293,6 +293,8 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         "iteration_rows": lambda r: steps.iteration_rows(r, hta_compat=tb_compat),
         "step_metrics": lambda r: steps.step_metrics(r, hta_compat=tb_compat),
         "profiler_steps": lambda r: pl.DataFrame({"step": steps.profiler_steps(r)}),
+        "gpu_unions": lambda r: temporal.gpu_unions(r, hta_compat=tb_compat),
+        "gpu_table": lambda r: kernels.gpu_table(r, hta_compat=tb_compat),
         **{
             f"operators_{k}": lambda r, k=k: operators.operator_tables(r, tb_compat=tb_compat)[k]
             for k in ("name", "shape", "stack")
@@ -326,6 +328,9 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
     assert len(alone_tables) == 3
     for name, table in together.items():
         assert_frame_equal(table, alone[name], check_exact=True)
+        # floats chunk for chunk (a sum over the report's concatenation adds the same chunks)
+        floats = [c for c, t in table.schema.items() if t.is_float()]
+        assert [table[c].n_chunks() for c in floats] == [alone[name][c].n_chunks() for c in floats]
     for name in ("step_time", "step_selection", "operators_name"):  # one row, several
         rows = together[name].group_by("rank").len()["len"]
         assert rows.min() == 1 and rows.max() >= 2

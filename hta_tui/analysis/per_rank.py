@@ -137,6 +137,28 @@ def tagged_views(
     return job_cached(views, "tagged views", build, columns)  # type: ignore[return-value]
 
 
+def gpu_rows_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:
+    """rank -> `hta_view.gpu_events(view)` (its rows, in order, one chunk) of a batch's
+    views, one query a schema (a filter a rank alone), kept per batch; empty outside a
+    batch, a view of another schema or whose query fails left out (filtered alone)."""
+    if len(views) < 2 or not batching():
+        return {}
+    columns = tuple(next(iter(views.values())).columns)
+
+    def build() -> dict[int, pl.DataFrame]:
+        out: dict[int, pl.DataFrame] = {}
+        for members, table in tagged_views(views, columns):
+            try:
+                found = parts(table.filter(pl.col("gpu")), "rank")
+            except pl.exceptions.PolarsError:
+                continue
+            empty = table.clear().drop("rank")
+            out |= {r: found.get((r,), empty) for r in members}
+        return out
+
+    return job_cached(views, "gpu rows at once", build)  # type: ignore[arg-type, return-value]
+
+
 def views_at_once(
     views: Mapping[int, pl.DataFrame],
     columns: tuple[str, ...],
