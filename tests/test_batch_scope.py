@@ -285,7 +285,14 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
     steps' parts (HTA's steps, iteration rows, step metrics: gathered in numpy) are to the
     bit the tables made rank by rank, on ranks of one row and of several, and of none, on
     the analyses' polars engine."""
-    from hta_tui.analysis import hta_view, kernels, operators, step_breakdown, temporal
+    from hta_tui.analysis import (
+        comm_overview,
+        hta_view,
+        kernels,
+        operators,
+        step_breakdown,
+        temporal,
+    )
 
     tables = {
         "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
@@ -295,6 +302,7 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         "profiler_steps": lambda r: pl.DataFrame({"step": steps.profiler_steps(r)}),
         "gpu_unions": lambda r: temporal.gpu_unions(r, hta_compat=tb_compat),
         "gpu_table": lambda r: kernels.gpu_table(r, hta_compat=tb_compat),
+        "comm_comp_per_rank": comm_overview.comm_comp_per_rank,
         **{
             f"operators_{k}": lambda r, k=k: operators.operator_tables(r, tb_compat=tb_compat)[k]
             for k in ("name", "shape", "stack")
@@ -331,9 +339,11 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         # floats chunk for chunk (a sum over the report's concatenation adds the same chunks)
         floats = [c for c, t in table.schema.items() if t.is_float()]
         assert [table[c].n_chunks() for c in floats] == [alone[name][c].n_chunks() for c in floats]
-    for name in ("step_time", "step_selection", "operators_name"):  # one row, several
+    # a rank of one row (divided exactly alone), and of several (comm/comp: and its mean)
+    fewest = {"step_time": 1, "step_selection": 1, "operators_name": 1, "comm_comp_per_rank": 2}
+    for name, least in fewest.items():
         rows = together[name].group_by("rank").len()["len"]
-        assert rows.min() == 1 and rows.max() >= 2
+        assert rows.min() == least and rows.max() > least
 
 
 def test_with_rank_inserts_the_rank_as_a_literals_select_made_it() -> None:
