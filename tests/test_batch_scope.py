@@ -17,7 +17,18 @@ import pytest
 from polars.lazyframe.frame import LazyFrame
 from polars.testing import assert_frame_equal
 
-from hta_tui.analysis import coverage, registry, steps
+from hta_tui.analysis import (
+    comm_overview,
+    coverage,
+    kernels,
+    operators,
+    registry,
+    step_breakdown,
+    steps,
+    temporal,
+)
+from hta_tui.analysis import hta_view as views
+from hta_tui.analysis import launch as launches
 from hta_tui.exec import rank_work
 from hta_tui.session import open_session
 from hta_tui.trace.cache import Cache
@@ -285,16 +296,6 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
     steps' parts (HTA's steps, iteration rows, step metrics: gathered in numpy) are to the
     bit the tables made rank by rank, on ranks of one row and of several, and of none, on
     the analyses' polars engine."""
-    from hta_tui.analysis import (
-        comm_overview,
-        hta_view,
-        kernels,
-        launch,
-        operators,
-        step_breakdown,
-        temporal,
-    )
-
     tables = {
         "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
         "step_selection": lambda r: step_breakdown.step_selection(r, tb_compat=tb_compat),
@@ -305,7 +306,7 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         "gpu_table": lambda r: kernels.gpu_table(r, hta_compat=tb_compat),
         "comm_comp_per_rank": comm_overview.comm_comp_per_rank,
         "launches": lambda r: registry.with_rank(
-            launch.cuda_kernel_launch_stats(r, hta_compat=tb_compat)
+            launches.cuda_kernel_launch_stats(r, hta_compat=tb_compat)
         ),
         **{
             f"operators_{k}": lambda r, k=k: operators.operator_tables(r, tb_compat=tb_compat)[k]
@@ -333,7 +334,7 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         "_aggregate",
         lambda *a, **k: alone_tables.extend([] if k else [a]) or aggregated(*a, **k),
     )
-    with hta_view.views_at_once(), engine:
+    with views.views_at_once(), engine:
         together = {name: make(ranks) for name, make in tables.items()}
     # main: each rank's breakdown (four queries) and aggregates (two or three); the stacks'
     # empty table once a call
