@@ -17,7 +17,18 @@ import pytest
 from polars.lazyframe.frame import LazyFrame
 from polars.testing import assert_frame_equal
 
-from hta_tui.analysis import coverage, registry, steps
+from hta_tui.analysis import (
+    comm_overview,
+    coverage,
+    kernels,
+    operators,
+    registry,
+    step_breakdown,
+    steps,
+    temporal,
+)
+from hta_tui.analysis import hta_view as views
+from hta_tui.analysis import launch as launches
 from hta_tui.exec import rank_work
 from hta_tui.session import open_session
 from hta_tui.trace.cache import Cache
@@ -122,6 +133,30 @@ def test_a_batch_keeps_each_ranks_steps_as_each_rank_alone(
         for kind in coverage.RANK_KINDS:
             one = coverage.steps_covered(kind, {rank: events}, options) or {}
             assert every[rank][kind] == one.get(str(rank), [])
+
+
+def test_ranks_of_the_same_step_names_find_their_steps_at_once(
+    edge_ranks: dict[int, Any],
+) -> None:
+    """Each rank's HTA steps alone (`ranks_profiler_steps`, what a batch keeps for the
+    report's scope: three queries a rank alone on main) are found in one query set for
+    ranks of the same step names, each to the list what `profiler_steps` gives it alone; a
+    rank alone in its names (no step, one step) makes its own. The edge ranks twice over
+    (fresh frames: nothing kept for them)."""
+    from hta_tui.analysis.hta_view import hta_view
+
+    ranks = _fresh(edge_ranks) | {r + 10: ev for r, ev in _fresh(edge_ranks).items()}
+    alone = {r: steps.profiler_steps({r: ev}) for r, ev in _fresh(edge_ranks).items()}
+    for rank, events in ranks.items():  # each rank's view made (a batch made them)
+        hta_view({rank: events}, columns=())
+    with counted_queries() as queries:
+        got = steps.ranks_profiler_steps(ranks)
+    assert got == alone | {r + 10: s for r, s in alone.items()}
+    assert got[4] == [] and got[0] == [1] and got[2] == [1, 2]
+    with counted_queries() as one_by_one:
+        for r, ev in ranks.items():
+            steps.profiler_steps({r: ev})
+    assert queries[0] <= one_by_one[0] / 2
 
 
 @pytest.mark.parametrize("compat", [False, True])
@@ -248,3 +283,122 @@ def test_tagged_stacks_one_schema_and_relaxes_others() -> None:
     assert floats.schema["x"] == pl.Float64 and floats["x"].to_list() == [1.0, 2.0, 1.5]
     other = tagged([(0, a), (1, pl.DataFrame({"y": ["s"], "x": [4]}))])
     assert other.columns == ["rank", "x", "y"] and other["y"].to_list() == [None, None, "s"]
+
+
+@pytest.mark.parametrize("tb_compat", [False, True])
+def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
+    edge_ranks: dict[int, Any], monkeypatch: pytest.MonkeyPatch, tb_compat: bool
+) -> None:
+    """Inside a batch (`views_at_once`) the step-time breakdown and step selection (their
+    tables without a query a rank: the used steps gathered, the ns divided in numpy as
+    polars divides each rank's own table, a one-row one exactly), the operator tables
+    (aggregated at once, `rank` in the keys, the divisions as each rank's) and the profiler
+    steps' parts (HTA's steps, iteration rows, step metrics: gathered in numpy) are to the
+    bit the tables made rank by rank, on ranks of one row and of several, and of none, on
+    the analyses' polars engine."""
+    tables = {
+        "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
+        "step_selection": lambda r: step_breakdown.step_selection(r, tb_compat=tb_compat),
+        "iteration_rows": lambda r: steps.iteration_rows(r, hta_compat=tb_compat),
+        "step_metrics": lambda r: steps.step_metrics(r, hta_compat=tb_compat),
+        "profiler_steps": lambda r: pl.DataFrame({"step": steps.profiler_steps(r)}),
+        "gpu_unions": lambda r: temporal.gpu_unions(r, hta_compat=tb_compat),
+        "gpu_table": lambda r: kernels.gpu_table(r, hta_compat=tb_compat),
+        "comm_comp_per_rank": comm_overview.comm_comp_per_rank,
+        "launches": lambda r: registry.with_rank(
+            launches.cuda_kernel_launch_stats(r, hta_compat=tb_compat)
+        ),
+        **{
+            f"operators_{k}": lambda r, k=k: operators.operator_tables(r, tb_compat=tb_compat)[k]
+            for k in ("name", "shape", "stack")
+        },
+    }
+
+    def fresh() -> dict[int, pl.DataFrame]:  # and rank 6: rank 0 with one operator name
+        ranks = _fresh(edge_ranks)
+        one = (pl.col("kind") != "cpu_op") | (pl.col("name") == "aten::op_memset")
+        return ranks | {6: ranks[0].filter(one)}
+
+    engine = pl.Config(engine_affinity=registry.ENGINE)  # (the analyses' engine: `run`)
+    with engine:  # rank by rank (no batch: `batching` is off)
+        alone = {name: make(fresh()) for name, make in tables.items()}
+    ranks = fresh()
+    alone_tables = []
+    real = step_breakdown.breakdown_table
+    monkeypatch.setattr(
+        step_breakdown, "breakdown_table", lambda *a: alone_tables.append(1) or real(*a)
+    )
+    aggregated = operators._aggregate
+    monkeypatch.setattr(  # (a rank's own: no `by`)
+        operators,
+        "_aggregate",
+        lambda *a, **k: alone_tables.extend([] if k else [a]) or aggregated(*a, **k),
+    )
+    with views.views_at_once(), engine:
+        together = {name: make(ranks) for name, make in tables.items()}
+    # main: each rank's breakdown (four queries) and aggregates (two or three); the stacks'
+    # empty table once a call
+    assert len(alone_tables) == 3
+    for name, table in together.items():
+        assert_frame_equal(table, alone[name], check_exact=True)
+        # floats chunk for chunk (a sum over the report's concatenation adds the same chunks)
+        floats = [c for c, t in table.schema.items() if t.is_float()]
+        if name == "launches" and tb_compat:
+            continue  # (HTA's launches in a batch: two chunks a rank, on main too)
+        assert [table[c].n_chunks() for c in floats] == [alone[name][c].n_chunks() for c in floats]
+    # a rank of one row (divided exactly alone), and of several (comm/comp: and its mean)
+    fewest = {"step_time": 1, "step_selection": 1, "operators_name": 1, "comm_comp_per_rank": 2}
+    for name, least in fewest.items():
+        rows = together[name].group_by("rank").len()["len"]
+        assert rows.min() == least and rows.max() > least
+
+
+def test_with_rank_inserts_the_rank_as_a_literals_select_made_it() -> None:
+    """`registry.with_rank` (HTA's dict answers with a leading rank: a query a rank and
+    table on main) inserts the column: the same table chunk for chunk, flagged sorted as a
+    literal's column (a later group-by on `rank` takes the same path); empty frames left out."""
+    two = pl.concat(
+        [pl.DataFrame({"a": [1, 2], "b": ["x", "y"]}), pl.DataFrame({"a": [3], "b": ["z"]})]
+    )
+    per_rank = {3: two.head(1), 1: two, 2: two.clear()}
+    with counted_queries() as queries:
+        got = registry.with_rank(per_rank)
+    want = pl.concat(
+        [
+            df.select(pl.lit(r, pl.Int64).alias("rank"), pl.all())
+            for r, df in ((1, two), (3, two.head(1)))
+        ],
+        how="diagonal_relaxed",
+    )
+    assert queries[0] == 1  # (the relaxed concatenation's; main: one more a rank)
+    assert_frame_equal(got, want, check_exact=True)
+    assert [got[c].n_chunks() for c in got.columns] == [want[c].n_chunks() for c in want.columns]
+    assert got["rank"].flags == want["rank"].flags
+
+
+def test_parts_cut_a_batch_by_rank_as_partition_by_without_a_query() -> None:
+    """`rank_column.parts` (a batch's tables split back by rank: `partition_by` was about
+    a query a part) cuts each rank's run of rows out: the same parts, one chunk each, with
+    the key or without; ranks apart, or a null rank, fall back to `partition_by`."""
+    from hta_tui.analysis.rank_column import parts
+
+    table = pl.concat(
+        [
+            pl.DataFrame({"rank": [r] * n, "x": [0.5 * i for i in range(n)]})
+            for r, n in ((0, 2), (3, 1), (1, 3))
+        ]
+    )
+    apart = pl.concat([table, table.head(1)])
+    nulls = table.with_columns(pl.when(pl.col("x") > 0.6).then(pl.col("rank")).alias("rank"))
+    with counted_queries() as queries:
+        got = parts(table)
+    assert queries[0] == 0 and list(got) == [(0,), (3,), (1,)]
+    for t in (table, apart, nulls):
+        for keep in (False, True):
+            want = t.partition_by("rank", as_dict=True, include_key=keep, maintain_order=True)
+            found = parts(t, keep=keep)
+            assert list(found) == list(want)
+            for key, part in want.items():
+                assert_frame_equal(found[key], part, check_exact=True)
+                assert found[key].n_chunks() == 1
+    assert table.columns == ["rank", "x"]  # (its own column kept)

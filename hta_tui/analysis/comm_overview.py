@@ -30,7 +30,7 @@ from hta_tui.analysis.comm_plugin import (
     steps_of,
     with_means,
 )
-from hta_tui.analysis.per_rank import ranks_events
+from hta_tui.analysis.per_rank import batching, divided_as_alone, ranks_events
 
 _US = 1000.0
 #: CPU ops that belong to a collective rather than to computation.
@@ -173,19 +173,56 @@ def _ranks_comm_comp(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     t = per_row.drop("comp", "comm", "union").join(
         parts, on=["rank", "step"], how="left", maintain_order="left"
     )
-    # the divisions rank by rank, in one collect: polars divides a column by a number in
-    # a way that depends on the column's length and its threads (`breakdown_of`)
-    by_rank = t.partition_by("rank", as_dict=True, maintain_order=True)
-    queries = [
-        breakdown_of(rank, part.drop("rank", "start", "end").lazy())
-        for (rank,), part in by_rank.items()
-    ]
-    per_step = pl.concat(pl.collect_all(queries))
+    per_step = _breakdown_at_once(t) if batching() else None
+    if per_step is None:
+        # the divisions rank by rank, in one collect: polars divides a column by a number
+        # as its length says (`per_rank.divided_as_alone`)
+        by_rank = t.partition_by("rank", as_dict=True, maintain_order=True)
+        queries = [
+            breakdown_of(rank, part.drop("rank", "start", "end").lazy())
+            for (rank,), part in by_rank.items()
+        ]
+        per_step = pl.concat(pl.collect_all(queries))
     values = ["computation", "overlapping", "communication", "other"]
     means = per_step.group_by("rank", maintain_order=True).agg(
         pl.lit("all").alias("step"), *((pl.col(c).sum() / pl.len()).alias(c) for c in values)
     )
     return pl.concat([per_step, means]).sort("rank", maintain_order=True)
+
+
+def _breakdown_at_once(t: pl.DataFrame) -> pl.DataFrame | None:
+    """`breakdown_of` of every rank of a batch's table (ranks in order) in one query: each
+    rank's divisions as on its own table (`divided_as_alone`: a rank of one step divides
+    exactly, a longer one by the reciprocal, on the analyses' in-memory engine), the rank
+    column flagged sorted as a literal's (the means below sum each rank's slice, as they
+    sum its own chunk). None when the ranks are not in order (rank by rank then)."""
+    ranks = t["rank"]
+    if ranks.null_count() or not ranks.dtype.is_integer():
+        return None
+    values = ranks.to_numpy()
+    if values.size and (np.diff(values) < 0).any():
+        return None
+    alone = pl.len().over("rank") == 1
+    ov = pl.col("comp") + pl.col("comm") - pl.col("union")
+    parts = {
+        "computation": pl.col("comp") - pl.col("ov"),
+        "overlapping": pl.col("ov"),
+        "communication": pl.col("comm") - pl.col("ov"),
+        "other": pl.col("total") + pl.col("ov") - pl.col("comp") - pl.col("comm"),
+    }
+    out = (
+        t.drop("start", "end")
+        .lazy()
+        .fill_null(0)
+        .with_columns(ov.alias("ov"))
+        .select(
+            pl.col("rank").cast(pl.Int64),
+            "step",
+            *(divided_as_alone(e, _US, alone).alias(n) for n, e in parts.items()),
+        )
+        .collect()
+    )
+    return out.with_columns(out["rank"].set_sorted())
 
 
 def _covered_by_rank(

@@ -79,12 +79,12 @@ def ranks_steps(
 ) -> dict[int, dict[str, list[int]]]:
     """rank -> kind (`RANK_KINDS`) -> the steps `steps_covered` gives that rank alone: the
     plugin's made over every rank at once (each rank's are its own), HTA's and every
-    ProfilerStep from one scope a rank (not one a kind): what a report's batch keeps of each
-    rank for its scope (~15 queries a tiny rank made rank by rank and kind by kind)."""
+    ProfilerStep from each rank's own scope (`scope.step_scopes`: ranks of the same step
+    names at once): what a report's batch keeps of each rank for its scope (~15 queries a
+    tiny rank made rank by rank and kind by kind)."""
     plugin = steps_covered("plugin", ranks, options) or {}
     out: dict[int, dict[str, list[int]]] = {}
-    for rank, events in sorted(ranks.items()):
-        found = scope.step_scope({rank: events})
+    for rank, found in scope.step_scopes(ranks).items():
         out[rank] = {
             "hta": list(found.kept),
             "every": list(found.steps),

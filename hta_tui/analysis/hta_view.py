@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint, none_inside
-from hta_tui.analysis.rank_column import tagged, untagged
+from hta_tui.analysis.rank_column import parts, tagged, untagged
 
 #: HTA's KernelType names, in its enum order.
 KERNEL_TYPES: tuple[str, ...] = ("COMMUNICATION", "MEMORY", "COMPUTATION", "OTHER")
@@ -181,11 +181,12 @@ def _step_names_at_once(ranks: Mapping[int, pl.DataFrame]) -> None:
             todo.append((rank, events))
     if len(todo) < 2:
         return
-    every = tagged([(rank, events.select("name")) for rank, events in todo], "__rank")
-    found = (
-        every.filter(pl.col("name").str.contains("ProfilerStep", literal=True))
-        .unique(["__rank", "name"])
-        .partition_by("__rank", as_dict=True, include_key=False)
+    every = tagged([(rank, events[["name"]]) for rank, events in todo], "__rank")  # (picks)
+    found = parts(
+        every.filter(pl.col("name").str.contains("ProfilerStep", literal=True)).unique(
+            ["__rank", "name"], maintain_order=True
+        ),
+        "__rank",
     )
     empty = pl.DataFrame(schema={"name": pl.String})
     for rank, events in todo:

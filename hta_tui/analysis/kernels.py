@@ -98,8 +98,12 @@ def gpu_table(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) ->
 
 
 def _gpu_table(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataFrame:
+    views = hta_view(ranks, hta_compat=hta_compat, columns=())
+    made = _gpu_frames_at_once(views)
     frames = [
-        gpu_events(view).select(
+        made[rank]
+        if rank in made
+        else gpu_events(view).select(
             pl.lit(rank, pl.Int64).alias("rank"),
             "idx",
             "name",
@@ -109,11 +113,26 @@ def _gpu_table(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataFr
             "end",
             "dur",
         )
-        for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items()
+        for rank, view in views.items()
     ]
     if not frames:
         return pl.DataFrame(schema=_GPU_SCHEMA)
     return pl.concat(frames).cast(_GPU_SCHEMA)
+
+
+def _gpu_frames_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:
+    """`_gpu_table`'s frame of each of a batch's ranks without a query a rank: its GPU rows
+    found at once (`gpu_rows_at_once`), its columns picked and a literal's rank column
+    inserted (flagged sorted): the select's table, chunk for chunk."""
+    from hta_tui.analysis.per_rank import gpu_rows_at_once  # (numpy: not on the client)
+
+    out = {}
+    for rank, gpu in gpu_rows_at_once(views).items():
+        rank_column = pl.Series("rank", [rank], dtype=pl.Int64).new_from_index(0, gpu.height)
+        picked = [gpu[c] for c in ("idx", "name", "cat", "kernel_type", "start", "end", "dur")]
+        picked[3] = picked[3].cast(pl.String)
+        out[rank] = pl.DataFrame([rank_column.set_sorted(), *picked])
+    return out
 
 
 def kernel_type_breakdown(

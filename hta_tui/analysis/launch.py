@@ -136,15 +136,32 @@ def _pairs_default(view: pl.DataFrame, *, include_memory_events: bool) -> pl.Dat
     )
 
 
-def _finish(pairs: pl.DataFrame, runtime_cutoff: float, launch_delay_cutoff: float) -> pl.DataFrame:
+def _finish(
+    pairs: pl.DataFrame,
+    runtime_cutoff: float,
+    launch_delay_cutoff: float,
+    *,
+    by: tuple[str, ...] = (),
+) -> pl.DataFrame:
+    """The launches' table from their pairs (ns). `by` ("rank"): a batch's pairs at once,
+    each rank's divisions to us as polars makes them on its own table (a one-row one
+    exactly, a longer one by the reciprocal: `divided_as_alone`)."""
+    if by:
+        from hta_tui.analysis.per_rank import divided_as_alone  # (numpy: not on the client)
+
+        alone = pl.len().over(by) == 1
+        to_us = lambda e: divided_as_alone(e, 1000, alone)  # noqa: E731  (ns, as `us`)
+    else:
+        to_us = us
     cpu, gpu, delay = pl.col("cpu_duration"), pl.col("gpu_duration"), pl.col("launch_delay")
     return (  # one query (as eager steps: 4 a rank), the divisions on the same rows
         pairs.lazy()
         .select(
+            *by,
             "correlation",
-            us(pl.col("cpu_dur")).alias("cpu_duration"),
-            us(pl.col("gpu_dur")).alias("gpu_duration"),
-            us(pl.col("delay").clip(lower_bound=0)).alias("launch_delay"),
+            to_us(pl.col("cpu_dur")).alias("cpu_duration"),
+            to_us(pl.col("gpu_dur")).alias("gpu_duration"),
+            to_us(pl.col("delay").clip(lower_bound=0)).alias("launch_delay"),
             "launch",
             "gpu_ops",
         )
@@ -154,9 +171,30 @@ def _finish(pairs: pl.DataFrame, runtime_cutoff: float, launch_delay_cutoff: flo
             (delay > launch_delay_cutoff).alias("launch_delay_outlier"),
         )
         .cast(COLUMNS)
-        .select(list(COLUMNS))
+        .select(*by, *COLUMNS)
         .collect()
     )
+
+
+def _finished_at_once(
+    pairs: Mapping[int, pl.DataFrame], runtime_cutoff: float, launch_delay_cutoff: float
+) -> dict[int, pl.DataFrame]:
+    """rank -> `_finish` of its pairs, for a batch's ranks (pairs of one schema) in one
+    query (one a rank), split back one chunk a rank; empty when they differ in schema or
+    the query fails (each rank's made alone)."""
+    from hta_tui.analysis.rank_column import parts, tagged  # (numpy: not on the client)
+
+    if len(pairs) < 2 or len({tuple(p.schema.items()) for p in pairs.values()}) > 1:
+        return {}
+    try:
+        made = _finish(
+            tagged(sorted(pairs.items())), runtime_cutoff, launch_delay_cutoff, by=("rank",)
+        )
+    except pl.exceptions.PolarsError:
+        return {}
+    found = parts(made, "rank")
+    empty = made.clear().drop("rank")
+    return {r: found.get((r,), empty) for r in pairs}
 
 
 def cuda_kernel_launch_stats(
@@ -194,16 +232,19 @@ def _launch_stats(
         if not hta_compat
         else {}
     )
+    cutoffs = (runtime_cutoff, launch_delay_cutoff)
+    finished = _finished_at_once(made, *cutoffs)  # (a batch's: one query, not one a rank)
     for rank, view in views.items():
+        if rank in finished:
+            out[rank] = finished[rank]
+            continue
         if rank in made:
             pairs = made[rank]
         elif hta_compat:
             pairs = _pairs_compat(view, include_memory_events=include_memory_events)
         else:
             pairs = _pairs_default(view, include_memory_events=include_memory_events)
-        # (the divisions stay a query a rank: polars divides a one-row column exactly, a
-        # longer one as times the inverse, and splits it by its threads)
-        out[rank] = _finish(pairs, runtime_cutoff, launch_delay_cutoff)
+        out[rank] = _finish(pairs, *cutoffs)
     return out
 
 

@@ -22,7 +22,7 @@ import polars as pl
 from hta_tui.analysis import op_tree, tensor_cores
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import us
-from hta_tui.analysis.per_rank import batching, each_rank
+from hta_tui.analysis.per_rank import batching, by_rank, divided_as_alone, each_rank
 from hta_tui.analysis.rank_column import tagged, untagged
 
 
@@ -96,7 +96,16 @@ def _walk(
     )
 
 
-def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+def _aggregate(calls: pl.DataFrame, keys: list[str], *, by: tuple[str, ...] = ()) -> pl.DataFrame:
+    """Per `keys`: calls, times in us, tensor-core eligibility and shares. `by` ("rank"): a
+    batch's calls at once, each rank's rows as its own table makes them (integer sums; the
+    division to us as polars makes it on a table of that rank's rows alone: a one-row one
+    exactly, a longer one by the reciprocal, `divided_as_alone`)."""
+    if by:
+        alone = pl.len().over(by) == 1
+        to_us = lambda c: divided_as_alone(pl.col(c), 1000, alone)  # noqa: E731  (ns, as `us`)
+    else:
+        to_us = lambda c: us(pl.col(c))  # noqa: E731
     # null (n/a) where the kernel names cannot say tensor-core use (tensor_cores.names_tell)
     ratio = lambda num, den: (  # noqa: E731
         pl.when(~pl.col("names_tell"))
@@ -107,7 +116,7 @@ def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     )
     return (  # (one query, not three: the same steps on the same rows)
         calls.lazy()
-        .group_by(keys)
+        .group_by([*by, *keys])
         .agg(
             pl.len().alias("calls"),
             pl.col("dev_self", "dev_total", "host_self", "host_total", "tc_self", "tc_total").sum(),
@@ -116,20 +125,21 @@ def _aggregate(calls: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
             pl.col("names_tell").all(),
         )
         .select(
+            *by,
             *keys,
             "calls",
-            us(pl.col("dev_self")).alias("device_self_duration (us)"),
-            us(pl.col("dev_total")).alias("device_total_duration (us)"),
-            us(pl.col("host_self")).alias("host_self_duration (us)"),
-            us(pl.col("host_total")).alias("host_total_duration (us)"),
+            to_us("dev_self").alias("device_self_duration (us)"),
+            to_us("dev_total").alias("device_total_duration (us)"),
+            to_us("host_self").alias("host_self_duration (us)"),
+            to_us("host_total").alias("host_total_duration (us)"),
             "tc_eligible",
             ratio("tc_self", "dev_self").alias("tc_self_ratio"),
             ratio("tc_total", "dev_total").alias("tc_total_ratio"),
             "has_call_stack",
         )
         .sort(
-            ["device_self_duration (us)", "host_self_duration (us)", *keys],
-            descending=[True, True, *([False] * len(keys))],
+            [*by, "device_self_duration (us)", "host_self_duration (us)", *keys],
+            descending=[*([False] * len(by)), True, True, *([False] * len(keys))],
         )
         .collect()
     )
@@ -217,11 +227,16 @@ def operator_tables(
     """By name, by name + input shape and by call stack, from one walk of each rank's tree."""
     op_tree.prime_trees(ranks, tb_compat=tb_compat)  # a batch's trees made at once
     made = _calls_at_once(ranks, tb_compat=tb_compat) if len(ranks) > 1 and batching() else {}
+    at_once = _tables_at_once({r: c for r, c in made.items() if not c.is_empty()})
     out: dict[str, list[pl.DataFrame]] = {"name": [], "shape": [], "stack": []}
     # a rank without call stacks (most: `with_stack` traces only) aggregates none: its empty
     # table is the one of its calls' schema, made once (a query a tiny rank)
     no_stacks: dict[tuple[object, ...], pl.DataFrame] = {}
     for r, ev in sorted(ranks.items()):
+        if r in at_once:
+            for k, table in at_once[r].items():
+                out[k].append(table)
+            continue
         calls = made[r] if r in made else _calls(ev, tb_compat=tb_compat)
         if calls.is_empty():
             continue
@@ -236,6 +251,32 @@ def operator_tables(
             stacks = no_stacks[schema]
         out["stack"].append(_ranked(r, stacks))
     return {k: pl.concat(v) if v else pl.DataFrame() for k, v in out.items()}
+
+
+def _tables_at_once(calls: Mapping[int, pl.DataFrame]) -> dict[int, dict[str, pl.DataFrame]]:
+    """rank -> its three tables (`operator_tables`' parts, with `rank`), from a batch's
+    calls (`_calls_at_once`: one schema) aggregated at once with `rank` in the keys and
+    split back (one chunk a rank, as its own query makes it): six queries a tiny rank made
+    alone. Empty with fewer than two ranks or when a query fails (each rank makes its own)."""
+    if len(calls) < 2:
+        return {}
+    every = tagged(sorted(calls.items()))
+    try:
+        name = by_rank(_aggregate(every, ["name"], by=("rank",)))
+        shape = by_rank(_aggregate(every, ["name", "input_shape"], by=("rank",)))
+        stacked = every.filter(pl.col("call_stack") != "")
+        stack = by_rank(_aggregate(stacked, ["name", "call_stack"], by=("rank",)))
+        empty = _aggregate(every.drop("rank").clear(), ["name", "call_stack"])
+    except pl.exceptions.PolarsError:
+        return {}
+    return {
+        r: {
+            "name": _ranked(r, name[r]),
+            "shape": _ranked(r, shape[r]),
+            "stack": _ranked(r, stack.get(r, empty)),
+        }
+        for r in calls
+    }
 
 
 def _calls_at_once(

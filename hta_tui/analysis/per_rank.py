@@ -9,7 +9,7 @@ import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.rank_column import tagged
+from hta_tui.analysis.rank_column import parts, tagged
 
 
 def each_rank(
@@ -137,6 +137,28 @@ def tagged_views(
     return job_cached(views, "tagged views", build, columns)  # type: ignore[return-value]
 
 
+def gpu_rows_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:
+    """rank -> `hta_view.gpu_events(view)` (its rows, in order, one chunk) of a batch's
+    views, one query a schema (a filter a rank alone), kept per batch; empty outside a
+    batch, a view of another schema or whose query fails left out (filtered alone)."""
+    if len(views) < 2 or not batching():
+        return {}
+    columns = tuple(next(iter(views.values())).columns)
+
+    def build() -> dict[int, pl.DataFrame]:
+        out: dict[int, pl.DataFrame] = {}
+        for members, table in tagged_views(views, columns):
+            try:
+                found = parts(table.filter(pl.col("gpu")), "rank")
+            except pl.exceptions.PolarsError:
+                continue
+            empty = table.clear().drop("rank")
+            out |= {r: found.get((r,), empty) for r in members}
+        return out
+
+    return job_cached(views, "gpu rows at once", build)  # type: ignore[arg-type, return-value]
+
+
 def views_at_once(
     views: Mapping[int, pl.DataFrame],
     columns: tuple[str, ...],
@@ -168,5 +190,5 @@ def views_at_once(
 def by_rank(table: pl.DataFrame, *, keep: bool = False) -> dict[int, pl.DataFrame]:
     """rank -> its rows of a table made over a batch at once (one chunk each, as its own
     query makes it), with its `rank` column when `keep`."""
-    parts = table.partition_by("rank", as_dict=True, include_key=keep, maintain_order=True)
-    return {int(key[0]): part for key, part in parts.items()}  # type: ignore[arg-type]
+    found = parts(table, "rank", keep=keep)  # (a batch's: its runs, no query)
+    return {int(key[0]): part for key, part in found.items()}  # type: ignore[arg-type]

@@ -253,6 +253,17 @@ def queue_length_summary(
     return queue_length_summary_from_series(queue_length_series(ranks, hta_compat=hta_compat))
 
 
+def _duration(view: pl.DataFrame) -> int | None:
+    """The view's last start minus its first (ns; None without one), read from the column
+    (integers: exactly the query's answer, without its query, one a tiny rank)."""
+    start = view["start"]
+    if not start.dtype.is_integer():
+        return view.select(pl.col("start").max() - pl.col("start").min()).item()
+    if start.len() == start.null_count():
+        return None
+    return int(start.max()) - int(start.min())  # type: ignore[arg-type]
+
+
 def time_blocked_on_full_queue(
     ranks: Mapping[int, pl.DataFrame],
     max_queue_length: int = CUDA_MAX_LAUNCH_QUEUE_PER_STREAM,
@@ -276,10 +287,7 @@ def time_blocked_on_full_queue(
         series = queue_length_series(ranks, hta_compat=hta_compat)
     views = hta_view(ranks, hta_compat=hta_compat, columns=())
     durations = pl.DataFrame(
-        [
-            (rank, v.select(pl.col("start").max() - pl.col("start").min()).item())
-            for rank, v in views.items()
-        ],
+        [(rank, _duration(v)) for rank, v in views.items()],
         schema={"rank": pl.Int64, "trace_duration": pl.Int64},
         orient="row",
     )

@@ -36,6 +36,43 @@ def untagged(
 ) -> dict[int, pl.DataFrame]:
     """Each of `ranks`' rows of a table made over every rank at once, without its rank
     `column`, in the table's order; a rank with no row gets the table's columns empty."""
-    mine = table.partition_by(column, as_dict=True, include_key=False, maintain_order=True)
+    mine = parts(table, column)
     empty = table.clear().drop(column)
     return {rank: mine.get((rank,), empty) for rank in ranks}
+
+
+def parts(
+    table: pl.DataFrame, column: str = "rank", *, keep: bool = False
+) -> dict[tuple[object, ...], pl.DataFrame]:
+    """`partition_by(column, as_dict=True, include_key=keep, maintain_order=True)`: when each
+    key's rows come one after another (a table made over a batch's ranks, in rank order),
+    its runs cut out as slices made one chunk, as `partition_by` makes its parts, with no
+    query (its own is ~one a part); else `partition_by` itself."""
+    found = runs(table, column)
+    if found is None:
+        return table.partition_by(column, as_dict=True, include_key=keep, maintain_order=True)
+    if keep:
+        return {(k,): part for k, part in found.items()}
+    out = {}
+    for k, part in found.items():
+        part.drop_in_place(column)  # (a slice of its own: the table keeps its column)
+        out[(k,)] = part
+    return out
+
+
+def runs(table: pl.DataFrame, column: str = "rank") -> dict[object, pl.DataFrame] | None:
+    """key -> its rows, when each key's rows are one run: slices, each made one chunk, no
+    query. None when a key's rows are apart, a key is null or there is no row."""
+    keys = table[column]
+    if not table.height or keys.null_count() or not keys.dtype.is_integer():
+        return None
+    values = keys.to_numpy()
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    found = values[starts].tolist()
+    if len(set(found)) != len(found):
+        return None
+    ends = [*starts[1:].tolist(), table.height]
+    return {
+        key: table.slice(start, end - start).rechunk()
+        for key, start, end in zip(found, starts.tolist(), ends, strict=True)
+    }

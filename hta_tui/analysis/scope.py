@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from hta_tui.analysis.hta_view import every_step, keeps_every_step, profiler_step_names
-from hta_tui.analysis.steps import STEP_NUMBER, profiler_steps
+from hta_tui.analysis.steps import STEP_NUMBER, profiler_steps, ranks_profiler_steps
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,18 @@ def step_scope(ranks: Mapping[int, pl.DataFrame]) -> StepScope:
     numbers = _numbers(names)
     kept = tuple(profiler_steps(ranks))
     return StepScope(tuple(sorted(ranks)), tuple(numbers), kept, filtered=len(names) >= 2)
+
+
+def step_scopes(ranks: Mapping[int, pl.DataFrame]) -> dict[int, StepScope]:
+    """rank -> `step_scope({rank: events})`, each rank alone, their kept steps found for
+    ranks of the same step names at once (`ranks_profiler_steps`)."""
+    kept = ranks_profiler_steps(ranks)
+    out = {}
+    for rank, events in sorted(ranks.items()):
+        names = profiler_step_names({rank: events})
+        numbers = tuple(_numbers(names))
+        out[rank] = StepScope((rank,), numbers, tuple(kept[rank]), filtered=len(names) >= 2)
+    return out
 
 
 def _span(steps: tuple[int, ...]) -> str:

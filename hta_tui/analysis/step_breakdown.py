@@ -39,12 +39,16 @@ def _parts(roles: pl.DataFrame, steps: pl.DataFrame) -> np.ndarray:
     An instant goes to the first role running then, so role i gets what the union of roles
     0..i covers beyond the union of roles 0..i-1; Other is what none covers.
     """
+    return _parts_within(roles, steps["start"].to_numpy(), steps["end"].to_numpy())
+
+
+def _parts_within(roles: pl.DataFrame, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """`_parts` of the steps from `lo` to `hi` (ns)."""
     start, end = roles["start"].to_numpy(), roles["end"].to_numpy()
     role = roles["role"].to_numpy()
     order = np.lexsort((start, role))  # by role, then start: each role a slice
     start, end = start[order], end[order]
     bounds = np.searchsorted(role[order], np.arange(len(tb_roles.ROLES) + 1))
-    lo, hi = steps["start"].to_numpy(), steps["end"].to_numpy()
     so_far = (start[:0], end[:0])
     covered = [np.zeros(lo.size, dtype=np.int64)]
     for a, b in itertools.pairwise(bounds):
@@ -60,9 +64,13 @@ def rank_breakdown(
 ) -> pl.DataFrame:
     """One row per used step of one rank (no `rank` column): step, step_time and each
     category, in us. `roles`: its `tb_roles.role_of`, when made already (a batch's)."""
-    steps = tb_steps.profiler_steps(events, tb_compat=tb_compat).filter("used")
-    if roles is not None:
-        return breakdown_table(steps, lambda: roles)
+    steps = tb_steps.profiler_steps(events, tb_compat=tb_compat)
+    if roles is not None:  # (a batch's)
+        made = _table_at_hand(steps, roles)
+        if made is not None:
+            return made
+        return breakdown_table(steps.filter("used"), lambda: roles)
+    steps = steps.filter("used")
     return breakdown_table(steps, lambda: tb_roles.role_of(events, tb_compat=tb_compat))
 
 
@@ -78,6 +86,29 @@ def breakdown_table(steps: pl.DataFrame, roles: Callable[[], pl.DataFrame]) -> p
     table = steps.select("step", (pl.col("end") - pl.col("start")).alias("step_time (us)"))
     table = table.with_columns(pl.Series(n, parts[:, i]) for i, n in enumerate(names))
     return table.select("step", *(us(pl.col(c)) for c in table.columns[1:]))
+
+
+def _table_at_hand(steps: pl.DataFrame, roles: pl.DataFrame) -> pl.DataFrame | None:
+    """`breakdown_table` of a batch's rank (its steps, one chunk, and roles made at once)
+    without a query (four a tiny rank): the used steps gathered by position, the ns divided
+    in numpy as polars divides the rank's own table of one chunk: a one-row table exactly, a
+    longer one by the reciprocal (`per_rank.divided_as_alone`). None (made as alone) for
+    steps of another shape: nulls, several chunks, other types."""
+    used = steps["used"]
+    ends = steps["start"], steps["end"]
+    if steps.n_chunks() != 1 or used.null_count() or any(e.null_count() for e in ends):
+        return None
+    if any(c.dtype != pl.Int64 for c in (*ends, steps["step"])) or steps["step"].null_count():
+        return None
+    at = np.flatnonzero(used.to_numpy())
+    if not at.size:  # (its empty table, as `breakdown_table` makes it)
+        return pl.DataFrame(schema={c: t for c, t in COLUMNS.items() if c != "rank"})
+    start, end = ends[0].to_numpy()[at], ends[1].to_numpy()[at]  # (by position: no query)
+    ns = np.column_stack([end - start, _parts_within(roles, start, end)]).astype(np.float64)
+    values = ns / 1000.0 if at.size == 1 else ns * (1.0 / 1000)
+    names = ["step_time (us)", *(c + _US for c in tb_roles.CATEGORIES)]
+    step = pl.Series("step", steps["step"].to_numpy()[at], dtype=pl.Int64)
+    return pl.DataFrame([step, *(pl.Series(n, values[:, i]) for i, n in enumerate(names))])
 
 
 def step_time_breakdown(
@@ -98,9 +129,14 @@ def step_time_breakdown(
 def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> pl.DataFrame:
     """Every rank's steps, used or not and why, times in us relative to the file."""
     tb_steps.prime_steps(ranks, tb_compat=tb_compat)
-    return each_rank(
-        ranks,
-        lambda ev: tb_steps.profiler_steps(ev, tb_compat=tb_compat).select(
+    quick = _selection_at_hand if batching() else lambda _: None
+
+    def table(events: pl.DataFrame) -> pl.DataFrame:
+        steps = tb_steps.profiler_steps(events, tb_compat=tb_compat)
+        made = quick(steps)
+        if made is not None:
+            return made
+        return steps.select(
             "step",
             us(pl.col("end") - pl.col("start")).alias("step_time (us)"),
             us(pl.col("start") - pl.col("host_start")).alias("start_moved (us)"),
@@ -108,7 +144,33 @@ def step_selection(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False
             "gpu_ops",
             "used",
             "reason",
-        ),
+        )
+
+    return each_rank(ranks, table)
+
+
+def _selection_at_hand(steps: pl.DataFrame) -> pl.DataFrame | None:
+    """`step_selection`'s table of a batch's rank without a query: the ns differences
+    divided in numpy as polars divides the rank's own table of one chunk (a one-row one
+    exactly, a longer one by the reciprocal); None (made by its query) for steps of another
+    shape: none, nulls, several chunks, other types."""
+    ns = [steps[c] for c in ("start", "end", "host_start", "host_end")]
+    if not steps.height or steps.n_chunks() != 1:
+        return None
+    if any(c.dtype != pl.Int64 or c.null_count() for c in ns):
+        return None
+    start, end, host_start, host_end = (c.to_numpy() for c in ns)
+    moved = np.column_stack([end - start, start - host_start, end - host_end]).astype(np.float64)
+    values = moved / 1000.0 if steps.height == 1 else moved * (1.0 / 1000)
+    names = ("step_time (us)", "start_moved (us)", "end_moved (us)")
+    return pl.DataFrame(
+        [
+            steps["step"],
+            *(pl.Series(n, values[:, i]) for i, n in enumerate(names)),
+            steps["gpu_ops"],
+            steps["used"],
+            steps["reason"],
+        ]
     )
 
 

@@ -17,6 +17,7 @@ choice of a "dominant" kernel, and works with one step or with modern NCCL names
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 import polars as pl
@@ -24,6 +25,7 @@ import polars as pl
 from hta_tui.analysis.hta_view import (
     KERNEL_TYPE,
     KERNEL_TYPES,
+    at_once,
     gpu_launches,
     hta_view,
     job_cached,
@@ -36,6 +38,7 @@ from hta_tui.analysis.lazy import lazy_module
 #: (numpy's: imported when first used, so the report's client, which reads this module's
 #: names, imports no numpy)
 interval_arrays = lazy_module("hta_tui.analysis.interval_arrays")
+np = lazy_module("numpy")
 
 _STEP_RE = r"^ProfilerStep\s*#\s*(\d+)"
 #: The step number in a ProfilerStep name (group 1).
@@ -200,9 +203,14 @@ def iteration_rows(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = Fals
     frames = []
     views = hta_view(ranks, hta_compat=hta_compat, columns=())
     _prime_step_rows(views, numbers)
+    quick = at_once()  # (a batch's ranks: their rows gathered, no query a rank)
     for rank, view in views.items():
         steps = _step_rows(view, numbers)
         if steps.is_empty():
+            continue
+        made = _iteration_rows_at_hand(rank, steps) if quick else None
+        if made is not None:
+            frames.append(made)
             continue
         frames.append(
             steps.sort(["start", "idx"]).select(
@@ -216,6 +224,79 @@ def iteration_rows(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = Fals
     if not frames:
         return pl.DataFrame(schema=ITERATION_ROW_COLUMNS)
     return pl.concat(frames).cast(ITERATION_ROW_COLUMNS)
+
+
+def _iteration_rows_at_hand(rank: int, steps: pl.DataFrame) -> pl.DataFrame | None:
+    """`iteration_rows`' frame of one rank (its step rows sorted by start and row, a
+    leading `rank` as a literal's: flagged sorted) without its two queries: gathered in
+    numpy by the rows' order (`idx` is unique, so the order is the sort's); None for rows of
+    another shape (nulls but in `iter`, other types)."""
+    columns = ("start", "idx", "dur", "end")
+    if any(steps[c].null_count() or not steps[c].dtype.is_integer() for c in columns):
+        return None
+    if any(steps[c].dtype != pl.Int64 for c in ("start", "dur", "end")):
+        return None
+    iters = _ints(steps["iter"], -1)
+    if iters is None:
+        return None
+    start, idx, dur, end = (steps[c].to_numpy() for c in columns)
+    order = np.lexsort((idx, start))
+    return pl.DataFrame(
+        [
+            _rank_column(rank, steps.height),
+            pl.Series("iter", iters[order], dtype=pl.Int64),
+            *(
+                pl.Series(c, v[order], dtype=pl.Int64)
+                for c, v in zip(("start", "dur", "end"), (start, dur, end), strict=True)
+            ),
+        ]
+    )
+
+
+def _ints(column: pl.Series, null: int) -> np.ndarray | None:
+    """An Int64 column's values in numpy, `null` for a null (no query: a Series' fill_null
+    is one); None for another type."""
+    if column.dtype != pl.Int64:
+        return None
+    if not column.null_count():
+        return column.to_numpy()
+    floats = column.to_numpy()  # (nulls as NaN; step numbers are far below 2**53)
+    return np.where(np.isnan(floats), null, floats).astype(np.int64)
+
+
+def _rank_column(rank: int, height: int) -> pl.Series:
+    """`pl.lit(rank)`'s column in a select of `height` rows (flagged sorted), no query."""
+    return pl.Series("rank", [rank], dtype=pl.Int64).new_from_index(0, height).set_sorted()
+
+
+def _metric_steps(view: pl.DataFrame, numbers: pl.DataFrame) -> pl.DataFrame | None:
+    """`_rank_step_metrics`' numbered steps (iter, s_start, s_end, by start) of a batch's
+    rank without a query: gathered in numpy; None (made by its query) when two start
+    together (the query's sort may order them either way) or a value is missing."""
+    rows = _step_rows(view, numbers)
+    iters = _ints(rows["iter"], -1)
+    if iters is None or any(
+        rows[c].null_count() or rows[c].dtype != pl.Int64 for c in ("start", "end")
+    ):
+        return None
+    numbered = (iters != -1) if rows["iter"].null_count() else np.ones(rows.height, dtype=bool)
+    if rows["iter"].null_count() and (rows["iter"] == -1).any():
+        return None  # (a real -1 among the nulls)
+    iters, start, end = (
+        iters[numbered],
+        rows["start"].to_numpy()[numbered],
+        rows["end"].to_numpy()[numbered],
+    )
+    if np.unique(start).size < start.size:
+        return None
+    order = np.argsort(start, kind="stable")
+    return pl.DataFrame(
+        [
+            pl.Series("iter", iters[order], dtype=pl.Int64),
+            pl.Series("s_start", start[order], dtype=pl.Int64),
+            pl.Series("s_end", end[order], dtype=pl.Int64),
+        ]
+    )
 
 
 def iterations_from(rows: pl.DataFrame, origin: int | None) -> pl.DataFrame:
@@ -237,9 +318,47 @@ def profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
     numbers = _step_numbers(ranks)
     views = hta_view(ranks, columns=())
     _prime_step_rows(views, numbers)
+    quick = at_once()  # (a batch's ranks: no query a rank)
     for view in views.values():
-        steps.update(_step_rows(view, numbers)["iter"].drop_nulls().to_list())
+        iters = _step_rows(view, numbers)["iter"]
+        if quick and iters.dtype == pl.Int64:
+            floats = iters.to_numpy()  # (nulls as NaN when any: step numbers are small)
+            steps.update(int(i) for i in floats[~np.isnan(floats)])
+            continue
+        steps.update(iters.drop_nulls().to_list())
     return sorted(steps)
+
+
+def ranks_profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> dict[int, list[int]]:
+    """rank -> `profiler_steps({rank: events})`, each rank alone (a report's batch keeps each
+    rank's steps for its scope): ranks whose own step names are the same (HTA's view of each
+    alone is then the one the group gives it) found in one query over their views (three
+    queries a tiny rank alone); a rank alone in its names, or a group whose views differ in
+    schema or whose query fails, makes its own."""
+    groups: dict[frozenset[str], list[int]] = {}
+    for rank, events in sorted(ranks.items()):
+        groups.setdefault(frozenset(profiler_step_names({rank: events})), []).append(rank)
+    out: dict[int, list[int]] = {}
+    for members in groups.values():
+        if len(members) > 1:
+            with contextlib.suppress(pl.exceptions.PolarsError):  # (each makes its own)
+                out |= _steps_at_once({r: ranks[r] for r in members})
+        out |= {r: profiler_steps({r: ranks[r]}) for r in members if r not in out}
+    return dict(sorted(out.items()))
+
+
+def _steps_at_once(ranks: Mapping[int, pl.DataFrame]) -> dict[int, list[int]]:
+    """`ranks_profiler_steps` of ranks of the same step names; empty when their views differ
+    in schema (each makes its own)."""
+    from hta_tui.analysis.rank_column import tagged  # (numpy: not on the client)
+
+    views = hta_view(ranks, columns=())
+    if len({tuple(v.schema.items()) for v in views.values()}) > 1:
+        return {}
+    found = _find_step_rows(tagged(sorted(views.items())), _step_numbers(ranks))
+    per = found.group_by("rank").agg(pl.col("iter").drop_nulls().unique())
+    got = dict(zip(per["rank"].to_list(), per["iter"].to_list(), strict=True))
+    return {r: sorted(got.get(r) or []) for r in ranks}
 
 
 def _robust_z(col: str) -> pl.Expr:
@@ -264,13 +383,19 @@ def _rank_step_metrics(
     same way). Busy time is the union of the events' intervals, so overlapping NCCL kernels on
     several streams count once. None without numbered steps.
     """
-    steps = (  # (one query, not three: ~3 of a tiny rank's step metrics)
-        _step_rows(view, numbers)
-        .lazy()
-        .filter(pl.col("iter").is_not_null())
-        .select("iter", pl.col("start").alias("s_start"), pl.col("end").alias("s_end"))
-        .sort("s_start")
-        .collect()
+    quick = _metric_steps(view, numbers) if at_once() else None
+    steps = (
+        quick
+        if quick is not None
+        # (one query, not three)
+        else (
+            _step_rows(view, numbers)
+            .lazy()
+            .filter(pl.col("iter").is_not_null())
+            .select("iter", pl.col("start").alias("s_start"), pl.col("end").alias("s_end"))
+            .sort("s_start")
+            .collect()
+        )
     )
     if steps.is_empty():
         return None
@@ -288,14 +413,31 @@ def _rank_step_metrics(
     start, end = gpu["start"].to_numpy()[inside], gpu["end"].to_numpy()[inside]
     order = np.argsort(start, kind="stable")
     start, end, it = start[order], end[order], it[order]
-    kind = gpu["kernel_type"].cast(KERNEL_TYPE).to_physical().to_numpy()[inside][order]
+    kinds = gpu["kernel_type"]
+    kinds = kinds if kinds.dtype == KERNEL_TYPE else kinds.cast(KERNEL_TYPE)
+    if quick is not None:  # (the names: a Series' `to_physical` is a query)
+        kind = kinds.to_numpy()[inside][order]
+        codes = {t: t for t in KERNEL_TYPES}
+    else:
+        kind = kinds.to_physical().to_numpy()[inside][order]
+        codes = {t: KERNEL_TYPES.index(t) for t in KERNEL_TYPES}
     covered: dict[str, list[int]] = {"comm": [], "comp": []}
     for name, ktype in (("comm", "COMMUNICATION"), ("comp", "COMPUTATION")):
-        of_type = kind == KERNEL_TYPES.index(ktype)
+        of_type = kind == codes[ktype]
         for n in iters:
             keep = of_type & (it == n)
             union = interval_arrays.union(start[keep], end[keep], ordered=True)
             covered[name].append(interval_arrays.length(union))
+    if quick is not None:  # (the select below, without its query: a literal's rank column)
+        return pl.DataFrame(
+            [
+                _rank_column(rank, steps.height),
+                steps["iter"],
+                pl.Series("step", s_end - s_start, dtype=pl.Int64),
+                pl.Series("comm", covered["comm"], dtype=pl.Int64),
+                pl.Series("comp", covered["comp"], dtype=pl.Int64),
+            ]
+        )
     return steps.select(
         pl.lit(rank, pl.Int64).alias("rank"),
         "iter",
@@ -362,7 +504,12 @@ def step_metrics(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
         .collect()
     )
     numbers = _step_numbers(ranks)
-    by_rank = launched.partition_by("rank", as_dict=True)
+    if at_once():  # (a batch's launches, rank after rank: cut as slices, no query)
+        from hta_tui.analysis.rank_column import parts  # (numpy: not on the client)
+
+        by_rank = parts(launched, "rank", keep=True)
+    else:
+        by_rank = launched.partition_by("rank", as_dict=True)
     empty = launched.clear()
     rows = []
     views = hta_view(ranks, hta_compat=hta_compat, columns=())

@@ -17,6 +17,7 @@ import polars as pl
 from hta_tui.analysis import step_breakdown
 from hta_tui.analysis.hta_view import us
 from hta_tui.analysis.per_rank import divided_as_alone, ranks_events
+from hta_tui.analysis.rank_column import parts
 from hta_tui.analysis.syncs import SYNC_COLUMNS, syncs
 
 GROUP_KEYS: tuple[str, ...] = ("rank", "phase", "module", "operator", "call_site")
@@ -162,7 +163,8 @@ def sync_tables(
     # ranks, the app's every rank) each rank still gets its figures made alone. Only the
     # ranks with a sync have a summary (most tiny ranks have none).
     by_rank = table.partition_by("rank", as_dict=True) if table.height else {}
-    steps_of = steps.partition_by("rank", as_dict=True) if steps.height else {}
+    # (a batch's steps, rank after rank: cut as slices, no query a rank)
+    steps_of = parts(steps, "rank", keep=True) if by_rank else {}
     summaries = [
         sync_summary(by_rank[key], steps_of.get(key, steps.clear())) for key in sorted(by_rank)
     ]

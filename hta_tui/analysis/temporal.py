@@ -16,6 +16,7 @@ import polars as pl
 
 from hta_tui.analysis import interval_arrays, intervals
 from hta_tui.analysis.hta_view import KERNEL_TYPES, gpu_events, hta_view, job_cached, us
+from hta_tui.analysis.per_rank import gpu_rows_at_once
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -54,8 +55,10 @@ def _gpu_unions(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataF
     # numpy: one stable sort of the nearly ordered starts, then each union is a linear pass
     comp, comm = KERNEL_TYPES.index("COMPUTATION"), KERNEL_TYPES.index("COMMUNICATION")
     rows = []
-    for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items():
-        gpu = gpu_events(view)
+    views = hta_view(ranks, hta_compat=hta_compat, columns=())
+    made = gpu_rows_at_once(views)  # (a batch's: one query, not one a rank)
+    for rank, view in views.items():
+        gpu = made[rank] if rank in made else gpu_events(view)
         start = gpu["start"].to_numpy()
         order = np.argsort(start, kind="stable")
         start, end = start[order], gpu["end"].to_numpy()[order]

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from hta_tui.analysis import hta_view, registry
+from hta_tui.analysis.rank_column import runs
 from hta_tui.exec.blobs import pack, unpack, whole
 from hta_tui.trace.model import RankData
 
@@ -319,19 +319,7 @@ def _runs(df: pl.DataFrame) -> dict[object, pl.DataFrame] | None:
     one after another): slices, each made one chunk as `partition_by` makes its parts, with
     no query (`partition_by` is ~4 queries a tiny rank over a batch's tables). None when a
     rank's rows are apart or a rank is null (`partition_by` then)."""
-    column = df["rank"]
-    if not df.height or column.null_count():
-        return None
-    values = column.to_numpy()
-    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
-    keys = values[starts].tolist()
-    if len(set(keys)) != len(keys):
-        return None
-    ends = [*starts[1:].tolist(), df.height]
-    return {
-        key: df.slice(start, end - start).rechunk()
-        for key, start, end in zip(keys, starts.tolist(), ends, strict=True)
-    }
+    return runs(df, "rank")
 
 
 def each_rank(tables: registry.Tables) -> list[registry.Tables]:
