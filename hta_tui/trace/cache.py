@@ -213,6 +213,7 @@ def write_entry(final: Path, parsed: ParsedTrace) -> None:
         parsed.meta[FILES_KEY] = {
             f"{name}.parquet": write_checked(frame, tmp / f"{name}.parquet")
             for name, frame in parsed.frames.items()
+            if not _as_never_had(name, frame)
         }
         (tmp / META_FILE).write_bytes(orjson.dumps(parsed.meta, default=str))
         try:
@@ -222,6 +223,20 @@ def write_entry(final: Path, parsed: ParsedTrace) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _as_never_had(name: str, frame: pl.DataFrame) -> bool:
+    """Is `frame` what `read_frame` gives for a frame the entry never had (no rows, the
+    frame's own schema)? Then it gets no file: three of a tiny rank's four frames are
+    empty, and reading their files was much of a batch's CPU on 10,000 tiny ranks."""
+    return frame.height == 0 and frame.schema == FRAME_SCHEMAS.get(name)
+
+
+def never_had(meta: dict[str, Any], name: str) -> bool:
+    """Does an entry's meta say it has no file for frame `name` (so the frame is empty)?
+    False when the meta lists no files (read from the entry, as before)."""
+    files = meta.get(FILES_KEY)
+    return isinstance(files, dict) and part_name(name, 0) not in files
 
 
 class CacheWriteError(OSError):
@@ -280,14 +295,11 @@ class EntryWriter:
         return self.tmp
 
     def commit(self, meta: dict[str, Any]) -> Path:
-        """meta.json (and an empty file for a frame no piece came for), renamed into place;
+        """meta.json (no file for a frame no piece came for: it reads empty), renamed into place;
         `meta` gets the list of the entry's files (FILES_KEY)."""
         try:
             tmp = self._folder()
-            for name, schema in FRAME_SCHEMAS.items():
-                if name not in self.parts:
-                    self.add(name, pl.DataFrame(schema=schema))
-            meta[FILES_KEY] = self.files
+            meta[FILES_KEY] = self.files  # a frame no piece came for: never had (empty)
             (tmp / META_FILE).write_bytes(orjson.dumps(meta, default=str))
             try:
                 os.rename(tmp, self.final)

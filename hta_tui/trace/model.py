@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import note, read_distinct, read_frame, read_rows, reparse
+from hta_tui.trace.cache import never_had, note, read_distinct, read_frame, read_rows, reparse
 from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
@@ -117,6 +117,8 @@ class RankData:
         cannot be parsed any more gives empty frames. Either way a notice says so."""
         with self._lock:
             df = self._frames.get(name)
+            if df is None and never_had(self.meta, name):  # its file not even opened
+                df = self._frames[name] = pl.DataFrame(schema=FRAME_SCHEMAS[name])
             if df is None:
                 try:
                     df = read_frame(self.entry, name)
