@@ -24,8 +24,9 @@ from hta_tui.report import run_report
 from hta_tui.synth import write_trace_dir
 from hta_tui.synth.memory import MemoryOptions
 from hta_tui.trace.cache import FILES_KEY, META_FILE, Cache, read_frame, take_notices
+from hta_tui.trace.checked import write_checked
 from hta_tui.trace.discover import discover
-from hta_tui.trace.model import open_set
+from hta_tui.trace.model import RankData, open_set
 from hta_tui.trace.parse import parse_file
 from hta_tui.trace.schema import FRAME_SCHEMAS
 from tests.test_app_support import make_screen_app, settle, wait_until
@@ -235,3 +236,58 @@ async def test_app_parses_a_damaged_entry_again(trace_dir: Path, tmp_path: Path)
             pilot, lambda: any("cache entry damaged" in m for m in given), what="the notice"
         )
         assert all(e.status == "loaded" for e in app.trace_set.entries.values())
+
+
+def _tiny_rank(folder: Path) -> Path:
+    """A rank of a few CPU ops: no flows, threads or memory (three empty frames)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ops = [
+        {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "pid": 1, "tid": 1}
+        | {"ts": 10 * i, "dur": 5}
+        for i in range(3)
+    ]
+    path = folder / "rank-0.pt.trace.json"
+    path.write_bytes(orjson.dumps({"traceEvents": ops}))
+    return path
+
+
+def test_an_empty_frame_gets_no_file_and_reads_back_as_parsed(tmp_path: Path) -> None:
+    """A frame with no rows and its own schema is not written (issue 26): the meta lists no
+    file for it, and it reads back, schema and rows, as parsed, from the meta alone."""
+    trace = _tiny_rank(tmp_path / "traces")
+    parsed = parse_file(trace).frames
+    empty = {n for n, f in parsed.items() if f.is_empty()}
+    assert empty and "events" not in empty
+    data = next(iter(open_set(trace.parent, Cache(tmp_path / "cache")).loaded().values()))
+    listed = set(data.meta[FILES_KEY])
+    assert listed == {f"{n}.parquet" for n in parsed if n not in empty}
+    assert {p.name for p in data.entry.glob("*.parquet")} == listed
+    for name, want in parsed.items():
+        assert_frame_equal(read_frame(data.entry, name), want)
+        assert_frame_equal(data.frame(name), want)
+    # the meta alone answers for an empty frame: an entry gone from the disk is not looked at
+    gone = RankData(tmp_path / "nowhere", data.meta)
+    for name in empty:
+        assert_frame_equal(gone.frame(name), parsed[name])
+    assert take_notices() == []
+
+
+def test_an_old_entry_listing_every_frame_file_still_reads(tmp_path: Path) -> None:
+    """An entry written before issue 26 has a file for every frame, empty ones too."""
+    trace = _tiny_rank(tmp_path / "traces")
+    parsed = parse_file(trace)
+    (tf,) = discover(trace)
+    cache = Cache(tmp_path / "cache")
+    entry = cache.entry_dir(tf)
+    entry.mkdir(parents=True)
+    parsed.meta[FILES_KEY] = {
+        f"{n}.parquet": write_checked(f, entry / f"{n}.parquet") for n, f in parsed.frames.items()
+    }
+    (entry / META_FILE).write_bytes(orjson.dumps(parsed.meta, default=str))
+    meta = cache.lookup(tf)
+    assert meta is not None and len(meta[FILES_KEY]) == len(FRAME_SCHEMAS)
+    (entry / "flows.parquet").unlink()  # listed, so still found missing: parsed again
+    data = RankData(entry, meta)
+    for name, want in parsed.frames.items():
+        assert_frame_equal(data.frame(name), want)
+    assert any("flows.parquet is missing" in n for n in take_notices())
