@@ -23,7 +23,7 @@ from hta_tui.analysis import op_tree, tensor_cores
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import us
 from hta_tui.analysis.per_rank import batching, by_rank, divided_as_alone, each_rank
-from hta_tui.analysis.rank_column import tagged, untagged
+from hta_tui.analysis.rank_column import ranked, tagged, untagged
 
 
 def _input_shape() -> pl.Expr:
@@ -240,8 +240,8 @@ def operator_tables(
         calls = made[r] if r in made else _calls(ev, tb_compat=tb_compat)
         if calls.is_empty():
             continue
-        out["name"].append(_ranked(r, _aggregate(calls, ["name"])))
-        out["shape"].append(_ranked(r, _aggregate(calls, ["name", "input_shape"])))
+        out["name"].append(ranked(r, _aggregate(calls, ["name"])))
+        out["shape"].append(ranked(r, _aggregate(calls, ["name", "input_shape"])))
         if (calls["call_stack"] != "").any():
             stacks = _aggregate(calls.filter(pl.col("call_stack") != ""), ["name", "call_stack"])
         else:
@@ -249,7 +249,7 @@ def operator_tables(
             if schema not in no_stacks:
                 no_stacks[schema] = _aggregate(calls.clear(), ["name", "call_stack"])
             stacks = no_stacks[schema]
-        out["stack"].append(_ranked(r, stacks))
+        out["stack"].append(ranked(r, stacks))
     return {k: pl.concat(v) if v else pl.DataFrame() for k, v in out.items()}
 
 
@@ -271,9 +271,9 @@ def _tables_at_once(calls: Mapping[int, pl.DataFrame]) -> dict[int, dict[str, pl
         return {}
     return {
         r: {
-            "name": _ranked(r, name[r]),
-            "shape": _ranked(r, shape[r]),
-            "stack": _ranked(r, stack.get(r, empty)),
+            "name": ranked(r, name[r]),
+            "shape": ranked(r, shape[r]),
+            "stack": ranked(r, stack.get(r, empty)),
         }
         for r in calls
     }
@@ -310,13 +310,3 @@ def _calls_at_once(
     calls = _walk(nodes, tb_compat=tb_compat, tell=pl.lit(True), keep=("rank",))
     calls = calls.drop("names_tell").join(tells, on="rank", how="left", maintain_order="left")
     return untagged(calls, [r for r, _ in trees])
-
-
-def _ranked(rank: int, table: pl.DataFrame) -> pl.DataFrame:
-    """`table` with a leading `rank`, inserted (a `select(lit(rank), all())` was a query per
-    rank and table), flagged sorted as a literal's column is (a later group-by on `rank`
-    takes the same path)."""
-    column = pl.Series("rank", np.full(table.height, rank, dtype=np.int64)).set_sorted()
-    out = table.clone()  # (a shallow copy)
-    out.insert_column(0, column)
-    return out

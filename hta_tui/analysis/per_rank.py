@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import numpy as np
 import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.rank_column import parts, tagged
+from hta_tui.analysis.rank_column import parts, ranked, tagged
 
 
 def each_rank(
@@ -35,13 +34,7 @@ def _ranked(
     out = table(events)
     if not out.width:  # no table: one row of its rank alone, as a select makes it
         return pl.DataFrame({"rank": [rank]}, schema={"rank": pl.Int64})
-    out = out.clone()  # a shallow copy: the table may be kept (a cached one)
-    # flagged sorted, as a literal's column is: the ranks' tables concatenated keep the
-    # flag, and a group-by on `rank` then takes the sorted path, whose float aggregations
-    # (a std) differ in the last bit from the hashed one's
-    column = pl.Series("rank", np.full(out.height, rank, dtype=np.int64)).set_sorted()
-    out.insert_column(0, column)
-    return out
+    return ranked(rank, out)  # (a shallow copy: the table may be kept, a cached one)
 
 
 def ranks_events(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:

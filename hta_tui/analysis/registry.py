@@ -22,6 +22,7 @@ import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.lazy import lazy_module
+from hta_tui.analysis.rank_column import ranked
 from hta_tui.trace.model import TraceSet
 from hta_tui.trace.schema import EVENTS_SCHEMA
 
@@ -409,21 +410,11 @@ def picked(make: Callable[[], Mapping[str, pl.DataFrame]], names: Iterable[str])
 
 def with_rank(per_rank: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """rank -> frame (HTA's dict answers) as one frame with a leading rank column."""
-    frames = [_ranked(rank, df) for rank, df in sorted(per_rank.items()) if not df.is_empty()]
+    frames = [ranked(r, df) for r, df in sorted(per_rank.items()) if not df.is_empty()]
     if frames:
         return pl.concat(frames, how="diagonal_relaxed")
     first = next(iter(per_rank.values()), pl.DataFrame())
     return first.select(pl.lit(None, pl.Int64).alias("rank"), pl.all()).clear()
-
-
-def _ranked(rank: int, df: pl.DataFrame) -> pl.DataFrame:
-    """`df` with a leading `rank`, inserted: the table `select(lit(rank), all())` makes,
-    chunk for chunk and flagged sorted as a literal's column, without its query (a query a
-    tiny rank and table in a report's batch)."""
-    column = pl.Series("rank", [rank], dtype=pl.Int64).new_from_index(0, df.height)
-    out = df.clone()  # (a shallow copy: the caller's frame keeps its columns)
-    out.insert_column(0, column.set_sorted())
-    return out
 
 
 def _temporal(r: Ranks, o: Options) -> Lazy:
