@@ -239,11 +239,12 @@ def _iteration_rows_at_hand(rank: int, steps: pl.DataFrame) -> pl.DataFrame | No
     iters = _ints(steps["iter"], -1)
     if iters is None:
         return None
+    from hta_tui.analysis.rank_column import ranked  # (numpy: not on the client)
+
     start, idx, dur, end = (steps[c].to_numpy() for c in columns)
     order = np.lexsort((idx, start))
-    return pl.DataFrame(
+    rows = pl.DataFrame(
         [
-            _rank_column(rank, steps.height),
             pl.Series("iter", iters[order], dtype=pl.Int64),
             *(
                 pl.Series(c, v[order], dtype=pl.Int64)
@@ -251,6 +252,7 @@ def _iteration_rows_at_hand(rank: int, steps: pl.DataFrame) -> pl.DataFrame | No
             ),
         ]
     )
+    return ranked(rank, rows)
 
 
 def _ints(column: pl.Series, null: int) -> np.ndarray | None:
@@ -262,11 +264,6 @@ def _ints(column: pl.Series, null: int) -> np.ndarray | None:
         return column.to_numpy()
     floats = column.to_numpy()  # (nulls as NaN; step numbers are far below 2**53)
     return np.where(np.isnan(floats), null, floats).astype(np.int64)
-
-
-def _rank_column(rank: int, height: int) -> pl.Series:
-    """`pl.lit(rank)`'s column in a select of `height` rows (flagged sorted), no query."""
-    return pl.Series("rank", [rank], dtype=pl.Int64).new_from_index(0, height).set_sorted()
 
 
 def _metric_steps(view: pl.DataFrame, numbers: pl.DataFrame) -> pl.DataFrame | None:
@@ -429,15 +426,17 @@ def _rank_step_metrics(
             union = interval_arrays.union(start[keep], end[keep], ordered=True)
             covered[name].append(interval_arrays.length(union))
     if quick is not None:  # (the select below, without its query: a literal's rank column)
-        return pl.DataFrame(
+        from hta_tui.analysis.rank_column import ranked  # (numpy: not on the client)
+
+        made = pl.DataFrame(
             [
-                _rank_column(rank, steps.height),
                 steps["iter"],
                 pl.Series("step", s_end - s_start, dtype=pl.Int64),
                 pl.Series("comm", covered["comm"], dtype=pl.Int64),
                 pl.Series("comp", covered["comp"], dtype=pl.Int64),
             ]
         )
+        return ranked(rank, made)
     return steps.select(
         pl.lit(rank, pl.Int64).alias("rank"),
         "iter",
