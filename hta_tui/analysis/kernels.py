@@ -125,13 +125,13 @@ def _gpu_frames_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataF
     found at once (`gpu_rows_at_once`), its columns picked and a literal's rank column
     inserted (flagged sorted): the select's table, chunk for chunk."""
     from hta_tui.analysis.per_rank import gpu_rows_at_once  # (numpy: not on the client)
+    from hta_tui.analysis.rank_column import ranked
 
     out = {}
     for rank, gpu in gpu_rows_at_once(views).items():
-        rank_column = pl.Series("rank", [rank], dtype=pl.Int64).new_from_index(0, gpu.height)
         picked = [gpu[c] for c in ("idx", "name", "cat", "kernel_type", "start", "end", "dur")]
         picked[3] = picked[3].cast(pl.String)
-        out[rank] = pl.DataFrame([rank_column.set_sorted(), *picked])
+        out[rank] = ranked(rank, pl.DataFrame(picked))
     return out
 
 

@@ -182,7 +182,7 @@ def _finished_at_once(
     """rank -> `_finish` of its pairs, for a batch's ranks (pairs of one schema) in one
     query (one a rank), split back one chunk a rank; empty when they differ in schema or
     the query fails (each rank's made alone)."""
-    from hta_tui.analysis.rank_column import parts, tagged  # (numpy: not on the client)
+    from hta_tui.analysis.rank_column import tagged, untagged  # (numpy: not on the client)
 
     if len(pairs) < 2 or len({tuple(p.schema.items()) for p in pairs.values()}) > 1:
         return {}
@@ -192,9 +192,7 @@ def _finished_at_once(
         )
     except pl.exceptions.PolarsError:
         return {}
-    found = parts(made, "rank")
-    empty = made.clear().drop("rank")
-    return {r: found.get((r,), empty) for r in pairs}
+    return untagged(made, pairs)
 
 
 def cuda_kernel_launch_stats(

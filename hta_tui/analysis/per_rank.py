@@ -8,7 +8,7 @@ import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.rank_column import parts, ranked, tagged
+from hta_tui.analysis.rank_column import parts, ranked, tagged, untagged
 
 
 def each_rank(
@@ -142,11 +142,9 @@ def gpu_rows_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFram
         out: dict[int, pl.DataFrame] = {}
         for members, table in tagged_views(views, columns):
             try:
-                found = parts(table.filter(pl.col("gpu")), "rank")
+                out |= untagged(table.filter(pl.col("gpu")), members)
             except pl.exceptions.PolarsError:
                 continue
-            empty = table.clear().drop("rank")
-            out |= {r: found.get((r,), empty) for r in members}
         return out
 
     return job_cached(views, "gpu rows at once", build)  # type: ignore[arg-type, return-value]
