@@ -26,7 +26,14 @@ from hta_tui.analysis.overview import file_table, precompute, summaries_decide
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
 from hta_tui.exec.parts import RankParts, whole_frame
-from hta_tui.exec.split import job_cached, keep_summaries, rank_steps, run_split, work_ahead
+from hta_tui.exec.split import (
+    Steps,
+    job_cached,
+    keep_summaries,
+    rank_steps,
+    run_split,
+    work_ahead,
+)
 from hta_tui.printable import json_printable, printable, printable_frame
 from hta_tui.report_text import (
     DEFAULT_ROWS,
@@ -66,6 +73,7 @@ def build_tables(
     backend: Backend | None = None,
     cache_root: Path | None = None,
     stream: bool = False,
+    covered: Steps | None = None,
 ) -> dict[str, Any]:
     """ "files" and every selected analysis's tables, in the registry's order.
 
@@ -76,7 +84,8 @@ def build_tables(
     rank by rank on `backend` (in this process when None), their results and whole answers
     kept under `cache_root` (not kept when None). `stream`: a long rank-wise table (a row
     per kernel launch) as its ranks' parts (`exec.parts.RankParts`, read one at a time: the
-    report's writers take either), not a frame.
+    report's writers take either), not a frame. `covered`: given each rank's steps covered
+    that the rank-wise work handed back (for `table_scopes`).
     """
     options = options or registry.Options()
     selected = [a.name for a in registry.select(names)]
@@ -93,7 +102,15 @@ def build_tables(
         with ThreadPoolExecutor(1, thread_name_prefix="files-table") as meanwhile:
             files = meanwhile.submit(_files_table, ts, cache_root)
             if rest:
-                made = run_split(ts, rest, options, backend, cache_root=cache_root, stream=stream)
+                made = run_split(
+                    ts,
+                    rest,
+                    options,
+                    backend,
+                    cache_root=cache_root,
+                    stream=stream,
+                    covered=covered,
+                )
             tables: dict[str, Any] = {"files": files.result()}
         summed = temporal
     else:
@@ -101,7 +118,9 @@ def build_tables(
         summed = temporal and summaries_decide(ts, hta_compat=options.hta_compat)
         rest = [n for n in selected if n != "temporal_breakdown" or not summed]
         if rest:  # (findings last, on the tables the others made: exec/split.py)
-            made = run_split(ts, rest, options, backend, cache_root=cache_root, stream=stream)
+            made = run_split(
+                ts, rest, options, backend, cache_root=cache_root, stream=stream, covered=covered
+            )
     if summed:
         # the overview's table through the door: the same numbers, read from the summaries
         summaries = registry.set_tables(ts, ["overview_temporal"], options)
@@ -120,8 +139,9 @@ def _files_table(ts: TraceSet, cache_root: Path | None) -> pl.DataFrame:
 
 def build_report(ts: TraceSet, **kw: Any) -> dict[str, Any]:
     """The JSON shape: one list of records per table, and what each covers ("scope")."""
-    tables = build_tables(ts, **kw)
-    return {**_records(tables), "scope": table_scopes(ts, tables, kw.get("options"))}
+    covered: Steps = {}
+    tables = build_tables(ts, **kw, covered=covered)
+    return {**_records(tables), "scope": table_scopes(ts, tables, kw.get("options"), None, covered)}
 
 
 #: Memory tables made from each event's `Total Allocated`: when empty, they say why.
@@ -150,11 +170,13 @@ def table_scopes(
     tables: dict[str, pl.DataFrame],
     options: registry.Options | None,
     backend: Backend | None = None,
+    covered: Steps | None = None,
 ) -> dict[str, Any]:
     """Per table: its ranks, the span (file) of each, the steps its numbers cover, what a step
-    is there and whose definitions (analysis/coverage.py). The steps are found rank by rank
-    on `backend` (this process when None) and kept beside each rank's frames: the client
-    reads no frame for them."""
+    is there and whose definitions (analysis/coverage.py). The steps are those `covered`
+    holds (handed back with the tables), else found rank by rank on `backend` (this process
+    when None) and kept with the ranks' results (`rank_steps`): the client reads no frame
+    for them."""
     options = options or registry.Options()
     spans = {}
     for rank in ts.loaded():
@@ -170,7 +192,7 @@ def table_scopes(
     kinds = {a.steps for a in owners} | {coverage.SHARES_OF.get(a.name, "") for a in owners}
     known = None
     if ts.loaded() and kinds & set(coverage.RANK_KINDS):
-        known = coverage.merge_steps(rank_steps(ts, options, backend))
+        known = coverage.merge_steps(rank_steps(ts, options, backend, covered))
     return coverage.table_scopes(
         list(registry.ANALYSES),
         shown,
@@ -188,6 +210,7 @@ def kept_scope_text(
     options: registry.Options,
     cache_root: Path | None,
     backend: Backend | None = None,
+    covered: Steps | None = None,
 ) -> str:
     """The document's "scope" as written there (`_scope_text` of `table_scopes`, each
     empty table's `why_empty` in its entry), kept per job beside the analyses' answers: a
@@ -200,7 +223,7 @@ def kept_scope_text(
     )
 
     def made() -> bytes:
-        scope = table_scopes(ts, tables, options, backend)
+        scope = table_scopes(ts, tables, options, backend, covered)
         for name, said in why.items():
             scope[name]["why_empty"] = said
         return _scope_text(scope).encode()
@@ -510,8 +533,15 @@ def _run_report(
         print(f"hta-tui: no trace files in {printable(path)}", file=sys.stderr)
     options = dataclasses.replace(options or registry.Options(), hta_compat=hta_compat)
     cache_root = cache.root if cache.enabled else None
+    covered: Steps = {}  # each rank's steps covered, handed back with its tables (the scope's)
     tables = build_tables(
-        ts, names=only, options=options, backend=backend, cache_root=cache_root, stream=True
+        ts,
+        names=only,
+        options=options,
+        backend=backend,
+        cache_root=cache_root,
+        stream=True,
+        covered=covered,
     )
     if backend.kind == "dask":  # honest about what the cluster did not do
         here = [a.name for a in registry.select(only) if a.scope == "job" and a.rank_part is None]
@@ -528,7 +558,9 @@ def _run_report(
         # the scope made while the tables are written (each rank's steps read back, the
         # tables' JSON made by polars, which lets go of the GIL): it is written last
         with ThreadPoolExecutor(1, thread_name_prefix="scope") as meanwhile:
-            text = meanwhile.submit(kept_scope_text, ts, tables, options, cache_root, backend)
+            text = meanwhile.submit(
+                kept_scope_text, ts, tables, options, cache_root, backend, covered
+            )
             _write_json(out, tables, None, scope_text=text.result)
     elif csv_dir is None and ts.entries and not ts.loaded():
         _no_trace_text(ts, out, **_shape(width, rows))

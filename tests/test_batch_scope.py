@@ -101,31 +101,35 @@ def test_a_batch_keeps_each_ranks_steps_as_each_rank_alone(
     monkeypatch: pytest.MonkeyPatch,
     options: registry.Options,
 ) -> None:
-    """Each rank's steps covered, kept by a batch for the report's scope (`_keep_steps`,
+    """Each rank's steps covered, kept by a batch for the report's scope (`_batch_steps`,
     after the batch's tables: ~15 queries a tiny rank on main, every kind of every rank
     alone), are made over the batch (the plugin's steps at once, HTA's and every step's
     scope once a rank, the step numbers once a job) and are to the bit each rank's alone
-    (`_steps_blob`)."""
+    (`_steps_blob`); kept in one file for the batch and handed back with its tables (no
+    file per rank: a mkdir, a write and a rename each, 3.2 s of 10,000 tiny ranks)."""
     datas = {r: RankData(d.entry, {}) for r, d in sorted(edge_ranks.items())}
     names = ("profiler_steps", "syncs", rank_work.STEPS)
     jobs = tuple(rank_work.RankJob(r, str(tmp_path / f"e{r}"), {}, names, options) for r in datas)
     counted: list[int] = []
-    real = rank_work._keep_steps
+    real = rank_work._batch_steps
 
-    def keep(*args: Any) -> None:
+    def keep(*args: Any) -> bytes | None:
         with counted_queries() as queries:
-            real(*args)
+            made = real(*args)
         counted.append(queries[0])
+        return made
 
-    monkeypatch.setattr(rank_work, "_keep_steps", keep)
-    rank_work.batch_tables(jobs, datas)
+    monkeypatch.setattr(rank_work, "_batch_steps", keep)
+    got = rank_work.batch_tables(jobs, datas)
     assert len(counted) == 1 and counted[0] <= 12 * len(jobs)  # main: 21 a rank here
+    kept = rank_work.read_cached(rank_work.batch_steps_path(jobs))
+    assert kept is not None and got[rank_work.STEPS] == kept
+    assert not list(tmp_path.glob("e*/results/steps_covered-*"))  # no rank's own file
     alone = _fresh(edge_ranks)
-    kinds = {}
+    kinds = rank_work.unpack_batch_steps(kept, [job.rank for job in jobs])
     for job in jobs:
-        kept = rank_work.read_cached(rank_work.steps_path(Path(job.entry), options))
-        assert kept == rank_work._steps_blob(job.rank, alone[job.rank], options)
-        kinds[job.rank] = rank_work.unpack_steps(kept)
+        one = rank_work._steps_blob(job.rank, alone[job.rank], options)
+        assert kinds[job.rank] == rank_work.unpack_steps(one)
     assert kinds[4] == {} and kinds[0]["every"] == [1]  # no step; a single step
     assert kinds[2]["every"] == [1, 2, 3] and kinds[2]["hta"] == [1, 2]
     every = coverage.ranks_steps(_fresh(edge_ranks), options)

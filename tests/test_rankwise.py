@@ -713,7 +713,10 @@ def test_small_ranks_run_in_batches(
     monkeypatch.undo()
     forget_results(cache)
     batched = split.SplitRun()
-    got = split.run_split(ts, only, opts, Backend(), cache_root=cache.root, stats=batched)
+    covered: split.Steps = {}
+    got = split.run_split(
+        ts, only, opts, Backend(), cache_root=cache.root, stats=batched, covered=covered
+    )
     assert batched.rank_tasks == 1 and batched.batches == 1 and not batched.failed
     assert list(got) == list(want)
     for name, table in want.items():
@@ -721,9 +724,10 @@ def test_small_ranks_run_in_batches(
     assert sum(t.height for t in got.values()) > 50
     # kept: one file per analysis for the batch, beside its first rank's frames
     kept = list(ts.loaded()[0].entry.glob(f"{RESULTS_DIR}/batch-*.arrow"))
-    # (the findings: each rank's part; and the tables their rules read, made with them)
+    # (the findings: each rank's part; the tables their rules read, made with them; and
+    # every rank's steps covered, handed back with the tables too)
     made = len(only) + len(batched.for_findings)
-    assert len(kept) == made
+    assert len(kept) == made + 1 and sorted(covered) == list(range(8))
     shutil.rmtree(cache.root / split.JOBS_DIR)
     hits = split.SplitRun()
     again = split.run_split(ts, only, opts, Backend(), cache_root=cache.root, stats=hits)
@@ -738,10 +742,13 @@ def test_small_ranks_run_in_batches(
 
     monkeypatch.setattr(split, "batch_tables", failing)
     lost = split.SplitRun()
-    got = split.run_split(ts, only, opts, Backend(), stats=lost)
+    none: split.Steps = {}
+    got = split.run_split(ts, only, opts, Backend(), stats=lost, covered=none)
     assert lost.failed == {r: "MemoryError: the batch did not fit" for r in range(8)}
     assert all(got[n].equals(t) for n, t in want.items())
     assert real is not failing
+    # ... and every rank still has its steps covered for the report's scope (made here)
+    assert none == {} and split.rank_steps(ts, opts, Backend(), none) == covered
 
 
 class _Counting(Backend):
@@ -1154,33 +1161,66 @@ def test_a_batch_makes_the_gpu_metrics_and_series_at_once_as_each_rank_alone(
 def test_a_batch_keeps_each_ranks_steps_for_the_reports_scope(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alone: bool
 ) -> None:
-    """A batch of small ranks that makes tables makes each rank's steps covered too, while
-    its step tables are at hand, and keeps them beside the rank's frames: the report's
-    scope (`rank_steps`, next) then makes none (on main: every rank's again, alone, ~5x the
-    CPU), and what it reads is what it would have made. So does a rank made alone (a big
-    one: on main its steps were a second task per rank, its frames read again)."""
+    """A batch of small ranks that makes tables makes every rank's steps covered too, while
+    its step tables are at hand, keeps them in one file for the batch and hands them back
+    with its tables: the report's scope (`rank_steps`, next) then makes none and reads no
+    file (on main: every rank's again, alone, ~5x the CPU; then a file per rank written
+    and read back), and a second report reads the batch's one file, no frame. A rank made
+    alone (a big one) keeps its own file, as before. What they give is what each rank
+    makes when nothing is kept."""
     write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=3, ops_per_step=2))
     cache = Cache(tmp_path / "cache")
     ts = open_session(tmp_path / "job", cache, backend=Backend()).trace_set
     stats = split.SplitRun()
     if alone:
         monkeypatch.setattr(split, "BATCH_BYTES", 0)
-    split.run_split(ts, ["kernel_view"], registry.Options(), Backend(), stats=stats)
+    covered: split.Steps = {}
+    split.run_split(
+        ts, ["kernel_view"], registry.Options(), Backend(), stats=stats, covered=covered
+    )
     assert (stats.batches, stats.rank_tasks) == ((0, 3) if alone else (1, 1))
-    made: list[int] = []
-    real = rank_work._steps_blob
+    own = list(cache.root.glob(f"*/*/{RESULTS_DIR}/{rank_work.STEPS}-*.arrow"))
+    batch = list(cache.root.glob(f"*/*/{RESULTS_DIR}/batch-{rank_work.STEPS}-*.arrow"))
+    assert (len(own), len(batch)) == ((3, 0) if alone else (0, 1))
+    made: list[str] = []
+    read: list[Path] = []
+    for module, name in [(rank_work, "_steps_blob"), (split, "_steps_blob"),
+                         (rank_work, "_batch_steps")]:  # fmt: skip
+        real = getattr(module, name)
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        made.append(1)
-        return real(*args, **kwargs)
+        def counted(*args: Any, real: Any = real, name: str = name) -> Any:
+            made.append(name)
+            return real(*args)
 
-    monkeypatch.setattr(rank_work, "_steps_blob", counted)
-    monkeypatch.setattr(split, "_steps_blob", counted)
-    kept = split.rank_steps(ts, registry.Options(), Backend())
-    assert made == []
+        monkeypatch.setattr(module, name, counted)
+    reads = split.read_cached
+    monkeypatch.setattr(split, "read_cached", lambda path: read.append(path) or reads(path))
+    held = split.rank_steps(ts, registry.Options(), Backend(), covered)
+    assert sorted(held) == [0, 1, 2] and held[0]["every"] == [1, 2, 3]
+    assert (made, read) == ([], [])  # handed back: nothing made, nothing read
+    again = open_session(tmp_path / "job", cache, backend=Backend()).trace_set  # a 2nd report
+    kept = split.rank_steps(again, registry.Options(), Backend())
+    assert kept == held and made == [] and len(read) == (3 if alone else 1)
+    assert all(data.held("events") is None for data in again.loaded().values())  # no frame
     forget_results(cache)
-    assert split.rank_steps(ts, registry.Options(), Backend()) == kept and len(made) == 3
-    assert sorted(kept) == [0, 1, 2] and kept[0]["every"] == [1, 2, 3]
+    assert split.rank_steps(ts, registry.Options(), Backend()) == kept
+    assert made == (["_steps_blob"] * 3 if alone else ["_batch_steps"])
+
+
+def test_a_read_only_cache_hands_each_ranks_steps_back(tmp_path: Path) -> None:
+    """A cache whose results cannot be kept (`RankJob.store` False) still gets every
+    rank's steps covered with a batch's tables: the report's scope has them without a
+    second task, and nothing is written."""
+    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=3, ops_per_step=2))
+    ts = open_session(tmp_path / "job", Cache(tmp_path / "cache"), backend=Backend()).trace_set
+    options = registry.Options()
+    units = split._units(split._ranks(ts))
+    assert [len(u) for u in units] == [3]
+    jobs = split._jobs(units[0], ("kernel_view", rank_work.STEPS), options)
+    got = rank_work.batch_tables(tuple(dataclasses.replace(j, store=False) for j in jobs))
+    assert not list(tmp_path.glob(f"cache/*/*/*/{RESULTS_DIR}/*"))
+    steps = rank_work.unpack_batch_steps(got[rank_work.STEPS], [0, 1, 2])
+    assert steps == split.rank_steps(ts, options, Backend())
 
 
 class _Warmed(Backend):

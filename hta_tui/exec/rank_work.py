@@ -87,11 +87,16 @@ def read_cached(path: Path) -> bytes | None:
 
 
 def _write_atomic(blob: bytes, path: Path) -> None:
-    """Best effort: a read-only cache only costs a recomputation next time."""
+    """Best effort: a read-only cache only costs a recomputation next time. The folder is
+    made when the write finds it missing (a mkdir per write was a failed system call and
+    an exception each time: every write but an entry's first finds it there)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(blob)
+        try:
+            tmp.write_bytes(blob)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(blob)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
@@ -136,6 +141,32 @@ def unpack_steps(blob: bytes) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     for kind, step in zip(table["kind"].to_list(), table["step"].to_list(), strict=True):
         out.setdefault(kind, []).append(step)
+    return out
+
+
+def _batch_steps_packed(made: dict[int, dict[str, list[int]]]) -> bytes:
+    """A batch's steps covered (rank -> kind -> steps, every rank of the batch) as kept:
+    `_steps_packed`'s rows of each rank one after another, with their rank."""
+    from hta_tui.analysis import coverage
+
+    rows = [
+        (rank, kind, step)
+        for rank, kinds in made.items()
+        for kind in coverage.RANK_KINDS
+        for step in kinds.get(kind, [])
+    ]
+    schema = {"rank": pl.Int64, "kind": pl.String, "step": pl.Int64}
+    return pack({STEPS: pl.DataFrame(rows, schema=schema, orient="row")})
+
+
+def unpack_batch_steps(blob: bytes, ranks: list[int]) -> dict[int, dict[str, list[int]]]:
+    """rank -> `unpack_steps` of it, for each of `ranks` (the batch's), from
+    `_batch_steps_packed`: a rank with no row has no step (the batch kept every rank's)."""
+    table = unpack(blob)[STEPS]
+    out: dict[int, dict[str, list[int]]] = {rank: {} for rank in ranks}
+    columns = (table[c].to_list() for c in ("rank", "kind", "step"))
+    for rank, kind, step in zip(*columns, strict=True):
+        out[rank].setdefault(kind, []).append(step)
     return out
 
 
@@ -194,13 +225,22 @@ def batch_path(jobs: tuple[RankJob, ...], analysis: registry.Analysis) -> Path:
     """Where a batch's tables of one analysis are kept: beside the first rank's frames,
     keyed by the options it reads, the code's version and every rank of the batch (its
     rank, entry and path), so a batch that differs in any rank is a miss."""
-    digest = hashlib.sha1(options_key(analysis, jobs[0].options).encode())
+    return _batch_file(jobs, analysis.name, options_key(analysis, jobs[0].options))
+
+
+def batch_steps_path(jobs: tuple[RankJob, ...]) -> Path:
+    """Where a batch keeps every rank's steps covered (`STEPS`), in one file beside its
+    tables, keyed as they are (the steps' options and the code's version, `_steps_name`)."""
+    return _batch_file(jobs, STEPS, _steps_name(jobs[0].options.tb_compat))
+
+
+def _batch_file(jobs: tuple[RankJob, ...], name: str, key: str) -> Path:
+    digest = hashlib.sha1(key.encode())
     # (the entry's name as a string: a Path per rank and analysis cost ~0.1 ms each)
     for job in jobs:
-        name = os.path.basename(job.entry)
-        digest.update(f"{job.rank}\0{name}\0{job.meta.get('path', '')}\n".encode())
-    name = f"batch-{analysis.name}-{digest.hexdigest()[:20]}.arrow"
-    return Path(jobs[0].entry) / RESULTS_DIR / name
+        entry = os.path.basename(job.entry)
+        digest.update(f"{job.rank}\0{entry}\0{job.meta.get('path', '')}\n".encode())
+    return Path(jobs[0].entry) / RESULTS_DIR / f"batch-{name}-{digest.hexdigest()[:20]}.arrow"
 
 
 def batch_tables(
@@ -209,10 +249,12 @@ def batch_tables(
     """analysis -> its tables on these ranks together (`blobs.pack`: the ranks' rows one
     after another, in the jobs' order, as `rank_tables` of each would give them), read back
     when stored, else made in one call over every rank and stored in one file per analysis.
-    Every job asks for the same analyses; with `STEPS` among them, each rank's steps are
-    made too when anything is (`_keep_steps`: kept, not answered). `data`: the ranks'
-    frames when this process has them. Raises what an analysis raises (the caller makes the
-    batch's ranks one by one)."""
+    Every job asks for the same analyses; with `STEPS` among them, every rank's steps
+    covered too (`_batch_steps_packed`, kept in one file for the batch, `batch_steps_path`),
+    made after the tables (sharing their step tables), left out of the answer when a rank's
+    fail (its scope then asks for them alone). `data`: the ranks' frames when this process
+    has them. Raises what an analysis raises (the caller makes the batch's ranks one by
+    one)."""
     first = jobs[0]
     names = [n for n in first.analyses if n != STEPS]
     out: dict[str, bytes] = {}
@@ -224,44 +266,54 @@ def batch_tables(
             missing.append(a)
         else:
             out[name] = blob
+    store = all(j.store for j in jobs)
+    datas: dict[int, RankData] = {}
     if missing:
-        have = dict(data or {})
-        datas = {j.rank: have.get(j.rank) or RankData(Path(j.entry), j.meta) for j in jobs}
+        datas = _datas(jobs, data)
         parts = _batch_parts(jobs, datas, missing)
         for a in missing:
             blob = pack(parts[a.name])
-            if all(j.store for j in jobs):
+            if store:
                 _write_atomic(blob, batch_path(jobs, a))
             out[a.name] = blob
-        if STEPS in first.analyses:
-            _keep_steps(jobs, datas)
-    return {n: out[n] for n in names}
+    if STEPS in first.analyses:  # after the tables: their step tables and views are kept
+        path = batch_steps_path(jobs)
+        steps = read_cached(path)
+        if steps is None:
+            steps = _batch_steps(jobs, datas or _datas(jobs, data))
+            if steps is not None and store:
+                _write_atomic(steps, path)
+        if steps is not None:
+            out[STEPS] = steps
+    return {n: out[n] for n in first.analyses if n in out}
 
 
-def _keep_steps(jobs: tuple[RankJob, ...], datas: dict[int, RankData]) -> None:
-    """Each rank's steps covered (`STEPS`), kept beside its frames as `rank_tables` keeps
-    them, made while the batch's per-rank step tables are at hand (~2 ms of CPU a tiny rank
-    here, ~11 made later on their own: the report's scope asks for them next,
-    `split.rank_steps`). Best effort: a rank whose steps fail has them made when asked."""
+def _datas(jobs: tuple[RankJob, ...], data: dict[int, RankData] | None) -> dict[int, RankData]:
+    """The batch's ranks' frames: those this process has, the others read when used."""
+    have = data or {}
+    return {j.rank: have.get(j.rank) or RankData(Path(j.entry), j.meta) for j in jobs}
+
+
+def _batch_steps(jobs: tuple[RankJob, ...], datas: dict[int, RankData]) -> bytes | None:
+    """Every rank's steps covered (`STEPS`) as one blob, made while the batch's per-rank
+    step tables are at hand (~2 ms of CPU a tiny rank here, ~11 made later on their own:
+    the report's scope asks for them next, `split.rank_steps`). None when a rank's fail:
+    the scope makes them again, rank by rank."""
     from hta_tui.analysis import coverage
 
-    kept = [j for j in jobs if j.store]
-    if not kept:
-        return
+    options = jobs[0].options
     try:  # every rank at once (the plugin's steps in one query set)
-        made = coverage.ranks_steps({j.rank: datas[j.rank].events for j in kept}, kept[0].options)
+        made = coverage.ranks_steps({j.rank: datas[j.rank].events for j in jobs}, options)
     except Exception:
         made = {}
-    for job in kept:
-        try:
-            blob = (
-                _steps_packed(made[job.rank])
-                if job.rank in made
-                else _steps_blob(job.rank, datas[job.rank].events, job.options)
-            )
-        except Exception:
-            continue
-        _write_atomic(blob, steps_path(Path(job.entry), job.options))
+    try:
+        for job in jobs:  # (a rank the batch's call left out, or all when it failed)
+            if job.rank not in made:
+                events = {job.rank: datas[job.rank].events}
+                made[job.rank] = coverage.ranks_steps(events, options)[job.rank]
+    except Exception:
+        return None
+    return _batch_steps_packed({j.rank: made[j.rank] for j in jobs})
 
 
 #: Analyses whose tables a batch keeps rank by rank ("<i>\t<table>", `each_rank`), so the

@@ -51,6 +51,7 @@ from hta_tui.exec.rank_work import (
     _steps_blob,
     _write_atomic,
     batch_path,
+    batch_steps_path,
     batch_tables,
     code_version,
     each_rank,
@@ -59,6 +60,7 @@ from hta_tui.exec.rank_work import (
     read_cached,
     result_path,
     steps_path,
+    unpack_batch_steps,
     unpack_steps,
 )
 from hta_tui.exec.rank_work import (
@@ -80,8 +82,11 @@ STREAM_BYTES = 8_000_000
 #: A rank's part from this many bytes on is held as the path of its kept file (read again
 #: when used), not as its bytes: the client holds the small ones only.
 HOLD_BYTES = 65_536
-#: `work_ahead` looks at most at this many ranks' kept steps
+#: `work_ahead` looks at most at this many units' kept steps
 AHEAD_LOOKS = 8
+
+#: rank -> kind of steps -> the ProfilerSteps its tables cover (`coverage.ranks_steps`)
+Steps = dict[int, dict[str, list[int]]]
 
 
 @dataclass
@@ -212,11 +217,14 @@ def run_split(
     cache_root: Path | None = None,
     stats: SplitRun | None = None,
     stream: bool = False,
+    covered: Steps | None = None,
 ) -> dict[str, Any]:
     """Every table of the selected analyses (`registry.select(names)`), in declaration
     order, the same numbers as `registry.run` over every rank. `cache_root`: where whole
     answers are kept (None: not kept). `stream`: long rank-wise tables answered as
-    `parts.RankParts` (module docstring), the others as frames."""
+    `parts.RankParts` (module docstring), the others as frames. `covered`: given each
+    rank's steps covered that the rank-wise work handed back with its tables
+    (`rank_steps` then reads nothing for them)."""
     backend = backend or Backend()
     stats = stats if stats is not None else SplitRun()
     chosen = registry.select(names)
@@ -238,7 +246,8 @@ def run_split(
     finding = [a for a in left if a.name == FINDINGS and a.rank_part is not None and ranks]
     parts: dict[str, dict[str, Any]] = {}
     if rankwise or finding:
-        parts = _rankwise(ts, rankwise + finding, options, ranks, backend, stats, stream)
+        held = covered if covered is not None else {}
+        parts = _rankwise(ts, rankwise + finding, options, ranks, backend, stats, stream, held)
         answers.update({a.name: parts[a.name] for a in rankwise})
     # here: the job-wide analyses, and findings last (registry.run evaluates them on the
     # tables made here and above: rank-wise, reduced, or kept)
@@ -453,12 +462,15 @@ def _rankwise(
     backend: Backend,
     stats: SplitRun,
     stream: bool = False,
+    held: Steps | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each unit's tables (stored, or made on the back-end: a rank alone, or a batch of
     small ranks together), concatenated in rank order (and reduced across ranks, for an
     analysis that reduces); a long rank-wise one, when `stream`, as its units' parts
     (`parts.RankParts`). A batch whose work failed is made here rank by rank: a rank that
-    fails costs only itself."""
+    fails costs only itself. Each rank's steps covered that the work hands back go into
+    `held`."""
+    held = held if held is not None else {}
     units: list[list[_Rank]] = []
     parts: list[dict[str, Part]] = []
     jobs: list[tuple[int, tuple[RankJob, ...]]] = []  # (unit, its ranks' jobs)
@@ -468,8 +480,7 @@ def _rankwise(
         # (a unit without the one rank such an analysis reads gives the part of no rank)
         given = {n: p for n, (rank, p) in spare.items() if all(r.rank != rank for r in unit)}
         if len(unit) > 1:
-            every = tuple(a.name for a in chosen)
-            rank_jobs = tuple(RankJob(r.rank, str(r.entry), r.meta, every, options) for r in unit)
+            rank_jobs = _jobs(unit, tuple(a.name for a in chosen), options)
             have = dict(given)
             for a in chosen:
                 path = batch_path(rank_jobs, a)
@@ -479,10 +490,10 @@ def _rankwise(
             stats.rank_hits += (len(have) - len(given)) * len(unit)
             wanted = tuple(a.name for a in chosen if a.name not in have)
             if wanted:
-                # each rank's steps covered too, made with its tables (the report's scope
-                # reads them next, `rank_steps`: made apart, they cost ~5x as much)
-                if any(read_cached(steps_path(r.entry, options)) is None for r in unit):
-                    wanted += (STEPS,)
+                # every rank's steps covered too, made with its tables (or read, kept for
+                # the batch) and handed back with them: the report's scope reads them next
+                # (`rank_steps`: made apart, they cost ~5x as much)
+                wanted += (STEPS,)
                 jobs.append((len(units), tuple(replace(j, analyses=wanted) for j in rank_jobs)))
             units.append(unit)
             parts.append(have)
@@ -514,6 +525,14 @@ def _rankwise(
         """A worker's answer as it lands: a long part kept by the worker (beside the
         frames) held as its path from here on."""
         job = batch[0]
+        if STEPS in got:  # (held for the report's scope, `rank_steps`)
+            ranks = [j.rank for j in batch]
+            blob = got[STEPS]
+            held.update(
+                unpack_batch_steps(blob, ranks)
+                if len(batch) > 1
+                else {job.rank: unpack_steps(blob)}
+            )
 
         def kept(n: str) -> Path | None:
             a = registry.BY_NAME[n]
@@ -523,7 +542,6 @@ def _rankwise(
                 batch_path(batch, a) if len(batch) > 1 else result_path(Path(job.entry), a, options)
             )
 
-        # (a rank's steps covered are kept beside its frames, read by `rank_steps`)
         return {n: _part(b, kept(n)) for n, b in got.items() if n != STEPS}
 
     for i, got in _gather(runner, jobs, stats, ts, keep).items():
@@ -639,12 +657,27 @@ def _here(
     return {a.name: pack(made[a.name]) for a in wanted}
 
 
+def _jobs(
+    unit: list[_Rank], names: tuple[str, ...], options: registry.Options
+) -> tuple[RankJob, ...]:
+    """A unit's ranks' jobs, each asking for `names`."""
+    return tuple(RankJob(r.rank, str(r.entry), r.meta, names, options) for r in unit)
+
+
+def _steps_kept(unit: list[_Rank], options: registry.Options) -> Path:
+    """Where a unit's steps covered are kept: a batch's in one file, a rank alone's
+    beside its frames."""
+    if len(unit) > 1:
+        return batch_steps_path(_jobs(unit, (STEPS,), options))
+    return steps_path(unit[0].entry, options)
+
+
 def work_ahead(ts: TraceSet, options: registry.Options, backend: Backend) -> bool:
     """Whether rank-wise work will likely go to `backend`'s workers: the files are worth
-    them (`Backend.worth_workers`: their bytes, their count) and a rank's steps covered are
-    not kept for these options and this code (every rank's task keeps them: a report whose
+    them (`Backend.worth_workers`: their bytes, their count) and a unit's steps covered are
+    not kept for these options and this code (every unit's task keeps them: a report whose
     results are kept has them all). A guess made before any result is read, to start the
-    workers early (`Backend.warm`), from at most `AHEAD_LOOKS` ranks spread over the set (a
+    workers early (`Backend.warm`), from at most `AHEAD_LOOKS` units spread over the set (a
     stat each: a warm report of 10,000 ranks looks at 8 files); a wrong one costs a start
     or the wait it would have saved, never a number."""
     loaded = ts.loaded()
@@ -657,32 +690,51 @@ def work_ahead(ts: TraceSet, options: registry.Options, backend: Backend) -> boo
         total += entry.file.size if entry is not None else 0
     if not backend.worth_workers(len(ranks), total):
         return False
-    looked = ranks[:: -(-len(ranks) // AHEAD_LOOKS)]
-    entries = (loaded[rank].entry for rank in looked)
-    return any(not steps_path(e, options).is_file() and e.is_dir() for e in entries)
+    units = [u for u in _units(_ranks(ts)) if u[0].stored]
+    looked = units[:: -(-len(units) // AHEAD_LOOKS)] if units else []
+    return any(not _steps_kept(unit, options).is_file() for unit in looked)
 
 
 def rank_steps(
-    ts: TraceSet, options: registry.Options, backend: Backend | None = None
-) -> dict[int, dict[str, list[int]]]:
-    """rank -> (kind of steps -> the ProfilerSteps its tables cover, `coverage`), each rank's
-    made on the back-end and kept beside its frames (`coverage.merge_steps` makes the job's)."""
+    ts: TraceSet,
+    options: registry.Options,
+    backend: Backend | None = None,
+    held: Steps | None = None,
+) -> Steps:
+    """rank -> (kind of steps -> the ProfilerSteps its tables cover, `coverage`): those
+    `held` (handed back with a run's tables, `run_split(covered=)`), else read where a unit
+    keeps them (a batch's in one file, a rank alone's beside its frames), else made on the
+    back-end a unit at a time and kept (`coverage.merge_steps` makes the job's)."""
     backend = backend or Backend()
+    held = held or {}
     ranks = _ranks(ts)
-    out: dict[int, dict[str, list[int]]] = {}
+    out: Steps = {}
     jobs = []
-    for r in ranks:
-        blob = read_cached(steps_path(r.entry, options)) if r.stored else None
-        if blob is not None:
-            out[r.rank] = unpack_steps(blob)
-        elif r.stored:
-            jobs.append(RankJob(r.rank, str(r.entry), r.meta, (STEPS,), options))
+    for unit in _units(ranks):
+        if all(r.rank in held for r in unit):
+            out.update({r.rank: held[r.rank] for r in unit})
+            continue
+        if not unit[0].stored:  # frames only here: made here, below
+            continue
+        blob = read_cached(_steps_kept(unit, options))
+        if blob is None:
+            jobs.append((len(jobs), _jobs(unit, (STEPS,), options)))
+        elif len(unit) > 1:
+            out.update(unpack_batch_steps(blob, [r.rank for r in unit]))
+        else:
+            out[unit[0].rank] = unpack_steps(blob)
     sizes = {r.rank: r.size for r in ranks}
-    remote = backend.worth_workers(len(jobs), sum(sizes[job.rank] for job in jobs))
+    to_make = [job.rank for _, batch in jobs for job in batch]
+    remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))
     runner = backend if remote else Backend()
-    units = [(job.rank, (job,)) for job in jobs]  # each rank alone, keyed by its rank
-    for rank, got in _gather(runner, units, SplitRun(), ts).items():
-        out[rank] = unpack_steps(got[STEPS])
+    for i, got in _gather(runner, jobs, SplitRun(), ts).items():
+        batch = jobs[i][1]
+        if STEPS not in got:  # a rank's steps failed in its batch: made here, below
+            continue
+        if len(batch) > 1:
+            out.update(unpack_batch_steps(got[STEPS], [j.rank for j in batch]))
+        else:
+            out[batch[0].rank] = unpack_steps(got[STEPS])
     for r in ranks:
         if r.rank not in out:  # frames only here, or its work failed: made here
             out[r.rank] = unpack_steps(_steps_blob(r.rank, ts.loaded()[r.rank].events, options))
