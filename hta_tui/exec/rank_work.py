@@ -26,7 +26,7 @@ import polars as pl
 from hta_tui.analysis import hta_view, registry
 from hta_tui.analysis.rank_column import runs
 from hta_tui.exec.blobs import pack, unpack, whole
-from hta_tui.trace.model import RankData
+from hta_tui.trace.model import RankData, read_events_at_once
 
 RESULTS_DIR = "results"
 
@@ -289,9 +289,12 @@ def batch_tables(
 
 
 def _datas(jobs: tuple[RankJob, ...], data: dict[int, RankData] | None) -> dict[int, RankData]:
-    """The batch's ranks' frames: those this process has, the others read when used."""
+    """The batch's ranks' frames: those this process has, the others read when used, but
+    the events of those whose entry holds them in one file, read at once now."""
     have = data or {}
-    return {j.rank: have.get(j.rank) or RankData(Path(j.entry), j.meta) for j in jobs}
+    datas = {j.rank: have.get(j.rank) or RankData(Path(j.entry), j.meta) for j in jobs}
+    read_events_at_once(list(datas.values()))
+    return datas
 
 
 def _batch_steps(jobs: tuple[RankJob, ...], datas: dict[int, RankData]) -> bytes | None:

@@ -34,7 +34,7 @@ import polars as pl
 from platformdirs import user_cache_dir
 
 from hta_tui.trace import cache_meta
-from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
+from hta_tui.trace.checked import DamagedEntry, checked_body, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile, describe
 from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
 from hta_tui.trace.schema import FRAME_SCHEMAS
@@ -423,6 +423,35 @@ def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.D
     if "idx" in whole.columns:  # each piece numbers its own rows (pieces parsed at once)
         whole = whole.with_columns(pl.int_range(whole.height, dtype=pl.UInt32).alias("idx"))
     return _nulls_as_one(whole)
+
+
+def read_at_once(entries: list[Path], name: str, rows: list[int]) -> list[pl.DataFrame | None]:
+    """Frame `name` of several entries, each in one piece of `rows[i]` rows (its meta's
+    count), read in one query: `read_frame` of each, but a tiny rank's read (~0.35 ms of
+    fixed cost) at ~0.14 ms. None for an entry whose file is missing or damaged, and for
+    every one when the files do not read as one (their schemas differ, the counts are not
+    their rows): `read_frame` of it then (which says why)."""
+    out: list[pl.DataFrame | None] = [None] * len(entries)
+    bodies, read = [], []
+    for i, entry in enumerate(entries):
+        try:
+            bodies.append(checked_body(entry / part_name(name, 0)))
+        except (OSError, DamagedEntry):
+            continue
+        read.append(i)
+    if len(read) < 2:
+        return out
+    try:
+        whole = pl.read_parquet(bodies)
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return out
+    if whole.height != sum(rows[i] for i in read):
+        return out
+    at = 0
+    for i in read:  # (each file's rows are one chunk of the whole: a slice each, no copy)
+        out[i] = _nulls_as_one(whole.slice(at, rows[i]))
+        at += rows[i]
+    return out
 
 
 def read_rows(entry: Path, name: str, columns: list[str], where: pl.Expr) -> pl.DataFrame:

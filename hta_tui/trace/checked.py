@@ -47,6 +47,15 @@ def write_checked(df: pl.DataFrame, path: Path) -> int:
 def read_checked(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
     """A file of `write_checked`; DamagedEntry when it is shorter, longer or other than what
     was written (OSError when it cannot be read at all)."""
+    body = checked_body(path)
+    try:
+        return pl.read_parquet(body, columns=columns)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise DamagedEntry(f"{path.name} cannot be read ({type(exc).__name__})") from exc
+
+
+def checked_body(path: Path) -> bytes:
+    """The Parquet bytes of a file of `write_checked`, checked (errors as `read_checked`)."""
     data = path.read_bytes()
     if len(data) < _TRAILER.size:
         raise DamagedEntry(f"{path.name} is {len(data)} bytes")
@@ -54,7 +63,4 @@ def read_checked(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
     body = data[: -_TRAILER.size]
     if mark != _MARK or size != len(body) or crc32(body) != crc:
         raise DamagedEntry(f"{path.name} does not match its checksum")
-    try:
-        return pl.read_parquet(body, columns=columns)
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise DamagedEntry(f"{path.name} cannot be read ({type(exc).__name__})") from exc
+    return body

@@ -17,7 +17,17 @@ from typing import Any
 
 import polars as pl
 
-from hta_tui.trace.cache import never_had, note, read_distinct, read_frame, read_rows, reparse
+from hta_tui.trace.cache import (
+    FILES_KEY,
+    never_had,
+    note,
+    part_name,
+    read_at_once,
+    read_distinct,
+    read_frame,
+    read_rows,
+    reparse,
+)
 from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
@@ -138,6 +148,18 @@ class RankData:
             note(f"{Path(trace).name}: cannot be parsed again ({exc}); its frames are empty")
             return {}
 
+    def _one_piece_rows(self, name: str) -> int | None:
+        """The rows of frame `name` when its entry holds it in one file, not read yet: the
+        events' count in the meta (None otherwise: read alone, `frame`)."""
+        files = self.meta.get(FILES_KEY)
+        rows = self.meta.get("n_events")
+        if name != "events" or not isinstance(files, dict) or type(rows) is not int:
+            return None
+        if part_name(name, 0) not in files or part_name(name, 1) in files:
+            return None
+        with self._lock:
+            return None if name in self._frames else rows
+
     @property
     def events(self) -> pl.DataFrame:
         return self.frame("events")
@@ -201,6 +223,21 @@ class RankData:
                     del self._frames[other]
             self._frames[key] = df
         return df
+
+
+def read_events_at_once(datas: Sequence[RankData]) -> None:
+    """The events of these ranks (a batch of small ones) read in one query and held, each
+    as `RankData.frame` reads it (`cache.read_at_once`: ~0.2 ms of CPU a tiny rank less);
+    a rank whose frame is held already, in pieces, or not read at once is left to read
+    its own when used."""
+    wanted = [(d, rows) for d in datas if (rows := d._one_piece_rows("events")) is not None]
+    if len(wanted) < 2:
+        return
+    read = read_at_once([d.entry for d, _ in wanted], "events", [rows for _, rows in wanted])
+    for (data, _), df in zip(wanted, read, strict=True):
+        if df is not None:
+            with data._lock:
+                data._frames.setdefault("events", df)
 
 
 @dataclass
