@@ -526,13 +526,7 @@ def _rankwise(
         frames) held as its path from here on."""
         job = batch[0]
         if STEPS in got:  # (held for the report's scope, `rank_steps`)
-            ranks = [j.rank for j in batch]
-            blob = got[STEPS]
-            held.update(
-                unpack_batch_steps(blob, ranks)
-                if len(batch) > 1
-                else {job.rank: unpack_steps(blob)}
-            )
+            held.update(_unit_steps(got[STEPS], [j.rank for j in batch]))
 
         def kept(n: str) -> Path | None:
             a = registry.BY_NAME[n]
@@ -672,6 +666,13 @@ def _steps_kept(unit: list[_Rank], options: registry.Options) -> Path:
     return steps_path(unit[0].entry, options)
 
 
+def _unit_steps(blob: bytes, ranks: list[int]) -> Steps:
+    """A unit's steps covered as kept (a batch's `unpack_batch_steps`, a rank's own)."""
+    if len(ranks) > 1:
+        return unpack_batch_steps(blob, ranks)
+    return {ranks[0]: unpack_steps(blob)}
+
+
 def work_ahead(ts: TraceSet, options: registry.Options, backend: Backend) -> bool:
     """Whether rank-wise work will likely go to `backend`'s workers: the files are worth
     them (`Backend.worth_workers`: their bytes, their count) and a unit's steps covered are
@@ -719,22 +720,15 @@ def rank_steps(
         blob = read_cached(_steps_kept(unit, options))
         if blob is None:
             jobs.append((len(jobs), _jobs(unit, (STEPS,), options)))
-        elif len(unit) > 1:
-            out.update(unpack_batch_steps(blob, [r.rank for r in unit]))
         else:
-            out[unit[0].rank] = unpack_steps(blob)
+            out.update(_unit_steps(blob, [r.rank for r in unit]))
     sizes = {r.rank: r.size for r in ranks}
     to_make = [job.rank for _, batch in jobs for job in batch]
     remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))
     runner = backend if remote else Backend()
     for i, got in _gather(runner, jobs, SplitRun(), ts).items():
-        batch = jobs[i][1]
-        if STEPS not in got:  # a rank's steps failed in its batch: made here, below
-            continue
-        if len(batch) > 1:
-            out.update(unpack_batch_steps(got[STEPS], [j.rank for j in batch]))
-        else:
-            out[batch[0].rank] = unpack_steps(got[STEPS])
+        if STEPS in got:  # (not when a rank's failed in its batch: made here, below)
+            out.update(_unit_steps(got[STEPS], [job.rank for job in jobs[i][1]]))
     for r in ranks:
         if r.rank not in out:  # frames only here, or its work failed: made here
             out[r.rank] = unpack_steps(_steps_blob(r.rank, ts.loaded()[r.rank].events, options))
