@@ -47,6 +47,7 @@ from hta_tui.analysis.critical_path.device import (
     queue_at,
     ranks_queue_at,
     ranks_queues,
+    sync_edges,
 )
 from hta_tui.analysis.critical_path.host import call_stack_edges, lock_edges, thread_remapped
 from hta_tui.analysis.critical_path.rules import (
@@ -147,14 +148,29 @@ def build_many(
     leading `rank` (`per_rank.tagged`) and their queue lengths (`ranks_queues`): the window
     (HTA's clip), the nodes, the kernels and the threads made in one query set over every
     window at once (`G` in every key; a tiny rank's graph alone cost ~20 queries a step),
-    then each graph's edges in numpy on its slices. One maker per window: what fails
-    inside one graph costs only its window (the caller says which); each makes the graph
-    and whether each node is a communication kernel (`path.bound_types`)."""
+    then every graph's edges in numpy over the batch's arrays at once (a graph at a time
+    cost ~0.3 ms of numpy calls a tiny step). One maker per window: what fails inside the
+    batch is made again graph by graph, so it costs only its window (the caller says
+    which); each makes the graph and whether each node is a communication kernel
+    (`path.bound_types`)."""
     cpu, gpu, nodes = _clip(every, windows, data_loading, graph_kernels=graph_kernels)
     threads = thread_remapped(cpu, G)
     kernels, syncs = kernel_table(gpu, queue, G)
-    pieces = [_by_graph(t) for t in (nodes, threads, kernels, syncs)]
-    return [functools.partial(_graph, *(p(i) for p in pieces)) for i in range(len(windows))]
+    try:
+        made = _graphs(nodes, threads, kernels, syncs, len(windows))
+        return [functools.partial(_made, m) for m in made]
+    except Exception:
+        pieces = [_by_graph(t) for t in (nodes, threads, kernels, syncs)]
+        return [functools.partial(_alone, *(p(i) for p in pieces)) for i in range(len(windows))]
+
+
+def _made(graph: tuple[Graph, np.ndarray]) -> tuple[Graph, np.ndarray]:
+    return graph
+
+
+def _alone(*tables: pl.DataFrame) -> tuple[Graph, np.ndarray]:
+    """One window's graph from its slices of the batch's tables (a batch of one)."""
+    return _graphs(*(t.with_columns(pl.lit(0, pl.Int64).alias(G)) for t in tables), 1)[0]
 
 
 def _by_graph(table: pl.DataFrame) -> Callable[[int], pl.DataFrame]:
@@ -254,44 +270,76 @@ def _clip(
     return cpu, gpu, nodes
 
 
-def _graph(
-    nodes: pl.DataFrame, threads: pl.DataFrame, kernels: pl.DataFrame, syncs: pl.DataFrame
-) -> tuple[Graph, np.ndarray]:
-    """One window's graph from its slices of the batch's tables (numpy, no query), and
-    whether each node is a communication kernel."""
-    comm = nodes.get_column("_comm").to_numpy()
-    nodes = pl.DataFrame([nodes.get_column(c) for c in NODE_COLUMNS])
-    n = nodes.height
-    ts = np.empty(2 * n, dtype=np.int64)
+def _graphs(
+    nodes: pl.DataFrame,
+    threads: pl.DataFrame,
+    kernels: pl.DataFrame,
+    syncs: pl.DataFrame,
+    count: int,
+) -> list[tuple[Graph, np.ndarray]]:
+    """The `count` graphs of a batch's tables (the nodes graph after graph, numbered
+    within each), every graph's edges made at once over the batch's node ids (each node's
+    graph part of every key), then cut graph by graph in the order each graph alone makes
+    them (the order its longest path's ties follow); and whether each node is a
+    communication kernel."""
+    graph = nodes.get_column(G).to_numpy().astype(np.int64)
+    sizes = np.bincount(graph, minlength=count)
+    first = np.concatenate([[0], np.cumsum(sizes)])
+    ts = np.empty(2 * nodes.height, dtype=np.int64)
     ts[0::2] = nodes["start"].to_numpy()
     ts[1::2] = nodes["end"].to_numpy()
-    row_of_idx = RowOf(nodes["idx"].to_numpy(), nodes["row"].to_numpy())
+    row_of_idx = RowOf(nodes["idx"].to_numpy(), np.arange(nodes.height), graph)
     parts: list[dict] = []
 
     # --- the runtime lock, across threads
-    lock, is_lock = lock_edges(nodes, ts)
+    lock, is_lock = lock_edges(nodes, ts, graph)
     parts += lock
 
     # --- call stacks, thread by thread (the backward thread walked as the forward one)
-    parts += call_stack_edges(threads, nodes, ts, row_of_idx, is_lock)
+    parts += call_stack_edges(threads, nodes, ts, row_of_idx, is_lock, G)
 
-    # --- kernels, launches, kernel gaps and syncs
-    parts += kernel_edges(kernels, syncs, ts, row_of_idx)
+    # --- kernels, launches, kernel gaps, then each graph's syncs
+    parts += kernel_edges(kernels, ts, row_of_idx, G)
+    if not syncs.is_empty():
+        mine = _by_graph(kernels)
+        for (i,), s in syncs.partition_by(G, as_dict=True, maintain_order=True).items():
+            ask = functools.partial(_rows_in, row_of_idx, i)
+            parts += sync_edges(mine(i), s, ts, ask)  # type: ignore[arg-type]
 
     cat = {
         k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
         for k in ("src", "dst", "type", "weight", "row")
     }
-    w = cat["weight"].astype(np.int64)
-    neg = w < 0
-    graph = Graph(
-        nodes=nodes,
-        src=cat["src"].astype(np.int64),
-        dst=cat["dst"].astype(np.int64),
-        type=cat["type"].astype(np.int8),
-        weight=np.where(neg, 0, w),
-        row=cat["row"].astype(np.int64),
-        negative_edges=int(neg.sum()),
-        negative_ns=int(-w[neg].sum()),
-    )
-    return graph, comm
+    src = cat["src"].astype(np.int64)
+    of = graph[src // 2]
+    order = np.argsort(of, kind="stable")  # (each graph's edges in the order alone makes)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(of, minlength=count))]).tolist()
+    src, dst = src[order], cat["dst"].astype(np.int64)[order]
+    typ, row = cat["type"].astype(np.int8)[order], cat["row"].astype(np.int64)[order]
+    w = cat["weight"].astype(np.int64)[order]
+    comm = nodes.get_column("_comm").to_numpy()
+    mine_nodes = _by_graph(nodes.select(G, *NODE_COLUMNS))
+    out = []
+    for i in range(count):
+        a, b = bounds[i], bounds[i + 1]
+        base = int(first[i])
+        wi = w[a:b]
+        neg = wi < 0
+        ri = row[a:b]
+        graph_i = Graph(
+            nodes=mine_nodes(i),
+            src=src[a:b] - 2 * base,
+            dst=dst[a:b] - 2 * base,
+            type=typ[a:b],
+            weight=np.where(neg, 0, wi),
+            row=np.where(ri >= 0, ri - base, ri),
+            negative_edges=int(neg.sum()),
+            negative_ns=int(-wi[neg].sum()),
+        )
+        out.append((graph_i, comm[base : int(first[i + 1])]))
+    return out
+
+
+def _rows_in(row_of_idx: RowOf, graph: int, idx: np.ndarray) -> np.ndarray:
+    """`row_of_idx` of one graph's events."""
+    return row_of_idx(idx, np.full(np.asarray(idx).size, graph, dtype=np.int64))
