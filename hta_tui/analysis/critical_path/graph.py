@@ -151,26 +151,29 @@ def build_many(
     then every graph's edges in numpy over the batch's arrays at once (a graph at a time
     cost ~0.3 ms of numpy calls a tiny step). One maker per window: what fails inside the
     batch is made again graph by graph, so it costs only its window (the caller says
-    which); each makes the graph and whether each node is a communication kernel
-    (`path.bound_types`)."""
+    which); each makes the graph and each edge's bound type."""
     cpu, gpu, nodes = _clip(every, windows, data_loading, graph_kernels=graph_kernels)
     threads = thread_remapped(cpu, G)
     kernels, syncs = kernel_table(gpu, queue, G)
     try:
-        made = _graphs(nodes, threads, kernels, syncs, len(windows))
+        made = _graphs(nodes, threads, kernels, syncs, len(windows), data_loading)
         return [functools.partial(_made, m) for m in made]
     except Exception:
         pieces = [_by_graph(t) for t in (nodes, threads, kernels, syncs)]
-        return [functools.partial(_alone, *(p(i) for p in pieces)) for i in range(len(windows))]
+        return [
+            functools.partial(_alone, data_loading, *(p(i) for p in pieces))
+            for i in range(len(windows))
+        ]
 
 
 def _made(graph: tuple[Graph, np.ndarray]) -> tuple[Graph, np.ndarray]:
     return graph
 
 
-def _alone(*tables: pl.DataFrame) -> tuple[Graph, np.ndarray]:
+def _alone(data_loading: str | None, *tables: pl.DataFrame) -> tuple[Graph, np.ndarray]:
     """One window's graph from its slices of the batch's tables (a batch of one)."""
-    return _graphs(*(t.with_columns(pl.lit(0, pl.Int64).alias(G)) for t in tables), 1)[0]
+    one = [t.with_columns(pl.lit(0, pl.Int64).alias(G)) for t in tables]
+    return _graphs(*one, 1, data_loading)[0]
 
 
 def _by_graph(table: pl.DataFrame) -> Callable[[int], pl.DataFrame]:
@@ -276,12 +279,12 @@ def _graphs(
     kernels: pl.DataFrame,
     syncs: pl.DataFrame,
     count: int,
+    data_loading: str | None = None,
 ) -> list[tuple[Graph, np.ndarray]]:
     """The `count` graphs of a batch's tables (the nodes graph after graph, numbered
     within each), every graph's edges made at once over the batch's node ids (each node's
     graph part of every key), then cut graph by graph in the order each graph alone makes
-    them (the order its longest path's ties follow); and whether each node is a
-    communication kernel."""
+    them (the order its longest path's ties follow); and each edge's bound type."""
     graph = nodes.get_column(G).to_numpy().astype(np.int64)
     sizes = np.bincount(graph, minlength=count)
     first = np.concatenate([[0], np.cumsum(sizes)])
@@ -317,7 +320,7 @@ def _graphs(
     src, dst = src[order], cat["dst"].astype(np.int64)[order]
     typ, row = cat["type"].astype(np.int8)[order], cat["row"].astype(np.int64)[order]
     w = cat["weight"].astype(np.int64)[order]
-    comm = nodes.get_column("_comm").to_numpy()
+    bound = _bounds(nodes, row, typ, data_loading)
     mine_nodes = _by_graph(nodes.select(G, *NODE_COLUMNS))
     out = []
     for i in range(count):
@@ -336,8 +339,36 @@ def _graphs(
             negative_edges=int(neg.sum()),
             negative_ns=int(-wi[neg].sum()),
         )
-        out.append((graph_i, comm[base : int(first[i + 1])]))
+        out.append((graph_i, bound[a:b]))
     return out
+
+
+def _bounds(
+    nodes: pl.DataFrame, row: np.ndarray, typ: np.ndarray, data_loading: str | None
+) -> np.ndarray:
+    """Each edge's bound type (HTA's `bound_by`, an index into `path.BOUND_NAMES`), every
+    graph's at once (`row`: the batch's node rows): by edge type, else by the attributed
+    event: on the CPU `cpu_bound` (or `data_loading` by name), a communication kernel
+    `gpu_communication_bound`, any other GPU op `gpu_compute_bound`."""
+    on_gpu = ~nulls(nodes["stream"])
+    comm = nodes.get_column("_comm").to_numpy()
+    loading = (
+        nodes["name"].fill_null("").str.contains(data_loading).to_numpy()
+        if data_loading
+        else np.zeros(nodes.height, dtype=bool)
+    )
+    has = row >= 0
+    r = np.maximum(row, 0)
+    ev_kind = np.where(
+        has & on_gpu[r],
+        np.where(comm[r], 2, 1),
+        np.where(has & loading[r], 5, 0),
+    )
+    return np.select(
+        [typ == KK, typ == LAUNCH, (typ == DEP) | (typ == SYNC)],
+        [4, 3, 6],
+        ev_kind,
+    ).astype(np.int8)
 
 
 def _rows_in(row_of_idx: RowOf, graph: int, idx: np.ndarray) -> np.ndarray:

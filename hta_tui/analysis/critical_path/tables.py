@@ -168,6 +168,8 @@ def rank_paths(
 def _same_schema(ranks: Mapping[int, pl.DataFrame]) -> list[Mapping[int, pl.DataFrame]]:
     """The ranks in groups of one schema (a concatenation would cast a column another rank
     holds in another type); all of them, the mapping itself, when they agree."""
+    if len({(tuple(raw.columns), tuple(raw.dtypes)) for raw in ranks.values()}) == 1:
+        return [ranks]  # (their schemas the same, in one order: no sorted schema a rank)
     groups: dict[tuple, dict[int, pl.DataFrame]] = {}
     for rank, raw in sorted(ranks.items()):
         key = tuple(sorted((c, str(t)) for c, t in raw.schema.items()))
