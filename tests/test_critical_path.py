@@ -554,7 +554,7 @@ def test_a_batch_s_graphs_are_made_at_once_as_each_rank_s_alone(
     each graph is the one its rank makes alone, array for array (the edges' order too:
     the longest path's ties follow it), with and without HTA's rounding: on the mixed
     batch, a rank whose launches overlap on two threads, nested ops, a negative edge,
-    syncs and a graph launch."""
+    syncs and a graph launch; and every path's what-ifs at once, each as its own."""
     import numpy as np
 
     from hta_tui.analysis.critical_path import graph
@@ -590,6 +590,14 @@ def test_a_batch_s_graphs_are_made_at_once_as_each_rank_s_alone(
                 assert mine.graph.negative_ns == rp.graph.negative_ns
                 assert np.array_equal(mine.path, rp.path) and mine.length_ns == rp.length_ns
                 assert np.array_equal(mine.bound, rp.bound)
+        # every path's what-ifs answered at once, each as `what_if` answers it alone
+        answers = cp.what_ifs_of(list(batch.values()))
+        for rp, said in zip(batch.values(), answers, strict=True):
+            on_path = [(label, b, k) for label, b, k in cp.SCENARIOS if cp.breakdown(rp)[b] > 0]
+            assert sorted(label for label, _, _ in said) == sorted(x[0] for x in on_path)
+            for label, bound, k in on_path:
+                assert dict((x[0], x[1]) for x in said)[label] == cp.what_if(rp, {bound: k})[0]
+        assert sum(map(len, answers)) > 8
 
 
 def test_a_batch_of_ranks_costs_queries_per_batch_not_per_rank(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ bounds each edge on it, and re-run it with some edges scaled ("what if")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -297,17 +297,43 @@ def sentence(before_ns: int, after_ns: int, what: str) -> str:
     )
 
 
-def what_ifs(rp: RankPath) -> list[tuple[str, int, str]]:
-    """The standard questions whose bound type is on the path: (label, new length ns,
-    sentence), the largest saving first."""
-    b = breakdown(rp)
-    out = []
+def what_ifs_of(paths: Sequence[RankPath]) -> list[list[tuple[str, int, str]]]:
+    """The standard questions whose bound type is on each path: (label, new length ns,
+    sentence), the largest saving first; each question answered for every path that asks it at once
+    (`longest.longest_lengths`: `what_if`'s length, without a graph and a path a question)."""
+    asked: list[dict[str, int]] = [{} for _ in paths]
+    bounds = [breakdown(rp) for rp in paths]
     for label, bound, k in SCENARIOS:
-        if b.get(bound, 0) <= 0:
+        mine = [i for i, b in enumerate(bounds) if b.get(bound, 0) > 0]
+        if not mine:
             continue
-        new, _ = what_if(rp, {bound: k})
-        out.append((label, new, sentence(rp.length_ns, new, label)))
-    return sorted(out, key=lambda x: x[1])
+        factor = np.ones(len(BOUND_NAMES))
+        factor[BOUND_NAMES.index(bound)] = k
+        graphs = [paths[i] for i in mine]
+        sizes = np.array([2 * rp.graph.nodes.height for rp in graphs], dtype=np.int64)
+        firsts = np.r_[0, np.cumsum(sizes)[:-1]]
+        edges = [rp.graph.src.size for rp in graphs]
+        at = np.repeat(firsts, edges)
+        weight = np.concatenate(
+            [rp.graph.weight.astype(np.float64) * factor[rp.bound] for rp in graphs]
+        )
+        lengths = longest.longest_lengths(
+            int(sizes.sum()),
+            np.concatenate([rp.graph.src for rp in graphs]) + at,
+            np.concatenate([rp.graph.dst for rp in graphs]) + at,
+            np.round(weight).astype(np.int64),
+            np.concatenate([rp.order + f for rp, f in zip(graphs, firsts.tolist(), strict=True)]),
+            firsts,
+        )
+        for i, new in zip(mine, lengths.tolist(), strict=True):
+            asked[i][label] = new
+    return [
+        sorted(
+            ((label, new, sentence(rp.length_ns, new, label)) for label, new in mine.items()),
+            key=lambda x: x[1],
+        )
+        for rp, mine in zip(paths, asked, strict=True)
+    ]
 
 
 __all__ = [

@@ -31,7 +31,7 @@ from hta_tui.analysis.critical_path.path import (
     edges_tables,
     path_of,
     prepared,
-    what_ifs,
+    what_ifs_of,
 )
 from hta_tui.analysis.per_rank import ranks_events, tagged
 
@@ -552,6 +552,8 @@ def _tables(rows: list[dict[str, object]], paths: Mapping[tuple[int, int], RankP
     summary = (
         pl.DataFrame(rows, schema=SUMMARY_COLUMNS) if rows else pl.DataFrame(schema=SUMMARY_COLUMNS)
     )
+    ordered = sorted(paths.items())
+    answers = what_ifs_of([rp for _, rp in ordered])  # (every path's at once)
     what_if = pl.DataFrame(
         [
             {
@@ -563,8 +565,8 @@ def _tables(rows: list[dict[str, object]], paths: Mapping[tuple[int, int], RankP
                 "saved_pct": 100 * (rp.length_ns - new) / rp.length_ns if rp.length_ns else 0.0,
                 "sentence": text,
             }
-            for (_, i), rp in sorted(paths.items())
-            for label, new, text in what_ifs(rp)
+            for ((_, i), rp), mine in zip(ordered, answers, strict=True)
+            for label, new, text in mine
         ],
         schema=WHAT_IF_COLUMNS,
     )
