@@ -579,8 +579,13 @@ def test_a_batch_s_graphs_are_made_at_once_as_each_rank_s_alone(
         assert len(batch) == 8 and batch[(6, 0)].graph.negative_edges == 1
         types = set(np.concatenate([rp.graph.type for rp in batch.values()]).tolist())
         assert types == set(range(5))  # every edge type, the lock's dependencies too
-        for rank, events in ranks.items():
-            _, alone = critical_path_result({rank: events}, hta_compat=compat)
+        with monkeypatch.context() as big:  # (big graphs: graph by graph, when asked)
+            big.setattr(graph, "AT_ONCE_NODES", 0)
+            calls[0] = 0
+            _, apart = critical_path_result(ranks, hta_compat=compat)
+            assert calls[0] == 8
+        each = [critical_path_result({r: e}, hta_compat=compat)[1] for r, e in ranks.items()]
+        for alone in (apart, *each):
             for key, rp in alone.items():
                 mine = batch[key]
                 assert mine.graph.nodes.equals(rp.graph.nodes)

@@ -148,22 +148,33 @@ def build_many(
     leading `rank` (`per_rank.tagged`) and their queue lengths (`ranks_queues`): the window
     (HTA's clip), the nodes, the kernels and the threads made in one query set over every
     window at once (`G` in every key; a tiny rank's graph alone cost ~20 queries a step),
-    then every graph's edges in numpy over the batch's arrays at once (a graph at a time
-    cost ~0.3 ms of numpy calls a tiny step). One maker per window: what fails inside the
-    batch is made again graph by graph, so it costs only its window (the caller says
-    which); each makes the graph and each edge's bound type."""
+    then the edges of small graphs in numpy over the batch's arrays at once (a graph at a
+    time cost ~0.3 ms of numpy calls a tiny step), those of big ones graph by graph when
+    asked (a checkpoint between two: a view left behind stops after the graph it is in).
+    One maker per window: what fails inside the batch is made again graph by graph, so it
+    costs only its window (the caller says which); each makes the graph and each edge's
+    bound type."""
     cpu, gpu, nodes = _clip(every, windows, data_loading, graph_kernels=graph_kernels)
     threads = thread_remapped(cpu, G)
     kernels, syncs = kernel_table(gpu, queue, G)
-    try:
-        made = _graphs(nodes, threads, kernels, syncs, len(windows), data_loading)
-        return [functools.partial(_made, m) for m in made]
-    except Exception:
-        pieces = [_by_graph(t) for t in (nodes, threads, kernels, syncs)]
-        return [
-            functools.partial(_alone, data_loading, *(p(i) for p in pieces))
-            for i in range(len(windows))
-        ]
+    tables = (nodes, threads, kernels, syncs)
+    if len(windows) == 1:  # (its tables are its graph's)
+        return [functools.partial(_first, data_loading, *tables)]
+    if nodes.height <= AT_ONCE_NODES:
+        try:
+            made = _graphs(*tables, len(windows), data_loading)
+            return [functools.partial(_made, m) for m in made]
+        except Exception:
+            pass  # (graph by graph: what fails costs only its window)
+    pieces = [_by_graph(t) for t in tables]
+    return [
+        functools.partial(_alone, data_loading, *(p(i) for p in pieces))
+        for i in range(len(windows))
+    ]
+
+
+#: A batch's graphs are made at once up to this many nodes (tiny ranks' steps: ~20 each).
+AT_ONCE_NODES = 200_000
 
 
 def _made(graph: tuple[Graph, np.ndarray]) -> tuple[Graph, np.ndarray]:
@@ -172,8 +183,12 @@ def _made(graph: tuple[Graph, np.ndarray]) -> tuple[Graph, np.ndarray]:
 
 def _alone(data_loading: str | None, *tables: pl.DataFrame) -> tuple[Graph, np.ndarray]:
     """One window's graph from its slices of the batch's tables (a batch of one)."""
-    one = [t.with_columns(pl.lit(0, pl.Int64).alias(G)) for t in tables]
-    return _graphs(*one, 1, data_loading)[0]
+    return _first(data_loading, *(t.with_columns(pl.lit(0, pl.Int64).alias(G)) for t in tables))
+
+
+def _first(data_loading: str | None, *tables: pl.DataFrame) -> tuple[Graph, np.ndarray]:
+    """The graph of tables of one window (`G` 0)."""
+    return _graphs(*tables, 1, data_loading)[0]
 
 
 def _by_graph(table: pl.DataFrame) -> Callable[[int], pl.DataFrame]:
