@@ -605,6 +605,35 @@ def test_a_batch_s_graphs_are_made_at_once_as_each_rank_s_alone(
         assert sum(map(len, answers)) > 8
 
 
+def test_row_lookup_of_a_batch_s_graphs_by_table_and_by_search() -> None:
+    """Event idx -> its node's row in its graph, as a table while graphs x idx stay small
+    and by binary search past that (a batch of ranks with large idx): the same rows, -1
+    for an idx without a node, another graph's or out of range, a repeated idx its last."""
+    import numpy as np
+
+    from hta_tui.analysis.critical_path.rules import RowOf
+
+    rng = np.random.default_rng(5)
+    graph = np.repeat(np.arange(3), 40)
+    idx = np.concatenate([rng.choice(top, 40, replace=False) for top in (50, 9_000_000, 70)])
+    idx[5] = idx[4]  # (a repeated idx: the later row)
+    rows = np.arange(idx.size)
+    want = {(int(g), int(i)): int(r) for g, i, r in zip(graph, idx, rows, strict=True)}
+    ask_g = np.concatenate([graph, rng.integers(0, 3, 200)])
+    ask_i = np.concatenate([idx, rng.integers(-2, 9_000_002, 200)])
+    expected = [want.get((int(g), int(i)), -1) for g, i in zip(ask_g, ask_i, strict=True)]
+    table = RowOf(idx, rows, graph)
+    assert not table.dense  # 3 graphs x 9,000,000 idx: searched
+    assert table(ask_i, ask_g).tolist() == expected
+    small = idx % 1000
+    want = {(int(g), int(i)): int(r) for g, i, r in zip(graph, small, rows, strict=True)}
+    dense = RowOf(small, rows, graph)
+    assert dense.dense
+    got = dense(ask_i % 1000, ask_g).tolist()
+    assert got == [want.get((int(g), int(i) % 1000), -1) for g, i in zip(ask_g, ask_i, strict=True)]
+    assert RowOf(small[:40], rows[:40])(np.array([small[0], -1, 5000])).tolist()[1:] == [-1, -1]
+
+
 def test_a_batch_of_ranks_costs_queries_per_batch_not_per_rank(tmp_path: Path) -> None:
     """Every rank's and step's graph is built in one query set over the batch: six ranks
     make as many polars queries as two (main made ~48 a tiny rank; a rank's collective
