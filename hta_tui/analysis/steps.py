@@ -200,12 +200,14 @@ def _rows_at_once(
             groups.setdefault((*view.columns, *view.dtypes), []).append((rank, view))
         made, alone = [], []
         for members in groups.values():
-            try:
-                if len(members) < 2:
-                    raise pl.exceptions.ComputeError("alone")
-                made.append(([r for r, _ in members], _find_step_rows(tagged(members), numbers)))
-            except pl.exceptions.PolarsError:
+            found = None
+            if len(members) > 1:
+                with contextlib.suppress(pl.exceptions.PolarsError):  # (made alone: says why)
+                    found = _find_step_rows(tagged(members), numbers)
+            if found is None:
                 alone += [r for r, _ in members]
+            else:
+                made.append(([r for r, _ in members], found))
         return made, sorted(alone)
 
     names = tuple(numbers["name"].to_list())
