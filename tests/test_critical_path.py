@@ -530,6 +530,110 @@ def test_ranks_made_at_once_equal_each_rank_alone(tmp_path: Path) -> None:
                 assert table.is_empty() or table.schema == mine.schema, name
 
 
+def _locking_rank() -> list:
+    """Two threads whose launches overlap (the runtime lock orders them), nested ops three
+    deep, a kernel per launch, one op ending after its parent (a negative edge)."""
+    return [
+        _x("ProfilerStep#1", "user_annotation", T0, 1000),
+        _x("aten::outer", "cpu_op", T0 + 10, 200),
+        _x("aten::mid", "cpu_op", T0 + 12, 100),
+        _x("cudaLaunchKernel", "cuda_runtime", T0 + 20, 10, correlation=1),
+        _x("aten::side", "cpu_op", T0 + 15, 60, tid=2),
+        _x("cudaLaunchKernel", "cuda_runtime", T0 + 22, 12, tid=2, correlation=3),
+        _x("aten::late", "cpu_op", T0 + 150, 70),  # ends 10 us after aten::outer
+        _x("k1", "kernel", T0 + 40, 80, tid=7, stream=7, correlation=1, device=0),
+        _x("k2", "kernel", T0 + 125, 30, tid=7, stream=7, correlation=3, device=0),
+    ]
+
+
+def test_a_batch_s_graphs_are_made_at_once_as_each_rank_s_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edges of every graph of a batch are made in one numpy pass over the batch (a
+    graph at a time cost ~0.3 ms of numpy calls a tiny step: 5 s at 10,000 files), and
+    each graph is the one its rank makes alone, array for array (the edges' order too:
+    the longest path's ties follow it), with and without HTA's rounding: on the mixed
+    batch, a rank whose launches overlap on two threads, nested ops, a negative edge,
+    syncs and a graph launch; and every path's what-ifs at once, each as its own."""
+    import numpy as np
+
+    from hta_tui.analysis.critical_path import graph
+    from hta_tui.analysis.critical_path.tables import critical_path_result
+
+    ranks = dict(_mixed_ranks(tmp_path))
+    _write(tmp_path / "more", 6, _locking_rank())
+    _write(tmp_path / "more", 7, _step([("k1", 50, 200), ("k2", 260, 200)], "cudaGraphLaunch"))
+    ranks |= TraceAnalysis(tmp_path / "more", cache=False)._ranks()
+    calls = [0]
+    real = graph.call_stack_edges
+
+    def counted(*a: Any, **k: Any) -> Any:
+        calls[0] += 1
+        return real(*a, **k)
+
+    monkeypatch.setattr(graph, "call_stack_edges", counted)
+    for compat in (False, True):
+        calls[0] = 0
+        _, batch = critical_path_result(ranks, hta_compat=compat)
+        assert calls[0] == 1  # main: one a graph (8)
+        assert len(batch) == 8 and batch[(6, 0)].graph.negative_edges == 1
+        types = set(np.concatenate([rp.graph.type for rp in batch.values()]).tolist())
+        assert types == set(range(5))  # every edge type, the lock's dependencies too
+        with monkeypatch.context() as big:  # (big graphs: graph by graph, when asked)
+            big.setattr(graph, "AT_ONCE_NODES", 0)
+            calls[0] = 0
+            _, apart = critical_path_result(ranks, hta_compat=compat)
+            assert calls[0] == 8
+        each = [critical_path_result({r: e}, hta_compat=compat)[1] for r, e in ranks.items()]
+        for alone in (apart, *each):
+            for key, rp in alone.items():
+                mine = batch[key]
+                assert mine.graph.nodes.equals(rp.graph.nodes)
+                for name in ("src", "dst", "type", "weight", "row"):
+                    a, b = getattr(mine.graph, name), getattr(rp.graph, name)
+                    assert a.dtype == b.dtype and np.array_equal(a, b), (key, name)
+                assert mine.graph.negative_ns == rp.graph.negative_ns
+                assert np.array_equal(mine.path, rp.path) and mine.length_ns == rp.length_ns
+                assert np.array_equal(mine.bound, rp.bound)
+        # every path's what-ifs answered at once, each as `what_if` answers it alone
+        answers = cp.what_ifs_of(list(batch.values()))
+        for rp, said in zip(batch.values(), answers, strict=True):
+            on_path = [(label, b, k) for label, b, k in cp.SCENARIOS if cp.breakdown(rp)[b] > 0]
+            assert sorted(label for label, _, _ in said) == sorted(x[0] for x in on_path)
+            for label, bound, k in on_path:
+                assert dict((x[0], x[1]) for x in said)[label] == cp.what_if(rp, {bound: k})[0]
+        assert sum(map(len, answers)) > 8
+
+
+def test_row_lookup_of_a_batch_s_graphs_by_table_and_by_search() -> None:
+    """Event idx -> its node's row in its graph, as a table while graphs x idx stay small
+    and by binary search past that (a batch of ranks with large idx): the same rows, -1
+    for an idx without a node, another graph's or out of range, a repeated idx its last."""
+    import numpy as np
+
+    from hta_tui.analysis.critical_path.rules import RowOf
+
+    rng = np.random.default_rng(5)
+    graph = np.repeat(np.arange(3), 40)
+    idx = np.concatenate([rng.choice(top, 40, replace=False) for top in (50, 9_000_000, 70)])
+    idx[5] = idx[4]  # (a repeated idx: the later row)
+    rows = np.arange(idx.size)
+    want = {(int(g), int(i)): int(r) for g, i, r in zip(graph, idx, rows, strict=True)}
+    ask_g = np.concatenate([graph, rng.integers(0, 3, 200)])
+    ask_i = np.concatenate([idx, rng.integers(-2, 9_000_002, 200)])
+    expected = [want.get((int(g), int(i)), -1) for g, i in zip(ask_g, ask_i, strict=True)]
+    table = RowOf(idx, rows, graph)
+    assert not table.dense  # 3 graphs x 9,000,000 idx: searched
+    assert table(ask_i, ask_g).tolist() == expected
+    small = idx % 1000
+    want = {(int(g), int(i)): int(r) for g, i, r in zip(graph, small, rows, strict=True)}
+    dense = RowOf(small, rows, graph)
+    assert dense.dense
+    got = dense(ask_i % 1000, ask_g).tolist()
+    assert got == [want.get((int(g), int(i) % 1000), -1) for g, i in zip(ask_g, ask_i, strict=True)]
+    assert RowOf(small[:40], rows[:40])(np.array([small[0], -1, 5000])).tolist()[1:] == [-1, -1]
+
+
 def test_a_batch_of_ranks_costs_queries_per_batch_not_per_rank(tmp_path: Path) -> None:
     """Every rank's and step's graph is built in one query set over the batch: six ranks
     make as many polars queries as two (main made ~48 a tiny rank; a rank's collective

@@ -175,6 +175,60 @@ def _prime_step_rows(views: Mapping[int, pl.DataFrame], numbers: pl.DataFrame) -
     made_at_once(views, "hta_step_rows", columns, build, tuple(numbers["name"].to_list()))
 
 
+#: A batch's step rows made at once: ([(ranks of one schema, their `_step_rows` tagged
+#: with `rank`)], the ranks made alone).
+_AtOnce = tuple[list[tuple[list[int], pl.DataFrame]], list[int]]
+
+
+def _rows_at_once(
+    ranks: Mapping[int, pl.DataFrame], numbers: pl.DataFrame, *, hta_compat: bool
+) -> _AtOnce | None:
+    """Inside a batch of small ranks (`at_once`), every view's `_step_rows` in one query a
+    schema of views (a view of its own schema, or of a group whose query fails, made
+    alone), kept per batch and mode: the profiler steps, the iterations and the step
+    metrics are then made over the batch at once, not a rank at a time (the views are
+    picked afresh on every call, so a rank's own rows were found again by each of them).
+    None outside a batch."""
+    if len(ranks) < 2 or not at_once():
+        return None
+    from hta_tui.analysis.rank_column import tagged  # (numpy: not on the client)
+
+    def build() -> _AtOnce:
+        views = hta_view(ranks, hta_compat=hta_compat, columns=())
+        groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame]]] = {}
+        for rank, view in views.items():
+            groups.setdefault((*view.columns, *view.dtypes), []).append((rank, view))
+        made, alone = [], []
+        for members in groups.values():
+            found = None
+            if len(members) > 1:
+                with contextlib.suppress(pl.exceptions.PolarsError):  # (made alone: says why)
+                    found = _find_step_rows(tagged(members), numbers)
+            if found is None:
+                alone += [r for r, _ in members]
+            else:
+                made.append(([r for r, _ in members], found))
+        return made, sorted(alone)
+
+    names = tuple(numbers["name"].to_list())
+    return job_cached(ranks, "step rows at once", build, hta_compat, names)  # type: ignore[arg-type, return-value]
+
+
+def _in_rank_order(
+    made: list[pl.DataFrame], alone: dict[int, pl.DataFrame], ranks: Mapping[int, object]
+) -> list[pl.DataFrame]:
+    """A batch's tables in rank order: `made` (one a schema group, with `rank`) as it is
+    when it is one and no rank was made `alone`, else cut by rank and put back in order."""
+    if len(made) == 1 and not alone:
+        return made
+    from hta_tui.analysis.rank_column import parts  # (numpy: not on the client)
+
+    pieces = dict(alone)
+    for table in made:
+        pieces |= {int(k[0]): p for k, p in parts(table, "rank", keep=True).items()}  # type: ignore[call-overload]
+    return [pieces[r] for r in sorted(ranks) if r in pieces]
+
+
 def iterations(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
     """HTA's `extract_iteration_info`: rank, iter, ts, dur, end (us, ts from the job's start).
 
@@ -200,9 +254,22 @@ def iteration_rows(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = Fals
     """`iterations` before the job's origin is known: each rank's rows need only the rank
     (the origin, the smallest start of every rank, is subtracted by `iterations_from`)."""
     numbers = _step_numbers(ranks)
-    frames = []
+    batch = _rows_at_once(ranks, numbers, hta_compat=hta_compat)
+    if batch is not None:
+        return _iteration_rows_at_once(ranks, numbers, batch, hta_compat=hta_compat)
     views = hta_view(ranks, hta_compat=hta_compat, columns=())
     _prime_step_rows(views, numbers)
+    frames = list(_iteration_rows_each(views, numbers).values())
+    if not frames:
+        return pl.DataFrame(schema=ITERATION_ROW_COLUMNS)
+    return pl.concat(frames).cast(ITERATION_ROW_COLUMNS)
+
+
+def _iteration_rows_each(
+    views: Mapping[int, pl.DataFrame], numbers: pl.DataFrame
+) -> dict[int, pl.DataFrame]:
+    """rank -> its `iteration_rows` (its view's steps), a rank without a step left out."""
+    out = {}
     quick = at_once()  # (a batch's ranks: their rows gathered, no query a rank)
     for rank, view in views.items():
         steps = _step_rows(view, numbers)
@@ -210,20 +277,37 @@ def iteration_rows(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = Fals
             continue
         made = _iteration_rows_at_hand(rank, steps) if quick else None
         if made is not None:
-            frames.append(made)
+            out[rank] = made
             continue
-        frames.append(
-            steps.sort(["start", "idx"]).select(
-                pl.lit(rank, pl.Int64).alias("rank"),
-                pl.col("iter").fill_null(-1),
-                "start",
-                "dur",
-                "end",
-            )
+        out[rank] = steps.sort(["start", "idx"]).select(
+            pl.lit(rank, pl.Int64).alias("rank"),
+            pl.col("iter").fill_null(-1),
+            "start",
+            "dur",
+            "end",
         )
+    return out
+
+
+def _iteration_rows_at_once(
+    ranks: Mapping[int, pl.DataFrame], numbers: pl.DataFrame, batch: _AtOnce, *, hta_compat: bool
+) -> pl.DataFrame:
+    """`iteration_rows` of a batch: one query a schema group over its step rows (each
+    rank's sorted by start and row, as alone), a rank made alone as alone."""
+    groups, alone = batch
+    made = [
+        found.sort(["rank", "start", "idx"]).select(
+            "rank", pl.col("iter").fill_null(-1), "start", "dur", "end"
+        )
+        for _, found in groups
+    ]
+    views = hta_view(ranks, hta_compat=hta_compat, columns=()) if alone else {}
+    each = _iteration_rows_each({r: views[r] for r in alone}, numbers)
+    frames = _in_rank_order(made, each, ranks)
+    frames = [f for f in frames if f.height]
     if not frames:
         return pl.DataFrame(schema=ITERATION_ROW_COLUMNS)
-    return pl.concat(frames).cast(ITERATION_ROW_COLUMNS)
+    return pl.concat(frames, how="diagonal_relaxed").cast(ITERATION_ROW_COLUMNS)
 
 
 def _iteration_rows_at_hand(rank: int, steps: pl.DataFrame) -> pl.DataFrame | None:
@@ -313,8 +397,15 @@ def profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
     """HTA's `get_profiler_steps`: sorted step numbers over all ranks (see module doc)."""
     steps: set[int] = set()
     numbers = _step_numbers(ranks)
+    batch = _rows_at_once(ranks, numbers, hta_compat=False)
     views = hta_view(ranks, columns=())
-    _prime_step_rows(views, numbers)
+    if batch is not None:  # (a batch's step rows, found at once: one query a group)
+        groups, alone = batch
+        for _, found in groups:
+            steps.update(found["iter"].drop_nulls().unique().to_list())
+        views = {r: views[r] for r in alone}
+    else:
+        _prime_step_rows(views, numbers)
     quick = at_once()  # (a batch's ranks: no query a rank)
     for view in views.values():
         iters = _step_rows(view, numbers)["iter"]
@@ -510,16 +601,121 @@ def step_metrics(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
     else:
         by_rank = launched.partition_by("rank", as_dict=True)
     empty = launched.clear()
-    rows = []
     views = hta_view(ranks, hta_compat=hta_compat, columns=())
-    _prime_step_rows(views, numbers)
+    batch = _rows_at_once(ranks, numbers, hta_compat=hta_compat)
+    made: list[pl.DataFrame] = []
+    if batch is None:
+        _prime_step_rows(views, numbers)
+    else:  # (a batch: each group's steps at once, a rank that cannot be made alone)
+        groups, alone = batch
+        left = set(alone)
+        for members, found in groups:
+            table = _step_metrics_at_once(found, launched)
+            if table is None:
+                left |= set(members)
+                continue
+            made.append(table[0])
+            left |= table[1]
+        views = {r: v for r, v in views.items() if r in left}
+    each = {}
     for rank, view in views.items():
         m = _rank_step_metrics(view, numbers, by_rank.get((rank,), empty), rank)
         if m is not None and not m.is_empty():
-            rows.append(m)
+            each[rank] = m
+    rows = _in_rank_order(made, each, ranks) if batch is not None else list(each.values())
+    rows = [r for r in rows if r.height]
     if not rows:
         return pl.DataFrame(schema=STEP_METRIC_COLUMNS)
-    return pl.concat(rows).cast(STEP_METRIC_COLUMNS)
+    return pl.concat(rows, how="diagonal_relaxed").cast(STEP_METRIC_COLUMNS)
+
+
+def _step_metrics_at_once(
+    found: pl.DataFrame, launched: pl.DataFrame
+) -> tuple[pl.DataFrame, set[int]] | None:
+    """`_rank_step_metrics` of a group of a batch's ranks (their step rows tagged with
+    `rank`, `_rows_at_once`) in numpy over the group: each launch to its rank's step by one
+    sort of the steps and launches together, then the union of each (rank, step number,
+    kernel type)'s kernels, every group at once (a union of integers: as each rank's
+    alone). Returns the table and the ranks to make alone (two steps starting together:
+    the order their query gives them is its own); None for values of another shape."""
+    steps = found.filter(pl.col("iter").is_not_null()).select(
+        "rank", "iter", pl.col("start").alias("s_start"), pl.col("end").alias("s_end")
+    )
+    if any(steps[c].dtype != pl.Int64 or steps[c].null_count() for c in steps.columns):
+        return None
+    twice = steps.filter(pl.struct("rank", "s_start").is_duplicated())["rank"].unique()
+    alone = set(twice.to_list())
+    if alone:
+        steps = steps.filter(~pl.col("rank").is_in(twice))
+    steps = steps.sort("rank", "s_start")
+    members = steps["rank"].unique()
+    gpu = launched.filter(pl.col("rank").is_in(members))
+    if any(gpu[c].dtype != pl.Int64 or gpu[c].null_count() for c in gpu.columns[:4]):
+        return None
+    r, s_start, s_end, iters = (steps[c].to_numpy() for c in ("rank", "s_start", "s_end", "iter"))
+    lr, launch, start, end = (gpu[c].to_numpy() for c in ("rank", "launch_start", "start", "end"))
+    comm = gpu.select(pl.col("kernel_type") == "COMMUNICATION").to_series().to_numpy()
+    n = r.size
+    # each launch to the last step of its rank starting at or before it (a step first at a tie)
+    merged = np.lexsort(
+        (np.r_[np.zeros(n), np.ones(lr.size)], np.r_[s_start, launch], np.r_[r, lr])
+    )
+    last = np.maximum.accumulate(np.where(merged < n, merged, -1))
+    at = np.empty(lr.size, dtype=np.int64)
+    at[merged[merged >= n] - n] = last[merged >= n]
+    inside = at >= 0
+    inside[inside] = (r[at[inside]] == lr[inside]) & (launch[inside] < s_end[at[inside]])
+    pos = np.flatnonzero(inside)
+    it, rk, kind = iters[at[pos]], lr[pos], comm[pos]
+    start, end = start[pos], end[pos]
+    order = np.lexsort((pos, start, kind, it, rk))
+    rk, it, kind, start, end = rk[order], it[order], kind[order], start[order], end[order]
+    lengths = _union_lengths(rk, it, kind, start, end)
+    if lengths is None:
+        return None
+    covered = {"comm": np.zeros(n, dtype=np.int64), "comp": np.zeros(n, dtype=np.int64)}
+    found_at = {key: value for key, value in lengths.items()}
+    for j, key in enumerate(zip(r.tolist(), iters.tolist(), strict=True)):
+        covered["comm"][j] = found_at.get((*key, True), 0)
+        covered["comp"][j] = found_at.get((*key, False), 0)
+    table = pl.DataFrame(
+        [
+            pl.Series("rank", r, dtype=pl.Int64),
+            pl.Series("iter", iters, dtype=pl.Int64),
+            pl.Series("step", s_end - s_start, dtype=pl.Int64),
+            pl.Series("comm", covered["comm"], dtype=pl.Int64),
+            pl.Series("comp", covered["comp"], dtype=pl.Int64),
+        ]
+    )
+    return table, alone
+
+
+def _union_lengths(
+    rank: np.ndarray, it: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> dict[tuple[int, int, bool], int] | None:
+    """(rank, step number, communication?) -> the length of the union of its intervals
+    (`interval_arrays.union` of each group alone), the intervals sorted by group then
+    start. Each group moved onto its own stretch of one axis so that one running maximum
+    serves them all; None when the stretches would not fit in 62 bits."""
+    if not rank.size:
+        return {}
+    first = np.r_[True, (rank[1:] != rank[:-1]) | (it[1:] != it[:-1]) | (kind[1:] != kind[:-1])]
+    heads = np.flatnonzero(first)
+    group = np.cumsum(first) - 1
+    low = np.minimum.reduceat(np.minimum(start, end), heads)
+    span = np.maximum.reduceat(np.maximum(start, end), heads) - low + 1
+    if span.sum() >= 2**62:
+        return None
+    offset = np.r_[0, np.cumsum(span)[:-1]] - low
+    s, e = start + offset[group], end + offset[group]
+    running = np.maximum.accumulate(e)
+    new = first.copy()
+    new[1:] |= s[1:] > running[:-1]
+    cut = np.flatnonzero(new)
+    lengths = np.maximum.reduceat(end, cut) - start[cut]
+    per = np.add.reduceat(lengths, np.searchsorted(cut, heads))
+    keys = zip(rank[heads].tolist(), it[heads].tolist(), kind[heads].tolist(), strict=True)
+    return dict(zip(keys, per.tolist(), strict=True))
 
 
 def stragglers_from(per_step: pl.DataFrame, threshold: float = Z_THRESHOLD) -> pl.DataFrame:

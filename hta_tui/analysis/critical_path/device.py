@@ -4,6 +4,8 @@ dependencies to the waiting call, and the launch-queue lengths those rules read.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 
@@ -57,21 +59,22 @@ def kernel_table(
     return kernels, syncs
 
 
-def kernel_edges(k: pl.DataFrame, s: pl.DataFrame, ts: np.ndarray, row_of_idx: RowOf) -> list[dict]:
-    """One graph's kernel spans, launch delays, kernel gaps and syncs, from its rows of
-    `kernel_table` (numpy; a query per sync only)."""
-    if k.is_empty() and s.is_empty():
+def kernel_edges(k: pl.DataFrame, ts: np.ndarray, row_of_idx: RowOf, by: str) -> list[dict]:
+    """The kernel spans, launch delays, kernel gaps and graph launches of a batch's graphs,
+    from `kernel_table`'s kernels (the graph's number in `by`; numpy, no query)."""
+    if k.is_empty():
         return []
     out: list[dict] = []
-    krow = row_of_idx(k["idx"].to_numpy())
+    graph = k[by].to_numpy()
+    krow = row_of_idx(k["idx"].to_numpy(), graph)
     out.append(part(2 * krow, 2 * krow + 1, OP, ts, krow))
     # previous kernel on the stream
-    launch_row = row_of_idx(k["launch_idx"].to_numpy())
+    launch_row = row_of_idx(k["launch_idx"].to_numpy(), graph)
     # (null queue lengths as NaN: neither 1 nor 0, as -1 was)
     q_rt = k["queue_runtime"].to_numpy()
     q_k = k["queue_kernel"].to_numpy()
     none = nulls(k["prev_idx"])
-    prev_row = np.where(none, -1, row_of_idx(np.where(none, -1, k["prev_idx"].to_numpy())))
+    prev_row = np.where(none, -1, row_of_idx(np.where(none, -1, k["prev_idx"].to_numpy()), graph))
     prev_end = k["prev_end"].to_numpy()
     lstart = k["launch_start"].to_numpy()
     kstart = k["start"].to_numpy()
@@ -87,33 +90,43 @@ def kernel_edges(k: pl.DataFrame, s: pl.DataFrame, ts: np.ndarray, row_of_idx: R
         part(2 * launch_row[launch], 2 * krow[launch], LAUNCH, ts, np.full(launch.sum(), -1))
     )
     out.append(part(2 * prev_row[kk] + 1, 2 * krow[kk], KK, ts, prev_row[kk]))
-    graph = np.isin(k["launch_name"].to_numpy(), GRAPH_LAUNCHES) & (launch_row >= 0) & ~launch
-    if graph.any():
-        e = part(2 * launch_row[graph], 2 * krow[graph], LAUNCH, ts, np.full(graph.sum(), -1))
-        e["weight"] = np.zeros(graph.sum(), dtype=np.int64)
+    via = np.isin(k["launch_name"].to_numpy(), GRAPH_LAUNCHES) & (launch_row >= 0) & ~launch
+    if via.any():  # (a graph launch's kernels)
+        e = part(2 * launch_row[via], 2 * krow[via], LAUNCH, ts, np.full(via.sum(), -1))
+        e["weight"] = np.zeros(via.sum(), dtype=np.int64)
         out.append(e)
-    # syncs: the last kernel (by start, before the sync ends) -> the waiting call's end
-    if not s.is_empty():
-        kt = pl.DataFrame([k["stream"], k["start"], pl.Series("row", krow)]).sort("stream", "start")
-        for name, stream, end, launch_idx in s.iter_rows():
-            dst_row = int(row_of_idx(np.array([launch_idx]))[0])
-            if dst_row < 0:
-                continue
-            if name == "Stream Sync":
-                cands = kt.filter((pl.col("stream") == stream) & (pl.col("start") <= end))
-            else:
-                cands = kt.filter(pl.col("start") <= end)
-            last = cands.group_by("stream").agg(pl.col("row").last())["row"].to_numpy()
-            if last.size:
-                out.append(
-                    part(
-                        2 * last + 1,
-                        np.full(last.size, 2 * dst_row + 1),
-                        SYNC,
-                        ts,
-                        np.full(last.size, -1),
-                    )
+    return out
+
+
+def sync_edges(
+    k: pl.DataFrame, s: pl.DataFrame, ts: np.ndarray, row_of_idx: Callable[[np.ndarray], np.ndarray]
+) -> list[dict]:
+    """One graph's Stream / Context Sync edges, from its rows of `kernel_table` (node rows
+    as `row_of_idx` gives them; a query per sync: syncs are few): the last kernel (by start,
+    before the sync ends) -> the waiting call's end."""
+    out: list[dict] = []
+    krow = row_of_idx(k["idx"].to_numpy())
+    kt = pl.DataFrame([k["stream"], k["start"], pl.Series("row", krow)]).sort("stream", "start")
+    waits = s.select("name", "stream", "end", "launch_idx")
+    for name, stream, end, launch_idx in waits.iter_rows():
+        dst_row = int(row_of_idx(np.array([launch_idx]))[0])
+        if dst_row < 0:
+            continue
+        if name == "Stream Sync":
+            cands = kt.filter((pl.col("stream") == stream) & (pl.col("start") <= end))
+        else:
+            cands = kt.filter(pl.col("start") <= end)
+        last = cands.group_by("stream").agg(pl.col("row").last())["row"].to_numpy()
+        if last.size:
+            out.append(
+                part(
+                    2 * last + 1,
+                    np.full(last.size, 2 * dst_row + 1),
+                    SYNC,
+                    ts,
+                    np.full(last.size, -1),
                 )
+            )
     return out
 
 

@@ -47,6 +47,7 @@ from hta_tui.analysis.critical_path.device import (
     queue_at,
     ranks_queue_at,
     ranks_queues,
+    sync_edges,
 )
 from hta_tui.analysis.critical_path.host import call_stack_edges, lock_edges, thread_remapped
 from hta_tui.analysis.critical_path.rules import (
@@ -147,14 +148,47 @@ def build_many(
     leading `rank` (`per_rank.tagged`) and their queue lengths (`ranks_queues`): the window
     (HTA's clip), the nodes, the kernels and the threads made in one query set over every
     window at once (`G` in every key; a tiny rank's graph alone cost ~20 queries a step),
-    then each graph's edges in numpy on its slices. One maker per window: what fails
-    inside one graph costs only its window (the caller says which); each makes the graph
-    and whether each node is a communication kernel (`path.bound_types`)."""
+    then the edges of small graphs in numpy over the batch's arrays at once (a graph at a
+    time cost ~0.3 ms of numpy calls a tiny step), those of big ones graph by graph when
+    asked (a checkpoint between two: a view left behind stops after the graph it is in).
+    One maker per window: what fails inside the batch is made again graph by graph, so it
+    costs only its window (the caller says which); each makes the graph and each edge's
+    bound type."""
     cpu, gpu, nodes = _clip(every, windows, data_loading, graph_kernels=graph_kernels)
     threads = thread_remapped(cpu, G)
     kernels, syncs = kernel_table(gpu, queue, G)
-    pieces = [_by_graph(t) for t in (nodes, threads, kernels, syncs)]
-    return [functools.partial(_graph, *(p(i) for p in pieces)) for i in range(len(windows))]
+    tables = (nodes, threads, kernels, syncs)
+    if len(windows) == 1:  # (its tables are its graph's)
+        return [functools.partial(_first, data_loading, *tables)]
+    if nodes.height <= AT_ONCE_NODES:
+        try:
+            made = _graphs(*tables, len(windows), data_loading)
+            return [functools.partial(_made, m) for m in made]
+        except Exception:
+            pass  # (graph by graph: what fails costs only its window)
+    pieces = [_by_graph(t) for t in tables]
+    return [
+        functools.partial(_alone, data_loading, *(p(i) for p in pieces))
+        for i in range(len(windows))
+    ]
+
+
+#: A batch's graphs are made at once up to this many nodes (tiny ranks' steps: ~20 each).
+AT_ONCE_NODES = 200_000
+
+
+def _made(graph: tuple[Graph, np.ndarray]) -> tuple[Graph, np.ndarray]:
+    return graph
+
+
+def _alone(data_loading: str | None, *tables: pl.DataFrame) -> tuple[Graph, np.ndarray]:
+    """One window's graph from its slices of the batch's tables (a batch of one)."""
+    return _first(data_loading, *(t.with_columns(pl.lit(0, pl.Int64).alias(G)) for t in tables))
+
+
+def _first(data_loading: str | None, *tables: pl.DataFrame) -> tuple[Graph, np.ndarray]:
+    """The graph of tables of one window (`G` 0)."""
+    return _graphs(*tables, 1, data_loading)[0]
 
 
 def _by_graph(table: pl.DataFrame) -> Callable[[int], pl.DataFrame]:
@@ -254,44 +288,104 @@ def _clip(
     return cpu, gpu, nodes
 
 
-def _graph(
-    nodes: pl.DataFrame, threads: pl.DataFrame, kernels: pl.DataFrame, syncs: pl.DataFrame
-) -> tuple[Graph, np.ndarray]:
-    """One window's graph from its slices of the batch's tables (numpy, no query), and
-    whether each node is a communication kernel."""
-    comm = nodes.get_column("_comm").to_numpy()
-    nodes = pl.DataFrame([nodes.get_column(c) for c in NODE_COLUMNS])
-    n = nodes.height
-    ts = np.empty(2 * n, dtype=np.int64)
+def _graphs(
+    nodes: pl.DataFrame,
+    threads: pl.DataFrame,
+    kernels: pl.DataFrame,
+    syncs: pl.DataFrame,
+    count: int,
+    data_loading: str | None = None,
+) -> list[tuple[Graph, np.ndarray]]:
+    """The `count` graphs of a batch's tables (the nodes graph after graph, numbered
+    within each), every graph's edges made at once over the batch's node ids (each node's
+    graph part of every key), then cut graph by graph in the order each graph alone makes
+    them (the order its longest path's ties follow); and each edge's bound type."""
+    graph = nodes.get_column(G).to_numpy().astype(np.int64)
+    sizes = np.bincount(graph, minlength=count)
+    first = np.concatenate([[0], np.cumsum(sizes)])
+    ts = np.empty(2 * nodes.height, dtype=np.int64)
     ts[0::2] = nodes["start"].to_numpy()
     ts[1::2] = nodes["end"].to_numpy()
-    row_of_idx = RowOf(nodes["idx"].to_numpy(), nodes["row"].to_numpy())
+    row_of_idx = RowOf(nodes["idx"].to_numpy(), np.arange(nodes.height), graph)
     parts: list[dict] = []
 
     # --- the runtime lock, across threads
-    lock, is_lock = lock_edges(nodes, ts)
+    lock, is_lock = lock_edges(nodes, ts, graph)
     parts += lock
 
     # --- call stacks, thread by thread (the backward thread walked as the forward one)
-    parts += call_stack_edges(threads, nodes, ts, row_of_idx, is_lock)
+    parts += call_stack_edges(threads, nodes, ts, row_of_idx, is_lock, G)
 
-    # --- kernels, launches, kernel gaps and syncs
-    parts += kernel_edges(kernels, syncs, ts, row_of_idx)
+    # --- kernels, launches, kernel gaps, then each graph's syncs
+    parts += kernel_edges(kernels, ts, row_of_idx, G)
+    if not syncs.is_empty():
+        mine = _by_graph(kernels)
+        for (i,), s in syncs.partition_by(G, as_dict=True, maintain_order=True).items():
+            ask = functools.partial(_rows_in, row_of_idx, i)
+            parts += sync_edges(mine(i), s, ts, ask)  # type: ignore[arg-type]
 
     cat = {
         k: np.concatenate([p[k] for p in parts]) if parts else np.zeros(0, np.int64)
         for k in ("src", "dst", "type", "weight", "row")
     }
-    w = cat["weight"].astype(np.int64)
-    neg = w < 0
-    graph = Graph(
-        nodes=nodes,
-        src=cat["src"].astype(np.int64),
-        dst=cat["dst"].astype(np.int64),
-        type=cat["type"].astype(np.int8),
-        weight=np.where(neg, 0, w),
-        row=cat["row"].astype(np.int64),
-        negative_edges=int(neg.sum()),
-        negative_ns=int(-w[neg].sum()),
+    src = cat["src"].astype(np.int64)
+    of = graph[src // 2]
+    order = np.argsort(of, kind="stable")  # (each graph's edges in the order alone makes)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(of, minlength=count))]).tolist()
+    src, dst = src[order], cat["dst"].astype(np.int64)[order]
+    typ, row = cat["type"].astype(np.int8)[order], cat["row"].astype(np.int64)[order]
+    w = cat["weight"].astype(np.int64)[order]
+    bound = _bounds(nodes, row, typ, data_loading)
+    mine_nodes = _by_graph(nodes.select(G, *NODE_COLUMNS))
+    out = []
+    for i in range(count):
+        a, b = bounds[i], bounds[i + 1]
+        base = int(first[i])
+        wi = w[a:b]
+        neg = wi < 0
+        ri = row[a:b]
+        graph_i = Graph(
+            nodes=mine_nodes(i),
+            src=src[a:b] - 2 * base,
+            dst=dst[a:b] - 2 * base,
+            type=typ[a:b],
+            weight=np.where(neg, 0, wi),
+            row=np.where(ri >= 0, ri - base, ri),
+            negative_edges=int(neg.sum()),
+            negative_ns=int(-wi[neg].sum()),
+        )
+        out.append((graph_i, bound[a:b]))
+    return out
+
+
+def _bounds(
+    nodes: pl.DataFrame, row: np.ndarray, typ: np.ndarray, data_loading: str | None
+) -> np.ndarray:
+    """Each edge's bound type (HTA's `bound_by`, an index into `path.BOUND_NAMES`), every
+    graph's at once (`row`: the batch's node rows): by edge type, else by the attributed
+    event: on the CPU `cpu_bound` (or `data_loading` by name), a communication kernel
+    `gpu_communication_bound`, any other GPU op `gpu_compute_bound`."""
+    on_gpu = ~nulls(nodes["stream"])
+    comm = nodes.get_column("_comm").to_numpy()
+    loading = (
+        nodes["name"].fill_null("").str.contains(data_loading).to_numpy()
+        if data_loading
+        else np.zeros(nodes.height, dtype=bool)
     )
-    return graph, comm
+    has = row >= 0
+    r = np.maximum(row, 0)
+    ev_kind = np.where(
+        has & on_gpu[r],
+        np.where(comm[r], 2, 1),
+        np.where(has & loading[r], 5, 0),
+    )
+    return np.select(
+        [typ == KK, typ == LAUNCH, (typ == DEP) | (typ == SYNC)],
+        [4, 3, 6],
+        ev_kind,
+    ).astype(np.int8)
+
+
+def _rows_in(row_of_idx: RowOf, graph: int, idx: np.ndarray) -> np.ndarray:
+    """`row_of_idx` of one graph's events."""
+    return row_of_idx(idx, np.full(np.asarray(idx).size, graph, dtype=np.int64))

@@ -19,11 +19,14 @@ from hta_tui.analysis.critical_path.rules import (
 )
 
 
-def lock_edges(nodes: pl.DataFrame, ts: np.ndarray) -> tuple[list[dict], np.ndarray]:
-    """The CUDA runtime lock, across threads: its calls' boundaries in (time, idx) order;
-    each start is closed by the next end (its own span, or a dependency on the call that
-    held the lock), and consecutive ends follow one another. Also which nodes' events hold
-    the lock (the call-stack walk leaves their edges to this)."""
+def lock_edges(
+    nodes: pl.DataFrame, ts: np.ndarray, graph: np.ndarray
+) -> tuple[list[dict], np.ndarray]:
+    """The CUDA runtime lock, across threads, in each graph of a batch (`graph`: each node's
+    graph, the nodes graph after graph): its calls' boundaries in (time, idx) order; each
+    start is closed by the next end of its graph (its own span, or a dependency on the call
+    that held the lock), and consecutive ends follow one another. Also which nodes' events
+    hold the lock (the call-stack walk leaves their edges to this)."""
     parts: list[dict] = []
     names = nodes["name"].to_numpy()
     is_lock = np.isin(names, LOCK_CALLS) & nulls(nodes["stream"])
@@ -31,36 +34,42 @@ def lock_edges(nodes: pl.DataFrame, ts: np.ndarray) -> tuple[list[dict], np.ndar
     if lock_rows.size:
         lnode = np.concatenate([2 * lock_rows, 2 * lock_rows + 1])
         lidx = nodes["idx"].to_numpy()[lnode // 2]
-        order = np.lexsort((lidx, ts[lnode]))
+        order = np.lexsort((lidx, ts[lnode], graph[lnode // 2]))
         seq = lnode[order]
+        of = graph[seq // 2]
         start = seq % 2 == 0
-        # each start is closed by the next end in the sequence
+        # each start is closed by the next end in the sequence (of its graph)
         end_pos = np.flatnonzero(~start)
         nxt = np.searchsorted(end_pos, np.arange(seq.size))
         s = np.flatnonzero(start & (nxt < end_pos.size))
         closing = seq[end_pos[nxt[s]]]
+        mine = graph[closing // 2] == of[s]
+        s, closing = s[mine], closing[mine]
         same = closing // 2 == seq[s] // 2
         parts.append(part(seq[s][same], closing[same], OP, ts, seq[s][same] // 2))
         parts.append(part(seq[s][~same], closing[~same], DEP, ts, np.full((~same).sum(), -1)))
-        e = np.flatnonzero(~start[1:] & ~start[:-1]) + 1
+        e = np.flatnonzero(~start[1:] & ~start[:-1] & (of[1:] == of[:-1])) + 1
         parts.append(part(seq[e - 1], seq[e], DEP, ts, np.full(e.size, -1)))
     return parts, is_lock
 
 
-def _bracket_match(is_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens of one nested sequence (+1 start, -1 end): the start each end closes (index
-    into the tokens) and each token's depth before it. An end pops whatever is on top of the
-    stack (HTA's call stack), so only the token order matters."""
+def _bracket_match(is_start: np.ndarray, thread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens of nested sequences (+1 start, -1 end), one a `thread` (its tokens one after
+    another): the start each end closes (index into the tokens) and each token's depth
+    before it in its thread. An end pops whatever is on top of the stack (HTA's call
+    stack), so only the token order matters."""
     step = np.where(is_start, 1, -1)
-    depth_after = np.cumsum(step)
+    cum = np.cumsum(step)
+    first = np.concatenate([[True], thread[1:] != thread[:-1]])
+    at = np.maximum.accumulate(np.where(first, np.arange(step.size), 0))
+    depth_after = cum - np.where(at > 0, cum[np.maximum(at - 1, 0)], 0)
     depth_before = depth_after - step
     level = np.where(is_start, depth_after, depth_before)
-    order = np.lexsort((np.arange(level.size), level))
-    # within a level tokens alternate start, end: pair neighbours
+    order = np.lexsort((np.arange(level.size), level, thread))
+    # within a thread's level tokens alternate start, end: pair neighbours
     match = np.full(level.size, -1, dtype=np.int64)
-    lv = level[order]
-    st = is_start[order]
-    pair = (~st[1:]) & st[:-1] & (lv[1:] == lv[:-1])
+    lv, st, th = level[order], is_start[order], thread[order]
+    pair = (~st[1:]) & st[:-1] & (lv[1:] == lv[:-1]) & (th[1:] == th[:-1])
     ends = order[1:][pair]
     match[ends] = order[:-1][pair]
     return match, depth_before
@@ -112,12 +121,15 @@ def call_stack_edges(
     ts: np.ndarray,
     row_of_idx: RowOf,
     is_lock: np.ndarray,
+    by: str,
 ) -> list[dict]:
-    """One graph's call-stack edges, from its rows of `thread_remapped` (numpy, no query)."""
+    """The call-stack edges of a batch's graphs, from `thread_remapped` (the graph's number
+    in `by`; numpy, no query): each graph's threads walked as alone, every thread at once."""
     if t.is_empty():
         return []
     m = t.height
     # tokens: starts then ends, sorted like HTA's compare_events within each thread
+    graph = np.tile(t[by].to_numpy().astype(np.int64), 2)
     idx = np.tile(t["idx"].to_numpy().astype(np.int64), 2)
     dur = np.tile(t["dur"].to_numpy(), 2)
     time = np.concatenate([t["start"].to_numpy(), t["end"].to_numpy()])
@@ -126,45 +138,43 @@ def call_stack_edges(
     tid = np.tile(t["tid"].to_numpy(), 2)
     k2 = np.where(is_start, -dur, dur)
     k3 = np.where(is_start, idx, -idx)
-    order = np.lexsort((k3, k2, is_start, time, tid, pid))
-    idx, is_start, pid, tid = idx[order], is_start[order], pid[order], tid[order]
-    thread_change = np.concatenate([[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])])
+    order = np.lexsort((k3, k2, is_start, time, tid, pid, graph))
+    idx, is_start, pid, tid, graph = (
+        idx[order],
+        is_start[order],
+        pid[order],
+        tid[order],
+        graph[order],
+    )
+    thread_change = np.concatenate(
+        [[True], (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1]) | (graph[1:] != graph[:-1])]
+    )
     thread_no = np.cumsum(thread_change)
-    # bracket matching per thread: offset each thread's depth by a large level
-    match = np.full(idx.size, -1, dtype=np.int64)
-    bounds = np.concatenate([np.flatnonzero(thread_change), [idx.size]])
-    depth_before = np.zeros(idx.size, dtype=np.int64)
-    parent_tok = np.full(idx.size, -1, dtype=np.int64)
-    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        mt, db = _bracket_match(is_start[a:b])
-        match[a:b] = np.where(mt >= 0, mt + a, -1)
-        depth_before[a:b] = db
-        parent_tok[a:b] = _parents(is_start[a:b], db) + np.where(
-            _parents(is_start[a:b], db) >= 0, a, 0
-        )
+    # bracket matching, every thread at once
+    match, depth_before = _bracket_match(is_start, thread_no)
+    parent_tok = _parents(is_start, depth_before, thread_no)
     event = np.where(is_start, idx, np.where(match >= 0, idx[np.maximum(match, 0)], -1))
     ev_parent_tok = np.where(
         is_start, parent_tok, np.where(match >= 0, parent_tok[np.maximum(match, 0)], -1)
     )
     ev_parent = np.where(ev_parent_tok >= 0, idx[np.maximum(ev_parent_tok, 0)], -1)
     # keep tokens of events with nodes
-    row_arr = row_of_idx(event)
+    row_arr = row_of_idx(event, graph)
     keep = row_arr >= 0
     row_k = row_arr[keep]
     start_k = is_start[keep]
     thread_k = thread_no[keep]
     parent_k = ev_parent[keep]
+    graph_k = graph[keep]
     node = 2 * row_k + (~start_k)
-    op_depth_before = np.zeros(node.size, dtype=np.int64)
-    if node.size:
-        step = np.where(start_k, 1, -1)
-        cum = np.cumsum(step)
-        first = np.concatenate([[True], thread_k[1:] != thread_k[:-1]])
-        base = np.maximum.accumulate(np.where(first, np.arange(node.size), 0))
-        cum_before = cum - step
-        op_depth_before = cum_before - np.where(base > 0, cum[np.maximum(base - 1, 0)], 0)
     if node.size < 2:
         return []
+    step = np.where(start_k, 1, -1)
+    cum = np.cumsum(step)
+    first = np.concatenate([[True], thread_k[1:] != thread_k[:-1]])
+    base = np.maximum.accumulate(np.where(first, np.arange(node.size), 0))
+    cum_before = cum - step
+    op_depth_before = cum_before - np.where(base > 0, cum[np.maximum(base - 1, 0)], 0)
     a, b = np.arange(node.size - 1), np.arange(1, node.size)
     same_thread = thread_k[a] == thread_k[b]
     lock_a, lock_b = is_lock[row_k[a]], is_lock[row_k[b]]
@@ -174,7 +184,7 @@ def call_stack_edges(
     to_start = start_k[b]
     dep = to_start & (op_depth_before[b] == 0)
     # attribution: (start, *) -> src; (end, end) -> dest; (end, start) -> parent of src
-    parent_row = row_of_idx(parent_k[a])
+    parent_row = row_of_idx(parent_k[a], graph_k[a])
     attributed = np.where(start_k[a], row_k[a], np.where(~start_k[b], row_k[b], parent_row))
     out = [
         part(node[a][dep], node[b][dep], DEP, ts, np.full(dep.sum(), -1)),
@@ -188,19 +198,33 @@ def call_stack_edges(
     return out
 
 
-def _parents(is_start: np.ndarray, depth_before: np.ndarray) -> np.ndarray:
+def _parents(is_start: np.ndarray, depth_before: np.ndarray, thread: np.ndarray) -> np.ndarray:
     """Each start token's enclosing start token (-1 at top level): the last start before it
-    one level up."""
+    one level up in its thread (every thread at once)."""
     n = is_start.size
     out = np.full(n, -1, dtype=np.int64)
     starts = np.flatnonzero(is_start)
     if starts.size == 0:
         return out
     d = depth_before[starts]
-    for level in range(1, int(d.max()) + 1):
-        here = starts[d == level]
-        above = starts[d == level - 1]
-        at = np.searchsorted(above, here) - 1
-        ok = at >= 0
-        out[here[ok]] = above[at[ok]]
+    th = thread[starts].astype(np.int64)
+    # (thread, depth) as one number (depths apart by more than their range: a depth one
+    # below the lowest never names another thread's), then as its place among them
+    low = int(d.min())
+    span = int(d.max()) - low + 2
+    code = th * span + (d - low)
+    codes, group = np.unique(code, return_inverse=True)
+    key = group.astype(np.int64) * n + starts
+    by_key = np.argsort(key, kind="stable")
+    keys = key[by_key]
+    ask = np.flatnonzero(d >= 1)
+    want = th[ask] * span + (d[ask] - 1 - low)
+    g = np.searchsorted(codes, want)
+    known = g < codes.size
+    known[known] = codes[g[known]] == want[known]
+    ask, g = ask[known], g[known]
+    at = np.searchsorted(keys, g * n + starts[ask]) - 1
+    hit = at >= 0
+    hit[hit] = keys[at[hit]] // n == g[hit]
+    out[starts[ask[hit]]] = starts[by_key[at[hit]]]
     return out

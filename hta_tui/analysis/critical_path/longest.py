@@ -97,3 +97,35 @@ def longest_path(
                 dist[v] = c
                 pred[v] = s_id[j]
     return _backtrack(src, dist, pred)
+
+
+def longest_lengths(
+    n: int,
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    order: np.ndarray,
+    firsts: np.ndarray,
+) -> np.ndarray:
+    """The length of the longest path of each of several disjoint graphs at once (their
+    nodes one graph after another, graph i's from `firsts[i]`; `order` their topological
+    orders one after another): `longest_path`'s length of each, one relaxation over them
+    all (a graph at a time cost its own setup, ~50 us a tiny graph)."""
+    dist = [0] * n
+    if src.size:
+        by_src, start = _csr(n, src)
+        s_dst = dst[by_src].tolist()
+        s_w = weight[by_src].tolist()
+        for u in order.tolist():
+            du = dist[u]
+            for j in range(start[u], start[u + 1]):
+                v = s_dst[j]
+                c = du + s_w[j]
+                if c > dist[v]:
+                    dist[v] = c
+    ends = np.r_[firsts[1:], n]
+    out = np.zeros(firsts.size, dtype=np.int64)
+    some = ends > firsts
+    if some.any():
+        out[some] = np.maximum.reduceat(np.asarray(dist, dtype=np.int64), firsts[some])
+    return out

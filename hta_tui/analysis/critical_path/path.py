@@ -3,7 +3,7 @@ bounds each edge on it, and re-run it with some edges scaled ("what if")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,37 +66,6 @@ def windows(
     return int(ann["start"].min()), int(ann["end"].max())  # type: ignore[arg-type]
 
 
-def bound_types(
-    graph: g.Graph, data_loading: str | None = None, comm: np.ndarray | None = None
-) -> np.ndarray:
-    """Each edge's bound type (HTA's `bound_by`): by edge type, else by the attributed event:
-    on the CPU `cpu_bound` (or `data_loading` by name), a communication kernel
-    `gpu_communication_bound`, any other GPU op `gpu_compute_bound`."""
-    nodes = graph.nodes
-    on_gpu = ~g.nulls(nodes["stream"])
-    if comm is None:  # (each node a communication kernel: `graph.build_many` says)
-        comm = nodes.select(g.is_comm(pl.col("name")))["name"].to_numpy()
-    loading = (
-        nodes["name"].fill_null("").str.contains(data_loading).to_numpy()
-        if data_loading
-        else np.zeros(nodes.height, dtype=bool)
-    )
-    row = graph.row
-    has = row >= 0
-    r = np.maximum(row, 0)
-    ev_kind = np.where(
-        has & on_gpu[r],
-        np.where(comm[r], 2, 1),
-        np.where(has & loading[r], 5, 0),
-    )
-    t = graph.type
-    return np.select(
-        [t == g.KK, t == g.LAUNCH, (t == g.DEP) | (t == g.SYNC)],
-        [4, 3, 6],
-        ev_kind,
-    ).astype(np.int8)
-
-
 def solve(
     graph: g.Graph, weight: np.ndarray | None = None, order: np.ndarray | None = None
 ) -> tuple[int, np.ndarray, np.ndarray]:
@@ -141,13 +110,11 @@ def path_of(
     make: Callable[[], tuple[g.Graph, np.ndarray]],
     data_loading: str | None = None,
 ) -> RankPath:
-    """The path of one graph of `graph.build_many` (its maker). CycleError when the
-    dependencies loop."""
-    graph, comm = make()
+    """The path of one graph of `graph.build_many` (its maker, which says each edge's bound
+    type too). CycleError when the dependencies loop."""
+    graph, bound = make()
     length, path, order = solve(graph)
-    return RankPath(
-        rank, window, graph, order, path, length, bound_types(graph, data_loading, comm)
-    )
+    return RankPath(rank, window, graph, order, path, length, bound)
 
 
 def breakdown(rp: RankPath, weight: np.ndarray | None = None) -> dict[str, int]:
@@ -210,7 +177,7 @@ def edges_tables(paths: list[tuple[int, RankPath]]) -> pl.DataFrame:
     `instance_id`: made at once (`edges_table` per path cost ~3 queries, a tiny rank's
     step); per path when the paths' nodes disagree in a column's type."""
     cols = ("idx", "name", "stream", "pid", "tid")
-    if len({tuple(rp.graph.nodes.schema[c] for c in cols) for _, rp in paths}) != 1:
+    if len({_dtypes(rp.graph.nodes, cols) for _, rp in paths}) != 1:
         return pl.concat(
             [
                 edges_table(rp).select(pl.lit(i, pl.Int64).alias("instance_id"), pl.all())
@@ -266,6 +233,12 @@ def edges_tables(paths: list[tuple[int, RankPath]]) -> pl.DataFrame:
             for c in ("s_name", "stream", "pid", "tid")
         ),
     )
+
+
+def _dtypes(frame: pl.DataFrame, columns: tuple[str, ...]) -> tuple[pl.DataType, ...]:
+    """The types of a frame's `columns` (its `schema` is ~4 us a call, each path's nodes')."""
+    types = dict(zip(frame.columns, frame.dtypes, strict=True))
+    return tuple(types[c] for c in columns)
 
 
 #: What-if categories: a bound type, scaled by a factor.
@@ -324,17 +297,43 @@ def sentence(before_ns: int, after_ns: int, what: str) -> str:
     )
 
 
-def what_ifs(rp: RankPath) -> list[tuple[str, int, str]]:
-    """The standard questions whose bound type is on the path: (label, new length ns,
-    sentence), the largest saving first."""
-    b = breakdown(rp)
-    out = []
+def what_ifs_of(paths: Sequence[RankPath]) -> list[list[tuple[str, int, str]]]:
+    """The standard questions whose bound type is on each path: (label, new length ns,
+    sentence), the largest saving first; each question answered for every path that asks it at once
+    (`longest.longest_lengths`: `what_if`'s length, without a graph and a path a question)."""
+    asked: list[dict[str, int]] = [{} for _ in paths]
+    bounds = [breakdown(rp) for rp in paths]
     for label, bound, k in SCENARIOS:
-        if b.get(bound, 0) <= 0:
+        mine = [i for i, b in enumerate(bounds) if b.get(bound, 0) > 0]
+        if not mine:
             continue
-        new, _ = what_if(rp, {bound: k})
-        out.append((label, new, sentence(rp.length_ns, new, label)))
-    return sorted(out, key=lambda x: x[1])
+        factor = np.ones(len(BOUND_NAMES))
+        factor[BOUND_NAMES.index(bound)] = k
+        graphs = [paths[i] for i in mine]
+        sizes = np.array([2 * rp.graph.nodes.height for rp in graphs], dtype=np.int64)
+        firsts = np.r_[0, np.cumsum(sizes)[:-1]]
+        edges = [rp.graph.src.size for rp in graphs]
+        at = np.repeat(firsts, edges)
+        weight = np.concatenate(
+            [rp.graph.weight.astype(np.float64) * factor[rp.bound] for rp in graphs]
+        )
+        lengths = longest.longest_lengths(
+            int(sizes.sum()),
+            np.concatenate([rp.graph.src for rp in graphs]) + at,
+            np.concatenate([rp.graph.dst for rp in graphs]) + at,
+            np.round(weight).astype(np.int64),
+            np.concatenate([rp.order + f for rp, f in zip(graphs, firsts.tolist(), strict=True)]),
+            firsts,
+        )
+        for i, new in zip(mine, lengths.tolist(), strict=True):
+            asked[i][label] = new
+    return [
+        sorted(
+            ((label, new, sentence(rp.length_ns, new, label)) for label, new in mine.items()),
+            key=lambda x: x[1],
+        )
+        for rp, mine in zip(paths, asked, strict=True)
+    ]
 
 
 __all__ = [

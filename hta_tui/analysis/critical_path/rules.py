@@ -75,17 +75,41 @@ def part(src: np.ndarray, dst: np.ndarray, typ: int, ts: np.ndarray, row: np.nda
 
 
 class RowOf:
-    """Event idx -> its row in the graph's nodes (-1: no nodes), looked up as arrays."""
+    """(Graph number,) event idx -> its row in the nodes of a batch of graphs (-1: no node),
+    looked up as arrays: a table indexed by graph and idx while it stays small (one graph's:
+    its idx), else a binary search over the sorted keys."""
 
-    def __init__(self, idx: np.ndarray, rows: np.ndarray) -> None:
+    def __init__(self, idx: np.ndarray, rows: np.ndarray, graph: np.ndarray | None = None) -> None:
         idx = np.asarray(idx, dtype=np.int64)
-        self.table = np.full(int(idx.max()) + 2 if idx.size else 1, -1, dtype=np.int64)
-        self.table[idx] = rows
+        rows = np.asarray(rows, dtype=np.int64)
+        self.width = int(idx.max()) + 2 if idx.size else 1
+        graphs = int(graph.max()) + 1 if graph is not None and graph.size else 1
+        key = idx if graph is None else np.asarray(graph, dtype=np.int64) * self.width + idx
+        self.dense = graphs * self.width <= max(_DENSE, 4 * idx.size)
+        if self.dense:
+            self.table = np.full(graphs * self.width, -1, dtype=np.int64)
+            self.table[key] = rows  # (a repeated idx: its last row, as alone)
+        else:
+            order = np.argsort(key, kind="stable")
+            self.keys, self.rows = key[order], rows[order]
 
-    def __call__(self, idx: np.ndarray) -> np.ndarray:
+    def __call__(self, idx: np.ndarray, graph: np.ndarray | None = None) -> np.ndarray:
         idx = np.asarray(idx, dtype=np.int64)
-        ok = (idx >= 0) & (idx < self.table.size)
-        return np.where(ok, self.table[np.where(ok, idx, 0)], -1)
+        ok = (idx >= 0) & (idx < self.width)
+        key = np.where(ok, idx, 0)
+        if graph is not None:
+            key = key + np.asarray(graph, dtype=np.int64) * self.width
+        if self.dense:
+            ok &= key < self.table.size
+            return np.where(ok, self.table[np.where(ok, key, 0)], -1)
+        at = np.searchsorted(self.keys, key, side="right") - 1
+        hit = ok & (at >= 0)
+        hit[hit] = self.keys[at[hit]] == key[hit]
+        return np.where(hit, self.rows[np.maximum(at, 0)], -1)
+
+
+#: `RowOf`'s table up to this many entries (a batch's graphs times its largest idx).
+_DENSE = 1 << 22
 
 
 def nulls(s: pl.Series) -> np.ndarray:

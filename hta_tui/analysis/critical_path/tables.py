@@ -31,7 +31,7 @@ from hta_tui.analysis.critical_path.path import (
     edges_tables,
     path_of,
     prepared,
-    what_ifs,
+    what_ifs_of,
 )
 from hta_tui.analysis.per_rank import ranks_events, tagged
 
@@ -168,6 +168,8 @@ def rank_paths(
 def _same_schema(ranks: Mapping[int, pl.DataFrame]) -> list[Mapping[int, pl.DataFrame]]:
     """The ranks in groups of one schema (a concatenation would cast a column another rank
     holds in another type); all of them, the mapping itself, when they agree."""
+    if len({(tuple(raw.columns), tuple(raw.dtypes)) for raw in ranks.values()}) == 1:
+        return [ranks]  # (their schemas the same, in one order: no sorted schema a rank)
     groups: dict[tuple, dict[int, pl.DataFrame]] = {}
     for rank, raw in sorted(ranks.items()):
         key = tuple(sorted((c, str(t)) for c, t in raw.schema.items()))
@@ -550,6 +552,8 @@ def _tables(rows: list[dict[str, object]], paths: Mapping[tuple[int, int], RankP
     summary = (
         pl.DataFrame(rows, schema=SUMMARY_COLUMNS) if rows else pl.DataFrame(schema=SUMMARY_COLUMNS)
     )
+    ordered = sorted(paths.items())
+    answers = what_ifs_of([rp for _, rp in ordered])  # (every path's at once)
     what_if = pl.DataFrame(
         [
             {
@@ -561,8 +565,8 @@ def _tables(rows: list[dict[str, object]], paths: Mapping[tuple[int, int], RankP
                 "saved_pct": 100 * (rp.length_ns - new) / rp.length_ns if rp.length_ns else 0.0,
                 "sentence": text,
             }
-            for (_, i), rp in sorted(paths.items())
-            for label, new, text in what_ifs(rp)
+            for ((_, i), rp), mine in zip(ordered, answers, strict=True)
+            for label, new, text in mine
         ],
         schema=WHAT_IF_COLUMNS,
     )
