@@ -612,14 +612,19 @@ def launch_start(view: pl.DataFrame) -> pl.DataFrame:
     return _with_launch_start(view.lazy(), view.lazy()).collect()
 
 
-def _with_launch_start(rows: pl.LazyFrame, view: pl.LazyFrame) -> pl.LazyFrame:
+def _with_launch_start(
+    rows: pl.LazyFrame, view: pl.LazyFrame, by: Sequence[str] = ()
+) -> pl.LazyFrame:
+    """`rows` with `launch_start`; `by`: keys before the correlation (`rank`: a batch's
+    views one after another)."""
     # The start of the correlation's last CPU-side row in file order: no sort needed.
+    keys = [*by, "correlation"]
     cpu = (
         view.filter(~_hta_kernel_filter() & pl.col("correlation").is_not_null())
-        .group_by("correlation")
+        .group_by(keys)
         .agg(pl.col("start").get(pl.col("idx").arg_max()).alias("launch_start"))
     )
-    return rows.join(cpu, on="correlation", how="left", maintain_order="left")
+    return rows.join(cpu, on=keys, how="left", maintain_order="left")
 
 
 def gpu_launches(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False) -> pl.DataFrame:
@@ -631,12 +636,29 @@ def gpu_launches(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
     """
 
     def build() -> pl.DataFrame:
+        views = hta_view(ranks, hta_compat=hta_compat, columns=())
+        if at_once() and len(views) > 1:
+            made = _launches_at_once(views)
+            if made is not None:
+                return made
         queries = [
             _with_launch_start(view.lazy().filter(pl.col("gpu")), view.lazy()).select(
                 pl.lit(rank, pl.Int64).alias("rank"), pl.all()
             )
-            for rank, view in hta_view(ranks, hta_compat=hta_compat, columns=()).items()
+            for rank, view in views.items()
         ]
         return pl.concat(pl.collect_all(queries)) if queries else pl.DataFrame()
 
     return job_cached(ranks, "gpu_launches", build, hta_compat)
+
+
+def _launches_at_once(views: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None:
+    """`gpu_launches`' table of a batch's views (ranks in order) in one query over them one
+    after another, `rank` in the correlation's key (a query a tiny rank alone); None when
+    the views differ in columns or types (rank by rank then)."""
+    try:
+        every = tagged(sorted(views.items()), strict=True).lazy()
+    except pl.exceptions.PolarsError:
+        return None
+    made = _with_launch_start(every.filter(pl.col("gpu")), every, by=("rank",)).collect()
+    return made.with_columns(made["rank"].set_sorted())  # (as the ranks' literals concatenated)
