@@ -10,14 +10,11 @@ import numpy as np
 import polars as pl
 
 
-def tagged(
-    frames: list[tuple[int, pl.DataFrame]], column: str = "rank", *, strict: bool = False
-) -> pl.DataFrame:
+def tagged(frames: list[tuple[int, pl.DataFrame]], column: str = "rank") -> pl.DataFrame:
     """Each rank's frame one after another with a leading rank `column` (Int64): the input
     of an analysis that makes every rank's table at once, with the rank in its keys. The
     column is inserted, not selected (no query per rank); a frame with no column is left
-    out. `untagged` splits such a table back. `strict`: frames of other columns or types
-    raise (a SchemaError) instead of being relaxed to one schema."""
+    out. `untagged` splits such a table back."""
     kept = [(rank, f) for rank, f in frames if f.width]
     if not kept:
         return pl.DataFrame()
@@ -31,8 +28,6 @@ def tagged(
     try:
         return pl.concat(out, how="vertical")
     except pl.exceptions.PolarsError:  # (other columns or types: a SchemaError)
-        if strict:
-            raise
         return pl.concat(out, how="diagonal_relaxed")
 
 
