@@ -211,15 +211,14 @@ def _selections_at_once(
     """(`step_selection`'s table of a batch's ranks whose steps are of one chunk, integer
     times and no nulls, made at once without a query (one a tiny rank alone), the other
     ranks): the ns differences divided in numpy as polars divides each rank's own table (a
-    one-row one exactly, a longer one by the reciprocal). A rank without steps has no row
-    either way."""
+    one-row one exactly, a longer one by the reciprocal). A rank without steps is made
+    alone (its empty table, whose columns a batch of such ranks answers with)."""
     picked, others = [], []
     for rank in sorted(ranks):
         steps = tb_steps.profiler_steps(ranks[rank], tb_compat=tb_compat)
         ns = [steps[c] for c in ("start", "end", "host_start", "host_end")]
-        if not steps.height:
-            continue
-        if steps.n_chunks() != 1 or any(c.dtype != pl.Int64 or c.null_count() for c in ns):
+        odd = any(c.dtype != pl.Int64 or c.null_count() for c in ns)
+        if not steps.height or steps.n_chunks() != 1 or odd:
             others.append(rank)
         else:
             picked.append((rank, steps))
