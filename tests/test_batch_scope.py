@@ -21,10 +21,12 @@ from polars.testing import assert_frame_equal
 from hta_tui.analysis import (
     comm_overview,
     coverage,
+    idle,
     kernels,
     operators,
     registry,
     step_breakdown,
+    step_time_stats,
     steps,
     temporal,
 )
@@ -294,16 +296,25 @@ def test_tagged_stacks_one_schema_and_relaxes_others() -> None:
 def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
     edge_ranks: dict[int, Any], monkeypatch: pytest.MonkeyPatch, tb_compat: bool
 ) -> None:
-    """Inside a batch (`views_at_once`) the step-time breakdown and step selection (their
-    tables without a query a rank: the used steps gathered, the ns divided in numpy as
-    polars divides each rank's own table, a one-row one exactly), the operator tables
-    (aggregated at once, `rank` in the keys, the divisions as each rank's) and the profiler
-    steps' parts (HTA's steps, iteration rows, step metrics: gathered in numpy) are to the
-    bit the tables made rank by rank, on ranks of one row and of several, and of none, on
-    the analyses' polars engine."""
+    """Inside a batch (`views_at_once`) the step-time breakdown and step selection (every
+    rank's in one table: the ranks' times laid one after another for one pass of the
+    interval arithmetic, the ns divided in numpy as polars divides each rank's own table, a
+    one-row one exactly), the idle time (HTA's GPU events with their launches, one query
+    over the batch's views), the computation / communication per step (each step's covered
+    time in one pass), the operator tables (aggregated at once, `rank` in the keys, the
+    divisions as each rank's) and the profiler steps' parts (HTA's steps, iteration rows,
+    step metrics: gathered in numpy) are to the bit the tables made rank by rank, on ranks
+    of one row and of several, and of none, on the analyses' polars engine."""
     tables = {
         "step_time": lambda r: step_breakdown.step_time_breakdown(r, tb_compat=tb_compat),
         "step_selection": lambda r: step_breakdown.step_selection(r, tb_compat=tb_compat),
+        "gpu_launches": lambda r: views.gpu_launches(r, hta_compat=tb_compat),
+        **{
+            f"idle_{i}": lambda r, i=i: idle.idle_time_breakdown(  # type: ignore[misc]
+                r, hta_compat=tb_compat, show_idle_interval_stats=True
+            )[i]
+            for i in (0, 1)
+        },
         "iteration_rows": lambda r: steps.iteration_rows(r, hta_compat=tb_compat),
         "step_metrics": lambda r: steps.step_metrics(r, hta_compat=tb_compat),
         "profiler_steps": lambda r: pl.DataFrame({"step": steps.profiler_steps(r)}),
@@ -339,23 +350,105 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         "_aggregate",
         lambda *a, **k: alone_tables.extend([] if k else [a]) or aggregated(*a, **k),
     )
+    passes = {"_parts_within": 0, "_with_launch_start": 0, "covered_within": 0}
+    for module, name in (
+        (step_breakdown, "_parts_within"), (views, "_with_launch_start"),
+        (comm_overview.intervals, "covered_within"),
+    ):  # fmt: skip
+        real_pass = getattr(module, name)
+
+        def counted(*a: Any, _real: Any = real_pass, _name: str = name, **k: Any) -> Any:
+            passes[_name] += 1
+            return _real(*a, **k)
+
+        monkeypatch.setattr(module, name, counted)
     with views.views_at_once(), engine:
         together = {name: make(ranks) for name, make in tables.items()}
     # main: each rank's breakdown (four queries) and aggregates (two or three); the stacks'
     # empty table once a call
     assert len(alone_tables) == 3
+    # one pass over the batch: main, one a rank (6 with used steps, 7 with a view, 3 x 5
+    # with steps and intervals: computation, communication and their union)
+    assert passes == {"_parts_within": 1, "_with_launch_start": 1, "covered_within": 3}
+    # (made at once: their floats one chunk, not one a rank: a batch's tables cross to the
+    # report as Arrow, read back one chunk, and the per-rank statistics made from them in the
+    # batch are the same to the bit on either, below)
+    at_once = {"step_time", "step_selection"}
     for name, table in together.items():
         assert_frame_equal(table, alone[name], check_exact=True)
         # floats chunk for chunk (a sum over the report's concatenation adds the same chunks)
         floats = [c for c, t in table.schema.items() if t.is_float()]
-        if name == "launches" and tb_compat:
+        if (name == "launches" and tb_compat) or name in at_once:
             continue  # (HTA's launches in a batch: two chunks a rank, on main too)
         assert [table[c].n_chunks() for c in floats] == [alone[name][c].n_chunks() for c in floats]
+    assert together["gpu_launches"]["rank"].flags == alone["gpu_launches"]["rank"].flags
+    for stats in (
+        step_time_stats.step_time_stats, step_time_stats.step_time_average,
+        step_time_stats.outlier_steps,
+    ):  # fmt: skip
+        with engine:
+            made, want = stats(together["step_time"]), stats(alone["step_time"])
+        assert_frame_equal(made, want, check_exact=True)
     # a rank of one row (divided exactly alone), and of several (comm/comp: and its mean)
     fewest = {"step_time": 1, "step_selection": 1, "operators_name": 1, "comm_comp_per_rank": 2}
     for name, least in fewest.items():
         rows = together[name].group_by("rank").len()["len"]
         assert rows.min() == least and rows.max() > least
+
+
+def test_a_batch_whose_clocks_cannot_be_laid_out_makes_each_rank_alone(
+    edge_ranks: dict[int, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose ranks' times laid one after another could overflow (a broken file's
+    clock decades off: `interval_arrays.MAX_LAYOUT`) makes the step-time breakdown and the
+    covered time of each step rank by rank: the same tables."""
+    from hta_tui.analysis import interval_arrays
+
+    tables = {
+        "step_time": step_breakdown.step_time_breakdown,
+        "comm_comp_per_rank": comm_overview.comm_comp_per_rank,
+    }
+    engine = pl.Config(engine_affinity=registry.ENGINE)
+    with engine:
+        alone = {name: make(_fresh(edge_ranks)) for name, make in tables.items()}
+    monkeypatch.setattr(interval_arrays, "MAX_LAYOUT", 0)
+    passes: list[int] = []
+    real = step_breakdown._parts_within
+    monkeypatch.setattr(step_breakdown, "_parts_within", lambda *a: passes.append(1) or real(*a))
+    with views.views_at_once(), engine:
+        together = {name: make(_fresh(edge_ranks)) for name, make in tables.items()}
+    assert len(passes) == 5  # each rank with used steps alone
+    for name, table in together.items():
+        assert_frame_equal(table, alone[name], check_exact=True)
+
+
+def test_a_batch_picks_its_views_once_a_columns_asked(edge_ranks: dict[int, Any]) -> None:
+    """Inside a batch HTA's views of the shared columns are picked once a batch and columns
+    asked (~15 analyses ask: a pick a rank each time cost ~25 us, ~0.3 ms a tiny rank):
+    the same frames each time (what is kept for a view serves every asker), the same
+    tables as picked rank by rank; another mode or columns are picks of their own."""
+    ranks = _fresh(edge_ranks)
+    picked: list[int] = []
+    real = views.rank_view
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        picked.append(1)
+        return real(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp, views.views_at_once():
+        mp.setattr(views, "rank_view", counted)
+        first = views.hta_view(ranks, columns=("pid", "tid"))
+        again = views.hta_view(ranks, columns=("pid", "tid"))
+        assert len(picked) == len(ranks)  # main: twice as many
+        assert all(again[r] is first[r] for r in ranks) and again is not first
+        other = views.hta_view(ranks, columns=())
+        compat = views.hta_view(ranks, hta_compat=True, columns=("pid", "tid"))
+    assert len(picked) == 3 * len(ranks)
+    assert other[0].columns != first[0].columns and compat[5] is not first[5]
+    steps = views.profiler_step_names(ranks)
+    for rank, view in first.items():
+        alone = real(ranks[rank], steps, columns=("pid", "tid"))
+        assert_frame_equal(view, alone, check_exact=True)
 
 
 def test_with_rank_inserts_the_rank_as_a_literals_select_made_it() -> None:

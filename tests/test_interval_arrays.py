@@ -80,3 +80,42 @@ def test_spread_matches_a_count_of_unit_steps_per_bucket(seed: int) -> None:
             hi = last if b == count - 1 else lo + size
             want = len(range(max(s, lo), min(e, hi)))
             assert got.get((i, b), 0) == want, (i, b)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_clocks_laid_out_give_each_its_own_union_and_coverage(seed: int) -> None:
+    """Intervals and windows of several clocks (ranks: origins decades apart, one negative)
+    laid one after another (`laid_out`): one `union` and `covered` over all of them give
+    each window what its own clock's alone gives."""
+    rng = np.random.default_rng(seed)
+    origins = [0, -(10**17), 1_700_000_000 * 10**9, 5]
+    keys, starts, ends, w_keys, lo, hi = [], [], [], [], [], []
+    for clock, origin in enumerate(origins):
+        n = int(rng.integers(0, 12))
+        s = origin + rng.integers(0, 200, n)
+        starts.append(s)
+        ends.append(s + rng.integers(-2, 30, n))  # (one may end before it starts)
+        keys.append(np.full(n, clock))
+        a = origin + rng.integers(-10, 230, 6)
+        lo.append(np.minimum(a[:3], a[3:]))
+        hi.append(np.maximum(a[:3], a[3:]))
+        w_keys.append(np.full(3, clock))
+    order = [np.argsort(s, kind="stable") for s in starts]
+    starts = [s[o] for s, o in zip(starts, order, strict=True)]
+    ends = [e[o] for e, o in zip(ends, order, strict=True)]
+    k, w = np.concatenate(keys), np.concatenate(w_keys)
+    laid = interval_arrays.laid_out(
+        [k, k, w, w], [np.concatenate(x) for x in (starts, ends, lo, hi)]
+    )
+    assert laid is not None
+    got = interval_arrays.covered(interval_arrays.union(laid[0], laid[1]), laid[2], laid[3])
+    want = np.concatenate(
+        [
+            interval_arrays.covered(interval_arrays.union(s, e), a, b)
+            for s, e, a, b in zip(starts, ends, lo, hi, strict=True)
+        ]
+    )
+    assert got.tolist() == want.tolist()
+    far = [np.array([0, 3 * 2**60]), np.array([0, 3 * 2**60])]  # two clocks of 0.75 x 2^62 ns
+    assert interval_arrays.laid_out([np.array([0, 0]), np.array([1, 1])], far) is None
+    assert interval_arrays.laid_out([np.array([0, 0])], far[:1]) is not None

@@ -29,7 +29,7 @@ import polars as pl
 
 from hta_tui.analysis.comm_kinds import COLLECTIVE_OP, NCCL_KERNEL, dtype_bytes, kind_of
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.per_rank import tagged
+from hta_tui.analysis.per_rank import batching, ranks_events, tagged
 from hta_tui.trace.schema import COMM_COLUMNS
 
 CALL_COLUMNS: dict[str, pl.DataType] = {
@@ -112,7 +112,9 @@ def ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
 
 
 def _ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
-    ev = tagged(sorted(ranks.items()))
+    # a batch's tagged events are made once for every analysis (`ranks_events`); a job's
+    # large ranks' only for the calls (not kept: a column a row)
+    ev = ranks_events(ranks) if batching() else tagged(sorted(ranks.items()))
     if ev.is_empty():
         return pl.DataFrame(schema=CALL_COLUMNS)
     args = (

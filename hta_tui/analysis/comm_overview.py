@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis import collectives, intervals
+from hta_tui.analysis import collectives, interval_arrays, intervals
 from hta_tui.analysis.comm_kinds import COLLECTIVE_OP, NCCL_KERNEL
 from hta_tui.analysis.comm_plugin import (
     _OVERLAP_SCHEMA,
@@ -229,18 +229,24 @@ def _covered_by_rank(
     merged: pl.DataFrame, step_ranks: np.ndarray, lo: np.ndarray, hi: np.ndarray
 ) -> np.ndarray:
     """Each step's covered time by its rank's merged intervals (`intervals.covered_within`
-    on the rank's slices: rows of both in rank order)."""
-    out = np.zeros(len(lo), dtype=np.int64)
+    on the rank's slices: rows of both in rank order), every rank in one pass over their
+    times laid one rank after another (`interval_arrays.laid_out`; a rank at a time when
+    that would overflow)."""
     if merged.is_empty():
-        return out
+        return np.zeros(len(lo), dtype=np.int64)
     ranks = merged["rank"].to_numpy()
-    starts, ends = merged["start"], merged["end"]
+    starts, ends = merged["start"].to_numpy(), merged["end"].to_numpy()
+    laid = interval_arrays.laid_out([ranks, ranks, step_ranks, step_ranks], [starts, ends, lo, hi])
+    if laid is not None:
+        mine = pl.DataFrame([pl.Series("start", laid[0]), pl.Series("end", laid[1])])
+        return intervals.covered_within(mine, pl.Series(laid[2]), pl.Series(laid[3])).to_numpy()
+    out = np.zeros(len(lo), dtype=np.int64)
     for rank in np.unique(step_ranks):
         a, b = np.searchsorted(step_ranks, rank, "left"), np.searchsorted(step_ranks, rank, "right")
         i, j = np.searchsorted(ranks, rank, "left"), np.searchsorted(ranks, rank, "right")
         if i == j:
             continue
-        mine = pl.DataFrame([starts[i:j], ends[i:j]])
+        mine = merged[i:j, ["start", "end"]]
         covered = intervals.covered_within(mine, pl.Series(lo[a:b]), pl.Series(hi[a:b]))
         out[a:b] = covered.to_numpy()
     return out

@@ -55,6 +55,32 @@ def covered(u: tuple[Array, Array], lo: Array, hi: Array) -> Array:
     return total - head - tail
 
 
+#: Past this many ns, several clocks laid one after another (`laid_out`) could overflow int64.
+MAX_LAYOUT = 2**62
+
+
+def laid_out(keys: list[Array], times: list[Array]) -> list[Array] | None:
+    """`times` (arrays of ns; `keys`, of the same shapes: each time's clock, e.g. its rank)
+    with each clock laid after the one before (in key order): its times from its earliest
+    to its latest land after every earlier clock's, so intervals of two clocks never merge
+    nor overlap and one pass of `union` / `covered` over every clock's gives each its own
+    (integers: exactly). None when the layout would pass `MAX_LAYOUT` (a broken file's
+    clock decades off: each clock on its own then)."""
+    key, every = np.concatenate(keys), np.concatenate(times)
+    clocks, at = np.unique(key, return_inverse=True)
+    lows, highs = (
+        np.full(clocks.size, np.iinfo(np.int64).max),
+        np.full(clocks.size, np.iinfo(np.int64).min),
+    )
+    np.minimum.at(lows, at, every)
+    np.maximum.at(highs, at, every)
+    if (highs.astype(np.float64) - lows + 1).sum() > MAX_LAYOUT:  # (floats: no overflow)
+        return None
+    spans = highs - lows + 1
+    offsets = np.concatenate([[0], np.cumsum(spans[:-1])]).astype(np.int64) - lows
+    return [t + offsets[np.searchsorted(clocks, k)] for k, t in zip(keys, times, strict=True)]
+
+
 def sweep(unions: list[tuple[Array, Array]], *, zero_length: bool = False) -> tuple[Array, Array]:
     """(mask, length) of each stretch between consecutive edges where some union is active
     (bit i = `unions[i]`), as `intervals.label_sweep` before its group-by. Edges at one

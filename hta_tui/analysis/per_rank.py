@@ -25,6 +25,18 @@ def each_rank(
     return pl.DataFrame(schema=dict(schema) if schema else None)
 
 
+def in_rank_order(together: pl.DataFrame | None, alone: pl.DataFrame) -> pl.DataFrame:
+    """A table made over some of a batch's ranks at once (`rank` first, flagged sorted) and
+    `each_rank`'s table of the other ranks, as one: as `each_rank` of every rank gives it,
+    each rank's rows in rank order."""
+    if together is None:
+        return alone
+    if not alone.height:
+        return together
+    pieces = {**by_rank(together, keep=True), **by_rank(alone, keep=True)}
+    return pl.concat([pieces[r] for r in sorted(pieces)], how="diagonal_relaxed")
+
+
 def _ranked(
     rank: int, table: Callable[[pl.DataFrame], pl.DataFrame], events: pl.DataFrame
 ) -> pl.DataFrame:
