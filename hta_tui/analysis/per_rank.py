@@ -43,6 +43,23 @@ def ranks_events(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     return job_cached(ranks, "tagged_events", lambda: tagged(sorted(ranks.items())))
 
 
+def ranks_with(ranks: Mapping[int, pl.DataFrame], rows: pl.Expr) -> set[int] | None:
+    """Inside a batch (`batching`), the ranks with a row `rows` keeps, in one query over the
+    batch's events (`ranks_events`): a table of nothing but such rows is empty on the others
+    without a query a rank. None outside a batch, when the ranks' columns differ (a rank
+    missing one fails alone, as it should) or the query fails."""
+    if len(ranks) < 2 or not batching():
+        return None
+    events = ranks_events(ranks)
+    if any(ev.columns != events.columns[1:] for ev in ranks.values()):
+        return None
+    try:
+        found = events.lazy().filter(rows).select(pl.col("rank").unique()).collect()
+    except pl.exceptions.PolarsError:
+        return None
+    return set(found["rank"].to_list())
+
+
 def divided_as_alone(num: pl.Expr, by: pl.Expr | float, alone: pl.Expr) -> pl.Expr:
     """`num / by` to the bit as polars made it on each rank's table alone, for a table made
     over every rank at once: polars divides a one-row table exactly (a number by a number)
