@@ -339,11 +339,15 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         "_aggregate",
         lambda *a, **k: alone_tables.extend([] if k else [a]) or aggregated(*a, **k),
     )
+    split: list[int] = []  # the GPU table rank by rank (main: each rank's rows split out)
+    frames = kernels._gpu_frames_at_once
+    monkeypatch.setattr(kernels, "_gpu_frames_at_once", lambda v: split.append(1) or frames(v))
     with views.views_at_once(), engine:
         together = {name: make(ranks) for name, make in tables.items()}
     # main: each rank's breakdown (four queries) and aggregates (two or three); the stacks'
     # empty table once a call
-    assert len(alone_tables) == 3
+    assert len(alone_tables) == 3 and not split
+    assert together["gpu_table"]["rank"].flags == alone["gpu_table"]["rank"].flags
     for name, table in together.items():
         assert_frame_equal(table, alone[name], check_exact=True)
         # floats chunk for chunk (a sum over the report's concatenation adds the same chunks)
