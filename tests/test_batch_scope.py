@@ -290,6 +290,24 @@ def test_tagged_stacks_one_schema_and_relaxes_others() -> None:
     assert other.columns == ["rank", "x", "y"] and other["y"].to_list() == [None, None, "s"]
 
 
+def test_tagged_views_pick_each_analysis_columns_of_one_stack() -> None:
+    """`per_rank.tagged_views` of views of one schema picks each analysis's columns of the
+    batch's views stacked once (`rank_column.stacked`, kept per batch), not of each view
+    picked and typed again: the same table, chunk for chunk; views of two schemas make a
+    table each, a view without the columns none."""
+    from hta_tui.analysis import per_rank
+
+    a, b = pl.DataFrame({"x": [1, 2], "y": ["a", "b"]}), pl.DataFrame({"x": [3], "y": ["c"]})
+    c, d = pl.DataFrame({"x": [1.5], "y": ["d"]}), pl.DataFrame({"y": ["e"]})
+    one = per_rank.tagged_views({1: b, 0: a}, ("y",))
+    assert [m for m, _ in one] == [[0, 1]] and one[0][1].rows() == [(0, "a"), (0, "b"), (1, "c")]
+    assert one[0][1]["y"].n_chunks() == 2  # (each view's chunk)
+    assert per_rank._stacked_views({1: b, 0: a}) is per_rank._stacked_views({1: b, 0: a})
+    two = per_rank.tagged_views({0: a, 1: b, 2: c, 3: d}, ("y", "x"))
+    assert [m for m, _ in two] == [[0, 1], [2]]
+    assert two[1][1].rows() == [(2, "d", 1.5)] and per_rank._stacked_views({0: a, 2: c}) is None
+
+
 @pytest.mark.parametrize("tb_compat", [False, True])
 def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
     edge_ranks: dict[int, Any], monkeypatch: pytest.MonkeyPatch, tb_compat: bool

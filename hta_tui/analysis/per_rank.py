@@ -8,7 +8,7 @@ import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.rank_column import parts, ranked, tagged, untagged
+from hta_tui.analysis.rank_column import parts, ranked, stacked, tagged, untagged
 
 
 def each_rank(
@@ -136,6 +136,9 @@ def tagged_views(
     once starts from."""
 
     def build() -> list[tuple[list[int], pl.DataFrame]]:
+        whole = _stacked_views(views)
+        if whole is not None and set(columns) <= set(whole.columns):
+            return [(sorted(views), whole[["rank", *columns]])]  # (a pick: no query)
         groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame]]] = {}
         for rank, view in sorted(views.items()):
             if not set(columns) <= set(view.columns):
@@ -145,6 +148,19 @@ def tagged_views(
         return [([rank for rank, _ in members], tagged(members)) for members in groups.values()]
 
     return job_cached(views, "tagged views", build, columns)  # type: ignore[return-value]
+
+
+def _stacked_views(views: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None:
+    """A batch's views of one schema (mostly: a batch's files are one profiler's) stacked
+    whole with a leading `rank`, once per batch: each analysis's columns are a pick of it,
+    not a pick and type check a view (~15 us a view and analysis); None when they differ."""
+
+    def build() -> pl.DataFrame:
+        whole = stacked(sorted(views.items())) if all(v.width for v in views.values()) else None
+        return pl.DataFrame() if whole is None else whole  # (kept: None is not)
+
+    whole = job_cached(views, "stacked views", build)
+    return whole if whole.width else None
 
 
 def gpu_rows_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:

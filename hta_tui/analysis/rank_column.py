@@ -18,15 +18,21 @@ def tagged(frames: list[tuple[int, pl.DataFrame]], column: str = "rank") -> pl.D
     kept = [(rank, f) for rank, f in frames if f.width]
     if not kept:
         return pl.DataFrame()
-    # frames of one schema (a batch's, mostly) stacked as they are, chunk for chunk, and the
-    # rank column made once for them all (a column per frame cost ~20 us: a batch's many
-    # tables tagged 40 times a rank)
+    body = stacked(kept, column)
+    return _tagged_apart(kept, column) if body is None else body
+
+
+def stacked(frames: list[tuple[int, pl.DataFrame]], column: str = "rank") -> pl.DataFrame | None:
+    """`tagged` of frames of one schema (a batch's, mostly): stacked as they are, chunk for
+    chunk, and the rank column made once for them all (a column per frame cost ~20 us: a
+    batch's many tables are tagged ~40 times a rank); None when their columns or types
+    differ."""
     try:
-        body = pl.concat([f for _, f in kept], how="vertical").clone()
-    except pl.exceptions.PolarsError:  # (other columns or types: a SchemaError)
-        return _tagged_apart(kept, column)
-    heights = [f.height for _, f in kept]
-    ranks = np.repeat(np.array([rank for rank, _ in kept], dtype=np.int64), heights)
+        body = pl.concat([f for _, f in frames], how="vertical").clone()
+    except pl.exceptions.PolarsError:  # (a SchemaError)
+        return None
+    heights = [f.height for _, f in frames]
+    ranks = np.repeat(np.array([rank for rank, _ in frames], dtype=np.int64), heights)
     body.insert_column(0, pl.Series(column, ranks))
     return body
 
