@@ -310,10 +310,10 @@ def test_tagged_views_pick_each_analysis_columns_of_one_stack() -> None:
     picked = tagged([(0, a[["y"]]), (1, b[["y"]])])  # (main's: each view picked, tagged)
     assert_frame_equal(one[0][1], picked, check_exact=True)
     assert one[0][1].n_chunks("all") == picked.n_chunks("all")
-    assert per_rank._stacked_views({1: b, 0: a}) is per_rank._stacked_views({1: b, 0: a})
+    assert per_rank._stacked({1: b, 0: a}) is per_rank._stacked({1: b, 0: a})
     two = per_rank.tagged_views({0: a, 1: b, 2: c, 3: d}, ("y", "x"))
     assert [m for m, _ in two] == [[0, 1], [2]]
-    assert two[1][1].rows() == [(2, "d", 1.5)] and per_rank._stacked_views({0: a, 2: c}) is None
+    assert two[1][1].rows() == [(2, "d", 1.5)] and per_rank._stacked({0: a, 2: c}) is None
 
 
 @pytest.mark.parametrize("tb_compat", [False, True])

@@ -40,6 +40,9 @@ def _ranked(
 def ranks_events(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Every rank's events one after another with a leading `rank` (`tagged`: no query per
     rank), once per job: what the analyses made over a batch at once start from."""
+    whole = _stacked(ranks)  # (of one schema: kept once, also what tells it is one)
+    if whole is not None:
+        return whole
     return job_cached(ranks, "tagged_events", lambda: tagged(sorted(ranks.items())))
 
 
@@ -107,11 +110,15 @@ def made_at_once(
 
     def prime() -> pl.DataFrame:
         groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame, pl.DataFrame]]] = {}
+        whole = _stacked(ranks)  # (of one schema: no check a rank)
         for rank, events in sorted(ranks.items()):
-            if not set(columns) <= set(events.columns):
+            if whole is None and not set(columns) <= set(events.columns):
                 continue
+            if whole is not None and not set(columns) <= set(whole.columns):
+                break
             picked = events[list(columns)]  # (a pick: no query)
-            groups.setdefault(tuple(picked.dtypes), []).append((rank, events, picked))
+            key = () if whole is not None else tuple(picked.dtypes)
+            groups.setdefault(key, []).append((rank, events, picked))
         for members in groups.values():
             if len(members) < 2:
                 continue
@@ -136,7 +143,7 @@ def tagged_views(
     once starts from."""
 
     def build() -> list[tuple[list[int], pl.DataFrame]]:
-        whole = _stacked_views(views)
+        whole = _stacked(views)
         if whole is not None and set(columns) <= set(whole.columns):
             return [(sorted(views), whole[["rank", *columns]])]  # (a pick: no query)
         groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame]]] = {}
@@ -150,16 +157,18 @@ def tagged_views(
     return job_cached(views, "tagged views", build, columns)  # type: ignore[return-value]
 
 
-def _stacked_views(views: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None:
-    """A batch's views of one schema (mostly: a batch's files are one profiler's) stacked
-    whole with a leading `rank`, once per batch: each analysis's columns are a pick of it,
-    not a pick and type check a view (~15 us a view and analysis); None when they differ."""
+def _stacked(frames: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None:
+    """A batch's frames (events, views) of one schema (mostly: a batch's files are one
+    profiler's) stacked whole with a leading `rank` (`tagged`'s table), once per batch: each
+    analysis's columns are a pick of it, not a pick and a type check a frame (~15 us a
+    frame and analysis); None when they differ."""
 
     def build() -> pl.DataFrame:
-        whole = stacked(sorted(views.items())) if all(v.width for v in views.values()) else None
+        one = frames and all(f.width for f in frames.values())
+        whole = stacked(sorted(frames.items())) if one else None
         return pl.DataFrame() if whole is None else whole  # (kept: None is not)
 
-    whole = job_cached(views, "stacked views", build)
+    whole = job_cached(frames, "stacked", build)
     return whole if whole.width else None
 
 
