@@ -365,9 +365,10 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
         "_aggregate",
         lambda *a, **k: alone_tables.extend([] if k else [a]) or aggregated(*a, **k),
     )
-    split: list[int] = []  # the GPU table rank by rank (main: each rank's rows split out)
-    frames = kernels._gpu_frames_at_once
+    split: list[int] = []  # the GPU table and unions rank by rank (main: each rank's rows)
+    frames, rows = kernels._gpu_frames_at_once, temporal.gpu_rows_at_once
     monkeypatch.setattr(kernels, "_gpu_frames_at_once", lambda v: split.append(1) or frames(v))
+    monkeypatch.setattr(temporal, "gpu_rows_at_once", lambda v: split.append(2) or rows(v))
     with views.views_at_once(), engine:
         together = {name: make(ranks) for name, make in tables.items()}
     # main: each rank's breakdown (four queries) and aggregates (two or three); the stacks'
