@@ -126,24 +126,12 @@ def _gpu_table_at_once(views: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None
     a tiny rank). Its columns are integers and strings (no float a sum would add chunk by
     chunk), the rank flagged sorted as the ranks' tables concatenated are. None outside a
     batch or on views of several schemas (made rank by rank, `_gpu_frames_at_once`)."""
-    from hta_tui.analysis.per_rank import batching, tagged_views  # (numpy: not on the client)
+    from hta_tui.analysis.per_rank import gpu_rows_stacked  # (numpy: not on the client)
 
-    if len(views) < 2 or not batching():
+    picked = gpu_rows_stacked(views, *_GPU_PICKED[:3], _KERNEL_TYPE, *_GPU_PICKED[4:])
+    if picked is None:
         return None
-    groups = tagged_views(views, tuple(next(iter(views.values())).columns))
-    if len(groups) != 1 or len(groups[0][0]) != len(views):
-        return None
-    try:
-        gpu = (
-            groups[0][1]
-            .lazy()
-            .filter(pl.col("gpu"))
-            .select("rank", *_GPU_PICKED[:3], _KERNEL_TYPE, *_GPU_PICKED[4:])
-            .collect()
-            .cast(_GPU_SCHEMA)
-        )
-    except pl.exceptions.PolarsError:
-        return None
+    gpu = picked.cast(_GPU_SCHEMA)
     gpu.replace_column(0, gpu["rank"].set_sorted())
     return gpu
 

@@ -192,6 +192,24 @@ def gpu_rows_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFram
     return job_cached(views, "gpu rows at once", build)  # type: ignore[arg-type, return-value]
 
 
+def gpu_rows_stacked(
+    views: Mapping[int, pl.DataFrame], *picked: str | pl.Expr
+) -> pl.DataFrame | None:
+    """A batch's views' GPU rows (`hta_view.gpu_events` of each), `picked` after a leading
+    `rank`, in one query when the views are of one schema: a table made at once without a
+    rank's rows split out. None outside a batch, on views of several schemas or when the
+    query fails (made rank by rank)."""
+    if len(views) < 2 or not batching():
+        return None
+    groups = tagged_views(views, tuple(next(iter(views.values())).columns))
+    if len(groups) != 1 or len(groups[0][0]) != len(views):
+        return None
+    try:
+        return groups[0][1].lazy().filter(pl.col("gpu")).select("rank", *picked).collect()
+    except pl.exceptions.PolarsError:
+        return None
+
+
 def views_at_once(
     views: Mapping[int, pl.DataFrame],
     columns: tuple[str, ...],

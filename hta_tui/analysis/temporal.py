@@ -16,7 +16,7 @@ import polars as pl
 
 from hta_tui.analysis import interval_arrays, intervals
 from hta_tui.analysis.hta_view import KERNEL_TYPES, gpu_events, hta_view, job_cached, us
-from hta_tui.analysis.per_rank import gpu_rows_at_once
+from hta_tui.analysis.per_rank import gpu_rows_at_once, gpu_rows_stacked
 
 COLUMNS: dict[str, pl.DataType] = {
     "rank": pl.Int64(),
@@ -92,17 +92,8 @@ def _unions_at_once(views: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None:
     over every rank's GPU rows (`interval_arrays.unions_by`: rows by rank then start, as
     each rank's stable sort orders its own), not a query and a dozen passes a rank (~0.1 ms
     a tiny rank). None outside a batch, on views of several schemas or null times."""
-    from hta_tui.analysis.per_rank import batching, tagged_views
-
-    if len(views) < 2 or not batching():
-        return None
-    groups = tagged_views(views, tuple(next(iter(views.values())).columns))
-    if len(groups) != 1 or len(groups[0][0]) != len(views):
-        return None
-    try:
-        gpu = groups[0][1].lazy().filter(pl.col("gpu"))
-        gpu = gpu.select("rank", "start", "end", "kernel_type").collect()
-    except pl.exceptions.PolarsError:
+    gpu = gpu_rows_stacked(views, "start", "end", "kernel_type")
+    if gpu is None:
         return None
     if gpu["start"].null_count() or gpu["end"].null_count():
         return None
