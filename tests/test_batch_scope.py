@@ -278,18 +278,49 @@ def test_a_batch_makes_the_counters_launches_and_facts_at_once_as_each_rank_alon
     assert all(syncs.sync_calls(ev).is_empty() for ev in ranks.values())
 
 
-def test_tagged_stacks_one_schema_and_relaxes_others() -> None:
-    """`tagged` stacks frames of one schema as they are (chunk for chunk) and falls back to
-    the relaxed concatenation when a column's type or the columns differ."""
+def test_tagged_stacks_one_schema_and_relaxes_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`tagged` stacks frames of one schema with their rank column made once for them all
+    (main: a column made a frame, ~20 us each, a batch's tables tagged ~40 times a rank):
+    small frames (a batch's tiny ranks) as one chunk (a query on many tiny chunks costs
+    theirs), others chunk for chunk with the rank cut in their chunks (aligned: a query on
+    misaligned chunks rechunks the table); it falls back to the relaxed concatenation when
+    a column's type or the columns differ."""
+    from hta_tui.analysis import rank_column
     from hta_tui.analysis.rank_column import tagged
 
     a, b = pl.DataFrame({"x": [1, 2]}), pl.DataFrame({"x": [3]})
     same = tagged([(0, a), (1, b)])
-    assert same.rows() == [(0, 1), (0, 2), (1, 3)] and same.n_chunks() == 2
+    assert same.rows() == [(0, 1), (0, 2), (1, 3)] and same.n_chunks("all") == [1, 1]
+    one = tagged([(5, a)])
+    assert one.rows() == [(5, 1), (5, 2)] and a.columns == ["x"]  # (the callers' kept)
+    monkeypatch.setattr(rank_column, "SMALL_FRAME_ROWS", 1)  # (frames of more rows)
+    apart = tagged([(0, a), (1, b)])
+    assert apart.rows() == same.rows() and apart.n_chunks("all") == [2, 2]
     floats = tagged([(0, a), (1, pl.DataFrame({"x": [1.5]}))])
     assert floats.schema["x"] == pl.Float64 and floats["x"].to_list() == [1.0, 2.0, 1.5]
     other = tagged([(0, a), (1, pl.DataFrame({"y": ["s"], "x": [4]}))])
     assert other.columns == ["rank", "x", "y"] and other["y"].to_list() == [None, None, "s"]
+
+
+def test_tagged_views_pick_each_analysis_columns_of_one_stack() -> None:
+    """`per_rank.tagged_views` of views of one schema picks each analysis's columns of the
+    batch's views stacked once (`rank_column.stacked`, kept per batch), not of each view
+    picked and typed again: the same table, chunk for chunk; views of two schemas make a
+    table each, a view without the columns none."""
+    from hta_tui.analysis import per_rank
+    from hta_tui.analysis.rank_column import tagged
+
+    a, b = pl.DataFrame({"x": [1, 2], "y": ["a", "b"]}), pl.DataFrame({"x": [3], "y": ["c"]})
+    c, d = pl.DataFrame({"x": [1.5], "y": ["d"]}), pl.DataFrame({"y": ["e"]})
+    one = per_rank.tagged_views({1: b, 0: a}, ("y",))
+    assert [m for m, _ in one] == [[0, 1]] and one[0][1].rows() == [(0, "a"), (0, "b"), (1, "c")]
+    picked = tagged([(0, a[["y"]]), (1, b[["y"]])])  # (main's: each view picked, tagged)
+    assert_frame_equal(one[0][1], picked, check_exact=True)
+    assert one[0][1].n_chunks("all") == picked.n_chunks("all")
+    assert per_rank._stacked({1: b, 0: a}) is per_rank._stacked({1: b, 0: a})
+    two = per_rank.tagged_views({0: a, 1: b, 2: c, 3: d}, ("y", "x"))
+    assert [m for m, _ in two] == [[0, 1], [2]]
+    assert two[1][1].rows() == [(2, "d", 1.5)] and per_rank._stacked({0: a, 2: c}) is None
 
 
 @pytest.mark.parametrize("tb_compat", [False, True])
@@ -362,11 +393,16 @@ def test_a_batch_makes_whole_analyses_at_once_as_each_rank_alone(
             return _real(*a, **k)
 
         monkeypatch.setattr(module, name, counted)
+    split: list[int] = []  # the GPU table and unions rank by rank (main: each rank's rows)
+    frames, rows = kernels._gpu_frames_at_once, temporal.gpu_rows_at_once
+    monkeypatch.setattr(kernels, "_gpu_frames_at_once", lambda v: split.append(1) or frames(v))
+    monkeypatch.setattr(temporal, "gpu_rows_at_once", lambda v: split.append(2) or rows(v))
     with views.views_at_once(), engine:
         together = {name: make(ranks) for name, make in tables.items()}
     # main: each rank's breakdown (four queries) and aggregates (two or three); the stacks'
     # empty table once a call
-    assert len(alone_tables) == 3
+    assert len(alone_tables) == 3 and not split
+    assert together["gpu_table"]["rank"].flags == alone["gpu_table"]["rank"].flags
     # one pass over the batch: main, one a rank (6 with used steps, 7 with a view, 3 x 5
     # with steps and intervals: computation, communication and their union)
     assert passes == {"_parts_within": 1, "_with_launch_start": 1, "covered_within": 3}

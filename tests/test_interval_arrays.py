@@ -41,6 +41,34 @@ def test_a_group_keeps_its_own_end_when_it_ends_before_it_starts() -> None:
 
 
 @pytest.mark.parametrize("seed", range(10))
+def test_unions_by_gives_each_groups_own_union(seed: int) -> None:
+    """`unions_by` (a batch's ranks at once) is each group's `union` to the bit: groups of
+    none, one and many rows, far apart in time, with intervals that end before they start
+    (HTA's rounding) and a group whose running end would pass the next group's starts."""
+    rng = np.random.default_rng(seed)
+    groups, starts, ends = [], [], []
+    for g in sorted(rng.choice(50, int(rng.integers(1, 8)), replace=False).tolist()):
+        n = int(rng.integers(0, 12))
+        s = np.sort(rng.integers(0, 100, n)) + int(rng.integers(0, 3)) * 10**15
+        groups.append(np.full(n, g))
+        starts.append(s)
+        ends.append(s + rng.integers(-3, 40, n))
+    group, start, end = (np.concatenate(a).astype(np.int64) for a in (groups, starts, ends))
+    found = interval_arrays.unions_by(group, start, end)
+    assert found is not None
+    want = [
+        (g, s, e)
+        for g in dict.fromkeys(group.tolist())
+        for s, e in zip(
+            *interval_arrays.union(start[group == g], end[group == g], ordered=True), strict=True
+        )
+    ]
+    assert list(zip(*(a.tolist() for a in found), strict=True)) == want
+    far = np.array([0, 2**62])  # (two groups a span apart would overflow: each alone)
+    assert interval_arrays.unions_by(np.array([0, 1]), far, far + 1) is None
+
+
+@pytest.mark.parametrize("seed", range(10))
 def test_sweep_gives_each_unit_step_the_set_of_unions_covering_it(seed: int) -> None:
     rng = np.random.default_rng(seed)
     unions, points = [], []

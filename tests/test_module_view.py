@@ -121,6 +121,34 @@ def test_no_modules_is_an_empty_table(tmp_path: Path) -> None:
     assert linear["device total (us)"] == linear["device self (us)"] == 1600
 
 
+def test_a_batch_makes_only_its_ranks_with_modules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a batch (`views_at_once`) the ranks without a module frame (every tiny rank of
+    a synthetic job: two queries each on main) are found in one query and left out, as
+    their empty tables were: the same table as rank by rank, the others made alone."""
+    from polars.testing import assert_frame_equal
+
+    from hta_tui.analysis import hta_view
+    from hta_tui.analysis import module_view as view
+
+    plain = write_trace(make_trace(0, world_size=1, steps=2, seed=0), tmp_path / "a.json")
+    story = write_trace(make_sync_story(steps=2), tmp_path / "b.json")
+
+    def ranks() -> dict[int, pl.DataFrame]:  # (afresh: nothing kept for them yet)
+        files = {0: plain, 3: story, 4: plain, 5: story}
+        return {r: parse_bytes(read_bytes(f)).frames["events"] for r, f in files.items()}
+
+    alone = module_view(ranks())
+    made: list[int] = []
+    real = view.rank_module_view
+    monkeypatch.setattr(view, "rank_module_view", lambda ev: made.append(1) or real(ev))
+    with hta_view.views_at_once():
+        together = module_view(ranks())
+    assert_frame_equal(together, alone, check_exact=True)
+    assert together["rank"].unique().sort().to_list() == [3, 5] and len(made) == 2
+
+
 @pytest.mark.shared
 def test_enclosing_among_operators_and_modules(shared: Path) -> None:
     """The module view's device times nest only operators and module frames around each

@@ -31,6 +31,7 @@ from hta_tui.analysis import memory_records, nesting, shared
 from hta_tui.analysis.host_context import enclosing, rows_at
 from hta_tui.analysis.hta_view import us
 from hta_tui.analysis.kernel_owners import thread_order
+from hta_tui.analysis.per_rank import ranks_with
 from hta_tui.analysis.sequences import _levels
 
 MODULE_COLUMNS: dict[str, pl.DataType] = {
@@ -623,10 +624,14 @@ def _nested_device_time(
 
 
 def module_view(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
-    """Every rank's module table (MODULE_COLUMNS); CPU-only ranks included."""
+    """Every rank's module table (MODULE_COLUMNS); CPU-only ranks included. A batch's ranks
+    without a module frame are left out as their empty tables would be, found in one query
+    (two a rank: most tiny ranks have none)."""
+    found = ranks_with(ranks, _is_module())
     frames = [
         rank_module_view(events).select(pl.lit(rank, pl.Int64).alias("rank"), pl.all())
         for rank, events in sorted(ranks.items())
+        if found is None or rank in found
     ]
     frames = [f for f in frames if not f.is_empty()]
     if not frames:

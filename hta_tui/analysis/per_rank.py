@@ -8,7 +8,7 @@ import polars as pl
 
 from hta_tui.analysis.checkpoint import checkpoint
 from hta_tui.analysis.hta_view import job_cached
-from hta_tui.analysis.rank_column import parts, ranked, tagged, untagged
+from hta_tui.analysis.rank_column import parts, ranked, stacked, tagged, untagged
 
 
 def each_rank(
@@ -52,7 +52,27 @@ def _ranked(
 def ranks_events(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """Every rank's events one after another with a leading `rank` (`tagged`: no query per
     rank), once per job: what the analyses made over a batch at once start from."""
+    whole = _stacked(ranks)  # (of one schema: kept once, also what tells it is one)
+    if whole is not None:
+        return whole
     return job_cached(ranks, "tagged_events", lambda: tagged(sorted(ranks.items())))
+
+
+def ranks_with(ranks: Mapping[int, pl.DataFrame], rows: pl.Expr) -> set[int] | None:
+    """Inside a batch (`batching`), the ranks with a row `rows` keeps, in one query over the
+    batch's events (`ranks_events`): a table of nothing but such rows is empty on the others
+    without a query a rank. None outside a batch, when the ranks' columns differ (a rank
+    missing one fails alone, as it should) or the query fails."""
+    if len(ranks) < 2 or not batching():
+        return None
+    events = ranks_events(ranks)
+    if any(ev.columns != events.columns[1:] for ev in ranks.values()):
+        return None
+    try:
+        found = events.lazy().filter(rows).select(pl.col("rank").unique()).collect()
+    except pl.exceptions.PolarsError:
+        return None
+    return set(found["rank"].to_list())
 
 
 def divided_as_alone(num: pl.Expr, by: pl.Expr | float, alone: pl.Expr) -> pl.Expr:
@@ -102,11 +122,15 @@ def made_at_once(
 
     def prime() -> pl.DataFrame:
         groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame, pl.DataFrame]]] = {}
+        whole = _stacked(ranks)  # (of one schema: no check a rank)
         for rank, events in sorted(ranks.items()):
-            if not set(columns) <= set(events.columns):
+            if whole is None and not set(columns) <= set(events.columns):
                 continue
+            if whole is not None and not set(columns) <= set(whole.columns):
+                break
             picked = events[list(columns)]  # (a pick: no query)
-            groups.setdefault(tuple(picked.dtypes), []).append((rank, events, picked))
+            key = () if whole is not None else tuple(picked.dtypes)
+            groups.setdefault(key, []).append((rank, events, picked))
         for members in groups.values():
             if len(members) < 2:
                 continue
@@ -131,6 +155,9 @@ def tagged_views(
     once starts from."""
 
     def build() -> list[tuple[list[int], pl.DataFrame]]:
+        whole = _stacked(views)
+        if whole is not None and set(columns) <= set(whole.columns):
+            return [(sorted(views), whole[["rank", *columns]])]  # (a pick: no query)
         groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame]]] = {}
         for rank, view in sorted(views.items()):
             if not set(columns) <= set(view.columns):
@@ -140,6 +167,21 @@ def tagged_views(
         return [([rank for rank, _ in members], tagged(members)) for members in groups.values()]
 
     return job_cached(views, "tagged views", build, columns)  # type: ignore[return-value]
+
+
+def _stacked(frames: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None:
+    """A batch's frames (events, views) of one schema (mostly: a batch's files are one
+    profiler's) stacked whole with a leading `rank` (`tagged`'s table), once per batch: each
+    analysis's columns are a pick of it, not a pick and a type check a frame (~15 us a
+    frame and analysis); None when they differ."""
+
+    def build() -> pl.DataFrame:
+        one = frames and all(f.width for f in frames.values())
+        whole = stacked(sorted(frames.items())) if one else None
+        return pl.DataFrame() if whole is None else whole  # (kept: None is not)
+
+    whole = job_cached(frames, "stacked", build)
+    return whole if whole.width else None
 
 
 def gpu_rows_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFrame]:
@@ -160,6 +202,24 @@ def gpu_rows_at_once(views: Mapping[int, pl.DataFrame]) -> dict[int, pl.DataFram
         return out
 
     return job_cached(views, "gpu rows at once", build)  # type: ignore[arg-type, return-value]
+
+
+def gpu_rows_stacked(
+    views: Mapping[int, pl.DataFrame], *picked: str | pl.Expr
+) -> pl.DataFrame | None:
+    """A batch's views' GPU rows (`hta_view.gpu_events` of each), `picked` after a leading
+    `rank`, in one query when the views are of one schema: a table made at once without a
+    rank's rows split out. None outside a batch, on views of several schemas or when the
+    query fails (made rank by rank)."""
+    if len(views) < 2 or not batching():
+        return None
+    groups = tagged_views(views, tuple(next(iter(views.values())).columns))
+    if len(groups) != 1 or len(groups[0][0]) != len(views):
+        return None
+    try:
+        return groups[0][1].lazy().filter(pl.col("gpu")).select("rank", *picked).collect()
+    except pl.exceptions.PolarsError:
+        return None
 
 
 def views_at_once(
