@@ -15,11 +15,16 @@ records cost less than the expressions.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import sys
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import orjson
 import polars as pl
 
+from hta_tui import printable
 from hta_tui.printable import json_printable, json_printable_expr
 
 #: A table of at most this many cells (rows x columns) is written the records' way
@@ -115,11 +120,12 @@ def small(table: pl.DataFrame) -> bool:
 
 
 def table_text(
-    schema: pl.Schema, frames: Iterable[pl.DataFrame], at: int, column: str | None = None
+    schema: pl.Schema, frames: Iterable[pl.DataFrame | str], at: int, column: str | None = None
 ) -> Iterator[str] | None:
     """The JSON list of `frames`' rows (each of `schema`), as pieces of text, JSON_ROWS rows
-    at a time; `at`: the indent of the line the list starts on. None when a column's type is
-    written the records' way."""
+    at a time; `at`: the indent of the line the list starts on. A piece of `frames` given
+    as text is its rows' text made already (`part_text`, by the worker that made them).
+    None when a column's type is written the records' way."""
     if row_text(schema, at + 2, column) is None:
         return None
     return _pieces(schema, frames, at, column)
@@ -143,18 +149,60 @@ def _ascii(frame: pl.DataFrame) -> frozenset[int]:
 
 
 def _pieces(
-    schema: pl.Schema, frames: Iterable[pl.DataFrame], at: int, column: str | None
+    schema: pl.Schema, frames: Iterable[pl.DataFrame | str], at: int, column: str | None
 ) -> Iterator[str]:
     first = True
     made: dict[frozenset[int], pl.Expr] = {}
     for frame in frames:
-        for start in range(0, frame.height, JSON_ROWS):
-            part = frame.slice(start, JSON_ROWS)
-            ascii = _ascii(part)
-            rows = made.get(ascii)
-            if rows is None:
-                rows = made[ascii] = row_text(schema, at + 2, column, ascii)  # type: ignore[assignment]
-            text = part.select(rows.alias("row")).to_series().str.join(",").item()
+        texts = [frame] if isinstance(frame, str) else _texts(schema, frame, at, column, made)
+        for text in texts:
             yield ("[" if first else ",") + text
             first = False
     yield "[]" if first else "\n" + _spaces(at) + "]"
+
+
+def _texts(
+    schema: pl.Schema,
+    frame: pl.DataFrame,
+    at: int,
+    column: str | None,
+    made: dict[frozenset[int], pl.Expr],
+) -> Iterator[str]:
+    """The text of `frame`'s rows, JSON_ROWS rows at a time (each piece its rows' texts
+    joined by ","; `made`: the row expressions made so far, by the text columns' ASCII)."""
+    for start in range(0, frame.height, JSON_ROWS):
+        part = frame.slice(start, JSON_ROWS)
+        ascii = _ascii(part)
+        rows = made.get(ascii)
+        if rows is None:
+            rows = made[ascii] = row_text(schema, at + 2, column, ascii)  # type: ignore[assignment]
+        yield part.select(rows.alias("row")).to_series().str.join(",").item()
+
+
+#: Where the report's tables start: each is a value of the document's top-level object.
+TABLE_AT = 2
+
+
+def part_text(name: str, frame: pl.DataFrame) -> str | None:
+    """A rank's part of the table `name` as the report's document holds it among the table's
+    rows (the rows' texts joined by ","; the list around them and the other ranks' rows are
+    the client's): made by the worker that made the rows (`exec.rank_work.Texts`), beside
+    the rank's results, so the client writes it as it is. The same text as the whole table's
+    wherever the whole has this part's schema (`exec.parts.RankParts.pieces`). None for a
+    table written the records' way, or with no row."""
+    from hta_tui.analysis.registry import LIST_KEYS
+
+    column = LIST_KEYS.get(name)
+    if not frame.height or row_text(frame.schema, TABLE_AT + 2, column) is None:
+        return None
+    return ",".join(_texts(frame.schema, frame, TABLE_AT, column, {}))
+
+
+@functools.cache
+def text_version() -> str:
+    """What a kept text depends on besides its rows (its results' key: the analyses' code,
+    the options): this module's and the printable escapes' source."""
+    digest = hashlib.sha1()
+    for module in (sys.modules[__name__], printable):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()[:16]

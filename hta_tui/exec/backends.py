@@ -14,20 +14,24 @@ died, say) is retried once on another worker before its future fails (`retries=1
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from hta_tui.analysis.registry import MODULES
+from hta_tui.trace.discover import is_candidate
 from hta_tui.trace.pool import START_METHOD, _children_skip_main, _usable_stderr, prepare_pool
 
 #: What `--dask` says when the optional dependency is missing.
 INSTALL_HINT = "--dask needs Dask's distributed: pip install 'hta-tui[dask]'"
-#: Modules every pool worker needs for per-rank work, imported once by the forkserver (the
-#: registry imports its analyses' modules when first used: here, all of them at once), and
-#: what each worker would otherwise make on its first rank (`worker_start`).
-WORK_MODULES = ("hta_tui.exec.rank_work", *MODULES, "hta_tui.exec.worker_start")
+#: What every pool worker needs for per-rank work, imported once by the forkserver: the
+#: rank work, every analysis's module and what each worker would otherwise make on its first
+#: rank (`worker_start` imports them all). Named, not imported here: this module imports no
+#: analysis, so a front end can start the forkserver before its own heavy imports
+#: (`start_early`).
+WORK_MODULES = ("hta_tui.exec.worker_start",)
 
 
 #: Where a local cluster listens (its scheduler, workers and their HTTP servers): this
@@ -124,9 +128,11 @@ class PoolBackend(Backend):
         the workers end. Idle, each held what its ranks freed, ~250-340 MB on 100 MB ranks
         (polars' allocator, jemalloc, gives freed pages back on a timer whose thread a
         forked process does not have), all through the reduction, when this process
-        peaks; a later task forks new workers from the forkserver, which stays."""
+        peaks; a later task forks new workers from the forkserver, which stays. Not waited
+        for: a worker giving back its memory and ending took ~0.1-0.3 s, the reduction's
+        time, which runs meanwhile (every task has answered: nothing is left to wait for)."""
         if self._one_round and self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=False)
             self._pool = None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -224,6 +230,44 @@ class DaskBackend(Backend):
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def start_early(path: Path) -> bool:
+    """Start the process pool's forkserver now, importing what the workers need
+    (`WORK_MODULES`, ~0.4 s of CPU) on another core while the caller makes its own imports
+    (as long again): when the files under `path` are worth the workers by their count and
+    bytes alone (`PoolBackend.worth_workers`, told by the file system: no frame read, no
+    polars). A report whose results are kept needs no worker: there it costs that CPU on
+    the other core, not time; a wrong guess never costs a number. Whether it started."""
+    if START_METHOD != "forkserver" or not _worth(path, PoolBackend()):
+        return False
+    prepare_pool(WORK_MODULES)
+    return True
+
+
+def _worth(path: Path, pool: PoolBackend) -> bool:
+    """Whether the trace files under `path` are worth `pool`'s workers (`worth_workers`), as
+    soon as enough are seen (a folder of 10,000 tiny files: its first hundred)."""
+    count = size = 0
+    try:
+        if path.is_file():
+            return pool.worth_workers(1, path.stat().st_size)
+        for folder, subfolders, names in os.walk(path):
+            subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+            for name in names:
+                found = Path(folder, name)
+                if not is_candidate(found):
+                    continue
+                try:
+                    size += found.stat().st_size
+                except OSError:
+                    continue
+                count += 1
+                if pool.worth_workers(count, size):
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 def _local_workers(address: str) -> int:

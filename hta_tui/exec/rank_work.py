@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ import polars as pl
 
 from hta_tui.analysis import hta_view, registry
 from hta_tui.analysis.rank_column import runs
-from hta_tui.exec.blobs import pack, unpack, whole
+from hta_tui.exec.blobs import pack, pack_text, unpack, whole
 from hta_tui.trace.model import RankData
 
 RESULTS_DIR = "results"
@@ -63,6 +64,28 @@ def result_path(entry: Path, analysis: registry.Analysis, options: registry.Opti
 
 
 @dataclass(frozen=True)
+class Texts:
+    """A front end's text of a rank's long tables (the report's JSON of a row per kernel
+    launch), made by the worker that made their rows, where that rank's work runs (both
+    cores), not by the client once every rank is in (one core, the others idle). Kept
+    beside the rank's results (`text_path`), with the CRC of the tables it was made from."""
+
+    #: (table, its rows on this rank) -> their text, or None (no text for that table);
+    #: module-level: it crosses to the worker by name
+    make: Callable[[str, pl.DataFrame], str | None]
+    #: of the code that makes it (in the kept file's name)
+    version: str
+    #: the tables of a rank-wise analysis whose rank part is this many bytes or more (of
+    #: Arrow, `blobs.pack`): those the client will likely stream (`split.STREAM_BYTES`)
+    least: int = 0
+
+
+def text_path(result: Path, table: str, version: str) -> Path:
+    """Where the text of `table` made by `version` is kept, beside the result it is of."""
+    return result.with_name(f"{result.stem}.{table}.{version}.text")
+
+
+@dataclass(frozen=True)
 class RankJob:
     """One rank's work as it crosses to a worker: small and picklable."""
 
@@ -75,6 +98,8 @@ class RankJob:
     options: registry.Options
     #: keep the results in the entry (False: an entry that cannot be written)
     store: bool = True
+    #: its long tables' text too (kept, not answered: the client reads it when it writes)
+    texts: Texts | None = None
 
 
 def read_cached(path: Path) -> bytes | None:
@@ -171,6 +196,10 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
             if job.store:
                 _write_atomic(blob, result_path(entry, a, job.options))
             out[a.name] = blob
+        if job.store and job.texts is not None:
+            for a in missing:
+                if a.scope == "rank" and len(out[a.name]) >= job.texts.least:
+                    _keep_texts(job.texts, parts[a.name], out[a.name], entry, a, job.options)
     if STEPS in job.analyses:  # after the tables: their step tables and views are kept
         blob = read_cached(steps_path(entry, job.options))
         if blob is None:
@@ -180,6 +209,26 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
                 _write_atomic(blob, steps_path(entry, job.options))
         out[STEPS] = blob
     return {n: out[n] for n in job.analyses}
+
+
+def _keep_texts(
+    texts: Texts,
+    tables: registry.Tables,
+    blob: bytes,
+    entry: Path,
+    analysis: registry.Analysis,
+    options: registry.Options,
+) -> None:
+    """Each table's text (`Texts`), kept beside its analysis's result (`blob`). Best effort:
+    a text not made or not kept is made by the client, as before."""
+    result = result_path(entry, analysis, options)
+    for name, frame in tables.items():
+        try:
+            text = texts.make(name, frame)
+        except Exception:
+            continue
+        if text is not None:
+            _write_atomic(pack_text(text.encode(), blob), text_path(result, name, texts.version))
 
 
 #: Ranks whose trace file is smaller than this run their analyses together, a batch of up to
