@@ -309,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.compare is None and not args.dask:
             # the workers' imports on the other core while this process makes its own
             from hta_tui.exec.backends import start_early
+            from hta_tui.trace.cache_root import default_root
 
-            start_early(args.path)
+            start_early(args.path, None if args.no_cache else default_root())
         only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
         if only:
             from hta_tui.analysis.registry import known

@@ -21,7 +21,8 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from hta_tui.trace.discover import is_candidate
+from hta_tui.trace.cache_root import entry_name
+from hta_tui.trace.discover import describe, is_candidate
 from hta_tui.trace.pool import START_METHOD, _children_skip_main, _usable_stderr, prepare_pool
 
 #: What `--dask` says when the optional dependency is missing.
@@ -33,6 +34,15 @@ INSTALL_HINT = "--dask needs Dask's distributed: pip install 'hta-tui[dask]'"
 #: (`start_early`).
 WORK_MODULES = ("hta_tui.exec.worker_start",)
 
+
+#: A cache entry's folder of its rank's results (`rank_work.result_path`).
+RESULTS_DIR = "results"
+#: Not an analysis: the steps each kind of table covers on this rank (`coverage`), for the
+#: report's scope section, made with the rank's tables and kept beside them
+#: (`rank_work.steps_path`): every rank's task keeps them.
+STEPS = "steps_covered"
+#: `start_early` looks at most at this many files' entries
+EARLY_LOOKS = 8
 
 #: Where a local cluster listens (its scheduler, workers and their HTTP servers): this
 #: machine only.
@@ -232,29 +242,36 @@ class DaskBackend(Backend):
             self._cluster = None
 
 
-def start_early(path: Path) -> bool:
+def start_early(path: Path, cache_root: Path | None) -> bool:
     """Start the process pool's forkserver now, importing what the workers need
-    (`WORK_MODULES`, ~0.4 s of CPU) on another core while the caller makes its own imports
-    (as long again): when the files under `path` are worth the workers by their count and
-    bytes alone (`PoolBackend.worth_workers`, told by the file system: no frame read, no
-    polars). A report whose results are kept needs no worker: there it costs that CPU on
-    the other core, not time; a wrong guess never costs a number. Whether it started."""
-    if START_METHOD != "forkserver" or not _worth(path, PoolBackend()):
+    (`WORK_MODULES`, ~0.3 s of CPU) on another core while the caller makes its own imports
+    (as long again), when the files under `path` will likely need workers: they are worth
+    them by their count and bytes (`PoolBackend.worth_workers`) and one of them has no
+    rank results kept under `cache_root` (its entry, of any version, has no steps covered;
+    None: nothing is kept) or no entry (its parse needs them too). Told by the file system
+    alone (a few files looked at; no frame read, no polars). A wrong guess costs that CPU,
+    or the start, never a number. Whether it started."""
+    if START_METHOD != "forkserver":
+        return False
+    files = _worth(path, PoolBackend())
+    if not files or (cache_root is not None and _kept(files, cache_root)):
         return False
     prepare_pool(WORK_MODULES)
     return True
 
 
-def _worth(path: Path, pool: PoolBackend) -> bool:
-    """Whether the trace files under `path` are worth `pool`'s workers (`worth_workers`), as
-    soon as enough are seen (a folder of 10,000 tiny files: its first hundred)."""
-    count = size = 0
+def _worth(path: Path, pool: PoolBackend) -> list[Path]:
+    """The trace files under `path` seen until they were worth `pool`'s workers
+    (`worth_workers`: a folder of 10,000 tiny files, its first hundred); none when they are
+    not."""
+    seen: list[Path] = []
+    size = 0
     try:
         if path.is_file():
-            return pool.worth_workers(1, path.stat().st_size)
+            return [path] if pool.worth_workers(1, path.stat().st_size) else []
         for folder, subfolders, names in os.walk(path):
-            subfolders[:] = [d for d in subfolders if not d.startswith(".")]
-            for name in names:
+            subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+            for name in sorted(names):
                 found = Path(folder, name)
                 if not is_candidate(found):
                     continue
@@ -262,12 +279,26 @@ def _worth(path: Path, pool: PoolBackend) -> bool:
                     size += found.stat().st_size
                 except OSError:
                     continue
-                count += 1
-                if pool.worth_workers(count, size):
-                    return True
+                seen.append(found)
+                if pool.worth_workers(len(seen), size):
+                    return seen
     except OSError:
-        return False
-    return False
+        pass
+    return []
+
+
+def _kept(files: list[Path], cache_root: Path) -> bool:
+    """Whether the rank results of `files` look kept: each of at most EARLY_LOOKS of them,
+    spread over the list, has an entry (in any version's folder) with its steps covered."""
+    for trace in files[:: -(-len(files) // EARLY_LOOKS)]:
+        try:
+            name = entry_name(describe(trace))
+        except OSError:
+            return False
+        found = cache_root.glob(f"v*-c*/{name[:2]}/{name}/{RESULTS_DIR}/{STEPS}-*.arrow")
+        if next(found, None) is None:
+            return False
+    return True
 
 
 def _local_workers(address: str) -> int:

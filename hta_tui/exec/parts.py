@@ -31,17 +31,16 @@ class Part:
     #: the blob's last 4 bytes (its CRC-32): what a text kept beside it was made from
     tail: bytes = b""
 
-    def text(self, table: str, version: str) -> str | None:
-        """The text of its `table` a worker kept beside its file (`rank_work.Texts`), made by
-        `version` from these very tables; None when there is none (or not whole)."""
+    def text(self, table: str, version: str) -> memoryview | None:
+        """The text of its `table` a worker kept beside its file (`rank_work.Texts`, UTF-8),
+        made by `version` from these very tables; None when there is none (or not whole)."""
         if self.path is None or len(self.tail) != 4:
             return None
         try:
             kept = text_path(self.path, table, version).read_bytes()
         except OSError:
             return None
-        text = unpack_text(kept, self.tail)
-        return None if text is None else text.decode()
+        return unpack_text(kept, self.tail)
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """Its tables; OSError when its file went away or was damaged since it was kept."""
@@ -92,7 +91,7 @@ class RankParts:
             if table is not None and table.height:
                 yield pl.concat([self._empty, table], how="diagonal_relaxed")
 
-    def pieces(self, version: str | None) -> Iterator[pl.DataFrame | str]:
+    def pieces(self, version: str | None) -> Iterator[pl.DataFrame | memoryview]:
         """`frames`, but a part's text in place of its frame where a worker kept it, made by
         `version` (`Part.text`), and the part's rows are the whole table's as they are
         (`exact`): the text of those rows wherever they are written."""

@@ -17,7 +17,7 @@ import functools
 import hashlib
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +26,9 @@ import polars as pl
 
 from hta_tui.analysis import hta_view, registry
 from hta_tui.analysis.rank_column import runs
+from hta_tui.exec.backends import RESULTS_DIR, STEPS
 from hta_tui.exec.blobs import pack, pack_text, unpack, whole
 from hta_tui.trace.model import RankData
-
-RESULTS_DIR = "results"
 
 
 @functools.cache
@@ -70,9 +69,10 @@ class Texts:
     cores), not by the client once every rank is in (one core, the others idle). Kept
     beside the rank's results (`text_path`), with the CRC of the tables it was made from."""
 
-    #: (table, its rows on this rank) -> their text, or None (no text for that table);
-    #: module-level: it crosses to the worker by name
-    make: Callable[[str, pl.DataFrame], str | None]
+    #: (table, its rows on this rank) -> their text in pieces (written as they come: a
+    #: rank's text is ~8 MB), or None (no text for that table); module-level: it crosses
+    #: to the worker by name
+    make: Callable[[str, pl.DataFrame], Iterable[str] | None]
     #: of the code that makes it (in the kept file's name)
     version: str
     #: the tables of a rank-wise analysis whose rank part is this many bytes or more (of
@@ -111,21 +111,22 @@ def read_cached(path: Path) -> bytes | None:
     return blob if whole(blob) else None  # a truncated or garbled file is a miss
 
 
-def _write_atomic(blob: bytes, path: Path) -> None:
-    """Best effort: a read-only cache only costs a recomputation next time."""
+def _write_atomic(blob: bytes | Iterable[bytes], path: Path) -> None:
+    """Best effort: a read-only cache only costs a recomputation next time. `blob` may come
+    in pieces, written as they come."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(blob)
+        if isinstance(blob, bytes):
+            tmp.write_bytes(blob)
+        else:
+            with tmp.open("wb") as fh:
+                for piece in blob:
+                    fh.write(piece)
         os.replace(tmp, path)
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
-
-
-#: Not an analysis: the steps each kind of table covers on this rank (`coverage`), for the
-#: report's scope section, made with the rank's tables and kept beside them.
-STEPS = "steps_covered"
 
 
 def steps_path(entry: Path, options: registry.Options) -> Path:
@@ -225,10 +226,11 @@ def _keep_texts(
     for name, frame in tables.items():
         try:
             text = texts.make(name, frame)
-        except Exception:
+            if text is not None:
+                pieces = (piece.encode() for piece in text)
+                _write_atomic(pack_text(pieces, blob), text_path(result, name, texts.version))
+        except Exception:  # (a piece that failed: the file is not kept)
             continue
-        if text is not None:
-            _write_atomic(pack_text(text.encode(), blob), text_path(result, name, texts.version))
 
 
 #: Ranks whose trace file is smaller than this run their analyses together, a batch of up to
