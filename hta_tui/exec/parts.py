@@ -86,10 +86,7 @@ class RankParts:
 
     def frames(self) -> Iterator[pl.DataFrame]:
         """Each non-empty rank part, cast to the whole table's schema, one at a time."""
-        for part in self._parts:
-            table = part.tables().get(self.name)
-            if table is not None and table.height:
-                yield pl.concat([self._empty, table], how="diagonal_relaxed")
+        yield from self.pieces(None)  # type: ignore[misc]
 
     def pieces(self, version: str | None) -> Iterator[pl.DataFrame | memoryview]:
         """`frames`, but a part's text in place of its frame where a worker kept it, made by
