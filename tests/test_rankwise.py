@@ -927,6 +927,31 @@ def test_a_long_table_s_text_is_made_by_each_rank_s_task(
     assert written() == (made, 8 + 2)
 
 
+OPTIONS = registry.Options()
+
+
+def test_a_text_that_fails_while_it_is_made_leaves_no_file(tmp_path: Path) -> None:
+    """A kept file written as its pieces are made (a rank's text): one that fails on the way
+    leaves nothing behind, not even its temporary file; the worker goes on without it."""
+
+    def pieces() -> Iterator[bytes]:
+        yield b"[1"
+        raise ValueError("a piece that cannot be made")
+
+    with pytest.raises(ValueError):
+        rank_work._write_atomic(pieces(), tmp_path / "r" / "t.text")
+    assert list((tmp_path / "r").iterdir()) == []
+
+    def failing(name: str, frame: pl.DataFrame) -> Iterator[str]:
+        yield "[1"
+        raise ValueError("a piece that cannot be made")
+
+    stats = registry.BY_NAME["kernel_duration_stats"]
+    table = {"t": pl.DataFrame({"a": [1]})}
+    rank_work._keep_texts(rank_work.Texts(failing, "v"), table, b"blob", tmp_path, stats, OPTIONS)
+    assert list((tmp_path / RESULTS_DIR).iterdir()) == []
+
+
 def test_a_rank_s_text_is_taken_only_where_its_rows_are_the_whole_table_s(
     tmp_path: Path,
 ) -> None:

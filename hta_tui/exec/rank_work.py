@@ -124,9 +124,11 @@ def _write_atomic(blob: bytes | Iterable[bytes], path: Path) -> None:
                 for piece in blob:
                     fh.write(piece)
         os.replace(tmp, path)
-    except OSError:
+    except Exception as exc:  # (a piece that failed to be made: raised, nothing left)
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if not isinstance(exc, OSError):
+            raise
 
 
 def steps_path(entry: Path, options: registry.Options) -> Path:
