@@ -305,7 +305,13 @@ def main(argv: list[str] | None = None) -> int:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_OK
         args = parser.parse_args(argv[1:])
-        _apply_common(args, parser)
+        _apply_common(args, parser)  # (the limits in the environment: the workers' too)
+        if args.compare is None and not args.dask:
+            # the workers' imports on the other core while this process makes its own
+            from hta_tui.exec.backends import start_early
+            from hta_tui.trace.cache_root import default_root
+
+            start_early(args.path, None if args.no_cache else default_root())
         only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
         if only:
             from hta_tui.analysis.registry import known

@@ -26,6 +26,7 @@ from hta_tui.analysis.overview import file_table, precompute, summaries_decide
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
 from hta_tui.exec.parts import RankParts, whole_frame
+from hta_tui.exec.rank_work import Texts
 from hta_tui.exec.split import (
     Steps,
     job_cached,
@@ -74,6 +75,7 @@ def build_tables(
     cache_root: Path | None = None,
     stream: bool = False,
     covered: Steps | None = None,
+    texts: bool = False,
 ) -> dict[str, Any]:
     """ "files" and every selected analysis's tables, in the registry's order.
 
@@ -85,9 +87,11 @@ def build_tables(
     kept under `cache_root` (not kept when None). `stream`: a long rank-wise table (a row
     per kernel launch) as its ranks' parts (`exec.parts.RankParts`, read one at a time: the
     report's writers take either), not a frame. `covered`: given each rank's steps covered
-    that the rank-wise work handed back (for `table_scopes`).
+    that the rank-wise work handed back (for `table_scopes`). `texts`: with each rank's part
+    of its JSON text made by the workers (`TEXTS`), for `_write_json`.
     """
     options = options or registry.Options()
+    split = {"stream": stream, "covered": covered, "texts": TEXTS if texts else None}
     selected = [a.name for a in registry.select(names)]
     ahead = backend is not None and cache_root is not None and work_ahead(ts, options, backend)
     if ahead:
@@ -102,15 +106,7 @@ def build_tables(
         with ThreadPoolExecutor(1, thread_name_prefix="files-table") as meanwhile:
             files = meanwhile.submit(_files_table, ts, cache_root)
             if rest:
-                made = run_split(
-                    ts,
-                    rest,
-                    options,
-                    backend,
-                    cache_root=cache_root,
-                    stream=stream,
-                    covered=covered,
-                )
+                made = run_split(ts, rest, options, backend, cache_root=cache_root, **split)
             tables: dict[str, Any] = {"files": files.result()}
         summed = temporal
     else:
@@ -118,9 +114,7 @@ def build_tables(
         summed = temporal and summaries_decide(ts, hta_compat=options.hta_compat)
         rest = [n for n in selected if n != "temporal_breakdown" or not summed]
         if rest:  # (findings last, on the tables the others made: exec/split.py)
-            made = run_split(
-                ts, rest, options, backend, cache_root=cache_root, stream=stream, covered=covered
-            )
+            made = run_split(ts, rest, options, backend, cache_root=cache_root, **split)
     if summed:
         # the overview's table through the door: the same numbers, read from the summaries
         summaries = registry.set_tables(ts, ["overview_temporal"], options)
@@ -129,6 +123,11 @@ def build_tables(
     wanted = registry.wanted_tables(names, tables)
     first = {n: wanted.pop(n) for n in ("findings",) if n in wanted}  # what to fix, first
     return {**first, "files": tables["files"], **wanted}
+
+
+#: The report's JSON text of a rank's part of a long table, made by the worker that made it
+#: (`report_json.part_text`): the client writes what it kept.
+TEXTS = Texts(report_json.part_text, report_json.text_version())
 
 
 def _files_table(ts: TraceSet, cache_root: Path | None) -> pl.DataFrame:
@@ -266,17 +265,18 @@ def _record(name: str, tables: dict[str, pl.DataFrame]) -> Any:
 _INDENT = orjson.OPT_INDENT_2
 
 
-def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str]:
+def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str | memoryview]:
     """A table's text in the report's document: its `orjson.dumps(records, OPT_INDENT_2)`,
     byte for byte, indented to its place and made printable. Written from the frames, a
     slice of rows at a time (`report_json`); a streamed table (`RankParts`) read a rank's
-    part at a time too. The files and findings (their own records), and a table with a
-    column `report_json` does not write, and a small table (`report_json.small`: its
-    expressions cost more than its records), are made as records (`_records_json`)."""
+    part at a time too, or the part's text where its worker kept it (`TEXTS`, in bytes). The files
+    and findings (their own records), and a table with a column `report_json` does not
+    write, and a small table (`report_json.small`: its expressions cost more than its
+    records), are made as records (`_records_json`)."""
     table = tables.get(name)
     small = isinstance(table, pl.DataFrame) and report_json.small(table)
     if name not in ("files", "findings") and table is not None and not small:
-        frames = table.frames() if isinstance(table, RankParts) else [table]
+        frames = table.pieces(TEXTS.version) if isinstance(table, RankParts) else [table]
         text = report_json.table_text(table.schema, frames, 2, registry.LIST_KEYS.get(name))
         if text is not None:
             yield from text
@@ -337,9 +337,24 @@ def _write_json(
             out.write(scope_text if scope_text is not None else _scope_text(scope))
         else:
             for piece in _table_json(name, tables):
-                out.write(piece)
+                _write(out, piece)
         out.write(",\n" if i < len(keys) - 1 else "\n")
     out.write("}\n")
+
+
+def _write(out: TextIO, piece: str | bytes | memoryview) -> None:
+    """A piece of the document; one in bytes (UTF-8: a part's text a worker made) straight
+    to the bytes under `out` when it has them (60 MB of kernel launches decoded and encoded
+    again cost ~0.1 s)."""
+    if isinstance(piece, str):
+        out.write(piece)
+        return
+    raw = getattr(out, "buffer", None)
+    if raw is None:
+        out.write(bytes(piece).decode())
+        return
+    out.flush()  # (the text written before it first)
+    raw.write(piece)
 
 
 def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:
@@ -542,6 +557,7 @@ def _run_report(
         cache_root=cache_root,
         stream=True,
         covered=covered,
+        texts=as_json,
     )
     if backend.kind == "dask":  # honest about what the cluster did not do
         here = [a.name for a in registry.select(only) if a.scope == "job" and a.rank_part is None]

@@ -15,11 +15,16 @@ records cost less than the expressions.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import sys
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import orjson
 import polars as pl
 
+from hta_tui import printable
 from hta_tui.printable import json_printable, json_printable_expr
 
 #: A table of at most this many cells (rows x columns) is written the records' way
@@ -115,11 +120,15 @@ def small(table: pl.DataFrame) -> bool:
 
 
 def table_text(
-    schema: pl.Schema, frames: Iterable[pl.DataFrame], at: int, column: str | None = None
-) -> Iterator[str] | None:
+    schema: pl.Schema,
+    frames: Iterable[pl.DataFrame | memoryview],
+    at: int,
+    column: str | None = None,
+) -> Iterator[str | memoryview] | None:
     """The JSON list of `frames`' rows (each of `schema`), as pieces of text, JSON_ROWS rows
-    at a time; `at`: the indent of the line the list starts on. None when a column's type is
-    written the records' way."""
+    at a time; `at`: the indent of the line the list starts on. A piece of `frames` given in
+    bytes is its rows' text made already (`part_text`, by the worker that made them, UTF-8),
+    given as it is. None when a column's type is written the records' way."""
     if row_text(schema, at + 2, column) is None:
         return None
     return _pieces(schema, frames, at, column)
@@ -143,18 +152,78 @@ def _ascii(frame: pl.DataFrame) -> frozenset[int]:
 
 
 def _pieces(
-    schema: pl.Schema, frames: Iterable[pl.DataFrame], at: int, column: str | None
-) -> Iterator[str]:
+    schema: pl.Schema, frames: Iterable[pl.DataFrame | memoryview], at: int, column: str | None
+) -> Iterator[str | memoryview]:
     first = True
     made: dict[frozenset[int], pl.Expr] = {}
     for frame in frames:
-        for start in range(0, frame.height, JSON_ROWS):
-            part = frame.slice(start, JSON_ROWS)
-            ascii = _ascii(part)
-            rows = made.get(ascii)
-            if rows is None:
-                rows = made[ascii] = row_text(schema, at + 2, column, ascii)  # type: ignore[assignment]
-            text = part.select(rows.alias("row")).to_series().str.join(",").item()
+        if isinstance(frame, memoryview):
+            yield "[" if first else ","
+            yield frame
+            first = False
+            continue
+        for text in _texts(schema, frame, at, column, made):
             yield ("[" if first else ",") + text
             first = False
     yield "[]" if first else "\n" + _spaces(at) + "]"
+
+
+def _texts(
+    schema: pl.Schema,
+    frame: pl.DataFrame,
+    at: int,
+    column: str | None,
+    made: dict[frozenset[int], pl.Expr],
+    rows: int = JSON_ROWS,
+) -> Iterator[str]:
+    """The text of `frame`'s rows, `rows` rows at a time (each piece its rows' texts joined
+    by ","; `made`: the row expressions made so far, by the text columns' ASCII)."""
+    for start in range(0, frame.height, rows):
+        part = frame.slice(start, rows)
+        ascii = _ascii(part)
+        texts = made.get(ascii)
+        if texts is None:
+            texts = made[ascii] = row_text(schema, at + 2, column, ascii)  # type: ignore[assignment]
+        yield part.select(texts.alias("row")).to_series().str.join(",").item()
+
+
+#: Where the report's tables start: each is a value of the document's top-level object.
+TABLE_AT = 2
+#: Rows of a rank's part made into text at a time by its worker (`part_text`): its memory
+#: grows by what it holds at once and keeps it (a worker's allocator gives little back), a
+#: slice's text ~1.3 MB here; smaller slices cost no more on a 100 MB rank.
+PART_ROWS = 4_096
+
+
+def part_text(name: str, frame: pl.DataFrame) -> Iterator[str] | None:
+    """A rank's part of the table `name` as the report's document holds it among the table's
+    rows (the rows' texts joined by ","; the list around them and the other ranks' rows are
+    the client's), in pieces: made by the worker that made the rows
+    (`exec.rank_work.Texts`), beside the rank's results, so the client writes it as it is.
+    The same text as the whole table's wherever the whole has this part's schema
+    (`exec.parts.RankParts.pieces`). None for a table written the records' way, or with no
+    row."""
+    from hta_tui.analysis.registry import LIST_KEYS
+
+    column = LIST_KEYS.get(name)
+    if not frame.height or row_text(frame.schema, TABLE_AT + 2, column) is None:
+        return None
+    return _joined(_texts(frame.schema, frame, TABLE_AT, column, {}, PART_ROWS))
+
+
+def _joined(texts: Iterable[str]) -> Iterator[str]:
+    """`",".join(texts)` in pieces."""
+    for i, text in enumerate(texts):
+        if i:
+            yield ","
+        yield text
+
+
+@functools.cache
+def text_version() -> str:
+    """What a kept text depends on besides its rows (its results' key: the analyses' code,
+    the options): this module's and the printable escapes' source."""
+    digest = hashlib.sha1()
+    for module in (sys.modules[__name__], printable):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()[:16]

@@ -33,6 +33,7 @@ from hta_tui.exec import (
     BackendError,
     DaskBackend,
     PoolBackend,
+    backends,
     rank_work,
     split,
 )
@@ -873,11 +874,135 @@ def test_a_long_table_is_read_one_rank_part_at_a_time(
     assert len(read) >= 2 * 8  # each rank's part read, for its schema and for its rows
     assert Watched.most == 1  # one part at a time
     # small ranks in a batch: the batch's part (its ranks' rows in order) streamed the same
-    monkeypatch.setattr(split, "BATCH_BYTES", rank_work.BATCH_BYTES)
+    monkeypatch.setattr(split, "BATCH_BYTES", backends.BATCH_BYTES)
     forget_results(cache)
     held.clear()
     assert outputs(cache.root.parent / "csv-batched", Watched()) == whole
     assert 2 <= len([n for n, _ in held if n == "cuda_kernel_launch_stats"]) < 2 * 8
+
+
+def test_a_long_table_s_text_is_made_by_each_rank_s_task(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The JSON of a streamed table (a row per kernel launch: 60 MB of JSON on 8 x 100 MB):
+    each rank's part of its text made by the rank's task (`rank_work.Texts`, on the worker),
+    kept beside its results and joined by the client, which reads no part's rows for it
+    then (a second report too); the same bytes as the client's own text of the frames, which
+    it makes again for a text missing, damaged or made from other tables."""
+    from hta_tui.exec.parts import Part
+
+    job, cache = job8
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)  # a task per rank
+    monkeypatch.setattr(split, "STREAM_BYTES", 0)  # every rank-wise table streamed
+    monkeypatch.setattr(split, "HOLD_BYTES", 0)  # and held as its kept file (texts beside)
+    name = "cuda_kernel_launch_stats"
+    read: list[str] = []
+    tables = Part.tables
+
+    def counted(self: Part) -> dict[str, pl.DataFrame]:
+        got = tables(self)
+        read.extend(got)
+        return got
+
+    monkeypatch.setattr(Part, "tables", counted)
+
+    def written() -> tuple[str, int]:
+        """The report's JSON, and how many rank parts of the table were read for it."""
+        read.clear()
+        out = io.StringIO()
+        only = [name, "kernel_duration_stats"]
+        kw = {"cache": cache, "backend": Backend(), "only": only}
+        assert run_report(job, out=out, as_json=True, **kw) == 0
+        return out.getvalue(), read.count(name)
+
+    made, reads = written()
+    texts = sorted(cache.root.glob(f"*/*/{RESULTS_DIR}/{name}-*.{name}.*.text"))
+    assert len(texts) == 8 and reads == 8  # each part read once, for its schema
+    kept = {t: t.read_bytes() for t in texts}
+    assert written() == (made, 8)  # the second report: the texts kept
+    for t in texts:
+        t.unlink()
+    from_frames, reads = written()  # (no text: each part read for its rows too)
+    assert from_frames == made and reads == 16
+    assert orjson.loads(made)[name]
+    for t, blob in kept.items():
+        t.write_bytes(blob)
+    damaged = bytearray(kept[texts[3]])
+    damaged[len(damaged) // 2] ^= 1
+    texts[3].write_bytes(bytes(damaged))
+    other = texts[5].read_bytes()  # a text of another rank's tables in rank 4's place
+    texts[4].write_bytes(other)
+    assert written() == (made, 8 + 2)
+
+
+OPTIONS = registry.Options()
+
+
+def test_a_text_that_fails_while_it_is_made_leaves_no_file(tmp_path: Path) -> None:
+    """A kept file written as its pieces are made (a rank's text): one that fails on the way
+    leaves nothing behind, not even its temporary file; the worker goes on without it."""
+
+    def pieces() -> Iterator[bytes]:
+        yield b"[1"
+        raise ValueError("a piece that cannot be made")
+
+    with pytest.raises(ValueError):
+        rank_work._write_atomic(pieces(), tmp_path / "r" / "t.text")
+    assert list((tmp_path / "r").iterdir()) == []
+
+    def failing(name: str, frame: pl.DataFrame) -> Iterator[str]:
+        yield "[1"
+        raise ValueError("a piece that cannot be made")
+
+    stats = registry.BY_NAME["kernel_duration_stats"]
+    table = {"t": pl.DataFrame({"a": [1]})}
+    rank_work._keep_texts(rank_work.Texts(failing, "v"), table, b"blob", tmp_path, stats, OPTIONS)
+    assert list((tmp_path / RESULTS_DIR).iterdir()) == []
+
+
+def test_a_rank_s_text_is_taken_only_where_its_rows_are_the_whole_table_s(
+    tmp_path: Path,
+) -> None:
+    """`RankParts.pieces`: a part's kept text stands for its rows only where the whole table
+    has the part's columns, in its order, of its types (the concatenation casts them: an
+    integer column of one rank where another has floats is written as floats); elsewhere,
+    and for a part held as bytes (no file beside), the part's rows cast to the whole's."""
+    from hta_tui import report_json
+    from hta_tui.exec.blobs import pack, pack_text
+    from hta_tui.exec.parts import Part, streamed
+
+    frames = [
+        pl.DataFrame({"kernel": ["a", "b"], "us": [1.5, 2.0]}),
+        pl.DataFrame({"kernel": ["c"], "us": [3]}),  # (Int64: the whole's Float64)
+        pl.DataFrame({"kernel": ["d"], "us": [4.25]}),
+        pl.DataFrame({"kernel": ["e"], "us": [5.5]}),
+    ]
+    parts = []
+    for i, frame in enumerate(frames):
+        blob = pack({"t": frame})
+        if i == 3:  # small, held as bytes
+            parts.append(Part(len(blob), blob=blob))
+            continue
+        path = tmp_path / f"t{i}.arrow"
+        path.write_bytes(blob)
+        text = report_json.part_text("t", frame)
+        assert text is not None
+        pieces = pack_text((piece.encode() for piece in text), blob)
+        rank_work.text_path(path, "t", "v1").write_bytes(b"".join(pieces))
+        parts.append(Part(len(blob), path=path, tail=blob[-4:]))
+    table = streamed(["t"], parts)["t"]
+    got = list(table.pieces("v1"))
+    kinds = [type(piece).__name__ for piece in got]
+    assert kinds == ["memoryview", "DataFrame", "memoryview", "DataFrame"]
+    assert got[1]["us"].to_list() == [3.0]
+    assert [type(p).__name__ for p in table.pieces("v2")] == ["DataFrame"] * 4  # other code
+    whole = pl.concat(frames, how="diagonal_relaxed")
+    joined = report_json.table_text(table.schema, got, 2)
+    own = report_json.table_text(whole.schema, [whole], 2)
+    assert joined is not None and own is not None
+    text = "".join(p if isinstance(p, str) else bytes(p).decode() for p in joined)
+    assert text == "".join(own)  # type: ignore[arg-type]
+    assert orjson.loads(text)[2] == {"kernel": "c", "us": 3.0}
 
 
 def test_findings_alone_read_no_frame(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1290,6 +1415,62 @@ def test_the_files_table_and_scope_are_made_while_other_work_runs(
         "_files_table MainThread", "kept_scope_text scope",  # every result kept
     ]  # fmt: skip
     assert docs[0] == docs[1] and orjson.loads(docs[0])["files"]
+
+
+EARLY_SCRIPT = """
+import sys
+from hta_tui.exec import backends
+
+def early(path, cache_root):
+    print("polars" in sys.modules, "hta_tui.analysis.registry" in sys.modules, cache_root)
+    raise SystemExit(0)
+
+backends.start_early = early
+from hta_tui.cli import main
+main(["report", sys.argv[1], "--json", *sys.argv[2:]])
+"""
+
+
+def test_the_report_starts_its_workers_before_its_own_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`report` starts the pool's forkserver (the workers' imports, on the other core) before
+    it imports polars or an analysis itself (`backends.start_early`), when the files will
+    likely need workers: they are worth them (count and bytes), and a file has no rank
+    results kept (no entry at all: its parse needs them too; --no-cache: nothing is kept).
+    Not for a folder this small, nor for one whose results are kept, nor for small files
+    (run in batches: their steps are kept beside the batch's first rank only)."""
+    from hta_tui.exec import backends
+
+    job, cache = tmp_path / "job", Cache(tmp_path / "c")
+    write_job(job, Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "HTA_TUI_CACHE": "/nowhere"}
+    for extra, root in (([], "/nowhere"), (["--no-cache"], "None")):
+        out = subprocess.run(
+            [sys.executable, "-c", EARLY_SCRIPT, str(job), *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+            env=env,
+        )
+        assert out.stdout.split() == ["False", "False", root]
+    started: list[tuple[str, ...]] = []
+    monkeypatch.setattr(backends, "prepare_pool", lambda preload: started.append(preload))
+    root = cache.root.parent
+    assert not backends.start_early(job, root) and not started  # 3 tiny files: not worth it
+    monkeypatch.setattr(PoolBackend, "remote_bytes", 1)
+    # small files run in batches, whose kept steps the look cannot tell: not started
+    assert not backends.start_early(job, root) and not started
+    monkeypatch.setattr(backends, "BATCH_BYTES", 0)
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)  # (each rank alone, its steps in its entry)
+    assert backends.start_early(job, root) and backends.start_early(job, None)  # no entry
+    assert started == [backends.WORK_MODULES] * 2
+    report(job, cache, Backend())  # every rank's results kept
+    assert not backends.start_early(job, root)
+    assert backends.start_early(job, None)
+    forget_results(cache)
+    assert backends.start_early(job / "rank-1.pt.trace.json", root)  # (a file alone)
+    assert len(started) == 4
 
 
 def test_a_workers_first_rank_imports_nothing(tmp_path: Path) -> None:

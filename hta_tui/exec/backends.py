@@ -14,21 +14,41 @@ died, say) is retried once on another worker before its future fails (`retries=1
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from hta_tui.analysis.registry import MODULES
+from hta_tui.trace.cache_root import entry_name
+from hta_tui.trace.discover import describe, is_candidate
 from hta_tui.trace.pool import START_METHOD, _children_skip_main, _usable_stderr, prepare_pool
 
 #: What `--dask` says when the optional dependency is missing.
 INSTALL_HINT = "--dask needs Dask's distributed: pip install 'hta-tui[dask]'"
-#: Modules every pool worker needs for per-rank work, imported once by the forkserver (the
-#: registry imports its analyses' modules when first used: here, all of them at once), and
-#: what each worker would otherwise make on its first rank (`worker_start`).
-WORK_MODULES = ("hta_tui.exec.rank_work", *MODULES, "hta_tui.exec.worker_start")
+#: What every pool worker needs for per-rank work, imported once by the forkserver: the
+#: rank work, every analysis's module and what each worker would otherwise make on its first
+#: rank (`worker_start` imports them all). Named, not imported here: this module imports no
+#: analysis, so a front end can start the forkserver before its own heavy imports
+#: (`start_early`).
+WORK_MODULES = ("hta_tui.exec.worker_start",)
 
+
+#: A cache entry's folder of its rank's results (`rank_work.result_path`).
+RESULTS_DIR = "results"
+#: Not an analysis: the steps each kind of table covers on this rank (`coverage`), for the
+#: report's scope section, made with the rank's tables and kept beside them
+#: (`rank_work.steps_path`): a rank run alone keeps them in its entry, a batch of small ranks
+#: in one file beside its first rank's (`rank_work.batch_steps_path`).
+STEPS = "steps_covered"
+#: Ranks whose trace file is smaller than this run their analyses together, a batch of up to
+#: `rank_work.BATCH_RANKS` consecutive ranks per task (`rank_work.batch_tables`): a rank of a
+#: few dozen events cost ~0.25 s of CPU alone (fixed costs: a task, ~30 result files written
+#: and read, the analyses' setup per call), the numbers being the same either way.
+BATCH_BYTES = 1_000_000
+#: `start_early` looks at most at this many files' entries
+EARLY_LOOKS = 8
 
 #: Where a local cluster listens (its scheduler, workers and their HTTP servers): this
 #: machine only.
@@ -124,9 +144,11 @@ class PoolBackend(Backend):
         the workers end. Idle, each held what its ranks freed, ~250-340 MB on 100 MB ranks
         (polars' allocator, jemalloc, gives freed pages back on a timer whose thread a
         forked process does not have), all through the reduction, when this process
-        peaks; a later task forks new workers from the forkserver, which stays."""
+        peaks; a later task forks new workers from the forkserver, which stays. Not waited
+        for: a worker giving back its memory and ending took ~0.1-0.3 s, the reduction's
+        time, which runs meanwhile (every task has answered: nothing is left to wait for)."""
         if self._one_round and self._pool is not None:
-            self._pool.shutdown(wait=True)
+            self._pool.shutdown(wait=False)
             self._pool = None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -224,6 +246,77 @@ class DaskBackend(Backend):
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def start_early(path: Path, cache_root: Path | None) -> bool:
+    """Start the process pool's forkserver now, importing what the workers need
+    (`WORK_MODULES`, ~0.3 s of CPU) on another core while the caller makes its own imports
+    (as long again), when the files under `path` will likely need workers: they are worth
+    them by their count and bytes (`PoolBackend.worth_workers`) and one of them has no
+    rank results kept under `cache_root` (its entry, of any version, has no steps covered;
+    None: nothing is kept) or no entry (its parse needs them too). Told by the file system
+    alone (a few files looked at; no frame read, no polars). A wrong guess costs that CPU,
+    or the start, never a number. Whether it started."""
+    if START_METHOD != "forkserver":
+        return False
+    files = _worth(path, PoolBackend())
+    if not files or (cache_root is not None and _kept(files, cache_root)):
+        return False
+    if cache_root is not None and any(_small(f) for f in files):
+        # (small files run in batches whose steps are kept in one file beside the batch's
+        # first rank's entry, which the look above cannot tell; such a report's own start is
+        # long anyway: its pool starts when the files are listed, as before)
+        return False
+    prepare_pool(WORK_MODULES)
+    return True
+
+
+def _worth(path: Path, pool: PoolBackend) -> list[Path]:
+    """The trace files under `path` seen until they were worth `pool`'s workers
+    (`worth_workers`: a folder of 10,000 tiny files, its first hundred); none when they are
+    not."""
+    seen: list[Path] = []
+    size = 0
+    try:
+        if path.is_file():
+            return [path] if pool.worth_workers(1, path.stat().st_size) else []
+        for folder, subfolders, names in os.walk(path):
+            subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+            for name in sorted(names):
+                found = Path(folder, name)
+                if not is_candidate(found):
+                    continue
+                try:
+                    size += found.stat().st_size
+                except OSError:
+                    continue
+                seen.append(found)
+                if pool.worth_workers(len(seen), size):
+                    return seen
+    except OSError:
+        pass
+    return []
+
+
+def _small(trace: Path) -> bool:
+    try:
+        return trace.stat().st_size < BATCH_BYTES
+    except OSError:
+        return False
+
+
+def _kept(files: list[Path], cache_root: Path) -> bool:
+    """Whether the rank results of `files` look kept: each of at most EARLY_LOOKS of them,
+    spread over the list, has an entry (in any version's folder) with its steps covered."""
+    for trace in files[:: -(-len(files) // EARLY_LOOKS)]:
+        try:
+            name = entry_name(describe(trace))
+        except OSError:
+            return False
+        found = cache_root.glob(f"v*-c*/{name[:2]}/{name}/{RESULTS_DIR}/{STEPS}-*.arrow")
+        if next(found, None) is None:
+            return False
+    return True
 
 
 def _local_workers(address: str) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import struct
 import zlib
+from collections.abc import Iterable, Iterator
 
 import orjson
 import polars as pl
@@ -63,3 +64,32 @@ def unpack(blob: bytes) -> dict[str, pl.DataFrame]:
     if at != len(blob):
         raise ValueError("table blob has trailing bytes")
     return out
+
+
+#: A kept text's first bytes (`pack_text`).
+TEXT_MAGIC = b"HTAT1"
+
+
+def pack_text(text: Iterable[bytes], of: bytes) -> Iterator[bytes]:
+    """`text` (in pieces) made from the tables of the blob `of`, in pieces: its layout's
+    version, the CRC-32 of `of` (its last 4 bytes), the text, and the CRC-32 of everything
+    before it."""
+    head = TEXT_MAGIC + of[-4:]
+    crc = zlib.crc32(head)
+    yield head
+    for piece in text:
+        crc = zlib.crc32(piece, crc)
+        yield piece
+    yield struct.pack("<I", crc)
+
+
+def unpack_text(kept: bytes, tail: bytes) -> memoryview | None:
+    """The text `pack_text` kept (a view of `kept`), when whole and made from the blob whose
+    last 4 bytes are `tail`; else None (made again)."""
+    at = len(TEXT_MAGIC) + 4
+    if len(kept) < at + 4 or not kept.startswith(TEXT_MAGIC) or kept[len(TEXT_MAGIC) : at] != tail:
+        return None
+    (crc,) = struct.unpack_from("<I", kept, len(kept) - 4)
+    if zlib.crc32(memoryview(kept)[:-4]) != crc:
+        return None
+    return memoryview(kept)[at:-4]

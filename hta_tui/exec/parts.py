@@ -16,8 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from hta_tui.exec.blobs import unpack
-from hta_tui.exec.rank_work import read_cached
+from hta_tui.exec.blobs import unpack, unpack_text
+from hta_tui.exec.rank_work import read_cached, text_path
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,19 @@ class Part:
     size: int
     path: Path | None = None
     blob: bytes | None = None
+    #: the blob's last 4 bytes (its CRC-32): what a text kept beside it was made from
+    tail: bytes = b""
+
+    def text(self, table: str, version: str) -> memoryview | None:
+        """The text of its `table` a worker kept beside its file (`rank_work.Texts`, UTF-8),
+        made by `version` from these very tables; None when there is none (or not whole)."""
+        if self.path is None or len(self.tail) != 4:
+            return None
+        try:
+            kept = text_path(self.path, table, version).read_bytes()
+        except OSError:
+            return None
+        return unpack_text(kept, self.tail)
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """Its tables; OSError when its file went away or was damaged since it was kept."""
@@ -44,11 +57,21 @@ class RankParts:
     """One table of a rank-wise analysis as its ranks' parts, in rank order (see the module
     docstring)."""
 
-    def __init__(self, name: str, parts: Sequence[Part], schema: pl.DataFrame, height: int):
+    def __init__(
+        self,
+        name: str,
+        parts: Sequence[Part],
+        schema: pl.DataFrame,
+        height: int,
+        exact: Sequence[bool] = (),
+    ):
         self.name = name
         self._parts = list(parts)
         self._empty = schema  # no row, the concatenation's columns and types
         self.height = height
+        #: per part: it has rows, of the concatenation's columns and types in its order (cast
+        #: to it, they are as they are)
+        self._exact = list(exact) or [False] * len(self._parts)
 
     @property
     def schema(self) -> pl.Schema:
@@ -63,7 +86,17 @@ class RankParts:
 
     def frames(self) -> Iterator[pl.DataFrame]:
         """Each non-empty rank part, cast to the whole table's schema, one at a time."""
-        for part in self._parts:
+        yield from self.pieces(None)  # type: ignore[misc]
+
+    def pieces(self, version: str | None) -> Iterator[pl.DataFrame | memoryview]:
+        """`frames`, but a part's text in place of its frame where a worker kept it, made by
+        `version` (`Part.text`), and the part's rows are the whole table's as they are
+        (`exact`): the text of those rows wherever they are written."""
+        for part, exact in zip(self._parts, self._exact, strict=True):
+            text = part.text(self.name, version) if exact and version else None
+            if text is not None:
+                yield text
+                continue
             table = part.tables().get(self.name)
             if table is not None and table.height:
                 yield pl.concat([self._empty, table], how="diagonal_relaxed")
@@ -90,10 +123,14 @@ def streamed(names: Sequence[str], parts: Sequence[Part]) -> dict[str, RankParts
     kinds: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
     first: dict[str, pl.DataFrame] = {}
     heights = dict.fromkeys(names, 0)
+    # per table, each part's schema where it has rows (None where it has none)
+    schemas: dict[str, list[pl.Schema | None]] = {n: [] for n in names}
     for part in parts:
         tables = part.tables()
         for n in names:
             table = tables.get(n)
+            has = table is not None and table.height > 0
+            schemas[n].append(table.schema if has else None)  # type: ignore[union-attr]
             if table is None:  # (not in this rank's part: as `split._concat`)
                 continue
             first.setdefault(n, table.clear())
@@ -105,7 +142,9 @@ def streamed(names: Sequence[str], parts: Sequence[Part]) -> dict[str, RankParts
         shown = kinds[n]
         if n in first:
             empty = pl.concat(shown, how="diagonal_relaxed") if shown else first[n]
-            out[n] = RankParts(n, parts, empty, heights[n])
+            # (a schema's `==` takes the columns' order and types: as they are, cast)
+            exact = [s is not None and s == empty.schema for s in schemas[n]]
+            out[n] = RankParts(n, parts, empty, heights[n], exact)
     return out
 
 

@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,9 @@ import polars as pl
 
 from hta_tui.analysis import hta_view, registry
 from hta_tui.analysis.rank_column import runs
-from hta_tui.exec.blobs import pack, unpack, whole
+from hta_tui.exec.backends import RESULTS_DIR, STEPS
+from hta_tui.exec.blobs import pack, pack_text, unpack, whole
 from hta_tui.trace.model import RankData, read_events_at_once
-
-RESULTS_DIR = "results"
 
 
 @functools.cache
@@ -63,6 +63,29 @@ def result_path(entry: Path, analysis: registry.Analysis, options: registry.Opti
 
 
 @dataclass(frozen=True)
+class Texts:
+    """A front end's text of a rank's long tables (the report's JSON of a row per kernel
+    launch), made by the worker that made their rows, where that rank's work runs (both
+    cores), not by the client once every rank is in (one core, the others idle). Kept
+    beside the rank's results (`text_path`), with the CRC of the tables it was made from."""
+
+    #: (table, its rows on this rank) -> their text in pieces (written as they come: a
+    #: rank's text is ~8 MB), or None (no text for that table); module-level: it crosses
+    #: to the worker by name
+    make: Callable[[str, pl.DataFrame], Iterable[str] | None]
+    #: of the code that makes it (in the kept file's name)
+    version: str
+    #: the tables of a rank-wise analysis whose rank part is this many bytes or more (of
+    #: Arrow, `blobs.pack`): those the client will likely stream (`split.STREAM_BYTES`)
+    least: int = 0
+
+
+def text_path(result: Path, table: str, version: str) -> Path:
+    """Where the text of `table` made by `version` is kept, beside the result it is of."""
+    return result.with_name(f"{result.stem}.{table}.{version}.text")
+
+
+@dataclass(frozen=True)
 class RankJob:
     """One rank's work as it crosses to a worker: small and picklable."""
 
@@ -75,6 +98,8 @@ class RankJob:
     options: registry.Options
     #: keep the results in the entry (False: an entry that cannot be written)
     store: bool = True
+    #: its long tables' text too (kept, not answered: the client reads it when it writes)
+    texts: Texts | None = None
 
 
 def read_cached(path: Path) -> bytes | None:
@@ -86,26 +111,27 @@ def read_cached(path: Path) -> bytes | None:
     return blob if whole(blob) else None  # a truncated or garbled file is a miss
 
 
-def _write_atomic(blob: bytes, path: Path) -> None:
-    """Best effort: a read-only cache only costs a recomputation next time. The folder is
-    made when the write finds it missing (a mkdir per write was a failed system call and
-    an exception each time: every write but an entry's first finds it there)."""
+def _write_atomic(blob: bytes | Iterable[bytes], path: Path) -> None:
+    """Best effort: a read-only cache only costs a recomputation next time. `blob` may come
+    in pieces, written as they come. The folder is made when the write finds it missing (a
+    mkdir per write was a failed system call and an exception each time: every write but an
+    entry's first finds it there)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     try:
         try:
-            tmp.write_bytes(blob)
+            fh = tmp.open("wb")
         except FileNotFoundError:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_bytes(blob)
+            fh = tmp.open("wb")
+        with fh:
+            for piece in [blob] if isinstance(blob, bytes) else blob:
+                fh.write(piece)
         os.replace(tmp, path)
-    except OSError:
+    except Exception as exc:  # (a piece that failed to be made: raised, nothing left)
         with contextlib.suppress(OSError):
             tmp.unlink()
-
-
-#: Not an analysis: the steps each kind of table covers on this rank (`coverage`), for the
-#: report's scope section, made with the rank's tables and kept beside them.
-STEPS = "steps_covered"
+        if not isinstance(exc, OSError):
+            raise
 
 
 def steps_path(entry: Path, options: registry.Options) -> Path:
@@ -202,6 +228,10 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
             if job.store:
                 _write_atomic(blob, result_path(entry, a, job.options))
             out[a.name] = blob
+        if job.store and job.texts is not None:
+            for a in missing:
+                if a.scope == "rank" and len(out[a.name]) >= job.texts.least:
+                    _keep_texts(job.texts, parts[a.name], out[a.name], entry, a, job.options)
     if STEPS in job.analyses:  # after the tables: their step tables and views are kept
         blob = read_cached(steps_path(entry, job.options))
         if blob is None:
@@ -213,11 +243,28 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
     return {n: out[n] for n in job.analyses}
 
 
-#: Ranks whose trace file is smaller than this run their analyses together, a batch of up to
-#: BATCH_RANKS consecutive ranks per task (`batch_tables`): a rank of a few dozen events
-#: cost ~0.25 s of CPU alone (fixed costs: a task, ~30 result files written and read, the
-#: analyses' setup per call), the numbers being the same either way.
-BATCH_BYTES = 1_000_000
+def _keep_texts(
+    texts: Texts,
+    tables: registry.Tables,
+    blob: bytes,
+    entry: Path,
+    analysis: registry.Analysis,
+    options: registry.Options,
+) -> None:
+    """Each table's text (`Texts`), kept beside its analysis's result (`blob`). Best effort:
+    a text not made or not kept is made by the client, as before."""
+    result = result_path(entry, analysis, options)
+    for name, frame in tables.items():
+        try:
+            text = texts.make(name, frame)
+            if text is not None:
+                pieces = (piece.encode() for piece in text)
+                _write_atomic(pack_text(pieces, blob), text_path(result, name, texts.version))
+        except Exception:  # (a piece that failed: the file is not kept)
+            continue
+
+
+#: Small ranks (`backends.BATCH_BYTES`) run in batches of up to this many per task.
 BATCH_RANKS = 64
 
 

@@ -39,15 +39,15 @@ from typing import Any
 import polars as pl
 
 from hta_tui.analysis import overview, registry, steps
-from hta_tui.exec.backends import Backend
+from hta_tui.exec.backends import BATCH_BYTES, Backend
 from hta_tui.exec.blobs import pack, unpack
 from hta_tui.exec.parts import Part, RankParts, streamed, whole_frame
 from hta_tui.exec.rank_work import (
     ALONE,
-    BATCH_BYTES,
     BATCH_RANKS,
     STEPS,
     RankJob,
+    Texts,
     _steps_blob,
     _write_atomic,
     batch_path,
@@ -218,13 +218,15 @@ def run_split(
     stats: SplitRun | None = None,
     stream: bool = False,
     covered: Steps | None = None,
+    texts: Texts | None = None,
 ) -> dict[str, Any]:
     """Every table of the selected analyses (`registry.select(names)`), in declaration
     order, the same numbers as `registry.run` over every rank. `cache_root`: where whole
     answers are kept (None: not kept). `stream`: long rank-wise tables answered as
     `parts.RankParts` (module docstring), the others as frames. `covered`: given each
     rank's steps covered that the rank-wise work handed back with its tables
-    (`rank_steps` then reads nothing for them)."""
+    (`rank_steps` then reads nothing for them); `texts`: what the workers make of the
+    long ones besides (`rank_work.Texts`: the rank parts' text, read by `RankParts`)."""
     backend = backend or Backend()
     stats = stats if stats is not None else SplitRun()
     chosen = registry.select(names)
@@ -247,7 +249,9 @@ def run_split(
     parts: dict[str, dict[str, Any]] = {}
     if rankwise or finding:
         held = covered if covered is not None else {}
-        parts = _rankwise(ts, rankwise + finding, options, ranks, backend, stats, stream, held)
+        parts = _rankwise(
+            ts, rankwise + finding, options, ranks, backend, stats, stream, held, texts
+        )
         answers.update({a.name: parts[a.name] for a in rankwise})
     # here: the job-wide analyses, and findings last (registry.run evaluates them on the
     # tables made here and above: rank-wise, reduced, or kept)
@@ -350,7 +354,7 @@ def _part(blob: bytes, kept: Path | None) -> Part:
     """A rank's tables of an analysis, held as bytes when small (or not kept on disk), else
     as the path of the file they were kept in (its size tells it holds them)."""
     if kept is not None and len(blob) >= HOLD_BYTES and _size(kept) == len(blob):
-        return Part(len(blob), path=kept)
+        return Part(len(blob), path=kept, tail=blob[-4:])
     return Part(len(blob), blob=blob)
 
 
@@ -463,11 +467,13 @@ def _rankwise(
     stats: SplitRun,
     stream: bool = False,
     held: Steps | None = None,
+    texts: Texts | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each unit's tables (stored, or made on the back-end: a rank alone, or a batch of
     small ranks together), concatenated in rank order (and reduced across ranks, for an
     analysis that reduces); a long rank-wise one, when `stream`, as its units' parts
-    (`parts.RankParts`). A batch whose work failed is made here rank by rank: a rank that
+    (`parts.RankParts`; `texts`: a rank alone's made by its task too, from its even share
+    of STREAM_BYTES). A batch whose work failed is made here rank by rank: a rank that
     fails costs only itself. Each rank's steps covered that the work hands back go into
     `held`."""
     held = held if held is not None else {}
@@ -476,6 +482,10 @@ def _rankwise(
     jobs: list[tuple[int, tuple[RankJob, ...]]] = []  # (unit, its ranks' jobs)
     order = tuple(r.rank for r in ranks)
     spare = _spare_parts(chosen, options, order)
+    if texts is not None and stream:
+        texts = replace(texts, least=max(HOLD_BYTES, STREAM_BYTES // max(len(ranks), 1)))
+    else:
+        texts = None
     for unit in _units(ranks):
         # (a unit without the one rank such an analysis reads gives the part of no rank)
         given = {n: p for n, (rank, p) in spare.items() if all(r.rank != rank for r in unit)}
@@ -515,7 +525,8 @@ def _rankwise(
         if wanted:
             if read_cached(steps_path(r.entry, options)) is None:  # (as a batch's, above)
                 wanted += (STEPS,)
-            jobs.append((len(units) - 1, (RankJob(r.rank, str(r.entry), r.meta, wanted, options),)))
+            job = RankJob(r.rank, str(r.entry), r.meta, wanted, options, texts=texts)
+            jobs.append((len(units) - 1, (job,)))
     sizes = {r.rank: r.size for r in ranks}
     to_make = [job.rank for _, batch in jobs for job in batch]
     remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))

@@ -1,21 +1,27 @@
-"""Imported by the pool's forkserver only (the last of `backends.WORK_MODULES`): what every
-worker would otherwise do on its first rank, done once in the process they all fork from.
+"""Imported by the pool's forkserver only (`backends.WORK_MODULES`): what every worker needs
+for per-rank work, and would otherwise make on its first rank, done once in the process
+they all fork from.
 
-A worker that imported these itself spent ~80 ms of CPU on its first rank (a 2-core report
-of 8 ranks: two workers, each paying it): numpy's masked arrays (polars looks for them when
-it makes a Series from a numpy array, and numpy imports them on first use), the modules the
-rank-wise work imports inside functions (each rank's steps covered, the findings' summaries,
-the memory tables' step windows)
-and `code_version`, every result's key (the source of analysis/, trace/ and exec/ hashed).
-A worker runs the code the forkserver imported, so the version made here is its own.
+The rank work and every analysis's module (the registry imports them when first used: here
+all at once). And what a worker that imported these itself spent ~80 ms of CPU on its first
+rank (a 2-core report of 8 ranks: two workers, each paying it): numpy's masked arrays
+(polars looks for them when it makes a Series from a numpy array, and numpy imports them on
+first use), the modules the rank-wise work imports inside functions (each rank's steps
+covered, the findings' summaries, the memory tables' step windows) and `code_version`, every
+result's key (the source of analysis/, trace/ and exec/ hashed). A worker runs the code the
+forkserver imported, so the version made here is its own.
+
+The list of modules lives here, not with the front end that starts the forkserver: `report`
+starts it before it imports the analyses itself (`backends.start_early`).
 """
 
 from __future__ import annotations
 
 import numpy.ma  # noqa: F401
 
-from hta_tui.analysis import coverage, memory_window  # noqa: F401
+from hta_tui.analysis import coverage, memory_window, registry  # noqa: F401
 from hta_tui.analysis.findings import engine, gpu  # noqa: F401
 from hta_tui.exec.rank_work import code_version
 
+registry.import_modules()
 code_version()

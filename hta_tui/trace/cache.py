@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import hashlib
 import itertools
 import os
 import shutil
@@ -31,9 +30,10 @@ from typing import Any
 
 import orjson
 import polars as pl
-from platformdirs import user_cache_dir
 
 from hta_tui.trace import cache_meta
+from hta_tui.trace.cache_root import default_root
+from hta_tui.trace.cache_root import entry_name as _digest
 from hta_tui.trace.checked import DamagedEntry, checked_body, read_checked, write_checked
 from hta_tui.trace.discover import TraceFile, describe
 from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
@@ -61,12 +61,6 @@ def max_cache_bytes() -> int:
     except ValueError:
         gb = DEFAULT_MAX_GB
     return int(gb * 2**30)
-
-
-def default_root() -> Path:
-    """$HTA_TUI_CACHE, else the XDG user cache dir (~/.cache/hta-tui)."""
-    env = os.environ.get("HTA_TUI_CACHE")
-    return Path(env) if env else Path(user_cache_dir("hta-tui", appauthor=False))
 
 
 class Cache:
@@ -177,11 +171,6 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
-
-
-def _digest(tf: TraceFile) -> str:
-    path, size, mtime = tf.key
-    return hashlib.sha1(f"{Path(path).resolve()}\0{size}\0{mtime}".encode()).hexdigest()
 
 
 def _mtime(path: Path) -> float:
