@@ -17,6 +17,7 @@ import functools
 import hashlib
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,13 +195,25 @@ def batch_path(jobs: tuple[RankJob, ...], analysis: registry.Analysis) -> Path:
     """Where a batch's tables of one analysis are kept: beside the first rank's frames,
     keyed by the options it reads, the code's version and every rank of the batch (its
     rank, entry and path), so a batch that differs in any rank is a miss."""
-    digest = hashlib.sha1(options_key(analysis, jobs[0].options).encode())
+    return batch_paths(jobs, [analysis])[analysis.name]
+
+
+def batch_paths(
+    jobs: tuple[RankJob, ...], analyses: Iterable[registry.Analysis]
+) -> dict[str, Path]:
+    """analysis -> its `batch_path`, the batch's ranks said once for them all (once per
+    analysis, ~0.2 s of CPU for the client's 40 batches of 10,000 tiny ranks)."""
     # (the entry's name as a string: a Path per rank and analysis cost ~0.1 ms each)
-    for job in jobs:
-        name = os.path.basename(job.entry)
-        digest.update(f"{job.rank}\0{name}\0{job.meta.get('path', '')}\n".encode())
-    name = f"batch-{analysis.name}-{digest.hexdigest()[:20]}.arrow"
-    return Path(jobs[0].entry) / RESULTS_DIR / name
+    said = "".join(
+        f"{job.rank}\0{os.path.basename(job.entry)}\0{job.meta.get('path', '')}\n" for job in jobs
+    ).encode()
+    folder = Path(jobs[0].entry) / RESULTS_DIR
+    out = {}
+    for a in analyses:
+        digest = hashlib.sha1(options_key(a, jobs[0].options).encode())
+        digest.update(said)
+        out[a.name] = folder / f"batch-{a.name}-{digest.hexdigest()[:20]}.arrow"
+    return out
 
 
 def batch_tables(
@@ -215,11 +228,12 @@ def batch_tables(
     batch's ranks one by one)."""
     first = jobs[0]
     names = [n for n in first.analyses if n != STEPS]
+    paths = batch_paths(jobs, [registry.BY_NAME[n] for n in names])
     out: dict[str, bytes] = {}
     missing = []
     for name in names:
         a = registry.BY_NAME[name]
-        blob = read_cached(batch_path(jobs, a))
+        blob = read_cached(paths[name])
         if blob is None:
             missing.append(a)
         else:
@@ -231,7 +245,7 @@ def batch_tables(
         for a in missing:
             blob = pack(parts[a.name])
             if all(j.store for j in jobs):
-                _write_atomic(blob, batch_path(jobs, a))
+                _write_atomic(blob, paths[a.name])
             out[a.name] = blob
         if STEPS in first.analyses:
             _keep_steps(jobs, datas)

@@ -12,8 +12,10 @@ it (measured on 8 x 100 MB, same frames, same process; the cause was not found).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -47,6 +49,15 @@ def write_checked(df: pl.DataFrame, path: Path) -> int:
 def read_checked(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
     """A file of `write_checked`; DamagedEntry when it is shorter, longer or other than what
     was written (OSError when it cannot be read at all)."""
+    body = _body(path)
+    try:
+        return pl.read_parquet(body, columns=columns)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise DamagedEntry(f"{path.name} cannot be read ({type(exc).__name__})") from exc
+
+
+def _body(path: Path) -> bytes:
+    """The Parquet bytes of a file of `write_checked`, checked (DamagedEntry, OSError)."""
     data = path.read_bytes()
     if len(data) < _TRAILER.size:
         raise DamagedEntry(f"{path.name} is {len(data)} bytes")
@@ -54,7 +65,29 @@ def read_checked(path: Path, columns: list[str] | None = None) -> pl.DataFrame:
     body = data[: -_TRAILER.size]
     if mark != _MARK or size != len(body) or crc32(body) != crc:
         raise DamagedEntry(f"{path.name} does not match its checksum")
+    return body
+
+
+def read_checked_rows(paths: Sequence[Path]) -> list[pl.DataFrame | None]:
+    """Files of `write_checked` of a row each (the overview's per-file summaries), read in
+    one query: each file's row, None for a file missing or damaged (its reader reads it
+    alone: `read_checked` says why), all None when the files' rows do not make one table
+    of a row each. Read one by one, 10,000 files' query setup in polars cost ~0.3 ms each
+    (3 s of a first report of 10,000 tiny ranks); at once, ~0.05 ms."""
+    bodies: dict[int, bytes] = {}
+    for i, path in enumerate(paths):
+        with contextlib.suppress(OSError, DamagedEntry):
+            bodies[i] = _body(path)
+    out: list[pl.DataFrame | None] = [None] * len(paths)
+    if not bodies:
+        return out
     try:
-        return pl.read_parquet(body, columns=columns)
-    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise DamagedEntry(f"{path.name} cannot be read ({type(exc).__name__})") from exc
+        table = pl.read_parquet([io.BytesIO(body) for body in bodies.values()])
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return out
+    if table.height != len(bodies):
+        return out
+    table = table.rechunk()  # (a chunk a file: each slice would look through them all)
+    for row, i in enumerate(bodies):
+        out[i] = table.slice(row, 1)
+    return out
