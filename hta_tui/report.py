@@ -88,9 +88,12 @@ def build_tables(
     # with work for the workers ahead, the files' summaries are read and their table made
     # meanwhile (~1 s of this process at 10,000 files), from when the work is out (before,
     # it would delay the workers' start): when the summaries answer the temporal breakdown
-    # before they are read, they do after (only more held)
-    if ahead and (not temporal or summaries_decide(ts, hta_compat=options.hta_compat)):
-        rest = [n for n in selected if n != "temporal_breakdown"]
+    # before they are read, they do after (only more held; not `--hta-compat`'s, which
+    # the files table does not read)
+    decided = ahead and temporal and summaries_decide(ts, hta_compat=options.hta_compat)
+    if ahead and (not temporal or options.hta_compat or decided):
+        summed = decided
+        rest = [n for n in selected if n != "temporal_breakdown" or not summed]
         with ThreadPoolExecutor(1, thread_name_prefix="files-table") as meanwhile:
             files: list[Future[pl.DataFrame]] = []
 
@@ -110,7 +113,6 @@ def build_tables(
             if not files:
                 start()
             tables: dict[str, Any] = {"files": files[0].result()}
-        summed = temporal
     else:
         tables = {"files": _files_table(ts, cache_root)}
         summed = temporal and summaries_decide(ts, hta_compat=options.hta_compat)
