@@ -237,9 +237,30 @@ def _writer_version() -> str:
 
 def _scope_text(scope: Any) -> str:
     """The scope's text in the document: `orjson.dumps(scope, OPT_INDENT_2)` indented to
-    its place and made printable."""
-    text = orjson.dumps(scope, option=_INDENT).replace(b"\n", b"\n  ").decode()
-    return json_printable(text)
+    its place and made printable, a table's entry made once for the tables whose entries
+    hold the same objects (`coverage.table_scopes` shares them: 64 tables of 10,000 ranks
+    have a few, each 1.3 MB of text)."""
+    if not scope or not all(isinstance(e, dict) for e in scope.values()):
+        return json_printable(orjson.dumps(scope, option=_INDENT).replace(b"\n", b"\n  ").decode())
+    made: dict[tuple[Any, ...], str] = {}
+    items = []
+    for name, entry in scope.items():
+        # (the scope holds every entry while its text is made: no object's id is reused)
+        key = tuple((k, _held(v)) for k, v in entry.items())
+        text = made.get(key)
+        if text is None:  # (as nested in the scope, itself nested in the document)
+            text = orjson.dumps(entry, option=_INDENT).replace(b"\n", b"\n    ").decode()
+            text = made[key] = json_printable(text)
+        items.append(f"    {json_printable(orjson.dumps(name).decode())}: {text}")
+    return "{\n" + ",\n".join(items) + "\n  }"
+
+
+def _held(value: Any) -> tuple[Any, ...]:
+    """What an entry's value is, as a key: a scalar and its type (1, True and 1.0 are
+    written apart), else the object held."""
+    if value is None or isinstance(value, (str, int, float)):
+        return (type(value), value)
+    return (id(value),)
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -308,3 +308,46 @@ def test_a_jobs_id_is_its_ranks_files(tmp_path: Path) -> None:
     ts = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set
     assert split._set_id(ts) == split._ranks_id(split._ranks(ts))
     assert split._set_id(ts).count(b"\n") == 2
+
+
+def test_the_scope_text_writes_each_shared_entry_once_as_orjson_writes_it_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scope's entries share their ranks, spans and steps (`coverage.table_scopes`): its
+    text makes the entry of tables whose entries hold the same once, and is byte for byte
+    `orjson.dumps(scope, OPT_INDENT_2)` indented to its place, printable (bidi and C1
+    characters escaped), whatever the entries hold."""
+    from hta_tui import report as report_module
+    from hta_tui.printable import json_printable
+
+    def whole(scope: Any) -> str:
+        text = orjson.dumps(scope, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
+        return json_printable(text.decode())
+
+    ranks = [0, 1, 2]
+    spans = {str(r): {"span": "", "path": f"r\u202e{r}.json"} for r in ranks}
+    steps = {str(r): [1, 2] for r in ranks}
+    scope = {
+        f"t{i}": {
+            "ranks": ranks, "spans": spans, "steps": steps if i % 2 else None,
+            "step_definition": "x", "definitions": "d", "flag": True if i % 3 else 1,
+        }
+        for i in range(7)
+    }  # fmt: skip
+    scope["t3"]["why_empty"] = "no curve\u0085"
+    scope["empty"] = {}
+    dumped: list[Any] = []
+    dumps = orjson.dumps
+
+    def counted(value: Any, **kw: Any) -> bytes:
+        dumped.append(value)
+        return dumps(value, **kw)
+
+    monkeypatch.setattr(report_module.orjson, "dumps", counted)
+    text = report_module._scope_text(scope)
+    entries = [v for v in dumped if isinstance(v, dict)]
+    monkeypatch.undo()
+    assert text == whole(scope)
+    assert len(entries) == 5  # t0-t3 (t3 with its why_empty) and the empty one: t4-t6 as t2-t0
+    for other in ({}, {"x": {}}, {"x": {"a": []}}):
+        assert report_module._scope_text(other) == whole(other)
