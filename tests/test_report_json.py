@@ -214,10 +214,12 @@ def test_a_warm_report_reads_every_files_summary_at_once(
 ) -> None:
     """The files table and the temporal breakdown read each file's overview summary: a
     second report reads them from one table kept for the job (`split.keep_summaries`), no
-    file's own (a read per file was ~0.5 s of a warm report of 1,000 tiny ranks); the same
-    JSON. A file changed since is a miss: its summary is made from its frames again."""
+    file's own (a read per file was ~0.5 s of a warm report of 1,000 tiny ranks), a first
+    one every file's own in one query; the same JSON. A file changed since is a miss: its
+    summary is made from its frames again."""
     from hta_tui.synth.small_job import Dialect, JobShape, write_job
     from hta_tui.trace import model
+    from hta_tui.trace.checked import read_checked_rows
 
     write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
     cache, only = Cache(tmp_path / "cache"), ["temporal_breakdown"]
@@ -238,6 +240,22 @@ def test_a_warm_report_reads_every_files_summary_at_once(
     monkeypatch.setattr(model, "read_checked", counted)
     assert json_report() == first
     assert "derived" not in read
+    # no table kept for the job (a first report): each file's summary kept in its entry
+    # read with the others' in one query (`read_checked_rows`: one by one, 10,000 files
+    # cost 3 s of polars' query setup); one missing or damaged is read alone, made again
+    kept = sorted(cache.root.glob("*/*/derived/overview-*.parquet"))
+    rows = read_checked_rows([kept[0], tmp_path / "none.parquet", *kept[1:]])
+    assert [r is None for r in rows] == [False, True, False, False]
+    for path, row in zip(kept, [rows[0], *rows[2:]], strict=True):
+        assert row is not None and row.equals(checked(path))
+    shutil.rmtree(cache.root / "jobs")
+    assert json_report() == first
+    assert "derived" not in read
+    kept[1].write_bytes(kept[1].read_bytes()[:-3] + b"bad")
+    assert [r is None for r in read_checked_rows(kept)] == [False, True, False]
+    shutil.rmtree(cache.root / "jobs")
+    assert json_report() == first
+    assert read.count("derived") == 1
     # neither the job's table nor a file's own summary kept: made from its frames
     shutil.rmtree(cache.root / "jobs")
     shutil.rmtree(next(cache.root.glob("*/*/derived")))
@@ -253,48 +271,6 @@ def test_a_warm_report_reads_every_files_summary_at_once(
     fresh = io.StringIO()
     assert run_report(tmp_path / "job", as_json=True, out=fresh, no_cache=True, only=only) == 0
     assert json_report() == fresh.getvalue() != first
-
-
-def test_a_first_report_reads_every_files_summary_in_one_query(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With no table of the summaries kept for the job (a first report), each file's
-    summary kept in its entry is read with the others' in one query (`read_checked_rows`:
-    one by one, 10,000 files cost 3 s of polars' query setup), none on its own; a file's
-    summary missing or damaged is read alone and made again: the same JSON."""
-    from hta_tui.synth.small_job import Dialect, JobShape, write_job
-    from hta_tui.trace import checked, model
-
-    write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
-    cache, only = Cache(tmp_path / "cache"), ["temporal_breakdown"]
-
-    def json_report() -> str:
-        shutil.rmtree(cache.root / "jobs", ignore_errors=True)
-        out = io.StringIO()
-        assert run_report(tmp_path / "job", as_json=True, out=out, cache=cache, only=only) == 0
-        return out.getvalue()
-
-    first = json_report()
-    kept = sorted(cache.root.glob("*/*/derived/overview-*.parquet"))
-    assert len(kept) == 3
-    read: list[str] = []
-    alone = model.read_checked
-
-    def counted(path: Path, *args: Any, **kw: Any) -> pl.DataFrame:
-        read.append(path.parent.name)
-        return alone(path, *args, **kw)
-
-    monkeypatch.setattr(model, "read_checked", counted)
-    assert json_report() == first
-    assert "derived" not in read
-    rows = checked.read_checked_rows([kept[0], tmp_path / "none.parquet", *kept[1:]])
-    assert [r is None for r in rows] == [False, True, False, False]
-    for path, row in zip(kept, [rows[0], *rows[2:]], strict=True):
-        assert row is not None and row.equals(alone(path))
-    kept[1].write_bytes(kept[1].read_bytes()[:-3] + b"bad")  # damaged: made again
-    assert [r is None for r in checked.read_checked_rows(kept)] == [False, True, False]
-    assert json_report() == first
-    assert read.count("derived") == 1
 
 
 def test_a_jobs_id_is_its_ranks_files(tmp_path: Path) -> None:
