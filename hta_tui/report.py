@@ -12,7 +12,7 @@ import hashlib
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -95,20 +95,31 @@ def build_tables(
     selected = [a.name for a in registry.select(names)]
     ahead = backend is not None and cache_root is not None and work_ahead(ts, options, backend)
     if ahead:
-        backend.warm()  # (its workers get ready while the summaries are read)
+        backend.warm()  # (its workers get ready while the work is found)
     temporal = "temporal_breakdown" in selected
     made: dict[str, Any] = {}
     # with work for the workers ahead, the files' summaries are read and their table made
-    # meanwhile (~3 s of this process at 10,000 files, the workers idle): when the summaries
-    # answer the temporal breakdown before they are read, they do after (only more held)
-    if ahead and (not temporal or summaries_decide(ts, hta_compat=options.hta_compat)):
-        rest = [n for n in selected if n != "temporal_breakdown"]
+    # meanwhile (~1 s of this process at 10,000 files), from when the work is out (before,
+    # it would delay the workers' start): when the summaries answer the temporal breakdown
+    # before they are read, they do after (only more held; not `--hta-compat`'s, which
+    # the files table does not read)
+    decided = ahead and temporal and summaries_decide(ts, hta_compat=options.hta_compat)
+    if ahead and (not temporal or options.hta_compat or decided):
+        summed = decided
+        rest = [n for n in selected if n != "temporal_breakdown" or not summed]
         with ThreadPoolExecutor(1, thread_name_prefix="files-table") as meanwhile:
-            files = meanwhile.submit(_files_table, ts, cache_root)
+            files: list[Future[pl.DataFrame]] = []
+
+            def start() -> None:
+                files.append(meanwhile.submit(_files_table, ts, cache_root))
+
             if rest:
-                made = run_split(ts, rest, options, backend, cache_root=cache_root, **split)
-            tables: dict[str, Any] = {"files": files.result()}
-        summed = temporal
+                made = run_split(
+                    ts, rest, options, backend, cache_root=cache_root, meanwhile=start, **split
+                )
+            if not files:
+                start()
+            tables: dict[str, Any] = {"files": files[0].result()}
     else:
         tables = {"files": _files_table(ts, cache_root)}
         summed = temporal and summaries_decide(ts, hta_compat=options.hta_compat)
@@ -242,9 +253,30 @@ def _writer_version() -> str:
 
 def _scope_text(scope: Any) -> str:
     """The scope's text in the document: `orjson.dumps(scope, OPT_INDENT_2)` indented to
-    its place and made printable."""
-    text = orjson.dumps(scope, option=_INDENT).replace(b"\n", b"\n  ").decode()
-    return json_printable(text)
+    its place and made printable, a table's entry made once for the tables whose entries
+    hold the same objects (`coverage.table_scopes` shares them: 64 tables of 10,000 ranks
+    have a few, each 1.3 MB of text)."""
+    if not scope or not all(isinstance(e, dict) for e in scope.values()):
+        return json_printable(orjson.dumps(scope, option=_INDENT).replace(b"\n", b"\n  ").decode())
+    made: dict[tuple[Any, ...], str] = {}
+    items = []
+    for name, entry in scope.items():
+        # (the scope holds every entry while its text is made: no object's id is reused)
+        key = tuple((k, _held(v)) for k, v in entry.items())
+        text = made.get(key)
+        if text is None:  # (as nested in the scope, itself nested in the document)
+            text = orjson.dumps(entry, option=_INDENT).replace(b"\n", b"\n    ").decode()
+            text = made[key] = json_printable(text)
+        items.append(f"    {json_printable(orjson.dumps(name).decode())}: {text}")
+    return "{\n" + ",\n".join(items) + "\n  }"
+
+
+def _held(value: Any) -> tuple[Any, ...]:
+    """What an entry's value is, as a key: a scalar and its type (1, True and 1.0 are
+    written apart), else the object held."""
+    if value is None or isinstance(value, (str, int, float)):
+        return (type(value), value)
+    return (id(value),)
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -917,7 +917,9 @@ def test_a_long_table_s_text_is_made_by_each_rank_s_task(
 
     made, reads = written()
     texts = sorted(cache.root.glob(f"*/*/{RESULTS_DIR}/{name}-*.{name}.*.text"))
-    assert len(texts) == 8 and reads == 8  # each part read once, for its schema
+    # (each part's schema read from the answer as it landed, `split._Landed`: no part read
+    # again; a second report reads each once, for its schema)
+    assert len(texts) == 8 and reads == 0
     kept = {t: t.read_bytes() for t in texts}
     assert written() == (made, 8)  # the second report: the texts kept
     for t in texts:
@@ -1817,3 +1819,70 @@ def test_a_batch_makes_the_profiler_steps_and_op_trees_at_once_as_each_rank_alon
         assert_frame_equal(together, hta_steps.iteration_rows(fresh[1], hta_compat=compat))
         assert_frame_equal(metrics, hta_steps.step_metrics(fresh[1], hta_compat=compat))
         assert set(together["rank"]) == {2, 3, 5}  # (1, 4: no step; 0: its one, HTA's last)
+
+
+def test_answers_are_read_as_they_land_and_not_again(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each unit's answer is read as it lands, while the other units still work: after the
+    last one, the client only concatenates (no part read again), and the tables are those
+    of parts read at the end. `meanwhile` (the report's files table) starts once every
+    unit's work is out, before the first answer is waited for; once when nothing goes out."""
+    from hta_tui.exec import parts as parts_module
+
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    only = ["idle_time_breakdown", "kernel_view", "syncs", "profiler_steps", "findings"]
+    opts = registry.Options()
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)  # a unit per rank: eight answers land
+    read_late: list[int] = []
+    unpack = parts_module.unpack
+
+    def late(blob: bytes) -> dict[str, pl.DataFrame]:
+        read_late.append(len(blob))
+        return unpack(blob)
+
+    monkeypatch.setattr(parts_module, "unpack", late)
+    monkeypatch.setattr(_Counting, "rank_bytes", _Counting.remote_bytes)  # (its work)
+    backend = _Counting()
+    started: list[int] = []
+    stats = split.SplitRun()
+    got = split.run_split(
+        ts, only, opts, backend, stats=stats, meanwhile=lambda: started.append(backend.submitted)
+    )
+    assert stats.rank_tasks == 8 and read_late == []
+    assert started == [8]  # once, with every unit's work out
+    # the same tables as parts read after the last answer (each rank's, kept beside it)
+    again = split.SplitRun()
+    kept = split.run_split(ts, only, opts, Backend(), stats=again)
+    assert again.rank_tasks == 0 and len(read_late) == again.rank_hits > 8
+    for name, table in kept.items():
+        assert got[name].equals(table), name
+    split.run_split(ts, only, opts, _Counting(), cache_root=cache.root, meanwhile=started.clear)
+    assert started == []  # (called, once, with no work out: it cleared the list)
+
+
+def test_a_streamed_analysis_holds_its_parts_read_up_to_its_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Parts of an analysis that may be streamed are held read as they land until they add
+    up to STREAM_BYTES; the next keep only their tables' heights and columns (read again
+    when written): streamed from either, the same table as from parts read at the end."""
+    from hta_tui.exec import blobs
+    from hta_tui.exec.parts import Part, streamed
+
+    frames = [pl.DataFrame({"rank": [r] * r, "us": [0.5 * i for i in range(r)]}) for r in range(4)]
+    packed = [blobs.pack({"t": df, "u": df.head(1)}) for df in frames]
+    monkeypatch.setattr(split, "STREAM_BYTES", len(packed[0]) + len(packed[1]) + 1)
+    landed = split._Landed({"a"})
+    got = [landed.part("a", blob, None) for blob in packed]
+    assert [p.held is not None for p in got] == [True, True, False, False]
+    assert all(p.outline is not None for p in got[2:])
+    other = split._Landed(set())  # an analysis that is never streamed: every part held
+    assert all(other.part("b", blob, None).held is not None for blob in packed)
+    late = [Part(len(blob), blob=blob) for blob in packed]
+    for name, table in streamed(["t", "u"], late).items():
+        held = streamed(["t", "u"], got)[name]
+        assert (held.height, held.schema) == (table.height, table.schema)
+        assert held.collect().equals(table.collect()), name
+    assert got[0].tables()["t"].equals(frames[0])

@@ -214,10 +214,12 @@ def test_a_warm_report_reads_every_files_summary_at_once(
 ) -> None:
     """The files table and the temporal breakdown read each file's overview summary: a
     second report reads them from one table kept for the job (`split.keep_summaries`), no
-    file's own (a read per file was ~0.5 s of a warm report of 1,000 tiny ranks); the same
-    JSON. A file changed since is a miss: its summary is made from its frames again."""
+    file's own (a read per file was ~0.5 s of a warm report of 1,000 tiny ranks), a first
+    one every file's own in one query; the same JSON. A file changed since is a miss: its
+    summary is made from its frames again."""
     from hta_tui.synth.small_job import Dialect, JobShape, write_job
     from hta_tui.trace import model
+    from hta_tui.trace.checked import read_checked_rows
 
     write_job(tmp_path / "job", Dialect(), JobShape(ranks=3, steps=2, ops_per_step=2))
     cache, only = Cache(tmp_path / "cache"), ["temporal_breakdown"]
@@ -238,6 +240,22 @@ def test_a_warm_report_reads_every_files_summary_at_once(
     monkeypatch.setattr(model, "read_checked", counted)
     assert json_report() == first
     assert "derived" not in read
+    # no table kept for the job (a first report): each file's summary kept in its entry
+    # read with the others' in one query (`read_checked_rows`: one by one, 10,000 files
+    # cost 3 s of polars' query setup); one missing or damaged is read alone, made again
+    kept = sorted(cache.root.glob("*/*/derived/overview-*.parquet"))
+    rows = read_checked_rows([kept[0], tmp_path / "none.parquet", *kept[1:]])
+    assert [r is None for r in rows] == [False, True, False, False]
+    for path, row in zip(kept, [rows[0], *rows[2:]], strict=True):
+        assert row is not None and row.equals(checked(path))
+    shutil.rmtree(cache.root / "jobs")
+    assert json_report() == first
+    assert "derived" not in read
+    kept[1].write_bytes(kept[1].read_bytes()[:-3] + b"bad")
+    assert [r is None for r in read_checked_rows(kept)] == [False, True, False]
+    shutil.rmtree(cache.root / "jobs")
+    assert json_report() == first
+    assert read.count("derived") == 1
     # neither the job's table nor a file's own summary kept: made from its frames
     shutil.rmtree(cache.root / "jobs")
     shutil.rmtree(next(cache.root.glob("*/*/derived")))
@@ -266,3 +284,46 @@ def test_a_jobs_id_is_its_ranks_files(tmp_path: Path) -> None:
     ts = open_session(tmp_path / "job", Cache(tmp_path / "cache")).trace_set
     assert split._set_id(ts) == split._ranks_id(split._ranks(ts))
     assert split._set_id(ts).count(b"\n") == 2
+
+
+def test_the_scope_text_writes_each_shared_entry_once_as_orjson_writes_it_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scope's entries share their ranks, spans and steps (`coverage.table_scopes`): its
+    text makes the entry of tables whose entries hold the same once, and is byte for byte
+    `orjson.dumps(scope, OPT_INDENT_2)` indented to its place, printable (bidi and C1
+    characters escaped), whatever the entries hold."""
+    from hta_tui import report as report_module
+    from hta_tui.printable import json_printable
+
+    def whole(scope: Any) -> str:
+        text = orjson.dumps(scope, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
+        return json_printable(text.decode())
+
+    ranks = [0, 1, 2]
+    spans = {str(r): {"span": "", "path": f"r\u202e{r}.json"} for r in ranks}
+    steps = {str(r): [1, 2] for r in ranks}
+    scope = {
+        f"t{i}": {
+            "ranks": ranks, "spans": spans, "steps": steps if i % 2 else None,
+            "step_definition": "x", "definitions": "d", "flag": True if i % 3 else 1,
+        }
+        for i in range(7)
+    }  # fmt: skip
+    scope["t3"]["why_empty"] = "no curve\u0085"
+    scope["empty"] = {}
+    dumped: list[Any] = []
+    dumps = orjson.dumps
+
+    def counted(value: Any, **kw: Any) -> bytes:
+        dumped.append(value)
+        return dumps(value, **kw)
+
+    monkeypatch.setattr(report_module.orjson, "dumps", counted)
+    text = report_module._scope_text(scope)
+    entries = [v for v in dumped if isinstance(v, dict)]
+    monkeypatch.undo()
+    assert text == whole(scope)
+    assert len(entries) == 5  # t0-t3 (t3 with its why_empty) and the empty one: t4-t6 as t2-t0
+    for other in ({}, {"x": {}}, {"x": {"a": []}}):
+        assert report_module._scope_text(other) == whole(other)

@@ -124,6 +124,10 @@ def table_scopes(
     by_name = {a.name: a for a in analyses}
     found: dict[str, dict[str, list[int]] | None] = dict(known or {})
     out: dict[str, dict[str, Any]] = {}
+    # (every table's the same objects: the report writes an entry's text once for the
+    # tables whose entries hold the same, `report._scope_text`)
+    every = sorted(ranks)
+    where = {str(r): spans.get(r, {}) for r in every}
     for table in tables:
         a = by_name.get(owner.get(table, table))
         if a is None:
@@ -132,8 +136,8 @@ def table_scopes(
             found[a.steps] = steps_covered(a.steps, ranks, options)
         compat = options.tb_compat if a.definitions == "plugin" else options.hta_compat
         out[table] = {
-            "ranks": sorted(ranks),
-            "spans": {str(r): spans.get(r, {}) for r in sorted(ranks)},
+            "ranks": every,
+            "spans": where,
             "steps": found[a.steps],
             "step_definition": STEPS[a.steps],
             "definitions": DEFINITIONS[a.definitions][1 if compat else 0],

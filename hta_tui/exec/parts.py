@@ -10,8 +10,8 @@ parts, in rank order), so what is written from it is what the whole table writes
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
@@ -23,13 +23,20 @@ from hta_tui.exec.rank_work import read_cached, text_path
 @dataclass(frozen=True)
 class Part:
     """One rank's tables of one analysis as kept: the file beside the rank's frames (read
-    when used), or the bytes themselves when they are small or not kept there."""
+    when used), or the bytes themselves when they are small or not kept there; or its
+    tables already read (`held`: read as a worker's answer landed, while the others
+    worked), and of a part read then but not held, each table's height and columns
+    (`outline`: what `streamed` reads of every part)."""
 
     size: int
     path: Path | None = None
     blob: bytes | None = None
     #: the blob's last 4 bytes (its CRC-32): what a text kept beside it was made from
     tail: bytes = b""
+    held: Mapping[str, pl.DataFrame] | None = field(default=None, compare=False, repr=False)
+    outline: Mapping[str, tuple[int, pl.DataFrame]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def text(self, table: str, version: str) -> memoryview | None:
         """The text of its `table` a worker kept beside its file (`rank_work.Texts`, UTF-8),
@@ -44,6 +51,8 @@ class Part:
 
     def tables(self) -> dict[str, pl.DataFrame]:
         """Its tables; OSError when its file went away or was damaged since it was kept."""
+        if self.held is not None:
+            return dict(self.held)
         blob = self.blob
         if blob is None:
             assert self.path is not None  # (one of the two, always)
@@ -51,6 +60,18 @@ class Part:
             if blob is None:
                 raise OSError(f"{self.path}: gone or damaged since it was kept")
         return unpack(blob)
+
+    def shapes(self) -> Mapping[str, tuple[int, pl.DataFrame]]:
+        """table -> (its height, its columns without rows): from what is known of it, else
+        read."""
+        if self.outline is not None:
+            return self.outline
+        return outline(self.tables())
+
+
+def outline(tables: Mapping[str, pl.DataFrame]) -> dict[str, tuple[int, pl.DataFrame]]:
+    """table -> (its height, its columns without rows)."""
+    return {name: (df.height, df.clear()) for name, df in tables.items()}
 
 
 class RankParts:
@@ -126,17 +147,18 @@ def streamed(names: Sequence[str], parts: Sequence[Part]) -> dict[str, RankParts
     # per table, each part's schema where it has rows (None where it has none)
     schemas: dict[str, list[pl.Schema | None]] = {n: [] for n in names}
     for part in parts:
-        tables = part.tables()
+        shapes = part.shapes()
         for n in names:
-            table = tables.get(n)
-            has = table is not None and table.height > 0
-            schemas[n].append(table.schema if has else None)  # type: ignore[union-attr]
-            if table is None:  # (not in this rank's part: as `split._concat`)
+            shape = shapes.get(n)
+            has = shape is not None and shape[0] > 0
+            schemas[n].append(shape[1].schema if has else None)  # type: ignore[index]
+            if shape is None:  # (not in this rank's part: as `split._concat`)
                 continue
-            first.setdefault(n, table.clear())
-            heights[n] += table.height
-            if table.height:
-                kinds[n].append(table.clear())
+            height, empty = shapes[n]
+            first.setdefault(n, empty)
+            heights[n] += height
+            if height:
+                kinds[n].append(empty)
     out = {}
     for n in names:
         shown = kinds[n]

@@ -272,21 +272,37 @@ def batch_path(jobs: tuple[RankJob, ...], analysis: registry.Analysis) -> Path:
     """Where a batch's tables of one analysis are kept: beside the first rank's frames,
     keyed by the options it reads, the code's version and every rank of the batch (its
     rank, entry and path), so a batch that differs in any rank is a miss."""
-    return _batch_file(jobs, analysis.name, options_key(analysis, jobs[0].options))
+    return batch_paths(jobs, [analysis])[analysis.name]
+
+
+def batch_paths(
+    jobs: tuple[RankJob, ...], analyses: Iterable[registry.Analysis]
+) -> dict[str, Path]:
+    """analysis -> its `batch_path`, the batch's ranks said once for them all (once per
+    analysis, ~0.2 s of CPU for the client's 40 batches of 10,000 tiny ranks)."""
+    said = _said(jobs)
+    return {
+        a.name: _batch_file(jobs, a.name, options_key(a, jobs[0].options), said) for a in analyses
+    }
 
 
 def batch_steps_path(jobs: tuple[RankJob, ...]) -> Path:
     """Where a batch keeps every rank's steps covered (`STEPS`), in one file beside its
     tables, keyed as they are (the steps' options and the code's version, `_steps_name`)."""
-    return _batch_file(jobs, STEPS, _steps_name(jobs[0].options.tb_compat))
+    return _batch_file(jobs, STEPS, _steps_name(jobs[0].options.tb_compat), _said(jobs))
 
 
-def _batch_file(jobs: tuple[RankJob, ...], name: str, key: str) -> Path:
-    digest = hashlib.sha1(key.encode())
+def _said(jobs: tuple[RankJob, ...]) -> bytes:
+    """Every rank of a batch (its rank, entry and path), as its files' keys hash them."""
     # (the entry's name as a string: a Path per rank and analysis cost ~0.1 ms each)
-    for job in jobs:
-        entry = os.path.basename(job.entry)
-        digest.update(f"{job.rank}\0{entry}\0{job.meta.get('path', '')}\n".encode())
+    return "".join(
+        f"{job.rank}\0{os.path.basename(job.entry)}\0{job.meta.get('path', '')}\n" for job in jobs
+    ).encode()
+
+
+def _batch_file(jobs: tuple[RankJob, ...], name: str, key: str, said: bytes) -> Path:
+    digest = hashlib.sha1(key.encode())
+    digest.update(said)
     return Path(jobs[0].entry) / RESULTS_DIR / f"batch-{name}-{digest.hexdigest()[:20]}.arrow"
 
 
@@ -304,11 +320,12 @@ def batch_tables(
     one)."""
     first = jobs[0]
     names = [n for n in first.analyses if n != STEPS]
+    paths = batch_paths(jobs, [registry.BY_NAME[n] for n in names])
     out: dict[str, bytes] = {}
     missing = []
     for name in names:
         a = registry.BY_NAME[name]
-        blob = read_cached(batch_path(jobs, a))
+        blob = read_cached(paths[name])
         if blob is None:
             missing.append(a)
         else:
@@ -321,7 +338,7 @@ def batch_tables(
         for a in missing:
             blob = pack(parts[a.name])
             if store:
-                _write_atomic(blob, batch_path(jobs, a))
+                _write_atomic(blob, paths[a.name])
             out[a.name] = blob
     if STEPS in first.analyses:  # after the tables: their step tables and views are kept
         path = batch_steps_path(jobs)

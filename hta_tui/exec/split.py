@@ -41,7 +41,7 @@ import polars as pl
 from hta_tui.analysis import overview, registry, steps
 from hta_tui.exec.backends import BATCH_BYTES, Backend
 from hta_tui.exec.blobs import pack, unpack
-from hta_tui.exec.parts import Part, RankParts, streamed, whole_frame
+from hta_tui.exec.parts import Part, RankParts, outline, streamed, whole_frame
 from hta_tui.exec.rank_work import (
     ALONE,
     BATCH_RANKS,
@@ -50,7 +50,7 @@ from hta_tui.exec.rank_work import (
     Texts,
     _steps_blob,
     _write_atomic,
-    batch_path,
+    batch_paths,
     batch_steps_path,
     batch_tables,
     code_version,
@@ -219,6 +219,7 @@ def run_split(
     stream: bool = False,
     covered: Steps | None = None,
     texts: Texts | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
     """Every table of the selected analyses (`registry.select(names)`), in declaration
     order, the same numbers as `registry.run` over every rank. `cache_root`: where whole
@@ -226,7 +227,11 @@ def run_split(
     `parts.RankParts` (module docstring), the others as frames. `covered`: given each
     rank's steps covered that the rank-wise work handed back with its tables
     (`rank_steps` then reads nothing for them); `texts`: what the workers make of the
-    long ones besides (`rank_work.Texts`: the rank parts' text, read by `RankParts`)."""
+    long ones besides (`rank_work.Texts`: the rank parts' text, read by `RankParts`).
+    `meanwhile()` is called once, as soon as the rank-wise work is out to the back-end
+    (else before the work made here): what the caller starts to do while the workers
+    work, not before (it would delay their start)."""
+    begin = _once(meanwhile)
     backend = backend or Backend()
     stats = stats if stats is not None else SplitRun()
     chosen = registry.select(names)
@@ -250,9 +255,10 @@ def run_split(
     if rankwise or finding:
         held = covered if covered is not None else {}
         parts = _rankwise(
-            ts, rankwise + finding, options, ranks, backend, stats, stream, held, texts
+            ts, rankwise + finding, options, ranks, backend, stats, stream, held, texts, begin
         )
         answers.update({a.name: parts[a.name] for a in rankwise})
+    begin()  # (when no work went out)
     # here: the job-wide analyses, and findings last (registry.run evaluates them on the
     # tables made here and above: rank-wise, reduced, or kept)
     here = [a for a in left if a not in rankwise]
@@ -468,6 +474,7 @@ def _rankwise(
     stream: bool = False,
     held: Steps | None = None,
     texts: Texts | None = None,
+    submitted: Callable[[], object] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each unit's tables (stored, or made on the back-end: a rank alone, or a batch of
     small ranks together), concatenated in rank order (and reduced across ranks, for an
@@ -475,7 +482,7 @@ def _rankwise(
     (`parts.RankParts`; `texts`: a rank alone's made by its task too, from its even share
     of STREAM_BYTES). A batch whose work failed is made here rank by rank: a rank that
     fails costs only itself. Each rank's steps covered that the work hands back go into
-    `held`."""
+    `held`. `submitted()`: called once the work is out."""
     held = held if held is not None else {}
     units: list[list[_Rank]] = []
     parts: list[dict[str, Part]] = []
@@ -492,8 +499,9 @@ def _rankwise(
         if len(unit) > 1:
             rank_jobs = _jobs(unit, tuple(a.name for a in chosen), options)
             have = dict(given)
+            paths = batch_paths(rank_jobs, chosen)
             for a in chosen:
-                path = batch_path(rank_jobs, a)
+                path = paths[a.name]
                 blob = read_cached(path) if a.name not in have else None
                 if blob is not None:
                     have[a.name] = _part(blob, path)
@@ -532,24 +540,27 @@ def _rankwise(
     remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))
     runner = backend if remote else Backend()
 
+    # (an analysis whose batches keep their ranks apart is never streamed: concatenated)
+    batched = any(len(unit) > 1 for unit in units)
+    apart = ALONE if batched else frozenset()
+    landed = _Landed({a.name for a in chosen if stream and a.scope == "rank"} - apart)
+
     def keep(batch: tuple[RankJob, ...], got: dict[str, bytes]) -> dict[str, Part]:
-        """A worker's answer as it lands: a long part kept by the worker (beside the
-        frames) held as its path from here on."""
+        """A worker's answer as it lands, read at once while the others still work
+        (`_Landed.part`): a long part kept by the worker (beside the frames) held as its
+        path from here on when not held read."""
         job = batch[0]
         if STEPS in got:  # (held for the report's scope, `rank_steps`)
             held.update(_unit_steps(got[STEPS], [j.rank for j in batch]))
+        made = [registry.BY_NAME[n] for n in got if n != STEPS]
+        kept: dict[str, Path] = {}
+        if job.store and len(batch) > 1:
+            kept = batch_paths(batch, made)
+        elif job.store:
+            kept = {a.name: result_path(Path(job.entry), a, options) for a in made}
+        return {a.name: landed.part(a.name, got[a.name], kept.get(a.name)) for a in made}
 
-        def kept(n: str) -> Path | None:
-            a = registry.BY_NAME[n]
-            if not job.store:
-                return None
-            return (
-                batch_path(batch, a) if len(batch) > 1 else result_path(Path(job.entry), a, options)
-            )
-
-        return {n: _part(b, kept(n)) for n, b in got.items() if n != STEPS}
-
-    for i, got in _gather(runner, jobs, stats, ts, keep).items():
+    for i, got in _gather(runner, jobs, stats, ts, keep, submitted).items():
         parts[i].update(got)
     runner.rest()  # (the reduction below: workers that only hold memory may end)
     # each analysis's parts in rank order: (part, whether it holds a batch's ranks kept apart)
@@ -582,6 +593,31 @@ def _rankwise(
     return out
 
 
+class _Landed:
+    """The workers' answers read as they land (`_rankwise`), so what the client does with
+    them after the last one lands is their concatenation only (10,000 tiny ranks: ~1.5 s
+    of reading 200 MB of parts after the workers' last batch, when this process worked
+    alone). A part's tables are held, read, unless its analysis may be streamed and its
+    parts so far add up to STREAM_BYTES (at most that much is held of it): such a part
+    keeps only its tables' heights and columns (what `parts.streamed` reads of every
+    part), its rows read again when used."""
+
+    def __init__(self, streams: set[str]) -> None:
+        """`streams`: the analyses that may be streamed."""
+        self._streams = streams
+        self._sizes: dict[str, int] = {}
+
+    def part(self, name: str, blob: bytes, kept: Path | None) -> Part:
+        """The part of analysis `name` in `blob` (ValueError for a damaged one: its unit is
+        then made here, as a failed one)."""
+        tables = unpack(blob)
+        size = self._sizes.get(name, 0) + len(blob)
+        self._sizes[name] = size
+        if name not in self._streams or size < STREAM_BYTES:
+            return Part(len(blob), path=kept, held=tables)
+        return replace(_part(blob, kept), outline=outline(tables))
+
+
 def _spare_parts(
     chosen: list[registry.Analysis], options: registry.Options, order: tuple[int, ...]
 ) -> dict[str, tuple[int | None, Part]]:
@@ -606,11 +642,13 @@ def _gather(
     stats: SplitRun,
     ts: TraceSet,
     keep: Callable[[tuple[RankJob, ...], dict[str, bytes]], Any] | None = None,
+    submitted: Callable[[], object] | None = None,
 ) -> dict[int, Any]:
     """Every unit's answer, under the key `jobs` gives it (`rank_tables` for a rank alone,
     `batch_tables` for a batch; `keep(batch, answer)` of it as it lands); a unit whose work
     failed (after the back-end's retry) is logged and left out, to be made here. In this
-    process the work reads the frames `ts` holds."""
+    process the work reads the frames `ts` holds. `submitted()`: called once every unit's
+    work is out, before the first answer is waited for."""
     stats.rank_tasks += len(jobs)
     stats.batches += sum(len(batch) > 1 for _, batch in jobs)
     futures: dict[Future[dict[str, bytes]], tuple[int, tuple[RankJob, ...]]] = {}
@@ -628,6 +666,8 @@ def _gather(
         except Exception as exc:  # a cluster that would not start: made here
             for job in batch:
                 stats.failed[job.rank] = _one_line(exc)
+    if submitted is not None:
+        submitted()
     for fut in as_completed(futures):
         unit, batch = futures.pop(fut)  # (its answer let go once kept)
         try:
@@ -744,6 +784,18 @@ def rank_steps(
         if r.rank not in out:  # frames only here, or its work failed: made here
             out[r.rank] = unpack_steps(_steps_blob(r.rank, ts.loaded()[r.rank].events, options))
     return out
+
+
+def _once(fn: Callable[[], object] | None) -> Callable[[], None]:
+    """`fn()` on the first call only (none: nothing)."""
+    done: list[bool] = []
+
+    def call() -> None:
+        if fn is not None and not done:
+            done.append(True)
+            fn()
+
+    return call
 
 
 def _one_line(exc: BaseException) -> str:

@@ -12,8 +12,10 @@ it (measured on 8 x 100 MB, same frames, same process; the cause was not found).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -64,3 +66,28 @@ def checked_body(path: Path) -> bytes:
     if mark != _MARK or size != len(body) or crc32(body) != crc:
         raise DamagedEntry(f"{path.name} does not match its checksum")
     return body
+
+
+def read_checked_rows(paths: Sequence[Path]) -> list[pl.DataFrame | None]:
+    """Files of `write_checked` of a row each (the overview's per-file summaries), read in
+    one query: each file's row, None for a file missing or damaged (its reader reads it
+    alone: `read_checked` says why), all None when the files' rows do not make one table
+    of a row each. Read one by one, 10,000 files' query setup in polars cost ~0.3 ms each
+    (3 s of a first report of 10,000 tiny ranks); at once, ~0.05 ms."""
+    bodies: dict[int, bytes] = {}
+    for i, path in enumerate(paths):
+        with contextlib.suppress(OSError, DamagedEntry):
+            bodies[i] = checked_body(path)
+    out: list[pl.DataFrame | None] = [None] * len(paths)
+    if not bodies:
+        return out
+    try:
+        table = pl.read_parquet([io.BytesIO(body) for body in bodies.values()])
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return out
+    if table.height != len(bodies):
+        return out
+    table = table.rechunk()  # (a chunk a file: each slice would look through them all)
+    for row, i in enumerate(bodies):
+        out[i] = table.slice(row, 1)
+    return out

@@ -28,7 +28,7 @@ from hta_tui.trace.cache import (
     read_rows,
     reparse,
 )
-from hta_tui.trace.checked import DamagedEntry, read_checked, write_checked
+from hta_tui.trace.checked import DamagedEntry, read_checked, read_checked_rows, write_checked
 from hta_tui.trace.discover import TraceFile
 from hta_tui.trace.load import LoadResult
 from hta_tui.trace.parse import TraceFileError
@@ -83,11 +83,11 @@ class RankData:
         `key` must name everything the result depends on besides this file's content
         (analysis version, options); the entry itself is already keyed by the file.
         """
-        path = self.entry / "derived" / f"{key}.parquet"
         with self._lock:
             hit = self._memos.get(key)
             if hit is not None:
                 return hit
+            path = self.memo_path(key)  # (a held one asks no path: 10,000 files' rows)
             try:
                 df = read_checked(path)
             except (OSError, DamagedEntry):  # missing or damaged: computed again
@@ -105,12 +105,18 @@ class RankData:
         with self._lock:
             self._memos.setdefault(key, df)
 
+    def memo_path(self, key: str) -> Path:
+        """Where `memo(key, ...)` is kept in the entry."""
+        return self.entry / "derived" / f"{key}.parquet"
+
+    def holds_memo(self, key: str) -> bool:
+        """Is `memo(key, ...)` held here (computed, or read from the entry already)?"""
+        with self._lock:
+            return key in self._memos
+
     def has_memo(self, key: str) -> bool:
         """Is `memo(key, ...)` at hand (held, or kept in the entry) without computing it?"""
-        with self._lock:
-            if key in self._memos:
-                return True
-        return (self.entry / "derived" / f"{key}.parquet").is_file()
+        return self.holds_memo(key) or self.memo_path(key).is_file()
 
     def memos(self) -> dict[str, pl.DataFrame]:
         """The derived tables computed or read so far (a parser worker hands them back)."""
@@ -238,6 +244,16 @@ def read_events_at_once(datas: Sequence[RankData]) -> None:
         if df is not None:
             with data._lock:
                 data._frames.setdefault("events", df)
+
+
+def hold_kept_memos(datas: Sequence[RankData], key: str) -> None:
+    """Each file's kept `memo(key, ...)` of a row (the overview's summaries) read with the
+    others' in one query and held (`read_checked_rows`), not one query a file; a file whose
+    memo is held already is not read, one missing or damaged is left to `memo`."""
+    todo = [d for d in datas if not d.holds_memo(key)]
+    for data, row in zip(todo, read_checked_rows([d.memo_path(key) for d in todo]), strict=True):
+        if row is not None:
+            data.hold_memo(key, row)
 
 
 @dataclass
