@@ -306,7 +306,9 @@ def main() -> None:
         + f" --repeat {args.repeat}`  ",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         f"; {time.strftime('%Y-%m-%d')}  ",
-        f"Data: {len(files)} synthetic ranks (`hta_tui.synth`), {json_mb:.0f} MB of JSON "
+        f"Data: {len(files)} "
+        + ("synthetic ranks (`hta_tui.synth`)" if args.data is None else f"ranks of {args.data}")
+        + f", {json_mb:.0f} MB of JSON "
         f"({gz_mb:.0f} MB gzipped), {floor.get('events', '?')} events.",
         "",
         "| measurement | wall s | x floor | peak RSS MB | target |",
