@@ -34,7 +34,7 @@ import polars as pl
 from hta_tui.trace import cache_meta
 from hta_tui.trace.cache_root import default_root
 from hta_tui.trace.cache_root import entry_name as _digest
-from hta_tui.trace.checked import DamagedEntry, checked_body, read_checked, write_checked
+from hta_tui.trace.checked import DamagedEntry, read_checked, read_checked_together, write_checked
 from hta_tui.trace.discover import TraceFile, describe
 from hta_tui.trace.parse import PARSER_VERSION, ParsedTrace, parse_file
 from hta_tui.trace.schema import FRAME_SCHEMAS
@@ -416,24 +416,16 @@ def read_frame(entry: Path, name: str, columns: list[str] | None = None) -> pl.D
 
 def read_at_once(entries: list[Path], name: str, rows: list[int]) -> list[pl.DataFrame | None]:
     """Frame `name` of several entries, each in one piece of `rows[i]` rows (its meta's
-    count), read in one query: `read_frame` of each, but a tiny rank's read (~0.35 ms of
-    fixed cost) at ~0.14 ms. None for an entry whose file is missing or damaged, and for
-    every one when the files do not read as one (their schemas differ, the counts are not
-    their rows): `read_frame` of it then (which says why)."""
+    count), read in one query (`read_checked_together`): `read_frame` of each, but a tiny
+    rank's read (~0.35 ms of fixed cost) at ~0.14 ms. None for an entry whose file is
+    missing or damaged, and for every one when fewer than two read or the files do not read
+    as one (their schemas differ, the counts are not their rows): `read_frame` of it then
+    (which says why)."""
     out: list[pl.DataFrame | None] = [None] * len(entries)
-    bodies, read = [], []
-    for i, entry in enumerate(entries):
-        try:
-            bodies.append(checked_body(entry / part_name(name, 0)))
-        except (OSError, DamagedEntry):
-            continue
-        read.append(i)
-    if len(read) < 2:
+    got = read_checked_together([entry / part_name(name, 0) for entry in entries])
+    if got is None or len(got[1]) < 2:
         return out
-    try:
-        whole = pl.read_parquet(bodies)
-    except (pl.exceptions.PolarsError, OSError, ValueError):
-        return out
+    whole, read = got
     if whole.height != sum(rows[i] for i in read):
         return out
     at = 0
