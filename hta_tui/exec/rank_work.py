@@ -268,18 +268,14 @@ def _keep_texts(
 BATCH_RANKS = 64
 
 
-def batch_path(jobs: tuple[RankJob, ...], analysis: registry.Analysis) -> Path:
-    """Where a batch's tables of one analysis are kept: beside the first rank's frames,
-    keyed by the options it reads, the code's version and every rank of the batch (its
-    rank, entry and path), so a batch that differs in any rank is a miss."""
-    return batch_paths(jobs, [analysis])[analysis.name]
-
-
 def batch_paths(
     jobs: tuple[RankJob, ...], analyses: Iterable[registry.Analysis]
 ) -> dict[str, Path]:
-    """analysis -> its `batch_path`, the batch's ranks said once for them all (once per
-    analysis, ~0.2 s of CPU for the client's 40 batches of 10,000 tiny ranks)."""
+    """analysis -> where a batch's tables of it are kept: beside the first rank's frames,
+    keyed by the options it reads, the code's version and every rank of the batch (its
+    rank, entry and path), so a batch that differs in any rank is a miss. The batch's ranks
+    said once for every analysis (once per analysis was ~0.2 s of CPU for the client's 40
+    batches of 10,000 tiny ranks)."""
     said = _said(jobs)
     return {
         a.name: _batch_file(jobs, a.name, options_key(a, jobs[0].options), said) for a in analyses

@@ -535,10 +535,7 @@ def _rankwise(
                 wanted += (STEPS,)
             job = RankJob(r.rank, str(r.entry), r.meta, wanted, options, texts=texts)
             jobs.append((len(units) - 1, (job,)))
-    sizes = {r.rank: r.size for r in ranks}
-    to_make = [job.rank for _, batch in jobs for job in batch]
-    remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))
-    runner = backend if remote else Backend()
+    runner = _runner(backend, ranks, jobs)
 
     # (an analysis whose batches keep their ranks apart is never streamed: concatenated)
     batched = any(len(unit) > 1 for unit in units)
@@ -702,6 +699,17 @@ def _here(
     return {a.name: pack(made[a.name]) for a in wanted}
 
 
+def _runner(
+    backend: Backend, ranks: list[_Rank], jobs: list[tuple[int, tuple[RankJob, ...]]]
+) -> Backend:
+    """`backend` when the ranks `jobs` make are worth its workers (their count and bytes,
+    `Backend.worth_workers`), else this process."""
+    sizes = {r.rank: r.size for r in ranks}
+    to_make = [job.rank for _, batch in jobs for job in batch]
+    remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))
+    return backend if remote else Backend()
+
+
 def _jobs(
     unit: list[_Rank], names: tuple[str, ...], options: registry.Options
 ) -> tuple[RankJob, ...]:
@@ -773,10 +781,7 @@ def rank_steps(
             jobs.append((len(jobs), _jobs(unit, (STEPS,), options)))
         else:
             out.update(_unit_steps(blob, [r.rank for r in unit]))
-    sizes = {r.rank: r.size for r in ranks}
-    to_make = [job.rank for _, batch in jobs for job in batch]
-    remote = backend.worth_workers(len(to_make), sum(sizes[rank] for rank in to_make))
-    runner = backend if remote else Backend()
+    runner = _runner(backend, ranks, jobs)
     for i, got in _gather(runner, jobs, SplitRun(), ts).items():
         if STEPS in got:  # (not when a rank's failed in its batch: made here, below)
             out.update(_unit_steps(got[STEPS], [job.rank for job in jobs[i][1]]))
