@@ -157,24 +157,6 @@ def _find_step_rows(view: pl.DataFrame, numbers: pl.DataFrame) -> pl.DataFrame:
     return view.filter(is_step).join(numbers, on="name", how="left", maintain_order="left")
 
 
-def _prime_step_rows(views: Mapping[int, pl.DataFrame], numbers: pl.DataFrame) -> None:
-    """Inside a batch of small ranks, every view's `_step_rows` made at once (views of one
-    schema together) and kept as each view's."""
-    if not views:
-        return
-    # (here, not at the top: they import numpy, which the report's client does without)
-    from hta_tui.analysis.per_rank import made_at_once
-    from hta_tui.analysis.rank_column import tagged, untagged
-
-    columns = tuple(next(iter(views.values())).columns)
-
-    def build(frames: list[tuple[int, pl.DataFrame]]) -> dict[int, pl.DataFrame]:
-        found = _find_step_rows(tagged(frames), numbers)
-        return untagged(found, [rank for rank, _ in frames])
-
-    made_at_once(views, "hta_step_rows", columns, build, tuple(numbers["name"].to_list()))
-
-
 #: A batch's step rows made at once: ([(ranks of one schema, their `_step_rows` tagged
 #: with `rank`)], the ranks made alone).
 _AtOnce = tuple[list[tuple[list[int], pl.DataFrame]], list[int]]
@@ -221,11 +203,11 @@ def _in_rank_order(
     when it is one and no rank was made `alone`, else cut by rank and put back in order."""
     if len(made) == 1 and not alone:
         return made
-    from hta_tui.analysis.rank_column import parts  # (numpy: not on the client)
+    from hta_tui.analysis.per_rank import by_rank  # (numpy: not on the client)
 
     pieces = dict(alone)
     for table in made:
-        pieces |= {int(k[0]): p for k, p in parts(table, "rank", keep=True).items()}  # type: ignore[call-overload]
+        pieces |= by_rank(table, keep=True)
     return [pieces[r] for r in sorted(ranks) if r in pieces]
 
 
@@ -258,7 +240,6 @@ def iteration_rows(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = Fals
     if batch is not None:
         return _iteration_rows_at_once(ranks, numbers, batch, hta_compat=hta_compat)
     views = hta_view(ranks, hta_compat=hta_compat, columns=())
-    _prime_step_rows(views, numbers)
     frames = list(_iteration_rows_each(views, numbers).values())
     if not frames:
         return pl.DataFrame(schema=ITERATION_ROW_COLUMNS)
@@ -404,8 +385,6 @@ def profiler_steps(ranks: Mapping[int, pl.DataFrame]) -> list[int]:
         for _, found in groups:
             steps.update(found["iter"].drop_nulls().unique().to_list())
         views = {r: views[r] for r in alone}
-    else:
-        _prime_step_rows(views, numbers)
     quick = at_once()  # (a batch's ranks: no query a rank)
     for view in views.values():
         iters = _step_rows(view, numbers)["iter"]
@@ -604,9 +583,7 @@ def step_metrics(ranks: Mapping[int, pl.DataFrame], *, hta_compat: bool = False)
     views = hta_view(ranks, hta_compat=hta_compat, columns=())
     batch = _rows_at_once(ranks, numbers, hta_compat=hta_compat)
     made: list[pl.DataFrame] = []
-    if batch is None:
-        _prime_step_rows(views, numbers)
-    else:  # (a batch: each group's steps at once, a rank that cannot be made alone)
+    if batch is not None:  # (a batch: each group's steps at once, a rank that cannot be made alone)
         groups, alone = batch
         left = set(alone)
         for members, found in groups:
@@ -674,10 +651,9 @@ def _step_metrics_at_once(
     if lengths is None:
         return None
     covered = {"comm": np.zeros(n, dtype=np.int64), "comp": np.zeros(n, dtype=np.int64)}
-    found_at = {key: value for key, value in lengths.items()}
     for j, key in enumerate(zip(r.tolist(), iters.tolist(), strict=True)):
-        covered["comm"][j] = found_at.get((*key, True), 0)
-        covered["comp"][j] = found_at.get((*key, False), 0)
+        covered["comm"][j] = lengths.get((*key, True), 0)
+        covered["comp"][j] = lengths.get((*key, False), 0)
     table = pl.DataFrame(
         [
             pl.Series("rank", r, dtype=pl.Int64),
