@@ -7,8 +7,6 @@ the CLI). Analyses with nothing to say give empty lists, never errors.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
 import sys
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
@@ -241,14 +239,10 @@ def kept_scope_text(
     return job_cached(ts, cache_root, what, made).decode()
 
 
-@functools.cache
 def _writer_version() -> str:
     """What the kept text depends on besides the analyses' code (`code_version`): this
     module's and the printable escapes' source."""
-    digest = hashlib.sha1()
-    for module in (sys.modules[__name__], printable_module):
-        digest.update(Path(str(module.__file__)).read_bytes())
-    return digest.hexdigest()[:16]
+    return report_json.source_version(sys.modules[__name__], printable_module)
 
 
 def _scope_text(scope: Any) -> str:
@@ -309,7 +303,8 @@ def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str | memoryview]
     small = isinstance(table, pl.DataFrame) and report_json.small(table)
     if name not in ("files", "findings") and table is not None and not small:
         frames = table.pieces(TEXTS.version) if isinstance(table, RankParts) else [table]
-        text = report_json.table_text(table.schema, frames, 2, registry.LIST_KEYS.get(name))
+        at = report_json.TABLE_AT  # (the workers' texts are made at it: `part_text`)
+        text = report_json.table_text(table.schema, frames, at, registry.LIST_KEYS.get(name))
         if text is not None:
             yield from text
             return

@@ -20,6 +20,7 @@ import hashlib
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import orjson
 import polars as pl
@@ -219,11 +220,17 @@ def _joined(texts: Iterable[str]) -> Iterator[str]:
         yield text
 
 
-@functools.cache
 def text_version() -> str:
     """What a kept text depends on besides its rows (its results' key: the analyses' code,
     the options): this module's and the printable escapes' source."""
+    return source_version(sys.modules[__name__], printable)
+
+
+@functools.cache
+def source_version(*modules: ModuleType) -> str:
+    """A short digest of these modules' source (read once): what a kept text made by them
+    depends on besides its rows."""
     digest = hashlib.sha1()
-    for module in (sys.modules[__name__], printable):
+    for module in modules:
         digest.update(Path(str(module.__file__)).read_bytes())
     return digest.hexdigest()[:16]
