@@ -260,26 +260,29 @@ def start_early(path: Path, cache_root: Path | None) -> bool:
     if START_METHOD != "forkserver":
         return False
     files = _worth(path, PoolBackend())
-    if not files or (cache_root is not None and _kept(files, cache_root)):
+    if not files:
         return False
-    if cache_root is not None and any(_small(f) for f in files):
+    if cache_root is not None and min(files.values()) < BATCH_BYTES:
         # (small files run in batches whose steps are kept in one file beside the batch's
-        # first rank's entry, which the look above cannot tell; such a report's own start is
-        # long anyway: its pool starts when the files are listed, as before)
+        # first rank's entry, which `_kept` cannot tell; such a report's own start is long
+        # anyway: its pool starts when the files are listed, as before)
+        return False
+    if cache_root is not None and _kept(list(files), cache_root):
         return False
     prepare_pool(WORK_MODULES)
     return True
 
 
-def _worth(path: Path, pool: PoolBackend) -> list[Path]:
+def _worth(path: Path, pool: PoolBackend) -> dict[Path, int]:
     """The trace files under `path` seen until they were worth `pool`'s workers
-    (`worth_workers`: a folder of 10,000 tiny files, its first hundred); none when they are
-    not."""
-    seen: list[Path] = []
+    (`worth_workers`: a folder of 10,000 tiny files, its first hundred), with their sizes;
+    none when they are not."""
+    seen: dict[Path, int] = {}
     size = 0
     try:
         if path.is_file():
-            return [path] if pool.worth_workers(1, path.stat().st_size) else []
+            size = path.stat().st_size
+            return {path: size} if pool.worth_workers(1, size) else {}
         for folder, subfolders, names in os.walk(path):
             subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
             for name in sorted(names):
@@ -287,22 +290,15 @@ def _worth(path: Path, pool: PoolBackend) -> list[Path]:
                 if not is_candidate(found):
                     continue
                 try:
-                    size += found.stat().st_size
+                    seen[found] = found.stat().st_size
                 except OSError:
                     continue
-                seen.append(found)
+                size += seen[found]
                 if pool.worth_workers(len(seen), size):
                     return seen
     except OSError:
         pass
-    return []
-
-
-def _small(trace: Path) -> bool:
-    try:
-        return trace.stat().st_size < BATCH_BYTES
-    except OSError:
-        return False
+    return {}
 
 
 def _kept(files: list[Path], cache_root: Path) -> bool:
