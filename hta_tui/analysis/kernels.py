@@ -106,9 +106,7 @@ def _gpu_table(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataFr
     frames = [
         made[rank]
         if rank in made
-        else gpu_events(view).select(
-            pl.lit(rank, pl.Int64).alias("rank"), *_GPU_PICKED[:3], _KERNEL_TYPE, *_GPU_PICKED[4:]
-        )
+        else gpu_events(view).select(pl.lit(rank, pl.Int64).alias("rank"), *_GPU_COLUMNS)
         for rank, view in views.items()
     ]
     if not frames:
@@ -118,6 +116,8 @@ def _gpu_table(ranks: Mapping[int, pl.DataFrame], hta_compat: bool) -> pl.DataFr
 
 _GPU_PICKED = ("idx", "name", "cat", "kernel_type", "start", "end", "dur")
 _KERNEL_TYPE = pl.col("kernel_type").cast(pl.String)
+#: the GPU table's columns after its rank (the kernel type as a string)
+_GPU_COLUMNS = (*_GPU_PICKED[:3], _KERNEL_TYPE, *_GPU_PICKED[4:])
 
 
 def _gpu_table_at_once(views: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None:
@@ -128,7 +128,7 @@ def _gpu_table_at_once(views: Mapping[int, pl.DataFrame]) -> pl.DataFrame | None
     batch or on views of several schemas (made rank by rank, `_gpu_frames_at_once`)."""
     from hta_tui.analysis.per_rank import gpu_rows_stacked  # (numpy: not on the client)
 
-    picked = gpu_rows_stacked(views, *_GPU_PICKED[:3], _KERNEL_TYPE, *_GPU_PICKED[4:])
+    picked = gpu_rows_stacked(views, *_GPU_COLUMNS)
     if picked is None:
         return None
     gpu = picked.cast(_GPU_SCHEMA)

@@ -123,11 +123,11 @@ def made_at_once(
     def prime() -> pl.DataFrame:
         groups: dict[tuple[object, ...], list[tuple[int, pl.DataFrame, pl.DataFrame]]] = {}
         whole = _stacked(ranks)  # (of one schema: no check a rank)
+        if whole is not None and not set(columns) <= set(whole.columns):
+            return pl.DataFrame()  # (no rank has the columns)
         for rank, events in sorted(ranks.items()):
             if whole is None and not set(columns) <= set(events.columns):
                 continue
-            if whole is not None and not set(columns) <= set(whole.columns):
-                break
             picked = events[list(columns)]  # (a pick: no query)
             key = () if whole is not None else tuple(picked.dtypes)
             groups.setdefault(key, []).append((rank, events, picked))
