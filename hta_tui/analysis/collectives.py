@@ -129,15 +129,15 @@ def _ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     )
     kernels = _nccl_kernels(ev)
     on_gpu = kernels["rank"].unique()  # the ranks with NCCL kernels: their calls are those
-    ops = ev.lazy().filter(
-        ~pl.col("rank").is_in(on_gpu.implode())
-        & pl.col("kind").is_in(["annotation", "cpu_op", "other"])
-        & pl.col("name").str.contains(COLLECTIVE_OP)
-    )
+    ops = _backend_ops(ev, on_gpu)
+    if kernels.is_empty() and ops.is_empty():  # no collective (a one-GPU job): no query more
+        empty = pl.DataFrame(schema=CALL_COLUMNS)
+        empty.replace_column(0, empty["rank"].set_sorted())  # (as the rank order leaves it)
+        return empty
     base = pl.concat(
         [
             kernels.lazy().with_columns(pl.lit(None, pl.Int64).alias("op_bytes")),
-            op_bytes(ops).select("rank", "idx", "name", "ts", "dur", "external_id", "op_bytes"),
+            op_bytes(ops.lazy()).select(*_CALL_PICKED, "op_bytes"),
         ],
         how="vertical_relaxed",
     )
@@ -180,17 +180,32 @@ def _ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     ).sort("rank", "ts", maintain_order=True)
 
 
+#: The columns of a call's event `_ranks_calls` reads.
+_CALL_PICKED = ("rank", "idx", "name", "ts", "dur", "external_id")
+
+
 def _nccl_kernels(ev: pl.DataFrame) -> pl.DataFrame:
-    """rank, idx, name, ts, dur, external_id of the ranks' NCCL kernels (the pattern tried
-    on the distinct kernel names only)."""
-    kernels = (
-        ev.lazy()
-        .filter(pl.col("kind") == "kernel")
-        .select("rank", "idx", "name", "ts", "dur", "external_id")
-        .collect()
-    )
-    names = kernels.select(pl.col("name").unique()).filter(pl.col("name").str.contains(NCCL_KERNEL))
-    return kernels.filter(pl.col("name").is_in(names["name"].implode()))
+    """rank, idx, name, ts, dur, external_id of the ranks' NCCL kernels, in order."""
+    return _named(ev, pl.col("kind") == "kernel", NCCL_KERNEL, _CALL_PICKED)
+
+
+def _backend_ops(ev: pl.DataFrame, on_gpu: pl.Series) -> pl.DataFrame:
+    """The backend ops (`nccl:all_reduce`, `gloo:broadcast`...) of the ranks without NCCL
+    kernels (`on_gpu`): `_CALL_PICKED` and the input dims and types that size them."""
+    rows = ~pl.col("rank").is_in(on_gpu.implode())
+    rows &= pl.col("kind").is_in(["annotation", "cpu_op", "other"])
+    return _named(ev, rows, COLLECTIVE_OP, (*_CALL_PICKED, "input_dims", "input_type"))
+
+
+def _named(ev: pl.DataFrame, rows: pl.Expr, pattern: str, columns: tuple[str, ...]) -> pl.DataFrame:
+    """`columns` of the events `rows` keeps whose name matches `pattern`, in order: the
+    pattern tried on their distinct names only, and no row gathered when none matches (a
+    job without collectives: every rank of a one-GPU job)."""
+    names = ev.lazy().filter(rows).select(pl.col("name").unique()).collect()["name"]
+    names = names.filter(names.str.contains(pattern))
+    if names.is_empty():
+        return ev.select(columns).clear()
+    return ev.lazy().filter(rows & pl.col("name").is_in(names.implode())).select(columns).collect()
 
 
 def _issued(calls: pl.DataFrame, ev: pl.DataFrame) -> pl.DataFrame:
@@ -276,6 +291,8 @@ def _matched(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
 def matched(every: pl.DataFrame) -> pl.DataFrame:
     """`calls` from every rank's `rank_calls` (in rank order): the cross-rank part, on
     the calls alone (what a rank sends: one row per collective call)."""
+    if every.is_empty():  # (no collective: the columns without a query)
+        return pl.DataFrame(schema=MATCHED_COLUMNS)
     every = every.cast(CALL_COLUMNS)  # type: ignore[arg-type]
     instance = ["pg", "seq"]
     latency = pl.col("end") - pl.col("ts")
