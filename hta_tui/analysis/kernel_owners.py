@@ -398,14 +398,19 @@ def _graph_launch_rows(events: pl.DataFrame, by: list[str]) -> tuple[pl.DataFram
     """The graph launch calls of `events` and those of them with no GPU op of the same `by`
     keys (`rank`, or none for one rank): `by` and `dur`. Lazy: the few columns read, not
     every column of the GPU ops."""
+    launch = pl.col("kind").is_in(LAUNCH_KINDS)
+    # the pattern on the distinct launch names only, not on every call
+    names = events.lazy().filter(launch).select(pl.col("name").unique()).collect()
+    graph_names = names.filter(is_graph_launch())["name"]
+    if graph_names.is_empty():  # most ranks: no graph launch, no GPU op to look for
+        none = events.select(*by, "dur").clear()
+        return none, none
     graphs = (
         events.lazy()
-        .filter(pl.col("kind").is_in(LAUNCH_KINDS) & is_graph_launch())
+        .filter(launch & pl.col("name").is_in(graph_names.implode()))
         .select(*by, "correlation", "dur")
         .collect()
     )
-    if graphs.is_empty():  # most ranks: no graph launch, no GPU op to look for
-        return graphs.select(*by, "dur"), graphs.select(*by, "dur")
     gpu = (
         events.lazy()
         .filter(pl.col("kind").is_in(GPU_WORK_KINDS) & pl.col("correlation").is_not_null())

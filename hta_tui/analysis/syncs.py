@@ -76,6 +76,9 @@ GPU_SYNC_KINDS: dict[str, str] = {
 #: Types that wait on one stream (the others wait on the whole device).
 _STREAM_TYPES = ("stream_sync", "stream_wait_event", "memcpy", "pageable_copy")
 _SUFFIX_RE = r"(_v\d+)?(_ptsz|_ptds|_spt)?$"
+#: Words in every `SYNC_CALLS` name and async copy call (`_ASYNC_COPY_RE`): a call without
+#: any is neither.
+_SYNC_WORDS = ("Synchronize", "WaitEvent", "Memcpy")
 _ASYNC_COPY_RE = r"^(cuda|hip|cu)Memcpy.*Async"
 _PAGEABLE_DTOH_RE = r"(?i)DtoH.*Pageable"
 
@@ -111,6 +114,16 @@ SYNC_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
+#: `sync_calls`' columns.
+_CALL_SCHEMA: dict[str, pl.DataType] = {
+    **{c: SYNC_COLUMNS[c] for c in ("idx", "call", "correlation", "sync_event", "sync_type")},
+    **{c: SYNC_COLUMNS[c] for c in ("pid", "tid")},
+    "ts": pl.Int64(),
+    "dur": pl.Int64(),
+    **{c: SYNC_COLUMNS[c] for c in ("stream", "device", "blocks_host")},
+}
+
+
 def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
     """The rank's sync rows before attribution: idx, call, correlation, sync_event, sync_type,
     blocks_host, pid, tid, ts, dur, stream, device."""
@@ -132,9 +145,13 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
             "device",
         )
         .collect()
-        .lazy()
     )
-    launches = lf.filter(pl.col("kind").is_in(("runtime", "driver")))
+    # Only host calls named as a sync or a copy can be one (`_SYNC_WORDS`): the queries
+    # below see a few rows, not every kernel launch (several of them read the calls twice).
+    launch = pl.col("kind").is_in(("runtime", "driver"))
+    small = lf.filter(~launch | pl.col("name").str.contains_any(_SYNC_WORDS))
+    lf = small.lazy()
+    launches = lf.filter(launch)
     # The suffix regex on the few distinct call names, not on every call.
     names = launches.select(pl.col("name").unique()).collect().to_series()
     types = names.to_frame().with_columns(
@@ -146,7 +163,10 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
     async_names = names.filter(names.str.contains(_ASYNC_COPY_RE))
     # Only calls that can be syncs go further (an inner join drops every kernel launch).
     maybe = pl.col("sync_type").is_not_null() | pl.col("name").is_in(async_names.implode())
-    host = launches.join(types.filter(maybe).lazy(), on="name")
+    types = types.filter(maybe)
+    if types.is_empty() and not (small["kind"] == "sync").any():  # no sync call, no GPU sync
+        return pl.DataFrame(schema=_CALL_SCHEMA)
+    host = launches.join(types.lazy(), on="name").collect().lazy()
     copy_names = lf.filter(pl.col("kind") == "memcpy").select(pl.col("name").unique()).collect()
     pageable_names = copy_names.filter(pl.col("name").str.contains(_PAGEABLE_DTOH_RE))["name"]
     gpu_syncs = lf.filter(pl.col("kind") == "sync").select(
@@ -178,7 +198,7 @@ def sync_calls(events: pl.DataFrame) -> pl.DataFrame:
         ],
         how="diagonal_relaxed",
     ).join(gpu_syncs, on="correlation", how="left")
-    calls = calls.unique("idx", keep="first")
+    calls = calls.unique("idx", keep="first").collect().lazy()
     host_rows = calls.select(
         "idx",
         pl.col("name").alias("call"),
@@ -320,7 +340,11 @@ def rank_syncs(events: pl.DataFrame, flows: pl.DataFrame | None = None) -> pl.Da
             .group_by("q", maintain_order=True)
             .agg(pl.col("c_idx").last().alias("bwd"), pl.col("fwd").last())
         )
-    fwd_ctx = context(events, rows_at(events, bwd["fwd"].unique(), ("pid", "tid", "ts", "dur")))
+    fwd_ctx = (
+        context(events, rows_at(events, bwd["fwd"].unique(), ("pid", "tid", "ts", "dur")))
+        if bwd.height
+        else pl.DataFrame(schema=CONTEXT_COLUMNS)  # (no forward op: no query of the rank)
+    )
     names = rows_at(events, pl.concat([bwd["bwd"], bwd["fwd"]]).unique(), ("name",))
     attributed = (
         own.join(bwd, on="q", how="left")
