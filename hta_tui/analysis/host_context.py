@@ -300,4 +300,5 @@ def _containers(ctx: pl.DataFrame, threads: pl.DataFrame, asked: pl.DataFrame) -
         rows = rows[q_end[first] <= ends[rows]]
         keep[rows] = True
         thread_of[rows] = thread
-    return ctx.with_columns(pl.Series("thread", thread_of)).filter(pl.Series(keep))
+    rows = np.flatnonzero(keep)  # (a gather of the few kept, not a filter of every row)
+    return ctx[rows].with_columns(pl.Series("thread", thread_of[rows]))

@@ -552,7 +552,9 @@ def kernel_attribution(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         on="rank",
         how="left",
     )
-    overlapping = _overlapping_on_stream(events)
+    # (the GPU ops of `kernel_owners`, kept: the events' GPU ops, in their order)
+    gpu_ops = tagged([(r, kernel_owners(ev)) for r, ev in sorted(ranks.items())])
+    overlapping = _overlapping_on_stream(gpu_ops)
     outside = (
         owners.filter(pl.col("owner") == OUTSIDE)
         .group_by("rank", "launch")
@@ -606,7 +608,8 @@ def _ranks_graph_launches(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFr
 
 
 def _overlapping_on_stream(events: pl.DataFrame) -> dict[int, int]:
-    """rank -> `overlapping_on_stream` of its events, every rank at once (`rank` first)."""
+    """rank -> `overlapping_on_stream` of its events (or its GPU ops), every rank at once
+    (`rank` first)."""
     if events.is_empty():
         return {}
     per = _overlapping(events, ["rank"]).group_by("rank").agg(pl.col("o").sum()).collect()
@@ -616,7 +619,7 @@ def _overlapping_on_stream(events: pl.DataFrame) -> dict[int, int]:
 def unattributed_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """The kernel time that belongs to no operator per rank, reason and launch: kernels,
     time (us), share of the rank's kernel time (%); costliest first."""
-    owners = _with_total(owned_kernels(ranks))
+    owners = _owned_with_total(ranks)
     table = (
         owners.filter(pl.col("owner") != OWNED)
         .group_by("rank", "owner", "launch")
@@ -643,6 +646,13 @@ def unattributed_kernels(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     return table.cast(schema).sort(
         ["rank", "time (us)", "reason", "launch"], descending=[False, True, False, False]
     )
+
+
+def _owned_with_total(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
+    """`owned_kernels` with `__total`, its rank's kernel time (ns), once per job (three
+    tables read it)."""
+    owners = owned_kernels(ranks)
+    return job_cached(ranks, "owned_kernels_total", lambda: _with_total(owners))
 
 
 def _with_total(owners: pl.DataFrame) -> pl.DataFrame:
@@ -701,7 +711,7 @@ def _kernel_time_by(
     """Kernel count, time and share of the rank's kernel time per rank and `keys` (columns
     of `kernel_owners`), costliest first within each rank."""
     table = (
-        _with_total(owned_kernels(ranks))
+        _owned_with_total(ranks)
         .group_by("rank", *keys)
         .agg(pl.len().alias("kernels"), pl.col("dur").sum().alias("__t"), pl.col("__total").first())
         .select("rank", *keys, "kernels", *_time_and_share())
