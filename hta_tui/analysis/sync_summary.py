@@ -50,18 +50,22 @@ def step_time(ranks: Mapping[int, pl.DataFrame], *, tb_compat: bool = False) -> 
     summed time (a rank without any: one step of 0 ns)."""
     schema = {"rank": pl.Int64(), "steps": pl.UInt32(), "step_ns": pl.Int64()}
     used = step_breakdown.used_steps(ranks, tb_compat=tb_compat)
-    per_rank = used.group_by("rank").agg(
-        pl.len().alias("steps"), (pl.col("end") - pl.col("start")).sum().alias("step_ns")
+    per_rank = (
+        used.lazy()
+        .group_by("rank")
+        .agg(pl.len().alias("steps"), (pl.col("end") - pl.col("start")).sum().alias("step_ns"))
     )
     every = pl.DataFrame({"rank": sorted(ranks)}, schema={"rank": pl.Int64()})
-    return (
-        every.join(per_rank, on="rank", how="left")
+    return (  # (one query, not four)
+        every.lazy()
+        .join(per_rank, on="rank", how="left")
         .select(
             "rank",
             pl.col("steps").fill_null(1),
             pl.col("step_ns").fill_null(0),
         )
         .cast(schema)
+        .collect()
     )
 
 
@@ -70,8 +74,9 @@ def sync_summary(syncs: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     if syncs.is_empty():
         return pl.DataFrame(schema=SUMMARY_COLUMNS)
     blocked = pl.col("blocked (us)")
-    out = (
-        syncs.group_by(list(GROUP_KEYS))
+    out = (  # (one query, not six)
+        syncs.lazy()
+        .group_by(list(GROUP_KEYS))
         .agg(
             pl.len().cast(pl.UInt32).alias("count"),
             blocked.sum().alias("blocked (us)"),
@@ -79,7 +84,7 @@ def sync_summary(syncs: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
             blocked.max().alias("max (us)"),
             pl.col("call").unique().sort().str.join(", ").alias("calls"),
         )
-        .join(steps, on="rank", how="left")
+        .join(steps.lazy(), on="rank", how="left")
         .with_columns(
             (pl.col("blocked (us)") / pl.col("steps")).alias("per step (us)"),
             pl.when(pl.col("step_ns") > 0)
@@ -91,6 +96,7 @@ def sync_summary(syncs: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         out.cast(SUMMARY_COLUMNS)
         .select(list(SUMMARY_COLUMNS))
         .sort(["rank", "blocked (us)", "count"], descending=[False, True, True], nulls_last=True)
+        .collect()
     )
 
 
