@@ -133,3 +133,20 @@ def test_gloo_wait_and_transfer_split_the_latency(shared: Path) -> None:
         for row in inst.iter_rows(named=True):
             expected = min(inst["ts"].max() - row["ts"], row["end"] - row["ts"]) / 1000
             assert row["wait_us"] == pytest.approx(expected, abs=1e-3)
+
+
+def test_a_job_without_collectives_has_the_calls_columns_and_no_row(tmp_path: Path) -> None:
+    """A one-GPU trace (no NCCL kernel, no backend op) answers without the matching queries:
+    the same columns as a job with calls, so every table made of them still has its own."""
+    from hta_tui.analysis import collectives
+    from tests import dialects
+
+    dialects.write(dialects.current(), tmp_path / "t.json")
+    events = open_set(tmp_path, Cache(enabled=False)).frames()
+    assert not any(
+        ev.filter(pl.col("name").str.contains(r"^nccl|^gloo:")).height for ev in events.values()
+    )
+    calls = collectives.ranks_calls(events)
+    assert calls.is_empty() and calls.schema == pl.Schema(collectives.CALL_COLUMNS)
+    matched = collectives.calls(events)
+    assert matched.is_empty() and matched.schema == pl.Schema(collectives.MATCHED_COLUMNS)
