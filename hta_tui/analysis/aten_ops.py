@@ -66,8 +66,13 @@ def _with_offsets(rows: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame | No
     when several ranks' layout would pass `_MAX_LAYOUT`."""
     lo = pl.min_horizontal(pl.col("start").min(), pl.col("end").min())
     hi = pl.max_horizontal(pl.col("start").max(), pl.col("end").max())
+    who = pl.struct(pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1))
+    ranks = rows["rank"]
+    if ranks.null_count() == 0 and ranks.min() == ranks.max():
+        # one rank (a worker's): its base is 0, no group-by or join of every row
+        thread = who.rank("dense").cast(pl.Int64) if same_thread else pl.lit(1, pl.Int64)
+        return rows.with_columns((thread * (hi - lo + 1) - lo).alias("__off"))
     if same_thread:
-        who = pl.struct(pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1))
         rows = rows.with_columns(who.rank("dense").over("rank").cast(pl.Int64).alias("__t"))
     else:
         rows = rows.with_columns(pl.lit(1, pl.Int64).alias("__t"))

@@ -590,12 +590,14 @@ def _nested_device_time(
     ranges = pl.DataFrame({"idx": rows["idx"].gather(order), "type": kind, "ns": below})
     total = ranges.filter(pl.col("type") == 1).select("idx", pl.col("ns").alias("dev_total"))
     # Self (the plugin's): the device totals of the module's direct plain operators.
-    ops = ranges.filter((pl.col("type") == 2) & (pl.col("ns") != 0))
+    # (the operators right under a module first: only their names are tested)
+    owners = graph.select("idx", pl.col("parent").alias("owner")).filter(
+        pl.col("owner").is_in(mods["idx"].implode())
+    )
+    ops = ranges.filter((pl.col("type") == 2) & (pl.col("ns") != 0)).join(owners, on="idx")
     plain = rows_at(events, ops["idx"], ("name", "kind")).select(_plain_operator()).to_series()
     self_ = (
         ops.filter(plain)
-        .join(graph.select("idx", pl.col("parent").alias("owner")), on="idx")
-        .join(mods.select(pl.col("idx").alias("owner")), on="owner", how="semi")
         .group_by("owner")
         .agg(pl.col("ns").sum().alias("dev_self"))
         .rename({"owner": "idx"})
