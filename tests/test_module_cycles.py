@@ -170,6 +170,14 @@ def test_module_parents_follow_the_parent_ids() -> None:
     asked = in_order["python_id"].gather_every(3)
     got = dict(_module_parents(in_order, asked).iter_rows())
     assert got == {i: walk(i) for i in asked.to_list()}
+    # in id order with a gap (a frame missing: chains through it end there): a parent's row
+    # searched for, not read off its id
+    gap = 10 + n // 2
+    gapped = in_order.filter(pl.col("python_id") != gap)
+    del parent_of[gap]
+    is_module.discard(gap)
+    got = dict(_module_parents(gapped, gapped["python_id"]).iter_rows())
+    assert got == {i: walk(i) for i in gapped["python_id"].to_list()}
 
 
 def _text_paths(table: pl.DataFrame, cap: int | None) -> pl.DataFrame | None:
