@@ -170,15 +170,79 @@ def test_module_parents_follow_the_parent_ids() -> None:
     asked = in_order["python_id"].gather_every(3)
     got = dict(_module_parents(in_order, asked).iter_rows())
     assert got == {i: walk(i) for i in asked.to_list()}
+    # in id order with a gap (a frame missing: chains through it end there): a parent's row
+    # searched for, not read off its id
+    gap = 10 + n // 2
+    gapped = in_order.filter(pl.col("python_id") != gap)
+    del parent_of[gap]
+    is_module.discard(gap)
+    got = dict(_module_parents(gapped, gapped["python_id"]).iter_rows())
+    assert got == {i: walk(i) for i in gapped["python_id"].to_list()}
 
 
-def test_paths_fit_is_the_capped_pass() -> None:
-    """`_paths_fit` (the climb on integer codes) says the capped pass fits exactly when the
-    capped pass on texts gives its paths, on tangled tables: several parents per module,
-    cycles, self-parents, null parents and null ids, at caps around their path counts."""
+def _text_paths(table: pl.DataFrame, cap: int | None) -> pl.DataFrame | None:
+    """The module view's paths as it made them on "name\x00id" texts (every path of each
+    row, None once there are more than `cap`; one each if no cap): what `_climb` makes on
+    codes."""
+    link = table.select(
+        pl.col("module").alias("p_module"),
+        pl.col("module_id").alias("p_id"),
+        pl.col("parent").alias("p_parent"),
+        pl.col("parent_id").alias("p_parent_id"),
+    )
+    if cap is None:
+        link = link.sort(pl.all(), nulls_last=True)
+    key = pl.format("{}\x00{}", "up", "up_id")
+    cur = table.with_columns(
+        pl.col("module").alias("path"),
+        pl.lit(0, pl.UInt32).alias("depth"),
+        pl.col("parent").alias("up"),
+        pl.col("parent_id").alias("up_id"),
+        pl.concat_list(pl.format("{}\x00{}", "module", "module_id")).alias("seen"),
+    ).with_row_index("__row")
+    for _ in range(64):
+        cycle = pl.col("seen").list.contains(key).fill_null(False)
+        cur = cur.with_columns(
+            pl.when(cycle).then(None).otherwise(pl.col("up")).alias("up"),
+            pl.when(cycle).then(None).otherwise(pl.col("up_id")).alias("up_id"),
+        )
+        if cur.filter(pl.col("up").is_not_null()).is_empty():
+            break
+        cur = cur.with_columns(pl.col("seen").list.concat(pl.concat_list(key)))
+        cur = (
+            cur.join(
+                link,
+                left_on=["up", "up_id"],
+                right_on=["p_module", "p_id"],
+                how="left",
+                maintain_order="left_right",
+            )
+            .with_columns(
+                pl.when(pl.col("up").is_not_null())
+                .then(pl.format("{}/{}", "up", "path"))
+                .otherwise(pl.col("path"))
+                .alias("path"),
+                (pl.col("depth") + pl.col("up").is_not_null().cast(pl.UInt32)).alias("depth"),
+                pl.col("p_parent").alias("up"),
+                pl.col("p_parent_id").alias("up_id"),
+            )
+            .drop("p_parent", "p_parent_id")
+        )
+        if cap is None:
+            cur = cur.unique("__row", keep="first", maintain_order=True)
+        elif cur.height > cap:
+            return None
+    return cur.drop("__row", "up", "up_id", "seen")
+
+
+def test_climb_is_the_pass_on_texts() -> None:
+    """`_climb` (the climb on integer codes) gives the pass on texts' paths, rows and
+    order, and None exactly when it does, on tangled tables: several parents per module,
+    cycles, self-parents, null parents and null ids, at caps around their path counts and
+    without a cap (one path a row)."""
     import random
 
-    from hta_tui.analysis.module_view import _paths, _paths_fit
+    from hta_tui.analysis.module_view import _climb
 
     checked = {True: 0, False: 0}
     for seed in range(14):
@@ -200,8 +264,12 @@ def test_paths_fit_is_the_capped_pass() -> None:
             },
             orient="row",
         )
-        for cap in (1, table.height, 10_000):
-            fits = _paths_fit(table, cap)
-            assert fits == (_paths(table, cap) is not None), (seed, cap)
-            checked[fits] += 1
+        for cap in (1, table.height, 10_000, None):
+            climbed, texts = _climb(table, cap), _text_paths(table, cap)
+            fits = climbed is not None
+            assert fits == (texts is not None), (seed, cap)
+            if climbed is not None:
+                assert climbed.equals(texts), (seed, cap)
+            if cap is not None:
+                checked[fits] += 1
     assert checked[True] > 5 and checked[False] > 5  # both answers were tried

@@ -58,6 +58,13 @@ ALL_LAUNCHES = r"^(cuda.*LaunchKernel|cuLaunchKernel|hip.*LaunchKernel|runFuncti
 _MAX_LAYOUT = 2**62
 
 
+def _one_rank(frame: pl.DataFrame) -> bool:
+    """Whether every row of `frame` (not empty) is one rank's, as a worker's are: its joins
+    and layout need no rank key."""
+    ranks = frame["rank"]
+    return ranks.null_count() == 0 and bool(ranks.min() == ranks.max())
+
+
 def _with_offsets(rows: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame | None:
     """`rows` with `__off`, a time offset per rank and (pid, tid) so one inequality join keeps
     launches and ops of a thread together: each rank's threads (or the rank as one, when not
@@ -66,8 +73,12 @@ def _with_offsets(rows: pl.DataFrame, *, same_thread: bool) -> pl.DataFrame | No
     when several ranks' layout would pass `_MAX_LAYOUT`."""
     lo = pl.min_horizontal(pl.col("start").min(), pl.col("end").min())
     hi = pl.max_horizontal(pl.col("start").max(), pl.col("end").max())
+    who = pl.struct(pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1))
+    if _one_rank(rows):
+        # one rank (a worker's): its base is 0, no group-by or join of every row
+        thread = who.rank("dense").cast(pl.Int64) if same_thread else pl.lit(1, pl.Int64)
+        return rows.with_columns((thread * (hi - lo + 1) - lo).alias("__off"))
     if same_thread:
-        who = pl.struct(pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1))
         rows = rows.with_columns(who.rank("dense").over("rank").cast(pl.Int64).alias("__t"))
     else:
         rows = rows.with_columns(pl.lit(1, pl.Int64).alias("__t"))
@@ -135,7 +146,12 @@ def _ranks_table(view: pl.DataFrame, *, hta_compat: bool) -> pl.DataFrame:
     # Names travel as codes (equal names, equal codes): sorts, joins and group-bys of long
     # kernel names cost more than the rest; the few distinct sequences get their names last.
     code = pl.col("name").cast(pl.Categorical).to_physical()
-    kernels = kernel_links(view, min_stream=0, carry=("name", "start"), by=("rank",))
+    if _one_rank(view):  # (correlations joined alone: a join on two keys cost ~2x)
+        kernels = kernel_links(view.drop("rank"), min_stream=0, carry=("name", "start"))
+        rank = pl.lit(view["rank"][0], dtype=view.schema["rank"]).alias("rank")
+        kernels = kernels.select(rank, pl.all())
+    else:
+        kernels = kernel_links(view, min_stream=0, carry=("name", "start"), by=("rank",))
     kernel_names = kernels.select("rank", pl.col("idx").alias("k_idx"), "name")
     launches = (
         rows.filter("__launch")

@@ -110,7 +110,10 @@ def _module_parents(python: pl.DataFrame, asked: pl.Series) -> pl.DataFrame:
     parent_ids = frames["python_parent_id"].cast(pl.Int64)
     has_parent = parent_ids.is_not_null().to_numpy()
     wanted = parent_ids.fill_null(0).to_numpy()
-    at = np.minimum(np.searchsorted(by_id, wanted), max(n - 1, 0))
+    if n and by_id[-1] - by_id[0] == n - 1:  # ids distinct, in order, with no gap (Kineto's)
+        at = np.clip(wanted - by_id[0], 0, n - 1)  # a parent id's row, where it is one
+    else:
+        at = np.minimum(np.searchsorted(by_id, wanted), max(n - 1, 0))
     found = has_parent & (n > 0) & (by_id[at] == wanted) if n else has_parent
     ptr = np.where(found, order[at] if n else 0, -1)  # the parent's row, -1: none
     wanted_rows = np.isin(ids, asked.drop_nulls().cast(pl.Int64).to_numpy())
@@ -173,7 +176,11 @@ def rank_module_view(events: pl.DataFrame) -> pl.DataFrame:
     graph = _shared_graph(events, mods)
     if graph is None:
         graph = _own_graph(events, mods)
-    inner = graph.filter(pl.col("level") > 0).select("idx", "parent")
+    # only the module frames' children are read (most nodes are operators' children): the
+    # others' names were gathered and tested for nothing
+    inner = graph.filter(
+        (pl.col("level") > 0) & pl.col("parent").is_in(mods["idx"].implode())
+    ).select("idx", "parent")
     # a gather of the few columns read (idx is the row number), not a join of the whole rank
     info = rows_at(events, inner["idx"], ("name", "kind", "dur")).drop("idx")
     children = (
@@ -281,37 +288,39 @@ def _shared_graph(events: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame | No
     another ends) and a Python frame is a module exactly when it is named one (each view's
     test of a module frame)."""
     tids = mods["tid"].drop_nulls().unique().implode()
-    on_threads = events.lazy().filter(pl.col("tid").is_in(tids))
-    nodes = on_threads.filter(_tree_nodes())
     named = pl.col("name").str.starts_with(_MODULE_PREFIX).fill_null(False)
-    same = pl.concat(
-        [
-            nodes.select(
-                (pl.col("pid").null_count() == 0)
-                & ((pl.col("dur") > 0).fill_null(False).all() | (pl.len() == 0))
-            ),
-            # each tid one pid (a group-by of the few tids, not a hash of every pair)
-            nodes.group_by("tid")
-            .agg((pl.col("pid").min() == pl.col("pid").max()).alias("one"))
-            .select(pl.col("one").all()),
-            on_threads.filter(pl.col("kind") == "python").select(
-                (pl.col("python_module_id").is_not_null() == named).all()
-            ),
-        ],
-        how="horizontal",
+    modules_named = (
+        events.lazy()
+        .filter(pl.col("tid").is_in(tids) & (pl.col("kind") == "python"))
+        .select((pl.col("python_module_id").is_not_null() == named).all())
+        .collect()
+        .item()
     )
-    if not all(same.collect().row(0)):
+    if not modules_named:
         return None
+    # so the tree's nodes on those threads are this view's (`_tree_nodes`): their pid and
+    # dur gathered (row numbers), not the events scanned again for them
     tree = shared.tree_nodes(events)
+    on_module_threads = tree.select(pl.col("key").is_in(tids)).to_series()
+    held = rows_at(events, tree["node"].filter(on_module_threads), ("pid", "tid", "dur"))
+    same = held.select(
+        (pl.col("pid").null_count() == 0)
+        & ((pl.col("dur") > 0).fill_null(False).all() | (pl.len() == 0)),
+        # each tid one pid (a group-by of the few tids, not a hash of every pair)
+        held.group_by("tid")
+        .agg((pl.col("pid").min() == pl.col("pid").max()).alias("one"))["one"]
+        .all(),
+    )
+    if not all(same.row(0)):
+        return None
     levels = shared.tree_levels(events)
-    on_module_threads = pl.col("key").is_in(tids)
     node = tree["node"].to_numpy()
     if levels.height == tree.height and (node[1:] > node[:-1]).all():
         # the nesting of every tree node, in node order: row for row the tree's (a sort,
         # not a join), where its nodes are the tree's
         levels = levels.sort("node")
         if levels["node"].equals(tree["node"]):
-            return levels.filter(tree.select(on_module_threads).to_series()).select(
+            return levels.filter(on_module_threads).select(
                 pl.col("node").alias("idx"), pl.col("depth").alias("level"), "parent"
             )
     tree = tree.filter(on_module_threads).select("node")
@@ -373,20 +382,17 @@ def _with_paths(table: pl.DataFrame) -> pl.DataFrame:
     parents: 10^depth paths ran out of memory), each (module, parent) row gets one path
     instead, through its ancestors' first parents by name and id. DEVIATION: the plugin's
     tree would hold them all."""
-    cap = max(MAX_PATHS, table.height)
-    if not _paths_fit(table, cap):
-        return _paths(table, cap=None)
-    every = _paths(table, cap=cap)
-    return every if every is not None else _paths(table, cap=None)
+    every = _climb(table, max(MAX_PATHS, table.height))
+    return every if every is not None else _climb(table, None)  # type: ignore[return-value]
 
 
-def _paths_fit(table: pl.DataFrame, cap: int) -> bool:
-    """Whether `_paths(table, cap)` stays within `cap` rows: the same climb on integer
-    codes of (name, id), without the path texts. The tangled parents of a long real trace
-    pass the cap; finding it on texts cost a rank ~25 ms before the one-path pass.
-
-    Codes stand for `_paths`' "name\x00id" keys (a null where the name or id is, as in
-    `pl.format`), so the joins match, the cycle tests find and the rows multiply as there."""
+def _climb(table: pl.DataFrame, cap: int | None) -> pl.DataFrame | None:
+    """Every path of each row of `table` (None once there would be more than `cap`); one
+    each if no cap, through the first parent (by name, then id, nulls last) of each
+    ancestor. The joins and cycle tests are made on integer codes of the (name, id) keys,
+    not on "name\x00id" texts (a null code where the name or id is null, as `pl.format`
+    gives a null text), and the height a join would reach is counted before it is made:
+    the tangled parents of a long real trace pass the cap at their last join."""
     pairs = pl.concat(
         [
             table.select(pl.col("module").alias("n"), pl.col("module_id").alias("i")),
@@ -396,28 +402,44 @@ def _paths_fit(table: pl.DataFrame, cap: int) -> bool:
     ).drop_nulls()
     codes = pairs.unique(maintain_order=True).with_row_index("code")
 
-    def coded(name: str, id_: str, alias: str) -> pl.DataFrame:
+    def coded(name: str, id_: str, alias: str) -> pl.Series:
         return (
             table.select(pl.col(name).alias("n"), pl.col(id_).alias("i"))
             .cast(pairs.schema)  # type: ignore[arg-type]
-            .join(codes, on=["n", "i"], how="left", maintain_order="left")
-            .select(pl.col("code").alias(alias))
+            .join(codes, on=["n", "i"], how="left", maintain_order="left")["code"]
+            .alias(alias)
         )
 
     own = coded("module", "module_id", "own")
     up = coded("parent", "parent_id", "key")
-    has_up = table.select(pl.col("parent").is_not_null().alias("has_up"))
-    link = pl.concat(
+    has_up = table["parent"].is_not_null().alias("has_up")
+    link = pl.DataFrame(
         [
-            own.rename({"own": "p_own"}),
-            up.rename({"key": "p_key"}),
-            has_up.rename({"has_up": "p_has"}),
-        ],
-        how="horizontal",
+            own.alias("p_own"),
+            up.alias("p_key"),
+            has_up.alias("p_has"),
+            table["parent"].alias("p_parent"),
+            table["parent_id"].alias("p_parent_id"),
+        ]
     )
-    cur = pl.concat([up, has_up], how="horizontal").with_columns(
-        pl.concat_list(own["own"]).alias("seen")
-    )
+    if cap is None:  # each key's first parent row only
+        link = link.sort("p_parent", "p_parent_id", nulls_last=True).unique(
+            "p_own", keep="first", maintain_order=True
+        )
+    link = link.drop("p_parent_id")
+    # rows each code's join gives (a key that matches none keeps its row)
+    owned = link["p_own"].drop_nulls().to_numpy()
+    rows_of = np.maximum(np.bincount(owned, minlength=codes.height), 1)
+    cur = pl.DataFrame(
+        [
+            up,
+            has_up,
+            table["module"].alias("path"),
+            pl.Series("depth", np.zeros(table.height, dtype=np.uint32)),
+            table["parent"].alias("up"),
+        ]
+    ).with_columns(pl.concat_list(own).alias("seen"))
+    cur = cur.with_row_index("__row")
     for _ in range(64):
         cycle = pl.col("seen").list.contains(pl.col("key")).fill_null(False)
         cur = cur.with_columns(
@@ -425,69 +447,32 @@ def _paths_fit(table: pl.DataFrame, cap: int) -> bool:
             pl.when(cycle).then(False).otherwise(pl.col("has_up")).alias("has_up"),
         )
         if not cur["has_up"].any():
-            return True
-        cur = cur.with_columns(pl.col("seen").list.concat(pl.concat_list("key")))
-        cur = cur.join(link, left_on="key", right_on="p_own", how="left").select(
+            break
+        if cap is not None:
+            keys = cur["key"]
+            grown = int(rows_of[keys.drop_nulls().to_numpy()].sum()) + keys.null_count()
+            if grown > cap:
+                return None
+        cur = cur.with_columns(
+            pl.col("seen").list.concat(pl.concat_list("key")),
+            pl.when(pl.col("has_up"))
+            .then(pl.format("{}/{}", "up", "path"))
+            .otherwise(pl.col("path"))
+            .alias("path"),
+            (pl.col("depth") + pl.col("has_up").cast(pl.UInt32)).alias("depth"),
+        )
+        cur = cur.join(
+            link, left_on="key", right_on="p_own", how="left", maintain_order="left_right"
+        ).select(
+            "__row",
             pl.col("p_key").alias("key"),
             pl.col("p_has").fill_null(False).alias("has_up"),
+            "path",
+            "depth",
+            pl.col("p_parent").alias("up"),
             "seen",
         )
-        if cur.height > cap:
-            return False
-    return True
-
-
-def _paths(table: pl.DataFrame, cap: int | None) -> pl.DataFrame | None:
-    """Every path of each row (None once there are more than `cap`); one each if no cap."""
-    link = table.select(
-        pl.col("module").alias("p_module"),
-        pl.col("module_id").alias("p_id"),
-        pl.col("parent").alias("p_parent"),
-        pl.col("parent_id").alias("p_parent_id"),
-    )
-    if cap is None:
-        link = link.sort(pl.all(), nulls_last=True)
-    key = pl.format("{}\x00{}", "up", "up_id")
-    cur = table.with_columns(
-        pl.col("module").alias("path"),
-        pl.lit(0, pl.UInt32).alias("depth"),
-        pl.col("parent").alias("up"),
-        pl.col("parent_id").alias("up_id"),
-        pl.concat_list(pl.format("{}\x00{}", "module", "module_id")).alias("seen"),
-    ).with_row_index("__row")
-    for _ in range(64):
-        cycle = pl.col("seen").list.contains(key).fill_null(False)
-        cur = cur.with_columns(
-            pl.when(cycle).then(None).otherwise(pl.col("up")).alias("up"),
-            pl.when(cycle).then(None).otherwise(pl.col("up_id")).alias("up_id"),
-        )
-        if cur.filter(pl.col("up").is_not_null()).is_empty():
-            break
-        cur = cur.with_columns(pl.col("seen").list.concat(pl.concat_list(key)))
-        cur = (
-            cur.join(
-                link,
-                left_on=["up", "up_id"],
-                right_on=["p_module", "p_id"],
-                how="left",
-                maintain_order="left_right",
-            )
-            .with_columns(
-                pl.when(pl.col("up").is_not_null())
-                .then(pl.format("{}/{}", "up", "path"))
-                .otherwise(pl.col("path"))
-                .alias("path"),
-                (pl.col("depth") + pl.col("up").is_not_null().cast(pl.UInt32)).alias("depth"),
-                pl.col("p_parent").alias("up"),
-                pl.col("p_parent_id").alias("up_id"),
-            )
-            .drop("p_parent", "p_parent_id")
-        )
-        if cap is None:
-            cur = cur.unique("__row", keep="first", maintain_order=True)
-        elif cur.height > cap:
-            return None
-    return cur.drop("__row", "up", "up_id", "seen")
+    return table[cur["__row"]].with_columns(cur["path"], cur["depth"])
 
 
 def _device_time(events: pl.DataFrame, graph: pl.DataFrame, mods: pl.DataFrame) -> pl.DataFrame:
@@ -608,12 +593,14 @@ def _nested_device_time(
     ranges = pl.DataFrame({"idx": rows["idx"].gather(order), "type": kind, "ns": below})
     total = ranges.filter(pl.col("type") == 1).select("idx", pl.col("ns").alias("dev_total"))
     # Self (the plugin's): the device totals of the module's direct plain operators.
-    ops = ranges.filter((pl.col("type") == 2) & (pl.col("ns") != 0))
+    # (the operators right under a module first: only their names are tested)
+    owners = graph.select("idx", pl.col("parent").alias("owner")).filter(
+        pl.col("owner").is_in(mods["idx"].implode())
+    )
+    ops = ranges.filter((pl.col("type") == 2) & (pl.col("ns") != 0)).join(owners, on="idx")
     plain = rows_at(events, ops["idx"], ("name", "kind")).select(_plain_operator()).to_series()
     self_ = (
         ops.filter(plain)
-        .join(graph.select("idx", pl.col("parent").alias("owner")), on="idx")
-        .join(mods.select(pl.col("idx").alias("owner")), on="owner", how="semi")
         .group_by("owner")
         .agg(pl.col("ns").sum().alias("dev_self"))
         .rename({"owner": "idx"})

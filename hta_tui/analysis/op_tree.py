@@ -47,11 +47,10 @@ _NAME = pl.col("name")  # tests on it are filled with False after (see tb_roles)
 _EXCLUDED = ("DataParallel.forward", "DistributedDataParallel.forward")
 
 
-def _node_rows(*, tb_compat: bool) -> pl.Expr:
-    annotation = tb_roles.cat_in(["user_annotation", "gpu_user_annotation"]) & (
-        (_NAME.str.starts_with("ProfilerStep#") | _NAME.is_in(tb_roles.COMM_OPS)).fill_null(False)
-    )
-    nodes = tb_roles.cat_in(["cpu_op", "operator", "python"]) | annotation
+def _node_cats(*, tb_compat: bool) -> pl.Expr:
+    """Rows that are nodes by their category alone (operators, `python` events; with
+    `tb_compat`, nn.Module frames too); annotations are nodes by name (`_nodes`)."""
+    nodes = tb_roles.cat_in(["cpu_op", "operator", "python"])
     if tb_compat:
         # the plugin's ModuleNode: a python_function frame with a `Python module id` is a node
         # (not an operator), so an op around one (activation checkpointing re-runs the
@@ -60,6 +59,32 @@ def _node_rows(*, tb_compat: bool) -> pl.Expr:
             tb_roles.cat_in(["python_function"]) & pl.col("python_module_id").is_not_null()
         )
     return nodes
+
+
+_ANNOTATION = tb_roles.cat_in(["user_annotation", "gpu_user_annotation"])
+#: the annotations that are nodes: ProfilerSteps and the collectives
+_KEPT_ANNOTATION = (
+    _NAME.str.starts_with("ProfilerStep#") | _NAME.is_in(tb_roles.COMM_OPS)
+).fill_null(False)
+
+
+def _nodes(frame: pl.DataFrame, *, tb_compat: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Which rows of `frame` are the plugin's nodes (operators, `python` events,
+    ProfilerSteps and the nccl:/gloo: annotations; `_node_cats`) and which are runtime
+    calls. The annotations' names are tested on their rows alone (a few hundred): the name
+    tests over every row cost a rank 2-3 ms."""
+    runtime = tb_roles.runtime_rows(tb_compat=False) if not tb_compat else pl.lit(False)
+    picked = frame.select(
+        _node_cats(tb_compat=tb_compat).fill_null(False).alias("node"),
+        _ANNOTATION.fill_null(False).alias("annotation"),
+        runtime.fill_null(False).alias("rt"),
+    )
+    node = picked["node"].to_numpy().copy()
+    annotations = np.flatnonzero(picked["annotation"].to_numpy())
+    if annotations.size:
+        kept = frame["name"].gather(annotations).to_frame().select(_KEPT_ANNOTATION).to_series()
+        node[annotations] |= kept.to_numpy()
+    return node, picked["rt"].to_numpy()
 
 
 def _op_type() -> pl.Expr:
@@ -134,13 +159,8 @@ def build_ahead(events: pl.DataFrame) -> None:
 
 def _build(events: pl.DataFrame, *, tb_compat: bool) -> tuple[pl.DataFrame, pl.DataFrame]:
     # the rows by index and their times as numpy; text columns are gathered once, in order
-    runtime = tb_roles.runtime_rows(tb_compat=False) if not tb_compat else pl.lit(False)
-    picked = events.select(
-        _node_rows(tb_compat=tb_compat).fill_null(False).alias("node"),
-        runtime.fill_null(False).alias("rt"),
-    )
-    node = picked["node"].to_numpy()
-    rows = np.flatnonzero(node | picked["rt"].to_numpy())
+    node, runtime = _nodes(events, tb_compat=tb_compat)
+    rows = np.flatnonzero(node | runtime)
     tid = events["tid"].fill_null(0).to_numpy()[rows]
     start = events["ts"].to_numpy()[rows]
     end = start + events["dur"].to_numpy()[rows]
@@ -423,12 +443,8 @@ def _build_at_once(
     every = tagged(frames)
     if every["ts"].null_count() or every["dur"].null_count():
         raise ValueError("a time is missing: numpy would make every rank's times floats")
-    picked = every.select(
-        _node_rows(tb_compat=False).fill_null(False).alias("node"),
-        tb_roles.runtime_rows(tb_compat=False).fill_null(False).alias("rt"),
-    )
-    node = picked["node"].to_numpy()
-    rows = np.flatnonzero(node | picked["rt"].to_numpy())
+    node, runtime = _nodes(every, tb_compat=False)
+    rows = np.flatnonzero(node | runtime)
     rank = every["rank"].to_numpy()[rows]
     tid = every["tid"].fill_null(0).to_numpy()[rows]
     start = every["ts"].to_numpy()[rows]
