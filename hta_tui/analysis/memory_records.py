@@ -268,23 +268,35 @@ def _distinct(table: np.ndarray, ids: np.ndarray) -> bool:
     return bool((table[ids] == np.arange(ids.size)).all())
 
 
-def _previous_at_address(recs: pl.DataFrame) -> np.ndarray:
-    """Each event's previous one at its device and address (its row, -1: none; a null
-    address or device is a group of its own, as a window over them makes it), from one
-    stable sort: two windows over (device, address) cost twice as much."""
-    by = (
-        recs.select("device", "addr")
-        .with_row_index("__row")
-        .sort("device", "addr", maintain_order=True)
+def address_runs(recs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of `recs` sorted by device and address, stably (time order within an
+    address, for `recs` in time order), and whether each continues the address of the one
+    before it (a null address or device is a group of its own, as a window over them makes
+    it). Where every event is on one device (the usual rank), the address alone is sorted:
+    a sort on the device's string too cost ~5x as much."""
+    if recs.is_empty():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+    device = recs["device"]
+    one = device.null_count() == 0 and device.min() == device.max()
+    keys = ["addr"] if one else ["device", "addr"]
+    by = recs.select(pl.arg_sort_by(keys, maintain_order=True)).to_series()
+    order = by.cast(pl.Int64).to_numpy()
+    same = (
+        recs.select(keys)[order]
+        .select(pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(1)) for c in keys))
+        .to_series()
+        .fill_null(False)
+        .to_numpy()
+        .astype(bool)
     )
-    row = by["__row"].cast(pl.Int64).to_numpy()
-    same = by.select(
-        pl.col("device").eq_missing(pl.col("device").shift(1))
-        & pl.col("addr").eq_missing(pl.col("addr").shift(1))
-    ).to_series()
-    same = same.to_numpy().astype(bool)
-    if same.size:
-        same[0] = False  # a null first one equals the shift's null
+    same[0] = False  # a null first one equals the shift's null
+    return order, same
+
+
+def _previous_at_address(recs: pl.DataFrame) -> np.ndarray:
+    """Each event's previous one at its device and address (its row, -1: none), from one
+    stable sort (`address_runs`): two windows over (device, address) cost twice as much."""
+    row, same = address_runs(recs)
     prev = np.full(row.size, -1, dtype=np.int64)
     prev[row[same]] = row[np.flatnonzero(same) - 1]
     return prev
