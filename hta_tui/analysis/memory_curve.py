@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from hta_tui.analysis.memory_records import runs
+
 MB = 1024.0 * 1024.0
 #: the plugin's cap on points per device
 MAX_POINTS = 10240
@@ -50,18 +52,27 @@ def curve_points(recs: pl.DataFrame, origin_ns: int) -> pl.DataFrame:
 
 
 def step_plot(points: pl.DataFrame) -> pl.DataFrame:
-    """Before every point but a device's first, a point at its time with the previous values."""
-    held = points.with_columns(
-        pl.col(c).shift(1).over("device") for c in ("allocated_mb", "reserved_mb")
-    ).with_row_index("__i")
-    own = points.with_row_index("__i")
-    both = pl.concat(
+    """Before every point but a device's first, a point at its time with the previous values
+    (of its device): rows gathered (a shift over the devices, a frame twice the curve's
+    and its sort cost ~4 ms a rank of 40k points)."""
+    order, same = runs(points, ("device",))
+    prev = np.full(points.height, -1, dtype=np.int64)
+    prev[order[same]] = order[np.flatnonzero(same) - 1]
+    held = prev >= 0
+    at = np.arange(points.height, dtype=np.int64)
+    own_at = at + np.cumsum(held)  # each point's row: after the held points up to it
+    rows = np.empty(points.height + int(held.sum()), dtype=np.int64)
+    values = rows.copy()
+    rows[own_at] = values[own_at] = at
+    rows[own_at[held] - 1] = at[held]  # a held point: its own time, the previous values
+    values[own_at[held] - 1] = prev[held]
+    return pl.DataFrame(
         [
-            held.filter(pl.col("allocated_mb").is_not_null()).with_columns(pl.lit(0).alias("__k")),
-            own.with_columns(pl.lit(1).alias("__k")),
+            points["device"].gather(rows),
+            points["time_ms"].gather(rows),
+            *(points[c].gather(values) for c in ("allocated_mb", "reserved_mb")),
         ]
     )
-    return both.sort("__i", "__k").drop("__i", "__k")
 
 
 def memory_curve(

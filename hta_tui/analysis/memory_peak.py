@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_curve import MB
 from hta_tui.analysis.memory_events import FREE_ONLY, NOT_FREED
 
@@ -186,6 +187,12 @@ def step_spans(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def kept_step_spans(events: pl.DataFrame) -> pl.DataFrame:
+    """`step_spans`, made once per events frame: the leak candidates, the step peaks and
+    the memory view's windows read them."""
+    return job_cached({0: events}, "memory_step_spans", lambda: step_spans(events))
+
+
 def _step_of(frame: pl.DataFrame, at: str, spans: pl.DataFrame) -> pl.DataFrame:
     """`frame` with the step whose [start, end) holds column `at` (null outside every step)."""
     if spans.is_empty():
@@ -208,7 +215,7 @@ def leak_candidates(table: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     kept = table.filter(pl.col("status") == NOT_FREED)
     if kept.is_empty():
         return pl.DataFrame(schema=LEAK_COLUMNS)
-    kept = _step_of(kept, "alloc_ts", step_spans(events))
+    kept = _step_of(kept, "alloc_ts", kept_step_spans(events))
     return (
         kept.group_by("device", *GROUP)
         .agg(
@@ -231,7 +238,7 @@ def leak_candidates(table: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 def step_peaks(recs: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Per device and profiler step, the peak inside the step and its change from the last."""
-    spans = step_spans(events)
+    spans = kept_step_spans(events)
     points = recs.filter(pl.col("total_allocated").is_not_null())
     if spans.is_empty() or points.is_empty():
         return pl.DataFrame(schema=STEP_COLUMNS)

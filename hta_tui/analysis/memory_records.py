@@ -269,20 +269,25 @@ def _distinct(table: np.ndarray, ids: np.ndarray) -> bool:
 
 
 def address_runs(recs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of `recs` sorted by device and address, stably (time order within an
-    address, for `recs` in time order), and whether each continues the address of the one
-    before it (a null address or device is a group of its own, as a window over them makes
-    it). Where every event is on one device (the usual rank), the address alone is sorted:
-    a sort on the device's string too cost ~5x as much."""
-    if recs.is_empty():
+    """`runs` of the events by device and address: time order within an address, for
+    `recs` in time order."""
+    return runs(recs, ("device", "addr"))
+
+
+def runs(frame: pl.DataFrame, keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of `frame` sorted by `keys`, stably, and whether each continues the keys of
+    the one before it (a null is a group of its own, as a window over them makes it). A
+    key of one value (the device, on most ranks) is left out of the sort: a sort on a
+    string too cost ~5x as much."""
+    if frame.is_empty():
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-    device = recs["device"]
-    one = device.null_count() == 0 and device.min() == device.max()
-    keys = ["addr"] if one else ["device", "addr"]
-    by = recs.select(pl.arg_sort_by(keys, maintain_order=True)).to_series()
+    keys = tuple(k for k in keys if frame[k].null_count() or frame[k].min() != frame[k].max())
+    if not keys:
+        return np.arange(frame.height, dtype=np.int64), np.arange(frame.height) > 0
+    by = frame.select(pl.arg_sort_by(keys, maintain_order=True)).to_series()
     order = by.cast(pl.Int64).to_numpy()
     same = (
-        recs.select(keys)[order]
+        frame.select(keys)[order]
         .select(pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(1)) for c in keys))
         .to_series()
         .fill_null(False)
