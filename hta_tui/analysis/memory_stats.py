@@ -61,11 +61,13 @@ def memory_stats(
     # the window as a half-open clip of each node's [start, end): ts is integer ns
     spans = _spans(nodes, (start_ns, None if end_ns is None else end_ns + 1))
     inside, per_device = _subtree(spans, _by_thread(recs))
-    values = _self_and_total(nodes, window, per_device)
+    # the node row of each event and of each node's parent: one lookup of the nodes' ids
+    row, up = _rows_of(nodes["node"], window["node"], nodes["eff_parent"])
+    values = _self_and_total(nodes, window, row, per_device)
     # per device and operator name, of the op nodes: rows all zero add nothing to a sum
     sums = [pl.col(c).sum() for c in (*_SELF, *(f"t_{c}" for c in _SELF))]
     per_name = values.group_by("device", "operator").agg(sums)
-    calls = _calls(nodes, inside > 0)
+    calls = _calls(nodes, up, inside > 0)
     return (
         per_name.filter(pl.any_horizontal(pl.col(c) != 0 for c in per_name.columns[2:]))
         .join(calls, on="operator", how="left")
@@ -86,7 +88,7 @@ def memory_stats(
 
 
 def _self_and_total(
-    nodes: pl.DataFrame, window: pl.DataFrame, per_device: dict[str, _Totals]
+    nodes: pl.DataFrame, window: pl.DataFrame, row: np.ndarray, per_device: dict[str, _Totals]
 ) -> pl.DataFrame:
     """device, operator and the six sums (`_SELF`, `t_*`) of every op node and device of its
     thread with some sum not zero: self sums of the window's events by the node's row, the
@@ -96,7 +98,6 @@ def _self_and_total(
     b = window["bytes"].fill_null(0).to_numpy()  # a null adds nothing to a sum
     own = {"inc": b, "n_alloc": (b > 0).astype(np.int64), "alloc": np.where(b > 0, b, 0)}
     has_node = window["node"].is_not_null().to_numpy()
-    row = _rows_of(nodes["node"], window["node"])
     is_op = nodes["is_op"].fill_null(False).to_numpy()
     parts = []
     for device, (present, totals) in per_device.items():
@@ -131,25 +132,26 @@ def _self_and_total(
     return pl.concat(parts)
 
 
-def _rows_of(ids: pl.Series, asked: pl.Series) -> np.ndarray:
-    """The row of `ids` holding each id of `asked` (-1: null or none): by an array indexed by
-    id where ids are distinct small integers (a tree's event idx, always), else by a join
-    (a repeated id: its first row)."""
+def _rows_of(ids: pl.Series, *asked: pl.Series) -> list[np.ndarray]:
+    """The row of `ids` holding each id of each of `asked` (-1: null or none): by an array
+    indexed by id where ids are distinct small integers (a tree's event idx, always), else
+    by a join (a repeated id: its first row)."""
     n = ids.len()
     if n and ids.dtype.is_integer() and not ids.null_count():
         own = ids.cast(pl.Int64).to_numpy()
         if own.min() >= 0 and own.max() < 8 * n + 1024:
             table = id_rows(own)
             if (table[own] == np.arange(n)).all():  # distinct: no id's row overwritten
-                return rows_at(table, asked.cast(pl.Int64).fill_null(-1).to_numpy())
+                return [rows_at(table, a.cast(pl.Int64).fill_null(-1).to_numpy()) for a in asked]
     table = pl.DataFrame({"__id": ids, "__row": pl.int_range(n, eager=True, dtype=pl.Int64)})
-    found = pl.DataFrame({"__id": asked.cast(ids.dtype)}).join(
-        table.unique("__id", keep="first", maintain_order=True),
-        on="__id",
-        how="left",
-        maintain_order="left",
-    )
-    return found["__row"].fill_null(-1).to_numpy()
+    table = table.unique("__id", keep="first", maintain_order=True)
+    return [
+        pl.DataFrame({"__id": a.cast(ids.dtype)})
+        .join(table, on="__id", how="left", maintain_order="left")["__row"]
+        .fill_null(-1)
+        .to_numpy()
+        for a in asked
+    ]
 
 
 def _by_thread(recs: pl.DataFrame) -> pl.DataFrame:
@@ -255,11 +257,11 @@ def _before(cum: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.where(at > 0, cum[np.maximum(at - 1, 0)], 0)
 
 
-def _calls(nodes: pl.DataFrame, processed: np.ndarray) -> pl.DataFrame:
-    """Per operator name, the calls the plugin counts (see the module doc): a frame is
-    `processed` when some event of its thread lies inside it."""
+def _calls(nodes: pl.DataFrame, up: np.ndarray, processed: np.ndarray) -> pl.DataFrame:
+    """Per operator name, the calls the plugin counts (see the module doc): `up`, each
+    node's parent's row; a frame is `processed` when some event of its thread lies inside
+    it."""
     processed = np.append(processed, False)  # the last: no node
-    up = _rows_of(nodes["node"], nodes["eff_parent"])
     top = nodes["eff_parent"].is_null().to_numpy()
     reached = nodes["is_op"].fill_null(False).to_numpy() & (top | processed[up])
     return (
