@@ -82,6 +82,9 @@ def memory_curve(
     curve = step_plot(curve_points(recs, origin_ns))
     if max_points is None or curve.is_empty():
         return curve.cast(COLUMNS)  # type: ignore[arg-type]
+    device = curve["device"]
+    if not device.null_count() and device.min() == device.max():  # one device: no partition
+        return lttb(curve, max_points).cast(COLUMNS)  # type: ignore[arg-type]
     parts = [lttb(part, max_points) for part in curve.partition_by("device", maintain_order=True)]
     return pl.concat(parts).sort("device", maintain_order=True).cast(COLUMNS)  # type: ignore[arg-type]
 
