@@ -209,3 +209,25 @@ def test_memory_stats_of_no_operator_is_empty(vit_frames: dict[str, pl.DataFrame
     last_end = shared.operator_tree(events)["end"].max()
     late = memory_stats.memory_stats(events, records, last_end + 1, last_end + 10**9)
     assert late.is_empty()
+
+
+def test_memory_stats_null_size_adds_nothing(vit_frames: dict[str, pl.DataFrame]) -> None:
+    """An attributed event without a size adds nothing to its node's subtree sums, as to its
+    self sums: the table is that of the same events with size 0 (the running sums' nulls
+    once read as NaN and cast to garbage)."""
+    events, memory = vit_frames["events"], vit_frames["memory"]
+    records = shared.memory_records(events, memory)
+    some = (pl.col("node").is_not_null() & (pl.col("seq") % 7 == 0)).alias("some")
+    marked = records.with_columns(some)
+    assert marked["some"].sum() > 10
+
+    def blank(size: int | None) -> pl.DataFrame:
+        lit = pl.lit(size, pl.Int64)
+        return marked.with_columns(
+            pl.when(pl.col("some")).then(lit).otherwise(pl.col("bytes")).alias("bytes")
+        ).drop("some")
+
+    nulls, zeros = blank(None), blank(0)
+    got = memory_stats.memory_stats(events, nulls)
+    assert got.equals(memory_stats.memory_stats(events, zeros))
+    assert (got["size_increase_kb"].abs() < 1e12).all()

@@ -18,8 +18,10 @@ how each step's peak moves.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
+from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_curve import MB
 from hta_tui.analysis.memory_events import FREE_ONLY, NOT_FREED
 
@@ -186,21 +188,25 @@ def step_spans(events: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def kept_step_spans(events: pl.DataFrame) -> pl.DataFrame:
+    """`step_spans`, made once per events frame: the leak candidates, the step peaks and
+    the memory view's windows read them."""
+    return job_cached({0: events}, "memory_step_spans", lambda: step_spans(events))
+
+
 def _step_of(frame: pl.DataFrame, at: str, spans: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with the step whose [start, end) holds column `at` (null outside every step)."""
+    """`frame` with the step whose [start, end) holds column `at` (null outside every step):
+    the last step starting at or before it (`spans` sorted by start), by binary search (an
+    as-of join sorted the frame by `at` and back)."""
     if spans.is_empty():
         return frame.with_columns(pl.lit(None, pl.Int64).alias("step"))
-    out = (
-        frame.with_row_index("__r")
-        .sort(at)
-        .join_asof(spans, left_on=at, right_on="start", strategy="backward", check_sortedness=False)
-    )
-    inside = pl.col(at) < pl.col("end")
-    return (
-        out.with_columns(pl.when(inside).then(pl.col("step")).alias("step"))
-        .sort("__r")
-        .drop("__r", "start", "end")
-    )
+    t = frame[at]
+    ts = t.fill_null(0).to_numpy()
+    i = np.searchsorted(spans["start"].to_numpy(), ts, "right") - 1
+    end = spans["end"].to_numpy()[np.maximum(i, 0)]
+    outside = (i < 0) | ~(ts < end) | t.is_null().to_numpy()  # a null end: outside too
+    step = spans["step"].gather(np.maximum(i, 0)).set(pl.Series(outside), None)  # type: ignore[arg-type]
+    return frame.with_columns(step.alias("step"))
 
 
 def leak_candidates(table: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
@@ -208,7 +214,7 @@ def leak_candidates(table: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     kept = table.filter(pl.col("status") == NOT_FREED)
     if kept.is_empty():
         return pl.DataFrame(schema=LEAK_COLUMNS)
-    kept = _step_of(kept, "alloc_ts", step_spans(events))
+    kept = _step_of(kept, "alloc_ts", kept_step_spans(events))
     return (
         kept.group_by("device", *GROUP)
         .agg(
@@ -231,7 +237,7 @@ def leak_candidates(table: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
 
 def step_peaks(recs: pl.DataFrame, events: pl.DataFrame) -> pl.DataFrame:
     """Per device and profiler step, the peak inside the step and its change from the last."""
-    spans = step_spans(events)
+    spans = kept_step_spans(events)
     points = recs.filter(pl.col("total_allocated").is_not_null())
     if spans.is_empty() or points.is_empty():
         return pl.DataFrame(schema=STEP_COLUMNS)

@@ -60,11 +60,14 @@ def memory_stats(
     nodes = tree.filter(pl.col("eff") == pl.col("node"))  # merged children count as their parent
     # the window as a half-open clip of each node's [start, end): ts is integer ns
     spans = _spans(nodes, (start_ns, None if end_ns is None else end_ns + 1))
-    values = _self_and_total(nodes, window, spans, _attributed_by_thread(recs))
+    inside, per_device = _subtree(spans, _by_thread(recs))
+    # the node row of each event and of each node's parent: one lookup of the nodes' ids
+    row, up = _rows_of(nodes["node"], window["node"], nodes["eff_parent"])
+    values = _self_and_total(nodes, window, row, per_device)
     # per device and operator name, of the op nodes: rows all zero add nothing to a sum
     sums = [pl.col(c).sum() for c in (*_SELF, *(f"t_{c}" for c in _SELF))]
     per_name = values.group_by("device", "operator").agg(sums)
-    calls = _calls(nodes, spans, _any_by_thread(recs))
+    calls = _calls(nodes, up, inside > 0)
     return (
         per_name.filter(pl.any_horizontal(pl.col(c) != 0 for c in per_name.columns[2:]))
         .join(calls, on="operator", how="left")
@@ -85,7 +88,7 @@ def memory_stats(
 
 
 def _self_and_total(
-    nodes: pl.DataFrame, window: pl.DataFrame, spans: _Spans, values: pl.DataFrame
+    nodes: pl.DataFrame, window: pl.DataFrame, row: np.ndarray, per_device: dict[str, _Totals]
 ) -> pl.DataFrame:
     """device, operator and the six sums (`_SELF`, `t_*`) of every op node and device of its
     thread with some sum not zero: self sums of the window's events by the node's row, the
@@ -95,10 +98,9 @@ def _self_and_total(
     b = window["bytes"].fill_null(0).to_numpy()  # a null adds nothing to a sum
     own = {"inc": b, "n_alloc": (b > 0).astype(np.int64), "alloc": np.where(b > 0, b, 0)}
     has_node = window["node"].is_not_null().to_numpy()
-    row = _rows_of(nodes["node"], window["node"])
     is_op = nodes["is_op"].fill_null(False).to_numpy()
     parts = []
-    for device, (present, totals) in _subtree(spans, values).items():
+    for device, (present, totals) in per_device.items():
         mine = has_node & (row >= 0) & (window["device"] == device).to_numpy()
         at = row[mine]
         sums = {}
@@ -130,76 +132,47 @@ def _self_and_total(
     return pl.concat(parts)
 
 
-def _rows_of(ids: pl.Series, asked: pl.Series) -> np.ndarray:
-    """The row of `ids` holding each id of `asked` (-1: null or none): by an array indexed by
-    id where ids are distinct small integers (a tree's event idx, always), else by a join
-    (a repeated id: its first row)."""
+def _rows_of(ids: pl.Series, *asked: pl.Series) -> list[np.ndarray]:
+    """The row of `ids` holding each id of each of `asked` (-1: null or none): by an array
+    indexed by id where ids are distinct small integers (a tree's event idx, always), else
+    by a join (a repeated id: its first row)."""
     n = ids.len()
     if n and ids.dtype.is_integer() and not ids.null_count():
         own = ids.cast(pl.Int64).to_numpy()
         if own.min() >= 0 and own.max() < 8 * n + 1024:
             table = id_rows(own)
             if (table[own] == np.arange(n)).all():  # distinct: no id's row overwritten
-                return rows_at(table, asked.cast(pl.Int64).fill_null(-1).to_numpy())
+                return [rows_at(table, a.cast(pl.Int64).fill_null(-1).to_numpy()) for a in asked]
     table = pl.DataFrame({"__id": ids, "__row": pl.int_range(n, eager=True, dtype=pl.Int64)})
-    found = pl.DataFrame({"__id": asked.cast(ids.dtype)}).join(
-        table.unique("__id", keep="first", maintain_order=True),
-        on="__id",
-        how="left",
-        maintain_order="left",
-    )
-    return found["__row"].fill_null(-1).to_numpy()
+    table = table.unique("__id", keep="first", maintain_order=True)
+    return [
+        pl.DataFrame({"__id": a.cast(ids.dtype)})
+        .join(table, on="__id", how="left", maintain_order="left")["__row"]
+        .fill_null(-1)
+        .to_numpy()
+        for a in asked
+    ]
 
 
-def _attributed_by_thread(recs: pl.DataFrame) -> pl.DataFrame:
-    """The attributed events of `recs` sorted by thread (`key`), device and ts, with running
-    sums (`c_*`): the prefix sums, kept per `recs` frame."""
-    b = pl.col("bytes")
+def _by_thread(recs: pl.DataFrame) -> pl.DataFrame:
+    """The events of `recs` on a thread sorted by thread (`key`) and ts, with whether each
+    is attributed (`att`) and its size (a null one adds nothing): kept per `recs` frame.
+    One table for the subtree sums and the calls' count of events (two tables, sorted and
+    searched apart, cost twice as much)."""
     return job_cached(
         {0: recs},
-        "memory_stats_attributed",
-        lambda: _running(
-            recs.filter(pl.col("node").is_not_null())
+        "memory_stats_by_thread",
+        lambda: (
+            recs.filter(pl.col("tid").is_not_null())
             .select(
                 pl.col("tid").alias("key"),
                 "device",
                 "ts",
-                b.alias("inc"),
-                (b > 0).cast(pl.Int64).alias("n_alloc"),
-                pl.when(b > 0).then(b).otherwise(0).alias("alloc"),
+                pl.col("node").is_not_null().alias("att"),
+                pl.col("bytes").fill_null(0),
             )
-            .sort("key", "device", "ts", maintain_order=True)
+            .sort("key", "ts", maintain_order=True)
         ),
-    )
-
-
-def _any_by_thread(recs: pl.DataFrame) -> pl.DataFrame:
-    """Every event of `recs` (attributed or not) as a count, sorted by thread and ts."""
-    return job_cached(
-        {0: recs},
-        "memory_stats_any",
-        lambda: _running(
-            recs.select(
-                pl.col("tid").alias("key"),
-                pl.lit("").alias("device"),
-                "ts",
-                *(pl.lit(1, pl.Int64).alias(c) for c in _SELF),
-            ).sort("key", "ts", maintain_order=True)
-        ),
-    )
-
-
-def _running(values: pl.DataFrame) -> pl.DataFrame:
-    """`values` with the running sum of each value (over every row: a group's sums are
-    differences inside its rows) and each (key, device) group's first row and length."""
-    return (
-        values.with_row_index("__row")
-        .with_columns(
-            *(pl.col(c).cum_sum().alias(f"c_{c}") for c in _SELF),
-            pl.col("__row").first().over("key", "device").alias("first"),
-            pl.len().over("key", "device").alias("n"),
-        )
-        .drop("__row")
     )
 
 
@@ -235,37 +208,48 @@ def _spans(nodes: pl.DataFrame, clip: tuple[int | None, int | None]) -> _Spans:
     return _Spans(key, spans["start"].to_numpy(), spans["end"].to_numpy(), by_key, runs)
 
 
-def _subtree(
-    spans: _Spans, values: pl.DataFrame, sums: tuple[str, ...] = _SELF
-) -> dict[str, tuple[np.ndarray, dict[str, np.ndarray]]]:
-    """Per device of `values` (`_running`): which nodes have a thread with events of it
-    (`present`) and each node's sums of `values` (`sums` of `_SELF`; `n`: the count of
-    events) with start <= ts < end on its thread, [start, end) clipped: running sums read at
-    both ends by binary search, per thread and device (a handful of groups)."""
+#: Per device: which nodes' threads have attributed events of it, and each node's sums
+_Totals = tuple[np.ndarray, dict[str, np.ndarray]]
+
+
+def _subtree(spans: _Spans, table: pl.DataFrame) -> tuple[np.ndarray, dict[str, _Totals]]:
+    """Each node's count of events (attributed or not) with start <= ts < end on its thread,
+    [start, end) clipped, and per device of the attributed ones `_Totals`: the sums
+    (`_SELF`) of those of that device. Binary searches of the nodes' ends in each thread's
+    times (a handful of threads), once for every device: running sums of each device's
+    values (zero elsewhere) read at both ends."""
     n = spans.key.size
-    groups = values.select("key", "device", "first", "n").unique(maintain_order=True)
-    ts = values["ts"].to_numpy()
-    cums = {c: values[f"c_{c}"].to_numpy() for c in sums}
-    out: dict[str, tuple[np.ndarray, dict[str, np.ndarray]]] = {}
-    for key, device, first, count in groups.iter_rows():
-        if device not in out:
-            out[device] = (
-                np.zeros(n, dtype=bool),
-                {c: np.zeros(n, dtype=np.int64) for c in (*sums, "n")},
-            )
-        run = spans.runs.get(key)
+    inside = np.zeros(n, dtype=np.int64)
+    key = table["key"].to_numpy()
+    ts = table["ts"].to_numpy()
+    first = np.flatnonzero(np.concatenate([[key.size > 0], key[1:] != key[:-1]]))
+    last = np.append(first[1:], key.size)[: first.size]
+    att = table["att"].to_numpy()
+    devices = table["device"].filter(table["att"]).unique().sort().drop_nulls().to_list()
+    b = table["bytes"].to_numpy()
+    own = {"inc": b, "n_alloc": (b > 0).astype(np.int64), "alloc": np.where(b > 0, b, 0)}
+    mine_of = {d: att & (table["device"] == d).fill_null(False).to_numpy() for d in devices}
+    cums = {d: {c: np.cumsum(np.where(m, own[c], 0)) for c in _SELF} for d, m in mine_of.items()}
+    out = {
+        d: (np.zeros(n, dtype=bool), {c: np.zeros(n, dtype=np.int64) for c in _SELF})
+        for d in devices
+    }
+    for k, a, z in zip(key[first].tolist(), first.tolist(), last.tolist(), strict=True):
+        run = spans.runs.get(k)
         if run is None:
             continue
         mine = spans.by_key[run[0] : run[1]]
-        span_ts = ts[first : first + count]
-        lo = first + np.searchsorted(span_ts, spans.start[mine], "left")
-        hi = first + np.searchsorted(span_ts, spans.end[mine], "left")
-        present, totals = out[device]
-        present[mine] = True
-        totals["n"][mine] = hi - lo
-        for c in sums:
-            totals[c][mine] = _before(cums[c], hi) - _before(cums[c], lo)
-    return {d: v for d, v in out.items() if v[0].any()}
+        lo = a + np.searchsorted(ts[a:z], spans.start[mine], "left")
+        hi = a + np.searchsorted(ts[a:z], spans.end[mine], "left")
+        inside[mine] = hi - lo
+        for d in devices:
+            if not mine_of[d][a:z].any():
+                continue
+            present, totals = out[d]
+            present[mine] = True
+            for c in _SELF:
+                totals[c][mine] = _before(cums[d][c], hi) - _before(cums[d][c], lo)
+    return inside, {d: v for d, v in out.items() if v[0].any()}
 
 
 def _before(cum: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -273,13 +257,11 @@ def _before(cum: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.where(at > 0, cum[np.maximum(at - 1, 0)], 0)
 
 
-def _calls(nodes: pl.DataFrame, spans: _Spans, every: pl.DataFrame) -> pl.DataFrame:
-    """Per operator name, the calls the plugin counts (see the module doc)."""
-    # a frame is "processed" when some event of its thread lies inside it
-    processed = np.zeros(nodes.height + 1, dtype=bool)  # the last: no node
-    for present, totals in _subtree(spans, every, ()).values():
-        processed[:-1] |= present & (totals["n"] > 0)
-    up = _rows_of(nodes["node"], nodes["eff_parent"])
+def _calls(nodes: pl.DataFrame, up: np.ndarray, processed: np.ndarray) -> pl.DataFrame:
+    """Per operator name, the calls the plugin counts (see the module doc): `up`, each
+    node's parent's row; a frame is `processed` when some event of its thread lies inside
+    it."""
+    processed = np.append(processed, False)  # the last: no node
     top = nodes["eff_parent"].is_null().to_numpy()
     reached = nodes["is_op"].fill_null(False).to_numpy() & (top | processed[up])
     return (

@@ -44,6 +44,16 @@ class FileMemory:
             self.origin_ns,
         )
 
+    def peaks(self) -> pl.DataFrame:
+        """The devices' peaks (`memory_curve.memory_peaks`), kept: the peaks' table and what
+        is alive at them read them."""
+        return job_cached(
+            {0: self.memory},
+            "memory_peaks",
+            lambda: memory_curve.memory_peaks(self.recs, self.origin_ns),
+            self.origin_ns,
+        )
+
     def table(self, start_ns: int | None = None, end_ns: int | None = None) -> pl.DataFrame:
         """The memory-events table (plugin order) with each allocation's module and stack;
         the whole file's is kept."""
@@ -119,7 +129,7 @@ def peaks(events: Ranks, memory: Ranks) -> pl.DataFrame:
     return _per_rank(
         events,
         memory,
-        lambda f: memory_curve.memory_peaks(f.recs, f.origin_ns),
+        lambda f: f.peaks(),
         memory_curve.PEAK_COLUMNS,
     )
 
@@ -141,7 +151,7 @@ def stats(events: Ranks, memory: Ranks) -> pl.DataFrame:
 
 def live_at_peak(events: Ranks, memory: Ranks) -> pl.DataFrame:
     def one(f: FileMemory) -> pl.DataFrame:
-        return f.live(f.plain_table(), memory_curve.memory_peaks(f.recs, f.origin_ns))
+        return f.live(f.plain_table(), f.peaks())
 
     return _per_rank(events, memory, one, memory_peak.PEAK_COLUMNS)
 

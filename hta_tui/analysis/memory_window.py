@@ -83,7 +83,7 @@ def curve_window(
         mine = memory_device.device_rows(memory, recs, "recs", device)
         if not mine.is_empty() and mine["total_allocated"].is_null().all():
             no_curve = NO_TOTALS
-    spans = job_cached({0: events}, "memory_step_spans", lambda: memory_peak.step_spans(events))
+    spans = memory_peak.kept_step_spans(events)
     spans = spans.with_columns(((pl.col("start") - origin) / 1e6).alias("start_ms"))
     steps = [
         (int(s), float(t))
