@@ -1886,3 +1886,87 @@ def test_a_streamed_analysis_holds_its_parts_read_up_to_its_budget(
         assert (held.height, held.schema) == (table.height, table.schema)
         assert held.collect().equals(table.collect()), name
     assert got[0].tables()["t"].equals(frames[0])
+
+
+def test_every_rank_part_s_text_kept_by_its_task_is_written_as_it_lies(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A streamed table's rank parts whose text the rank's task kept in this run: each is
+    written from its file (`blobs.TextFile`, by the kernel into a file's output), those held
+    read as they landed (the first, under STREAM_BYTES) as the others, the client making
+    none of their text; the same bytes as the text made from the frames (no text kept), in
+    a file and in a text stream."""
+    from hta_tui.exec import parts as parts_module
+    from hta_tui.exec.blobs import TextFile
+
+    job, cache = job8
+    name = "cuda_kernel_launch_stats"
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)  # a task per rank
+    monkeypatch.setattr(split, "HOLD_BYTES", 0)  # each part by its kept file
+    kinds: list[str] = []
+    pieces = parts_module.RankParts.pieces
+
+    def seen(self: Any, version: str | None) -> Iterator[Any]:
+        for piece in pieces(self, version):
+            kinds.append(type(piece).__name__)
+            yield piece
+
+    monkeypatch.setattr(parts_module.RankParts, "pieces", seen)
+    kw = {"cache": cache, "backend": Backend(), "only": [name], "as_json": True}
+    assert run_report(job, out=io.StringIO(), **kw) == 0  # (for the parts' sizes)
+    sizes = [p.stat().st_size for p in cache.root.glob(f"*/*/{RESULTS_DIR}/{name}-*.arrow")]
+    assert len(sizes) == 8
+    # the first ranks' parts held read as they land, the later ones not: streamed all
+    monkeypatch.setattr(split, "STREAM_BYTES", sum(sizes) // 2)
+    forget_results(cache)
+    kinds.clear()
+    with (tmp_path / "fresh.json").open("w") as fh:
+        assert run_report(job, out=fh, **kw) == 0
+    assert kinds == [TextFile.__name__] * 8
+    kept = sorted(cache.root.glob(f"*/*/{RESULTS_DIR}/{name}-*.{name}.*.text"))
+    assert len(kept) == 8
+    for text in kept:  # the next report makes them from the frames, kept
+        text.unlink()
+    frames = io.StringIO()
+    assert run_report(job, out=frames, **kw) == 0
+    assert "DataFrame" in kinds[8:] and TextFile.__name__ not in kinds[8:]
+    assert (tmp_path / "fresh.json").read_text() == frames.getvalue()
+    assert orjson.loads(frames.getvalue())[name]
+
+
+def test_a_kept_text_left_in_its_file_is_written_whole_to_any_output(tmp_path: Path) -> None:
+    """`blobs.TextFile`: the text between a kept file's head and its CRC, written after what
+    the output holds already, to a file (by the kernel), a pipe, a file opened to append
+    (where the kernel may refuse: read and written) and an output that is no file; a text
+    whose file is not the one its worker said (another size, another head) is not taken."""
+    import threading
+
+    from hta_tui.exec.blobs import fresh_text, pack, pack_text
+
+    blob = pack({"t": pl.DataFrame({"a": [1, 2]})})
+    text = "".join(f'{{"a": {i}, "name": "é{i}"}},' for i in range(50_000)).encode()
+    path = tmp_path / "t.text"
+    path.write_bytes(b"".join(pack_text([text[:1000], text[1000:]], blob)))
+    size = path.stat().st_size
+    kept = fresh_text(path, blob[-4:], size)
+    assert kept is not None and kept.read() == text
+    assert fresh_text(path, blob[-4:], size - 1) is None
+    assert fresh_text(path, b"\0\0\0\0", size) is None
+    assert fresh_text(tmp_path / "gone.text", blob[-4:], size) is None
+    for mode in ("wb", "ab"):
+        with (tmp_path / mode).open(mode) as out:
+            out.write(b"before:")
+            kept.send(out)
+            out.write(b":after")
+        assert (tmp_path / mode).read_bytes() == b"before:" + text + b":after"
+    memory = io.BytesIO(b"")
+    kept.send(memory)
+    assert memory.getvalue() == text
+    read, write = os.pipe()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(os.fdopen(read, "rb").read()))
+    reader.start()
+    with os.fdopen(write, "wb") as out:
+        kept.send(out)
+    reader.join()
+    assert got == [text]

@@ -39,7 +39,7 @@ from typing import Any
 import polars as pl
 
 from hta_tui.analysis import overview, registry, steps
-from hta_tui.exec.backends import BATCH_BYTES, Backend
+from hta_tui.exec.backends import BATCH_BYTES, TEXTS_KEPT, Backend
 from hta_tui.exec.blobs import pack, unpack
 from hta_tui.exec.parts import Part, RankParts, outline, streamed, whole_frame
 from hta_tui.exec.rank_work import (
@@ -60,6 +60,7 @@ from hta_tui.exec.rank_work import (
     read_cached,
     result_path,
     steps_path,
+    texts_kept,
     unpack_batch_steps,
     unpack_steps,
 )
@@ -549,13 +550,17 @@ def _rankwise(
         job = batch[0]
         if STEPS in got:  # (held for the report's scope, `rank_steps`)
             held.update(_unit_steps(got[STEPS], [j.rank for j in batch]))
-        made = [registry.BY_NAME[n] for n in got if n != STEPS]
+        made = [registry.BY_NAME[n] for n in got if n not in (STEPS, TEXTS_KEPT)]
         kept: dict[str, Path] = {}
         if job.store and len(batch) > 1:
             kept = batch_paths(batch, made)
         elif job.store:
             kept = {a.name: result_path(Path(job.entry), a, options) for a in made}
-        return {a.name: landed.part(a.name, got[a.name], kept.get(a.name)) for a in made}
+        fresh = texts_kept(got)
+        return {
+            a.name: landed.part(a.name, got[a.name], kept.get(a.name), fresh.get(a.name))
+            for a in made
+        }
 
     for i, got in _gather(runner, jobs, stats, ts, keep, submitted).items():
         parts[i].update(got)
@@ -604,15 +609,22 @@ class _Landed:
         self._streams = streams
         self._sizes: dict[str, int] = {}
 
-    def part(self, name: str, blob: bytes, kept: Path | None) -> Part:
+    def part(
+        self, name: str, blob: bytes, kept: Path | None, fresh: Mapping[str, int] | None = None
+    ) -> Part:
         """The part of analysis `name` in `blob` (ValueError for a damaged one: its unit is
-        then made here, as a failed one)."""
+        then made here, as a failed one); `fresh`: its tables' texts the worker kept now
+        (`rank_work.texts_kept`: a streamed table's rank part written as it lies, held read
+        or not)."""
         tables = unpack(blob)
         size = self._sizes.get(name, 0) + len(blob)
         self._sizes[name] = size
-        if name not in self._streams or size < STREAM_BYTES:
+        if name not in self._streams:
             return Part(len(blob), path=kept, held=tables)
-        return replace(_part(blob, kept), outline=outline(tables))
+        part = replace(_part(blob, kept), fresh=fresh or {})
+        if size < STREAM_BYTES:  # (held read, not as bytes; its texts by its file still)
+            return replace(part, blob=None, path=kept, held=tables)
+        return replace(part, outline=outline(tables))
 
 
 def _spare_parts(
