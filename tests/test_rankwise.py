@@ -1970,3 +1970,36 @@ def test_a_kept_text_left_in_its_file_is_written_whole_to_any_output(tmp_path: P
         kept.send(out)
     reader.join()
     assert got == [text]
+
+
+def test_the_largest_ranks_go_out_first(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank work goes out largest file first (ties in rank order), so a large rank is not
+    the last left to a worker while the others idle; the tables are the same, in rank
+    order, as made in rank order."""
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)  # a unit per rank
+    big = {3: 19_000_000, 6: 5_000_000}  # (as the sizes the work is ordered by say)
+    ranks = split._ranks
+
+    def sized(ts: Any) -> list[Any]:
+        return [dataclasses.replace(r, size=big.get(r.rank, r.size)) for r in ranks(ts)]
+
+    monkeypatch.setattr(split, "_ranks", sized)
+    order: list[int] = []
+
+    class Ordered(_Counting):
+        def submit(self, fn: Any, *args: Any) -> Future[Any]:
+            order.append(args[0].rank)
+            return super().submit(fn, *args)
+
+    only = ["kernel_view", "syncs"]
+    got = split.run_split(ts, only, OPTIONS, Ordered())
+    sizes = {r.rank: r.size for r in sized(ts)}
+    assert order[:2] == [3, 6] and sorted(order) == list(range(8))
+    assert order == sorted(range(8), key=lambda rank: -sizes[rank])
+    made = split.run_split(ts, only, OPTIONS, Backend())
+    for name, table in made.items():
+        assert got[name].equals(table), name

@@ -536,6 +536,7 @@ def _rankwise(
                 wanted += (STEPS,)
             job = RankJob(r.rank, str(r.entry), r.meta, wanted, options, texts=texts)
             jobs.append((len(units) - 1, (job,)))
+    jobs = _largest_first(jobs, ranks)
     runner = _runner(backend, ranks, jobs)
 
     # (an analysis whose batches keep their ranks apart is never streamed: concatenated)
@@ -711,6 +712,16 @@ def _here(
     return {a.name: pack(made[a.name]) for a in wanted}
 
 
+def _largest_first(
+    jobs: list[tuple[int, tuple[RankJob, ...]]], ranks: list[_Rank]
+) -> list[tuple[int, tuple[RankJob, ...]]]:
+    """Units of work in the order they go out: the most bytes of trace files first (in rank
+    order among equals), so a large rank is not the last one left while the other workers
+    idle (each worker takes the next unit as it ends one)."""
+    sizes = {r.rank: r.size for r in ranks}
+    return sorted(jobs, key=lambda unit: -sum(sizes[job.rank] for job in unit[1]))
+
+
 def _runner(
     backend: Backend, ranks: list[_Rank], jobs: list[tuple[int, tuple[RankJob, ...]]]
 ) -> Backend:
@@ -794,9 +805,10 @@ def rank_steps(
         else:
             out.update(_unit_steps(blob, [r.rank for r in unit]))
     runner = _runner(backend, ranks, jobs)
-    for i, got in _gather(runner, jobs, SplitRun(), ts).items():
+    units = dict(jobs)
+    for i, got in _gather(runner, _largest_first(jobs, ranks), SplitRun(), ts).items():
         if STEPS in got:  # (not when a rank's failed in its batch: made here, below)
-            out.update(_unit_steps(got[STEPS], [job.rank for job in jobs[i][1]]))
+            out.update(_unit_steps(got[STEPS], [job.rank for job in units[i]]))
     for r in ranks:
         if r.rank not in out:  # frames only here, or its work failed: made here
             out[r.rank] = unpack_steps(_steps_blob(r.rank, ts.loaded()[r.rank].events, options))
