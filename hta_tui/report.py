@@ -98,10 +98,10 @@ def build_tables(
     temporal = "temporal_breakdown" in selected
     made: dict[str, Any] = {}
     # with work for the workers ahead, the files' summaries are read and their table made
-    # meanwhile (~1 s of this process at 10,000 files), from when the work is out (before,
-    # it would delay the workers' start): when the summaries answer the temporal breakdown
-    # before they are read, they do after (only more held; not `--hta-compat`'s, which
-    # the files table does not read)
+    # meanwhile (~1 s of this process at 10,000 files), from when the work is ready to go
+    # out (before, it would delay the workers' start): when the summaries answer the
+    # temporal breakdown before they are read, they do after (only more held; not
+    # `--hta-compat`'s, which the files table does not read)
     decided = ahead and temporal and summaries_decide(ts, hta_compat=options.hta_compat)
     if ahead and (not temporal or options.hta_compat or decided):
         summed = decided

@@ -1827,7 +1827,9 @@ def test_answers_are_read_as_they_land_and_not_again(
     """Each unit's answer is read as it lands, while the other units still work: after the
     last one, the client only concatenates (no part read again), and the tables are those
     of parts read at the end. `meanwhile` (the report's files table) starts once every
-    unit's work is out, before the first answer is waited for; once when nothing goes out."""
+    unit's work is ready to go out to the workers, before the first goes (which waits for
+    the pool's forkserver); once when nothing goes out; after the work made in this process
+    (the in-process back-end)."""
     from hta_tui.exec import parts as parts_module
 
     job, cache = job8
@@ -1851,7 +1853,7 @@ def test_answers_are_read_as_they_land_and_not_again(
         ts, only, opts, backend, stats=stats, meanwhile=lambda: started.append(backend.submitted)
     )
     assert stats.rank_tasks == 8 and read_late == []
-    assert started == [8]  # once, with every unit's work out
+    assert started == [0]  # once, with every unit's work ready, before the first goes
     # the same tables as parts read after the last answer (each rank's, kept beside it)
     again = split.SplitRun()
     kept = split.run_split(ts, only, opts, Backend(), stats=again)
@@ -1860,6 +1862,13 @@ def test_answers_are_read_as_they_land_and_not_again(
         assert got[name].equals(table), name
     split.run_split(ts, only, opts, _Counting(), cache_root=cache.root, meanwhile=started.clear)
     assert started == []  # (called, once, with no work out: it cleared the list)
+    inline = Backend()
+    done: list[int] = []
+    forget_results(cache)
+    split.run_split(
+        ts, only, opts, inline, stats=(here := split.SplitRun()), meanwhile=lambda: done.append(1)
+    )
+    assert here.rank_tasks == 8 and done == [1]
 
 
 def test_a_streamed_analysis_holds_its_parts_read_up_to_its_budget(
