@@ -1943,11 +1943,15 @@ def test_every_rank_part_s_text_kept_by_its_task_is_written_as_it_lies(
     assert orjson.loads(frames.getvalue())[name]
 
 
-def test_a_kept_text_left_in_its_file_is_written_whole_to_any_output(tmp_path: Path) -> None:
+def test_a_kept_text_left_in_its_file_is_written_whole_to_any_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`blobs.TextFile`: the text between a kept file's head and its CRC, written after what
     the output holds already, to a file (by the kernel), a pipe, a file opened to append
-    (where the kernel may refuse: read and written) and an output that is no file; a text
-    whose file is not the one its worker said (another size, another head) is not taken."""
+    (where the kernel may refuse: read and written), an output that is no file, and where
+    there is no sendfile for files (macOS: sockets only; Windows: none); a text whose file
+    is not the one its worker said (another size, another head) is not taken."""
+    import errno
     import threading
 
     from hta_tui.exec.blobs import fresh_text, pack, pack_text
@@ -1979,6 +1983,19 @@ def test_a_kept_text_left_in_its_file_is_written_whole_to_any_output(tmp_path: P
         kept.send(out)
     reader.join()
     assert got == [text]
+
+    def refused(*args: Any) -> int:
+        raise OSError(errno.ENOTSOCK, "not a socket")
+
+    for no_sendfile in (refused, None):
+        if no_sendfile is None:
+            monkeypatch.delattr(os, "sendfile")
+        else:
+            monkeypatch.setattr(os, "sendfile", no_sendfile)
+        with (tmp_path / "elsewhere").open("wb") as out:
+            out.write(b"before:")
+            kept.send(out)
+        assert (tmp_path / "elsewhere").read_bytes() == b"before:" + text
 
 
 def test_the_largest_ranks_go_out_first(

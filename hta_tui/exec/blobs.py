@@ -124,11 +124,14 @@ class TextFile:
 
     def send(self, out: BinaryIO) -> None:
         """Its bytes appended to `out` (flushed first): by `os.sendfile` where the output
-        takes it (a file, a pipe), else read and written."""
+        takes it (Linux: a file, a pipe), else read and written (macOS's sendfile writes to
+        sockets only; Windows has none)."""
         out.flush()
         try:
             fd = out.fileno()
         except (OSError, ValueError):  # (io.UnsupportedOperation: not a file)
+            fd = -1
+        if fd < 0 or not hasattr(os, "sendfile"):
             out.write(self.read())
             return
         with self.path.open("rb") as src:
@@ -147,7 +150,7 @@ class TextFile:
                 at, left = at + sent, left - sent
 
 
-_NO_SENDFILE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP}
+_NO_SENDFILE = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSOCK}
 
 
 def fresh_text(path: Path, tail: bytes, size: int) -> TextFile | None:
