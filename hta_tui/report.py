@@ -23,6 +23,7 @@ from hta_tui.analysis import coverage, registry
 from hta_tui.analysis.overview import file_table, precompute, summaries_decide
 from hta_tui.analysis.tables import csv_for_people, csv_ready
 from hta_tui.exec import Backend, BackendError, open_backend
+from hta_tui.exec.blobs import TextFile
 from hta_tui.exec.parts import RankParts, whole_frame
 from hta_tui.exec.rank_work import Texts
 from hta_tui.exec.split import (
@@ -97,10 +98,10 @@ def build_tables(
     temporal = "temporal_breakdown" in selected
     made: dict[str, Any] = {}
     # with work for the workers ahead, the files' summaries are read and their table made
-    # meanwhile (~1 s of this process at 10,000 files), from when the work is out (before,
-    # it would delay the workers' start): when the summaries answer the temporal breakdown
-    # before they are read, they do after (only more held; not `--hta-compat`'s, which
-    # the files table does not read)
+    # meanwhile (~1 s of this process at 10,000 files), from when the work is ready to go
+    # out (before, it would delay the workers' start): when the summaries answer the
+    # temporal breakdown before they are read, they do after (only more held; not
+    # `--hta-compat`'s, which the files table does not read)
     decided = ahead and temporal and summaries_decide(ts, hta_compat=options.hta_compat)
     if ahead and (not temporal or options.hta_compat or decided):
         summed = decided
@@ -291,7 +292,7 @@ def _record(name: str, tables: dict[str, pl.DataFrame]) -> Any:
 _INDENT = orjson.OPT_INDENT_2
 
 
-def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str | memoryview]:
+def _table_json(name: str, tables: dict[str, Any]) -> Iterator[str | memoryview | TextFile]:
     """A table's text in the report's document: its `orjson.dumps(records, OPT_INDENT_2)`,
     byte for byte, indented to its place and made printable. Written from the frames, a
     slice of rows at a time (`report_json`); a streamed table (`RankParts`) read a rank's
@@ -369,19 +370,22 @@ def _write_json(
     out.write("}\n")
 
 
-def _write(out: TextIO, piece: str | bytes | memoryview) -> None:
+def _write(out: TextIO, piece: str | bytes | memoryview | TextFile) -> None:
     """A piece of the document; one in bytes (UTF-8: a part's text a worker made) straight
     to the bytes under `out` when it has them (60 MB of kernel launches decoded and encoded
-    again cost ~0.1 s)."""
+    again cost ~0.1 s), one left in its file (`TextFile`) from the file to them."""
     if isinstance(piece, str):
         out.write(piece)
         return
     raw = getattr(out, "buffer", None)
     if raw is None:
-        out.write(bytes(piece).decode())
+        out.write((piece.read() if isinstance(piece, TextFile) else bytes(piece)).decode())
         return
     out.flush()  # (the text written before it first)
-    raw.write(piece)
+    if isinstance(piece, TextFile):
+        piece.send(raw)
+    else:
+        raw.write(piece)
 
 
 def _records(tables: dict[str, pl.DataFrame]) -> dict[str, Any]:

@@ -21,12 +21,19 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Union
 
 import orjson
 import polars as pl
 
 from hta_tui import printable
 from hta_tui.printable import json_printable, json_printable_expr
+
+if TYPE_CHECKING:
+    from hta_tui.exec.blobs import TextFile
+
+#: A piece of a table's text made already (`part_text`), in bytes or left in its file
+Given = Union[memoryview, "TextFile"]
 
 #: A table of at most this many cells (rows x columns) is written the records' way
 #: (`orjson` over its `to_dicts()`, the bytes this module matches): building a table's
@@ -122,14 +129,15 @@ def small(table: pl.DataFrame) -> bool:
 
 def table_text(
     schema: pl.Schema,
-    frames: Iterable[pl.DataFrame | memoryview],
+    frames: Iterable[pl.DataFrame | Given],
     at: int,
     column: str | None = None,
-) -> Iterator[str | memoryview] | None:
+) -> Iterator[str | Given] | None:
     """The JSON list of `frames`' rows (each of `schema`), as pieces of text, JSON_ROWS rows
-    at a time; `at`: the indent of the line the list starts on. A piece of `frames` given in
-    bytes is its rows' text made already (`part_text`, by the worker that made them, UTF-8),
-    given as it is. None when a column's type is written the records' way."""
+    at a time; `at`: the indent of the line the list starts on. A piece of `frames` that is
+    no frame is its rows' text made already (`part_text`, by the worker that made them,
+    UTF-8: bytes, or left in the file it was kept in), given as it is. None when a column's
+    type is written the records' way."""
     if row_text(schema, at + 2, column) is None:
         return None
     return _pieces(schema, frames, at, column)
@@ -153,12 +161,12 @@ def _ascii(frame: pl.DataFrame) -> frozenset[int]:
 
 
 def _pieces(
-    schema: pl.Schema, frames: Iterable[pl.DataFrame | memoryview], at: int, column: str | None
-) -> Iterator[str | memoryview]:
+    schema: pl.Schema, frames: Iterable[pl.DataFrame | Given], at: int, column: str | None
+) -> Iterator[str | Given]:
     first = True
     made: dict[frozenset[int], pl.Expr] = {}
     for frame in frames:
-        if isinstance(frame, memoryview):
+        if not isinstance(frame, pl.DataFrame):
             yield "[" if first else ","
             yield frame
             first = False

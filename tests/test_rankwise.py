@@ -1827,7 +1827,9 @@ def test_answers_are_read_as_they_land_and_not_again(
     """Each unit's answer is read as it lands, while the other units still work: after the
     last one, the client only concatenates (no part read again), and the tables are those
     of parts read at the end. `meanwhile` (the report's files table) starts once every
-    unit's work is out, before the first answer is waited for; once when nothing goes out."""
+    unit's work is ready to go out to the workers, before the first goes (which waits for
+    the pool's forkserver); once when nothing goes out; after the work made in this process
+    (the in-process back-end)."""
     from hta_tui.exec import parts as parts_module
 
     job, cache = job8
@@ -1851,7 +1853,7 @@ def test_answers_are_read_as_they_land_and_not_again(
         ts, only, opts, backend, stats=stats, meanwhile=lambda: started.append(backend.submitted)
     )
     assert stats.rank_tasks == 8 and read_late == []
-    assert started == [8]  # once, with every unit's work out
+    assert started == [0]  # once, with every unit's work ready, before the first goes
     # the same tables as parts read after the last answer (each rank's, kept beside it)
     again = split.SplitRun()
     kept = split.run_split(ts, only, opts, Backend(), stats=again)
@@ -1860,6 +1862,13 @@ def test_answers_are_read_as_they_land_and_not_again(
         assert got[name].equals(table), name
     split.run_split(ts, only, opts, _Counting(), cache_root=cache.root, meanwhile=started.clear)
     assert started == []  # (called, once, with no work out: it cleared the list)
+    inline = Backend()
+    done: list[int] = []
+    forget_results(cache)
+    split.run_split(
+        ts, only, opts, inline, stats=(here := split.SplitRun()), meanwhile=lambda: done.append(1)
+    )
+    assert here.rank_tasks == 8 and done == [1]
 
 
 def test_a_streamed_analysis_holds_its_parts_read_up_to_its_budget(
@@ -1886,3 +1895,137 @@ def test_a_streamed_analysis_holds_its_parts_read_up_to_its_budget(
         assert (held.height, held.schema) == (table.height, table.schema)
         assert held.collect().equals(table.collect()), name
     assert got[0].tables()["t"].equals(frames[0])
+
+
+def test_every_rank_part_s_text_kept_by_its_task_is_written_as_it_lies(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A streamed table's rank parts whose text the rank's task kept in this run: each is
+    written from its file (`blobs.TextFile`, by the kernel into a file's output), those held
+    read as they landed (the first, under STREAM_BYTES) as the others, the client making
+    none of their text; the same bytes as the text made from the frames (no text kept), in
+    a file and in a text stream."""
+    from hta_tui.exec import parts as parts_module
+    from hta_tui.exec.blobs import TextFile
+
+    job, cache = job8
+    name = "cuda_kernel_launch_stats"
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)  # a task per rank
+    monkeypatch.setattr(split, "HOLD_BYTES", 0)  # each part by its kept file
+    kinds: list[str] = []
+    pieces = parts_module.RankParts.pieces
+
+    def seen(self: Any, version: str | None) -> Iterator[Any]:
+        for piece in pieces(self, version):
+            kinds.append(type(piece).__name__)
+            yield piece
+
+    monkeypatch.setattr(parts_module.RankParts, "pieces", seen)
+    kw = {"cache": cache, "backend": Backend(), "only": [name], "as_json": True}
+    assert run_report(job, out=io.StringIO(), **kw) == 0  # (for the parts' sizes)
+    sizes = [p.stat().st_size for p in cache.root.glob(f"*/*/{RESULTS_DIR}/{name}-*.arrow")]
+    assert len(sizes) == 8
+    # the first ranks' parts held read as they land, the later ones not: streamed all
+    monkeypatch.setattr(split, "STREAM_BYTES", sum(sizes) // 2)
+    forget_results(cache)
+    kinds.clear()
+    with (tmp_path / "fresh.json").open("w") as fh:
+        assert run_report(job, out=fh, **kw) == 0
+    assert kinds == [TextFile.__name__] * 8
+    kept = sorted(cache.root.glob(f"*/*/{RESULTS_DIR}/{name}-*.{name}.*.text"))
+    assert len(kept) == 8
+    for text in kept:  # the next report makes them from the frames, kept
+        text.unlink()
+    frames = io.StringIO()
+    assert run_report(job, out=frames, **kw) == 0
+    assert "DataFrame" in kinds[8:] and TextFile.__name__ not in kinds[8:]
+    assert (tmp_path / "fresh.json").read_text() == frames.getvalue()
+    assert orjson.loads(frames.getvalue())[name]
+
+
+def test_a_kept_text_left_in_its_file_is_written_whole_to_any_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`blobs.TextFile`: the text between a kept file's head and its CRC, written after what
+    the output holds already, to a file (by the kernel), a pipe, a file opened to append
+    (where the kernel may refuse: read and written), an output that is no file, and where
+    there is no sendfile for files (macOS: sockets only; Windows: none); a text whose file
+    is not the one its worker said (another size, another head) is not taken."""
+    import errno
+    import threading
+
+    from hta_tui.exec.blobs import fresh_text, pack, pack_text
+
+    blob = pack({"t": pl.DataFrame({"a": [1, 2]})})
+    text = "".join(f'{{"a": {i}, "name": "é{i}"}},' for i in range(50_000)).encode()
+    path = tmp_path / "t.text"
+    path.write_bytes(b"".join(pack_text([text[:1000], text[1000:]], blob)))
+    size = path.stat().st_size
+    kept = fresh_text(path, blob[-4:], size)
+    assert kept is not None and kept.read() == text
+    assert fresh_text(path, blob[-4:], size - 1) is None
+    assert fresh_text(path, b"\0\0\0\0", size) is None
+    assert fresh_text(tmp_path / "gone.text", blob[-4:], size) is None
+    for mode in ("wb", "ab"):
+        with (tmp_path / mode).open(mode) as out:
+            out.write(b"before:")
+            kept.send(out)
+            out.write(b":after")
+        assert (tmp_path / mode).read_bytes() == b"before:" + text + b":after"
+    memory = io.BytesIO(b"")
+    kept.send(memory)
+    assert memory.getvalue() == text
+    read, write = os.pipe()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(os.fdopen(read, "rb").read()))
+    reader.start()
+    with os.fdopen(write, "wb") as out:
+        kept.send(out)
+    reader.join()
+    assert got == [text]
+
+    def refused(*args: Any) -> int:
+        raise OSError(errno.ENOTSOCK, "not a socket")
+
+    for no_sendfile in (refused, None):
+        if no_sendfile is None:
+            monkeypatch.delattr(os, "sendfile")
+        else:
+            monkeypatch.setattr(os, "sendfile", no_sendfile)
+        with (tmp_path / "elsewhere").open("wb") as out:
+            out.write(b"before:")
+            kept.send(out)
+        assert (tmp_path / "elsewhere").read_bytes() == b"before:" + text
+
+
+def test_the_largest_ranks_go_out_first(
+    job8: tuple[Path, Cache], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rank work goes out largest file first (ties in rank order), so a large rank is not
+    the last left to a worker while the others idle; the tables are the same, in rank
+    order, as made in rank order."""
+    job, cache = job8
+    ts = open_session(job, cache, backend=Backend()).trace_set
+    monkeypatch.setattr(split, "BATCH_BYTES", 0)  # a unit per rank
+    big = {3: 19_000_000, 6: 5_000_000}  # (as the sizes the work is ordered by say)
+    ranks = split._ranks
+
+    def sized(ts: Any) -> list[Any]:
+        return [dataclasses.replace(r, size=big.get(r.rank, r.size)) for r in ranks(ts)]
+
+    monkeypatch.setattr(split, "_ranks", sized)
+    order: list[int] = []
+
+    class Ordered(_Counting):
+        def submit(self, fn: Any, *args: Any) -> Future[Any]:
+            order.append(args[0].rank)
+            return super().submit(fn, *args)
+
+    only = ["kernel_view", "syncs"]
+    got = split.run_split(ts, only, OPTIONS, Ordered())
+    sizes = {r.rank: r.size for r in sized(ts)}
+    assert order[:2] == [3, 6] and sorted(order) == list(range(8))
+    assert order == sorted(range(8), key=lambda rank: -sizes[rank])
+    made = split.run_split(ts, only, OPTIONS, Backend())
+    for name, table in made.items():
+        assert got[name].equals(table), name

@@ -112,16 +112,28 @@ def test_text_report(tmp_path: Path) -> None:
 
 
 def test_module_entry_point(tmp_path: Path) -> None:
+    """`python -m hta_tui report`: the program ends once its report is written
+    (`cli._end_now`, no teardown), its output whole and flushed, the exit handlers run (one
+    registered by the program, as multiprocessing's and the log's are), nothing said on
+    stderr."""
     d = tmp_path / "t"
     dialects.write(dialects.current(rank=0), d / "rank-0.json")
+    ran = tmp_path / "exit-handler-ran"
+    code = (
+        "import atexit, pathlib, sys; from hta_tui import cli\n"
+        f"atexit.register(pathlib.Path({str(ran)!r}).write_text, 'yes')\n"
+        "sys.exit(cli.main())"
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "hta_tui", "report", str(d), "--json", "--no-cache"],
+        [sys.executable, "-c", code, "report", str(d), "--json", "--no-cache"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
     assert json.loads(proc.stdout)["files"][0]["rank"] == 0
+    assert ran.read_text() == "yes"
 
 
 @pytest.mark.shared

@@ -42,6 +42,9 @@ RESULTS_DIR = "results"
 #: (`rank_work.steps_path`): a rank run alone keeps them in its entry, a batch of small ranks
 #: in one file beside its first rank's (`rank_work.batch_steps_path`).
 STEPS = "steps_covered"
+#: Not an analysis either: in a rank's answer, the texts its task kept (`rank_work.Texts`),
+#: table by table with their sizes (`rank_work.texts_kept`).
+TEXTS_KEPT = "texts_kept"
 #: Ranks whose trace file is smaller than this run their analyses together, a batch of up to
 #: `rank_work.BATCH_RANKS` consecutive ranks per task (`rank_work.batch_tables`): a rank of a
 #: few dozen events cost ~0.25 s of CPU alone (fixed costs: a task, ~30 result files written

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from hta_tui.exec.blobs import unpack, unpack_text
+from hta_tui.exec.blobs import TextFile, fresh_text, unpack, unpack_text
 from hta_tui.exec.rank_work import read_cached, text_path
 
 
@@ -37,14 +37,21 @@ class Part:
     outline: Mapping[str, tuple[int, pl.DataFrame]] | None = field(
         default=None, compare=False, repr=False
     )
+    #: table -> the size of its text the worker kept in this run (`rank_work.texts_kept`)
+    fresh: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
 
-    def text(self, table: str, version: str) -> memoryview | None:
+    def text(self, table: str, version: str) -> memoryview | TextFile | None:
         """The text of its `table` a worker kept beside its file (`rank_work.Texts`, UTF-8),
-        made by `version` from these very tables; None when there is none (or not whole)."""
+        made by `version` from these very tables: left in its file when made in this run
+        (`blobs.fresh_text`), else read and checked; None when there is none (or not
+        whole)."""
         if self.path is None or len(self.tail) != 4:
             return None
+        path = text_path(self.path, table, version)
+        if table in self.fresh:
+            return fresh_text(path, self.tail, self.fresh[table])
         try:
-            kept = text_path(self.path, table, version).read_bytes()
+            kept = path.read_bytes()
         except OSError:
             return None
         return unpack_text(kept, self.tail)
@@ -109,7 +116,7 @@ class RankParts:
         """Each non-empty rank part, cast to the whole table's schema, one at a time."""
         yield from self.pieces(None)  # type: ignore[misc]
 
-    def pieces(self, version: str | None) -> Iterator[pl.DataFrame | memoryview]:
+    def pieces(self, version: str | None) -> Iterator[pl.DataFrame | memoryview | TextFile]:
         """`frames`, but a part's text in place of its frame where a worker kept it, made by
         `version` (`Part.text`), and the part's rows are the whole table's as they are
         (`exact`): the text of those rows wherever they are written."""

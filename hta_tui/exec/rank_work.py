@@ -22,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import polars as pl
 
 from hta_tui.analysis import hta_view, registry
 from hta_tui.analysis.rank_column import runs
-from hta_tui.exec.backends import RESULTS_DIR, STEPS
+from hta_tui.exec.backends import RESULTS_DIR, STEPS, TEXTS_KEPT
 from hta_tui.exec.blobs import pack, pack_text, unpack, whole
 from hta_tui.trace.model import RankData, read_events_at_once
 
@@ -229,9 +230,14 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
                 _write_atomic(blob, result_path(entry, a, job.options))
             out[a.name] = blob
         if job.store and job.texts is not None:
+            kept: dict[str, dict[str, int]] = {}
             for a in missing:
                 if a.scope == "rank" and len(out[a.name]) >= job.texts.least:
-                    _keep_texts(job.texts, parts[a.name], out[a.name], entry, a, job.options)
+                    made = _keep_texts(job.texts, parts[a.name], out[a.name], entry, a, job.options)
+                    if made:
+                        kept[a.name] = made
+            if kept:  # (said to the client, which then writes them as they lie: `fresh_text`)
+                out[TEXTS_KEPT] = orjson.dumps(kept)
     if STEPS in job.analyses:  # after the tables: their step tables and views are kept
         blob = read_cached(steps_path(entry, job.options))
         if blob is None:
@@ -240,7 +246,14 @@ def rank_tables(job: RankJob, data: RankData | None = None) -> dict[str, bytes]:
             if job.store:
                 _write_atomic(blob, steps_path(entry, job.options))
         out[STEPS] = blob
-    return {n: out[n] for n in job.analyses}
+    return {n: out[n] for n in (*job.analyses, TEXTS_KEPT) if n in out}
+
+
+def texts_kept(answer: dict[str, bytes]) -> dict[str, dict[str, int]]:
+    """analysis -> table -> the size of the text of it `rank_tables` kept in this run (none
+    for an answer without)."""
+    said = answer.get(TEXTS_KEPT)
+    return orjson.loads(said) if said is not None else {}
 
 
 def _keep_texts(
@@ -250,18 +263,23 @@ def _keep_texts(
     entry: Path,
     analysis: registry.Analysis,
     options: registry.Options,
-) -> None:
-    """Each table's text (`Texts`), kept beside its analysis's result (`blob`). Best effort:
-    a text not made or not kept is made by the client, as before."""
+) -> dict[str, int]:
+    """Each table's text (`Texts`), kept beside its analysis's result (`blob`): table -> the
+    size of the file of those kept. Best effort: a text not made or not kept is made by the
+    client, as before."""
     result = result_path(entry, analysis, options)
+    kept = {}
     for name, frame in tables.items():
         try:
             text = texts.make(name, frame)
             if text is not None:
+                path = text_path(result, name, texts.version)
                 pieces = (piece.encode() for piece in text)
-                _write_atomic(pack_text(pieces, blob), text_path(result, name, texts.version))
+                _write_atomic(pack_text(pieces, blob), path)
+                kept[name] = path.stat().st_size
         except Exception:  # (a piece that failed: the file is not kept)
             continue
+    return kept
 
 
 #: Small ranks (`backends.BATCH_BYTES`) run in batches of up to this many per task.

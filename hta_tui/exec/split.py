@@ -39,7 +39,7 @@ from typing import Any
 import polars as pl
 
 from hta_tui.analysis import overview, registry, steps
-from hta_tui.exec.backends import BATCH_BYTES, Backend
+from hta_tui.exec.backends import BATCH_BYTES, TEXTS_KEPT, Backend
 from hta_tui.exec.blobs import pack, unpack
 from hta_tui.exec.parts import Part, RankParts, outline, streamed, whole_frame
 from hta_tui.exec.rank_work import (
@@ -60,6 +60,7 @@ from hta_tui.exec.rank_work import (
     read_cached,
     result_path,
     steps_path,
+    texts_kept,
     unpack_batch_steps,
     unpack_steps,
 )
@@ -228,9 +229,11 @@ def run_split(
     rank's steps covered that the rank-wise work handed back with its tables
     (`rank_steps` then reads nothing for them); `texts`: what the workers make of the
     long ones besides (`rank_work.Texts`: the rank parts' text, read by `RankParts`).
-    `meanwhile()` is called once, as soon as the rank-wise work is out to the back-end
-    (else before the work made here): what the caller starts to do while the workers
-    work, not before (it would delay their start)."""
+    `meanwhile()` is called once, as soon as the rank-wise work is ready to go out to the
+    back-end's workers, before the first of it goes (which waits for the forkserver's
+    imports when they are not done: ~0.1 s this process did nothing in), else before the
+    work made here: what the caller starts to do while the workers work, not before (it
+    would delay their start)."""
     begin = _once(meanwhile)
     backend = backend or Backend()
     stats = stats if stats is not None else SplitRun()
@@ -535,6 +538,7 @@ def _rankwise(
                 wanted += (STEPS,)
             job = RankJob(r.rank, str(r.entry), r.meta, wanted, options, texts=texts)
             jobs.append((len(units) - 1, (job,)))
+    jobs = _largest_first(jobs, ranks)
     runner = _runner(backend, ranks, jobs)
 
     # (an analysis whose batches keep their ranks apart is never streamed: concatenated)
@@ -549,13 +553,17 @@ def _rankwise(
         job = batch[0]
         if STEPS in got:  # (held for the report's scope, `rank_steps`)
             held.update(_unit_steps(got[STEPS], [j.rank for j in batch]))
-        made = [registry.BY_NAME[n] for n in got if n != STEPS]
+        made = [registry.BY_NAME[n] for n in got if n not in (STEPS, TEXTS_KEPT)]
         kept: dict[str, Path] = {}
         if job.store and len(batch) > 1:
             kept = batch_paths(batch, made)
         elif job.store:
             kept = {a.name: result_path(Path(job.entry), a, options) for a in made}
-        return {a.name: landed.part(a.name, got[a.name], kept.get(a.name)) for a in made}
+        fresh = texts_kept(got)
+        return {
+            a.name: landed.part(a.name, got[a.name], kept.get(a.name), fresh.get(a.name))
+            for a in made
+        }
 
     for i, got in _gather(runner, jobs, stats, ts, keep, submitted).items():
         parts[i].update(got)
@@ -604,15 +612,22 @@ class _Landed:
         self._streams = streams
         self._sizes: dict[str, int] = {}
 
-    def part(self, name: str, blob: bytes, kept: Path | None) -> Part:
+    def part(
+        self, name: str, blob: bytes, kept: Path | None, fresh: Mapping[str, int] | None = None
+    ) -> Part:
         """The part of analysis `name` in `blob` (ValueError for a damaged one: its unit is
-        then made here, as a failed one)."""
+        then made here, as a failed one); `fresh`: its tables' texts the worker kept now
+        (`rank_work.texts_kept`: a streamed table's rank part written as it lies, held read
+        or not)."""
         tables = unpack(blob)
         size = self._sizes.get(name, 0) + len(blob)
         self._sizes[name] = size
-        if name not in self._streams or size < STREAM_BYTES:
+        if name not in self._streams:
             return Part(len(blob), path=kept, held=tables)
-        return replace(_part(blob, kept), outline=outline(tables))
+        part = replace(_part(blob, kept), fresh=fresh or {})
+        if size < STREAM_BYTES:  # (held read, not as bytes; its texts by its file still)
+            return replace(part, blob=None, path=kept, held=tables)
+        return replace(part, outline=outline(tables))
 
 
 def _spare_parts(
@@ -644,14 +659,19 @@ def _gather(
     """Every unit's answer, under the key `jobs` gives it (`rank_tables` for a rank alone,
     `batch_tables` for a batch; `keep(batch, answer)` of it as it lands); a unit whose work
     failed (after the back-end's retry) is logged and left out, to be made here. In this
-    process the work reads the frames `ts` holds. `submitted()`: called once every unit's
-    work is out, before the first answer is waited for."""
+    process the work reads the frames `ts` holds. `submitted()`: called once before the
+    first answer is waited for: on a back-end of other processes before the first unit's
+    work goes (the pool's first task waits for its forkserver to be ready, the caller's
+    work runs meanwhile), in this process once every unit's work is done."""
     stats.rank_tasks += len(jobs)
     stats.batches += sum(len(batch) > 1 for _, batch in jobs)
     futures: dict[Future[dict[str, bytes]], tuple[int, tuple[RankJob, ...]]] = {}
     out = {}
     here = backend.kind == "inline"
     loaded = ts.loaded() if here else {}
+    if submitted is not None and not here and jobs:
+        submitted()
+        submitted = None
     for unit, batch in jobs:
         try:
             if len(batch) == 1:
@@ -697,6 +717,16 @@ def _here(
         frames("events"), [a.name for a in wanted], options, frames=frames, meta={r.rank: r.meta}
     )
     return {a.name: pack(made[a.name]) for a in wanted}
+
+
+def _largest_first(
+    jobs: list[tuple[int, tuple[RankJob, ...]]], ranks: list[_Rank]
+) -> list[tuple[int, tuple[RankJob, ...]]]:
+    """Units of work in the order they go out: the most bytes of trace files first (in rank
+    order among equals), so a large rank is not the last one left while the other workers
+    idle (each worker takes the next unit as it ends one)."""
+    sizes = {r.rank: r.size for r in ranks}
+    return sorted(jobs, key=lambda unit: -sum(sizes[job.rank] for job in unit[1]))
 
 
 def _runner(
@@ -782,9 +812,10 @@ def rank_steps(
         else:
             out.update(_unit_steps(blob, [r.rank for r in unit]))
     runner = _runner(backend, ranks, jobs)
-    for i, got in _gather(runner, jobs, SplitRun(), ts).items():
+    units = dict(jobs)
+    for i, got in _gather(runner, _largest_first(jobs, ranks), SplitRun(), ts).items():
         if STEPS in got:  # (not when a rank's failed in its batch: made here, below)
-            out.update(_unit_steps(got[STEPS], [job.rank for job in jobs[i][1]]))
+            out.update(_unit_steps(got[STEPS], [job.rank for job in units[i]]))
     for r in ranks:
         if r.rank not in out:  # frames only here, or its work failed: made here
             out[r.rank] = unpack_steps(_steps_blob(r.rank, ts.loaded()[r.rank].events, options))
