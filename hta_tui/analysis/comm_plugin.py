@@ -40,11 +40,16 @@ def _rows(ev: pl.DataFrame, *cats: str, columns: Sequence[str] | None = None) ->
         "kernel": "kernel",
         "python": "python",
     }
-    rows = pl.col("kind").is_in(sorted({kinds[c] for c in cats}))
-    if "python" in cats:
-        rows = rows & ((pl.col("kind") != "python") | is_python_cat())
-    picked = ev.lazy().filter(rows)
-    return (picked if columns is None else picked.select(columns)).collect()
+    picked = ev.lazy().filter(pl.col("kind").is_in(sorted({kinds[c] for c in cats})))
+    if "python" not in cats:
+        return (picked if columns is None else picked.select(columns)).collect()
+    # the text of `cat` read on the python rows only, once they are picked (the regex over
+    # every row's `cat` was ~2 ms a 100 MB rank)
+    read = None if columns is None else [*columns, *(c for c in ("kind", "cat") if c not in columns)]
+    rows = (picked if read is None else picked.select(read)).collect()
+    if (rows["kind"] == "python").any():
+        rows = rows.filter((pl.col("kind") != "python") | is_python_cat())
+    return rows if columns is None else rows.select(columns)
 
 
 def is_python_cat() -> pl.Expr:

@@ -416,7 +416,14 @@ def rank_view(
         )
         view = _remember(events, key, view)
     keep = {*CORE_COLUMNS, *columns, *_ADDED}
-    return view[[c for c in view.columns if c in keep]]  # (a pick: no query)
+    picked = tuple(c for c in view.columns if c in keep)
+    # the same pick for the same columns: what is kept for a view (`job_cached({0: view})`,
+    # the step rows three analyses ask for) then serves every asker, not one
+    with _views_lock:
+        hit = _views.get((*key, picked))
+    if hit is None:
+        hit = _remember(events, (*key, picked), view[list(picked)])  # (a pick: no query)
+    return hit
 
 
 def build_rank_view(
