@@ -45,7 +45,9 @@ def _rows(ev: pl.DataFrame, *cats: str, columns: Sequence[str] | None = None) ->
         return (picked if columns is None else picked.select(columns)).collect()
     # the text of `cat` read on the python rows only, once they are picked (the regex over
     # every row's `cat` was ~2 ms a 100 MB rank)
-    read = None if columns is None else [*columns, *(c for c in ("kind", "cat") if c not in columns)]
+    read = (
+        None if columns is None else [*columns, *(c for c in ("kind", "cat") if c not in columns)]
+    )
     rows = (picked if read is None else picked.select(read)).collect()
     if (rows["kind"] == "python").any():
         rows = rows.filter((pl.col("kind") != "python") | is_python_cat())
