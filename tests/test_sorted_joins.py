@@ -107,3 +107,14 @@ def test_one_window_clip_is_the_joins_rows() -> None:
     )
     got = graph._inside(narrow, wins)
     assert got.equals(want) and got["_pos"].to_list() == [0, 1, 2, 3]
+
+
+def test_covered_per_step_of_a_merged_set_is_the_merged_again() -> None:
+    """(the Distributed breakdown's sides are merged once, not again for each part)"""
+    from hta_tui.analysis import comm_plugin, intervals
+
+    steps = pl.DataFrame({"step": ["1", "2"], "start": [0, 40], "end": [40, 90]})
+    for s, e in (([0, 5, 30, 50], [10, 7, 45, 60]), ([10, 10, 20], [5, 7, 30])):
+        merged = intervals.merge_intervals(pl.DataFrame({"start": s, "end": e}))
+        once = comm_plugin.covered_per_step(merged, steps, merged=True)
+        assert once.equals(comm_plugin.covered_per_step(merged, steps))

@@ -122,17 +122,29 @@ def _ranges(ev: pl.DataFrame, anchors: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def covered_per_step(spans: pl.DataFrame | pl.LazyFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def covered_per_step(
+    spans: pl.DataFrame | pl.LazyFrame, steps: pl.DataFrame, *, merged: bool = False
+) -> pl.DataFrame:
     """step, covered: the length of the union of `spans` inside each step (merged first, so
-    the pieces inside a step are disjoint and simply add up)."""
-    merged = intervals.merge_intervals(spans)
-    covered = intervals.covered_within(merged, steps["start"], steps["end"])
+    the pieces inside a step are disjoint and simply add up). `merged`: `spans` is a
+    `merge_intervals` answer already; its starts strictly increasing, it is its own merge (a
+    merge again sorted and grouped it to the same rows), else merged again."""
+    done = merged and isinstance(spans, pl.DataFrame) and _increasing(spans["start"])
+    union = spans if done else intervals.merge_intervals(spans)
+    covered = intervals.covered_within(union, steps["start"], steps["end"])
     return (
         steps.select("step")
         .with_columns(covered)
         .group_by("step", maintain_order=True)
         .agg(pl.col("covered").sum())
     )
+
+
+def _increasing(values: pl.Series) -> bool:
+    """Strictly increasing, no null (an empty series is)."""
+    if values.null_count():
+        return False
+    return bool((values.diff().drop_nulls() > 0).all())
 
 
 def _overlap_query(rank: int, ev: pl.DataFrame) -> pl.LazyFrame | None:
@@ -167,8 +179,8 @@ def breakdown_query(
     # Each side merged once; their union from the two merged sets (far fewer rows).
     comp, comm = (intervals.merge_intervals(x.select("start", "end")) for x in (comp, comm))
     parts = {
-        "comp": covered_per_step(comp, steps),
-        "comm": covered_per_step(comm, steps),
+        "comp": covered_per_step(comp, steps, merged=True),
+        "comm": covered_per_step(comm, steps, merged=True),
         "union": covered_per_step(pl.concat([comp, comm]), steps),
     }
     t = steps.lazy().with_columns((pl.col("end") - pl.col("start")).alias("total"))
