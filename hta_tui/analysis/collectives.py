@@ -129,26 +129,15 @@ def _ranks_calls(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     )
     kernels = _nccl_kernels(ev)
     on_gpu = kernels["rank"].unique()  # the ranks with NCCL kernels: their calls are those
-    # (collected here: `op_bytes` reads its rows twice, and a lazy frame filtered the events
-    # twice; the regex on the rows of those kinds only, a third of a rank's names)
-    ops = (
-        ev.lazy()
-        .filter(
-            ~pl.col("rank").is_in(on_gpu.implode())
-            & pl.col("kind").is_in(["annotation", "cpu_op", "other"])
-        )
-        .select("rank", "idx", "name", "ts", "dur", "external_id", "input_dims", "input_type")
-        .collect()
-        .filter(pl.col("name").str.contains(COLLECTIVE_OP))
+    ops = ev.lazy().filter(
+        ~pl.col("rank").is_in(on_gpu.implode())
+        & pl.col("kind").is_in(["annotation", "cpu_op", "other"])
+        & pl.col("name").str.contains(COLLECTIVE_OP)
     )
-    if kernels.is_empty() and ops.is_empty():  # (no call: ~5 ms of queries on no rows)
-        return pl.DataFrame(schema=CALL_COLUMNS)
     base = pl.concat(
         [
             kernels.lazy().with_columns(pl.lit(None, pl.Int64).alias("op_bytes")),
-            op_bytes(ops.lazy()).select(
-                "rank", "idx", "name", "ts", "dur", "external_id", "op_bytes"
-            ),
+            op_bytes(ops).select("rank", "idx", "name", "ts", "dur", "external_id", "op_bytes"),
         ],
         how="vertical_relaxed",
     )
