@@ -147,3 +147,14 @@ def test_clocks_laid_out_give_each_its_own_union_and_coverage(seed: int) -> None
     far = [np.array([0, 3 * 2**60]), np.array([0, 3 * 2**60])]  # two clocks of 0.75 x 2^62 ns
     assert interval_arrays.laid_out([np.array([0, 0]), np.array([1, 1])], far) is None
     assert interval_arrays.laid_out([np.array([0, 0])], far[:1]) is not None
+
+
+def test_add_with_an_empty_union_is_the_other_as_the_long_way_makes_it() -> None:
+    """(the step breakdown's roles with no row: skipped, not merged again)"""
+    u = interval_arrays.union(np.array([0, 10, 10]), np.array([9, 8, 12]))
+    empty = (u[0][:0], u[1][:0])
+    long_way = interval_arrays.union(
+        np.concatenate([empty[0], u[0]]), np.concatenate([empty[1], u[1]])
+    )
+    for got in (interval_arrays.add(u, empty), interval_arrays.add(empty, u)):
+        assert got[0].tolist() == long_way[0].tolist() and got[1].tolist() == long_way[1].tolist()

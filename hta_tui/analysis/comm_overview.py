@@ -41,7 +41,9 @@ def comm_comp_per_rank(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     """rank, step ("all" = per-step mean), computation, overlapping, communication, other (us)."""
     if len(ranks) > 1:
         return _ranks_comm_comp(ranks)
-    calls = collectives.calls(ranks)
+    # the calls' extents only: each rank's own, before the matching across ranks (the same
+    # rows; the matched table cost its window functions on a rank's part for nothing)
+    calls = collectives.ranks_calls(ranks)
     queries = []
     for rank, ev in sorted(ranks.items()):
         steps = steps_of(ev)

@@ -51,9 +51,8 @@ def rank_metric_series(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.D
         return pl.DataFrame(schema=COLUMNS)
     util = gpu_metrics.rank_utilization_series(events, tb_compat=tb_compat)
     ranges = gpu_metrics.device_sm_ranges(events, tb_compat=tb_compat)
-    tc_names = kernels.select(pl.col("name").unique()).with_columns(
-        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc")
-    )
+    tc_names = kernels.select(pl.col("name").unique())
+    tc_names = tc_names.with_columns(_uses_tc(tc_names["name"]))
     kernels = kernels.join(tc_names, on="name", how="left", nulls_equal=True)
     util = util.sort("device", "since_start (us)")
     parts = []
@@ -73,6 +72,13 @@ def rank_metric_series(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.D
 
 _RANGE_COLUMNS = ("start", "end", "value")
 _KERNEL_COLUMNS = ("start", "end", "occupancy", "tc")
+
+
+def _uses_tc(names: pl.Series) -> pl.Expr:
+    """`tc`: `uses_tc` (the modern list) of each row's name, from the flags each process
+    tests once a name (`tensor_cores.tc_names`; the GPU metrics tested them just before)."""
+    modern, _ = tensor_cores.tc_names(names)
+    return pl.col("name").fill_null("").is_in(modern.implode()).alias("tc")
 
 
 def _arrays(df: pl.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray, ...]:
@@ -147,9 +153,8 @@ def _ranks_series(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
         return pl.DataFrame(schema={"rank": pl.Int64(), **COLUMNS})
     grids = gpu_metrics.ranks_grids(ranks)
     _, ranges = gpu_metrics.ranks_busy_and_ranges(ranks)
-    kernels = gpu_metrics.ranks_kernels(ranks).with_columns(
-        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc")
-    )
+    kernels = gpu_metrics.ranks_kernels(ranks)
+    kernels = kernels.with_columns(_uses_tc(kernels["name"]))
     # each (rank, device)'s rows in the rank's order, from one stable sort
     kernels = kernels.sort("rank", "device", maintain_order=True)
     k_groups = _slices(kernels)

@@ -156,10 +156,7 @@ def _tc_shares(events: pl.DataFrame, kernels: pl.DataFrame, *, tb_compat: bool) 
     dur = pl.col("end") - pl.col("start")
     total = dur.sum()
     per_name = kernels.group_by("device", "name").agg(dur.sum().alias("dur"))
-    per_name = per_name.with_columns(
-        tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc"),
-        tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tcp"),
-    )
+    per_name = per_name.with_columns(_tc_flags(per_name["name"]))
     total = pl.col("dur").sum()
     if not tensor_cores.names_tell(events):
         # kernel names of this accelerator say nothing of its matrix units: unknown, not 0%
@@ -171,6 +168,16 @@ def _tc_shares(events: pl.DataFrame, kernels: pl.DataFrame, *, tb_compat: bool) 
         (100 * pl.col("dur").filter("tc").sum() / total).alias("tc_kernel_pct"),
         (100 * pl.col("dur").filter("tcp").sum() / total).alias("tc_kernel_pct_plugin_list"),
     )
+
+
+def _tc_flags(names: pl.Series) -> list[pl.Expr]:
+    """`tc` / `tcp`: `uses_tc` of each row's name by the modern / the plugin's list, from
+    the names' flags each process tests once (`tensor_cores.tc_names`: the string tests of a
+    rank's few hundred kernel names were ~2.5 ms, made again by the series and the kernels'
+    view)."""
+    name = pl.col("name").fill_null("")
+    modern, plugin = tensor_cores.tc_names(names)
+    return [name.is_in(modern.implode()).alias("tc"), name.is_in(plugin.implode()).alias("tcp")]
 
 
 def rank_gpu_metrics(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:
@@ -410,10 +417,7 @@ def _ranks_metrics(ranks: Mapping[int, pl.DataFrame]) -> pl.DataFrame:
     total = pl.col("dur").sum()
     per_name = kernels.group_by("rank", "device", "name").agg(dur.sum().alias("dur"))
     tc = (
-        per_name.with_columns(
-            tensor_cores.uses_tc(pl.col("name"), modern=True).alias("tc"),
-            tensor_cores.uses_tc(pl.col("name"), modern=False).alias("tcp"),
-        )
+        per_name.with_columns(_tc_flags(per_name["name"]))
         .group_by(by)
         .agg(
             (100 * pl.col("dur").filter("tc").sum() / total).alias("tc_kernel_pct"),

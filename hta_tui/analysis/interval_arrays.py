@@ -52,7 +52,12 @@ def unions_by(group: Array, starts: Array, ends: Array) -> tuple[Array, Array, A
 
 
 def add(a: tuple[Array, Array], b: tuple[Array, Array]) -> tuple[Array, Array]:
-    """The union of two unions (each sorted and disjoint): two runs, merged in linear time."""
+    """The union of two unions (each sorted and disjoint): two runs, merged in linear time.
+    One of them empty: the other as it is (a union's own union is itself, to the bit)."""
+    if not b[0].size:
+        return a
+    if not a[0].size:
+        return b
     return union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
 
 

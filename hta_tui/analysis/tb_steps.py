@@ -42,6 +42,10 @@ def host_steps(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame:
     """`step`, `host_start`, `host_end` in the plugin's order (by start)."""
     found = (
         events.lazy()  # the few step rows' three columns, not the whole rows
+        .filter(tb_roles.STEP_NAME)
+        .select("name", "cat", "ts", "dur")
+        .collect()  # (`step_rows`' test of `cat`'s text on those few rows, not every row)
+        .lazy()
         .filter(tb_roles.step_rows(tb_compat=tb_compat))
         .select(
             pl.col("name").str.split("#").list.get(1).str.to_integer(strict=False).alias("step"),
