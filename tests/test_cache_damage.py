@@ -24,7 +24,7 @@ from hta_tui.report import run_report
 from hta_tui.synth import write_trace_dir
 from hta_tui.synth.memory import MemoryOptions
 from hta_tui.trace.cache import FILES_KEY, META_FILE, Cache, read_frame, take_notices
-from hta_tui.trace.checked import write_checked
+from hta_tui.trace.checked import _MARK, _TRAILER, crc32, read_checked, write_checked
 from hta_tui.trace.discover import discover
 from hta_tui.trace.model import RankData, open_set
 from hta_tui.trace.parse import parse_file
@@ -291,3 +291,23 @@ def test_an_old_entry_listing_every_frame_file_still_reads(tmp_path: Path) -> No
     for name, want in parsed.frames.items():
         assert_frame_equal(data.frame(name), want)
     assert any("flows.parquet is missing" in n for n in take_notices())
+
+
+def test_a_frame_reads_back_as_one_chunk_and_an_old_file_of_row_groups_as_before(
+    tmp_path: Path,
+) -> None:
+    """Written as one row group (polars' default cut 200k rows in two: two chunks a column,
+    copied by every `to_numpy`); a file of several row groups, as older caches hold, reads
+    the same rows."""
+    frame = pl.DataFrame({"ts": pl.int_range(200_000, eager=True), "name": ["a", "bc"] * 100_000})
+    write_checked(frame, tmp_path / "new.parquet")
+    got = read_checked(tmp_path / "new.parquet")
+    assert got.n_chunks("all") == [1, 1]
+    assert_frame_equal(got, frame)
+    old = io.BytesIO()
+    frame.write_parquet(old, compression="lz4", statistics=False, row_group_size=50_000)
+    body = old.getvalue()
+    (tmp_path / "old.parquet").write_bytes(body + _TRAILER.pack(len(body), crc32(body), _MARK))
+    got = read_checked(tmp_path / "old.parquet")
+    assert got.n_chunks() > 1
+    assert_frame_equal(got, frame)

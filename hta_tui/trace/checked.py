@@ -38,7 +38,11 @@ def write_checked(df: pl.DataFrame, path: Path) -> int:
     """`df` as Parquet followed by its length and CRC-32 (`read_checked`); returns the file's
     size. Written in place: callers write into a private folder or file and rename it."""
     buf = io.BytesIO()
-    df.write_parquet(buf, compression="lz4", statistics=False)
+    # One row group: polars' default cut a 100 MB rank's events (229k rows) in two, read
+    # back as two chunks per column, which every `to_numpy` and many kernels then copy or
+    # walk chunk by chunk. ~4 ms more CPU at the write of such a rank, 2% smaller files;
+    # files of more row groups (older caches) read as before.
+    df.write_parquet(buf, compression="lz4", statistics=False, row_group_size=max(df.height, 1))
     data = buf.getbuffer()
     with path.open("wb") as f:
         f.write(data)
