@@ -78,7 +78,8 @@ async def _temporal_filled(pilot, seen: dict) -> None:
     table = screen.query_one("#temporal-table", DataTable)
     pad = 2 * table.cell_padding
     seen["widths"] = [c.get_render_width(table) - pad for c in table.ordered_columns]
-    seen["cells"] = [max(len(c[i]) for _, c, _ in screen.data.temporal) for i in range(5)]
+    rows = [cells for _, cells, _ in screen.data.temporal]
+    seen["cells"] = [max(len(cells[i]) for cells in rows) for i in range(len(rows[0]))]
 
 
 @pytest.fixture(scope="module")
