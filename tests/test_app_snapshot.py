@@ -68,10 +68,25 @@ SHARED_APP = {
 }
 
 
+async def _temporal_filled(pilot, seen: dict) -> None:
+    """The overview's temporal table filled again, looked at before the table is next idle
+    (where a DataTable measures its auto-width columns): each column as wide as its cells."""
+    from textual.widgets import DataTable
+
+    screen = pilot.app.screen
+    screen._show_temporal()
+    table = screen.query_one("#temporal-table", DataTable)
+    pad = 2 * table.cell_padding
+    seen["widths"] = [c.get_render_width(table) - pad for c in table.ordered_columns]
+    rows = [cells for _, cells, _ in screen.data.temporal]
+    seen["cells"] = [max(len(cells[i]) for cells in rows) for i in range(len(rows[0]))]
+
+
 @pytest.fixture(scope="module")
 def shared_app(tmp_path_factory: pytest.TempPathFactory) -> Walk:
     app = demo_app(tmp_path_factory.mktemp("shared-app"))
-    return asyncio.run(walk_app(app, snapshot_steps(SHARED_APP), size=SIZE))
+    steps = {**snapshot_steps(SHARED_APP), "temporal": _temporal_filled}
+    return asyncio.run(walk_app(app, steps, size=SIZE))
 
 
 def test_overview(snap_svg, shared_app: Walk) -> None:
@@ -119,3 +134,13 @@ def test_overview_spans(snap_compare, tmp_path: Path) -> None:
     write_stray(root)
     app = HtaApp(root, cache=Cache(tmp_path / "cache"), watch=False, timings=False)
     assert snap_compare(app, terminal_size=SIZE, run_before=_settled)
+
+
+def test_temporal_columns_fit_at_once(shared_app: Walk) -> None:
+    """The temporal table's columns are as wide as their cells from the moment it is
+    filled, not from its next idle moment (a snapshot taken on a busy machine before then
+    cut the idle column's `%` off)."""
+    seen = shared_app.check("temporal")
+    assert len(seen["widths"]) == len(seen["cells"]) == 5
+    assert all(w >= c for w, c in zip(seen["widths"], seen["cells"], strict=True))
+    assert seen["widths"][3] == seen["cells"][3] == len("23.4%")

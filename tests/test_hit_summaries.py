@@ -121,3 +121,38 @@ def test_summaries_that_cannot_be_made_leave_the_files_loaded(
     hits = HitSummaries(step_overview.lacks_breakdown, broken)
     monkeypatch.setattr(step_overview.precompute, "for_hits", hits)
     assert_breakdowns_made(open_session(job, cache).trace_set, handed=False)
+
+
+def _time_runs_out(entry: Path) -> bool:
+    """`missing`'s stat at the moment the summaries' time limit runs out: where the load
+    path has set its alarm (and its handler), the alarm rings now, during the stat."""
+    import signal
+    import time
+
+    if signal.getitimer(signal.ITIMER_REAL)[0] > 0:
+        signal.setitimer(signal.ITIMER_REAL, 1e-3)
+        time.sleep(5)  # (the alarm interrupts it)
+    return step_overview.lacks_breakdown(entry)
+
+
+@pytest.mark.parametrize("where", ["pool task", "here"])
+def test_summaries_whose_time_runs_out_leave_the_files_loaded(
+    where: str, job: Path, cache: Cache, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The summaries' time limit ringing while a hit is looked at (`HitSummaries.missing`)
+    costs the summaries, as any failure of theirs: each hit still lands, loaded, in a pool
+    task (`load._worker`, run here as a worker runs it) as in this process."""
+    from hta_tui.trace.discover import discover
+    from hta_tui.trace.limits import Limits
+
+    hits = HitSummaries(_time_runs_out, step_overview.precompute.for_hits.made)
+    monkeypatch.setattr(step_overview.precompute, "for_hits", hits)
+    if where == "here":
+        ts = open_session(job, cache).trace_set
+        assert len(ts.loaded()) == RANKS and all(e.cached for e in ts.entries.values())
+        return
+    files = discover(job)
+    limits = Limits(timeout_s=30.0)
+    results = load_mod._worker(files, cache.root, True, step_overview.precompute, limits)
+    assert [r.status for r in results] == ["loaded"] * RANKS
+    assert all(r.cached and r.memos is None for r in results)

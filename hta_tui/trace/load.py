@@ -266,8 +266,7 @@ def _worker(
                 out.append(_cached(tf, cache) or _parse_and_store(tf, cache, after_parse, limits))
         except FileTimeout:  # the alarm rang after the file's own handlers
             out.append(LoadResult(tf, "error", error=_timeout_text(limits, tf)))
-    with _time_limit(sum(limits.seconds_for(tf.size) for tf in files)):
-        _fill(out, after_parse)
+    _fill_in_time(out, after_parse, limits)
     if out:  # (an entry a summary found damaged: told where the front end is)
         out[0].damaged = tuple(take_notices())
     return out
@@ -282,6 +281,21 @@ def _lacks(result: LoadResult, hits: HitSummaries) -> bool:
         and result.memos is None
         and hits.missing(result.entry)
     )
+
+
+def _fill_in_time(
+    results: list[LoadResult], after_parse: AfterParse | None, limits: Limits
+) -> None:
+    """`_fill` under its files' time limit where an alarm can hold it (a pool worker, the
+    main thread). The alarm may ring anywhere in it, a stat of `_lacks` too: that costs the
+    summaries, as any failure of `_fill` does, never a file's result (a pool task's files
+    as their loads left them): the front end makes the summaries when it asks."""
+    seconds = sum(limits.seconds_for(r.file.size) for r in results)
+    try:
+        with _time_limit_here(seconds):
+            _fill(results, after_parse)
+    except FileTimeout:
+        log.warning("summaries of cached files took longer than %g s", seconds)
 
 
 def _fill(results: list[LoadResult], after_parse: AfterParse | None) -> None:
@@ -520,9 +534,7 @@ def _filled_here(
     by_file = {r.file.path: r for r in lacking}
     for task in _tasks([r.file for r in lacking], 1, FILL_FILES, 1):
         chunk = [by_file[tf.path] for tf in task]
-        seconds = sum(limits.seconds_for(tf.size) for tf in task)
-        with contextlib.suppress(FileTimeout), _time_limit_here(seconds):
-            _fill(chunk, after_parse)
+        _fill_in_time(chunk, after_parse, limits)
         yield from chunk
         if cancelled is not None and cancelled():
             return

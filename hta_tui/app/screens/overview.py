@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import on
@@ -346,11 +347,15 @@ class OverviewScreen(Screen):
             f" · {part}" for part in (note, data.steps) if part
         )
         if has:
-            # Columns too: a DataTable's auto widths only ever grow.
+            # Columns too: a DataTable's auto widths only ever grow. Each column's width is
+            # given, its widest cell's: an auto width is measured later, when the table is
+            # next idle, and a picture taken on a busy machine before that (the snapshot
+            # tests') cut the idle column's `%` off (its label is a cell narrower).
             table.clear(columns=True)
-            for key, label in TEMPORAL_COLUMNS:
+            for i, (key, label) in enumerate(TEMPORAL_COLUMNS):
                 justify = "left" if key == "rank" else "right"
-                table.add_column(Text(label, justify=justify), key=key)
+                width = max(cell_len(label), *(cell_len(cells[i]) for _, cells, _ in data.temporal))
+                table.add_column(Text(label, justify=justify), key=key, width=width)
             for rank, cells, _ in data.temporal:
                 table.add_row(
                     *(Text(c, justify="left" if i == 0 else "right") for i, c in enumerate(cells)),
