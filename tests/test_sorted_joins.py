@@ -80,6 +80,14 @@ def test_launch_starts_by_sorts_are_the_joins_rows() -> None:
     # the last CPU row of the correlation in file order (aten::mm's), none without one
     assert dict(zip(made["name"], made["launch_start"], strict=True))["k1"] == 80
     assert made.filter(pl.col("correlation").is_null())["launch_start"].null_count() == 2
+    # GPU rows alone (no CPU row launched anything): no start, as the join leaves them
+    gpu_only = hta_view.build_rank_view(
+        ev.filter(pl.col("stream").is_not_null()), set(), columns=()
+    )
+    alone = hta_view._launches_sorted(gpu_only)
+    lone = hta_view._with_launch_start(gpu_only.lazy().filter(pl.col("gpu")), gpu_only.lazy())
+    assert alone is not None and alone.equals(lone.collect())
+    assert alone.height == 7 and alone["launch_start"].null_count() == 7
 
 
 def test_one_window_clip_is_the_joins_rows() -> None:

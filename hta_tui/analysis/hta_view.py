@@ -717,7 +717,7 @@ def _launches_sorted(view: pl.DataFrame) -> pl.DataFrame | None:
         found = (keys[at] == asked.fill_null(0).to_numpy()) & asked.is_not_null().to_numpy()
         start = pl.Series(np.where(found, starts[at], 0), dtype=pl.Int64)
     else:
-        found, start = np.zeros(gpu.height, dtype=bool), pl.Series([0] * gpu.height, dtype=pl.Int64)
+        found, start = np.zeros(gpu.height, dtype=bool), pl.zeros(gpu.height, pl.Int64, eager=True)
     kept = pl.when(pl.Series(found)).then(start).otherwise(None)
     return gpu.with_columns(kept.alias("launch_start"))
 
