@@ -265,11 +265,16 @@ def _end_now(code: int) -> NoReturn:
     module's objects freed one by one, which the shell and a reader of its pipe waited
     for): its streams flushed and the exit handlers run (the log's, multiprocessing's: its
     named semaphores and its workers), then `os._exit`."""
+    _flush()
+    atexit._run_exitfuncs()  # (no public way to run them without the teardown)
+    _flush()  # (what a handler wrote)
+    os._exit(code)
+
+
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):  # (`| head`: the reader left)
             stream.flush()
-    atexit._run_exitfuncs()
-    os._exit(code)
 
 
 def list_analyses(out: Any = None) -> None:

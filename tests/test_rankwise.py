@@ -2029,3 +2029,38 @@ def test_the_largest_ranks_go_out_first(
     made = split.run_split(ts, only, OPTIONS, Backend())
     for name, table in made.items():
         assert got[name].equals(table), name
+
+
+def _text_of(name: str, frame: pl.DataFrame) -> list[str]:
+    """A `Texts.make` for the test below (module level: `Texts` names its function)."""
+    return [f"{name}:{frame.height}"]
+
+
+def test_a_text_whose_write_failed_is_not_said_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_keep_texts` says which texts this run wrote (the client then copies them unchecked,
+    `blobs.fresh_text`): one whose write failed (a full or read-only cache) is left out, even
+    where an earlier run's file of that name is there, so the client checks or remakes it."""
+    from hta_tui.analysis import registry
+    from hta_tui.exec.blobs import pack
+
+    entry = tmp_path / "entry"
+    analysis = registry.BY_NAME["cuda_kernel_launch_stats"]
+    options = registry.Options()
+    tables = {"t": pl.DataFrame({"a": [1, 2]})}
+    blob = pack(tables)
+    texts = rank_work.Texts(_text_of, "v1")
+    written = rank_work._keep_texts(texts, tables, blob, entry, analysis, options)
+    path = rank_work.text_path(rank_work.result_path(entry, analysis, options), "t", "v1")
+    assert written == {"t": path.stat().st_size}
+
+    def full(*args: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(rank_work.os, "replace", full)
+    assert rank_work._keep_texts(texts, tables, blob, entry, analysis, options) == {}
+    assert path.exists()  # (the earlier run's, which the client must not take as this run's)
+    assert rank_work._write_atomic(b"abc", tmp_path / "x") is None
+    monkeypatch.undo()
+    assert rank_work._write_atomic([b"ab", b"c"], tmp_path / "x") == 3

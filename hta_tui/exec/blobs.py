@@ -88,22 +88,22 @@ def pack_text(text: Iterable[bytes], of: bytes) -> Iterator[bytes]:
     yield struct.pack("<I", crc)
 
 
-def unpack_text(kept: bytes, tail: bytes) -> memoryview | None:
-    """The text `pack_text` kept (a view of `kept`), when whole and made from the blob whose
-    last 4 bytes are `tail`; else None (made again)."""
-    at = len(TEXT_MAGIC) + 4
-    if len(kept) < at + 4 or not kept.startswith(TEXT_MAGIC) or kept[len(TEXT_MAGIC) : at] != tail:
-        return None
-    (crc,) = struct.unpack_from("<I", kept, len(kept) - 4)
-    if zlib.crc32(memoryview(kept)[:-4]) != crc:
-        return None
-    return memoryview(kept)[at:-4]
-
-
 #: The bytes around a kept text (`pack_text`): its head (the layout and its tables' CRC-32)
 #: and its own CRC-32 at the end.
 TEXT_HEAD = len(TEXT_MAGIC) + 4
 TEXT_TAIL = 4
+
+
+def unpack_text(kept: bytes, tail: bytes) -> memoryview | None:
+    """The text `pack_text` kept (a view of `kept`), when whole and made from the blob whose
+    last 4 bytes are `tail`; else None (made again)."""
+    at = TEXT_HEAD
+    if len(kept) < at + TEXT_TAIL or kept[:at] != TEXT_MAGIC + tail:
+        return None
+    (crc,) = struct.unpack_from("<I", kept, len(kept) - TEXT_TAIL)
+    if zlib.crc32(memoryview(kept)[:-TEXT_TAIL]) != crc:
+        return None
+    return memoryview(kept)[at:-TEXT_TAIL]
 
 
 @dataclass(frozen=True)

@@ -112,11 +112,12 @@ def read_cached(path: Path) -> bytes | None:
     return blob if whole(blob) else None  # a truncated or garbled file is a miss
 
 
-def _write_atomic(blob: bytes | Iterable[bytes], path: Path) -> None:
+def _write_atomic(blob: bytes | Iterable[bytes], path: Path) -> int | None:
     """Best effort: a read-only cache only costs a recomputation next time. `blob` may come
     in pieces, written as they come. The folder is made when the write finds it missing (a
     mkdir per write was a failed system call and an exception each time: every write but an
-    entry's first finds it there)."""
+    entry's first finds it there). The bytes written, None when the write failed (a file
+    already at `path` is then an earlier run's, not this one's)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     try:
         try:
@@ -125,14 +126,15 @@ def _write_atomic(blob: bytes | Iterable[bytes], path: Path) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             fh = tmp.open("wb")
         with fh:
-            for piece in [blob] if isinstance(blob, bytes) else blob:
-                fh.write(piece)
+            size = sum(fh.write(piece) for piece in ([blob] if isinstance(blob, bytes) else blob))
         os.replace(tmp, path)
     except Exception as exc:  # (a piece that failed to be made: raised, nothing left)
         with contextlib.suppress(OSError):
             tmp.unlink()
         if not isinstance(exc, OSError):
             raise
+        return None
+    return size
 
 
 def steps_path(entry: Path, options: registry.Options) -> Path:
@@ -275,8 +277,9 @@ def _keep_texts(
             if text is not None:
                 path = text_path(result, name, texts.version)
                 pieces = (piece.encode() for piece in text)
-                _write_atomic(pack_text(pieces, blob), path)
-                kept[name] = path.stat().st_size
+                size = _write_atomic(pack_text(pieces, blob), path)
+                if size is not None:  # (a failed write leaves an earlier run's file: not fresh)
+                    kept[name] = size
         except Exception:  # (a piece that failed: the file is not kept)
             continue
     return kept

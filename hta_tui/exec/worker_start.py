@@ -22,8 +22,8 @@ stdout and stderr (multiprocessing passes them on), and tearing down these modul
 from __future__ import annotations
 
 import atexit
+import inspect
 import os
-import sys
 
 import numpy.ma  # noqa: F401
 
@@ -40,7 +40,7 @@ def _in_forkserver() -> bool:
     not by a process of its own (a test, say)."""
     from multiprocessing import forkserver
 
-    frame = sys._getframe()
+    frame = inspect.currentframe()
     while frame is not None:
         if frame.f_code is forkserver.main.__code__:
             return True
