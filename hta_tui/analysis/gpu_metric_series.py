@@ -51,9 +51,7 @@ def rank_metric_series(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.D
         return pl.DataFrame(schema=COLUMNS)
     util = gpu_metrics.rank_utilization_series(events, tb_compat=tb_compat)
     ranges = gpu_metrics.device_sm_ranges(events, tb_compat=tb_compat)
-    tc_names = kernels.select(pl.col("name").unique())
-    tc_names = tc_names.with_columns(_uses_tc(tc_names["name"]))
-    kernels = kernels.join(tc_names, on="name", how="left", nulls_equal=True)
+    kernels = kernels.with_columns(_uses_tc(kernels["name"]))
     util = util.sort("device", "since_start (us)")
     parts = []
     for device in util["device"].unique(maintain_order=True).to_list():
@@ -77,8 +75,7 @@ _KERNEL_COLUMNS = ("start", "end", "occupancy", "tc")
 def _uses_tc(names: pl.Series) -> pl.Expr:
     """`tc`: `uses_tc` (the modern list) of each row's name, from the flags each process
     tests once a name (`tensor_cores.tc_names`; the GPU metrics tested them just before)."""
-    modern, _ = tensor_cores.tc_names(names)
-    return pl.col("name").fill_null("").is_in(modern.implode()).alias("tc")
+    return tensor_cores.tc_flags(names)[0].alias("tc")
 
 
 def _arrays(df: pl.DataFrame, columns: tuple[str, ...]) -> tuple[np.ndarray, ...]:

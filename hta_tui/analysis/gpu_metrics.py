@@ -175,9 +175,8 @@ def _tc_flags(names: pl.Series) -> list[pl.Expr]:
     the names' flags each process tests once (`tensor_cores.tc_names`: the string tests of a
     rank's few hundred kernel names were ~2.5 ms, made again by the series and the kernels'
     view)."""
-    name = pl.col("name").fill_null("")
-    modern, plugin = tensor_cores.tc_names(names)
-    return [name.is_in(modern.implode()).alias("tc"), name.is_in(plugin.implode()).alias("tcp")]
+    modern, plugin = tensor_cores.tc_flags(names)
+    return [modern.alias("tc"), plugin.alias("tcp")]
 
 
 def rank_gpu_metrics(events: pl.DataFrame, *, tb_compat: bool = False) -> pl.DataFrame:

@@ -63,8 +63,8 @@ def _tc_columns(kernels: pl.DataFrame) -> list[pl.Expr]:
     """Whether each group's kernel uses tensor cores, by the modern and the plugin's list
     (null where the launches' names do not tell)."""
     return [
-        pl.when("names_tell").then(pl.col("name").fill_null("").is_in(n.implode())).alias(c)
-        for n, c in zip(tensor_cores.tc_names(kernels["name"]), _TC_COLUMNS, strict=True)
+        pl.when("names_tell").then(flag).alias(c)
+        for flag, c in zip(tensor_cores.tc_flags(kernels["name"]), _TC_COLUMNS, strict=True)
     ]
 
 

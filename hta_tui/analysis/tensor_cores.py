@@ -123,6 +123,14 @@ def tc_names(names: pl.Series) -> tuple[pl.Series, pl.Series]:
     return modern, plugin
 
 
+def tc_flags(names: pl.Series) -> tuple[pl.Expr, pl.Expr]:
+    """`uses_tc(name)` of each row by the modern and by the plugin's list, as expressions
+    over the rows whose distinct names are `names` (`tc_names`: each name tested once)."""
+    name = pl.col("name").fill_null("")
+    modern, plugin = tc_names(names)
+    return name.is_in(modern.implode()), name.is_in(plugin.implode())
+
+
 #: Launch-name prefixes of the runtimes whose kernel names the lists above can read.
 _READABLE_LAUNCHES = ("cu", "hip")
 
