@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from hta_tui.analysis import interval_arrays
 from hta_tui.analysis.checkpoint import checkpoint, none_inside
 from hta_tui.analysis.rank_column import parts, tagged, untagged
 
@@ -707,7 +708,7 @@ def _launches_sorted(view: pl.DataFrame) -> pl.DataFrame | None:
     corr = cpu["correlation"].to_numpy()
     order = np.argsort(corr, kind="stable")
     corr = corr[order]
-    last = np.flatnonzero(np.r_[corr[1:] != corr[:-1], True]) if corr.size else order
+    last = interval_arrays.run_bounds(corr)[1] - 1  # (each correlation's last row)
     keys, starts = corr[last], cpu["start"].to_numpy()[order][last]
     gpu = view.filter(pl.col("gpu"))
     asked = gpu["correlation"]

@@ -13,6 +13,13 @@ import numpy as np
 Array = np.ndarray
 
 
+def run_bounds(ordered: Array) -> tuple[Array, Array]:
+    """Where each run of equal values of `ordered` (sorted, or grouped) starts, and where it
+    ends (the next one's start; the size for the last): none for no value."""
+    first = np.flatnonzero(np.concatenate([[ordered.size > 0], ordered[1:] != ordered[:-1]]))
+    return first, np.append(first[1:], ordered.size)[: first.size]
+
+
 def union(starts: Array, ends: Array, *, ordered: bool = False) -> tuple[Array, Array]:
     """The disjoint union (starts, ends), sorted; `ordered` when `starts` is sorted already."""
     if starts.size == 0:

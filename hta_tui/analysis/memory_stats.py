@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from hta_tui.analysis import shared
+from hta_tui.analysis import interval_arrays, shared
 from hta_tui.analysis.hta_view import job_cached
 from hta_tui.analysis.memory_device import ts_slice
 from hta_tui.analysis.memory_events import KB
@@ -198,9 +198,7 @@ def _spans(nodes: pl.DataFrame, clip: tuple[int | None, int | None]) -> _Spans:
     key = spans["key"].to_numpy()
     by_key = np.argsort(key, kind="stable")
     ordered = key[by_key]
-    new_run = np.concatenate([[key.size > 0], ordered[1:] != ordered[:-1]])  # none if empty
-    first = np.flatnonzero(new_run)
-    last = np.append(first[1:], key.size)[: first.size]
+    first, last = interval_arrays.run_bounds(ordered)
     runs = {
         k: (a, b)
         for k, a, b in zip(ordered[first].tolist(), first.tolist(), last.tolist(), strict=True)
@@ -222,8 +220,7 @@ def _subtree(spans: _Spans, table: pl.DataFrame) -> tuple[np.ndarray, dict[str, 
     inside = np.zeros(n, dtype=np.int64)
     key = table["key"].to_numpy()
     ts = table["ts"].to_numpy()
-    first = np.flatnonzero(np.concatenate([[key.size > 0], key[1:] != key[:-1]]))
-    last = np.append(first[1:], key.size)[: first.size]
+    first, last = interval_arrays.run_bounds(key)
     att = table["att"].to_numpy()
     devices = table["device"].filter(table["att"]).unique().sort().drop_nulls().to_list()
     b = table["bytes"].to_numpy()

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import polars as pl
 
+from hta_tui.analysis import interval_arrays
 from hta_tui.analysis.hta_view import kernel_type
 from hta_tui.analysis.rank_column import tagged, untagged
 
@@ -276,7 +277,8 @@ def _links_sorted(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame | No
     # the runtime calls: each correlation's earliest, the first of equal starts
     corr, ts = runtimes["correlation"].to_numpy(), runtimes["ts"].to_numpy()
     order = np.lexsort((ts, corr))
-    corr, first = corr[order], _firsts(corr[order])
+    corr = corr[order]
+    first = interval_arrays.run_bounds(corr)[0]
     rt_keys, rt_start = corr[first], ts[order][first]
     rt_end = rt_start + runtimes["dur"].to_numpy()[order][first]
     # the device work of each correlation (a null one apart: the unlinked work)
@@ -286,7 +288,7 @@ def _links_sorted(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame | No
     end = start + device["dur"].to_numpy()[linked]
     order = np.argsort(corr, kind="stable")
     corr, start, end = corr[order], start[order], end[order]
-    first = _firsts(corr)
+    first = interval_arrays.run_bounds(corr)[0]
     keys = corr[first]
     dev = [np.minimum.reduceat(start, first), np.maximum.reduceat(end, first)]
     ops = np.diff(np.r_[first, corr.size]) if corr.size else first
@@ -314,13 +316,6 @@ def _links_sorted(events: pl.DataFrame, *, tb_compat: bool) -> pl.DataFrame | No
         pl.len().cast(pl.UInt32).alias("dev_ops"),
     )
     return pl.concat([table, unlinked])
-
-
-def _firsts(ordered: np.ndarray) -> np.ndarray:
-    """Where each run of equal values of `ordered` starts."""
-    if not ordered.size:
-        return np.zeros(0, dtype=np.int64)
-    return np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
 
 
 def device_ends(events: pl.DataFrame, *, tb_compat: bool) -> pl.LazyFrame:
